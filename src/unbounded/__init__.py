@@ -1,0 +1,48 @@
+"""unbounded: keep a long-running agent's conversation inside the model's context window."""
+
+from unbounded.errors import ConfigError, InvalidRequestError, TranscriptError, UnboundedError
+from unbounded.model import (
+    Entry,
+    MessageNormalizer,
+    Transcript,
+    create_compact_boundary,
+    messages_after_compact_boundary,
+    normalize_messages,
+    validate_request,
+)
+from unbounded.models import ModelInfo, ModelTable, load_model_table
+from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.tokens import (
+    ContextCounter,
+    build_token_accounting,
+    token_count_with_estimation,
+)
+from unbounded.transcripts import detect_format, load_transcript
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "ContextCounter",
+    "Entry",
+    "InvalidRequestError",
+    "MessageNormalizer",
+    "ModelInfo",
+    "ModelTable",
+    "Policy",
+    "Thresholds",
+    "Transcript",
+    "TranscriptError",
+    "UnboundedError",
+    "__version__",
+    "build_token_accounting",
+    "compute_thresholds",
+    "create_compact_boundary",
+    "detect_format",
+    "load_model_table",
+    "load_transcript",
+    "messages_after_compact_boundary",
+    "normalize_messages",
+    "token_count_with_estimation",
+    "validate_request",
+]

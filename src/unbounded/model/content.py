@@ -1,0 +1,133 @@
+"""Anthropic Messages API shapes as typed dicts: the one message shape used inside unbounded."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from typing_extensions import NotRequired, TypedDict
+
+
+class CacheControl(TypedDict):
+    """A prompt-cache breakpoint marker."""
+
+    type: Literal["ephemeral"]
+    ttl: NotRequired[Literal["5m", "1h"]]
+
+
+class TextBlock(TypedDict):
+    """Plain text."""
+
+    type: Literal["text"]
+    text: str
+    cache_control: NotRequired[CacheControl]
+
+
+class ImageBlock(TypedDict):
+    """An image (base64 or URL source)."""
+
+    type: Literal["image"]
+    source: dict[str, Any]
+    cache_control: NotRequired[CacheControl]
+
+
+class DocumentBlock(TypedDict):
+    """A document such as a PDF."""
+
+    type: Literal["document"]
+    source: dict[str, Any]
+    cache_control: NotRequired[CacheControl]
+
+
+class ToolUseBlock(TypedDict):
+    """A tool call made by the assistant."""
+
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+    cache_control: NotRequired[CacheControl]
+
+
+class ToolResultBlock(TypedDict):
+    """The answer to a tool call, sent by the user side."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: NotRequired[str | list[TextBlock | ImageBlock | DocumentBlock]]
+    is_error: NotRequired[bool]
+    cache_control: NotRequired[CacheControl]
+
+
+class ThinkingBlock(TypedDict):
+    """Extended-thinking output, with its signature."""
+
+    type: Literal["thinking"]
+    thinking: str
+    signature: NotRequired[str]
+
+
+class RedactedThinkingBlock(TypedDict):
+    """Thinking the API returned encrypted."""
+
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+ContentBlock = Union[
+    TextBlock,
+    ImageBlock,
+    DocumentBlock,
+    ToolUseBlock,
+    ToolResultBlock,
+    ThinkingBlock,
+    RedactedThinkingBlock,
+]
+
+Role = Literal["user", "assistant"]
+
+
+class MessageParam(TypedDict):
+    """One message of a Messages API request."""
+
+    role: Role
+    content: str | list[ContentBlock]
+
+
+class Usage(TypedDict, total=False):
+    """Token usage the API reports on a response."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cache_creation: dict[str, int]
+    cache_deleted_input_tokens: int
+
+
+def usage_context_total(usage: Usage | dict[str, Any]) -> int:
+    """Tokens a response occupied in the window: input + cache creation + cache read + output.
+
+    Using input_tokens alone would undercount: cached tokens still occupy the window (seed 004).
+    """
+    return (
+        int(usage.get("input_tokens") or 0)
+        + int(usage.get("cache_creation_input_tokens") or 0)
+        + int(usage.get("cache_read_input_tokens") or 0)
+        + int(usage.get("output_tokens") or 0)
+    )
+
+
+def usage_prompt_total(usage: Usage | dict[str, Any]) -> int:
+    """Tokens of the request itself: input + cache creation + cache read (no output)."""
+    return (
+        int(usage.get("input_tokens") or 0)
+        + int(usage.get("cache_creation_input_tokens") or 0)
+        + int(usage.get("cache_read_input_tokens") or 0)
+    )
+
+
+def content_blocks(content: str | list[ContentBlock] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content as a list of block dicts (a bare string becomes one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content)  # type: ignore[arg-type]

@@ -1,0 +1,237 @@
+"""Every threshold and switch in one policy object, with the seeds' values as defaults.
+
+Threshold arithmetic (seeds 000 and 004; where they disagree, 000's `min` is used, because
+reserving more than the model can ever output would waste window):
+
+    effective window    = context window - min(max output, 20,000)
+    auto-compact at     = effective window - 13,000
+                          (or floor(effective * pct / 100) with a percentage override,
+                          never above the default)
+    warning / error at  = 20,000 below the auto-compact threshold (below the effective window
+                          when auto-compaction is off)  (seed 002 `calculateThresholds`)
+    blocking limit      = context window - 3,000
+
+Environment overrides (prefix UNBOUNDED_), read by `Policy.from_env()`:
+
+    UNBOUNDED_AUTOCOMPACT_PCT_OVERRIDE   1-100: compact at this % of the effective window
+    UNBOUNDED_DISABLE_COMPACT            disable all compaction, manual included
+    UNBOUNDED_DISABLE_AUTO_COMPACT       disable automatic compaction only
+    UNBOUNDED_DISABLE_MICROCOMPACT       disable microcompaction
+    UNBOUNDED_MAX_OUTPUT_TOKENS          override the model's max output
+    UNBOUNDED_BLOCKING_LIMIT_OVERRIDE    override the hard blocking limit (tokens)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Literal
+
+from unbounded.errors import ConfigError
+from unbounded.models import ModelInfo
+
+ENV_PREFIX = "UNBOUNDED_"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """All tunable numbers of the pipeline. Values are checked at construction."""
+
+    output_reserve_cap: int = 20_000
+    """At most this much of the window is reserved for the model's output."""
+    autocompact_buffer: int = 13_000
+    """Auto-compaction fires this far below the effective window (room for one more turn)."""
+    warning_buffer: int = 20_000
+    """The warning level sits this far below the auto-compact threshold."""
+    error_buffer: int = 20_000
+    """The error level sits this far below the auto-compact threshold."""
+    blocking_buffer: int = 3_000
+    """Requests are refused this close to the full window."""
+    autocompact_pct_override: float | None = None
+    """Compact at this percentage of the effective window (capped at the default threshold)."""
+    max_output_override: int | None = None
+    """Use this instead of the model's max output tokens."""
+    blocking_limit_override: int | None = None
+    """Use this blocking limit instead of window - blocking_buffer."""
+    compact_enabled: bool = True
+    """False disables all compaction, manual included."""
+    auto_compact_enabled: bool = True
+    """False disables automatic compaction; manual compaction still works."""
+    microcompact_enabled: bool = True
+    """False disables microcompaction."""
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                raise ConfigError(f"Policy.{spec.name} must be >= 0, not {value}")
+        pct = self.autocompact_pct_override
+        if pct is not None and not (0 < pct <= 100):
+            raise ConfigError(f"Policy.autocompact_pct_override must be in (0, 100], not {pct}")
+        if self.max_output_override is not None and self.max_output_override <= 0:
+            raise ConfigError("Policy.max_output_override must be > 0")
+        if self.blocking_limit_override is not None and self.blocking_limit_override <= 0:
+            raise ConfigError("Policy.blocking_limit_override must be > 0")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Policy:
+        """The default policy with UNBOUNDED_* environment overrides, then keyword overrides."""
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        pct = _env_float(env, "AUTOCOMPACT_PCT_OVERRIDE")
+        if pct is not None:
+            if not (0 < pct <= 100):
+                raise ConfigError(
+                    f"{ENV_PREFIX}AUTOCOMPACT_PCT_OVERRIDE must be a number in (0, 100], not {pct}"
+                )
+            values["autocompact_pct_override"] = pct
+        for name, attribute in (
+            ("DISABLE_COMPACT", "compact_enabled"),
+            ("DISABLE_AUTO_COMPACT", "auto_compact_enabled"),
+            ("DISABLE_MICROCOMPACT", "microcompact_enabled"),
+        ):
+            if _env_bool(env, name):
+                values[attribute] = False
+        for name, attribute in (
+            ("MAX_OUTPUT_TOKENS", "max_output_override"),
+            ("BLOCKING_LIMIT_OVERRIDE", "blocking_limit_override"),
+        ):
+            number = _env_int(env, name)
+            if number is not None:
+                values[attribute] = number
+        values.update(overrides)
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise ConfigError(f"unknown Policy field: {exc}") from None
+
+    def with_changes(self, **changes: object) -> Policy:
+        """A copy with some fields changed (checked again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _env_raw(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(ENV_PREFIX + name)
+    return value.strip() if value is not None else None
+
+
+def _env_bool(env: Mapping[str, str], name: str) -> bool:
+    raw = _env_raw(env, name)
+    if raw is None:
+        return False
+    lowered = raw.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{ENV_PREFIX}{name} must be 1/0, true/false, yes/no or on/off, not {raw!r}")
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = _env_raw(env, name)
+    if not raw:
+        return None
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{ENV_PREFIX}{name} must be a whole number of tokens, not {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{ENV_PREFIX}{name} must be > 0, not {value}")
+    return value
+
+
+def _env_float(env: Mapping[str, str], name: str) -> float | None:
+    raw = _env_raw(env, name)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{ENV_PREFIX}{name} must be a number, not {raw!r}") from None
+    if math.isnan(value):
+        raise ConfigError(f"{ENV_PREFIX}{name} must be a number, not NaN")
+    return value
+
+
+WarningLevel = Literal["ok", "warning", "error", "autocompact", "blocking"]
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The token levels for one model under one policy."""
+
+    context_window: int
+    max_output: int
+    effective_window: int
+    autocompact: int
+    warning: int
+    error: int
+    blocking: int
+    auto_compact_enabled: bool
+
+    @property
+    def limit(self) -> int:
+        """What `percent_left` is measured against: the auto-compact threshold when on."""
+        return self.autocompact if self.auto_compact_enabled else self.effective_window
+
+    def percent_left(self, tokens: int) -> int:
+        """Percent of the limit still free, rounded, never below 0."""
+        limit = self.limit
+        if limit <= 0:
+            return 0
+        return max(0, round((limit - tokens) / limit * 100))
+
+    def level(self, tokens: int) -> WarningLevel:
+        """The most severe level these tokens reach."""
+        if tokens >= self.blocking:
+            return "blocking"
+        if self.auto_compact_enabled and tokens >= self.autocompact:
+            return "autocompact"
+        if tokens >= self.error:
+            return "error"
+        if tokens >= self.warning:
+            return "warning"
+        return "ok"
+
+    def should_autocompact(self, tokens: int) -> bool:
+        """Auto-compaction is on and the tokens reached its threshold."""
+        return self.auto_compact_enabled and tokens >= self.autocompact
+
+
+def effective_window(model: ModelInfo, policy: Policy) -> int:
+    """Context window minus the output reservation (at most `output_reserve_cap`)."""
+    max_output = policy.max_output_override or model.max_output
+    return model.context_window - min(max_output, policy.output_reserve_cap)
+
+
+def autocompact_threshold(model: ModelInfo, policy: Policy) -> int:
+    """Where auto-compaction fires (with the percentage override, capped at the default)."""
+    effective = effective_window(model, policy)
+    default = effective - policy.autocompact_buffer
+    if policy.autocompact_pct_override is not None:
+        return min(math.floor(effective * policy.autocompact_pct_override / 100), default)
+    return default
+
+
+def compute_thresholds(model: ModelInfo, policy: Policy | None = None) -> Thresholds:
+    """All threshold levels for a model."""
+    active = policy or Policy()
+    effective = effective_window(model, active)
+    autocompact = autocompact_threshold(model, active)
+    auto_on = active.compact_enabled and active.auto_compact_enabled
+    base = autocompact if auto_on else effective
+    blocking = active.blocking_limit_override or (model.context_window - active.blocking_buffer)
+    return Thresholds(
+        context_window=model.context_window,
+        max_output=active.max_output_override or model.max_output,
+        effective_window=effective,
+        autocompact=autocompact,
+        warning=base - active.warning_buffer,
+        error=base - active.error_buffer,
+        blocking=blocking,
+        auto_compact_enabled=auto_on,
+    )

@@ -1,0 +1,191 @@
+"""Token counting anchored on API usage (seed 004 "Token Counting").
+
+The canonical context size is `token_count_with_estimation`: the exact total the API reported
+on the last response (input + cache creation + cache read + output), plus a rough estimate of
+what was added after it (text length / 4; images and documents 2,000; a tool call as its name
+plus its JSON input), padded by 4/3.
+
+When the model calls tools in parallel, Claude Code writes the response as several assistant
+lines sharing one message id, with tool results between them. The anchor is therefore the
+*first* line of the last response: anchoring on its last line would skip the results that
+arrived between its lines. Lines of the anchor response itself are not estimated again (their
+tokens are in the reported output).
+
+`ContextCounter` keeps these sums as entries arrive, so recounting after a new message costs
+O(that message), not O(history).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from unbounded.model.attachments import attachment_to_content
+from unbounded.model.content import usage_context_total
+from unbounded.model.entries import Entry
+
+CHARS_PER_TOKEN = 4
+"""The rough estimate's divisor: one token per ~4 characters of text."""
+TOKENS_PER_IMAGE = 2_000
+"""Flat estimate for an image or a document block."""
+ESTIMATE_PADDING = 4 / 3
+"""Conservative padding applied to a whole estimate."""
+
+
+def rough_token_count(text: str) -> int:
+    """length / 4, rounded: the quick estimate used everywhere a count need not be exact."""
+    return round(len(text) / CHARS_PER_TOKEN)
+
+
+def _json_length(value: Any) -> int:
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:
+        return len(str(value))
+
+
+def tool_result_tokens(block: Mapping[str, Any]) -> int:
+    """Estimated tokens of one tool_result block's content (images 2,000 each)."""
+    content = block.get("content")
+    if not content:
+        return 0
+    if isinstance(content, str):
+        return rough_token_count(content)
+    total = 0
+    if isinstance(content, list):
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind == "text":
+                total += rough_token_count(str(part.get("text", "")))
+            elif kind in ("image", "document"):
+                total += TOKENS_PER_IMAGE
+    return total
+
+
+def block_tokens(block: Mapping[str, Any]) -> int:
+    """Estimated tokens of one content block, unpadded."""
+    kind = block.get("type")
+    if kind == "text":
+        return rough_token_count(str(block.get("text", "")))
+    if kind == "tool_result":
+        return tool_result_tokens(block)
+    if kind in ("image", "document"):
+        return TOKENS_PER_IMAGE
+    if kind == "tool_use":
+        name = str(block.get("name", ""))
+        return round((len(name) + _json_length(block.get("input", {}))) / CHARS_PER_TOKEN)
+    if kind == "thinking":
+        return rough_token_count(str(block.get("thinking", "")))
+    if kind == "redacted_thinking":
+        return rough_token_count(str(block.get("data", "")))
+    return round(_json_length(block) / CHARS_PER_TOKEN)
+
+
+def content_tokens(content: Any) -> int:
+    """Estimated tokens of message content (a string or a block list), unpadded."""
+    if isinstance(content, str):
+        return rough_token_count(content)
+    if isinstance(content, list):
+        return sum(block_tokens(b) for b in content if isinstance(b, dict))
+    return 0
+
+
+def entry_tokens(entry: Entry) -> int:
+    """Estimated tokens an entry adds to the request, unpadded (0 for records never sent)."""
+    kind = entry.type
+    if kind in ("user", "assistant"):
+        if entry.is_synthetic_api_error:
+            return 0
+        return content_tokens(entry.content)
+    if kind == "attachment":
+        attachment = entry.attachment
+        return content_tokens(attachment_to_content(attachment)) if attachment else 0
+    return 0
+
+
+def pad_estimate(raw_tokens: int) -> int:
+    """Apply the 4/3 conservative padding to an unpadded estimate."""
+    return math.ceil(raw_tokens * ESTIMATE_PADDING)
+
+
+def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Padded estimate for plain API messages ({role, content})."""
+    return pad_estimate(sum(content_tokens(m.get("content")) for m in messages))
+
+
+class ContextCounter:
+    """Running `token_count_with_estimation` over entries appended one at a time."""
+
+    __slots__ = ("_anchor_id", "_anchor_total", "_estimate", "entries_seen")
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        self._anchor_id: str | None = None
+        self._anchor_total: int | None = None
+        self._estimate = 0  # unpadded estimate of what follows the anchor's first line
+        self.entries_seen = 0
+        for entry in entries:
+            self.append(entry)
+
+    def append(self, entry: Entry) -> None:
+        """Account for one more entry."""
+        self.entries_seen += 1
+        usage = entry.usage
+        message_id = entry.message_id
+        if usage is not None:
+            if message_id is not None and message_id == self._anchor_id:
+                # Another line of the anchor response: newer usage, same anchor position.
+                self._anchor_total = usage_context_total(usage)
+                return
+            self._anchor_id = message_id
+            self._anchor_total = usage_context_total(usage)
+            self._estimate = 0
+            return
+        if message_id is not None and message_id == self._anchor_id:
+            return
+        self._estimate += entry_tokens(entry)
+
+    def reset(self) -> None:
+        """Forget everything (after a compaction replaced the history)."""
+        self._anchor_id = None
+        self._anchor_total = None
+        self._estimate = 0
+        self.entries_seen = 0
+
+    @property
+    def anchored(self) -> bool:
+        """Whether an API usage anchors the count."""
+        return self._anchor_total is not None
+
+    @property
+    def anchor_tokens(self) -> int:
+        """The exact part: the last response's reported total (0 when unanchored)."""
+        return self._anchor_total or 0
+
+    @property
+    def estimated_tokens(self) -> int:
+        """The estimated part, padded by 4/3."""
+        return pad_estimate(self._estimate)
+
+    @property
+    def total(self) -> int:
+        """The context size: anchor + padded estimate of what came after."""
+        return self.anchor_tokens + self.estimated_tokens
+
+
+def token_count_with_estimation(entries: Sequence[Entry]) -> int:
+    """The context size of these entries, anchored on the last API usage (see module doc)."""
+    return ContextCounter(entries).total
+
+
+def last_usage_tokens(entries: Sequence[Entry]) -> int:
+    """The total the last response reported, without estimation (seed 002 `countTotalTokens`)."""
+    for entry in reversed(entries):
+        usage = entry.usage
+        if usage is not None:
+            return usage_context_total(usage)
+    return 0

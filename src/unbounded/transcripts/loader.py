@@ -1,0 +1,77 @@
+"""Open any supported transcript: the format is detected from the content, not the file name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import orjson
+
+from unbounded.errors import TranscriptError
+from unbounded.model.transcript import Transcript
+from unbounded.transcripts import claude_code, openhands, swe_agent
+from unbounded.transcripts.jsonl import SNIFF_BYTES, check_not_binary
+
+TranscriptFormat = Literal["claude-code", "swe-agent", "openhands"]
+FORMATS: tuple[TranscriptFormat, ...] = ("claude-code", "swe-agent", "openhands")
+
+
+def detect_format(path: str | Path) -> TranscriptFormat:
+    """Tell which agent wrote a transcript by looking at its first record."""
+    source = Path(path)
+    if not source.exists():
+        raise TranscriptError("no such file", path=source, hint="check the path")
+    if source.is_dir():
+        raise TranscriptError("is a folder, not a transcript file", path=source)
+    with source.open("rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if not head.strip():
+        raise TranscriptError("empty file: no records to read", path=source, line=1)
+    check_not_binary(source, head)
+    stripped = head.lstrip()
+    first_line = stripped.split(b"\n", 1)[0]
+    first: object = None
+    try:
+        first = orjson.loads(first_line)
+    except orjson.JSONDecodeError:
+        first = None
+    if isinstance(first, dict):
+        if claude_code.looks_like_claude_code(first):
+            return "claude-code"
+        if openhands.looks_like_openhands(first):
+            return "openhands"
+        if swe_agent.looks_like_swe_agent(first):
+            return "swe-agent"
+    if isinstance(first, list) and openhands.looks_like_openhands_events(first):
+        return "openhands"
+    if first is None and stripped[:1] in (b"{", b"["):
+        # A pretty-printed JSON document: SWE-agent .traj, or an OpenHands event list.
+        if swe_agent.sniff_swe_agent(stripped):
+            return "swe-agent"
+        if openhands.sniff_openhands(stripped):
+            return "openhands"
+    raise TranscriptError(
+        "unknown transcript format",
+        path=source,
+        line=1,
+        hint="expected a Claude Code session (.jsonl), a SWE-agent trajectory (.traj) "
+        "or an OpenHands output.jsonl",
+    )
+
+
+def load_transcript(
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    format: TranscriptFormat | None = None,
+) -> Transcript:
+    """Read a transcript of any supported format into entries."""
+    source = Path(path)
+    detected = format or detect_format(source)
+    if detected == "claude-code":
+        return claude_code.read_claude_code(source, skip_invalid=skip_invalid)
+    if detected == "swe-agent":
+        return swe_agent.read_swe_agent(source)
+    if detected == "openhands":
+        return openhands.read_openhands(source, skip_invalid=skip_invalid)
+    raise TranscriptError(f"unsupported format {detected!r}", path=source)
