@@ -129,7 +129,9 @@ class ModelTable:
         base = key.split("[", 1)[0]  # "claude-opus-4-6[1m]" style suffixes
         if base in index:
             return index[base]
-        candidates = [known for known in index if base.startswith(known + "-") or base.startswith(known + "@")]
+        candidates = [
+            known for known in index if base.startswith(known + "-") or base.startswith(known + "@")
+        ]
         if candidates:
             return index[max(candidates, key=len)]
         return None
@@ -167,7 +169,9 @@ def _models_from_document(data: Mapping[str, Any], origin: str) -> list[ModelInf
     rows = data.get("models")
     if not isinstance(rows, dict):
         raise ConfigError(f"{origin}: expected a [models.<name>] table")
-    return [_model_from_row(name, row, origin) for name, row in rows.items() if isinstance(row, dict)]
+    return [
+        _model_from_row(name, row, origin) for name, row in rows.items() if isinstance(row, dict)
+    ]
 
 
 @lru_cache(maxsize=1)

@@ -138,7 +138,9 @@ def _env_int(env: Mapping[str, str], name: str) -> int | None:
     try:
         value = int(raw.replace("_", ""))
     except ValueError:
-        raise ConfigError(f"{ENV_PREFIX}{name} must be a whole number of tokens, not {raw!r}") from None
+        raise ConfigError(
+            f"{ENV_PREFIX}{name} must be a whole number of tokens, not {raw!r}"
+        ) from None
     if value <= 0:
         raise ConfigError(f"{ENV_PREFIX}{name} must be > 0, not {value}")
     return value

@@ -27,10 +27,7 @@ def _file_text(attachment: dict[str, Any]) -> str | None:
     content = attachment.get("content")
     if isinstance(content, dict):
         file = content.get("file")
-        if isinstance(file, dict):
-            content = file.get("content")
-        else:
-            content = content.get("content")
+        content = file.get("content") if isinstance(file, dict) else content.get("content")
     if not isinstance(content, str):
         return f"The file {path} was attached."
     truncated = " (truncated)" if attachment.get("truncated") else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -73,15 +73,15 @@ class RedactedThinkingBlock(TypedDict):
     data: str
 
 
-ContentBlock = Union[
-    TextBlock,
-    ImageBlock,
-    DocumentBlock,
-    ToolUseBlock,
-    ToolResultBlock,
-    ThinkingBlock,
-    RedactedThinkingBlock,
-]
+ContentBlock = (
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+)
 
 Role = Literal["user", "assistant"]
 
@@ -126,7 +126,9 @@ def usage_prompt_total(usage: Usage | dict[str, Any]) -> int:
     )
 
 
-def content_blocks(content: str | list[ContentBlock] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def content_blocks(
+    content: str | list[ContentBlock] | list[dict[str, Any]],
+) -> list[dict[str, Any]]:
     """Content as a list of block dicts (a bare string becomes one text block)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []

@@ -106,7 +106,7 @@ class MessageNormalizer:
     def append_message(self, message: MessageParam | dict[str, Any]) -> None:
         """Add a plain API message (role + content), merging like an entry would."""
         if message.get("role") == "assistant":
-            self._add_assistant(message.get("content"), None)
+            self._add_assistant(message.get("content"), None, merge_adjacent=True)
         else:
             self._add_user(message.get("content"))
 
@@ -117,17 +117,27 @@ class MessageNormalizer:
         messages = self._messages
         if messages and messages[-1]["role"] == "user":
             last = messages[-1]
-            messages[-1] = {"role": "user", "content": _merge_user_content(last["content"], content)}
+            messages[-1] = {
+                "role": "user",
+                "content": _merge_user_content(last["content"], content),
+            }
             return
         messages.append({"role": "user", "content": content})
         self._ids.append(None)
 
-    def _add_assistant(self, content: Any, message_id: str | None) -> None:
+    def _add_assistant(
+        self, content: Any, message_id: str | None, *, merge_adjacent: bool = False
+    ) -> None:
         content = _sendable(content)
         if content is None:
             return
         blocks = _blocks(content)
         messages = self._messages
+        if merge_adjacent and messages and messages[-1]["role"] == "assistant":
+            # Plain message lists have no response ids: a run of assistant turns is one turn.
+            merged = _blocks(messages[-1]["content"]) + blocks
+            messages[-1] = {"role": "assistant", "content": merged}
+            return
         if message_id is not None:
             for index in range(len(messages) - 1, -1, -1):
                 candidate = messages[index]
@@ -161,7 +171,9 @@ def normalize_messages(entries: Iterable[Entry]) -> list[MessageParam]:
     return MessageNormalizer(entries).messages
 
 
-def normalize_plain_messages(messages: Iterable[MessageParam | dict[str, Any]]) -> list[MessageParam]:
+def normalize_plain_messages(
+    messages: Iterable[MessageParam | dict[str, Any]],
+) -> list[MessageParam]:
     """Normalize a plain Anthropic message list: merge same-role runs, drop empty messages."""
     normalizer = MessageNormalizer()
     for message in messages:
@@ -175,10 +187,10 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
     Rules checked, each named in the error with the index of the offending message:
     `non-empty` (at least one message), `role` (user or assistant), `first-message-user`,
     `alternation` (roles alternate), `empty-content` (no empty content, no empty or
-    whitespace-only text block), `duplicate-tool-use-id`, `tool-use-unanswered` (every tool_use is answered by a
-    tool_result in the next message, which must be a user message), `orphan-tool-result`
-    (every tool_result answers a tool_use of the message just before) and
-    `tool-result-order` (tool_result blocks come before any other block).
+    whitespace-only text block), `duplicate-tool-use-id`, `tool-use-unanswered` (every
+    tool_use is answered by a tool_result in the next message, which must be a user message),
+    `orphan-tool-result` (every tool_result answers a tool_use of the message just before)
+    and `tool-result-order` (tool_result blocks come before any other block).
     """
     if not messages:
         raise InvalidRequestError("non-empty", None, "a request needs at least one message")
@@ -188,9 +200,13 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
     for index, message in enumerate(messages):
         role = message.get("role")
         if role not in ("user", "assistant"):
-            raise InvalidRequestError("role", index, f"role must be user or assistant, not {role!r}")
+            raise InvalidRequestError(
+                "role", index, f"role must be user or assistant, not {role!r}"
+            )
         if index == 0 and role != "user":
-            raise InvalidRequestError("first-message-user", 0, "the first message must be a user message")
+            raise InvalidRequestError(
+                "first-message-user", 0, "the first message must be a user message"
+            )
         if role == previous_role:
             raise InvalidRequestError(
                 "alternation", index, f"two {role} messages in a row (messages must alternate)"

@@ -13,7 +13,17 @@ from typing import Any
 
 READ_TOOLS = frozenset({"Read", "read_file", "ReadFile", "view_file", "open", "read"})
 WRITE_TOOLS = frozenset(
-    {"Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create", "edit", "write"}
+    {
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "NotebookEdit",
+        "write_file",
+        "edit_file",
+        "create",
+        "edit",
+        "write",
+    }
 )
 EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "editor"})
 EDITOR_WRITE_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write"})
@@ -48,7 +58,7 @@ def file_read_path(block: Mapping[str, Any]) -> str | None:
 
 
 def file_write_path(block: Mapping[str, Any]) -> str | None:
-    """The file a tool_use creates or modifies (Write, Edit, an editor's str_replace…), else None."""
+    """The file a tool_use creates or modifies (Write, Edit, an editor's str_replace…)."""
     name = block.get("name")
     tool_input = _input(block)
     if name in WRITE_TOOLS:

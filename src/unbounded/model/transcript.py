@@ -70,9 +70,7 @@ class Transcript:
         """
         keep_sidechains = self.is_subagent_file
         return [
-            e
-            for e in self.entries
-            if e.is_conversation and (keep_sidechains or not e.is_sidechain)
+            e for e in self.entries if e.is_conversation and (keep_sidechains or not e.is_sidechain)
         ]
 
     def sidechains(self) -> dict[str, list[Entry]]:

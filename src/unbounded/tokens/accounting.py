@@ -43,6 +43,7 @@ class TokenAccounting:
     other: int = 0
     tool_requests: dict[str, int] = field(default_factory=dict)
     tool_results: dict[str, int] = field(default_factory=dict)
+    tool_calls: dict[str, int] = field(default_factory=dict)
     attachments: dict[str, int] = field(default_factory=dict)
     attachment_counts: dict[str, int] = field(default_factory=dict)
     duplicate_file_reads: dict[str, DuplicateRead] = field(default_factory=dict)
@@ -92,6 +93,7 @@ class TokenAccounting:
             "percent": {name: self.percent(v) for name, v in self.categories().items()},
             "tool_requests": dict(sorted(self.tool_requests.items(), key=lambda kv: -kv[1])),
             "tool_results": dict(sorted(self.tool_results.items(), key=lambda kv: -kv[1])),
+            "tool_calls": dict(sorted(self.tool_calls.items(), key=lambda kv: -kv[1])),
             "attachments": {
                 kind: {"count": self.attachment_counts.get(kind, 0), "tokens": tokens}
                 for kind, tokens in sorted(self.attachments.items())
@@ -168,6 +170,7 @@ def build_token_accounting(
                 name = str(block.get("name", "unknown"))
                 tokens = count_text(name + orjson.dumps(block.get("input", {})).decode())
                 _add(stats.tool_requests, name, tokens)
+                _add(stats.tool_calls, name, 1)
                 tool_id = str(block.get("id"))
                 tool_names[tool_id] = name
                 path = file_read_path(block)

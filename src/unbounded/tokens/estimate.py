@@ -35,14 +35,21 @@ ESTIMATE_PADDING = 4 / 3
 """Conservative padding applied to a whole estimate."""
 
 
+def _divide_round(length: int) -> int:
+    # JavaScript's Math.round (halves up), as the seeds' approximateTokenCount uses; Python's
+    # round() would round halves to even.
+    return (length + CHARS_PER_TOKEN // 2) // CHARS_PER_TOKEN
+
+
 def rough_token_count(text: str) -> int:
-    """length / 4, rounded: the quick estimate used everywhere a count need not be exact."""
-    return round(len(text) / CHARS_PER_TOKEN)
+    """length / 4, rounded half up: the quick estimate used where a count need not be exact."""
+    return _divide_round(len(text))
 
 
 def _json_length(value: Any) -> int:
+    """Characters of the compact JSON text (like JSON.stringify(...).length)."""
     try:
-        return len(orjson.dumps(value))
+        return len(orjson.dumps(value).decode())
     except TypeError:
         return len(str(value))
 
@@ -78,12 +85,12 @@ def block_tokens(block: Mapping[str, Any]) -> int:
         return TOKENS_PER_IMAGE
     if kind == "tool_use":
         name = str(block.get("name", ""))
-        return round((len(name) + _json_length(block.get("input", {}))) / CHARS_PER_TOKEN)
+        return _divide_round(len(name) + _json_length(block.get("input", {})))
     if kind == "thinking":
         return rough_token_count(str(block.get("thinking", "")))
     if kind == "redacted_thinking":
         return rough_token_count(str(block.get("data", "")))
-    return round(_json_length(block) / CHARS_PER_TOKEN)
+    return _divide_round(_json_length(block))
 
 
 def content_tokens(content: Any) -> int:
@@ -121,39 +128,58 @@ def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
 class ContextCounter:
     """Running `token_count_with_estimation` over entries appended one at a time."""
 
-    __slots__ = ("_anchor_id", "_anchor_total", "_estimate", "entries_seen")
+    __slots__ = (
+        "_anchor_id",
+        "_anchor_total",
+        "_estimate",
+        "_response_id",
+        "_since_response",
+        "entries_seen",
+    )
+    _anchor_id: str | None
+    _anchor_total: int | None
+    _estimate: int  # unpadded estimate of what the anchor's usage does not cover
+    _response_id: str | None  # the response whose lines arrived last
+    _since_response: int  # unpadded estimate of non-response entries since its first line
+    entries_seen: int
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
-        self._anchor_id: str | None = None
-        self._anchor_total: int | None = None
-        self._estimate = 0  # unpadded estimate of what follows the anchor's first line
-        self.entries_seen = 0
+        self.reset()
         for entry in entries:
             self.append(entry)
 
     def append(self, entry: Entry) -> None:
         """Account for one more entry."""
         self.entries_seen += 1
-        usage = entry.usage
         message_id = entry.message_id
+        if message_id is not None and message_id != self._response_id:
+            # The first line of a new response: results arriving from here on are not in
+            # its usage, even when only a later line of it carries that usage.
+            self._response_id = message_id
+            self._since_response = 0
+        usage = entry.usage
         if usage is not None:
-            if message_id is not None and message_id == self._anchor_id:
-                # Another line of the anchor response: newer usage, same anchor position.
-                self._anchor_total = usage_context_total(usage)
-                return
             self._anchor_id = message_id
             self._anchor_total = usage_context_total(usage)
-            self._estimate = 0
+            self._estimate = self._since_response if message_id is not None else 0
             return
-        if message_id is not None and message_id == self._anchor_id:
+        if message_id is not None and message_id == self._response_id:
+            # A line of the current response: its tokens are in the reported output once that
+            # response's usage is known, so it is estimated only until then.
+            if message_id != self._anchor_id:
+                self._estimate += entry_tokens(entry)
             return
-        self._estimate += entry_tokens(entry)
+        tokens = entry_tokens(entry)
+        self._estimate += tokens
+        self._since_response += tokens
 
     def reset(self) -> None:
         """Forget everything (after a compaction replaced the history)."""
         self._anchor_id = None
         self._anchor_total = None
         self._estimate = 0
+        self._response_id = None
+        self._since_response = 0
         self.entries_seen = 0
 
     @property

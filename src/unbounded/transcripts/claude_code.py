@@ -78,7 +78,11 @@ def validate_record(record: dict[str, Any], path: Path, line: int) -> None:
                 _fail(path, line, "field 'compactMetadata' should be an object")
             pre = metadata.get("preTokens")
             if pre is not None and (not isinstance(pre, int) or isinstance(pre, bool)):
-                _fail(path, line, f"field 'compactMetadata.preTokens' should be an integer, found {pre!r}")
+                _fail(
+                    path,
+                    line,
+                    f"field 'compactMetadata.preTokens' should be an integer, found {pre!r}",
+                )
 
 
 def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
@@ -86,7 +90,11 @@ def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
         _fail(path, line, f"a {kind} record needs a 'message' object")
     content = message.get("content")
     if content is not None and not isinstance(content, (str, list)):
-        _fail(path, line, f"field 'message.content' should be a string or a list, found {type(content).__name__}")
+        _fail(
+            path,
+            line,
+            f"field 'message.content' should be a string or a list, found {type(content).__name__}",
+        )
     if isinstance(content, list):
         for position, block in enumerate(content):
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
@@ -98,7 +106,11 @@ def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
         for name in _USAGE_INTS:
             value = usage.get(name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                _fail(path, line, f"field 'message.usage.{name}' should be an integer, found {value!r}")
+                _fail(
+                    path,
+                    line,
+                    f"field 'message.usage.{name}' should be an integer, found {value!r}",
+                )
     message_id = message.get("id")
     if message_id is not None and not isinstance(message_id, str):
         _fail(path, line, "field 'message.id' should be a string")
@@ -114,7 +126,9 @@ def read_claude_code(path: str | Path, *, skip_invalid: bool = False) -> Transcr
             source, skip_invalid=skip_invalid, report=report, validate=validate_record
         )
     ]
-    versions = sorted({str(e.data["version"]) for e in entries if isinstance(e.data.get("version"), str)})
+    versions = sorted(
+        {str(e.data["version"]) for e in entries if isinstance(e.data.get("version"), str)}
+    )
     return Transcript(
         entries=entries,
         format=FORMAT,

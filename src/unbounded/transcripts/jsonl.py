@@ -48,9 +48,7 @@ def iter_json_lines(
     """
     with path.open("rb") as handle:
         previous: tuple[int, bytes] | None = None
-        number = 0
-        for raw in handle:
-            number += 1
+        for number, raw in enumerate(handle, 1):
             if previous is not None:
                 yield from _parse_line(path, *previous, skip_invalid, report, validate)
             previous = (number, raw)

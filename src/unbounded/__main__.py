@@ -1,0 +1,5 @@
+"""`python -m unbounded` runs the command line."""
+
+from unbounded.cli import main
+
+main()

@@ -1,0 +1,65 @@
+"""The `unbounded` command: the Typer application and its shared error handling."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from unbounded.errors import UnboundedError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+app = typer.Typer(
+    name="unbounded",
+    help="Context management for long-running LLM agents: inspect sessions and their tokens.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def root() -> None:
+    """Inspect, compact and replay agent sessions under a context-management policy."""
+
+
+console = Console()
+error_console = Console(stderr=True)
+
+
+def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn unbounded's errors into one line on stderr and exit status 2, never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except UnboundedError as exc:
+            error_console.print(
+                f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True
+            )
+            raise typer.Exit(code=2) from None
+        except OSError as exc:
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            error_console.print(
+                f"[bold red]error:[/] {where}{exc.strerror or exc}", highlight=False
+            )
+            raise typer.Exit(code=2) from None
+
+    return wrapper
+
+
+def main() -> None:
+    """Entry point of the `unbounded` console script."""
+    from unbounded.cli import inspect_command  # noqa: F401  (registers the command)
+
+    app(prog_name="unbounded")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

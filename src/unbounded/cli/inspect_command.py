@@ -1,0 +1,204 @@
+"""`unbounded inspect PATH`: a transcript's context breakdown, like Claude Code's `/context`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.inspection import InspectReport, inspect_transcript
+from unbounded.models import load_model_table
+from unbounded.transcripts.loader import load_transcript
+
+BAR_WIDTH = 60
+_LEVEL_STYLE = {
+    "ok": "green",
+    "warning": "yellow",
+    "error": "dark_orange",
+    "autocompact": "red",
+    "blocking": "bold red",
+}
+
+
+@app.command("inspect")
+@exits_cleanly
+def inspect_command(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A Claude Code .jsonl, SWE-agent .traj or OpenHands output.jsonl."),
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Plan for this model (default: the transcript's)."),
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option("--window", min=1_000, help="Plan for this context window instead."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    skip_invalid: Annotated[
+        bool,
+        typer.Option("--skip-invalid", help="Skip lines that cannot be read, and say how many."),
+    ] = False,
+    models_file: Annotated[
+        list[Path] | None, typer.Option("--models-file", help="Extra model table (TOML).")
+    ] = None,
+) -> None:
+    """Show where a session's tokens go and how close it is to compaction."""
+    transcript = load_transcript(path, skip_invalid=skip_invalid)
+    report = inspect_transcript(
+        transcript, model=model, window=window, table=load_model_table(models_file or ())
+    )
+    for warning in transcript.warnings:
+        error_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if transcript.skipped_lines:
+        error_console.print(
+            f"[yellow]warning:[/] skipped {transcript.skipped_lines} invalid line(s)"
+            " (--skip-invalid)",
+            highlight=False,
+        )
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    render(report)
+
+
+def _context_bar(report: InspectReport) -> Text:
+    thresholds = report.thresholds
+    window = thresholds.context_window
+    scale = BAR_WIDTH / window
+    filled = min(BAR_WIDTH, round(report.context_tokens * scale))
+    marks = {
+        min(BAR_WIDTH - 1, round(thresholds.warning * scale)): ("w", "yellow"),
+        min(BAR_WIDTH - 1, round(thresholds.autocompact * scale)): ("c", "red"),
+        min(BAR_WIDTH - 1, round(thresholds.blocking * scale)): ("b", "bold red"),
+    }
+    style = _LEVEL_STYLE.get(report.level, "green")
+    bar = Text("[")
+    for position in range(BAR_WIDTH):
+        if position in marks:
+            symbol, mark_style = marks[position]
+            bar.append(symbol if position >= filled else "█", style=mark_style)
+        elif position < filled:
+            bar.append("█", style=style)
+        else:
+            bar.append("·", style="grey50")
+    bar.append("]")
+    return bar
+
+
+def render(report: InspectReport) -> None:
+    """Print the report with rich."""
+    transcript = report.transcript
+    thresholds = report.thresholds
+    header = Table.grid(padding=(0, 2))
+    header.add_row("file", str(transcript.path))
+    header.add_row("format", transcript.format)
+    header.add_row("model", f"{report.model.name} ({report.model_source})")
+    header.add_row(
+        "records",
+        f"{transcript.records:,} records · {report.messages:,} API messages · "
+        f"{report.api_calls:,} API calls · {report.sidechains} sub-agent threads",
+    )
+    console.print(Panel(header, title="unbounded inspect", expand=False))
+
+    level_style = _LEVEL_STYLE.get(report.level, "green")
+    console.print(
+        Text.assemble(
+            "context ",
+            (f"{report.context_tokens:,}", "bold"),
+            f" / {thresholds.context_window:,} tokens  ",
+            (f"{report.percent_left}% left before auto-compact", level_style),
+            f"  (level: {report.level})",
+        )
+    )
+    console.print(_context_bar(report))
+    console.print(
+        Text.assemble(
+            ("w", "yellow"),
+            f" warning {thresholds.warning:,}  ",
+            ("c", "red"),
+            f" auto-compact {thresholds.autocompact:,}  ",
+            ("b", "bold red"),
+            f" blocking {thresholds.blocking:,}  ",
+            (
+                f"(reported {report.anchored_tokens:,} + estimated {report.estimated_tokens:,})",
+                "grey50",
+            ),
+        )
+    )
+
+    accounting = report.accounting
+    categories = Table(title="Where the tokens go (current view, length/4)", title_justify="left")
+    categories.add_column("category")
+    categories.add_column("tokens", justify="right")
+    categories.add_column("%", justify="right")
+    categories.add_column("", no_wrap=True)
+    for name, tokens in sorted(accounting.categories().items(), key=lambda kv: -kv[1]):
+        share = accounting.percent(tokens)
+        categories.add_row(
+            name.replace("_", " "), f"{tokens:,}", f"{share}", "▇" * max(0, share // 3)
+        )
+    categories.add_row("total", f"{accounting.total:,}", "100", "", style="bold")
+    console.print(categories)
+
+    if accounting.tool_results or accounting.tool_requests:
+        tools = Table(title="Top tools", title_justify="left")
+        tools.add_column("tool")
+        tools.add_column("calls", justify="right")
+        tools.add_column("request tokens", justify="right")
+        tools.add_column("result tokens", justify="right")
+        names = set(accounting.tool_results) | set(accounting.tool_requests)
+        ranked = sorted(
+            names,
+            key=lambda n: -(accounting.tool_results.get(n, 0) + accounting.tool_requests.get(n, 0)),
+        )
+        for name in ranked[:10]:
+            tools.add_row(
+                name,
+                f"{accounting.tool_calls.get(name, 0):,}",
+                f"{accounting.tool_requests.get(name, 0):,}",
+                f"{accounting.tool_results.get(name, 0):,}",
+            )
+        console.print(tools)
+
+    if accounting.duplicate_file_reads:
+        duplicates = Table(
+            title=f"Duplicate file reads ({accounting.duplicate_read_tokens:,} tokens, "
+            f"{accounting.percent(accounting.duplicate_read_tokens)}%)",
+            title_justify="left",
+        )
+        duplicates.add_column("file")
+        duplicates.add_column("reads", justify="right")
+        duplicates.add_column("extra tokens", justify="right")
+        ranked_reads = sorted(accounting.duplicate_file_reads.items(), key=lambda kv: -kv[1].tokens)
+        for file_path, duplicate in ranked_reads[:8]:
+            duplicates.add_row(file_path, str(duplicate.count), f"{duplicate.tokens:,}")
+        console.print(duplicates)
+
+    if report.boundaries:
+        table = Table(title="Compaction boundaries", title_justify="left")
+        table.add_column("#", justify="right")
+        table.add_column("trigger")
+        table.add_column("tokens before", justify="right")
+        table.add_column("time")
+        table.add_column("line", justify="right")
+        for number, boundary in enumerate(report.boundaries, 1):
+            table.add_row(
+                str(number),
+                str(boundary.trigger),
+                f"{boundary.pre_tokens:,}" if boundary.pre_tokens is not None else "?",
+                boundary.timestamp or "",
+                str(boundary.line or ""),
+            )
+        console.print(table)
+    else:
+        console.print("[grey50]no compaction boundaries[/]")
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")

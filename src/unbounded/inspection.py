@@ -1,0 +1,156 @@
+"""A transcript's context at a glance: size against the thresholds, where the tokens went.
+
+This is the data behind `unbounded inspect` (like Claude Code's `/context`); it computes and
+returns, and leaves printing to the CLI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from unbounded.model.normalize import normalize_messages
+from unbounded.model.transcript import Transcript
+from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
+from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
+from unbounded.tokens.estimate import ContextCounter
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryInfo:
+    """One compaction found in the transcript."""
+
+    trigger: str | None
+    pre_tokens: int | None
+    uuid: str | None
+    timestamp: str | None
+    line: int | None
+
+
+@dataclass(slots=True)
+class InspectReport:
+    """Everything `unbounded inspect` shows."""
+
+    transcript: Transcript
+    model: ModelInfo
+    model_source: str
+    thresholds: Thresholds
+    messages: int
+    api_calls: int
+    context_tokens: int
+    anchored_tokens: int
+    estimated_tokens: int
+    boundaries: list[BoundaryInfo]
+    accounting: TokenAccounting
+    sidechains: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def percent_left(self) -> int:
+        """Percent of the limit still free."""
+        return self.thresholds.percent_left(self.context_tokens)
+
+    @property
+    def level(self) -> str:
+        """ok, warning, error, autocompact or blocking."""
+        return self.thresholds.level(self.context_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object `unbounded inspect --json` prints."""
+        transcript = self.transcript
+        return {
+            "path": str(transcript.path) if transcript.path else None,
+            "format": transcript.format,
+            "records": transcript.records,
+            "skipped_lines": transcript.skipped_lines,
+            "warnings": list(transcript.warnings) + list(self.notes),
+            "model": self.model.name,
+            "model_source": self.model_source,
+            "context_window": self.thresholds.context_window,
+            "messages": self.messages,
+            "api_calls": self.api_calls,
+            "sidechains": self.sidechains,
+            "context_tokens": self.context_tokens,
+            "context_tokens_reported": self.anchored_tokens,
+            "context_tokens_estimated": self.estimated_tokens,
+            "threshold": {
+                "effective_window": self.thresholds.effective_window,
+                "autocompact": self.thresholds.autocompact,
+                "warning": self.thresholds.warning,
+                "error": self.thresholds.error,
+                "blocking": self.thresholds.blocking,
+            },
+            "percent_left": self.percent_left,
+            "level": self.level,
+            "boundaries": [
+                {
+                    "trigger": b.trigger,
+                    "pre_tokens": b.pre_tokens,
+                    "uuid": b.uuid,
+                    "timestamp": b.timestamp,
+                    "line": b.line,
+                }
+                for b in self.boundaries
+            ],
+            "accounting": self.accounting.to_dict(),
+        }
+
+
+def resolve_model(
+    transcript: Transcript, requested: str | None, table: ModelTable
+) -> tuple[ModelInfo, str, list[str]]:
+    """The model to plan for: the one asked for, else the transcript's, else the default."""
+    notes: list[str] = []
+    if requested:
+        return table.get(requested), "option", notes
+    recorded = transcript.model
+    if recorded:
+        info = table.find(recorded)
+        if info is not None:
+            return info, "transcript", notes
+        notes.append(f"model {recorded!r} is not in the model table; planned for {DEFAULT_MODEL}")
+    return table.get(DEFAULT_MODEL), "default", notes
+
+
+def inspect_transcript(
+    transcript: Transcript,
+    *,
+    model: str | None = None,
+    window: int | None = None,
+    policy: Policy | None = None,
+    table: ModelTable | None = None,
+) -> InspectReport:
+    """Measure a transcript's current context against the thresholds of its model."""
+    models = table or load_model_table()
+    info, source, notes = resolve_model(transcript, model, models)
+    if window is not None:
+        info = info.with_window(window)
+    thresholds = compute_thresholds(info, policy or Policy.from_env())
+    view = transcript.view_entries()
+    counter = ContextCounter(view)
+    boundaries = [
+        BoundaryInfo(
+            trigger=b.compact_metadata.get("trigger"),
+            pre_tokens=b.compact_metadata.get("preTokens"),
+            uuid=b.uuid,
+            timestamp=b.timestamp,
+            line=b.line,
+        )
+        for b in transcript.boundaries()
+    ]
+    return InspectReport(
+        transcript=transcript,
+        model=info,
+        model_source=source,
+        thresholds=thresholds,
+        messages=len(normalize_messages(view)),
+        api_calls=len(transcript.api_calls()),
+        context_tokens=counter.total,
+        anchored_tokens=counter.anchor_tokens,
+        estimated_tokens=counter.estimated_tokens,
+        boundaries=boundaries,
+        accounting=build_token_accounting(view),
+        sidechains=len(transcript.sidechains()),
+        notes=notes,
+    )

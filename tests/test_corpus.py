@@ -1,0 +1,93 @@
+"""The real transcripts of ../shared/corpus/raw: load, round-trip, valid at every API call."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_files
+from unbounded import load_transcript
+from unbounded.model.entries import messages_after_compact_boundary
+from unbounded.model.normalize import MessageNormalizer, validate_request
+from unbounded.tokens.estimate import ContextCounter
+from unbounded.transcripts import write_claude_code
+
+pytestmark = pytest.mark.corpus
+
+ALL = corpus_files()
+CLAUDE = corpus_files("*.jsonl")
+
+
+def _skip_if_absent() -> None:
+    if not ALL:
+        pytest.skip("../shared/corpus/raw is not present")
+
+
+@pytest.mark.parametrize("path", ALL or [None], ids=lambda p: p.name if p else "absent")
+def test_every_file_loads(path: Path | None) -> None:
+    _skip_if_absent()
+    assert path is not None
+    transcript = load_transcript(path)
+    assert transcript.records > 0
+    assert transcript.warnings == []
+    assert transcript.main_thread()
+
+
+@pytest.mark.parametrize("path", CLAUDE or [None], ids=lambda p: p.name if p else "absent")
+def test_claude_code_round_trip(path: Path | None, tmp_path: Path) -> None:
+    _skip_if_absent()
+    assert path is not None
+    transcript = load_transcript(path)
+    out = tmp_path / path.name
+    write_claude_code(transcript.entries, out)
+    again = load_transcript(out)
+    assert len(again.entries) == len(transcript.entries)
+    assert [e.data for e in again.entries] == [e.data for e in transcript.entries]
+
+
+@pytest.mark.parametrize("path", ALL or [None], ids=lambda p: p.name if p else "absent")
+def test_valid_request_before_every_recorded_call(path: Path | None) -> None:
+    """The normalized view before each recorded API call is a valid Messages request."""
+    _skip_if_absent()
+    assert path is not None
+    transcript = load_transcript(path)
+    main = transcript.main_thread()
+    calls = transcript.api_calls()
+    checked = 0
+    for call in calls:
+        view = messages_after_compact_boundary(main[: call.first])
+        validate_request(MessageNormalizer(view).messages)
+        checked += 1
+    if transcript.format == "claude-code":
+        assert checked == len(calls) > 0
+    validate_request(MessageNormalizer(transcript.view_entries()).messages)
+
+
+def test_incremental_counter_matches_the_recorded_usage(corpus: Path) -> None:
+    """Anchored counting predicts the next call's prompt within a few percent (median)."""
+    errors = []
+    for path in sorted(corpus.glob("*.jsonl")):
+        transcript = load_transcript(path)
+        main = transcript.main_thread()
+        counter = ContextCounter()
+        calls = {call.first: call for call in transcript.api_calls()}
+        for index, entry in enumerate(main):
+            call = calls.get(index)
+            if entry.is_compact_boundary:
+                counter.reset()
+            if call is not None and counter.anchored:
+                errors.append(abs(counter.total - call.prompt_tokens) / call.prompt_tokens)
+            counter.append(entry)
+    assert len(errors) > 250
+    assert statistics.median(errors) < 0.02
+
+
+def test_recorded_boundaries_are_found(corpus: Path) -> None:
+    pre = {}
+    for path in corpus.glob("marot-spotter_[48]*.jsonl"):
+        boundaries = load_transcript(path).boundaries()
+        pre[path.name[:22]] = [b.compact_metadata["preTokens"] for b in boundaries]
+        assert all(b.logical_parent_uuid for b in boundaries)
+    assert sorted(pre.values()) == [[167_731], [170_251]]
