@@ -64,6 +64,61 @@ class Policy:
     microcompact_enabled: bool = True
     """False disables microcompaction."""
 
+    # -- microcompaction (seeds 002, 003, 004) ---------------------------------------------
+    microcompact_keep_recent: int = 3
+    """Count-based tier: the most recent compactable tool results always kept intact."""
+    microcompact_protect_recent_tokens: int = 40_000
+    """Count-based tier: the most recent tool-result tokens protected from clearing."""
+    microcompact_min_savings: int = 20_000
+    """Count-based tier: clear only when at least this many tokens are saved (clearing in
+    batches bounds how often the prompt cache is broken)."""
+    time_based_gap_minutes: float = 60.0
+    """Time-based tier: fires when the last assistant message is older than this (the cache
+    has expired anyway, so changing messages costs nothing extra)."""
+    time_based_keep_recent: int = 5
+    """Time-based tier: compactable results kept intact."""
+    cached_microcompact_trigger: int = 12
+    """Cached tier: queue cache_edits deletions once this many tool results are active."""
+    cached_microcompact_keep_recent: int = 5
+    """Cached tier: the most recent tool results never deleted."""
+
+    # -- full compaction (seeds 000, 002, 004) -----------------------------------------------
+    compact_max_output_tokens: int = 20_000
+    """Output cap of the fallback (non cache-sharing) summary call."""
+    ptl_max_retries: int = 3
+    """Attempts of the summary call when it is itself over the window (prompt too long)."""
+    ptl_fallback_drop_fraction: float = 0.2
+    """Share of the oldest API-round groups dropped when the error gives no token gap."""
+    compact_heartbeat_seconds: float = 30.0
+    """Interval of the heartbeat event while a summary call runs."""
+    facts_ledger: bool = True
+    """Append a ledger of facts taken from the transcript (files, commands, errors, todos,
+    user messages) to every summary, so they never depend on what a model chose to keep."""
+
+    # -- rehydration after compaction (seed 004 "Re-Injected Attachments") -----------------
+    rehydrate_max_files: int = 5
+    """Most recently read files re-read after a compaction."""
+    rehydrate_tokens_per_file: int = 5_000
+    """Cap per re-read file."""
+    rehydrate_total_file_tokens: int = 50_000
+    """Cap on all re-read files together."""
+    rehydrate_tokens_per_skill: int = 5_000
+    """Cap per invoked skill re-injected."""
+    rehydrate_total_skill_tokens: int = 25_000
+    """Cap on all skills together."""
+    hook_timeout_seconds: float = 60.0
+    """Default timeout of a shell hook command."""
+
+    # -- prompt cache (seed 001) -------------------------------------------------------------
+    cache_break_min_drop_fraction: float = 0.05
+    """A cache-read drop counts as a break only above this fraction of the previous reads…"""
+    cache_break_min_drop_tokens: int = 2_000
+    """…and above this many tokens."""
+    cache_ttl_1h: bool = False
+    """Ask for the 1-hour cache TTL for eligible query sources (latched for the session)."""
+    cache_ttl_1h_query_sources: tuple[str, ...] = ("repl_main_thread*", "sdk", "agent:*")
+    """Query-source patterns (fnmatch) allowed the 1-hour TTL; others use 5 minutes."""
+
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
@@ -76,6 +131,20 @@ class Policy:
             raise ConfigError("Policy.max_output_override must be > 0")
         if self.blocking_limit_override is not None and self.blocking_limit_override <= 0:
             raise ConfigError("Policy.blocking_limit_override must be > 0")
+        if not (0 < self.ptl_fallback_drop_fraction < 1):
+            raise ConfigError("Policy.ptl_fallback_drop_fraction must be in (0, 1)")
+        if self.ptl_max_retries < 1:
+            raise ConfigError("Policy.ptl_max_retries must be >= 1")
+        if self.hook_timeout_seconds <= 0 or self.compact_heartbeat_seconds <= 0:
+            raise ConfigError("Policy timeouts and intervals must be > 0")
+        if not (0 <= self.cache_break_min_drop_fraction < 1):
+            raise ConfigError("Policy.cache_break_min_drop_fraction must be in [0, 1)")
+        if self.time_based_gap_minutes <= 0:
+            raise ConfigError("Policy.time_based_gap_minutes must be > 0")
+        if self.cached_microcompact_keep_recent >= self.cached_microcompact_trigger:
+            raise ConfigError(
+                "Policy.cached_microcompact_keep_recent must be below cached_microcompact_trigger"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Policy:

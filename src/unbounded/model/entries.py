@@ -362,6 +362,46 @@ def messages_after_compact_boundary(entries: Sequence[Entry]) -> list[Entry]:
     The boundary is kept so callers can read its metadata; normalization drops it (it is a
     system record). The summary message after it is included, so a later compaction
     summarizes the previous summary too and summaries chain (seed 002 `nk`).
+
+    A partial compaction keeps some messages verbatim without writing them again: its
+    boundary's `preservedSegment` names the first and last kept entries (`headUuid`,
+    `tailUuid`, both before the boundary in the file) and the entry after which they belong
+    in the view (`anchorUuid`: the boundary for `from`, the summary for `up_to`). They are
+    spliced back in there, with their recorded usage removed: it described a larger context
+    and must not anchor the token count of the compacted one. A segment whose uuids cannot be
+    found is left out.
     """
     index = last_compact_boundary_index(entries)
-    return list(entries) if index < 0 else list(entries[index:])
+    if index < 0:
+        return list(entries)
+    view = list(entries[index:])
+    segment = entries[index].compact_metadata.get("preservedSegment")
+    if not isinstance(segment, dict):
+        return view
+    kept = _preserved_entries(entries[:index], segment)
+    anchor = segment.get("anchorUuid")
+    positions = [i for i, entry in enumerate(view) if entry.uuid == anchor]
+    if not kept or not positions:
+        return view
+    at = positions[0] + 1
+    return view[:at] + kept + view[at:]
+
+
+def _preserved_entries(before: Sequence[Entry], segment: dict[str, Any]) -> list[Entry]:
+    uuids = [entry.uuid for entry in before]
+    head, tail = segment.get("headUuid"), segment.get("tailUuid")
+    if head not in uuids or tail not in uuids:
+        return []
+    start, end = uuids.index(head), uuids.index(tail)
+    if end < start:
+        return []
+    return [_without_usage(entry) for entry in before[start : end + 1]]
+
+
+def _without_usage(entry: Entry) -> Entry:
+    message = entry.message
+    if message is None or "usage" not in message:
+        return entry
+    data = dict(entry.data)
+    data["message"] = {key: value for key, value in message.items() if key != "usage"}
+    return Entry(data, entry.line)

@@ -190,7 +190,8 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
     whitespace-only text block), `duplicate-tool-use-id`, `tool-use-unanswered` (every
     tool_use is answered by a tool_result in the next message, which must be a user message),
     `orphan-tool-result` (every tool_result answers a tool_use of the message just before)
-    and `tool-result-order` (tool_result blocks come before any other block).
+    `tool-result-order` (tool_result blocks come before any other block),
+    `tool-use-in-user-message` and `invalid-block` (a content item that is not an object).
     """
     if not messages:
         raise InvalidRequestError("non-empty", None, "a request needs at least one message")
@@ -212,6 +213,10 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
                 "alternation", index, f"two {role} messages in a row (messages must alternate)"
             )
         content = message.get("content")
+        if isinstance(content, list) and not all(isinstance(b, dict) for b in content):
+            raise InvalidRequestError(
+                "invalid-block", index, "every content block must be an object"
+            )
         blocks = _blocks(content)
         if not blocks:
             raise InvalidRequestError("empty-content", index, "message content is empty")
@@ -225,6 +230,12 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
                     "empty-content", index, f"text block {position} is empty or whitespace only"
                 )
             if kind == "tool_use":
+                if role != "assistant":
+                    raise InvalidRequestError(
+                        "tool-use-in-user-message",
+                        index,
+                        "tool_use blocks belong in assistant messages",
+                    )
                 tool_id = str(block.get("id"))
                 if tool_id in seen_tool_ids:
                     raise InvalidRequestError(

@@ -151,6 +151,8 @@ class ContextCounter:
     def append(self, entry: Entry) -> None:
         """Account for one more entry."""
         self.entries_seen += 1
+        if entry.is_synthetic_api_error:
+            return  # never sent, and its id must not end the response it interrupted
         message_id = entry.message_id
         if message_id is not None and message_id != self._response_id:
             # The first line of a new response: results arriving from here on are not in

@@ -1,0 +1,503 @@
+"""`compact_conversation`: full and partial compaction by a summary call (seeds 000-004).
+
+1. The view is the main thread from the last boundary on (with a partial compaction's
+   preserved messages spliced back), so the previous summary is summarized again and
+   summaries chain.
+2. PreCompact hooks run; their instructions are merged after the caller's.
+3. What is summarized: everything (full), the part before a pivot (`up_to`, the rest is kept
+   verbatim and the prompt cache of the summarized prefix is reused) or the part from a pivot
+   on (`from`, the prefix is kept and keeps its cache). The pivot is moved back to the start
+   of an API round so a tool call is never split from its result. Images and documents become
+   `[image]` / `[document]`, inside tool results too, and attachments that are re-injected
+   afterwards are left out.
+4. The summary request shares the main conversation's cache: the same system blocks, tools,
+   model and thinking config (`CacheSafeParams`) and the same message prefix, the summary
+   prompt appended as the last user message, and the message breakpoint on the second-to-last
+   message so this one-shot call writes no new cache entry. If that call fails for a reason
+   other than length, a direct call with the compact system prompt and a 20,000-token output
+   cap is tried (seed 004 "fallback chain").
+5. A prompt-too-long answer drops the oldest API rounds and retries, up to 3 attempts.
+6. The reply is checked (not empty, not an API error, not cut off, holds a summary; a tool
+   call is refused, never run) and formatted; the facts ledger is appended.
+7. The result: boundary (trigger, preTokens, messagesSummarized, logicalParentUuid,
+   preCompactDiscoveredTools, preservedSegment), the summary message (preamble, summary,
+   transcript path, the continue instruction when automatic), re-injected attachments, hook
+   results, token counts before and after, and the call's usage. Nothing is written here:
+   the caller appends `result.new_entries()` to the transcript, so a failure leaves the
+   history untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from unbounded.compaction.prompts import (
+    SUMMARY_SYSTEM_PROMPT,
+    PartialDirection,
+    full_compact_prompt,
+    merge_instructions,
+    partial_compact_prompt,
+    summary_message_text,
+)
+from unbounded.compaction.ptl import truncate_head_for_ptl_retry
+from unbounded.compaction.summary_text import (
+    CompactionError,
+    check_summary_reply,
+    format_compact_summary,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import (
+    CompactionFailed,
+    CompactionFinished,
+    CompactionHeartbeat,
+    CompactionRetried,
+    CompactionStarted,
+    EventSink,
+    emit,
+)
+from unbounded.model.content import MessageParam, Usage
+from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
+from unbounded.model.normalize import normalize_messages
+from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.policy import Policy
+from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider, ProviderError
+from unbounded.tokens.estimate import (
+    estimate_messages_tokens,
+    rough_token_count,
+    token_count_with_estimation,
+)
+
+Trigger = Literal["auto", "manual"]
+
+REINJECTED_ATTACHMENT_TYPES = frozenset(
+    {
+        "file",
+        "compact_file_reference",
+        "todo",
+        "plan_file_reference",
+        "plan_mode",
+        "invoked_skills",
+        "skill_listing",
+        "agent_status",
+        "tool_delta",
+        "mcp_instructions",
+    }
+)
+"""Attachments rebuilt after every compaction, so they are not summarized."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSafeParams:
+    """What a fork must send byte-identically to share the main conversation's prompt cache."""
+
+    model: str
+    system: str | list[SystemBlock] | None = None
+    tools: list[dict[str, Any]] | None = None
+    thinking: dict[str, Any] | None = None
+    max_tokens: int = 32_000
+    betas: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("CacheSafeParams needs a model")
+        if self.max_tokens <= 0:
+            raise ConfigError("CacheSafeParams.max_tokens must be > 0")
+
+    def request(self, messages: list[MessageParam]) -> ProviderRequest:
+        """A request with these parameters and the given messages."""
+        request: ProviderRequest = {"model": self.model, "max_tokens": self.max_tokens}
+        if self.system:
+            request["system"] = copy.deepcopy(self.system)
+        if self.tools:
+            request["tools"] = copy.deepcopy(self.tools)
+        request["messages"] = messages
+        if self.thinking:
+            request["thinking"] = dict(self.thinking)
+        if self.betas:
+            request["betas"] = list(self.betas)
+        for key, value in self.extra.items():
+            request[key] = copy.deepcopy(value)  # type: ignore[literal-required]
+        return request
+
+
+CachePlanner = Callable[[ProviderRequest, bool], ProviderRequest]
+"""Places cache breakpoints on a request; the flag asks for a fork that writes no cache."""
+
+
+def place_fork_breakpoint(request: ProviderRequest, skip_cache_write: bool) -> ProviderRequest:
+    """The default planner: unbounded's cache breakpoint placement (caching package)."""
+    from unbounded.caching.breakpoints import place_cache_breakpoints
+
+    return place_cache_breakpoints(request, skip_cache_write=skip_cache_write)
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    """What a compaction produced; `new_entries()` is what to append to the transcript."""
+
+    boundary: Entry
+    summary_messages: list[Entry]
+    messages_to_keep: list[Entry]
+    attachments: list[Entry]
+    hook_results: list[Entry]
+    pre_tokens: int
+    post_tokens: int
+    summary_tokens: int
+    summary_text: str
+    usage: Usage | None
+    request: ProviderRequest
+    attempts: int
+    used_fallback: bool
+    summarizer: str
+    user_display_message: str | None = None
+    skipped_attachments: list[str] = field(default_factory=list)
+
+    def new_entries(self) -> list[Entry]:
+        """Boundary, summary, attachments and hook results, to append in this order.
+
+        Kept messages are not written again: the boundary's preservedSegment relinks them.
+        """
+        return [self.boundary, *self.summary_messages, *self.attachments, *self.hook_results]
+
+    def view(self) -> list[Entry]:
+        """The conversation as the model sees it after this compaction."""
+        return messages_after_compact_boundary([*self.messages_to_keep, *self.new_entries()])
+
+
+# -- preparing the messages -------------------------------------------------------------------
+
+
+def _strip_media(blocks: list[Any]) -> tuple[list[Any], bool]:
+    changed = False
+    out: list[Any] = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in ("image", "document"):
+            out.append({"type": "text", "text": f"[{kind}]"})
+            changed = True
+        elif kind == "tool_result" and isinstance(block.get("content"), list):
+            inner, inner_changed = _strip_media(block["content"])
+            if inner_changed:
+                block = {**block, "content": inner}
+                changed = True
+            out.append(block)
+        else:
+            out.append(block)
+    return out, changed
+
+
+def strip_images_and_documents(messages: list[MessageParam]) -> list[MessageParam]:
+    """Images and documents become `[image]` / `[document]` text; untouched messages are kept."""
+    result: list[MessageParam] = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            blocks, changed = _strip_media(list(content))
+            if changed:
+                result.append({"role": message["role"], "content": blocks})
+                continue
+        result.append(message)
+    return result
+
+
+def _without_reinjected(entries: Sequence[Entry]) -> list[Entry]:
+    return [
+        e
+        for e in entries
+        if not (
+            e.type == "attachment"
+            and (e.attachment or {}).get("type") in REINJECTED_ATTACHMENT_TYPES
+        )
+    ]
+
+
+def _is_round_start(entries: Sequence[Entry], index: int) -> bool:
+    """A user prompt (not tool results) at `index`: cutting here splits no tool pair."""
+    entry = entries[index]
+    if entry.type != "user" or entry.is_compact_summary:
+        return False
+    content = entry.content
+    return isinstance(content, str) or not any(b.get("type") == "tool_result" for b in content)
+
+
+def safe_pivot(view: Sequence[Entry], pivot_uuid: str) -> int:
+    """Index of the pivot in the view, moved back to the start of an API round."""
+    positions = [i for i, entry in enumerate(view) if entry.uuid == pivot_uuid]
+    if not positions:
+        raise ConfigError(f"pivot {pivot_uuid} is not in the conversation after the last boundary")
+    index = positions[0]
+    while index > 0 and not _is_round_start(view, index):
+        index -= 1
+    first_message = next(
+        (i for i, e in enumerate(view) if e.type in ("user", "assistant", "attachment")), len(view)
+    )
+    if index <= first_message:
+        raise ConfigError(
+            f"pivot {pivot_uuid} leaves nothing on one side: choose a later user message"
+        )
+    return index
+
+
+def _discovered_tools(entries: Sequence[Entry]) -> list[str]:
+    names: set[str] = set()
+    for entry in entries:
+        if entry.type == "assistant" and isinstance(entry.content, list):
+            names.update(str(b.get("name")) for b in entry.content if b.get("type") == "tool_use")
+    return sorted(names)
+
+
+# -- the call -----------------------------------------------------------------------------------
+
+
+async def _call_with_heartbeat(
+    provider: Provider, request: ProviderRequest, policy: Policy, events: EventSink | None
+) -> ModelResponse:
+    async def beat(elapsed: float) -> None:
+        emit(events, CompactionHeartbeat(elapsed_seconds=elapsed))
+
+    task = asyncio.ensure_future(provider.create(request, stream=True))
+    elapsed = 0.0
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=policy.compact_heartbeat_seconds)
+        if done:
+            return task.result()
+        elapsed += policy.compact_heartbeat_seconds
+        await beat(elapsed)
+
+
+def _fallback_request(
+    messages: list[MessageParam], params: CacheSafeParams, policy: Policy
+) -> ProviderRequest:
+    return {
+        "model": params.model,
+        "max_tokens": policy.compact_max_output_tokens,
+        "system": SUMMARY_SYSTEM_PROMPT,
+        "messages": messages,
+    }
+
+
+async def _summarize(
+    messages: list[MessageParam],
+    prompt: str,
+    *,
+    provider: Provider,
+    params: CacheSafeParams,
+    planner: CachePlanner,
+    policy: Policy,
+    events: EventSink | None,
+) -> tuple[ModelResponse, ProviderRequest, int, bool]:
+    """Run the summary call with the cache-sharing request, PTL retries and the fallback."""
+    attempt = 0
+    current = list(messages)
+    use_fallback = False
+    last_error: ProviderError | None = None
+    while attempt < policy.ptl_max_retries:
+        attempt += 1
+        with_prompt: list[MessageParam] = [*current, {"role": "user", "content": prompt}]
+        if use_fallback:
+            request = _fallback_request(with_prompt, params, policy)
+        else:
+            request = planner(params.request(with_prompt), True)
+        try:
+            response = await _call_with_heartbeat(provider, request, policy, events)
+            return response, request, attempt, use_fallback
+        except PromptTooLongError as error:
+            last_error = error
+            truncated = truncate_head_for_ptl_retry(
+                current, error.token_gap, fallback_drop_fraction=policy.ptl_fallback_drop_fraction
+            )
+            if truncated is None:
+                break
+            current = truncated
+            emit(
+                events,
+                CompactionRetried(
+                    attempt=attempt, token_gap=error.token_gap, messages_left=len(current)
+                ),
+            )
+        except ProviderError as error:
+            if use_fallback:
+                raise
+            last_error = error
+            use_fallback = True
+            attempt -= 1  # the fallback is another path, not another length retry
+    if isinstance(last_error, PromptTooLongError) or last_error is None:
+        raise CompactionError(
+            "the conversation is too long to summarize even after dropping its oldest turns; "
+            "go back a few messages (or start a new session) and try again",
+            reason="prompt_too_long",
+        )
+    raise last_error
+
+
+# -- the orchestrator ------------------------------------------------------------------------------
+
+
+async def compact_conversation(
+    entries: Sequence[Entry],
+    provider: Provider,
+    *,
+    params: CacheSafeParams,
+    trigger: Trigger = "manual",
+    instructions: str | None = None,
+    direction: PartialDirection | None = None,
+    pivot_uuid: str | None = None,
+    sent_messages: list[MessageParam] | None = None,
+    transcript_path: str | None = None,
+    session_id: str | None = None,
+    hooks: Any | None = None,
+    rehydrate: Callable[[list[Entry]], tuple[list[dict[str, Any]], list[str]]] | None = None,
+    facts_ledger: Callable[[list[Entry]], str] | None = None,
+    planner: CachePlanner | None = None,
+    policy: Policy | None = None,
+    events: EventSink | None = None,
+) -> CompactionResult:
+    """Summarize the conversation and return what to append (see the module docstring).
+
+    `entries` is the main thread (everything before the last boundary may be included; it is
+    ignored). `sent_messages` are the messages of the last main request exactly as sent (after
+    microcompaction), so the summary request shares their cache; by default the view is
+    normalized again. `rehydrate(kept_entries)` returns the attachments to re-inject and what
+    it skipped; `facts_ledger(summarized_entries)` returns text appended to the summary.
+    """
+    active = policy or Policy()
+    if not active.compact_enabled:
+        raise CompactionError(
+            "compaction is disabled (UNBOUNDED_DISABLE_COMPACT)", reason="disabled"
+        )
+    if (direction is None) != (pivot_uuid is None):
+        raise ConfigError("partial compaction needs both a direction and a pivot")
+    view = messages_after_compact_boundary(entries)
+    if not any(e.type in ("user", "assistant") for e in view):
+        raise CompactionError("not enough messages to compact", reason="empty")
+    pre_tokens = token_count_with_estimation(view)
+    emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
+
+    if direction is None:
+        summarized, kept = list(view), []
+    else:
+        assert pivot_uuid is not None
+        pivot = safe_pivot(view, pivot_uuid)
+        if direction == "up_to":
+            summarized, kept = list(view[:pivot]), list(view[pivot:])
+        else:
+            summarized, kept = list(view[pivot:]), list(view[:pivot])
+
+    try:
+        hook_instructions: str | None = None
+        user_display: str | None = None
+        if hooks is not None:
+            outcome = await hooks.arun_pre_compact(trigger, instructions)
+            hook_instructions = outcome.new_custom_instructions
+            user_display = outcome.user_display_message
+        merged = merge_instructions(instructions, hook_instructions)
+        prompt = (
+            full_compact_prompt(merged)
+            if direction is None
+            else partial_compact_prompt(direction, merged)
+        )
+
+        if direction == "from":
+            to_send = normalize_messages(_without_reinjected(view))
+        elif direction == "up_to":
+            to_send = normalize_messages(_without_reinjected(summarized))
+        elif sent_messages is not None:
+            to_send = list(sent_messages)
+        else:
+            to_send = normalize_messages(_without_reinjected(view))
+        to_send = strip_images_and_documents(to_send)
+
+        response, request, attempts, used_fallback = await _summarize(
+            to_send,
+            prompt,
+            provider=provider,
+            params=params,
+            planner=planner or place_fork_breakpoint,
+            policy=active,
+            events=events,
+        )
+        summary = format_compact_summary(check_summary_reply(response))
+        if active.facts_ledger and facts_ledger is not None:
+            ledger = facts_ledger(summarized).strip()
+            if ledger:
+                summary = f"{summary}\n\n{ledger}"
+    except (CompactionError, ProviderError) as error:
+        reason = error.reason if isinstance(error, CompactionError) else type(error).__name__
+        emit(events, CompactionFailed(trigger=trigger, reason=reason, message=str(error)))
+        raise
+
+    last_before = next((e.uuid for e in reversed(entries) if e.uuid), None)
+    summary_entry = Entry.user(
+        summary_message_text(
+            summary,
+            transcript_path=transcript_path,
+            messages_preserved=bool(kept),
+            automatic=trigger == "auto",
+        ),
+        is_compact_summary=True,
+        is_visible_in_transcript_only=True,
+        extra={"sessionId": session_id} if session_id else None,
+    )
+    preserved: dict[str, str | None] | None = None
+    boundary = create_compact_boundary(
+        trigger,
+        pre_tokens,
+        logical_parent_uuid=last_before,
+        messages_summarized=sum(1 for e in summarized if e.type in ("user", "assistant")),
+        pre_compact_discovered_tools=_discovered_tools(view),
+        session_id=session_id,
+        extra_metadata={"partialDirection": direction} if direction else None,
+    )
+    if kept:
+        anchor = boundary.uuid if direction == "from" else summary_entry.uuid
+        preserved = {"headUuid": kept[0].uuid, "anchorUuid": anchor, "tailUuid": kept[-1].uuid}
+        boundary.compact_metadata["preservedSegment"] = preserved
+    summary_entry.data["parentUuid"] = boundary.uuid
+
+    attachments: list[Entry] = []
+    skipped: list[str] = []
+    if rehydrate is not None:
+        payloads, skipped = rehydrate(kept)
+        attachments = [Entry.attachment_record(payload) for payload in payloads]
+    hook_entries: list[Entry] = []
+    if hooks is not None:
+        for text in await hooks.arun_session_start("compact"):
+            hook_entries.append(Entry.user(text, is_meta=True))
+        await hooks.arun_post_compact(trigger, summary)
+
+    result = CompactionResult(
+        boundary=boundary,
+        summary_messages=[summary_entry],
+        messages_to_keep=kept,
+        attachments=attachments,
+        hook_results=hook_entries,
+        pre_tokens=pre_tokens,
+        post_tokens=0,
+        summary_tokens=rough_token_count(summary),
+        summary_text=summary,
+        usage=response.usage,
+        request=request,
+        attempts=attempts,
+        used_fallback=used_fallback,
+        summarizer=provider.name,
+        user_display_message=user_display,
+        skipped_attachments=skipped,
+    )
+    result.post_tokens = estimate_messages_tokens(normalize_messages(result.view()))
+    emit(
+        events,
+        CompactionFinished(
+            trigger=trigger,
+            pre_tokens=pre_tokens,
+            post_tokens=result.post_tokens,
+            summary_tokens=result.summary_tokens,
+            summarizer=provider.name,
+            used_fallback=used_fallback,
+        ),
+    )
+    return result

@@ -1,0 +1,91 @@
+"""Typed events the pipeline emits instead of printing: a CLI, a UI or telemetry consumes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class of every event."""
+
+    @property
+    def kind(self) -> str:
+        """The event's name in snake_case (e.g. compaction_finished)."""
+        name = type(self).__name__
+        return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStarted(Event):
+    """A compaction began."""
+
+    trigger: str
+    pre_tokens: int
+    partial: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionHeartbeat(Event):
+    """Sent every few seconds while the summary call runs."""
+
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRetried(Event):
+    """The summary request was too long; the oldest rounds were dropped and it is retried."""
+
+    attempt: int
+    token_gap: int | None
+    messages_left: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionFinished(Event):
+    """A compaction succeeded."""
+
+    trigger: str
+    pre_tokens: int
+    post_tokens: int
+    summary_tokens: int
+    summarizer: str
+    used_fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionFailed(Event):
+    """A compaction failed; the history is unchanged."""
+
+    trigger: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextWarning(Event):
+    """The context crossed a warning level."""
+
+    level: str
+    tokens: int
+    percent_left: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenericEvent(Event):
+    """An event from a component that defines no class of its own."""
+
+    name: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+EventSink = Callable[[Event], None]
+"""Where events go: any callable taking an event."""
+
+
+def emit(sink: EventSink | None, event: Event) -> None:
+    """Send an event to a sink when there is one."""
+    if sink is not None:
+        sink(event)
