@@ -56,7 +56,7 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     """Entry point of the `unbounded` console script."""
-    from unbounded.cli import inspect_command  # noqa: F401  (registers the command)
+    from unbounded.cli import compact_command, inspect_command  # noqa: F401  (registers them)
 
     app(prog_name="unbounded")
 

@@ -393,6 +393,11 @@ async def compact_conversation(
         user_display: str | None = None
         if hooks is not None:
             outcome = await hooks.arun_pre_compact(trigger, instructions)
+            if outcome.blocked:
+                raise CompactionError(
+                    f"a PreCompact hook blocked the compaction: {outcome.block_reason}",
+                    reason="blocked_by_hook",
+                )
             hook_instructions = outcome.new_custom_instructions
             user_display = outcome.user_display_message
         merged = merge_instructions(instructions, hook_instructions)
@@ -422,7 +427,12 @@ async def compact_conversation(
             events=events,
         )
         summary = format_compact_summary(check_summary_reply(response))
-        if active.facts_ledger and facts_ledger is not None:
+        # A summarizer built from the facts (the extractive one) already lists them.
+        if (
+            active.facts_ledger
+            and facts_ledger is not None
+            and not getattr(provider, "includes_facts", False)
+        ):
             ledger = facts_ledger(summarized).strip()
             if ledger:
                 summary = f"{summary}\n\n{ledger}"

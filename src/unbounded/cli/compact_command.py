@@ -1,0 +1,186 @@
+"""`unbounded compact PATH`: compact a recorded session and write the result as a transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+
+from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
+from unbounded.errors import ConfigError
+from unbounded.events import CompactionHeartbeat, CompactionRetried, Event
+from unbounded.model.entries import Entry
+from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.transcript import Transcript
+from unbounded.models import DEFAULT_MODEL, load_model_table
+from unbounded.policy import Policy
+from unbounded.providers.base import Provider
+from unbounded.transcripts.claude_code import write_claude_code
+from unbounded.transcripts.loader import load_transcript
+
+SummarizerName = Literal["extractive", "anthropic", "openai"]
+
+
+def make_provider(name: str, model: str) -> Provider:
+    """The summarizer by name: extractive (offline), anthropic or openai (keys from the env)."""
+    if name == "extractive":
+        from unbounded.providers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if name == "anthropic":
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            raise ConfigError("--summarizer anthropic needs ANTHROPIC_API_KEY in the environment")
+        from unbounded.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(base_url=os.environ.get("ANTHROPIC_BASE_URL"))
+    if name == "openai":
+        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
+            raise ConfigError("--summarizer openai needs OPENAI_API_KEY (or OPENAI_BASE_URL)")
+        from unbounded.providers.openai import OpenAIProvider
+
+        return OpenAIProvider(
+            api_key=os.environ.get("OPENAI_API_KEY") or "unused",
+            base_url=os.environ.get("OPENAI_BASE_URL"),
+        )
+    raise ConfigError(f"unknown summarizer {name!r}: use extractive, anthropic or openai")
+
+
+def entries_to_compact(transcript: Transcript, at: str) -> tuple[list[Entry], list[Entry]]:
+    """(entries to write before the new boundary, the main-thread entries to compact)."""
+    if at == "end":
+        return list(transcript.entries), transcript.main_thread()
+    if at == "boundary":
+        boundaries = transcript.boundaries()
+        if not boundaries:
+            raise ConfigError("--at boundary: this transcript has no recorded compaction boundary")
+        cut = transcript.entries.index(boundaries[0])
+        prefix = transcript.entries[:cut]
+        return prefix, [e for e in Transcript(prefix, transcript.format).main_thread()]
+    positions = [i for i, e in enumerate(transcript.entries) if e.uuid == at]
+    if not positions:
+        raise ConfigError(
+            f"--at {at}: no record with that uuid (use end, boundary or a record uuid)"
+        )
+    prefix = transcript.entries[: positions[0] + 1]
+    return prefix, Transcript(prefix, transcript.format).main_thread()
+
+
+@app.command("compact")
+@exits_cleanly
+def compact_command(
+    path: Annotated[Path, typer.Argument(help="The session to compact.")],
+    at: Annotated[
+        str,
+        typer.Option(
+            "--at", help="end (like /compact), boundary (the first recorded one) or a record uuid."
+        ),
+    ] = "end",
+    summarizer: Annotated[
+        str, typer.Option("--summarizer", "-s", help="extractive (offline), anthropic or openai.")
+    ] = "extractive",
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model for the summary call.")
+    ] = None,
+    instructions: Annotated[
+        str | None, typer.Option("--instructions", help="Extra instructions for the summary.")
+    ] = None,
+    partial: Annotated[
+        str | None, typer.Option("--partial", help="up_to or from: summarize around --pivot.")
+    ] = None,
+    pivot: Annotated[
+        str | None, typer.Option("--pivot", help="uuid of the pivot record.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the compacted transcript here.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Summarize a session (or part of it) and show what the next context would hold."""
+    if partial not in (None, "up_to", "from"):
+        raise ConfigError("--partial must be up_to or from")
+    if (partial is None) != (pivot is None):
+        raise ConfigError("--partial and --pivot go together")
+    transcript = load_transcript(path)
+    prefix, thread = entries_to_compact(transcript, at)
+    table = load_model_table()
+    model_name = model or transcript.model or DEFAULT_MODEL
+    info = table.find(model_name)
+    provider = make_provider(summarizer, model_name)
+    params = CacheSafeParams(
+        model=model_name, max_tokens=min(info.max_output, 32_000) if info else 32_000
+    )
+
+    def show(event: Event) -> None:
+        if isinstance(event, CompactionHeartbeat) and not as_json:
+            error_console.print(f"[grey50]still summarizing… {event.elapsed_seconds:.0f}s[/]")
+        elif isinstance(event, CompactionRetried):
+            error_console.print(f"[yellow]summary request too long: retry {event.attempt + 1}[/]")
+
+    from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
+
+    with console.status("Compacting…", spinner="dots") if not as_json else nullcontext():
+        result = asyncio.run(
+            compact_conversation(
+                thread,
+                provider,
+                params=params,
+                trigger="manual",
+                instructions=instructions,
+                direction=partial,  # type: ignore[arg-type]
+                pivot_uuid=pivot,
+                transcript_path=str(path),
+                rehydrate=rehydrator_for(thread),
+                facts_ledger=default_facts_ledger,
+                policy=Policy.from_env(),
+                events=show,
+            )
+        )
+    messages = normalize_messages(result.view())
+    validate_request(messages)
+    if output is not None:
+        write_claude_code([*prefix, *result.new_entries()], output)
+    report: dict[str, Any] = {
+        "path": str(path),
+        "at": at,
+        "summarizer": result.summarizer,
+        "pre_tokens": result.pre_tokens,
+        "post_tokens": result.post_tokens,
+        "summary_tokens": result.summary_tokens,
+        "kept_messages": len(result.messages_to_keep),
+        "attachments": len(result.attachments),
+        "boundary_uuid": result.boundary.uuid,
+        "messages_after": len(messages),
+        "compression": round(1 - result.post_tokens / result.pre_tokens, 4)
+        if result.pre_tokens
+        else 0.0,
+        "output": str(output) if output else None,
+        "skipped_attachments": result.skipped_attachments,
+    }
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    summary = Table(title="Compaction", title_justify="left", show_header=False)
+    for key in (
+        "summarizer",
+        "pre_tokens",
+        "post_tokens",
+        "summary_tokens",
+        "compression",
+        "kept_messages",
+        "attachments",
+        "boundary_uuid",
+        "output",
+    ):
+        value = report[key]
+        summary.add_row(
+            key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)
+        )
+    console.print(summary)
+    console.print(result.summary_text[:4000], markup=False, highlight=False)

@@ -1,0 +1,508 @@
+"""Facts taken from a conversation deterministically, a ledger of them, and the retention score.
+
+A summary written by a model keeps what the model chose to keep. The facts below are read
+from the transcript's structure instead, so they can be checked against any summary
+(`retention_scores`, the definitions of ../shared/RETENTION.md) and appended to one as a
+"Facts ledger" (`render_facts_ledger`, switched by `Policy.facts_ledger`; the orchestrator
+does the appending).
+
+| fact            | taken from                                                               |
+|-----------------|--------------------------------------------------------------------------|
+| user prompts    | user text that is not a tool result, not `isMeta` / `isCompactSummary`   |
+|                 | (when entries are given), and does not start with `<command-`,          |
+|                 | `<local-command`, `[Request interrupted` or `<system-reminder>`          |
+| files modified  | `file_write_path` of tool calls (Edit, Write, MultiEdit, NotebookEdit,   |
+|                 | an editor's create / str_replace / insert)                               |
+| files read      | `file_read_path` of tool calls (Read, an editor's view…)                 |
+| errors          | text of tool results marked `is_error`, with the name of the tool        |
+| commands        | `shell_command` of tool calls (Bash and equivalents)                     |
+| open todos      | the latest todo list (TodoWrite input or a `todo` attachment): the       |
+|                 | items not completed                                                      |
+
+Each list keeps the first occurrence of a fact and drops later duplicates (RETENTION.md:
+"each fact is counted once per session"). Prompts, errors and commands are compared after
+normalization (whitespace collapsed, trimmed, lower-cased); paths as written.
+
+Input is Anthropic-shaped messages (`{"role", "content"}`), transcript entries, or both
+mixed. With plain messages nothing says a user text was meta or a previous summary, so those
+are counted as prompts; pass entries when they are available. In a plain message, each text
+block is a prompt of its own (normalization merges consecutive user records into one
+message); in an entry, the record's text blocks together are one prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from unbounded.model.entries import Entry
+from unbounded.model.tools import file_read_path, file_write_path, shell_command
+from unbounded.tokens.estimate import rough_token_count
+
+PROMPT_EXCLUDED_PREFIXES: tuple[str, ...] = (
+    "<command-",
+    "<local-command",
+    "[Request interrupted",
+    "<system-reminder>",
+)
+"""User texts starting with one of these are not prompts the user typed."""
+
+TODO_TOOLS = frozenset({"TodoWrite", "todo_write", "todowrite", "update_todos", "task_tracker"})
+"""Tools whose input is the whole current todo list."""
+_TODO_LIST_KEYS = ("todos", "task_list", "items")
+_DONE_STATUSES = frozenset({"completed", "complete", "done", "cancelled", "canceled"})
+
+PROMPT_SCORE_CHARS = 80
+"""A prompt is kept when its first 80 normalized characters appear (RETENTION.md)."""
+ERROR_SCORE_CHARS = 50
+"""An error is kept when its first 50 normalized characters appear."""
+COMMAND_SCORE_CHARS = 40
+"""A command is kept when its first 40 normalized characters appear."""
+
+FACT_KINDS: tuple[str, ...] = (
+    "user_prompts",
+    "files_modified",
+    "files_read",
+    "errors",
+    "commands",
+)
+"""The fact kinds `retention_scores` reports, in RETENTION.md's order."""
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def normalize_text(text: str) -> str:
+    """Collapse every run of whitespace to one space, trim, lower-case (RETENTION.md)."""
+    return _WHITESPACE.sub(" ", text).strip().lower()
+
+
+def collapse_whitespace(text: str) -> str:
+    """Collapse every run of whitespace to one space and trim, keeping the case."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def clip(text: str, max_chars: int, *, ellipsis: str = "…") -> str:
+    """`text` with whitespace collapsed, cut to `max_chars` characters plus an ellipsis.
+
+    The cut is not right-stripped: the first `max_chars` normalized characters stay a
+    substring of the result even when they end with a space (what RETENTION.md probes).
+    """
+    flat = collapse_whitespace(text)
+    if len(flat) <= max_chars:
+        return flat
+    return flat[: max(0, max_chars)] + ellipsis
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorFact:
+    """A tool result marked as an error: the tool that failed and the result's text."""
+
+    tool: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a conversation did, read from its structure; each list in first-seen order."""
+
+    user_prompts: tuple[str, ...] = ()
+    files_modified: tuple[str, ...] = ()
+    files_read: tuple[str, ...] = ()
+    errors: tuple[ErrorFact, ...] = ()
+    commands: tuple[str, ...] = ()
+    open_todos: tuple[dict[str, Any], ...] = ()
+    tool_counts: tuple[tuple[str, int], ...] = field(default=())
+    """How often each tool was called, in first-call order."""
+
+    def counts(self) -> dict[str, int]:
+        """How many facts of each kind (FACT_KINDS plus open_todos)."""
+        return {
+            "user_prompts": len(self.user_prompts),
+            "files_modified": len(self.files_modified),
+            "files_read": len(self.files_read),
+            "errors": len(self.errors),
+            "commands": len(self.commands),
+            "open_todos": len(self.open_todos),
+        }
+
+
+def text_of(content: Any) -> str:
+    """The text of message or tool-result content (a string or text blocks), joined by newlines."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, dict) and block.get("type") == "text"
+        ]
+        return "\n".join(part for part in parts if part)
+    return ""
+
+
+def is_prompt_text(text: str) -> bool:
+    """Whether a user text is something the user typed (not a command echo or a reminder)."""
+    stripped = text.lstrip()
+    if not stripped:
+        return False
+    return not stripped.startswith(PROMPT_EXCLUDED_PREFIXES)
+
+
+def open_todo_items(todos: Any) -> tuple[dict[str, Any], ...]:
+    """The items of a todo list that are not completed (dicts; bare strings become items)."""
+    if not isinstance(todos, list):
+        return ()
+    items: list[dict[str, Any]] = []
+    for item in todos:
+        if isinstance(item, str):
+            items.append({"content": item, "status": "pending"})
+        elif isinstance(item, dict):
+            status = str(item.get("status", "pending")).lower()
+            if status not in _DONE_STATUSES:
+                items.append(dict(item))
+    return tuple(items)
+
+
+def todo_list_from_tool(block: Mapping[str, Any]) -> list[Any] | None:
+    """The todo list a TodoWrite-like tool_use sets, or None for other tools."""
+    if block.get("name") not in TODO_TOOLS:
+        return None
+    tool_input = block.get("input")
+    if not isinstance(tool_input, Mapping):
+        return None
+    for key in _TODO_LIST_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, list):
+            return value
+    return None
+
+
+class _Collector:
+    """Accumulates facts in order, deduplicating as it goes."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.modified: list[str] = []
+        self.read: list[str] = []
+        self.errors: list[ErrorFact] = []
+        self.commands: list[str] = []
+        self.todos: list[Any] | None = None
+        self.tool_names: dict[str, str] = {}
+        self.tool_counts: dict[str, int] = {}
+        self._seen: dict[str, set[str]] = {
+            "prompt": set(),
+            "modified": set(),
+            "read": set(),
+            "error": set(),
+            "command": set(),
+        }
+
+    def _add(self, kind: str, key: str, target: list[Any], value: Any) -> None:
+        seen = self._seen[kind]
+        if key and key not in seen:
+            seen.add(key)
+            target.append(value)
+
+    def prompt(self, text: str) -> None:
+        if is_prompt_text(text):
+            self._add("prompt", normalize_text(text), self.prompts, text.strip())
+
+    def tool_use(self, block: Mapping[str, Any]) -> None:
+        name = str(block.get("name", ""))
+        tool_id = block.get("id")
+        if isinstance(tool_id, str):
+            self.tool_names[tool_id] = name
+        if name:
+            self.tool_counts[name] = self.tool_counts.get(name, 0) + 1
+        written = file_write_path(block)
+        if written:
+            self._add("modified", written, self.modified, written)
+        read = file_read_path(block)
+        if read:
+            self._add("read", read, self.read, read)
+        command = shell_command(block)
+        if command:
+            self._add("command", normalize_text(command), self.commands, command.strip())
+        todos = todo_list_from_tool(block)
+        if todos is not None:
+            self.todos = todos
+
+    def tool_result(self, block: Mapping[str, Any]) -> None:
+        if not block.get("is_error"):
+            return
+        text = text_of(block.get("content")).strip()
+        if not text:
+            return
+        tool = self.tool_names.get(str(block.get("tool_use_id", "")), "tool")
+        self._add("error", normalize_text(text), self.errors, ErrorFact(tool=tool, text=text))
+
+    def content(self, role: str | None, content: Any, *, one_prompt: bool) -> None:
+        if isinstance(content, str):
+            if role == "user":
+                self.prompt(content)
+            return
+        if not isinstance(content, list):
+            return
+        texts: list[str] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use" and role == "assistant":
+                self.tool_use(block)
+            elif kind == "tool_result":
+                self.tool_result(block)
+            elif kind == "text" and role == "user":
+                texts.append(str(block.get("text", "")))
+        if one_prompt:
+            kept = [text for text in texts if is_prompt_text(text)]
+            if kept:
+                self.prompt("\n".join(kept))
+        else:
+            for text in texts:
+                self.prompt(text)
+
+    def entry(self, entry: Entry) -> None:
+        if entry.type == "attachment":
+            attachment = entry.attachment or {}
+            if attachment.get("type") == "todo" and isinstance(attachment.get("content"), list):
+                self.todos = attachment["content"]
+            return
+        if entry.type not in ("user", "assistant"):
+            return
+        role = entry.role or entry.type
+        if role == "user" and (entry.is_meta or entry.is_compact_summary):
+            # Meta and summary messages are not prompts, but tool results in them still count.
+            content = entry.content
+            if isinstance(content, list):
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        self.tool_result(block)
+            return
+        self.content(role, entry.content, one_prompt=True)
+
+    def message(self, message: Mapping[str, Any]) -> None:
+        role = message.get("role")
+        self.content(
+            role if isinstance(role, str) else None, message.get("content"), one_prompt=False
+        )
+
+    def facts(self) -> Facts:
+        return Facts(
+            user_prompts=tuple(self.prompts),
+            files_modified=tuple(self.modified),
+            files_read=tuple(self.read),
+            errors=tuple(self.errors),
+            commands=tuple(self.commands),
+            open_todos=open_todo_items(self.todos),
+            tool_counts=tuple(self.tool_counts.items()),
+        )
+
+
+def extract_facts(items: Iterable[Entry | Mapping[str, Any]]) -> Facts:
+    """Facts of a conversation given as transcript entries, plain messages, or both."""
+    collector = _Collector()
+    for item in items:
+        if isinstance(item, Entry):
+            collector.entry(item)
+        elif isinstance(item, Mapping):
+            collector.message(item)
+    return collector.facts()
+
+
+# -- the ledger ------------------------------------------------------------------------------
+
+LEDGER_TITLE = "Facts ledger (read from the transcript, not written by a model):"
+DEFAULT_LEDGER_TOKENS = 2_000
+"""Default token budget of `render_facts_ledger`."""
+LEDGER_PROMPT_CHARS = 300
+"""Each user message is shown up to this many characters (whitespace collapsed)."""
+LEDGER_LINE_CHARS = 160
+"""Commands, errors and todos are shown up to this many characters."""
+
+
+def _todo_line(item: Mapping[str, Any]) -> str:
+    text = item.get("content") or item.get("title") or item.get("description") or ""
+    return f"[{item.get('status', 'pending')}] {clip(str(text), LEDGER_LINE_CHARS)}"
+
+
+def _ledger_sections(facts: Facts, prompt_chars: int) -> list[tuple[str, list[str], bool]]:
+    """(title, items, inline) for each non-empty list; inline lists are comma-separated."""
+    sections: list[tuple[str, list[str], bool]] = [
+        ("Files modified", list(facts.files_modified), True),
+        ("Files read", list(facts.files_read), True),
+        ("Commands run", [clip(c, LEDGER_LINE_CHARS) for c in facts.commands], False),
+        (
+            "Errors",
+            [f"[{e.tool}] {clip(e.text, LEDGER_LINE_CHARS)}" for e in facts.errors],
+            False,
+        ),
+        ("Open todos", [_todo_line(item) for item in facts.open_todos], False),
+        (
+            "User messages",
+            [f'"{clip(p, max(prompt_chars, PROMPT_SCORE_CHARS))}"' for p in facts.user_prompts],
+            False,
+        ),
+    ]
+    return [section for section in sections if section[1]]
+
+
+def shown_items(items: Sequence[str], keep: int) -> list[str]:
+    """`keep` items: the first one and the most recent ones, with "(N more)" where cut."""
+    if keep >= len(items):
+        return list(items)
+    if keep <= 0:
+        return [f"({len(items)} more)"]
+    hidden = len(items) - keep
+    tail = list(items[len(items) - (keep - 1) :]) if keep > 1 else []
+    return [items[0], f"({hidden} more)", *tail]
+
+
+def _render_ledger(sections: list[tuple[str, list[str], bool]], keeps: list[int]) -> str:
+    lines = [LEDGER_TITLE]
+    for (title, items, inline), keep in zip(sections, keeps, strict=True):
+        shown = shown_items(items, keep)
+        if inline:
+            lines.append(f"{title} ({len(items)}): " + ", ".join(shown))
+        else:
+            lines.append(f"{title} ({len(items)}):")
+            lines.extend(f"- {item}" for item in shown)
+    return "\n".join(lines)
+
+
+def render_facts_ledger(
+    facts: Facts,
+    max_tokens: int = DEFAULT_LEDGER_TOKENS,
+    *,
+    prompt_chars: int = LEDGER_PROMPT_CHARS,
+) -> str:
+    """A compact "Facts ledger" text within `max_tokens` ("" when there are no facts).
+
+    Over budget, the longest list shown loses one item at a time (ties: files read, commands,
+    files modified, errors, todos, user messages, in that order), keeping its first item and
+    its most recent ones and saying "(N more)" where it was cut. Deterministic.
+    """
+    sections = _ledger_sections(facts, prompt_chars)
+    if not sections:
+        return ""
+    keeps = [len(items) for _, items, _ in sections]
+    text = _render_ledger(sections, keeps)
+    while rough_token_count(text) > max_tokens and any(keep > 0 for keep in keeps):
+        longest = max(range(len(keeps)), key=lambda i: (keeps[i], -i))
+        # Cut big lists in large steps so a huge ledger does not take thousands of renders.
+        step = max(1, (keeps[longest] - 1) // 8)
+        keeps[longest] = max(0, keeps[longest] - step)
+        text = _render_ledger(sections, keeps)
+    return text
+
+
+def facts_ledger_for(
+    items: Iterable[Entry | Mapping[str, Any]], max_tokens: int = DEFAULT_LEDGER_TOKENS
+) -> str:
+    """The ledger of the summarized entries or messages (the orchestrator's `facts_ledger`)."""
+    return render_facts_ledger(extract_facts(items), max_tokens)
+
+
+# -- retention scoring (RETENTION.md) --------------------------------------------------------
+
+
+def _path_kept(path: str, kept: str) -> bool:
+    normalized = normalize_text(path)
+    if normalized and normalized in kept:
+        return True
+    basename = normalize_text(path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1])
+    return bool(basename) and basename in kept
+
+
+def retention_scores(facts: Facts, kept_text: str) -> dict[str, tuple[int, int]]:
+    """(kept, total) per fact kind: how many facts the kept text still shows (RETENTION.md)."""
+    kept = normalize_text(kept_text)
+
+    def count(values: Iterable[str], chars: int | None) -> tuple[int, int]:
+        total = hits = 0
+        for value in values:
+            total += 1
+            probe = normalize_text(value)
+            if chars is not None:
+                probe = probe[:chars]
+            if probe in kept:
+                hits += 1
+        return hits, total
+
+    prompts = count(facts.user_prompts, PROMPT_SCORE_CHARS)
+    modified = (sum(_path_kept(p, kept) for p in facts.files_modified), len(facts.files_modified))
+    read = (sum(_path_kept(p, kept) for p in facts.files_read), len(facts.files_read))
+    errors = count((e.text for e in facts.errors), ERROR_SCORE_CHARS)
+    commands = count(facts.commands, COMMAND_SCORE_CHARS)
+    return {
+        "user_prompts": prompts,
+        "files_modified": modified,
+        "files_read": read,
+        "errors": errors,
+        "commands": commands,
+    }
+
+
+def add_scores(
+    total: Mapping[str, tuple[int, int]], more: Mapping[str, tuple[int, int]]
+) -> dict[str, tuple[int, int]]:
+    """Corpus score: numerators and denominators added kind by kind."""
+    keys = list(dict.fromkeys([*total, *more]))
+    return {
+        key: (
+            total.get(key, (0, 0))[0] + more.get(key, (0, 0))[0],
+            total.get(key, (0, 0))[1] + more.get(key, (0, 0))[1],
+        )
+        for key in keys
+    }
+
+
+def score_fraction(score: tuple[int, int]) -> float:
+    """kept / total, 1.0 when there was nothing to keep."""
+    kept, total = score
+    return kept / total if total else 1.0
+
+
+# -- compaction points of a recorded transcript ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPoint:
+    """A recorded compaction: the records it summarized and the summary text it wrote."""
+
+    boundary_index: int
+    """Index of the compact boundary in the main thread."""
+    before: list[Entry]
+    """Main-thread records summarized: from the previous boundary (or the start) up to it."""
+    recorded_summary: str
+    """Text of the `isCompactSummary` message(s) right after the boundary ("" when absent)."""
+
+
+def compaction_points(main_thread: Sequence[Entry]) -> list[CompactionPoint]:
+    """Each compact boundary of a main thread, with the records before it and its summary.
+
+    `before` starts at the previous boundary, because that is what a summarizer was given at
+    that point (the view after the last boundary, previous summary included).
+    """
+    points: list[CompactionPoint] = []
+    start = 0
+    for index, entry in enumerate(main_thread):
+        if not entry.is_compact_boundary:
+            continue
+        summary_parts: list[str] = []
+        for later in main_thread[index + 1 :]:
+            if later.is_compact_summary:
+                summary_parts.append(text_of(later.content))
+            elif later.type in ("user", "assistant"):
+                break
+        points.append(
+            CompactionPoint(
+                boundary_index=index,
+                before=list(main_thread[start:index]),
+                recorded_summary="\n".join(summary_parts),
+            )
+        )
+        start = index
+    return points
