@@ -470,7 +470,8 @@ def test_compact_conversation_end_to_end(session_2_1: Path, tmp_path: Path) -> N
     assert all(
         kept == total for kept, total in retention_scores(facts, result.summary_text).values()
     )
-    assert "Facts ledger" in result.summary_text
+    # The extractive summary is built from the facts: no second copy as a ledger.
+    assert "Facts ledger" not in result.summary_text
     assert [a.attachment["type"] for a in result.attachments if a.attachment] == ["todo"]
     assert any("outside the allowed roots" in line for line in result.skipped_attachments)
     assert [e.content for e in result.hook_results] == ["Project context reloaded."]
