@@ -1,0 +1,168 @@
+"""A ledger of the tool calls in a conversation, kept up to date one turn at a time.
+
+Microcompaction needs, for every tool call, its name, its position, whether its tool may be
+cleared, and the estimated tokens of its result (seed 002 `countToolResultTokens`: text
+length / 4, 2,000 per image or document). Re-deriving that from the whole history every turn
+would cost O(history); the ledger registers tool uses and results as they appear instead.
+
+`ToolLedger.observe(messages)` takes the API message list (`normalize_messages` /
+`MessageNormalizer.messages`) and scans only what may have changed since the last call: the
+new messages and the last two old ones (normalization merges a response's later lines and
+their results into the last assistant/user pair, never further back). A list that got shorter,
+or whose earlier tool calls are no longer where the ledger saw them (a compaction replaced the
+history, or another conversation was passed), is rescanned from the start. The ledger never
+modifies the messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
+from unbounded.tokens.estimate import tool_result_tokens
+
+_TAIL = 2
+"""Old messages rescanned on every observe: normalization only merges into the last pair."""
+
+
+@dataclass(slots=True)
+class ToolRecord:
+    """One tool call: where its use and result sit, and what clearing its result would save."""
+
+    tool_use_id: str
+    name: str
+    order: int
+    """Position among all tool calls of the conversation (0-based, in message order)."""
+    compactable: bool
+    use_index: int
+    """Index of the assistant message holding the tool_use."""
+    read_path: str | None
+    """The file this call read, when it is a read (for the caller's read-file state)."""
+    result_index: int | None = None
+    """Index of the user message holding the tool_result (None until it arrives)."""
+    tokens: int = 0
+    """Estimated tokens of the result's content."""
+    precleared: bool = False
+    """The result already reads `[Old tool result content cleared]` in the input."""
+
+
+def is_cleared_content(content: Any) -> bool:
+    """Whether a tool_result's content is already the cleared placeholder."""
+    if isinstance(content, str):
+        return content == CLEARED_TOOL_RESULT
+    if isinstance(content, list) and len(content) == 1:
+        block = content[0]
+        return (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and block.get("text") == CLEARED_TOOL_RESULT
+        )
+    return False
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Any]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+class ToolLedger:
+    """Tool calls of one conversation, registered incrementally (see the module docstring)."""
+
+    __slots__ = ("_records", "_scanned", "tools")
+
+    def __init__(self, tools: CompactableTools | None = None) -> None:
+        self.tools = tools if tools is not None else CompactableTools.default()
+        self._records: dict[str, ToolRecord] = {}
+        self._scanned = 0
+
+    def reset(self) -> None:
+        """Forget every record (the next observe rescans from the start)."""
+        self._records = {}
+        self._scanned = 0
+
+    @property
+    def scanned(self) -> int:
+        """How many messages the last observe saw."""
+        return self._scanned
+
+    def observe(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Register the tool uses and results that appeared since the last call."""
+        start = max(0, self._scanned - _TAIL)
+        if len(messages) < self._scanned or not self._still_matches(messages, start):
+            self.reset()
+            start = 0
+        records = self._records
+        tools = self.tools
+        for index in range(start, len(messages)):
+            message = messages[index]
+            for block in _blocks(message):
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "tool_use":
+                    tool_id = block.get("id")
+                    if not isinstance(tool_id, str) or tool_id in records:
+                        continue
+                    name = str(block.get("name", ""))
+                    compactable = tools.is_compactable(name)
+                    records[tool_id] = ToolRecord(
+                        tool_use_id=tool_id,
+                        name=name,
+                        order=len(records),
+                        compactable=compactable,
+                        use_index=index,
+                        read_path=tools.read_path(block) if compactable else None,
+                    )
+                elif kind == "tool_result":
+                    record = records.get(str(block.get("tool_use_id")))
+                    if record is None or record.use_index >= index:
+                        continue  # an orphan result: nothing the ledger can clear safely
+                    if record.result_index is not None and record.result_index != index:
+                        continue  # a second result for one call: keep the first
+                    record.result_index = index
+                    record.precleared = is_cleared_content(block.get("content"))
+                    record.tokens = tool_result_tokens(block)
+        self._scanned = len(messages)
+
+    def _still_matches(self, messages: Sequence[Mapping[str, Any]], start: int) -> bool:
+        """The first and the last tool call before `start` are still where they were seen."""
+        if not self._records or start == 0:
+            return True
+        first: ToolRecord | None = next(iter(self._records.values()))
+        last: ToolRecord | None = None
+        for candidate in reversed(self._records.values()):
+            if candidate.use_index < start:
+                last = candidate
+                break
+        for record in (first, last):
+            if record is None or record.use_index >= start:
+                continue
+            if record.use_index >= len(messages):
+                return False
+            ids = {
+                b.get("id")
+                for b in _blocks(messages[record.use_index])
+                if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
+            if record.tool_use_id not in ids:
+                return False
+        return True
+
+    def get(self, tool_use_id: str) -> ToolRecord | None:
+        """The record of one tool call, if seen."""
+        return self._records.get(tool_use_id)
+
+    def __contains__(self, tool_use_id: object) -> bool:
+        return tool_use_id in self._records
+
+    def __iter__(self) -> Iterator[ToolRecord]:
+        return iter(self._records.values())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def compactable_results(self) -> list[ToolRecord]:
+        """Calls of compactable tools whose result is in the messages, in call order."""
+        return [r for r in self._records.values() if r.compactable and r.result_index is not None]
