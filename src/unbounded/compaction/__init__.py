@@ -54,7 +54,6 @@ from unbounded.compaction.micro import (
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
 from unbounded.compaction.state_store import (
     MicrocompactStateStore,
-    atomic_write_json,
     load_microcompact_state,
     save_microcompact_state,
 )
@@ -64,6 +63,7 @@ from unbounded.compaction.tools_registry import (
     DEFAULT_COMPACTABLE_TOOLS,
     CompactableTools,
 )
+from unbounded.fileio import atomic_write_json
 
 __all__ = [
     "CLEARED_TOOL_RESULT",

@@ -20,59 +20,17 @@ not saved: it is rebuilt from the messages on the next turn.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.errors import ConfigError
+from unbounded.fileio import atomic_write_json
 
 STATE_FILE_NAME = "microcompact_state.json"
 """The file name used inside the caller's folder."""
-FILE_MODE = 0o600
-"""Owner read/write only: tool ids and usage are session data."""
-
-
-def atomic_write_json(path: str | Path, data: Any) -> Path:
-    """Write JSON to `path` atomically (temp file + fsync + os.replace), mode 0600."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    descriptor, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    try:
-        os.fchmod(descriptor, FILE_MODE)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-        raise
-    _fsync_directory(target.parent)
-    return target
-
-
-def _fsync_directory(folder: Path) -> None:
-    """Make the rename durable where the platform allows opening a directory."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
 
 
 def state_path(folder: str | Path) -> Path:

@@ -8,13 +8,12 @@ a damaged file fails with its line number; unknown fields are kept and written b
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from unbounded.errors import TranscriptError
+from unbounded.fileio import append_private, atomic_write_chunks
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.jsonl import ReadReport, dumps_line, iter_json_lines
@@ -140,36 +139,18 @@ def read_claude_code(path: str | Path, *, skip_invalid: bool = False) -> Transcr
 
 
 def write_claude_code(entries: Iterable[Entry], path: str | Path) -> None:
-    """Write entries as a Claude Code JSONL file, atomically (temporary file, then rename).
+    """Write entries as a Claude Code JSONL file, atomically and owner-only (0600).
 
     A crash leaves either the old file or the complete new one, never half of it.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            for entry in entries:
-                handle.write(dumps_line(entry.data))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic_write_chunks(path, (dumps_line(entry.data) for entry in entries))
 
 
 def append_claude_code(entries: Sequence[Entry], path: str | Path, *, fsync: bool = True) -> None:
     """Append entries to a JSONL transcript in one write, flushed (and fsynced by default)."""
     payload = b"".join(dumps_line(entry.data) for entry in entries)
-    if not payload:
-        return
-    target = Path(path)
-    with target.open("ab") as handle:
-        handle.write(payload)
-        handle.flush()
-        if fsync:
-            os.fsync(handle.fileno())
+    if payload:
+        append_private(path, payload, fsync=fsync)
 
 
 def looks_like_claude_code(record: dict[str, Any]) -> bool:

@@ -1,0 +1,85 @@
+"""Crash-safe, private file writes: whole files replaced atomically, folders and files owner-only.
+
+A crash during `atomic_write_bytes` leaves either the old file or the complete new one: the
+bytes go to a temporary file in the same folder (mode 0600), are flushed and fsynced, then
+`os.replace`d over the target, and the folder is fsynced so the rename survives power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+FILE_MODE = 0o600
+"""Owner read/write only: transcripts, state and memory are session data."""
+FOLDER_MODE = 0o700
+"""Owner-only session folders."""
+
+
+def private_folder(path: str | Path) -> Path:
+    """Create a folder (and its parents) owner-only when missing; return it."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
+    return folder
+
+
+def fsync_directory(folder: Path) -> None:
+    """Make a rename in `folder` durable where the platform allows opening a directory."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write_chunks(
+    path: str | Path, chunks: Iterable[bytes], *, mode: int = FILE_MODE
+) -> Path:
+    """Write chunks to `path` atomically (see the module docstring)."""
+    target = Path(path)
+    private_folder(target.parent)
+    descriptor, temp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        os.fchmod(descriptor, mode)
+        with os.fdopen(descriptor, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    fsync_directory(target.parent)
+    return target
+
+
+def atomic_write_json(path: str | Path, data: Any) -> Path:
+    """Write JSON (indented, keys sorted) to `path` atomically, mode 0600."""
+    payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    return atomic_write_chunks(path, [payload])
+
+
+def append_private(path: str | Path, payload: bytes, *, fsync: bool = True) -> None:
+    """Append bytes in one write to a file created 0600, flushed and (by default) fsynced."""
+    target = Path(path)
+    descriptor = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    with os.fdopen(descriptor, "ab") as handle:
+        handle.write(payload)
+        handle.flush()
+        if fsync:
+            os.fsync(handle.fileno())
