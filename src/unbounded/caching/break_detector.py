@@ -1,0 +1,592 @@
+"""Prompt-cache break detection (seed 001 `promptCacheBreakDetection`, seed 004).
+
+Two phases per API call, each query source (main thread, each sub-agent type…) tracked
+separately:
+
+1. Before the call, `record_prompt_state(request, query_source=, now=)` takes a snapshot of
+   everything that keys the cache: system prompt hash and length, tools aggregate hash and
+   per-tool hashes, model, beta headers, the cache_control layout of tools and system (TTL
+   and scope of each marker), global cache strategy, thinking config, effort, the other body
+   fields, and the message prefix (per-block digests, cache_control excluded); plus a
+   diffable text. Differences from the previous snapshot of the same source become the
+   pending changes.
+2. After it, `check_response_for_cache_break(usage, query_source=, now=)` compares
+   `cache_read_input_tokens` with the previous call of the same source. A drop is a break
+   when it is more than `Policy.cache_break_min_drop_fraction` (5%) of the previous read AND
+   more than `Policy.cache_break_min_drop_tokens` (2,000). A break is explained from the
+   pending changes ("model changed (a -> b)", "system prompt changed (+142 chars)", "tools
+   changed (+1/-0 tools)", "cache_control changed (scope or TTL)", …); when more time than
+   the TTL passed since the previous call, "possible 5min TTL expiry" (or 1h) is added; with
+   no change and no TTL gap the reason is "likely server-side". The diff of the two snapshots
+   is written to a file in the directory the caller gave (never printed), and a `CacheBreak`
+   event is returned (and sent to the event sink).
+
+Expected drops are not breaks:
+
+- `notify_compaction(query_source)` resets the baseline: the next call establishes a new one
+  (an `ExpectedCacheDrop` reports what the old baseline was).
+- `notify_cache_deletion(query_source, deleted_tokens)` (the cached-microcompact tier)
+  announces cache_edits deletions: the next call's drop is excused up to `deleted_tokens`
+  (entirely when the count is unknown, as in seed 001). The API's own
+  `cache_deleted_input_tokens` is read from each usage and kept as a baseline per source
+  (seed 004); its increase since the previous call also excuses that much drop. The tier can
+  pass the baseline it captured with `cache_deleted_baseline=`.
+
+Models whose caching differs (Haiku, seed 001) are excluded: their drops are never flagged.
+Pure core: the time is passed in, the file write goes through `write_diff` (default: write
+the file), nothing reads a clock. Where seed 001 and seed 004 overlap they agree; seed 004's
+cache_deleted_input_tokens baseline is the refinement used for deletions with a known size.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import orjson
+
+from unbounded.caching.blocks import (
+    block_digest,
+    canonical_json,
+    content_blocks_of,
+    flatten_request,
+    system_blocks,
+    without_cache_control,
+)
+from unbounded.caching.ttl import (
+    DEFAULT_QUERY_SOURCE,
+    CacheTtl,
+    TimeLike,
+    as_seconds,
+    ttl_of_cache_control,
+    ttl_seconds,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import Event, EventSink, emit
+from unbounded.model.content import Usage
+from unbounded.model.request import ProviderRequest
+from unbounded.policy import Policy
+
+BreakCause = Literal[
+    "model",
+    "system",
+    "tools",
+    "cache_control",
+    "betas",
+    "thinking",
+    "effort",
+    "extra_body",
+    "messages",
+    "ttl_expiry",
+    "server_side",
+]
+DEFAULT_EXCLUDED_MODELS: tuple[str, ...] = ("*haiku*",)
+"""Model patterns whose cache reads are not tracked (seed 001: Haiku caches differently)."""
+NOT_CACHE_KEYS = frozenset(
+    {
+        "model",
+        "system",
+        "tools",
+        "messages",
+        "betas",
+        "thinking",
+        "max_tokens",
+        "metadata",
+        "stream",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "cache_edits",
+        "output_config",
+    }
+)
+"""Body fields that are either snapshotted on their own or do not key the cache."""
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value)).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStateSnapshot:
+    """Everything about a request that keys the prompt cache (seed 001 `recordPromptState`)."""
+
+    model: str
+    system_hash: str
+    system_chars: int
+    tools_hash: str
+    tool_hashes: tuple[tuple[str, str], ...]
+    """(tool name, schema hash), in request order."""
+    betas: tuple[str, ...]
+    cache_control_layout: tuple[tuple[str, int, str, str], ...]
+    """(section, index from the end, ttl, scope) of each tools/system marker."""
+    global_cache_strategy: str
+    thinking_hash: str
+    effort: str | None
+    extra_body: tuple[tuple[str, str], ...]
+    """(field, value hash) of other body fields that key the cache."""
+    message_digests: tuple[tuple[str, ...], ...]
+    """Per message, its block digests (cache_control excluded)."""
+    ttl: CacheTtl
+    """The TTL the request's markers ask for (the longest)."""
+    diffable: str
+
+    @property
+    def tools_names(self) -> tuple[str, ...]:
+        """Tool names in order."""
+        return tuple(name for name, _ in self.tool_hashes)
+
+
+def _tool_name(tool: Mapping[str, Any], index: int) -> str:
+    name = tool.get("name")
+    return str(name) if name else f"#{index}"
+
+
+def _effort(body: Mapping[str, Any]) -> str | None:
+    config = body.get("output_config")
+    if isinstance(config, Mapping) and config.get("effort") is not None:
+        return str(config.get("effort"))
+    effort = body.get("effort")
+    return str(effort) if effort is not None else None
+
+
+def _diffable_text(
+    body: Mapping[str, Any],
+    system: list[Mapping[str, Any]],
+    tools: list[Mapping[str, Any]],
+    extra: Mapping[str, Any],
+) -> str:
+    lines = [
+        f"model: {body.get('model')}",
+        f"betas: {', '.join(sorted(str(b) for b in body.get('betas') or [])) or '-'}",
+        f"thinking: {orjson.dumps(body.get('thinking'), option=orjson.OPT_SORT_KEYS).decode()}",
+        f"effort: {_effort(body) or '-'}",
+        f"extra body: {canonical_json(dict(extra)).decode()}",
+        f"== system ({len(system)} blocks) ==",
+    ]
+    for index, block in enumerate(system):
+        marker = block.get("cache_control")
+        lines.append(f"-- system[{index}] cache_control={canonical_json(marker).decode()}")
+        lines.extend(str(block.get("text", canonical_json(block).decode())).splitlines())
+    lines.append(f"== tools ({len(tools)}) ==")
+    for index, tool in enumerate(tools):
+        marker = tool.get("cache_control")
+        lines.append(
+            f"-- tools[{index}] {_tool_name(tool, index)} "
+            f"cache_control={canonical_json(marker).decode()}"
+        )
+        schema = orjson.dumps(
+            without_cache_control(tool), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
+        ).decode()
+        lines.extend(schema.splitlines())
+    return "\n".join(lines) + "\n"
+
+
+def snapshot_request(request: ProviderRequest | Mapping[str, Any]) -> PromptStateSnapshot:
+    """The cache-keying state of a request (pure)."""
+    body = cast(Mapping[str, Any], request)
+    system = system_blocks(body.get("system"))
+    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    system_text = "".join(str(b.get("text", "")) for b in system)
+    system_content = [without_cache_control(b) for b in system]
+    tool_hashes = tuple(
+        (_tool_name(tool, i), _digest(without_cache_control(tool))) for i, tool in enumerate(tools)
+    )
+    layout: list[tuple[str, int, str, str]] = []
+    ttls: list[CacheTtl] = []
+    for section, blocks in (("tools", tools), ("system", system)):
+        for index, block in enumerate(blocks):
+            marker = block.get("cache_control")
+            if isinstance(marker, Mapping):
+                ttl = ttl_of_cache_control(marker)
+                ttls.append(ttl)
+                scope = "global" if marker.get("scope") == "global" else "org"
+                # Counted from the end: a tool appended keeps "the last tool is marked".
+                layout.append((section, index - len(blocks), ttl, scope))
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    for message in messages:
+        for block in content_blocks_of(message.get("content")):
+            marker = block.get("cache_control")
+            if isinstance(marker, Mapping):
+                ttls.append(ttl_of_cache_control(marker))
+    message_digests = tuple(
+        tuple(block_digest(flat).hex()[:16] for flat in flatten_request({"messages": [message]}))
+        for message in messages
+    )
+    extra = {k: v for k, v in body.items() if k not in NOT_CACHE_KEYS}
+    scopes = {scope for section, _, _, scope in layout if section == "system"}
+    strategy = "global" if "global" in scopes else ("org" if scopes else "none")
+    return PromptStateSnapshot(
+        model=str(body.get("model") or ""),
+        system_hash=_digest(system_content),
+        system_chars=len(system_text),
+        tools_hash=_digest([without_cache_control(t) for t in tools]),
+        tool_hashes=tool_hashes,
+        betas=tuple(sorted(str(b) for b in body.get("betas") or [])),
+        cache_control_layout=tuple(layout),
+        global_cache_strategy=strategy,
+        thinking_hash=_digest(body.get("thinking")),
+        effort=_effort(body),
+        extra_body=tuple(sorted((k, _digest(v)) for k, v in extra.items())),
+        message_digests=message_digests,
+        ttl="1h" if "1h" in ttls else "5m",
+        diffable=_diffable_text(body, system, tools, extra),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PromptChange:
+    """One difference between two snapshots, explained."""
+
+    cause: BreakCause
+    description: str
+
+
+def _signed(value: int) -> str:
+    return f"+{value}" if value >= 0 else str(value)
+
+
+def _messages_change(
+    previous: tuple[tuple[str, ...], ...], current: tuple[tuple[str, ...], ...]
+) -> PromptChange | None:
+    """The first message where the previous request's messages stop being a prefix."""
+    for index, old in enumerate(previous):
+        if index >= len(current):
+            return PromptChange(
+                "messages", f"messages changed (request has fewer than {index + 1})"
+            )
+        new = current[index]
+        last = index == len(previous) - 1
+        matches = new[: len(old)] == old if last else new == old
+        if not matches:
+            return PromptChange(
+                "messages",
+                f"messages changed from message #{index} "
+                "(no longer a prefix of the previous request)",
+            )
+    return None
+
+
+def compare_prompt_states(
+    previous: PromptStateSnapshot, current: PromptStateSnapshot
+) -> list[PromptChange]:
+    """What changed between two snapshots, each change explained (seed 001 wording)."""
+    changes: list[PromptChange] = []
+    if previous.model != current.model:
+        changes.append(PromptChange("model", f"model changed ({previous.model} → {current.model})"))
+    if previous.system_hash != current.system_hash:
+        delta = current.system_chars - previous.system_chars
+        changes.append(PromptChange("system", f"system prompt changed ({_signed(delta)} chars)"))
+    if previous.tools_hash != current.tools_hash:
+        old = dict(previous.tool_hashes)
+        new = dict(current.tool_hashes)
+        added = [name for name in new if name not in old]
+        removed = [name for name in old if name not in new]
+        edited = [name for name in new if name in old and old[name] != new[name]]
+        detail = f"+{len(added)}/-{len(removed)} tools"
+        if added:
+            detail += f"; added {', '.join(added)}"
+        if removed:
+            detail += f"; removed {', '.join(removed)}"
+        if edited:
+            detail += f"; schema changed: {', '.join(edited)}"
+        if not (added or removed or edited):
+            detail += "; order changed"
+        changes.append(PromptChange("tools", f"tools changed ({detail})"))
+    if previous.cache_control_layout != current.cache_control_layout:
+        changes.append(PromptChange("cache_control", "cache_control changed (scope or TTL)"))
+    if previous.betas != current.betas:
+        added_betas = sorted(set(current.betas) - set(previous.betas))
+        removed_betas = sorted(set(previous.betas) - set(current.betas))
+        detail = f"+{len(added_betas)}/-{len(removed_betas)}"
+        names = [f"+{b}" for b in added_betas] + [f"-{b}" for b in removed_betas]
+        changes.append(PromptChange("betas", f"betas changed ({detail}: {', '.join(names)})"))
+    if previous.thinking_hash != current.thinking_hash:
+        changes.append(PromptChange("thinking", "thinking config changed"))
+    if previous.effort != current.effort:
+        changes.append(
+            PromptChange("effort", f"effort changed ({previous.effort} → {current.effort})")
+        )
+    if previous.extra_body != current.extra_body:
+        old_extra = dict(previous.extra_body)
+        new_extra = dict(current.extra_body)
+        keys = sorted(k for k in {*old_extra, *new_extra} if old_extra.get(k) != new_extra.get(k))
+        changes.append(PromptChange("extra_body", f"extra body params changed ({', '.join(keys)})"))
+    message_change = _messages_change(previous.message_digests, current.message_digests)
+    if message_change is not None:
+        changes.append(message_change)
+    return changes
+
+
+@dataclass(frozen=True, slots=True)
+class CacheBreak(Event):
+    """Cache reads dropped more than the thresholds allow, with why."""
+
+    reason: str
+    previous_read: int
+    current_read: int
+    changes: tuple[str, ...]
+    diff_path: Path | None
+    query_source: str
+    causes: tuple[BreakCause, ...] = ()
+    gap_seconds: float | None = None
+
+    @property
+    def drop(self) -> int:
+        """Tokens no longer read from the cache."""
+        return self.previous_read - self.current_read
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCacheDrop(Event):
+    """Cache reads dropped as announced (a compaction, or cache_edits deletions)."""
+
+    reason: Literal["compaction", "cache_deletion"]
+    previous_read: int
+    current_read: int
+    query_source: str
+    deleted_tokens: int | None = None
+
+
+CacheCheck = CacheBreak | ExpectedCacheDrop
+
+
+@dataclass(slots=True)
+class _SourceState:
+    snapshot: PromptStateSnapshot | None = None
+    pending_changes: list[PromptChange] = field(default_factory=list)
+    pending_diff: str = ""
+    request_time: float | None = None
+    previous_read: int | None = None
+    last_call_time: float | None = None
+    read_before_compaction: int | None = None
+    deletion_pending: bool = False
+    deletion_tokens: int | None = None
+    cache_deleted_baseline: int = 0
+
+
+def _safe_name(query_source: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", query_source) or "source"
+
+
+def write_diff_file(path: Path, text: str) -> None:
+    """Write a diff file (the default `write_diff`); creates the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def is_cache_break(previous_read: int, current_read: int, policy: Policy) -> bool:
+    """A drop of more than the policy's fraction AND more than its token minimum."""
+    drop = previous_read - current_read
+    return (
+        drop > policy.cache_break_min_drop_fraction * previous_read
+        and drop > policy.cache_break_min_drop_tokens
+    )
+
+
+class PromptCacheBreakDetector:
+    """Tracks each query source's cache reads and explains the breaks (see module doc)."""
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        diff_dir: str | Path | None = None,
+        excluded_models: Iterable[str] = DEFAULT_EXCLUDED_MODELS,
+        sink: EventSink | None = None,
+        write_diff: Callable[[Path, str], None] = write_diff_file,
+    ) -> None:
+        if policy is not None and not isinstance(policy, Policy):
+            raise ConfigError("policy must be a Policy")
+        self.policy = policy or Policy()
+        self.diff_dir = Path(diff_dir) if diff_dir is not None else None
+        self.excluded_models = tuple(excluded_models)
+        for pattern in self.excluded_models:
+            if not isinstance(pattern, str) or not pattern:
+                raise ConfigError("excluded model patterns must be non-empty strings")
+        self._sink = sink
+        self._write_diff = write_diff
+        self._sources: dict[str, _SourceState] = {}
+        self._breaks = 0
+
+    def _state(self, query_source: str) -> _SourceState:
+        if not isinstance(query_source, str) or not query_source:
+            raise ConfigError("query_source must be a non-empty string")
+        return self._sources.setdefault(query_source, _SourceState())
+
+    def snapshot(self, query_source: str = DEFAULT_QUERY_SOURCE) -> PromptStateSnapshot | None:
+        """The last recorded snapshot of a query source."""
+        state = self._sources.get(query_source)
+        return state.snapshot if state else None
+
+    def record_prompt_state(
+        self,
+        request: ProviderRequest | Mapping[str, Any],
+        *,
+        query_source: str = DEFAULT_QUERY_SOURCE,
+        now: TimeLike,
+    ) -> PromptStateSnapshot:
+        """Phase 1, before the call: snapshot the request and note what changed."""
+        state = self._state(query_source)
+        current = snapshot_request(request)
+        previous = state.snapshot
+        if previous is not None:
+            state.pending_changes = compare_prompt_states(previous, current)
+            state.pending_diff = "".join(
+                difflib.unified_diff(
+                    previous.diffable.splitlines(keepends=True),
+                    current.diffable.splitlines(keepends=True),
+                    fromfile="previous request",
+                    tofile="this request",
+                )
+            )
+        else:
+            state.pending_changes = []
+            state.pending_diff = ""
+        state.snapshot = current
+        state.request_time = as_seconds(now)
+        return current
+
+    def notify_compaction(self, query_source: str = DEFAULT_QUERY_SOURCE) -> None:
+        """A compaction replaced the history: the next call sets a new baseline."""
+        state = self._state(query_source)
+        if state.previous_read is not None:
+            state.read_before_compaction = state.previous_read
+        state.previous_read = None
+        state.deletion_pending = False
+        state.deletion_tokens = None
+        state.snapshot = None
+        state.pending_changes = []
+
+    def notify_cache_deletion(
+        self,
+        query_source: str = DEFAULT_QUERY_SOURCE,
+        deleted_tokens: int | None = None,
+        *,
+        cache_deleted_baseline: int | None = None,
+    ) -> None:
+        """cache_edits deletions were sent: the next call's drop (up to `deleted_tokens`) is
+        expected."""
+        if deleted_tokens is not None and deleted_tokens < 0:
+            raise ConfigError("deleted_tokens must be >= 0")
+        if cache_deleted_baseline is not None and cache_deleted_baseline < 0:
+            raise ConfigError("cache_deleted_baseline must be >= 0")
+        state = self._state(query_source)
+        if state.deletion_pending and state.deletion_tokens is not None and deleted_tokens:
+            state.deletion_tokens += deleted_tokens
+        else:
+            state.deletion_tokens = deleted_tokens
+        state.deletion_pending = True
+        if cache_deleted_baseline is not None:
+            state.cache_deleted_baseline = cache_deleted_baseline
+
+    def _excluded(self, state: _SourceState) -> bool:
+        model = state.snapshot.model if state.snapshot else ""
+        return any(fnmatchcase(model.lower(), p.lower()) for p in self.excluded_models)
+
+    def check_response_for_cache_break(
+        self,
+        usage: Usage | Mapping[str, Any],
+        *,
+        query_source: str = DEFAULT_QUERY_SOURCE,
+        now: TimeLike,
+    ) -> CacheCheck | None:
+        """Phase 2, after the call: a CacheBreak, an ExpectedCacheDrop, or None."""
+        state = self._state(query_source)
+        current_time = as_seconds(now)
+        current = int(usage.get("cache_read_input_tokens") or 0)
+        deleted_total = int(usage.get("cache_deleted_input_tokens") or 0)
+        deleted_now = max(0, deleted_total - state.cache_deleted_baseline)
+        announced = state.deletion_tokens if state.deletion_pending else 0
+        previous = state.previous_read
+        gap: float | None = None
+        if state.last_call_time is not None:
+            started = state.request_time if state.request_time is not None else current_time
+            gap = started - state.last_call_time
+        result: CacheCheck | None = None
+        if previous is None:
+            before = state.read_before_compaction
+            if before is not None and is_cache_break(before, current, self.policy):
+                result = ExpectedCacheDrop("compaction", before, current, query_source)
+        elif not self._excluded(state) and is_cache_break(previous, current, self.policy):
+            result = self._explain(
+                state, query_source, previous, current, deleted_now, announced, gap
+            )
+        state.previous_read = current
+        state.read_before_compaction = None
+        state.last_call_time = current_time
+        state.request_time = None
+        state.cache_deleted_baseline = deleted_total
+        state.deletion_pending = False
+        state.deletion_tokens = None
+        state.pending_changes = []
+        state.pending_diff = ""
+        if result is not None:
+            emit(self._sink, result)
+        return result
+
+    def _explain(
+        self,
+        state: _SourceState,
+        query_source: str,
+        previous: int,
+        current: int,
+        deleted_now: int,
+        announced: int | None,
+        gap: float | None,
+    ) -> CacheCheck:
+        """Excuse an announced deletion, or explain the break and write its diff."""
+        if announced is None:
+            return ExpectedCacheDrop("cache_deletion", previous, current, query_source, None)
+        excused = deleted_now + announced
+        if excused and not is_cache_break(previous - excused, current, self.policy):
+            return ExpectedCacheDrop("cache_deletion", previous, current, query_source, excused)
+        changes = list(state.pending_changes)
+        ttl: CacheTtl = state.snapshot.ttl if state.snapshot else "5m"
+        lifetime = ttl_seconds(ttl)
+        label = "5min" if ttl == "5m" else "1h"
+        if gap is not None and gap > lifetime:
+            changes.append(
+                PromptChange(
+                    "ttl_expiry",
+                    f"possible {label} TTL expiry ({gap / 60:.1f} min since the last call)",
+                )
+            )
+        if not changes:
+            changes.append(
+                PromptChange("server_side", f"likely server-side (prompt unchanged, <{label} gap)")
+            )
+        reason = "; ".join(change.description for change in changes)
+        diff_path = self._write(state, query_source, previous, current, reason)
+        return CacheBreak(
+            reason=reason,
+            previous_read=previous,
+            current_read=current,
+            changes=tuple(change.description for change in changes),
+            diff_path=diff_path,
+            query_source=query_source,
+            causes=tuple(change.cause for change in changes),
+            gap_seconds=gap,
+        )
+
+    def _write(
+        self, state: _SourceState, query_source: str, previous: int, current: int, reason: str
+    ) -> Path | None:
+        self._breaks += 1
+        if self.diff_dir is None:
+            return None
+        path = self.diff_dir / f"cache-break-{self._breaks:04d}-{_safe_name(query_source)}.diff"
+        header = (
+            f"# prompt cache break ({query_source}): cache read {previous} -> {current}\n"
+            f"# {reason}\n"
+        )
+        body = state.pending_diff or "# no difference in system prompt, tools or settings\n"
+        self._write_diff(path, header + body)
+        return path

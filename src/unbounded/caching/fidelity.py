@@ -1,0 +1,445 @@
+"""How faithfully the simulator reproduces a recorded Claude Code session's prompt caching.
+
+`simulate_recorded_session(transcript, model_info)` lays out each recorded API call of the
+main thread as Claude Code sent it, simulates the cache, and compares the simulated
+cache-read share with the one the API reported. The future `unbounded replay --json` reports
+its `fidelity` from here.
+
+How a session is laid out:
+
+- Messages: the normalized view before each call (`Transcript.api_calls()`; the entries after
+  the last compact boundary of `main_thread()[:call.first]`), one marker on the last message,
+  as Claude Code places it (no lookback bridge: Claude Code has none).
+- System prompt and tools: transcripts hold neither (nor the user context Claude Code puts
+  before the first message), so they are one opaque cached prefix of P tokens, inferred from
+  the first call: its recorded prompt (input + creation + read) minus the estimate of its
+  messages. When the first call already *read* R tokens (a cache warmed by an earlier
+  session), the prefix is two marked blocks, R tokens then P - R, and the first R are primed
+  into the cache just before the session starts.
+- Calibration: the counter estimates message tokens (length / 4 by default) and real Claude
+  tokens run denser. One scale factor per session maps the estimate to the recorded sizes:
+  k = sum(prompt_i - prompt_0) / sum(estimate_i - estimate_0) over the calls (prompt_i =
+  P + k * estimate_i), clamped to [0.25, 4] and 1 when there is nothing to fit; P then
+  follows from the first call. Only recorded *sizes* are used, never the recorded cache
+  figures (except R for the warm start).
+- TTL: the one each call recorded (`cache_creation.ephemeral_1h_input_tokens` vs
+  `ephemeral_5m_input_tokens`); a call that wrote nothing keeps the previous call's TTL.
+  Request start times are the time of the last record before each response.
+- Prefix changes the transcript shows: a model change (the model is part of the cache key,
+  so nothing is read) and an MCP reconnection (`/mcp` whose output says a server
+  (re)connected or disconnected: tools and the MCP-instructions section change, seed 001's
+  example of a `DANGEROUS_uncachedSystemPromptSection`), which invalidates the part of the
+  prefix after R.
+- After a compaction the messages change entirely: the simulator misses on them and reads the
+  opaque prefix.
+
+Recorded share = sum(cache_read) / sum(input + creation + read) over the session's calls, and
+the simulated share likewise. Not modelled, and so the main sources of difference: breaks the
+transcript does not explain (server-side evictions, client changes it does not record), the
+compaction fork's own call (in another file; it only refreshes the cache), and Claude Code's
+user-context message counted inside the opaque prefix (after a compaction the real read is
+smaller by its size).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from unbounded.caching.blocks import FlatBlock, block_digest, flatten_request
+from unbounded.caching.breakpoints import plan_cache_breakpoints
+from unbounded.caching.simulator import (
+    BlockTokenCounter,
+    CacheSimulator,
+    SimulatedCall,
+    as_block_counter,
+    usage_cost_usd,
+)
+from unbounded.caching.system_prompt import get_cache_control
+from unbounded.caching.ttl import CacheTtl
+from unbounded.errors import ConfigError
+from unbounded.model.content import MessageParam, Usage
+from unbounded.model.entries import Entry, last_compact_boundary_index
+from unbounded.model.normalize import normalize_messages
+from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.model.transcript import ApiCall, Transcript
+from unbounded.models import DEFAULT_MODEL, ModelInfo, load_model_table
+from unbounded.tokens.exact import TokenCounter
+
+_MCP_COMMAND = re.compile(r"<command-name>\s*/mcp\s*</command-name>")
+_MCP_CHANGE = re.compile(
+    r"<local-command-stdout>[^<]*?\b(?:reconnected|connected|disconnected|enabled|disabled)\b",
+    re.IGNORECASE,
+)
+_SCALE_BOUNDS = (0.25, 4.0)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedUsage:
+    """What the API reported for one recorded call."""
+
+    input_tokens: int
+    cache_creation_5m_input_tokens: int
+    cache_creation_1h_input_tokens: int
+    cache_read_input_tokens: int
+    output_tokens: int
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        """Cache writes, both TTLs."""
+        return self.cache_creation_5m_input_tokens + self.cache_creation_1h_input_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Input + cache creation + cache read."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @classmethod
+    def from_usage(cls, usage: Usage | Mapping[str, Any], ttl: CacheTtl) -> RecordedUsage:
+        """Read a recorded usage; creation without a 5m/1h split is put under `ttl`."""
+        creation = int(usage.get("cache_creation_input_tokens") or 0)
+        split = usage.get("cache_creation")
+        five = one = 0
+        if isinstance(split, Mapping) and (
+            "ephemeral_5m_input_tokens" in split or "ephemeral_1h_input_tokens" in split
+        ):
+            five = int(split.get("ephemeral_5m_input_tokens") or 0)
+            one = int(split.get("ephemeral_1h_input_tokens") or 0)
+            rest = creation - five - one
+            if rest > 0:
+                five, one = (five, one + rest) if ttl == "1h" else (five + rest, one)
+        elif ttl == "1h":
+            one = creation
+        else:
+            five = creation
+        return cls(
+            input_tokens=int(usage.get("input_tokens") or 0),
+            cache_creation_5m_input_tokens=five,
+            cache_creation_1h_input_tokens=one,
+            cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FidelityCall:
+    """One recorded call next to its simulation."""
+
+    index: int
+    time: float
+    ttl: CacheTtl
+    model: str
+    recorded: RecordedUsage
+    simulated: SimulatedCall
+    after_compaction: bool = False
+    prefix_changed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FidelityReport:
+    """Recorded vs simulated prompt caching of one session."""
+
+    session: str | None
+    model: str
+    counter: str
+    calls: tuple[FidelityCall, ...]
+    prefix_tokens: int
+    """The opaque system prompt + tools (+ user context) prefix, inferred."""
+    warm_prefix_tokens: int
+    """Part of it already cached when the session started (the first call's read)."""
+    scale: float
+    """Calibration: recorded tokens per estimated message token."""
+    recorded_cache_read_share: float
+    simulated_cache_read_share: float
+    recorded_cost_usd: float
+    simulated_cost_usd: float
+    compactions: int = 0
+    prefix_changes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def share_error(self) -> float:
+        """Simulated minus recorded cache-read share (fractions, not percent)."""
+        return self.simulated_cache_read_share - self.recorded_cache_read_share
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (per-call figures included)."""
+        return {
+            "session": self.session,
+            "model": self.model,
+            "counter": self.counter,
+            "calls": len(self.calls),
+            "prefix_tokens": self.prefix_tokens,
+            "warm_prefix_tokens": self.warm_prefix_tokens,
+            "scale": round(self.scale, 4),
+            "recorded_cache_read_share": round(self.recorded_cache_read_share, 5),
+            "simulated_cache_read_share": round(self.simulated_cache_read_share, 5),
+            "share_error": round(self.share_error, 5),
+            "recorded_cost_usd": round(self.recorded_cost_usd, 6),
+            "simulated_cost_usd": round(self.simulated_cost_usd, 6),
+            "compactions": self.compactions,
+            "prefix_changes": list(self.prefix_changes),
+            "per_call": [
+                {
+                    "index": c.index,
+                    "ttl": c.ttl,
+                    "after_compaction": c.after_compaction,
+                    "prefix_changed": c.prefix_changed,
+                    "recorded": {
+                        "input": c.recorded.input_tokens,
+                        "creation": c.recorded.cache_creation_input_tokens,
+                        "read": c.recorded.cache_read_input_tokens,
+                    },
+                    "simulated": {
+                        "input": c.simulated.input_tokens,
+                        "creation": c.simulated.cache_creation_input_tokens,
+                        "read": c.simulated.cache_read_input_tokens,
+                    },
+                }
+                for c in self.calls
+            ],
+        }
+
+
+class _SessionCounter:
+    """Message blocks: the base counter times the calibration scale; opaque blocks: fixed."""
+
+    def __init__(self, base: BlockTokenCounter, scale: float, fixed: Mapping[str, int]) -> None:
+        self._base = base
+        self._scale = scale
+        self._fixed = dict(fixed)
+        self.name = base.name
+
+    def fix(self, sizes: Mapping[str, int]) -> None:
+        """Give the opaque blocks with these texts these sizes."""
+        self._fixed.update(sizes)
+
+    def count_block(self, block: FlatBlock) -> int:
+        """Tokens of one block of a laid-out call."""
+        if block.section == "system":
+            text = str(block.block.get("text", ""))
+            if text in self._fixed:
+                return self._fixed[text]
+        return round(self._base.count_block(block) * self._scale)
+
+
+def _request_times(main: Sequence[Entry], calls: Sequence[ApiCall]) -> list[float]:
+    """When each call's request started: the last record before its response."""
+    times: list[float] = []
+    previous = float("-inf")
+    for call in calls:
+        response = main[call.first].time
+        if response is None:
+            raise ConfigError(f"recorded call {call.message_id} has no timestamp")
+        start = response.timestamp()
+        if call.first > 0:
+            before = main[call.first - 1].time
+            if before is not None:
+                start = min(start, before.timestamp())
+        start = max(start, previous)
+        times.append(start)
+        previous = start
+    return times
+
+
+def _entry_texts(entry: Entry) -> list[str]:
+    texts: list[str] = []
+    content = entry.data.get("content")
+    if isinstance(content, str):
+        texts.append(content)
+    message = entry.message
+    if message is not None:
+        body = message.get("content")
+        if isinstance(body, str):
+            texts.append(body)
+        elif isinstance(body, list):
+            texts.extend(str(b.get("text", "")) for b in body if isinstance(b, dict))
+    return texts
+
+
+def prefix_change_events(entries: Sequence[Entry]) -> list[str]:
+    """Prefix-changing events among these records: an MCP server (re)connected/disconnected."""
+    texts = [text for entry in entries for text in _entry_texts(entry)]
+    if any(_MCP_COMMAND.search(t) for t in texts) and any(_MCP_CHANGE.search(t) for t in texts):
+        return ["mcp servers changed (/mcp)"]
+    return []
+
+
+def _call_ttls(usages: Sequence[Mapping[str, Any]]) -> list[CacheTtl]:
+    def split(usage: Mapping[str, Any]) -> tuple[int, int]:
+        detail = usage.get("cache_creation")
+        if not isinstance(detail, Mapping):
+            return 0, 0
+        return (
+            int(detail.get("ephemeral_5m_input_tokens") or 0),
+            int(detail.get("ephemeral_1h_input_tokens") or 0),
+        )
+
+    total_5m = sum(split(u)[0] for u in usages)
+    total_1h = sum(split(u)[1] for u in usages)
+    current: CacheTtl = "1h" if total_1h > total_5m else "5m"
+    ttls: list[CacheTtl] = []
+    for usage in usages:
+        five, one = split(usage)
+        if one > five:
+            current = "1h"
+        elif five > one:
+            current = "5m"
+        ttls.append(current)
+    return ttls
+
+
+def _calibrate(prompts: Sequence[int], estimates: Sequence[int]) -> float:
+    """Recorded tokens per estimated message token (prompt_i = P + k * estimate_i)."""
+    if len(prompts) < 2:
+        return 1.0
+    numerator = sum(p - prompts[0] for p in prompts[1:])
+    denominator = sum(e - estimates[0] for e in estimates[1:])
+    if denominator <= 0 or numerator <= 0:
+        return 1.0
+    low, high = _SCALE_BOUNDS
+    return min(high, max(low, numerator / denominator))
+
+
+def _opaque_system(
+    warm: int, rest: int, version: int, ttl: CacheTtl
+) -> tuple[list[SystemBlock], dict[str, int]]:
+    blocks: list[SystemBlock] = []
+    sizes: dict[str, int] = {}
+    marker = get_cache_control("org", ttl)
+    if warm > 0:
+        text = f"[opaque system prompt and tools: cached before the session, {warm} tokens]"
+        blocks.append({"type": "text", "text": text, "cache_control": dict(marker)})
+        sizes[text] = warm
+    if rest > 0:
+        text = f"[opaque system prompt, tools and user context: v{version}, {rest} tokens]"
+        blocks.append({"type": "text", "text": text, "cache_control": dict(marker)})
+        sizes[text] = rest
+    return blocks, sizes
+
+
+def simulate_recorded_session(
+    transcript: Transcript,
+    model_info: ModelInfo | None = None,
+    *,
+    counter: BlockTokenCounter | TokenCounter | None = None,
+    calibrate: bool = True,
+) -> FidelityReport:
+    """Simulate a recorded Claude Code session's calls and compare cache reads (see module
+    doc)."""
+    model = model_info or load_model_table().get(transcript.model or DEFAULT_MODEL)
+    base = as_block_counter(counter)
+    main = transcript.main_thread()
+    calls = transcript.api_calls()
+    session = transcript.path.name if transcript.path is not None else None
+    if not calls:
+        return FidelityReport(session, model.name, base.name, (), 0, 0, 1.0, 0.0, 0.0, 0.0, 0.0)
+
+    usages = [dict(call.usage) for call in calls]
+    ttls = _call_ttls(usages)
+    recorded = [RecordedUsage.from_usage(u, t) for u, t in zip(usages, ttls, strict=True)]
+    times = _request_times(main, calls)
+
+    views: list[list[MessageParam]] = []
+    boundaries: list[int] = []
+    memo: dict[bytes, int] = {}
+    estimates: list[int] = []
+    for call in calls:
+        before = main[: call.first]
+        boundary = last_compact_boundary_index(before)
+        boundaries.append(boundary)
+        messages = normalize_messages(before[boundary:] if boundary >= 0 else before)
+        views.append(messages)
+        estimate = 0
+        for block in flatten_request({"messages": messages}):
+            key = block_digest(block)
+            if key not in memo:
+                memo[key] = base.count_block(block)
+            estimate += memo[key]
+        estimates.append(estimate)
+
+    prompts = [r.prompt_tokens for r in recorded]
+    scale = _calibrate(prompts, estimates) if calibrate else 1.0
+    prefix = max(0, round(prompts[0] - scale * estimates[0]))
+    warm = min(recorded[0].cache_read_input_tokens, prefix)
+    rest = prefix - warm
+
+    simulator_counter = _SessionCounter(base, scale, {})
+    simulator = CacheSimulator(model, counter=simulator_counter)
+    if warm > 0:
+        system, sizes = _opaque_system(warm, 0, 0, ttls[0])
+        simulator_counter.fix(sizes)
+        primer: ProviderRequest = {"model": calls[0].model or model.name, "system": system}
+        simulator.prime(times[0] - 1.0, primer)
+
+    version = 0
+    changes: list[str] = []
+    results: list[FidelityCall] = []
+    previous_model: str | None = None
+    compactions = 0
+    for index, call in enumerate(calls):
+        name = call.model or transcript.model or model.name
+        changed = False
+        if index > 0:
+            gap_entries = main[calls[index - 1].last + 1 : call.first]
+            events = prefix_change_events(gap_entries)
+            if previous_model is not None and name != previous_model:
+                events.append(f"model changed ({previous_model} -> {name})")
+            if events:
+                version += 1
+                changed = True
+                changes.extend(f"call {index}: {event}" for event in events)
+        previous_model = name
+        after_compaction = index > 0 and boundaries[index] != boundaries[index - 1]
+        compactions += int(after_compaction)
+        system, sizes = _opaque_system(warm, rest, version, ttls[index])
+        simulator_counter.fix(sizes)
+        request: ProviderRequest = {"model": name, "system": system, "messages": views[index]}
+        planned = plan_cache_breakpoints(request, ttl=ttls[index]).request
+        simulated = simulator.step(
+            times[index], planned, output_tokens=recorded[index].output_tokens
+        )
+        results.append(
+            FidelityCall(
+                index=index,
+                time=times[index],
+                ttl=ttls[index],
+                model=name,
+                recorded=recorded[index],
+                simulated=simulated,
+                after_compaction=after_compaction,
+                prefix_changed=changed,
+            )
+        )
+
+    recorded_read = sum(r.cache_read_input_tokens for r in recorded)
+    recorded_total = sum(r.prompt_tokens for r in recorded)
+    simulated_read = sum(c.simulated.cache_read_input_tokens for c in results)
+    simulated_total = sum(c.simulated.prompt_tokens for c in results)
+    recorded_cost = sum(
+        usage_cost_usd(
+            model,
+            input_tokens=r.input_tokens,
+            cache_creation_5m_input_tokens=r.cache_creation_5m_input_tokens,
+            cache_creation_1h_input_tokens=r.cache_creation_1h_input_tokens,
+            cache_read_input_tokens=r.cache_read_input_tokens,
+            output_tokens=r.output_tokens,
+        )
+        for r in recorded
+    )
+    return FidelityReport(
+        session=session,
+        model=model.name,
+        counter=base.name,
+        calls=tuple(results),
+        prefix_tokens=prefix,
+        warm_prefix_tokens=warm,
+        scale=scale,
+        recorded_cache_read_share=recorded_read / recorded_total if recorded_total else 0.0,
+        simulated_cache_read_share=simulated_read / simulated_total if simulated_total else 0.0,
+        recorded_cost_usd=recorded_cost,
+        simulated_cost_usd=sum(c.simulated.cost_usd for c in results),
+        compactions=compactions,
+        prefix_changes=tuple(changes),
+    )
