@@ -65,6 +65,16 @@ class CompactionFailed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class MicrocompactApplied(Event):
+    """Stale tool results were cleared (or queued for deletion from the cache)."""
+
+    tier: str
+    cleared: int
+    tokens_saved: int
+    breaks_cache: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ContextWarning(Event):
     """The context crossed a warning level."""
 

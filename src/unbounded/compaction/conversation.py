@@ -356,6 +356,7 @@ async def compact_conversation(
     planner: CachePlanner | None = None,
     policy: Policy | None = None,
     events: EventSink | None = None,
+    boundary_metadata: dict[str, Any] | None = None,
 ) -> CompactionResult:
     """Summarize the conversation and return what to append (see the module docstring).
 
@@ -364,6 +365,7 @@ async def compact_conversation(
     microcompaction), so the summary request shares their cache; by default the view is
     normalized again. `rehydrate(kept_entries)` returns the attachments to re-inject and what
     it skipped; `facts_ledger(summarized_entries)` returns text appended to the summary.
+    `boundary_metadata` is added to the boundary's compactMetadata (recompaction tracking).
     """
     active = policy or Policy()
     if not active.compact_enabled:
@@ -461,7 +463,11 @@ async def compact_conversation(
         messages_summarized=sum(1 for e in summarized if e.type in ("user", "assistant")),
         pre_compact_discovered_tools=_discovered_tools(view),
         session_id=session_id,
-        extra_metadata={"partialDirection": direction} if direction else None,
+        extra_metadata={
+            **(boundary_metadata or {}),
+            **({"partialDirection": direction} if direction else {}),
+        }
+        or None,
     )
     if kept:
         anchor = boundary.uuid if direction == "from" else summary_entry.uuid

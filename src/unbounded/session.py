@@ -1,0 +1,637 @@
+"""`Session`: the per-turn pipeline of DESIGN.md around one conversation.
+
+    add_user / add_tool_results / record(response)      -> the append-only transcript
+    prepare():
+      auto-compact? (tokens >= threshold, switches, recursion guard by query source,
+                     session memory first, then a summary call; a circuit breaker after 3
+                     consecutive failures, after which the extractive summarizer takes over)
+      -> normalize (incremental) -> microcompact (time | cached | count)
+      -> cache planning (breakpoints, latched TTL, cache edits) -> break-detector snapshot
+      -> the provider request
+    record(response) -> usage anchors the count; cache-break check; state saved
+    call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry
+
+Everything that must survive a restart is saved in the store after each step: the
+microcompaction state, the circuit breaker and compaction tracking, the latched cache TTL.
+The transcript is only ever appended to. The class is async; `SyncSession` is the same
+with blocking methods.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid as uuid_module
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
+from unbounded.caching.breakpoints import place_cache_breakpoints
+from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl
+from unbounded.compaction.cached_micro import with_cache_edits
+from unbounded.compaction.conversation import (
+    CacheSafeParams,
+    CompactionResult,
+    compact_conversation,
+)
+from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
+from unbounded.compaction.micro import MicrocompactState, microcompact
+from unbounded.compaction.prompts import PartialDirection
+from unbounded.compaction.summary_text import CompactionError
+from unbounded.errors import ConfigError
+from unbounded.events import (
+    CompactionFailed,
+    ContextWarning,
+    Event,
+    EventSink,
+    GenericEvent,
+    MicrocompactApplied,
+    emit,
+)
+from unbounded.model.content import ContentBlock, MessageParam
+from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.normalize import MessageNormalizer, validate_request
+from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.models import ModelInfo, ModelTable, load_model_table
+from unbounded.policy import Policy, Thresholds, WarningLevel, compute_thresholds
+from unbounded.providers.base import (
+    ModelResponse,
+    PromptTooLongError,
+    Provider,
+    ProviderError,
+    run_sync,
+)
+from unbounded.storage import FolderStore, MemoryStore, SessionStore
+from unbounded.tokens.estimate import ContextCounter
+
+MAIN_QUERY_SOURCE = "repl_main_thread"
+GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
+"""Query sources that never trigger auto-compaction (it would recurse or deadlock)."""
+CIRCUIT_BREAKER_FAILURES = 3
+"""Consecutive auto-compaction failures before the extractive summarizer takes over."""
+STATE_NAME = "session"
+
+MemoryCompactor = Callable[["Session"], Awaitable[CompactionResult | None]]
+"""Session-memory compaction: a result built from the notes, or None to fall through."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """What the main requests are made of. These are the cache-safe parameters."""
+
+    model: str
+    system: str | list[SystemBlock] | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    thinking: dict[str, Any] | None = None
+    max_tokens: int | None = None
+    query_source: str = MAIN_QUERY_SOURCE
+    cache_edits_supported: bool = False
+    context_window: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    validate_requests: bool = False
+    """Check every prepared request with validate_request (costs O(history) per turn)."""
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("SessionConfig needs a model")
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ConfigError("SessionConfig.max_tokens must be > 0")
+        if not self.query_source:
+            raise ConfigError("SessionConfig.query_source must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    """Where the context stands now."""
+
+    tokens: int
+    reported_tokens: int
+    estimated_tokens: int
+    percent_left: int
+    level: WarningLevel
+    thresholds: Thresholds
+    compactions: int
+    consecutive_failures: int
+    microcompacts: int
+
+
+@dataclass(slots=True)
+class _Tracking:
+    """Persisted pipeline counters (circuit breaker and recompaction tracking)."""
+
+    consecutive_failures: int = 0
+    compactions: int = 0
+    turns: int = 0
+    turns_at_last_compaction: int | None = None
+    last_compaction_turn_id: str | None = None
+    microcompacts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "consecutive_failures": self.consecutive_failures,
+            "compactions": self.compactions,
+            "turns": self.turns,
+            "turns_at_last_compaction": self.turns_at_last_compaction,
+            "last_compaction_turn_id": self.last_compaction_turn_id,
+            "microcompacts": self.microcompacts,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> _Tracking:
+        tracking = cls()
+        for key in tracking.to_dict():
+            if key in data:
+                setattr(tracking, key, data[key])
+        return tracking
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Session:
+    """One conversation kept inside the window (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        store: SessionStore | None = None,
+        policy: Policy | None = None,
+        summarizer: Provider | None = None,
+        model_table: ModelTable | None = None,
+        events: EventSink | None = None,
+        hooks: Any | None = None,
+        memory_compactor: MemoryCompactor | None = None,
+        allowed_roots: Sequence[str | Path] | None = None,
+        diff_dir: str | Path | None = None,
+        ttl_eligible: bool | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.config = config
+        self.store: SessionStore = store or MemoryStore()
+        self.policy = policy or Policy.from_env()
+        table = model_table or load_model_table()
+        info = table.get(config.model)
+        self.model_info: ModelInfo = (
+            info.with_window(config.context_window) if config.context_window else info
+        )
+        self.thresholds = compute_thresholds(self.model_info, self.policy)
+        self.summarizer = summarizer
+        self.hooks = hooks
+        self.memory_compactor = memory_compactor
+        self.allowed_roots = [str(r) for r in allowed_roots] if allowed_roots is not None else None
+        self._events = events
+        self._clock = clock
+        self.detector = PromptCacheBreakDetector(self.policy, diff_dir=diff_dir, sink=events)
+        transcript = self.store.load()
+        self.warnings = list(transcript.warnings)
+        self.entries: list[Entry] = transcript.main_thread()
+        state = self.store.load_state(STATE_NAME) or {}
+        self.micro = (
+            MicrocompactState.from_dict(state["microcompact"])
+            if "microcompact" in state
+            else MicrocompactState()
+        )
+        self.tracking = _Tracking.from_dict(state.get("tracking", {}))
+        stored_ttl = CacheTtlLatch.from_dict(state["ttl"]) if "ttl" in state else None
+        self.ttl_latch: CacheTtlLatch = latch_cache_ttl(
+            stored_ttl, policy=self.policy, model=self.model_info, eligible=ttl_eligible
+        )
+        self.last_request: ProviderRequest | None = None
+        self._last_sent: list[MessageParam] | None = None
+        self._level: WarningLevel = "ok"
+        self._rebuild_view()
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, folder: str | Path, config: SessionConfig, **options: Any) -> Session:
+        """A session kept in a folder: created when new, resumed when it exists."""
+        return cls(config, store=FolderStore(folder), **options)
+
+    @classmethod
+    def from_transcript(
+        cls,
+        path: str | Path,
+        folder: str | Path,
+        config: SessionConfig | None = None,
+        **options: Any,
+    ) -> Session:
+        """A new session in `folder` that continues an existing transcript (any format)."""
+        from unbounded.transcripts.loader import load_transcript
+
+        transcript = load_transcript(path)
+        store = FolderStore(folder)
+        if store.load().entries:
+            store.close()
+            raise ConfigError(f"{folder} already holds a session; open it with Session.open")
+        store.append(transcript.main_thread())
+        model = (config.model if config else None) or transcript.model
+        if not model:
+            raise ConfigError(
+                "the transcript does not say which model it used: pass a SessionConfig"
+            )
+        return cls(config or SessionConfig(model=model), store=store, **options)
+
+    # -- the view ----------------------------------------------------------------------------
+    def _rebuild_view(self) -> None:
+        self.view: list[Entry] = messages_after_compact_boundary(self.entries)
+        self._normalizer = MessageNormalizer(self.view)
+        self._counter = ContextCounter(self.view)
+
+    @property
+    def messages(self) -> list[MessageParam]:
+        """The API messages of the current view (before microcompaction)."""
+        return self._normalizer.messages
+
+    def status(self) -> SessionStatus:
+        """Tokens, percent left and warning level now."""
+        tokens = self._counter.total
+        return SessionStatus(
+            tokens=tokens,
+            reported_tokens=self._counter.anchor_tokens,
+            estimated_tokens=self._counter.estimated_tokens,
+            percent_left=self.thresholds.percent_left(tokens),
+            level=self.thresholds.level(tokens),
+            thresholds=self.thresholds,
+            compactions=self.tracking.compactions,
+            consecutive_failures=self.tracking.consecutive_failures,
+            microcompacts=self.tracking.microcompacts,
+        )
+
+    # -- input ------------------------------------------------------------------------------
+    def append(self, entries: Sequence[Entry]) -> None:
+        """Append entries to the transcript and the view (parentUuid chained)."""
+        if not entries:
+            return
+        previous = self.entries[-1].uuid if self.entries else None
+        for entry in entries:
+            if entry.data.get("parentUuid") is None and not entry.is_compact_boundary:
+                entry.data["parentUuid"] = previous
+            previous = entry.uuid or previous
+        self.store.append(entries)
+        self.entries.extend(entries)
+        if any(e.is_compact_boundary for e in entries):
+            self._rebuild_view()
+            return
+        for entry in entries:
+            self.view.append(entry)
+            self._normalizer.append(entry)
+            self._counter.append(entry)
+
+    def add_user(
+        self, content: str | Sequence[ContentBlock] | Sequence[dict[str, Any]], **flags: Any
+    ) -> Entry:
+        """Add a user message (text or blocks)."""
+        entry = Entry.user(content, timestamp=_iso(self._clock()), **flags)
+        self.append([entry])
+        return entry
+
+    def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> Entry:
+        """Add tool_result blocks (one user message)."""
+        blocks = []
+        for result in results:
+            if result.get("type") != "tool_result" or not result.get("tool_use_id"):
+                raise ConfigError("add_tool_results takes tool_result blocks with a tool_use_id")
+            blocks.append(dict(result))
+        entry = Entry.user(blocks, timestamp=_iso(self._clock()))
+        self.append([entry])
+        return entry
+
+    def record(self, response: ModelResponse | Mapping[str, Any]) -> Entry:
+        """Record the model's answer; its usage anchors the token count and is checked for a
+        cache break."""
+        model: str | None
+        if isinstance(response, ModelResponse):
+            content, usage, model = list(response.content), dict(response.usage), response.model
+            message_id, stop = response.id or None, response.stop_reason
+        else:
+            content = list(response.get("content") or [])
+            usage = dict(response.get("usage") or {})
+            model, message_id, stop = (
+                response.get("model"),
+                response.get("id"),
+                response.get("stop_reason"),
+            )
+        now = self._clock()
+        entry = Entry.assistant(
+            content,
+            message_id=message_id or f"msg_{uuid_module.uuid4().hex[:24]}",
+            model=model or self.config.model,
+            usage=usage or None,
+            stop_reason=stop,
+            timestamp=_iso(now),
+        )
+        self.append([entry])
+        self.tracking.turns += 1
+        if usage:
+            self.micro.observe_response(usage, self.policy)
+            check = self.detector.check_response_for_cache_break(
+                usage, query_source=self.config.query_source, now=now.timestamp()
+            )
+            if isinstance(check, CacheBreak):
+                emit(self._events, check)
+        self._save_state()
+        return entry
+
+    # -- the pipeline --------------------------------------------------------------------------
+    def cache_safe_params(self) -> CacheSafeParams:
+        """The parameters a fork must repeat to share this session's prompt cache."""
+        return CacheSafeParams(
+            model=self.config.model,
+            system=self.config.system,
+            tools=list(self.config.tools) or None,
+            thinking=self.config.thinking,
+            max_tokens=self.config.max_tokens or min(self.model_info.max_output, 32_000),
+            extra=dict(self.config.extra),
+        )
+
+    async def prepare(self) -> ProviderRequest:
+        """Run the pipeline and return the request to send now."""
+        now = self._clock()
+        await self._maybe_auto_compact()
+        result = microcompact(
+            self._normalizer.messages,
+            self.micro,
+            policy=self.policy,
+            now=now,
+            last_assistant_at=self._last_assistant_time(),
+            cache_edits_supported=self.config.cache_edits_supported,
+        )
+        if result.tier != "none":
+            self.tracking.microcompacts += 1
+            emit(
+                self._events,
+                MicrocompactApplied(
+                    tier=result.tier,
+                    cleared=len(result.cleared_ids) + len(result.deleted_ids),
+                    tokens_saved=result.tokens_saved,
+                    breaks_cache=result.breaks_cache,
+                ),
+            )
+        request = self.cache_safe_params().request(list(result.messages))
+        ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        request = place_cache_breakpoints(request, ttl=ttl)
+        if result.cache_edits:
+            request = with_cache_edits(request, result.cache_edits)
+        if result.new_cache_edits:
+            self.detector.notify_cache_deletion(
+                self.config.query_source,
+                self.micro.cached.pending_deleted_tokens,
+                cache_deleted_baseline=self.micro.cache_deleted_input_tokens,
+            )
+        if self.config.validate_requests:
+            validate_request(request["messages"])
+        self.detector.record_prompt_state(
+            request, query_source=self.config.query_source, now=now.timestamp()
+        )
+        self.last_request = request
+        self._last_sent = list(result.messages)
+        self._warn_if_needed()
+        self._save_state()
+        return request
+
+    def _last_assistant_time(self) -> datetime | None:
+        for entry in reversed(self.view):
+            if entry.type == "assistant" and not entry.is_synthetic_api_error:
+                return entry.time
+        return None
+
+    def _warn_if_needed(self) -> None:
+        status = self.status()
+        if status.level != self._level and status.level != "ok":
+            emit(self._events, ContextWarning(status.level, status.tokens, status.percent_left))
+        self._level = status.level
+
+    async def _maybe_auto_compact(self) -> None:
+        policy = self.policy
+        if not (policy.compact_enabled and policy.auto_compact_enabled):
+            return
+        if self.config.query_source in GUARDED_QUERY_SOURCES:
+            return
+        if not self.thresholds.should_autocompact(self._counter.total):
+            return
+        await self.auto_compact()
+
+    async def auto_compact(self) -> CompactionResult | None:
+        """Session memory first, then a summary call; the breaker hands over to the extractive
+        summarizer after repeated failures. Returns the compaction, or None when it failed."""
+        if self.memory_compactor is not None:
+            result = await self.memory_compactor(self)
+            if result is not None:
+                self._apply(result)
+                return result
+        provider = self._summarizer_for_auto()
+        try:
+            result = await self._compact(provider, trigger="auto")
+        except (CompactionError, ProviderError) as error:
+            self.tracking.consecutive_failures += 1
+            self._save_state()
+            if (
+                self.tracking.consecutive_failures < CIRCUIT_BREAKER_FAILURES
+                or provider.name == "extractive"
+            ):
+                return None
+            emit(
+                self._events,
+                GenericEvent(
+                    "circuit_breaker_tripped",
+                    {"failures": self.tracking.consecutive_failures, "error": str(error)},
+                ),
+            )
+            try:
+                result = await self._compact(self._extractive(), trigger="auto")
+            except (CompactionError, ProviderError):
+                return None
+        self.tracking.consecutive_failures = 0
+        return result
+
+    def _extractive(self) -> Provider:
+        from unbounded.providers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+
+    def _summarizer_for_auto(self) -> Provider:
+        if (
+            self.summarizer is None
+            or self.tracking.consecutive_failures >= CIRCUIT_BREAKER_FAILURES
+        ):
+            return self._extractive()
+        return self.summarizer
+
+    async def compact(
+        self,
+        *,
+        instructions: str | None = None,
+        pivot: str | None = None,
+        direction: PartialDirection | None = None,
+    ) -> CompactionResult:
+        """Manual compaction (`/compact`), optionally partial around a pivot record."""
+        provider = self.summarizer or self._extractive()
+        return await self._compact(
+            provider, trigger="manual", instructions=instructions, pivot=pivot, direction=direction
+        )
+
+    async def _compact(
+        self,
+        provider: Provider,
+        *,
+        trigger: str,
+        instructions: str | None = None,
+        pivot: str | None = None,
+        direction: PartialDirection | None = None,
+    ) -> CompactionResult:
+        tracking = self.tracking
+        metadata: dict[str, Any] = {
+            "querySource": self.config.query_source,
+            "autoCompactThreshold": self.thresholds.autocompact,
+            "isRecompactionInChain": tracking.turns_at_last_compaction is not None,
+        }
+        if tracking.turns_at_last_compaction is not None:
+            metadata["turnsSincePreviousCompact"] = (
+                tracking.turns - tracking.turns_at_last_compaction
+            )
+            metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
+        sent = self._last_sent if direction is None and self._last_sent_is_current() else None
+        try:
+            result = await compact_conversation(
+                self.entries,
+                provider,
+                params=self.cache_safe_params(),
+                trigger="auto" if trigger == "auto" else "manual",
+                instructions=instructions,
+                direction=direction,
+                pivot_uuid=pivot,
+                sent_messages=sent,
+                transcript_path=self.store.transcript_path,
+                hooks=self.hooks,
+                rehydrate=rehydrator_for(self.entries, self.allowed_roots),
+                facts_ledger=default_facts_ledger,
+                planner=lambda request, skip: place_cache_breakpoints(
+                    request,
+                    ttl=self.ttl_latch.ttl_for(self.config.query_source),
+                    skip_cache_write=skip,
+                ),
+                policy=self.policy,
+                events=self._events,
+                boundary_metadata=metadata,
+            )
+        except (CompactionError, ProviderError) as error:
+            if not isinstance(error, CompactionError):
+                emit(
+                    self._events,
+                    CompactionFailed(
+                        trigger=trigger, reason=type(error).__name__, message=str(error)
+                    ),
+                )
+            raise
+        self._apply(result)
+        return result
+
+    def _last_sent_is_current(self) -> bool:
+        return self._last_sent is not None and len(self._last_sent) == len(self._normalizer)
+
+    def _apply(self, result: CompactionResult) -> None:
+        """Append a compaction and clean up what referred to the old messages (seed 004)."""
+        self.append(result.new_entries())
+        self.micro.reset_after_compaction()
+        self.detector.notify_compaction(self.config.query_source)
+        self.tracking.compactions += 1
+        self.tracking.turns_at_last_compaction = self.tracking.turns
+        self.tracking.last_compaction_turn_id = result.boundary.uuid
+        self._last_sent = None
+        self._save_state()
+
+    # -- one whole turn ---------------------------------------------------------------------------
+    async def call(self, provider: Provider, *, stream: bool = False) -> ModelResponse:
+        """Prepare, send, record. A prompt-too-long answer is held back, the conversation is
+        compacted once and the request retried; if that fails too, the error is raised."""
+        request = await self.prepare()
+        try:
+            response = await provider.create(request, stream=stream)
+        except PromptTooLongError as error:
+            emit(self._events, GenericEvent("reactive_compaction", {"error": str(error)}))
+            compacted = await self.auto_compact() if self.policy.compact_enabled else None
+            if compacted is None:
+                raise
+            request = await self.prepare()
+            response = await provider.create(request, stream=stream)
+        self.record(response)
+        return response
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _save_state(self) -> None:
+        self.store.save_state(
+            STATE_NAME,
+            {
+                "microcompact": self.micro.to_dict(),
+                "tracking": self.tracking.to_dict(),
+                "ttl": self.ttl_latch.to_dict(),
+            },
+        )
+
+    def events_sink(self) -> EventSink | None:
+        """Where this session's events go."""
+        return self._events
+
+
+class SyncSession:
+    """`Session` with blocking methods, for code without an event loop."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @classmethod
+    def open(cls, folder: str | Path, config: SessionConfig, **options: Any) -> SyncSession:
+        """A folder-backed session."""
+        return cls(Session.open(folder, config, **options))
+
+    def add_user(
+        self, content: str | Sequence[ContentBlock] | Sequence[dict[str, Any]], **flags: Any
+    ) -> Entry:
+        """Add a user message."""
+        return self.session.add_user(content, **flags)
+
+    def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> Entry:
+        """Add tool results."""
+        return self.session.add_tool_results(results)
+
+    def prepare(self) -> ProviderRequest:
+        """Run the pipeline and return the request."""
+        result: ProviderRequest = run_sync(self.session.prepare())
+        return result
+
+    def record(self, response: ModelResponse | Mapping[str, Any]) -> Entry:
+        """Record the model's answer."""
+        return self.session.record(response)
+
+    def compact(self, **options: Any) -> CompactionResult:
+        """Manual compaction."""
+        result: CompactionResult = run_sync(self.session.compact(**options))
+        return result
+
+    def status(self) -> SessionStatus:
+        """Where the context stands."""
+        return self.session.status()
+
+
+def copy_request(request: ProviderRequest) -> ProviderRequest:
+    """A deep copy of a request (the pipeline never mutates one it returned)."""
+    return copy.deepcopy(request)
+
+
+__all__ = [
+    "CIRCUIT_BREAKER_FAILURES",
+    "Event",
+    "MemoryCompactor",
+    "Session",
+    "SessionConfig",
+    "SessionStatus",
+    "SyncSession",
+]

@@ -1,0 +1,229 @@
+"""The Session pipeline: auto-compaction, breaker, reactive compaction, resume, storage."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from unbounded.compaction.summary_text import CompactionError
+from unbounded.errors import ConfigError
+from unbounded.events import Event
+from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.request import ProviderRequest
+from unbounded.policy import Policy
+from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
+from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.storage import FolderStore, SessionLockedError
+from unbounded.tokens.estimate import estimate_messages_tokens
+
+SUMMARY = "<summary>\n1. Primary Request and Intent: build it\n</summary>"
+CONFIG = SessionConfig(
+    model="claude-sonnet-4-5",
+    system="You are a coding agent.",
+    tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
+    context_window=60_000,
+    validate_requests=True,
+)
+
+
+class Summarizer:
+    name = "scripted"
+    supports_cache_edits = False
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+        self.calls = 0
+
+    async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
+        self.calls += 1
+        item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(item, Exception):
+            raise item
+        return ModelResponse([{"type": "text", "text": item}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, "m")
+
+
+def answer(turn: int, request: ProviderRequest) -> ModelResponse:
+    size = estimate_messages_tokens(request["messages"]) + 2_000
+    return ModelResponse(
+        [{"type": "tool_use", "id": f"t{turn}", "name": "Bash", "input": {"command": f"make step{turn}"}}],
+        "tool_use",
+        {"input_tokens": 50, "cache_read_input_tokens": size - 50, "output_tokens": 40},
+        "claude-sonnet-4-5",
+        id=f"msg_{turn}",
+    )
+
+
+async def drive(session: Session, turns: int, start: int = 0) -> None:
+    for turn in range(start, start + turns):
+        request = await session.prepare()
+        validate_request(request["messages"])
+        session.record(answer(turn, request))
+        session.add_tool_results([{"type": "tool_result", "tool_use_id": f"t{turn}", "content": "line\n" * 1200}])
+
+
+def test_auto_compaction_with_the_extractive_default(tmp_path: Path) -> None:
+    events: list[Event] = []
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), events=events.append)
+    session.add_user("Please build the thing.")
+    asyncio.run(drive(session, 40))
+    assert session.status().compactions >= 2
+    assert session.status().tokens < session.thresholds.autocompact
+    boundaries = [e for e in session.entries if e.is_compact_boundary]
+    metadata = boundaries[-1].compact_metadata
+    assert metadata["trigger"] == "auto" and metadata["isRecompactionInChain"] is True
+    assert metadata["querySource"] == "repl_main_thread" and metadata["turnsSincePreviousCompact"] > 0
+    assert any(e.kind == "compaction_finished" for e in events)
+
+
+def test_resume_gives_the_same_view_and_state(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    session = Session.open(folder, CONFIG, policy=Policy())
+    session.add_user("Please build the thing.")
+    asyncio.run(drive(session, 30))
+    before = (normalize_messages(session.view), session.status(), session.micro.to_dict(), session.ttl_latch)
+    assert isinstance(session.store, FolderStore)
+    session.store.close()
+    again = Session.open(folder, CONFIG, policy=Policy())
+    assert normalize_messages(again.view) == before[0]
+    assert again.status() == before[1]
+    assert again.micro.to_dict() == before[2] and again.ttl_latch == before[3]
+    asyncio.run(drive(again, 2, start=30))
+
+
+def test_breaker_hands_over_to_extractive(tmp_path: Path) -> None:
+    summarizer = Summarizer([ServerError("down", status=500)])
+    events: list[Event] = []
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=summarizer, events=events.append)
+    session.add_user("Please build the thing.")
+    asyncio.run(drive(session, 40))
+    kinds = [e.kind for e in events]
+    assert kinds.count("compaction_failed") >= 3
+    assert "generic_event" in kinds  # circuit_breaker_tripped
+    assert session.status().compactions >= 1 and session.status().consecutive_failures == 0
+
+
+def test_a_failed_compaction_leaves_history_untouched(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=Summarizer([ServerError("x")]))
+    session.add_user("hello")
+    before = len(session.entries)
+    assert asyncio.run(session.auto_compact()) is None
+    assert len(session.entries) == before and session.status().consecutive_failures == 1
+
+
+class PtlOnce:
+    name = "main"
+    supports_cache_edits = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
+        self.calls += 1
+        if self.calls == 1:
+            raise PromptTooLongError("prompt is too long: 70000 tokens > 60000 maximum", actual_tokens=70_000, limit_tokens=60_000)
+        return answer(99, request)
+
+
+def test_reactive_compaction_on_prompt_too_long(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy())
+    session.add_user("Please build the thing.")
+    asyncio.run(drive(session, 3))
+    provider = PtlOnce()
+    response = asyncio.run(session.call(provider))
+    assert provider.calls == 2 and response.id == "msg_99"
+    assert session.status().compactions == 1
+
+
+def test_prompt_too_long_twice_raises(tmp_path: Path) -> None:
+    class AlwaysTooLong(PtlOnce):
+        async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
+            raise PromptTooLongError("prompt is too long")
+
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy())
+    session.add_user("hi")
+    with pytest.raises(PromptTooLongError):
+        asyncio.run(session.call(AlwaysTooLong()))
+
+
+def test_manual_partial_compaction(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(auto_compact_enabled=False), summarizer=Summarizer([SUMMARY]))
+    first = session.add_user("first request")
+    asyncio.run(drive(session, 2))
+    pivot = session.add_user("second request")
+    asyncio.run(drive(session, 2, start=2))
+    result = asyncio.run(session.compact(pivot=pivot.uuid, direction="up_to", instructions="keep it short"))
+    assert result.messages_to_keep[0] is pivot
+    messages = normalize_messages(session.view)
+    validate_request(messages)
+    assert "second request" in str(messages[0]["content"])
+    # the first request survives only inside the summary (its facts ledger), not as a message
+    texts = [b.get("text") for m in messages for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert "first request" not in texts and all(m["content"] != "first request" for m in messages)
+    assert first.uuid != pivot.uuid
+
+
+def test_disabled_auto_compaction_never_compacts(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(auto_compact_enabled=False))
+    session.add_user("x")
+    asyncio.run(drive(session, 30))
+    assert session.status().compactions == 0 and session.status().level in ("autocompact", "blocking", "error")
+
+
+def test_guarded_query_source_never_auto_compacts(tmp_path: Path) -> None:
+    config = SessionConfig(model="claude-sonnet-4-5", context_window=60_000, query_source="session_memory")
+    session = Session.open(tmp_path / "s", config, policy=Policy())
+    session.add_user("x")
+    asyncio.run(drive(session, 30))
+    assert session.status().compactions == 0
+
+
+def test_prepared_request_layout(tmp_path: Path) -> None:
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy())
+    session.add_user("hello")
+    request = asyncio.run(session.prepare())
+    assert request["model"] == "claude-sonnet-4-5" and request["system"]
+    assert request["tools"][-1].get("cache_control") and request["messages"][-1]["content"][-1].get("cache_control")
+
+
+def test_storage_is_private_and_locked(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    session = Session.open(folder, CONFIG, policy=Policy())
+    session.add_user("hello")
+    asyncio.run(session.prepare())
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    for path in [folder / "transcript.jsonl", *sorted((folder / "state").iterdir())]:
+        assert oct(path.stat().st_mode & 0o777) == "0o600", path
+    with pytest.raises(SessionLockedError):
+        FolderStore(folder)
+    assert FolderStore(folder, lock=False).load().entries
+
+
+def test_sync_facade(tmp_path: Path) -> None:
+    session = SyncSession.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=Summarizer([SUMMARY]))
+    session.add_user("hello")
+    request = session.prepare()
+    session.record(answer(0, request))
+    session.add_tool_results([{"type": "tool_result", "tool_use_id": "t0", "content": "ok"}])
+    result = session.compact()
+    assert result.summary_text.startswith("Summary:") and session.status().compactions == 1
+
+
+def test_from_transcript(tmp_path: Path, session_2_1: Path) -> None:
+    session = Session.from_transcript(session_2_1, tmp_path / "s", policy=Policy())
+    assert session.config.model == "claude-sonnet-4-5-20250929"
+    session.add_user("continue")
+    request = asyncio.run(session.prepare())
+    validate_request(request["messages"])
+    assert isinstance(session.store, FolderStore)
+    session.store.close()
+    with pytest.raises(ConfigError, match="already holds"):
+        Session.from_transcript(session_2_1, tmp_path / "s", policy=Policy())
+
+
+def test_compaction_error_is_an_unbounded_error() -> None:
+    from unbounded.errors import UnboundedError
+
+    assert issubclass(CompactionError, UnboundedError)
