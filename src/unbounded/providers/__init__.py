@@ -1,5 +1,10 @@
-"""Model providers: the protocol, the errors, and the Anthropic, OpenAI and offline ones."""
+"""Model providers: the protocol, the errors, and the Anthropic, OpenAI and offline ones.
 
+`AnthropicProvider` and `OpenAIProvider` import their SDK only when one is built: the SDKs
+are optional extras, and importing this package never needs them.
+"""
+
+from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import (
     AuthenticationError,
     BadRequestError,
@@ -13,11 +18,14 @@ from unbounded.providers.base import (
     ServerError,
     parse_prompt_too_long,
 )
+from unbounded.providers.openai import OpenAIProvider
 
 __all__ = [
+    "AnthropicProvider",
     "AuthenticationError",
     "BadRequestError",
     "ModelResponse",
+    "OpenAIProvider",
     "OverloadedError",
     "PromptTooLongError",
     "Provider",

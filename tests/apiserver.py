@@ -1,0 +1,894 @@
+"""A scripted local server speaking the Anthropic Messages and OpenAI Chat Completions APIs.
+
+Tests start it on 127.0.0.1 (ephemeral port, one thread per connection), queue the replies
+each API should give, point the real SDKs at it and then assert on what the SDKs sent: every
+request is recorded with its path, headers and raw body bytes.
+
+    with start_server() as api:
+        api.anthropic.push(message("hello"), prompt_too_long())
+        client = api.anthropic_client()  # or anthropic.AsyncAnthropic(base_url=api.anthropic_base_url)
+        ...
+        assert api.requests[0].json["model"] == "claude-sonnet-4-5"
+        assert b'"content":"hi"' in api.requests[0].body
+
+Replies are API-neutral where they can be: the same `message(...)` renders as an Anthropic
+message (JSON or the real SSE event sequence) or as an OpenAI chat completion (JSON or
+`data:` chunks ending in `data: [DONE]`), depending on the path it answers. Errors use each
+API's exact body shape. A reply may also be a callable taking the `RecordedRequest` and
+returning a reply, for dynamic behaviour.
+
+The `api_server` pytest fixture is defined here (as `api_server_fixture`, so that test
+parameters do not shadow an import): `from apiserver import api_server_fixture` registers it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+ANTHROPIC = "anthropic"
+OPENAI = "openai"
+COUNT_TOKENS = "count_tokens"
+
+ANTHROPIC_PTL_DEFAULT = (212_345, 200_000)
+OPENAI_PTL_DEFAULT = (130_000, 128_000)
+
+DEFAULT_USAGE: dict[str, Any] = {
+    "input_tokens": 100,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 0,
+    "output_tokens": 20,
+}
+
+
+# --------------------------------------------------------------------------- replies
+
+
+@dataclass(frozen=True)
+class Message:
+    """A model reply: Anthropic-shaped content blocks, stop reason and usage.
+
+    `delay` is slept before every streamed event (or once before a JSON body);
+    `chunk_size` is how many characters each text/thinking/JSON delta carries.
+    """
+
+    content: tuple[dict[str, Any], ...] = ()
+    stop_reason: str | None = None
+    usage: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_USAGE))
+    model: str | None = None
+    id: str = "msg_test_01"
+    delay: float = 0.0
+    chunk_size: int = 8
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def effective_stop_reason(self) -> str:
+        """The stop reason, defaulting to tool_use when there are tool calls."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        return "tool_use" if any(b["type"] == "tool_use" for b in self.content) else "end_turn"
+
+
+@dataclass(frozen=True)
+class ApiError:
+    """An HTTP error with each API's exact body shape.
+
+    `anthropic_status`/`openai_status` differ only for overload (529 vs 503).
+    """
+
+    anthropic_status: int
+    openai_status: int
+    anthropic_type: str
+    openai_type: str
+    openai_code: str | None
+    message: str
+    openai_message: str | None = None
+    openai_param: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CutStream:
+    """Send the first `after_events` events of `message` (or half its JSON body), then drop.
+
+    With `clean_close`, the stream is ended properly (a complete HTTP body) but early: the
+    events after `after_events`, message_stop / [DONE] included, are never sent.
+    """
+
+    message: Message
+    after_events: int = 3
+    clean_close: bool = False
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """Stream `after_events` events, then an in-stream error event (Anthropic `event: error`)."""
+
+    message: Message
+    after_events: int = 3
+    error_type: str = "overloaded_error"
+    error_message: str = "Overloaded"
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A 200 reply whose JSON body (or first SSE event's data) is not valid JSON."""
+
+    body: bytes = b'{"id": "msg_broken", "type": "message", "content": [{"type": "te'
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """A count_tokens answer."""
+
+    input_tokens: int
+
+
+Reply = (
+    Message
+    | ApiError
+    | CutStream
+    | StreamError
+    | Malformed
+    | TokenCount
+    | Callable[["RecordedRequest"], "Reply"]
+)
+
+
+def text_block(text: str) -> dict[str, Any]:
+    """An Anthropic text block."""
+    return {"type": "text", "text": text}
+
+
+def tool_use_block(name: str, input: dict[str, Any] | str, id: str = "toolu_01") -> dict[str, Any]:
+    """A tool_use block; a str `input` is sent verbatim as the (possibly invalid) JSON."""
+    return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def thinking_block(thinking: str, signature: str = "sig_test") -> dict[str, Any]:
+    """A thinking block with its signature."""
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
+
+
+def message(
+    *content: str | dict[str, Any],
+    stop_reason: str | None = None,
+    usage: Mapping[str, Any] | None = None,
+    model: str | None = None,
+    id: str = "msg_test_01",
+    delay: float = 0.0,
+    chunk_size: int = 8,
+    headers: Mapping[str, str] | None = None,
+) -> Message:
+    """A reply; bare strings become text blocks, usage keys override the defaults."""
+    blocks = tuple(text_block(c) if isinstance(c, str) else dict(c) for c in content)
+    return Message(
+        content=blocks,
+        stop_reason=stop_reason,
+        usage={**DEFAULT_USAGE, **(usage or {})},
+        model=model,
+        id=id,
+        delay=delay,
+        chunk_size=chunk_size,
+        headers=dict(headers or {}),
+    )
+
+
+def empty(**kwargs: Any) -> Message:
+    """A reply with no content at all."""
+    kwargs.setdefault("usage", {"output_tokens": 0})
+    return message(**kwargs)
+
+
+def prompt_too_long(actual: int | None = None, limit: int | None = None) -> Callable[..., Reply]:
+    """400 prompt-too-long in each API's wording (defaults 212345 > 200000 / 130000 > 128000)."""
+
+    def reply(request: RecordedRequest) -> Reply:
+        if request.api == OPENAI:
+            got, most = actual or OPENAI_PTL_DEFAULT[0], limit or OPENAI_PTL_DEFAULT[1]
+        else:
+            got, most = actual or ANTHROPIC_PTL_DEFAULT[0], limit or ANTHROPIC_PTL_DEFAULT[1]
+        return ApiError(
+            400,
+            400,
+            "invalid_request_error",
+            "invalid_request_error",
+            "context_length_exceeded",
+            f"prompt is too long: {got} tokens > {most} maximum",
+            openai_message=(
+                f"This model's maximum context length is {most} tokens. However, your messages "
+                f"resulted in {got} tokens. Please reduce the length of the messages."
+            ),
+            openai_param="messages",
+        )
+
+    return reply
+
+
+def rate_limited(retry_after: str | float | None = "7") -> ApiError:
+    """429 with a `retry-after` header (seconds; None for no header)."""
+    headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+    return ApiError(
+        429,
+        429,
+        "rate_limit_error",
+        "requests",
+        "rate_limit_exceeded",
+        "Number of request tokens has exceeded your per-minute rate limit",
+        openai_message="Rate limit reached for requests. Please try again in 7s.",
+        headers=headers,
+    )
+
+
+def overloaded() -> ApiError:
+    """529 overloaded_error (Anthropic) / 503 (OpenAI)."""
+    return ApiError(
+        529,
+        503,
+        "overloaded_error",
+        "server_error",
+        None,
+        "Overloaded",
+        openai_message="The engine is currently overloaded, please try again later",
+    )
+
+
+def server_error(status: int = 500) -> ApiError:
+    """500 api_error / server_error."""
+    return ApiError(
+        status,
+        status,
+        "api_error",
+        "server_error",
+        None,
+        "Internal server error",
+        openai_message="The server had an error while processing your request. Sorry about that!",
+    )
+
+
+def auth_error(status: int = 401) -> ApiError:
+    """401 authentication_error / invalid_api_key (403 permission_error when asked)."""
+    kind = "authentication_error" if status == 401 else "permission_error"
+    return ApiError(
+        status,
+        status,
+        kind,
+        "invalid_request_error",
+        "invalid_api_key",
+        "invalid x-api-key" if status == 401 else "Your API key does not have permission",
+        openai_message="Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.",
+    )
+
+
+def bad_request(text: str = "messages.0.content: Field required", status: int = 400) -> ApiError:
+    """400 (or 422) invalid_request_error that is not about the prompt length."""
+    return ApiError(status, status, "invalid_request_error", "invalid_request_error", None, text)
+
+
+def cut_stream(
+    reply: Message | None = None, after_events: int = 3, *, clean_close: bool = False
+) -> CutStream:
+    """Drop the connection part-way through the reply (or end the body early, cleanly)."""
+    return CutStream(reply or message("this reply will never finish"), after_events, clean_close)
+
+
+def stream_error(
+    reply: Message | None = None, after_events: int = 3, error_type: str = "overloaded_error"
+) -> StreamError:
+    """An error event in the middle of a stream (Anthropic sends overloaded this way)."""
+    return StreamError(reply or message("partial"), after_events, error_type)
+
+
+def malformed(body: bytes | None = None) -> Malformed:
+    """A 200 reply that is not valid JSON."""
+    return Malformed(body) if body is not None else Malformed()
+
+
+# --------------------------------------------------------------------------- recording
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received."""
+
+    api: str
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+    json: Any
+    request_id: str
+
+    @property
+    def stream(self) -> bool:
+        """Whether the request asked for a streamed reply."""
+        return isinstance(self.json, dict) and self.json.get("stream") is True
+
+
+class ReplyQueue:
+    """Replies one API gives, in order (thread-safe)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._items: deque[Reply] = deque()
+        self._lock = threading.Lock()
+
+    def push(self, *replies: Reply) -> ReplyQueue:
+        """Queue replies; returns self for chaining."""
+        with self._lock:
+            self._items.extend(replies)
+        return self
+
+    def pop(self) -> Reply | None:
+        """The next reply, or None when the script ran out."""
+        with self._lock:
+            return self._items.popleft() if self._items else None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+@dataclass
+class ApiServer:
+    """The running server: reply queues per API, requests received, base URLs."""
+
+    base_url: str = ""
+    anthropic: ReplyQueue = field(default_factory=lambda: ReplyQueue(ANTHROPIC))
+    openai: ReplyQueue = field(default_factory=lambda: ReplyQueue(OPENAI))
+    count_tokens: ReplyQueue = field(default_factory=lambda: ReplyQueue(COUNT_TOKENS))
+    requests: list[RecordedRequest] = field(default_factory=list)
+    unscripted: list[RecordedRequest] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _seq: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """What to give `anthropic.Anthropic(base_url=...)`."""
+        return self.base_url
+
+    @property
+    def openai_base_url(self) -> str:
+        """What to give `openai.OpenAI(base_url=...)`."""
+        return f"{self.base_url}/v1"
+
+    def anthropic_client(self, *, sync: bool = False, **options: Any) -> Any:
+        """An `anthropic.AsyncAnthropic` (or `Anthropic`) client for this server, no retries."""
+        import anthropic
+
+        return self._client(anthropic, "Anthropic", self.anthropic_base_url, sync, options)
+
+    def openai_client(self, *, sync: bool = False, **options: Any) -> Any:
+        """An `openai.AsyncOpenAI` (or `OpenAI`) client for this server, no retries."""
+        import openai
+
+        return self._client(openai, "OpenAI", self.openai_base_url, sync, options)
+
+    @staticmethod
+    def _client(sdk: Any, name: str, base_url: str, sync: bool, options: dict[str, Any]) -> Any:
+        # Plain HTTP to 127.0.0.1: skipping certificate loading saves ~50 ms per client.
+        http = sdk.DefaultHttpxClient if sync else sdk.DefaultAsyncHttpxClient
+        factory = getattr(sdk, name if sync else f"Async{name}")
+        options = {"api_key": "test-key", "max_retries": 0, **options}
+        options.setdefault("http_client", http(verify=False))
+        return factory(base_url=base_url, **options)
+
+    @property
+    def last(self) -> RecordedRequest:
+        """The most recent request."""
+        with self._lock:
+            return self.requests[-1]
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _next_id(self) -> str:
+        with self._lock:
+            return f"req_test_{next(self._seq):04d}"
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    payload = data if isinstance(data, bytes) else json.dumps(data).encode()
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + payload + b"\n\n"
+
+
+def _anthropic_message_json(reply: Message, model: str) -> dict[str, Any]:
+    return {
+        "id": reply.id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [
+            {**b, "input": _tool_input_object(b["input"])} if b["type"] == "tool_use" else b
+            for b in reply.content
+        ],
+        "stop_reason": reply.effective_stop_reason,
+        "stop_sequence": None,
+        "usage": dict(reply.usage),
+    }
+
+
+def _tool_input_object(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return {}
+    return value
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _anthropic_events(reply: Message, model: str) -> list[bytes]:
+    start_usage = {k: v for k, v in reply.usage.items() if k != "output_tokens"}
+    start_usage["output_tokens"] = 1
+    events = [
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": reply.id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
+            },
+        ),
+        _sse("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(reply.content):
+        kind = block["type"]
+        deltas: list[dict[str, Any]] = []
+        if kind == "text":
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [
+                {"type": "text_delta", "text": part}
+                for part in _chunks(block["text"], reply.chunk_size)
+            ]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [
+                {"type": "thinking_delta", "thinking": part}
+                for part in _chunks(block["thinking"], reply.chunk_size)
+            ]
+            if block.get("signature"):
+                deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "tool_use":
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            deltas = [
+                {"type": "input_json_delta", "partial_json": part}
+                for part in _chunks(raw, reply.chunk_size)
+            ]
+        else:
+            start = dict(block)
+        events.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+        )
+        events.extend(
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        )
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reply.effective_stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": reply.usage.get("output_tokens", 0)},
+            },
+        )
+    )
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return events
+
+
+_OPENAI_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def _openai_usage(reply: Message) -> dict[str, Any]:
+    usage = reply.usage
+    cached = int(usage.get("cache_read_input_tokens") or 0)
+    prompt = (
+        int(usage.get("input_tokens") or 0)
+        + cached
+        + int(usage.get("cache_creation_input_tokens") or 0)
+    )
+    completion = int(usage.get("output_tokens") or 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def _openai_tool_calls(reply: Message) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": b["id"],
+            "type": "function",
+            "function": {
+                "name": b["name"],
+                "arguments": b["input"] if isinstance(b["input"], str) else json.dumps(b["input"]),
+            },
+        }
+        for b in reply.content
+        if b["type"] == "tool_use"
+    ]
+
+
+def _openai_text(reply: Message) -> str | None:
+    texts = [b["text"] for b in reply.content if b["type"] == "text"]
+    return "".join(texts) if texts else None
+
+
+def _openai_completion_json(reply: Message, model: str) -> dict[str, Any]:
+    message_json: dict[str, Any] = {
+        "role": "assistant",
+        "content": _openai_text(reply),
+        "refusal": None,
+        "annotations": [],
+    }
+    tool_calls = _openai_tool_calls(reply)
+    if tool_calls:
+        message_json["tool_calls"] = tool_calls
+    return {
+        "id": reply.id.replace("msg_", "chatcmpl-"),
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message_json,
+                "logprobs": None,
+                "finish_reason": _OPENAI_FINISH.get(reply.effective_stop_reason, "stop"),
+            }
+        ],
+        "usage": _openai_usage(reply),
+        "service_tier": "default",
+        "system_fingerprint": None,
+    }
+
+
+def _openai_chunks(reply: Message, model: str, include_usage: bool) -> list[bytes]:
+    base = {
+        "id": reply.id.replace("msg_", "chatcmpl-"),
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": None,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        payload: dict[str, Any] = {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        if include_usage:
+            payload["usage"] = None
+        return _sse(None, payload)
+
+    out = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    text = _openai_text(reply)
+    if text:
+        out.extend(chunk({"content": part}) for part in _chunks(text, reply.chunk_size))
+    for index, call in enumerate(_openai_tool_calls(reply)):
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        out.extend(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            for part in _chunks(call["function"]["arguments"], reply.chunk_size)
+        )
+    out.append(chunk({}, _OPENAI_FINISH.get(reply.effective_stop_reason, "stop")))
+    if include_usage:
+        out.append(_sse(None, {**base, "choices": [], "usage": _openai_usage(reply)}))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def _error_body(api: str, error: ApiError, request_id: str) -> tuple[int, dict[str, Any]]:
+    if api == OPENAI:
+        return error.openai_status, {
+            "error": {
+                "message": error.openai_message or error.message,
+                "type": error.openai_type,
+                "param": error.openai_param,
+                "code": error.openai_code,
+            }
+        }
+    return error.anthropic_status, {
+        "type": "error",
+        "error": {"type": error.anthropic_type, "message": error.message},
+        "request_id": request_id,
+    }
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    api: ApiServer
+
+
+def _route(path: str) -> str | None:
+    if path in ("/v1/messages", "/messages"):
+        return ANTHROPIC
+    if path in ("/v1/messages/count_tokens", "/messages/count_tokens"):
+        return COUNT_TOKENS
+    if path in ("/v1/chat/completions", "/chat/completions"):
+        return OPENAI
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        return
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    # -- plumbing
+
+    def _handle(self, method: str) -> None:
+        api_server = self.server.api
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = None
+        path, _, query = self.path.partition("?")
+        api = _route(path) if method == "POST" else None
+        request = RecordedRequest(
+            api=api or "unknown",
+            method=method,
+            path=path,
+            query=query,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=raw,
+            json=parsed,
+            request_id=api_server._next_id(),
+        )
+        api_server._record(request)
+        if api is None:
+            self._send_json(
+                404,
+                {"type": "error", "error": {"type": "not_found_error", "message": path}},
+                request,
+            )
+            return
+        queue = {
+            ANTHROPIC: api_server.anthropic,
+            OPENAI: api_server.openai,
+            COUNT_TOKENS: api_server.count_tokens,
+        }[api]
+        reply = queue.pop()
+        if reply is None and api == COUNT_TOKENS:
+            reply = TokenCount(max(1, len(raw) // 4))
+        if reply is None:
+            api_server.unscripted.append(request)
+            reply = replace(server_error(500), message=f"apiserver: no reply scripted for {path}")
+        while callable(reply):
+            reply = reply(request)
+        self._render(api, request, reply)
+
+    def _common_headers(self, request: RecordedRequest) -> None:
+        self.send_header(
+            "x-request-id" if request.api == OPENAI else "request-id", request.request_id
+        )
+
+    def _send_json(
+        self,
+        status: int,
+        payload: Any,
+        request: RecordedRequest,
+        headers: Mapping[str, str] | None = None,
+        *,
+        truncate: bool = False,
+    ) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self._common_headers(request)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if truncate:
+            self.wfile.write(data[: len(data) // 2])
+            self._drop()
+            return
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _start_sse(self, request: RecordedRequest, headers: Mapping[str, str]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self._common_headers(request)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        """Close the connection without finishing the response body."""
+        self.wfile.flush()
+        self.close_connection = True
+        with suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _stream(
+        self, events: list[bytes], request: RecordedRequest, reply: Message, stop_after: int | None
+    ) -> bool:
+        """Send events (sleeping `reply.delay` before each); False when the client went away."""
+        self._start_sse(request, reply.headers)
+        for count, event in enumerate(events):
+            if stop_after is not None and count >= stop_after:
+                break
+            if reply.delay:
+                time.sleep(reply.delay)
+            try:
+                self._chunk(event)
+            except OSError:
+                self.close_connection = True
+                return False
+        return True
+
+    def _render(self, api: str, request: RecordedRequest, reply: Reply) -> None:
+        body = request.json if isinstance(request.json, dict) else {}
+        model = str(body.get("model") or "test-model")
+        if isinstance(reply, TokenCount):
+            self._send_json(200, {"input_tokens": reply.input_tokens}, request)
+        elif isinstance(reply, ApiError):
+            status, payload = _error_body(api, reply, request.request_id)
+            self._send_json(status, payload, request, reply.headers)
+        elif isinstance(reply, Malformed):
+            if request.stream:
+                self._start_sse(request, {})
+                event = "message_start" if api == ANTHROPIC else None
+                self._chunk(_sse(event, reply.body))
+                self._end_chunks()
+            else:
+                self._send_json(200, reply.body, request)
+        elif isinstance(reply, Message | CutStream | StreamError):
+            msg = reply if isinstance(reply, Message) else reply.message
+            if msg.model is not None:
+                model = msg.model
+            if request.stream:
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                events = (
+                    _anthropic_events(msg, model)
+                    if api == ANTHROPIC
+                    else _openai_chunks(msg, model, include_usage)
+                )
+                if isinstance(reply, CutStream):
+                    if self._stream(events, request, msg, reply.after_events):
+                        if reply.clean_close:
+                            self._end_chunks()
+                        else:
+                            self._drop()
+                    return
+                if isinstance(reply, StreamError):
+                    if not self._stream(events, request, msg, reply.after_events):
+                        return
+                    error = {"type": reply.error_type, "message": reply.error_message}
+                    if api == ANTHROPIC:
+                        self._chunk(_sse("error", {"type": "error", "error": error}))
+                    else:
+                        self._chunk(_sse(None, {"error": {**error, "param": None, "code": None}}))
+                    self._end_chunks()
+                    return
+                if self._stream(events, request, msg, None):
+                    self._end_chunks()
+                return
+            if msg.delay:
+                time.sleep(msg.delay)
+            payload = (
+                _anthropic_message_json(msg, model)
+                if api == ANTHROPIC
+                else _openai_completion_json(msg, model)
+            )
+            self._send_json(
+                200, payload, request, msg.headers, truncate=isinstance(reply, CutStream)
+            )
+        else:  # pragma: no cover - the type union is exhausted above
+            raise TypeError(f"not a reply: {reply!r}")
+
+
+@contextmanager
+def start_server() -> Iterator[ApiServer]:
+    """Run an ApiServer on an ephemeral 127.0.0.1 port for the duration of the block."""
+    api = ApiServer()
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.api = api
+    api.base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01})
+    thread.daemon = True
+    thread.start()
+    try:
+        yield api
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture(name="api_server")
+def api_server_fixture() -> Iterator[ApiServer]:
+    """A running ApiServer; the test fails if a request arrived that no reply was scripted for."""
+    with start_server() as api:
+        yield api
+        assert not api.unscripted, f"unscripted requests: {[r.path for r in api.unscripted]}"

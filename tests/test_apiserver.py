@@ -1,0 +1,335 @@
+"""The scripted API server itself: the real SDKs must parse every reply it gives."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from apiserver import (
+    ApiServer,
+    RecordedRequest,
+    TokenCount,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    auth_error,
+    bad_request,
+    cut_stream,
+    empty,
+    malformed,
+    message,
+    overloaded,
+    prompt_too_long,
+    rate_limited,
+    server_error,
+    start_server,
+    stream_error,
+    thinking_block,
+    tool_use_block,
+)
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def _anthropic(api: ApiServer) -> Any:
+    return api.anthropic_client(sync=True)
+
+
+def _openai(api: ApiServer) -> Any:
+    return api.openai_client(sync=True)
+
+
+def _rich_reply() -> Any:
+    return message(
+        thinking_block("let me think", signature="sig-1"),
+        "héllo wörld, a longer text split into deltas",
+        tool_use_block("Read", {"file_path": "/a.py", "limit": None}, id="toolu_9"),
+        usage={
+            "input_tokens": 11,
+            "output_tokens": 22,
+            "cache_creation_input_tokens": 33,
+            "cache_read_input_tokens": 44,
+            "cache_creation": {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 3},
+        },
+    )
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+def test_anthropic_json_reply_parses_in_the_sdk(api_server: ApiServer) -> None:
+    api_server.anthropic.push(_rich_reply())
+    reply = _anthropic(api_server).messages.create(
+        model="claude-test", max_tokens=50, messages=USER
+    )
+    assert [b.type for b in reply.content] == ["thinking", "text", "tool_use"]
+    assert reply.content[0].signature == "sig-1"
+    assert reply.content[2].input == {"file_path": "/a.py", "limit": None}
+    assert reply.stop_reason == "tool_use"
+    assert reply.model == "claude-test"  # echoed from the request
+    assert reply.usage.cache_read_input_tokens == 44
+    assert reply.usage.cache_creation.ephemeral_1h_input_tokens == 3
+    assert reply._request_id == api_server.last.request_id
+
+
+def test_anthropic_sse_has_the_real_event_sequence(api_server: ApiServer) -> None:
+    api_server.anthropic.push(_rich_reply())
+    raw = _anthropic(api_server).messages.create(
+        model="claude-test", max_tokens=50, messages=USER, stream=True
+    )
+    kinds = []
+    for event in raw:
+        kind = event.type
+        if kind == "content_block_delta":
+            kind = f"delta:{event.delta.type}"
+        if not kinds or kinds[-1] != kind:
+            kinds.append(kind)
+    assert kinds == [
+        "message_start",
+        "content_block_start",
+        "delta:thinking_delta",
+        "delta:signature_delta",
+        "content_block_stop",
+        "content_block_start",
+        "delta:text_delta",
+        "content_block_stop",
+        "content_block_start",
+        "delta:input_json_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+
+
+def test_anthropic_stream_helper_assembles_the_same_message(api_server: ApiServer) -> None:
+    client = _anthropic(api_server)
+    api_server.anthropic.push(_rich_reply(), _rich_reply())
+    plain = client.messages.create(model="m", max_tokens=5, messages=USER)
+    with client.messages.stream(model="m", max_tokens=5, messages=USER) as stream:
+        streamed = stream.get_final_message()
+    assert [b.model_dump(exclude_none=True) for b in streamed.content] == [
+        b.model_dump(exclude_none=True) for b in plain.content
+    ]
+    assert streamed.usage.model_dump() == plain.usage.model_dump()
+    assert streamed.stop_reason == plain.stop_reason == "tool_use"
+
+
+def test_anthropic_empty_and_max_tokens_replies(api_server: ApiServer) -> None:
+    client = _anthropic(api_server)
+    api_server.anthropic.push(empty(), message("cut he", stop_reason="max_tokens"))
+    nothing = client.messages.create(model="m", max_tokens=5, messages=USER)
+    assert nothing.content == [] and nothing.usage.output_tokens == 0
+    with client.messages.stream(model="m", max_tokens=5, messages=USER) as stream:
+        cut = stream.get_final_message()
+    assert cut.stop_reason == "max_tokens" and cut.content[0].text == "cut he"
+
+
+@pytest.mark.parametrize(
+    ("reply", "sdk_error", "status", "error_type"),
+    [
+        (prompt_too_long(), "BadRequestError", 400, "invalid_request_error"),
+        (bad_request(), "BadRequestError", 400, "invalid_request_error"),
+        (auth_error(), "AuthenticationError", 401, "authentication_error"),
+        (auth_error(403), "PermissionDeniedError", 403, "permission_error"),
+        (rate_limited(), "RateLimitError", 429, "rate_limit_error"),
+        (overloaded(), "OverloadedError", 529, "overloaded_error"),
+        (server_error(), "InternalServerError", 500, "api_error"),
+    ],
+)
+def test_anthropic_error_shapes(
+    api_server: ApiServer, reply: Any, sdk_error: str, status: int, error_type: str
+) -> None:
+    api_server.anthropic.push(reply)
+    with pytest.raises(getattr(anthropic, sdk_error)) as caught:
+        _anthropic(api_server).messages.create(model="m", max_tokens=5, messages=USER)
+    error = caught.value
+    assert error.status_code == status
+    assert error.body["type"] == "error"
+    assert error.body["error"]["type"] == error_type
+    assert error.request_id == api_server.last.request_id
+
+
+def test_anthropic_prompt_too_long_wording(api_server: ApiServer) -> None:
+    api_server.anthropic.push(prompt_too_long(), prompt_too_long(300_000, 200_000))
+    client = _anthropic(api_server)
+    for expected in (
+        "prompt is too long: 212345 tokens > 200000 maximum",
+        "prompt is too long: 300000 tokens > 200000 maximum",
+    ):
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(model="m", max_tokens=5, messages=USER)
+        assert caught.value.body["error"]["message"] == expected
+
+
+def test_retry_after_header_is_sent(api_server: ApiServer) -> None:
+    api_server.anthropic.push(rate_limited("2.5"))
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        _anthropic(api_server).messages.create(model="m", max_tokens=5, messages=USER)
+    assert caught.value.response.headers["retry-after"] == "2.5"
+
+
+def test_anthropic_stream_failures(api_server: ApiServer) -> None:
+    client = _anthropic(api_server)
+    api_server.anthropic.push(cut_stream(), stream_error(), malformed())
+    stream_args: dict[str, Any] = {"model": "m", "max_tokens": 5, "messages": USER}
+    with (
+        pytest.raises(Exception, match="incomplete chunked read"),
+        client.messages.stream(**stream_args) as stream,
+    ):
+        stream.get_final_message()
+    with (
+        pytest.raises(anthropic.APIStatusError) as caught,
+        client.messages.stream(**stream_args) as stream,
+    ):
+        stream.get_final_message()
+    assert caught.value.body["error"]["type"] == "overloaded_error"
+    with pytest.raises(ValueError), client.messages.stream(**stream_args) as stream:
+        stream.get_final_message()
+
+
+def test_non_streamed_cut_and_malformed(api_server: ApiServer) -> None:
+    client = _anthropic(api_server)
+    api_server.anthropic.push(cut_stream(), malformed())
+    with pytest.raises(anthropic.APIConnectionError):
+        client.messages.create(model="m", max_tokens=5, messages=USER)
+    with pytest.raises(json.JSONDecodeError):
+        client.messages.create(model="m", max_tokens=5, messages=USER)
+
+
+def test_count_tokens_scripted_and_default(api_server: ApiServer) -> None:
+    client = _anthropic(api_server)
+    api_server.count_tokens.push(TokenCount(1234))
+    assert client.messages.count_tokens(model="m", messages=USER).input_tokens == 1234
+    assert client.messages.count_tokens(model="m", messages=USER).input_tokens > 0
+    assert [r.api for r in api_server.requests] == ["count_tokens", "count_tokens"]
+
+
+# --------------------------------------------------------------------------- OpenAI
+
+
+def test_openai_json_reply_parses_in_the_sdk(api_server: ApiServer) -> None:
+    api_server.openai.push(_rich_reply())
+    reply = _openai(api_server).chat.completions.create(model="gpt-test", messages=USER)
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "héllo wörld, a longer text split into deltas"
+    call = choice.message.tool_calls[0]
+    assert (call.id, call.function.name) == ("toolu_9", "Read")
+    assert json.loads(call.function.arguments) == {"file_path": "/a.py", "limit": None}
+    assert reply.usage.prompt_tokens == 11 + 33 + 44
+    assert reply.usage.prompt_tokens_details.cached_tokens == 44
+    assert reply.usage.completion_tokens == 22
+    assert reply._request_id == api_server.last.request_id
+
+
+def test_openai_stream_with_and_without_usage(api_server: ApiServer) -> None:
+    client = _openai(api_server)
+    api_server.openai.push(_rich_reply(), _rich_reply())
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=USER, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 22
+    assert chunks[-2].choices[0].finish_reason == "tool_calls"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    arguments = "".join(
+        c.choices[0].delta.tool_calls[0].function.arguments or ""
+        for c in chunks
+        if c.choices and c.choices[0].delta.tool_calls
+    )
+    assert text == "héllo wörld, a longer text split into deltas"
+    assert json.loads(arguments) == {"file_path": "/a.py", "limit": None}
+    bare = list(client.chat.completions.create(model="m", messages=USER, stream=True))
+    assert all(c.usage is None for c in bare)
+
+
+@pytest.mark.parametrize(
+    ("reply", "sdk_error", "status", "code"),
+    [
+        (prompt_too_long(), "BadRequestError", 400, "context_length_exceeded"),
+        (auth_error(), "AuthenticationError", 401, "invalid_api_key"),
+        (rate_limited(), "RateLimitError", 429, "rate_limit_exceeded"),
+        (overloaded(), "InternalServerError", 503, None),
+        (server_error(), "InternalServerError", 500, None),
+    ],
+)
+def test_openai_error_shapes(
+    api_server: ApiServer, reply: Any, sdk_error: str, status: int, code: str | None
+) -> None:
+    api_server.openai.push(reply)
+    with pytest.raises(getattr(openai, sdk_error)) as caught:
+        _openai(api_server).chat.completions.create(model="m", messages=USER)
+    error = caught.value
+    assert error.status_code == status
+    assert error.code == code
+    assert set(error.body) == {"message", "type", "param", "code"}
+    assert error.request_id == api_server.last.request_id
+
+
+def test_openai_prompt_too_long_wording(api_server: ApiServer) -> None:
+    api_server.openai.push(prompt_too_long())
+    with pytest.raises(openai.BadRequestError) as caught:
+        _openai(api_server).chat.completions.create(model="m", messages=USER)
+    assert caught.value.body["message"].startswith(
+        "This model's maximum context length is 128000 tokens. However, your messages "
+        "resulted in 130000 tokens"
+    )
+
+
+def test_openai_stream_failures(api_server: ApiServer) -> None:
+    client = _openai(api_server)
+    api_server.openai.push(cut_stream(), stream_error(error_type="server_error"), malformed())
+    with pytest.raises(openai.APIConnectionError):
+        list(client.chat.completions.create(model="m", messages=USER, stream=True))
+    with pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model="m", messages=USER, stream=True))
+    assert caught.value.type == "server_error"
+    with pytest.raises(ValueError):
+        list(client.chat.completions.create(model="m", messages=USER, stream=True))
+
+
+# --------------------------------------------------------------------------- the harness
+
+
+def test_every_request_is_recorded_byte_for_byte(api_server: ApiServer) -> None:
+    api_server.anthropic.push(message("ok"))
+    _anthropic(api_server).messages.create(
+        model="m", max_tokens=5, messages=[{"role": "user", "content": "ünïcode"}]
+    )
+    recorded = api_server.last
+    assert recorded.method == "POST" and recorded.path == "/v1/messages"
+    assert recorded.headers["content-type"] == "application/json"
+    assert recorded.json == {
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "ünïcode"}],
+        "model": "m",
+    }
+    assert "ünïcode".encode() in recorded.body
+    assert json.loads(recorded.body) == recorded.json
+    assert not recorded.stream
+
+
+def test_callable_replies_see_the_request(api_server: ApiServer) -> None:
+    def echo(request: RecordedRequest) -> Any:
+        return message(f"you said {request.json['messages'][-1]['content']}")
+
+    api_server.openai.push(echo)
+    reply = _openai(api_server).chat.completions.create(model="m", messages=USER)
+    assert reply.choices[0].message.content == "you said hi"
+
+
+def test_unscripted_requests_fail_loudly() -> None:
+    with start_server() as api:
+        with pytest.raises(anthropic.InternalServerError, match="no reply scripted"):
+            _anthropic(api).messages.create(model="m", max_tokens=5, messages=USER)
+        assert [r.path for r in api.unscripted] == ["/v1/messages"]
+
+
+def test_unknown_paths_are_404(api_server: ApiServer) -> None:
+    with pytest.raises(anthropic.NotFoundError):
+        _anthropic(api_server).models.list()
+    assert api_server.last.method == "GET"
