@@ -195,5 +195,5 @@ def load_model_table(
     return table
 
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 """Used when a transcript does not say which model it ran on."""
