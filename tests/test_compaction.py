@@ -629,3 +629,21 @@ def test_rehydration_and_ledger_hooks_are_used() -> None:
         )
     )
     assert "Facts ledger" not in no_ledger.summary_text
+
+
+def test_partial_pivot_across_an_earlier_partial_compaction_is_refused() -> None:
+    entries = session_entries(6)
+    first = run(compact_conversation(entries, ScriptedProvider([reply(SUMMARY)]), params=PARAMS,
+                                     direction="up_to", pivot_uuid=entries[12].uuid, planner=identity_planner))
+    later = [*entries, *first.new_entries(), *session_entries(2)]
+    # the view is [boundary, summary, entries[12:] (spliced back), the two new turns]
+    kept_old = entries[16]
+    with pytest.raises(ConfigError, match="both sides of an earlier partial compaction"):
+        run(compact_conversation(later, ScriptedProvider([reply(SUMMARY)]), params=PARAMS,
+                                 direction="up_to", pivot_uuid=kept_old.uuid, planner=identity_planner))
+    # a pivot after the spliced part keeps one run of the file and works
+    new_turn = later[-8]
+    result = run(compact_conversation(later, ScriptedProvider([reply(SUMMARY)]), params=PARAMS,
+                                      direction="up_to", pivot_uuid=new_turn.uuid, planner=identity_planner))
+    view = normalize_messages(messages_after_compact_boundary([*later, *result.new_entries()]))
+    validate_request(view)

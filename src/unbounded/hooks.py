@@ -39,6 +39,8 @@ Code 2.1.76 and typed in claude-agent-sdk-python's `PostCompactHookInput`)::
   blocks a PreCompact.
 - **Timeout**: per hook `timeout` in seconds, else `Policy.hook_timeout_seconds` (60); a hook
   that runs over is killed with its whole process group and reported as timed out.
+- **Where commands come from**: only the settings given (`HookSettings.load` or
+  `from_settings`), never the transcript; `load` refuses a file other users can write.
 
 Hooks matching an event run concurrently; their results keep the configuration's order.
 Identical commands run once. A hook never raises: failures, timeouts and commands that
@@ -212,8 +214,15 @@ class HookSettings:
         return cls(events=events, warnings=tuple(warnings))
 
     @classmethod
-    def load(cls, path: str | Path) -> HookSettings:
-        """Read a settings JSON file (e.g. .claude/settings.json)."""
+    def load(cls, path: str | Path, *, check_permissions: bool = True) -> HookSettings:
+        """Read a settings JSON file (e.g. .claude/settings.json).
+
+        Its commands will run, so (POSIX, unless `check_permissions=False`) a file that other
+        users may write (world-writable, or owned by someone other than you or root) is
+        refused with a ConfigError.
+        """
+        if check_permissions:
+            _check_settings_permissions(Path(path))
         try:
             data = orjson.loads(Path(path).read_bytes())
         except OSError as error:
@@ -341,6 +350,26 @@ class PostCompactOutcome:
     additional_context: tuple[str, ...]
     user_display_message: str | None
     results: tuple[HookResult, ...]
+
+
+def _check_settings_permissions(path: Path) -> None:
+    """Refuse a hook settings file that someone else could have written commands into."""
+    if os.name != "posix":
+        return
+    try:
+        info = path.stat()
+    except OSError:
+        return  # reading it reports the problem
+    if info.st_mode & 0o002:
+        raise ConfigError(
+            f"{path}: hook settings are writable by every user (mode {info.st_mode & 0o777:04o}); "
+            f"their commands would run as you: chmod o-w {path}"
+        )
+    if info.st_uid not in (os.getuid(), 0):
+        raise ConfigError(
+            f"{path}: hook settings belong to another user (uid {info.st_uid}); their commands "
+            "would run as you: copy the file and check it, or pass check_permissions=False"
+        )
 
 
 def merge_custom_instructions(user: str | None, hook: str | None) -> str | None:

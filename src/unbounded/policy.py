@@ -17,6 +17,7 @@ Environment overrides (prefix UNBOUNDED_), read by `Policy.from_env()`:
     UNBOUNDED_DISABLE_COMPACT            disable all compaction, manual included
     UNBOUNDED_DISABLE_AUTO_COMPACT       disable automatic compaction only
     UNBOUNDED_DISABLE_MICROCOMPACT       disable microcompaction
+    UNBOUNDED_DISABLE_SESSION_MEMORY     disable session-memory notes and their compaction
     UNBOUNDED_MAX_OUTPUT_TOKENS          override the model's max output
     UNBOUNDED_BLOCKING_LIMIT_OVERRIDE    override the hard blocking limit (tokens)
 """
@@ -119,6 +120,34 @@ class Policy:
     cache_ttl_1h_query_sources: tuple[str, ...] = ("repl_main_thread*", "sdk", "agent:*")
     """Query-source patterns (fnmatch) allowed the 1-hour TTL; others use 5 minutes."""
 
+    # -- session memory (seed 004 "Tier 3: Session Memory Compact"; docs/session.md) ---------
+    session_memory_enabled: bool = True
+    """False: notes are never updated and session-memory compaction always falls through."""
+    session_memory_init_tokens: int = 10_000
+    """The first notes update waits until the context holds this many tokens (a short
+    conversation has nothing worth noting, and never reaches the auto-compact threshold)."""
+    session_memory_min_tokens_between_updates: int = 5_000
+    """An update needs at least this many tokens added since the messages the notes cover…"""
+    session_memory_tool_calls_between_updates: int = 3
+    """…and at least this many tool calls since then, or a last turn that made none."""
+    session_memory_section_tokens: int = 2_000
+    """A notes section over this size gets a condense reminder in the update prompt."""
+    session_memory_total_tokens: int = 12_000
+    """Notes over this size get a critical shorten reminder in the update prompt."""
+    session_memory_compact_section_chars: int = 8_000
+    """Each section is cut to this many characters (~2,000 tokens) when the notes become a
+    compaction summary; headers and descriptions are kept and a marker points to the file."""
+    session_memory_keep_min_tokens: int = 10_000
+    """Session-memory compaction keeps at least this many tokens of recent messages…"""
+    session_memory_keep_min_text_messages: int = 5
+    """…and at least this many recent messages with text…"""
+    session_memory_keep_max_tokens: int = 40_000
+    """…and stops expanding backwards once it keeps this many."""
+    session_memory_wait_seconds: float = 15.0
+    """Compaction waits this long for a notes update in flight, then uses the notes as they are."""
+    session_memory_update_timeout_seconds: float = 60.0
+    """A notes update (the forked model call) is abandoned after this long."""
+
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
@@ -145,6 +174,20 @@ class Policy:
             raise ConfigError(
                 "Policy.cached_microcompact_keep_recent must be below cached_microcompact_trigger"
             )
+        if self.session_memory_keep_min_tokens > self.session_memory_keep_max_tokens:
+            raise ConfigError(
+                "Policy.session_memory_keep_min_tokens must not exceed "
+                "session_memory_keep_max_tokens"
+            )
+        if self.session_memory_section_tokens > self.session_memory_total_tokens:
+            raise ConfigError(
+                "Policy.session_memory_section_tokens must not exceed session_memory_total_tokens"
+            )
+        if self.session_memory_wait_seconds < 0 or self.session_memory_update_timeout_seconds <= 0:
+            raise ConfigError(
+                "Policy.session_memory_wait_seconds must be >= 0 and "
+                "session_memory_update_timeout_seconds > 0"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Policy:
@@ -162,6 +205,7 @@ class Policy:
             ("DISABLE_COMPACT", "compact_enabled"),
             ("DISABLE_AUTO_COMPACT", "auto_compact_enabled"),
             ("DISABLE_MICROCOMPACT", "microcompact_enabled"),
+            ("DISABLE_SESSION_MEMORY", "session_memory_enabled"),
         ):
             if _env_bool(env, name):
                 values[attribute] = False

@@ -11,6 +11,10 @@
     record(response) -> usage anchors the count; cache-break check; state saved
     call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry
 
+Extensions (`extensions=[...]`, e.g. session memory, instruction files) register listeners:
+`prepare_listeners` (awaited first in prepare), `turn_listeners` (after record) and
+`compaction_listeners` (post-compact cleanup of this session's own state); see docs/session.md.
+
 Everything that must survive a restart is saved in the store after each step: the
 microcompaction state, the circuit breaker and compaction tracking, the latched cache TTL.
 The transcript is only ever appended to. The class is async; `SyncSession` is the same
@@ -25,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 from unbounded.caching.breakpoints import place_cache_breakpoints
@@ -63,18 +67,35 @@ from unbounded.providers.base import (
     ProviderError,
     run_sync,
 )
+from unbounded.redaction import Redactor, private_diff_writer, redact_compaction, redactor_for
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
 from unbounded.tokens.estimate import ContextCounter
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
 GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
 """Query sources that never trigger auto-compaction (it would recurse or deadlock)."""
-CIRCUIT_BREAKER_FAILURES = 3
+CIRCUIT_BREAKER_FAILURES = 5
 """Consecutive auto-compaction failures before the extractive summarizer takes over."""
 STATE_NAME = "session"
 
 MemoryCompactor = Callable[["Session"], Awaitable[CompactionResult | None]]
 """Session-memory compaction: a result built from the notes, or None to fall through."""
+PrepareListener = Callable[["Session"], Awaitable[None]]
+"""Awaited at the start of every `prepare()` (notes updates, instruction-file attachments)."""
+TurnListener = Callable[["Session", Entry], None]
+"""Called after each recorded response, with its entry."""
+CompactionListener = Callable[["Session", CompactionResult], None]
+"""Called after a compaction was appended: post-compact cleanup of state that referred to
+the old messages. Listeners belong to one session, so a sub-agent's compaction (its own
+Session) never reaches the main session's listeners."""
+
+
+class SessionExtension(Protocol):
+    """Something that plugs into a session (session memory, instruction files)."""
+
+    def attach(self, session: Session) -> None:
+        """Register listeners (and a memory compactor) on `session`."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +194,8 @@ class Session:
         diff_dir: str | Path | None = None,
         ttl_eligible: bool | None = None,
         clock: Callable[[], datetime] = _now,
+        extensions: Sequence[SessionExtension] = (),
+        redact_secrets: bool | Redactor = False,
     ) -> None:
         self.config = config
         self.store: SessionStore = store or MemoryStore()
@@ -189,7 +212,13 @@ class Session:
         self.allowed_roots = [str(r) for r in allowed_roots] if allowed_roots is not None else None
         self._events = events
         self._clock = clock
-        self.detector = PromptCacheBreakDetector(self.policy, diff_dir=diff_dir, sink=events)
+        self.redactor = redactor_for(redact_secrets)
+        self.detector = PromptCacheBreakDetector(
+            self.policy,
+            diff_dir=diff_dir,
+            sink=events,
+            write_diff=private_diff_writer(self.redactor),
+        )
         transcript = self.store.load()
         self.warnings = list(transcript.warnings)
         self.entries: list[Entry] = transcript.main_thread()
@@ -207,7 +236,12 @@ class Session:
         self.last_request: ProviderRequest | None = None
         self._last_sent: list[MessageParam] | None = None
         self._level: WarningLevel = "ok"
+        self.prepare_listeners: list[PrepareListener] = []
+        self.turn_listeners: list[TurnListener] = []
+        self.compaction_listeners: list[CompactionListener] = []
         self._rebuild_view()
+        for extension in extensions:
+            extension.attach(self)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -338,6 +372,8 @@ class Session:
             if isinstance(check, CacheBreak):
                 emit(self._events, check)
         self._save_state()
+        for turn_listener in list(self.turn_listeners):
+            turn_listener(self, entry)
         return entry
 
     # -- the pipeline --------------------------------------------------------------------------
@@ -354,6 +390,8 @@ class Session:
 
     async def prepare(self) -> ProviderRequest:
         """Run the pipeline and return the request to send now."""
+        for prepare_listener in list(self.prepare_listeners):
+            await prepare_listener(self)
         now = self._clock()
         await self._maybe_auto_compact()
         result = microcompact(
@@ -425,6 +463,7 @@ class Session:
         if self.memory_compactor is not None:
             result = await self.memory_compactor(self)
             if result is not None:
+                self.tracking.consecutive_failures = 0  # any success resets the breaker
                 self._apply(result)
                 return result
         provider = self._summarizer_for_auto()
@@ -539,6 +578,8 @@ class Session:
 
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
+        if self.redactor is not None:
+            redact_compaction(result, self.redactor)
         self.append(result.new_entries())
         self.micro.reset_after_compaction()
         self.detector.notify_compaction(self.config.query_source)
@@ -546,6 +587,8 @@ class Session:
         self.tracking.turns_at_last_compaction = self.tracking.turns
         self.tracking.last_compaction_turn_id = result.boundary.uuid
         self._last_sent = None
+        for compaction_listener in list(self.compaction_listeners):
+            compaction_listener(self, result)
         self._save_state()
 
     # -- one whole turn ---------------------------------------------------------------------------
@@ -628,10 +671,14 @@ def copy_request(request: ProviderRequest) -> ProviderRequest:
 
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
+    "CompactionListener",
     "Event",
     "MemoryCompactor",
+    "PrepareListener",
     "Session",
     "SessionConfig",
+    "SessionExtension",
     "SessionStatus",
     "SyncSession",
+    "TurnListener",
 ]

@@ -10,31 +10,63 @@ without touching it. `FolderStore` keeps one folder per session:
 Folders are created 0700 and files 0600. Appends are one flushed, fsynced write per batch of
 entries; state files are replaced atomically. `MemoryStore` keeps everything in memory, for
 tests and throwaway sessions.
+
+Crash recovery (`FolderStore.load`, only while holding the lock): a batch of several entries
+(a compaction's boundary, summary and attachments) is announced first in `.append-pending`
+(its start offset and line count, fsynced); if a crash cut the batch short, everything from
+that offset is set aside, so a transcript never holds a boundary without its summary. A torn
+last line (no newline, not JSON) is set aside too. Set-aside bytes go to
+`transcript.jsonl.torn-<UTC time>` (0600) next to the transcript, which is truncated back to
+its last complete line so later appends start on a fresh line; a warning names the file. An
+append that fails in this process (disk full) is truncated away before the error is raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import math
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from unbounded.errors import ConfigError, UnboundedError
-from unbounded.fileio import atomic_write_chunks, atomic_write_json, private_folder
+from unbounded.fileio import (
+    FILE_MODE,
+    append_private,
+    atomic_write_chunks,
+    atomic_write_json,
+    fsync_directory,
+    private_folder,
+)
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts.claude_code import append_claude_code, read_claude_code
+from unbounded.transcripts.claude_code import read_claude_code
+from unbounded.transcripts.jsonl import dumps_line, max_line_bytes_default
 
 TRANSCRIPT_NAME = "transcript.jsonl"
 STATE_FOLDER = "state"
 MEMORY_RELATIVE_PATH = Path("session-memory") / "summary.md"
+PENDING_NAME = ".append-pending"
+"""Where a multi-entry append announces its start offset and line count before writing."""
+TORN_SUFFIX = ".torn-"
+"""Set-aside bytes go to `transcript.jsonl.torn-<UTC time>`."""
+LOCK_POLL_SECONDS = 0.05
+"""How often a store waiting for the folder lock tries again."""
+_CHUNK = 1 << 20
 
 
 class SessionLockedError(UnboundedError):
     """Another process holds this session's folder."""
+
+
+class StoreDamagedError(UnboundedError):
+    """A failed write could not be undone; the store refuses appends until it is reopened."""
 
 
 @runtime_checkable
@@ -81,27 +113,54 @@ class FolderStore:
 
     `lock=True` takes an exclusive advisory lock on the folder for this object's life, so a
     second process using the same session gets a clear error instead of interleaved writes.
+    `wait` is how many seconds to wait for a lock another process holds (default: none,
+    `math.inf`: until it is free) before raising `SessionLockedError`. With `lock=False` the
+    store only reads: crash damage is reported in the warnings but not repaired.
     """
 
-    def __init__(self, folder: str | Path, *, lock: bool = True) -> None:
+    def __init__(
+        self, folder: str | Path, *, lock: bool = True, wait: float | None = None
+    ) -> None:
+        if wait is not None and (math.isnan(wait) or wait < 0):
+            raise ConfigError("FolderStore wait must be a number of seconds >= 0")
         self.folder = private_folder(folder)
         if not self.folder.is_dir():
             raise ConfigError(f"{self.folder} is not a folder")
         self._lock_handle: int | None = None
+        self._damaged: str | None = None
         if lock:
-            self._acquire_lock()
+            self._acquire_lock(wait or 0.0)
 
-    def _acquire_lock(self) -> None:
-        handle = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    def _acquire_lock(self, wait: float) -> None:
+        handle = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
+        deadline = time.monotonic() + wait
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            if math.isinf(wait):
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            else:
+                while True:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            waited = f" after waiting {wait:g} s" if wait else ""
+                            raise SessionLockedError(
+                                f"{self.folder} is in use by another process{waited}; close it "
+                                "there first, pass wait= to wait for it, or open this store "
+                                "with lock=False to read it"
+                            ) from None
+                        time.sleep(min(LOCK_POLL_SECONDS, left))
+        except BaseException:
             os.close(handle)
-            raise SessionLockedError(
-                f"{self.folder} is in use by another process; close it there first "
-                "(or open this store with lock=False to read it)"
-            ) from None
+            raise
         self._lock_handle = handle
+
+    @property
+    def locked(self) -> bool:
+        """Whether this store holds the folder lock (and may repair and write)."""
+        return self._lock_handle is not None
 
     def close(self) -> None:
         """Release the folder lock."""
@@ -132,14 +191,134 @@ class FolderStore:
         return str(self.folder / MEMORY_RELATIVE_PATH)
 
     def load(self) -> Transcript:
-        """The transcript (a torn last line is reported in its warnings and left out)."""
+        """The transcript, after repairing what a crash left at its end (see the module doc).
+
+        Repairs are reported in the transcript's warnings; without the lock they are only
+        reported, and a torn last line is left out of the entries.
+        """
+        notes = self.recover() if self.locked else self._damage_report()
         if not self.transcript_file.exists() or self.transcript_file.stat().st_size == 0:
-            return Transcript(entries=[], format="claude-code", path=self.transcript_file)
-        return read_claude_code(self.transcript_file)
+            return Transcript(
+                entries=[], format="claude-code", path=self.transcript_file, warnings=notes
+            )
+        transcript = read_claude_code(self.transcript_file)
+        transcript.warnings[:0] = notes
+        return transcript
 
     def append(self, entries: Sequence[Entry]) -> None:
-        """Append entries in one fsynced write."""
-        append_claude_code(entries, self.transcript_file)
+        """Append entries in one flushed, fsynced write; it lands whole or not at all.
+
+        A batch of several entries is announced in `.append-pending` first, so a crash in the
+        middle of it is undone on the next load; a failure here truncates it away at once.
+        """
+        payload = b"".join(dumps_line(entry.data) for entry in entries)
+        if not payload:
+            return
+        path = self.transcript_file
+        created = not path.exists()
+        size = 0 if created else path.stat().st_size
+        batch = len(entries) > 1
+        if batch:
+            atomic_write_json(self._pending_file, {"offset": size, "lines": len(entries)})
+        if self._damaged is not None:
+            raise StoreDamagedError(self._damaged)
+        try:
+            append_private(path, payload)
+        except BaseException:
+            try:
+                _truncate(path, size)
+            except OSError as error:
+                self._damaged = (
+                    f"{path}: a failed append could not be undone ({error}); nothing more is "
+                    "appended: reopen the store, which sets the partial write aside"
+                )
+            else:
+                if batch:
+                    self._pending_file.unlink(missing_ok=True)
+            raise
+        if created:
+            fsync_directory(self.folder)  # the new file's name must survive a power cut too
+        if batch:
+            with contextlib.suppress(FileNotFoundError):
+                self._pending_file.unlink()
+
+    # -- crash recovery -------------------------------------------------------------------------
+    @property
+    def _pending_file(self) -> Path:
+        return self.folder / PENDING_NAME
+
+    def _read_pending(self) -> tuple[int, int] | None:
+        try:
+            data = orjson.loads(self._pending_file.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, orjson.JSONDecodeError):
+            return (-1, 0)
+        if not isinstance(data, dict):
+            return (-1, 0)
+        offset, lines = data.get("offset"), data.get("lines")
+        if not isinstance(offset, int) or not isinstance(lines, int) or offset < 0 or lines < 1:
+            return (-1, 0)
+        return offset, lines
+
+    def recover(self) -> list[str]:
+        """Undo an unfinished batch append and set aside a torn last line; returns warnings.
+
+        Needs the lock (the store opened with `lock=True`); `load()` calls it.
+        """
+        if not self.locked:
+            raise SessionLockedError("recover() needs the folder lock (open with lock=True)")
+        notes: list[str] = []
+        path = self.transcript_file
+        size = path.stat().st_size if path.exists() else 0
+        pending = self._read_pending()
+        if pending is not None:
+            offset, lines = pending
+            if offset < 0:
+                notes.append(f"{self._pending_file}: unreadable, ignored")
+            elif offset < size and _newlines_from(path, offset, lines) < lines:
+                side = self._set_aside(offset, size)
+                notes.append(
+                    f"{path}: an append of {lines} entries was cut short by a crash; its "
+                    f"{size - offset:,} bytes were set aside in {side}"
+                )
+                size = offset
+            self._pending_file.unlink(missing_ok=True)
+        end = _end_of_last_line(path, size)
+        if end < size:
+            tail_size = size - end
+            if tail_size <= max_line_bytes_default() and _is_json_object(path, end, size):
+                append_private(path, b"\n")
+                notes.append(f"{path}: last line had no newline; completed")
+            else:
+                side = self._set_aside(end, size)
+                notes.append(
+                    f"{path}: torn last line ({tail_size:,} bytes with no newline, not JSON) "
+                    f"set aside in {side}"
+                )
+        return notes
+
+    def _damage_report(self) -> list[str]:
+        pending = self._read_pending()
+        if pending is None or pending[0] < 0:
+            return []
+        return [
+            f"{self.transcript_file}: an append of {pending[1]} entries may be unfinished "
+            "(a crash, or a write in progress); open the store with the lock to repair it"
+        ]
+
+    def _set_aside(self, start: int, end: int) -> Path:
+        """Copy bytes [start, end) to a private side file, fsync it, then truncate there."""
+        path = self.transcript_file
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        side = path.with_name(f"{path.name}{TORN_SUFFIX}{stamp}")
+        counter = 1
+        while side.exists():
+            counter += 1
+            side = path.with_name(f"{path.name}{TORN_SUFFIX}{stamp}-{counter}")
+        atomic_write_chunks(side, _read_range(path, start, end))
+        _truncate(path, start)
+        return side
 
     def _state_file(self, name: str) -> Path:
         if not name.replace("_", "").replace("-", "").isalnum():
@@ -173,6 +352,61 @@ class FolderStore:
     def write_memory(self, text: str) -> None:
         """Replace the notes atomically (0600)."""
         atomic_write_chunks(self.folder / MEMORY_RELATIVE_PATH, [text.encode("utf-8")])
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Cut a file back to `size` bytes, durably."""
+    with path.open("r+b") as handle:
+        handle.truncate(size)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _read_range(path: Path, start: int, end: int) -> Iterator[bytes]:
+    with path.open("rb") as handle:
+        handle.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = handle.read(min(_CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+            yield chunk
+
+
+def _newlines_from(path: Path, start: int, enough: int) -> int:
+    """Newlines from `start` on, counting stops once `enough` were seen."""
+    seen = 0
+    for chunk in _read_range(path, start, path.stat().st_size):
+        seen += chunk.count(b"\n")
+        if seen >= enough:
+            break
+    return seen
+
+
+def _end_of_last_line(path: Path, size: int) -> int:
+    """Offset just past the last newline in the first `size` bytes (0 when there is none)."""
+    if size == 0:
+        return 0
+    with path.open("rb") as handle:
+        position = size
+        while position > 0:
+            start = max(0, position - _CHUNK)
+            handle.seek(start)
+            chunk = handle.read(position - start)
+            found = chunk.rfind(b"\n")
+            if found >= 0:
+                return start + found + 1
+            position = start
+    return 0
+
+
+def _is_json_object(path: Path, start: int, end: int) -> bool:
+    try:
+        value = orjson.loads(b"".join(_read_range(path, start, end)))
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict)
 
 
 class MemoryStore:

@@ -56,7 +56,12 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     """Entry point of the `unbounded` console script."""
-    from unbounded.cli import compact_command, inspect_command  # noqa: F401  (registers them)
+    from unbounded.cli import (  # noqa: F401  (registers them)
+        compact_command,
+        eval_command,
+        inspect_command,
+        replay_command,
+    )
 
     app(prog_name="unbounded")
 

@@ -243,6 +243,28 @@ def safe_pivot(view: Sequence[Entry], pivot_uuid: str) -> int:
     return index
 
 
+def _require_contiguous(entries: Sequence[Entry], kept: Sequence[Entry]) -> None:
+    """Kept messages must be one run of the file: a boundary can relink only one segment.
+
+    After an earlier partial compaction the view splices old records in front of newer ones;
+    a pivot that keeps both sides of that splice cannot be recorded, so it is refused.
+    """
+    if not kept:
+        return
+    positions = {entry.uuid: index for index, entry in enumerate(entries) if entry.uuid}
+    indices = [positions.get(entry.uuid or "") for entry in kept]
+    if any(index is None for index in indices):
+        raise ConfigError("the kept messages are not all in the transcript")
+    first = indices[0]
+    assert first is not None
+    expected = [e.uuid for e in entries[first : first + len(kept)]]
+    if expected != [e.uuid for e in kept]:
+        raise ConfigError(
+            "this pivot would keep messages from both sides of an earlier partial compaction; "
+            "choose a pivot after that compaction's summary"
+        )
+
+
 def _discovered_tools(entries: Sequence[Entry]) -> list[str]:
     names: set[str] = set()
     for entry in entries:
@@ -389,6 +411,7 @@ async def compact_conversation(
             summarized, kept = list(view[:pivot]), list(view[pivot:])
         else:
             summarized, kept = list(view[pivot:]), list(view[:pivot])
+        _require_contiguous(entries, kept)
 
     try:
         hook_instructions: str | None = None

@@ -8,7 +8,7 @@ a damaged file fails with its line number; unknown fields are kept and written b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,7 @@ def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
         for position, block in enumerate(content):
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 _fail(path, line, f"message.content[{position}] should be an object with a 'type'")
+            _validate_block(block, f"message.content[{position}]", path, line)
     usage = message.get("usage")
     if usage is not None:
         if not isinstance(usage, dict):
@@ -115,16 +116,84 @@ def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
         _fail(path, line, "field 'message.id' should be a string")
 
 
-def read_claude_code(path: str | Path, *, skip_invalid: bool = False) -> Transcript:
-    """Read a Claude Code JSONL session file (streamed line by line)."""
+def iter_claude_code(
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    report: ReadReport | None = None,
+    max_line_bytes: int | None = None,
+    max_depth: int | None = None,
+) -> Iterator[Entry]:
+    """Stream a Claude Code JSONL file one entry at a time (memory bounded by the longest line).
+
+    Same checks as `read_claude_code`; warnings and skipped lines go to `report`.
+    """
+    source = Path(path)
+    for line, record in iter_json_lines(
+        source,
+        skip_invalid=skip_invalid,
+        report=report if report is not None else ReadReport(),
+        validate=validate_record,
+        max_line_bytes=max_line_bytes,
+        max_depth=max_depth,
+    ):
+        yield Entry(record, line)
+
+
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, tuple[type, ...], bool], ...]] = {
+    "text": (("text", (str,), True),),
+    "tool_use": (("id", (str,), True), ("name", (str,), True), ("input", (dict,), False)),
+    "tool_result": (
+        ("tool_use_id", (str,), True),
+        ("content", (str, list), False),
+        ("is_error", (bool,), False),
+    ),
+    "thinking": (("thinking", (str,), True), ("signature", (str,), False)),
+    "redacted_thinking": (("data", (str,), True),),
+    "image": (("source", (dict,), True),),
+    "document": (("source", (dict,), True),),
+}
+"""Fields of the content blocks unbounded reads: (name, allowed types, required)."""
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list", bool: "true or false"}
+
+
+def _validate_block(block: dict[str, Any], where: str, path: Path, line: int) -> None:
+    """Type-check the fields unbounded reads in one content block (nested results too)."""
+    for name, kinds, required in _BLOCK_FIELDS.get(block["type"], ()):
+        value = block.get(name)
+        if value is None and not required:
+            continue
+        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+            expected = " or ".join(_TYPE_NAMES[kind] for kind in kinds)
+            found = "missing" if value is None else f"found {type(value).__name__}"
+            _fail(path, line, f"field '{where}.{name}' should be {expected} ({found})")
+    if block["type"] == "tool_result" and isinstance(block.get("content"), list):
+        for position, inner in enumerate(block["content"]):
+            inner_where = f"{where}.content[{position}]"
+            if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
+                _fail(path, line, f"{inner_where} should be an object with a 'type'")
+            _validate_block(inner, inner_where, path, line)
+
+
+def read_claude_code(
+    path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    max_line_bytes: int | None = None,
+    max_depth: int | None = None,
+) -> Transcript:
+    """Read a Claude Code JSONL session file (streamed line by line, every entry kept)."""
     source = Path(path)
     report = ReadReport()
-    entries = [
-        Entry(record, line)
-        for line, record in iter_json_lines(
-            source, skip_invalid=skip_invalid, report=report, validate=validate_record
+    entries = list(
+        iter_claude_code(
+            source,
+            skip_invalid=skip_invalid,
+            report=report,
+            max_line_bytes=max_line_bytes,
+            max_depth=max_depth,
         )
-    ]
+    )
     versions = sorted(
         {str(e.data["version"]) for e in entries if isinstance(e.data.get("version"), str)}
     )
@@ -156,6 +225,6 @@ def append_claude_code(entries: Sequence[Entry], path: str | Path, *, fsync: boo
 def looks_like_claude_code(record: dict[str, Any]) -> bool:
     """Whether a first JSON record has the shape of a Claude Code line."""
     kind = record.get("type")
-    if kind not in RECORD_TYPES:
+    if not isinstance(kind, str) or kind not in RECORD_TYPES:
         return False
     return any(key in record for key in ("uuid", "sessionId", "leafUuid", "messageId", "operation"))

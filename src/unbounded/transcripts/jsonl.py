@@ -1,17 +1,62 @@
-"""Reading JSON Lines safely: binary and encoding checks, torn last lines, skip-invalid mode."""
+"""Reading JSON Lines safely: binary and encoding checks, torn last lines, skip-invalid mode.
+
+Hostile input is bounded: the file is streamed one line at a time, a line longer than
+`max_line_bytes` (default `MAX_LINE_BYTES`, 256 MiB, or `UNBOUNDED_MAX_LINE_BYTES`) is an
+error that never holds more than the limit in memory, and a record nested deeper than
+`max_depth` (default `MAX_DEPTH`, 200) is refused: orjson reads 1,024 levels but writes only
+254, so a deeper record could be read and then fail when it is written back or sent.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
-from unbounded.errors import TranscriptError
+from unbounded.errors import ConfigError, TranscriptError
 
 SNIFF_BYTES = 65_536
+MAX_LINE_BYTES = 256 * 1024 * 1024
+"""Longest line read (newline excluded); `UNBOUNDED_MAX_LINE_BYTES` overrides it."""
+MAX_DEPTH = 200
+"""Deepest nesting of arrays and objects in one record (orjson writes at most 254 levels)."""
+_SKIP_CHUNK = 1 << 20
+
+
+def max_line_bytes_default() -> int:
+    """The line-size limit: `UNBOUNDED_MAX_LINE_BYTES` when set, else `MAX_LINE_BYTES`."""
+    value = os.environ.get("UNBOUNDED_MAX_LINE_BYTES")
+    if not value:
+        return MAX_LINE_BYTES
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        raise ConfigError(f"UNBOUNDED_MAX_LINE_BYTES must be a positive integer, not {value!r}")
+    return limit
+
+
+def nesting_depth(value: Any) -> int:
+    """How deep arrays and objects nest in `value` (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 @dataclass(slots=True)
@@ -33,24 +78,66 @@ def check_not_binary(path: Path, head: bytes) -> None:
         )
 
 
+def _skip_rest_of_line(handle: IO[bytes]) -> bool:
+    """Read past the rest of an over-long line in bounded chunks; True if a newline ended it."""
+    while True:
+        chunk = handle.readline(_SKIP_CHUNK)
+        if not chunk:
+            return False
+        if chunk.endswith(b"\n"):
+            return True
+
+
 def iter_json_lines(
     path: Path,
     *,
     skip_invalid: bool,
     report: ReadReport,
     validate: Callable[[dict[str, Any], Path, int], None] | None = None,
+    max_line_bytes: int | None = None,
+    max_depth: int | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each non-blank line, streaming the file.
 
     A line that is not a JSON object raises TranscriptError naming the file and line, or is
-    counted and skipped with `skip_invalid`. A last line with no newline that does not parse
-    is a write in progress or a crash mid-append: it is reported as a warning and left out.
+    counted and skipped with `skip_invalid`; so does a line over `max_line_bytes` (read in
+    bounded chunks, never held whole) or a record nested deeper than `max_depth`. A last line
+    with no newline that does not parse is a write in progress or a crash mid-append: it is
+    reported as a warning and left out.
     """
+    limit = max_line_bytes if max_line_bytes is not None else max_line_bytes_default()
+    depth = max_depth if max_depth is not None else MAX_DEPTH
+    if limit <= 0 or depth <= 0:
+        raise ConfigError("max_line_bytes and max_depth must be positive")
     with path.open("rb") as handle:
         previous: tuple[int, bytes] | None = None
-        for number, raw in enumerate(handle, 1):
+        number = 0
+        while True:
+            raw = handle.readline(limit + 1)
+            if not raw:
+                break
+            number += 1
             if previous is not None:
-                yield from _parse_line(path, *previous, skip_invalid, report, validate)
+                yield from _parse_line(path, *previous, skip_invalid, report, validate, depth)
+                previous = None
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                ended = _skip_rest_of_line(handle)
+                if not ended:
+                    report.warnings.append(
+                        f"{path}:{number}: torn last line (over {limit:,} bytes with no "
+                        "newline): left out"
+                    )
+                    return
+                if not skip_invalid:
+                    raise TranscriptError(
+                        f"line longer than {limit:,} bytes",
+                        path=path,
+                        line=number,
+                        hint="raise the limit with max_line_bytes= or UNBOUNDED_MAX_LINE_BYTES, "
+                        "or use --skip-invalid",
+                    )
+                report.skipped_lines += 1
+                continue
             previous = (number, raw)
         if previous is None:
             return
@@ -64,7 +151,14 @@ def iter_json_lines(
                     "newline, not valid JSON): left out"
                 )
                 return
-        yield from _parse_line(path, last_number, last_raw, skip_invalid, report, validate)
+        yield from _parse_line(path, last_number, last_raw, skip_invalid, report, validate, depth)
+
+
+def _too_deep(raw: bytes, value: Any, max_depth: int) -> bool:
+    # Counting brackets is cheap and bounds the depth from above; walk only when it might be.
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:
+        return False
+    return nesting_depth(value) > max_depth
 
 
 def _parse_line(
@@ -74,6 +168,7 @@ def _parse_line(
     skip_invalid: bool,
     report: ReadReport,
     validate: Callable[[dict[str, Any], Path, int], None] | None,
+    max_depth: int = MAX_DEPTH,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     if not raw.strip():
         return
@@ -85,10 +180,23 @@ def _parse_line(
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            reason = "not valid UTF-8" if "utf-8" in str(exc).lower() else f"malformed JSON ({exc})"
+            text = str(exc).lower()
+            if "depth" in text or "recursion" in text:
+                reason = f"nested deeper than {max_depth} levels"
+            elif "utf-8" in text:
+                reason = "not valid UTF-8"
+            else:
+                reason = f"malformed JSON ({exc})"
             raise TranscriptError(
                 reason, path=path, line=number, hint="fix or remove the line, or use --skip-invalid"
             ) from None
+        if _too_deep(raw, value, max_depth):
+            raise TranscriptError(
+                f"nested deeper than {max_depth} levels",
+                path=path,
+                line=number,
+                hint="fix or remove the line, or use --skip-invalid",
+            )
         if not isinstance(value, dict):
             raise TranscriptError(
                 f"expected a JSON object, found {type(value).__name__}",

@@ -1,0 +1,211 @@
+"""The replay benchmark: the pipeline's per-turn cost and the speed of a whole replay.
+
+- `per_turn_us_median`: the pipeline's work for one turn (`Session.prepare` + `record`) on
+  the largest corpus session at its longest point: the session is replayed through the
+  pipeline and the 20 turns with the largest requests are timed (turns that compacted are
+  left out: a compaction is a different, rarer cost).
+- `json_dumps_us_median`: stdlib `json.dumps` of those same requests; `per_turn_ratio` is the
+  first over the second (target <= 1.0: the pipeline costs no more than serialising the
+  request it builds).
+- `replay_calls_per_s`, `replay_seconds`: a whole `unbounded replay` of that session
+  (pipeline, simulator, four baselines, fidelity), as the command runs it.
+- `peak_rss_mb`: the process's peak resident memory.
+- `langchain_per_call_us_median` (only when LangChain is installed): LangChain's
+  SummarizationMiddleware and ContextEditingMiddleware (ClearToolUsesEdit) doing their
+  per-call work on the same conversation (no model call: below the summarization trigger).
+
+Without the corpus (../shared/corpus/raw) the built-in demo session is used.
+Run: python benchmarks/run.py [--json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from unbounded.demo import DEMO_SOURCE, demo_transcript
+from unbounded.evaluation.replay import ReplayOptions, replay_session
+from unbounded.model.transcript import Transcript
+from unbounded.policy import Policy
+from unbounded.transcripts.loader import load_transcript
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "raw"
+LONGEST_TURNS = 20
+
+
+def largest_session(corpus: Path) -> tuple[str, Transcript]:
+    """The largest Claude Code main session of the corpus, else the demo session."""
+    if corpus.is_dir():
+        candidates = sorted(
+            (p for p in corpus.glob("*.jsonl") if "agent-" not in p.name),
+            key=lambda p: p.stat().st_size,
+        )
+        if candidates:
+            return candidates[-1].name, load_transcript(candidates[-1])
+    return DEMO_SOURCE, demo_transcript()
+
+
+def per_turn(transcript: Transcript, turns: int) -> dict[str, Any]:
+    """Time prepare + record per turn while replaying; figures at the longest turns."""
+    from unbounded.evaluation import replay as replay_module
+
+    replayer = replay_module._Replayer(  # the replay engine, driven step by step here
+        transcript, ReplayOptions(policy=Policy(), baselines=False)
+    )
+    session = replayer.session
+    samples: list[tuple[int, float, dict[str, Any]]] = []
+    original_prepare, original_record = session.prepare, session.record
+    timing: dict[str, float] = {}
+
+    async def timed_prepare() -> Any:
+        start = time.perf_counter()
+        request = await original_prepare()
+        timing["prepare"] = time.perf_counter() - start
+        timing["request"] = 0.0
+        timing_requests.append(request)
+        return request
+
+    def timed_record(response: Any) -> Any:
+        start = time.perf_counter()
+        entry = original_record(response)
+        timing["record"] = time.perf_counter() - start
+        return entry
+
+    timing_requests: list[Any] = []
+    session.prepare = timed_prepare  # type: ignore[method-assign]
+    session.record = timed_record  # type: ignore[method-assign]
+
+    async def run() -> None:
+        for step in replayer.script.steps:
+            compactions = len(replayer.records)
+            await replayer._step(step.before, step.call, step.after)
+            if len(replayer.records) == compactions:
+                request = timing_requests[-1]
+                size = replayer.points[-1].context_tokens
+                samples.append((size, timing["prepare"] + timing["record"], request))
+
+    asyncio.run(run())
+    longest = sorted(samples, key=lambda item: item[0])[-turns:]
+    turn_us = statistics.median(t for _, t, _ in longest) * 1e6
+    dumps: list[float] = []
+    for _, _, request in longest:
+        for _ in range(3):
+            start = time.perf_counter()
+            json.dumps(request)
+            dumps.append(time.perf_counter() - start)
+    dumps_us = statistics.median(dumps) * 1e6
+    return {
+        "per_turn_us_median": round(turn_us, 1),
+        "json_dumps_us_median": round(dumps_us, 1),
+        "per_turn_ratio": round(turn_us / dumps_us, 3) if dumps_us else None,
+        "longest_turn_context_tokens": max((size for size, _, _ in longest), default=0),
+        "longest_turn_messages": len(longest[-1][2]["messages"]) if longest else 0,
+        "_longest_messages": longest[-1][2]["messages"] if longest else [],
+    }
+
+
+def langchain_per_call(conversation: list[dict[str, Any]], repeats: int) -> float | None:
+    """Median µs of LangChain's summarization + context-editing middleware per call, or None
+    when LangChain is not installed."""
+    try:
+        from langchain.agents.middleware import (  # type: ignore[import-not-found]
+            ClearToolUsesEdit,
+            ContextEditingMiddleware,
+            SummarizationMiddleware,
+        )
+        from langchain_core.language_models.fake_chat_models import (  # type: ignore[import-not-found]
+            FakeListChatModel,
+        )
+        from langchain_core.messages import (  # type: ignore[import-not-found]
+            AIMessage,
+            HumanMessage,
+            ToolMessage,
+        )
+    except ImportError:
+        return None
+    messages: list[Any] = []
+    for message in conversation:
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if message["role"] == "assistant":
+            text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+            calls = [
+                {"id": b["id"], "name": b["name"], "args": b.get("input", {})}
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
+            messages.append(AIMessage(content=text, tool_calls=calls))
+            continue
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                body = block.get("content")
+                text = body if isinstance(body, str) else json.dumps(body, default=str)
+                messages.append(ToolMessage(content=text, tool_call_id=block["tool_use_id"]))
+            elif block.get("type") == "text":
+                messages.append(HumanMessage(content=str(block.get("text", ""))))
+    from copy import deepcopy
+
+    from langchain_core.messages.utils import (  # type: ignore[import-not-found]
+        count_tokens_approximately,
+    )
+
+    model = FakeListChatModel(responses=["summary"])
+    summarization = SummarizationMiddleware(model=model, trigger=("tokens", 10_000_000))
+    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
+    samples: list[float] = []
+    for _ in range(repeats):
+        state = {"messages": list(messages)}
+        start = time.perf_counter()
+        # SummarizationMiddleware: count the tokens, decide (below its trigger: no summary).
+        summarization.before_model(state, None)
+        # ContextEditingMiddleware.wrap_model_call: copy the messages, apply the edits.
+        edited = deepcopy(list(messages))
+        for edit in editing.edits:
+            edit.apply(edited, count_tokens=count_tokens_approximately)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; print the figures (JSON with --json)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (for tests)")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder")
+    args = parser.parse_args(argv)
+    name, transcript = largest_session(args.corpus)
+    if args.quick:  # a smoke run: the first third of the session
+        cut = len(transcript.entries) // 3
+        transcript = Transcript(transcript.entries[:cut], transcript.format, transcript.path)
+    figures: dict[str, Any] = {"session": name}
+    turn = per_turn(transcript, 5 if args.quick else LONGEST_TURNS)
+    conversation = turn.pop("_longest_messages")
+    figures.update(turn)
+    start = time.perf_counter()
+    report = replay_session(transcript, ReplayOptions(policy=Policy()))
+    elapsed = time.perf_counter() - start
+    figures["replay_seconds"] = round(elapsed, 2)
+    figures["replay_calls"] = report.calls
+    figures["replay_calls_per_s"] = round(report.calls / elapsed, 1) if elapsed else None
+    langchain = langchain_per_call(conversation, 3 if args.quick else 20)
+    if langchain is not None:
+        figures["langchain_per_call_us_median"] = round(langchain, 1)
+    figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for key, value in figures.items():
+            print(f"{key:32s} {value}")
+    return figures
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,150 @@
+"""`unbounded eval PATH...`: what compaction keeps (../shared/RETENTION.md), deterministic by
+default, probe-and-judge with `--llm`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.cli.compact_command import make_provider
+from unbounded.errors import ConfigError
+from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
+from unbounded.evaluation.probes import ProbeRunner
+from unbounded.evaluation.retention import FACT_TYPES
+from unbounded.model.transcript import Transcript
+from unbounded.models import DEFAULT_MODEL
+from unbounded.providers.base import Provider
+from unbounded.transcripts.loader import load_transcript
+
+
+async def run_eval(
+    transcripts: list[tuple[str, Transcript]],
+    summarizers: list[Provider],
+    *,
+    model: str | None,
+    runner: ProbeRunner | None,
+) -> EvalReport:
+    """The deterministic evaluation, then the probes when a runner is given."""
+    report = await evaluate_transcripts(transcripts, summarizers, model=model)
+    if runner is not None:
+        primary = summarizers[0].name
+        for point in report.points:
+            contexts = {"ours": point.ours[primary].post_messages}
+            if point.recorded_summary:
+                contexts["recorded"] = [{"role": "user", "content": point.recorded_summary}]
+            await runner.evaluate_point(point.before, contexts)
+        report.llm = runner.result.to_dict()
+    return report
+
+
+@app.command("eval")
+@exits_cleanly
+def eval_command(
+    paths: Annotated[list[Path], typer.Argument(help="Recorded sessions to evaluate.")],
+    summarizer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--summarizer",
+            "-s",
+            help="Our summarizer(s): extractive (default), anthropic, openai. Repeatable; the "
+            "first is the headline.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model for LLM summaries and probes.")
+    ] = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            help="Also run the probe-and-judge evaluation with this provider: anthropic or "
+            "openai (key from the environment; OPENAI_BASE_URL / ANTHROPIC_BASE_URL for your "
+            "own endpoint).",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option("--judge-model", help="Model of the judge (default: --model).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Measure what compaction keeps at each compaction point of recorded sessions."""
+    if not paths:
+        raise ConfigError("give at least one session to evaluate")
+    transcripts = [(str(path), load_transcript(path)) for path in paths]
+    model_name = model or transcripts[0][1].model or DEFAULT_MODEL
+    names = summarizer or ["extractive"]
+    providers = [make_provider(name, model_name) for name in dict.fromkeys(names)]
+    runner: ProbeRunner | None = None
+    if llm is not None:
+        provider = make_provider(llm, model_name)
+        if provider.name == "extractive":
+            raise ConfigError("--llm needs a model provider: anthropic or openai")
+        runner = ProbeRunner(provider, provider, model=model_name, judge_model=judge_model)
+    if as_json or runner is None:
+        report = asyncio.run(run_eval(transcripts, providers, model=model, runner=runner))
+    else:
+        with error_console.status("Probing and judging…", spinner="dots"):
+            report = asyncio.run(run_eval(transcripts, providers, model=model, runner=runner))
+    data = report.to_dict()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    render(data)
+
+
+def _percent(value: Any) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def render(data: dict[str, Any]) -> None:
+    """Print the evaluation with rich."""
+    table = Table(
+        title=f"Retention at {data['points']} compaction point(s) of {data['sessions']} "
+        f"session(s) (summarizer {data['summarizer']})",
+        title_justify="left",
+    )
+    table.add_column("fact type")
+    table.add_column("facts", justify="right")
+    table.add_column("ours: summary", justify="right")
+    table.add_column("ours: full context", justify="right")
+    table.add_column("recorded summary", justify="right")
+    for name in FACT_TYPES:
+        row = data[name]
+        table.add_row(
+            name.replace("_", " "),
+            str(row["facts"]),
+            _percent(row["ours_summary"]),
+            _percent(row["ours_full"]),
+            _percent(row["recorded"]),
+        )
+    console.print(table)
+    console.print(
+        f"compression (1 - post/pre tokens): ours {_percent(data['compression'])}, recorded "
+        f"summaries {_percent(data['recorded_compression'])}"
+    )
+    llm = data.get("llm")
+    if llm:
+        judged = Table(
+            title=f"Probe and judge ({llm['model']}, judge {llm['judge_model']}; 0-5)",
+            title_justify="left",
+        )
+        judged.add_column("context")
+        judged.add_column("overall", justify="right")
+        for probe in llm["probes"]:
+            judged.add_column(probe, justify="right")
+        for name, scores in llm["contexts"].items():
+            judged.add_row(
+                name,
+                "—" if scores["overall"] is None else f"{scores['overall']:.2f}",
+                *(
+                    f"{scores['probes'][p]:.2f}" if p in scores["probes"] else "—"
+                    for p in llm["probes"]
+                ),
+            )
+        console.print(judged)

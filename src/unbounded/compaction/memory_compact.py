@@ -1,0 +1,408 @@
+"""Session-memory compaction: the notes become the summary, so no summary call is made.
+
+`try_session_memory_compaction(session, memory)` is what `SessionMemory.compact` runs as the
+session's `memory_compactor` (tried first by `Session.auto_compact`, seed 004 "Tier 3"):
+
+1. Refuse (None) when session memory is off, when there are no notes, or when they are
+   still the empty template. Wait for an update in flight, at most
+   `Policy.session_memory_wait_seconds` (15 s); after that use the notes as they are.
+2. Choose the messages to keep (`calculate_messages_to_keep_index`): start at the first
+   message the notes do not cover (the one after `SessionMemory.updated_through`; the first
+   message after the boundary when the notes cover nothing of this view); if that keeps at
+   least `session_memory_keep_max_tokens` (40,000), stop; if it keeps at least
+   `session_memory_keep_min_tokens` (10,000) and `session_memory_keep_min_text_messages`
+   (5) messages with text, stop; otherwise expand backwards until one of those holds, never
+   past the last compact boundary.
+3. Move the start back so no kept tool_result loses its tool_use and no response is split:
+   lines of one API response share a message id (parallel tool calls interleaved with their
+   results, thinking blocks), and all of them stay together
+   (`adjust_index_to_preserve_api_invariants`).
+4. Kept messages are relinked, not written again: the boundary's `preservedSegment` names the
+   first and last kept entries (`headUuid`, `tailUuid`) and the summary entry as the anchor
+   they follow (`up_to` semantics of `compact_conversation`). A segment is a run of the
+   transcript *file*; a view that splices in a segment kept by an earlier compaction is not
+   one run, so the start may move forward to where the view becomes one run again, but only
+   over messages the notes already cover; otherwise the compaction is refused.
+5. The summary is `summary_message_text(notes, automatic=True, transcript_path=...)` with the
+   notes cut per section (`session_memory_compact_section_chars`, ~2,000 tokens) by
+   `truncate_notes_for_compact`. Attachments are re-injected as after a full compaction
+   (files, todos, plan, skills), unless `SessionMemory(rehydrate=False)`.
+6. Refuse when the estimated context after the compaction is still at or over the
+   auto-compact threshold: the next turn would compact again, and again.
+7. PreCompact hooks run (a blocking hook refuses), SessionStart hook output is appended, and
+   PostCompact hooks are told, as for a full compaction.
+
+The result is a `CompactionResult` of the same shape as `compact_conversation`'s, with
+`summarizer == "session_memory"`, no request, no usage and `attempts == 0`. Each refusal
+emits a `session_memory_compaction_skipped` event with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from unbounded.compaction.conversation import CompactionResult
+from unbounded.compaction.glue import rehydrator_for
+from unbounded.compaction.prompts import summary_message_text
+from unbounded.compaction.session_memory import (
+    QUERY_SOURCE,
+    first_message_index,
+    notes_are_empty,
+    truncate_notes_for_compact,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import CompactionFinished, CompactionStarted, GenericEvent, emit
+from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.model.normalize import normalize_messages
+from unbounded.policy import Policy
+from unbounded.tokens.estimate import entry_tokens, estimate_messages_tokens, rough_token_count
+
+if TYPE_CHECKING:
+    from unbounded.compaction.session_memory import SessionMemory
+    from unbounded.session import Session
+
+
+def has_text_blocks(entry: Entry) -> bool:
+    """A user or assistant message with some non-blank text."""
+    if entry.type not in ("user", "assistant"):
+        return False
+    content = entry.content
+    if isinstance(content, str):
+        return bool(content.strip())
+    return any(
+        block.get("type") == "text" and str(block.get("text", "")).strip() for block in content
+    )
+
+
+def first_unsummarized_index(view: Sequence[Entry], updated_through: str | None) -> int:
+    """Index of the first view entry the notes do not cover (after the boundary when the
+    covered message is not in the view)."""
+    floor = first_message_index(view)
+    if updated_through is not None:
+        for index in range(len(view) - 1, floor - 1, -1):
+            if view[index].uuid == updated_through:
+                return index + 1
+    return floor
+
+
+def calculate_messages_to_keep_index(
+    view: Sequence[Entry],
+    start: int,
+    *,
+    floor: int,
+    min_tokens: int,
+    min_text_messages: int,
+    max_tokens: int,
+) -> int:
+    """Where kept messages begin: `start`, expanded backwards (not past `floor`) until the
+    kept part holds `max_tokens`, or both `min_tokens` and `min_text_messages`."""
+    if not 0 <= floor <= len(view):
+        raise ConfigError(f"floor {floor} is outside the view (0..{len(view)})")
+    index = max(floor, min(start, len(view)))
+    tokens = sum(entry_tokens(entry) for entry in view[index:])
+    texts = sum(1 for entry in view[index:] if has_text_blocks(entry))
+
+    def enough() -> bool:
+        return tokens >= max_tokens or (tokens >= min_tokens and texts >= min_text_messages)
+
+    while index > floor and not enough():
+        index -= 1
+        tokens += entry_tokens(view[index])
+        texts += has_text_blocks(view[index])
+    return index
+
+
+def _tool_ids(entries: Sequence[Entry], kind: str, key: str) -> set[str]:
+    role = "assistant" if kind == "tool_use" else "user"
+    ids: set[str] = set()
+    for entry in entries:
+        content = entry.content
+        if entry.type != role or not isinstance(content, list):
+            continue
+        for block in content:
+            value = block.get(key)
+            if block.get("type") == kind and isinstance(value, str):
+                ids.add(value)
+    return ids
+
+
+def adjust_index_to_preserve_api_invariants(
+    view: Sequence[Entry], index: int, *, floor: int = 0
+) -> int:
+    """Move `index` back (not past `floor`) until every kept tool_result has its tool_use
+    kept and every kept response line has all its sibling lines (same message id) kept."""
+    index = max(floor, min(index, len(view)))
+    while True:
+        kept = view[index:]
+        missing = _tool_ids(kept, "tool_result", "tool_use_id") - _tool_ids(kept, "tool_use", "id")
+        message_ids = {e.message_id for e in kept if e.message_id is not None}
+        new_index = index
+        for position in range(index - 1, floor - 1, -1):
+            entry = view[position]
+            if entry.type != "assistant":
+                continue
+            sibling = entry.message_id is not None and entry.message_id in message_ids
+            if sibling or (missing and _tool_ids([entry], "tool_use", "id") & missing):
+                new_index = position
+        if new_index == index:
+            return index
+        index = new_index
+
+
+def api_invariants_hold(view: Sequence[Entry], index: int) -> bool:
+    """No kept tool_result without its tool_use, no response split at `index`."""
+    kept = view[index:]
+    if _tool_ids(kept, "tool_result", "tool_use_id") - _tool_ids(kept, "tool_use", "id"):
+        return False
+    kept_ids = {e.message_id for e in kept if e.message_id is not None}
+    return not any(e.message_id in kept_ids for e in view[:index] if e.message_id is not None)
+
+
+def contiguous_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> int:
+    """The smallest view index from which the view is one run of `entries` (file order).
+
+    A `preservedSegment` can only name such a run; the entries an earlier compaction spliced
+    back into the view are a separate run.
+    """
+    if not view:
+        return 0
+    positions: dict[str | None, int] = {
+        entry.uuid: i for i, entry in enumerate(entries) if entry.uuid
+    }
+    start = len(view) - 1
+    if positions.get(view[start].uuid) is None:
+        return len(view)
+    while start > 0:
+        here = positions.get(view[start].uuid)
+        before = positions.get(view[start - 1].uuid)
+        if here is None or before is None or before != here - 1:
+            break
+        start -= 1
+    return start
+
+
+def plan_messages_to_keep(
+    entries: Sequence[Entry], view: Sequence[Entry], updated_through: str | None, policy: Policy
+) -> int | str:
+    """The view index where kept messages begin, or the reason none can be chosen (pure)."""
+    floor = first_message_index(view)
+    first_open = first_unsummarized_index(view, updated_through)
+    index = calculate_messages_to_keep_index(
+        view,
+        first_open,
+        floor=floor,
+        min_tokens=policy.session_memory_keep_min_tokens,
+        min_text_messages=policy.session_memory_keep_min_text_messages,
+        max_tokens=policy.session_memory_keep_max_tokens,
+    )
+    index = adjust_index_to_preserve_api_invariants(view, index, floor=floor)
+    run_start = contiguous_tail_start(entries, view)
+    if index < run_start:
+        if run_start > first_open:
+            return (
+                "the messages the notes do not cover reach into a segment kept by an earlier "
+                "compaction, which cannot be relinked as one run"
+            )
+        index = adjust_index_to_preserve_api_invariants(view, run_start, floor=run_start)
+    if not api_invariants_hold(view, index):
+        return "no start keeps every tool call with its result"
+    kept = view[index:]
+    if kept and (kept[0].uuid is None or kept[-1].uuid is None):
+        return "the messages to keep have no uuids to relink them by"
+    return index
+
+
+def _discovered_tools(entries: Sequence[Entry]) -> list[str]:
+    names: set[str] = set()
+    for entry in entries:
+        if entry.type == "assistant" and isinstance(entry.content, list):
+            names.update(str(b.get("name")) for b in entry.content if b.get("type") == "tool_use")
+    return sorted(names)
+
+
+def build_session_memory_result(
+    entries: Sequence[Entry],
+    view: Sequence[Entry],
+    keep_index: int,
+    notes_summary: str,
+    *,
+    pre_tokens: int,
+    transcript_path: str | None = None,
+    attachments: Sequence[dict[str, Any]] = (),
+    skipped_attachments: Sequence[str] = (),
+    hook_texts: Sequence[str] = (),
+    boundary_metadata: dict[str, Any] | None = None,
+) -> CompactionResult:
+    """The compaction that replaces `view[:keep_index]` by the notes (pure, nothing written)."""
+    floor = first_message_index(view)
+    kept = list(view[keep_index:])
+    summarized = view[floor:keep_index]
+    summary_entry = Entry.user(
+        summary_message_text(
+            notes_summary,
+            transcript_path=transcript_path,
+            messages_preserved=bool(kept),
+            automatic=True,
+        ),
+        is_compact_summary=True,
+        is_visible_in_transcript_only=True,
+    )
+    boundary = create_compact_boundary(
+        "auto",
+        pre_tokens,
+        logical_parent_uuid=next((e.uuid for e in reversed(entries) if e.uuid), None),
+        messages_summarized=sum(1 for e in summarized if e.type in ("user", "assistant")),
+        pre_compact_discovered_tools=_discovered_tools(view),
+        extra_metadata={**(boundary_metadata or {}), "sessionMemory": True},
+    )
+    if kept:
+        boundary.compact_metadata["preservedSegment"] = {
+            "headUuid": kept[0].uuid,
+            "anchorUuid": summary_entry.uuid,
+            "tailUuid": kept[-1].uuid,
+        }
+    summary_entry.data["parentUuid"] = boundary.uuid
+    result = CompactionResult(
+        boundary=boundary,
+        summary_messages=[summary_entry],
+        messages_to_keep=kept,
+        attachments=[Entry.attachment_record(dict(payload)) for payload in attachments],
+        hook_results=[Entry.user(text, is_meta=True) for text in hook_texts],
+        pre_tokens=pre_tokens,
+        post_tokens=0,
+        summary_tokens=rough_token_count(notes_summary),
+        summary_text=notes_summary,
+        usage=None,
+        request={},
+        attempts=0,
+        used_fallback=False,
+        summarizer=QUERY_SOURCE,
+        skipped_attachments=list(skipped_attachments),
+    )
+    result.post_tokens = estimate_messages_tokens(normalize_messages(result.view()))
+    return result
+
+
+def _boundary_metadata(session: Session, updated_through: str | None) -> dict[str, Any]:
+    tracking = session.tracking
+    metadata: dict[str, Any] = {
+        "querySource": session.config.query_source,
+        "autoCompactThreshold": session.thresholds.autocompact,
+        "isRecompactionInChain": tracking.turns_at_last_compaction is not None,
+        "notesUpdatedThrough": updated_through,
+    }
+    if tracking.turns_at_last_compaction is not None:
+        metadata["turnsSincePreviousCompact"] = tracking.turns - tracking.turns_at_last_compaction
+        metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
+    return metadata
+
+
+async def try_session_memory_compaction(
+    session: Session, memory: SessionMemory
+) -> CompactionResult | None:
+    """A compaction built from the notes, or None to fall through to a summary call."""
+    policy = session.policy
+    sink = session.events_sink()
+
+    def skip(reason: str) -> None:
+        emit(sink, GenericEvent("session_memory_compaction_skipped", {"reason": reason}))
+
+    if not policy.session_memory_enabled:
+        skip("session memory is disabled")
+        return None
+    if not await memory.wait_for_update(policy.session_memory_wait_seconds):
+        emit(
+            sink,
+            GenericEvent(
+                "session_memory_wait_timed_out",
+                {"seconds": policy.session_memory_wait_seconds},
+            ),
+        )
+    notes = memory.read(session)
+    if notes is None:
+        skip("there are no notes yet")
+        return None
+    if notes_are_empty(notes):
+        skip("the notes are still the empty template")
+        return None
+    view = list(session.view)
+    plan = plan_messages_to_keep(session.entries, view, memory.updated_through, policy)
+    if isinstance(plan, str):
+        skip(plan)
+        return None
+    summary, _ = truncate_notes_for_compact(
+        notes,
+        max_section_chars=policy.session_memory_compact_section_chars,
+        notes_path=session.store.memory_path,
+    )
+    attachments: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    if memory.rehydrate:
+        rehydrate = rehydrator_for(session.entries, session.allowed_roots)
+        attachments, skipped = rehydrate(list(view[plan:]))
+    pre_tokens = session.status().tokens
+    metadata = _boundary_metadata(session, memory.updated_through)
+    result = build_session_memory_result(
+        session.entries,
+        view,
+        plan,
+        summary,
+        pre_tokens=pre_tokens,
+        transcript_path=session.store.transcript_path,
+        attachments=attachments,
+        skipped_attachments=skipped,
+        boundary_metadata=metadata,
+    )
+    threshold = session.thresholds.autocompact
+    if result.post_tokens >= threshold:
+        skip(f"the context would still hold {result.post_tokens:,} tokens (>= {threshold:,})")
+        return None
+    hooks = session.hooks
+    hook_texts: list[str] = []
+    if hooks is not None:
+        outcome = await hooks.arun_pre_compact("auto", None)
+        if outcome.blocked:
+            skip(f"a PreCompact hook blocked it: {outcome.block_reason}")
+            return None
+        hook_texts = list(await hooks.arun_session_start("compact"))
+        if hook_texts:
+            result = build_session_memory_result(
+                session.entries,
+                view,
+                plan,
+                summary,
+                pre_tokens=pre_tokens,
+                transcript_path=session.store.transcript_path,
+                attachments=attachments,
+                skipped_attachments=skipped,
+                hook_texts=hook_texts,
+                boundary_metadata=metadata,
+            )
+    emit(sink, CompactionStarted(trigger="auto", pre_tokens=pre_tokens, partial=None))
+    if hooks is not None:
+        await hooks.arun_post_compact("auto", summary)
+    emit(
+        sink,
+        CompactionFinished(
+            trigger="auto",
+            pre_tokens=pre_tokens,
+            post_tokens=result.post_tokens,
+            summary_tokens=result.summary_tokens,
+            summarizer=QUERY_SOURCE,
+        ),
+    )
+    return result
+
+
+__all__ = [
+    "adjust_index_to_preserve_api_invariants",
+    "api_invariants_hold",
+    "build_session_memory_result",
+    "calculate_messages_to_keep_index",
+    "contiguous_tail_start",
+    "first_unsummarized_index",
+    "has_text_blocks",
+    "plan_messages_to_keep",
+    "try_session_memory_compaction",
+]

@@ -1,0 +1,456 @@
+"""The strategies a replay compares ours with, each simulated on the same recorded calls.
+
+Every strategy sees the same recorded messages, the same opaque system prompt + tools prefix,
+the same token counter and the same prompt-cache simulator settings as ours (`prefix.py`),
+and builds its own request before each recorded call; the recorded response is then appended
+to its history. All use the auto-compact threshold of the replayed model and window, except
+`clear_every_turn`, which uses LangChain's own trigger.
+
+- `none`: send everything. A call whose prompt is over the context window is an overflow (the
+  API would refuse it); it is still priced, as if the window were larger.
+- `truncate`: drop the oldest turns until the request fits under the threshold. Cuts fall at
+  user messages; tool results whose tool_use was dropped go with it (pairs stay together), and
+  a note says the conversation was truncated. The cut only moves forward, by as little as
+  needed, so once over the threshold it moves at nearly every call (and misses the cache).
+- `summarize_no_cache`: at the threshold, summarize everything in a separate call with no
+  system prompt, no tools and no cache markers, and replace the history with one user message
+  holding the summary, as the Anthropic SDK tool runner's client-side compaction does. The
+  summary call is priced too. Its text comes from the offline extractive summarizer (so a
+  replay stays offline whatever summarizer ours uses).
+- `clear_every_turn`: LangChain's `ClearToolUsesEdit` (trigger 100,000 tokens, keep 3,
+  placeholder `[cleared]`): on a copy of every request over the trigger, every tool result but
+  the 3 most recent is cleared. The history itself keeps the results, so the cleared set moves
+  by one result per turn, the prefix changes every turn and the simulator shows the cache
+  misses that follow.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from unbounded.caching.blocks import is_markable
+from unbounded.caching.simulator import CacheSimulator, SimulatedCall
+from unbounded.caching.system_prompt import get_cache_control
+from unbounded.caching.ttl import CacheTtl
+from unbounded.evaluation.prefix import OpaquePrefix
+from unbounded.evaluation.recorded import RecordedCall
+from unbounded.model.content import MessageParam
+from unbounded.model.entries import Entry
+from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
+from unbounded.model.request import ProviderRequest
+from unbounded.models import ModelInfo
+from unbounded.providers.extractive import ExtractiveSummarizer
+from unbounded.tokens.estimate import content_tokens, rough_token_count
+
+BASELINES: tuple[str, ...] = ("none", "truncate", "summarize_no_cache", "clear_every_turn")
+"""The baseline strategies, in report order."""
+
+TRUNCATION_NOTE = "[Earlier conversation truncated to fit the context window.]"
+NAIVE_SUMMARY_PROMPT = (
+    "You have been working on the task described above but have not finished it yet. Write a "
+    "summary of the conversation so far that lets you continue the work with only this "
+    "summary as context. Wrap it in <summary></summary> tags."
+)
+"""The summary prompt of the `summarize_no_cache` baseline (in our words)."""
+CLEAR_TRIGGER_TOKENS = 100_000
+"""LangChain ClearToolUsesEdit's default trigger."""
+CLEAR_KEEP = 3
+"""LangChain ClearToolUsesEdit's default number of most recent tool results kept."""
+CLEAR_PLACEHOLDER = "[cleared]"
+"""LangChain ClearToolUsesEdit's default placeholder."""
+SUMMARY_MAX_TOKENS = 8_192
+"""max_tokens of the baseline's summary request."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """What every strategy of one replay shares."""
+
+    model: ModelInfo
+    model_name: str
+    prefix: OpaquePrefix
+    ttl: CacheTtl
+    context_window: int
+    threshold: int
+    """Auto-compact threshold of the replayed model and window."""
+    start_time: float
+    max_tokens: int = 32_000
+
+    def request(self, messages: list[MessageParam]) -> ProviderRequest:
+        """A main request with the opaque prefix and the cache markers placed.
+
+        The same markers `place_cache_breakpoints` gives such a request (the system blocks,
+        and one on the last markable block of the last message), placed without copying the
+        whole conversation: only the marked message is copied.
+        """
+        body: ProviderRequest = {
+            "model": self.model_name,
+            "max_tokens": self.max_tokens,
+            "system": self.prefix.system_blocks(self.ttl),
+            "messages": mark_last_message(messages, get_cache_control(None, self.ttl)),
+        }
+        return body
+
+    def simulator(self) -> CacheSimulator:
+        """A fresh cache simulator for one strategy (warm prefix primed)."""
+        return self.prefix.simulator(
+            self.model, self.model_name, time=self.start_time, ttl=self.ttl
+        )
+
+
+@dataclass(slots=True)
+class StrategyRun:
+    """What one strategy did and cost, call by call."""
+
+    name: str
+    main_calls: list[SimulatedCall] = field(default_factory=list)
+    side_calls: list[SimulatedCall] = field(default_factory=list)
+    """Summary calls (priced, not part of the conversation)."""
+    cost_per_call: list[float] = field(default_factory=list)
+    """Cost of each recorded call's step, side calls included."""
+    overflows: int = 0
+    compactions: int = 0
+
+    def add(self, call: SimulatedCall, side: Sequence[SimulatedCall], window: int) -> None:
+        """Account for one recorded call's main request and its side calls."""
+        self.main_calls.append(call)
+        self.side_calls.extend(side)
+        self.cost_per_call.append(call.cost_usd + sum(s.cost_usd for s in side))
+        if call.prompt_tokens > window:
+            self.overflows += 1
+
+    @property
+    def cost_usd(self) -> float:
+        """Total price of the strategy's calls."""
+        return sum(self.cost_per_call)
+
+    @property
+    def cache_read_share(self) -> float:
+        """read / (input + creation + read) over every call of the strategy."""
+        calls = [*self.main_calls, *self.side_calls]
+        total = sum(c.prompt_tokens for c in calls)
+        return sum(c.cache_read_input_tokens for c in calls) / total if total else 0.0
+
+    @property
+    def peak_context_tokens(self) -> int:
+        """The largest main request, in tokens."""
+        return max((c.prompt_tokens for c in self.main_calls), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready totals."""
+        return {
+            "cost": round(self.cost_usd, 6),
+            "calls": len(self.main_calls),
+            "summary_calls": len(self.side_calls),
+            "overflows": self.overflows,
+            "compactions": self.compactions,
+            "cache_read_share": round(self.cache_read_share, 5),
+            "peak_context_tokens": self.peak_context_tokens,
+        }
+
+
+class MessageTokens:
+    """Scaled token estimates of messages, remembered per message object between calls."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+        self._known: dict[int, tuple[Any, int]] = {}
+
+    def counts(self, messages: Sequence[MessageParam]) -> list[int]:
+        """Tokens of each message (the normalizer replaces a message it changes, so a message
+        seen before keeps its count)."""
+        known = self._known
+        fresh: dict[int, tuple[Any, int]] = {}
+        counts: list[int] = []
+        for message in messages:
+            key = id(message)
+            entry = known.get(key)
+            if entry is None or entry[0] is not message:
+                entry = (message, round(content_tokens(message["content"]) * self.scale))
+            fresh[key] = entry
+            counts.append(entry[1])
+        self._known = fresh
+        return counts
+
+
+@dataclass(frozen=True, slots=True)
+class SidePlan:
+    """A side call (a summary) a strategy makes before its main request."""
+
+    request: ProviderRequest
+    output_tokens: int
+    query_source: str = "compact"
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """What a strategy sends before a recorded call."""
+
+    messages: list[MessageParam]
+    side: tuple[SidePlan, ...] = ()
+    changed: bool = False
+    """The strategy sent something other than the plain recorded history this call."""
+
+
+class Baseline:
+    """A strategy fed the recorded messages; plans, prices and records its request per call.
+
+    While a strategy has never sent anything but the plain recorded history, its requests
+    are byte-identical to `none`'s, so it shares `none`'s simulated call instead of
+    simulating it again (`run_baselines`); at its first change it takes a copy of `none`'s
+    cache state and simulates on its own from then on.
+    """
+
+    name = "baseline"
+
+    def __init__(self, settings: ReplaySettings) -> None:
+        self.settings = settings
+        self.simulator: CacheSimulator | None = None
+        self.run = StrategyRun(self.name)
+        self.normalizer = MessageNormalizer()
+        self.tokens = MessageTokens(settings.prefix.scale)
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the strategy has its own cache state (it sent something else once)."""
+        return self.simulator is not None
+
+    def feed(self, entries: Sequence[Entry]) -> None:
+        """Append recorded entries to the history."""
+        for entry in entries:
+            self.normalizer.append(entry)
+
+    def respond(self, response: Entry) -> None:
+        """Append the recorded response to the history."""
+        self.normalizer.append(response)
+
+    def plan(self, call: RecordedCall) -> CallPlan:
+        """The messages to send and the side calls to make first (overridden)."""
+        return CallPlan(self.normalizer.messages)
+
+    def step(self, call: RecordedCall, plan: CallPlan) -> SimulatedCall:
+        """Price the plan on this strategy's own simulator and account for it."""
+        if self.simulator is None:
+            self.simulator = self.settings.simulator()
+        side = [
+            self.simulator.step(
+                call.request_time,
+                item.request,
+                query_source=item.query_source,
+                output_tokens=item.output_tokens,
+            )
+            for item in plan.side
+        ]
+        simulated = self.simulator.step(
+            call.request_time,
+            self.settings.request(plan.messages),
+            output_tokens=call.output_tokens,
+        )
+        self.run.add(simulated, side, self.settings.context_window)
+        return simulated
+
+    def share(self, simulated: SimulatedCall) -> SimulatedCall:
+        """Account for a call priced on `none`'s simulator (the request was identical)."""
+        self.run.add(simulated, [], self.settings.context_window)
+        return simulated
+
+    def _context_tokens(self, messages: Sequence[MessageParam]) -> int:
+        return self.settings.prefix.tokens + sum(self.tokens.counts(messages))
+
+
+def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str, SimulatedCall]:
+    """Plan and price every baseline's request for one call (the first must be `none`).
+
+    Strategies that still send the plain history share `none`'s simulated call; one that
+    changes it for the first time forks `none`'s cache state as it was before this call.
+    """
+    if not baselines:
+        return {}
+    reference, others = baselines[0], baselines[1:]
+    plans = {b.name: b.plan(call) for b in baselines}
+    for baseline in others:
+        if not baseline.diverged and plans[baseline.name].changed:
+            if reference.simulator is None:
+                reference.simulator = reference.settings.simulator()
+            baseline.simulator = copy.deepcopy(reference.simulator)
+    results = {reference.name: reference.step(call, plans[reference.name])}
+    for baseline in others:
+        if baseline.diverged:
+            results[baseline.name] = baseline.step(call, plans[baseline.name])
+        else:
+            results[baseline.name] = baseline.share(results[reference.name])
+    return results
+
+
+class NoneBaseline(Baseline):
+    """Send everything."""
+
+    name = "none"
+
+
+class TruncateBaseline(Baseline):
+    """Drop the oldest turns, tool pairs together, until the request fits the threshold."""
+
+    name = "truncate"
+
+    def __init__(self, settings: ReplaySettings) -> None:
+        super().__init__(settings)
+        self.cut = 0
+        self._note_tokens = round(rough_token_count(TRUNCATION_NOTE) * settings.prefix.scale)
+
+    def plan(self, call: RecordedCall) -> CallPlan:
+        """The newest turns that fit under the threshold."""
+        messages = self.normalizer.messages
+        counts = self.tokens.counts(messages)
+        prefix = self.settings.prefix.tokens
+        limit = self.settings.threshold
+        total = sum(counts[self.cut :])
+        if self.cut == 0 and prefix + total <= limit:
+            return CallPlan(messages)
+        position = self.cut
+        while prefix + self._note_tokens + total > limit:
+            following = next(
+                (i for i in range(position + 1, len(messages)) if messages[i]["role"] == "user"),
+                None,
+            )
+            if following is None:
+                break
+            total -= sum(counts[position:following])
+            position = following
+        self.cut = position
+        if position == 0:
+            return CallPlan(messages)
+        head = _truncated_head(messages[position])
+        return CallPlan([head, *messages[position + 1 :]], changed=True)
+
+
+def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
+    """The messages with `marker` on the last markable block (walking back over messages that
+    have none); only the marked message is copied."""
+    result = list(messages)
+    for index in range(len(result) - 1, -1, -1):
+        content = result[index]["content"]
+        if isinstance(content, str):
+            if content:
+                result[index] = cast(
+                    MessageParam,
+                    {
+                        "role": result[index]["role"],
+                        "content": [{"type": "text", "text": content, "cache_control": marker}],
+                    },
+                )
+                return result
+            continue
+        for position in range(len(content) - 1, -1, -1):
+            if is_markable(content[position]):
+                blocks = list(content)
+                blocks[position] = cast(Any, {**content[position], "cache_control": marker})
+                result[index] = cast(
+                    MessageParam, {"role": result[index]["role"], "content": blocks}
+                )
+                return result
+    return result
+
+
+def _truncated_head(message: MessageParam) -> MessageParam:
+    content = message["content"]
+    kept: list[Any] = []
+    if isinstance(content, str):
+        kept = [{"type": "text", "text": content}]
+    else:
+        kept = [b for b in content if b.get("type") != "tool_result"]
+    return cast(
+        MessageParam,
+        {"role": "user", "content": [{"type": "text", "text": TRUNCATION_NOTE}, *kept]},
+    )
+
+
+class SummarizeNoCacheBaseline(Baseline):
+    """Summarize everything without system prompt, tools or cache at the threshold."""
+
+    name = "summarize_no_cache"
+
+    def __init__(self, settings: ReplaySettings) -> None:
+        super().__init__(settings)
+        self.summarizer = ExtractiveSummarizer()
+        self.summaries = 0
+
+    def plan(self, call: RecordedCall) -> CallPlan:
+        """The history, replaced by one summary message when it reached the threshold."""
+        messages = self.normalizer.messages
+        if self._context_tokens(messages) < self.settings.threshold or len(messages) < 2:
+            return CallPlan(messages, changed=self.summaries > 0)
+        summary_request: ProviderRequest = {
+            "model": self.settings.model_name,
+            "max_tokens": SUMMARY_MAX_TOKENS,
+            "messages": normalize_plain_messages(
+                [*messages, {"role": "user", "content": NAIVE_SUMMARY_PROMPT}]
+            ),
+        }
+        reply = self.summarizer.summarize(summary_request).text
+        output = round(rough_token_count(reply) * self.settings.prefix.scale)
+        self.summaries += 1
+        self.run.compactions += 1
+        self.normalizer = MessageNormalizer([Entry.user(reply)])
+        return CallPlan(
+            self.normalizer.messages, (SidePlan(summary_request, output),), changed=True
+        )
+
+
+class ClearEveryTurnBaseline(Baseline):
+    """LangChain ClearToolUsesEdit on a copy of every request over its trigger."""
+
+    name = "clear_every_turn"
+
+    def plan(self, call: RecordedCall) -> CallPlan:
+        """The history with all but the most recent tool results cleared, over the trigger."""
+        messages = self.normalizer.messages
+        if self._context_tokens(messages) <= CLEAR_TRIGGER_TOKENS:
+            return CallPlan(messages)
+        cleared = clear_tool_results_copy(messages, keep=CLEAR_KEEP)
+        changed = any(a is not b for a, b in zip(cleared, messages, strict=True))
+        return CallPlan(cleared, changed=changed)
+
+
+def clear_tool_results_copy(
+    messages: Sequence[MessageParam], *, keep: int = CLEAR_KEEP
+) -> list[MessageParam]:
+    """A copy of the messages with every tool result but the `keep` most recent cleared."""
+    positions = [
+        (m, b)
+        for m, message in enumerate(messages)
+        if isinstance(message["content"], list)
+        for b, block in enumerate(message["content"])
+        if block.get("type") == "tool_result"
+    ]
+    cleared = positions[: max(0, len(positions) - keep)]
+    by_message: dict[int, set[int]] = {}
+    for m, b in cleared:
+        by_message.setdefault(m, set()).add(b)
+    result = list(messages)
+    for m, blocks in by_message.items():
+        content = cast(list[Any], messages[m]["content"])
+        result[m] = cast(
+            MessageParam,
+            {
+                "role": messages[m]["role"],
+                "content": [
+                    {**block, "content": CLEAR_PLACEHOLDER} if b in blocks else block
+                    for b, block in enumerate(content)
+                ],
+            },
+        )
+    return result
+
+
+def make_baselines(settings: ReplaySettings) -> list[Baseline]:
+    """One instance of each baseline, in report order."""
+    return [
+        NoneBaseline(settings),
+        TruncateBaseline(settings),
+        SummarizeNoCacheBaseline(settings),
+        ClearEveryTurnBaseline(settings),
+    ]

@@ -1,0 +1,278 @@
+"""`unbounded eval`: what a compaction keeps, measured deterministically (../shared/RETENTION.md).
+
+For each transcript, the compaction point is each recorded `compact_boundary` (the facts come
+from the main-thread records before it, from the previous boundary on, and the recorded
+summary is the `isCompactSummary` message after it), or the end of the transcript when it has
+none. At each point, each of our summarizers compacts exactly those records with
+`compact_conversation` (re-injected attachments and the facts ledger included), and is scored
+on its summary alone and on the full context after the boundary; the recorded summary is
+scored on its text. Compression is `1 - post / pre` with both sides counted the same way (the
+padded estimate of the normalized messages).
+
+The facts and the scoring are `unbounded.compaction.facts`; nothing here re-implements them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
+from unbounded.compaction.facts import compaction_points, extract_facts
+from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
+from unbounded.evaluation.retention import (
+    FACT_TYPES,
+    RetentionTally,
+    Scores,
+    fraction,
+    messages_text,
+    score_text,
+)
+from unbounded.model.content import MessageParam
+from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.normalize import normalize_messages
+from unbounded.model.transcript import Transcript
+from unbounded.models import DEFAULT_MODEL
+from unbounded.policy import Policy
+from unbounded.providers.base import Provider, run_sync
+from unbounded.tokens.estimate import estimate_messages_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizerResult:
+    """One summarizer at one compaction point."""
+
+    summary_scores: Scores
+    full_scores: Scores
+    post_tokens: int
+    summary_text: str
+    post_messages: list[MessageParam]
+
+
+@dataclass(frozen=True, slots=True)
+class PointEvaluation:
+    """One compaction point of one transcript."""
+
+    session: str
+    point: str
+    """`boundary N` (1-based) or `end`."""
+    before: list[Entry]
+    facts: dict[str, int]
+    pre_tokens: int
+    ours: dict[str, SummarizerResult]
+    recorded_scores: Scores | None
+    recorded_summary: str
+
+    @property
+    def recorded_post_tokens(self) -> int | None:
+        """Tokens of the recorded summary message, counted like `pre_tokens`."""
+        if not self.recorded_summary:
+            return None
+        return estimate_messages_tokens([{"role": "user", "content": self.recorded_summary}])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, (kept, total) pairs per fact type."""
+        return {
+            "point": self.point,
+            "facts": self.facts,
+            "pre_tokens": self.pre_tokens,
+            "ours": {
+                name: {
+                    "post_tokens": result.post_tokens,
+                    "compression": _compression(self.pre_tokens, result.post_tokens),
+                    "summary": {k: list(v) for k, v in result.summary_scores.items()},
+                    "full": {k: list(v) for k, v in result.full_scores.items()},
+                }
+                for name, result in self.ours.items()
+            },
+            "recorded": None
+            if self.recorded_scores is None
+            else {
+                "post_tokens": self.recorded_post_tokens,
+                "compression": _compression(self.pre_tokens, self.recorded_post_tokens or 0),
+                "summary": {k: list(v) for k, v in self.recorded_scores.items()},
+            },
+        }
+
+
+def _compression(pre: int, post: int) -> float | None:
+    return round(1 - post / pre, 4) if pre else None
+
+
+@dataclass(slots=True)
+class EvalReport:
+    """Retention and compression over several transcripts."""
+
+    summarizers: list[str]
+    points: list[PointEvaluation] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    llm: dict[str, Any] | None = None
+
+    def tally(self, summarizer: str, kind: str) -> RetentionTally:
+        """Summed scores of one summarizer (`summary` or `full`)."""
+        tally = RetentionTally()
+        for point in self.points:
+            result = point.ours.get(summarizer)
+            if result is not None:
+                tally.add(result.summary_scores if kind == "summary" else result.full_scores)
+        return tally
+
+    def recorded_tally(self) -> RetentionTally:
+        """Summed scores of the recorded summaries (points that have one)."""
+        tally = RetentionTally()
+        for point in self.points:
+            if point.recorded_scores is not None:
+                tally.add(point.recorded_scores)
+        return tally
+
+    def compression(self, summarizer: str) -> float | None:
+        """1 - sum(post) / sum(pre) over the points, for one of our summarizers."""
+        pre = sum(p.pre_tokens for p in self.points if summarizer in p.ours)
+        post = sum(p.ours[summarizer].post_tokens for p in self.points if summarizer in p.ours)
+        return _compression(pre, post)
+
+    def recorded_compression(self) -> float | None:
+        """The same for the recorded summaries (summary message only)."""
+        with_summary = [p for p in self.points if p.recorded_post_tokens is not None]
+        pre = sum(p.pre_tokens for p in with_summary)
+        post = sum(p.recorded_post_tokens or 0 for p in with_summary)
+        return _compression(pre, post)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `eval --json` object."""
+        primary = self.summarizers[0] if self.summarizers else "extractive"
+        recorded = self.recorded_tally()
+        data: dict[str, Any] = {
+            "sessions": len(self.sessions),
+            "points": len(self.points),
+            "summarizer": primary,
+            "recorded_points": recorded.points,
+        }
+        summary, full = self.tally(primary, "summary"), self.tally(primary, "full")
+        for name in FACT_TYPES:
+            data[name] = {
+                "ours_summary": fraction(summary.scores.get(name, (0, 0))),
+                "ours_full": fraction(full.scores.get(name, (0, 0))),
+                "recorded": fraction(recorded.scores.get(name, (0, 0)))
+                if recorded.points
+                else None,
+                "facts": summary.scores.get(name, (0, 0))[1],
+            }
+        data["compression"] = self.compression(primary)
+        data["recorded_compression"] = self.recorded_compression()
+        data["by_summarizer"] = {
+            name: {
+                "summary": self.tally(name, "summary").fractions(),
+                "full": self.tally(name, "full").fractions(),
+                "compression": self.compression(name),
+            }
+            for name in self.summarizers
+        }
+        data["per_session"] = [
+            {
+                "session": session,
+                "points": [p.to_dict() for p in self.points if p.session == session],
+            }
+            for session in self.sessions
+        ]
+        if self.llm is not None:
+            data["llm"] = self.llm
+        return data
+
+
+def evaluation_points(transcript: Transcript) -> list[tuple[str, list[Entry], str]]:
+    """(label, records compacted, recorded summary) for each compaction point."""
+    main = transcript.main_thread()
+    points = compaction_points(main)
+    if points:
+        return [
+            (f"boundary {number}", point.before, point.recorded_summary)
+            for number, point in enumerate(points, 1)
+        ]
+    return [("end", messages_after_compact_boundary(main), "")]
+
+
+async def evaluate_point(
+    before: Sequence[Entry],
+    summarizers: Sequence[Provider],
+    *,
+    model: str,
+    policy: Policy | None = None,
+) -> tuple[int, dict[str, SummarizerResult]]:
+    """Compact `before` with each summarizer and score the result; (pre tokens, results)."""
+    entries = list(before)
+    pre = estimate_messages_tokens(normalize_messages(messages_after_compact_boundary(entries)))
+    results: dict[str, SummarizerResult] = {}
+    for provider in summarizers:
+        result = await compact_conversation(
+            entries,
+            provider,
+            params=CacheSafeParams(model=model),
+            trigger="manual",
+            rehydrate=rehydrator_for(entries),
+            facts_ledger=default_facts_ledger,
+            policy=policy or Policy(),
+        )
+        post_messages = normalize_messages(result.view())
+        results[provider.name] = SummarizerResult(
+            summary_scores=score_text(entries, result.summary_text),
+            full_scores=score_text(entries, messages_text(post_messages)),
+            post_tokens=estimate_messages_tokens(post_messages),
+            summary_text=result.summary_text,
+            post_messages=post_messages,
+        )
+    return pre, results
+
+
+async def evaluate_transcripts(
+    transcripts: Sequence[tuple[str, Transcript]],
+    summarizers: Sequence[Provider],
+    *,
+    model: str | None = None,
+    policy: Policy | None = None,
+) -> EvalReport:
+    """Retention and compression of our summarizers and the recorded summaries."""
+    report = EvalReport(summarizers=[provider.name for provider in summarizers])
+    for name, transcript in transcripts:
+        report.sessions.append(name)
+        chosen = model or transcript.model or DEFAULT_MODEL
+        for label, before, recorded in evaluation_points(transcript):
+            if not any(e.type in ("user", "assistant") for e in before):
+                continue
+            pre, results = await evaluate_point(before, summarizers, model=chosen, policy=policy)
+            counts = extract_facts(before).counts()
+            facts = {
+                "user_prompts": counts["user_prompts"],
+                "modified_files": counts["files_modified"],
+                "read_files": counts["files_read"],
+                "errors": counts["errors"],
+                "commands": counts["commands"],
+            }
+            report.points.append(
+                PointEvaluation(
+                    session=name,
+                    point=label,
+                    before=list(before),
+                    facts=facts,
+                    pre_tokens=pre,
+                    ours=results,
+                    recorded_scores=score_text(before, recorded) if recorded else None,
+                    recorded_summary=recorded,
+                )
+            )
+    return report
+
+
+def evaluate_sync(
+    transcripts: Sequence[tuple[str, Transcript]],
+    summarizers: Sequence[Provider],
+    *,
+    model: str | None = None,
+    policy: Policy | None = None,
+) -> EvalReport:
+    """`evaluate_transcripts` for code without an event loop."""
+    report: EvalReport = run_sync(
+        evaluate_transcripts(transcripts, summarizers, model=model, policy=policy)
+    )
+    return report

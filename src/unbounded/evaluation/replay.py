@@ -1,0 +1,785 @@
+"""Replay a recorded session through the full `Session` pipeline and price it against
+baselines.
+
+For each recorded API call, in order:
+
+1. the records before it (user messages, tool results, attachments; see `recorded.py`) are
+   appended to a `Session` kept in a `MemoryStore`, whose clock follows the recorded times;
+2. `await session.prepare()` builds the request our pipeline would send (microcompaction,
+   auto-compaction, cache planning), which is checked with `validate_request` and priced by
+   the cache simulator at the recorded time; the summary calls of compactions made in that
+   step are priced too (they share the main conversation's cache);
+3. the recorded response is recorded as the model's answer with the usage re-derived for OUR
+   request (the simulator's input / cache figures plus the recorded output tokens), so token
+   counting, thresholds and cache-break detection follow our context, not the recorded one;
+4. the tool results that arrived between the response's lines are appended.
+
+Compactions change the view from then on: later recorded messages follow our summary. They
+happen only in `prepare()`, when every result of the previous response is in, so tool pairs
+stay valid. The baselines of `baselines.py` are fed the same records and priced the same way.
+
+The library never prints: progress goes to a callback, everything else into `ReplayReport`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
+from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
+from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
+from unbounded.caching.ttl import CacheTtl
+from unbounded.compaction.facts import text_of
+from unbounded.errors import InvalidRequestError
+from unbounded.evaluation.baselines import (
+    BASELINES,
+    Baseline,
+    ReplaySettings,
+    StrategyRun,
+    make_baselines,
+    run_baselines,
+)
+from unbounded.evaluation.prefix import OpaquePrefix
+from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
+from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
+from unbounded.events import (
+    CompactionFailed,
+    CompactionRetried,
+    ContextWarning,
+    Event,
+    GenericEvent,
+    MicrocompactApplied,
+)
+from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.normalize import validate_request
+from unbounded.model.request import ProviderRequest
+from unbounded.model.transcript import Transcript
+from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
+from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.providers.base import Heartbeat, ModelResponse, Provider, run_sync
+from unbounded.session import Session, SessionConfig
+from unbounded.storage import MemoryStore
+from unbounded.tokens.estimate import rough_token_count
+
+Progress = Callable[[int, int], None]
+"""Called with (calls done, calls in all) after each replayed call."""
+
+CompactionKind = Literal["full", "session_memory"]
+CONTINUE_PROMPT = "[replay: the recorded session continued here without a user message]"
+"""Added when a recorded call follows an assistant message with nothing in between."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """How to replay: the model and window to plan for, the summarizer, the policy."""
+
+    model: str | None = None
+    """Model to plan and price for (default: the transcript's, else claude-sonnet-4-5)."""
+    window: int | None = None
+    """Context window to plan for (default: the model's)."""
+    summarizer: Provider | None = None
+    """Summarizer of our compactions (default: the offline extractive one)."""
+    policy: Policy | None = None
+    """Pipeline policy (default: `Policy.from_env()`)."""
+    model_table: ModelTable | None = None
+    baselines: bool = True
+    """Also simulate the baselines of `baselines.py`."""
+    source: str | None = None
+    """How reports name the session (default: the transcript's file name)."""
+    session_memory: bool = True
+    """Keep session-memory notes (offline updater) so compaction can skip the summary call."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    """Something that happened at a replayed call."""
+
+    call: int
+    time: float
+    kind: str
+    """microcompact, compaction, compaction_failed, cache_break, expected_cache_drop, warning,
+    invalid_request, overflow, continuation, or a generic pipeline event's name."""
+    summary: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (time as ISO 8601)."""
+        return {
+            "call": self.call,
+            "time": _iso(self.time),
+            "kind": self.kind,
+            "summary": self.summary,
+            **({"data": self.data} if self.data else {}),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """One of our compactions, with the retention figures at that point."""
+
+    call: int
+    kind: CompactionKind
+    pre_tokens: int
+    post_tokens: int
+    """Tokens of the request built right after it (prefix included)."""
+    summary_tokens: int
+    summary_scores: Scores
+    full_scores: Scores
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "call": self.call,
+            "kind": self.kind,
+            "pre_tokens": self.pre_tokens,
+            "post_tokens": self.post_tokens,
+            "summary_tokens": self.summary_tokens,
+            "summary": {k: list(v) for k, v in self.summary_scores.items()},
+            "full": {k: list(v) for k, v in self.full_scores.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CallPoint:
+    """The figures of one replayed call, for charts and tables."""
+
+    index: int
+    time: float
+    context_tokens: int
+    """Our request's tokens (input + cache creation + cache read)."""
+    cache_read: int
+    cache_write: int
+    uncached_input: int
+    output_tokens: int
+    cost: float
+    """Our cost of this step, summary calls included."""
+    recorded_context_tokens: int | None
+    recorded_cost: float | None
+    baseline_context_tokens: dict[str, int]
+    baseline_cost: dict[str, float]
+    compaction: CompactionKind | None = None
+    microcompact: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "index": self.index,
+            "time": _iso(self.time),
+            "context_tokens": self.context_tokens,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "uncached_input": self.uncached_input,
+            "output_tokens": self.output_tokens,
+            "cost": round(self.cost, 6),
+            "recorded_context_tokens": self.recorded_context_tokens,
+            "recorded_cost": round(self.recorded_cost, 6)
+            if self.recorded_cost is not None
+            else None,
+            "baseline_context_tokens": self.baseline_context_tokens,
+            "baseline_cost": {k: round(v, 6) for k, v in self.baseline_cost.items()},
+            "compaction": self.compaction,
+            "microcompact": self.microcompact,
+        }
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """Everything a replay found: per-call figures, the timeline, costs and retention."""
+
+    source: str
+    model: str
+    context_window: int
+    thresholds: Thresholds
+    summarizer: str
+    prefix: OpaquePrefix
+    ttl: CacheTtl
+    points: list[CallPoint]
+    timeline: list[TimelineEvent]
+    compaction_records: list[CompactionRecord]
+    ours: StrategyRun
+    baselines: dict[str, StrategyRun]
+    recorded_cost: float | None
+    fidelity: FidelityReport
+    microcompacts: int = 0
+    cache_breaks: int = 0
+    invalid_requests: int = 0
+    retention_summary: RetentionTally = field(default_factory=RetentionTally)
+    retention_full: RetentionTally = field(default_factory=RetentionTally)
+    notes: list[str] = field(default_factory=list)
+    session_memory_updates: int = 0
+
+    @property
+    def calls(self) -> int:
+        """Recorded calls replayed."""
+        return len(self.points)
+
+    @property
+    def compactions(self) -> int:
+        """Our compactions, of any kind."""
+        return len(self.compaction_records)
+
+    @property
+    def session_memory_compactions(self) -> int:
+        """Our compactions made from session memory (no summary call)."""
+        return sum(1 for r in self.compaction_records if r.kind == "session_memory")
+
+    def costs(self) -> dict[str, Any]:
+        """Cost in USD: ours, the recorded session's (when it has usage), each baseline's."""
+        return {
+            "unbounded": round(self.ours.cost_usd, 6),
+            "recorded": round(self.recorded_cost, 6) if self.recorded_cost is not None else None,
+            "baselines": {name: round(run.cost_usd, 6) for name, run in self.baselines.items()},
+        }
+
+    def retention(self) -> dict[str, Any]:
+        """RETENTION.md figures at our compaction points, summed per fact type."""
+        summary = self.retention_summary.to_dict()
+        full = self.retention_full.to_dict()
+        return {
+            "points": self.retention_summary.points,
+            **{
+                name: {
+                    "summary": summary[name]["fraction"],
+                    "full": full[name]["fraction"],
+                    "facts": summary[name]["total"],
+                }
+                for name in summary
+            },
+        }
+
+    def to_dict(self, *, series: bool = False) -> dict[str, Any]:
+        """The `replay --json` object (`series=True` adds per-call figures)."""
+        data: dict[str, Any] = {
+            "source": self.source,
+            "model": self.model,
+            "context_window": self.context_window,
+            "thresholds": {
+                "autocompact": self.thresholds.autocompact,
+                "warning": self.thresholds.warning,
+                "blocking": self.thresholds.blocking,
+            },
+            "summarizer": self.summarizer,
+            "calls": self.calls,
+            "compactions": self.compactions,
+            "session_memory_compactions": self.session_memory_compactions,
+            "session_memory_updates": self.session_memory_updates,
+            "microcompacts": self.microcompacts,
+            "cache_breaks": self.cache_breaks,
+            "invalid_requests": self.invalid_requests,
+            "overflows": self.ours.overflows,
+            "peak_context_tokens": self.ours.peak_context_tokens,
+            "cache_read_share": round(self.ours.cache_read_share, 5),
+            "cost": self.costs(),
+            "strategies": {
+                "unbounded": self.ours.to_dict(),
+                **{name: run.to_dict() for name, run in self.baselines.items()},
+            },
+            "fidelity": {
+                "recorded_cache_read_share": round(self.fidelity.recorded_cache_read_share, 5),
+                "simulated_cache_read_share": round(self.fidelity.simulated_cache_read_share, 5),
+                "calls": len(self.fidelity.calls),
+            },
+            "prefix": self.prefix.to_dict(),
+            "cache_ttl": self.ttl,
+            "retention": self.retention(),
+            "compaction_points": [r.to_dict() for r in self.compaction_records],
+            "timeline": [event.to_dict() for event in self.timeline],
+            "notes": list(self.notes),
+        }
+        if series:
+            data["series"] = [point.to_dict() for point in self.points]
+        return data
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class ReplayClock:
+    """The session's clock: it shows the recorded time the replay has reached."""
+
+    def __init__(self, start: float) -> None:
+        self.seconds = start
+
+    def set(self, seconds: float) -> None:
+        """Move to a recorded time (never backwards)."""
+        self.seconds = max(self.seconds, seconds)
+
+    def __call__(self) -> datetime:
+        """The current recorded time."""
+        return datetime.fromtimestamp(self.seconds, tz=timezone.utc)
+
+
+class RecordingProvider:
+    """Wraps the summarizer so that every summary call can be priced afterwards."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.supports_cache_edits = inner.supports_cache_edits
+        self.includes_facts = bool(getattr(inner, "includes_facts", False))
+        self.calls: list[tuple[ProviderRequest, ModelResponse]] = []
+
+    async def create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """Forward the call and remember the request and the reply."""
+        response = await self.inner.create(request, stream=stream, heartbeat=heartbeat)
+        self.calls.append((request, response))
+        return response
+
+    def take(self) -> list[tuple[ProviderRequest, ModelResponse]]:
+        """The calls made since the last take."""
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def _summary_output_tokens(
+    provider: RecordingProvider, response: ModelResponse, scale: float
+) -> int:
+    reported = response.usage.get("output_tokens") if response.usage else None
+    if provider.name != "extractive" and isinstance(reported, int) and reported > 0:
+        return reported
+    return round(rough_token_count(response.text) * scale)
+
+
+def _recording_ttl(report: FidelityReport) -> CacheTtl:
+    hours = sum(1 for call in report.calls if call.ttl == "1h")
+    return "1h" if report.calls and hours * 2 > len(report.calls) else "5m"
+
+
+def _recorded_cost(call: RecordedCall, model: ModelInfo, ttl: CacheTtl) -> float | None:
+    if call.usage is None:
+        return None
+    usage = RecordedUsage.from_usage(call.usage, ttl)
+    if usage.cache_creation_1h_input_tokens and model.cache_write_1h_multiplier is None:
+        return None
+    return usage_cost_usd(
+        model,
+        input_tokens=usage.input_tokens,
+        cache_creation_5m_input_tokens=usage.cache_creation_5m_input_tokens,
+        cache_creation_1h_input_tokens=usage.cache_creation_1h_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        output_tokens=usage.output_tokens,
+    )
+
+
+class _EventLog:
+    """Collects the session's events (a cache break reaches the sink twice: kept once)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        if self.events and self.events[-1] is event:
+            return
+        self.events.append(event)
+
+    def since(self, position: int) -> list[Event]:
+        """Events after a position."""
+        return self.events[position:]
+
+
+def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | None:
+    if isinstance(event, MicrocompactApplied):
+        return TimelineEvent(
+            call,
+            time,
+            "microcompact",
+            f"{event.tier} microcompact: {event.cleared} tool results cleared, "
+            f"{event.tokens_saved:,} tokens saved"
+            + (" (changes the cached prefix)" if event.breaks_cache else ""),
+            {"tier": event.tier, "cleared": event.cleared, "tokens_saved": event.tokens_saved},
+        )
+    if isinstance(event, CacheBreak):
+        return TimelineEvent(
+            call,
+            time,
+            "cache_break",
+            f"cache break: read {event.previous_read:,} -> {event.current_read:,} tokens; "
+            f"{event.reason}",
+            {
+                "previous_read": event.previous_read,
+                "current_read": event.current_read,
+                "reason": event.reason,
+            },
+        )
+    if isinstance(event, ExpectedCacheDrop):
+        return TimelineEvent(
+            call,
+            time,
+            "expected_cache_drop",
+            f"expected cache drop after {event.reason.replace('_', ' ')}: read "
+            f"{event.previous_read:,} -> {event.current_read:,} tokens",
+        )
+    if isinstance(event, ContextWarning):
+        return TimelineEvent(
+            call,
+            time,
+            "warning",
+            f"context at {event.level} level: {event.tokens:,} tokens, "
+            f"{event.percent_left}% left before auto-compact",
+            {"level": event.level, "tokens": event.tokens},
+        )
+    if isinstance(event, CompactionFailed):
+        return TimelineEvent(
+            call, time, "compaction_failed", f"compaction failed ({event.reason}): {event.message}"
+        )
+    if isinstance(event, CompactionRetried):
+        return TimelineEvent(
+            call, time, "compaction_retried", f"summary request too long: retry {event.attempt}"
+        )
+    if isinstance(event, GenericEvent):
+        return TimelineEvent(call, time, event.name, event.name.replace("_", " "), event.data)
+    return None
+
+
+# -- the replay ---------------------------------------------------------------------------------
+
+
+class _Replayer:
+    """State of one replay in progress."""
+
+    def __init__(self, transcript: Transcript, options: ReplayOptions) -> None:
+        table = options.model_table or load_model_table()
+        self.notes: list[str] = []
+        self.model_name = options.model or transcript.model or DEFAULT_MODEL
+        if options.model is None and table.find(self.model_name) is None:
+            self.notes.append(
+                f"the transcript's model {self.model_name!r} is not in the model table: "
+                f"planned and priced as {DEFAULT_MODEL} (use --model to choose)"
+            )
+            self.model_name = DEFAULT_MODEL
+        self.model = table.get(self.model_name)
+        self.script: ReplayScript = build_replay_script(transcript)
+        self.fidelity = simulate_recorded_session(transcript, self.model)
+        self.prefix = OpaquePrefix.from_fidelity(self.fidelity)
+        self.ttl = _recording_ttl(self.fidelity)
+        self.policy = options.policy or Policy.from_env()
+        window = options.window or self.model.context_window
+        self.window = window
+        self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
+        calls = self.script.calls
+        start = calls[0].request_time if calls else 0.0
+        self.settings = ReplaySettings(
+            model=self.model,
+            model_name=self.model_name,
+            prefix=self.prefix,
+            ttl=self.ttl,
+            context_window=window,
+            threshold=self.thresholds.autocompact,
+            start_time=start,
+        )
+        if options.summarizer is None:
+            from unbounded.providers.extractive import ExtractiveSummarizer
+
+            summarizer: Provider = ExtractiveSummarizer()
+        else:
+            summarizer = options.summarizer
+        self.summarizer = RecordingProvider(summarizer)
+        self.clock = ReplayClock(start)
+        self.log = _EventLog()
+        extensions: list[Any] = []
+        if options.session_memory:
+            from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+
+            extensions.append(SessionMemory(OfflineNotesUpdater(), background=False))
+        self.session = Session(
+            SessionConfig(
+                model=self.model_name,
+                system=self.prefix.system_blocks(),
+                context_window=window,
+                validate_requests=False,
+            ),
+            store=MemoryStore(),
+            policy=self.policy,
+            summarizer=self.summarizer,
+            model_table=table,
+            events=self.log,
+            allowed_roots=[],
+            ttl_eligible=self.ttl == "1h",
+            clock=self.clock,
+            extensions=extensions,
+        )
+        self.simulator = self.settings.simulator()
+        self.ours = StrategyRun("unbounded")
+        self.baselines: list[Baseline] = make_baselines(self.settings) if options.baselines else []
+        self.source = options.source or (
+            transcript.path.name if transcript.path is not None else "session"
+        )
+        self.points: list[CallPoint] = []
+        self.timeline: list[TimelineEvent] = []
+        self.records: list[CompactionRecord] = []
+        self.retention_summary = RetentionTally()
+        self.retention_full = RetentionTally()
+        self.microcompacts = 0
+        self.memory_updates = 0
+        self.cache_breaks = 0
+        self.invalid = 0
+        self.recorded_total: float | None = 0.0 if self.script.has_usage else None
+
+    async def run(self, progress: Progress | None) -> ReplayReport:
+        steps = self.script.steps
+        for number, step in enumerate(steps):
+            await self._step(step.before, step.call, step.after)
+            if progress is not None:
+                progress(number + 1, len(steps))
+        return ReplayReport(
+            source=self.source,
+            model=self.model_name,
+            context_window=self.window,
+            thresholds=self.thresholds,
+            summarizer=self.summarizer.name,
+            prefix=self.prefix,
+            ttl=self.ttl,
+            points=self.points,
+            timeline=self.timeline,
+            compaction_records=self.records,
+            ours=self.ours,
+            baselines={b.name: b.run for b in self.baselines},
+            recorded_cost=self.recorded_total,
+            fidelity=self.fidelity,
+            microcompacts=self.microcompacts,
+            cache_breaks=self.cache_breaks,
+            invalid_requests=self.invalid,
+            retention_summary=self.retention_summary,
+            retention_full=self.retention_full,
+            notes=self.notes,
+            session_memory_updates=self.memory_updates,
+        )
+
+    def _event(self, event: TimelineEvent) -> None:
+        self.timeline.append(event)
+
+    async def _step(
+        self, before: Sequence[Entry], call: RecordedCall, after: Sequence[Entry]
+    ) -> None:
+        session = self.session
+        index = call.index
+        if before:
+            session.append(list(before))
+        for baseline in self.baselines:
+            baseline.feed(before)
+        messages = session.messages
+        if messages and messages[-1]["role"] == "assistant":
+            continuation = Entry.user(CONTINUE_PROMPT, is_meta=True)
+            session.append([continuation])
+            for baseline in self.baselines:
+                baseline.feed([continuation])
+            self._event(
+                TimelineEvent(
+                    index,
+                    call.request_time,
+                    "continuation",
+                    "a recorded call follows an assistant message: a meta user line was added",
+                )
+            )
+
+        self.clock.set(call.request_time)
+        events_at = len(self.log.events)
+        entries_at = len(session.entries)
+        request = await session.prepare()
+        try:
+            validate_request(request["messages"])
+        except InvalidRequestError as error:
+            self.invalid += 1
+            self._event(TimelineEvent(index, call.request_time, "invalid_request", str(error)))
+
+        scale = self.prefix.scale
+        summary_calls = self.summarizer.take()
+        side: list[SimulatedCall] = [
+            self.simulator.step(
+                call.request_time,
+                summary_request,
+                query_source="compact",
+                output_tokens=_summary_output_tokens(self.summarizer, response, scale),
+            )
+            for summary_request, response in summary_calls
+        ]
+        main = self.simulator.step(call.request_time, request, output_tokens=call.output_tokens)
+        self.ours.add(main, side, self.window)
+        if main.prompt_tokens > self.window:
+            self._event(
+                TimelineEvent(
+                    index,
+                    call.request_time,
+                    "overflow",
+                    f"request of {main.prompt_tokens:,} tokens is over the "
+                    f"{self.window:,}-token window",
+                )
+            )
+        compaction = self._compactions(entries_at, index, call, main, bool(summary_calls))
+
+        # The response is recorded at its request's start: the cache simulator counts a
+        # cache entry's life from the request that used it, and the break detector measures
+        # the gap between calls from the time `record` sees.
+        session.record(
+            {
+                "content": list(call.content),
+                "usage": dict(main.usage()),
+                "model": self.model_name,
+                "id": call.message_id,
+                "stop_reason": call.stop_reason,
+            }
+        )
+        if after:
+            session.append(list(after))
+
+        baseline_tokens: dict[str, int] = {}
+        baseline_cost: dict[str, float] = {}
+        if self.baselines:
+            response = Entry.assistant(list(call.content), message_id=call.message_id)
+            for name, simulated in run_baselines(self.baselines, call).items():
+                baseline_tokens[name] = simulated.prompt_tokens
+            for baseline in self.baselines:
+                baseline.respond(response)
+                baseline.feed(after)
+                baseline_cost[baseline.name] = baseline.run.cost_per_call[-1]
+
+        microcompacted = False
+        for event in self.log.since(events_at):
+            if isinstance(event, GenericEvent) and event.name == "session_memory_updated":
+                self.memory_updates += 1
+                continue
+            line = _timeline_event(event, index, call.request_time)
+            if line is None:
+                continue
+            if line.kind == "microcompact":
+                self.microcompacts += 1
+                microcompacted = True
+            elif line.kind == "cache_break":
+                self.cache_breaks += 1
+            self._event(line)
+
+        recorded_cost = _recorded_cost(call, self.model, self.ttl)
+        if self.recorded_total is not None and recorded_cost is not None:
+            self.recorded_total += recorded_cost
+        self.points.append(
+            CallPoint(
+                index=index,
+                time=call.request_time,
+                context_tokens=main.prompt_tokens,
+                cache_read=main.cache_read_input_tokens,
+                cache_write=main.cache_creation_input_tokens,
+                uncached_input=main.input_tokens,
+                output_tokens=main.output_tokens,
+                cost=self.ours.cost_per_call[-1],
+                recorded_context_tokens=call.recorded_prompt_tokens,
+                recorded_cost=recorded_cost,
+                baseline_context_tokens=baseline_tokens,
+                baseline_cost=baseline_cost,
+                compaction=compaction,
+                microcompact=microcompacted,
+            )
+        )
+
+    def _compactions(
+        self,
+        entries_at: int,
+        index: int,
+        call: RecordedCall,
+        main: SimulatedCall,
+        summarized: bool,
+    ) -> CompactionKind | None:
+        """Record the compactions `prepare()` appended (boundaries after `entries_at`)."""
+        entries = self.session.entries
+        kind: CompactionKind | None = None
+        for position in range(entries_at, len(entries)):
+            boundary = entries[position]
+            if not boundary.is_compact_boundary:
+                continue
+            memory = bool(boundary.compact_metadata.get("sessionMemory"))
+            kind = "session_memory" if memory or not summarized else "full"
+            before = messages_after_compact_boundary(entries[:position])
+            summary = "\n".join(
+                text_of(e.content) for e in entries[position + 1 :] if e.is_compact_summary
+            )
+            full_text = messages_text(self.session.messages)
+            summary_scores = score_text(before, summary)
+            full_scores = score_text(before, full_text)
+            self.retention_summary.add(summary_scores)
+            self.retention_full.add(full_scores)
+            pre = int(boundary.compact_metadata.get("preTokens") or 0)
+            record = CompactionRecord(
+                call=index,
+                kind=kind,
+                pre_tokens=pre,
+                post_tokens=main.prompt_tokens,
+                summary_tokens=rough_token_count(summary),
+                summary_scores=summary_scores,
+                full_scores=full_scores,
+            )
+            self.records.append(record)
+            label = (
+                f"full compaction (summary call, {self.summarizer.name})"
+                if kind == "full"
+                else "session-memory compaction (notes, no summary call)"
+            )
+            self._event(
+                TimelineEvent(
+                    index,
+                    call.request_time,
+                    "compaction",
+                    f"{label}: {pre:,} -> {main.prompt_tokens:,} tokens "
+                    f"(summary {record.summary_tokens:,} tokens)",
+                    {"kind": kind, "pre_tokens": pre, "post_tokens": main.prompt_tokens},
+                )
+            )
+        return kind
+
+
+async def replay_transcript(
+    transcript: Transcript,
+    options: ReplayOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Replay a recorded session through the pipeline and the baselines (module docstring)."""
+    replayer = _Replayer(transcript, options or ReplayOptions())
+    return await replayer.run(progress)
+
+
+def replay_session(
+    transcript: Transcript,
+    options: ReplayOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """`replay_transcript` for code without an event loop."""
+    report: ReplayReport = run_sync(replay_transcript(transcript, options, progress=progress))
+    return report
+
+
+def strategy_names() -> tuple[str, ...]:
+    """Strategies a report compares, in order: ours, then the baselines."""
+    return ("unbounded", *BASELINES)
+
+
+def cumulative(values: Sequence[float]) -> list[float]:
+    """Running sums."""
+    total = 0.0
+    out: list[float] = []
+    for value in values:
+        total += value
+        out.append(total)
+    return out
+
+
+def point_costs(points: Sequence[CallPoint], strategy: str) -> list[float]:
+    """Per-call cost of one strategy (`unbounded`, `recorded` or a baseline name)."""
+    if strategy == "unbounded":
+        return [p.cost for p in points]
+    if strategy == "recorded":
+        return [p.recorded_cost or 0.0 for p in points]
+    return [p.baseline_cost.get(strategy, 0.0) for p in points]

@@ -1,0 +1,61 @@
+"""What the integrations share: blocking runs of the async pipeline, reactive compaction,
+session coercion and tool registration for microcompaction."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
+
+from unbounded.errors import ConfigError
+from unbounded.events import GenericEvent, emit
+from unbounded.session import Session, SyncSession
+
+T = TypeVar("T")
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from blocking code.
+
+    Without a running event loop in this thread it gets its own (`asyncio.run`); inside one
+    (a notebook, an async web framework calling sync code) it runs on a worker thread with a
+    loop of its own, so blocking APIs keep working there.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def as_session(value: Session | SyncSession) -> Session:
+    """The async `Session` behind a `Session` or a `SyncSession`."""
+    if isinstance(value, SyncSession):
+        return value.session
+    if isinstance(value, Session):
+        return value
+    raise ConfigError(f"expected a Session or a SyncSession, not {type(value).__name__}")
+
+
+async def compact_after_prompt_too_long(session: Session, error: BaseException) -> bool:
+    """One reactive compaction after a prompt-too-long answer, as `Session.call` does.
+
+    True when the conversation was compacted (retry the call once); False when compaction is
+    off or failed (give the error to the caller).
+    """
+    emit(session.events_sink(), GenericEvent("reactive_compaction", {"error": str(error)}))
+    if not session.policy.compact_enabled:
+        return False
+    return await session.auto_compact() is not None
+
+
+def register_compactable_tools(session: Session, names: Iterable[str]) -> None:
+    """Let microcompaction clear the results of these tools (their output can be reproduced)."""
+    registry = session.micro.tools
+    missing = [name for name in dict.fromkeys(names) if not registry.is_compactable(name)]
+    if not missing:
+        return
+    session.micro.ledger.tools = registry.with_tools(*missing)
+    session.micro.ledger.reset()

@@ -1,0 +1,716 @@
+"""An agent loop over plain Python functions, with unbounded's context management every turn.
+
+    def read_file(path: str) -> str:
+        '''Read a text file.'''
+        return Path(path).read_text()
+
+    result = run_agent(SessionConfig(model="claude-sonnet-4-6"), AnthropicProvider(),
+                       tools=[read_file], prompt="What does setup.py install?")
+    print(result.text)
+
+Each turn is `Session.call`: prepare (auto-compaction, microcompaction, cache breakpoints) →
+the provider → record; a prompt-too-long answer compacts once and retries. Every `tool_use`
+of the reply is run (sync functions on the loop's thread in the blocking variants and in a
+worker thread in the async ones; coroutine functions awaited); an exception becomes an
+`is_error` tool result the model can react to. The loop stops at a reply without tool calls
+(or at `max_turns`, with the tool results already added so the session can go on later).
+
+Tool schemas come from signatures: `str`, `int`, `float`, `bool`, `None`, lists, tuples,
+sets, dicts, `Literal`, `Enum`, unions and `Optional`, `Annotated[T, "description"]`,
+pydantic models (their own JSON schema), TypedDicts and dataclasses; a parameter with a
+default is optional. The description is the docstring's text before its sections, and a
+Google-style `Args:` section describes the parameters.
+
+`aiter_agent` / `iter_agent` yield the events as they happen (`ModelTurn`, `ToolExecuted`,
+the pipeline's own events when the loop built the session, then `AgentFinished`);
+`arun_agent` / `run_agent` return an `AgentResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import inspect
+import json
+import re
+import types
+import typing
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, overload
+
+from typing_extensions import is_typeddict
+
+from unbounded.errors import ConfigError
+from unbounded.events import Event, EventSink
+from unbounded.integrations._support import as_session, register_compactable_tools
+from unbounded.policy import Policy
+from unbounded.providers.base import ModelResponse, Provider
+from unbounded.session import Session, SessionConfig, SyncSession
+
+JsonSchema = dict[str, Any]
+
+_SECTION = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?)\s*:\s*$"
+)
+_ARG_LINE = re.compile(r"^\s*\**(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def json_schema_for(annotation: Any) -> JsonSchema:
+    """A JSON schema for a Python type annotation ({} when anything goes)."""
+    if annotation is inspect.Parameter.empty or annotation is Any or annotation is object:
+        return {}
+    if annotation is None or annotation is type(None):
+        return {"type": "null"}
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is typing.Annotated:
+        schema = json_schema_for(args[0])
+        notes = [a for a in args[1:] if isinstance(a, str)]
+        if notes:
+            schema = {**schema, "description": " ".join(notes)}
+        return schema
+    if origin is Literal:
+        values = list(args)
+        schema = {"enum": values}
+        kinds = {_json_type(type(v)) for v in values}
+        if len(kinds) == 1 and None not in kinds:
+            schema["type"] = kinds.pop()
+        return schema
+    if origin is Union or origin is types.UnionType:
+        arms = [a for a in args if a is not type(None)]
+        if len(arms) == 1:
+            return json_schema_for(arms[0])
+        return {"anyOf": [json_schema_for(a) for a in args]}
+    simple = _json_type(annotation)
+    if simple is not None:
+        return {"type": simple}
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return {"enum": [member.value for member in annotation]}
+    if origin in (list, set, frozenset) or origin in _SEQUENCE_ORIGINS:
+        return {"type": "array", "items": json_schema_for(args[0]) if args else {}}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": json_schema_for(args[0])}
+        return {
+            "type": "array",
+            "prefixItems": [json_schema_for(a) for a in args],
+            "minItems": len(args),
+            "maxItems": len(args),
+        }
+    if annotation in (list, tuple, set, frozenset):
+        return {"type": "array"}
+    if origin in (dict,) or origin in _MAPPING_ORIGINS:
+        if len(args) == 2 and args[1] is not Any:
+            return {"type": "object", "additionalProperties": json_schema_for(args[1])}
+        return {"type": "object"}
+    if annotation is dict:
+        return {"type": "object"}
+    model_schema = getattr(annotation, "model_json_schema", None)
+    if callable(model_schema):
+        return dict(model_schema())
+    if is_typeddict(annotation):
+        hints = typing.get_type_hints(annotation, include_extras=True)
+        keys = sorted(getattr(annotation, "__required_keys__", hints))
+        return _object_schema({k: json_schema_for(v) for k, v in hints.items()}, keys)
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        hints = typing.get_type_hints(annotation, include_extras=True)
+        props: dict[str, JsonSchema] = {}
+        required: list[str] = []
+        for item in dataclasses.fields(annotation):
+            props[item.name] = json_schema_for(hints.get(item.name, Any))
+            if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
+                required.append(item.name)
+        return _object_schema(props, required)
+    raise ConfigError(f"no JSON schema for the annotation {annotation!r}: use a simpler type")
+
+
+_SEQUENCE_ORIGINS = (
+    typing.get_origin(Sequence[int]),
+    typing.get_origin(typing.List[int]),  # noqa: UP006
+)
+_MAPPING_ORIGINS = (typing.get_origin(Mapping[str, int]),)
+
+
+def _json_type(kind: Any) -> str | None:
+    if kind is bool:
+        return "boolean"
+    if kind is int:
+        return "integer"
+    if kind is float:
+        return "number"
+    if kind is str:
+        return "string"
+    if kind is type(None):
+        return "null"
+    return None
+
+
+def _object_schema(properties: dict[str, JsonSchema], required: Sequence[str]) -> JsonSchema:
+    schema: JsonSchema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """(description, {parameter: description}) from a docstring with a Google-style Args."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        heading = _SECTION.match(line)
+        if heading:
+            section = heading.group(1).lower()
+            current = None
+            continue
+        if section is None:
+            description.append(line)
+        elif section in ("args", "arguments", "parameters", "params"):
+            match = _ARG_LINE.match(line)
+            if match and not line.startswith((" " * 8, "\t\t")):
+                current = match.group(1)
+                params[current] = match.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    return "\n".join(description).strip(), params
+
+
+def tool_schema(
+    function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+) -> dict[str, Any]:
+    """The Anthropic tool definition (name, description, input_schema) of a function."""
+    signature = inspect.signature(function)
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as error:  # unresolved forward references
+        raise ConfigError(f"cannot read the type hints of {function!r}: {error}") from None
+    doc_description, doc_params = parse_docstring(inspect.getdoc(function))
+    properties: dict[str, JsonSchema] = {}
+    required: list[str] = []
+    for parameter in signature.parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ConfigError(
+                f"tool {function.__name__}: *args and **kwargs cannot be described to a model; "
+                "name every parameter"
+            )
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise ConfigError(
+                f"tool {function.__name__}: positional-only parameters cannot be passed by name"
+            )
+        schema = dict(json_schema_for(hints.get(parameter.name, parameter.annotation)))
+        if parameter.name in doc_params and "description" not in schema:
+            schema["description"] = doc_params[parameter.name]
+        if parameter.default is inspect.Parameter.empty:
+            required.append(parameter.name)
+        elif _jsonable(parameter.default):
+            schema["default"] = parameter.default
+        properties[parameter.name] = schema
+    tool_name = name or function.__name__
+    if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", tool_name):
+        raise ConfigError(
+            f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-' (the API's rule)"
+        )
+    return {
+        "name": tool_name,
+        "description": description or doc_description or tool_name.replace("_", " "),
+        "input_schema": _object_schema(properties, required),
+    }
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A Python function offered to the model as a tool (call it like the function)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    function: Callable[..., Any]
+    compactable: bool = False
+    """Its output can be produced again (a read, a search, a command's output): microcompaction
+    may clear old results of it."""
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        compactable: bool = False,
+    ) -> Tool:
+        """A tool from a function's signature and docstring."""
+        schema = tool_schema(function, name=name, description=description)
+        return cls(
+            schema["name"], schema["description"], schema["input_schema"], function, compactable
+        )
+
+    def definition(self) -> dict[str, Any]:
+        """The tool definition for a request's `tools`."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    async def run(self, arguments: Mapping[str, Any], *, inline: bool = False) -> Any:
+        """Call the function with the model's arguments (sync functions in a worker thread,
+        or on this thread when `inline`)."""
+        if inspect.iscoroutinefunction(self.function):
+            return await self.function(**arguments)
+        if inline:
+            value = self.function(**arguments)
+        else:
+            value = await asyncio.to_thread(self.function, **arguments)
+        if inspect.isawaitable(value):
+            return await value
+        return value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function itself."""
+        return self.function(*args, **kwargs)
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, compactable: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    compactable: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Decorator: `@tool` or `@tool(compactable=True)` turns a function into a `Tool`."""
+    if function is not None:
+        return Tool.from_function(function, name=name, description=description)
+
+    def decorate(inner: Callable[..., Any]) -> Tool:
+        return Tool.from_function(
+            inner, name=name, description=description, compactable=compactable
+        )
+
+    return decorate
+
+
+def as_tools(tools: Sequence[Callable[..., Any] | Tool]) -> list[Tool]:
+    """Tools from functions (or tools); names must be unique."""
+    out = [t if isinstance(t, Tool) else Tool.from_function(t) for t in tools]
+    seen: set[str] = set()
+    for item in out:
+        if item.name in seen:
+            raise ConfigError(f"two tools are named {item.name!r}")
+        seen.add(item.name)
+    return out
+
+
+# --------------------------------------------------------------------------- events and result
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn(Event):
+    """The model answered (turn counts from 1)."""
+
+    turn: int
+    response: ModelResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecuted(Event):
+    """A tool call was run; `content` is the tool_result content sent back."""
+
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+    content: str | list[dict[str, Any]]
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFinished(Event):
+    """The loop ended: the model answered without tool calls, or `max_turns` was reached."""
+
+    text: str
+    stop_reason: str
+    turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult:
+    """What an agent run produced."""
+
+    text: str
+    """The text of the last reply."""
+    stop_reason: str
+    """The last reply's stop reason, or "max_turns"."""
+    turns: int
+    response: ModelResponse | None
+    session: Session
+    events: tuple[Event, ...] = field(default=(), repr=False)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def _tool_content(value: Any) -> str | list[dict[str, Any]]:
+    if isinstance(value, str):
+        return value or "(no output)"
+    if value is None:
+        return "(no output)"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace") or "(no output)"
+    if (
+        isinstance(value, list)
+        and value
+        and all(
+            isinstance(b, Mapping) and b.get("type") in ("text", "image", "document") for b in value
+        )
+    ):
+        return [dict(b) for b in value]
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+async def _execute(
+    tools: Mapping[str, Tool], use: Mapping[str, Any], inline: bool
+) -> tuple[dict[str, Any], ToolExecuted]:
+    tool_use_id = str(use.get("id", ""))
+    name = str(use.get("name", ""))
+    arguments = use.get("input")
+    is_error = False
+    content: str | list[dict[str, Any]]
+    chosen = tools.get(name)
+    if chosen is None:
+        is_error, content = True, f"Error: there is no tool named {name!r}"
+    elif not isinstance(arguments, Mapping):
+        is_error, content = True, f"Error: the input of {name} must be a JSON object"
+    else:
+        try:
+            content = _tool_content(await chosen.run(arguments, inline=inline))
+        except Exception as error:
+            is_error, content = True, f"{type(error).__name__}: {error}"
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    if is_error:
+        result["is_error"] = True
+    given = dict(arguments) if isinstance(arguments, Mapping) else {}
+    return result, ToolExecuted(tool_use_id, name, given, content, is_error)
+
+
+def _session_for(
+    session: Session | SyncSession | SessionConfig,
+    *,
+    session_folder: str | Path | None,
+    policy: Policy | None,
+    summarizer: Provider | None,
+    sink: EventSink,
+) -> Session:
+    if isinstance(session, SessionConfig):
+        options: dict[str, Any] = {"policy": policy, "summarizer": summarizer, "events": sink}
+        if session_folder is not None:
+            return Session.open(Path(session_folder).expanduser(), session, **options)
+        return Session(session, **options)
+    if session_folder is not None or policy is not None or summarizer is not None:
+        raise ConfigError(
+            "session_folder, policy and summarizer apply to a session the loop builds from a "
+            "SessionConfig; set them on the Session you pass instead"
+        )
+    return as_session(session)
+
+
+def _install_tools(session: Session, tools: Sequence[Tool]) -> None:
+    names = {t.name for t in tools}
+    kept = [t for t in session.config.tools if t.get("name") not in names]
+    merged = [*kept, *(t.definition() for t in tools)]
+    if merged != session.config.tools:
+        session.config = dataclasses.replace(session.config, tools=merged)
+    register_compactable_tools(session, [t.name for t in tools if t.compactable])
+
+
+async def _agent_events(
+    session: Session | SyncSession | SessionConfig,
+    provider: Provider,
+    *,
+    tools: Sequence[Callable[..., Any] | Tool],
+    prompt: str | Sequence[Mapping[str, Any]] | None,
+    max_turns: int,
+    stream: bool,
+    session_folder: str | Path | None,
+    policy: Policy | None,
+    summarizer: Provider | None,
+    events: EventSink | None,
+    inline: bool,
+    result_box: list[AgentResult],
+) -> AsyncIterator[Event]:
+    if max_turns < 1:
+        raise ConfigError("max_turns must be at least 1")
+    pending: list[Event] = []
+
+    def sink(event: Event) -> None:
+        pending.append(event)
+        if events is not None:
+            events(event)
+
+    active = _session_for(
+        session, session_folder=session_folder, policy=policy, summarizer=summarizer, sink=sink
+    )
+    offered = as_tools(tools)
+    _install_tools(active, offered)
+    by_name = {t.name: t for t in offered}
+    if prompt is not None:
+        active.add_user(prompt if isinstance(prompt, str) else [dict(b) for b in prompt])
+    elif not active.messages or active.messages[-1]["role"] != "user":
+        raise ConfigError("nothing for the model to answer: give prompt=...")
+
+    def drain() -> list[Event]:
+        out = list(pending)
+        pending.clear()
+        return out
+
+    def publish(event: Event) -> Event:
+        if events is not None:
+            events(event)
+        return event
+
+    turns = 0
+    response: ModelResponse | None = None
+    stop_reason = "max_turns"
+    while turns < max_turns:
+        response = await active.call(provider, stream=stream)
+        turns += 1
+        for event in drain():
+            yield event
+        yield publish(ModelTurn(turns, response))
+        uses = response.tool_uses
+        if not uses:
+            if response.stop_reason == "pause_turn":
+                continue
+            stop_reason = response.stop_reason or "end_turn"
+            break
+        results: list[dict[str, Any]] = []
+        for use in uses:
+            result, executed = await _execute(by_name, use, inline)
+            results.append(result)
+            yield publish(executed)
+        active.add_tool_results(results)
+        for event in drain():
+            yield event
+    text = response.text if response is not None else ""
+    result_box.append(AgentResult(text, stop_reason, turns, response, active))
+    yield publish(AgentFinished(text, stop_reason, turns))
+
+
+def aiter_agent(
+    session: Session | SyncSession | SessionConfig,
+    provider: Provider,
+    *,
+    tools: Sequence[Callable[..., Any] | Tool] = (),
+    prompt: str | Sequence[Mapping[str, Any]] | None = None,
+    max_turns: int = 20,
+    stream: bool = True,
+    session_folder: str | Path | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | None = None,
+    events: EventSink | None = None,
+) -> AsyncIterator[Event]:
+    """Run the loop, yielding each event as it happens (`async for event in aiter_agent(...)`).
+
+    `session` is a Session (continued) or a SessionConfig (a new session, kept in
+    `session_folder` when given, else in memory). `prompt` is added as a user message; without
+    one the session must already end with a user message (a prompt or tool results). Replies
+    are streamed by default (`stream=False` to turn it off): the Anthropic SDK refuses an
+    unstreamed call whose `max_tokens` could take more than ten minutes. `events` receives
+    every event yielded; the pipeline's events are among them only for a session built here
+    (a Session you pass sends them to its own sink).
+    """
+    return _agent_events(
+        session,
+        provider,
+        tools=tools,
+        prompt=prompt,
+        max_turns=max_turns,
+        stream=stream,
+        session_folder=session_folder,
+        policy=policy,
+        summarizer=summarizer,
+        events=events,
+        inline=False,
+        result_box=[],
+    )
+
+
+async def arun_agent(
+    session: Session | SyncSession | SessionConfig,
+    provider: Provider,
+    *,
+    tools: Sequence[Callable[..., Any] | Tool] = (),
+    prompt: str | Sequence[Mapping[str, Any]] | None = None,
+    max_turns: int = 20,
+    stream: bool = True,
+    session_folder: str | Path | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | None = None,
+    events: EventSink | None = None,
+) -> AgentResult:
+    """Run the loop to the end and return the result (see `aiter_agent`)."""
+    box: list[AgentResult] = []
+    collected: list[Event] = []
+    async for event in _agent_events(
+        session,
+        provider,
+        tools=tools,
+        prompt=prompt,
+        max_turns=max_turns,
+        stream=stream,
+        session_folder=session_folder,
+        policy=policy,
+        summarizer=summarizer,
+        events=events,
+        inline=False,
+        result_box=box,
+    ):
+        collected.append(event)
+    return dataclasses.replace(box[0], events=tuple(collected))
+
+
+async def _next_event(agen: AsyncIterator[Event]) -> Event:
+    return await agen.__anext__()
+
+
+def _blocking_events(agen: AsyncIterator[Event]) -> Iterator[Event]:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise ConfigError(
+            "run_agent/iter_agent block, and an event loop is running in this thread: use "
+            "`await arun_agent(...)` or `async for event in aiter_agent(...)` instead"
+        )
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                event = loop.run_until_complete(_next_event(agen))
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        closer = getattr(agen, "aclose", None)
+        if closer is not None:
+            loop.run_until_complete(closer())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def iter_agent(
+    session: Session | SyncSession | SessionConfig,
+    provider: Provider,
+    *,
+    tools: Sequence[Callable[..., Any] | Tool] = (),
+    prompt: str | Sequence[Mapping[str, Any]] | None = None,
+    max_turns: int = 20,
+    stream: bool = True,
+    session_folder: str | Path | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | None = None,
+    events: EventSink | None = None,
+) -> Iterator[Event]:
+    """`aiter_agent` for blocking code: `for event in iter_agent(...)`; sync tools run on the
+    caller's thread."""
+    return _blocking_events(
+        _agent_events(
+            session,
+            provider,
+            tools=tools,
+            prompt=prompt,
+            max_turns=max_turns,
+            stream=stream,
+            session_folder=session_folder,
+            policy=policy,
+            summarizer=summarizer,
+            events=events,
+            inline=True,
+            result_box=[],
+        )
+    )
+
+
+def run_agent(
+    session: Session | SyncSession | SessionConfig,
+    provider: Provider,
+    *,
+    tools: Sequence[Callable[..., Any] | Tool] = (),
+    prompt: str | Sequence[Mapping[str, Any]] | None = None,
+    max_turns: int = 20,
+    stream: bool = True,
+    session_folder: str | Path | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | None = None,
+    events: EventSink | None = None,
+) -> AgentResult:
+    """`arun_agent` for blocking code; sync tools run on the caller's thread."""
+    box: list[AgentResult] = []
+    collected = list(
+        _blocking_events(
+            _agent_events(
+                session,
+                provider,
+                tools=tools,
+                prompt=prompt,
+                max_turns=max_turns,
+                stream=stream,
+                session_folder=session_folder,
+                policy=policy,
+                summarizer=summarizer,
+                events=events,
+                inline=True,
+                result_box=box,
+            )
+        )
+    )
+    return dataclasses.replace(box[0], events=tuple(collected))
+
+
+__all__ = [
+    "AgentFinished",
+    "AgentResult",
+    "ModelTurn",
+    "Tool",
+    "ToolExecuted",
+    "aiter_agent",
+    "arun_agent",
+    "as_tools",
+    "iter_agent",
+    "json_schema_for",
+    "parse_docstring",
+    "run_agent",
+    "tool",
+    "tool_schema",
+]

@@ -1,0 +1,992 @@
+"""A drop-in around the official Anthropic client: the caller's code does not change.
+
+    client = wrap(anthropic.Anthropic(), session_folder="~/.myagent/session-1")
+    reply = client.messages.create(model=..., max_tokens=..., system=..., tools=...,
+                                   messages=messages)          # a plain SDK `Message`
+
+Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pipeline of one
+`Session`:
+
+1. **What is new.** The caller may keep sending the whole conversation (the usual SDK
+   pattern) or only the new messages; both work. Messages are compared by content with the
+   conversation the session holds (cache markers, `None` fields and SDK objects versus dicts
+   make no difference; an echoed assistant reply also matches with its thinking left out),
+   and only what the session does not hold yet is appended: the known prefix of a full
+   list, the part after an overlap (a sliding window, a retried call), or everything when
+   nothing is known. A list that starts like the known conversation and then differs (an
+   edited or rewound history) is refused with a `ConfigError`: the transcript is append-only.
+   `history="full"` or `"new"` turns the detection off for callers that always do one thing.
+2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
+   the session's `SessionConfig` (what the compaction fork repeats to share the prompt
+   cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
+   because it re-writes the cache. Every other keyword (`temperature`, `tool_choice`,
+   `metadata`, `stop_sequences`, `extra_headers`, `timeout`…) is passed to the SDK as given.
+3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
+   breakpoints. It goes out through the caller's own client.
+4. **The reply** is recorded (its usage anchors the token count) and returned unchanged: the
+   SDK's `Message`, the SDK's event stream (`stream=True`), or the SDK's `MessageStream` from
+   `messages.stream(...)`. A streamed reply is recorded once it is complete.
+5. **Prompt too long**: one reactive compaction, then the call is retried once; a second
+   refusal reaches the caller as the SDK's own exception, like every other API error.
+
+Compaction summaries come from the same client and model by default (the cache-sharing fork,
+falling back to the offline extractive summarizer after repeated failures); pass
+`summarizer="extractive"` or any `Provider` to change that. One wrapped client is one
+conversation: calls on it are sequential, like the turns of a conversation. Everything else
+on the client (`models`, `beta`, `messages.count_tokens`…) is the SDK's, untouched;
+`close()` (or `with` / `async with`) releases the session folder's lock and the SDK client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
+
+from unbounded.errors import ConfigError
+from unbounded.events import Event, EventSink, emit
+from unbounded.integrations._support import (
+    as_session,
+    compact_after_prompt_too_long,
+    run_blocking,
+)
+from unbounded.model.entries import Entry
+from unbounded.model.request import ProviderRequest
+from unbounded.models import ModelTable, load_model_table
+from unbounded.policy import Policy, compute_thresholds
+from unbounded.providers.anthropic import AnthropicProvider
+from unbounded.providers.base import PromptTooLongError, Provider
+from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
+
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.lib.streaming import AsyncMessageStream, MessageStream
+    from anthropic.types import Message
+
+HistoryMode = Literal["auto", "full", "new"]
+"""How `messages=` is read: detected (auto), always the whole conversation, or only new ones."""
+
+SummarizerChoice = Literal["client", "extractive"]
+"""`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
+
+CACHE_SAFE_PARAMETERS = ("model", "system", "tools", "thinking", "max_tokens")
+"""Keywords that key the prompt cache: they go into the session's `SessionConfig`."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheParamsChanged(Event):
+    """A cache-safe parameter changed after a request went out: the prompt cache is re-written."""
+
+    fields: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- content matching
+
+
+_BLOCK_KEYS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "tool_use": ("id", "name", "input"),
+    "server_tool_use": ("id", "name", "input"),
+    "tool_result": ("tool_use_id", "content", "is_error"),
+    "thinking": ("thinking", "signature"),
+    "redacted_thinking": ("data",),
+    "image": ("source",),
+    "document": ("source",),
+}
+
+
+def _plain(value: Any) -> Any:
+    """SDK objects (pydantic models) as plain JSON-ready data; other values unchanged."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    return value
+
+
+def _block_dict(block: Any) -> dict[str, Any]:
+    data = _plain(block)
+    if isinstance(data, str):
+        return {"type": "text", "text": data}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a content block must be a dict or an SDK block, not {type(block)}")
+    return dict(data)
+
+
+def stored_content(content: Any) -> str | list[dict[str, Any]]:
+    """Message content as the session stores it: plain dicts, caller cache markers removed."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return []
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        data = {k: v for k, v in _block_dict(block).items() if k != "cache_control"}
+        if data.get("type") == "tool_result" and isinstance(data.get("content"), list):
+            data["content"] = [
+                {k: v for k, v in _block_dict(b).items() if k != "cache_control"}
+                for b in data["content"]
+            ]
+        blocks.append(data)
+    return blocks
+
+
+def _canonical_block(block: Any) -> dict[str, Any]:
+    data = _block_dict(block)
+    kind = data.get("type")
+    keys = _BLOCK_KEYS.get(str(kind))
+    if keys is None:
+        return {k: v for k, v in data.items() if k != "cache_control" and v is not None}
+    out: dict[str, Any] = {"type": kind}
+    for key in keys:
+        value = data.get(key)
+        if value is None or (key == "is_error" and value is False):
+            continue
+        if key == "content":
+            value = _canonical_content(value)
+        out[key] = value
+    return out
+
+
+def _canonical_content(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [_canonical_block(b) for b in content or []]
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePrint:
+    """A message's identity for prefix detection: role, exact content, and (for replies) the
+    text and tool calls alone, so an echo without its thinking blocks still matches."""
+
+    role: str
+    exact: str
+    loose: str
+
+    def matches(self, other: MessagePrint) -> bool:
+        """The same message, allowing an assistant echo that left thinking out."""
+        if self.role != other.role:
+            return False
+        return self.exact == other.exact or (self.role == "assistant" and self.loose == other.loose)
+
+
+def message_print(role: str, content: Any) -> MessagePrint:
+    """The print of one message (any content shape the SDK accepts)."""
+    blocks = _canonical_content(content)
+    loose = [
+        ("text", str(b.get("text", "")).strip())
+        if b["type"] == "text"
+        else ("tool_use", str(b.get("id")))
+        for b in blocks
+        if b["type"] in ("text", "tool_use")
+    ]
+    return MessagePrint(role, _digest([role, blocks]), _digest([role, loose]))
+
+
+def _message_fields(message: Any) -> tuple[str, Any]:
+    data = _plain(message)
+    if not isinstance(data, Mapping) or data.get("role") not in ("user", "assistant"):
+        raise ConfigError(
+            "every message must be a dict with role 'user' or 'assistant' and a content"
+        )
+    return str(data["role"]), data.get("content")
+
+
+def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
+    """Prints of the messages a caller sent or received, from a session's transcript.
+
+    Records the pipeline wrote itself (compaction boundaries and summaries, attachments, meta
+    messages) are not the caller's and are left out; consecutive lines of one response are
+    one message.
+    """
+    prints: list[MessagePrint] = []
+    last_id: str | None = None
+    last_blocks: list[Any] = []
+    for entry in entries:
+        if entry.type not in ("user", "assistant") or entry.is_sidechain:
+            last_id = None
+            continue
+        if entry.is_compact_summary or entry.is_meta or entry.is_visible_in_transcript_only:
+            last_id = None
+            continue
+        if entry.is_synthetic_api_error:
+            continue
+        if entry.type == "assistant":
+            message_id = entry.message_id
+            content = entry.content
+            blocks = [content] if isinstance(content, str) else list(content)
+            if message_id is not None and message_id == last_id and prints:
+                last_blocks = [*last_blocks, *blocks]
+                prints[-1] = message_print("assistant", last_blocks)
+                continue
+            last_id, last_blocks = message_id, blocks
+            prints.append(message_print("assistant", blocks))
+            continue
+        last_id = None
+        prints.append(message_print("user", entry.content))
+    return prints
+
+
+def new_messages(
+    messages: Sequence[Any], known: Sequence[MessagePrint], mode: HistoryMode = "auto"
+) -> tuple[int, list[MessagePrint]]:
+    """(index of the first new message, prints of all messages) for a caller's list.
+
+    Raises ConfigError when the list rewrites the known conversation.
+    """
+    prints = [message_print(*_message_fields(m)) for m in messages]
+    if mode == "new":
+        return 0, prints
+    count = len(known)
+    if len(prints) >= count and all(prints[i].matches(known[i]) for i in range(count)):
+        return count, prints
+    if mode == "full":
+        raise ConfigError(_divergence(prints, known))
+    for overlap in range(min(len(prints), count), 0, -1):
+        start = count - overlap
+        if all(prints[j].matches(known[start + j]) for j in range(overlap)):
+            return overlap, prints
+    if count and len(prints) > 1 and prints[0].matches(known[0]):
+        raise ConfigError(_divergence(prints, known))
+    return 0, prints
+
+
+def _divergence(prints: Sequence[MessagePrint], known: Sequence[MessagePrint]) -> str:
+    index = next(
+        (i for i in range(min(len(prints), len(known))) if not prints[i].matches(known[i])),
+        min(len(prints), len(known)),
+    )
+    where = (
+        f"messages[{index}] differs from the conversation this session recorded"
+        if index < len(prints)
+        else f"messages ends after {len(prints)} messages, before the recorded conversation"
+    )
+    return (
+        f"{where} ({len(known)} messages): the session's transcript is append-only, so an "
+        "edited or rewound history cannot continue it. Start a new session, or send only the "
+        "new messages (wrap(..., history='new'))"
+    )
+
+
+def _given(value: Any) -> bool:
+    """False for None and the SDK's NOT_GIVEN / omit sentinels."""
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def _final_snapshot(stream: Any) -> Any | None:
+    """The complete message a `MessageStream` accumulated, or None when it did not finish."""
+    getter = getattr(stream, "_current_snapshot_or_none", None)
+    snapshot: Any
+    if callable(getter):
+        snapshot = getter()
+    else:  # pragma: no cover - SDK versions without the private accessor
+        try:
+            snapshot = stream.current_message_snapshot
+        except (AssertionError, AttributeError):
+            snapshot = None
+    if snapshot is None or getattr(snapshot, "stop_reason", None) is None:
+        return None
+    return snapshot
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+class ClientPipeline:
+    """The session side of a wrapped client: what is new, the config, recording, PTL."""
+
+    def __init__(
+        self,
+        client: Any,
+        session: Session | None,
+        *,
+        folder: str | Path | None,
+        model: str | None,
+        context_window: int | None,
+        policy: Policy | None,
+        summarizer: Provider | SummarizerChoice | None,
+        events: EventSink | None,
+        history: HistoryMode,
+        session_options: dict[str, Any],
+    ) -> None:
+        if history not in ("auto", "full", "new"):
+            raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
+        self.client = client
+        self.provider = AnthropicProvider(client)
+        self.history: HistoryMode = history
+        self._folder = Path(folder).expanduser() if folder is not None else None
+        self._context_window = context_window
+        self._policy = policy
+        self._summarizer = summarizer
+        self._events = events
+        self._options = session_options
+        self._model_table: ModelTable | None = session_options.get("model_table")
+        self._session: Session | None = None
+        self._owns_session = session is None
+        self._sent_params: dict[str, Any] | None = None
+        self.known: list[MessagePrint] = []
+        if session is not None:
+            if summarizer is not None:
+                session.summarizer = self._summarizer_provider()
+            self._attach(session)
+        elif model is not None:
+            self._attach(self._open(SessionConfig(model=model, context_window=context_window)))
+
+    # -- the session
+
+    @property
+    def session(self) -> Session:
+        """The session (opened at the first call when the model was not known before)."""
+        if self._session is None:
+            raise ConfigError(
+                "the session opens at the first messages.create/stream call, which names the "
+                "model: pass model=... (or a Session) to wrap() to open it now"
+            )
+        return self._session
+
+    def _attach(self, session: Session) -> None:
+        self._session = session
+        self.known = conversation_prints(session.entries)
+
+    def _summarizer_provider(self) -> Provider | None:
+        choice = self._summarizer
+        if choice is None or choice == "client":
+            return self.provider
+        if choice == "extractive":
+            return None  # the session's default: the offline extractive summarizer
+        if isinstance(choice, str):
+            raise ConfigError(
+                f"summarizer must be 'client', 'extractive' or a Provider, not {choice!r}"
+            )
+        return choice
+
+    def _open(self, config: SessionConfig) -> Session:
+        options: dict[str, Any] = {
+            "policy": self._policy,
+            "summarizer": self._summarizer_provider(),
+            "events": self._events,
+            **self._options,
+        }
+        if self._folder is not None:
+            return Session.open(self._folder, config, **options)
+        return Session(config, **options)
+
+    def _configure(self, params: dict[str, Any]) -> Session:
+        """The session for these cache-safe parameters (opened, or its config updated)."""
+        model = params.get("model")
+        if not isinstance(model, str) or not model:
+            raise ConfigError("messages.create/stream needs model= (a model name)")
+        max_tokens = params.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
+            raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+        system = params.get("system")
+        if system is not None and not isinstance(system, str):
+            system = [_block_dict(b) for b in system]
+        tools = [_block_dict(t) for t in params.get("tools") or []]
+        thinking = params.get("thinking")
+        thinking = dict(_plain(thinking)) if thinking is not None else None
+        if self._session is None:
+            config = SessionConfig(
+                model=model,
+                system=system,
+                tools=tools,
+                thinking=thinking,
+                max_tokens=max_tokens,
+                context_window=self._context_window,
+            )
+            self._attach(self._open(config))
+        session = self.session
+        current = session.config
+        wanted = dataclasses.replace(
+            current,
+            model=model,
+            system=system,
+            tools=tools,
+            thinking=thinking,
+            max_tokens=max_tokens,
+        )
+        if wanted != current:
+            if wanted.model != current.model:
+                table = self._model_table or load_model_table()
+                info = table.get(wanted.model)
+                session.model_info = (
+                    info.with_window(wanted.context_window) if wanted.context_window else info
+                )
+                session.thresholds = compute_thresholds(session.model_info, session.policy)
+            session.config = wanted
+        sent = self._sent_params
+        now = {name: getattr(wanted, name) for name in CACHE_SAFE_PARAMETERS}
+        if sent is not None and sent != now:
+            changed = tuple(name for name in CACHE_SAFE_PARAMETERS if sent[name] != now[name])
+            emit(session.events_sink(), CacheParamsChanged(changed))
+        return session
+
+    def begin(self, kwargs: Mapping[str, Any], *, streaming_helper: bool) -> dict[str, Any]:
+        """Take a call's keywords: configure the session, append what is new, and return the
+        keywords to pass through to the SDK unchanged."""
+        rest = {key: value for key, value in kwargs.items() if _given(value)}
+        if streaming_helper and "stream" in rest:
+            raise ConfigError("messages.stream(...) takes no stream= keyword")
+        if "messages" not in rest:
+            raise ConfigError("messages.create/stream needs messages=")
+        messages = list(rest.pop("messages"))
+        params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
+        session = self._configure(params)
+        start, prints = new_messages(messages, self.known, self.history)
+        fresh = messages[start:]
+        if fresh:
+            last_role = prints[-1].role
+        else:
+            current = session.messages
+            last_role = current[-1]["role"] if current else ""
+        if last_role != "user":
+            raise ConfigError(
+                "the conversation must end with a user message (a prompt or tool results) "
+                "for the model to answer; an assistant prefill is not supported by the wrapper"
+            )
+        for message, printed in zip(fresh, prints[start:], strict=True):
+            role, content = _message_fields(message)
+            self._append(session, role, content)
+            self.known.append(printed)
+        return rest
+
+    @staticmethod
+    def _append(session: Session, role: str, content: Any) -> None:
+        stored = stored_content(content)
+        if role == "assistant":
+            blocks = [{"type": "text", "text": stored}] if isinstance(stored, str) else stored
+            session.append([Entry.assistant(blocks, model=session.config.model)])
+        elif (
+            isinstance(stored, list)
+            and stored
+            and all(b.get("type") == "tool_result" for b in stored)
+        ):
+            session.add_tool_results(stored)
+        else:
+            session.add_user(stored)
+
+    # -- sending
+
+    def call_kwargs(
+        self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """SDK keywords: the prepared request plus the caller's other keywords; fields this SDK
+        version does not name (`temperature` in recent ones) go through `extra_body`."""
+        merged: dict[str, Any] = dict(request)
+        merged.update((k, v) for k, v in passthrough.items() if k != "extra_body")
+        kwargs = self.provider.request_kwargs(cast(ProviderRequest, merged), method)
+        extra = passthrough.get("extra_body")
+        if isinstance(extra, Mapping):
+            kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra}
+        return kwargs
+
+    def messages_api(self, request: ProviderRequest) -> Any:
+        """`client.messages`, or `client.beta.messages` when the request carries betas."""
+        return self.client.beta.messages if request.get("betas") else self.client.messages
+
+    def is_prompt_too_long(self, error: BaseException) -> bool:
+        """Whether an SDK exception is the API refusing the prompt as over the window."""
+        return isinstance(self.provider.map_error(error), PromptTooLongError)
+
+    def record(self, message: Any) -> None:
+        """Record an SDK message (whole or accumulated from a stream) as the reply."""
+        response = self.provider.to_response(message)
+        session = self.session
+        session.record(response)
+        self.known.append(message_print("assistant", response.content))
+
+    def close_store(self) -> None:
+        """Close the store of a session the wrapper opened from a folder (releases its lock)."""
+        if self._owns_session and self._session is not None:
+            closer = getattr(self._session.store, "close", None)
+            if callable(closer):
+                closer()
+
+    def mark_sent(self) -> None:
+        """Remember the cache-safe parameters of the request that just went out."""
+        config = self.session.config
+        self._sent_params = {name: getattr(config, name) for name in CACHE_SAFE_PARAMETERS}
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def _accumulator() -> tuple[Callable[..., Any], bool]:
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    takes_buffers = "json_bufs" in inspect.signature(accumulate_event).parameters
+    return accumulate_event, takes_buffers
+
+
+class _Accumulated:
+    """A reply rebuilt from raw stream events with the SDK's own accumulator."""
+
+    def __init__(self, on_message: Callable[[Any], None]) -> None:
+        self._accumulate, self._takes_buffers = _accumulator()
+        self._buffers: dict[int, bytes] = {}
+        self._snapshot: Any = None
+        self._on_message = on_message
+        self.recorded = False
+
+    def observe(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if self._snapshot is None and kind != "message_start":
+            return
+        extra = {"json_bufs": self._buffers} if self._takes_buffers else {}
+        self._snapshot = self._accumulate(event=event, current_snapshot=self._snapshot, **extra)
+        if kind == "message_stop" and not self.recorded:
+            self.recorded = True
+            self._on_message(self._snapshot)
+
+
+class RecordingStream:
+    """The SDK's raw event stream (`create(stream=True)`), passed through event by event; the
+    reply is recorded when its `message_stop` arrives."""
+
+    def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
+        self._stream = stream
+        self._accumulated = _Accumulated(on_message)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        event = next(self._stream)
+        self._accumulated.observe(event)
+        return event
+
+    def __enter__(self) -> RecordingStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the response (the reply is recorded only if it was read to the end)."""
+        self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+class AsyncRecordingStream:
+    """`RecordingStream` for the async client."""
+
+    def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
+        self._stream = stream
+        self._accumulated = _Accumulated(on_message)
+
+    def __aiter__(self) -> AsyncRecordingStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        event = await self._stream.__anext__()
+        self._accumulated.observe(event)
+        return event
+
+    async def __aenter__(self) -> AsyncRecordingStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the response (the reply is recorded only if it was read to the end)."""
+        await self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+class StreamManager:
+    """What `messages.stream(...)` returns: entering it runs the pipeline and opens the SDK's
+    stream (retrying once after a prompt-too-long compaction); leaving it records the reply
+    when it was read to the end."""
+
+    def __init__(self, pipeline: ClientPipeline, kwargs: dict[str, Any]) -> None:
+        self._pipeline = pipeline
+        self._kwargs = kwargs
+        self._inner: Any = None
+        self._stream: Any = None
+
+    def _open(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
+        request = run_blocking(pipeline.session.prepare())
+        method = pipeline.messages_api(request).stream
+        self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
+        stream = self._inner.__enter__()
+        pipeline.mark_sent()
+        return stream
+
+    def __enter__(self) -> MessageStream[Any]:
+        pipeline = self._pipeline
+        passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
+        try:
+            self._stream = self._open(passthrough)
+        except Exception as error:
+            if not pipeline.is_prompt_too_long(error) or not run_blocking(
+                compact_after_prompt_too_long(pipeline.session, error)
+            ):
+                raise
+            self._stream = self._open(passthrough)
+        return cast("MessageStream[Any]", self._stream)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            snapshot = _final_snapshot(self._stream) if self._stream is not None else None
+            if snapshot is not None:
+                self._pipeline.record(snapshot)
+        finally:
+            if self._inner is not None:
+                self._inner.__exit__(exc_type, exc, traceback)
+
+
+class AsyncStreamManager:
+    """`StreamManager` for the async client (`async with client.messages.stream(...)`)."""
+
+    def __init__(self, pipeline: ClientPipeline, kwargs: dict[str, Any]) -> None:
+        self._pipeline = pipeline
+        self._kwargs = kwargs
+        self._inner: Any = None
+        self._stream: Any = None
+
+    async def _open(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
+        request = await pipeline.session.prepare()
+        method = pipeline.messages_api(request).stream
+        self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
+        stream = await self._inner.__aenter__()
+        pipeline.mark_sent()
+        return stream
+
+    async def __aenter__(self) -> AsyncMessageStream[Any]:
+        pipeline = self._pipeline
+        passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
+        try:
+            self._stream = await self._open(passthrough)
+        except Exception as error:
+            if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
+                pipeline.session, error
+            ):
+                raise
+            self._stream = await self._open(passthrough)
+        return cast("AsyncMessageStream[Any]", self._stream)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            snapshot = _final_snapshot(self._stream) if self._stream is not None else None
+            if snapshot is not None:
+                self._pipeline.record(snapshot)
+        finally:
+            if self._inner is not None:
+                await self._inner.__aexit__(exc_type, exc, traceback)
+
+
+# --------------------------------------------------------------------------- the clients
+
+
+class Messages:
+    """`client.messages` of a wrapped sync client."""
+
+    def __init__(self, pipeline: ClientPipeline) -> None:
+        self._pipeline = pipeline
+
+    def _send(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
+        request = run_blocking(pipeline.session.prepare())
+        method = pipeline.messages_api(request).create
+        result = method(**pipeline.call_kwargs(request, method, passthrough))
+        pipeline.mark_sent()
+        return result
+
+    @overload
+    def create(self, *, stream: Literal[True], **kwargs: Any) -> RecordingStream: ...
+
+    @overload
+    def create(self, *, stream: Literal[False] = False, **kwargs: Any) -> Message: ...
+
+    def create(self, **kwargs: Any) -> Message | RecordingStream:
+        """`messages.create` through the pipeline; returns the SDK's `Message` (or stream)."""
+        pipeline = self._pipeline
+        passthrough = pipeline.begin(kwargs, streaming_helper=False)
+        try:
+            result = self._send(passthrough)
+        except Exception as error:
+            if not pipeline.is_prompt_too_long(error) or not run_blocking(
+                compact_after_prompt_too_long(pipeline.session, error)
+            ):
+                raise
+            result = self._send(passthrough)
+        if passthrough.get("stream") is True:
+            return RecordingStream(result, pipeline.record)
+        pipeline.record(result)
+        return cast("Message", result)
+
+    def stream(self, **kwargs: Any) -> StreamManager:
+        """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
+        return StreamManager(self._pipeline, dict(kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._pipeline.client.messages, name)
+
+
+class AsyncMessages:
+    """`client.messages` of a wrapped async client."""
+
+    def __init__(self, pipeline: ClientPipeline) -> None:
+        self._pipeline = pipeline
+
+    async def _send(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
+        request = await pipeline.session.prepare()
+        method = pipeline.messages_api(request).create
+        result = await method(**pipeline.call_kwargs(request, method, passthrough))
+        pipeline.mark_sent()
+        return result
+
+    @overload
+    async def create(self, *, stream: Literal[True], **kwargs: Any) -> AsyncRecordingStream: ...
+
+    @overload
+    async def create(self, *, stream: Literal[False] = False, **kwargs: Any) -> Message: ...
+
+    async def create(self, **kwargs: Any) -> Message | AsyncRecordingStream:
+        """`messages.create` through the pipeline; returns the SDK's `Message` (or stream)."""
+        pipeline = self._pipeline
+        passthrough = pipeline.begin(kwargs, streaming_helper=False)
+        try:
+            result = await self._send(passthrough)
+        except Exception as error:
+            if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
+                pipeline.session, error
+            ):
+                raise
+            result = await self._send(passthrough)
+        if passthrough.get("stream") is True:
+            return AsyncRecordingStream(result, pipeline.record)
+        pipeline.record(result)
+        return cast("Message", result)
+
+    def stream(self, **kwargs: Any) -> AsyncStreamManager:
+        """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""
+        return AsyncStreamManager(self._pipeline, dict(kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._pipeline.client.messages, name)
+
+
+class _WrappedClient:
+    """What both wrapped clients share: the session, its status, the SDK client underneath."""
+
+    _pipeline: ClientPipeline
+
+    @property
+    def session(self) -> Session:
+        """The unbounded session behind this client."""
+        return self._pipeline.session
+
+    @property
+    def client(self) -> Any:
+        """The SDK client underneath (calls on it bypass the pipeline)."""
+        return self._pipeline.client
+
+    def status(self) -> SessionStatus:
+        """Tokens, percent left and warning level of the conversation now."""
+        return self._pipeline.session.status()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._pipeline.client, name)
+
+
+class UnboundedAnthropic(_WrappedClient):
+    """An `anthropic.Anthropic` whose `messages.create/stream` run the unbounded pipeline."""
+
+    def __init__(self, pipeline: ClientPipeline) -> None:
+        self._pipeline = pipeline
+        self.messages = Messages(pipeline)
+
+    def close(self) -> None:
+        """Release the session folder the wrapper opened (its lock) and the SDK client."""
+        self._pipeline.close_store()
+        self._pipeline.client.close()
+
+    def __enter__(self) -> UnboundedAnthropic:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncUnboundedAnthropic(_WrappedClient):
+    """An `anthropic.AsyncAnthropic` whose `messages.create/stream` run the unbounded pipeline."""
+
+    def __init__(self, pipeline: ClientPipeline) -> None:
+        self._pipeline = pipeline
+        self.messages = AsyncMessages(pipeline)
+
+    async def close(self) -> None:
+        """Release the session folder the wrapper opened (its lock) and the SDK client."""
+        self._pipeline.close_store()
+        await self._pipeline.client.close()
+
+    async def __aenter__(self) -> AsyncUnboundedAnthropic:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@overload
+def wrap(
+    client: anthropic.AsyncAnthropic,
+    session: Session | SyncSession | None = None,
+    *,
+    session_folder: str | Path | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | SummarizerChoice | None = None,
+    events: EventSink | None = None,
+    history: HistoryMode = "auto",
+    **session_options: Any,
+) -> AsyncUnboundedAnthropic: ...
+
+
+@overload
+def wrap(
+    client: anthropic.Anthropic,
+    session: Session | SyncSession | None = None,
+    *,
+    session_folder: str | Path | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | SummarizerChoice | None = None,
+    events: EventSink | None = None,
+    history: HistoryMode = "auto",
+    **session_options: Any,
+) -> UnboundedAnthropic: ...
+
+
+def wrap(
+    client: anthropic.Anthropic | anthropic.AsyncAnthropic,
+    session: Session | SyncSession | None = None,
+    *,
+    session_folder: str | Path | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | SummarizerChoice | None = None,
+    events: EventSink | None = None,
+    history: HistoryMode = "auto",
+    **session_options: Any,
+) -> UnboundedAnthropic | AsyncUnboundedAnthropic:
+    """Wrap an Anthropic SDK client so its `messages.create/stream` run one unbounded session.
+
+    `session` (a Session you built) or `session_folder` (opened, or resumed when it exists;
+    without either the session lives in memory). `model`/`context_window` open the session
+    now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
+    client) and any other `Session` keyword apply to a session the wrapper opens; `summarizer`
+    also replaces the summarizer of a session you give. `history`: see the module docstring.
+    """
+    try:
+        import anthropic
+    except ImportError:
+        raise ConfigError(
+            "wrap() needs the anthropic SDK: pip install 'unbounded[anthropic]'"
+        ) from None
+    if session is not None and session_folder is not None:
+        raise ConfigError("give wrap() a session or a session_folder, not both")
+    if session is not None and (model is not None or context_window is not None):
+        raise ConfigError("model and context_window come from the session you gave wrap()")
+    if isinstance(client, anthropic.AsyncAnthropic):
+        wrapper: type[UnboundedAnthropic] | type[AsyncUnboundedAnthropic] = AsyncUnboundedAnthropic
+    elif isinstance(client, anthropic.Anthropic):
+        wrapper = UnboundedAnthropic
+    else:
+        raise ConfigError(
+            f"wrap() takes an anthropic.Anthropic or anthropic.AsyncAnthropic client, "
+            f"not {type(client).__name__}"
+        )
+    pipeline = ClientPipeline(
+        client,
+        as_session(session) if session is not None else None,
+        folder=session_folder,
+        model=model,
+        context_window=context_window,
+        policy=policy,
+        summarizer=summarizer,
+        events=events,
+        history=history,
+        session_options=session_options,
+    )
+    return wrapper(pipeline)
+
+
+__all__ = [
+    "CACHE_SAFE_PARAMETERS",
+    "AsyncRecordingStream",
+    "AsyncStreamManager",
+    "AsyncUnboundedAnthropic",
+    "CacheParamsChanged",
+    "HistoryMode",
+    "MessagePrint",
+    "RecordingStream",
+    "StreamManager",
+    "UnboundedAnthropic",
+    "conversation_prints",
+    "message_print",
+    "new_messages",
+    "stored_content",
+    "wrap",
+]

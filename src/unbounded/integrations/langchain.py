@@ -1,0 +1,753 @@
+"""A LangChain v1 agent middleware: unbounded's context management for `create_agent`.
+
+    from langchain.agents import create_agent
+    from unbounded.integrations import UnboundedMiddleware
+
+    agent = create_agent("anthropic:claude-sonnet-4-6", tools=[...],
+                         middleware=[UnboundedMiddleware("claude-sonnet-4-6")])
+
+Use it in place of LangChain's `SummarizationMiddleware` and `ContextEditingMiddleware`
+(`ClearToolUsesEdit`). Before every model call (`before_model` / `abefore_model`) it reads
+the agent's messages as unbounded entries (`HumanMessage`, `AIMessage` with its tool calls
+and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
+
+1. **Counts** the context the way the session pipeline does: the usage the model last
+   reported (`usage_metadata`, cache reads included) plus an estimate of what came after.
+2. **Microcompacts** (cache-aware): old tool results are cleared in batches of at least
+   `Policy.microcompact_min_savings` (20,000) tokens, keeping the 3 most recent and the last
+   40,000 tokens of results, so the prompt cache breaks rarely; after an idle gap longer than
+   the cache lives (60 minutes) all but the 5 most recent are cleared at once. A cleared
+   result keeps its `ToolMessage` (tool pairs stay valid) with the content
+   `[Old tool result content cleared]`, and the clearing is written to the state so the
+   next call sends the same prefix.
+3. **Compacts** when the count reaches the model's auto-compact threshold: the older
+   messages are replaced by unbounded's structured summary (nine sections plus the facts
+   ledger) from the configured summarizer — the offline extractive one by default, any
+   unbounded `Provider`, or a LangChain chat model — and the most recent messages are kept
+   verbatim, cut between tool rounds so no tool call loses its result. The state is
+   rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list, as
+   `SummarizationMiddleware` does; the summary is a `HumanMessage` marked with
+   `additional_kwargs["lc_source"] = "summarization"`, and a later compaction summarizes it
+   again (summaries chain). A failed summary leaves the messages as they were; after 3
+   failures in a row the extractive summarizer takes over.
+
+What survives between calls (when the last model call happened, which kept messages carry a
+stale usage, the failure count) lives in the agent state under the private key `unbounded`.
+Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Annotated, Any, Final, cast
+
+from typing_extensions import NotRequired, TypedDict
+
+from unbounded.errors import ConfigError
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain.agents.middleware.types import PrivateStateAttr
+    from langchain_core.messages import (
+        AIMessage,
+        AnyMessage,
+        BaseMessage,
+        HumanMessage,
+        RemoveMessage,
+        SystemMessage,
+        ToolMessage,
+    )
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.runtime import Runtime
+except ImportError as missing:  # pragma: no cover - exercised only without langchain
+    raise ConfigError(
+        f"the LangChain middleware needs langchain>=1.0 ({missing}): "
+        "pip install 'unbounded[langchain]'"
+    ) from None
+
+try:  # recent langchain: keeps middleware-internal model calls out of run.messages
+    from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
+
+    _TRANSFORMERS: tuple[Any, ...] = (InternalCallTransformer,)
+except ImportError:  # pragma: no cover - older langchain
+    _TRANSFORMERS = ()
+
+from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
+from unbounded.compaction.glue import default_facts_ledger
+from unbounded.compaction.micro import MicrocompactState, microcompact
+from unbounded.compaction.prompts import summary_message_text
+from unbounded.compaction.summary_text import CompactionError
+from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
+from unbounded.events import EventSink, GenericEvent, MicrocompactApplied, emit
+from unbounded.integrations._support import run_blocking
+from unbounded.model.content import Usage
+from unbounded.model.entries import Entry, parse_timestamp
+from unbounded.model.normalize import normalize_messages
+from unbounded.model.request import ProviderRequest
+from unbounded.models import ModelInfo, ModelTable, load_model_table
+from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.providers.base import (
+    Heartbeat,
+    ModelResponse,
+    PromptTooLongError,
+    Provider,
+    ProviderError,
+)
+from unbounded.tokens.estimate import ContextCounter, entry_tokens
+
+SUMMARY_SOURCE = "summarization"
+"""`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
+STATE_KEY: Final = "unbounded"
+CIRCUIT_BREAKER_FAILURES = 3
+DEFAULT_KEEP_MESSAGES = 10
+
+
+class ContextState(TypedDict, total=False):
+    """What the middleware keeps in the agent state between model calls."""
+
+    last_model_at: str
+    """When the model last answered (ISO 8601, UTC): the time-based microcompaction tier."""
+    stale_usage_ids: list[str]
+    """Kept messages whose reported usage predates the last compaction (not an anchor)."""
+    failures: int
+    """Consecutive failed compactions (the circuit breaker)."""
+    compactions: int
+
+
+class UnboundedAgentState(AgentState[Any]):
+    """The agent state with the middleware's private `unbounded` key."""
+
+    # (the ignore is for type checks without langchain installed, where the base is Any)
+    unbounded: NotRequired[Annotated[ContextState, PrivateStateAttr]]  # type: ignore[valid-type]
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def _media_block(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An image or document block in Anthropic shape from LangChain's content block forms."""
+    kind = block.get("type")
+    if kind in ("image", "document") and isinstance(block.get("source"), Mapping):
+        return {"type": kind, "source": dict(block["source"])}
+    if kind == "image_url":
+        value = block.get("image_url")
+        url = value.get("url") if isinstance(value, Mapping) else value
+        return {"type": "image", "source": {"type": "url", "url": str(url)}}
+    if kind in ("image", "file", "document"):
+        target = "image" if kind == "image" else "document"
+        if block.get("base64") or block.get("data"):
+            return {
+                "type": target,
+                "source": {
+                    "type": "base64",
+                    "media_type": str(block.get("mime_type", "application/octet-stream")),
+                    "data": str(block.get("base64") or block.get("data")),
+                },
+            }
+        if block.get("url"):
+            return {"type": target, "source": {"type": "url", "url": str(block["url"])}}
+    return None
+
+
+def _user_blocks(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    blocks: list[dict[str, Any]] = []
+    for block in content or []:
+        if isinstance(block, str):
+            blocks.append({"type": "text", "text": block})
+        elif isinstance(block, Mapping):
+            if block.get("type") == "text":
+                blocks.append({"type": "text", "text": str(block.get("text", ""))})
+                continue
+            media = _media_block(block)
+            if media is not None:
+                blocks.append(media)
+            else:
+                blocks.append({"type": "text", "text": json.dumps(block, default=str)})
+    return blocks
+
+
+def _tool_result_content(content: Any) -> str | list[dict[str, Any]]:
+    blocks = _user_blocks(content)
+    if isinstance(blocks, str):
+        return blocks
+    return [b for b in blocks if b["type"] in ("text", "image", "document")]
+
+
+def usage_from_metadata(metadata: Mapping[str, Any] | None) -> Usage | None:
+    """Anthropic-shaped usage from LangChain `usage_metadata` (whose input includes cache)."""
+    if not metadata:
+        return None
+    details = metadata.get("input_token_details") or {}
+    cache_read = int(details.get("cache_read") or 0)
+    cache_creation = int(details.get("cache_creation") or 0)
+    total_input = int(metadata.get("input_tokens") or 0)
+    return {
+        "input_tokens": max(0, total_input - cache_read - cache_creation),
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_creation,
+        "output_tokens": int(metadata.get("output_tokens") or 0),
+    }
+
+
+def _assistant_blocks(message: AIMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    content = message.content
+    if isinstance(content, str):
+        if content:
+            blocks.append({"type": "text", "text": content})
+    else:
+        for block in content:
+            if isinstance(block, str):
+                blocks.append({"type": "text", "text": block})
+            elif isinstance(block, Mapping):
+                kind = block.get("type")
+                if kind == "text":
+                    blocks.append({"type": "text", "text": str(block.get("text", ""))})
+                elif kind == "thinking":
+                    thinking: dict[str, Any] = {
+                        "type": "thinking",
+                        "thinking": str(block.get("thinking", "")),
+                    }
+                    if block.get("signature"):
+                        thinking["signature"] = str(block["signature"])
+                    blocks.append(thinking)
+                elif kind == "redacted_thinking":
+                    blocks.append({"type": "redacted_thinking", "data": str(block.get("data"))})
+    for call in message.tool_calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": str(call.get("id") or ""),
+                "name": call["name"],
+                "input": dict(call.get("args") or {}),
+            }
+        )
+    for invalid in message.invalid_tool_calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": str(invalid.get("id") or ""),
+                "name": str(invalid.get("name") or "unknown"),
+                "input": {"raw": invalid.get("args")},
+            }
+        )
+    return blocks
+
+
+def is_summary_message(message: BaseMessage) -> bool:
+    """A summary written by this middleware or by LangChain's `SummarizationMiddleware`."""
+    return (
+        isinstance(message, HumanMessage)
+        and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+    )
+
+
+def message_to_entry(message: BaseMessage, *, anchor_usage: bool = True) -> Entry | None:
+    """The unbounded entry for one LangChain message (None for messages never summarized:
+    leading system messages are handled by the caller)."""
+    if isinstance(message, AIMessage):
+        usage = usage_from_metadata(message.usage_metadata) if anchor_usage else None
+        return Entry.assistant(
+            _assistant_blocks(message),
+            message_id=message.id or f"msg_{uuid.uuid4().hex[:24]}",
+            model=str(message.response_metadata.get("model_name") or "langchain"),
+            usage=usage,
+            stop_reason=message.response_metadata.get("stop_reason"),
+        )
+    if isinstance(message, ToolMessage):
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": _tool_result_content(message.content),
+        }
+        if message.status == "error":
+            result["is_error"] = True
+        return Entry.user([result])
+    if isinstance(message, HumanMessage):
+        if is_summary_message(message):
+            return Entry.user(_text_of(message.content) or "(summary)", is_compact_summary=True)
+        return Entry.user(_user_blocks(message.content))
+    if isinstance(message, SystemMessage):
+        return Entry.user(f"[system]\n{_text_of(message.content)}", is_meta=True)
+    return Entry.user(_text_of(message.content))
+
+
+def messages_to_entries(
+    messages: Sequence[BaseMessage], stale_usage_ids: frozenset[str] = frozenset()
+) -> list[Entry | None]:
+    """Entries for LangChain messages, index for index (usage of stale ids not anchored)."""
+    return [message_to_entry(m, anchor_usage=(m.id or "") not in stale_usage_ids) for m in messages]
+
+
+# ------------------------------------------------------------ summaries by a chat model
+
+
+def _render_block(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_use":
+        arguments = json.dumps(block.get("input"), ensure_ascii=False, default=str)
+        return f"[tool call {block.get('name')} {arguments}]"
+    if kind == "tool_result":
+        content = block.get("content")
+        text = content if isinstance(content, str) else _text_of(content)
+        flag = " (error)" if block.get("is_error") else ""
+        return f"[tool result{flag}]\n{text}"
+    if kind in ("image", "document"):
+        return f"[{kind}]"
+    return ""
+
+
+class ChatModelSummarizer:
+    """An unbounded `Provider` over a LangChain chat model, for compaction summaries.
+
+    Tool calls and results are rendered as text (the summary call offers no tools); the call
+    is tagged as internal to the middleware, so it stays out of the agent's streamed messages.
+    """
+
+    name = "langchain"
+    supports_cache_edits = False
+
+    def __init__(self, model: Any) -> None:
+        if not callable(getattr(model, "ainvoke", None)):
+            raise ConfigError("ChatModelSummarizer needs a LangChain chat model (with ainvoke)")
+        self.model = model
+
+    def to_langchain(self, request: ProviderRequest) -> list[BaseMessage]:
+        """The request's system prompt and messages as LangChain messages, tools as text."""
+        out: list[BaseMessage] = []
+        system = request.get("system")
+        if system:
+            text = system if isinstance(system, str) else "\n\n".join(b["text"] for b in system)
+            out.append(SystemMessage(content=text))
+        for message in request.get("messages", []):
+            content = message["content"]
+            if isinstance(content, str):
+                text = content
+            else:
+                text = "\n\n".join(
+                    part
+                    for part in (_render_block(cast(Mapping[str, Any], b)) for b in content)
+                    if part
+                )
+            text = text or "(empty)"
+            out.append(
+                AIMessage(content=text) if message["role"] == "assistant" else HumanMessage(text)
+            )
+        return out
+
+    async def create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """Ask the chat model for the summary."""
+        metadata: dict[str, Any] = {"lc_source": SUMMARY_SOURCE}
+        try:
+            from langchain.agents.middleware.internal_call_transformer import (
+                internal_call_metadata,
+            )
+
+            metadata.update(internal_call_metadata())
+        except ImportError:  # pragma: no cover - langchain versions before the transformer
+            pass
+        try:
+            reply = await self.model.ainvoke(
+                self.to_langchain(request), config={"metadata": metadata}
+            )
+        except Exception as error:
+            if type(error).__name__ == "ContextOverflowError":
+                raise PromptTooLongError(str(error)) from error
+            raise ProviderError(f"the summary model failed: {error}") from error
+        text = _text_of(getattr(reply, "content", reply))
+        response_metadata = getattr(reply, "response_metadata", {}) or {}
+        finish = response_metadata.get("stop_reason") or response_metadata.get("finish_reason")
+        stop = "max_tokens" if finish in ("max_tokens", "length") else "end_turn"
+        usage = usage_from_metadata(getattr(reply, "usage_metadata", None)) or {}
+        return ModelResponse(
+            [{"type": "text", "text": text}],
+            stop,
+            usage,
+            str(response_metadata.get("model_name") or "langchain"),
+        )
+
+
+# --------------------------------------------------------------------------- the middleware
+
+
+def _model_info(model: Any, context_window: int | None, table: ModelTable | None) -> ModelInfo:
+    known = table or load_model_table()
+    info: ModelInfo | None
+    if isinstance(model, ModelInfo):
+        info = model
+    elif isinstance(model, str):
+        info = known.get(model)
+    else:
+        name = getattr(model, "model", None) or getattr(model, "model_name", None)
+        info = known.find(name) if isinstance(name, str) else None
+        profile = getattr(model, "profile", None)
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        if info is None and (isinstance(window, int) or context_window):
+            output = profile.get("max_output_tokens") if isinstance(profile, Mapping) else None
+            info = ModelInfo(
+                name=str(name or "langchain-model"),
+                provider="other",
+                context_window=int(window or context_window or 0),
+                max_output=int(output) if isinstance(output, int) and output > 0 else 8_192,
+                input_per_mtok=0.0,
+                output_per_mtok=0.0,
+            )
+        if info is None:
+            raise ConfigError(
+                f"cannot tell the context window of {type(model).__name__}: pass a model name "
+                "from the model table (e.g. 'claude-sonnet-4-6') or context_window="
+            )
+    return info.with_window(context_window) if context_window else info
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
+    """Microcompaction and compaction for a LangChain agent (see the module docstring)."""
+
+    state_schema = UnboundedAgentState
+    transformers = _TRANSFORMERS
+    """Keeps a chat-model summarizer's call out of the agent's streamed messages."""
+
+    def __init__(
+        self,
+        model: str | ModelInfo | Any,
+        *,
+        context_window: int | None = None,
+        policy: Policy | None = None,
+        summarizer: Provider | Any | None = None,
+        keep_messages: int = DEFAULT_KEEP_MESSAGES,
+        keep_tokens: int | None = None,
+        compactable_tools: Sequence[str] | None = None,
+        exclude_tools: Sequence[str] = (),
+        events: EventSink | None = None,
+        model_table: ModelTable | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        """`model`: a model-table name, a `ModelInfo` or the agent's chat model (its window
+        sets the thresholds; `context_window` overrides it). `summarizer`: an unbounded
+        Provider or a LangChain chat model (default: the offline extractive summarizer).
+        After a compaction at most `keep_messages` recent messages and `keep_tokens` tokens
+        (default: a fifth of the threshold, at most 20,000) stay verbatim. Results of
+        `compactable_tools` (default: every tool, as `ClearToolUsesEdit` does) except
+        `exclude_tools` may be cleared."""
+        super().__init__()
+        self.policy = policy or Policy.from_env()
+        self.model_info = _model_info(model, context_window, model_table)
+        self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
+        if keep_messages < 0:
+            raise ConfigError("keep_messages must be >= 0")
+        if keep_tokens is not None and keep_tokens < 0:
+            raise ConfigError("keep_tokens must be >= 0")
+        self.keep_messages = keep_messages
+        default_keep = min(20_000, self.thresholds.autocompact // 5)
+        self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
+        if summarizer is None or isinstance(summarizer, Provider):
+            self.summarizer: Provider | None = summarizer
+        else:
+            self.summarizer = ChatModelSummarizer(summarizer)
+        self.compactable_tools = list(compactable_tools) if compactable_tools is not None else None
+        self.exclude_tools = frozenset(exclude_tools)
+        self.events = events
+        self._clock = clock
+
+    # -- hooks
+
+    def before_model(
+        self, state: UnboundedAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Microcompact, and compact when over the threshold; returns the state update."""
+        plan = self._plan(state)
+        if plan.compact_at is None:
+            return plan.update()
+        result = run_blocking(self._summarize(plan))
+        return plan.update(result)
+
+    async def abefore_model(
+        self, state: UnboundedAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """`before_model` for async agents."""
+        plan = self._plan(state)
+        if plan.compact_at is None:
+            return plan.update()
+        return plan.update(await self._summarize(plan))
+
+    def after_model(
+        self, state: UnboundedAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Remember when the model answered (whether the prompt cache is still warm)."""
+        context: ContextState = (state.get(STATE_KEY) or ContextState()).copy()
+        context["last_model_at"] = self._clock().astimezone(timezone.utc).isoformat()
+        return {STATE_KEY: context}
+
+    async def aafter_model(
+        self, state: UnboundedAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """`after_model` for async agents."""
+        return self.after_model(state, runtime)
+
+    # -- the work
+
+    def _registry(self, messages: Sequence[BaseMessage]) -> CompactableTools | None:
+        if self.compactable_tools is not None:
+            names = [n for n in self.compactable_tools if n not in self.exclude_tools]
+        else:
+            seen: dict[str, None] = {}
+            for message in messages:
+                if isinstance(message, AIMessage):
+                    for call in message.tool_calls:
+                        if call["name"] not in self.exclude_tools:
+                            seen[call["name"]] = None
+            names = list(seen)
+        return CompactableTools(names) if names else None
+
+    def _plan(self, state: UnboundedAgentState) -> _Plan:
+        messages = list(state["messages"])
+        plan = _Plan(self, messages, state.get(STATE_KEY) or ContextState())
+        lead = 0
+        while lead < len(messages) and isinstance(messages[lead], SystemMessage):
+            lead += 1
+        plan.lead = lead
+        stale = frozenset(plan.context.get("stale_usage_ids") or [])
+        entries = messages_to_entries(messages[lead:], stale)
+        plan.entries = entries
+        present = [e for e in entries if e is not None]
+        tokens = ContextCounter(present).total
+        registry = self._registry(messages)
+        if registry is not None:
+            micro_state = MicrocompactState(registry)
+            last = parse_timestamp(plan.context.get("last_model_at"))
+            result = microcompact(
+                normalize_messages(present),
+                micro_state,
+                policy=self.policy,
+                now=self._clock(),
+                last_assistant_at=last,
+            )
+            if result.cleared_ids:
+                plan.cleared = set(result.cleared_ids)
+                tokens = max(0, tokens - result.tokens_saved)
+                emit(
+                    self.events,
+                    MicrocompactApplied(
+                        tier=result.tier,
+                        cleared=len(result.cleared_ids),
+                        tokens_saved=result.tokens_saved,
+                        breaks_cache=result.breaks_cache,
+                    ),
+                )
+        plan.tokens = tokens
+        policy = self.policy
+        if (
+            policy.compact_enabled
+            and policy.auto_compact_enabled
+            and self.thresholds.should_autocompact(tokens)
+        ):
+            plan.compact_at = self._cut(messages, lead, entries)
+        return plan
+
+    def _cut(
+        self, messages: Sequence[BaseMessage], lead: int, entries: Sequence[Entry | None]
+    ) -> int | None:
+        """Where the kept tail starts (a tool round's start, never between a call and its
+        result); None when there is nothing before it to summarize."""
+        starts = [i for i in range(lead, len(messages)) if not isinstance(messages[i], ToolMessage)]
+        chosen: int | None = None
+        for start in reversed(starts):
+            tail = range(start, len(messages))
+            tokens = sum(
+                entry_tokens(e) for e in (entries[i - lead] for i in tail) if e is not None
+            )
+            if len(tail) > self.keep_messages or tokens > self.keep_tokens:
+                break
+            chosen = start
+        cut = chosen if chosen is not None else len(messages)
+        if cut <= lead or (cut == lead + 1 and is_summary_message(messages[lead])):
+            later = [s for s in starts if s > lead + 1]
+            if not later:
+                return None
+            cut = later[0]
+        return cut
+
+    def _summarizer_for(self, context: ContextState) -> Provider:
+        if self.summarizer is None or context.get("failures", 0) >= CIRCUIT_BREAKER_FAILURES:
+            from unbounded.providers.extractive import ExtractiveSummarizer
+
+            return ExtractiveSummarizer()
+        return self.summarizer
+
+    async def _summarize(self, plan: _Plan) -> _Summary | None:
+        assert plan.compact_at is not None
+        head = [e for e in plan.entries[: plan.compact_at - plan.lead] if e is not None]
+        provider = self._summarizer_for(plan.context)
+        params = CacheSafeParams(
+            model=self.model_info.name,
+            max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
+        )
+        try:
+            result = await compact_conversation(
+                head,
+                provider,
+                params=params,
+                trigger="auto",
+                facts_ledger=default_facts_ledger,
+                policy=self.policy,
+                events=self.events,
+            )
+        except (CompactionError, ProviderError) as error:
+            failures = plan.context.get("failures", 0) + 1
+            plan.context["failures"] = failures
+            if failures == CIRCUIT_BREAKER_FAILURES:
+                emit(
+                    self.events,
+                    GenericEvent(
+                        "circuit_breaker_tripped", {"failures": failures, "error": str(error)}
+                    ),
+                )
+            return None
+        return _Summary(
+            text=result.summary_text,
+            pre_tokens=result.pre_tokens,
+            summarizer=result.summarizer,
+        )
+
+
+class _Summary:
+    """The text of a finished compaction and what to report about it."""
+
+    def __init__(self, *, text: str, pre_tokens: int, summarizer: str) -> None:
+        self.text = text
+        self.pre_tokens = pre_tokens
+        self.summarizer = summarizer
+
+
+class _Plan:
+    """One before_model decision: the messages, what to clear, where to cut."""
+
+    def __init__(
+        self, middleware: UnboundedMiddleware, messages: list[AnyMessage], context: ContextState
+    ) -> None:
+        self.middleware = middleware
+        self.messages = messages
+        self.context: ContextState = context.copy()
+        self.original: ContextState = context.copy()
+        self.lead = 0
+        self.entries: list[Entry | None] = []
+        self.cleared: set[str] = set()
+        self.tokens = 0
+        self.compact_at: int | None = None
+
+    def _is_cleared(self, message: AnyMessage) -> bool:
+        return isinstance(message, ToolMessage) and message.tool_call_id in self.cleared
+
+    def _cleared(self, message: AnyMessage) -> AnyMessage:
+        if not isinstance(message, ToolMessage) or message.tool_call_id not in self.cleared:
+            return message
+        return message.model_copy(
+            update={
+                "content": CLEARED_TOOL_RESULT,
+                "artifact": None,
+                "response_metadata": {
+                    **message.response_metadata,
+                    "context_editing": {"cleared": True, "strategy": "unbounded_microcompact"},
+                },
+            }
+        )
+
+    def update(self, summary: _Summary | None = None) -> dict[str, Any] | None:
+        """The state update: cleared tool results, and the compacted message list."""
+        if summary is None or self.compact_at is None:
+            return self._cleared_only()
+        kept = [self._cleared(m) for m in self.messages[self.compact_at :]]
+        summarized = self.compact_at - self.lead
+        text = summary_message_text(summary.text, messages_preserved=bool(kept), automatic=True)
+        summary_message = HumanMessage(
+            content=text,
+            id=str(uuid.uuid4()),
+            additional_kwargs={
+                "lc_source": SUMMARY_SOURCE,
+                "lc_data": {
+                    "by": "unbounded",
+                    "summarizer": summary.summarizer,
+                    "pre_tokens": summary.pre_tokens,
+                    "messages_summarized": summarized,
+                },
+            },
+        )
+        context = self.context.copy()
+        context["failures"] = 0
+        context["compactions"] = self.context.get("compactions", 0) + 1
+        context["stale_usage_ids"] = [m.id for m in kept if isinstance(m, AIMessage) and m.id]
+        emit(
+            self.middleware.events,
+            GenericEvent(
+                "langchain_compacted",
+                {
+                    "pre_tokens": summary.pre_tokens,
+                    "messages_summarized": summarized,
+                    "messages_kept": len(kept),
+                },
+            ),
+        )
+        return {
+            "messages": [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                *self.messages[: self.lead],
+                summary_message,
+                *kept,
+            ],
+            STATE_KEY: context,
+        }
+
+    def _cleared_only(self) -> dict[str, Any] | None:
+        out: dict[str, Any] = {}
+        changed = [self._cleared(m) for m in self.messages if self._is_cleared(m)]
+        if changed and all(m.id for m in changed):
+            out["messages"] = changed  # add_messages replaces messages by id
+        elif changed:
+            out["messages"] = [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                *(self._cleared(m) for m in self.messages),
+            ]
+        if self.context != self.original:
+            out[STATE_KEY] = self.context
+        return out or None
+
+
+__all__ = [
+    "ChatModelSummarizer",
+    "ContextState",
+    "UnboundedAgentState",
+    "UnboundedMiddleware",
+    "is_summary_message",
+    "message_to_entry",
+    "messages_to_entries",
+    "usage_from_metadata",
+]

@@ -1,0 +1,232 @@
+"""Optional redaction of secret-looking strings in text unbounded writes (off by default).
+
+`redact(text)` replaces what looks like a credential with `[REDACTED:<kind>]`:
+
+| kind | pattern |
+|---|---|
+| `anthropic_key` | `sk-ant-` followed by 20 or more key characters |
+| `openai_key` | `sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-` followed by 20 or more |
+| `aws_access_key_id` | `AKIA`, `ASIA`, `ABIA`, `ACCA` + 16 upper-case letters or digits |
+| `aws_secret_access_key` | 40 base64 characters after `aws_secret_access_key` `=` or `:` |
+| `github_token` | `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` + 36 or more, `github_pat_` + 22 or more |
+| `slack_token` | `xoxb-`, `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-` tokens |
+| `google_api_key` | `AIza` + 35 characters |
+| `bearer_token` | the token after `Bearer ` (16 or more token characters; the word is kept) |
+| `private_key` | a `-----BEGIN ... PRIVATE KEY-----` block to its END line (or the text's end) |
+
+A `Redactor` adds literal secrets (for instance every API key in the environment:
+`Redactor.from_environment()`) and extra patterns. The session applies one to what it writes
+when asked (`Session(..., redact_secrets=True)`): summaries, re-injected attachments, hook
+context and cache-break diffs. It never rewrites what the host appended: the transcript is
+append-only and holds the conversation as it happened. Callers writing their own reports use
+`redact` / `redact_data` directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from unbounded.fileio import atomic_write_chunks
+
+if TYPE_CHECKING:
+    from unbounded.compaction.conversation import CompactionResult
+
+REPLACEMENT = "[REDACTED:{kind}]"
+"""What a secret is replaced with."""
+MIN_LITERAL_LENGTH = 12
+"""Literal secrets shorter than this are ignored (they would match ordinary text)."""
+SECRET_ENV_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.I)
+"""Environment variables whose values `Redactor.from_environment` treats as secrets."""
+
+_KEY_CHARS = r"[A-Za-z0-9_\-]"
+
+DEFAULT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?"
+            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+            re.S,
+        ),
+    ),
+    ("anthropic_key", re.compile(rf"\bsk-ant-{_KEY_CHARS}{{20,}}")),
+    ("openai_key", re.compile(rf"\bsk-(?:proj-|svcacct-|admin-)?{_KEY_CHARS}{{20,}}")),
+    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
+    (
+        "aws_secret_access_key",
+        re.compile(
+            r"(?i)(?<=aws_secret_access_key)(\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
+        ),
+    ),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})")),
+    ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])")),
+    ("bearer_token", re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=\-]{16,}")),
+)
+"""(kind, pattern) pairs, most specific first. A leading group is kept (e.g. "Bearer ")."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretMatch:
+    """One secret found in a text: its kind and where it is."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces secrets in text: the default patterns, extra ones, and literal values."""
+
+    patterns: tuple[tuple[str, re.Pattern[str]], ...] = DEFAULT_PATTERNS
+    literals: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, *, extra: Iterable[str] = ()
+    ) -> Redactor:
+        """A redactor that also knows the values of secret-named environment variables."""
+        source = os.environ if environ is None else environ
+        values = {v for k, v in source.items() if SECRET_ENV_NAME.search(k)}
+        values.update(extra)
+        return cls(literals=frozenset(v for v in values if len(v) >= MIN_LITERAL_LENGTH))
+
+    def with_patterns(self, *patterns: tuple[str, str | re.Pattern[str]]) -> Redactor:
+        """A copy with extra (kind, pattern) pairs, tried after the built-in ones."""
+        compiled = tuple((k, re.compile(p) if isinstance(p, str) else p) for k, p in patterns)
+        return Redactor(self.patterns + compiled, self.literals)
+
+    def find(self, text: str) -> list[SecretMatch]:
+        """Every secret in `text`, in order, non-overlapping (earlier patterns win)."""
+        found: list[SecretMatch] = []
+        taken: list[tuple[int, int]] = []
+
+        def free(start: int, end: int) -> bool:
+            return all(end <= a or start >= b for a, b in taken)
+
+        for literal in sorted(self.literals, key=len, reverse=True):
+            position = text.find(literal)
+            while position >= 0:
+                end = position + len(literal)
+                if free(position, end):
+                    found.append(SecretMatch("secret", position, end))
+                    taken.append((position, end))
+                position = text.find(literal, end)
+        for kind, pattern in self.patterns:
+            for match in pattern.finditer(text):
+                start = match.end(1) if pattern.groups else match.start()
+                if start < match.end() and free(start, match.end()):
+                    found.append(SecretMatch(kind, start, match.end()))
+                    taken.append((start, match.end()))
+        return sorted(found, key=lambda m: m.start)
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced by `[REDACTED:<kind>]`."""
+        matches = self.find(text)
+        if not matches:
+            return text
+        parts: list[str] = []
+        position = 0
+        for match in matches:
+            parts.append(text[position : match.start])
+            parts.append(REPLACEMENT.format(kind=match.kind))
+            position = match.end
+        parts.append(text[position:])
+        return "".join(parts)
+
+    def redact_data(self, value: Any) -> Any:
+        """A copy of JSON-like data with every string (keys too) redacted; no recursion."""
+        return _map_strings(value, self.redact)
+
+
+DEFAULT_REDACTOR = Redactor()
+"""The built-in patterns, no literals."""
+
+
+def redact(text: str, redactor: Redactor | None = None) -> str:
+    """Replace secret-looking strings in `text` (the built-in patterns by default)."""
+    return (redactor or DEFAULT_REDACTOR).redact(text)
+
+
+def find_secrets(text: str, redactor: Redactor | None = None) -> list[SecretMatch]:
+    """The secrets `redact` would replace."""
+    return (redactor or DEFAULT_REDACTOR).find(text)
+
+
+def redact_data(value: Any, redactor: Redactor | None = None) -> Any:
+    """A copy of JSON-like data (dicts, lists, strings) with every string redacted."""
+    return (redactor or DEFAULT_REDACTOR).redact_data(value)
+
+
+def redactor_for(option: bool | Redactor | None) -> Redactor | None:
+    """The redactor a `redact_secrets=` option asks for (True: patterns + environment keys)."""
+    if isinstance(option, Redactor):
+        return option
+    return Redactor.from_environment() if option else None
+
+
+def redact_compaction(result: CompactionResult, redactor: Redactor) -> None:
+    """Redact, in place, what a compaction is about to append: the summary message, the
+    re-injected attachments and the hook context (the boundary holds no free text)."""
+    result.summary_text = redactor.redact(result.summary_text)
+    for entry in [*result.summary_messages, *result.attachments, *result.hook_results]:
+        for key in ("message", "attachment"):
+            if key in entry.data:
+                entry.data[key] = redactor.redact_data(entry.data[key])
+
+
+def private_diff_writer(redactor: Redactor | None = None) -> Callable[[Path, str], None]:
+    """A cache-break diff writer: folder 0700, file 0600 written atomically, text redacted
+    when a redactor is given."""
+
+    def write(path: Path, text: str) -> None:
+        body = redactor.redact(text) if redactor is not None else text
+        atomic_write_chunks(path, [body.encode("utf-8")])
+
+    return write
+
+
+def _map_strings(value: Any, function: Callable[[str], str]) -> Any:
+    """Apply `function` to every string in nested dicts and lists, iteratively."""
+    if isinstance(value, str):
+        return function(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, item in items:
+            if isinstance(item, (dict, list)):
+                child: Any = {} if isinstance(item, dict) else []
+                stack.append((item, child))
+            elif isinstance(item, str):
+                child = function(item)
+            else:
+                child = item
+            if isinstance(target, dict):
+                target[function(key) if isinstance(key, str) else key] = child
+            else:
+                target.append(child)
+    return root
+
+
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "DEFAULT_REDACTOR",
+    "Redactor",
+    "SecretMatch",
+    "find_secrets",
+    "private_diff_writer",
+    "redact",
+    "redact_compaction",
+    "redact_data",
+    "redactor_for",
+]

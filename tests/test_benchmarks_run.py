@@ -1,0 +1,38 @@
+"""benchmarks/run.py --json prints the replay figures (run quickly here, never timed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+
+
+def test_benchmark_prints_its_figures(tmp_path: Path) -> None:
+    # An empty corpus folder: the benchmark falls back to the demo session.
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", "--quick", "--corpus", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    for key in (
+        "per_turn_us_median",
+        "json_dumps_us_median",
+        "per_turn_ratio",
+        "replay_calls_per_s",
+        "peak_rss_mb",
+    ):
+        assert isinstance(figures[key], (int, float)) and figures[key] > 0
+    assert figures["session"] == "demo session (built in)"
+    try:
+        import langchain  # noqa: F401
+    except ImportError:
+        assert "langchain_per_call_us_median" not in figures
+    else:
+        assert figures["langchain_per_call_us_median"] > 0

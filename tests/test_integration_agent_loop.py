@@ -1,0 +1,263 @@
+"""The agent loop over Python callables, through the Anthropic provider and the local server."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+from typing import Annotated, Any, Literal
+
+import pytest
+
+from apiserver import (
+    ApiServer,
+    RecordedRequest,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    message,
+    tool_use_block,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import Event
+from unbounded.integrations import (
+    AgentFinished,
+    ModelTurn,
+    Tool,
+    ToolExecuted,
+    aiter_agent,
+    arun_agent,
+    iter_agent,
+    run_agent,
+    tool,
+    tool_schema,
+)
+from unbounded.integrations.agent_loop import json_schema_for, parse_docstring
+from unbounded.policy import Policy
+from unbounded.session import Session, SessionConfig
+
+pytest.importorskip("anthropic")
+
+MODEL = "claude-sonnet-4-6"
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def search(
+    query: str,
+    limit: int = 10,
+    mode: Literal["fast", "exact"] = "fast",
+    paths: list[str] | None = None,
+    note: Annotated[str, "free text for the log"] = "",
+) -> list[str]:
+    """Search the code base.
+
+    Returns matching lines.
+
+    Args:
+        query: What to look for,
+            a regular expression.
+        limit: At most this many results.
+    """
+    return [query] * limit
+
+
+def test_schemas_from_signatures_and_docstrings() -> None:
+    schema = tool_schema(search)
+    assert schema["name"] == "search"
+    assert schema["description"] == "Search the code base.\n\nReturns matching lines."
+    properties = schema["input_schema"]["properties"]
+    assert schema["input_schema"]["required"] == ["query"]
+    assert properties["query"] == {"type": "string", "description": "What to look for, a regular expression."}
+    assert properties["limit"] == {"type": "integer", "description": "At most this many results.", "default": 10}
+    assert properties["mode"] == {"enum": ["fast", "exact"], "type": "string", "default": "fast"}
+    assert properties["paths"] == {"type": "array", "items": {"type": "string"}, "default": None}
+    assert properties["note"]["description"] == "free text for the log"
+    assert json_schema_for(Color) == {"enum": ["red", "blue"]}
+    assert json_schema_for(dict[str, int]) == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert json_schema_for(tuple[int, ...]) == {"type": "array", "items": {"type": "integer"}}
+    assert json_schema_for(int | str) == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert parse_docstring(None) == ("", {})
+
+    def bad(*args: int) -> None:
+        """No."""
+
+    with pytest.raises(ConfigError, match=r"\*args"):
+        tool_schema(bad)
+    with pytest.raises(ConfigError, match="tool name"):
+        tool_schema(search, name="has spaces")
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return f"contents of {path}"
+
+
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    await asyncio.sleep(0)
+    return a + b
+
+
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"boom: {reason}")
+
+
+def tool_results(request: RecordedRequest) -> list[dict[str, Any]]:
+    content = request.json["messages"][-1]["content"]
+    return [b for b in content if b.get("type") == "tool_result"]
+
+
+def test_run_agent_executes_tools_and_stops(api_server: ApiServer) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    api_server.anthropic.push(
+        message(
+            tool_use_block("read_file", {"path": "setup.py"}, id="toolu_1"),
+            tool_use_block("add", {"a": 2, "b": 3}, id="toolu_2"),
+            id="msg_1",
+        ),
+        message(
+            tool_use_block("explode", {"reason": "x"}, id="toolu_3"),
+            tool_use_block("missing", {}, id="toolu_4"),
+            tool_use_block("add", {"a": 1}, id="toolu_5"),
+            id="msg_2",
+        ),
+        message("All done: 5.", id="msg_3"),
+    )
+    provider = AnthropicProvider(api_server.anthropic_client(sync=True))
+    config = SessionConfig(model=MODEL, system="You are terse.", max_tokens=512)
+    result = run_agent(config, provider, tools=[read_file, add, explode], prompt="Go.", policy=Policy())
+    assert result.text == "All done: 5." and result.stop_reason == "end_turn" and result.turns == 3
+
+    first, second, third = api_server.requests
+    assert [t["name"] for t in first.json["tools"]] == ["read_file", "add", "explode"]
+    assert first.json["tools"][-1]["cache_control"]["type"] == "ephemeral"
+    assert [(r["tool_use_id"], r.get("is_error", False)) for r in tool_results(second)] == [("toolu_1", False), ("toolu_2", False)]
+    assert json.dumps(tool_results(second)[1]["content"]) == '"5"'
+    errors = tool_results(third)
+    assert all(r["is_error"] for r in errors)
+    assert "RuntimeError: boom: x" in errors[0]["content"] and "no tool named 'missing'" in errors[1]["content"]
+    assert "TypeError" in errors[2]["content"]  # a missing argument is the model's to fix
+
+    kinds = [type(e).__name__ for e in result.events]
+    assert kinds == ["ModelTurn", "ToolExecuted", "ToolExecuted", "ModelTurn", "ToolExecuted", "ToolExecuted", "ToolExecuted", "ModelTurn", "AgentFinished"]
+    assert result.session.messages[-1]["role"] == "assistant"
+
+
+def test_max_turns_stops_with_the_results_added(api_server: ApiServer) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    def again(request: RecordedRequest) -> Any:
+        n = len(api_server.requests)
+        return message(tool_use_block("read_file", {"path": f"f{n}.py"}, id=f"toolu_{n}"), id=f"msg_{n}")
+
+    api_server.anthropic.push(again, again)
+    provider = AnthropicProvider(api_server.anthropic_client(sync=True))
+    session = Session(SessionConfig(model=MODEL), policy=Policy())
+    result = run_agent(session, provider, tools=[read_file], prompt="Read everything.", max_turns=2)
+    assert result.stop_reason == "max_turns" and result.turns == 2 and result.session is session
+    assert session.messages[-1]["role"] == "user"  # the last tool results wait for the next run
+    api_server.anthropic.push(message("Read them all.", id="msg_end"))
+    later = run_agent(session, provider, tools=[read_file])
+    assert later.text == "Read them all." and later.stop_reason == "end_turn"
+
+
+def test_async_loop_streams_and_yields_events(api_server: ApiServer) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    api_server.anthropic.push(
+        message(tool_use_block("add", {"a": 20, "b": 22}, id="toolu_1"), id="msg_1"),
+        message("42", id="msg_2"),
+    )
+    seen: list[Event] = []
+
+    async def main() -> list[Event]:
+        provider = AnthropicProvider(api_server.anthropic_client())
+        return [
+            event
+            async for event in aiter_agent(
+                SessionConfig(model=MODEL), provider, tools=[add], prompt="20 + 22?", stream=True, events=seen.append, policy=Policy()
+            )
+        ]
+
+    events = asyncio.run(main())
+    assert all(r.stream for r in api_server.requests)
+    assert isinstance(events[0], ModelTurn) and isinstance(events[1], ToolExecuted)
+    assert events[1].content == "42" and not events[1].is_error
+    assert isinstance(events[-1], AgentFinished) and events[-1].text == "42"
+    assert seen == events  # the sink gets every event the iterator yields
+
+
+def test_compaction_during_a_long_run(api_server: ApiServer) -> None:
+    """A small window: the loop keeps going through auto-compaction, and the pipeline's own
+    events come out of the iterator."""
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    def step(request: RecordedRequest) -> Any:
+        n = len(api_server.requests)
+        size = len(request.body) // 4
+        if n >= 12:
+            return message("Finished.", id=f"msg_{n}", usage={"cache_read_input_tokens": size})
+        return message(tool_use_block("read_file", {"path": f"f{n}.py"}, id=f"toolu_{n}"), id=f"msg_{n}", usage={"cache_read_input_tokens": size})
+
+    def big_read(path: str) -> str:
+        """Read a big file."""
+        return f"{path}\n" + "line of code\n" * 700
+
+    api_server.anthropic.push(*([step] * 12))
+    provider = AnthropicProvider(api_server.anthropic_client(sync=True))
+    config = SessionConfig(model=MODEL, context_window=60_000)
+    events = list(
+        iter_agent(config, provider, tools=[Tool.from_function(big_read, name="read_file", compactable=True)], prompt="Read them.", policy=Policy(), max_turns=12)
+    )
+    kinds = [e.kind for e in events]
+    assert "compaction_finished" in kinds
+    assert isinstance(events[-1], AgentFinished) and events[-1].text == "Finished."
+
+
+def test_tools_decorator_and_misuse() -> None:
+    @tool(compactable=True)
+    def grep(pattern: str) -> str:
+        """Search."""
+        return pattern
+
+    assert isinstance(grep, Tool) and grep.compactable and grep("x") == "x"
+    assert tool(read_file).name == "read_file"
+
+    class Dummy:
+        name = "dummy"
+        supports_cache_edits = False
+
+        async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
+            raise AssertionError("not called")
+
+    session = Session(SessionConfig(model=MODEL), policy=Policy())
+    with pytest.raises(ConfigError, match="nothing for the model"):
+        run_agent(session, Dummy(), tools=[grep])
+    assert session.micro.tools.is_compactable("grep")  # registered for microcompaction
+    with pytest.raises(ConfigError, match="two tools"):
+        run_agent(session, Dummy(), tools=[read_file, read_file], prompt="x")
+    with pytest.raises(ConfigError, match="SessionConfig"):
+        run_agent(session, Dummy(), prompt="x", policy=Policy())
+
+    async def inside_a_loop() -> None:
+        with pytest.raises(ConfigError, match="await arun_agent"):
+            run_agent(SessionConfig(model=MODEL), Dummy(), prompt="x")
+
+    asyncio.run(inside_a_loop())
+
+
+def test_arun_agent_returns_the_result(api_server: ApiServer) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    api_server.anthropic.push(message("Hello.", id="msg_1"))
+
+    async def main() -> Any:
+        provider = AnthropicProvider(api_server.anthropic_client())
+        return await arun_agent(SessionConfig(model=MODEL), provider, prompt="Say hello.", policy=Policy())
+
+    result = asyncio.run(main())
+    assert result.text == "Hello." and result.turns == 1 and isinstance(result.events[-1], AgentFinished)

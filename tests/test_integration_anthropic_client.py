@@ -1,0 +1,369 @@
+"""The Anthropic client drop-in, through the real SDK against the scripted local server.
+
+The caller's code is the SDK's usual loop; what the server receives is the session's prepared
+request (cache breakpoints, compacted history), and what the caller gets back is the SDK's own
+object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apiserver import (
+    ApiServer,
+    RecordedRequest,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    message,
+    prompt_too_long,
+    server_error,
+    thinking_block,
+    tool_use_block,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import Event
+from unbounded.integrations import CacheParamsChanged, wrap
+from unbounded.integrations.anthropic_client import message_print, new_messages
+from unbounded.policy import Policy
+from unbounded.session import Session, SessionConfig
+from unbounded.storage import FolderStore
+
+anthropic = pytest.importorskip("anthropic")
+
+MODEL = "claude-sonnet-4-6"
+SYSTEM = "You are a careful coding agent."
+TOOLS = [
+    {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+    {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}},
+]
+SUMMARY = "<analysis>notes</analysis>\n<summary>\n1. Primary Request and Intent: fix the parser\n</summary>"
+
+
+def kwargs(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"model": MODEL, "max_tokens": 1024, "system": SYSTEM, "tools": TOOLS, "messages": messages, **extra}
+
+
+def markers(request: RecordedRequest) -> list[str]:
+    """Where the request carries cache_control markers."""
+    body = request.json
+    found = []
+    if any("cache_control" in t for t in body.get("tools", [])):
+        found.append("tools")
+    system = body.get("system")
+    if isinstance(system, list) and any("cache_control" in b for b in system):
+        found.append("system")
+    for sent in body["messages"]:
+        if isinstance(sent["content"], list) and any("cache_control" in b for b in sent["content"]):
+            found.append("messages")
+    return found
+
+
+def is_summary_request(request: RecordedRequest) -> bool:
+    return "<summary>" in json.dumps(request.json["messages"][-1])
+
+
+def test_full_list_calls_send_the_prepared_request_and_return_the_sdk_message(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(
+        message(tool_use_block("Read", {"path": "parser.py"}, id="toolu_1"), id="msg_1"),
+        message("The parser is fixed.", id="msg_2"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Fix the parser."}]
+    reply = client.messages.create(**kwargs(messages))
+    assert isinstance(reply, anthropic.types.Message) and reply.id == "msg_1"
+    messages.append({"role": "assistant", "content": reply.content})  # the SDK objects, as usual
+    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "def parse(): ..."}]})
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "The parser is fixed."
+
+    first, second = api_server.requests
+    assert markers(first) == ["tools", "system", "messages"]
+    assert markers(second) == ["tools", "system", "messages"]
+    assert second.json["messages"][-1]["content"][-1]["cache_control"]["type"] == "ephemeral"
+    assert [m["role"] for m in second.json["messages"]] == ["user", "assistant", "user"]
+    assert second.json["messages"][1]["content"][0]["id"] == "toolu_1"
+    session = client.session
+    assert [e.type for e in session.entries] == ["user", "assistant", "user", "assistant"]
+    assert session.status().reported_tokens > 0  # the usage anchors the count
+    assert client.status().tokens == session.status().tokens
+
+
+def test_new_only_calls_send_the_same_requests(api_server: ApiServer) -> None:
+    def conversation(client: Any, full: bool) -> None:
+        history: list[Any] = []
+        turns = [
+            {"role": "user", "content": "Fix the parser."},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "def parse(): ..."}]},
+            {"role": "user", "content": "Thanks, now run the tests."},
+        ]
+        for turn in turns:
+            history.append(turn)
+            reply = client.messages.create(**kwargs(history if full else [turn]))
+            history.append({"role": "assistant", "content": reply.content})
+
+    for full in (True, False):
+        api_server.anthropic.push(
+            message(tool_use_block("Read", {"path": "parser.py"}, id="toolu_1"), id="msg_1"),
+            message("Fixed.", id="msg_2"),
+            message("Tests pass.", id="msg_3"),
+        )
+        conversation(wrap(api_server.anthropic_client(sync=True), policy=Policy()), full)
+    full_requests, new_requests = api_server.requests[:3], api_server.requests[3:]
+    for a, b in zip(full_requests, new_requests, strict=True):
+        assert a.json == b.json
+    assert len(new_requests[-1].json["messages"]) == 5
+
+
+def test_an_echo_without_thinking_and_a_sliding_window_are_recognized(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(
+        message(thinking_block("let me think"), "First answer.", id="msg_1"),
+        message("Second answer.", id="msg_2"),
+        message("Third answer.", id="msg_3"),
+    )
+    u1 = {"role": "user", "content": "one"}
+    first = client.messages.create(**kwargs([u1]))
+    echo = {"role": "assistant", "content": [b for b in first.content if b.type == "text"]}  # thinking dropped
+    u2 = {"role": "user", "content": "two"}
+    second = client.messages.create(**kwargs([u1, echo, u2]))
+    a2 = {"role": "assistant", "content": second.content[0].text}  # a plain string echo
+    u3 = {"role": "user", "content": "three"}
+    client.messages.create(**kwargs([a2, u3]))  # a window: the last reply and the new prompt
+    texts = [json.dumps(m["content"]) for m in api_server.last.json["messages"]]
+    assert len(texts) == 5 and sum("one" in t for t in texts) == 1
+    assert "thinking" in texts[1]  # the session keeps the reply as the API gave it
+
+
+def test_a_retry_after_an_error_does_not_repeat_the_message(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(server_error(500), message("ok", id="msg_1"))
+    messages = [{"role": "user", "content": "hello"}]
+    with pytest.raises(anthropic.InternalServerError):  # the SDK's own exception, unchanged
+        client.messages.create(**kwargs(messages))
+    client.messages.create(**kwargs(messages))
+    assert api_server.last.json["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]}
+    ]
+
+
+def test_prompt_too_long_is_compacted_and_retried_once(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive", policy=Policy(), events=events.append)
+    api_server.anthropic.push(message(tool_use_block("Bash", {"command": "pytest"}, id="toolu_1"), id="msg_1"))
+    messages: list[Any] = [{"role": "user", "content": "Run the tests."}]
+    reply = client.messages.create(**kwargs(messages))
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3 failed\n" * 200}]},
+    ]
+    api_server.anthropic.push(prompt_too_long(210_000, 200_000), message("Recovered.", id="msg_2"))
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "Recovered."
+    assert client.status().compactions == 1
+    refused, retried = api_server.requests[1:]
+    assert len(retried.json["messages"]) < len(refused.json["messages"])
+    assert "Run the tests." in json.dumps(retried.json["messages"][0])  # inside the summary
+    assert any(e.kind == "generic_event" and getattr(e, "name", "") == "reactive_compaction" for e in events)
+
+    # A second refusal after the compaction reaches the caller as the SDK's exception.
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "More."}]
+    api_server.anthropic.push(prompt_too_long(), prompt_too_long())
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+        client.messages.create(**kwargs(messages))
+
+
+def test_a_long_conversation_compacts_transparently(api_server: ApiServer) -> None:
+    """The caller keeps sending its ever-growing list; the server sees a compacted one."""
+    turn = {"n": 0}
+
+    def reply(request: RecordedRequest) -> Any:
+        if is_summary_request(request):
+            return message(SUMMARY, id="msg_summary")
+        turn["n"] += 1
+        n = turn["n"]
+        return message(
+            tool_use_block("Bash", {"command": f"make step{n}"}, id=f"toolu_{n}"),
+            id=f"msg_{n}",
+            usage={"input_tokens": 2_000, "cache_read_input_tokens": 4_000 * n, "output_tokens": 50},
+        )
+
+    client = wrap(api_server.anthropic_client(sync=True), model=MODEL, context_window=60_000, policy=Policy())
+    threshold = client.session.thresholds.autocompact
+    messages: list[Any] = [{"role": "user", "content": "Build every step."}]
+    for _ in range(12):
+        api_server.anthropic.push(reply, reply)  # a main reply, or a summary then a main reply
+        result = client.messages.create(**kwargs(messages))
+        messages.append({"role": "assistant", "content": result.content})
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": result.content[0].id, "content": "ok\n" * 400}]})
+    # leftover scripted replies were never requested
+    assert client.status().compactions >= 1
+    summary_requests = [r for r in api_server.requests if is_summary_request(r)]
+    assert summary_requests and summary_requests[0].json["model"] == MODEL  # the client and the model
+    main = [r for r in api_server.requests if not is_summary_request(r)]
+    assert "fix the parser" in json.dumps(main[-1].json["messages"][0])  # starts with the summary
+    assert len(main[-1].json["messages"]) < len(messages) and len(main[-1].body) // 4 < threshold
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+
+
+def test_the_streaming_helper_returns_the_sdk_stream_and_records_the_reply(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(message("Streamed hello.", id="msg_1"), message("And again.", id="msg_2"))
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    with client.messages.stream(**kwargs(messages)) as stream:
+        assert "".join(stream.text_stream) == "Streamed hello."
+        final = stream.get_final_message()
+    assert api_server.requests[0].stream and markers(api_server.requests[0]) == ["tools", "system", "messages"]
+    assert client.session.entries[-1].type == "assistant"
+    messages += [{"role": "assistant", "content": final.content}, {"role": "user", "content": "again"}]
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "And again." and len(api_server.last.json["messages"]) == 3
+
+
+def test_create_with_stream_true_records_once_read(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(message(tool_use_block("Read", {"path": "a.py"}, id="toolu_1"), id="msg_1"))
+    events = list(client.messages.create(**kwargs([{"role": "user", "content": "read a.py"}]), stream=True))
+    assert events[0].type == "message_start" and events[-1].type == "message_stop"
+    last = client.session.entries[-1]
+    assert last.type == "assistant" and last.content[0]["input"] == {"path": "a.py"}
+
+
+def test_async_client_create_and_stream(api_server: ApiServer) -> None:
+    async def main() -> None:
+        client = wrap(api_server.anthropic_client(), policy=Policy(), summarizer="extractive")
+        api_server.anthropic.push(
+            message(tool_use_block("Read", {"path": "a.py"}, id="toolu_1"), id="msg_1"),
+            prompt_too_long(),
+            message("Done.", id="msg_2"),
+        )
+        messages: list[Any] = [{"role": "user", "content": "read a.py"}]
+        reply = await client.messages.create(**kwargs(messages))
+        assert isinstance(reply, anthropic.types.Message)
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x = 1"}]},
+        ]
+        async with client.messages.stream(**kwargs(messages)) as stream:
+            final = await stream.get_final_message()
+        assert final.content[0].text == "Done."
+        assert client.status().compactions == 1  # the streamed call was refused, compacted, retried
+        assert client.session.entries[-1].type == "assistant"
+
+    asyncio.run(main())
+
+
+def test_async_client_summarizes_with_the_same_client(api_server: ApiServer) -> None:
+    async def main() -> None:
+        client = wrap(api_server.anthropic_client(), model=MODEL, context_window=60_000, policy=Policy())
+        api_server.anthropic.push(
+            message("Noted.", id="msg_1", usage={"input_tokens": 30_000}),  # over the threshold
+            message(SUMMARY, id="msg_summary"),
+            message("Continuing.", id="msg_2"),
+        )
+        messages: list[Any] = [{"role": "user", "content": "Remember the plan."}]
+        reply = await client.messages.create(**kwargs(messages))
+        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "Go on."}]
+        reply = await client.messages.create(**kwargs(messages))
+        assert reply.content[0].text == "Continuing." and client.status().compactions == 1
+        await client.close()
+
+    asyncio.run(main())
+    _, fork, main_call = api_server.requests
+    assert is_summary_request(fork) and fork.stream and fork.json["system"] == main_call.json["system"]
+    assert "fix the parser" in json.dumps(main_call.json["messages"][0])
+
+
+def test_the_sync_client_works_inside_a_running_event_loop(api_server: ApiServer) -> None:
+    """A notebook runs an event loop; the blocking wrapper still works there."""
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(message("From a notebook.", id="msg_1"))
+
+    async def notebook_cell() -> str:
+        reply = client.messages.create(**kwargs([{"role": "user", "content": "hi"}]))
+        return str(reply.content[0].text)
+
+    assert asyncio.run(notebook_cell()) == "From a notebook."
+
+
+def test_changing_cache_safe_parameters_warns(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy(), events=events.append)
+    api_server.anthropic.push(message("one", id="msg_1"), message("two", id="msg_2"))
+    messages: list[Any] = [{"role": "user", "content": "first"}]
+    reply = client.messages.create(**kwargs(messages, temperature=0.2))
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "second"}]
+    client.messages.create(**kwargs(messages, tools=TOOLS[:1], temperature=0.7))
+    changes = [e for e in events if isinstance(e, CacheParamsChanged)]
+    assert [c.fields for c in changes] == [("tools",)]
+    assert client.session.config.tools == TOOLS[:1]
+    assert api_server.last.json["temperature"] == 0.7  # passed through, not cache-keyed
+
+
+def test_a_rewritten_history_is_refused(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(message("one", id="msg_1"))
+    reply = client.messages.create(**kwargs([{"role": "user", "content": "first"}]))
+    edited = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "something else entirely"},
+        {"role": "user", "content": "next"},
+    ]
+    with pytest.raises(ConfigError, match=r"messages\[1\] differs"):
+        client.messages.create(**kwargs(edited))
+    with pytest.raises(ConfigError, match="must end with a user message"):
+        client.messages.create(**kwargs([{"role": "user", "content": "first"}, {"role": "assistant", "content": reply.content}]))
+
+
+def test_a_folder_session_resumes_without_duplicates(api_server: ApiServer, tmp_path: Path) -> None:
+    folder = tmp_path / "session-1"
+    api_server.anthropic.push(message("one", id="msg_1"), message("two", id="msg_2"))
+    client = wrap(api_server.anthropic_client(sync=True), session_folder=folder, policy=Policy())
+    messages: list[Any] = [{"role": "user", "content": "first"}]
+    reply = client.messages.create(**kwargs(messages))
+    assert isinstance(client.session.store, FolderStore)
+    client.close()  # releases the folder's lock (and the SDK client)
+
+    with wrap(api_server.anthropic_client(sync=True), session_folder=folder, policy=Policy()) as again:
+        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "second"}]
+        again.messages.create(**kwargs(messages))
+        assert [m["role"] for m in api_server.last.json["messages"]] == ["user", "assistant", "user"]
+        assert len(again.session.entries) == 4
+    FolderStore(folder).close()  # the lock was released again
+
+
+def test_a_given_session_and_misuse(api_server: ApiServer) -> None:
+    session = Session(SessionConfig(model=MODEL), policy=Policy())
+    client = wrap(api_server.anthropic_client(sync=True), session)
+    assert client.session is session
+    assert client.models is client.client.models  # everything else is the SDK's
+    with pytest.raises(ConfigError, match=r"anthropic\.Anthropic or anthropic\.AsyncAnthropic"):
+        wrap(object())  # type: ignore[call-overload]
+    with pytest.raises(ConfigError, match="not both"):
+        wrap(api_server.anthropic_client(sync=True), session, session_folder="x")
+    with pytest.raises(ConfigError, match="opens at the first"):
+        _ = wrap(api_server.anthropic_client(sync=True)).session
+    with pytest.raises(ConfigError, match="history must be"):
+        wrap(api_server.anthropic_client(sync=True), history="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="needs messages"):
+        client.messages.create(model=MODEL, max_tokens=10)
+    with pytest.raises(ConfigError, match="needs model"):
+        client.messages.create(max_tokens=10, messages=[{"role": "user", "content": "x"}])
+
+
+def test_new_messages_detection() -> None:
+    u1, a1 = message_print("user", "one"), message_print("assistant", [{"type": "text", "text": "A"}])
+    known = [u1, a1]
+    same = [{"role": "user", "content": [{"type": "text", "text": "one", "cache_control": {"type": "ephemeral"}}]}]
+    assert new_messages([*same, {"role": "assistant", "content": "A"}, {"role": "user", "content": "two"}], known)[0] == 2
+    assert new_messages([{"role": "user", "content": "two"}], known)[0] == 0  # new-only
+    assert new_messages([{"role": "assistant", "content": "A"}, {"role": "user", "content": "two"}], known)[0] == 1
+    assert new_messages([{"role": "user", "content": "one"}], known, "new")[0] == 0
+    with pytest.raises(ConfigError):
+        new_messages([{"role": "user", "content": "zero"}], known, "full")
+    with pytest.raises(ConfigError):
+        new_messages([{"role": "user", "content": "bad role"}, {"role": "system", "content": "x"}], known)

@@ -1,0 +1,238 @@
+"""The LangChain v1 middleware, with scripted fake chat models (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents.middleware")
+
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT
+from unbounded.errors import ConfigError
+from unbounded.events import Event
+from unbounded.integrations import UnboundedMiddleware
+from unbounded.integrations.langchain import (
+    ChatModelSummarizer,
+    is_summary_message,
+    message_to_entry,
+    usage_from_metadata,
+)
+from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.policy import Policy
+
+MODEL = "claude-sonnet-4-6"
+
+
+class ScriptedChat(GenericFakeChatModel):
+    """Answers with scripted messages; reports a usage sized like its input; records inputs."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seen.append(list(messages))
+        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        size = sum(len(str(m.content)) + len(str(getattr(m, "tool_calls", ""))) for m in messages) // 4 + 1_500
+        reply = result.generations[0].message
+        reply.usage_metadata = {
+            "input_tokens": size,
+            "output_tokens": 30,
+            "total_tokens": size + 30,
+            "input_token_details": {"cache_read": size - 200},
+        }
+        return result
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return f"# {path}\n" + "x = compute(value)\n" * 450  # about 2,000 tokens
+
+
+def tool_round(n: int) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"mod{n}.py"}, "id": f"call_{n}"}])
+
+
+def assert_tool_pairs_valid(messages: list[BaseMessage]) -> None:
+    """Every ToolMessage answers a tool call of the AI message before its run of results."""
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            j = index - 1
+            while j >= 0 and isinstance(messages[j], ToolMessage):
+                j -= 1
+            assert j >= 0 and isinstance(messages[j], AIMessage), f"orphan tool result at {index}"
+            assert message.tool_call_id in {c["id"] for c in messages[j].tool_calls}
+        if isinstance(message, AIMessage) and message.tool_calls and index + 1 < len(messages):
+            answered = set()
+            k = index + 1
+            while k < len(messages) and isinstance(messages[k], ToolMessage):
+                answered.add(messages[k].tool_call_id)
+                k += 1
+            assert answered == {c["id"] for c in message.tool_calls}, f"unanswered call at {index}"
+
+
+def test_compacts_a_long_agent_run_and_keeps_tool_pairs() -> None:
+    rounds = 16
+    model = ScriptedChat(messages=iter([*(tool_round(n) for n in range(rounds)), AIMessage(content="All modules read.")]))
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(MODEL, context_window=60_000, policy=Policy(), events=events.append)
+    agent = create_agent(model, tools=[read_file], system_prompt="You read code.", middleware=[middleware])
+    result = agent.invoke({"messages": [HumanMessage("Read every module and report.")]}, {"recursion_limit": 200})
+
+    assert result["messages"][-1].content == "All modules read."
+    compacted = [call for call in model.seen if any(is_summary_message(m) for m in call)]
+    assert compacted, "no model call saw a summary"
+    for call in model.seen:
+        conversation = [m for m in call if not isinstance(m, SystemMessage)]
+        assert_tool_pairs_valid(conversation)
+        entries = [e for e in (message_to_entry(m) for m in conversation) if e is not None]
+        validate_request(normalize_messages(entries))
+    first = compacted[0]
+    summary = next(m for m in first if is_summary_message(m))
+    assert "Read every module and report." in summary.content  # the user's words survive
+    assert summary.additional_kwargs["lc_data"]["by"] == "unbounded"
+    before = model.seen[model.seen.index(first) - 1]
+    assert len(first) < len(before)
+    assert any(e.kind == "compaction_finished" for e in events)
+    # The largest context any call saw stays under the window.
+    assert max(c.usage_metadata["input_tokens"] for c in result["messages"] if isinstance(c, AIMessage) and c.usage_metadata) < 60_000
+
+
+def conversation_with_results(count: int) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+    for n in range(count):
+        messages.append(AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}], id=f"ai_{n}"))
+        messages.append(ToolMessage(content=read_file(f"m{n}.py"), tool_call_id=f"call_{n}", id=f"tool_{n}"))
+    return messages
+
+
+def test_microcompaction_clears_in_batches_and_keeps_the_recent_results() -> None:
+    policy = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000)
+    middleware = UnboundedMiddleware(MODEL, policy=policy, exclude_tools=("write_file",))
+    messages = conversation_with_results(8)
+    update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert update is not None
+    cleared = update["messages"]
+    assert all(isinstance(m, ToolMessage) and m.content == CLEARED_TOOL_RESULT for m in cleared)
+    assert cleared[0].response_metadata["context_editing"]["cleared"] is True
+    ids = {m.tool_call_id for m in cleared}
+    assert "call_7" not in ids and "call_6" not in ids and "call_5" not in ids  # the 3 most recent
+    assert len(ids) >= 3  # a batch, not one at a time
+
+    # Applied to the state (add_messages replaces by id), the next turn clears nothing new
+    # until another batch is worth it: the prefix the model sees stays the same.
+    by_id = {m.id: m for m in cleared}
+    state = [by_id.get(m.id, m) for m in messages]
+    state += conversation_with_results(9)[-2:]
+    assert middleware.before_model({"messages": state}, None) is None  # type: ignore[arg-type]
+
+
+def test_time_based_tier_after_an_idle_gap() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    middleware = UnboundedMiddleware(MODEL, policy=Policy(), clock=lambda: now)
+    messages = conversation_with_results(8)
+    recent = {"messages": messages, "unbounded": {"last_model_at": (now - timedelta(minutes=5)).isoformat()}}
+    assert middleware.before_model(recent, None) is None  # type: ignore[arg-type]
+    idle = {"messages": messages, "unbounded": {"last_model_at": (now - timedelta(hours=2)).isoformat()}}
+    update = middleware.before_model(idle, None)  # type: ignore[arg-type]
+    assert update is not None
+    assert sorted(m.tool_call_id for m in update["messages"]) == ["call_0", "call_1", "call_2"]  # 5 kept
+    assert middleware.after_model({"messages": messages}, None)["unbounded"]["last_model_at"].startswith("2026-01-01T12:00")  # type: ignore[arg-type,index]
+
+
+def test_compaction_update_replaces_the_state() -> None:
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(), keep_messages=4, keep_tokens=5_000)
+    messages: list[BaseMessage] = [SystemMessage("rules", id="s0"), *conversation_with_results(12)]
+    update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert update is not None
+    new = update["messages"]
+    assert isinstance(new[0], RemoveMessage)
+    assert isinstance(new[1], SystemMessage) and is_summary_message(new[2])
+    kept = new[3:]
+    assert 0 < len(kept) <= 4 and isinstance(kept[0], AIMessage)  # cut before a tool round
+    assert_tool_pairs_valid(new[2:])
+    assert update["unbounded"]["stale_usage_ids"] == [m.id for m in kept if isinstance(m, AIMessage)]
+    assert "Summary:" in new[2].content and "m0.py" in new[2].content
+
+
+def test_a_chat_model_can_write_the_summary_async() -> None:
+    summary_model = ScriptedChat(messages=iter([AIMessage(content="<analysis>a</analysis>\n<summary>\n1. Primary Request and Intent: read modules\n</summary>")]))
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(), summarizer=summary_model)
+    assert isinstance(middleware.summarizer, ChatModelSummarizer)
+    update = asyncio.run(middleware.abefore_model({"messages": conversation_with_results(12)}, None))  # type: ignore[arg-type]
+    assert update is not None and "read modules" in update["messages"][1].content
+    prompt = summary_model.seen[0]
+    assert any("[tool call read_file" in str(m.content) for m in prompt)  # tool rounds as text
+
+
+def test_a_failing_summarizer_leaves_the_messages_and_trips_the_breaker() -> None:
+    class Broken:
+        name = "broken"
+        supports_cache_edits = False
+
+        async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
+            from unbounded.providers.base import ServerError
+
+            raise ServerError("down")
+
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(), summarizer=Broken())
+    state: dict[str, Any] = {"messages": conversation_with_results(12)}
+    for failures in (1, 2, 3):
+        update = middleware.before_model(state, None)  # type: ignore[arg-type]
+        assert update is not None and "messages" not in update  # the history is untouched
+        state["unbounded"] = update["unbounded"]
+        assert state["unbounded"]["failures"] == failures
+    update = middleware.before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None and isinstance(update["messages"][0], RemoveMessage)  # extractive took over
+    assert update["unbounded"]["failures"] == 0
+
+
+def test_state_survives_between_invocations_with_a_checkpointer() -> None:
+    model = ScriptedChat(messages=iter([tool_round(0), AIMessage(content="done"), AIMessage(content="again")]))
+    agent = create_agent(model, tools=[read_file], middleware=[UnboundedMiddleware(MODEL)], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    state = agent.get_state(config).values
+    assert "last_model_at" in state["unbounded"]
+    agent.invoke({"messages": [HumanMessage("and again")]}, config)
+    assert agent.get_state(config).values["messages"][-1].content == "again"
+
+
+def test_conversions() -> None:
+    ai = AIMessage(
+        content=[{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "reading"}],
+        tool_calls=[{"name": "read_file", "args": {"path": "a.py"}, "id": "c1"}],
+        usage_metadata={"input_tokens": 1_000, "output_tokens": 20, "total_tokens": 1_020, "input_token_details": {"cache_read": 700, "cache_creation": 100}},
+        id="ai1",
+    )
+    entry = message_to_entry(ai)
+    assert entry is not None and [b["type"] for b in entry.content] == ["thinking", "text", "tool_use"]
+    assert entry.usage == {"input_tokens": 200, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 100, "output_tokens": 20}
+    assert message_to_entry(ai, anchor_usage=False).usage is None  # type: ignore[union-attr]
+    error = message_to_entry(ToolMessage(content="failed", tool_call_id="c1", status="error"))
+    assert error is not None and error.content[0]["is_error"] is True
+    image = message_to_entry(HumanMessage(content=[{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]))
+    assert image is not None and image.content[1]["type"] == "image"
+    assert usage_from_metadata(None) is None
+    with pytest.raises(ConfigError, match="unknown model"):
+        UnboundedMiddleware("no-such-model")
+    with pytest.raises(ConfigError, match="cannot tell the context window"):
+        UnboundedMiddleware(object())
+    assert UnboundedMiddleware(object(), context_window=32_000).model_info.context_window == 32_000
