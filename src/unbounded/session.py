@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
+from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl
 from unbounded.compaction.cached_micro import with_cache_edits
@@ -41,7 +41,7 @@ from unbounded.compaction.conversation import (
     compact_conversation,
 )
 from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
-from unbounded.compaction.micro import MicrocompactState, microcompact
+from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError
@@ -74,7 +74,7 @@ from unbounded.tokens.estimate import ContextCounter
 MAIN_QUERY_SOURCE = "repl_main_thread"
 GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
 """Query sources that never trigger auto-compaction (it would recurse or deadlock)."""
-CIRCUIT_BREAKER_FAILURES = 5
+CIRCUIT_BREAKER_FAILURES = 3
 """Consecutive auto-compaction failures before the extractive summarizer takes over."""
 STATE_NAME = "session"
 
@@ -234,7 +234,6 @@ class Session:
             stored_ttl, policy=self.policy, model=self.model_info, eligible=ttl_eligible
         )
         self.last_request: ProviderRequest | None = None
-        self._last_sent: list[MessageParam] | None = None
         self._level: WarningLevel = "ok"
         self.prepare_listeners: list[PrepareListener] = []
         self.turn_listeners: list[TurnListener] = []
@@ -366,11 +365,10 @@ class Session:
         self.tracking.turns += 1
         if usage:
             self.micro.observe_response(usage, self.policy)
-            check = self.detector.check_response_for_cache_break(
+            # The detector reports breaks to the session's event sink itself.
+            self.detector.check_response_for_cache_break(
                 usage, query_source=self.config.query_source, now=now.timestamp()
             )
-            if isinstance(check, CacheBreak):
-                emit(self._events, check)
         self._save_state()
         for turn_listener in list(self.turn_listeners):
             turn_listener(self, entry)
@@ -394,12 +392,13 @@ class Session:
             await prepare_listener(self)
         now = self._clock()
         await self._maybe_auto_compact()
+        last_assistant_at = self._last_assistant_time()
         result = microcompact(
             self._normalizer.messages,
             self.micro,
-            policy=self.policy,
+            policy=self._microcompact_policy(now, last_assistant_at),
             now=now,
-            last_assistant_at=self._last_assistant_time(),
+            last_assistant_at=last_assistant_at,
             cache_edits_supported=self.config.cache_edits_supported,
         )
         if result.tier != "none":
@@ -430,10 +429,25 @@ class Session:
             request, query_source=self.config.query_source, now=now.timestamp()
         )
         self.last_request = request
-        self._last_sent = list(result.messages)
         self._warn_if_needed()
         self._save_state()
         return request
+
+    def _microcompact_policy(self, now: datetime, last_assistant_at: datetime | None) -> Policy:
+        """The policy for this turn's microcompaction.
+
+        While the cache is warm and the provider cannot delete from it, every count-based
+        clear rewrites the cached prefix; the count tier therefore only clears once the
+        context is above the warning level (seed 000: microcompaction fires when the warning
+        threshold is hit). Time-based clearing (cold cache) and cache edits are not held back.
+        """
+        if (
+            self.config.cache_edits_supported
+            or cache_is_cold(now, last_assistant_at, self.policy)
+            or self._counter.total >= self.thresholds.warning
+        ):
+            return self.policy
+        return self.policy.with_changes(microcompact_enabled=False)
 
     def _last_assistant_time(self) -> datetime | None:
         for entry in reversed(self.view):
@@ -537,7 +551,8 @@ class Session:
                 tracking.turns - tracking.turns_at_last_compaction
             )
             metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
-        sent = self._last_sent if direction is None and self._last_sent_is_current() else None
+        # The prefix the main requests sent (earlier clears applied), so the fork shares it.
+        sent = self.micro.apply_clears(self._normalizer.messages) if direction is None else None
         try:
             result = await compact_conversation(
                 self.entries,
@@ -573,9 +588,6 @@ class Session:
         self._apply(result)
         return result
 
-    def _last_sent_is_current(self) -> bool:
-        return self._last_sent is not None and len(self._last_sent) == len(self._normalizer)
-
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
         if self.redactor is not None:
@@ -586,7 +598,6 @@ class Session:
         self.tracking.compactions += 1
         self.tracking.turns_at_last_compaction = self.tracking.turns
         self.tracking.last_compaction_turn_id = result.boundary.uuid
-        self._last_sent = None
         for compaction_listener in list(self.compaction_listeners):
             compaction_listener(self, result)
         self._save_state()

@@ -150,6 +150,15 @@ class MicrocompactState:
         """Bring the ledger up to date with the current view."""
         self.ledger.observe(messages)
 
+    def apply_clears(self, messages: Sequence[Mapping[str, Any]]) -> list[MessageParam]:
+        """The view with every clear made so far applied, and nothing new cleared.
+
+        This is the message prefix the main requests have been sending, so a fork that sends
+        it (the compaction summary request) shares their prompt cache.
+        """
+        self.observe(messages)
+        return _apply(self, messages)
+
     @property
     def cleared_ids(self) -> frozenset[str]:
         """Every tool id cleared in the messages so far."""
