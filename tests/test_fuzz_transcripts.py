@@ -257,7 +257,6 @@ def test_well_shaped_records_with_hostile_values_are_usable(tmp_path_factory: py
     read_or_error(path)
 
 
-@pytest.mark.xfail(strict=True, reason="model/tools.py: an editor tool_use whose input 'command' is a list raises TypeError (unhashable) in file_write_path; not in this issue's files")
 def test_an_editor_command_that_is_not_a_string(tmp_path: Path) -> None:
     record = copy.deepcopy(ASSISTANT)
     record["message"]["content"][2] = {"type": "tool_use", "id": "t1", "name": "str_replace_editor", "input": {"command": ["create"], "path": "/a"}}

@@ -345,3 +345,31 @@ def test_appends_and_state_saves_are_fsynced(tmp_path: Path, monkeypatch: pytest
     session.append([boundary, Entry.user("Summary", is_compact_summary=True, parent_uuid=boundary.uuid)])
     assert synced[-1] == str(folder / "transcript.jsonl")
     assert any(path.startswith(str(folder / f".{PENDING_NAME}.")) for path in synced)
+
+
+def test_an_append_that_cannot_be_undone_stops_further_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "s"
+    store = FolderStore(folder)
+    store.append([Entry.user("one")])
+
+    def half_written(target: Any, payload: bytes, *, fsync: bool = True) -> None:
+        with open(target, "ab") as handle:
+            handle.write(payload[:9])
+        raise OSError(5, "Input/output error")
+
+    def cannot_truncate(path: Path, size: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(storage, "append_private", half_written)
+    monkeypatch.setattr(storage, "_truncate", cannot_truncate)
+    with pytest.raises(OSError):
+        store.append([Entry.user("two")])
+    monkeypatch.undo()
+    with pytest.raises(storage.StoreDamagedError, match="reopen the store"):
+        store.append([Entry.user("three")])  # never glued onto the partial line
+    store.close()
+    with FolderStore(folder) as reopened:  # reopening sets the partial write aside
+        loaded = reopened.load()
+        assert [e.content for e in loaded.entries] == ["one"] and "torn last line" in loaded.warnings[0]
+        reopened.append([Entry.user("four")])
+        assert [e.content for e in reopened.load().entries] == ["one", "four"]

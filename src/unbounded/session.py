@@ -46,7 +46,6 @@ from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError
 from unbounded.events import (
-    CompactionFailed,
     ContextWarning,
     Event,
     EventSink,
@@ -553,38 +552,29 @@ class Session:
             metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
         # The prefix the main requests sent (earlier clears applied), so the fork shares it.
         sent = self.micro.apply_clears(self._normalizer.messages) if direction is None else None
-        try:
-            result = await compact_conversation(
-                self.entries,
-                provider,
-                params=self.cache_safe_params(),
-                trigger="auto" if trigger == "auto" else "manual",
-                instructions=instructions,
-                direction=direction,
-                pivot_uuid=pivot,
-                sent_messages=sent,
-                transcript_path=self.store.transcript_path,
-                hooks=self.hooks,
-                rehydrate=rehydrator_for(self.entries, self.allowed_roots),
-                facts_ledger=default_facts_ledger,
-                planner=lambda request, skip: place_cache_breakpoints(
-                    request,
-                    ttl=self.ttl_latch.ttl_for(self.config.query_source),
-                    skip_cache_write=skip,
-                ),
-                policy=self.policy,
-                events=self._events,
-                boundary_metadata=metadata,
-            )
-        except (CompactionError, ProviderError) as error:
-            if not isinstance(error, CompactionError):
-                emit(
-                    self._events,
-                    CompactionFailed(
-                        trigger=trigger, reason=type(error).__name__, message=str(error)
-                    ),
-                )
-            raise
+        # compact_conversation reports its own failures (CompactionFailed) to the sink.
+        result = await compact_conversation(
+            self.entries,
+            provider,
+            params=self.cache_safe_params(),
+            trigger="auto" if trigger == "auto" else "manual",
+            instructions=instructions,
+            direction=direction,
+            pivot_uuid=pivot,
+            sent_messages=sent,
+            transcript_path=self.store.transcript_path,
+            hooks=self.hooks,
+            rehydrate=rehydrator_for(self.entries, self.allowed_roots),
+            facts_ledger=default_facts_ledger,
+            planner=lambda request, skip: place_cache_breakpoints(
+                request,
+                ttl=self.ttl_latch.ttl_for(self.config.query_source),
+                skip_cache_write=skip,
+            ),
+            policy=self.policy,
+            events=self._events,
+            boundary_metadata=metadata,
+        )
         self._apply(result)
         return result
 

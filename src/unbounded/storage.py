@@ -18,7 +18,8 @@ that offset is set aside, so a transcript never holds a boundary without its sum
 last line (no newline, not JSON) is set aside too. Set-aside bytes go to
 `transcript.jsonl.torn-<UTC time>` (0600) next to the transcript, which is truncated back to
 its last complete line so later appends start on a fresh line; a warning names the file. An
-append that fails in this process (disk full) is truncated away before the error is raised.
+append that fails in this process (disk full) is truncated away before the error is raised;
+if even that fails, the store refuses appends (`StoreDamagedError`) until it is reopened.
 """
 
 from __future__ import annotations

@@ -41,6 +41,11 @@ def _path(tool_input: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _command(tool_input: Mapping[str, Any]) -> str | None:
+    value = tool_input.get("command")
+    return value if isinstance(value, str) else None
+
+
 def _input(block: Mapping[str, Any]) -> Mapping[str, Any]:
     value = block.get("input")
     return value if isinstance(value, Mapping) else {}
@@ -52,7 +57,7 @@ def file_read_path(block: Mapping[str, Any]) -> str | None:
     tool_input = _input(block)
     if name in READ_TOOLS:
         return _path(tool_input)
-    if name in EDITOR_TOOLS and tool_input.get("command") == "view":
+    if name in EDITOR_TOOLS and _command(tool_input) == "view":
         return _path(tool_input)
     return None
 
@@ -63,7 +68,7 @@ def file_write_path(block: Mapping[str, Any]) -> str | None:
     tool_input = _input(block)
     if name in WRITE_TOOLS:
         return _path(tool_input)
-    if name in EDITOR_TOOLS and tool_input.get("command") in EDITOR_WRITE_COMMANDS:
+    if name in EDITOR_TOOLS and _command(tool_input) in EDITOR_WRITE_COMMANDS:
         return _path(tool_input)
     return None
 
