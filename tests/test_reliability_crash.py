@@ -176,7 +176,9 @@ def test_fifty_kills_leave_a_consistent_transcript(tmp_path: Path, session_child
         figures["boundaries"] = sum(1 for e in entries if e.is_compact_boundary)
 
     assert figures["kills"] == KILLS and figures["batches undone"] == 10
-    assert figures["boundaries"] >= 5 and figures["killed during compaction"] >= 1
+    # Kills inside a compaction's write are forced 10 times ("batches undone"); how many
+    # random kills also land inside one depends on timing, so it is reported, not asserted.
+    assert figures["boundaries"] >= 5
     # The session resumes after the last crash and its next request is valid.
     session = Session.open(folder, session_child.CONFIG, policy=Policy(), allowed_roots=[str(folder)])
     if session.entries and session.entries[-1].type == "assistant":
