@@ -23,7 +23,6 @@ with blocking methods.
 
 from __future__ import annotations
 
-import copy
 import uuid as uuid_module
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -621,7 +620,7 @@ class Session:
         )
 
     def events_sink(self) -> EventSink | None:
-        """Where this session's events go."""
+        """Where this session's events go (extensions emit through it)."""
         return self._events
 
 
@@ -663,11 +662,6 @@ class SyncSession:
     def status(self) -> SessionStatus:
         """Where the context stands."""
         return self.session.status()
-
-
-def copy_request(request: ProviderRequest) -> ProviderRequest:
-    """A deep copy of a request (the pipeline never mutates one it returned)."""
-    return copy.deepcopy(request)
 
 
 __all__ = [

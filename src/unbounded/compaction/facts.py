@@ -49,9 +49,11 @@ PROMPT_EXCLUDED_PREFIXES: tuple[str, ...] = (
 )
 """User texts starting with one of these are not prompts the user typed."""
 
-TODO_TOOLS = frozenset({"TodoWrite", "todo_write", "todowrite", "update_todos", "task_tracker"})
+TASK_LIST_TOOLS = frozenset(
+    {"TodoWrite", "todo_write", "todowrite", "update_todos", "task_tracker"}
+)
 """Tools whose input is the whole current todo list."""
-_TODO_LIST_KEYS = ("todos", "task_list", "items")
+_TASK_LIST_KEYS = ("todos", "task_list", "items")
 _DONE_STATUSES = frozenset({"completed", "complete", "done", "cancelled", "canceled"})
 
 PROMPT_SCORE_CHARS = 80
@@ -167,12 +169,12 @@ def open_todo_items(todos: Any) -> tuple[dict[str, Any], ...]:
 
 def todo_list_from_tool(block: Mapping[str, Any]) -> list[Any] | None:
     """The todo list a TodoWrite-like tool_use sets, or None for other tools."""
-    if block.get("name") not in TODO_TOOLS:
+    if block.get("name") not in TASK_LIST_TOOLS:
         return None
     tool_input = block.get("input")
     if not isinstance(tool_input, Mapping):
         return None
-    for key in _TODO_LIST_KEYS:
+    for key in _TASK_LIST_KEYS:
         value = tool_input.get(key)
         if isinstance(value, list):
             return value
