@@ -133,12 +133,23 @@ def flatten_request(request: ProviderRequest | Mapping[str, Any]) -> list[FlatBl
 def block_digest(flat: FlatBlock) -> bytes:
     """SHA-256 of a block's canonical JSON without cache_control (role-tagged at a message's
     first block)."""
-    payload = canonical_json(without_cache_control(flat.block))
-    if flat.section == "messages" and flat.block_index == 0:
-        payload = b"message:" + (flat.role or "").encode() + b"\n" + payload
-    else:
-        payload = flat.section.encode() + b"\n" + payload
-    return hashlib.sha256(payload).digest()
+    if flat.section == "messages":
+        return message_block_digest(flat.block, flat.role or "", first=flat.block_index == 0)
+    return hashlib.sha256(flat.section.encode() + b"\n" + _content_json(flat.block)).digest()
+
+
+def message_block_digest(block: Mapping[str, Any], role: str, *, first: bool) -> bytes:
+    """`block_digest` of a message block, without building its FlatBlock: `first` is whether
+    it is the message's first block (flat `block_index == 0`), `role` the message's role."""
+    tag = b"message:" + role.encode() + b"\n" if first else b"messages\n"
+    return hashlib.sha256(tag + _content_json(block)).digest()
+
+
+def _content_json(block: Mapping[str, Any]) -> bytes:
+    """Canonical JSON of a block without its cache_control (no copy when it has none)."""
+    if type(block) is dict and "cache_control" not in block:
+        return canonical_json(block)  # the same bytes as the copy would give
+    return canonical_json(without_cache_control(block))
 
 
 def root_hash(request: ProviderRequest | Mapping[str, Any]) -> bytes:

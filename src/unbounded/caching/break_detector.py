@@ -42,8 +42,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -52,11 +53,11 @@ from typing import Any, Literal, cast
 import orjson
 
 from unbounded.caching.blocks import (
-    block_digest,
     canonical_json,
     content_blocks_of,
-    flatten_request,
+    message_block_digest,
     system_blocks,
+    text_block,
     without_cache_control,
 )
 from unbounded.caching.ttl import (
@@ -189,8 +190,137 @@ def _diffable_text(
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, slots=True)
+class _MessageDigests:
+    """One message's block digests and marker TTLs, with what they were computed from.
+
+    Holding the content and its blocks (strong references) is what makes the identity checks
+    of `_message_digests` sound: an object compared by `is` is alive, so no new object can
+    have its id.
+    """
+
+    role: str
+    content: Any
+    """The message content (a str, a list, or anything else, which has no blocks)."""
+    items: tuple[Any, ...]
+    """The content list's items, by position (empty unless the content is a list)."""
+    item_digests: tuple[str | None, ...]
+    """Each item's digest (None for an item that is not a block)."""
+    first: int
+    """Position of the message's first block (-1 when it has none)."""
+    digests: tuple[str, ...]
+    """The message's block digests, in order (`PromptStateSnapshot.message_digests`)."""
+    ttls: tuple[CacheTtl, ...]
+    """The TTLs the message's block markers ask for."""
+
+
+def _short(digest: bytes) -> str:
+    return digest.hex()[:16]
+
+
+def _marker_ttls(content: Any) -> tuple[CacheTtl, ...]:
+    if not isinstance(content, list):
+        return ()
+    ttls: list[CacheTtl] = []
+    for block in content_blocks_of(content):
+        marker = block.get("cache_control")
+        if isinstance(marker, Mapping):
+            ttls.append(ttl_of_cache_control(marker))
+    return tuple(ttls)
+
+
+def _message_digests(
+    message: Mapping[str, Any], ttls: tuple[CacheTtl, ...], prior: _MessageDigests | None
+) -> _MessageDigests:
+    """The digests of a message's blocks; blocks that are the very objects `prior` digested
+    at the same position (and equally first or not) reuse its digests."""
+    role = str(message.get("role", ""))
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return _MessageDigests(role, content, (), (), -1, (), ttls)
+        text = _short(message_block_digest(text_block(content), role, first=True))
+        return _MessageDigests(role, content, (), (), 0, (text,), ttls)
+    if not isinstance(content, list):
+        return _MessageDigests(role, content, (), (), -1, (), ttls)
+    old_items: tuple[Any, ...] = ()
+    old_digests: tuple[str | None, ...] = ()
+    old_first = -1
+    if prior is not None and prior.role == role and isinstance(prior.content, list):
+        old_items, old_digests, old_first = prior.items, prior.item_digests, prior.first
+    item_digests: list[str | None] = []
+    first = -1
+    for position, item in enumerate(content):
+        if not isinstance(item, Mapping):
+            item_digests.append(None)
+            continue
+        if first < 0:
+            first = position
+        if (
+            position < len(old_items)
+            and old_items[position] is item
+            and (position == first) == (position == old_first)
+        ):
+            item_digests.append(old_digests[position])
+        else:
+            item_digests.append(_short(message_block_digest(item, role, first=position == first)))
+    digests = tuple(d for d in item_digests if d is not None)
+    return _MessageDigests(role, content, tuple(content), tuple(item_digests), first, digests, ttls)
+
+
+def _messages_digests(
+    messages: list[Mapping[str, Any]], previous: Sequence[_MessageDigests]
+) -> list[_MessageDigests]:
+    """Every message's digests, reusing `previous` (the last request's, by position) where
+    they apply (see `PromptCacheBreakDetector`).
+
+    The message at a position is reused whole when it has the same role and the same
+    string content, or a content list holding the very block objects `previous` digested, in
+    order (checked by identity, so a list edited in place is caught). Otherwise its blocks
+    are digested, each one that is the same object at the same position reusing its digest.
+    """
+    known = len(previous)
+    reused: list[_MessageDigests | None] = []
+    for index, message in enumerate(messages):
+        prior = previous[index] if index < known else None
+        if prior is not None:
+            content = message.get("content")
+            before = prior.content
+            if isinstance(content, list):
+                items = prior.items
+                same = (
+                    isinstance(before, list)
+                    and len(content) == len(items)
+                    and all(map(operator.is_, content, items))
+                )
+            else:
+                same = isinstance(content, str) and isinstance(before, str) and content == before
+            if not (same and prior.role == str(message.get("role", ""))):
+                prior = None
+        reused.append(prior)
+    # Marker TTLs first, for every message (the order a from-scratch snapshot reads them in).
+    ttls = [
+        prior.ttls if prior is not None else _marker_ttls(message.get("content"))
+        for message, prior in zip(messages, reused, strict=True)
+    ]
+    return [
+        prior
+        if prior is not None
+        else _message_digests(message, ttl, previous[index] if index < known else None)
+        for index, (message, prior, ttl) in enumerate(zip(messages, reused, ttls, strict=True))
+    ]
+
+
 def snapshot_request(request: ProviderRequest | Mapping[str, Any]) -> PromptStateSnapshot:
     """The cache-keying state of a request (pure)."""
+    return _snapshot(request, ())[0]
+
+
+def _snapshot(
+    request: ProviderRequest | Mapping[str, Any], previous: Sequence[_MessageDigests]
+) -> tuple[PromptStateSnapshot, list[_MessageDigests]]:
+    """`snapshot_request`, reusing the message digests of `previous` where they apply; also
+    returns this request's message digests (the `previous` of the next call)."""
     body = cast(Mapping[str, Any], request)
     system = system_blocks(body.get("system"))
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
@@ -210,20 +340,15 @@ def snapshot_request(request: ProviderRequest | Mapping[str, Any]) -> PromptStat
                 scope = "global" if marker.get("scope") == "global" else "org"
                 # Counted from the end: a tool appended keeps "the last tool is marked".
                 layout.append((section, index - len(blocks), ttl, scope))
-    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
-    for message in messages:
-        for block in content_blocks_of(message.get("content")):
-            marker = block.get("cache_control")
-            if isinstance(marker, Mapping):
-                ttls.append(ttl_of_cache_control(marker))
-    message_digests = tuple(
-        tuple(block_digest(flat).hex()[:16] for flat in flatten_request({"messages": [message]}))
-        for message in messages
-    )
+    messages = [m for m in body.get("messages") or [] if type(m) is dict or isinstance(m, Mapping)]
+    digested = _messages_digests(messages, previous)
+    for entry in digested:
+        ttls.extend(entry.ttls)
+    message_digests = tuple(entry.digests for entry in digested)
     extra = {k: v for k, v in body.items() if k not in NOT_CACHE_KEYS}
     scopes = {scope for section, _, _, scope in layout if section == "system"}
     strategy = "global" if "global" in scopes else ("org" if scopes else "none")
-    return PromptStateSnapshot(
+    snapshot = PromptStateSnapshot(
         model=str(body.get("model") or ""),
         system_hash=_digest(system_content),
         system_chars=len(system_text),
@@ -239,6 +364,7 @@ def snapshot_request(request: ProviderRequest | Mapping[str, Any]) -> PromptStat
         ttl="1h" if "1h" in ttls else "5m",
         diffable=_diffable_text(body, system, tools, extra),
     )
+    return snapshot, digested
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +496,8 @@ class _SourceState:
     deletion_pending: bool = False
     deletion_tokens: int | None = None
     cache_deleted_baseline: int = 0
+    digested: list[_MessageDigests] = field(default_factory=list)
+    """The previous request's message digests, reused for its unchanged messages."""
 
 
 def _safe_name(query_source: str) -> str:
@@ -392,7 +520,16 @@ def is_cache_break(previous_read: int, current_read: int, policy: Policy) -> boo
 
 
 class PromptCacheBreakDetector:
-    """Tracks each query source's cache reads and explains the breaks (see module doc)."""
+    """Tracks each query source's cache reads and explains the breaks (see module doc).
+
+    Snapshots are incremental: each source keeps the previous request's message digests,
+    with references to the objects they were computed from, and a message (or block) at the
+    same position that is the very same object reuses its digests, so a turn costs what it
+    appended (the session rebuilds each request from the same message objects). The snapshot
+    is the one `snapshot_request` gives. Like the rest of the pipeline, this relies on a
+    message's blocks not being modified in place once sent: replace a block (or the message)
+    to change it, never edit the dict.
+    """
 
     def __init__(
         self,
@@ -435,7 +572,7 @@ class PromptCacheBreakDetector:
     ) -> PromptStateSnapshot:
         """Phase 1, before the call: snapshot the request and note what changed."""
         state = self._state(query_source)
-        current = snapshot_request(request)
+        current, state.digested = _snapshot(request, state.digested)
         previous = state.snapshot
         if previous is not None:
             state.pending_changes = compare_prompt_states(previous, current)
@@ -464,6 +601,7 @@ class PromptCacheBreakDetector:
         state.deletion_tokens = None
         state.snapshot = None
         state.pending_changes = []
+        state.digested = []  # the old messages are gone: let them go
 
     def notify_cache_deletion(
         self,

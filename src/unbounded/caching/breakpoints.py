@@ -30,20 +30,23 @@ Rules:
   kept. Dropping a marker does not invalidate other entries (a cache entry is keyed by its
   prefix, not by where other markers sit).
 
-Pure: the input request is not modified; a new one is returned.
+Pure: the input request is not modified; a new one is returned. Messages the placement does
+not change are shared with the input rather than copied (only marked messages are copied).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, cast
 
 from unbounded.caching.blocks import (
     CACHE_LOOKBACK_BLOCKS,
     MAX_CACHE_BREAKPOINTS,
-    FlatBlock,
     cache_breakpoint_indices,
+    content_blocks_of,
     flatten_request,
     is_markable,
     system_blocks,
@@ -71,37 +74,70 @@ class BreakpointPlan:
     """Markers left out to stay within the API's limit, described."""
 
 
-def _copy_messages(messages: Any) -> list[dict[str, Any]]:
-    copied: list[dict[str, Any]] = []
+def _unmarked_messages(messages: Any) -> tuple[list[dict[str, Any]], list[int]]:
+    """The messages with every marker removed, and how many blocks each has.
+
+    A message that carries no marker (a plain dict whose blocks are plain dicts without
+    `cache_control`) is shared with the input: there is nothing to remove. The others are
+    copied with their blocks copied without the marker. Either way the input is untouched.
+    """
+    out: list[dict[str, Any]] = []
+    counts: list[int] = []
     for message in messages or []:
-        if not isinstance(message, Mapping):
-            continue
+        if type(message) is not dict:
+            if not isinstance(message, Mapping):
+                continue
+            message = dict(message)  # not shared: copied as a plain dict
+            copied = True
+        else:
+            copied = False
         content = message.get("content")
-        new = dict(message)
-        if isinstance(content, list):
-            new["content"] = [
-                without_cache_control(b) if isinstance(b, Mapping) else b for b in content
-            ]
-        copied.append(new)
-    return copied
+        if type(content) is list or isinstance(content, list):
+            clean = type(content) is list
+            count = 0
+            for block in content:
+                if type(block) is dict:
+                    count += 1
+                    if "cache_control" in block:
+                        clean = False
+                elif isinstance(block, Mapping):
+                    count += 1
+                    clean = False
+            if not clean:
+                if not copied:
+                    message = dict(message)
+                message["content"] = [
+                    without_cache_control(b) if isinstance(b, Mapping) else b for b in content
+                ]
+        else:
+            count = 1 if isinstance(content, str) and content else 0
+        out.append(message)
+        counts.append(count)
+    return out, counts
 
 
-def _mark_message(message: dict[str, Any], marker: dict[str, Any]) -> bool:
-    """Put the marker on the message's last markable block; False when none can carry it."""
+def _mark_message(messages: list[dict[str, Any]], index: int, marker: dict[str, Any]) -> int | None:
+    """Put the marker on the last markable block of `messages[index]`, which is replaced by
+    a marked copy; the marked block's index among the message's blocks, or None when no
+    block can carry it."""
+    message = messages[index]
     content = message.get("content")
     if isinstance(content, str):
         if not content:
-            return False
-        message["content"] = [{"type": "text", "text": content, "cache_control": dict(marker)}]
-        return True
+            return None
+        marked = [{"type": "text", "text": content, "cache_control": dict(marker)}]
+        messages[index] = {**message, "content": marked}
+        return 0
     if not isinstance(content, list):
-        return False
+        return None
     for position in range(len(content) - 1, -1, -1):
         block = content[position]
         if isinstance(block, Mapping) and is_markable(block):
-            content[position] = {**block, "cache_control": dict(marker)}
-            return True
-    return False
+            copied = list(content)
+            copied[position] = {**block, "cache_control": dict(marker)}
+            messages[index] = {**message, "content": copied}
+            return sum(1 for b in content[:position] if isinstance(b, Mapping))
+    return None
 
 
 def _system_markers(system: Any, ttl: CacheTtl) -> tuple[list[dict[str, Any]], list[int]]:
@@ -130,23 +166,36 @@ def _system_markers(system: Any, ttl: CacheTtl) -> tuple[list[dict[str, Any]], l
     return blocks, marked
 
 
-def _message_marker_position(flat: list[FlatBlock]) -> int | None:
-    for position in range(len(flat) - 1, -1, -1):
-        if flat[position].section == "messages" and flat[position].cache_control is not None:
-            return position
-    return None
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where each message's blocks sit in the flat (API order) block sequence, computed from
+    block counts instead of flattening the request."""
+
+    starts: list[int]
+    """Flat index of each message's first block, then the total number of blocks."""
+
+    @property
+    def first_message_block(self) -> int:
+        return self.starts[0]
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """(message index, block index in the message) of a flat position in the messages."""
+        index = bisect_right(self.starts, position, 0, len(self.starts) - 1) - 1
+        return index, position - self.starts[index]
 
 
 def _choose_intermediate(
-    flat: list[FlatBlock], previous: int, last: int, lookback: int
+    messages: list[dict[str, Any]], layout: _Layout, previous: int, last: int, lookback: int
 ) -> int | None:
     """A markable message block after `previous`, within `lookback` of it, before `last`."""
     high = min(previous + lookback, last - 1)
     target = min(previous + max(1, lookback // 2), high)
     order: list[int] = [*range(target, previous, -1), *range(target + 1, high + 1)]
     for position in order:
-        block = flat[position]
-        if block.section == "messages" and block.markable:
+        if position < layout.first_message_block:
+            continue  # a tools or system block
+        index, block_index = layout.locate(position)
+        if is_markable(content_blocks_of(messages[index].get("content"))[block_index]):
             return position
     return None
 
@@ -161,7 +210,12 @@ def plan_cache_breakpoints(
     max_breakpoints: int = MAX_CACHE_BREAKPOINTS,
     enable_prompt_caching: bool = True,
 ) -> BreakpointPlan:
-    """Place the cache markers on a copy of `request` (see the module docstring for the rules)."""
+    """Place the cache markers on a copy of `request` (see the module docstring for the rules).
+
+    The cost is one pass over the messages' blocks: messages that need no change are shared
+    with the input (treat the plan's request as read-only, like the input), only the marked
+    ones are copied, and flat positions are counted rather than flattened.
+    """
     check_ttl(ttl)
     if not 1 <= max_breakpoints <= MAX_CACHE_BREAKPOINTS:
         raise ConfigError(
@@ -175,7 +229,7 @@ def plan_cache_breakpoints(
     tools = [without_cache_control(t) for t in body.get("tools") or [] if isinstance(t, Mapping)]
     if "tools" in body:
         body["tools"] = tools
-    messages = _copy_messages(body.get("messages"))
+    messages, counts = _unmarked_messages(body.get("messages"))
     if "messages" in body:
         body["messages"] = messages
     if not enable_prompt_caching:
@@ -185,17 +239,26 @@ def plan_cache_breakpoints(
         return BreakpointPlan(plain, (), None, None)
 
     marker = get_cache_control(None, ttl)
+    system_marked: list[int] = []
     if body.get("system"):
-        blocks, _ = _system_markers(body["system"], ttl)
+        blocks, system_marked = _system_markers(body["system"], ttl)
         body["system"] = blocks
     if tools:
         tools[-1]["cache_control"] = dict(marker)
     target = len(messages) - (2 if skip_cache_write else 1)
-    while target >= 0 and not _mark_message(messages[target], marker):
+    marked_block: int | None = None
+    while target >= 0:
+        marked_block = _mark_message(messages, target, marker)
+        if marked_block is not None:
+            break
         target -= 1
 
-    flat = flatten_request(body)
-    message_position = _message_marker_position(flat)
+    first_system = len(tools)
+    layout = _Layout(
+        list(accumulate(counts, initial=first_system + len(system_blocks(body.get("system")))))
+    )
+    message_position = layout.starts[target] + marked_block if marked_block is not None else None
+    marked_messages = [target] if marked_block is not None else []
     intermediate: int | None = None
     if (
         previous_message_breakpoint is not None
@@ -203,26 +266,39 @@ def plan_cache_breakpoints(
         and message_position - previous_message_breakpoint > lookback_blocks
     ):
         intermediate = _choose_intermediate(
-            flat, previous_message_breakpoint, message_position, lookback_blocks
+            messages, layout, previous_message_breakpoint, message_position, lookback_blocks
         )
         if intermediate is not None:
-            chosen = flat[intermediate]
-            message = messages[chosen.index]
-            if isinstance(message["content"], str):
-                message["content"] = [{"type": "text", "text": message["content"]}]
+            index, block_index = layout.locate(intermediate)
+            message = messages[index]
             content = message["content"]
-            content[chosen.block_index] = {
-                **content[chosen.block_index],
-                "cache_control": dict(marker),
-            }
+            bridged = (
+                [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            )
+            bridged[block_index] = {**bridged[block_index], "cache_control": dict(marker)}
+            messages[index] = {**message, "content": bridged}
+            marked_messages.append(index)
 
-    dropped = _fit_budget(body, flat, message_position, intermediate, max_breakpoints)
-    final = flatten_request(body)
-    placed = tuple(cache_breakpoint_indices(final))
+    droppable: list[tuple[int, str, int]] = (
+        [(len(tools) - 1, "tools", len(tools) - 1)] if tools else []
+    )
+    droppable += [(first_system + i, "system", i) for i in system_marked]
+    kept, dropped = _fit_budget(
+        body, layout, droppable, message_position, intermediate, max_breakpoints
+    )
+    # Only the messages marked here can carry a marker (the others were shared without one,
+    # or copied without it): read the markers there, as flattening the request would.
+    in_messages = [
+        layout.starts[index] + position
+        for index in sorted(set(marked_messages))
+        for position, block in enumerate(content_blocks_of(messages[index].get("content")))
+        if isinstance(block.get("cache_control"), Mapping)
+    ]
+    placed = (*kept, *in_messages)
     return BreakpointPlan(
         request=cast(ProviderRequest, body),
         breakpoints=placed,
-        message_breakpoint=_message_marker_position(final),
+        message_breakpoint=in_messages[-1] if in_messages else None,
         intermediate_breakpoint=intermediate if intermediate in placed else None,
         dropped=tuple(dropped),
     )
@@ -230,38 +306,32 @@ def plan_cache_breakpoints(
 
 def _fit_budget(
     body: dict[str, Any],
-    flat: list[FlatBlock],
+    layout: _Layout,
+    droppable: list[tuple[int, str, int]],
     message_position: int | None,
     intermediate: int | None,
     max_breakpoints: int,
-) -> list[str]:
-    """Remove markers, lowest priority first, until at most `max_breakpoints` remain."""
-    kept = {p for p in (message_position, intermediate) if p is not None}
-    system_marked = [
-        p for p, b in enumerate(flat) if b.section == "system" and b.cache_control is not None
-    ]
-    tool_marked = [
-        p for p, b in enumerate(flat) if b.section == "tools" and b.cache_control is not None
-    ]
-    # Lowest priority first: tools, then system markers from the first to the last.
-    droppable = tool_marked + system_marked
-    total = len(kept) + len(droppable)
+) -> tuple[list[int], list[str]]:
+    """Remove markers, lowest priority first, until at most `max_breakpoints` remain.
+
+    `droppable` holds the tools and system markers as (flat position, section, index), tools
+    first (the lowest priority), then system markers from the first to the last; the message
+    marker and the lookback bridge are kept unless the budget has no room for the bridge.
+    Returns the flat positions of the tools and system markers left, and the dropped markers
+    described."""
+    remaining = list(droppable)
+    total = sum(1 for p in (message_position, intermediate) if p is not None) + len(remaining)
     dropped: list[str] = []
-    while total > max_breakpoints and droppable:
-        position = droppable.pop(0)
-        block = flat[position]
-        if block.section == "tools":
-            body["tools"][block.index].pop("cache_control", None)
-            dropped.append(f"tools[{block.index}]")
-        else:
-            body["system"][block.index].pop("cache_control", None)
-            dropped.append(f"system[{block.index}]")
+    while total > max_breakpoints and remaining:
+        _, section, index = remaining.pop(0)
+        body[section][index].pop("cache_control", None)
+        dropped.append(f"{section}[{index}]")
         total -= 1
     if total > max_breakpoints and intermediate is not None:
-        block = flat[intermediate]
-        body["messages"][block.index]["content"][block.block_index].pop("cache_control", None)
-        dropped.append(f"messages[{block.index}][{block.block_index}] (lookback bridge)")
-    return dropped
+        message_index, block_index = layout.locate(intermediate)
+        body["messages"][message_index]["content"][block_index].pop("cache_control", None)
+        dropped.append(f"messages[{message_index}][{block_index}] (lookback bridge)")
+    return [position for position, _, _ in remaining], dropped
 
 
 def add_cache_breakpoints(
