@@ -385,7 +385,11 @@ class Session:
         )
 
     async def prepare(self) -> ProviderRequest:
-        """Run the pipeline and return the request to send now."""
+        """Run the pipeline and return the request to send now.
+
+        The request shares unchanged message dicts with the session's view: treat it as
+        read-only (deep-copy it before editing).
+        """
         for prepare_listener in list(self.prepare_listeners):
             await prepare_listener(self)
         now = self._clock()

@@ -92,8 +92,8 @@ def _unmarked_messages(messages: Any) -> tuple[list[dict[str, Any]], list[int]]:
         else:
             copied = False
         content = message.get("content")
-        if type(content) is list or isinstance(content, list):
-            clean = type(content) is list
+        if isinstance(content, list):
+            clean = type(content) is list  # a list subclass is copied as a plain list
             count = 0
             for block in content:
                 if type(block) is dict:
