@@ -40,10 +40,10 @@ from unbounded.providers.base import (
     PromptTooLongError,
     ProviderError,
     RateLimitedError,
+    SdkProvider,
     ServerError,
     is_prompt_too_long_message,
     parse_prompt_too_long,
-    run_sync,
 )
 
 if TYPE_CHECKING:
@@ -241,7 +241,7 @@ class SdkClients:
 # --------------------------------------------------------------------------- the provider
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     """Sends `ProviderRequest`s to Claude with the official SDK (async or sync client)."""
 
     name = "anthropic"
@@ -299,30 +299,6 @@ class AnthropicProvider:
         return client.beta.messages if request.get("betas") else client.messages
 
     # -- calls
-
-    async def create(
-        self,
-        request: ProviderRequest,
-        *,
-        stream: bool = False,
-        heartbeat: Heartbeat | None = None,
-    ) -> ModelResponse:
-        """Send one request and return the whole reply (streamed underneath when asked)."""
-        return await self._create(request, stream=stream, heartbeat=heartbeat, want_async=True)
-
-    def create_sync(
-        self,
-        request: ProviderRequest,
-        *,
-        stream: bool = False,
-        heartbeat: Heartbeat | None = None,
-    ) -> ModelResponse:
-        """`create` for synchronous code (refuses inside a running event loop)."""
-        call = self._create(request, stream=stream, heartbeat=heartbeat, want_async=False)
-        try:
-            return cast(ModelResponse, run_sync(call))
-        finally:
-            call.close()  # never started when refused inside a loop; a no-op otherwise
 
     async def _create(
         self,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -175,6 +176,46 @@ class Provider(Protocol):
     ) -> ModelResponse:
         """Send one request and return the whole reply (streamed underneath when asked)."""
         ...
+
+
+class SdkProvider(ABC):
+    """`create` and its blocking twin `create_sync`, over one `_create` the SDK adapters write."""
+
+    async def create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """Send one request and return the whole reply (streamed underneath when asked)."""
+        return await self._create(request, stream=stream, heartbeat=heartbeat, want_async=True)
+
+    def create_sync(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """`create` for synchronous code (refuses inside a running event loop)."""
+        call = self._create(request, stream=stream, heartbeat=heartbeat, want_async=False)
+        try:
+            result: ModelResponse = run_sync(call)
+            return result
+        finally:
+            call.close()  # never started when refused inside a loop; a no-op otherwise
+
+    @abstractmethod
+    def _create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool,
+        heartbeat: Heartbeat | None,
+        want_async: bool,
+    ) -> Coroutine[Any, Any, ModelResponse]:
+        """The call itself, on an async or a sync client."""
 
 
 def run_sync(awaitable: Awaitable[Any]) -> Any:

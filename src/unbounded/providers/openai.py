@@ -23,7 +23,7 @@ import asyncio
 import json
 import os
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from unbounded.errors import ConfigError
 from unbounded.model.content import ContentBlock, Usage
@@ -44,10 +44,10 @@ from unbounded.providers.base import (
     PromptTooLongError,
     ProviderError,
     RateLimitedError,
+    SdkProvider,
     ServerError,
     is_prompt_too_long_message,
     parse_prompt_too_long,
-    run_sync,
 )
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def convert_tool_choice(choice: Mapping[str, Any]) -> Any:
 # --------------------------------------------------------------------------- the provider
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider):
     """Sends `ProviderRequest`s to a Chat Completions endpoint with the official `openai` SDK."""
 
     name = "openai"
@@ -314,30 +314,6 @@ class OpenAIProvider:
             if self.stream_usage:
                 kwargs["stream_options"] = {"include_usage": True}
         return kwargs
-
-    async def create(
-        self,
-        request: ProviderRequest,
-        *,
-        stream: bool = False,
-        heartbeat: Heartbeat | None = None,
-    ) -> ModelResponse:
-        """Send one request and return the whole reply (streamed underneath when asked)."""
-        return await self._create(request, stream=stream, heartbeat=heartbeat, want_async=True)
-
-    def create_sync(
-        self,
-        request: ProviderRequest,
-        *,
-        stream: bool = False,
-        heartbeat: Heartbeat | None = None,
-    ) -> ModelResponse:
-        """`create` for synchronous code (refuses inside a running event loop)."""
-        call = self._create(request, stream=stream, heartbeat=heartbeat, want_async=False)
-        try:
-            return cast(ModelResponse, run_sync(call))
-        finally:
-            call.close()  # never started when refused inside a loop; a no-op otherwise
 
     async def _create(
         self,
