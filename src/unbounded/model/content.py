@@ -104,6 +104,35 @@ class Usage(TypedDict, total=False):
     cache_deleted_input_tokens: int
 
 
+def usage_from_openai(raw: Any) -> Usage | None:
+    """OpenAI / litellm usage (prompt_tokens, completion_tokens, cached details) in Anthropic
+    names; None when it holds neither count.
+
+    litellm counts cache reads and writes inside prompt_tokens, so both are subtracted from
+    the uncached input.
+    """
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if not isinstance(prompt, int) and not isinstance(completion, int):
+        return None
+    usage: Usage = {}
+    if isinstance(prompt, int):
+        details = raw.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if not isinstance(cached, int):
+            cached = raw.get("cache_read_input_tokens")
+        cached = cached if isinstance(cached, int) else 0
+        creation = raw.get("cache_creation_input_tokens")
+        creation = creation if isinstance(creation, int) else 0
+        usage["input_tokens"] = max(0, prompt - cached - creation)
+        usage["cache_creation_input_tokens"] = creation
+        usage["cache_read_input_tokens"] = cached
+    if isinstance(completion, int):
+        usage["output_tokens"] = completion
+    return usage
+
+
 def usage_context_total(usage: Usage | dict[str, Any]) -> int:
     """Tokens a response occupied in the window: input + cache creation + cache read + output.
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from unbounded.errors import ConfigError
-from unbounded.model.content import ContentBlock, Usage
+from unbounded.model.content import ContentBlock, Usage, usage_from_openai
 from unbounded.model.request import ProviderRequest
 from unbounded.providers.anthropic import (
     DEFAULT_HEARTBEAT_INTERVAL,
@@ -488,15 +488,14 @@ def _usage(usage: Any) -> Usage:
     if usage is None:
         return {}
     data: dict[str, Any] = usage.model_dump(mode="json") if hasattr(usage, "model_dump") else {}
-    details = data.get("prompt_tokens_details") or {}
-    cached = int(details.get("cached_tokens") or 0)
-    prompt = int(data.get("prompt_tokens") or 0)
-    return {
-        "input_tokens": max(0, prompt - cached),
-        "output_tokens": int(data.get("completion_tokens") or 0),
+    counts: Usage = {
+        "input_tokens": 0,
+        "output_tokens": 0,
         "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cached,
+        "cache_read_input_tokens": 0,
     }
+    counts.update(usage_from_openai(data) or {})
+    return counts
 
 
 class _StreamCollector:

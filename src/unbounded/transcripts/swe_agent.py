@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from unbounded.errors import TranscriptError
+from unbounded.model.content import usage_from_openai
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
 
@@ -360,24 +361,8 @@ def _usage(raw: Any) -> dict[str, int] | None:
         return None
     if any(isinstance(raw.get(k), int) for k in ("input_tokens", "output_tokens")):
         return {k: int(v) for k, v in raw.items() if isinstance(v, int) and k.endswith("_tokens")}
-    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not isinstance(prompt, int) and not isinstance(completion, int):
-        return None
-    usage: dict[str, int] = {}
-    if isinstance(prompt, int):
-        details = raw.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if not isinstance(cached, int):
-            cached = raw.get("cache_read_input_tokens")
-        cached = cached if isinstance(cached, int) else 0
-        creation = raw.get("cache_creation_input_tokens")
-        creation = creation if isinstance(creation, int) else 0
-        usage["input_tokens"] = max(0, prompt - cached - creation)
-        usage["cache_creation_input_tokens"] = creation
-        usage["cache_read_input_tokens"] = cached
-    if isinstance(completion, int):
-        usage["output_tokens"] = completion
-    return usage
+    usage = usage_from_openai(raw)
+    return dict(usage) if usage is not None else None  # type: ignore[arg-type]
 
 
 def _without_action(content: str, action: str) -> str:
