@@ -204,6 +204,8 @@ class Session:
             info.with_window(config.context_window) if config.context_window else info
         )
         self.thresholds = compute_thresholds(self.model_info, self.policy)
+        # Built once: the policy of turns whose count-based clearing is held back.
+        self._hold_clears_policy = self.policy.with_changes(microcompact_enabled=False)
         self.summarizer = summarizer
         self.hooks = hooks
         self.memory_compactor = memory_compactor
@@ -449,7 +451,7 @@ class Session:
             or self._counter.total >= self.thresholds.warning
         ):
             return self.policy
-        return self.policy.with_changes(microcompact_enabled=False)
+        return self._hold_clears_policy
 
     def _last_assistant_time(self) -> datetime | None:
         for entry in reversed(self.view):
