@@ -6,6 +6,7 @@ without touching it. `FolderStore` keeps one folder per session:
     <folder>/transcript.jsonl              the append-only Claude Code-format transcript
     <folder>/state/<name>.json             pipeline state (microcompaction, breaker, TTL latch…)
     <folder>/session-memory/summary.md     the session notes
+    <folder>/tool-outputs/<key>.txt        tool outputs too large to send whole (kept on the side)
 
 Folders are created 0700 and files 0600. Appends are one flushed, fsynced write per batch of
 entries; state files are replaced atomically. `MemoryStore` keeps everything in memory, for
@@ -20,6 +21,10 @@ last line (no newline, not JSON) is set aside too. Set-aside bytes go to
 its last complete line so later appends start on a fresh line; a warning names the file. An
 append that fails in this process (disk full) is truncated away before the error is raised;
 if even that fails, the store refuses appends (`StoreDamagedError`) until it is reopened.
+Temporary files a killed state write left behind (`.<name>.*.tmp`) are removed on open.
+
+A store is closed with `close()` (or `with`); a `FolderStore` opened with `lock=False` is
+read-only: it never writes to disk, and what a session appends to it is kept in memory only.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from unbounded.fileio import (
     private_folder,
 )
 from unbounded.model.entries import Entry
+from unbounded.model.text import repair_surrogates
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.claude_code import read_claude_code
 from unbounded.transcripts.jsonl import dumps_line, max_line_bytes_default
@@ -68,6 +74,18 @@ class SessionLockedError(UnboundedError):
 
 class StoreDamagedError(UnboundedError):
     """A failed write could not be undone; the store refuses appends until it is reopened."""
+
+
+TOOL_OUTPUT_FOLDER = "tool-outputs"
+"""Where a folder store keeps tool outputs too large to send whole."""
+
+
+def tool_output_key(key: str) -> str:
+    """A key as a safe file name: letters, digits, `-` and `_` kept, anything else `_`."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:200]
+    if not safe.strip("_"):
+        raise ConfigError(f"tool output key {key!r} has no usable characters")
+    return safe
 
 
 @runtime_checkable
@@ -98,6 +116,23 @@ class SessionStore(Protocol):
         """Replace the session notes atomically."""
         ...
 
+    def save_tool_output(self, key: str, text: str) -> str | None:
+        """Keep a tool output too large to send whole; returns where it can be read, if anywhere."""
+        ...
+
+    def load_tool_output(self, key: str) -> str | None:
+        """A tool output kept by `save_tool_output`, or None."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds (a lock, connections); safe to call twice."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """True when the store never writes (what is appended is kept in memory only)."""
+        ...
+
     @property
     def transcript_path(self) -> str | None:
         """A path a model can read the full transcript from, when there is one."""
@@ -116,7 +151,10 @@ class FolderStore:
     second process using the same session gets a clear error instead of interleaved writes.
     `wait` is how many seconds to wait for a lock another process holds (default: none,
     `math.inf`: until it is free) before raising `SessionLockedError`. With `lock=False` the
-    store only reads: crash damage is reported in the warnings but not repaired.
+    store only reads: it never creates or changes a file, crash damage is reported in the
+    warnings but not repaired, and appends, state, notes and tool outputs are kept in memory
+    for this object's life. The lock is released by `close()`, `with`, or, as a last resort,
+    when the store is garbage-collected.
     """
 
     def __init__(
@@ -124,13 +162,21 @@ class FolderStore:
     ) -> None:
         if wait is not None and (math.isnan(wait) or wait < 0):
             raise ConfigError("FolderStore wait must be a number of seconds >= 0")
+        self._lock_handle: int | None = None
+        self._damaged: str | None = None
+        self._read_only = not lock
+        # What a read-only store was given: kept in memory, never written.
+        self._overlay = MemoryStore() if self._read_only else None
+        if self._read_only:
+            self.folder = Path(folder)
+            if self.folder.exists() and not self.folder.is_dir():
+                raise ConfigError(f"{self.folder} is not a folder")
+            return
         self.folder = private_folder(folder)
         if not self.folder.is_dir():
             raise ConfigError(f"{self.folder} is not a folder")
-        self._lock_handle: int | None = None
-        self._damaged: str | None = None
-        if lock:
-            self._acquire_lock(wait or 0.0)
+        self._acquire_lock(wait or 0.0)
+        self._remove_stale_temporaries()
 
     def _acquire_lock(self, wait: float) -> None:
         handle = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
@@ -163,18 +209,46 @@ class FolderStore:
         """Whether this store holds the folder lock (and may repair and write)."""
         return self._lock_handle is not None
 
+    @property
+    def read_only(self) -> bool:
+        """True when opened with `lock=False`: nothing is ever written."""
+        return self._read_only
+
     def close(self) -> None:
-        """Release the folder lock."""
-        if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
-            os.close(self._lock_handle)
-            self._lock_handle = None
+        """Release the folder lock (safe to call twice)."""
+        handle, self._lock_handle = self._lock_handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(handle)
 
     def __enter__(self) -> FolderStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __del__(self) -> None:
+        # Last resort for a store nobody closed (a re-run notebook cell): free the lock.
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete `.<name>.*.tmp` files a write killed before its rename left behind.
+
+        Only called while holding the lock, so no write of this session is in progress.
+        """
+        for folder in (
+            self.folder,
+            self.folder / STATE_FOLDER,
+            self.folder / MEMORY_RELATIVE_PATH.parent,
+            self.folder / TOOL_OUTPUT_FOLDER,
+        ):
+            if not folder.is_dir():
+                continue
+            for stale in folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
 
     @property
     def transcript_file(self) -> Path:
@@ -199,11 +273,14 @@ class FolderStore:
         """
         notes = self.recover() if self.locked else self._damage_report()
         if not self.transcript_file.exists() or self.transcript_file.stat().st_size == 0:
-            return Transcript(
+            transcript = Transcript(
                 entries=[], format="claude-code", path=self.transcript_file, warnings=notes
             )
-        transcript = read_claude_code(self.transcript_file)
-        transcript.warnings[:0] = notes
+        else:
+            transcript = read_claude_code(self.transcript_file)
+            transcript.warnings[:0] = notes
+        if self._overlay is not None:
+            transcript.entries.extend(self._overlay.entries)
         return transcript
 
     def append(self, entries: Sequence[Entry]) -> None:
@@ -212,6 +289,11 @@ class FolderStore:
         A batch of several entries is announced in `.append-pending` first, so a crash in the
         middle of it is undone on the next load; a failure here truncates it away at once.
         """
+        if self._overlay is not None:
+            self._overlay.append(entries)
+            return
+        if not self.locked:
+            raise StoreDamagedError(f"{self.folder}: the store was closed; reopen it to append")
         payload = b"".join(dumps_line(entry.data) for entry in entries)
         if not payload:
             return
@@ -329,6 +411,8 @@ class FolderStore:
     def load_state(self, name: str) -> dict[str, Any] | None:
         """A state document, or None."""
         path = self._state_file(name)
+        if self._overlay is not None and name in self._overlay.states:
+            return self._overlay.load_state(name)
         if not path.exists():
             return None
         try:
@@ -343,16 +427,50 @@ class FolderStore:
 
     def save_state(self, name: str, data: dict[str, Any]) -> None:
         """Replace a state document atomically (0600)."""
-        atomic_write_json(self._state_file(name), data)
+        path = self._state_file(name)
+        if self._overlay is not None:
+            self._overlay.save_state(name, data)
+            return
+        atomic_write_json(path, data)
 
     def read_memory(self) -> str | None:
         """The notes, or None."""
+        if self._overlay is not None and self._overlay.memory is not None:
+            return self._overlay.memory
         path = self.folder / MEMORY_RELATIVE_PATH
         return path.read_text(encoding="utf-8") if path.exists() else None
 
     def write_memory(self, text: str) -> None:
         """Replace the notes atomically (0600)."""
+        if self._overlay is not None:
+            self._overlay.write_memory(text)
+            return
         atomic_write_chunks(self.folder / MEMORY_RELATIVE_PATH, [text.encode("utf-8")])
+
+    def _tool_output_file(self, key: str) -> Path:
+        return self.folder / TOOL_OUTPUT_FOLDER / f"{tool_output_key(key)}.txt"
+
+    def save_tool_output(self, key: str, text: str) -> str | None:
+        """Write a large tool output to `tool-outputs/<key>.txt` (0600); returns its path.
+
+        A read-only store keeps it in memory and returns None (there is no file to point to).
+        """
+        if self._overlay is not None:
+            return self._overlay.save_tool_output(key, text)
+        path = self._tool_output_file(key)
+        atomic_write_chunks(path, [repair_surrogates(text).encode("utf-8")])
+        return str(path)
+
+    def load_tool_output(self, key: str) -> str | None:
+        """A kept tool output, or None."""
+        if self._overlay is not None:
+            kept = self._overlay.load_tool_output(key)
+            if kept is not None:
+                return kept
+        path = self._tool_output_file(key)
+        if not path.exists():
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
 
 
 def _truncate(path: Path, size: int) -> None:
@@ -417,6 +535,24 @@ class MemoryStore:
         self.entries: list[Entry] = list(entries)
         self.states: dict[str, dict[str, Any]] = {}
         self.memory: str | None = None
+        self.tool_outputs: dict[str, str] = {}
+
+    @property
+    def read_only(self) -> bool:
+        """False: a memory store takes every write (and forgets it with the process)."""
+        return False
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def save_tool_output(self, key: str, text: str) -> str | None:
+        """Keep the output in memory; None, as there is no file a model could read."""
+        self.tool_outputs[tool_output_key(key)] = text
+        return None
+
+    def load_tool_output(self, key: str) -> str | None:
+        """A kept tool output, or None."""
+        return self.tool_outputs.get(tool_output_key(key))
 
     @property
     def transcript_path(self) -> str | None:
