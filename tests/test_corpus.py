@@ -58,10 +58,13 @@ def test_valid_request_before_every_recorded_call(path: Path | None) -> None:
     checked = 0
     for call in calls:
         view = messages_after_compact_boundary(main[: call.first])
-        validate_request(MessageNormalizer(view).messages)
+        messages = MessageNormalizer(view).messages
+        if not messages and call.first == 0:
+            continue  # a sub-agent file's first call: its prompt is not in the file
+        validate_request(messages)
         checked += 1
     if transcript.format == "claude-code":
-        assert checked == len(calls) > 0
+        assert checked >= len(calls) - 1 and checked > 0
     validate_request(MessageNormalizer(transcript.view_entries()).messages)
 
 

@@ -114,6 +114,8 @@ def test_every_call_prefix_stays_valid_and_idempotent(path: Path | None) -> None
     changed = 0
     for point in call_points(main, transcript):
         _, messages = request_before(main, point)
+        if not messages:
+            continue  # a sub-agent file's first call: its prompt is not in the file
         validate_request(messages)
         for name, run in RUNS.items():
             state = MicrocompactState()
@@ -178,6 +180,8 @@ def replay(
             boundaries = count
             previous = None
         view, messages = request_before(main, point)
+        if not messages:
+            continue  # a sub-agent file's first call: its prompt is not in the file
         result = microcompact(
             messages,
             state,

@@ -164,12 +164,14 @@ def test_assistant_lines_with_same_id_merge() -> None:
 
 def test_interleaved_parallel_tool_calls_become_one_exchange() -> None:
     entries = [
+        user("go"),
         assistant(tool_use("t1"), mid="A"),
         results("t1"),
         assistant(tool_use("t2"), mid="A"),
         results("t2"),
     ]
     assert normalize_messages(entries) == [
+        {"role": "user", "content": "go"},
         {"role": "assistant", "content": [tool_use("t1"), tool_use("t2")]},
         {
             "role": "user",
@@ -200,12 +202,11 @@ def test_interleaved_parallel_tool_calls_after_a_prompt_validate() -> None:
     validate_request(messages)
 
 
-def test_different_ids_are_not_merged() -> None:
+def test_two_responses_in_a_row_are_joined_and_reported() -> None:
     entries = [user("hi"), assistant(text("a"), mid="A"), assistant(text("b"), mid="B")]
-    assert normalize_messages(entries)[1:] == [
-        {"role": "assistant", "content": [text("a")]},
-        {"role": "assistant", "content": [text("b")]},
-    ]
+    normalizer = MessageNormalizer(entries)
+    assert normalizer.messages[1:] == [{"role": "assistant", "content": [text("a"), text("b")]}]
+    assert [r.kind for r in normalizer.repairs] == ["joined-responses"]
 
 
 def test_different_ids_across_tool_results_are_not_merged() -> None:

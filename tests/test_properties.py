@@ -23,6 +23,8 @@ from unbounded.model.attachments import attachment_to_content
 from unbounded.model.content import usage_context_total
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import (
+    INTERRUPTED_RESULT_TEXT,
+    MISSING_START_TEXT,
     MessageNormalizer,
     normalize_messages,
     normalize_plain_messages,
@@ -438,8 +440,17 @@ def test_text_characters_are_preserved(conv: Conversation) -> None:
         prefix = conv.entries[:end]
         expected = sum(_chars(_entry_content(e)) for e in prefix if _entry_content(e) is not None)
         expected -= _trailing_thinking_chars(prefix)
-        got = sum(_chars(m["content"]) for m in normalize_messages(prefix))
+        got = sum(_chars(_without_repairs(m["content"])) for m in normalize_messages(prefix))
         assert got == expected
+
+
+def _without_repairs(content: Any) -> Any:
+    """Content minus what the normalizer adds to keep a cut-off prefix valid."""
+    if content == MISSING_START_TEXT:
+        return ""
+    if isinstance(content, list):
+        return [b for b in content if not (b.get("type") == "tool_result" and b.get("content") == INTERRUPTED_RESULT_TEXT)]
+    return content
 
 
 @SETTINGS

@@ -44,6 +44,9 @@ class ModelInfo:
     min_cacheable_tokens: int = 1_024
     encoding: str | None = "o200k_base"
     long_context_window: int | None = None
+    keeps_previous_thinking: bool = True
+    """False for models whose API drops the thinking blocks of earlier turns once a new user
+    turn starts (Claude models before Opus 4.5): the cached prefix then ends before them."""
     aliases: tuple[str, ...] = ()
     source: str = ""
 
@@ -75,6 +78,7 @@ _FIELDS = {
     "min_cacheable_tokens": int,
     "encoding": str,
     "long_context_window": int,
+    "keeps_previous_thinking": bool,
     "aliases": list,
     "source": str,
 }
@@ -90,6 +94,10 @@ def _model_from_row(name: str, row: Mapping[str, Any], origin: str) -> ModelInfo
             raise ConfigError(f"{origin}: model {name!r} is missing {key!r}")
     for key, value in row.items():
         expected = _FIELDS[key]
+        if expected is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{origin}: model {name!r} field {key!r} must be true or false")
+            continue
         if not isinstance(value, expected) or isinstance(value, bool):  # type: ignore[arg-type]
             raise ConfigError(f"{origin}: model {name!r} field {key!r} has the wrong type")
     provider = row.get("provider", "other")

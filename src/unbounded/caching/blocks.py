@@ -130,6 +130,46 @@ def flatten_request(request: ProviderRequest | Mapping[str, Any]) -> list[FlatBl
     return flat
 
 
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def without_earlier_thinking(flat: list[FlatBlock]) -> list[FlatBlock]:
+    """The blocks the API keeps for a model that drops earlier turns' thinking.
+
+    Such models (Claude before Opus 4.5) ignore the thinking blocks of assistant messages
+    before the last user message that is not only tool results: a new user turn closes the
+    previous turn, whose thinking then no longer counts, so the cached prefix ends before the
+    first of them.
+    """
+    turn_start = -1
+    current: int | None = None
+    current_role: str | None = None
+    only_results = True
+    for block in flat:
+        if block.section != "messages":
+            continue
+        if block.index != current:
+            if current is not None and current_role == "user" and not only_results:
+                turn_start = current
+            current, current_role, only_results = block.index, block.role, True
+        if block.block.get("type") != "tool_result":
+            only_results = False
+    if current is not None and current_role == "user" and not only_results:
+        turn_start = current
+    if turn_start < 0:
+        return flat
+    return [
+        block
+        for block in flat
+        if not (
+            block.section == "messages"
+            and block.role == "assistant"
+            and block.index < turn_start
+            and block.block.get("type") in _THINKING
+        )
+    ]
+
+
 def block_digest(flat: FlatBlock) -> bytes:
     """SHA-256 of a block's canonical JSON without cache_control (role-tagged at a message's
     first block)."""

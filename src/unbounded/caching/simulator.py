@@ -20,6 +20,9 @@ Anthropic (explicit breakpoints), as modelled here:
   tokens after it are `input_tokens`. A prefix below the minimum is never cached.
 - More than 4 markers, or a 1-hour marker after a 5-minute one, is a request the API
   rejects: InvalidRequestError.
+- Models that drop earlier turns' thinking (`keeps_previous_thinking = false` in the model
+  table: Claude before Opus 4.5) neither count nor cache the thinking blocks of assistant
+  messages before the last user turn (`blocks.without_earlier_thinking`).
 - `cache_edits` (cached microcompact, seed 004) delete tool results from the cached prefix:
   their tokens inside the read prefix are no longer read and are reported as
   `cache_deleted_input_tokens` (an approximation: the API's exact accounting is not public).
@@ -61,6 +64,7 @@ from unbounded.caching.blocks import (
     flatten_request,
     prefix_hashes,
     without_cache_control,
+    without_earlier_thinking,
 )
 from unbounded.caching.ttl import (
     DEFAULT_QUERY_SOURCE,
@@ -471,6 +475,8 @@ class CacheSimulator:
     ) -> SimulatedCall:
         model = self.model_for(request)
         flat = flatten_request(request)
+        if not model.keeps_previous_thinking:
+            flat = without_earlier_thinking(flat)
         digests = [block_digest(block) for block in flat]
         tokens = self._tokens(flat, digests)
         cumulative: list[int] = []

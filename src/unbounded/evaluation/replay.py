@@ -54,7 +54,7 @@ from unbounded.events import (
     MicrocompactApplied,
 )
 from unbounded.model.entries import Entry, messages_after_compact_boundary
-from unbounded.model.normalize import validate_request
+from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
@@ -572,7 +572,22 @@ class _Replayer:
         for baseline in self.baselines:
             baseline.feed(before)
         messages = session.messages
-        if messages and messages[-1]["role"] == "assistant":
+        if not messages:
+            # A sub-agent file can start with the agent's first response: its prompt was
+            # never written. A placeholder stands in for it so the request is well formed.
+            opening = Entry.user(MISSING_START_TEXT, is_meta=True)
+            session.append([opening])
+            for baseline in self.baselines:
+                baseline.feed([opening])
+            self._event(
+                TimelineEvent(
+                    index,
+                    call.request_time,
+                    "continuation",
+                    "the first recorded call has no prompt in the file: a placeholder was added",
+                )
+            )
+        elif messages[-1]["role"] == "assistant":
             continuation = Entry.user(CONTINUE_PROMPT, is_meta=True)
             session.append([continuation])
             for baseline in self.baselines:

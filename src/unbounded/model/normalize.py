@@ -15,6 +15,16 @@ When user content is merged, tool_result blocks are kept before any other block,
 API requires them first in the message that answers tool calls. At the end, a trailing
 assistant message that holds only thinking is left out.
 
+Repairs, so that a damaged or unusual transcript still yields a request the API accepts
+(Claude Code does the same before it sends): a tool call whose result never came (a process
+killed while the tool ran, an interrupt) gets a synthetic error result in the next user
+message; a tool result that answers no call of the message before is turned into text (or
+dropped when it repeats a result already given); a tool call repeating an earlier call's id
+is dropped; two responses in a row are joined into one assistant message; a conversation that
+starts with the assistant (a sub-agent file whose prompt was not written) gets a placeholder
+user message first. A tool call at the very end is left alone: its result may still come.
+Each repair is listed in `MessageNormalizer.repairs`.
+
 `MessageNormalizer` does this incrementally: appending an entry touches only the tail, so a
 turn costs O(new content), not O(history).
 """
@@ -22,7 +32,8 @@ turn costs O(new content), not O(history).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
 from unbounded.errors import InvalidRequestError
 from unbounded.model.attachments import attachment_to_content
@@ -30,6 +41,66 @@ from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+INTERRUPTED_RESULT_TEXT = (
+    "Interrupted: this tool call has no result (the session was stopped or interrupted "
+    "before the tool finished). Run it again if its result is still needed."
+)
+"""The content of the synthetic error result given to a tool call that was never answered."""
+MISSING_START_TEXT = "[The start of this conversation is not in the transcript.]"
+"""The placeholder user message put before a conversation that starts with the assistant."""
+
+RepairKind = Literal[
+    "missing-tool-result", "orphan-tool-result", "duplicate-tool-use", "joined-responses",
+    "missing-first-user",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One repair the normalizer made so the request stays valid."""
+
+    kind: RepairKind
+    index: int
+    """Index of the message repaired, in the repaired list."""
+    tool_use_ids: tuple[str, ...] = ()
+
+
+def interrupted_result(tool_use_id: str) -> dict[str, Any]:
+    """The synthetic error result for a tool call that never got one."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "is_error": True,
+        "content": INTERRUPTED_RESULT_TEXT,
+    }
+
+
+def _tool_use_ids(blocks: list[dict[str, Any]]) -> list[str]:
+    return [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+
+
+def _tool_result_ids(blocks: list[dict[str, Any]]) -> list[str]:
+    return [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+
+
+def _result_as_text(block: dict[str, Any]) -> dict[str, Any]:
+    content = block.get("content")
+    if isinstance(content, list):
+        parts = [
+            str(item.get("text", "")) if item.get("type") == "text" else f"[{item.get('type')}]"
+            for item in content
+            if isinstance(item, dict)
+        ]
+        text = "\n".join(parts)
+    else:
+        text = str(content or "")
+    label = "error result" if block.get("is_error") else "result"
+    return {
+        "type": "text",
+        "text": f"[Tool {label} for {block.get('tool_use_id')}, whose call is not in this "
+        f"conversation]\n{text}".rstrip(),
+    }
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -76,12 +147,20 @@ def _merge_user_content(first: Any, second: Any) -> Any:
 class MessageNormalizer:
     """Builds the API message list from entries, one entry at a time."""
 
-    __slots__ = ("_ids", "_messages")
+    __slots__ = ("_cache", "_call_owner", "_ids", "_joined", "_messages", "_repeated", "_suspects")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._messages: list[dict[str, Any]] = []
         # Response id of each assistant message (None for user messages), for merging.
         self._ids: list[str | None] = []
+        # Which message first made each tool call, to spot a repeated id.
+        self._call_owner: dict[str, int] = {}
+        self._repeated: set[str] = set()
+        # Messages that may need a repair (checked when the list is read), and repaired
+        # copies cached by the identity of the message they were made from.
+        self._suspects: set[int] = set()
+        self._cache: dict[int, tuple[int, dict[str, Any], tuple[Repair, ...]]] = {}
+        self._joined: list[int] = []
         self.extend(entries)
 
     def extend(self, entries: Iterable[Entry]) -> None:
@@ -121,9 +200,10 @@ class MessageNormalizer:
                 "role": "user",
                 "content": _merge_user_content(last["content"], content),
             }
-            return
-        messages.append({"role": "user", "content": content})
-        self._ids.append(None)
+        else:
+            messages.append({"role": "user", "content": content})
+            self._ids.append(None)
+        self._check_answers(len(messages) - 1)
 
     def _add_assistant(
         self, content: Any, message_id: str | None, *, merge_adjacent: bool = False
@@ -133,34 +213,166 @@ class MessageNormalizer:
             return
         blocks = _blocks(content)
         messages = self._messages
-        if merge_adjacent and messages and messages[-1]["role"] == "assistant":
-            # Plain message lists have no response ids: a run of assistant turns is one turn.
-            merged = _blocks(messages[-1]["content"]) + blocks
-            messages[-1] = {"role": "assistant", "content": merged}
-            return
-        if message_id is not None:
+        if message_id is not None and not merge_adjacent:
             for index in range(len(messages) - 1, -1, -1):
                 candidate = messages[index]
                 if candidate["role"] == "assistant":
                     if self._ids[index] == message_id:
-                        merged = _blocks(candidate["content"]) + blocks
-                        messages[index] = {"role": "assistant", "content": merged}
+                        self._merge_assistant(index, blocks)
                         return
                     break
                 if not _is_tool_result_only(candidate["content"]):
                     break
+        if messages and messages[-1]["role"] == "assistant":
+            # Plain message lists have no response ids: a run of assistant turns is one turn.
+            # Two different responses in a row (a lost user line) are joined the same way.
+            if not merge_adjacent:
+                self._joined.append(len(messages) - 1)
+            self._merge_assistant(len(messages) - 1, blocks)
+            return
         messages.append({"role": "assistant", "content": content})
         self._ids.append(message_id)
+        self._note_calls(len(messages) - 1, _tool_use_ids(blocks))
+
+    def _merge_assistant(self, index: int, blocks: list[dict[str, Any]]) -> None:
+        messages = self._messages
+        messages[index] = {
+            "role": "assistant",
+            "content": _blocks(messages[index]["content"]) + blocks,
+        }
+        self._note_calls(index, _tool_use_ids(blocks))
+        if index + 1 < len(messages):
+            self._check_answers(index + 1)
+
+    def _note_calls(self, index: int, ids: list[str]) -> None:
+        owner = self._call_owner
+        mine = _tool_use_ids(_blocks(self._messages[index]["content"])) if ids else []
+        for tool_id in ids:
+            first = owner.setdefault(tool_id, index)
+            if first != index or mine.count(tool_id) > 1:
+                self._repeated.add(tool_id)
+                self._suspects.add(index)
+
+    def _check_answers(self, index: int) -> None:
+        """Mark user message `index` when it does not answer exactly the calls before it."""
+        messages = self._messages
+        results = _tool_result_ids(_blocks(messages[index]["content"]))
+        calls: list[str] = []
+        if index > 0 and messages[index - 1]["role"] == "assistant":
+            calls = _tool_use_ids(_blocks(messages[index - 1]["content"]))
+        if set(calls) - set(results) or set(results) - set(calls) or len(results) != len(
+            set(results)
+        ):
+            self._suspects.add(index)
+        else:
+            self._suspects.discard(index)
+
+    @property
+    def repairs(self) -> list[Repair]:
+        """The repairs the current message list needs (see the module docstring)."""
+        return self._repaired()[1]
+
+    def _repaired(self) -> tuple[list[dict[str, Any]], list[Repair]]:
+        messages: list[dict[str, Any]] = list(self._messages)
+        repairs: list[Repair] = [
+            Repair("joined-responses", index) for index in self._joined if index < len(messages)
+        ]
+        for index in sorted(self._suspects):
+            if index >= len(messages):
+                continue
+            source = messages[index]
+            cached = self._cache.get(index)
+            if cached is not None and cached[0] == id(source):
+                fixed, done = cached[1], cached[2]
+            else:
+                fixed, done = self._repair(index, messages)
+                self._cache[index] = (id(source), fixed, done)
+            messages[index] = fixed
+            repairs.extend(done)
+        if messages and messages[0]["role"] == "assistant":
+            messages.insert(0, {"role": "user", "content": MISSING_START_TEXT})
+            repairs = [Repair(r.kind, r.index + 1, r.tool_use_ids) for r in repairs]
+            repairs.insert(0, Repair("missing-first-user", 0))
+        return messages, repairs
+
+    def _repair(
+        self, index: int, messages: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], tuple[Repair, ...]]:
+        message = messages[index]
+        blocks = _blocks(message["content"])
+        if message["role"] == "assistant":
+            owner = self._call_owner
+            kept: list[dict[str, Any]] = []
+            dropped_ids: list[str] = []
+            mine: set[str] = set()
+            for block in blocks:
+                tool_id = str(block.get("id"))
+                if block.get("type") == "tool_use" and (
+                    owner.get(tool_id) != index or tool_id in mine
+                ):
+                    dropped_ids.append(tool_id)
+                    continue
+                if block.get("type") == "tool_use":
+                    mine.add(tool_id)
+                kept.append(block)
+            dropped = tuple(dropped_ids)
+            if not dropped:
+                return message, ()
+            if not kept:
+                kept = [{"type": "text", "text": "[A repeated tool call was removed.]"}]
+            return {"role": "assistant", "content": kept}, (
+                Repair("duplicate-tool-use", index, dropped),
+            )
+        calls: list[str] = []
+        if index > 0 and messages[index - 1]["role"] == "assistant":
+            previous = messages[index - 1]
+            if index - 1 in self._suspects:  # repeated calls are dropped there
+                previous = self._repair(index - 1, messages)[0]
+            calls = _tool_use_ids(_blocks(previous["content"]))
+        answered: set[str] = set()
+        results: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        orphans: list[str] = []
+        for block in blocks:
+            if block.get("type") != "tool_result":
+                others.append(block)
+                continue
+            tool_id = str(block.get("tool_use_id"))
+            if tool_id in calls and tool_id not in answered:
+                answered.add(tool_id)
+                results.append(block)
+            elif tool_id in answered or tool_id in self._repeated:
+                orphans.append(tool_id)  # a repeat of a result already given: dropped
+            else:
+                orphans.append(tool_id)
+                others.insert(0, _result_as_text(block))
+        missing = [tool_id for tool_id in calls if tool_id not in answered]
+        done: list[Repair] = []
+        if missing:
+            results = [*results, *(interrupted_result(i) for i in missing)]
+            done.append(Repair("missing-tool-result", index, tuple(missing)))
+        if orphans:
+            done.append(Repair("orphan-tool-result", index, tuple(orphans)))
+        content = results + others
+        if not content:
+            content = [{"type": "text", "text": "[An orphaned tool result was removed.]"}]
+        return {"role": "user", "content": content}, tuple(done)
 
     @property
     def messages(self) -> list[MessageParam]:
-        """The API messages so far (a trailing thinking-only assistant message left out)."""
-        messages = self._messages
+        """The API messages so far, repaired (a trailing thinking-only assistant message left
+        out)."""
+        if self._suspects or self._joined or (
+            self._messages and self._messages[0]["role"] == "assistant"
+        ):
+            messages = self._repaired()[0]
+        else:
+            messages = list(self._messages)
         if messages and messages[-1]["role"] == "assistant":
             blocks = _blocks(messages[-1]["content"])
             if blocks and all(b.get("type") in _THINKING_TYPES for b in blocks):
                 return cast(list[MessageParam], messages[:-1])
-        return cast(list[MessageParam], list(messages))
+        return cast(list[MessageParam], messages)
 
     def __len__(self) -> int:
         return len(self._messages)

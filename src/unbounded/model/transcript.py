@@ -9,6 +9,7 @@ from typing import Any
 
 from unbounded.model.content import Usage, usage_context_total, usage_prompt_total
 from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.thread import ThreadOrder, ThreadReport, file_order_thread, rebuild_thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,11 @@ class Transcript:
     warnings: list[str] = field(default_factory=list)
     skipped_lines: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    thread_order: ThreadOrder = "thread"
+    """How `main_thread()` is taken: rebuilt from parent links, or in file order (debugging)."""
+    _thread_cache: tuple[int, int, str, list[Entry], ThreadReport] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def records(self) -> int:
@@ -61,17 +67,41 @@ class Transcript:
         return bool(conversation) and all(e.is_sidechain for e in conversation)
 
     def main_thread(self) -> list[Entry]:
-        """Conversation records of the main agent, in file order.
+        """Conversation records of the main agent's current thread, in file order.
 
-        Inline sub-agent records (`isSidechain`, Claude Code 1.0.x) are left out, unless the
-        whole file is a sub-agent's, in which case its records are the thread. File order is
-        used rather than the parentUuid chain: progress records and parallel tool calls branch
-        that chain, so walking it from the leaf drops real messages.
+        The thread is rebuilt from parent links (`unbounded.model.thread`): rewound branches,
+        history a resume wrote again, and other sessions' records are left out, while the
+        side branches of parallel tool calls and progress records are kept. Inline sub-agent
+        records (`isSidechain`, Claude Code 1.0.x) are left out, unless the whole file is a
+        sub-agent's. With `thread_order="file"` every conversation record is taken in file
+        order instead.
         """
+        return list(self._thread()[0])
+
+    def thread_report(self) -> ThreadReport:
+        """What rebuilding the thread left out (empty in file order)."""
+        return self._thread()[1]
+
+    def _thread(self) -> tuple[list[Entry], ThreadReport]:
+        key = (id(self.entries), len(self.entries), self.thread_order)
+        cached = self._thread_cache
+        if cached is not None and cached[:3] == key:
+            return cached[3], cached[4]
         keep_sidechains = self.is_subagent_file
-        return [
-            e for e in self.entries if e.is_conversation and (keep_sidechains or not e.is_sidechain)
-        ]
+        if self.thread_order == "file":
+            thread = file_order_thread(self.entries, include_sidechains=keep_sidechains)
+            report = ThreadReport()
+        else:
+            leaves = [
+                str(e.data["leafUuid"])
+                for e in self.entries
+                if e.type == "summary" and isinstance(e.data.get("leafUuid"), str)
+            ]
+            thread, report = rebuild_thread(
+                self.entries, include_sidechains=keep_sidechains, summary_leaves=leaves
+            )
+        self._thread_cache = (*key, thread, report)
+        return thread, report
 
     def sidechains(self) -> dict[str, list[Entry]]:
         """Inline sub-agent conversations, keyed by the uuid of each one's first record."""

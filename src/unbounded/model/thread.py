@@ -1,0 +1,295 @@
+"""The conversation thread as Claude Code rebuilds it from `parentUuid` links.
+
+A Claude Code file is append-only, so it holds more than the conversation the model saw last:
+a rewound (or edited) message starts a new branch and the abandoned one stays in the file; a
+resumed session can write the earlier history again under new uuids; one file may hold
+several sessions. Taking records in file order sends all of it. The thread is rebuilt instead:
+
+1. **Leaf.** The newest user or assistant record in the file (a `summary` record's
+   `leafUuid` also names a leaf; the one written last wins).
+2. **Path.** From the leaf, follow `parentUuid` back to a root. A compact boundary has a null
+   `parentUuid`: its `logicalParentUuid` is followed. A parent that is not in the file (a
+   fragment of a longer session, or a boundary pointing at a record never written) is taken
+   to be the record just before in the file, and so is a missing parent, unless the record
+   opens another session (a resume writing the history again starts its own chain).
+3. **Siblings that belong.** In 2.1.x files, progress records and parallel tool calls branch
+   the chain: the results of two parallel calls hang off two different assistant lines, and
+   the conversation continues from only one of them. A side branch is brought back while it
+   holds only records that belong to the same turn: progress and system records,
+   attachments, lines of an assistant response already on the path (same `message.id`), and
+   tool results answering tool calls on the path that the path leaves unanswered. A branch
+   that starts with anything else (a new prompt, another response) is an abandoned branch and
+   is left out whole.
+4. **One copy.** A record repeated under a new uuid (same response id, content and time, or
+   the same prompt at the same time) is kept once, and so is a tool call (by `tool_use` id)
+   and its result: tool ids are unique per call, and the API refuses a request that repeats
+   one.
+
+Records keep their file order. Records without a uuid (importers of other formats always set
+one) are kept where they are. `file_order_thread` is the old behaviour, kept for debugging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import orjson
+
+from unbounded.model.entries import Entry
+
+ThreadOrder = Literal["thread", "file"]
+"""How the main thread is taken: rebuilt from parent links (default) or in file order."""
+
+
+@dataclass(slots=True)
+class ThreadReport:
+    """What rebuilding the thread found: the leaf, sessions, and what it left out."""
+
+    leaf_uuid: str | None = None
+    file_sessions: list[str] = field(default_factory=list)
+    thread_sessions: list[str] = field(default_factory=list)
+    abandoned: int = 0
+    """Conversation records on branches the thread does not follow (rewinds, other sessions)."""
+    duplicates: int = 0
+    """Records dropped because the thread already held a copy."""
+    rescued: int = 0
+    """Side-branch records brought back (parallel tool results, progress, response lines)."""
+
+    def warnings(self) -> list[str]:
+        """Human-readable notes for what was left out (empty when nothing was)."""
+        notes: list[str] = []
+        if self.abandoned:
+            other = [s for s in self.file_sessions if s not in self.thread_sessions]
+            where = f" (incl. sessions {', '.join(s[:8] for s in other)})" if other else ""
+            notes.append(
+                f"{self.abandoned} record(s) on branches the conversation no longer follows"
+                f"{where} were left out of the thread (rewound or resumed history); "
+                "--file-order shows every record"
+            )
+        if self.duplicates:
+            notes.append(
+                f"{self.duplicates} repeated record(s) (history written again on resume) "
+                "were kept once"
+            )
+        return notes
+
+
+def file_order_thread(entries: Sequence[Entry], *, include_sidechains: bool) -> list[Entry]:
+    """Conversation records in file order (inline sub-agent records left out unless asked)."""
+    return [e for e in entries if e.is_conversation and (include_sidechains or not e.is_sidechain)]
+
+
+def rebuild_thread(
+    entries: Sequence[Entry],
+    *,
+    include_sidechains: bool = False,
+    summary_leaves: Sequence[str] = (),
+) -> tuple[list[Entry], ThreadReport]:
+    """The main thread (see the module docstring) and a report of what it left out."""
+    candidates = file_order_thread(entries, include_sidechains=include_sidechains)
+    report = ThreadReport(file_sessions=_sessions(candidates))
+    if not candidates:
+        return [], report
+    position: dict[str, int] = {}
+    for index, entry in enumerate(candidates):
+        uuid = entry.uuid
+        if uuid is not None and uuid not in position:
+            position[uuid] = index
+    parents = _resolve_parents(candidates, position)
+    leaf = _leaf(candidates, position, summary_leaves)
+    if leaf is None:
+        return _dedupe(candidates, report), report
+    report.leaf_uuid = candidates[leaf].uuid
+    on_path = _path(leaf, parents)
+    keep = set(on_path)
+    report.rescued = _rescue_siblings(candidates, parents, keep)
+    for index, entry in enumerate(candidates):
+        if entry.uuid is None:
+            keep.add(index)
+    thread = [candidates[i] for i in sorted(keep)]
+    report.abandoned = sum(
+        1 for i, e in enumerate(candidates) if i not in keep and e.type in ("user", "assistant")
+    )
+    thread = _dedupe(thread, report)
+    report.thread_sessions = _sessions(thread)
+    return thread, report
+
+
+def _sessions(entries: Sequence[Entry]) -> list[str]:
+    seen: dict[str, None] = {}
+    for entry in entries:
+        session = entry.data.get("sessionId")
+        if isinstance(session, str):
+            seen.setdefault(session)
+    return list(seen)
+
+
+def _resolve_parents(candidates: Sequence[Entry], position: dict[str, int]) -> list[int | None]:
+    """Each record's parent index: parentUuid, else logicalParentUuid, else the record before
+    it when the named parent is not in the file; None for a true root."""
+    parents: list[int | None] = []
+    for index, entry in enumerate(candidates):
+        named = entry.parent_uuid
+        if named is None and entry.is_compact_boundary:
+            named = entry.logical_parent_uuid or ""
+        if named is None:
+            # A record without a parent opens a chain when it opens another session (a
+            # resumed session writing its history again); otherwise it was written unlinked
+            # after the record before it (a hand-built transcript), and follows it.
+            previous = candidates[index - 1] if index > 0 else None
+            session = entry.data.get("sessionId")
+            if previous is None or (
+                session is not None and session != previous.data.get("sessionId")
+            ):
+                parents.append(None)
+            else:
+                parents.append(index - 1)
+            continue
+        found = position.get(named)
+        if found is not None and found != index:
+            parents.append(found)
+        else:
+            parents.append(index - 1 if index > 0 else None)
+    return parents
+
+
+def _leaf(
+    candidates: Sequence[Entry], position: dict[str, int], summary_leaves: Sequence[str]
+) -> int | None:
+    best: int | None = None
+    for index in range(len(candidates) - 1, -1, -1):
+        entry = candidates[index]
+        if entry.type in ("user", "assistant") and entry.uuid is not None:
+            best = index
+            break
+    for uuid in summary_leaves:
+        found = position.get(uuid)
+        if found is not None and (best is None or found > best):
+            best = found
+    return best
+
+
+def _path(leaf: int, parents: Sequence[int | None]) -> list[int]:
+    path: list[int] = []
+    seen: set[int] = set()
+    current: int | None = leaf
+    while current is not None and current not in seen:
+        seen.add(current)
+        path.append(current)
+        current = parents[current]
+    return path
+
+
+def _tool_ids(entry: Entry, kind: str, key: str) -> list[str]:
+    content = entry.content
+    if not isinstance(content, list):
+        return []
+    return [
+        str(block.get(key))
+        for block in content
+        if isinstance(block, dict) and block.get("type") == kind
+    ]
+
+
+def _only_tool_results(entry: Entry) -> bool:
+    content = entry.content
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+
+
+def _rescue_siblings(
+    candidates: Sequence[Entry], parents: Sequence[int | None], keep: set[int]
+) -> int:
+    """Add side-branch records that belong to turns on the path; returns how many."""
+    children: dict[int, list[int]] = {}
+    for index, parent in enumerate(parents):
+        if parent is not None:
+            children.setdefault(parent, []).append(index)
+    response_ids: set[str] = set()
+    called: set[str] = set()
+    answered: set[str] = set()
+    for index in keep:
+        entry = candidates[index]
+        if entry.type == "assistant":
+            if entry.message_id:
+                response_ids.add(entry.message_id)
+            called.update(_tool_ids(entry, "tool_use", "id"))
+        elif entry.type == "user":
+            answered.update(_tool_ids(entry, "tool_result", "tool_use_id"))
+
+    def belongs(entry: Entry) -> bool:
+        kind = entry.type
+        if kind in ("progress", "attachment"):
+            return True
+        if kind == "system":
+            return not entry.is_compact_boundary
+        if kind == "assistant":
+            return entry.message_id is not None and entry.message_id in response_ids
+        if kind == "user" and _only_tool_results(entry):
+            ids = _tool_ids(entry, "tool_result", "tool_use_id")
+            return all(i in called and i not in answered for i in ids)
+        return False
+
+    rescued = 0
+    stack = [child for node in keep for child in children.get(node, ()) if child not in keep]
+    while stack:
+        index = stack.pop()
+        if index in keep:
+            continue
+        entry = candidates[index]
+        if not belongs(entry):
+            continue
+        keep.add(index)
+        rescued += 1
+        if entry.type == "user":
+            answered.update(_tool_ids(entry, "tool_result", "tool_use_id"))
+        elif entry.type == "assistant":
+            called.update(_tool_ids(entry, "tool_use", "id"))
+        stack.extend(child for child in children.get(index, ()) if child not in keep)
+    return rescued
+
+
+def _content_key(entry: Entry) -> bytes:
+    try:
+        return orjson.dumps(entry.content)
+    except TypeError:
+        return repr(entry.content).encode()
+
+
+def _dedupe(thread: Sequence[Entry], report: ThreadReport) -> list[Entry]:
+    """Keep one copy of repeated records and of each tool call and result."""
+    kept: list[Entry] = []
+    seen: set[tuple[str, str, bytes]] = set()
+    calls: set[str] = set()
+    results: set[str] = set()
+    for entry in thread:
+        kind = entry.type
+        if kind == "assistant":
+            response = f"{entry.message_id or entry.uuid}@{entry.timestamp}"
+            key = ("a", response, _content_key(entry))
+            ids = _tool_ids(entry, "tool_use", "id")
+            if key in seen or (ids and all(i in calls for i in ids)):
+                report.duplicates += 1
+                continue
+            seen.add(key)
+            calls.update(ids)
+        elif kind == "user":
+            ids = _tool_ids(entry, "tool_result", "tool_use_id")
+            if ids and _only_tool_results(entry):
+                if all(i in results for i in ids):
+                    report.duplicates += 1
+                    continue
+                results.update(ids)
+            elif not entry.is_compact_summary:
+                key = ("u", entry.timestamp or entry.uuid or "", _content_key(entry))
+                if key in seen:
+                    report.duplicates += 1
+                    continue
+                seen.add(key)
+        kept.append(entry)
+    return kept
