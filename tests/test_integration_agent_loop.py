@@ -209,7 +209,7 @@ def test_compaction_during_a_long_run(api_server: ApiServer) -> None:
 
     api_server.anthropic.push(*([step] * 12))
     provider = AnthropicProvider(api_server.anthropic_client(sync=True))
-    config = SessionConfig(model=MODEL, context_window=60_000)
+    config = SessionConfig(model=MODEL, context_window=40_000)  # auto-compaction at 26,800 tokens
     events = list(
         iter_agent(config, provider, tools=[Tool.from_function(big_read, name="read_file", compactable=True)], prompt="Read them.", policy=Policy(), max_turns=12)
     )

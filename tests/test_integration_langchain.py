@@ -92,7 +92,7 @@ def test_compacts_a_long_agent_run_and_keeps_tool_pairs() -> None:
     rounds = 16
     model = ScriptedChat(messages=iter([*(tool_round(n) for n in range(rounds)), AIMessage(content="All modules read.")]))
     events: list[Event] = []
-    middleware = UnboundedMiddleware(MODEL, context_window=60_000, policy=Policy(), events=events.append)
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), events=events.append)
     agent = create_agent(model, tools=[read_file], system_prompt="You read code.", middleware=[middleware])
     result = agent.invoke({"messages": [HumanMessage("Read every module and report.")]}, {"recursion_limit": 200})
 
@@ -158,7 +158,7 @@ def test_time_based_tier_after_an_idle_gap() -> None:
 
 
 def test_compaction_update_replaces_the_state() -> None:
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(), keep_messages=4, keep_tokens=5_000)
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), keep_messages=4, keep_tokens=5_000)
     messages: list[BaseMessage] = [SystemMessage("rules", id="s0"), *conversation_with_results(12)]
     update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
     assert update is not None
@@ -174,7 +174,7 @@ def test_compaction_update_replaces_the_state() -> None:
 
 def test_a_chat_model_can_write_the_summary_async() -> None:
     summary_model = ScriptedChat(messages=iter([AIMessage(content="<analysis>a</analysis>\n<summary>\n1. Primary Request and Intent: read modules\n</summary>")]))
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(), summarizer=summary_model)
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=summary_model)
     assert isinstance(middleware.summarizer, ChatModelSummarizer)
     update = asyncio.run(middleware.abefore_model({"messages": conversation_with_results(12)}, None))  # type: ignore[arg-type]
     assert update is not None and "read modules" in update["messages"][1].content
@@ -192,7 +192,7 @@ def test_a_failing_summarizer_leaves_the_messages_and_trips_the_breaker() -> Non
 
             raise ServerError("down")
 
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(), summarizer=Broken())
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Broken())
     state: dict[str, Any] = {"messages": conversation_with_results(12)}
     for failures in (1, 2, 3):
         update = middleware.before_model(state, None)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from apiserver import (
     start_server,
     tool_use_block,
 )
-from unbounded.events import CompactionFinished, CompactionStarted, Event, GenericEvent
+from unbounded.events import CompactionFinished, CompactionStarted, Event
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.request import ProviderRequest
@@ -74,7 +74,7 @@ CONFIG = SessionConfig(
     model="claude-sonnet-4-5",
     system="You are a soak-test agent.",
     tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
-    context_window=60_000,
+    context_window=40_000,  # auto-compaction at 26,800 tokens
     validate_requests=True,
 )
 
@@ -262,7 +262,7 @@ def run_soak(folder: Path, api: ApiServer, *, turns: int = TURNS, http_turns: in
 
     def sink(event: Event) -> None:
         events.append(event)
-        if isinstance(event, GenericEvent) and event.name == "circuit_breaker_tripped":
+        if event.kind == "circuit_breaker_tripped":
             script.outage = None
 
     client = api.anthropic_client(timeout=CLIENT_TIMEOUT)

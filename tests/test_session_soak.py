@@ -228,7 +228,7 @@ async def run_soak(folder: Path) -> dict[str, Any]:
                 log["memory_compaction_summary_calls"].append(summarizer.calls - summary_calls)
             if turn == PTL_TURN:
                 log["ptl"] = {
-                    "reactive": any(isinstance(e, GenericEvent) and e.name == "reactive_compaction" for e in new_events),
+                    "reactive": any(e.kind == "reactive_compaction" for e in new_events),
                     "compacted": session.status().compactions - compactions,
                     "answered": response.id == f"msg_{turn:04d}",
                 }
@@ -291,7 +291,7 @@ def test_300_turn_session(fast_folder: Path, monkeypatch: pytest.MonkeyPatch) ->
 
     # three summary failures trip the breaker; the extractive summarizer recovers
     failed = [i for i, e in enumerate(events) if e.kind == "compaction_failed"]
-    tripped = [i for i, e in enumerate(events) if isinstance(e, GenericEvent) and e.name == "circuit_breaker_tripped"]
+    tripped = [i for i, e in enumerate(events) if e.kind == "circuit_breaker_tripped"]
     assert len(tripped) == 1 and len(failed) >= 3
     after = [e for e in events[tripped[0]:] if isinstance(e, CompactionFinished)]
     assert after[0].summarizer == "extractive"

@@ -84,6 +84,62 @@ class ContextWarning(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallsInterrupted(Event):
+    """Tool calls that never got a result were answered with a synthetic error result.
+
+    `reason` is `user` (an interrupt or a new prompt came first), `resume` (the session was
+    reopened with calls unanswered: a process killed while a tool ran) or `prepare` (a request
+    was prepared before the results were added).
+    """
+
+    tool_use_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRepaired(Event):
+    """The request needed repairs to be valid (see `MessageNormalizer.repairs`)."""
+
+    repairs: tuple[str, ...]
+    """One `kind@message-index` per repair."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutputCapped(Event):
+    """A tool result (or user message) was too large and is sent as its head and tail."""
+
+    tool_use_id: str | None
+    original_chars: int
+    kept_chars: int
+    saved_to: str | None
+    """Where the full text is kept (a file path), if anywhere."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReactiveCompaction(Event):
+    """The API answered prompt-too-long: the conversation is compacted and the call retried."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitBreakerTripped(Event):
+    """Summary calls failed repeatedly: the offline summarizer takes over."""
+
+    failures: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class LangchainCompacted(Event):
+    """The LangChain middleware replaced older messages with a summary in the agent state."""
+
+    pre_tokens: int
+    messages_summarized: int
+    messages_kept: int
+
+
+@dataclass(frozen=True, slots=True)
 class GenericEvent(Event):
     """An event from a component that defines no class of its own."""
 

@@ -11,6 +11,14 @@ reserving more than the model can ever output would waste window):
                           when auto-compaction is off)  (seed 002 `calculateThresholds`)
     blocking limit      = context window - 3,000
 
+Small windows: the buffers above are sized for 200K-token models. Below
+`small_window_reference` (100,000 tokens) every token budget of the policy left at its
+default (the buffers, the output reservation cap, microcompaction, session-memory and
+rehydration budgets, the summary's output cap and the single-output cap) is multiplied by
+window / 100,000, so a 32K local model compacts near 67 % of its window rather than every
+turn; a budget you set yourself is used as it is. A window under
+`MIN_CONTEXT_WINDOW` (8,192 tokens) cannot hold a summary and one more turn: `ConfigError`.
+
 Environment overrides (prefix UNBOUNDED_), read by `Policy.from_env()`:
 
     UNBOUNDED_AUTOCOMPACT_PCT_OVERRIDE   1-100: compact at this % of the effective window
@@ -34,6 +42,31 @@ from unbounded.errors import ConfigError
 from unbounded.models import ModelInfo
 
 ENV_PREFIX = "UNBOUNDED_"
+MIN_CONTEXT_WINDOW = 8_192
+"""The smallest window unbounded works in: a structured summary plus one more turn."""
+SCALED_BUDGETS: tuple[str, ...] = (
+    "output_reserve_cap",
+    "autocompact_buffer",
+    "warning_buffer",
+    "error_buffer",
+    "blocking_buffer",
+    "microcompact_protect_recent_tokens",
+    "microcompact_min_savings",
+    "compact_max_output_tokens",
+    "tool_result_max_tokens",
+    "rehydrate_tokens_per_file",
+    "rehydrate_total_file_tokens",
+    "rehydrate_tokens_per_skill",
+    "rehydrate_total_skill_tokens",
+    "session_memory_init_tokens",
+    "session_memory_min_tokens_between_updates",
+    "session_memory_section_tokens",
+    "session_memory_total_tokens",
+    "session_memory_keep_min_tokens",
+    "session_memory_keep_max_tokens",
+)
+"""Policy fields (token budgets) that scale with windows below `small_window_reference`."""
+_MIN_SCALED = {"compact_max_output_tokens": 1_024, "tool_result_max_tokens": 500}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -64,6 +97,11 @@ class Policy:
     """False disables automatic compaction; manual compaction still works."""
     microcompact_enabled: bool = True
     """False disables microcompaction."""
+    small_window_reference: int = 100_000
+    """Windows below this scale every token budget by window / this (0: never scale)."""
+    tool_result_max_tokens: int = 25_000
+    """A single tool result or user text over this is sent as its head and tail, with the
+    full text kept on the side (`unbounded.compaction.large_output`)."""
 
     # -- microcompaction (seeds 002, 003, 004) ---------------------------------------------
     microcompact_keep_recent: int = 3
@@ -226,6 +264,31 @@ class Policy:
         """A copy with some fields changed (checked again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def for_window(self, context_window: int) -> Policy:
+        """This policy with its token budgets scaled for a small window (see the module doc).
+
+        The result no longer scales (`small_window_reference` 0), so calling it twice is safe.
+        """
+        if context_window < MIN_CONTEXT_WINDOW:
+            raise ConfigError(
+                f"a {context_window:,}-token context window is too small: unbounded needs at "
+                f"least {MIN_CONTEXT_WINDOW:,} tokens (a summary and one more turn); use a "
+                "model or --window with a larger window"
+            )
+        reference = self.small_window_reference
+        if reference <= 0 or context_window >= reference:
+            return self
+        scale = context_window / reference
+        changes: dict[str, object] = {"small_window_reference": 0}
+        for name in SCALED_BUDGETS:
+            value = getattr(self, name)
+            if value == _DEFAULTS[name]:  # what the user set is taken as it is
+                changes[name] = max(_MIN_SCALED.get(name, 1), round(value * scale))
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_DEFAULTS: dict[str, object] = {spec.name: spec.default for spec in fields(Policy)}
+
 
 def _env_raw(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(ENV_PREFIX + name)
@@ -333,20 +396,26 @@ def autocompact_threshold(model: ModelInfo, policy: Policy) -> int:
 
 
 def compute_thresholds(model: ModelInfo, policy: Policy | None = None) -> Thresholds:
-    """All threshold levels for a model."""
-    active = policy or Policy()
+    """All threshold levels for a model (budgets scaled for a small window, see the module
+    doc); a window too small to work in is a ConfigError."""
+    active = (policy or Policy()).for_window(model.context_window)
     effective = effective_window(model, active)
     autocompact = autocompact_threshold(model, active)
     auto_on = active.compact_enabled and active.auto_compact_enabled
     base = autocompact if auto_on else effective
     blocking = active.blocking_limit_override or (model.context_window - active.blocking_buffer)
+    if autocompact <= 0:
+        raise ConfigError(
+            f"the policy leaves no room in a {model.context_window:,}-token window "
+            f"(auto-compact at {autocompact:,} tokens): lower its buffers or use a larger window"
+        )
     return Thresholds(
         context_window=model.context_window,
         max_output=active.max_output_override or model.max_output,
         effective_window=effective,
         autocompact=autocompact,
-        warning=base - active.warning_buffer,
-        error=base - active.error_buffer,
+        warning=max(0, base - active.warning_buffer),
+        error=max(0, base - active.error_buffer),
         blocking=blocking,
         auto_compact_enabled=auto_on,
     )

@@ -19,6 +19,13 @@ Everything that must survive a restart is saved in the store after each step: th
 microcompaction state, the circuit breaker and compaction tracking, the latched cache TTL.
 The transcript is only ever appended to. The class is async; `SyncSession` is the same
 with blocking methods.
+
+A session holds its store (a folder lock) until `close()`; use it as a context manager
+(`with` / `async with`). Tool calls that never got a result (a process killed while a tool
+ran, an interrupt, a new prompt first) are answered with a synthetic error result, recorded
+in the transcript, as soon as the conversation moves on (`add_user`, `prepare`, `compact`,
+`interrupt`). A tool result or user text over `Policy.tool_result_max_tokens` is kept whole
+on the side (`store.save_tool_output`) and enters the conversation as its head and tail.
 """
 
 from __future__ import annotations
@@ -40,21 +47,26 @@ from unbounded.compaction.conversation import (
     compact_conversation,
 )
 from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
+from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, UnboundedError
 from unbounded.events import (
+    CircuitBreakerTripped,
     ContextWarning,
     Event,
     EventSink,
-    GenericEvent,
     MicrocompactApplied,
+    ReactiveCompaction,
+    RequestRepaired,
+    ToolCallsInterrupted,
+    ToolOutputCapped,
     emit,
 )
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
-from unbounded.model.normalize import MessageNormalizer, validate_request
+from unbounded.model.normalize import MessageNormalizer, interrupted_result, validate_request
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, WarningLevel, compute_thresholds
@@ -75,6 +87,13 @@ GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
 CIRCUIT_BREAKER_FAILURES = 3
 """Consecutive auto-compaction failures before the extractive summarizer takes over."""
 STATE_NAME = "session"
+INTERRUPT_TEXT = "[Request interrupted by user]"
+INTERRUPT_FOR_TOOL_USE_TEXT = "[Request interrupted by user for tool use]"
+"""What Claude Code writes when the user interrupts a response, or a running tool."""
+
+
+class SessionClosedError(UnboundedError):
+    """The session was closed; open it again to go on."""
 
 MemoryCompactor = Callable[["Session"], Awaitable[CompactionResult | None]]
 """Session-memory compaction: a result built from the notes, or None to fall through."""
@@ -196,14 +215,17 @@ class Session:
         redact_secrets: bool | Redactor = False,
     ) -> None:
         self.config = config
-        self.store: SessionStore = store or MemoryStore()
-        self.policy = policy or Policy.from_env()
         table = model_table or load_model_table()
         info = table.get(config.model)
         self.model_info: ModelInfo = (
             info.with_window(config.context_window) if config.context_window else info
         )
+        # Budgets scaled for a small window (and a window too small refused) before anything
+        # is opened, so a bad configuration holds no lock.
+        self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds = compute_thresholds(self.model_info, self.policy)
+        self.store: SessionStore = store or MemoryStore()
+        self._closed = False
         # Built once: the policy of turns whose count-based clearing is held back.
         self._hold_clears_policy = self.policy.with_changes(microcompact_enabled=False)
         self.summarizer = summarizer
@@ -220,7 +242,7 @@ class Session:
             write_diff=private_diff_writer(self.redactor),
         )
         transcript = self.store.load()
-        self.warnings = list(transcript.warnings)
+        self.warnings = list(transcript.warnings) + transcript.thread_report().warnings()
         self.entries: list[Entry] = transcript.main_thread()
         state = self.store.load_state(STATE_NAME) or {}
         self.micro = (
@@ -239,14 +261,55 @@ class Session:
         self.turn_listeners: list[TurnListener] = []
         self.compaction_listeners: list[CompactionListener] = []
         self._rebuild_view()
+        self._reported_repairs: tuple[str, ...] = ()
+        # Calls left unanswered by the previous process: answered when the session goes on.
+        self._resumed_pending = bool(self.pending_tool_use_ids())
         for extension in extensions:
             extension.attach(self)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True after `close()`."""
+        return self._closed
+
+    def close(self) -> None:
+        """Release the store (its folder lock). Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self.store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(
+                "this session was closed; open it again (Session.open) to go on"
+            )
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def open(cls, folder: str | Path, config: SessionConfig, **options: Any) -> Session:
-        """A session kept in a folder: created when new, resumed when it exists."""
-        return cls(config, store=FolderStore(folder), **options)
+        """A session kept in a folder: created when new, resumed when it exists.
+
+        Close it (or use `with`) to release the folder for another process or a later open.
+        """
+        store = FolderStore(folder)
+        try:
+            return cls(config, store=store, **options)
+        except BaseException:
+            store.close()
+            raise
 
     @classmethod
     def from_transcript(
@@ -260,17 +323,22 @@ class Session:
         from unbounded.transcripts.loader import load_transcript
 
         transcript = load_transcript(path)
-        store = FolderStore(folder)
-        if store.load().entries:
-            store.close()
-            raise ConfigError(f"{folder} already holds a session; open it with Session.open")
-        store.append(transcript.main_thread())
         model = (config.model if config else None) or transcript.model
         if not model:
             raise ConfigError(
                 "the transcript does not say which model it used: pass a SessionConfig"
             )
-        return cls(config or SessionConfig(model=model), store=store, **options)
+        store = FolderStore(folder)
+        try:
+            if store.load().entries:
+                raise ConfigError(
+                    f"{folder} already holds a session; open it with Session.open"
+                )
+            store.append(transcript.main_thread())
+            return cls(config or SessionConfig(model=model), store=store, **options)
+        except BaseException:
+            store.close()  # a failed start must not keep the folder locked
+            raise
 
     # -- the view ----------------------------------------------------------------------------
     def _rebuild_view(self) -> None:
@@ -303,6 +371,7 @@ class Session:
         """Append entries to the transcript and the view (parentUuid chained)."""
         if not entries:
             return
+        self._check_open()
         previous = self.entries[-1].uuid if self.entries else None
         for entry in entries:
             if entry.data.get("parentUuid") is None and not entry.is_compact_boundary:
@@ -321,21 +390,100 @@ class Session:
     def add_user(
         self, content: str | Sequence[ContentBlock] | Sequence[dict[str, Any]], **flags: Any
     ) -> Entry:
-        """Add a user message (text or blocks)."""
-        entry = Entry.user(content, timestamp=_iso(self._clock()), **flags)
+        """Add a user message (text or blocks).
+
+        Tool calls still waiting for a result are answered first with a synthetic error result
+        (the user moved on), unless this message carries their results.
+        """
+        self._check_open()
+        blocks = (
+            [{"type": "text", "text": content}]
+            if isinstance(content, str)
+            else [dict(b) for b in content]
+        )
+        answered = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
+        self._answer_pending_calls("user", except_ids=answered)
+        capped = self._cap_blocks(blocks, key_prefix="user")
+        stored: str | list[dict[str, Any]] = (
+            capped[0]["text"] if isinstance(content, str) else capped
+        )
+        entry = Entry.user(stored, timestamp=_iso(self._clock()), **flags)
         self.append([entry])
         return entry
 
     def add_tool_results(self, results: Sequence[Mapping[str, Any]]) -> Entry:
-        """Add tool_result blocks (one user message)."""
+        """Add tool_result blocks (one user message); an oversized one is capped."""
+        self._check_open()
         blocks = []
         for result in results:
             if result.get("type") != "tool_result" or not result.get("tool_use_id"):
                 raise ConfigError("add_tool_results takes tool_result blocks with a tool_use_id")
             blocks.append(dict(result))
-        entry = Entry.user(blocks, timestamp=_iso(self._clock()))
+        entry = Entry.user(self._cap_blocks(blocks), timestamp=_iso(self._clock()))
         self.append([entry])
         return entry
+
+    def interrupt(self, *, for_tool_use: bool | None = None) -> Entry:
+        """Record that the user interrupted: pending tool calls get an "interrupted" result and
+        Claude Code's interrupt line is added (use it from a KeyboardInterrupt handler)."""
+        self._check_open()
+        pending = self.pending_tool_use_ids()
+        self._answer_pending_calls("user")
+        text = INTERRUPT_FOR_TOOL_USE_TEXT if (for_tool_use or pending) else INTERRUPT_TEXT
+        entry = Entry.user([{"type": "text", "text": text}], timestamp=_iso(self._clock()))
+        self.append([entry])
+        return entry
+
+    def pending_tool_use_ids(self) -> list[str]:
+        """Tool calls of the last response that have no result yet."""
+        messages = self._normalizer.messages
+        if not messages or messages[-1]["role"] != "assistant":
+            return []
+        content = messages[-1]["content"]
+        if not isinstance(content, list):
+            return []
+        return [str(b.get("id")) for b in content if b.get("type") == "tool_use"]
+
+    def _answer_pending_calls(self, reason: str, *, except_ids: set[str] | None = None) -> None:
+        """Record a synthetic error result for each tool call still waiting for one."""
+        pending = [i for i in self.pending_tool_use_ids() if i not in (except_ids or set())]
+        if not pending:
+            return
+        if self._resumed_pending:
+            reason = "resume"
+        self._resumed_pending = False
+        entry = Entry.user(
+            [interrupted_result(tool_id) for tool_id in pending],
+            timestamp=_iso(self._clock()),
+            extra={"toolUseResult": "interrupted"},
+        )
+        self.append([entry])
+        emit(self._events, ToolCallsInterrupted(tuple(pending), reason))
+
+    def _cap_blocks(
+        self, blocks: list[dict[str, Any]], *, key_prefix: str = ""
+    ) -> list[dict[str, Any]]:
+        """Blocks with every oversized text cut to head and tail, the full text kept aside."""
+        limit = self.policy.tool_result_max_tokens * CHARS_PER_TOKEN
+        if limit <= 0:
+            return blocks
+        out: list[dict[str, Any]] = []
+        for block in blocks:
+            tool_id = block.get("tool_use_id")
+            key = str(tool_id) if tool_id else f"{key_prefix or 'text'}-{uuid_module.uuid4().hex}"
+            new, capped = cap_block_texts(block, limit, key, self.store.save_tool_output)
+            for item in capped:
+                emit(
+                    self._events,
+                    ToolOutputCapped(
+                        tool_use_id=str(tool_id) if tool_id else None,
+                        original_chars=item.original_chars,
+                        kept_chars=len(item.text),
+                        saved_to=item.saved_to,
+                    ),
+                )
+            out.append(new)
+        return out
 
     def record(self, response: ModelResponse | Mapping[str, Any]) -> Entry:
         """Record the model's answer; its usage anchors the token count and is checked for a
@@ -392,6 +540,8 @@ class Session:
         The request shares unchanged message dicts with the session's view: treat it as
         read-only (deep-copy it before editing).
         """
+        self._check_open()
+        self._answer_pending_calls("prepare")
         for prepare_listener in list(self.prepare_listeners):
             await prepare_listener(self)
         now = self._clock()
@@ -427,6 +577,7 @@ class Session:
                 self.micro.cached.pending_deleted_tokens,
                 cache_deleted_baseline=self.micro.cache_deleted_input_tokens,
             )
+        self._report_repairs()
         if self.config.validate_requests:
             validate_request(request["messages"])
         self.detector.record_prompt_state(
@@ -436,6 +587,13 @@ class Session:
         self._warn_if_needed()
         self._save_state()
         return request
+
+    def _report_repairs(self) -> None:
+        """Emit a RequestRepaired event when the view needed new repairs to be valid."""
+        repairs = tuple(f"{r.kind}@{r.index}" for r in self._normalizer.repairs)
+        if repairs and repairs != self._reported_repairs:
+            emit(self._events, RequestRepaired(repairs))
+        self._reported_repairs = repairs
 
     def _microcompact_policy(self, now: datetime, last_assistant_at: datetime | None) -> Policy:
         """The policy for this turn's microcompaction.
@@ -497,10 +655,7 @@ class Session:
                 return None
             emit(
                 self._events,
-                GenericEvent(
-                    "circuit_breaker_tripped",
-                    {"failures": self.tracking.consecutive_failures, "error": str(error)},
-                ),
+                CircuitBreakerTripped(self.tracking.consecutive_failures, str(error)),
             )
             try:
                 result = await self._compact(self._extractive(), trigger="auto")
@@ -530,6 +685,8 @@ class Session:
         direction: PartialDirection | None = None,
     ) -> CompactionResult:
         """Manual compaction (`/compact`), optionally partial around a pivot record."""
+        self._check_open()
+        self._answer_pending_calls("prepare")
         provider = self.summarizer or self._extractive()
         return await self._compact(
             provider, trigger="manual", instructions=instructions, pivot=pivot, direction=direction
@@ -605,7 +762,7 @@ class Session:
         try:
             response = await provider.create(request, stream=stream)
         except PromptTooLongError as error:
-            emit(self._events, GenericEvent("reactive_compaction", {"error": str(error)}))
+            emit(self._events, ReactiveCompaction(str(error)))
             compacted = await self.auto_compact() if self.policy.compact_enabled else None
             if compacted is None:
                 raise
@@ -669,6 +826,25 @@ class SyncSession:
         """Where the context stands."""
         return self.session.status()
 
+    def interrupt(self) -> Entry:
+        """Record a user interrupt (pending tool calls answered)."""
+        return self.session.interrupt()
+
+    def call(self, provider: Provider, *, stream: bool = False) -> ModelResponse:
+        """Prepare, send, record (see `Session.call`)."""
+        result: ModelResponse = run_sync(self.session.call(provider, stream=stream))
+        return result
+
+    def close(self) -> None:
+        """Release the store."""
+        self.session.close()
+
+    def __enter__(self) -> SyncSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
@@ -677,6 +853,7 @@ __all__ = [
     "MemoryCompactor",
     "PrepareListener",
     "Session",
+    "SessionClosedError",
     "SessionConfig",
     "SessionExtension",
     "SessionStatus",

@@ -9,7 +9,7 @@ from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from unbounded.errors import ConfigError
-from unbounded.events import GenericEvent, emit
+from unbounded.events import ReactiveCompaction, emit
 from unbounded.session import Session, SyncSession
 
 T = TypeVar("T")
@@ -45,7 +45,7 @@ async def compact_after_prompt_too_long(session: Session, error: BaseException) 
     True when the conversation was compacted (retry the call once); False when compaction is
     off or failed (give the error to the caller).
     """
-    emit(session.events_sink(), GenericEvent("reactive_compaction", {"error": str(error)}))
+    emit(session.events_sink(), ReactiveCompaction(str(error)))
     if not session.policy.compact_enabled:
         return False
     return await session.auto_compact() is not None

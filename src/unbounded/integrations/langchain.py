@@ -81,7 +81,13 @@ from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
-from unbounded.events import EventSink, GenericEvent, MicrocompactApplied, emit
+from unbounded.events import (
+    CircuitBreakerTripped,
+    EventSink,
+    LangchainCompacted,
+    MicrocompactApplied,
+    emit,
+)
 from unbounded.integrations._support import run_blocking
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
@@ -627,9 +633,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             if failures == CIRCUIT_BREAKER_FAILURES:
                 emit(
                     self.events,
-                    GenericEvent(
-                        "circuit_breaker_tripped", {"failures": failures, "error": str(error)}
-                    ),
+                    CircuitBreakerTripped(failures, str(error)),
                 )
             return None
         return _Summary(
@@ -707,13 +711,10 @@ class _Plan:
         context["stale_usage_ids"] = [m.id for m in kept if isinstance(m, AIMessage) and m.id]
         emit(
             self.middleware.events,
-            GenericEvent(
-                "langchain_compacted",
-                {
-                    "pre_tokens": summary.pre_tokens,
-                    "messages_summarized": summarized,
-                    "messages_kept": len(kept),
-                },
+            LangchainCompacted(
+                pre_tokens=summary.pre_tokens,
+                messages_summarized=summarized,
+                messages_kept=len(kept),
             ),
         )
         return {
