@@ -44,10 +44,18 @@ def fsync_directory(folder: Path) -> None:
 
 
 def atomic_write_chunks(
-    path: str | Path, chunks: Iterable[bytes], *, mode: int = FILE_MODE
+    path: str | Path, chunks: Iterable[bytes], *, mode: int | None = FILE_MODE
 ) -> Path:
-    """Write chunks to `path` atomically (see the module docstring)."""
+    """Write chunks to `path` atomically (see the module docstring).
+
+    `mode=None` keeps the mode of the file being replaced (0600 for a new one).
+    """
     target = Path(path)
+    if mode is None:
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = FILE_MODE
     private_folder(target.parent)
     descriptor, temp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".tmp", dir=target.parent

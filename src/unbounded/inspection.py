@@ -67,6 +67,7 @@ class InspectReport:
             "warnings": list(transcript.warnings) + list(self.notes),
             "model": self.model.name,
             "model_source": self.model_source,
+            "models": transcript.models(),
             "context_window": self.thresholds.context_window,
             "messages": self.messages,
             "api_calls": self.api_calls,

@@ -364,6 +364,7 @@ class CacheSimulator:
         max_breakpoints: int = MAX_CACHE_BREAKPOINTS,
         openai_retention_seconds: float = OPENAI_RETENTION_SECONDS,
         openai_step_tokens: int = OPENAI_CACHE_STEP_TOKENS,
+        other_models: Mapping[str, ModelInfo] | None = None,
     ) -> None:
         if not isinstance(model, ModelInfo | ModelTable):
             raise ConfigError("CacheSimulator needs a ModelInfo or a ModelTable")
@@ -378,6 +379,8 @@ class CacheSimulator:
         if openai_step_tokens < 1:
             raise ConfigError("openai_step_tokens must be >= 1")
         self._model = model
+        # Requests naming one of these models are priced as it (a session that mixes models).
+        self._other_models = dict(other_models or {})
         self._counter = as_block_counter(counter)
         self._mode = mode
         self.lookback_blocks = lookback_blocks
@@ -398,9 +401,11 @@ class CacheSimulator:
 
     def model_for(self, request: ProviderRequest) -> ModelInfo:
         """The table row that prices (and sets the cache rules of) this request."""
+        name = cast(Mapping[str, Any], request).get("model")
+        if isinstance(name, str) and name in self._other_models:
+            return self._other_models[name]
         if isinstance(self._model, ModelInfo):
             return self._model
-        name = cast(Mapping[str, Any], request).get("model")
         if not isinstance(name, str) or not name:
             raise ConfigError("the request has no model to look up in the model table")
         return self._model.get(name)

@@ -13,6 +13,13 @@ import typer
 from rich.table import Table
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.cli.options import (
+    FileOrderOption,
+    SkipInvalidOption,
+    check_output_path,
+    file_stamp,
+    read_transcript,
+)
 from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
 from unbounded.errors import ConfigError
 from unbounded.events import CompactionHeartbeat, CompactionRetried, Event
@@ -23,7 +30,6 @@ from unbounded.models import DEFAULT_MODEL, load_model_table
 from unbounded.policy import Policy
 from unbounded.providers.base import Provider
 from unbounded.transcripts.claude_code import write_claude_code
-from unbounded.transcripts.loader import load_transcript
 
 SummarizerName = Literal["extractive", "anthropic", "openai"]
 
@@ -98,16 +104,40 @@ def compact_command(
         str | None, typer.Option("--pivot", help="uuid of the pivot record.")
     ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the compacted transcript here.")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the compacted transcript here (never over the input without --force).",
+        ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Allow -o to replace the input or a non-transcript file."),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    skip_invalid: SkipInvalidOption = False,
+    file_order: FileOrderOption = False,
 ) -> None:
     """Summarize a session (or part of it) and show what the next context would hold."""
     if partial not in (None, "up_to", "from"):
         raise ConfigError("--partial must be up_to or from")
     if (partial is None) != (pivot is None):
         raise ConfigError("--partial and --pivot go together")
-    transcript = load_transcript(path)
+    if output is not None:
+        check_output_path(output, [path], force=force)
+    stamp = file_stamp(path)
+    transcript = read_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
+    if (
+        output is not None
+        and transcript.format != "claude-code"
+        and output.exists()
+        and os.path.samefile(output, path)
+    ):
+        raise ConfigError(
+            f"{path} is a {transcript.format} file: the compacted session is written as a "
+            "Claude Code transcript, which would replace it; choose another -o file"
+        )
     prefix, thread = entries_to_compact(transcript, at)
     table = load_model_table()
     model_name = model or transcript.model or DEFAULT_MODEL
@@ -145,7 +175,12 @@ def compact_command(
     messages = normalize_messages(result.view())
     validate_request(messages)
     if output is not None:
-        write_claude_code([*prefix, *result.new_entries()], output)
+        if output.exists() and os.path.samefile(output, path) and file_stamp(path) != stamp:
+            raise ConfigError(
+                f"{path} changed while it was being compacted (a session still running?): "
+                "not replaced; write to another -o file"
+            )
+        write_claude_code([*prefix, *result.new_entries()], output, keep_mode=True)
     report: dict[str, Any] = {
         "path": str(path),
         "at": at,

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.compact_command import make_provider
+from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
 from unbounded.errors import ConfigError
 from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
 from unbounded.evaluation.probes import ProbeRunner
@@ -20,7 +21,6 @@ from unbounded.evaluation.retention import FACT_TYPES
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL
 from unbounded.providers.base import Provider
-from unbounded.transcripts.loader import load_transcript
 
 
 async def run_eval(
@@ -72,11 +72,16 @@ def eval_command(
         str | None, typer.Option("--judge-model", help="Model of the judge (default: --model).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    skip_invalid: SkipInvalidOption = False,
+    file_order: FileOrderOption = False,
 ) -> None:
     """Measure what compaction keeps at each compaction point of recorded sessions."""
     if not paths:
         raise ConfigError("give at least one session to evaluate")
-    transcripts = [(str(path), load_transcript(path)) for path in paths]
+    transcripts = [
+        (str(path), read_transcript(path, skip_invalid=skip_invalid, file_order=file_order))
+        for path in paths
+    ]
     model_name = model or transcripts[0][1].model or DEFAULT_MODEL
     names = summarizer or ["extractive"]
     providers = [make_provider(name, model_name) for name in dict.fromkeys(names)]

@@ -11,10 +11,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.cli.app import app, console, exits_cleanly
+from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
 from unbounded.inspection import InspectReport, inspect_transcript
 from unbounded.models import load_model_table
-from unbounded.transcripts.loader import load_transcript
 
 BAR_WIDTH = 60
 _LEVEL_STYLE = {
@@ -39,30 +39,20 @@ def inspect_command(
     ] = None,
     window: Annotated[
         int | None,
-        typer.Option("--window", min=1_000, help="Plan for this context window instead."),
+        typer.Option("--window", help="Plan for this context window instead (>= 8,192)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    skip_invalid: Annotated[
-        bool,
-        typer.Option("--skip-invalid", help="Skip lines that cannot be read, and say how many."),
-    ] = False,
+    skip_invalid: SkipInvalidOption = False,
     models_file: Annotated[
         list[Path] | None, typer.Option("--models-file", help="Extra model table (TOML).")
     ] = None,
+    file_order: FileOrderOption = False,
 ) -> None:
     """Show where a session's tokens go and how close it is to compaction."""
-    transcript = load_transcript(path, skip_invalid=skip_invalid)
+    transcript = read_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
     report = inspect_transcript(
         transcript, model=model, window=window, table=load_model_table(models_file or ())
     )
-    for warning in transcript.warnings:
-        error_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    if transcript.skipped_lines:
-        error_console.print(
-            f"[yellow]warning:[/] skipped {transcript.skipped_lines} invalid line(s)"
-            " (--skip-invalid)",
-            highlight=False,
-        )
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
         return
@@ -101,6 +91,11 @@ def render(report: InspectReport) -> None:
     header.add_row("file", str(transcript.path))
     header.add_row("format", transcript.format)
     header.add_row("model", f"{report.model.name} ({report.model_source})")
+    called = report.transcript.models()
+    if len(called) > 1:
+        header.add_row(
+            "calls by model", ", ".join(f"{name} {count:,}" for name, count in called.items())
+        )
     header.add_row(
         "records",
         f"{transcript.records:,} records · {report.messages:,} API messages · "

@@ -14,13 +14,13 @@ from rich.table import Table
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.compact_command import make_provider
+from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
 from unbounded.demo import DEMO_SOURCE, demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, ReplayReport, replay_session
 from unbounded.evaluation.report import render_report_html
 from unbounded.evaluation.sources import claude_projects_dir, latest_claude_session
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, load_model_table
-from unbounded.transcripts.loader import load_transcript
 
 _KIND_STYLE = {
     "compaction": "bold magenta",
@@ -33,14 +33,17 @@ _KIND_STYLE = {
 }
 
 
-def pick_session(path: Path | None) -> tuple[Transcript, str]:
+def pick_session(
+    path: Path | None, *, skip_invalid: bool = False, file_order: bool = False
+) -> tuple[Transcript, str]:
     """The transcript to replay and how to name it: PATH, else the newest Claude Code session
     under ~/.claude/projects, else the built-in demo session."""
     if path is not None:
-        return load_transcript(path), path.name
+        return read_transcript(path, skip_invalid=skip_invalid, file_order=file_order), path.name
     latest = latest_claude_session(claude_projects_dir())
     if latest is not None:
-        return load_transcript(latest), f"{latest.parent.name}/{latest.name}"
+        transcript = read_transcript(latest, skip_invalid=skip_invalid, file_order=file_order)
+        return transcript, f"{latest.parent.name}/{latest.name}"
     return demo_transcript(), DEMO_SOURCE
 
 
@@ -62,7 +65,7 @@ def replay_command(
     ] = None,
     window: Annotated[
         int | None,
-        typer.Option("--window", min=10_000, help="Plan for this context window (tokens)."),
+        typer.Option("--window", help="Plan for this context window (tokens, >= 8,192)."),
     ] = None,
     summarizer: Annotated[
         str,
@@ -76,9 +79,11 @@ def replay_command(
     series: Annotated[
         bool, typer.Option("--series", help="With --json: add the per-call figures.")
     ] = False,
+    skip_invalid: SkipInvalidOption = False,
+    file_order: FileOrderOption = False,
 ) -> None:
     """Replay a session through unbounded's pipeline and compare costs with baselines."""
-    transcript, source = pick_session(path)
+    transcript, source = pick_session(path, skip_invalid=skip_invalid, file_order=file_order)
     table = load_model_table()
     if model is not None:
         table.get(model)  # an unknown model fails before any work
@@ -139,6 +144,9 @@ def render(report: ReplayReport) -> None:
         f"peak {report.ours.peak_context_tokens:,} tokens · cache read share "
         f"{report.ours.cache_read_share:.1%}",
     )
+    others = [f"{name} {count:,}" for name, count in list(report.models.items())[1:]]
+    if others:
+        header.add_row("other models", f"{', '.join(others)} calls, each priced as its own model")
     console.print(Panel(header, title="unbounded replay", expand=False))
 
     timeline = Table(title="Timeline", title_justify="left")

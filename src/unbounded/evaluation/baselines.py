@@ -27,7 +27,7 @@ to its history. All use the auto-compact threshold of the replayed model and win
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -78,8 +78,19 @@ class ReplaySettings:
     """Auto-compact threshold of the replayed model and window."""
     start_time: float
     max_tokens: int = 32_000
+    call_models: Mapping[str, ModelInfo] = field(default_factory=dict)
+    """Other models the recorded session called, by the name its calls carry: each call is
+    planned with its own model and priced as it."""
 
-    def request(self, messages: list[MessageParam]) -> ProviderRequest:
+    def model_for(self, call: RecordedCall) -> str:
+        """The model name a request for this recorded call carries (its own, when known)."""
+        if call.model and call.model in self.call_models:
+            return call.model
+        return self.model_name
+
+    def request(
+        self, messages: list[MessageParam], *, model_name: str | None = None
+    ) -> ProviderRequest:
         """A main request with the opaque prefix and the cache markers placed.
 
         The same markers `place_cache_breakpoints` gives such a request (the system blocks,
@@ -87,7 +98,7 @@ class ReplaySettings:
         whole conversation: only the marked message is copied.
         """
         body: ProviderRequest = {
-            "model": self.model_name,
+            "model": model_name or self.model_name,
             "max_tokens": self.max_tokens,
             "system": self.prefix.system_blocks(self.ttl),
             "messages": mark_last_message(messages, get_cache_control(None, self.ttl)),
@@ -97,7 +108,11 @@ class ReplaySettings:
     def simulator(self) -> CacheSimulator:
         """A fresh cache simulator for one strategy (warm prefix primed)."""
         return self.prefix.simulator(
-            self.model, self.model_name, time=self.start_time, ttl=self.ttl
+            self.model,
+            self.model_name,
+            time=self.start_time,
+            ttl=self.ttl,
+            other_models=self.call_models,
         )
 
 
@@ -246,7 +261,7 @@ class Baseline:
         ]
         simulated = self.simulator.step(
             call.request_time,
-            self.settings.request(plan.messages),
+            self.settings.request(plan.messages, model_name=self.settings.model_for(call)),
             output_tokens=call.output_tokens,
         )
         self.run.add(simulated, side, self.settings.context_window)

@@ -93,12 +93,18 @@ class OpaquePrefix:
         return ScaledBlockCounter(self.scale, dict(self._texts()))
 
     def simulator(
-        self, model: ModelInfo, model_name: str, *, time: float, ttl: CacheTtl
+        self,
+        model: ModelInfo,
+        model_name: str,
+        *,
+        time: float,
+        ttl: CacheTtl,
+        other_models: Mapping[str, ModelInfo] | None = None,
     ) -> CacheSimulator:
         """A cache simulator for one strategy, with the warm part primed just before `time`.
 
         `model_name` is the model string the requests carry (it keys the cache)."""
-        simulator = CacheSimulator(model, counter=self.counter())
+        simulator = CacheSimulator(model, counter=self.counter(), other_models=other_models)
         if self.warm_tokens > 0:
             warm_text, _ = self._texts()[0]
             primer: ProviderRequest = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
@@ -210,6 +210,8 @@ class ReplayReport:
     retention_full: RetentionTally = field(default_factory=RetentionTally)
     notes: list[str] = field(default_factory=list)
     session_memory_updates: int = 0
+    models: dict[str, int] = field(default_factory=dict)
+    """Recorded calls per model, the main model first (each call priced with its own)."""
 
     @property
     def calls(self) -> int:
@@ -255,6 +257,7 @@ class ReplayReport:
         data: dict[str, Any] = {
             "source": self.source,
             "model": self.model,
+            "models": dict(self.models),
             "context_window": self.context_window,
             "thresholds": {
                 "autocompact": self.thresholds.autocompact,
@@ -472,6 +475,13 @@ class _Replayer:
         self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
         calls = self.script.calls
         start = calls[0].request_time if calls else 0.0
+        # Each recorded call is planned and priced with its own model when the table knows it.
+        self.call_models: dict[str, ModelInfo] = {}
+        for name in transcript.models():
+            info = table.find(name)
+            if info is not None and name != self.model_name:
+                self.call_models[name] = info
+        self.models_called = transcript.models()
         self.settings = ReplaySettings(
             model=self.model,
             model_name=self.model_name,
@@ -480,6 +490,7 @@ class _Replayer:
             context_window=window,
             threshold=self.thresholds.autocompact,
             start_time=start,
+            call_models=self.call_models,
         )
         if options.summarizer is None:
             from unbounded.providers.extractive import ExtractiveSummarizer
@@ -557,6 +568,7 @@ class _Replayer:
             retention_full=self.retention_full,
             notes=self.notes,
             session_memory_updates=self.memory_updates,
+            models=self.models_called,
         )
 
     def _event(self, event: TimelineEvent) -> None:
@@ -622,6 +634,9 @@ class _Replayer:
             )
             for summary_request, response in summary_calls
         ]
+        call_model = self.settings.model_for(call)
+        if call_model != request.get("model"):
+            request = cast(ProviderRequest, {**request, "model": call_model})
         main = self.simulator.step(call.request_time, request, output_tokens=call.output_tokens)
         self.ours.add(main, side, self.window)
         if main.prompt_tokens > self.window:
@@ -643,7 +658,7 @@ class _Replayer:
             {
                 "content": list(call.content),
                 "usage": dict(main.usage()),
-                "model": self.model_name,
+                "model": call_model,
                 "id": call.message_id,
                 "stop_reason": call.stop_reason,
             }
@@ -677,7 +692,7 @@ class _Replayer:
                 self.cache_breaks += 1
             self._event(line)
 
-        recorded_cost = _recorded_cost(call, self.model, self.ttl)
+        recorded_cost = _recorded_cost(call, self.call_models.get(call_model, self.model), self.ttl)
         if self.recorded_total is not None and recorded_cost is not None:
             self.recorded_total += recorded_cost
         self.points.append(

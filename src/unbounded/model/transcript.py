@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from unbounded.model.content import Usage, usage_context_total, usage_prompt_total
-from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.entries import SYNTHETIC_MODEL, Entry, messages_after_compact_boundary
 from unbounded.model.thread import ThreadOrder, ThreadReport, file_order_thread, rebuild_thread
 
 
@@ -133,13 +133,38 @@ class Transcript:
         """Recorded model responses of the main thread, in order."""
         return api_calls(self.main_thread())
 
+    def models(self) -> dict[str, int]:
+        """Recorded calls per model, the main model (most calls) first.
+
+        Ties go to the model of the later call. Without recorded usage, each real assistant
+        response (one message id) counts as a call.
+        """
+        calls = self.api_calls()
+        if calls:
+            named = [(call.message_id, call.model) for call in calls]
+        else:
+            named = [
+                (entry.message_id or entry.uuid or str(position), entry.model)
+                for position, entry in enumerate(self.main_thread())
+                if entry.type == "assistant" and not entry.is_synthetic_api_error
+            ]
+        counts: dict[str, int] = {}
+        last_seen: dict[str, int] = {}
+        seen: set[str] = set()
+        for position, (response_id, model) in enumerate(named):
+            if not model or model == SYNTHETIC_MODEL or response_id in seen:
+                continue
+            seen.add(response_id)
+            counts[model] = counts.get(model, 0) + 1
+            last_seen[model] = position
+        order = sorted(counts, key=lambda name: (-counts[name], -last_seen[name]))
+        return {name: counts[name] for name in order}
+
     @property
     def model(self) -> str | None:
-        """The model of the last real response in the main thread."""
-        for entry in reversed(self.main_thread()):
-            model = entry.model
-            if entry.type == "assistant" and model and not entry.is_synthetic_api_error:
-                return model
+        """The main model: the one that made the most recorded calls (see `models`)."""
+        for name in self.models():
+            return name
         return None
 
 

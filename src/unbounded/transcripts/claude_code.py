@@ -207,12 +207,17 @@ def read_claude_code(
     )
 
 
-def write_claude_code(entries: Iterable[Entry], path: str | Path) -> None:
+def write_claude_code(
+    entries: Iterable[Entry], path: str | Path, *, keep_mode: bool = False
+) -> None:
     """Write entries as a Claude Code JSONL file, atomically and owner-only (0600).
 
-    A crash leaves either the old file or the complete new one, never half of it.
+    A crash leaves either the old file or the complete new one, never half of it. With
+    `keep_mode`, a file being replaced keeps its permissions.
     """
-    atomic_write_chunks(path, (dumps_line(entry.data) for entry in entries))
+    atomic_write_chunks(
+        path, (dumps_line(entry.data) for entry in entries), mode=None if keep_mode else 0o600
+    )
 
 
 def append_claude_code(entries: Sequence[Entry], path: str | Path, *, fsync: bool = True) -> None:

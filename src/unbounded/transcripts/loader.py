@@ -64,14 +64,25 @@ def load_transcript(
     *,
     skip_invalid: bool = False,
     format: TranscriptFormat | None = None,
+    file_order: bool = False,
 ) -> Transcript:
-    """Read a transcript of any supported format into entries."""
+    """Read a transcript of any supported format into entries.
+
+    The main thread is rebuilt from parent links (see `unbounded.model.thread`); what that
+    leaves out is reported in the warnings. `file_order=True` takes every record in file
+    order instead (for debugging).
+    """
     source = Path(path)
     detected = format or detect_format(source)
     if detected == "claude-code":
-        return claude_code.read_claude_code(source, skip_invalid=skip_invalid)
-    if detected == "swe-agent":
-        return swe_agent.read_swe_agent(source)
-    if detected == "openhands":
-        return openhands.read_openhands(source, skip_invalid=skip_invalid)
-    raise TranscriptError(f"unsupported format {detected!r}", path=source)
+        transcript = claude_code.read_claude_code(source, skip_invalid=skip_invalid)
+    elif detected == "swe-agent":
+        transcript = swe_agent.read_swe_agent(source)
+    elif detected == "openhands":
+        transcript = openhands.read_openhands(source, skip_invalid=skip_invalid)
+    else:
+        raise TranscriptError(f"unsupported format {detected!r}", path=source)
+    if file_order:
+        transcript.thread_order = "file"
+    transcript.warnings.extend(transcript.thread_report().warnings())
+    return transcript

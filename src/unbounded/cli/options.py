@@ -1,0 +1,89 @@
+"""Options and input handling shared by every command that reads a transcript."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from unbounded.cli.app import error_console
+from unbounded.errors import ConfigError
+from unbounded.model.transcript import Transcript
+from unbounded.transcripts.loader import detect_format, load_transcript
+
+SkipInvalidOption = Annotated[
+    bool,
+    typer.Option(
+        "--skip-invalid", help="Skip lines that cannot be read (with a warning saying how many)."
+    ),
+]
+FileOrderOption = Annotated[
+    bool,
+    typer.Option(
+        "--file-order",
+        help="Take every record in file order instead of rebuilding the conversation thread "
+        "from its parent links (for debugging rewound or resumed sessions).",
+    ),
+]
+
+
+def read_transcript(
+    path: Path, *, skip_invalid: bool = False, file_order: bool = False, quiet: bool = False
+) -> Transcript:
+    """Load a transcript for a command and print its warnings on stderr (unless quiet)."""
+    transcript = load_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
+    if not quiet:
+        print_warnings(transcript)
+    return transcript
+
+
+def print_warnings(transcript: Transcript) -> None:
+    """Print what the reader noticed: repaired lines, left-out records, skipped lines."""
+    for warning in transcript.warnings:
+        error_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    if transcript.skipped_lines:
+        error_console.print(
+            f"[yellow]warning:[/] skipped {transcript.skipped_lines} invalid line(s)"
+            " (--skip-invalid)",
+            highlight=False,
+        )
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(size, modification time in ns) of a file, or None when it does not exist."""
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    return status.st_size, status.st_mtime_ns
+
+
+def check_output_path(output: Path, inputs: list[Path], *, force: bool) -> None:
+    """Refuse to write over an input, or over an existing file that is not a Claude Code
+    transcript, unless forced."""
+    if not output.exists():
+        return
+    if output.is_dir():
+        raise ConfigError(f"{output} is a folder: give a file name for the output")
+    for source in inputs:
+        if source.exists() and os.path.samefile(output, source):
+            if not force:
+                raise ConfigError(
+                    f"{output} is the input file: writing there would replace the session "
+                    "(and lose lines a running agent appends meanwhile); choose another "
+                    "-o file, or pass --force to replace it"
+                )
+            return
+    if force:
+        return
+    try:
+        kind = detect_format(output)
+    except Exception:  # any unreadable file counts as "not a transcript" here
+        kind = None
+    if kind != "claude-code":
+        raise ConfigError(
+            f"{output} exists and is not a Claude Code transcript; choose another -o file, "
+            "or pass --force to replace it"
+        )
