@@ -144,21 +144,50 @@ def test_random_bytes(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> 
     read_or_error(path, format="claude-code", skip_invalid=True)
 
 
-def test_named_reasons_for_nul_invalid_utf8_and_bom(tmp_path: Path) -> None:
+def test_named_reason_for_nul(tmp_path: Path) -> None:
+    good = orjson.dumps(USER) + b"\n"
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(good + b'{"type":"user","uuid":"u1","message":{"role":"user","content":"a\x00b"}}\n' + good)
+    with pytest.raises(TranscriptError, match="NUL byte") as raised:
+        read_claude_code(path)
+    assert raised.value.line == 2 and raised.value.path == str(path)
+    skipped = read_claude_code(path, skip_invalid=True)
+    assert skipped.skipped_lines == 1 and len(skipped.entries) == 2
+
+
+def test_invalid_utf8_lone_surrogates_and_bom_are_repaired_with_a_warning(tmp_path: Path) -> None:
     good = orjson.dumps(USER) + b"\n"
     cases = {
-        b'{"type":"user","uuid":"u1","message":{"role":"user","content":"a\x00b"}}\n': "NUL byte",
-        b'{"type":"user","uuid":"u1","message":{"role":"user","content":"caf\xe9"}}\n': "not valid UTF-8",
-        b'{"type":"user","uuid":"u1","message":{"role":"user","content":"\\ud800"}}\n': "malformed JSON",
+        b'{"type":"user","uuid":"u1","message":{"role":"user","content":"caf\xe9"}}\n': ("caf\ufffd", "not UTF-8"),
+        b'{"type":"user","uuid":"u1","message":{"role":"user","content":"\\ud83d cut"}}\n': ("\ufffd cut", "lone surrogates"),
     }
-    for line, reason in cases.items():
+    for line, (text, reason) in cases.items():
         path = tmp_path / "t.jsonl"
         path.write_bytes(good + line + good)
-        with pytest.raises(TranscriptError, match=reason) as raised:
-            read_claude_code(path)
-        assert raised.value.line == 2 and raised.value.path == str(path)
-        skipped = read_claude_code(path, skip_invalid=True)
-        assert skipped.skipped_lines == 1 and len(skipped.entries) == 2
+        transcript = read_claude_code(path)
+        assert [e.content for e in transcript.entries][1] == text
+        assert any(w.startswith(f"{path}:2: ") and reason in w for w in transcript.warnings)
+        # what is written back is valid UTF-8 and reads without a warning
+        again = tmp_path / "again.jsonl"
+        write_claude_code(transcript.entries, again)
+        assert read_claude_code(again).warnings == []
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + good + good)
+    transcript = load_transcript(path)
+    assert len(transcript.entries) == 2 and "byte order mark" in transcript.warnings[0]
+
+
+def test_leading_lines_that_are_not_json_are_skipped(tmp_path: Path) -> None:
+    good = orjson.dumps(USER) + b"\n"
+    path = tmp_path / "banner.jsonl"
+    path.write_bytes(b"Script started on 2026-11-24\n\n" + good + good)
+    transcript = load_transcript(path)
+    assert len(transcript.entries) == 2
+    assert transcript.warnings[0] == f"{path}:1: not JSON, before the first record: skipped"
+    # a bad line after the first record is still an error
+    path.write_bytes(good + b"not json\n" + good)
+    with pytest.raises(TranscriptError, match="malformed JSON"):
+        load_transcript(path)
 
 
 # -- wrong types in every known field ------------------------------------------------------------------

@@ -37,6 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl
@@ -68,6 +70,7 @@ from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer, interrupted_result, validate_request
 from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.model.text import repair_value
 from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, WarningLevel, compute_thresholds
 from unbounded.providers.base import (
@@ -372,6 +375,8 @@ class Session:
         if not entries:
             return
         self._check_open()
+        for entry in entries:
+            self._repair_text(entry)
         previous = self.entries[-1].uuid if self.entries else None
         for entry in entries:
             if entry.data.get("parentUuid") is None and not entry.is_compact_boundary:
@@ -386,6 +391,22 @@ class Session:
             self.view.append(entry)
             self._normalizer.append(entry)
             self._counter.append(entry)
+
+    def _repair_text(self, entry: Entry) -> None:
+        """Replace lone surrogates (which neither the transcript nor the API can encode) with
+        U+FFFD, in place, and say so in the warnings."""
+        try:
+            orjson.dumps(entry.data)
+        except TypeError:
+            repaired, changed = repair_value(entry.data)
+            if not changed:
+                raise
+            entry.data.clear()
+            entry.data.update(repaired)
+            self.warnings.append(
+                f"lone surrogates in {changed} string(s) of a {entry.type} message were "
+                "replaced by U+FFFD (text that UTF-8 cannot encode)"
+            )
 
     def add_user(
         self, content: str | Sequence[ContentBlock] | Sequence[dict[str, Any]], **flags: Any

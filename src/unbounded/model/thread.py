@@ -51,7 +51,8 @@ class ThreadReport:
     file_sessions: list[str] = field(default_factory=list)
     thread_sessions: list[str] = field(default_factory=list)
     abandoned: int = 0
-    """Conversation records on branches the thread does not follow (rewinds, other sessions)."""
+    """Prompts, responses and tool results on branches the thread does not follow (rewinds,
+    other sessions); progress records and local-command echoes are not counted."""
     duplicates: int = 0
     """Records dropped because the thread already held a copy."""
     rescued: int = 0
@@ -110,11 +111,23 @@ def rebuild_thread(
             keep.add(index)
     thread = [candidates[i] for i in sorted(keep)]
     report.abandoned = sum(
-        1 for i, e in enumerate(candidates) if i not in keep and e.type in ("user", "assistant")
+        1 for i, e in enumerate(candidates) if i not in keep and _is_conversation_turn(e)
     )
     thread = _dedupe(thread, report)
     report.thread_sessions = _sessions(thread)
     return thread, report
+
+
+def _is_conversation_turn(entry: Entry) -> bool:
+    """A response, or a prompt the user typed: what makes a left-out branch worth a warning
+    (a local command's echo on a side branch is not)."""
+    if entry.type == "assistant":
+        return not entry.is_synthetic_api_error
+    if entry.type != "user":
+        return False
+    from unbounded.model.user_messages import classify_user_entry
+
+    return classify_user_entry(entry).kind in ("prompt", "tool_results")
 
 
 def _sessions(entries: Sequence[Entry]) -> list[str]:

@@ -1,5 +1,10 @@
 """Reading JSON Lines safely: binary and encoding checks, torn last lines, skip-invalid mode.
 
+Damage that leaves the content readable is repaired with a warning naming the line, not
+refused: a UTF-8 byte order mark, lone UTF-16 surrogates (`\ud83d` from an emoji cut in half)
+and bytes that are not UTF-8 (a Latin-1 file name) become U+FFFD; lines before the first JSON
+record that are not JSON at all (a banner a tool printed into the file) are skipped.
+
 Hostile input is bounded: the file is streamed one line at a time, a line longer than
 `max_line_bytes` (default `MAX_LINE_BYTES`, 256 MiB, or `UNBOUNDED_MAX_LINE_BYTES`) is an
 error that never holds more than the limit in memory, and a record nested deeper than
@@ -9,6 +14,7 @@ error that never holds more than the limit in memory, and a record nested deeper
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,8 +24,10 @@ from typing import IO, Any
 import orjson
 
 from unbounded.errors import ConfigError, TranscriptError
+from unbounded.model.text import repair_value
 
 SNIFF_BYTES = 65_536
+BOM = b"\xef\xbb\xbf"
 MAX_LINE_BYTES = 256 * 1024 * 1024
 """Longest line read (newline excluded); `UNBOUNDED_MAX_LINE_BYTES` overrides it."""
 MAX_DEPTH = 200
@@ -112,14 +120,22 @@ def iter_json_lines(
     with path.open("rb") as handle:
         previous: tuple[int, bytes] | None = None
         number = 0
+        started = False  # a JSON record was seen: no more leading lines to skip
         while True:
             raw = handle.readline(limit + 1)
             if not raw:
                 break
             number += 1
             if previous is not None:
-                yield from _parse_line(path, *previous, skip_invalid, report, validate, depth)
-                previous = None
+                if not started and _leading_junk(previous[1]):
+                    report.warnings.append(
+                        f"{path}:{previous[0]}: not JSON, before the first record: skipped"
+                    )
+                    previous = None
+                else:
+                    started = True
+                    yield from _parse_line(path, *previous, skip_invalid, report, validate, depth)
+                    previous = None
             if len(raw) > limit and not raw.endswith(b"\n"):
                 ended = _skip_rest_of_line(handle)
                 if not ended:
@@ -154,6 +170,35 @@ def iter_json_lines(
         yield from _parse_line(path, last_number, last_raw, skip_invalid, report, validate, depth)
 
 
+def _leading_junk(raw: bytes) -> bool:
+    """A line that is plainly not a JSON record (does not start with `{`), or is blank."""
+    text = raw.strip()
+    if text.startswith(BOM):
+        text = text[len(BOM) :].strip()
+    return not text.startswith(b"{")
+
+
+def parse_lenient(raw: bytes) -> tuple[Any, str] | None:
+    """Parse a line orjson refused for its encoding: BOM removed, invalid UTF-8 bytes and lone
+    surrogates repaired to U+FFFD. Returns (value, what was repaired) or None."""
+    notes: list[str] = []
+    if raw.startswith(BOM):
+        raw = raw[len(BOM) :]
+        notes.append("UTF-8 byte order mark removed")
+    text = raw.decode("utf-8", errors="replace")
+    bad_bytes = text.count("\ufffd") - raw.count("\ufffd".encode())
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    value, surrogates = repair_value(value)
+    if bad_bytes > 0:
+        notes.append(f"{bad_bytes} byte(s) that are not UTF-8 replaced by U+FFFD")
+    if surrogates:
+        notes.append(f"lone surrogates in {surrogates} string(s) replaced by U+FFFD")
+    return value, "; ".join(notes)
+
+
 def _too_deep(raw: bytes, value: Any, max_depth: int) -> bool:
     # Counting brackets is cheap and bounds the depth from above; walk only when it might be.
     if raw.count(b"[") + raw.count(b"{") <= max_depth:
@@ -181,15 +226,27 @@ def _parse_line(
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             text = str(exc).lower()
-            if "depth" in text or "recursion" in text:
-                reason = f"nested deeper than {max_depth} levels"
-            elif "utf-8" in text:
-                reason = "not valid UTF-8"
+            lenient = (
+                parse_lenient(raw)
+                if "depth" not in text and "recursion" not in text
+                else None
+            )
+            if lenient is not None and lenient[1]:
+                value, note = lenient
+                report.warnings.append(f"{path}:{number}: {note}")
             else:
-                reason = f"malformed JSON ({exc})"
-            raise TranscriptError(
-                reason, path=path, line=number, hint="fix or remove the line, or use --skip-invalid"
-            ) from None
+                if "depth" in text or "recursion" in text:
+                    reason = f"nested deeper than {max_depth} levels"
+                elif "utf-8" in text or "surrogate" in text:
+                    reason = "not valid UTF-8"
+                else:
+                    reason = f"malformed JSON ({exc})"
+                raise TranscriptError(
+                    reason,
+                    path=path,
+                    line=number,
+                    hint="fix or remove the line, or use --skip-invalid",
+                ) from None
         if _too_deep(raw, value, max_depth):
             raise TranscriptError(
                 f"nested deeper than {max_depth} levels",
@@ -215,5 +272,17 @@ def _parse_line(
 
 
 def dumps_line(record: dict[str, Any]) -> bytes:
-    """One record as a compact JSON line (UTF-8, like JSON.stringify), newline included."""
-    return orjson.dumps(record) + b"\n"
+    """One record as a compact JSON line (UTF-8, like JSON.stringify), newline included.
+
+    A record holding lone surrogates (which UTF-8 cannot encode) is repaired in place first:
+    they become U+FFFD, so what is written is what the record now says.
+    """
+    try:
+        return orjson.dumps(record) + b"\n"
+    except TypeError:
+        repaired, changed = repair_value(record)
+        if not changed:
+            raise
+        record.clear()
+        record.update(repaired)
+        return orjson.dumps(record) + b"\n"

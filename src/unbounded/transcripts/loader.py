@@ -10,7 +10,7 @@ import orjson
 from unbounded.errors import TranscriptError
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts import claude_code, openhands, swe_agent
-from unbounded.transcripts.jsonl import SNIFF_BYTES, check_not_binary
+from unbounded.transcripts.jsonl import BOM, SNIFF_BYTES, check_not_binary, parse_lenient
 
 TranscriptFormat = Literal["claude-code", "swe-agent", "openhands"]
 FORMATS: tuple[TranscriptFormat, ...] = ("claude-code", "swe-agent", "openhands")
@@ -29,12 +29,19 @@ def detect_format(path: str | Path) -> TranscriptFormat:
         raise TranscriptError("empty file: no records to read", path=source, line=1)
     check_not_binary(source, head)
     stripped = head.lstrip()
-    first_line = stripped.split(b"\n", 1)[0]
+    if stripped.startswith(BOM):
+        stripped = stripped[len(BOM) :].lstrip()
     first: object = None
-    try:
-        first = orjson.loads(first_line)
-    except orjson.JSONDecodeError:
-        first = None
+    for line in stripped.split(b"\n")[:-1] or [stripped]:
+        candidate = line.strip()
+        if not candidate.startswith((b"{", b"[")):
+            continue  # a banner before the records (skipped with a warning when read)
+        try:
+            first = orjson.loads(candidate)
+        except orjson.JSONDecodeError:
+            lenient = parse_lenient(candidate)
+            first = lenient[0] if lenient is not None else None
+        break
     if isinstance(first, dict):
         if claude_code.looks_like_claude_code(first):
             return "claude-code"
