@@ -30,6 +30,7 @@ on the side (`store.save_tool_output`) and enters the conversation as its head a
 
 from __future__ import annotations
 
+import math
 import uuid as uuid_module
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,7 +83,12 @@ from unbounded.providers.base import (
 )
 from unbounded.redaction import Redactor, private_diff_writer, redact_compaction, redactor_for
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
-from unbounded.tokens.estimate import ContextCounter
+from unbounded.tokens.estimate import (
+    ContextCounter,
+    content_tokens,
+    pad_estimate,
+    rough_token_count,
+)
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
 GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
@@ -90,6 +96,10 @@ GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
 CIRCUIT_BREAKER_FAILURES = 3
 """Consecutive auto-compaction failures before the extractive summarizer takes over."""
 STATE_NAME = "session"
+CALIBRATION_MIN = 0.75
+CALIBRATION_MAX = 3.0
+"""Bounds of the reported/estimated ratio: outside them a usage is more likely wrong (a
+cache-edit credit, a provider that reports oddly) than the estimate that far off."""
 INTERRUPT_TEXT = "[Request interrupted by user]"
 INTERRUPT_FOR_TOOL_USE_TEXT = "[Request interrupted by user for tool use]"
 """What Claude Code writes when the user interrupts a response, or a running tool."""
@@ -264,6 +274,14 @@ class Session:
         self.turn_listeners: list[TurnListener] = []
         self.compaction_listeners: list[CompactionListener] = []
         self._rebuild_view()
+        # The system prompt and tools are in every request but in no entry.
+        self._overhead_raw = rough_token_count(
+            orjson.dumps([config.system or "", config.tools]).decode()
+        )
+        self.calibration = float(state.get("calibration", 0.0)) or None
+        """Reported tokens / length estimate of the same request, from the last usage seen:
+        how far length/4 is off for this session's content (None until a usage arrives)."""
+        self._calibrate()
         self._reported_repairs: tuple[str, ...] = ()
         # Calls left unanswered by the previous process: answered when the session goes on.
         self._resumed_pending = bool(self.pending_tool_use_ids())
@@ -532,6 +550,7 @@ class Session:
         )
         self.append([entry])
         self.tracking.turns += 1
+        self._calibrate()
         if usage:
             self.micro.observe_response(usage, self.policy)
             # The detector reports breaks to the session's event sink itself.
@@ -637,6 +656,25 @@ class Session:
             if entry.type == "assistant" and not entry.is_synthetic_api_error:
                 return entry.time
         return None
+
+    def _calibrate(self) -> None:
+        """Update `calibration` from the counter's anchor (its usage against our estimate)."""
+        counter = self._counter
+        if not counter.anchored:
+            return
+        estimate = self._overhead_raw + counter.raw_estimate_at_anchor
+        if estimate > 0 and counter.anchor_tokens > 0:
+            ratio = counter.anchor_tokens / estimate
+            self.calibration = min(CALIBRATION_MAX, max(CALIBRATION_MIN, ratio))
+
+    def estimate_request_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """What a request of these messages (with this session's system prompt and tools)
+        will count: the length estimate scaled by `calibration`, or padded by 4/3 before
+        the first usage arrives."""
+        raw = self._overhead_raw + sum(content_tokens(m.get("content")) for m in messages)
+        if self.calibration is None:
+            return pad_estimate(raw)
+        return math.ceil(raw * self.calibration)
 
     def _warn_if_needed(self) -> None:
         status = self.status()
@@ -800,6 +838,7 @@ class Session:
                 "microcompact": self.micro.to_dict(),
                 "tracking": self.tracking.to_dict(),
                 "ttl": self.ttl_latch.to_dict(),
+                "calibration": self.calibration,
             },
         )
 

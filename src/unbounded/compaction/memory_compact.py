@@ -27,8 +27,11 @@ session's `memory_compactor` (tried first by `Session.auto_compact`, seed 004 "T
    notes cut per section (`session_memory_compact_section_chars`, ~2,000 tokens) by
    `truncate_notes_for_compact`. Attachments are re-injected as after a full compaction
    (files, todos, plan, skills), unless `SessionMemory(rehydrate=False)`.
-6. Refuse when the estimated context after the compaction is still at or over the
-   auto-compact threshold: the next turn would compact again, and again.
+6. Refuse when the context after the compaction would still be at or over the auto-compact
+   threshold (the next turn would compact again): counted as the next request will carry it,
+   system prompt and tools included, with the length estimate calibrated on the session's
+   reported usage (`Session.estimate_request_tokens`). When the kept messages alone would be
+   too many, keep only those the notes do not cover before giving up.
 7. PreCompact hooks run (a blocking hook refuses), SessionStart hook output is appended, and
    PostCompact hooks are told, as for a full compaction.
 
@@ -284,6 +287,11 @@ def build_session_memory_result(
     return result
 
 
+def _request_tokens(session: Session, kept: Sequence[Entry]) -> int:
+    """The calibrated size of a request that holds only these entries (and the prefix)."""
+    return session.estimate_request_tokens(normalize_messages(kept))
+
+
 def _boundary_metadata(session: Session, updated_through: str | None) -> dict[str, Any]:
     tracking = session.tracking
     metadata: dict[str, Any] = {
@@ -327,10 +335,24 @@ async def try_session_memory_compaction(
         skip("the notes are still the empty template")
         return None
     view = list(session.view)
+    threshold = session.thresholds.autocompact
     plan = plan_messages_to_keep(session.entries, view, memory.updated_through, policy)
     if isinstance(plan, str):
         skip(plan)
         return None
+    if _request_tokens(session, view[plan:]) >= threshold:
+        # The kept part alone would be over the threshold: keep only what the notes do not
+        # cover (the minimum that loses nothing) before giving up on a free compaction.
+        lean = plan_messages_to_keep(
+            session.entries,
+            view,
+            memory.updated_through,
+            policy.with_changes(
+                session_memory_keep_min_tokens=0, session_memory_keep_min_text_messages=0
+            ),
+        )
+        if not isinstance(lean, str):
+            plan = lean
     summary, _ = truncate_notes_for_compact(
         notes,
         max_section_chars=policy.session_memory_compact_section_chars,
@@ -354,7 +376,9 @@ async def try_session_memory_compaction(
         skipped_attachments=skipped,
         boundary_metadata=metadata,
     )
-    threshold = session.thresholds.autocompact
+    # What the next request will carry: system prompt and tools included, the length
+    # estimate calibrated on this session's reported usage (length/4 undercounts code).
+    result.post_tokens = session.estimate_request_tokens(normalize_messages(result.view()))
     if result.post_tokens >= threshold:
         skip(f"the context would still hold {result.post_tokens:,} tokens (>= {threshold:,})")
         return None

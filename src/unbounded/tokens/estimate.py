@@ -132,6 +132,8 @@ class ContextCounter:
         "_anchor_id",
         "_anchor_total",
         "_estimate",
+        "_raw_at_anchor",
+        "_raw_total",
         "_response_id",
         "_since_response",
         "entries_seen",
@@ -153,6 +155,7 @@ class ContextCounter:
         self.entries_seen += 1
         if entry.is_synthetic_api_error:
             return  # never sent, and its id must not end the response it interrupted
+        self._raw_total += entry_tokens(entry)
         message_id = entry.message_id
         if message_id is not None and message_id != self._response_id:
             # The first line of a new response: results arriving from here on are not in
@@ -164,6 +167,7 @@ class ContextCounter:
             self._anchor_id = message_id
             self._anchor_total = usage_context_total(usage)
             self._estimate = self._since_response if message_id is not None else 0
+            self._raw_at_anchor = self._raw_total - self._estimate
             return
         if message_id is not None and message_id == self._response_id:
             # A line of the current response: its tokens are in the reported output once that
@@ -182,6 +186,8 @@ class ContextCounter:
         self._estimate = 0
         self._response_id = None
         self._since_response = 0
+        self._raw_total = 0
+        self._raw_at_anchor = 0
         self.entries_seen = 0
 
     @property
@@ -193,6 +199,12 @@ class ContextCounter:
     def anchor_tokens(self) -> int:
         """The exact part: the last response's reported total (0 when unanchored)."""
         return self._anchor_total or 0
+
+    @property
+    def raw_estimate_at_anchor(self) -> int:
+        """The unpadded length estimate of the messages the anchor's usage covers (0 when
+        unanchored): set against `anchor_tokens`, it tells how far length/4 is off here."""
+        return self._raw_at_anchor if self._anchor_total is not None else 0
 
     @property
     def estimated_tokens(self) -> int:
