@@ -7,7 +7,8 @@
 | `anthropic_key` | `sk-ant-` followed by 20 or more key characters |
 | `openai_key` | `sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-` followed by 20 or more |
 | `aws_access_key_id` | `AKIA`, `ASIA`, `ABIA`, `ACCA` + 16 upper-case letters or digits |
-| `aws_secret_access_key` | 40 base64 characters after `aws_secret_access_key` `=` or `:` |
+| `aws_secret_access_key` | 40 base64 characters after `aws_secret_access_key`, |
+| | `secret_access_key` or `SecretAccessKey` and `=` or `:`, quoted or not (env, INI, JSON) |
 | `github_token` | `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` + 36 or more, `github_pat_` + 22 or more |
 | `slack_token` | `xoxb-`, `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-` tokens |
 | `google_api_key` | `AIza` + 35 characters |
@@ -17,8 +18,9 @@
 A `Redactor` adds literal secrets (for instance every API key in the environment:
 `Redactor.from_environment()`) and extra patterns. The session applies one to what it writes
 when asked (`Session(..., redact_secrets=True)`): summaries, re-injected attachments, hook
-context and cache-break diffs. It never rewrites what the host appended: the transcript is
-append-only and holds the conversation as it happened. Callers writing their own reports use
+context, session notes (`session-memory/summary.md`) and cache-break diffs. It never
+rewrites what the host appended: the transcript is append-only and holds the conversation as
+it happened. Callers writing their own reports use
 `redact` / `redact_data` directly.
 """
 
@@ -60,7 +62,8 @@ DEFAULT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "aws_secret_access_key",
         re.compile(
-            r"(?i)(?<=aws_secret_access_key)(\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
+            r"(?i)((?:aws_?)?secret_?access_?key[\"']?\s*[=:]\s*[\"']?)"
+            r"[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
         ),
     ),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})")),

@@ -842,6 +842,12 @@ class Session:
             },
         )
 
+    def write_notes(self, text: str) -> None:
+        """Replace the session notes in the store (secrets redacted when the session redacts)."""
+        if self.redactor is not None:
+            text = self.redactor.redact(text)
+        self.store.write_memory(text)
+
     def events_sink(self) -> EventSink | None:
         """Where this session's events go (extensions emit through it)."""
         return self._events

@@ -1150,7 +1150,7 @@ class SessionMemory:
             self._failed(session, "; ".join(outcome.refused) or "no acceptable edit")
             return None
         if outcome.notes is not None and outcome.notes != current:
-            session.store.write_memory(outcome.notes)
+            session.write_notes(outcome.notes)
         self.state.updated_through = progress.last_uuid
         self.state.updates += 1
         self.state.last_writer = self.updater.name
