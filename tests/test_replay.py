@@ -129,7 +129,7 @@ def test_fixture_replay_is_deterministic(session_2_1: Path) -> None:
 
 def test_a_small_window_forces_compactions_on_the_fixture(session_2_1: Path) -> None:
     report = replay_session(
-        load_transcript(session_2_1), ReplayOptions(window=16_000, policy=Policy())
+        load_transcript(session_2_1), ReplayOptions(window=19_000, policy=Policy(autocompact_pct_override=80))
     )
     assert report.invalid_requests == 0
     assert report.compactions >= 1

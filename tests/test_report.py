@@ -22,7 +22,9 @@ def test_report_is_self_contained_with_the_charts(session_2_1: Path, tmp_path: P
 
     target = tmp_path / "report.html"
     result = runner.invoke(
-        app, ["replay", str(session_2_1), "--window", "16000", "--report", str(target)]
+        app,
+        ["replay", str(session_2_1), "--window", "19000", "--report", str(target)],
+        env={"UNBOUNDED_AUTOCOMPACT_PCT_OVERRIDE": "80"},
     )
     assert result.exit_code == 0, result.stderr
     page = target.read_text(encoding="utf-8")
@@ -58,7 +60,7 @@ def test_report_renders_without_usage_or_events(tmp_path: Path) -> None:
 
 def test_report_marks_compactions(session_2_1: Path) -> None:
     report = replay_session(
-        load_transcript(session_2_1), ReplayOptions(window=16_000, policy=Policy())
+        load_transcript(session_2_1), ReplayOptions(window=19_000, policy=Policy(autocompact_pct_override=80))
     )
     assert report.compactions >= 1
     page = render_report_html(report)

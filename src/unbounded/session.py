@@ -237,6 +237,18 @@ class Session:
         # is opened, so a bad configuration holds no lock.
         self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds = compute_thresholds(self.model_info, self.policy)
+        # The system prompt and tools are in every request but in no entry.
+        self._overhead_raw = rough_token_count(
+            orjson.dumps([config.system or "", config.tools]).decode()
+        )
+        if pad_estimate(self._overhead_raw) >= self.thresholds.autocompact:
+            raise ConfigError(
+                f"the system prompt and tools alone take about "
+                f"{pad_estimate(self._overhead_raw):,} tokens, over the auto-compact threshold "
+                f"of a {self.model_info.context_window:,}-token window "
+                f"({self.thresholds.autocompact:,}): no compaction can make room; use a "
+                "larger context_window or a shorter system prompt"
+            )
         self.store: SessionStore = store or MemoryStore()
         self._closed = False
         # Built once: the policy of turns whose count-based clearing is held back.
@@ -274,10 +286,6 @@ class Session:
         self.turn_listeners: list[TurnListener] = []
         self.compaction_listeners: list[CompactionListener] = []
         self._rebuild_view()
-        # The system prompt and tools are in every request but in no entry.
-        self._overhead_raw = rough_token_count(
-            orjson.dumps([config.system or "", config.tools]).decode()
-        )
         self.calibration = float(state.get("calibration", 0.0)) or None
         """Reported tokens / length estimate of the same request, from the last usage seen:
         how far length/4 is off for this session's content (None until a usage arrives)."""
@@ -355,11 +363,15 @@ class Session:
                 raise ConfigError(
                     f"{folder} already holds a session; open it with Session.open"
                 )
-            store.append(transcript.main_thread())
-            return cls(config or SessionConfig(model=model), store=store, **options)
+            # Built on the empty store first, so a bad configuration writes nothing.
+            session = cls(config or SessionConfig(model=model), store=store, **options)
         except BaseException:
             store.close()  # a failed start must not keep the folder locked
             raise
+        session.append(transcript.main_thread())
+        session._resumed_pending = bool(session.pending_tool_use_ids())
+        session._calibrate()
+        return session
 
     # -- the view ----------------------------------------------------------------------------
     def _rebuild_view(self) -> None:

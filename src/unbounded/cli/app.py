@@ -56,12 +56,7 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     """Entry point of the `unbounded` console script."""
-    from unbounded.cli import (  # noqa: F401  (registers them)
-        compact_command,
-        eval_command,
-        inspect_command,
-        replay_command,
-    )
+    import unbounded.cli  # noqa: F401  (registers the commands on `app`)
 
     app(prog_name="unbounded")
 

@@ -33,7 +33,7 @@ from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_r
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl
 from unbounded.compaction.facts import text_of
-from unbounded.errors import InvalidRequestError
+from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.evaluation.baselines import (
     BASELINES,
     Baseline,
@@ -473,6 +473,16 @@ class _Replayer:
         window = options.window or self.model.context_window
         self.window = window
         self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
+        if self.prefix.tokens >= self.thresholds.autocompact:
+            what = (
+                f"the recorded session's system prompt and tools (or context it did not "
+                f"write down) take about {self.prefix.tokens:,} tokens, more than a "
+                f"{window:,}-token window holds before compacting "
+                f"({self.thresholds.autocompact:,})"
+            )
+            if options.window is not None:
+                raise ConfigError(f"{what}: no compaction can make room; use a larger --window")
+            self.notes.append(f"{what}: there is nothing our policy could compact")
         calls = self.script.calls
         start = calls[0].request_time if calls else 0.0
         # Each recorded call is planned and priced with its own model when the table knows it.

@@ -252,10 +252,15 @@ class MessageNormalizer:
             if first != index or mine.count(tool_id) > 1:
                 self._repeated.add(tool_id)
                 self._suspects.add(index)
+                if index + 1 < len(self._messages):  # its answers change with it
+                    self._suspects.add(index + 1)
 
     def _check_answers(self, index: int) -> None:
         """Mark user message `index` when it does not answer exactly the calls before it."""
         messages = self._messages
+        if index - 1 in self._suspects and messages[index - 1]["role"] == "assistant":
+            self._suspects.add(index)  # the calls it answers are being repaired
+            return
         results = _tool_result_ids(_blocks(messages[index]["content"]))
         calls: list[str] = []
         if index > 0 and messages[index - 1]["role"] == "assistant":

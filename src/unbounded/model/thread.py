@@ -63,7 +63,7 @@ class ThreadReport:
         notes: list[str] = []
         if self.abandoned:
             other = [s for s in self.file_sessions if s not in self.thread_sessions]
-            where = f" (incl. sessions {', '.join(s[:8] for s in other)})" if other else ""
+            where = f" (incl. session(s) {', '.join(other)})" if other else ""
             notes.append(
                 f"{self.abandoned} record(s) on branches the conversation no longer follows"
                 f"{where} were left out of the thread (rewound or resumed history); "
