@@ -70,7 +70,9 @@ _EXIT_CODE = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)", r
 def looks_like_codex(record: dict[str, Any]) -> bool:
     """A rollout line: a known `type` with an object `payload`."""
     kind = record.get("type")
-    return isinstance(kind, str) and kind in ROLLOUT_TYPES and isinstance(record.get("payload"), dict)
+    return (
+        isinstance(kind, str) and kind in ROLLOUT_TYPES and isinstance(record.get("payload"), dict)
+    )
 
 
 def is_context_message(texts: list[str]) -> bool:
