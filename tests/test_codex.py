@@ -3,9 +3,11 @@ input, the default session search, and OpenAI pricing in replay."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +61,14 @@ def check_view(entries: list[Entry]) -> list[Any]:
     return messages
 
 
-def line(kind: str, payload: dict[str, Any], second: int = 0) -> dict[str, Any]:
-    return {"timestamp": f"2025-10-01T08:00:{second:02d}.000Z", "type": kind, "payload": payload}
+_CLOCK = itertools.count()
+
+
+def line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A rollout line, one second after the previous one (records are never simultaneous)."""
+    moment = datetime(2025, 10, 1, 8, tzinfo=timezone.utc) + timedelta(seconds=next(_CLOCK))
+    stamp = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {"timestamp": stamp, "type": kind, "payload": payload}
 
 
 def user(text: str) -> dict[str, Any]:
@@ -152,7 +160,9 @@ def test_calls_usage_and_models(rollout: Transcript) -> None:
     # usage of Codex's own summary call belongs to no response of the file.
     assert len(calls) == 9
     assert [c.model for c in calls] == ["gpt-5-codex"] * 5 + ["gpt-5"] * 4
-    assert rollout.model == "gpt-5"
+    # The main model is the one with the most calls.
+    assert rollout.model == "gpt-5-codex"
+    assert rollout.models() == {"gpt-5-codex": 5, "gpt-5": 4}
     assert calls[1].usage["cache_read_input_tokens"] == 4_992
     assert calls[1].usage["input_tokens"] == 6_100 - 4_992
     assert rollout.meta["unattributed_token_counts"] == 1
@@ -256,7 +266,7 @@ def test_facts_and_compactable_tools(rollout: Transcript) -> None:
 
 def test_inspect_uses_the_window_the_session_reported(rollout: Transcript) -> None:
     report = inspect_transcript(rollout)
-    assert report.model.name == "gpt-5" and report.thresholds.context_window == 272_000
+    assert report.model.name == "gpt-5-codex" and report.thresholds.context_window == 272_000
     assert any("272,000" in note for note in report.notes)
     assert inspect_transcript(rollout, window=400_000).thresholds.context_window == 400_000
 
@@ -539,7 +549,7 @@ def test_replay_without_a_path_takes_the_newest_codex_session(
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["source"] == "02/" + newest.name
-    assert data["model"] == "gpt-5" and data["invalid_requests"] == 0
+    assert data["model"] == "gpt-5-codex" and data["invalid_requests"] == 0
     assert data["calls"] == 9 and data["context_window"] == 272_000
 
 
@@ -548,8 +558,9 @@ def test_replay_without_a_path_takes_the_newest_codex_session(
 
 def test_codex_replay_is_priced_on_its_own_openai_model(rollout: Transcript) -> None:
     report = replay_session(rollout, ReplayOptions(policy=Policy()))
-    assert report.model == "gpt-5" and report.invalid_requests == 0
-    assert report.recorded_comparable and report.recorded_model == "gpt-5"
+    assert report.model == "gpt-5-codex" and report.invalid_requests == 0
+    assert report.models == {"gpt-5-codex": 5, "gpt-5": 4}
+    assert report.recorded_comparable and report.recorded_model == "gpt-5-codex"
     assert report.recorded_cost is not None and report.recorded_cost > 0
     # OpenAI caching: reads, never writes.
     assert all(p.cache_write == 0 for p in report.points)
@@ -562,7 +573,7 @@ def test_another_provider_is_not_comparable(rollout: Transcript) -> None:
     report = replay_session(
         rollout, ReplayOptions(model="claude-sonnet-4-5", policy=Policy(), baselines=False)
     )
-    assert not report.recorded_comparable and report.recorded_model == "gpt-5"
+    assert not report.recorded_comparable and report.recorded_model == "gpt-5-codex"
     assert report.costs()["recorded_comparable"] is False
     assert any("not comparable" in note for note in report.notes)
     assert report.context_window == load_model_table().get("claude-sonnet-4-5").context_window
