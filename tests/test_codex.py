@@ -300,6 +300,20 @@ def test_leading_usage_and_interleaved_parallel_calls(tmp_path: Path) -> None:
     assert results["c2"]["is_error"] is True and "is_error" not in results["c1"]
 
 
+def test_usage_events_without_totals_still_count(tmp_path: Path) -> None:
+    def last_only(prompt: int) -> dict[str, Any]:
+        info = {"last_token_usage": {"input_tokens": prompt, "output_tokens": 5}}
+        return line("event_msg", {"type": "token_count", "info": info})
+
+    records = [META, user("go"), say("one"), last_only(1_000), say("two"), last_only(1_000)]
+    records[4:4] = [user("again")]
+    transcript = read_codex(write(tmp_path / "no_totals.jsonl", records))
+    # The second event repeats the first exactly: a rate-limit refresh, not a call.
+    assert len(transcript.api_calls()) == 1
+    records.append(last_only(1_100))
+    assert len(read_codex(write(tmp_path / "more.jsonl", records)).api_calls()) == 2
+
+
 def test_compacted_without_replacement_history(tmp_path: Path) -> None:
     totals: dict[str, int] = {}
     records = [

@@ -5,8 +5,8 @@ cli_version, instructions, git), `response_item` (what the model saw or said: `m
 `reasoning`, `function_call`, `function_call_output`, `custom_tool_call`,
 `custom_tool_call_output`, `local_shell_call`, `web_search_call`, …), `event_msg` (UI events:
 `token_count` carries the usage; `user_message`, `agent_message`, `agent_reasoning` repeat
-response items), `turn_context` (model, cwd, approval and sandbox policy, effort; Codex 0.4x
-and later) and `compacted` (Codex's own compaction). Rollouts written before the envelope
+response items), `turn_context` (model, cwd, approval and sandbox policy, effort; newer than
+0.34) and `compacted` (Codex's own compaction). Rollouts written before the envelope
 existed (mid-2025, Codex 0.2x) are not read.
 
 Mapping decisions:
@@ -49,7 +49,7 @@ Mapping decisions:
   content was there), which normalization drops. Its tokens are in the response's reported
   output. `web_search_call` becomes assistant text `[web search: <query>]`.
 - Usage: each new `token_count` (`info.last_token_usage`; an event repeating the previous
-  totals, or with no info, is skipped) belongs to the model call it reports, and is set on
+  one, or with no info, is skipped) belongs to the model call it reports, and is set on
   every assistant entry of that response (as Claude Code repeats it on each line), mapped with
   `usage_from_openai`: `input_tokens = input - cached`, `cache_read_input_tokens = cached`,
   `cache_creation_input_tokens = 0`, `output_tokens = output` (reasoning included). A usage
@@ -118,7 +118,7 @@ from unbounded.transcripts.jsonl import ReadReport, iter_json_lines
 FORMAT = "codex"
 
 DEFAULT_CODEX_MODEL = "gpt-5"
-"""The model of rollouts that name none (Codex before 0.4x defaulted to gpt-5)."""
+"""The model of rollouts that name none (the default of the Codex versions that wrote them)."""
 MODEL_ASSUMED = "names no model"
 """Part of the warning given when `DEFAULT_CODEX_MODEL` was assumed."""
 NO_OUTPUT = "[no output was recorded for this tool call]"
@@ -242,8 +242,9 @@ class _Converter:
         if not self._model_assumed:
             self._model_assumed = True
             self.warnings.append(
-                f"{self.path}: the rollout {MODEL_ASSUMED} (no turn_context: Codex before "
-                f"0.4x); its calls are attributed to {DEFAULT_CODEX_MODEL}, Codex's default then"
+                f"{self.path}: the rollout {MODEL_ASSUMED} (no turn_context: an older Codex, "
+                f"such as 0.34); its calls are attributed to {DEFAULT_CODEX_MODEL}, Codex's "
+                "default then"
             )
         return DEFAULT_CODEX_MODEL
 

@@ -341,8 +341,11 @@ def item_texts(parts: list[Any]) -> list[str]:
 
 
 def token_key(info: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The running totals of a token_count event, to tell a repeated event from a new one."""
+    """The totals and last usage of a token_count event, to tell a repeated event from a new
+    one (a new call always grows the totals)."""
     total = info.get("total_token_usage")
-    if not isinstance(total, dict):
-        return ()
-    return tuple(sorted(total.items()))
+    last = info.get("last_token_usage")
+    return (
+        tuple(sorted(total.items())) if isinstance(total, dict) else (),
+        tuple(sorted(last.items())) if isinstance(last, dict) else (),
+    )
