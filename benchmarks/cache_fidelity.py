@@ -1,11 +1,12 @@
-"""How closely the cache simulator reproduces recorded Claude Code sessions, and what the
-lookback bridge is worth.
+"""How closely the cache simulator reproduces recorded sessions, and what the lookback bridge
+is worth.
 
-For every Claude Code session in ../shared/corpus/raw, `simulate_recorded_session` lays out
-each recorded call as Claude Code sent it (opaque system+tools prefix, one marker on the last
-message) and simulates the cache; the recorded and simulated cache-read shares are printed
-for the rough estimate (length / 4) and the o200k_base counter, with the largest number of
-blocks one turn appended (the API looks back 20).
+For every Claude Code or Codex session in ../shared/corpus/raw, `simulate_recorded_session`
+lays out each recorded call as the agent sent it (opaque system+tools prefix, one marker on
+the last message, ignored by OpenAI's automatic caching) and simulates the cache; the
+recorded and simulated cache-read shares are printed for the rough estimate (length / 4) and
+the o200k_base counter, with the largest number of blocks one turn appended (the API looks
+back 20).
 
 Then a synthetic agent that makes N parallel tool calls per turn (2N blocks a turn) is
 simulated with Claude Code's placement and with the lookback bridge (breakpoints.py), to

@@ -1,6 +1,6 @@
 """How close token estimates come to the usage the API recorded, on the real corpus sessions.
 
-For every recorded API call of every Claude Code session in ../shared/corpus/raw:
+For every recorded API call of every Claude Code or Codex session in ../shared/corpus/raw:
 
 - from scratch: estimate the messages before the call (the view after the last boundary),
   add one constant per session for the system prompt and tools the transcript does not hold

@@ -24,6 +24,15 @@ from unbounded.tokens.exact import TiktokenCounter
 
 CLAUDE = corpus_files("*.jsonl")
 START = datetime(2026, 2, 1, 12, 0, tzinfo=timezone.utc)
+SHARE_TOLERANCE = {"anthropic": 0.02, "openai": 0.04}
+"""How far the simulated cache-read share may be from the recorded one, per provider.
+
+Anthropic's cache is deterministic given the markers and the TTL, so 2 points. OpenAI's is
+best-effort: in the corpus Codex rollout the API missed a warm prefix a few seconds after it
+was written (calls 2, 5, 111, 219…) and read one after gaps of up to 13.6 minutes, past the
+5-minute retention the simulator assumes (OpenAI documents 5 to 10 minutes, up to an hour
+off-peak). Neither is predictable from a transcript: the simulator's share is 3.4 points under
+the recorded one there (2.1 over with a 10-minute retention), hence 4 points."""
 
 
 @pytest.mark.corpus
@@ -32,10 +41,11 @@ def test_corpus_session_share_within_two_points(path: Path | None) -> None:
     if path is None:
         pytest.skip("../shared/corpus/raw is not present")
     transcript = load_transcript(path)
-    if transcript.format != "claude-code" or len(transcript.api_calls()) < 2:
-        pytest.skip("fewer than two recorded calls")
+    if transcript.format not in ("claude-code", "codex") or len(transcript.api_calls()) < 2:
+        pytest.skip("no recorded cache usage (format) or fewer than two recorded calls")
     report = simulate_recorded_session(transcript)
-    assert abs(report.simulated_cache_read_share - report.recorded_cache_read_share) <= 0.02, (
+    tolerance = SHARE_TOLERANCE[load_model_table().get(report.model).provider]
+    assert abs(report.simulated_cache_read_share - report.recorded_cache_read_share) <= tolerance, (
         report.to_dict()
     )
     assert len(report.calls) == len(transcript.api_calls())

@@ -12,7 +12,7 @@ from unbounded import load_transcript
 from unbounded.model.entries import messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer, validate_request
 from unbounded.tokens.estimate import ContextCounter
-from unbounded.transcripts import write_claude_code
+from unbounded.transcripts import codex, write_claude_code
 
 pytestmark = pytest.mark.corpus
 
@@ -31,7 +31,9 @@ def test_every_file_loads(path: Path | None) -> None:
     assert path is not None
     transcript = load_transcript(path)
     assert transcript.records > 0
-    assert transcript.warnings == []
+    # A Codex rollout older than turn_context names no model: the reader's only expected
+    # warning says which one it assumed. Anything else it noticed is a failure.
+    assert [w for w in transcript.warnings if codex.MODEL_ASSUMED not in w] == []
     assert transcript.main_thread()
 
 

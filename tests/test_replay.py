@@ -60,7 +60,13 @@ def replay_json(*args: str) -> dict[str, Any]:
 
 def check_shape(data: dict[str, Any]) -> None:
     assert set(data) >= REQUIRED
-    assert set(data["cost"]) == {"unbounded", "recorded", "baselines"}
+    assert set(data["cost"]) == {
+        "unbounded",
+        "recorded",
+        "recorded_model",
+        "recorded_comparable",
+        "baselines",
+    }
     assert set(data["cost"]["baselines"]) == BASELINES
     assert set(data["fidelity"]) >= {"recorded_cache_read_share", "simulated_cache_read_share"}
     for name in ("user_prompts", "modified_files", "read_files", "errors", "commands"):

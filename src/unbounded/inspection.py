@@ -125,6 +125,13 @@ def inspect_transcript(
     """Measure a transcript's current context against the thresholds of its model."""
     models = table or load_model_table()
     info, source, notes = resolve_model(transcript, model, models)
+    reported = transcript.reported_window
+    if window is None and source == "transcript" and reported not in (None, info.context_window):
+        window = reported
+        notes.append(
+            f"window {reported:,} tokens, as the session reported for {transcript.model} (the "
+            f"model table says {info.context_window:,}; use --window to choose)"
+        )
     if window is not None:
         info = info.with_window(window)
     thresholds = compute_thresholds(info, policy or Policy.from_env())

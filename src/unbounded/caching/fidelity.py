@@ -1,4 +1,4 @@
-"""How faithfully the simulator reproduces a recorded Claude Code session's prompt caching.
+"""How faithfully the simulator reproduces a recorded session's prompt caching.
 
 `simulate_recorded_session(transcript, model_info)` lays out each recorded API call of the
 main thread as Claude Code sent it, simulates the cache, and compares the simulated
@@ -32,6 +32,9 @@ How a session is laid out:
   prefix after R.
 - After a compaction the messages change entirely: the simulator misses on them and reads the
   opaque prefix.
+- A session on an OpenAI model (a Codex rollout) is simulated in the simulator's automatic
+  caching mode: the markers are ignored, each call reads the longest live prefix it shares
+  with an earlier one, and nothing is written at a surcharge.
 
 Recorded share = sum(cache_read) / sum(input + creation + read) over the session's calls, and
 the simulated share likewise. Not modelled, and so the main sources of difference: breaks the
@@ -153,7 +156,9 @@ class FidelityReport:
     """Calibration: recorded tokens per estimated message token."""
     recorded_cache_read_share: float
     simulated_cache_read_share: float
-    recorded_cost_usd: float
+    recorded_cost_usd: float | None
+    """The recorded usage at this model's prices; None when they cannot price it (a recording
+    with 1-hour cache writes and a model without that tier, e.g. an OpenAI model)."""
     simulated_cost_usd: float
     compactions: int = 0
     prefix_changes: tuple[str, ...] = field(default_factory=tuple)
@@ -176,7 +181,9 @@ class FidelityReport:
             "recorded_cache_read_share": round(self.recorded_cache_read_share, 5),
             "simulated_cache_read_share": round(self.simulated_cache_read_share, 5),
             "share_error": round(self.share_error, 5),
-            "recorded_cost_usd": round(self.recorded_cost_usd, 6),
+            "recorded_cost_usd": round(self.recorded_cost_usd, 6)
+            if self.recorded_cost_usd is not None
+            else None,
             "simulated_cost_usd": round(self.simulated_cost_usd, 6),
             "compactions": self.compactions,
             "prefix_changes": list(self.prefix_changes),
@@ -290,6 +297,26 @@ def _call_ttls(usages: Sequence[Mapping[str, Any]]) -> list[CacheTtl]:
     return ttls
 
 
+def recorded_cost_usd(model: ModelInfo, recorded: Sequence[RecordedUsage]) -> float | None:
+    """The recorded calls' cost at this model's prices; None when the model has no price for
+    what they did (1-hour cache writes on a model without that tier)."""
+    if model.cache_write_1h_multiplier is None and any(
+        r.cache_creation_1h_input_tokens for r in recorded
+    ):
+        return None
+    return sum(
+        usage_cost_usd(
+            model,
+            input_tokens=r.input_tokens,
+            cache_creation_5m_input_tokens=r.cache_creation_5m_input_tokens,
+            cache_creation_1h_input_tokens=r.cache_creation_1h_input_tokens,
+            cache_read_input_tokens=r.cache_read_input_tokens,
+            output_tokens=r.output_tokens,
+        )
+        for r in recorded
+    )
+
+
 def _calibrate(prompts: Sequence[int], estimates: Sequence[int]) -> float:
     """Recorded tokens per estimated message token (prompt_i = P + k * estimate_i)."""
     if len(prompts) < 2:
@@ -326,8 +353,7 @@ def simulate_recorded_session(
     counter: BlockTokenCounter | TokenCounter | None = None,
     calibrate: bool = True,
 ) -> FidelityReport:
-    """Simulate a recorded Claude Code session's calls and compare cache reads (see module
-    doc)."""
+    """Simulate a recorded session's calls and compare cache reads (see module doc)."""
     model = model_info or load_model_table().get(transcript.model or DEFAULT_MODEL)
     base = as_block_counter(counter)
     main = transcript.main_thread()
@@ -417,17 +443,7 @@ def simulate_recorded_session(
     recorded_total = sum(r.prompt_tokens for r in recorded)
     simulated_read = sum(c.simulated.cache_read_input_tokens for c in results)
     simulated_total = sum(c.simulated.prompt_tokens for c in results)
-    recorded_cost = sum(
-        usage_cost_usd(
-            model,
-            input_tokens=r.input_tokens,
-            cache_creation_5m_input_tokens=r.cache_creation_5m_input_tokens,
-            cache_creation_1h_input_tokens=r.cache_creation_1h_input_tokens,
-            cache_read_input_tokens=r.cache_read_input_tokens,
-            output_tokens=r.output_tokens,
-        )
-        for r in recorded
-    )
+    recorded_cost = recorded_cost_usd(model, recorded)
     return FidelityReport(
         session=session,
         model=model.name,

@@ -31,7 +31,10 @@ _LEVEL_STYLE = {
 def inspect_command(
     path: Annotated[
         Path,
-        typer.Argument(help="A Claude Code .jsonl, SWE-agent .traj or OpenHands output.jsonl."),
+        typer.Argument(
+            help="A Claude Code .jsonl, Codex CLI rollout, SWE-agent .traj or OpenHands "
+            "output.jsonl."
+        ),
     ],
     model: Annotated[
         str | None,

@@ -18,7 +18,7 @@ from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_trans
 from unbounded.demo import DEMO_SOURCE, demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, ReplayReport, replay_session
 from unbounded.evaluation.report import render_report_html
-from unbounded.evaluation.sources import claude_projects_dir, latest_claude_session
+from unbounded.evaluation.sources import latest_session
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, load_model_table
 
@@ -36,11 +36,12 @@ _KIND_STYLE = {
 def pick_session(
     path: Path | None, *, skip_invalid: bool = False, file_order: bool = False
 ) -> tuple[Transcript, str]:
-    """The transcript to replay and how to name it: PATH, else the newest Claude Code session
-    under ~/.claude/projects, else the built-in demo session."""
+    """The transcript to replay and how to name it: PATH, else the newest session on this
+    machine (Claude Code's ~/.claude/projects or Codex CLI's $CODEX_HOME/sessions, by default
+    ~/.codex/sessions), else the built-in demo session."""
     if path is not None:
         return read_transcript(path, skip_invalid=skip_invalid, file_order=file_order), path.name
-    latest = latest_claude_session(claude_projects_dir())
+    latest = latest_session()
     if latest is not None:
         transcript = read_transcript(latest, skip_invalid=skip_invalid, file_order=file_order)
         return transcript, f"{latest.parent.name}/{latest.name}"
@@ -53,8 +54,8 @@ def replay_command(
     path: Annotated[
         Path | None,
         typer.Argument(
-            help="A recorded session (default: your newest Claude Code session, else the "
-            "built-in demo)."
+            help="A recorded session (default: your newest Claude Code or Codex CLI session, "
+            "else the built-in demo)."
         ),
     ] = None,
     model: Annotated[
@@ -177,10 +178,14 @@ def render(report: ReplayReport) -> None:
     costs.add_column("peak context", justify="right")
     ours = report.ours.cost_usd
     if report.recorded_cost is not None:
+        if not report.recorded_comparable:
+            versus = "not comparable"
+        else:
+            versus = f"{report.recorded_cost / ours:.2f}×" if ours else ""
         costs.add_row(
-            "recorded",
+            f"recorded ({report.recorded_model})" if not report.recorded_comparable else "recorded",
             f"{report.recorded_cost:,.2f}",
-            f"{report.recorded_cost / ours:.2f}×" if ours else "",
+            versus,
             "",
             "",
             f"{report.fidelity.recorded_cache_read_share:.1%}",

@@ -21,6 +21,8 @@ tool whose rule it follows:
   write), browser and web_read (web pages). Old CodeAct action types recorded as tool names
   (run, run_ipython, read, write, edit, browse, browse_interactive) are aliased the same way.
   `think`, `finish`, `delegate`, `task_tracking` and MCP calls are not.
+- Codex CLI: shell, container.exec, local_shell, shell_command and exec_command run a shell;
+  apply_patch edits files. `update_plan` (its todo list) and MCP calls are not aliased.
 
 `CompactableTools.default()` is that registry; `with_tools`, `with_aliases` and `without`
 return extended copies (the registry is immutable). Names are matched exactly (tool names are
@@ -92,6 +94,18 @@ OPENHANDS_ALIASES: Mapping[str, str] = MappingProxyType(
 )
 """OpenHands tool and action names -> the canonical tool."""
 
+CODEX_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "shell": "Bash",
+        "container.exec": "Bash",
+        "local_shell": "Bash",
+        "shell_command": "Bash",
+        "exec_command": "Bash",
+        "apply_patch": "Edit",
+    }
+)
+"""Codex CLI tool names (as `unbounded.transcripts.codex` writes them) -> the canonical tool."""
+
 _SWE_AGENT_READ_COMMANDS = frozenset({"open"})
 
 
@@ -144,8 +158,11 @@ class CompactableTools:
 
     @classmethod
     def default(cls) -> CompactableTools:
-        """Claude Code's eight tools plus the SWE-agent and OpenHands aliases."""
-        return cls(DEFAULT_COMPACTABLE_TOOLS, {**SWE_AGENT_ALIASES, **OPENHANDS_ALIASES})
+        """Claude Code's eight tools plus the SWE-agent, OpenHands and Codex aliases."""
+        return cls(
+            DEFAULT_COMPACTABLE_TOOLS,
+            {**SWE_AGENT_ALIASES, **OPENHANDS_ALIASES, **CODEX_ALIASES},
+        )
 
     @classmethod
     def claude_code_only(cls) -> CompactableTools:

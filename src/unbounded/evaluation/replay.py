@@ -18,6 +18,15 @@ Compactions change the view from then on: later recorded messages follow our sum
 happen only in `prepare()`, when every result of the previous response is in, so tool pairs
 stay valid. The baselines of `baselines.py` are fed the same records and priced the same way.
 
+Prices and caching follow the replayed model's provider: explicit breakpoints for Anthropic,
+automatic prefix caching for OpenAI (`caching/simulator.py`). The model is the transcript's
+own unless `model` is given, and the window the one the transcript reported (a Codex
+rollout's `model_context_window`) when it did and no `window` is given. The recorded cost is
+the recorded usage priced at the replayed model when both are of one provider; otherwise it
+is priced at the recorded model's own prices and marked not comparable
+(`recorded_comparable`): another provider's cache and tokenizer made those figures. When no
+model can price it (1-hour cache writes on a model without that tier) it is None.
+
 The library never prints: progress goes to a callback, everything else into `ReplayReport`.
 """
 
@@ -79,7 +88,8 @@ class ReplayOptions:
     model: str | None = None
     """Model to plan and price for (default: the transcript's, else claude-sonnet-4-5)."""
     window: int | None = None
-    """Context window to plan for (default: the model's)."""
+    """Context window to plan for (default: the one the transcript reported for its own
+    model, else the model's)."""
     summarizer: Provider | None = None
     """Summarizer of our compactions (default: the offline extractive one)."""
     policy: Policy | None = None
@@ -203,6 +213,10 @@ class ReplayReport:
     baselines: dict[str, StrategyRun]
     recorded_cost: float | None
     fidelity: FidelityReport
+    recorded_model: str | None = None
+    """The model whose prices the recorded cost uses."""
+    recorded_comparable: bool = True
+    """Whether the recorded cost can be set against ours (same provider's cache and prices)."""
     microcompacts: int = 0
     cache_breaks: int = 0
     invalid_requests: int = 0
@@ -230,9 +244,12 @@ class ReplayReport:
 
     def costs(self) -> dict[str, Any]:
         """Cost in USD: ours, the recorded session's (when it has usage), each baseline's."""
+        recorded = self.recorded_cost
         return {
             "unbounded": round(self.ours.cost_usd, 6),
-            "recorded": round(self.recorded_cost, 6) if self.recorded_cost is not None else None,
+            "recorded": round(recorded, 6) if recorded is not None else None,
+            "recorded_model": self.recorded_model if recorded is not None else None,
+            "recorded_comparable": recorded is not None and self.recorded_comparable,
             "baselines": {name: round(run.cost_usd, 6) for name, run in self.baselines.items()},
         }
 
@@ -456,6 +473,7 @@ class _Replayer:
 
     def __init__(self, transcript: Transcript, options: ReplayOptions) -> None:
         table = options.model_table or load_model_table()
+        self.table = table
         self.notes: list[str] = []
         self.model_name = options.model or transcript.model or DEFAULT_MODEL
         if options.model is None and table.find(self.model_name) is None:
@@ -465,12 +483,25 @@ class _Replayer:
             )
             self.model_name = DEFAULT_MODEL
         self.model = table.get(self.model_name)
+        recorded = table.find(transcript.model) if transcript.model else None
+        self.recorded_model: ModelInfo = recorded or self.model
+        self.recorded_comparable = self.recorded_model.provider == self.model.provider
+        if not self.recorded_comparable:
+            self.notes.append(
+                f"the session was recorded on {self.recorded_model.name} "
+                f"({self.recorded_model.provider}); replayed on {self.model.name} "
+                f"({self.model.provider}), whose cache and prices differ: the recorded cost is "
+                f"priced at {self.recorded_model.name} and not comparable with ours"
+            )
+        self.unpriced_calls = 0
         self.script: ReplayScript = build_replay_script(transcript)
-        self.fidelity = simulate_recorded_session(transcript, self.model)
+        # The simulator checks itself against the recording on the recording's own model.
+        fidelity_model = self.model if self.recorded_comparable else self.recorded_model
+        self.fidelity = simulate_recorded_session(transcript, fidelity_model)
         self.prefix = OpaquePrefix.from_fidelity(self.fidelity)
         self.ttl = _recording_ttl(self.fidelity)
         self.policy = options.policy or Policy.from_env()
-        window = options.window or self.model.context_window
+        window = options.window or self._reported_window(transcript) or self.model.context_window
         self.window = window
         self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
         if self.prefix.tokens >= self.thresholds.autocompact:
@@ -485,11 +516,13 @@ class _Replayer:
             self.notes.append(f"{what}: there is nothing our policy could compact")
         calls = self.script.calls
         start = calls[0].request_time if calls else 0.0
-        # Each recorded call is planned and priced with its own model when the table knows it.
+        # Each recorded call is planned and priced with its own model when the table knows it;
+        # `options.model` replaces the session's main model only.
         self.call_models: dict[str, ModelInfo] = {}
+        replaced = transcript.model if options.model is not None else None
         for name in transcript.models():
             info = table.find(name)
-            if info is not None and name != self.model_name:
+            if info is not None and name not in (self.model_name, replaced):
                 self.call_models[name] = info
         self.models_called = transcript.models()
         self.settings = ReplaySettings(
@@ -550,12 +583,41 @@ class _Replayer:
         self.invalid = 0
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
 
+    def _recorded_pricing(self, call: RecordedCall, call_model: str) -> ModelInfo:
+        """The model whose prices a recorded call's usage is priced at (module docstring)."""
+        if call_model in self.call_models:
+            return self.call_models[call_model]
+        if self.recorded_comparable:
+            return self.model
+        own = self.table.find(call.model) if call.model else None
+        return own or self.recorded_model
+
+    def _reported_window(self, transcript: Transcript) -> int | None:
+        """The window the agent itself reported for the transcript's model, if any."""
+        reported = transcript.reported_window
+        if reported is None or self.model_name != transcript.model:
+            return None
+        if reported == self.model.context_window:
+            return None
+        self.notes.append(
+            f"planned for the {reported:,}-token window the session reported for "
+            f"{self.model_name} (the model table says {self.model.context_window:,}; use "
+            "--window to choose)"
+        )
+        return reported
+
     async def run(self, progress: Progress | None) -> ReplayReport:
         steps = self.script.steps
         for number, step in enumerate(steps):
             await self._step(step.before, step.call, step.after)
             if progress is not None:
                 progress(number + 1, len(steps))
+        if self.unpriced_calls and self.recorded_total is not None:
+            self.recorded_total = None
+            self.notes.append(
+                f"recorded cost not computed: {self.unpriced_calls} recorded calls wrote to a "
+                f"1-hour cache, which {self.recorded_model.name} has no price for"
+            )
         return ReplayReport(
             source=self.source,
             model=self.model_name,
@@ -571,6 +633,8 @@ class _Replayer:
             baselines={b.name: b.run for b in self.baselines},
             recorded_cost=self.recorded_total,
             fidelity=self.fidelity,
+            recorded_model=self.recorded_model.name,
+            recorded_comparable=self.recorded_comparable,
             microcompacts=self.microcompacts,
             cache_breaks=self.cache_breaks,
             invalid_requests=self.invalid,
@@ -702,7 +766,9 @@ class _Replayer:
                 self.cache_breaks += 1
             self._event(line)
 
-        recorded_cost = _recorded_cost(call, self.call_models.get(call_model, self.model), self.ttl)
+        recorded_cost = _recorded_cost(call, self._recorded_pricing(call, call_model), self.ttl)
+        if call.usage is not None and recorded_cost is None:
+            self.unpriced_calls += 1
         if self.recorded_total is not None and recorded_cost is not None:
             self.recorded_total += recorded_cost
         self.points.append(

@@ -267,7 +267,7 @@ def cost_chart(report: ReplayReport) -> str:
     points = report.points
     calls = max(1, len(points))
     names = [name for name in strategy_names() if name == "unbounded" or name in report.baselines]
-    if report.recorded_cost is not None:
+    if report.recorded_cost is not None and report.recorded_comparable:
         names.insert(1, "recorded")
     series = [(name, cumulative(point_costs(points, name))) for name in names]
     top = max([0.01, *(values[-1] if values else 0.0 for _, values in series)]) * 1.02
@@ -300,9 +300,12 @@ def _cost_table(report: ReplayReport) -> str:
     ours = report.ours.cost_usd
     runs = {"unbounded": report.ours, **report.baselines}
     if report.recorded_cost is not None:
+        comparable = report.recorded_comparable
+        label = "recorded" if comparable else f"recorded ({report.recorded_model})"
+        versus = _ratio(report.recorded_cost, ours) if comparable else "not comparable"
         rows.append(
-            f"<tr><td>recorded</td><td>{report.recorded_cost:,.2f}</td>"
-            f"<td>{_ratio(report.recorded_cost, ours)}</td><td></td><td></td>"
+            f"<tr><td>{html.escape(label)}</td><td>{report.recorded_cost:,.2f}</td>"
+            f"<td>{versus}</td><td></td><td></td>"
             f"<td>{report.fidelity.recorded_cache_read_share:.1%}</td><td></td></tr>"
         )
     for name, run in runs.items():
@@ -366,7 +369,8 @@ def render_report_html(report: ReplayReport) -> str:
         _figure(f"${report.ours.cost_usd:,.2f}", "cost with unbounded"),
     ]
     if report.recorded_cost is not None:
-        figures.append(_figure(f"${report.recorded_cost:,.2f}", "recorded cost"))
+        label = "recorded cost" if report.recorded_comparable else "recorded cost (not comparable)"
+        figures.append(_figure(f"${report.recorded_cost:,.2f}", label))
     meta = (
         f"model {html.escape(report.model)} · window {report.context_window:,} tokens · "
         f"auto-compact at {report.thresholds.autocompact:,} · summarizer "

@@ -2,8 +2,9 @@
 
 Claude Code names its tools Read, Write, Edit, MultiEdit, NotebookEdit, Bash…; SWE-agent and
 OpenHands use an editor tool with a `command` (view, create, str_replace, insert) and shell
-tools under other names. These helpers read a tool_use block and say which file it read or
-wrote and which command it ran, whatever the agent.
+tools under other names, and Codex CLI a `shell` tool (whose argv our importer joins into one
+`command` string) or `exec_command`. These helpers read a tool_use block and say which file it
+read or wrote and which command it ran, whatever the agent.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "
 EDITOR_WRITE_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write"})
 SHELL_TOOLS = frozenset(
     {"Bash", "bash", "execute_bash", "shell", "run", "run_command", "terminal", "execute_command"}
+    # Codex CLI: shell (argv), container.exec, local_shell, shell_command and exec_command
+    | {"container.exec", "local_shell", "shell_command", "exec_command"}
 )
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filename")
 

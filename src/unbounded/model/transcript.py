@@ -161,6 +161,15 @@ class Transcript:
         return {name: counts[name] for name in order}
 
     @property
+    def reported_window(self) -> int | None:
+        """The context window the agent itself reported for its model (a Codex rollout's
+        `model_context_window`), if the file records one."""
+        value = self.meta.get("model_context_window")
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    @property
     def model(self) -> str | None:
         """The main model: the one that made the most recorded calls (see `models`)."""
         for name in self.models():

@@ -1,4 +1,5 @@
-"""Reading and writing agent transcripts: Claude Code JSONL, SWE-agent .traj, OpenHands output."""
+"""Reading and writing agent transcripts: Claude Code JSONL, Codex CLI rollouts, SWE-agent .traj,
+OpenHands output."""
 
 from unbounded.transcripts.claude_code import (
     append_claude_code,

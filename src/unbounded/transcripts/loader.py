@@ -9,11 +9,11 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts import claude_code, openhands, swe_agent
+from unbounded.transcripts import claude_code, codex, codex_items, openhands, swe_agent
 from unbounded.transcripts.jsonl import BOM, SNIFF_BYTES, check_not_binary, parse_lenient
 
-TranscriptFormat = Literal["claude-code", "swe-agent", "openhands"]
-FORMATS: tuple[TranscriptFormat, ...] = ("claude-code", "swe-agent", "openhands")
+TranscriptFormat = Literal["claude-code", "swe-agent", "openhands", "codex"]
+FORMATS: tuple[TranscriptFormat, ...] = ("claude-code", "swe-agent", "openhands", "codex")
 
 
 def detect_format(path: str | Path) -> TranscriptFormat:
@@ -45,6 +45,8 @@ def detect_format(path: str | Path) -> TranscriptFormat:
     if isinstance(first, dict):
         if claude_code.looks_like_claude_code(first):
             return "claude-code"
+        if codex_items.looks_like_codex(first):
+            return "codex"
         if openhands.looks_like_openhands(first):
             return "openhands"
         if swe_agent.looks_like_swe_agent(first):
@@ -61,8 +63,8 @@ def detect_format(path: str | Path) -> TranscriptFormat:
         "unknown transcript format",
         path=source,
         line=1,
-        hint="expected a Claude Code session (.jsonl), a SWE-agent trajectory (.traj) "
-        "or an OpenHands output.jsonl",
+        hint="expected a Claude Code session (.jsonl), a Codex CLI rollout (rollout-*.jsonl), "
+        "a SWE-agent trajectory (.traj) or an OpenHands output.jsonl",
     )
 
 
@@ -87,6 +89,8 @@ def load_transcript(
         transcript = swe_agent.read_swe_agent(source)
     elif detected == "openhands":
         transcript = openhands.read_openhands(source, skip_invalid=skip_invalid)
+    elif detected == "codex":
+        transcript = codex.read_codex(source, skip_invalid=skip_invalid)
     else:
         raise TranscriptError(f"unsupported format {detected!r}", path=source)
     if file_order:
