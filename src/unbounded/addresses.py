@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode
 
 from unbounded.errors import ConfigError
 from unbounded.model.transcript import Transcript
@@ -76,10 +76,11 @@ def parse_address(text: str | Path) -> Address:
     """A file path or a `postgresql://…/db?session=ID` URL (see the module docstring)."""
     if isinstance(text, Path) or not is_database_address(text):
         return FileAddress(Path(text))
-    parts = urlsplit(text)
+    # Split by hand: urlunsplit would turn `postgresql:///db` (empty host) into `postgresql:/db`.
+    base, _, query = text.partition("?")
     sessions: list[str] = []
     kept: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+    for name, value in parse_qsl(query, keep_blank_values=True):
         if name == SESSION_PARAMETER:
             sessions.append(value)
         else:
@@ -88,34 +89,48 @@ def parse_address(text: str | Path) -> Address:
         raise ConfigError(f"{redact_url(text)}: give `session=` once, not {len(sessions)} times")
     if sessions and not sessions[0]:
         raise ConfigError(f"{redact_url(text)}: `session=` is empty; name a session id")
-    url = urlunsplit(parts._replace(query=urlencode(kept)))
+    url = f"{base}?{urlencode(kept)}" if kept else base
     return DatabaseAddress(url, sessions[0] if sessions else None)
 
 
 def redact_url(url: str) -> str:
     """A connection URL with any password replaced by `***`."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    scheme, separator, rest = url.partition("://")
+    if not separator:
         return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    authority, slash, tail = rest.partition("/")
+    credentials, at, host = authority.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}{slash}{tail}"
 
 
 def load_address(
-    address: str | Path | Address, *, skip_invalid: bool = False
+    address: str | Path | Address, *, skip_invalid: bool = False, file_order: bool = False
 ) -> tuple[Transcript, str]:
     """Read the transcript at an address, and a name for it: a file (any supported format,
-    detected from its content) or a database session (read-only: no lock is taken)."""
+    detected from its content) or a database session (read-only: no lock is taken).
+
+    As with `load_transcript`, the main thread is rebuilt from parent links and what that
+    leaves out is in the warnings; `file_order=True` takes records in file order instead.
+    """
     where = (
         address if isinstance(address, (FileAddress, DatabaseAddress)) else parse_address(address)
     )
     if isinstance(where, FileAddress):
         from unbounded.transcripts.loader import load_transcript
 
-        return load_transcript(where.path, skip_invalid=skip_invalid), where.path.name
+        transcript = load_transcript(
+            where.path, skip_invalid=skip_invalid, file_order=file_order
+        )
+        return transcript, where.path.name
     from unbounded.postgres.store import PostgresStore
 
     session = where.require_session()
     with PostgresStore(where.url, session, lock=False, create=False) as store:
-        return store.load(), session
+        transcript = store.load()
+    if file_order:
+        transcript.thread_order = "file"
+    transcript.warnings.extend(transcript.thread_report().warnings())
+    return transcript, session

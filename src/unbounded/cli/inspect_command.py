@@ -30,8 +30,11 @@ _LEVEL_STYLE = {
 @exits_cleanly
 def inspect_command(
     path: Annotated[
-        Path,
-        typer.Argument(help="A Claude Code .jsonl, SWE-agent .traj or OpenHands output.jsonl."),
+        str,
+        typer.Argument(
+            help="A Claude Code .jsonl, SWE-agent .traj or OpenHands output.jsonl, or a "
+            "database session: postgresql://…/db?session=ID."
+        ),
     ],
     model: Annotated[
         str | None,

@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
+from unbounded.addresses import Address, load_address
 from unbounded.cli.app import error_console
 from unbounded.errors import ConfigError
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts.loader import detect_format, load_transcript
+from unbounded.transcripts.loader import detect_format
 
 SkipInvalidOption = Annotated[
     bool,
@@ -30,10 +31,15 @@ FileOrderOption = Annotated[
 
 
 def read_transcript(
-    path: Path, *, skip_invalid: bool = False, file_order: bool = False, quiet: bool = False
+    path: str | Path | Address,
+    *,
+    skip_invalid: bool = False,
+    file_order: bool = False,
+    quiet: bool = False,
 ) -> Transcript:
-    """Load a transcript for a command and print its warnings on stderr (unless quiet)."""
-    transcript = load_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
+    """Load a transcript for a command, from a file or a database session (see
+    `unbounded.addresses`), and print its warnings on stderr (unless quiet)."""
+    transcript, _ = load_address(path, skip_invalid=skip_invalid, file_order=file_order)
     if not quiet:
         print_warnings(transcript)
     return transcript

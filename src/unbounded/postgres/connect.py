@@ -112,13 +112,14 @@ def get_connection(pool: ConnectionPool[Any], url: str) -> psycopg.Connection[An
     from psycopg_pool import PoolTimeout
 
     try:
-        return pool.getconn()
+        connection: psycopg.Connection[Any] = pool.getconn()
     except PoolTimeout:
         raise ConfigError(
             f"{redact_url(url)}: no database connection free after {pool.timeout:g} s (the pool "
             f"holds at most {pool.max_size}; every open writing store keeps one): close stores "
             "you no longer use or give a larger pool (connection_pool(url, max_size=...))"
         ) from None
+    return connection
 
 
 def _reason(error: BaseException) -> str:

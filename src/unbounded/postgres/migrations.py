@@ -1,4 +1,4 @@
-"""The schema, as numbered plain SQL files shipped in this package, and the runner that applies them.
+"""The schema as numbered plain SQL files shipped in this package, and the runner applying them.
 
 `migrations/NNNN_name.sql` are applied in order, each once; the versions applied are recorded
 in `unbounded_schema_migrations` (version, name, applied_at). `migrate` applies what is

@@ -122,33 +122,32 @@ def import_session(
     if not source.is_file():
         raise ConfigError(f"{source}: no such file")
     report = ReadReport()
-    with PostgresStore(url, session_id, wait=wait) as store:
-        with store.transaction() as connection:
-            row = connection.execute(
-                "SELECT records FROM unbounded_sessions WHERE session_id = %s FOR UPDATE",
-                (session_id,),
-            ).fetchone()
-            if row is not None and int(row[0]) > 0:
-                raise ConfigError(
-                    f"{store.where} already holds {int(row[0]):,} records: import into a new "
-                    "session (--session ID)"
-                )
-            records = size = 0
-            with connection.cursor().copy(
-                "COPY unbounded_records (session_id, seq, line, record) FROM STDIN"
-            ) as copy:
-                for item in iter_json_records(
-                    source, skip_invalid=skip_invalid, report=report, validate=validate_record
-                ):
-                    line = item.raw.rstrip(b"\n").decode("utf-8")
-                    records += 1
-                    size += len(line.encode("utf-8")) + 1
-                    copy.write_row(
-                        (session_id, records, line, line if jsonb_can_hold(line) else None)
-                    )
-            connection.execute(
-                "UPDATE unbounded_sessions SET records = %s, bytes = %s, updated_at = now() "
-                "WHERE session_id = %s",
-                (records, size, session_id),
+    with PostgresStore(url, session_id, wait=wait) as store, store.transaction() as connection:
+        row = connection.execute(
+            "SELECT records FROM unbounded_sessions WHERE session_id = %s FOR UPDATE",
+            (session_id,),
+        ).fetchone()
+        if row is not None and int(row[0]) > 0:
+            raise ConfigError(
+                f"{store.where} already holds {int(row[0]):,} records: import into a new "
+                "session (--session ID)"
             )
+        records = size = 0
+        with connection.cursor().copy(
+            "COPY unbounded_records (session_id, seq, line, record) FROM STDIN"
+        ) as copy:
+            for item in iter_json_records(
+                source, skip_invalid=skip_invalid, report=report, validate=validate_record
+            ):
+                line = item.raw.rstrip(b"\n").decode("utf-8")
+                records += 1
+                size += len(line.encode("utf-8")) + 1
+                copy.write_row(
+                    (session_id, records, line, line if jsonb_can_hold(line) else None)
+                )
+        connection.execute(
+            "UPDATE unbounded_sessions SET records = %s, bytes = %s, updated_at = now() "
+            "WHERE session_id = %s",
+            (records, size, session_id),
+        )
     return ImportResult(session_id, records, size, report.warnings, report.skipped_lines)
