@@ -47,12 +47,16 @@ def read_transcript(
 
 def print_warnings(transcript: Transcript) -> None:
     """Print what the reader noticed: repaired lines, left-out records, skipped lines."""
-    for warning in transcript.warnings:
+    print_source_warnings(transcript.warnings, transcript.skipped_lines)
+
+
+def print_source_warnings(warnings: list[str], skipped_lines: int) -> None:
+    """Print a reader's warnings and how many lines it skipped, on stderr."""
+    for warning in warnings:
         error_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-    if transcript.skipped_lines:
+    if skipped_lines:
         error_console.print(
-            f"[yellow]warning:[/] skipped {transcript.skipped_lines} invalid line(s)"
-            " (--skip-invalid)",
+            f"[yellow]warning:[/] skipped {skipped_lines} invalid line(s) (--skip-invalid)",
             highlight=False,
         )
 
