@@ -258,7 +258,10 @@ def run_fleet(
     for _ in range(workers):
         start()
     started = time.monotonic()
-    next_kill = started + rng.uniform(1.0, 2.0)
+    # Kills are spread over the run by progress (steps done), so they land mid-run on a slow
+    # machine and a fast one alike; each lands a random moment into some worker's step.
+    total = workers * steps
+    marks = sorted(rng.uniform(0.1, 0.8) * total for _ in range(kills))
     while running:
         if time.monotonic() - started > timeout:
             for process in running.values():
@@ -273,7 +276,8 @@ def run_fleet(
                         f"{name} exited {process.returncode}: "
                         + (folder / f"{name}.err").read_text(errors="replace")[-3000:]
                     )
-        if len(run.killed) < kills and running and time.monotonic() >= next_kill:
+        if len(run.killed) < kills and running and _steps_done(run) >= marks[len(run.killed)]:
+            time.sleep(rng.uniform(0.0, 0.02))
             name = rng.choice(sorted(running))
             if holders_connection is not None:
                 holders_connection.execute(
@@ -284,11 +288,15 @@ def run_fleet(
             del running[name]
             run.killed.append(name)
             start()
-            next_kill = time.monotonic() + rng.uniform(0.3, 1.2)
     run.seconds = time.monotonic() - started
     if holders_connection is not None:
         holders_connection.close()
     return run
+
+
+def _steps_done(run: FleetRun) -> int:
+    """Steps logged done so far (a log starts with `pending`, so each `done` follows a newline)."""
+    return sum(path.read_bytes().count(b"\ndone ") for path in run.logs.values() if path.exists())
 
 
 @dataclass

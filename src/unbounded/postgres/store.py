@@ -10,7 +10,8 @@ One writer per session, across machines: a writing store takes a session-level a
 and does every write on that connection. The lock goes with the connection: `close()`
 releases it, and a worker that dies (or whose connection drops) releases it when the server
 sees the connection end; a store that lost its connection refuses further writes instead of
-writing without the lock. `wait=` behaves as in `FolderStore`.
+writing without the lock. `wait=` behaves as in `FolderStore`; a waiting store waits in the
+server, so the lock passes to it the moment its holder lets go.
 
 Each `append()` is one statement, so a compaction's boundary, summary and attachments land
 together or not at all; `load()` returns the records exactly as the JSONL writer writes them.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import time
+import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,6 @@ from unbounded.model.transcript import Transcript
 from unbounded.postgres.connect import connection_pool, get_connection, require_psycopg
 from unbounded.postgres.migrations import ensure_schema
 from unbounded.storage import (
-    LOCK_POLL_SECONDS,
     MemoryStore,
     SessionLockedError,
     StoreDamagedError,
@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 MAX_SESSION_ID = 512
+LOAD_BATCH_ROWS = 500
+"""Rows fetched per round trip when loading a transcript."""
+_schema_checked: set[tuple[int, str]] = set()
+"""(process, URL) pairs whose schema was found current: checked once per process."""
 _NUL_ESCAPE = b"\\u0000"
 _APPEND = """
 WITH head AS (
@@ -129,7 +133,9 @@ class PostgresStore:
         self._overlay = MemoryStore() if self._read_only else None
         self._pool = pool if pool is not None else connection_pool(url)
         with self._borrow() as connection:
-            ensure_schema(connection, allow_migrate=migrate)
+            if (os.getpid(), url) not in _schema_checked:
+                ensure_schema(connection, allow_migrate=migrate)
+                _schema_checked.add((os.getpid(), url))
             if not create and not self._exists(connection):
                 raise ConfigError(
                     f"{self.where}: no such session (`unbounded sessions URL` lists them)"
@@ -140,22 +146,14 @@ class PostgresStore:
     # -- the lock --------------------------------------------------------------------------
     def _acquire(self, wait: float, create: bool) -> None:
         connection = get_connection(self._pool, self.url)
-        key = session_lock_key(self.session_id)
-        deadline = time.monotonic() + wait
         try:
-            while True:
-                row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-                if row and row[0]:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    waited = f" after waiting {wait:g} s" if wait else ""
-                    raise SessionLockedError(
-                        f"{self.where} is in use by another worker{waited}; close it there "
-                        "first, pass wait= to wait for it, or open this store with lock=False "
-                        "to read it"
-                    )
-                time.sleep(min(LOCK_POLL_SECONDS, left))
+            if not self._take_lock(connection, wait):
+                waited = f" after waiting {wait:g} s" if wait else ""
+                raise SessionLockedError(
+                    f"{self.where} is in use by another worker{waited}; close it there "
+                    "first, pass wait= to wait for it, or open this store with lock=False "
+                    "to read it"
+                )
             if create:
                 connection.execute(
                     "INSERT INTO unbounded_sessions (session_id) VALUES (%s) "
@@ -166,10 +164,34 @@ class PostgresStore:
                 raise ConfigError(f"{self.where}: no such session")
         except BaseException:
             with contextlib.suppress(Exception):
-                connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                connection.execute(
+                    "SELECT pg_advisory_unlock(%s)", (session_lock_key(self.session_id),)
+                )
             self._pool.putconn(connection)
             raise
         self._connection = connection
+
+    def _take_lock(self, connection: psycopg.Connection[Any], wait: float) -> bool:
+        """Take the session lock, waiting up to `wait` seconds; False when it stayed taken.
+
+        A wait blocks in the server (`pg_advisory_lock` under `lock_timeout`), so the lock
+        passes to a waiter the moment its holder lets go, as `flock` does for folders.
+        """
+        import psycopg
+
+        key = session_lock_key(self.session_id)
+        if wait <= 0:
+            row = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            return bool(row and row[0])
+        timeout_ms = 0 if math.isinf(wait) else max(1, math.ceil(wait * 1000))
+        connection.execute(f"SET lock_timeout = {timeout_ms}")
+        try:
+            connection.execute("SELECT pg_advisory_lock(%s)", (key,))
+        except psycopg.errors.LockNotAvailable:
+            return False
+        finally:
+            connection.execute("RESET lock_timeout")
+        return True
 
     def _exists(self, connection: psycopg.Connection[Any]) -> bool:
         row = connection.execute(
@@ -280,6 +302,7 @@ class PostgresStore:
             for seq, line in cursor.stream(
                 "SELECT seq, line FROM unbounded_records WHERE session_id = %s ORDER BY seq",
                 (self.session_id,),
+                size=LOAD_BATCH_ROWS,
             ):
                 try:
                     data = orjson.loads(line)
