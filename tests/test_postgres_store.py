@@ -170,6 +170,25 @@ def test_a_worker_that_dies_releases_the_lock(postgres_url: str, pg: Any) -> Non
             child.wait(10)
 
 
+def test_a_waiting_writer_gets_the_lock_as_soon_as_it_is_released(postgres_url: str, pg: Any) -> None:
+    import threading
+
+    holder = pg.PostgresStore(postgres_url, "handoff")
+    timer = threading.Timer(0.5, holder.close)
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pg.PostgresStore(postgres_url, "handoff", wait=10) as waiter:
+            waited = time.monotonic() - started
+            assert waiter.locked
+            waiter.append([Entry.user("mine now")])
+    finally:
+        timer.join()
+    assert 0.45 <= waited < 2.0
+    with pg.PostgresStore(postgres_url, "handoff", wait=0.2) as again:
+        assert again.locked
+
+
 def test_two_sessions_do_not_share_a_lock(postgres_url: str, pg: Any) -> None:
     with pg.PostgresStore(postgres_url, "a") as first, pg.PostgresStore(postgres_url, "b") as second:
         assert first.locked and second.locked
