@@ -29,9 +29,20 @@ def _same_report(path: Path) -> None:
     assert in_file_order == inspect_transcript(load_transcript(path, file_order=True)).to_dict()
 
 
-@pytest.mark.parametrize("name", ["session_2_1.jsonl", "session_1_0.jsonl"])
-def test_the_streamed_report_equals_the_loaded_one_on_fixtures(name: str) -> None:
-    _same_report(FIXTURES / name)
+def _claude_code_fixtures() -> list[Path]:
+    found = []
+    for path in sorted(FIXTURES.rglob("*.jsonl")):
+        try:
+            if detect_format(path) == "claude-code":
+                found.append(path)
+        except Exception:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("path", _claude_code_fixtures(), ids=lambda p: p.name)
+def test_the_streamed_report_equals_the_loaded_one_on_fixtures(path: Path) -> None:
+    _same_report(path)
 
 
 @pytest.mark.corpus

@@ -224,6 +224,21 @@ def test_import_then_export_is_byte_for_byte(postgres_url: str, pg: Any, tmp_pat
         assert [e.data for e in store.load().entries] == [e.data for e in read_claude_code(source).entries]
 
 
+def test_a_line_that_needed_repairs_is_stored_repaired_with_a_warning(postgres_url: str, pg: Any, tmp_path: Path) -> None:
+    source = tmp_path / "bom.jsonl"
+    good = b'{"type":"user","uuid":"2","message":{"role":"user","content":"fine"}}\n'
+    source.write_bytes(b'\xef\xbb\xbf{"type":"user","uuid":"1","message":{"role":"user","content":"caf\xe9"}}\n' + good)
+    result = pg.import_session(source, postgres_url, "repaired")
+    assert result.records == 2
+    assert any("stored as repaired JSON" in w for w in result.warnings)
+    with pg.PostgresStore(postgres_url, "repaired", lock=False) as store:
+        entries = store.load().entries
+    assert entries[0].content == "caf\ufffd" and entries[1].content == "fine"
+    out = tmp_path / "out.jsonl"
+    pg.export_session(postgres_url, "repaired", out)
+    assert out.read_bytes().endswith(good)
+
+
 def test_import_refuses_a_session_that_has_records(postgres_url: str, pg: Any) -> None:
     pg.import_session(FIXTURES / "session_2_1.jsonl", postgres_url, "taken")
     with pytest.raises(ConfigError, match="already holds"):

@@ -56,7 +56,7 @@ from unbounded.policy import Policy, compute_thresholds
 from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
 from unbounded.tokens.estimate import ContextCounter
 from unbounded.transcripts.claude_code import FORMAT, validate_record
-from unbounded.transcripts.jsonl import ReadReport, iter_json_records
+from unbounded.transcripts.jsonl import ReadReport, iter_json_records, parse_lenient
 
 _SIDECHAIN, _META, _COMPACT_SUMMARY, _SYNTHETIC, _OTHER_BLOCKS, _STR, _LIST = (
     1 << bit for bit in range(7)
@@ -366,7 +366,9 @@ def read_records(path: Path, records: Iterable[RecordInfo]) -> Iterator[Entry]:
             try:
                 value = orjson.loads(raw)
             except orjson.JSONDecodeError:
-                value = None
+                # Pass 1 repaired it the same way (BOM, invalid UTF-8, lone surrogates).
+                lenient = parse_lenient(raw)
+                value = lenient[0] if lenient is not None else None
             if not isinstance(value, dict):
                 raise TranscriptError(
                     "the file changed while it was being inspected",

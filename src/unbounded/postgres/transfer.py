@@ -4,7 +4,9 @@ Export writes each record's stored line text followed by a newline, streamed (bo
 memory), atomically and owner-only; import stores each record's exact line text, streamed
 with `COPY` in one transaction under the session's lock, so a file written by the JSONL
 writer (or by Claude Code) comes back byte for byte. Blank lines are not records and are not
-kept; a torn last line is left out with a warning, as when reading the file.
+kept; a torn last line is left out with a warning, as when reading the file; a line the
+reader had to repair (a byte order mark, bytes that are not UTF-8) is stored as the repaired
+record, with a warning.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from unbounded.errors import ConfigError
 from unbounded.fileio import atomic_write_chunks
 from unbounded.postgres.connect import connection_pool, get_connection
 from unbounded.postgres.migrations import ensure_schema
 from unbounded.postgres.store import PostgresStore, jsonb_can_hold
 from unbounded.transcripts.claude_code import validate_record
-from unbounded.transcripts.jsonl import ReadReport, iter_json_records
+from unbounded.transcripts.jsonl import ReadReport, dumps_line, iter_json_records
 
 EXPORT_BATCH_ROWS = 1_000
 
@@ -98,6 +102,15 @@ def export_session(url: str, session_id: str, output: str | Path) -> int:
     return written
 
 
+def _stored_line(raw: bytes, value: dict[str, Any]) -> str | None:
+    """The line's exact text, or None when it needed repairs to read (BOM, bad UTF-8)."""
+    try:
+        orjson.loads(raw)
+        return raw.rstrip(b"\n").decode("utf-8")
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class ImportResult:
     """What an import stored."""
@@ -139,7 +152,13 @@ def import_session(
             for item in iter_json_records(
                 source, skip_invalid=skip_invalid, report=report, validate=validate_record
             ):
-                line = item.raw.rstrip(b"\n").decode("utf-8")
+                line = _stored_line(item.raw, item.value)
+                if line is None:
+                    line = dumps_line(item.value)[:-1].decode("utf-8")
+                    report.warnings.append(
+                        f"{source}:{item.number}: stored as repaired JSON (the line needed "
+                        "repairs to read), so it will not export byte for byte"
+                    )
                 records += 1
                 size += len(line.encode("utf-8")) + 1
                 copy.write_row(
