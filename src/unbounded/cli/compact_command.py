@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
+from unbounded.addresses import FileAddress, parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
@@ -81,7 +82,10 @@ def entries_to_compact(transcript: Transcript, at: str) -> tuple[list[Entry], li
 @app.command("compact")
 @exits_cleanly
 def compact_command(
-    path: Annotated[Path, typer.Argument(help="The session to compact.")],
+    path: Annotated[
+        str,
+        typer.Argument(help="The session to compact: a file or postgresql://…/db?session=ID."),
+    ],
     at: Annotated[
         str,
         typer.Option(
@@ -124,15 +128,19 @@ def compact_command(
         raise ConfigError("--partial must be up_to or from")
     if (partial is None) != (pivot is None):
         raise ConfigError("--partial and --pivot go together")
+    address = parse_address(path)
+    source = address.path if isinstance(address, FileAddress) else None
+    inputs = [source] if source is not None else []
     if output is not None:
-        check_output_path(output, [path], force=force)
-    stamp = file_stamp(path)
-    transcript = read_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
+        check_output_path(output, inputs, force=force)
+    stamp = file_stamp(source) if source is not None else None
+    transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
     if (
         output is not None
+        and source is not None
         and transcript.format != "claude-code"
         and output.exists()
-        and os.path.samefile(output, path)
+        and os.path.samefile(output, source)
     ):
         raise ConfigError(
             f"{path} is a {transcript.format} file: the compacted session is written as a "
@@ -165,7 +173,7 @@ def compact_command(
                 instructions=instructions,
                 direction=partial,  # type: ignore[arg-type]
                 pivot_uuid=pivot,
-                transcript_path=str(path),
+                transcript_path=str(source) if source is not None else None,
                 rehydrate=rehydrator_for(thread),
                 facts_ledger=default_facts_ledger,
                 policy=Policy.from_env(),
@@ -175,14 +183,19 @@ def compact_command(
     messages = normalize_messages(result.view())
     validate_request(messages)
     if output is not None:
-        if output.exists() and os.path.samefile(output, path) and file_stamp(path) != stamp:
+        if (
+            source is not None
+            and output.exists()
+            and os.path.samefile(output, source)
+            and file_stamp(source) != stamp
+        ):
             raise ConfigError(
                 f"{path} changed while it was being compacted (a session still running?): "
                 "not replaced; write to another -o file"
             )
         write_claude_code([*prefix, *result.new_entries()], output, keep_mode=True)
     report: dict[str, Any] = {
-        "path": str(path),
+        "path": address.display,
         "at": at,
         "summarizer": result.summarizer,
         "pre_tokens": result.pre_tokens,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from unbounded.addresses import parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.compact_command import make_provider
 from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
@@ -46,7 +46,12 @@ async def run_eval(
 @app.command("eval")
 @exits_cleanly
 def eval_command(
-    paths: Annotated[list[Path], typer.Argument(help="Recorded sessions to evaluate.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Recorded sessions to evaluate: files or postgresql://…/db?session=ID."
+        ),
+    ],
     summarizer: Annotated[
         list[str] | None,
         typer.Option(
@@ -79,7 +84,10 @@ def eval_command(
     if not paths:
         raise ConfigError("give at least one session to evaluate")
     transcripts = [
-        (str(path), read_transcript(path, skip_invalid=skip_invalid, file_order=file_order))
+        (
+            parse_address(path).display,
+            read_transcript(path, skip_invalid=skip_invalid, file_order=file_order),
+        )
         for path in paths
     ]
     model_name = model or transcripts[0][1].model or DEFAULT_MODEL

@@ -11,10 +11,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from unbounded.addresses import Address, FileAddress, parse_address
 from unbounded.cli.app import app, console, exits_cleanly
-from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
+from unbounded.cli.options import (
+    FileOrderOption,
+    SkipInvalidOption,
+    print_source_warnings,
+    read_transcript,
+)
 from unbounded.inspection import InspectReport, inspect_transcript
-from unbounded.models import load_model_table
+from unbounded.inspection_stream import file_order_main_thread, inspect_file, rebuilt_main_thread
+from unbounded.models import ModelTable, load_model_table
+from unbounded.transcripts.loader import detect_format
 
 BAR_WIDTH = 60
 _LEVEL_STYLE = {
@@ -30,10 +38,10 @@ _LEVEL_STYLE = {
 @exits_cleanly
 def inspect_command(
     path: Annotated[
-        Path,
+        str,
         typer.Argument(
             help="A Claude Code .jsonl, Codex CLI rollout, SWE-agent .traj or OpenHands "
-            "output.jsonl."
+            "output.jsonl, or a database session: postgresql://…/db?session=ID."
         ),
     ],
     model: Annotated[
@@ -52,14 +60,49 @@ def inspect_command(
     file_order: FileOrderOption = False,
 ) -> None:
     """Show where a session's tokens go and how close it is to compaction."""
-    transcript = read_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
-    report = inspect_transcript(
-        transcript, model=model, window=window, table=load_model_table(models_file or ())
+    report = inspect_address(
+        parse_address(path),
+        model=model,
+        window=window,
+        table=load_model_table(models_file or ()),
+        skip_invalid=skip_invalid,
+        file_order=file_order,
     )
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
         return
     render(report)
+
+
+def inspect_address(
+    address: Address,
+    *,
+    model: str | None,
+    window: int | None,
+    table: ModelTable,
+    skip_invalid: bool,
+    file_order: bool,
+) -> InspectReport:
+    """The report for a file or a database session, its warnings printed on stderr.
+
+    A Claude Code file is streamed (`inspect_file`: bounded memory); other formats and
+    database sessions are loaded whole.
+    """
+    if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
+        report = inspect_file(
+            address.path,
+            model=model,
+            window=window,
+            table=table,
+            skip_invalid=skip_invalid,
+            select_thread=file_order_main_thread if file_order else rebuilt_main_thread,
+        )
+        print_source_warnings(report.source.warnings, report.source.skipped_lines)
+        return report
+    transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
+    return inspect_transcript(
+        transcript, model=model, window=window, table=table, name=address.display
+    )
 
 
 def _context_bar(report: InspectReport) -> Text:
@@ -88,20 +131,20 @@ def _context_bar(report: InspectReport) -> Text:
 
 def render(report: InspectReport) -> None:
     """Print the report with rich."""
-    transcript = report.transcript
+    source = report.source
     thresholds = report.thresholds
     header = Table.grid(padding=(0, 2))
-    header.add_row("file", str(transcript.path))
-    header.add_row("format", transcript.format)
+    header.add_row("file", str(source.path))
+    header.add_row("format", source.format)
     header.add_row("model", f"{report.model.name} ({report.model_source})")
-    called = report.transcript.models()
+    called = report.source.models
     if len(called) > 1:
         header.add_row(
             "calls by model", ", ".join(f"{name} {count:,}" for name, count in called.items())
         )
     header.add_row(
         "records",
-        f"{transcript.records:,} records · {report.messages:,} API messages · "
+        f"{source.records:,} records · {report.messages:,} API messages · "
         f"{report.api_calls:,} API calls · {report.sidechains} sub-agent threads",
     )
     console.print(Panel(header, title="unbounded inspect", expand=False))

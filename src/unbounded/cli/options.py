@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
+from unbounded.addresses import Address, load_address
 from unbounded.cli.app import error_console
 from unbounded.errors import ConfigError
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts.loader import detect_format, load_transcript
+from unbounded.transcripts.loader import detect_format
 
 SkipInvalidOption = Annotated[
     bool,
@@ -30,10 +31,15 @@ FileOrderOption = Annotated[
 
 
 def read_transcript(
-    path: Path, *, skip_invalid: bool = False, file_order: bool = False, quiet: bool = False
+    path: str | Path | Address,
+    *,
+    skip_invalid: bool = False,
+    file_order: bool = False,
+    quiet: bool = False,
 ) -> Transcript:
-    """Load a transcript for a command and print its warnings on stderr (unless quiet)."""
-    transcript = load_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
+    """Load a transcript for a command, from a file or a database session (see
+    `unbounded.addresses`), and print its warnings on stderr (unless quiet)."""
+    transcript, _ = load_address(path, skip_invalid=skip_invalid, file_order=file_order)
     if not quiet:
         print_warnings(transcript)
     return transcript
@@ -41,12 +47,16 @@ def read_transcript(
 
 def print_warnings(transcript: Transcript) -> None:
     """Print what the reader noticed: repaired lines, left-out records, skipped lines."""
-    for warning in transcript.warnings:
+    print_source_warnings(transcript.warnings, transcript.skipped_lines)
+
+
+def print_source_warnings(warnings: list[str], skipped_lines: int) -> None:
+    """Print a reader's warnings and how many lines it skipped, on stderr."""
+    for warning in warnings:
         error_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-    if transcript.skipped_lines:
+    if skipped_lines:
         error_console.print(
-            f"[yellow]warning:[/] skipped {transcript.skipped_lines} invalid line(s)"
-            " (--skip-invalid)",
+            f"[yellow]warning:[/] skipped {skipped_lines} invalid line(s) (--skip-invalid)",
             highlight=False,
         )
 

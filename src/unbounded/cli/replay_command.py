@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from unbounded.addresses import FileAddress, parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.compact_command import make_provider
 from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
@@ -34,13 +35,16 @@ _KIND_STYLE = {
 
 
 def pick_session(
-    path: Path | None, *, skip_invalid: bool = False, file_order: bool = False
+    path: str | Path | None, *, skip_invalid: bool = False, file_order: bool = False
 ) -> tuple[Transcript, str]:
-    """The transcript to replay and how to name it: PATH, else the newest session on this
-    machine (Claude Code's ~/.claude/projects or Codex CLI's $CODEX_HOME/sessions, by default
-    ~/.codex/sessions), else the built-in demo session."""
+    """The transcript to replay and how to name it: PATH (a file or a database session), else
+    the newest session on this machine (Claude Code's ~/.claude/projects or Codex CLI's
+    $CODEX_HOME/sessions, by default ~/.codex/sessions), else the built-in demo session."""
     if path is not None:
-        return read_transcript(path, skip_invalid=skip_invalid, file_order=file_order), path.name
+        address = parse_address(path)
+        transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
+        name = address.path.name if isinstance(address, FileAddress) else address.require_session()
+        return transcript, name
     latest = latest_session()
     if latest is not None:
         transcript = read_transcript(latest, skip_invalid=skip_invalid, file_order=file_order)
@@ -52,10 +56,10 @@ def pick_session(
 @exits_cleanly
 def replay_command(
     path: Annotated[
-        Path | None,
+        str | None,
         typer.Argument(
-            help="A recorded session (default: your newest Claude Code or Codex CLI session, "
-            "else the built-in demo)."
+            help="A recorded session, a file or postgresql://…/db?session=ID (default: your "
+            "newest Claude Code or Codex CLI session, else the built-in demo)."
         ),
     ] = None,
     model: Annotated[

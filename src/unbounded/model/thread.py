@@ -31,6 +31,7 @@ one) are kept where they are. `file_order_thread` is the old behaviour, kept for
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -268,10 +269,13 @@ def _rescue_siblings(
 
 
 def _content_key(entry: Entry) -> bytes:
+    # A 128-bit digest, not the JSON itself: every key is kept for the whole thread, and
+    # orjson returns each bytes object with ~4 KB allocated whatever its length.
     try:
-        return orjson.dumps(entry.content)
+        text = orjson.dumps(entry.content)
     except TypeError:
-        return repr(entry.content).encode()
+        text = repr(entry.content).encode()
+    return hashlib.blake2b(text, digest_size=16).digest()
 
 
 def _dedupe(thread: Sequence[Entry], report: ThreadReport) -> list[Entry]:

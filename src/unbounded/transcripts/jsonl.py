@@ -113,31 +113,73 @@ def iter_json_lines(
     with no newline that does not parse is a write in progress or a crash mid-append: it is
     reported as a warning and left out.
     """
+    for line in iter_json_records(
+        path,
+        skip_invalid=skip_invalid,
+        report=report,
+        validate=validate,
+        max_line_bytes=max_line_bytes,
+        max_depth=max_depth,
+    ):
+        yield line.number, line.value
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLine:
+    """One record read from a JSON Lines file: where it was, its exact bytes, its value."""
+
+    number: int
+    """1-based line number."""
+    offset: int
+    """Byte offset of the line's start in the file."""
+    raw: bytes
+    """The line exactly as stored, its newline included when it had one."""
+    value: dict[str, Any]
+
+
+def iter_json_records(
+    path: Path,
+    *,
+    skip_invalid: bool,
+    report: ReadReport,
+    validate: Callable[[dict[str, Any], Path, int], None] | None = None,
+    max_line_bytes: int | None = None,
+    max_depth: int | None = None,
+) -> Iterator[JsonLine]:
+    """`iter_json_lines` that also tells each record's byte offset and exact line bytes."""
     limit = max_line_bytes if max_line_bytes is not None else max_line_bytes_default()
     depth = max_depth if max_depth is not None else MAX_DEPTH
     if limit <= 0 or depth <= 0:
         raise ConfigError("max_line_bytes and max_depth must be positive")
+
+    def parsed(number: int, offset: int, raw: bytes) -> Iterator[JsonLine]:
+        for _, value in _parse_line(path, number, raw, skip_invalid, report, validate, depth):
+            yield JsonLine(number, offset, raw, value)
+
     with path.open("rb") as handle:
-        previous: tuple[int, bytes] | None = None
+        previous: tuple[int, int, bytes] | None = None
         number = 0
+        offset = 0
         started = False  # a JSON record was seen: no more leading lines to skip
         while True:
             raw = handle.readline(limit + 1)
             if not raw:
                 break
             number += 1
+            start, offset = offset, offset + len(raw)
             if previous is not None:
-                if not started and _leading_junk(previous[1]):
+                if not started and _leading_junk(previous[2]):
                     report.warnings.append(
                         f"{path}:{previous[0]}: not JSON, before the first record: skipped"
                     )
                     previous = None
                 else:
                     started = True
-                    yield from _parse_line(path, *previous, skip_invalid, report, validate, depth)
+                    yield from parsed(*previous)
                     previous = None
             if len(raw) > limit and not raw.endswith(b"\n"):
                 ended = _skip_rest_of_line(handle)
+                offset = handle.tell()
                 if not ended:
                     report.warnings.append(
                         f"{path}:{number}: torn last line (over {limit:,} bytes with no "
@@ -154,10 +196,10 @@ def iter_json_lines(
                     )
                 report.skipped_lines += 1
                 continue
-            previous = (number, raw)
+            previous = (number, start, raw)
         if previous is None:
             return
-        last_number, last_raw = previous
+        last_number, last_offset, last_raw = previous
         if not last_raw.endswith(b"\n"):
             try:
                 orjson.loads(last_raw)
@@ -167,7 +209,7 @@ def iter_json_lines(
                     "newline, not valid JSON): left out"
                 )
                 return
-        yield from _parse_line(path, last_number, last_raw, skip_invalid, report, validate, depth)
+        yield from parsed(last_number, last_offset, last_raw)
 
 
 def _leading_junk(raw: bytes) -> bool:

@@ -1,0 +1,136 @@
+"""Where a transcript is: a file path, or a session in PostgreSQL (`postgresql://…/db?session=ID`).
+
+Every command that reads a transcript parses its argument here, so a file and a database
+session are named the same way everywhere. A database address is a libpq connection URL
+(`postgresql://` or `postgres://`) with one extra query parameter, `session`, naming the
+session; every other parameter (`host=`, `sslmode=`, `options=`…) goes to the connection.
+Passwords never appear in what `display` returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode
+
+from unbounded.errors import ConfigError
+from unbounded.model.transcript import Transcript
+
+DATABASE_SCHEMES = ("postgresql", "postgres")
+SESSION_PARAMETER = "session"
+
+
+@dataclass(frozen=True, slots=True)
+class FileAddress:
+    """A transcript file."""
+
+    path: Path
+
+    @property
+    def display(self) -> str:
+        """The path as given."""
+        return str(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseAddress:
+    """A PostgreSQL database, and optionally one session in it."""
+
+    url: str
+    """The connection URL without the `session` parameter (what libpq is given)."""
+    session: str | None
+
+    @property
+    def display(self) -> str:
+        """The address with its password hidden, for messages and reports."""
+        shown = redact_url(self.url)
+        if self.session is None:
+            return shown
+        joiner = "&" if "?" in shown else "?"
+        return f"{shown}{joiner}{urlencode({SESSION_PARAMETER: self.session})}"
+
+    def with_session(self, session: str | None) -> DatabaseAddress:
+        """The same database, another session (None keeps this one)."""
+        return DatabaseAddress(self.url, session if session is not None else self.session)
+
+    def require_session(self, option: str = "--session") -> str:
+        """The session id, or a clear error telling how to give one."""
+        if not self.session:
+            raise ConfigError(
+                f"{self.display}: no session named: add ?session=ID to the address or pass "
+                f"{option} ID (`unbounded sessions URL` lists them)"
+            )
+        return self.session
+
+
+Address = FileAddress | DatabaseAddress
+
+
+def is_database_address(text: str) -> bool:
+    """Whether `text` is a PostgreSQL URL rather than a file path."""
+    scheme, separator, _ = text.partition("://")
+    return bool(separator) and scheme.lower() in DATABASE_SCHEMES
+
+
+def parse_address(text: str | Path) -> Address:
+    """A file path or a `postgresql://…/db?session=ID` URL (see the module docstring)."""
+    if isinstance(text, Path) or not is_database_address(text):
+        return FileAddress(Path(text))
+    # Split by hand: urlunsplit would turn `postgresql:///db` (empty host) into `postgresql:/db`.
+    base, _, query = text.partition("?")
+    sessions: list[str] = []
+    kept: list[tuple[str, str]] = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == SESSION_PARAMETER:
+            sessions.append(value)
+        else:
+            kept.append((name, value))
+    if len(sessions) > 1:
+        raise ConfigError(f"{redact_url(text)}: give `session=` once, not {len(sessions)} times")
+    if sessions and not sessions[0]:
+        raise ConfigError(f"{redact_url(text)}: `session=` is empty; name a session id")
+    url = f"{base}?{urlencode(kept)}" if kept else base
+    return DatabaseAddress(url, sessions[0] if sessions else None)
+
+
+def redact_url(url: str) -> str:
+    """A connection URL with any password replaced by `***`."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, tail = rest.partition("/")
+    credentials, at, host = authority.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}{slash}{tail}"
+
+
+def load_address(
+    address: str | Path | Address, *, skip_invalid: bool = False, file_order: bool = False
+) -> tuple[Transcript, str]:
+    """Read the transcript at an address, and a name for it: a file (any supported format,
+    detected from its content) or a database session (read-only: no lock is taken).
+
+    As with `load_transcript`, the main thread is rebuilt from parent links and what that
+    leaves out is in the warnings; `file_order=True` takes records in file order instead.
+    """
+    where = (
+        address if isinstance(address, (FileAddress, DatabaseAddress)) else parse_address(address)
+    )
+    if isinstance(where, FileAddress):
+        from unbounded.transcripts.loader import load_transcript
+
+        transcript = load_transcript(
+            where.path, skip_invalid=skip_invalid, file_order=file_order
+        )
+        return transcript, where.path.name
+    from unbounded.postgres.store import PostgresStore
+
+    session = where.require_session()
+    with PostgresStore(where.url, session, lock=False, create=False) as store:
+        transcript = store.load()
+    if file_order:
+        transcript.thread_order = "file"
+    transcript.warnings.extend(transcript.thread_report().warnings())
+    return transcript, session

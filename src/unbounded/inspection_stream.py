@@ -1,0 +1,549 @@
+"""`unbounded inspect` on a Claude Code file of any size, in bounded memory.
+
+Two passes over the file, neither holding message contents:
+
+1. `scan_records` streams every line and keeps a small `RecordInfo` per record: where it is
+   (line, byte offset, size), its type, uuid and parent, flags, response id, model and usage
+   total. A boundary's metadata is kept too (there are few).
+2. The main thread is chosen from those summaries by a `ThreadSelector`: by default
+   `rebuilt_main_thread`, which runs `unbounded.model.thread.rebuild_thread` (what
+   `Transcript.main_thread` does) over light stand-ins built from the summaries; or
+   `file_order_main_thread` (`--file-order`). The view (the main thread from its last
+   compact boundary on) is then read again record by record, by offset, and counted in one
+   pass (`tally_view`): the anchored token count, the token accounting, and the API messages
+   (the normalizer holds the view's messages while they are counted).
+
+A summary keeps what thread rebuilding reads: the links, the session id, the tool ids, how a
+user message classifies, and a 64-bit digest of the content and time (to tell repeated
+records apart) instead of the content.
+
+Memory: O(records) small summaries (about 0.4 KB each) + the longest line + the current
+view's API messages: what the model would be sent next, which a session that compacts keeps
+within its context window (a file that never compacted has its whole main thread as view).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from unbounded.errors import TranscriptError
+from unbounded.inspection import (
+    BoundaryInfo,
+    InspectReport,
+    SourceSummary,
+    resolve_model_name,
+)
+from unbounded.model.content import usage_context_total
+from unbounded.model.entries import (
+    COMPACT_BOUNDARY_SUBTYPE,
+    CONVERSATION_TYPES,
+    SYNTHETIC_MODEL,
+    Entry,
+    messages_after_compact_boundary,
+)
+from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.thread import rebuild_thread
+from unbounded.model.user_messages import classify_user_entry
+from unbounded.models import ModelTable, load_model_table
+from unbounded.policy import Policy, compute_thresholds
+from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
+from unbounded.tokens.estimate import ContextCounter
+from unbounded.transcripts.claude_code import FORMAT, validate_record
+from unbounded.transcripts.jsonl import ReadReport, iter_json_records, parse_lenient
+
+_SIDECHAIN, _META, _COMPACT_SUMMARY, _SYNTHETIC, _OTHER_BLOCKS, _STR, _LIST = (
+    1 << bit for bit in range(7)
+)
+
+
+@dataclass(slots=True)
+class RecordInfo:
+    """What pass 1 keeps of one record: no message content.
+
+    Flags are packed in one small int, and a parent uuid or tool result id equal to the
+    record before's uuid or tool call id shares its string: a summary stays near 0.4 KB.
+    """
+
+    line: int
+    offset: int
+    """Where the record's line starts in the file (pass 2 reads it again from there)."""
+    type: str
+    subtype: str | None
+    uuid: str | None
+    parent_uuid: str | None
+    logical_parent_uuid: str | None
+    session_id: str | None
+    flags: int
+    message_id: str | None
+    """The response id of an assistant record."""
+    usage_total: int | None
+    """input + cache creation + cache read + output of a real response's usage."""
+    model: str | None
+    tool_use_ids: tuple[str, ...]
+    tool_result_ids: tuple[str, ...]
+    user_kind: str | None
+    """How a user message classifies (`classify_user_entry`)."""
+    digest: int
+    """64-bit digest of the content and the time, standing for them when records are compared."""
+
+    @property
+    def is_conversation(self) -> bool:
+        """user, assistant, system, attachment or progress."""
+        return self.type in CONVERSATION_TYPES
+
+    @property
+    def is_compact_boundary(self) -> bool:
+        """A `system` record with subtype `compact_boundary`."""
+        return self.type == "system" and self.subtype == COMPACT_BOUNDARY_SUBTYPE
+
+    @property
+    def is_sidechain(self) -> bool:
+        """An inline sub-agent record."""
+        return bool(self.flags & _SIDECHAIN)
+
+    @property
+    def is_meta(self) -> bool:
+        """`isMeta`."""
+        return bool(self.flags & _META)
+
+    @property
+    def is_compact_summary(self) -> bool:
+        """The summary after a compact boundary."""
+        return bool(self.flags & _COMPACT_SUMMARY)
+
+    @property
+    def is_synthetic_api_error(self) -> bool:
+        """A placeholder for an API error, not a real response."""
+        return bool(self.flags & _SYNTHETIC)
+
+    @property
+    def has_other_blocks(self) -> bool:
+        """The content list holds blocks other than tool calls and results."""
+        return bool(self.flags & _OTHER_BLOCKS)
+
+    @property
+    def content_shape(self) -> str:
+        """`str`, `list` or `none`: the type of the message content."""
+        return "str" if self.flags & _STR else "list" if self.flags & _LIST else "none"
+
+
+ThreadSelector = Callable[[Sequence[RecordInfo], Sequence[str]], "SelectedThread"]
+"""Picks the main thread from the record summaries and the summary records' leaf uuids."""
+
+
+@dataclass(slots=True)
+class SelectedThread:
+    """The main thread as indexes into the records (file order), and notes on what was left out."""
+
+    indexes: list[int]
+    warnings: list[str]
+
+
+def _is_subagent_file(records: Sequence[RecordInfo]) -> bool:
+    conversation = [r for r in records if r.is_conversation]
+    return bool(conversation) and all(r.is_sidechain for r in conversation)
+
+
+def file_order_main_thread(
+    records: Sequence[RecordInfo], summary_leaves: Sequence[str] = ()
+) -> SelectedThread:
+    """Conversation records in file order, inline sub-agent records left out unless every
+    conversation record is one (`--file-order`)."""
+    keep_sidechains = _is_subagent_file(records)
+    return SelectedThread(
+        [
+            index
+            for index, r in enumerate(records)
+            if r.is_conversation and (keep_sidechains or not r.is_sidechain)
+        ],
+        [],
+    )
+
+
+# What a user message of each kind can say so that `classify_user_content` sorts it the same
+# way; `{}` takes the digest, so that records stay told apart when they are compared.
+_KIND_WITNESS = {
+    "prompt": "p{}",
+    "command": "<command-name>c</command-name>{}",
+    "command_output": "<local-command-stdout>{}",
+    "caveat": "<local-command-caveat>{}",
+    "notification": "<task-notification>{}",
+    "interrupt": "[Request interrupted{}",
+    "hook": "<hook-output>{}",
+    "system_reminder": "<system-reminder>{}</system-reminder>",
+    "skill": "Base directory for this skill:{}",
+    "meta": "m{}",
+    "compact_summary": "s{}",
+    "tool_results": "r{}",
+    "empty": "",
+}
+
+
+class _Standin:
+    """An `Entry` look-alike built from a summary, for `rebuild_thread`.
+
+    It answers what thread rebuilding asks of an entry: links, flags, tool ids, the session,
+    and content whose JSON is equal exactly when the real content (and time) is, and which a
+    user-message classifier sorts as the real one. The timestamp is a constant: the real one
+    is folded into the digest.
+    """
+
+    __slots__ = ("index", "record")
+
+    def __init__(self, record: RecordInfo, index: int) -> None:
+        self.record = record
+        self.index = index
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.record, name)
+
+    @property
+    def timestamp(self) -> str:
+        """A constant (the real time is in the content's digest)."""
+        return "t"
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The raw fields thread rebuilding reads."""
+        return {"sessionId": self.record.session_id}
+
+    @property
+    def content(self) -> Any:
+        """Content standing for the real one (see the class docstring)."""
+        record = self.record
+        digest = f"{record.digest:016x}"
+        if record.content_shape == "none":
+            return []
+        witness = _KIND_WITNESS.get(record.user_kind or "prompt", "p{}").format(digest)
+        if record.content_shape == "str":
+            return witness
+        blocks: list[dict[str, Any]] = [
+            {"type": "tool_use", "id": tool_id} for tool_id in record.tool_use_ids
+        ]
+        blocks += [{"type": "tool_result", "tool_use_id": i} for i in record.tool_result_ids]
+        if record.has_other_blocks:
+            blocks.append({"type": "text", "text": witness})
+        if blocks:
+            blocks[0] = {**blocks[0], "digest": digest}
+        return blocks
+
+
+def rebuilt_main_thread(
+    records: Sequence[RecordInfo], summary_leaves: Sequence[str] = ()
+) -> SelectedThread:
+    """The thread `Transcript.main_thread` rebuilds from parent links, on summaries."""
+    standins = [_Standin(record, index) for index, record in enumerate(records)]
+    thread, report = rebuild_thread(
+        cast(Sequence[Entry], standins),
+        include_sidechains=_is_subagent_file(records),
+        summary_leaves=summary_leaves,
+    )
+    return SelectedThread(
+        [cast(_Standin, entry).index for entry in thread], report.warnings()
+    )
+
+
+def _intern(value: Any) -> str | None:
+    return sys.intern(value) if isinstance(value, str) else None
+
+
+def _ids(content: Any, kind: str, key: str) -> tuple[str, ...]:
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        str(block.get(key))
+        for block in content
+        if isinstance(block, dict) and block.get("type") == kind
+    )
+
+
+def _digest(entry: Entry) -> int:
+    # The time folded in the way thread deduplication keys records (see _Standin.timestamp).
+    moment = entry.timestamp if entry.type == "assistant" else (entry.timestamp or entry.uuid)
+    try:
+        content = orjson.dumps(entry.content)
+    except TypeError:
+        content = repr(entry.content).encode()
+    hasher = hashlib.blake2b(digest_size=8)
+    hasher.update(str(moment).encode("utf-8", "replace") + b"\x00")
+    hasher.update(content)
+    return int.from_bytes(hasher.digest(), "big")
+
+
+def summarize_record(
+    entry: Entry, offset: int, previous: RecordInfo | None = None
+) -> RecordInfo:
+    """The small summary of one entry (`previous`: the record before, to share strings)."""
+    usage = entry.usage
+    message = entry.message
+    content = message.get("content") if message else None
+    tool_kinds = ("tool_use", "tool_result")
+    flags = (
+        (_SIDECHAIN if entry.is_sidechain else 0)
+        | (_META if entry.is_meta else 0)
+        | (_COMPACT_SUMMARY if entry.is_compact_summary else 0)
+        | (_SYNTHETIC if entry.is_synthetic_api_error else 0)
+        | (_STR if isinstance(content, str) else _LIST if isinstance(content, list) else 0)
+    )
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") not in tool_kinds for b in content
+    ):
+        flags |= _OTHER_BLOCKS
+    parent = entry.parent_uuid
+    results = _ids(content, "tool_result", "tool_use_id")
+    if previous is not None:
+        if parent is not None and parent == previous.uuid:
+            parent = previous.uuid
+        calls = {tool_id: tool_id for tool_id in previous.tool_use_ids}
+        results = tuple(calls.get(tool_id, tool_id) for tool_id in results)
+    return RecordInfo(
+        line=entry.line or 0,
+        offset=offset,
+        type=sys.intern(entry.type),
+        subtype=_intern(entry.subtype),
+        uuid=entry.uuid,
+        parent_uuid=parent,
+        logical_parent_uuid=entry.logical_parent_uuid,
+        session_id=_intern(entry.data.get("sessionId")),
+        flags=flags,
+        message_id=entry.message_id,
+        usage_total=usage_context_total(usage) if usage is not None else None,
+        model=_intern(entry.model),
+        tool_use_ids=_ids(content, "tool_use", "id"),
+        tool_result_ids=results,
+        user_kind=sys.intern(classify_user_entry(entry).kind) if entry.type == "user" else None,
+        digest=_digest(entry),
+    )
+
+
+@dataclass(slots=True)
+class FileScan:
+    """Pass 1's result: a summary per record, the boundaries' metadata, what the reader saw."""
+
+    path: Path
+    records: list[RecordInfo]
+    boundaries: dict[int, dict[str, Any]]
+    """compactMetadata of each boundary, by record index."""
+    summary_leaves: list[str]
+    """`leafUuid` of each `summary` record, in file order."""
+    report: ReadReport
+
+
+def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
+    """Pass 1: stream the file and keep a `RecordInfo` per record (see the module docstring)."""
+    source = Path(path)
+    report = ReadReport()
+    records: list[RecordInfo] = []
+    boundaries: dict[int, dict[str, Any]] = {}
+    leaves: list[str] = []
+    for item in iter_json_records(
+        source, skip_invalid=skip_invalid, report=report, validate=validate_record
+    ):
+        entry = Entry(item.value, item.number)
+        if entry.is_compact_boundary:
+            boundaries[len(records)] = dict(entry.compact_metadata)
+            boundaries[len(records)]["timestamp"] = entry.timestamp
+        if entry.type == "summary" and isinstance(entry.data.get("leafUuid"), str):
+            leaves.append(entry.data["leafUuid"])
+        previous = records[-1] if records else None
+        records.append(summarize_record(entry, item.offset, previous))
+    return FileScan(source, records, boundaries, leaves, report)
+
+
+def read_records(path: Path, records: Iterable[RecordInfo]) -> Iterator[Entry]:
+    """Pass 2: read these records again by offset (in the order given), one at a time."""
+    with path.open("rb") as handle:
+        for record in records:
+            handle.seek(record.offset)
+            raw = handle.readline()
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                # Pass 1 repaired it the same way (BOM, invalid UTF-8, lone surrogates).
+                lenient = parse_lenient(raw)
+                value = lenient[0] if lenient is not None else None
+            if not isinstance(value, dict):
+                raise TranscriptError(
+                    "the file changed while it was being inspected",
+                    path=path,
+                    line=record.line,
+                    hint="inspect it again once the agent stopped writing, or inspect a copy",
+                )
+            yield Entry(value, record.line)
+
+
+# -- counting a view ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ViewTally:
+    """What inspect reports about a view, counted in one pass."""
+
+    messages: int
+    counter: ContextCounter
+    accounting: TokenAccounting
+
+
+def tally_view(entries: Iterable[Entry]) -> ViewTally:
+    """Messages, the anchored token count and the accounting of a view, in one pass.
+
+    The entries are dropped as they go; the API messages they make are held (by the
+    normalizer, whose repairs decide how many there are) until they are counted.
+    """
+    counter = ContextCounter()
+    normalizer = MessageNormalizer()
+
+    def feed() -> Iterator[Entry]:
+        for entry in entries:
+            counter.append(entry)
+            normalizer.append(entry)
+            yield entry
+
+    accounting = build_token_accounting(feed())
+    return ViewTally(len(normalizer.messages), counter, accounting)
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+def _sidechain_threads(records: Sequence[RecordInfo]) -> int:
+    """`len(Transcript.sidechains())` on summaries."""
+    conversation = [r for r in records if r.is_conversation]
+    if conversation and all(r.is_sidechain for r in conversation):
+        return 0
+    roots = 0
+    owner: dict[str, str] = {}
+    for record in conversation:
+        if not record.is_sidechain or record.uuid is None:
+            continue
+        parent = record.parent_uuid
+        root = owner.get(parent) if parent is not None else None
+        if root is None:
+            root = record.uuid
+            roots += 1
+        owner[record.uuid] = root
+    return roots
+
+
+def _view_records(scan: FileScan, main: Sequence[int]) -> tuple[list[RecordInfo], bool]:
+    """The records of the view, and whether it must be built in memory (partial compaction)."""
+    records = scan.records
+    position = next(
+        (i for i in range(len(main) - 1, -1, -1) if records[main[i]].is_compact_boundary), -1
+    )
+    if position < 0:
+        return [records[i] for i in main], False
+    segment = scan.boundaries.get(main[position], {}).get("preservedSegment")
+    view = [records[i] for i in main[position:]]
+    if not isinstance(segment, dict):
+        return view, False
+    before = [records[i] for i in main[:position]]
+    uuids = [record.uuid for record in before]
+    head, tail = segment.get("headUuid"), segment.get("tailUuid")
+    if head not in uuids or tail not in uuids:
+        return view, False
+    start, end = uuids.index(head), uuids.index(tail)
+    return [*before[start : end + 1], *view], True
+
+
+def recorded_models(records: Sequence[RecordInfo], main: Sequence[int]) -> dict[str, int]:
+    """`Transcript.models` on summaries: recorded calls per model, the main model first."""
+    calls: dict[str, tuple[int, str | None]] = {}  # response id -> (first position, model)
+    for position, index in enumerate(main):
+        record = records[index]
+        if record.usage_total is None or record.message_id is None:
+            continue
+        first = calls.get(record.message_id, (position, None))[0]
+        calls[record.message_id] = (first, record.model)
+    if calls:
+        named = [(rid, model) for rid, (_, model) in sorted(calls.items(), key=lambda kv: kv[1][0])]
+    else:
+        named = [
+            (records[i].message_id or records[i].uuid or str(position), records[i].model)
+            for position, i in enumerate(main)
+            if records[i].type == "assistant" and not records[i].is_synthetic_api_error
+        ]
+    counts: dict[str, int] = {}
+    last_seen: dict[str, int] = {}
+    seen: set[str] = set()
+    for position, (response_id, model) in enumerate(named):
+        if not model or model == SYNTHETIC_MODEL or response_id in seen:
+            continue
+        seen.add(response_id)
+        counts[model] = counts.get(model, 0) + 1
+        last_seen[model] = position
+    order = sorted(counts, key=lambda name: (-counts[name], -last_seen[name]))
+    return {name: counts[name] for name in order}
+
+
+def inspect_file(
+    path: str | Path,
+    *,
+    model: str | None = None,
+    window: int | None = None,
+    policy: Policy | None = None,
+    table: ModelTable | None = None,
+    skip_invalid: bool = False,
+    select_thread: ThreadSelector = rebuilt_main_thread,
+) -> InspectReport:
+    """`inspect_transcript` for a Claude Code file, streamed (see the module docstring)."""
+    scan = scan_records(path, skip_invalid=skip_invalid)
+    records = scan.records
+    selected = select_thread(records, scan.summary_leaves)
+    main = selected.indexes
+    models_called = recorded_models(records, main)
+    models = table or load_model_table()
+    info, source, notes = resolve_model_name(next(iter(models_called), None), model, models)
+    if window is not None:
+        info = info.with_window(window)
+    thresholds = compute_thresholds(info, policy or Policy.from_env())
+    view_records, in_memory = _view_records(scan, main)
+    entries: Iterable[Entry] = read_records(scan.path, view_records)
+    if in_memory:
+        entries = messages_after_compact_boundary(list(entries))
+    tally = tally_view(entries)
+    api_calls = {
+        records[i].message_id
+        for i in main
+        if records[i].usage_total is not None and records[i].message_id is not None
+    }
+    boundaries = [
+        BoundaryInfo(
+            trigger=scan.boundaries[i].get("trigger"),
+            pre_tokens=scan.boundaries[i].get("preTokens"),
+            uuid=records[i].uuid,
+            timestamp=scan.boundaries[i].get("timestamp"),
+            line=records[i].line,
+        )
+        for i in main
+        if records[i].is_compact_boundary
+    ]
+    return InspectReport(
+        source=SourceSummary(
+            path=str(scan.path),
+            format=FORMAT,
+            records=len(records),
+            skipped_lines=scan.report.skipped_lines,
+            warnings=[*scan.report.warnings, *selected.warnings],
+            models=models_called,
+        ),
+        model=info,
+        model_source=source,
+        thresholds=thresholds,
+        messages=tally.messages,
+        api_calls=len(api_calls),
+        context_tokens=tally.counter.total,
+        anchored_tokens=tally.counter.anchor_tokens,
+        estimated_tokens=tally.counter.estimated_tokens,
+        boundaries=boundaries,
+        accounting=tally.accounting,
+        sidechains=_sidechain_threads(records),
+        notes=notes,
+    )

@@ -1,0 +1,127 @@
+"""Connections to PostgreSQL: one pool per connection URL and process, errors made readable.
+
+Every store of a process that uses the same URL shares one `psycopg_pool.ConnectionPool`
+(created on first use; pools are per process, since a pool does not survive `fork`). A
+writing store keeps one pooled connection for its whole life (it holds the session lock), so
+the pool's `max_size` bounds how many sessions one process can have open for writing at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from unbounded.addresses import redact_url
+from unbounded.errors import ConfigError
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+DEFAULT_MIN_SIZE = 1
+DEFAULT_MAX_SIZE = 20
+"""Default pool bounds: up to 20 connections per URL and process."""
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""How long to wait for a connection (a new one, or a free one from the pool)."""
+
+_pools: dict[tuple[int, str], ConnectionPool[Any]] = {}
+_pools_guard = threading.Lock()
+
+
+def require_psycopg() -> None:
+    """Fail with the install command when the `postgres` extra is missing."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "PostgreSQL sessions need the postgres extra: pip install 'unbounded[postgres]'"
+        ) from None
+
+
+def _configure(connection: psycopg.Connection[Any]) -> None:
+    connection.autocommit = True
+
+
+def connection_pool(
+    url: str,
+    *,
+    min_size: int = DEFAULT_MIN_SIZE,
+    max_size: int = DEFAULT_MAX_SIZE,
+    timeout: float = CONNECT_TIMEOUT_SECONDS,
+) -> ConnectionPool[Any]:
+    """The shared pool of this process for `url`, created (and opened) on first use.
+
+    The sizes only apply when the pool is created; later calls return the same pool.
+    """
+    require_psycopg()
+    from psycopg_pool import ConnectionPool
+
+    if min_size < 0 or max_size < 1 or min_size > max_size:
+        raise ConfigError("pool sizes need 0 <= min_size <= max_size and max_size >= 1")
+    key = (os.getpid(), url)
+    with _pools_guard:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = ConnectionPool(
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                timeout=timeout,
+                configure=_configure,
+                check=ConnectionPool.check_connection,
+                open=False,
+                name=f"unbounded:{redact_url(url)}",
+            )
+            try:
+                pool.open(wait=True, timeout=timeout)
+            except Exception as error:
+                pool.close()
+                raise ConfigError(
+                    f"cannot connect to {redact_url(url)} ({_reason(error)}); check the address, "
+                    "that the server runs and that the role may log in"
+                ) from None
+            _pools[key] = pool
+    return pool
+
+
+def close_pool(url: str) -> None:
+    """Close this process's pool for `url`, if it has one (its stores must be closed first)."""
+    with _pools_guard:
+        pool = _pools.pop((os.getpid(), url), None)
+    if pool is not None:
+        pool.close()
+
+
+def close_pools() -> None:
+    """Close every pool this process opened (done at exit)."""
+    with _pools_guard:
+        pools = [pool for (pid, _), pool in _pools.items() if pid == os.getpid()]
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(close_pools)
+
+
+def get_connection(pool: ConnectionPool[Any], url: str) -> psycopg.Connection[Any]:
+    """A connection from the pool, or a clear error when none can be had in time."""
+    from psycopg_pool import PoolTimeout
+
+    try:
+        connection: psycopg.Connection[Any] = pool.getconn()
+    except PoolTimeout:
+        raise ConfigError(
+            f"{redact_url(url)}: no database connection free after {pool.timeout:g} s (the pool "
+            f"holds at most {pool.max_size}; every open writing store keeps one): close stores "
+            "you no longer use or give a larger pool (connection_pool(url, max_size=...))"
+        ) from None
+    return connection
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

@@ -1,0 +1,57 @@
+"""Address parsing: file paths and postgresql:// URLs with a session, in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unbounded.addresses import (
+    DatabaseAddress,
+    FileAddress,
+    is_database_address,
+    parse_address,
+    redact_url,
+)
+from unbounded.errors import ConfigError
+
+
+def test_paths_stay_paths() -> None:
+    for text in ("session.jsonl", "/abs/x.traj", "postgresql.jsonl", "dir/postgresql:/x"):
+        assert parse_address(text) == FileAddress(Path(text))
+    assert parse_address(Path("a.jsonl")) == FileAddress(Path("a.jsonl"))
+
+
+def test_the_session_parameter_is_taken_out_and_the_rest_kept() -> None:
+    address = parse_address(
+        "postgresql://me:secret@db.example:5433/app?sslmode=require&session=abc-1&options=-csearch_path%3Dx"
+    )
+    assert address == DatabaseAddress(
+        "postgresql://me:secret@db.example:5433/app?sslmode=require&options=-csearch_path%3Dx",
+        "abc-1",
+    )
+    assert isinstance(address, DatabaseAddress)
+    assert "secret" not in address.display and "me:***@db.example:5433" in address.display
+    assert address.display.endswith("session=abc-1")
+    assert parse_address("postgres://h/db") == DatabaseAddress("postgres://h/db", None)
+    assert is_database_address("POSTGRESQL://h/db") and not is_database_address("file.jsonl")
+
+
+def test_session_ids_with_reserved_characters_round_trip() -> None:
+    address = parse_address("postgresql:///db?session=a%2Fb%20c%26d")
+    assert isinstance(address, DatabaseAddress) and address.session == "a/b c&d"
+    assert parse_address(address.display) == address
+
+
+def test_bad_session_parameters_are_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="once"):
+        parse_address("postgresql:///db?session=a&session=b")
+    with pytest.raises(ConfigError, match="empty"):
+        parse_address("postgresql:///db?session=")
+    with pytest.raises(ConfigError, match=r"\?session=ID"):
+        DatabaseAddress("postgresql:///db", None).require_session()
+
+
+def test_redaction_keeps_everything_but_the_password() -> None:
+    assert redact_url("postgresql://u:p@h/db?x=1") == "postgresql://u:***@h/db?x=1"
+    assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"
