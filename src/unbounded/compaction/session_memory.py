@@ -68,6 +68,7 @@ from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtl
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.facts import clip, extract_facts, text_of
+from unbounded.compaction.handover import PREVIOUS_SUMMARY_PREFIXES
 from unbounded.compaction.micro import clear_tool_results
 from unbounded.errors import ConfigError
 from unbounded.events import GenericEvent, emit
@@ -82,7 +83,6 @@ from unbounded.model.tools import (
 )
 from unbounded.policy import Policy
 from unbounded.providers.base import Provider, ProviderError
-from unbounded.providers.extractive import PREVIOUS_SUMMARY_PREFIXES
 from unbounded.tokens.estimate import entry_tokens, pad_estimate, rough_token_count
 
 if TYPE_CHECKING:

@@ -164,12 +164,49 @@ def classify_user_content(
 
 
 def classify_user_entry(entry: Entry) -> UserMessage:
-    """Sort a transcript's user record (other records sort as `empty`)."""
+    """Sort a transcript's user record (other records sort as `empty`).
+
+    A command written for a tool call of the model (`sourceToolUseID`: the model invoked a
+    skill) is the skill's header, not a request of the user.
+    """
     if entry.type != "user":
         return UserMessage("empty", "")
-    return classify_user_content(
+    message = classify_user_content(
         entry.content, is_meta=entry.is_meta, is_compact_summary=entry.is_compact_summary
     )
+    if message.kind == "command" and entry.data.get("sourceToolUseID"):
+        return UserMessage("skill", message.text, command=message.command)
+    return message
+
+
+def classify_message_texts(content: Any) -> list[UserMessage]:
+    """Sort each text block of a plain user message (flags such as `isMeta` are gone).
+
+    Normalization joins consecutive user records, so one message can hold a command, then
+    the template it expanded to, then a skill body. A text block after a command block is
+    taken as that expansion (`skill`), and a command in a message that answers tool calls
+    was invoked by the model, not typed: both are not requests.
+    """
+    if isinstance(content, str):
+        return [classify_user_content(content)]
+    if not isinstance(content, list):
+        return []
+    blocks = [b for b in content if isinstance(b, dict)]
+    answers_tools = any(b.get("type") == "tool_result" for b in blocks)
+    sorted_texts: list[UserMessage] = []
+    after_command = False
+    for block in blocks:
+        if block.get("type") != "text":
+            continue
+        message = classify_user_content(str(block.get("text", "")))
+        if message.kind == "command":
+            after_command = True
+            if answers_tools:
+                message = UserMessage("skill", message.text, command=message.command)
+        elif after_command and message.kind in ("prompt", "meta"):
+            message = UserMessage("skill", message.text)
+        sorted_texts.append(message)
+    return sorted_texts
 
 
 def notification_summary(message: UserMessage) -> str | None:
