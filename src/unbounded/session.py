@@ -434,6 +434,29 @@ class Session:
         self.append([entry])
         return entry
 
+    def discard_last_reply(self) -> list[Entry]:
+        """Take the last reply out of the conversation (a regenerate, or a retry after the
+        reply was lost): the next record is chained to the message before it, so the reply
+        stays in the transcript on an abandoned branch that reloading leaves out. Returns the
+        entries taken out (none when the conversation does not end with a reply)."""
+        self._check_open()
+        end = len(self.entries)
+        start = end
+        reply_id: str | None = None
+        while start > 0:
+            entry = self.entries[start - 1]
+            if entry.type != "assistant" or entry.is_sidechain:
+                break
+            if start < end and entry.message_id != reply_id:
+                break  # one response only (its lines share a message id)
+            reply_id = entry.message_id
+            start -= 1
+        removed = self.entries[start:]
+        if removed:
+            del self.entries[start:]
+            self._rebuild_view()
+        return removed
+
     def pending_tool_use_ids(self) -> list[str]:
         """Tool calls of the last response that have no result yet."""
         messages = self._normalizer.messages
