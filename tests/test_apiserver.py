@@ -220,7 +220,7 @@ def test_invalid_requests_are_refused_like_the_api(api_server: ApiServer) -> Non
     for body, wording in cases:
         with pytest.raises(anthropic.BadRequestError, match=wording):
             client.messages.create(**{"model": "claude-test", "max_tokens": 1_000, **body})
-    assert [why for _, why in api_server.rejected][0].startswith("messages.1: `tool_use` ids")
+    assert api_server.rejected[0][1].startswith("messages.1: `tool_use` ids")
     assert len(api_server.rejected) == len(cases) and len(api_server.anthropic) == 1
     api_server.rejected.clear()
     assert client.messages.create(model="claude-test", max_tokens=10, messages=USER).content[0].text == "only for the valid request"

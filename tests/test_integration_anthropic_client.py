@@ -538,3 +538,26 @@ def test_async_with_options_and_raw_response(api_server: ApiServer) -> None:
         await client.close()
 
     asyncio.run(main())
+
+
+def test_the_summary_call_has_its_own_output_budget(api_server: ApiServer) -> None:
+    """The caller's max_tokens (1024) is a reply budget, not a summary's: the summary call
+    asks for the compaction budget, and once more with twice that when it is cut off."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), model=MODEL, context_window=40_000, policy=Policy(), events=events.append)
+    budget = client.session.policy.compact_max_output_tokens  # scaled for the 40K window
+    api_server.anthropic.push(
+        message("Noted.", id="msg_1", usage={"input_tokens": 30_000}),  # over the threshold
+        message("<summary>\n1. Primary Request and Intent: fix the", stop_reason="max_tokens", id="msg_cut"),
+        message(SUMMARY, id="msg_summary"),
+        message("Continuing.", id="msg_2"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Remember the plan."}]
+    reply = client.messages.create(**kwargs(messages))
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "Go on."}]
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "Continuing." and client.status().compactions == 1
+    first, cut, summary, main_call = api_server.requests
+    assert first.json["max_tokens"] == main_call.json["max_tokens"] == 1024
+    assert (cut.json["max_tokens"], summary.json["max_tokens"]) == (budget, 2 * budget)
+    assert not any(e.kind == "compaction_failed" for e in events)

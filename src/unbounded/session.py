@@ -555,6 +555,7 @@ class Session:
             thinking=self.config.thinking,
             max_tokens=self.config.max_tokens or min(self.model_info.max_output, 32_000),
             extra=dict(self.config.extra),
+            max_output=self.model_info.max_output,
         )
 
     async def prepare(self) -> ProviderRequest:

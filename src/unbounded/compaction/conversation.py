@@ -13,9 +13,13 @@
 4. The summary request shares the main conversation's cache: the same system blocks, tools,
    model and thinking config (`CacheSafeParams`) and the same message prefix, the summary
    prompt appended as the last user message, and the message breakpoint on the second-to-last
-   message so this one-shot call writes no new cache entry. If that call fails for a reason
-   other than length, a direct call with the compact system prompt and a 20,000-token output
-   cap is tried (seed 004 "fallback chain").
+   message so this one-shot call writes no new cache entry. Its `max_tokens` is the policy's
+   compaction budget (`compact_max_output_tokens`, plus any thinking budget, under the
+   model's output limit), not the main request's: max_tokens is not part of the cache key,
+   and a caller's small reply budget must not cut every summary off. A summary cut off at
+   that budget is asked for once more with twice the budget. If the call fails for a reason
+   other than length, a direct call with the compact system prompt and the compaction
+   output cap is tried (seed 004 "fallback chain").
 5. A prompt-too-long answer drops the oldest API rounds and retries, up to 3 attempts.
 6. The reply is checked (not empty, not an API error, not cut off, holds a summary; a tool
    call is refused, never run) and formatted; the facts ledger is appended.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -101,6 +106,8 @@ class CacheSafeParams:
     max_tokens: int = 32_000
     betas: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    max_output: int | None = None
+    """The model's output limit: the summary call's budget stays under it."""
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -292,12 +299,26 @@ async def _call_with_heartbeat(
         await beat(elapsed)
 
 
+def summary_max_tokens(params: CacheSafeParams, policy: Policy, *, attempt: int = 1) -> int:
+    """The summary call's output budget: the policy's compaction budget, whatever the main
+    request's `max_tokens` (max_tokens is not part of the prompt-cache key, so the fork still
+    shares the cache), doubled for the one retry of a cut-off summary; plus the thinking
+    budget when thinking is on (the API wants max_tokens above it); never above the model's
+    output limit."""
+    budget = policy.compact_max_output_tokens * (2 if attempt > 1 else 1)
+    thinking = params.thinking or {}
+    if thinking.get("type") == "enabled":
+        budget += int(thinking.get("budget_tokens") or 0)
+    return min(budget, params.max_output) if params.max_output else budget
+
+
 def _fallback_request(
     messages: list[MessageParam], params: CacheSafeParams, policy: Policy
 ) -> ProviderRequest:
+    limit = policy.compact_max_output_tokens
     return {
         "model": params.model,
-        "max_tokens": policy.compact_max_output_tokens,
+        "max_tokens": min(limit, params.max_output) if params.max_output else limit,
         "system": SUMMARY_SYSTEM_PROMPT,
         "messages": messages,
     }
@@ -313,20 +334,33 @@ async def _summarize(
     policy: Policy,
     events: EventSink | None,
 ) -> tuple[ModelResponse, ProviderRequest, int, bool]:
-    """Run the summary call with the cache-sharing request, PTL retries and the fallback."""
+    """Run the summary call with the cache-sharing request, PTL retries and the fallback; a
+    summary cut off at its output budget is asked for once more with twice the budget."""
     attempt = 0
     current = list(messages)
     use_fallback = False
     last_error: ProviderError | None = None
+    budget_round = 1
     while attempt < policy.ptl_max_retries:
         attempt += 1
         with_prompt: list[MessageParam] = [*current, {"role": "user", "content": prompt}]
+        budget = summary_max_tokens(params, policy, attempt=budget_round)
         if use_fallback:
             request = _fallback_request(with_prompt, params, policy)
         else:
-            request = planner(params.request(with_prompt), True)
+            sized = dataclasses.replace(params, max_tokens=budget)
+            request = planner(sized.request(with_prompt), True)
         try:
             response = await _call_with_heartbeat(provider, request, policy, events)
+            if (
+                response.stop_reason == "max_tokens"
+                and not use_fallback
+                and budget_round == 1
+                and summary_max_tokens(params, policy, attempt=2) > budget
+            ):
+                budget_round = 2  # cut off: once more with the larger budget
+                attempt -= 1
+                continue
             return response, request, attempt, use_fallback
         except PromptTooLongError as error:
             last_error = error

@@ -616,6 +616,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
+            max_output=self.model_info.max_output,
         )
         try:
             result = await compact_conversation(
