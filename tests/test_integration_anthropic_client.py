@@ -165,8 +165,9 @@ def test_prompt_too_long_is_compacted_and_retried_once(api_server: ApiServer) ->
     assert reply.content[0].text == "Recovered."
     assert client.status().compactions == 1
     refused, retried = api_server.requests[1:]
-    assert len(retried.json["messages"]) < len(refused.json["messages"])
     assert "Run the tests." in json.dumps(retried.json["messages"][0])  # inside the summary
+    assert "This session continues" in json.dumps(retried.json["messages"][0])
+    assert retried.json["messages"][1:] == refused.json["messages"][1:]  # the tool round, verbatim
     assert any(e.kind == "reactive_compaction" for e in events)
 
     # A second refusal after the compaction reaches the caller as the SDK's exception.
@@ -561,3 +562,30 @@ def test_the_summary_call_has_its_own_output_budget(api_server: ApiServer) -> No
     assert first.json["max_tokens"] == main_call.json["max_tokens"] == 1024
     assert (cut.json["max_tokens"], summary.json["max_tokens"]) == (budget, 2 * budget)
     assert not any(e.kind == "compaction_failed" for e in events)
+
+
+def test_the_message_that_triggers_a_compaction_is_sent_verbatim(api_server: ApiServer) -> None:
+    """Over the threshold, the new prompt (and later the new tool round) is kept whole after
+    the summary, never known only through it."""
+    client = wrap(api_server.anthropic_client(sync=True), model=MODEL, context_window=40_000, policy=Policy())
+    spec = "Requirement: " + " ".join(f"field{i} must be validated" for i in range(500))  # ~3K tokens, under the output cap
+    log = "FAIL " + " ".join(f"case{i}" for i in range(1_500))
+    api_server.anthropic.push(
+        message("Noted.", id="msg_1", usage={"input_tokens": 30_000}),  # over the threshold
+        message(SUMMARY, id="msg_summary_1"),
+        message(tool_use_block("Bash", {"command": "pytest"}, id="toolu_1"), id="msg_2", usage={"input_tokens": 31_000}),
+        message(SUMMARY, id="msg_summary_2"),
+        message("All fixed.", id="msg_3"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Remember the plan."}]
+    reply = client.messages.create(**kwargs(messages))
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": spec}]
+    reply = client.messages.create(**kwargs(messages))
+    sent = api_server.last.json["messages"]
+    assert "This session continues" in json.dumps(sent[0]) and sent[-1]["content"][-1]["text"] == spec
+    tool_round(messages, reply, "toolu_1", log)
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "All fixed." and client.status().compactions == 2
+    sent = api_server.last.json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"][0]["id"] == "toolu_1" and sent[2]["content"][0]["content"] == log

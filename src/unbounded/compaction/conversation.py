@@ -250,6 +250,21 @@ def safe_pivot(view: Sequence[Entry], pivot_uuid: str) -> int:
     return index
 
 
+def _kept_tail(view: Sequence[Entry], keep_from: str) -> list[Entry]:
+    """The records from `keep_from` to the end of the view; something must come before them."""
+    positions = [i for i, entry in enumerate(view) if entry.uuid == keep_from]
+    if not positions:
+        raise ConfigError(
+            f"keep_from {keep_from} is not in the conversation after the last boundary"
+        )
+    index = positions[0]
+    if not any(e.type in ("user", "assistant") for e in view[:index]):
+        raise CompactionError(
+            "nothing before the kept messages to summarize", reason="nothing_to_summarize"
+        )
+    return list(view[index:])
+
+
 def _require_contiguous(entries: Sequence[Entry], kept: Sequence[Entry]) -> None:
     """Kept messages must be one run of the file: a boundary can relink only one segment.
 
@@ -413,8 +428,15 @@ async def compact_conversation(
     policy: Policy | None = None,
     events: EventSink | None = None,
     boundary_metadata: dict[str, Any] | None = None,
+    keep_from: str | None = None,
 ) -> CompactionResult:
     """Summarize the conversation and return what to append (see the module docstring).
+
+    `keep_from` (a full compaction only): the uuid of the first record that stays verbatim
+    after the summary, the messages that trigger the next turn. The summary request still
+    sends the whole conversation (it shares the main request's cache) and the summary covers
+    it all; the records from `keep_from` on follow it unchanged (relinked like an `up_to`
+    compaction's), so the newest message is never known only through a summary.
 
     `entries` is the main thread (everything before the last boundary may be included; it is
     ignored). `sent_messages` are the messages of the last main request exactly as sent (after
@@ -438,7 +460,12 @@ async def compact_conversation(
 
     if direction is None:
         summarized, kept = list(view), []
+        if keep_from is not None:
+            kept = _kept_tail(view, keep_from)
+            _require_contiguous(entries, kept)
     else:
+        if keep_from is not None:
+            raise ConfigError("keep_from applies to a full compaction, not a partial one")
         assert pivot_uuid is not None
         pivot = safe_pivot(view, pivot_uuid)
         if direction == "up_to":
@@ -501,6 +528,8 @@ async def compact_conversation(
         raise
 
     last_before = next((e.uuid for e in reversed(entries) if e.uuid), None)
+    # What the summary replaces (with keep_from, the summary also covers the kept tail).
+    replaced = summarized[: len(summarized) - len(kept)] if keep_from is not None else summarized
     summary_entry = Entry.user(
         summary_message_text(
             summary,
@@ -517,7 +546,7 @@ async def compact_conversation(
         trigger,
         pre_tokens,
         logical_parent_uuid=last_before,
-        messages_summarized=sum(1 for e in summarized if e.type in ("user", "assistant")),
+        messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
         pre_compact_discovered_tools=_discovered_tools(view),
         session_id=session_id,
         extra_metadata={
