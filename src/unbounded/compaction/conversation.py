@@ -8,8 +8,8 @@
    verbatim and the prompt cache of the summarized prefix is reused) or the part from a pivot
    on (`from`, the prefix is kept and keeps its cache). The pivot is moved back to the start
    of an API round so a tool call is never split from its result. Images and documents become
-   `[image]` / `[document]`, inside tool results too, and attachments that are re-injected
-   afterwards are left out.
+   `[image]` / `[document]` (`[image: URL]` when given by URL), inside tool results too, and
+   attachments that are re-injected afterwards are left out.
 4. The summary request shares the main conversation's cache: the same system blocks, tools,
    model and thinking config (`CacheSafeParams`) and the same message prefix, the summary
    prompt appended as the last user message, and the message breakpoint on the second-to-last
@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -179,13 +179,22 @@ class CompactionResult:
 # -- preparing the messages -------------------------------------------------------------------
 
 
+def media_placeholder(block: Mapping[str, Any]) -> str:
+    """An image or document as text for a summary request: `[image: URL]` when it is given by
+    URL (so the summary can keep the link), else `[image]` / `[document]`."""
+    source = block.get("source")
+    url = source.get("url") if isinstance(source, Mapping) else None
+    kind = block.get("type")
+    return f"[{kind}: {url}]" if url else f"[{kind}]"
+
+
 def _strip_media(blocks: list[Any]) -> tuple[list[Any], bool]:
     changed = False
     out: list[Any] = []
     for block in blocks:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind in ("image", "document"):
-            out.append({"type": "text", "text": f"[{kind}]"})
+            out.append({"type": "text", "text": media_placeholder(block)})
             changed = True
         elif kind == "tool_result" and isinstance(block.get("content"), list):
             inner, inner_changed = _strip_media(block["content"])
