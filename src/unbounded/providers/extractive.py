@@ -19,7 +19,8 @@ transcript's structure.
 
 Budget. The summary aims at `target_ratio` (5%) of the conversation's tokens, or
 `min_tokens` (1,000) for a short conversation (but never more than the conversation itself),
-never below what sections 6 and the fact lists need, never above `max_tokens` (8,000).
+never below what sections 6 and the fact lists need, never above `max_tokens` (8,000) nor
+the request's own `max_tokens` (a small window's compaction budget).
 Token counts are the rough estimate (characters / 4, unpadded). It renders at a
 ladder of levels, from rich (long quotes, code excerpts, notes) to lean (prompts at 80
 characters, no excerpts), and keeps the first level that fits. What is cut first is prose;
@@ -799,9 +800,12 @@ class ExtractiveSummarizer:
         messages: Sequence[Mapping[str, Any]] = request.get("messages", [])
         conversation, prompt = split_summary_prompt(messages, self.summary_prompt_marker)
         up_to = prompt is not None and "Work Completed" in prompt
+        # The request's output budget is the summary's too (small windows get small summaries).
+        asked = request.get("max_tokens")
+        limit = min(self.max_tokens, asked) if isinstance(asked, int) and asked > 0 else None
         text = summarize_conversation(
             conversation,
-            max_tokens=self.max_tokens,
+            max_tokens=limit or self.max_tokens,
             target_ratio=self.target_ratio,
             min_tokens=self.min_tokens,
             up_to=up_to,
