@@ -88,7 +88,7 @@ def test_a_new_human_message_larger_than_the_keep_budget_is_kept_whole(api_serve
 
 def test_the_newest_tool_round_is_kept_whole(api_server: ApiServer) -> None:
     """The tool results the next call answers are never summarized away, however large."""
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, keep_tokens=500)
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, keep_tokens=100)  # < the round
     api_server.anthropic.push(
         message(tool_use_block("read_module", {"path": "big.py"}, id="toolu_big"), id="msg_1", usage={"input_tokens": 29_000}),
         message("Read it.", id="msg_2"),
