@@ -657,6 +657,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self.exclude_tools = frozenset(exclude_tools)
         self.events = events
         self._clock = clock
+        # Entries of the messages seen on the last call, by object identity (the message is
+        # held, so its id is not reused): a call converts only what is new since then.
+        self._converted: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
 
     # -- hooks
 
@@ -695,6 +698,25 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     # -- the work
 
+    def _entries(
+        self, messages: Sequence[BaseMessage], stale_usage_ids: frozenset[str]
+    ) -> list[Entry | None]:
+        """`messages_to_entries`, reusing the entries of messages already converted."""
+        known = self._converted
+        fresh: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
+        out: list[Entry | None] = []
+        for message in messages:
+            anchored = (message.id or "") not in stale_usage_ids
+            cached = known.get(id(message))
+            if cached is not None and cached[0] is message and cached[1] == anchored:
+                entry = cached[2]
+            else:
+                entry = message_to_entry(message, anchor_usage=anchored)
+            fresh[id(message)] = (message, anchored, entry)
+            out.append(entry)
+        self._converted = fresh
+        return out
+
     def _registry(self, messages: Sequence[BaseMessage]) -> CompactableTools | None:
         if self.compactable_tools is not None:
             names = [n for n in self.compactable_tools if n not in self.exclude_tools]
@@ -716,7 +738,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             lead += 1
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
-        entries = messages_to_entries(messages[lead:], stale)
+        entries = self._entries(messages[lead:], stale)
         plan.entries = entries
         present = [e for e in entries if e is not None]
         tokens = ContextCounter(present).total
