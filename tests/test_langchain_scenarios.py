@@ -143,6 +143,7 @@ def test_a_16k_window_from_the_profile_does_not_compact_every_call(api_server: A
     assert result["messages"][-1].content == "All read."
     compactions = [e for e in events if e.kind == "langchain_compacted"]
     assert 1 <= len(compactions) <= 4, len(compactions)  # 15 calls
+    assert not any(e.kind == "generic_event" for e in events)  # every event has its own type
     calls = [r for r in api_server.requests if not is_summary_request(r)]
     assert max(len(r.body) // 4 for r in calls) < 16_384
 
