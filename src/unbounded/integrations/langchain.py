@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -97,7 +98,7 @@ from unbounded.events import (
 from unbounded.integrations._support import run_blocking
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
-from unbounded.model.normalize import normalize_messages
+from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.request import ProviderRequest
 from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
@@ -660,6 +661,10 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         # Entries of the messages seen on the last call, by object identity (the message is
         # held, so its id is not reused): a call converts only what is new since then.
         self._converted: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
+        # The last call's normalized messages and count, extended while the conversation only
+        # grows; the lock keeps agents sharing this middleware across threads apart.
+        self._view: tuple[list[Entry], MessageNormalizer, ContextCounter] | None = None
+        self._lock = threading.Lock()
 
     # -- hooks
 
@@ -717,6 +722,25 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self._converted = fresh
         return out
 
+    def _counted(self, present: list[Entry]) -> tuple[MessageNormalizer, ContextCounter]:
+        """The normalized messages and the token count of these entries: the last call's,
+        extended by what was appended since, when they start with the same entries (the
+        usual agent step); built anew otherwise (after a compaction, a clearing, another
+        conversation). Callers hold `_lock`."""
+        cached = self._view
+        if cached is not None:
+            seen, normalizer, counter = cached
+            head = present[: len(seen)]
+            if len(head) == len(seen) and all(a is b for a, b in zip(seen, head, strict=True)):
+                for entry in present[len(seen) :]:
+                    normalizer.append(entry)
+                    counter.append(entry)
+                self._view = (present, normalizer, counter)
+                return normalizer, counter
+        normalizer, counter = MessageNormalizer(present), ContextCounter(present)
+        self._view = (present, normalizer, counter)
+        return normalizer, counter
+
     def _registry(self, messages: Sequence[BaseMessage]) -> CompactableTools | None:
         if self.compactable_tools is not None:
             names = [n for n in self.compactable_tools if n not in self.exclude_tools]
@@ -741,13 +765,16 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         entries = self._entries(messages[lead:], stale)
         plan.entries = entries
         present = [e for e in entries if e is not None]
-        tokens = ContextCounter(present).total
+        with self._lock:
+            normalizer, counter = self._counted(present)
+            tokens = counter.total
+            api_messages = normalizer.messages
         registry = self._registry(messages)
         if registry is not None:
             micro_state = MicrocompactState(registry)
             last = parse_timestamp(plan.context.get("last_model_at"))
             result = microcompact(
-                normalize_messages(present),
+                api_messages,
                 micro_state,
                 policy=self.policy,
                 now=self._clock(),
