@@ -23,13 +23,19 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
 3. **Compacts** when the count reaches the model's auto-compact threshold: the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
    ledger) from the configured summarizer — the offline extractive one by default, any
-   unbounded `Provider`, or a LangChain chat model — and the most recent messages are kept
-   verbatim, cut between tool rounds so no tool call loses its result. The state is
-   rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list, as
-   `SummarizationMiddleware` does; the summary is a `HumanMessage` marked with
-   `additional_kwargs["lc_source"] = "summarization"`, and a later compaction summarizes it
-   again (summaries chain). A failed summary leaves the messages as they were; after 3
-   failures in a row the extractive summarizer takes over.
+   unbounded `Provider`, a LangChain chat model or "provider:model" string, or a function
+   returning the summary text — and the most recent messages are kept verbatim: always the
+   newest round (the last human message, or the tool calls the last results answer), older
+   ones within `keep_messages` / `keep_tokens`, cut between tool rounds so no tool call
+   loses its result. The state is rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)`
+   followed by the new list, as `SummarizationMiddleware` does; the summary is a
+   `HumanMessage` marked with `additional_kwargs["lc_source"] = "summarization"`, and a
+   later compaction summarizes it again (summaries chain). A transient summary failure is
+   retried with backoff; a failed summary leaves the messages as they were (no exception);
+   after 3 failures in a row the extractive summarizer takes over.
+
+Messages already converted on the previous call, and the count and normalized messages built
+from them, are reused while the conversation only grows.
 
 What survives between calls (when the last model call happened, which kept messages carry a
 stale usage, the failure count) lives in the agent state under the private key `unbounded`.
