@@ -646,7 +646,7 @@ class ClientPipeline:
             self.known = conversation_prints(session.entries)
             discarded = removed[0].message_id if removed else None
             emit(session.events_sink(), LastReplyDiscarded(discarded))
-        elif relation.start and relation.relation in ("continues", "window"):
+        if relation.start and relation.relation in ("continues", "window", "retry"):
             self._sends_history = True
         fresh = messages[relation.start :]
         if fresh:
