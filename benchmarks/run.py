@@ -10,9 +10,19 @@
 - `replay_calls_per_s`, `replay_seconds`: a whole `unbounded replay` of that session
   (pipeline, simulator, four baselines, fidelity), as the command runs it.
 - `peak_rss_mb`: the process's peak resident memory.
-- `langchain_per_call_us_median` (only when LangChain is installed): LangChain's
-  SummarizationMiddleware and ContextEditingMiddleware (ClearToolUsesEdit) doing their
-  per-call work on the same conversation (no model call: below the summarization trigger).
+- LangChain (only when it is installed), on the conversation of the longest timed turn
+  turned into LangChain messages (`langchain_messages` of them), each side through the entry
+  point its user runs before every model call, no model call (below the triggers):
+  `langchain_per_call_us_median` is `SummarizationMiddleware.before_model` plus
+  `ContextEditingMiddleware(ClearToolUsesEdit).wrap_model_call` (the stack
+  `UnboundedMiddleware` replaces), `langchain_summarization_per_call_us_median` the first
+  alone, `unbounded_middleware_per_call_us_median` is `UnboundedMiddleware.before_model` on
+  an agent step (the previous call saw all but the last round; what it saw is reused, the
+  new messages are converted and appended; its first call's clearing applied to the state,
+  as the agent applies it), `unbounded_middleware_first_call_us_median` the same on a new
+  middleware (every message converted and counted), and `middleware_speedup_vs_langchain`
+  the stack's time over ours per step (above 1: ours is faster). LangChain's side keeps no
+  state between calls: each of its calls does the whole work.
 
 Without the corpus (../shared/corpus/raw) the built-in demo session is used.
 Run: python benchmarks/run.py [--json] [--quick]
@@ -112,18 +122,9 @@ def per_turn(transcript: Transcript, turns: int) -> dict[str, Any]:
     }
 
 
-def langchain_per_call(conversation: list[dict[str, Any]], repeats: int) -> float | None:
-    """Median µs of LangChain's summarization + context-editing middleware per call, or None
-    when LangChain is not installed."""
+def langchain_messages(conversation: list[dict[str, Any]]) -> list[Any] | None:
+    """The conversation as LangChain messages (None when LangChain is not installed)."""
     try:
-        from langchain.agents.middleware import (  # type: ignore[import-not-found]
-            ClearToolUsesEdit,
-            ContextEditingMiddleware,
-            SummarizationMiddleware,
-        )
-        from langchain_core.language_models.fake_chat_models import (  # type: ignore[import-not-found]
-            FakeListChatModel,
-        )
         from langchain_core.messages import (  # type: ignore[import-not-found]
             AIMessage,
             HumanMessage,
@@ -132,7 +133,7 @@ def langchain_per_call(conversation: list[dict[str, Any]], repeats: int) -> floa
     except ImportError:
         return None
     messages: list[Any] = []
-    for message in conversation:
+    for index, message in enumerate(conversation):
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if message["role"] == "assistant":
@@ -142,36 +143,99 @@ def langchain_per_call(conversation: list[dict[str, Any]], repeats: int) -> floa
                 for b in blocks
                 if b.get("type") == "tool_use"
             ]
-            messages.append(AIMessage(content=text, tool_calls=calls))
+            messages.append(AIMessage(content=text, tool_calls=calls, id=f"ai_{index}"))
             continue
-        for block in blocks:
+        for position, block in enumerate(blocks):
             if block.get("type") == "tool_result":
                 body = block.get("content")
                 text = body if isinstance(body, str) else json.dumps(body, default=str)
-                messages.append(ToolMessage(content=text, tool_call_id=block["tool_use_id"]))
+                messages.append(
+                    ToolMessage(
+                        content=text, tool_call_id=block["tool_use_id"], id=f"t_{index}_{position}"
+                    )
+                )
             elif block.get("type") == "text":
-                messages.append(HumanMessage(content=str(block.get("text", ""))))
-    from copy import deepcopy
+                messages.append(
+                    HumanMessage(content=str(block.get("text", "")), id=f"h_{index}_{position}")
+                )
+    return messages
 
-    from langchain_core.messages.utils import (  # type: ignore[import-not-found]
-        count_tokens_approximately,
+
+def _median_us(work: Any, repeats: int) -> float:
+    samples: list[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+def langchain_per_call(messages: list[Any], repeats: int) -> dict[str, float]:
+    """Median µs per model call of LangChain's SummarizationMiddleware.before_model plus
+    ContextEditingMiddleware(ClearToolUsesEdit).wrap_model_call (the stack this middleware
+    replaces), and of the summarization alone. No model call: below the trigger."""
+    from langchain.agents.middleware import (  # type: ignore[import-not-found]
+        ClearToolUsesEdit,
+        ContextEditingMiddleware,
+        SummarizationMiddleware,
+    )
+    from langchain.agents.middleware.types import ModelRequest  # type: ignore[import-not-found]
+    from langchain_core.language_models.fake_chat_models import (  # type: ignore[import-not-found]
+        FakeListChatModel,
     )
 
     model = FakeListChatModel(responses=["summary"])
     summarization = SummarizationMiddleware(model=model, trigger=("tokens", 10_000_000))
     editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
-    samples: list[float] = []
+    state = {"messages": list(messages)}
+
+    def stack() -> None:
+        summarization.before_model(state, None)  # type: ignore[arg-type]
+        request = ModelRequest(model=model, messages=list(messages), state=state)  # type: ignore[arg-type]
+        editing.wrap_model_call(request, lambda edited: None)  # type: ignore[arg-type,return-value]
+
+    return {
+        "langchain_per_call_us_median": round(_median_us(stack, repeats), 1),
+        "langchain_summarization_per_call_us_median": round(
+            _median_us(lambda: summarization.before_model(state, None), repeats),  # type: ignore[arg-type]
+            1,
+        ),
+    }
+
+
+def unbounded_middleware_per_call(messages: list[Any], repeats: int) -> dict[str, float]:
+    """Median µs of `UnboundedMiddleware.before_model` on the same messages: an agent step
+    (the previous call saw all but the last round, whose messages are new: what an agent's
+    next model call brings), and a first call (a new middleware, every message converted).
+    The first call's clearing is applied to the state beforehand, as the agent applies the
+    update; no compaction (a window the conversation fits)."""
+    from unbounded.integrations.langchain import UnboundedMiddleware
+
+    def fresh() -> Any:
+        return UnboundedMiddleware("claude-sonnet-4-6", context_window=1_000_000)
+
+    state: dict[str, Any] = {"messages": list(messages)}
+    update = fresh().before_model(state, None)  # type: ignore[arg-type]
+    if update and "messages" in update:
+        replaced = {m.id: m for m in update["messages"]}
+        state["messages"] = [replaced.get(m.id, m) for m in messages]
+    # The last round: the last AI message and what follows it.
+    ai_positions = [i for i, m in enumerate(state["messages"]) if m.type == "ai"]
+    cut = ai_positions[-1] if ai_positions else len(messages) - 1
+    before = {"messages": state["messages"][:cut]}
+    step: list[float] = []
     for _ in range(repeats):
-        state = {"messages": list(messages)}
-        start = time.perf_counter()
-        # SummarizationMiddleware: count the tokens, decide (below its trigger: no summary).
-        summarization.before_model(state, None)
-        # ContextEditingMiddleware.wrap_model_call: copy the messages, apply the edits.
-        edited = deepcopy(list(messages))
-        for edit in editing.edits:
-            edit.apply(edited, count_tokens=count_tokens_approximately)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e6
+        middleware = fresh()
+        middleware.before_model(before, None)  # type: ignore[arg-type]
+        started = time.perf_counter()
+        middleware.before_model(state, None)  # type: ignore[arg-type]
+        step.append(time.perf_counter() - started)
+    unused = [fresh() for _ in range(repeats)]  # built beforehand: only the call is timed
+    first = _median_us(lambda: unused.pop().before_model(state, None), repeats)  # type: ignore[arg-type]
+    return {
+        "unbounded_middleware_per_call_us_median": round(statistics.median(step) * 1e6, 1),
+        "unbounded_middleware_first_call_us_median": round(first, 1),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -195,9 +259,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     figures["replay_seconds"] = round(elapsed, 2)
     figures["replay_calls"] = report.calls
     figures["replay_calls_per_s"] = round(report.calls / elapsed, 1) if elapsed else None
-    langchain = langchain_per_call(conversation, 3 if args.quick else 20)
-    if langchain is not None:
-        figures["langchain_per_call_us_median"] = round(langchain, 1)
+    messages = langchain_messages(conversation)
+    if messages is not None:
+        repeats = 3 if args.quick else 20
+        figures["langchain_messages"] = len(messages)
+        figures.update(langchain_per_call(messages, repeats))
+        figures.update(unbounded_middleware_per_call(messages, repeats))
+        figures["middleware_speedup_vs_langchain"] = round(
+            figures["langchain_per_call_us_median"]
+            / figures["unbounded_middleware_per_call_us_median"],
+            2,
+        )
     figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if args.json:
         print(json.dumps(figures, indent=2))

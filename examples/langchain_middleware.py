@@ -64,7 +64,7 @@ def main() -> int:
         api_key=os.environ.get("ANTHROPIC_API_KEY") or "no-key-needed",
         max_retries=0,
     )
-    middleware = UnboundedMiddleware(MODEL, context_window=60_000, events=show)
+    middleware = UnboundedMiddleware(MODEL, context_window=20_000, events=show)
     agent = create_agent(
         model,
         tools=[read_chapter],

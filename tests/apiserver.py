@@ -17,6 +17,14 @@ message (JSON or the real SSE event sequence) or as an OpenAI chat completion (J
 API's exact body shape. A reply may also be a callable taking the `RecordedRequest` and
 returning a reply, for dynamic behaviour.
 
+Like the real API, a Messages request that could never be valid is answered 400 before any
+scripted reply is used: a `tool_use` without its `tool_result` in the next message (or a
+result answering no call), more than 4 `cache_control` markers, a 1-hour marker after a
+5-minute one, `max_tokens` not above the thinking budget, and a prompt over
+`ApiServer.context_window` (estimated as body bytes / 4; "prompt is too long"). Each such
+request is kept in `ApiServer.rejected`, and the fixture fails a test that got one without
+saying so (`api.rejected.clear()` once checked); `api.validate = False` turns the checks off.
+
 The `api_server` pytest fixture is defined here (as `api_server_fixture`, so that test
 parameters do not shadow an import): `from apiserver import api_server_fixture` registers it.
 """
@@ -351,6 +359,11 @@ class ApiServer:
     count_tokens: ReplyQueue = field(default_factory=lambda: ReplyQueue(COUNT_TOKENS))
     requests: list[RecordedRequest] = field(default_factory=list)
     unscripted: list[RecordedRequest] = field(default_factory=list)
+    rejected: list[tuple[RecordedRequest, str]] = field(default_factory=list)
+    """Requests refused as invalid (see the module docstring), with the error message."""
+    validate: bool = True
+    context_window: int | None = 200_000
+    """Prompts estimated over this many tokens are refused as too long (None: no limit)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _seq: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
@@ -658,6 +671,102 @@ def _error_body(api: str, error: ApiError, request_id: str) -> tuple[int, dict[s
     }
 
 
+# --------------------------------------------------------------------------- validation
+
+MAX_CACHE_MARKERS = 4
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _markers(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, ttl) of every cache_control marker, in API order (tools, system, messages)."""
+    found: list[tuple[str, str]] = []
+
+    def look(where: str, block: dict[str, Any]) -> None:
+        marker = block.get("cache_control")
+        if isinstance(marker, dict):
+            found.append((where, str(marker.get("ttl", "5m"))))
+
+    for index, tool in enumerate(body.get("tools") or []):
+        if isinstance(tool, dict):
+            look(f"tools.{index}", tool)
+    for index, block in enumerate(_blocks(body.get("system"))):
+        look(f"system.{index}", block)
+    for m, message in enumerate(body.get("messages") or []):
+        for b, block in enumerate(_blocks(message.get("content"))):
+            look(f"messages.{m}.content.{b}", block)
+            for i, inner in enumerate(_blocks(block.get("content"))):
+                look(f"messages.{m}.content.{b}.content.{i}", inner)
+    return found
+
+
+def anthropic_request_error(body: Any, context_window: int | None, size: int) -> str | None:
+    """The API's 400 message for a Messages request that can never succeed, else None."""
+    if not isinstance(body, dict):
+        return "request body must be a JSON object"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    if messages[0].get("role") != "user":
+        return "messages.0.role: the first message must use the \"user\" role"
+    pending: list[str] = []
+    for index, message in enumerate(messages):
+        blocks = _blocks(message.get("content"))
+        if message.get("role") == "user":
+            answered = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+            missing = [i for i in pending if i not in answered]
+            if missing:
+                return (
+                    f"messages.{index - 1}: `tool_use` ids were found without `tool_result` "
+                    f"blocks immediately after: {', '.join(missing)}. Each `tool_use` block must "
+                    "have a corresponding `tool_result` block in the next message."
+                )
+            extra = [i for i in answered if i not in pending]
+            if extra:
+                return (
+                    f"messages.{index}.content: unexpected `tool_use_id` found in `tool_result` "
+                    f"blocks: {', '.join(extra)}. Each `tool_result` block must have a "
+                    "corresponding `tool_use` block in the previous message."
+                )
+            pending = []
+        else:
+            if pending:
+                return (
+                    f"messages.{index - 1}: `tool_use` ids were found without `tool_result` "
+                    f"blocks immediately after: {', '.join(pending)}. Each `tool_use` block must "
+                    "have a corresponding `tool_result` block in the next message."
+                )
+            pending = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+    markers = _markers(body)
+    if len(markers) > MAX_CACHE_MARKERS:
+        return (
+            f"A maximum of {MAX_CACHE_MARKERS} blocks with cache_control may be provided. "
+            f"Found {len(markers)}."
+        )
+    shorter: str | None = None
+    for where, ttl in markers:
+        if ttl != "1h":
+            shorter = shorter or where
+        elif shorter is not None:
+            return (
+                f"{where}.cache_control: a ttl='1h' cache_control block must not come after a "
+                f"ttl='5m' cache_control block ({shorter})"
+            )
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = int(thinking.get("budget_tokens") or 0)
+        if int(body.get("max_tokens") or 0) <= budget:
+            return (
+                f"`max_tokens` must be greater than `thinking.budget_tokens` "
+                f"({body.get('max_tokens')} <= {budget})"
+            )
+    if context_window is not None and size // 4 > context_window:
+        return f"prompt is too long: {size // 4} tokens > {context_window} maximum"
+    return None
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -723,6 +832,12 @@ class _Handler(BaseHTTPRequestHandler):
                 request,
             )
             return
+        if api == ANTHROPIC and api_server.validate:
+            problem = anthropic_request_error(parsed, api_server.context_window, len(raw))
+            if problem is not None:
+                api_server.rejected.append((request, problem))
+                self._render(api, request, bad_request(problem))
+                return
         queue = {
             ANTHROPIC: api_server.anthropic,
             OPENAI: api_server.openai,
@@ -891,7 +1006,9 @@ def start_server() -> Iterator[ApiServer]:
 
 @pytest.fixture(name="api_server")
 def api_server_fixture() -> Iterator[ApiServer]:
-    """A running ApiServer; the test fails if a request arrived that no reply was scripted for."""
+    """A running ApiServer; the test fails if a request arrived that no reply was scripted for,
+    or one the API would refuse as invalid (unless the test cleared `rejected`)."""
     with start_server() as api:
         yield api
         assert not api.unscripted, f"unscripted requests: {[r.path for r in api.unscripted]}"
+        assert not api.rejected, f"invalid requests refused: {[why for _, why in api.rejected]}"

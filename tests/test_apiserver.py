@@ -199,6 +199,33 @@ def test_non_streamed_cut_and_malformed(api_server: ApiServer) -> None:
         client.messages.create(model="m", max_tokens=5, messages=USER)
 
 
+def test_invalid_requests_are_refused_like_the_api(api_server: ApiServer) -> None:
+    """A request the real API would refuse gets its 400 here, and no scripted reply is used."""
+    client = _anthropic(api_server)
+    api_server.anthropic.push(message("only for the valid request"))
+    call = [
+        {"role": "user", "content": "read a.py"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}]},
+    ]
+    marked = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"messages": [*call, {"role": "user", "content": "title?"}]}, "without `tool_result`"),
+        ({"messages": [*call[:1], {"role": "assistant", "content": "ok"}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]}]}, "unexpected `tool_use_id`"),
+        ({"system": [marked] * 4, "messages": [{"role": "user", "content": [marked]}]}, "A maximum of 4 blocks"),
+        ({"system": [marked], "messages": [{"role": "user", "content": [{**marked, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]}, "ttl='1h'"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 2_000}, "messages": USER}, "budget_tokens"),
+        ({"messages": [{"role": "user", "content": "x" * 4_000}]}, "prompt is too long: 1"),
+    ]
+    api_server.context_window = 800
+    for body, wording in cases:
+        with pytest.raises(anthropic.BadRequestError, match=wording):
+            client.messages.create(**{"model": "claude-test", "max_tokens": 1_000, **body})
+    assert api_server.rejected[0][1].startswith("messages.1: `tool_use` ids")
+    assert len(api_server.rejected) == len(cases) and len(api_server.anthropic) == 1
+    api_server.rejected.clear()
+    assert client.messages.create(model="claude-test", max_tokens=10, messages=USER).content[0].text == "only for the valid request"
+
+
 def test_count_tokens_scripted_and_default(api_server: ApiServer) -> None:
     client = _anthropic(api_server)
     api_server.count_tokens.push(TokenCount(1234))

@@ -34,5 +34,13 @@ def test_benchmark_prints_its_figures(tmp_path: Path) -> None:
         import langchain  # noqa: F401
     except ImportError:
         assert "langchain_per_call_us_median" not in figures
+        assert "unbounded_middleware_per_call_us_median" not in figures
     else:
-        assert figures["langchain_per_call_us_median"] > 0
+        for key in (
+            "langchain_per_call_us_median",
+            "langchain_summarization_per_call_us_median",
+            "unbounded_middleware_per_call_us_median",
+            "unbounded_middleware_first_call_us_median",
+            "middleware_speedup_vs_langchain",
+        ):
+            assert figures[key] > 0, key

@@ -3,7 +3,8 @@
 Driven through the real `anthropic` SDK against the scripted local server: the main request
 is answered "prompt too long", the session compacts reactively with the cache-sharing summary
 request, then retries. The summary request must repeat the main request's model, system,
-tools, thinking and max_tokens, and its messages must start with the main request's messages
+tools and thinking (its max_tokens is the compaction budget: not part of the cache key), and
+its messages must start with the main request's messages
 byte for byte — cache marker included, since the fork's breakpoint goes on its second-to-last
 message, which is the main request's last.
 """
@@ -74,9 +75,11 @@ def test_summary_request_prefix_is_byte_identical(api_server: ApiServer, tmp_pat
 
     first, main, fork, retry = api_server.requests
     assert fork.stream and "<summary>" in fork.json["messages"][-1]["content"]
-    # The parameters that key the cache are repeated exactly.
-    for key in ("model", "system", "tools", "thinking", "max_tokens"):
+    # The parameters that key the cache are repeated exactly. max_tokens is not among them:
+    # the summary gets the compaction budget (20,000, plus the thinking budget), not 8,000.
+    for key in ("model", "system", "tools", "thinking"):
         assert _segment(fork.body, key) == _segment(main.body, key), key
+    assert main.json["max_tokens"] == 8_000 and fork.json["max_tokens"] == 22_000
     # The fork's messages start with the main request's messages, byte for byte.
     main_messages = _segment(main.body, "messages")
     fork_messages = _segment(fork.body, "messages")

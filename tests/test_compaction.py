@@ -647,3 +647,20 @@ def test_partial_pivot_across_an_earlier_partial_compaction_is_refused() -> None
                                       direction="up_to", pivot_uuid=new_turn.uuid, planner=identity_planner))
     view = normalize_messages(messages_after_compact_boundary([*later, *result.new_entries()]))
     validate_request(view)
+
+
+def test_ptl_truncation_of_a_history_of_user_messages_only() -> None:
+    """One API round (user messages only) still shrinks: its oldest blocks go, and a retry's
+    marker is never what gets dropped again."""
+    from unbounded.compaction.ptl import PTL_RETRY_MARKER, truncate_head_for_ptl_retry
+
+    blocks = [{"type": "text", "text": f"message {i} " + "word " * 200} for i in range(10)]
+    once = truncate_head_for_ptl_retry([{"role": "user", "content": blocks}], None)
+    assert once is not None and len(once) == 1
+    assert once[0]["content"][0]["text"] == PTL_RETRY_MARKER and "message 2 " in once[0]["content"][1]["text"]
+    twice = truncate_head_for_ptl_retry(once, 600)
+    assert twice is not None and twice[0]["content"][0]["text"] == PTL_RETRY_MARKER
+    assert "message 5 " in twice[0]["content"][1]["text"]  # ~250 tokens a block: 3 cover 600
+    assert truncate_head_for_ptl_retry([{"role": "user", "content": "one long text"}], 10) is None
+    several = truncate_head_for_ptl_retry([{"role": "user", "content": b["text"]} for b in blocks], 300)
+    assert several is not None and several[0]["content"] == PTL_RETRY_MARKER and len(several) == 9

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import enum
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -140,7 +143,7 @@ def test_run_agent_executes_tools_and_stops(api_server: ApiServer) -> None:
     errors = tool_results(third)
     assert all(r["is_error"] for r in errors)
     assert "RuntimeError: boom: x" in errors[0]["content"] and "no tool named 'missing'" in errors[1]["content"]
-    assert "TypeError" in errors[2]["content"]  # a missing argument is the model's to fix
+    assert errors[2]["content"] == "Error: invalid arguments for add: missing required argument(s) 'b'"
 
     kinds = [type(e).__name__ for e in result.events]
     assert kinds == ["ModelTurn", "ToolExecuted", "ToolExecuted", "ModelTurn", "ToolExecuted", "ToolExecuted", "ToolExecuted", "ModelTurn", "AgentFinished"]
@@ -261,3 +264,108 @@ def test_arun_agent_returns_the_result(api_server: ApiServer) -> None:
 
     result = asyncio.run(main())
     assert result.text == "Hello." and result.turns == 1 and isinstance(result.events[-1], AgentFinished)
+
+
+# --------------------------------------------------------------------------- typed arguments
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+@dataclasses.dataclass
+class Span:
+    start: int
+    end: int
+
+
+def make_ticket_model() -> Any:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Ticket(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        title: str
+        priority: Priority = Priority.LOW
+
+    return Ticket
+
+
+Ticket = make_ticket_model()
+
+
+def file_ticket(ticket: Ticket, span: Span, tags: set[str], due: datetime.date, level: Priority = Priority.LOW) -> Any:  # type: ignore[valid-type]
+    """File a ticket."""
+    return {"title": ticket.title, "priority": ticket.priority, "lines": span.end - span.start,
+            "tags": sorted(tags), "year": due.year, "level": level, "span": span}
+
+
+def test_typed_arguments_are_converted_and_checked(api_server: ApiServer) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    good = {"ticket": {"title": "Crash", "priority": "high"}, "span": {"start": 3, "end": 10},
+            "tags": ["ui", "ui", "db"], "due": "2026-05-01", "level": "high"}
+    bad = {"ticket": {"priority": "urgent"}, "span": {"start": "x", "end": 2}, "tags": [], "due": "soon", "extra": 1}
+    api_server.anthropic.push(
+        message(tool_use_block("file_ticket", good, id="toolu_1"), tool_use_block("file_ticket", bad, id="toolu_2"), id="msg_1"),
+        message("Filed one.", id="msg_2"),
+    )
+    provider = AnthropicProvider(api_server.anthropic_client(sync=True))
+    result = run_agent(SessionConfig(model=MODEL), provider, tools=[file_ticket], prompt="File it.", policy=Policy())
+    executed = [e for e in result.events if isinstance(e, ToolExecuted)]
+    assert not executed[0].is_error
+    assert json.loads(str(executed[0].content)) == {
+        "title": "Crash", "priority": "high", "lines": 7, "tags": ["db", "ui"], "year": 2026,
+        "level": "high", "span": {"start": 3, "end": 10},
+    }
+    error = str(executed[1].content)
+    assert executed[1].is_error and error.startswith("Error: invalid arguments for file_ticket:")
+    for part in ("unexpected argument(s) 'extra'", "ticket.title: Field required", "ticket.priority: Input should be 'low' or 'high'",
+                 "span.start: Input should be a valid integer", "due: Input should be a valid date"):
+        assert part in error, part
+    sent = tool_results(api_server.last)
+    assert [r.get("is_error", False) for r in sent] == [False, True]
+
+
+# --------------------------------------------------------------------------- leaving the loop
+
+
+def test_breaking_out_of_iter_agent_answers_the_tool_calls(api_server: ApiServer) -> None:
+    """The caller stops reading after the first of two tool calls; the next run is valid."""
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    api_server.anthropic.push(
+        message(
+            tool_use_block("read_file", {"path": "a.py"}, id="toolu_1"),
+            tool_use_block("read_file", {"path": "b.py"}, id="toolu_2"),
+            id="msg_1",
+        ),
+        message(tool_use_block("read_file", {"path": "c.py"}, id="toolu_3"), id="msg_2"),
+        message("Fine, stopping.", id="msg_3"),
+    )
+    provider = AnthropicProvider(api_server.anthropic_client(sync=True))
+    session = Session(SessionConfig(model=MODEL), policy=Policy())
+    for event in iter_agent(session, provider, tools=[read_file], prompt="Read a.py and b.py."):
+        if isinstance(event, ToolExecuted):
+            break  # after read_file(a.py) ran, before read_file(b.py)
+    assert session.pending_tool_use_ids() == []
+    for event in iter_agent(session, provider, tools=[read_file], prompt="Now c.py."):
+        if isinstance(event, ModelTurn):
+            break  # before any tool of this turn ran
+    result = run_agent(session, provider, tools=[read_file], prompt="Stop there.")
+    assert result.text == "Fine, stopping." and not session.closed  # a session passed in stays open
+    answered = [b for m in api_server.last.json["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
+    assert [(b["tool_use_id"], b.get("is_error", False)) for b in answered] == [("toolu_1", False), ("toolu_2", True), ("toolu_3", True)]
+    assert answered[0]["content"] == "contents of a.py"
+    assert "interrupted" in json.dumps(api_server.last.json["messages"]).lower()
+
+
+def test_run_agent_twice_on_one_folder(api_server: ApiServer, tmp_path: Path) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    api_server.anthropic.push(message("One.", id="msg_1"), message("Two.", id="msg_2"))
+    provider = AnthropicProvider(api_server.anthropic_client(sync=True))
+    config = SessionConfig(model=MODEL)
+    first = run_agent(config, provider, prompt="one", session_folder=tmp_path / "s", policy=Policy())
+    second = run_agent(config, provider, prompt="two", session_folder=tmp_path / "s", policy=Policy())
+    assert first.session.closed and second.session.closed  # the loop opened them: it closed them
+    assert second.text == "Two." and len(api_server.last.json["messages"]) == 3

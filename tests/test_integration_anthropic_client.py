@@ -165,9 +165,11 @@ def test_prompt_too_long_is_compacted_and_retried_once(api_server: ApiServer) ->
     assert reply.content[0].text == "Recovered."
     assert client.status().compactions == 1
     refused, retried = api_server.requests[1:]
-    assert len(retried.json["messages"]) < len(refused.json["messages"])
     assert "Run the tests." in json.dumps(retried.json["messages"][0])  # inside the summary
+    assert "This session continues" in json.dumps(retried.json["messages"][0])
+    assert retried.json["messages"][1:] == refused.json["messages"][1:]  # the tool round, verbatim
     assert any(e.kind == "reactive_compaction" for e in events)
+    assert not any(e.kind == "generic_event" for e in events)  # typed, not GenericEvent
 
     # A second refusal after the compaction reaches the caller as the SDK's exception.
     messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "More."}]
@@ -359,11 +361,232 @@ def test_new_messages_detection() -> None:
     u1, a1 = message_print("user", "one"), message_print("assistant", [{"type": "text", "text": "A"}])
     known = [u1, a1]
     same = [{"role": "user", "content": [{"type": "text", "text": "one", "cache_control": {"type": "ephemeral"}}]}]
-    assert new_messages([*same, {"role": "assistant", "content": "A"}, {"role": "user", "content": "two"}], known)[0] == 2
-    assert new_messages([{"role": "user", "content": "two"}], known)[0] == 0  # new-only
-    assert new_messages([{"role": "assistant", "content": "A"}, {"role": "user", "content": "two"}], known)[0] == 1
-    assert new_messages([{"role": "user", "content": "one"}], known, "new")[0] == 0
-    with pytest.raises(ConfigError):
-        new_messages([{"role": "user", "content": "zero"}], known, "full")
+
+    def relation(messages: list[dict[str, Any]], mode: Any = "auto") -> tuple[int, str]:
+        found = new_messages(messages, known, mode)
+        return found.start, found.relation
+
+    assert relation([*same, {"role": "assistant", "content": "A"}, {"role": "user", "content": "two"}]) == (2, "continues")
+    assert relation([{"role": "user", "content": "two"}]) == (0, "unrelated")  # new-only, or a side call
+    assert relation([{"role": "assistant", "content": "A"}, {"role": "user", "content": "two"}]) == (1, "window")
+    assert relation(same) == (1, "retry")  # the conversation minus its last reply
+    assert relation([{"role": "user", "content": "one"}], "new") == (0, "new")
+    assert relation([{"role": "user", "content": "zero"}], "full") == (0, "unrelated")
+    with pytest.raises(ConfigError, match=r"messages\[1\] differs"):
+        new_messages([*same, {"role": "assistant", "content": "B"}], known, "full")
     with pytest.raises(ConfigError):
         new_messages([{"role": "user", "content": "bad role"}, {"role": "system", "content": "x"}], known)
+
+
+# --------------------------------------------------------------------------- calls users make next
+
+
+def tool_round(messages: list[Any], reply: Any, tool_id: str, output: str = "ok") -> None:
+    messages.append({"role": "assistant", "content": reply.content})
+    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output}]})
+
+
+def test_a_side_call_goes_out_as_given_and_the_conversation_goes_on(api_server: ApiServer) -> None:
+    """A title request in the middle of a tool loop: one message out, nothing recorded."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy(), events=events.append)
+    api_server.anthropic.push(
+        message(tool_use_block("Read", {"path": "parser.py"}, id="toolu_1"), id="msg_1"),
+        message("Parser fix", id="msg_title"),
+        message("Parser refactor", id="msg_title_2"),
+        message("Fixed.", id="msg_2"),
+        message("Still parser work", id="msg_title_3"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Fix the parser."}]
+    reply = client.messages.create(**kwargs(messages))
+    # Right after a tool_use reply: a title with its own system prompt and no tools...
+    title = client.messages.create(model=MODEL, max_tokens=20, system="You write titles.",
+                                   messages=[{"role": "user", "content": "Title for: fix the parser"}])
+    assert title.content[0].text == "Parser fix"
+    assert api_server.last.json["messages"] == [{"role": "user", "content": "Title for: fix the parser"}]
+    assert "tools" not in api_server.last.json and api_server.last.json["max_tokens"] == 20
+    # ...and one with the conversation's own parameters: still not a continuation.
+    client.messages.create(**kwargs([{"role": "user", "content": "A better title?"}]))
+    assert len(api_server.last.json["messages"]) == 1
+    tool_round(messages, reply, "toolu_1")
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "Fixed." and len(api_server.last.json["messages"]) == 3
+    # After a text reply, a title over the whole history is a side call too (other system).
+    messages.append({"role": "assistant", "content": reply.content})
+    client.messages.create(model=MODEL, max_tokens=20, system="You write titles.",
+                           messages=[*messages, {"role": "user", "content": "Title?"}])
+    assert len(api_server.last.json["messages"]) == 5
+    assert "cache_control" not in json.dumps(api_server.last.json)  # untouched
+    assert [e.type for e in client.session.entries] == ["user", "assistant", "user", "assistant"]
+    passed = [e for e in events if e.kind == "side_call_passed"]
+    assert [p.reason for p in passed] == [  # type: ignore[attr-defined]
+        "a different system prompt",
+        "it leaves the tool calls of the last reply unanswered",
+        "a different system prompt",
+    ]
+
+
+def test_a_side_call_first_after_the_opening_call(api_server: ApiServer) -> None:
+    """Before the caller's style is known, a one-message call is a side call when it would
+    leave a tool call unanswered or has other tools."""
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(
+        message(tool_use_block("Read", {"path": "a.py"}, id="toolu_1"), id="msg_1"),
+        message("Reading a file", id="msg_title"),
+        message("Read it.", id="msg_2"),
+    )
+    reply = client.messages.create(**kwargs([{"role": "user", "content": "Read a.py."}]))
+    client.messages.create(**kwargs([{"role": "user", "content": "Title?"}]))  # same parameters
+    assert len(api_server.last.json["messages"]) == 1
+    results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x = 1"}]}
+    client.messages.create(**kwargs([results]))  # new-only: the results continue it
+    assert len(api_server.last.json["messages"]) == 3
+    assert reply.content[0].id == api_server.last.json["messages"][1]["content"][0]["id"]
+
+
+def test_asking_again_with_the_same_list_regenerates_the_reply(api_server: ApiServer, tmp_path: Path) -> None:
+    events: list[Event] = []
+    folder = tmp_path / "s"
+    client = wrap(api_server.anthropic_client(sync=True), session_folder=folder, policy=Policy(), events=events.append)
+    api_server.anthropic.push(
+        message("First try.", id="msg_1"),
+        message("Second try.", id="msg_2"),
+        message(tool_use_block("Read", {"path": "a.py"}, id="toolu_1"), id="msg_3"),
+        message(tool_use_block("Read", {"path": "b.py"}, id="toolu_2"), id="msg_4"),
+        message("Done.", id="msg_5"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "hello"}]
+    client.messages.create(**kwargs(messages))
+    again = client.messages.create(**kwargs(messages))  # regenerate: the same one-message list
+    assert again.content[0].text == "Second try."
+    assert len(api_server.last.json["messages"]) == 1
+    messages += [{"role": "assistant", "content": again.content}, {"role": "user", "content": "Read a file."}]
+    client.messages.create(**kwargs(messages))
+    retried = client.messages.create(**kwargs(messages))  # a retry of a longer list
+    assert [m["role"] for m in api_server.last.json["messages"]] == ["user", "assistant", "user"]
+    assert "Second try." in json.dumps(api_server.last.json["messages"][1])
+    tool_round(messages, retried, "toolu_2")
+    client.messages.create(**kwargs(messages))
+    sent = json.dumps(api_server.last.json["messages"])
+    assert "First try." not in sent and "toolu_1" not in sent and len(api_server.last.json["messages"]) == 5
+    assert sum(e.kind == "last_reply_discarded" for e in events) == 2
+    client.close()
+    # The discarded replies stay in the file on abandoned branches; reopening leaves them out.
+    with wrap(api_server.anthropic_client(sync=True), session_folder=folder, model=MODEL, policy=Policy()) as reopened:
+        texts = json.dumps(reopened.session.messages)
+        assert "First try." not in texts and "toolu_1" not in texts and "Done." in texts
+
+
+def test_the_callers_cache_settings_are_kept(api_server: ApiServer) -> None:
+    """A system block marked for an hour stays so; the markers before it follow (the API
+    refuses a 1h marker after a 5m one), ours after it keep the session's TTL, and the
+    request never carries more than 4 markers (the server checks both)."""
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    system = [
+        {"type": "text", "text": "Shared rules.", "cache_control": hour},
+        {"type": "text", "text": "Project notes."},
+    ]
+    api_server.anthropic.push(message("one", id="msg_1"), message("two", id="msg_2"))
+    messages: list[Any] = [{"role": "user", "content": "first"}]
+    reply = client.messages.create(**kwargs(messages, system=system))
+    sent = api_server.last.json
+    assert sent["system"][0]["cache_control"] == hour
+    assert "cache_control" not in sent["system"][1]
+    assert sent["tools"][-1]["cache_control"] == hour
+    assert sent["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # Five marked system blocks and a 1h marker on the caller's message: at most 4 markers
+    # go out, and the message marker takes the caller's TTL.
+    many = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
+    other = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    other.messages.create(**kwargs([{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": hour}]}], system=many))
+    sent = api_server.last.json
+    assert sent["messages"][-1]["content"][-1]["cache_control"] == hour
+    assert all(b.get("cache_control", hour) == hour for b in sent["system"])  # raised: before a 1h one
+    assert sum("cache_control" in b for b in sent["system"]) == 3 and "cache_control" not in sent["tools"][-1]
+    assert reply.content[0].text == "one"
+
+
+def test_with_options_and_raw_responses_stay_in_the_session(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), policy=Policy())
+    api_server.anthropic.push(message("one", id="msg_1"), message("two", id="msg_2"))
+    quick = client.with_options(timeout=30, max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "first"}]
+    reply = quick.messages.create(**kwargs(messages))
+    assert quick.session is client.session and len(client.session.entries) == 2
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "second"}]
+    raw = client.messages.with_raw_response.create(**kwargs(messages))
+    assert raw.headers["request-id"] and raw.parse().content[0].text == "two"
+    assert len(client.session.entries) == 4 and len(api_server.last.json["messages"]) == 3
+    for bypass in ("with_streaming_response",):
+        with pytest.raises(ConfigError, match="past the session"):
+            getattr(client.messages, bypass)
+        with pytest.raises(ConfigError, match="past the session"):
+            getattr(client, bypass)
+    with pytest.raises(ConfigError, match="stream=True"):
+        client.messages.with_raw_response.create(**kwargs(messages), stream=True)
+
+
+def test_async_with_options_and_raw_response(api_server: ApiServer) -> None:
+    async def main() -> None:
+        client = wrap(api_server.anthropic_client(), policy=Policy())
+        api_server.anthropic.push(message("one", id="msg_1"), message("two", id="msg_2"))
+        messages: list[Any] = [{"role": "user", "content": "first"}]
+        reply = await client.with_options(timeout=30).messages.create(**kwargs(messages))
+        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "second"}]
+        raw = await client.messages.with_raw_response.create(**kwargs(messages))
+        assert (await raw.parse()).content[0].text == "two"
+        assert len(client.session.entries) == 4
+        await client.close()
+
+    asyncio.run(main())
+
+
+def test_the_summary_call_has_its_own_output_budget(api_server: ApiServer) -> None:
+    """The caller's max_tokens (1024) is a reply budget, not a summary's: the summary call
+    asks for the compaction budget, and once more with twice that when it is cut off."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), model=MODEL, context_window=40_000, policy=Policy(), events=events.append)
+    budget = client.session.policy.compact_max_output_tokens  # scaled for the 40K window
+    api_server.anthropic.push(
+        message("Noted.", id="msg_1", usage={"input_tokens": 30_000}),  # over the threshold
+        message("<summary>\n1. Primary Request and Intent: fix the", stop_reason="max_tokens", id="msg_cut"),
+        message(SUMMARY, id="msg_summary"),
+        message("Continuing.", id="msg_2"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Remember the plan."}]
+    reply = client.messages.create(**kwargs(messages))
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "Go on."}]
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "Continuing." and client.status().compactions == 1
+    first, cut, summary, main_call = api_server.requests
+    assert first.json["max_tokens"] == main_call.json["max_tokens"] == 1024
+    assert (cut.json["max_tokens"], summary.json["max_tokens"]) == (budget, 2 * budget)
+    assert not any(e.kind == "compaction_failed" for e in events)
+
+
+def test_the_message_that_triggers_a_compaction_is_sent_verbatim(api_server: ApiServer) -> None:
+    """Over the threshold, the new prompt (and later the new tool round) is kept whole after
+    the summary, never known only through it."""
+    client = wrap(api_server.anthropic_client(sync=True), model=MODEL, context_window=40_000, policy=Policy())
+    spec = "Requirement: " + " ".join(f"field{i} must be validated" for i in range(500))  # ~3K tokens, under the output cap
+    log = "FAIL " + " ".join(f"case{i}" for i in range(1_500))
+    api_server.anthropic.push(
+        message("Noted.", id="msg_1", usage={"input_tokens": 30_000}),  # over the threshold
+        message(SUMMARY, id="msg_summary_1"),
+        message(tool_use_block("Bash", {"command": "pytest"}, id="toolu_1"), id="msg_2", usage={"input_tokens": 31_000}),
+        message(SUMMARY, id="msg_summary_2"),
+        message("All fixed.", id="msg_3"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "Remember the plan."}]
+    reply = client.messages.create(**kwargs(messages))
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": spec}]
+    reply = client.messages.create(**kwargs(messages))
+    sent = api_server.last.json["messages"]
+    assert "This session continues" in json.dumps(sent[0]) and sent[-1]["content"][-1]["text"] == spec
+    tool_round(messages, reply, "toolu_1", log)
+    reply = client.messages.create(**kwargs(messages))
+    assert reply.content[0].text == "All fixed." and client.status().compactions == 2
+    sent = api_server.last.json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"][0]["id"] == "toolu_1" and sent[2]["content"][0]["content"] == log

@@ -175,7 +175,7 @@ def test_compaction_update_replaces_the_state() -> None:
 def test_a_chat_model_can_write_the_summary_async() -> None:
     summary_model = ScriptedChat(messages=iter([AIMessage(content="<analysis>a</analysis>\n<summary>\n1. Primary Request and Intent: read modules\n</summary>")]))
     middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=summary_model)
-    assert isinstance(middleware.summarizer, ChatModelSummarizer)
+    assert isinstance(getattr(middleware.summarizer, "provider", None), ChatModelSummarizer)  # retried
     update = asyncio.run(middleware.abefore_model({"messages": conversation_with_results(12)}, None))  # type: ignore[arg-type]
     assert update is not None and "read modules" in update["messages"][1].content
     prompt = summary_model.seen[0]
@@ -192,7 +192,7 @@ def test_a_failing_summarizer_leaves_the_messages_and_trips_the_breaker() -> Non
 
             raise ServerError("down")
 
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Broken())
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Broken(), summary_retries=0)
     state: dict[str, Any] = {"messages": conversation_with_results(12)}
     for failures in (1, 2, 3):
         update = middleware.before_model(state, None)  # type: ignore[arg-type]
@@ -236,3 +236,29 @@ def test_conversions() -> None:
     with pytest.raises(ConfigError, match="cannot tell the context window"):
         UnboundedMiddleware(object())
     assert UnboundedMiddleware(object(), context_window=32_000).model_info.context_window == 32_000
+
+
+def test_reusing_the_last_calls_work_changes_nothing() -> None:
+    """Call after call on a growing conversation (with clearing and a compaction on the way),
+    the middleware that reuses what it converted and counted decides what a new one would."""
+    reusing = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(microcompact_min_savings=3_000, microcompact_protect_recent_tokens=4_000))
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+    state: dict[str, Any] = {"messages": messages}
+    decisions = 0
+    for n in range(14):
+        ai = AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}], id=f"ai_{n}")
+        ai.usage_metadata = {"input_tokens": 2_000 * n, "output_tokens": 10, "total_tokens": 2_000 * n + 10}
+        state["messages"] = [*state["messages"], ai, ToolMessage(content=read_file(f"m{n}.py"), tool_call_id=f"call_{n}", id=f"tool_{n}")]
+        fresh = UnboundedMiddleware(MODEL, context_window=40_000, policy=reusing.policy)
+        ours, theirs = reusing._plan(state), fresh._plan(state)  # type: ignore[arg-type]
+        assert (ours.tokens, ours.compact_at, ours.cleared) == (theirs.tokens, theirs.compact_at, theirs.cleared), n
+        update = reusing.before_model(state, None)  # type: ignore[arg-type]
+        if update and "messages" in update:
+            decisions += 1
+            new = update["messages"]
+            if isinstance(new[0], RemoveMessage):
+                state["messages"] = new[1:]
+            else:
+                by_id = {m.id: m for m in new}
+                state["messages"] = [by_id.get(m.id, m) for m in state["messages"]]
+    assert decisions >= 2  # it cleared and compacted on the way

@@ -50,7 +50,7 @@ TOOLS = [
         "name": "Read",
         "description": "Read a file",
         "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}},
-        "cache_control": {"type": "ephemeral"},
+        "cache_control": {"type": "ephemeral", "ttl": "1h"},  # 1h markers precede 5m ones
     }
 ]
 PNG = "iVBORw0KGgo="
@@ -65,7 +65,7 @@ def _request(**extra: Any) -> ProviderRequest:
             {
                 "type": "text",
                 "text": "Ünïcode stays as is ✓",
-                "cache_control": {"type": "ephemeral"},
+                "cache_control": {"type": "ephemeral", "ttl": "1h"},
             },
         ],
         "tools": TOOLS,

@@ -102,12 +102,16 @@ def test_breaker_hands_over_to_extractive(tmp_path: Path) -> None:
     kinds = [e.kind for e in events]
     assert kinds.count("compaction_failed") >= 3
     assert "circuit_breaker_tripped" in kinds
-    assert session.status().compactions >= 1 and session.status().consecutive_failures == 0
+    # The extractive summarizer took over at once (the run may later reach the threshold again).
+    assert kinds[kinds.index("circuit_breaker_tripped") + 1 :][:2] == ["compaction_started", "compaction_finished"]
+    assert session.status().compactions >= 1
 
 
 def test_a_failed_compaction_leaves_history_untouched(tmp_path: Path) -> None:
     session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=Summarizer([ServerError("x")]))
     session.add_user("hello")
+    session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 10}})
+    session.add_user("and now?")  # something before this turn's message to summarize
     before = len(session.entries)
     assert asyncio.run(session.auto_compact()) is None
     assert len(session.entries) == before and session.status().consecutive_failures == 1

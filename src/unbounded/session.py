@@ -57,6 +57,7 @@ from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError, UnboundedError
 from unbounded.events import (
     CircuitBreakerTripped,
+    CompactionFailed,
     ContextWarning,
     Event,
     EventSink,
@@ -103,6 +104,35 @@ cache-edit credit, a provider that reports oddly) than the estimate that far off
 INTERRUPT_TEXT = "[Request interrupted by user]"
 INTERRUPT_FOR_TOOL_USE_TEXT = "[Request interrupted by user for tool use]"
 """What Claude Code writes when the user interrupts a response, or a running tool."""
+
+
+def _has_tool_results(entries: Sequence[Entry]) -> bool:
+    return any(
+        e.type == "user"
+        and isinstance(e.content, list)
+        and any(b.get("type") == "tool_result" for b in e.content)
+        for e in entries
+    )
+
+
+def _reply_start(view: Sequence[Entry], end: int) -> int:
+    """Index of the first line of the reply that ends just before `end` (lines of one response
+    share a message id; their tool results may sit between them)."""
+    reply_id = view[end - 1].message_id
+    start = end - 1
+    index = start
+    while reply_id is not None and index > 0:
+        entry = view[index - 1]
+        if entry.type == "assistant":
+            if entry.message_id != reply_id:
+                break
+            start = index - 1
+        elif entry.type not in ("attachment", "progress") and not (
+            entry.type == "user" and _has_tool_results([entry])
+        ):
+            break
+        index -= 1
+    return start
 
 
 class SessionClosedError(UnboundedError):
@@ -485,6 +515,29 @@ class Session:
         self.append([entry])
         return entry
 
+    def discard_last_reply(self) -> list[Entry]:
+        """Take the last reply out of the conversation (a regenerate, or a retry after the
+        reply was lost): the next record is chained to the message before it, so the reply
+        stays in the transcript on an abandoned branch that reloading leaves out. Returns the
+        entries taken out (none when the conversation does not end with a reply)."""
+        self._check_open()
+        end = len(self.entries)
+        start = end
+        reply_id: str | None = None
+        while start > 0:
+            entry = self.entries[start - 1]
+            if entry.type != "assistant" or entry.is_sidechain:
+                break
+            if start < end and entry.message_id != reply_id:
+                break  # one response only (its lines share a message id)
+            reply_id = entry.message_id
+            start -= 1
+        removed = self.entries[start:]
+        if removed:
+            del self.entries[start:]
+            self._rebuild_view()
+        return removed
+
     def pending_tool_use_ids(self) -> list[str]:
         """Tool calls of the last response that have no result yet."""
         messages = self._normalizer.messages
@@ -584,6 +637,7 @@ class Session:
             thinking=self.config.thinking,
             max_tokens=self.config.max_tokens or min(self.model_info.max_output, 32_000),
             extra=dict(self.config.extra),
+            max_output=self.model_info.max_output,
         )
 
     async def prepare(self) -> ProviderRequest:
@@ -714,8 +768,19 @@ class Session:
                 self._apply(result)
                 return result
         provider = self._summarizer_for_auto()
+        keep_from = self._turn_tail_start()
+        if keep_from == "":
+            emit(
+                self._events,
+                CompactionFailed(
+                    trigger="auto",
+                    reason="nothing_to_summarize",
+                    message="only the messages of this turn are left, and they are kept whole",
+                ),
+            )
+            return None
         try:
-            result = await self._compact(provider, trigger="auto")
+            result = await self._compact(provider, trigger="auto", keep_from=keep_from)
         except (CompactionError, ProviderError) as error:
             self.tracking.consecutive_failures += 1
             self._save_state()
@@ -729,7 +794,9 @@ class Session:
                 CircuitBreakerTripped(self.tracking.consecutive_failures, str(error)),
             )
             try:
-                result = await self._compact(self._extractive(), trigger="auto")
+                result = await self._compact(
+                    self._extractive(), trigger="auto", keep_from=keep_from
+                )
             except (CompactionError, ProviderError):
                 return None
         self.tracking.consecutive_failures = 0
@@ -771,6 +838,7 @@ class Session:
         instructions: str | None = None,
         pivot: str | None = None,
         direction: PartialDirection | None = None,
+        keep_from: str | None = None,
     ) -> CompactionResult:
         tracking = self.tracking
         metadata: dict[str, Any] = {
@@ -807,9 +875,46 @@ class Session:
             policy=self.policy,
             events=self._events,
             boundary_metadata=metadata,
+            keep_from=keep_from,
         )
         self._apply(result)
         return result
+
+    def _turn_tail_start(self) -> str | None:
+        """The uuid of the first record an automatic compaction keeps verbatim: the messages
+        that trigger the next turn (the last user message; with tool results, the reply whose
+        calls they answer too), so the newest message is never known only through a summary.
+        None when the view does not end with a user message (nothing to keep); "" when those
+        messages are all there is (nothing to summarize)."""
+        view = self.view
+        start = len(view)
+        while start > 0:
+            entry = view[start - 1]
+            if entry.type == "assistant" or entry.is_compact_boundary or entry.is_compact_summary:
+                break
+            start -= 1
+        tail = view[start:]
+        if not any(e.type == "user" and not e.is_meta for e in tail):
+            return None
+        candidates = [start]
+        if start > 0 and view[start - 1].type == "assistant" and _has_tool_results(tail):
+            candidates.insert(0, _reply_start(view, start))
+        for index in candidates:
+            if not any(e.type in ("user", "assistant") for e in view[:index]):
+                continue
+            if self._is_one_run(view[index:]):
+                return view[index].uuid or None
+        return ""
+
+    def _is_one_run(self, kept: Sequence[Entry]) -> bool:
+        """Whether these records are one run of the transcript (a boundary relinks only one)."""
+        if not kept or kept[0].uuid is None:
+            return False
+        for position in range(len(self.entries) - len(kept), -1, -1):
+            if self.entries[position].uuid == kept[0].uuid:
+                run = self.entries[position : position + len(kept)]
+                return [e.uuid for e in run] == [e.uuid for e in kept]
+        return False
 
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""

@@ -8,14 +8,18 @@
    verbatim and the prompt cache of the summarized prefix is reused) or the part from a pivot
    on (`from`, the prefix is kept and keeps its cache). The pivot is moved back to the start
    of an API round so a tool call is never split from its result. Images and documents become
-   `[image]` / `[document]`, inside tool results too, and attachments that are re-injected
-   afterwards are left out.
+   `[image]` / `[document]` (`[image: URL]` when given by URL), inside tool results too, and
+   attachments that are re-injected afterwards are left out.
 4. The summary request shares the main conversation's cache: the same system blocks, tools,
    model and thinking config (`CacheSafeParams`) and the same message prefix, the summary
    prompt appended as the last user message, and the message breakpoint on the second-to-last
-   message so this one-shot call writes no new cache entry. If that call fails for a reason
-   other than length, a direct call with the compact system prompt and a 20,000-token output
-   cap is tried (seed 004 "fallback chain").
+   message so this one-shot call writes no new cache entry. Its `max_tokens` is the policy's
+   compaction budget (`compact_max_output_tokens`, plus any thinking budget, under the
+   model's output limit), not the main request's: max_tokens is not part of the cache key,
+   and a caller's small reply budget must not cut every summary off. A summary cut off at
+   that budget is asked for once more with twice the budget. If the call fails for a reason
+   other than length, a direct call with the compact system prompt and the compaction
+   output cap is tried (seed 004 "fallback chain").
 5. A prompt-too-long answer drops the oldest API rounds and retries, up to 3 attempts.
 6. The reply is checked (not empty, not an API error, not cut off, holds a summary; a tool
    call is refused, never run) and formatted; the facts ledger is appended.
@@ -31,7 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -101,6 +106,8 @@ class CacheSafeParams:
     max_tokens: int = 32_000
     betas: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    max_output: int | None = None
+    """The model's output limit: the summary call's budget stays under it."""
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -172,13 +179,22 @@ class CompactionResult:
 # -- preparing the messages -------------------------------------------------------------------
 
 
+def media_placeholder(block: Mapping[str, Any]) -> str:
+    """An image or document as text for a summary request: `[image: URL]` when it is given by
+    URL (so the summary can keep the link), else `[image]` / `[document]`."""
+    source = block.get("source")
+    url = source.get("url") if isinstance(source, Mapping) else None
+    kind = block.get("type")
+    return f"[{kind}: {url}]" if url else f"[{kind}]"
+
+
 def _strip_media(blocks: list[Any]) -> tuple[list[Any], bool]:
     changed = False
     out: list[Any] = []
     for block in blocks:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind in ("image", "document"):
-            out.append({"type": "text", "text": f"[{kind}]"})
+            out.append({"type": "text", "text": media_placeholder(block)})
             changed = True
         elif kind == "tool_result" and isinstance(block.get("content"), list):
             inner, inner_changed = _strip_media(block["content"])
@@ -243,6 +259,21 @@ def safe_pivot(view: Sequence[Entry], pivot_uuid: str) -> int:
     return index
 
 
+def _kept_tail(view: Sequence[Entry], keep_from: str) -> list[Entry]:
+    """The records from `keep_from` to the end of the view; something must come before them."""
+    positions = [i for i, entry in enumerate(view) if entry.uuid == keep_from]
+    if not positions:
+        raise ConfigError(
+            f"keep_from {keep_from} is not in the conversation after the last boundary"
+        )
+    index = positions[0]
+    if not any(e.type in ("user", "assistant") for e in view[:index]):
+        raise CompactionError(
+            "nothing before the kept messages to summarize", reason="nothing_to_summarize"
+        )
+    return list(view[index:])
+
+
 def _require_contiguous(entries: Sequence[Entry], kept: Sequence[Entry]) -> None:
     """Kept messages must be one run of the file: a boundary can relink only one segment.
 
@@ -292,12 +323,26 @@ async def _call_with_heartbeat(
         await beat(elapsed)
 
 
+def summary_max_tokens(params: CacheSafeParams, policy: Policy, *, attempt: int = 1) -> int:
+    """The summary call's output budget: the policy's compaction budget, whatever the main
+    request's `max_tokens` (max_tokens is not part of the prompt-cache key, so the fork still
+    shares the cache), doubled for the one retry of a cut-off summary; plus the thinking
+    budget when thinking is on (the API wants max_tokens above it); never above the model's
+    output limit."""
+    budget = policy.compact_max_output_tokens * (2 if attempt > 1 else 1)
+    thinking = params.thinking or {}
+    if thinking.get("type") == "enabled":
+        budget += int(thinking.get("budget_tokens") or 0)
+    return min(budget, params.max_output) if params.max_output else budget
+
+
 def _fallback_request(
     messages: list[MessageParam], params: CacheSafeParams, policy: Policy
 ) -> ProviderRequest:
+    limit = policy.compact_max_output_tokens
     return {
         "model": params.model,
-        "max_tokens": policy.compact_max_output_tokens,
+        "max_tokens": min(limit, params.max_output) if params.max_output else limit,
         "system": SUMMARY_SYSTEM_PROMPT,
         "messages": messages,
     }
@@ -313,20 +358,33 @@ async def _summarize(
     policy: Policy,
     events: EventSink | None,
 ) -> tuple[ModelResponse, ProviderRequest, int, bool]:
-    """Run the summary call with the cache-sharing request, PTL retries and the fallback."""
+    """Run the summary call with the cache-sharing request, PTL retries and the fallback; a
+    summary cut off at its output budget is asked for once more with twice the budget."""
     attempt = 0
     current = list(messages)
     use_fallback = False
     last_error: ProviderError | None = None
+    budget_round = 1
     while attempt < policy.ptl_max_retries:
         attempt += 1
         with_prompt: list[MessageParam] = [*current, {"role": "user", "content": prompt}]
+        budget = summary_max_tokens(params, policy, attempt=budget_round)
         if use_fallback:
             request = _fallback_request(with_prompt, params, policy)
         else:
-            request = planner(params.request(with_prompt), True)
+            sized = dataclasses.replace(params, max_tokens=budget)
+            request = planner(sized.request(with_prompt), True)
         try:
             response = await _call_with_heartbeat(provider, request, policy, events)
+            if (
+                response.stop_reason == "max_tokens"
+                and not use_fallback
+                and budget_round == 1
+                and summary_max_tokens(params, policy, attempt=2) > budget
+            ):
+                budget_round = 2  # cut off: once more with the larger budget
+                attempt -= 1
+                continue
             return response, request, attempt, use_fallback
         except PromptTooLongError as error:
             last_error = error
@@ -379,8 +437,15 @@ async def compact_conversation(
     policy: Policy | None = None,
     events: EventSink | None = None,
     boundary_metadata: dict[str, Any] | None = None,
+    keep_from: str | None = None,
 ) -> CompactionResult:
     """Summarize the conversation and return what to append (see the module docstring).
+
+    `keep_from` (a full compaction only): the uuid of the first record that stays verbatim
+    after the summary, the messages that trigger the next turn. The summary request still
+    sends the whole conversation (it shares the main request's cache) and the summary covers
+    it all; the records from `keep_from` on follow it unchanged (relinked like an `up_to`
+    compaction's), so the newest message is never known only through a summary.
 
     `entries` is the main thread (everything before the last boundary may be included; it is
     ignored). `sent_messages` are the messages of the last main request exactly as sent (after
@@ -404,7 +469,12 @@ async def compact_conversation(
 
     if direction is None:
         summarized, kept = list(view), []
+        if keep_from is not None:
+            kept = _kept_tail(view, keep_from)
+            _require_contiguous(entries, kept)
     else:
+        if keep_from is not None:
+            raise ConfigError("keep_from applies to a full compaction, not a partial one")
         assert pivot_uuid is not None
         pivot = safe_pivot(view, pivot_uuid)
         if direction == "up_to":
@@ -467,6 +537,8 @@ async def compact_conversation(
         raise
 
     last_before = next((e.uuid for e in reversed(entries) if e.uuid), None)
+    # What the summary replaces (with keep_from, the summary also covers the kept tail).
+    replaced = summarized[: len(summarized) - len(kept)] if keep_from is not None else summarized
     summary_entry = Entry.user(
         summary_message_text(
             summary,
@@ -483,7 +555,7 @@ async def compact_conversation(
         trigger,
         pre_tokens,
         logical_parent_uuid=last_before,
-        messages_summarized=sum(1 for e in summarized if e.type in ("user", "assistant")),
+        messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
         pre_compact_discovered_tools=_discovered_tools(view),
         session_id=session_id,
         extra_metadata={

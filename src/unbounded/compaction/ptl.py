@@ -6,8 +6,11 @@ the oldest groups until the dropped estimate covers the token gap the error repo
 of the groups when the error gave no gap. Before grouping it removes its own marker left by an
 earlier retry: otherwise the marker becomes group 0, the 20% fallback drops only the marker,
 the marker is added back, and the loop never progresses (the bug seed 004 describes). What is
-left starts with an assistant message, so the marker is put in front as a user message. When
-every group would have to go, it returns None and the caller gives up.
+left starts with an assistant message, so the marker is put in front as a user message.
+
+A history of user messages only (a LangChain state of human messages is one API message) is
+one group: its oldest messages, or the oldest blocks of its one message, are dropped the same
+way instead. When everything would have to go, it returns None and the caller gives up.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def truncate_head_for_ptl_retry(
     if remaining and is_ptl_marker(remaining[0]):
         remaining = remaining[1:]
     groups = group_by_api_round(remaining)
-    if len(groups) <= 1:
+    if len(groups) == 1:
+        return _truncate_one_group(groups[0], token_gap, fallback_drop_fraction)
+    if not groups:
         return None
     if token_gap is not None and token_gap > 0:
         dropped_tokens = 0
@@ -73,3 +78,39 @@ def truncate_head_for_ptl_retry(
     if kept[0]["role"] == "assistant":
         kept.insert(0, {"role": "user", "content": PTL_RETRY_MARKER})
     return kept
+
+
+def _drop_count(sizes: Sequence[int], token_gap: int | None, fraction: float) -> int:
+    """How many of the oldest parts (of these token sizes) to drop."""
+    if token_gap is not None and token_gap > 0:
+        dropped = drop = 0
+        while drop < len(sizes) and dropped < token_gap:
+            dropped += sizes[drop]
+            drop += 1
+        return drop
+    return max(1, math.floor(len(sizes) * fraction))
+
+
+def _truncate_one_group(
+    group: Sequence[MessageParam], token_gap: int | None, fraction: float
+) -> list[MessageParam] | None:
+    """One API round of user messages: drop its oldest messages, or its one message's oldest
+    blocks; None when nothing would be left."""
+    marker: MessageParam = {"role": "user", "content": PTL_RETRY_MARKER}
+    if len(group) > 1:
+        drop = _drop_count([content_tokens(m["content"]) for m in group], token_gap, fraction)
+        return None if drop >= len(group) else [marker, *group[drop:]]
+    content = group[0]["content"] if group else ""
+    if isinstance(content, str) or len(content) <= 1:
+        return None
+    blocks = list(content)
+    if blocks[0].get("type") == "text" and blocks[0].get("text") == PTL_RETRY_MARKER:
+        blocks = blocks[1:]  # an earlier retry's marker: not something to drop again
+    drop = _drop_count([content_tokens([b]) for b in blocks], token_gap, fraction)
+    if drop >= len(blocks) or any(b.get("type") == "tool_result" for b in blocks[:drop]):
+        return None  # tool results answer a call outside this group: never drop them alone
+    kept: MessageParam = {
+        "role": group[0]["role"],
+        "content": [{"type": "text", "text": PTL_RETRY_MARKER}, *blocks[drop:]],
+    }
+    return [kept]

@@ -17,9 +17,17 @@ worker thread in the async ones; coroutine functions awaited); an exception beco
 
 Tool schemas come from signatures: `str`, `int`, `float`, `bool`, `None`, lists, tuples,
 sets, dicts, `Literal`, `Enum`, unions and `Optional`, `Annotated[T, "description"]`,
-pydantic models (their own JSON schema), TypedDicts and dataclasses; a parameter with a
-default is optional. The description is the docstring's text before its sections, and a
-Google-style `Args:` section describes the parameters.
+dates and times, `UUID`, `Path`, pydantic models (their own JSON schema), TypedDicts and
+dataclasses; a parameter with a default is optional. The description is the docstring's
+text before its sections, and a Google-style `Args:` section describes the parameters. The
+model's arguments are checked and converted into those types before the call (pydantic's
+`TypeAdapter`); arguments that do not fit become an `is_error` result saying what is wrong.
+A return value that is not a string becomes JSON text (pydantic models, dataclasses, Enums,
+sets and dates included); a list of text/image/document blocks is sent as blocks.
+
+Leaving the loop mid-round answers the tool calls still waiting (the results of the tools
+that ran, "interrupted" for the others), so the next run is valid; a session the loop opened
+in a folder is closed when the loop ends.
 
 `aiter_agent` / `iter_agent` yield the events as they happen (`ModelTurn`, `ToolExecuted`,
 the pipeline's own events when the loop built the session, then `AgentFinished`);
@@ -30,12 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import enum
 import inspect
 import json
 import re
 import types
 import typing
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +56,7 @@ from typing_extensions import is_typeddict
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink
 from unbounded.integrations._support import as_session, register_compactable_tools
+from unbounded.model.normalize import interrupted_result
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, Provider
 from unbounded.session import Session, SessionConfig, SyncSession
@@ -90,6 +101,9 @@ def json_schema_for(annotation: Any) -> JsonSchema:
     simple = _json_type(annotation)
     if simple is not None:
         return {"type": simple}
+    text_format = _STRING_FORMATS.get(annotation)
+    if text_format is not None:
+        return {"type": "string", **({"format": text_format} if text_format else {})}
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return {"enum": [member.value for member in annotation]}
     if origin in (list, set, frozenset) or origin in _SEQUENCE_ORIGINS:
@@ -129,6 +143,15 @@ def json_schema_for(annotation: Any) -> JsonSchema:
         return _object_schema(props, required)
     raise ConfigError(f"no JSON schema for the annotation {annotation!r}: use a simpler type")
 
+
+_STRING_FORMATS: dict[Any, str] = {
+    datetime.datetime: "date-time",
+    datetime.date: "date",
+    datetime.time: "time",
+    uuid.UUID: "uuid",
+    Path: "",
+}
+"""Types sent as JSON strings (the format, when JSON Schema has one)."""
 
 _SEQUENCE_ORIGINS = (
     typing.get_origin(Sequence[int]),
@@ -235,6 +258,103 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+class ToolArgumentError(ValueError):
+    """A tool call's arguments do not fit the function's signature (the model's to fix)."""
+
+
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+
+
+def _needs_conversion(annotation: Any) -> bool:
+    """Whether JSON data must be converted to match the annotation (an Enum, a dataclass, a
+    pydantic model, a set or tuple… anywhere inside it)."""
+    if annotation in (inspect.Parameter.empty, Any, object) or annotation in _PLAIN_TYPES:
+        return False
+    origin = get_origin(annotation)
+    if origin is typing.Annotated:
+        return _needs_conversion(get_args(annotation)[0])
+    if origin is Literal:
+        return False
+    if origin in (list, dict, Union, types.UnionType) or origin in _SEQUENCE_ORIGINS + (
+        _MAPPING_ORIGINS
+    ):
+        return any(_needs_conversion(a) for a in get_args(annotation) if a is not Ellipsis)
+    return not (annotation in (list, dict) or is_typeddict(annotation))
+
+
+class ArgumentConverter:
+    """Checks a tool call's arguments against the function's signature and converts them into
+    the annotated types (pydantic's `TypeAdapter`: an Enum from its value, a dataclass or a
+    pydantic model from an object, a set or tuple from an array, a date from its ISO text)."""
+
+    def __init__(self, function: Callable[..., Any], name: str) -> None:
+        signature = inspect.signature(function)
+        try:
+            hints = typing.get_type_hints(function, include_extras=True)
+        except Exception:  # unresolved forward references: tool_schema reports them
+            hints = {}
+        self.name = name
+        self.parameters = list(signature.parameters)
+        self.required = [
+            p.name for p in signature.parameters.values() if p.default is inspect.Parameter.empty
+        ]
+        annotations = {
+            p.name: hints.get(p.name, p.annotation) for p in signature.parameters.values()
+        }
+        self._adapters: dict[str, Any] = {}
+        try:
+            from pydantic import TypeAdapter
+        except ImportError:
+            needing = [n for n, a in annotations.items() if _needs_conversion(a)]
+            if needing:
+                raise ConfigError(
+                    f"tool {name}: converting the arguments {', '.join(needing)} into their "
+                    "annotated types needs pydantic (pip install pydantic)"
+                ) from None
+            return
+        for parameter, annotation in annotations.items():
+            if annotation not in (inspect.Parameter.empty, Any, object):
+                self._adapters[parameter] = TypeAdapter(annotation)
+
+    def convert(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as the function's types; ToolArgumentError saying what is wrong."""
+        problems: list[str] = []
+        unknown = [key for key in arguments if key not in self.parameters]
+        if unknown:
+            problems.append(
+                f"unexpected argument(s) {', '.join(map(repr, unknown))} "
+                f"(it takes {', '.join(self.parameters) or 'none'})"
+            )
+        missing = [key for key in self.required if key not in arguments]
+        if missing:
+            problems.append(f"missing required argument(s) {', '.join(map(repr, missing))}")
+        converted: dict[str, Any] = {}
+        for key, value in arguments.items():
+            adapter = self._adapters.get(key)
+            if adapter is None:
+                converted[key] = value
+                continue
+            try:
+                converted[key] = adapter.validate_python(value)
+            except Exception as error:
+                problems.extend(_validation_problems(key, error))
+        if problems:
+            raise ToolArgumentError(f"invalid arguments for {self.name}: " + "; ".join(problems))
+        return converted
+
+
+def _validation_problems(key: str, error: Exception) -> list[str]:
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return [f"{key}: {error}"]
+    out: list[str] = []
+    for item in errors():
+        where = ".".join(str(part) for part in (key, *item.get("loc", ())))
+        given = json.dumps(item.get("input"), default=str)[:80]
+        out.append(f"{where}: {item.get('msg')} (got {given})")
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A Python function offered to the model as a tool (call it like the function)."""
@@ -246,6 +366,10 @@ class Tool:
     compactable: bool = False
     """Its output can be produced again (a read, a search, a command's output): microcompaction
     may clear old results of it."""
+    converter: ArgumentConverter = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "converter", ArgumentConverter(self.function, self.name))
 
     @classmethod
     def from_function(
@@ -271,8 +395,10 @@ class Tool:
         }
 
     async def run(self, arguments: Mapping[str, Any], *, inline: bool = False) -> Any:
-        """Call the function with the model's arguments (sync functions in a worker thread,
-        or on this thread when `inline`)."""
+        """Call the function with the model's arguments, converted into its annotated types
+        (ToolArgumentError when they do not fit); sync functions run in a worker thread, or
+        on this thread when `inline`."""
+        arguments = self.converter.convert(arguments)
         if inspect.iscoroutinefunction(self.function):
             return await self.function(**arguments)
         if inline:
@@ -393,9 +519,25 @@ def _tool_content(value: Any) -> str | list[dict[str, Any]]:
     ):
         return [dict(b) for b in value]
     try:
+        from pydantic_core import to_jsonable_python
+
+        value = to_jsonable_python(value, fallback=str)
+    except ImportError:  # without pydantic: dataclasses and Enums by hand
+        value = _jsonable_value(value)
+    try:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _jsonable_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset, tuple)):
+        return [_jsonable_value(v) for v in value]
+    return value
 
 
 async def _execute(
@@ -414,6 +556,8 @@ async def _execute(
     else:
         try:
             content = _tool_content(await chosen.run(arguments, inline=inline))
+        except ToolArgumentError as error:
+            is_error, content = True, f"Error: {error}"
         except Exception as error:
             is_error, content = True, f"{type(error).__name__}: {error}"
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
@@ -480,50 +624,78 @@ async def _agent_events(
     active = _session_for(
         session, session_folder=session_folder, policy=policy, summarizer=summarizer, sink=sink
     )
-    offered = as_tools(tools)
-    _install_tools(active, offered)
-    by_name = {t.name: t for t in offered}
-    if prompt is not None:
-        active.add_user(prompt if isinstance(prompt, str) else [dict(b) for b in prompt])
-    elif not active.messages or active.messages[-1]["role"] != "user":
-        raise ConfigError("nothing for the model to answer: give prompt=...")
+    # A session opened here in a folder holds its lock: released when the loop ends.
+    owned = isinstance(session, SessionConfig) and session_folder is not None
+    results: list[dict[str, Any]] = []
+    try:
+        offered = as_tools(tools)
+        _install_tools(active, offered)
+        by_name = {t.name: t for t in offered}
+        if prompt is not None:
+            active.add_user(prompt if isinstance(prompt, str) else [dict(b) for b in prompt])
+        elif not active.messages or active.messages[-1]["role"] != "user":
+            raise ConfigError("nothing for the model to answer: give prompt=...")
 
-    def drain() -> list[Event]:
-        out = list(pending)
-        pending.clear()
-        return out
+        def drain() -> list[Event]:
+            out = list(pending)
+            pending.clear()
+            return out
 
-    def publish(event: Event) -> Event:
-        if events is not None:
-            events(event)
-        return event
+        def publish(event: Event) -> Event:
+            if events is not None:
+                events(event)
+            return event
 
-    turns = 0
-    response: ModelResponse | None = None
-    stop_reason = "max_turns"
-    while turns < max_turns:
-        response = await active.call(provider, stream=stream)
-        turns += 1
-        for event in drain():
-            yield event
-        yield publish(ModelTurn(turns, response))
-        uses = response.tool_uses
-        if not uses:
-            if response.stop_reason == "pause_turn":
-                continue
-            stop_reason = response.stop_reason or "end_turn"
-            break
-        results: list[dict[str, Any]] = []
-        for use in uses:
-            result, executed = await _execute(by_name, use, inline)
-            results.append(result)
-            yield publish(executed)
-        active.add_tool_results(results)
-        for event in drain():
-            yield event
-    text = response.text if response is not None else ""
-    result_box.append(AgentResult(text, stop_reason, turns, response, active))
-    yield publish(AgentFinished(text, stop_reason, turns))
+        turns = 0
+        response: ModelResponse | None = None
+        stop_reason = "max_turns"
+        while turns < max_turns:
+            response = await active.call(provider, stream=stream)
+            turns += 1
+            for event in drain():
+                yield event
+            yield publish(ModelTurn(turns, response))
+            uses = response.tool_uses
+            if not uses:
+                if response.stop_reason == "pause_turn":
+                    continue
+                stop_reason = response.stop_reason or "end_turn"
+                break
+            results = []
+            for use in uses:
+                result, executed = await _execute(by_name, use, inline)
+                results.append(result)
+                yield publish(executed)
+            active.add_tool_results(results)
+            results = []
+            for event in drain():
+                yield event
+        text = response.text if response is not None else ""
+        result_box.append(AgentResult(text, stop_reason, turns, response, active))
+        yield publish(AgentFinished(text, stop_reason, turns))
+    finally:
+        try:
+            _answer_abandoned_calls(active, results)
+        finally:
+            if owned:
+                active.close()
+
+
+def _answer_abandoned_calls(session: Session, results: Sequence[Mapping[str, Any]]) -> None:
+    """After the loop was left mid-round (the caller broke out of the iterator, an exception,
+    Ctrl-C): the results of the tools that ran are recorded, the other calls are answered as
+    interrupted and the interrupt is noted, so the next request is valid."""
+    if session.closed:
+        return
+    pending = session.pending_tool_use_ids()
+    if not pending:
+        return
+    done = {str(r.get("tool_use_id")) for r in results}
+    if done:
+        answered = [dict(r) for r in results if str(r.get("tool_use_id")) in pending]
+        answered += [interrupted_result(i) for i in pending if i not in done]
+        session.add_tool_results(answered)
+    session.interrupt(for_tool_use=True)
 
 
 def aiter_agent(
@@ -548,6 +720,13 @@ def aiter_agent(
     unstreamed call whose `max_tokens` could take more than ten minutes. `events` receives
     every event yielded; the pipeline's events are among them only for a session built here
     (a Session you pass sends them to its own sink).
+
+    Leaving the loop early (breaking out of the iterator, an exception, Ctrl-C) while tool
+    calls wait for results records the results of the tools that ran, answers the others as
+    interrupted and notes the interrupt, so the next run sends a valid request. A session
+    the loop opened in `session_folder` is closed when the loop ends (its lock released;
+    `result.session` can still be read; run again with the same folder to go on); a Session
+    you pass is never closed.
     """
     return _agent_events(
         session,

@@ -12,10 +12,18 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    conversation the session holds (cache markers, `None` fields and SDK objects versus dicts
    make no difference; an echoed assistant reply also matches with its thinking left out),
    and only what the session does not hold yet is appended: the known prefix of a full
-   list, the part after an overlap (a sliding window, a retried call), or everything when
-   nothing is known. A list that starts like the known conversation and then differs (an
-   edited or rewound history) is refused with a `ConfigError`: the transcript is append-only.
-   `history="full"` or `"new"` turns the detection off for callers that always do one thing.
+   list, the part after an overlap (a sliding window), or everything when nothing is known.
+   A list that starts like the known conversation and then differs (an edited or rewound
+   history) is refused with a `ConfigError`: the transcript is append-only. A list that
+   ends where the conversation ended before its last reply (the whole list, or a window of
+   two messages or more) asks again: the last reply is discarded (`LastReplyDiscarded`) and
+   a new one requested. `history="full"` or `"new"` fixes the reading for callers that
+   always do one thing.
+   **Side calls.** A call that does not continue the conversation (a title, a classifier,
+   a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
+   one with a different `system`; one that shares no message with the conversation when
+   the caller has been sending whole histories, or when its model or tools differ; one
+   that would leave the last reply's tool calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
@@ -84,6 +92,23 @@ class CacheParamsChanged(Event):
     """A cache-safe parameter changed after a request went out: the prompt cache is re-written."""
 
     fields: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SideCallPassed(Event):
+    """A call that does not continue the conversation (a title, a classifier, a judge) went to
+    the SDK as given: nothing recorded, nothing compacted."""
+
+    reason: str
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class LastReplyDiscarded(Event):
+    """The caller asked again with the list that preceded the last reply (regenerate, or a
+    retry after a crash): that reply left the conversation and a new one is asked for."""
+
+    message_id: str | None
 
 
 # --------------------------------------------------------------------------- content matching
@@ -157,6 +182,19 @@ def _canonical_content(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     return [_canonical_block(b) for b in content or []]
+
+
+def _canonical_system(system: Any) -> list[dict[str, Any]]:
+    """A system prompt for comparison: text blocks, cache markers and None fields left out."""
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [{"type": "text", "text": system}] if system else []
+    return [_canonical_block(b) for b in system]
+
+
+def _canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in t.items() if k != "cache_control"} for t in tools]
 
 
 def _digest(value: Any) -> str:
@@ -237,28 +275,65 @@ def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
     return prints
 
 
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """How a caller's `messages` relate to the recorded conversation."""
+
+    start: int
+    """Index of the first message the session does not hold yet."""
+    prints: list[MessagePrint]
+    relation: Literal["continues", "window", "retry", "unrelated", "new"]
+    """`continues`: starts with the whole conversation; `window`: starts with its last
+    messages; `retry`: the conversation minus its last reply (ask again); `unrelated`: shares
+    no message with it; `new`: the caller said every message is new (`history="new"`)."""
+
+
 def new_messages(
     messages: Sequence[Any], known: Sequence[MessagePrint], mode: HistoryMode = "auto"
-) -> tuple[int, list[MessagePrint]]:
-    """(index of the first new message, prints of all messages) for a caller's list.
+) -> Continuation:
+    """How a caller's list continues the known conversation (see `Continuation`).
 
-    Raises ConfigError when the list rewrites the known conversation.
+    Raises ConfigError when the list rewrites the known conversation (starts like it, then
+    differs), or, with `history="full"`, when it does not start with it.
     """
     prints = [message_print(*_message_fields(m)) for m in messages]
     if mode == "new":
-        return 0, prints
+        return Continuation(0, prints, "new")
     count = len(known)
+    if not count:
+        return Continuation(0, prints, "continues")
     if len(prints) >= count and all(prints[i].matches(known[i]) for i in range(count)):
-        return count, prints
+        return Continuation(count, prints, "continues")
+    if _is_retry(prints, known, full=True):
+        return Continuation(len(prints), prints, "retry")
     if mode == "full":
-        raise ConfigError(_divergence(prints, known))
+        if prints and prints[0].matches(known[0]):
+            raise ConfigError(_divergence(prints, known))
+        return Continuation(0, prints, "unrelated")
     for overlap in range(min(len(prints), count), 0, -1):
         start = count - overlap
         if all(prints[j].matches(known[start + j]) for j in range(overlap)):
-            return overlap, prints
-    if count and len(prints) > 1 and prints[0].matches(known[0]):
+            return Continuation(overlap, prints, "window")
+    if _is_retry(prints, known, full=False):
+        return Continuation(len(prints), prints, "retry")
+    if len(prints) > 1 and prints[0].matches(known[0]):
         raise ConfigError(_divergence(prints, known))
-    return 0, prints
+    return Continuation(0, prints, "unrelated")
+
+
+def _is_retry(prints: Sequence[MessagePrint], known: Sequence[MessagePrint], *, full: bool) -> bool:
+    """The list ends where the conversation ended before its last reply: the whole of it
+    (`full`), or a window of at least two messages (one repeated prompt alone is a new
+    message: users do say "yes" twice)."""
+    count, size = len(known), len(prints)
+    if not prints or known[-1].role != "assistant" or size > count - 1:
+        return False
+    if full and size != count - 1:
+        return False
+    if not full and size < 2:
+        return False
+    start = count - 1 - size
+    return all(prints[j].matches(known[start + j]) for j in range(size))
 
 
 def _divergence(prints: Sequence[MessagePrint], known: Sequence[MessagePrint]) -> str:
@@ -276,6 +351,111 @@ def _divergence(prints: Sequence[MessagePrint], known: Sequence[MessagePrint]) -
         "edited or rewound history cannot continue it. Start a new session, or send only the "
         "new messages (wrap(..., history='new'))"
     )
+
+
+# --------------------------------------------------------------------------- caller cache markers
+
+
+def _marker_ttl(block: Any) -> str | None:
+    marker = _block_dict(block).get("cache_control") if block is not None else None
+    if not isinstance(marker, Mapping):
+        return None
+    return "1h" if marker.get("ttl") == "1h" else "5m"
+
+
+def _message_markers(messages: Sequence[Any]) -> list[str]:
+    """The TTLs of the cache markers a caller put on message blocks."""
+    found: list[str] = []
+    for message in messages:
+        data = _plain(message)
+        content = data.get("content") if isinstance(data, Mapping) else None
+        if isinstance(content, str) or not content:
+            continue
+        for block in content:
+            ttl = _marker_ttl(block)
+            if ttl is not None:
+                found.append(ttl)
+    return found
+
+
+def _longest_ttl(ttls: Sequence[str]) -> str | None:
+    if not ttls:
+        return None
+    return "1h" if "1h" in ttls else "5m"
+
+
+def _with_ttl(marker: Mapping[str, Any], ttl: str) -> dict[str, Any]:
+    out = {k: v for k, v in marker.items() if k != "ttl"}
+    if ttl == "1h":
+        out["ttl"] = "1h"
+    return out
+
+
+def honor_caller_markers(
+    request: ProviderRequest,
+    system: Any,
+    tools: Sequence[Mapping[str, Any]],
+    messages_ttl: str | None,
+) -> ProviderRequest:
+    """The prepared request with the caller's cache settings put back (see the module doc).
+
+    A system block the caller marked keeps the caller's marker as given (TTL and scope); the
+    tools marker takes the longest TTL the caller put on a tool, the message markers the
+    longest one put on a message. The planner already kept the request within the API's 4
+    markers (the caller's system markers count among them). Last, the API's rule that a
+    1-hour marker never follows a 5-minute one: markers before the last 1-hour one are raised
+    to 1 hour. The request is copied where it changes; the input is untouched.
+    """
+    body: dict[str, Any] = dict(cast(Mapping[str, Any], request))
+    slots: list[tuple[list[Any], int]] = []  # (container, index) of every marked block
+    sent_tools = body.get("tools")
+    if isinstance(sent_tools, list) and sent_tools:
+        body["tools"] = sent_tools = list(sent_tools)
+        wanted = _longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
+        last = sent_tools[-1]
+        if isinstance(last.get("cache_control"), Mapping):
+            if wanted is not None:
+                sent_tools[-1] = {**last, "cache_control": _with_ttl(last["cache_control"], wanted)}
+            slots.append((sent_tools, len(sent_tools) - 1))
+    sent_system = body.get("system")
+    if isinstance(sent_system, list) and sent_system:
+        given = list(system) if isinstance(system, list) else []
+        body["system"] = sent_system = list(sent_system)
+        for index, block in enumerate(sent_system):
+            if not isinstance(block.get("cache_control"), Mapping):
+                continue
+            own = _block_dict(given[index]).get("cache_control") if index < len(given) else None
+            if isinstance(own, Mapping):
+                sent_system[index] = {**block, "cache_control": dict(own)}
+            slots.append((sent_system, index))
+    sent_messages = body.get("messages")
+    if isinstance(sent_messages, list):
+        copied: list[Any] = list(sent_messages)
+        for index, message in enumerate(copied):
+            content = message.get("content")
+            if not isinstance(content, list) or not any(
+                isinstance(b, Mapping) and "cache_control" in b for b in content
+            ):
+                continue
+            blocks = list(content)
+            copied[index] = {**message, "content": blocks}
+            for position, block in enumerate(blocks):
+                if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping):
+                    if messages_ttl is not None:
+                        blocks[position] = {
+                            **block,
+                            "cache_control": _with_ttl(block["cache_control"], messages_ttl),
+                        }
+                    slots.append((blocks, position))
+        body["messages"] = copied
+    ttls = [_marker_ttl(container[i]) for container, i in slots]
+    if "1h" in ttls:
+        last_long = max(i for i, ttl in enumerate(ttls) if ttl == "1h")
+        for container, i in slots[:last_long]:
+            block = container[i]
+            if _marker_ttl(block) != "1h":
+                container[i] = {**block, "cache_control": _with_ttl(block["cache_control"], "1h")}
+    return cast(ProviderRequest, body)
 
 
 def _given(value: Any) -> bool:
@@ -334,6 +514,10 @@ class ClientPipeline:
         self._session: Session | None = None
         self._owns_session = session is None
         self._sent_params: dict[str, Any] | None = None
+        self._sends_history = False
+        """The caller sent messages the session already held: it sends whole histories."""
+        self._messages_ttl: str | None = None
+        """The longest TTL the caller put on a message block in the last call."""
         self.known: list[MessagePrint] = []
         if session is not None:
             if summarizer is not None:
@@ -431,9 +615,10 @@ class ClientPipeline:
             emit(session.events_sink(), CacheParamsChanged(changed))
         return session
 
-    def begin(self, kwargs: Mapping[str, Any], *, streaming_helper: bool) -> dict[str, Any]:
+    def begin(self, kwargs: Mapping[str, Any], *, streaming_helper: bool) -> dict[str, Any] | None:
         """Take a call's keywords: configure the session, append what is new, and return the
-        keywords to pass through to the SDK unchanged."""
+        keywords to pass through to the SDK unchanged; None for a side call (one that does
+        not continue the conversation), which goes to the SDK exactly as given."""
         rest = {key: value for key, value in kwargs.items() if _given(value)}
         if streaming_helper and "stream" in rest:
             raise ConfigError("messages.stream(...) takes no stream= keyword")
@@ -441,11 +626,31 @@ class ClientPipeline:
             raise ConfigError("messages.create/stream needs messages=")
         messages = list(rest.pop("messages"))
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
+        relation: Continuation | None = None
+        if self._session is not None and self.known:
+            if _canonical_system(params.get("system")) != _canonical_system(
+                self._session.config.system
+            ):
+                self._side_call("a different system prompt", messages)
+                return None
+            relation = new_messages(messages, self.known, self.history)
+            reason = self._side_call_reason(relation, messages, params)
+            if reason is not None:
+                self._side_call(reason, messages)
+                return None
         session = self._configure(params)
-        start, prints = new_messages(messages, self.known, self.history)
-        fresh = messages[start:]
+        if relation is None:
+            relation = new_messages(messages, self.known, self.history)
+        if relation.relation == "retry":
+            removed = session.discard_last_reply()
+            self.known = conversation_prints(session.entries)
+            discarded = removed[0].message_id if removed else None
+            emit(session.events_sink(), LastReplyDiscarded(discarded))
+        if relation.start and relation.relation in ("continues", "window", "retry"):
+            self._sends_history = True
+        fresh = messages[relation.start :]
         if fresh:
-            last_role = prints[-1].role
+            last_role = relation.prints[-1].role
         else:
             current = session.messages
             last_role = current[-1]["role"] if current else ""
@@ -454,11 +659,45 @@ class ClientPipeline:
                 "the conversation must end with a user message (a prompt or tool results) "
                 "for the model to answer; an assistant prefill is not supported by the wrapper"
             )
-        for message, printed in zip(fresh, prints[start:], strict=True):
+        self._messages_ttl = _longest_ttl(_message_markers(messages))
+        for message, printed in zip(fresh, relation.prints[relation.start :], strict=True):
             role, content = _message_fields(message)
             self._append(session, role, content)
             self.known.append(printed)
         return rest
+
+    def _sink(self) -> EventSink | None:
+        return self._session.events_sink() if self._session is not None else self._events
+
+    def _side_call(self, reason: str, messages: Sequence[Any]) -> None:
+        emit(self._sink(), SideCallPassed(reason, len(messages)))
+
+    def _side_call_reason(
+        self, relation: Continuation, messages: Sequence[Any], params: Mapping[str, Any]
+    ) -> str | None:
+        """Why a call with the conversation's system prompt still does not continue it (see
+        the module docstring), or None when it does."""
+        session = self.session
+        if relation.relation == "unrelated":
+            if self._sends_history:
+                return "no message in common with the conversation"
+            if params.get("model") != session.config.model:
+                return "a different model and no message in common with the conversation"
+            tools = [_block_dict(t) for t in params.get("tools") or []]
+            if _canonical_tools(tools) != _canonical_tools(session.config.tools):
+                return "different tools and no message in common with the conversation"
+        pending = session.pending_tool_use_ids()
+        fresh = messages[relation.start :]
+        if pending and relation.relation != "retry" and fresh:
+            _, content = _message_fields(fresh[0])
+            answered = {
+                str(b.get("tool_use_id"))
+                for b in _canonical_content(content)
+                if b.get("type") == "tool_result"
+            }
+            if not set(pending) <= answered:
+                return "it leaves the tool calls of the last reply unanswered"
+        return None
 
     @staticmethod
     def _append(session: Session, role: str, content: Any) -> None:
@@ -482,7 +721,10 @@ class ClientPipeline:
     ) -> dict[str, Any]:
         """SDK keywords: the prepared request plus the caller's other keywords; fields this SDK
         version does not name (`temperature` in recent ones) go through `extra_body`."""
-        merged: dict[str, Any] = dict(request)
+        config = self.session.config
+        merged: dict[str, Any] = dict(
+            honor_caller_markers(request, config.system, config.tools, self._messages_ttl)
+        )
         merged.update((k, v) for k, v in passthrough.items() if k != "extra_body")
         kwargs = self.provider.request_kwargs(cast(ProviderRequest, merged), method)
         extra = passthrough.get("extra_body")
@@ -490,9 +732,9 @@ class ClientPipeline:
             kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra}
         return kwargs
 
-    def messages_api(self, request: ProviderRequest) -> Any:
-        """`client.messages`, or `client.beta.messages` when the request carries betas."""
-        return self.client.beta.messages if request.get("betas") else self.client.messages
+    def messages_api(self, request: ProviderRequest, sdk: Any) -> Any:
+        """`sdk.messages`, or `sdk.beta.messages` when the request carries betas."""
+        return sdk.beta.messages if request.get("betas") else sdk.messages
 
     def is_prompt_too_long(self, error: BaseException) -> bool:
         """Whether an SDK exception is the API refusing the prompt as over the window."""
@@ -508,9 +750,7 @@ class ClientPipeline:
     def close_store(self) -> None:
         """Close the store of a session the wrapper opened from a folder (releases its lock)."""
         if self._owns_session and self._session is not None:
-            closer = getattr(self._session.store, "close", None)
-            if callable(closer):
-                closer()
+            self._session.close()
 
     def mark_sent(self) -> None:
         """Remember the cache-safe parameters of the request that just went out."""
@@ -625,18 +865,20 @@ class AsyncRecordingStream:
 class StreamManager:
     """What `messages.stream(...)` returns: entering it runs the pipeline and opens the SDK's
     stream (retrying once after a prompt-too-long compaction); leaving it records the reply
-    when it was read to the end."""
+    when it was read to the end. A side call opens the SDK's stream as given."""
 
-    def __init__(self, pipeline: ClientPipeline, kwargs: dict[str, Any]) -> None:
+    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
         self._pipeline = pipeline
+        self._sdk = sdk
         self._kwargs = kwargs
         self._inner: Any = None
         self._stream: Any = None
+        self._records = True
 
     def _open(self, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
         request = run_blocking(pipeline.session.prepare())
-        method = pipeline.messages_api(request).stream
+        method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = self._inner.__enter__()
         pipeline.mark_sent()
@@ -645,6 +887,11 @@ class StreamManager:
     def __enter__(self) -> MessageStream[Any]:
         pipeline = self._pipeline
         passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
+        if passthrough is None:
+            self._records = False
+            self._inner = self._sdk.messages.stream(**self._kwargs)
+            self._stream = self._inner.__enter__()
+            return cast("MessageStream[Any]", self._stream)
         try:
             self._stream = self._open(passthrough)
         except Exception as error:
@@ -662,7 +909,11 @@ class StreamManager:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            snapshot = _final_snapshot(self._stream) if self._stream is not None else None
+            snapshot = (
+                _final_snapshot(self._stream)
+                if self._stream is not None and self._records
+                else None
+            )
             if snapshot is not None:
                 self._pipeline.record(snapshot)
         finally:
@@ -673,16 +924,18 @@ class StreamManager:
 class AsyncStreamManager:
     """`StreamManager` for the async client (`async with client.messages.stream(...)`)."""
 
-    def __init__(self, pipeline: ClientPipeline, kwargs: dict[str, Any]) -> None:
+    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
         self._pipeline = pipeline
+        self._sdk = sdk
         self._kwargs = kwargs
         self._inner: Any = None
         self._stream: Any = None
+        self._records = True
 
     async def _open(self, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
         request = await pipeline.session.prepare()
-        method = pipeline.messages_api(request).stream
+        method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = await self._inner.__aenter__()
         pipeline.mark_sent()
@@ -691,6 +944,11 @@ class AsyncStreamManager:
     async def __aenter__(self) -> AsyncMessageStream[Any]:
         pipeline = self._pipeline
         passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
+        if passthrough is None:
+            self._records = False
+            self._inner = self._sdk.messages.stream(**self._kwargs)
+            self._stream = await self._inner.__aenter__()
+            return cast("AsyncMessageStream[Any]", self._stream)
         try:
             self._stream = await self._open(passthrough)
         except Exception as error:
@@ -708,7 +966,11 @@ class AsyncStreamManager:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            snapshot = _final_snapshot(self._stream) if self._stream is not None else None
+            snapshot = (
+                _final_snapshot(self._stream)
+                if self._stream is not None and self._records
+                else None
+            )
             if snapshot is not None:
                 self._pipeline.record(snapshot)
         finally:
@@ -718,17 +980,33 @@ class AsyncStreamManager:
 
 # --------------------------------------------------------------------------- the clients
 
+_BYPASSES = {
+    "with_streaming_response": (
+        "client.messages.with_streaming_response would send the call past the session (not "
+        "recorded, not compacted): use client.messages.create(..., stream=True) or "
+        "client.messages.stream(...), or client.client.messages for an unmanaged call"
+    ),
+}
+
+
+def _refuse_bypass(name: str) -> None:
+    reason = _BYPASSES.get(name)
+    if reason is not None:
+        raise ConfigError(reason)
+
 
 class Messages:
     """`client.messages` of a wrapped sync client."""
 
-    def __init__(self, pipeline: ClientPipeline) -> None:
+    def __init__(self, pipeline: ClientPipeline, sdk: Any, *, raw: bool = False) -> None:
         self._pipeline = pipeline
+        self._sdk = sdk
+        self._raw = raw
 
     def _send(self, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
         request = run_blocking(pipeline.session.prepare())
-        method = pipeline.messages_api(request).create
+        method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
         result = method(**pipeline.call_kwargs(request, method, passthrough))
         pipeline.mark_sent()
         return result
@@ -742,7 +1020,11 @@ class Messages:
     def create(self, **kwargs: Any) -> Message | RecordingStream:
         """`messages.create` through the pipeline; returns the SDK's `Message` (or stream)."""
         pipeline = self._pipeline
+        if self._raw and kwargs.get("stream") is True:
+            raise ConfigError(_RAW_STREAM)
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
+        if passthrough is None:
+            return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
         try:
             result = self._send(passthrough)
         except Exception as error:
@@ -753,29 +1035,41 @@ class Messages:
             result = self._send(passthrough)
         if passthrough.get("stream") is True:
             return RecordingStream(result, pipeline.record)
-        pipeline.record(result)
+        pipeline.record(result.parse() if self._raw else result)
         return cast("Message", result)
 
     def stream(self, **kwargs: Any) -> StreamManager:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
-        return StreamManager(self._pipeline, dict(kwargs))
+        if self._raw:
+            raise ConfigError(_RAW_STREAM)
+        return StreamManager(self._pipeline, self._sdk, dict(kwargs))
+
+    @property
+    def with_raw_response(self) -> Messages:
+        """`create` through the pipeline, returning the SDK's raw HTTP response (its `parse()`
+        is the `Message`, recorded here)."""
+        return Messages(self._pipeline, self._sdk, raw=True)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self._pipeline.client.messages, name)
+        _refuse_bypass(name)
+        messages = self._sdk.messages
+        return getattr(messages.with_raw_response if self._raw else messages, name)
 
 
 class AsyncMessages:
     """`client.messages` of a wrapped async client."""
 
-    def __init__(self, pipeline: ClientPipeline) -> None:
+    def __init__(self, pipeline: ClientPipeline, sdk: Any, *, raw: bool = False) -> None:
         self._pipeline = pipeline
+        self._sdk = sdk
+        self._raw = raw
 
     async def _send(self, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
         request = await pipeline.session.prepare()
-        method = pipeline.messages_api(request).create
+        method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
         result = await method(**pipeline.call_kwargs(request, method, passthrough))
         pipeline.mark_sent()
         return result
@@ -789,7 +1083,12 @@ class AsyncMessages:
     async def create(self, **kwargs: Any) -> Message | AsyncRecordingStream:
         """`messages.create` through the pipeline; returns the SDK's `Message` (or stream)."""
         pipeline = self._pipeline
+        if self._raw and kwargs.get("stream") is True:
+            raise ConfigError(_RAW_STREAM)
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
+        if passthrough is None:
+            side = _create_method(self._sdk.messages, self._raw)(**kwargs)
+            return cast("Message", await side)
         try:
             result = await self._send(passthrough)
         except Exception as error:
@@ -800,23 +1099,47 @@ class AsyncMessages:
             result = await self._send(passthrough)
         if passthrough.get("stream") is True:
             return AsyncRecordingStream(result, pipeline.record)
-        pipeline.record(result)
+        if self._raw:
+            parsed = result.parse()  # a coroutine in recent SDKs, a value in older ones
+            pipeline.record(await parsed if inspect.isawaitable(parsed) else parsed)
+        else:
+            pipeline.record(result)
         return cast("Message", result)
 
     def stream(self, **kwargs: Any) -> AsyncStreamManager:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""
-        return AsyncStreamManager(self._pipeline, dict(kwargs))
+        if self._raw:
+            raise ConfigError(_RAW_STREAM)
+        return AsyncStreamManager(self._pipeline, self._sdk, dict(kwargs))
+
+    @property
+    def with_raw_response(self) -> AsyncMessages:
+        """`create` through the pipeline, returning the SDK's raw HTTP response."""
+        return AsyncMessages(self._pipeline, self._sdk, raw=True)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self._pipeline.client.messages, name)
+        _refuse_bypass(name)
+        messages = self._sdk.messages
+        return getattr(messages.with_raw_response if self._raw else messages, name)
+
+
+_RAW_STREAM = (
+    "with_raw_response.create(stream=True) and with_raw_response.stream are not supported by "
+    "the wrapper: use client.messages.create(..., stream=True) or client.messages.stream(...)"
+)
+
+
+def _create_method(messages_api: Any, raw: bool) -> Any:
+    return messages_api.with_raw_response.create if raw else messages_api.create
 
 
 class _WrappedClient:
     """What both wrapped clients share: the session, its status, the SDK client underneath."""
 
     _pipeline: ClientPipeline
+    _sdk: Any
 
     @property
     def session(self) -> Session:
@@ -826,7 +1149,7 @@ class _WrappedClient:
     @property
     def client(self) -> Any:
         """The SDK client underneath (calls on it bypass the pipeline)."""
-        return self._pipeline.client
+        return self._sdk
 
     def status(self) -> SessionStatus:
         """Tokens, percent left and warning level of the conversation now."""
@@ -835,15 +1158,30 @@ class _WrappedClient:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self._pipeline.client, name)
+        if name in ("with_raw_response", "with_streaming_response"):
+            raise ConfigError(
+                f"client.{name} would send calls past the session (not recorded, not "
+                "compacted): use client.messages.with_raw_response for a raw response, or "
+                "client.client for unmanaged calls"
+            )
+        return getattr(self._sdk, name)
 
 
 class UnboundedAnthropic(_WrappedClient):
     """An `anthropic.Anthropic` whose `messages.create/stream` run the unbounded pipeline."""
 
-    def __init__(self, pipeline: ClientPipeline) -> None:
+    def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
         self._pipeline = pipeline
-        self.messages = Messages(pipeline)
+        self._sdk = sdk if sdk is not None else pipeline.client
+        self.messages = Messages(pipeline, self._sdk)
+
+    def with_options(self, **options: Any) -> UnboundedAnthropic:
+        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
+        return UnboundedAnthropic(self._pipeline, self._sdk.with_options(**options))
+
+    def copy(self, **options: Any) -> UnboundedAnthropic:
+        """Same as `with_options`."""
+        return self.with_options(**options)
 
     def close(self) -> None:
         """Release the session folder the wrapper opened (its lock) and the SDK client."""
@@ -865,9 +1203,18 @@ class UnboundedAnthropic(_WrappedClient):
 class AsyncUnboundedAnthropic(_WrappedClient):
     """An `anthropic.AsyncAnthropic` whose `messages.create/stream` run the unbounded pipeline."""
 
-    def __init__(self, pipeline: ClientPipeline) -> None:
+    def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
         self._pipeline = pipeline
-        self.messages = AsyncMessages(pipeline)
+        self._sdk = sdk if sdk is not None else pipeline.client
+        self.messages = AsyncMessages(pipeline, self._sdk)
+
+    def with_options(self, **options: Any) -> AsyncUnboundedAnthropic:
+        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
+        return AsyncUnboundedAnthropic(self._pipeline, self._sdk.with_options(**options))
+
+    def copy(self, **options: Any) -> AsyncUnboundedAnthropic:
+        """Same as `with_options`."""
+        return self.with_options(**options)
 
     async def close(self) -> None:
         """Release the session folder the wrapper opened (its lock) and the SDK client."""
@@ -979,12 +1326,16 @@ __all__ = [
     "AsyncStreamManager",
     "AsyncUnboundedAnthropic",
     "CacheParamsChanged",
+    "Continuation",
     "HistoryMode",
+    "LastReplyDiscarded",
     "MessagePrint",
     "RecordingStream",
+    "SideCallPassed",
     "StreamManager",
     "UnboundedAnthropic",
     "conversation_prints",
+    "honor_caller_markers",
     "message_print",
     "new_messages",
     "stored_content",

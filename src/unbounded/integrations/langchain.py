@@ -23,13 +23,19 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
 3. **Compacts** when the count reaches the model's auto-compact threshold: the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
    ledger) from the configured summarizer — the offline extractive one by default, any
-   unbounded `Provider`, or a LangChain chat model — and the most recent messages are kept
-   verbatim, cut between tool rounds so no tool call loses its result. The state is
-   rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list, as
-   `SummarizationMiddleware` does; the summary is a `HumanMessage` marked with
-   `additional_kwargs["lc_source"] = "summarization"`, and a later compaction summarizes it
-   again (summaries chain). A failed summary leaves the messages as they were; after 3
-   failures in a row the extractive summarizer takes over.
+   unbounded `Provider`, a LangChain chat model or "provider:model" string, or a function
+   returning the summary text — and the most recent messages are kept verbatim: always the
+   newest round (the last human message, or the tool calls the last results answer), older
+   ones within `keep_messages` / `keep_tokens`, cut between tool rounds so no tool call
+   loses its result. The state is rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)`
+   followed by the new list, as `SummarizationMiddleware` does; the summary is a
+   `HumanMessage` marked with `additional_kwargs["lc_source"] = "summarization"`, and a
+   later compaction summarizes it again (summaries chain). A transient summary failure is
+   retried with backoff; a failed summary leaves the messages as they were (no exception);
+   after 3 failures in a row the extractive summarizer takes over.
+
+Messages already converted on the previous call, and the count and normalized messages built
+from them, are reused while the conversation only grows.
 
 What survives between calls (when the last model call happened, which kept messages carry a
 stale usage, the failure count) lives in the agent state under the private key `unbounded`.
@@ -38,7 +44,10 @@ Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -75,7 +84,11 @@ try:  # recent langchain: keeps middleware-internal model calls out of run.messa
 except ImportError:  # pragma: no cover - older langchain
     _TRANSFORMERS = ()
 
-from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
+from unbounded.compaction.conversation import (
+    CacheSafeParams,
+    compact_conversation,
+    media_placeholder,
+)
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import summary_message_text
@@ -91,24 +104,36 @@ from unbounded.events import (
 from unbounded.integrations._support import run_blocking
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
-from unbounded.model.normalize import normalize_messages
+from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.request import ProviderRequest
 from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import (
     Heartbeat,
     ModelResponse,
+    OverloadedError,
     PromptTooLongError,
     Provider,
     ProviderError,
+    RateLimitedError,
+    ServerError,
+    parse_prompt_too_long,
 )
-from unbounded.tokens.estimate import ContextCounter, entry_tokens
+from unbounded.providers.retry import RetryingProvider
+from unbounded.tokens.estimate import (
+    ContextCounter,
+    entry_tokens,
+    estimate_messages_tokens,
+    pad_estimate,
+)
 
 SUMMARY_SOURCE = "summarization"
 """`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
 STATE_KEY: Final = "unbounded"
 CIRCUIT_BREAKER_FAILURES = 3
 DEFAULT_KEEP_MESSAGES = 10
+SUMMARY_RETRIES = 2
+"""Retries of a summary call that failed with a transient error (with backoff), by default."""
 
 
 class ContextState(TypedDict, total=False):
@@ -318,8 +343,38 @@ def _render_block(block: Mapping[str, Any]) -> str:
         flag = " (error)" if block.get("is_error") else ""
         return f"[tool result{flag}]\n{text}"
     if kind in ("image", "document"):
-        return f"[{kind}]"
+        return media_placeholder(block)
     return ""
+
+
+_TRANSIENT_NAMES = (
+    "RateLimitError",
+    "OverloadedError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "APIConnectionError",
+    "APITimeoutError",
+    "Timeout",
+    "ConnectionError",
+)
+
+
+def _provider_error(error: Exception) -> ProviderError:
+    """An unbounded provider error for what a LangChain model raised: transient failures (429,
+    5xx, 529, lost connections, timeouts) become retryable, so they are retried with backoff."""
+    status = getattr(error, "status_code", None)
+    if not isinstance(status, int):
+        status = getattr(getattr(error, "response", None), "status_code", None)
+    message = f"the summary model failed: {error}"
+    if status == 429 or "RateLimit" in type(error).__name__:
+        return RateLimitedError(message, status=status)
+    if status in (503, 529) or "Overloaded" in type(error).__name__:
+        return OverloadedError(message, status=status)
+    if (isinstance(status, int) and status >= 500) or any(
+        name in type(error).__name__ for name in _TRANSIENT_NAMES
+    ):
+        return ServerError(message, status=status if isinstance(status, int) else None)
+    return ProviderError(message, status=status if isinstance(status, int) else None)
 
 
 class ChatModelSummarizer:
@@ -332,12 +387,15 @@ class ChatModelSummarizer:
     name = "langchain"
     supports_cache_edits = False
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, context_window: int | None = None) -> None:
         if not callable(getattr(model, "ainvoke", None)):
             raise ConfigError("ChatModelSummarizer needs a LangChain chat model (with ainvoke)")
         self.model = model
+        self.context_window = context_window
+        """The summary model's window: sizes a too-long refusal that gave no token count."""
 
-    def to_langchain(self, request: ProviderRequest) -> list[BaseMessage]:
+    @staticmethod
+    def to_langchain(request: ProviderRequest) -> list[BaseMessage]:
         """The request's system prompt and messages as LangChain messages, tools as text."""
         out: list[BaseMessage] = []
         system = request.get("system")
@@ -359,6 +417,20 @@ class ChatModelSummarizer:
                 AIMessage(content=text) if message["role"] == "assistant" else HumanMessage(text)
             )
         return out
+
+    def _too_long(self, request: ProviderRequest, error: Exception) -> PromptTooLongError:
+        """Prompt-too-long with a token count: the server's when it gave one, else the
+        request's estimate against the window (at least a quarter of it over: the estimate
+        was wrong by that much at least), so the retry drops enough at once."""
+        found = parse_prompt_too_long(str(error))
+        if found is not None:
+            return PromptTooLongError(str(error), actual_tokens=found[0], limit_tokens=found[1])
+        estimate = estimate_messages_tokens(request.get("messages", []))
+        limit = estimate * 3 // 4
+        if self.context_window:
+            room = self.context_window - int(request.get("max_tokens") or 0)
+            limit = min(limit, max(1, room))
+        return PromptTooLongError(str(error), actual_tokens=estimate, limit_tokens=limit)
 
     async def create(
         self,
@@ -382,9 +454,9 @@ class ChatModelSummarizer:
                 self.to_langchain(request), config={"metadata": metadata}
             )
         except Exception as error:
-            if type(error).__name__ == "ContextOverflowError":
-                raise PromptTooLongError(str(error)) from error
-            raise ProviderError(f"the summary model failed: {error}") from error
+            if _is_context_overflow(error):
+                raise self._too_long(request, error) from error
+            raise _provider_error(error) from error
         text = _text_of(getattr(reply, "content", reply))
         response_metadata = getattr(reply, "response_metadata", {}) or {}
         finish = response_metadata.get("stop_reason") or response_metadata.get("finish_reason")
@@ -398,6 +470,105 @@ class ChatModelSummarizer:
         )
 
 
+def _is_context_overflow(error: BaseException) -> bool:
+    return any(cls.__name__ == "ContextOverflowError" for cls in type(error).__mro__)
+
+
+class FunctionSummarizer:
+    """An unbounded `Provider` over a function (or a LangChain `Runnable`) that writes the
+    summary: it receives the LangChain messages to summarize (tool calls and results as text,
+    no summary prompt) and returns the summary text or a message; sync or async."""
+
+    name = "function"
+    supports_cache_edits = False
+
+    def __init__(self, function: Any, *, context_window: int | None = None) -> None:
+        if not callable(function) and not callable(getattr(function, "ainvoke", None)):
+            raise ConfigError("FunctionSummarizer needs a function or a LangChain Runnable")
+        self.function = function
+        self.context_window = context_window
+
+    async def create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """Call the function with the conversation (the summary prompt left out)."""
+        trimmed: ProviderRequest = {**request, "messages": list(request.get("messages", []))[:-1]}
+        messages = ChatModelSummarizer.to_langchain(trimmed)
+        function = self.function
+        try:
+            if callable(getattr(function, "ainvoke", None)):
+                value = await function.ainvoke(messages)
+            elif inspect.iscoroutinefunction(function):
+                value = await function(messages)
+            else:
+                value = await asyncio.to_thread(function, messages)
+                if inspect.isawaitable(value):
+                    value = await value
+        except Exception as error:
+            if _is_context_overflow(error):
+                raise PromptTooLongError(str(error)) from error
+            raise _provider_error(error) from error
+        text = _text_of(getattr(value, "content", value)).strip()
+        # The function returns the summary itself: it is not asked for tags or headings.
+        body = f"<summary>\n{text}\n</summary>" if text else ""
+        return ModelResponse([{"type": "text", "text": body}], "end_turn", {}, "function")
+
+
+def summarizer_provider(
+    summarizer: Provider | str | Any | None,
+    *,
+    context_window: int | None = None,
+    events: EventSink | None = None,
+    retries: int = 2,
+) -> Provider | None:
+    """The middleware's summarizer: None (the offline extractive one), an unbounded Provider,
+    a LangChain chat model or a "provider:model" string (`init_chat_model`), or a function /
+    Runnable returning the summary text. Model calls retry transient failures with backoff."""
+    if summarizer is None:
+        return None
+    provider: Provider
+    if isinstance(summarizer, Provider):
+        provider = summarizer
+    elif isinstance(summarizer, str):
+        try:
+            from langchain.chat_models import init_chat_model
+
+            model = init_chat_model(summarizer)
+        except Exception as error:
+            raise ConfigError(
+                f"summarizer {summarizer!r}: LangChain could not make a chat model of it "
+                f"({error}); give a 'provider:model' string init_chat_model knows, a chat "
+                "model, a function or an unbounded Provider"
+            ) from None
+        provider = ChatModelSummarizer(model, context_window=context_window)
+    elif _is_chat_model(summarizer):
+        provider = ChatModelSummarizer(summarizer, context_window=context_window)
+    elif callable(summarizer) or callable(getattr(summarizer, "ainvoke", None)):
+        provider = FunctionSummarizer(summarizer, context_window=context_window)
+    else:
+        raise ConfigError(
+            f"summarizer must be None, a Provider, a chat model, a 'provider:model' string or "
+            f"a function, not {type(summarizer).__name__}"
+        )
+    if isinstance(provider, RetryingProvider) or getattr(provider, "name", "") == "extractive":
+        return provider
+    if retries <= 0:
+        return provider
+    return RetryingProvider(provider, max_retries=retries, events=events)
+
+
+def _is_chat_model(value: Any) -> bool:
+    try:
+        from langchain_core.language_models import BaseChatModel
+    except ImportError:  # pragma: no cover - langchain_core comes with langchain
+        return False
+    return isinstance(value, BaseChatModel)
+
+
 # --------------------------------------------------------------------------- the middleware
 
 
@@ -407,7 +578,9 @@ def _model_info(model: Any, context_window: int | None, table: ModelTable | None
     if isinstance(model, ModelInfo):
         info = model
     elif isinstance(model, str):
-        info = known.get(model)
+        # "anthropic:claude-sonnet-4-6", the form LangChain's create_agent takes, is accepted.
+        _, colon, bare = model.partition(":")
+        info = (known.find(bare) if colon else None) or known.get(model)
     else:
         name = getattr(model, "model", None) or getattr(model, "model_name", None)
         info = known.find(name) if isinstance(name, str) else None
@@ -456,17 +629,21 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         events: EventSink | None = None,
         model_table: ModelTable | None = None,
         clock: Callable[[], datetime] = _now,
+        summary_retries: int = SUMMARY_RETRIES,
     ) -> None:
-        """`model`: a model-table name, a `ModelInfo` or the agent's chat model (its window
-        sets the thresholds; `context_window` overrides it). `summarizer`: an unbounded
-        Provider or a LangChain chat model (default: the offline extractive summarizer).
-        After a compaction at most `keep_messages` recent messages and `keep_tokens` tokens
-        (default: a fifth of the threshold, at most 20,000) stay verbatim. Results of
-        `compactable_tools` (default: every tool, as `ClearToolUsesEdit` does) except
-        `exclude_tools` may be cleared."""
+        """`model`: a model-table name (a "provider:" prefix is allowed), a `ModelInfo` or the
+        agent's chat model (its window sets the thresholds; `context_window` overrides it).
+        `summarizer`: an unbounded Provider, a LangChain chat model, a "provider:model"
+        string, or a function returning the summary text (default: the offline extractive
+        summarizer); a failed call is retried `summary_retries` times with backoff. After a
+        compaction the newest round stays verbatim, with older ones while the kept messages
+        stay within `keep_messages` and `keep_tokens` (default: a fifth of the threshold, at
+        most 20,000). Results of `compactable_tools` (default: every tool, as
+        `ClearToolUsesEdit` does) except `exclude_tools` may be cleared."""
         super().__init__()
-        self.policy = policy or Policy.from_env()
         self.model_info = _model_info(model, context_window, model_table)
+        # Budgets scaled for a small window, as a Session does (a window too small: ConfigError).
+        self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
         if keep_messages < 0:
             raise ConfigError("keep_messages must be >= 0")
@@ -475,14 +652,25 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self.keep_messages = keep_messages
         default_keep = min(20_000, self.thresholds.autocompact // 5)
         self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
-        if summarizer is None or isinstance(summarizer, Provider):
-            self.summarizer: Provider | None = summarizer
-        else:
-            self.summarizer = ChatModelSummarizer(summarizer)
+        if summary_retries < 0:
+            raise ConfigError("summary_retries must be >= 0")
+        self.summarizer: Provider | None = summarizer_provider(
+            summarizer,
+            context_window=self.model_info.context_window,
+            events=events,
+            retries=summary_retries,
+        )
         self.compactable_tools = list(compactable_tools) if compactable_tools is not None else None
         self.exclude_tools = frozenset(exclude_tools)
         self.events = events
         self._clock = clock
+        # Entries of the messages seen on the last call, by object identity (the message is
+        # held, so its id is not reused): a call converts only what is new since then.
+        self._converted: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
+        # The last call's normalized messages and count, extended while the conversation only
+        # grows; the lock keeps agents sharing this middleware across threads apart.
+        self._view: tuple[list[Entry], MessageNormalizer, ContextCounter] | None = None
+        self._lock = threading.Lock()
 
     # -- hooks
 
@@ -521,6 +709,44 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     # -- the work
 
+    def _entries(
+        self, messages: Sequence[BaseMessage], stale_usage_ids: frozenset[str]
+    ) -> list[Entry | None]:
+        """`messages_to_entries`, reusing the entries of messages already converted."""
+        known = self._converted
+        fresh: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
+        out: list[Entry | None] = []
+        for message in messages:
+            anchored = (message.id or "") not in stale_usage_ids
+            cached = known.get(id(message))
+            if cached is not None and cached[0] is message and cached[1] == anchored:
+                entry = cached[2]
+            else:
+                entry = message_to_entry(message, anchor_usage=anchored)
+            fresh[id(message)] = (message, anchored, entry)
+            out.append(entry)
+        self._converted = fresh
+        return out
+
+    def _counted(self, present: list[Entry]) -> tuple[MessageNormalizer, ContextCounter]:
+        """The normalized messages and the token count of these entries: the last call's,
+        extended by what was appended since, when they start with the same entries (the
+        usual agent step); built anew otherwise (after a compaction, a clearing, another
+        conversation). Callers hold `_lock`."""
+        cached = self._view
+        if cached is not None:
+            seen, normalizer, counter = cached
+            head = present[: len(seen)]
+            if len(head) == len(seen) and all(a is b for a, b in zip(seen, head, strict=True)):
+                for entry in present[len(seen) :]:
+                    normalizer.append(entry)
+                    counter.append(entry)
+                self._view = (present, normalizer, counter)
+                return normalizer, counter
+        normalizer, counter = MessageNormalizer(present), ContextCounter(present)
+        self._view = (present, normalizer, counter)
+        return normalizer, counter
+
     def _registry(self, messages: Sequence[BaseMessage]) -> CompactableTools | None:
         if self.compactable_tools is not None:
             names = [n for n in self.compactable_tools if n not in self.exclude_tools]
@@ -542,16 +768,19 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             lead += 1
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
-        entries = messages_to_entries(messages[lead:], stale)
+        entries = self._entries(messages[lead:], stale)
         plan.entries = entries
         present = [e for e in entries if e is not None]
-        tokens = ContextCounter(present).total
+        with self._lock:
+            normalizer, counter = self._counted(present)
+            tokens = counter.total
+            api_messages = normalizer.messages
         registry = self._registry(messages)
         if registry is not None:
             micro_state = MicrocompactState(registry)
             last = parse_timestamp(plan.context.get("last_model_at"))
             result = microcompact(
-                normalize_messages(present),
+                api_messages,
                 micro_state,
                 policy=self.policy,
                 now=self._clock(),
@@ -582,25 +811,34 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     def _cut(
         self, messages: Sequence[BaseMessage], lead: int, entries: Sequence[Entry | None]
     ) -> int | None:
-        """Where the kept tail starts (a tool round's start, never between a call and its
-        result); None when there is nothing before it to summarize."""
+        """Where the kept tail starts: at a human or AI message, never between a tool call and
+        its result. The newest round (the last human message, or the AI message whose tool
+        calls the last results answer) is always kept whole; older rounds join it while the
+        tail stays within `keep_messages` and `keep_tokens` (estimates padded as the trigger's
+        count is). None when nothing before the tail is left to summarize."""
         starts = [i for i in range(lead, len(messages)) if not isinstance(messages[i], ToolMessage)]
-        chosen: int | None = None
-        for start in reversed(starts):
-            tail = range(start, len(messages))
-            tokens = sum(
-                entry_tokens(e) for e in (entries[i - lead] for i in tail) if e is not None
-            )
-            if len(tail) > self.keep_messages or tokens > self.keep_tokens:
+        if not starts:
+            return None
+        newest = starts[-1]
+        cut = newest
+        tokens = self._tail_tokens(entries, lead, newest, len(messages))
+        for start in reversed(starts[:-1]):
+            tokens += self._tail_tokens(entries, lead, start, cut)
+            if len(messages) - start > self.keep_messages or tokens > self.keep_tokens:
                 break
-            chosen = start
-        cut = chosen if chosen is not None else len(messages)
-        if cut <= lead or (cut == lead + 1 and is_summary_message(messages[lead])):
-            later = [s for s in starts if s > lead + 1]
-            if not later:
-                return None
-            cut = later[0]
-        return cut
+            cut = start
+        first = lead + 1 if is_summary_message(messages[lead]) else lead  # a summary alone
+        if cut > first:
+            return cut
+        # Everything older fits the keep budget, yet the context is over the threshold (a
+        # large system prompt or tool set): summarize the oldest rounds still, never the newest.
+        later = [i for i in starts if first < i <= newest]
+        return later[0] if later else None
+
+    @staticmethod
+    def _tail_tokens(entries: Sequence[Entry | None], lead: int, start: int, end: int) -> int:
+        raw = sum(entry_tokens(e) for e in entries[start - lead : end - lead] if e is not None)
+        return pad_estimate(raw)
 
     def _summarizer_for(self, context: ContextState) -> Provider:
         if self.summarizer is None or context.get("failures", 0) >= CIRCUIT_BREAKER_FAILURES:
@@ -616,6 +854,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
+            max_output=self.model_info.max_output,
         )
         try:
             result = await compact_conversation(

@@ -111,9 +111,12 @@ class ExtractiveSummarizer:
         """Answer a summary request (the pure computation behind `create`)."""
         messages: Sequence[Mapping[str, Any]] = request.get("messages", [])
         conversation, prompt = split_summary_prompt(messages, self.summary_prompt_marker)
+        # The request's output budget is the summary's too (small windows get small summaries).
+        asked = request.get("max_tokens")
+        limit = min(self.max_tokens, asked) if isinstance(asked, int) and asked > 0 else None
         text = extractive_summary(
             conversation,
-            max_tokens=self.max_tokens,
+            max_tokens=limit or self.max_tokens,
             target_ratio=self.target_ratio,
             min_tokens=self.min_tokens,
             up_to=prompt is not None and "Work Completed" in prompt,
