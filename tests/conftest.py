@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+HELPERS = Path(__file__).resolve().parent / "helpers"
+if str(HELPERS) not in sys.path:  # shared test helpers: `from summaries import ...`
+    sys.path.insert(0, str(HELPERS))
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "raw"

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+from summaries import nine_section_summary
 
 from apiserver import (
     ApiServer,
@@ -30,7 +31,7 @@ from unbounded.session import Session, SessionConfig
 
 pytest.importorskip("anthropic")
 
-SUMMARY = "<analysis>notes</analysis>\n<summary>\n1. Primary Request and Intent: ship the parser\n</summary>"
+SUMMARY = nine_section_summary("ship the parser")
 
 
 def _segment(body: bytes, key: str) -> bytes:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 from unbounded import ConfigError
 from unbounded.compaction.conversation import (
@@ -41,7 +42,7 @@ from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
 from unbounded.tokens.estimate import estimate_messages_tokens
 
-SUMMARY = "<analysis>scratch notes</analysis>\n<summary>\n1. Primary Request and Intent: fix it\n</summary>"
+SUMMARY = nine_section_summary("fix it", chars=1_600)
 SECTIONS = [
     "Primary Request and Intent",
     "Key Technical Concepts",
@@ -119,7 +120,6 @@ def reply(text: str, stop: str = "end_turn", tool: bool = False) -> ModelRespons
         (reply("", tool=True), "tool_use"),
         (reply("API Error: 500 overloaded"), "api_error"),
         (reply(SUMMARY, stop="max_tokens"), "truncated"),
-        (reply("Sure, here is a short recap."), "no_summary"),
     ],
 )
 def test_bad_replies_are_refused(response: ModelResponse, reason: str) -> None:
@@ -129,8 +129,8 @@ def test_bad_replies_are_refused(response: ModelResponse, reason: str) -> None:
 
 
 def test_formatting_drops_analysis() -> None:
-    text = check_summary_reply(reply(SUMMARY, tool=True))
-    formatted = format_compact_summary(text)
+    raw = "<analysis>scratch notes</analysis>\n<summary>\n1. Primary Request and Intent: fix it\n</summary>"
+    formatted = format_compact_summary(check_summary_reply(reply(raw, tool=True)))
     assert formatted == "Summary:\n1. Primary Request and Intent: fix it"
     assert "scratch" not in formatted
 

@@ -80,7 +80,7 @@ def test_eval_matches_the_facts_module(session_2_1: Path) -> None:
 
 def test_a_transcript_without_boundary_is_evaluated_at_its_end(session_1_0: Path) -> None:
     transcript = load_transcript(session_1_0)
-    ((label, before, recorded),) = evaluation_points(transcript)
+    ((label, before, recorded, _after),) = evaluation_points(transcript)
     assert label == "end" and recorded == "" and before
     data = eval_json(str(session_1_0))
     assert data["recorded_points"] == 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 from apiserver import (
     ApiServer,
@@ -40,7 +41,7 @@ TOOLS = [
     {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
     {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}},
 ]
-SUMMARY = "<analysis>notes</analysis>\n<summary>\n1. Primary Request and Intent: fix the parser\n</summary>"
+SUMMARY = nine_section_summary("fix the parser")
 
 
 def kwargs(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

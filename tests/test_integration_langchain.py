@@ -22,6 +22,7 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
+from summaries import nine_section_summary
 
 from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT
 from unbounded.errors import ConfigError
@@ -173,7 +174,7 @@ def test_compaction_update_replaces_the_state() -> None:
 
 
 def test_a_chat_model_can_write_the_summary_async() -> None:
-    summary_model = ScriptedChat(messages=iter([AIMessage(content="<analysis>a</analysis>\n<summary>\n1. Primary Request and Intent: read modules\n</summary>")]))
+    summary_model = ScriptedChat(messages=iter([AIMessage(content=nine_section_summary("read modules"))]))
     middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=summary_model)
     assert isinstance(getattr(middleware.summarizer, "provider", None), ChatModelSummarizer)  # retried
     update = asyncio.run(middleware.abefore_model({"messages": conversation_with_results(12)}, None))  # type: ignore[arg-type]

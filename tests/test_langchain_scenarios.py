@@ -20,6 +20,7 @@ pytest.importorskip("langchain_anthropic")
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from summaries import nine_section_summary
 
 from apiserver import (
     ApiServer,
@@ -38,7 +39,7 @@ from unbounded.integrations.langchain import is_summary_message, messages_to_ent
 from unbounded.tokens.estimate import entry_tokens, pad_estimate
 
 MODEL = "claude-sonnet-4-6"
-SUMMARY = "<summary>\n1. Primary Request and Intent: read the modules\n</summary>"
+SUMMARY = nine_section_summary("read the modules", analysis=False)
 
 
 def chat(api: ApiServer, model: str = MODEL, **options: Any) -> ChatAnthropic:
@@ -164,7 +165,7 @@ def test_image_urls_reach_the_summary(api_server: ApiServer) -> None:
     extractive = UnboundedMiddleware(MODEL, context_window=40_000)
     update = extractive.before_model({"messages": messages}, None)  # type: ignore[arg-type]
     assert update is not None and url in update["messages"][1].content  # in the summary itself
-    api_server.anthropic.push(message(f"<summary>\n1. Primary Request and Intent: design at {url}\n</summary>", id="msg_s"))
+    api_server.anthropic.push(message(nine_section_summary(f"design at {url}"), id="msg_s"))
     by_model = UnboundedMiddleware(MODEL, context_window=40_000, summarizer=chat(api_server))
     by_model.before_model({"messages": messages}, None)  # type: ignore[arg-type]
     assert f"[image: {url}]" in sent_text(api_server.last)  # the summary model sees the link
@@ -203,7 +204,7 @@ def test_summarizer_as_a_function_or_a_model_string(api_server: ApiServer, monke
 
     def summarize(messages: list[BaseMessage]) -> str:
         seen.append(messages)
-        return f"The user asked to read modules; {len(messages)} messages so far."
+        return nine_section_summary(f"The user asked to read modules; {len(messages)} messages so far.")
 
     state = {"messages": [*history(8, usage=30_000), HumanMessage("Go on.")]}
     update = UnboundedMiddleware(MODEL, context_window=40_000, summarizer=summarize).before_model(state, None)  # type: ignore[arg-type]
@@ -211,7 +212,7 @@ def test_summarizer_as_a_function_or_a_model_string(api_server: ApiServer, monke
     assert not any("summary" in str(m.content).lower() for m in seen[0][-1:])  # no summary prompt
 
     async def asummarize(messages: list[BaseMessage]) -> str:
-        return "Async summary of the reading."
+        return nine_section_summary("Async summary of the reading.")
 
     update = UnboundedMiddleware(MODEL, context_window=40_000, summarizer=asummarize).before_model(state, None)  # type: ignore[arg-type]
     assert update is not None and "Async summary of the reading." in update["messages"][1].content
@@ -226,14 +227,29 @@ def test_summarizer_as_a_function_or_a_model_string(api_server: ApiServer, monke
         UnboundedMiddleware(MODEL, summarizer="no-such-provider:model-x")
 
 
-@pytest.mark.xfail(reason="plain-text summaries: summary_text rework on main", strict=True)
 def test_a_plain_text_summary_from_the_model_is_accepted(api_server: ApiServer) -> None:
-    """A summary model that answers in prose (no tags, no headings) still wrote a summary."""
-    api_server.anthropic.push(message("The user wants every module read; modules 0 to 7 are read.", id="msg_s"))
+    """A summary model that answers without <summary> tags still wrote a summary: the tags
+    are not checked, the sections and the size are (the compaction guard)."""
+    plain = nine_section_summary("every module read; modules 0 to 7 are read").split("<summary>\n", 1)[1]
+    plain = plain.replace("</summary>", "")
+    api_server.anthropic.push(message(plain, id="msg_s"))
     middleware = UnboundedMiddleware(MODEL, context_window=40_000, summarizer=chat(api_server), summary_retries=0)
     update = middleware.before_model({"messages": [*history(8, usage=30_000), HumanMessage("Go on.")]}, None)  # type: ignore[arg-type]
     assert update is not None and "modules 0 to 7 are read" in update["messages"][1].content
     assert len(api_server.requests) == 1  # one call, no refusals and retries
+
+
+def test_a_two_line_summary_is_refused_by_the_guard(api_server: ApiServer) -> None:
+    """Differs from SummarizationMiddleware on purpose: prose that cannot carry the task is
+    not written over the history; the offline summary is used instead."""
+    api_server.anthropic.push(
+        message("The user wants every module read; modules 0 to 7 are read.", id="msg_s"),
+        message("Still just one line.", id="msg_s2"),
+    )
+    events: list[Any] = []
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, summarizer=chat(api_server), summary_retries=0, events=events.append)
+    middleware.before_model({"messages": [*history(8, usage=30_000), HumanMessage("Go on.")]}, None)  # type: ignore[arg-type]
+    assert any(e.kind == "summary_rejected" for e in events)
 
 
 def test_a_failed_summary_leaves_the_messages_and_does_not_raise(api_server: ApiServer) -> None:

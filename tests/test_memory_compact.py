@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 from unbounded.compaction.memory_compact import (
     adjust_index_to_preserve_api_invariants,
@@ -126,7 +127,7 @@ class Summarizer:
 
     async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
         self.calls += 1
-        return ModelResponse([{"type": "text", "text": "<summary>the work so far</summary>"}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, "m")
+        return ModelResponse([{"type": "text", "text": nine_section_summary("the work so far")}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, "m")
 
 
 def step(session: Session, turn: int, size: int = 1_600, thinking: bool = False) -> None:

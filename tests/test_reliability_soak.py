@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
+from summaries import nine_section_summary
 
 import apiserver
 from apiserver import (
@@ -67,8 +68,7 @@ PTL_EVERY = 5
 OUTAGES = {"server_error": 60, "prompt_too_long": 300}
 """Turn at which the summary call starts failing every time, until the breaker trips."""
 SUMMARY = (
-    "<analysis>looked at the steps</analysis>\n<summary>\n1. Primary Request and Intent: run "
-    "every step\n2. Pending Tasks: the next step\n</summary>"
+    nine_section_summary("run every step; pending: the next step")
 )
 CONFIG = SessionConfig(
     model="claude-sonnet-4-5",

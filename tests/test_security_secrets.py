@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 from typer.testing import CliRunner
 
 import apiserver
@@ -47,7 +48,7 @@ CONFIG = SessionConfig(
     tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
     context_window=60_000,
 )
-SUMMARY = "<analysis>a</analysis><summary>1. Primary Request and Intent: keep going\n2. Pending Tasks: none</summary>"
+SUMMARY = nine_section_summary("keep going")
 
 
 @pytest.fixture(autouse=True)

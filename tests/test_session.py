@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError
@@ -19,7 +20,7 @@ from unbounded.session import Session, SessionConfig, SyncSession
 from unbounded.storage import FolderStore, SessionLockedError
 from unbounded.tokens.estimate import estimate_messages_tokens
 
-SUMMARY = "<summary>\n1. Primary Request and Intent: build it\n</summary>"
+SUMMARY = nine_section_summary("build it", analysis=False)
 CONFIG = SessionConfig(
     model="claude-sonnet-4-5",
     system="You are a coding agent.",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 import apiserver
 from apiserver import RecordedRequest, message, prompt_too_long, start_server, tool_use_block
@@ -191,7 +192,7 @@ class Summarizer:
         if self.failures > 0:
             self.failures -= 1
             raise ServerError("summary model overloaded", status=500)
-        text = "<summary>\n1. Primary Request and Intent: the tasks of this session.\n8. Current Work: editing modules.\n</summary>"
+        text = nine_section_summary("the tasks of this session; current work: editing modules")
         return ModelResponse([{"type": "text", "text": text}], "end_turn", {"input_tokens": 5, "output_tokens": 50}, "m")
 
 

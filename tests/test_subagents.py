@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import continuation_summary
 
 from unbounded.compaction.prompts import SUBAGENT_CONTINUATION_PROMPT
 from unbounded.compaction.session_memory import SessionMemory
@@ -47,7 +48,7 @@ class Summarizer:
 
     async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
         self.requests.append(request)
-        text = "<summary>1. Task Overview: audit the logs\n4. Next Steps: read the rest</summary>"
+        text = continuation_summary("audit the logs; next: read the rest")
         return ModelResponse([{"type": "text", "text": text}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, "m")
 
 

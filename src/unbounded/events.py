@@ -65,6 +65,18 @@ class CompactionFailed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryRejected(Event):
+    """A summary failed the sanity guard (too small for what it replaces, or missing
+    sections): the compaction is retried or fails, and nothing is written."""
+
+    summarizer: str
+    reason: str
+    summary_tokens: int
+    floor: int
+    missing_sections: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MicrocompactApplied(Event):
     """Stale tool results were cleared (or queued for deletion from the cache)."""
 

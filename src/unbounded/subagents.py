@@ -36,6 +36,7 @@ from typing import Any
 
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.prompts import SUBAGENT_CONTINUATION_PROMPT
+from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIONS
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
@@ -79,6 +80,10 @@ class ContinuationSummarizer:
             raise ConfigError("the continuation prompt must not be empty")
         self.provider = provider
         self.prompt = prompt
+        # The guard checks the continuation's five parts (a prompt of your own: size only).
+        self.summary_sections = (
+            CONTINUATION_SECTIONS if prompt == SUBAGENT_CONTINUATION_PROMPT else ANY_SECTIONS
+        )
         self.name = provider.name
         self.supports_cache_edits = provider.supports_cache_edits
 

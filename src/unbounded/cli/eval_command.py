@@ -115,6 +115,32 @@ def _percent(value: Any) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+def render_continuation(data: dict[str, Any]) -> None:
+    """The continuation measure: what the agent used next that each context still holds."""
+    table = Table(
+        title=f"Continuation at {data['continuation_points']} recorded compaction(s): of what "
+        "the agent used in the next turns and could have known, the share each context holds",
+        title_justify="left",
+    )
+    table.add_column("turns")
+    table.add_column("kind")
+    table.add_column("ours: summary", justify="right")
+    table.add_column("ours: full", justify="right")
+    table.add_column("recorded summary", justify="right")
+    for horizon, kinds in data["continuation_by_horizon"].items():
+        label = horizon.replace("next_", "next ")
+        for kind, row in kinds.items():
+            table.add_row(
+                label,
+                kind,
+                _percent(row["ours_summary"]),
+                _percent(row["ours_full"]),
+                _percent(row["recorded"]),
+            )
+            label = ""
+    console.print(table)
+
+
 def render(data: dict[str, Any]) -> None:
     """Print the evaluation with rich."""
     table = Table(
@@ -141,6 +167,8 @@ def render(data: dict[str, Any]) -> None:
         f"compression (1 - post/pre tokens): ours {_percent(data['compression'])}, recorded "
         f"summaries {_percent(data['recorded_compression'])}"
     )
+    if data.get("continuation_points"):
+        render_continuation(data)
     llm = data.get("llm")
     if llm:
         judged = Table(

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.prompts import (
     SUMMARY_SYSTEM_PROMPT,
     PartialDirection,
@@ -49,6 +50,7 @@ from unbounded.compaction.prompts import (
     summary_message_text,
 )
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
+from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
 from unbounded.compaction.summary_text import (
     CompactionError,
     check_summary_reply,
@@ -62,6 +64,7 @@ from unbounded.events import (
     CompactionRetried,
     CompactionStarted,
     EventSink,
+    SummaryRejected,
     emit,
 )
 from unbounded.model.content import MessageParam, Usage
@@ -348,6 +351,12 @@ def _fallback_request(
     }
 
 
+SummaryReader = Callable[[ModelResponse], str]
+"""Checks a reply and returns the summary text, or raises CompactionError."""
+RETRYABLE_REPLIES = frozenset({"no_summary", "implausible_summary", "truncated"})
+"""Reply problems the fallback call is tried for (a different request may do better)."""
+
+
 async def _summarize(
     messages: list[MessageParam],
     prompt: str,
@@ -357,9 +366,13 @@ async def _summarize(
     planner: CachePlanner,
     policy: Policy,
     events: EventSink | None,
-) -> tuple[ModelResponse, ProviderRequest, int, bool]:
+    read_summary: SummaryReader,
+) -> tuple[str, ModelResponse, ProviderRequest, int, bool]:
     """Run the summary call with the cache-sharing request, PTL retries and the fallback; a
-    summary cut off at its output budget is asked for once more with twice the budget."""
+    summary cut off at its output budget is asked for once more with twice the budget, and a
+    reply that holds no usable summary (`read_summary` refuses it) is tried once more by the
+    fallback path. Returns the summary, the reply, its request, attempts and whether the
+    fallback was used."""
     attempt = 0
     current = list(messages)
     use_fallback = False
@@ -385,7 +398,15 @@ async def _summarize(
                 budget_round = 2  # cut off: once more with the larger budget
                 attempt -= 1
                 continue
-            return response, request, attempt, use_fallback
+            try:
+                summary = read_summary(response)
+            except CompactionError as problem:
+                if use_fallback or problem.reason not in RETRYABLE_REPLIES:
+                    raise
+                use_fallback = True  # a different request may give a usable summary
+                attempt -= 1
+                continue
+            return summary, response, request, attempt, use_fallback
         except PromptTooLongError as error:
             last_error = error
             truncated = truncate_head_for_ptl_retry(
@@ -512,7 +533,32 @@ async def compact_conversation(
             to_send = normalize_messages(_without_reinjected(view))
         to_send = strip_images_and_documents(to_send)
 
-        response, request, attempts, used_fallback = await _summarize(
+        replaced_tokens = token_count_with_estimation(summarized)
+
+        def read_summary(response: ModelResponse) -> str:
+            if getattr(provider, "writes_final_summary", False):
+                text = response.text.strip()  # final text: never through a tag parser
+            else:
+                text = format_compact_summary(check_summary_reply(response))
+            spec = getattr(provider, "summary_sections", None) or NINE_SECTIONS
+            verdict = check_summary(
+                text, replaced_tokens, spec=spec, lean_tokens=lambda: lean_summary_tokens(to_send)
+            )
+            if not verdict.ok:
+                emit(
+                    events,
+                    SummaryRejected(
+                        summarizer=provider.name,
+                        reason=verdict.reason,
+                        summary_tokens=verdict.tokens,
+                        floor=verdict.floor,
+                        missing_sections=verdict.missing_sections,
+                    ),
+                )
+                raise CompactionError(verdict.reason, reason="implausible_summary")
+            return text
+
+        summary, response, request, attempts, used_fallback = await _summarize(
             to_send,
             prompt,
             provider=provider,
@@ -520,8 +566,8 @@ async def compact_conversation(
             planner=planner or place_fork_breakpoint,
             policy=active,
             events=events,
+            read_summary=read_summary,
         )
-        summary = format_compact_summary(check_summary_reply(response))
         # A summarizer built from the facts (the extractive one) already lists them.
         if (
             active.facts_ledger

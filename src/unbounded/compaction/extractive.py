@@ -110,6 +110,7 @@ class _Level:
     todo_chars: int
     tracker: int
     noted_commands: int
+    error_actions: bool = True
 
 
 _LEVELS: tuple[_Level, ...] = (
@@ -118,7 +119,7 @@ _LEVELS: tuple[_Level, ...] = (
     _Level(500, 220, 2, 8, 400, 160, 80, 5, 220, 600, 4, 5, 180, 40, 800, 140, 6, 16),
     _Level(300, 160, 1, 6, 300, 120, 80, 4, 200, 400, 3, 4, 140, 30, 400, 120, 5, 14),
     _Level(200, 110, 0, 0, 0, 100, 80, 3, 160, 250, 2, 3, 100, 25, 200, 100, 4, 12),
-    _Level(120, PROMPT_SCORE_CHARS, 0, 0, 0, 60, 50, 2, 140, 150, 2, 2, 70, 20, 0, 80, 3, 10),
+    _Level(120, PROMPT_SCORE_CHARS, 0, 0, 0, 60, 44, 2, 140, 150, 2, 2, 70, 20, 0, 80, 3, 10),
 )
 """From rich to lean; the lean level keeps what retention scores and the task state."""
 
@@ -381,7 +382,7 @@ class _Renderer:
             for record in open_records[-max(1, keep) :]:
                 call = record.call
                 lines.append(self._error_line(call, level))
-                following = self._after(call.position)
+                following = self._after(call.position) if level.error_actions else None
                 if following is not None:
                     lines.append(f"     Next action taken: {_describe(following)}")
             hidden = len(open_records) - max(1, keep)
@@ -394,7 +395,8 @@ class _Renderer:
                 call, fix = record.call, record.resolved_by
                 assert fix is not None
                 lines.append(self._error_line(call, level))
-                lines.append(f"     Fixed: {_describe(fix)} succeeded afterwards")
+                if level.error_actions:
+                    lines.append(f"     Fixed: {_describe(fix)} succeeded afterwards")
             if len(shown) < len(fixed):
                 lines.append(f"   - ({len(fixed) - len(shown)} more)")
         return lines
@@ -548,8 +550,17 @@ class _Renderer:
         return f"{SUMMARY_HEADER}\n{body}"
 
 
+_AUSTERE = replace(
+    _LEVELS[-1], decisions=0, done=1, last_calls=1, identifiers=25, paths=8, tracker=2,
+    noted_commands=3, error_actions=False,
+)
+"""The lean level with the extras cut to a minimum: tried before any fact list is cut."""
+
+
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
-    """Shorten the longest fact lists, one step at a time, until the text fits."""
+    """Shorten the extras, then the longest fact lists one step at a time, until it fits."""
+    if rough_token_count(renderer.render(level, _Cuts())) > max_tokens:
+        level = _AUSTERE
     facts = renderer.h.facts
     sizes = {
         "commands": len(facts.commands),
@@ -576,6 +587,13 @@ def summary_budget(
         max_tokens,
         max(floor, int(conversation_tokens * target_ratio), min(min_tokens, conversation_tokens)),
     )
+
+
+def lean_summary_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Tokens of the leanest offline summary of these messages: what a summary of them holds
+    at the least without losing a fact (the guard's floor never asks for more)."""
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    return rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
 
 
 def extractive_summary(
@@ -611,5 +629,6 @@ __all__ = [
     "SUMMARY_HEADER",
     "escape_tags",
     "extractive_summary",
+    "lean_summary_tokens",
     "summary_budget",
 ]

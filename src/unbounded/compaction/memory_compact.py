@@ -27,12 +27,14 @@ session's `memory_compactor` (tried first by `Session.auto_compact`, seed 004 "T
    notes cut per section (`session_memory_compact_section_chars`, ~2,000 tokens) by
    `truncate_notes_for_compact`. Attachments are re-injected as after a full compaction
    (files, todos, plan, skills), unless `SessionMemory(rehydrate=False)`.
-6. Refuse when the context after the compaction would still be at or over the auto-compact
+6. Refuse when the notes fail the sanity guard (`summary_guard`: too small for the messages
+   they replace, or an empty Current State), so a summary call is made instead.
+7. Refuse when the context after the compaction would still be at or over the auto-compact
    threshold (the next turn would compact again): counted as the next request will carry it,
    system prompt and tools included, with the length estimate calibrated on the session's
    reported usage (`Session.estimate_request_tokens`). When the kept messages alone would be
    too many, keep only those the notes do not cover before giving up.
-7. PreCompact hooks run (a blocking hook refuses), SessionStart hook output is appended, and
+8. PreCompact hooks run (a blocking hook refuses), SessionStart hook output is appended, and
    PostCompact hooks are told, as for a full compaction.
 
 The result is a `CompactionResult` of the same shape as `compact_conversation`'s, with
@@ -46,6 +48,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from unbounded.compaction.conversation import CompactionResult
+from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.glue import rehydrator_for
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.session_memory import (
@@ -54,8 +57,15 @@ from unbounded.compaction.session_memory import (
     notes_are_empty,
     truncate_notes_for_compact,
 )
+from unbounded.compaction.summary_guard import check_summary
 from unbounded.errors import ConfigError
-from unbounded.events import CompactionFinished, CompactionStarted, GenericEvent, emit
+from unbounded.events import (
+    CompactionFinished,
+    CompactionStarted,
+    GenericEvent,
+    SummaryRejected,
+    emit,
+)
 from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.policy import Policy
@@ -358,6 +368,27 @@ async def try_session_memory_compaction(
         max_section_chars=policy.session_memory_compact_section_chars,
         notes_path=session.store.memory_path,
     )
+    summarized = view[first_message_index(view) : plan]
+    replaced = sum(entry_tokens(e) for e in summarized)
+    verdict = check_summary(
+        summary,
+        replaced,
+        kind="notes",
+        lean_tokens=lambda: lean_summary_tokens(normalize_messages(summarized)),
+    )
+    if not verdict.ok:
+        emit(
+            sink,
+            SummaryRejected(
+                summarizer=QUERY_SOURCE,
+                reason=verdict.reason,
+                summary_tokens=verdict.tokens,
+                floor=verdict.floor,
+                missing_sections=verdict.missing_sections,
+            ),
+        )
+        skip(f"the notes would make an implausible summary: {verdict.reason}")
+        return None
     attachments: list[dict[str, Any]] = []
     skipped: list[str] = []
     if memory.rehydrate:

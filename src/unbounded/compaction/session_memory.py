@@ -67,8 +67,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtl
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
+from unbounded.compaction.extractive import escape_tags
 from unbounded.compaction.facts import clip, extract_facts, text_of
-from unbounded.compaction.handover import PREVIOUS_SUMMARY_PREFIXES
+from unbounded.compaction.handover import PREVIOUS_SUMMARY_PREFIXES, Handover, read_handover
 from unbounded.compaction.micro import clear_tool_results
 from unbounded.errors import ConfigError
 from unbounded.events import GenericEvent, emit
@@ -835,6 +836,25 @@ def _read_delta(items: Sequence[Entry | Mapping[str, Any]]) -> _Delta:
     return delta
 
 
+def _error_lines(handover: Handover) -> list[str]:
+    """Errors of the new messages, each marked fixed (by which later call) or not."""
+    lines: list[str] = []
+    for record in handover.errors:
+        call = record.call
+        head = f"- [{call.name}] {escape_tags(clip(call.result, LINE_CHARS))}"
+        fix = record.resolved_by
+        later = (c for c in handover.calls if c.position > call.position)
+        following = next((c for c in later if c.path_written or c.command), None)
+        if fix is not None:
+            head += f" → fixed: {_describe_call(fix.block)} succeeded"
+        elif following is not None:
+            head += f" → next: {_describe_call(following.block)} (not resolved yet)"
+        else:
+            head += " → not resolved yet"
+        lines.append(head)
+    return lines
+
+
 def _condense(lines: list[str], cap: int) -> list[str]:
     """Drop the oldest lines after the first until the section fits, counting what went."""
     dropped = 0
@@ -880,20 +900,78 @@ def _folders(file_lines: Iterable[str]) -> list[str]:
     return [f"- `{folder}/`: {count} file(s) involved" for folder, count in counts.items()]
 
 
+NAMES_PREFIX = "- Names in the recent work: "
+PATHS_PREFIX = "- Other paths seen recently: "
+PATHS_KEPT = 40
+"""The Files and Functions line that lists the names the recent work revolves around."""
+NAMES_KEPT = 120
+"""How many names that line keeps (newest ranking first, then earlier ones)."""
+
+
+def _as_messages(items: Sequence[Entry | Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    from unbounded.model.normalize import MessageNormalizer
+
+    normalizer = MessageNormalizer()
+    for item in items:
+        if isinstance(item, Entry):
+            if not item.is_compact_summary:
+                normalizer.append(item)
+        else:
+            normalizer.append_message(dict(item))
+    return list(normalizer.messages)
+
+
+def _quote(text: str, chars: int = PROMPT_CHARS) -> str:
+    return '"' + escape_tags(clip(text, chars)) + '"'
+
+
+def handover_state(handover: Handover) -> list[str]:
+    """Current State lines: the task as it stands, from the hand-over of the new messages."""
+    lines: list[str] = []
+    latest = handover.latest_request
+    if latest is not None:
+        lines.append(f"- Latest request: {_quote(latest.text)}")
+        for item in handover.request_items:
+            lines.append(f"  - asks for: {escape_tags(clip(item, LINE_CHARS))}")
+    open_items = handover.todos_with("in_progress", "pending", "open", "todo")
+    for todo in open_items:
+        text = escape_tags(clip(str(todo.get("content") or todo.get("title") or ""), LINE_CHARS))
+        lines.append(f"- [{todo.get('status', 'pending')}] {text}")
+    done = handover.todos_with("completed", "done", "complete")
+    if done:
+        names = "; ".join(clip(str(t.get("content", "")), 80) for t in done)
+        lines.append(f"- Done: {escape_tags(names)}")
+    for call in handover.tracker[-4:]:
+        first = next((line for line in call.result.splitlines() if line.strip()), "")
+        command = clip(call.command or "", 100)
+        lines.append(f"- Tracker: `{command}` -> {escape_tags(clip(first, 100))}")
+    if handover.next_step:
+        lines.append(f"- Next step, as last stated: {_quote(handover.next_step, ANSWER_CHARS)}")
+    unresolved = handover.unresolved_errors
+    if unresolved:
+        lines.append(f"- {len(unresolved)} error(s) not resolved yet (see Errors & Corrections)")
+    return lines
+
+
 def offline_notes(
     notes: str | None, items: Sequence[Entry | Mapping[str, Any]], *, policy: Policy
 ) -> str:
     """The notes with the facts of `items` merged in, condensed to the caps (deterministic).
 
     `items` are the messages the notes do not cover yet (entries or plain messages). Lists
-    grow (requests, files, commands, errors with what followed, answers, one worklog line per
-    update); Current State is rewritten; the title is set once from the first request.
+    grow (requests, files, commands, errors with what followed, decisions, answers, one
+    worklog line per update); Current State is rewritten from the task state of the new
+    messages (latest request, todo list, tracker, stated next step, unresolved errors); the
+    names the recent work revolves around are re-ranked, newest first; the title is set
+    once from the first request. Text quoted from the conversation has its `<summary>` and
+    `<analysis>` tags escaped.
     """
     parsed = parse_notes(notes if notes and notes.strip() else session_memory_template())
     for name, description in SECTIONS:
         if parsed.get(name) is None:
             parsed.sections.append(NotesSection(name, f"_{description}_"))
     delta = _read_delta(items)
+    handover = read_handover(_as_messages(items))
 
     def section(title: str) -> NotesSection:
         found = parsed.get(title)
@@ -905,22 +983,25 @@ def offline_notes(
         words = delta.prompts[0][3:-1].split()
         title.body = [" ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")]
 
-    state: list[str] = list(delta.todos)
-    if delta.prompts:
-        state.append(f"- Latest request: {delta.prompts[-1][2:]}")
+    state = handover_state(handover)
+    if not handover.todos:
+        state = [*delta.todos, *state]
     if delta.last_was_answer and delta.last_answer:
-        state.append(f"- Last answer given: {delta.last_answer}")
+        state.append(f"- Last answer given: {escape_tags(delta.last_answer)}")
     elif delta.last_call:
         state.append(f"- Last step: {delta.last_call}")
     if state:
         section("Current State").body = state
 
+    requests = [f"- {_quote(r.text)}" for r in handover.requests]
+    carried = [p for p in delta.prompts if p not in requests and not handover.requests]
     additions = {
-        "Task Specification": delta.prompts,
+        "Task Specification": list(dict.fromkeys([*carried, *requests])) or delta.prompts,
         "Files and Functions": delta.files,
         "Workflow": delta.commands,
-        "Errors & Corrections": delta.errors,
-        "Key Results": delta.answers,
+        "Errors & Corrections": _error_lines(handover) or delta.errors,
+        "Learnings": [f"- {escape_tags(clip(d, ANSWER_CHARS))}" for d in handover.decisions[-6:]],
+        "Key Results": [escape_tags(a) for a in delta.answers],
     }
     for name, lines in additions.items():
         if lines:
@@ -937,6 +1018,23 @@ def offline_notes(
             parts.append(f"{len(delta.prompts)} new request(s)")
         worklog = section("Worklog")
         worklog.body = [*worklog.body, "- " + "; ".join(parts)]
+    files = section("Files and Functions")
+    old: dict[str, list[str]] = {NAMES_PREFIX: [], PATHS_PREFIX: []}
+    kept_lines: list[str] = []
+    for line in files.body:
+        prefix = next((p for p in old if line.startswith(p)), None)
+        if prefix is None:
+            kept_lines.append(line)
+        else:
+            old[prefix] = [n.strip() for n in line[len(prefix) :].split(",") if n.strip()]
+    for prefix, new, limit in (
+        (NAMES_PREFIX, handover.identifiers, NAMES_KEPT),
+        (PATHS_PREFIX, handover.recent_paths, PATHS_KEPT),
+    ):
+        ranked = list(dict.fromkeys([*new, *old[prefix]]))[:limit]
+        if ranked:
+            kept_lines.append(prefix + escape_tags(", ".join(ranked)))
+    files.body = kept_lines
     folders = _folders(section("Files and Functions").body)
     if folders:
         section("Codebase and System Documentation").body = folders

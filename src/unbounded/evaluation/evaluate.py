@@ -10,6 +10,11 @@ scored on its text. Compression is `1 - post / pre` with both sides counted the 
 padded estimate of the normalized messages).
 
 The facts and the scoring are `unbounded.compaction.facts`; nothing here re-implements them.
+
+At a recorded boundary, the turns the agent took after it also give the continuation
+measure (`unbounded.evaluation.continuation`): of the files, names and commands the agent
+went on to use and could have known before, the share each compacted context still holds,
+for the next 10 and 30 turns and all turns up to the next compaction.
 """
 
 from __future__ import annotations
@@ -21,6 +26,14 @@ from typing import Any
 from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
 from unbounded.compaction.facts import compaction_points, extract_facts
 from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
+from unbounded.evaluation.continuation import (
+    HORIZONS,
+    KINDS,
+    TextIndex,
+    after_point,
+    continuation_scores,
+    horizon_label,
+)
 from unbounded.evaluation.retention import (
     FACT_TYPES,
     RetentionTally,
@@ -36,7 +49,13 @@ from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL
 from unbounded.policy import Policy
 from unbounded.providers.base import Provider, run_sync
-from unbounded.tokens.estimate import estimate_messages_tokens
+from unbounded.tokens.estimate import estimate_messages_tokens, rough_token_count
+
+CONTINUATION_SOURCES = ("ours_summary", "ours_full", "recorded")
+HEADLINE_HORIZON = "next_30"
+"""The horizon `continuation` reports; every horizon is in `continuation_by_horizon`."""
+Continuation = dict[str, dict[str, dict[str, tuple[int, int]]]]
+"""horizon -> source -> kind -> (kept, total)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +82,8 @@ class PointEvaluation:
     ours: dict[str, SummarizerResult]
     recorded_scores: Scores | None
     recorded_summary: str
+    continuation: Continuation = field(default_factory=dict)
+    """For the primary summarizer; empty at a point with no recorded turns after it."""
 
     @property
     def recorded_post_tokens(self) -> int | None:
@@ -80,6 +101,7 @@ class PointEvaluation:
             "ours": {
                 name: {
                     "post_tokens": result.post_tokens,
+                    "summary_tokens": rough_token_count(result.summary_text),
                     "compression": _compression(self.pre_tokens, result.post_tokens),
                     "summary": {k: list(v) for k, v in result.summary_scores.items()},
                     "full": {k: list(v) for k, v in result.full_scores.items()},
@@ -90,8 +112,16 @@ class PointEvaluation:
             if self.recorded_scores is None
             else {
                 "post_tokens": self.recorded_post_tokens,
+                "summary_tokens": rough_token_count(self.recorded_summary),
                 "compression": _compression(self.pre_tokens, self.recorded_post_tokens or 0),
                 "summary": {k: list(v) for k, v in self.recorded_scores.items()},
+            },
+            "continuation": {
+                horizon: {
+                    source: {kind: list(pair) for kind, pair in kinds.items()}
+                    for source, kinds in sources.items()
+                }
+                for horizon, sources in self.continuation.items()
             },
         }
 
@@ -139,6 +169,24 @@ class EvalReport:
         post = sum(p.recorded_post_tokens or 0 for p in with_summary)
         return _compression(pre, post)
 
+    def continuation(self, horizon: str) -> dict[str, dict[str, float | None]]:
+        """kind -> source -> kept share, summed over the points with turns after them."""
+        sums: dict[str, dict[str, list[int]]] = {
+            kind: {source: [0, 0] for source in CONTINUATION_SOURCES} for kind in KINDS
+        }
+        for point in self.points:
+            for source, kinds in point.continuation.get(horizon, {}).items():
+                for kind, (kept, total) in kinds.items():
+                    sums[kind][source][0] += kept
+                    sums[kind][source][1] += total
+        return {
+            kind: {
+                source: fraction((kept, total)) if total else None
+                for source, (kept, total) in sources.items()
+            }
+            for kind, sources in sums.items()
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The `eval --json` object."""
         primary = self.summarizers[0] if self.summarizers else "extractive"
@@ -159,6 +207,11 @@ class EvalReport:
                 else None,
                 "facts": summary.scores.get(name, (0, 0))[1],
             }
+        data["continuation_points"] = sum(1 for p in self.points if p.continuation)
+        data["continuation"] = self.continuation(HEADLINE_HORIZON)
+        data["continuation_by_horizon"] = {
+            horizon_label(h): self.continuation(horizon_label(h)) for h in HORIZONS
+        }
         data["compression"] = self.compression(primary)
         data["recorded_compression"] = self.recorded_compression()
         data["by_summarizer"] = {
@@ -181,16 +234,49 @@ class EvalReport:
         return data
 
 
-def evaluation_points(transcript: Transcript) -> list[tuple[str, list[Entry], str]]:
-    """(label, records compacted, recorded summary) for each compaction point."""
+def evaluation_points(
+    transcript: Transcript,
+) -> list[tuple[str, list[Entry], str, list[Entry]]]:
+    """(label, records compacted, recorded summary, records after) for each compaction point;
+    the records after are what the agent did next (none at the end)."""
     main = transcript.main_thread()
     points = compaction_points(main)
     if points:
         return [
-            (f"boundary {number}", point.before, point.recorded_summary)
+            (
+                f"boundary {number}",
+                point.before,
+                point.recorded_summary,
+                after_point(main, point.boundary_index),
+            )
             for number, point in enumerate(points, 1)
         ]
-    return [("end", messages_after_compact_boundary(main), "")]
+    return [("end", messages_after_compact_boundary(main), "", [])]
+
+
+def point_continuation(
+    before: Sequence[Entry],
+    after: Sequence[Entry],
+    ours: SummarizerResult | None,
+    recorded_summary: str,
+) -> Continuation:
+    """The continuation measure at one point for each horizon and compacted context."""
+    if not after:
+        return {}
+    knowable = TextIndex.of_entries(before)
+    contexts: dict[str, TextIndex] = {}
+    if ours is not None:
+        contexts["ours_summary"] = TextIndex(ours.summary_text)
+        contexts["ours_full"] = TextIndex(messages_text(ours.post_messages))
+    if recorded_summary:
+        contexts["recorded"] = TextIndex(recorded_summary)
+    return {
+        horizon_label(horizon): {
+            source: continuation_scores(knowable, after, index, horizon)
+            for source, index in contexts.items()
+        }
+        for horizon in HORIZONS
+    }
 
 
 async def evaluate_point(
@@ -237,7 +323,7 @@ async def evaluate_transcripts(
     for name, transcript in transcripts:
         report.sessions.append(name)
         chosen = model or transcript.model or DEFAULT_MODEL
-        for label, before, recorded in evaluation_points(transcript):
+        for label, before, recorded, after in evaluation_points(transcript):
             if not any(e.type in ("user", "assistant") for e in before):
                 continue
             pre, results = await evaluate_point(before, summarizers, model=chosen, policy=policy)
@@ -259,6 +345,9 @@ async def evaluate_transcripts(
                     ours=results,
                     recorded_scores=score_text(before, recorded) if recorded else None,
                     recorded_summary=recorded,
+                    continuation=point_continuation(
+                        before, after, results.get(report.summarizers[0]), recorded
+                    ),
                 )
             )
     return report

@@ -51,6 +51,7 @@ from unbounded.evaluation.baselines import (
     make_baselines,
     run_baselines,
 )
+from unbounded.evaluation.continuation import TextIndex, continuation_scores
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
@@ -138,6 +139,9 @@ class CompactionRecord:
     summary_tokens: int
     summary_scores: Scores
     full_scores: Scores
+    continuation: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    """`summary` / `full` -> kind -> (kept, used and knowable) over the next 30 recorded
+    turns: what the recorded agent went on to use that our compacted context still holds."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -149,6 +153,10 @@ class CompactionRecord:
             "summary_tokens": self.summary_tokens,
             "summary": {k: list(v) for k, v in self.summary_scores.items()},
             "full": {k: list(v) for k, v in self.full_scores.items()},
+            "continuation": {
+                context: {kind: list(pair) for kind, pair in kinds.items()}
+                for context, kinds in self.continuation.items()
+            },
         }
 
 
@@ -253,6 +261,23 @@ class ReplayReport:
             "baselines": {name: round(run.cost_usd, 6) for name, run in self.baselines.items()},
         }
 
+    def continuation(self) -> dict[str, dict[str, float | None]]:
+        """kind -> {summary, full}: kept share over our compactions (next 30 turns)."""
+        sums: dict[str, dict[str, list[int]]] = {}
+        for record in self.compaction_records:
+            for context, kinds in record.continuation.items():
+                for kind, (kept, total) in kinds.items():
+                    pair = sums.setdefault(kind, {}).setdefault(context, [0, 0])
+                    pair[0] += kept
+                    pair[1] += total
+        return {
+            kind: {
+                context: (kept / total if total else None)
+                for context, (kept, total) in pairs.items()
+            }
+            for kind, pairs in sums.items()
+        }
+
     def retention(self) -> dict[str, Any]:
         """RETENTION.md figures at our compaction points, summed per fact type."""
         summary = self.retention_summary.to_dict()
@@ -305,6 +330,7 @@ class ReplayReport:
             "prefix": self.prefix.to_dict(),
             "cache_ttl": self.ttl,
             "retention": self.retention(),
+            "continuation": self.continuation(),
             "compaction_points": [r.to_dict() for r in self.compaction_records],
             "timeline": [event.to_dict() for event in self.timeline],
             "notes": list(self.notes),
@@ -495,6 +521,7 @@ class _Replayer:
             )
         self.unpriced_calls = 0
         self.script: ReplayScript = build_replay_script(transcript)
+        self.main = transcript.main_thread()  # the recorded future, for continuation
         # The simulator checks itself against the recording on the recording's own model.
         fidelity_model = self.model if self.recorded_comparable else self.recorded_model
         self.fidelity = simulate_recorded_session(transcript, fidelity_model)
@@ -814,6 +841,12 @@ class _Replayer:
             full_text = messages_text(self.session.messages)
             summary_scores = score_text(before, summary)
             full_scores = score_text(before, full_text)
+            after = self.main[call.first :]
+            knowable = TextIndex.of_entries(before)
+            continuation = {
+                context: continuation_scores(knowable, after, TextIndex(text), 30)
+                for context, text in (("summary", summary), ("full", full_text))
+            }
             self.retention_summary.add(summary_scores)
             self.retention_full.add(full_scores)
             pre = int(boundary.compact_metadata.get("preTokens") or 0)
@@ -825,6 +858,7 @@ class _Replayer:
                 summary_tokens=rough_token_count(summary),
                 summary_scores=summary_scores,
                 full_scores=full_scores,
+                continuation=continuation,
             )
             self.records.append(record)
             label = (

@@ -57,6 +57,12 @@ _LOCAL_OUTPUT_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<
 _CAVEAT_PREFIXES = ("<local-command-caveat>", "Caveat: The messages below were generated")
 _INTERRUPT_PREFIX = "[Request interrupted"
 _SKILL_PREFIX = "Base directory for this skill:"
+_CONTEXT_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+)
+"""Context an agent writes in the user role (Codex CLI's environment and instructions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +160,8 @@ def classify_user_content(
         return UserMessage("interrupt", stripped)
     if stripped.startswith(_HOOK_PREFIXES):
         return UserMessage("hook", stripped)
+    if stripped.startswith(_CONTEXT_PREFIXES):
+        return UserMessage("meta", stripped)
     without_reminders = _REMINDER.sub("", stripped).strip()
     if not without_reminders:
         return UserMessage("system_reminder", stripped)
@@ -183,9 +191,10 @@ def classify_message_texts(content: Any) -> list[UserMessage]:
     """Sort each text block of a plain user message (flags such as `isMeta` are gone).
 
     Normalization joins consecutive user records, so one message can hold a command, then
-    the template it expanded to, then a skill body. A text block after a command block is
-    taken as that expansion (`skill`), and a command in a message that answers tool calls
-    was invoked by the model, not typed: both are not requests.
+    the template it expanded to (or a local command's output), then the next prompt. The text
+    block right after a command block is taken as its expansion (`skill`) unless it is the
+    command's output, and a command in a message that answers tool calls was invoked by the
+    model, not typed: neither is a request.
     """
     if isinstance(content, str):
         return [classify_user_content(content)]
@@ -203,8 +212,10 @@ def classify_message_texts(content: Any) -> list[UserMessage]:
             after_command = True
             if answers_tools:
                 message = UserMessage("skill", message.text, command=message.command)
-        elif after_command and message.kind in ("prompt", "meta"):
-            message = UserMessage("skill", message.text)
+        else:
+            if after_command and message.kind in ("prompt", "meta"):
+                message = UserMessage("skill", message.text)
+            after_command = False  # only the block right after the command expands it
         sorted_texts.append(message)
     return sorted_texts
 
