@@ -27,8 +27,9 @@ The text is final: it carries no `<summary>` tags and goes through no tag parser
 one) is escaped, so nothing downstream can mistake a quote for the end of the summary.
 
 Size. The summary aims at `target_ratio` (5 %) of the conversation's tokens, at least
-`min_tokens` (1,000; never more than the conversation), at most `max_tokens` (8,000), and
-never below what the facts need. It renders at a ladder of levels, from rich (long quotes,
+`min_tokens` (1,000; never more than the conversation) or 1,500 tokens for a conversation
+over 6,000 (the most the compaction guard asks of a summary), at most `max_tokens` (8,000),
+and never below what the facts need. It renders at a ladder of levels, from rich (long quotes,
 code excerpts, many names) to lean, and keeps the first that fits; past the lean level the
 longest fact lists are cut with "(N more)" markers. Token counts are length / 4.
 """
@@ -48,6 +49,7 @@ from unbounded.compaction.facts import (
     shown_items,
 )
 from unbounded.compaction.handover import Call, ErrorRecord, Handover, read_handover
+from unbounded.compaction.summary_guard import FLOOR_MAX_TOKENS
 from unbounded.model.tools import file_write_path
 from unbounded.model.user_messages import notification_summary
 from unbounded.tokens.estimate import rough_token_count
@@ -446,6 +448,22 @@ class _Renderer:
 
     def pending(self, level: _Level) -> list[str]:
         lines: list[str] = []
+        items = self.h.tracker_items
+        if items:
+            lines.append("   Task tracker, as the agent's commands left it:")
+            for item in items[-12:]:
+                title = f" — {_line(item.title, 120)}" if item.title else ""
+                lines.append(f"   - {item.id}: {item.state}{title}")
+            shown = [i for i in reversed(items) if i.spec and i.state != "closed"]
+            current = next((i for i in shown if "progress" in i.state), None) or next(
+                iter(shown), None
+            )
+            if current is not None and level.excerpt_lines:
+                spec_lines = _excerpt_lines(
+                    current.spec, level.excerpt_lines * 2, level.excerpt_chars * 2
+                )
+                lines.append(f"   What {current.id} asks for (its tracker entry):")
+                lines.extend(f"     {line}" for line in spec_lines)
         open_items = self.h.todos_with("in_progress", "pending", "open", "todo")
         done = self.h.todos_with("completed", "done", "complete")
         if self.h.todos:
@@ -585,7 +603,14 @@ def summary_budget(
     """Tokens the summary may use (see the module docstring)."""
     return min(
         max_tokens,
-        max(floor, int(conversation_tokens * target_ratio), min(min_tokens, conversation_tokens)),
+        max(
+            floor,
+            int(conversation_tokens * target_ratio),
+            min(min_tokens, conversation_tokens),
+            # What the guard may ask of a summary: a conversation's tokens as the API counts
+            # them can be several times its length estimate (system prompt, code).
+            min(FLOOR_MAX_TOKENS, conversation_tokens // 4),
+        ),
     )
 
 

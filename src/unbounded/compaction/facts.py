@@ -91,10 +91,16 @@ def clip(text: str, max_chars: int, *, ellipsis: str = "…") -> str:
     The cut is not right-stripped: the first `max_chars` normalized characters stay a
     substring of the result even when they end with a space (what RETENTION.md probes).
     """
-    flat = collapse_whitespace(text)
-    if len(flat) <= max_chars:
-        return flat
-    return flat[: max(0, max_chars)] + ellipsis
+    # Only the start is needed: collapse a prefix that grows until it is long enough, so a
+    # huge text costs O(max_chars), not O(len(text)).
+    window = max(256, 2 * max_chars)
+    while True:
+        flat = collapse_whitespace(text[:window])
+        if window >= len(text):
+            return flat if len(flat) <= max_chars else flat[: max(0, max_chars)] + ellipsis
+        if len(flat) > max_chars:
+            return flat[: max(0, max_chars)] + ellipsis
+        window *= 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,8 +88,12 @@ _SOURCE_EXTENSIONS = frozenset(
 )
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*(?:\s+#.*)?$")
 _SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell|console|zsh)\s*\n(.*?)```", re.S)
+_LONG_TOKEN = re.compile(r"\S{400,}")
+"""Runs this long are data, not paths: dropped before matching (keeps it linear)."""
 _RESULT_CHARS = 6_000
 """Of each tool result, the first this many characters are read for names and paths."""
+_INPUT_CHARS = 20_000
+"""Of each tool call's input (a written file), the first this many characters."""
 _TEST_OR_BUILD = frozenset(
     {
         "pytest", "python", "python3", "mix", "npm", "npx", "pnpm", "yarn", "cargo", "go",
@@ -127,6 +131,25 @@ class Call:
         return shell_command(self.block)
 
 
+@dataclass(slots=True)
+class TrackerItem:
+    """One task of a tracker, as the agent's tracker commands left it."""
+
+    id: str
+    state: str
+    title: str = ""
+    spec: str = ""
+    """The output of the latest command that showed it (`bd show`, `gh issue view`)."""
+
+
+_TRACKER_VERB = re.compile(
+    r"^\s*(?:bd|beads)\s+(show|update|close|reopen|create)\s+([\w.-]+)(.*)$|"
+    r"^\s*gh\s+issue\s+(view|edit|close|reopen)\s+(\d+)(.*)$"
+)
+_STATUS_FLAG = re.compile(r"--status[= ]+([\w-]+)")
+_BD_TITLE = re.compile(r"^\S+\s+[\w.-]+(?:\s+\[[^\]]*\])?\s+·\s+(.*?)\s+\[")
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """Something the user asked: a prompt or a command with its arguments."""
@@ -154,6 +177,8 @@ class Handover:
     assistant_texts: list[tuple[int, str]] = field(default_factory=list)
     todos: list[dict[str, Any]] = field(default_factory=list)
     tracker: list[Call] = field(default_factory=list)
+    tracker_items: list[TrackerItem] = field(default_factory=list)
+    """Tasks the tracker commands named, in the order first seen, with their last state."""
     errors: list[ErrorRecord] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     reported_done: list[str] = field(default_factory=list)
@@ -284,7 +309,7 @@ def _rank(scores: Mapping[str, float], first_seen: Mapping[str, int]) -> list[st
 
 def _mentioned_paths(text: str) -> list[str]:
     found: list[str] = []
-    for match in _PATH.findall(text):
+    for match in _PATH.findall(_LONG_TOKEN.sub(" ", text)):
         extension = match.rsplit(".", 1)[-1].lower()
         if extension in _SOURCE_EXTENSIONS and not match.startswith("http"):
             found.append(match)
@@ -368,7 +393,9 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
                 raw_calls.append(
                     Call(position, str(block.get("id", "")), str(block.get("name", "")), block)
                 )
-                texts.append((position, " ".join(_strings(block.get("input"))), 2.0))
+                texts.append(
+                    (position, " ".join(_strings(block.get("input")))[:_INPUT_CHARS], 2.0)
+                )
                 last_kind = "tool_use"
             elif kind == "tool_result":
                 text = text_of(block.get("content")).strip()
@@ -458,9 +485,43 @@ def _task_state(handover: Handover) -> None:
         command = call.command
         if command and TRACKER_COMMAND.search(command):
             handover.tracker.append(call)
+            _track(handover, command, call)
     latest = handover.latest_request
     if latest is not None:
         handover.request_items = _request_items(latest.text)
+
+
+def _track(handover: Handover, command: str, call: Call) -> None:
+    """Update the tracker items from one tracker command and its output."""
+    if call.is_error:
+        return
+    match = _TRACKER_VERB.match(command.splitlines()[0] if command else "")
+    if match is None:
+        return
+    verb, item_id, rest = (
+        (match.group(1), match.group(2), match.group(3))
+        if match.group(1)
+        else (match.group(4), match.group(5), match.group(6))
+    )
+    item = next((i for i in handover.tracker_items if i.id == item_id), None)
+    if item is None:
+        item = TrackerItem(item_id, "seen")
+        handover.tracker_items.append(item)
+    if verb in ("show", "view"):
+        item.spec = call.result.strip()
+        title = _BD_TITLE.match(item.spec.splitlines()[0]) if item.spec else None
+        if title:
+            item.title = title.group(1)
+    elif verb == "close":
+        item.state = "closed"
+    elif verb == "reopen":
+        item.state = "open"
+    elif verb == "create":
+        item.state = "created"
+    else:
+        status = _STATUS_FLAG.search(rest)
+        if status:
+            item.state = status.group(1).replace("_", " ")
 
 
 def _own_words(handover: Handover) -> None:
@@ -482,7 +543,9 @@ def _own_words(handover: Handover) -> None:
             if _DONE.search(sentence) and len(sentence) >= 15:
                 handover.reported_done.append(sentence)
     for _, text in reversed(handover.assistant_texts):
-        stated = [s for s in sentences(text) if _NEXT_STEP.search(s)]
+        stated = [
+            s for s in sentences(text) if _NEXT_STEP.search(s) and len(s.split()) >= 5
+        ]
         if stated:
             handover.next_step = stated[-1]
             break

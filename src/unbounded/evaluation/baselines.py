@@ -35,6 +35,7 @@ from unbounded.caching.blocks import is_markable
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
+from unbounded.compaction.prompts import summary_message_text
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.content import MessageParam
@@ -409,7 +410,9 @@ class SummarizeNoCacheBaseline(Baseline):
         output = round(rough_token_count(reply) * self.settings.prefix.scale)
         self.summaries += 1
         self.run.compactions += 1
-        self.normalizer = MessageNormalizer([Entry.user(reply)])
+        # Written as our compactions write a summary, so a later summary knows it for one.
+        summary = summary_message_text(reply, transcript_path=None, messages_preserved=False)
+        self.normalizer = MessageNormalizer([Entry.user(summary, is_compact_summary=True)])
         return CallPlan(
             self.normalizer.messages, (SidePlan(summary_request, output),), changed=True
         )

@@ -31,11 +31,15 @@ _IDENTIFIER_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 MIN_IDENTIFIER_CHARS = 4
 """Shorter names are too common to mean anything."""
+_LONG_TOKEN = re.compile(r"\S{200,}")
+"""Runs this long are data (base64, minified code), not names: dropped before matching,
+which also keeps the patterns linear in the text's length."""
 
 
 def identifiers_in(text: str) -> set[str]:
     """Names in `text` that look like code (see the module docstring)."""
     found: set[str] = set()
+    text = _LONG_TOKEN.sub(" ", text)
     for pattern in _IDENTIFIER_PATTERNS:
         for match in pattern.findall(text):
             name = match.strip(".")
