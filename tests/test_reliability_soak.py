@@ -371,5 +371,5 @@ def test_soak_500_turns_with_faults_loses_nothing(tmp_path: Path) -> None:
     random_share = figures.random_faults / figures.calls
     print(f"\nsoak: {figures}; random fault share {random_share:.1%}")
     assert figures.turns == TURNS and figures.messages_lost == 0 and figures.http_calls >= HTTP_TURNS
-    assert 0.07 <= random_share <= 0.13
+    assert 0.06 <= random_share <= 0.14  # 10 % drawn per call; the call count varies with compactions
     assert figures.compactions >= 20 and figures.extractive_takeovers >= 2
