@@ -699,6 +699,7 @@ def test_corpus_rollout_replay_and_compact() -> None:
     assert data["context_window"] == 272_000
     cost = data["cost"]
     assert cost["recorded_comparable"] and cost["recorded_model"] == "gpt-5"
-    assert 0.5 < cost["unbounded"] / cost["recorded"] < 1.5
+    # early, free (session-memory) compactions keep the context near half the threshold
+    assert 0.2 < cost["unbounded"] / cost["recorded"] < 1.0
     compacted = runner.invoke(app, ["compact", str(path), "--json"])
     assert compacted.exit_code == 0, compacted.stderr

@@ -112,8 +112,8 @@ def test_demo_cost_ordering_is_sane(demo_run: dict[str, Any]) -> None:
     # Moving the cut (truncation) or the cleared set (LangChain) every turn misses the cache.
     assert ours < baselines["truncate"] < baselines["clear_every_turn"]
     assert demo_run["strategies"]["clear_every_turn"]["cache_read_share"] < 0.5
-    # A summary at the same threshold costs about the same; it is within 25% of ours.
-    assert abs(baselines["summarize_no_cache"] - ours) < 0.25 * ours
+    # Early, free (session-memory) compactions make ours the cheapest strategy.
+    assert ours < min(baselines.values())
 
 
 def test_fixture_replay(session_2_1: Path) -> None:
@@ -277,7 +277,7 @@ def test_corpus_idle_gap_microcompacts_at_120k() -> None:
 @pytest.mark.corpus
 def test_corpus_replay_at_the_default_window_matches_the_recording() -> None:
     report = replay_session(
-        load_transcript(_corpus(LONG_SESSIONS[1])), ReplayOptions(policy=Policy())
+        load_transcript(_corpus(LONG_SESSIONS[1])), ReplayOptions(policy=Policy.claude_code())
     )
     assert report.invalid_requests == 0 and report.compactions == 1
     # Claude Code compacted at 167,731 tokens; we compact at the same threshold.

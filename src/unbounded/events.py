@@ -65,6 +65,23 @@ class CompactionFailed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class CacheTtlUpgraded(Event):
+    """The session switched to the 1-hour cache TTL at a moment its cache was cold."""
+
+    idle_expiries: int
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyCompaction(Event):
+    """A compaction before the threshold, because it pays now (`cold_cache`: the prompt cache
+    expired anyway; `early`: a compaction without a summary call is available)."""
+
+    reason: str
+    tokens: int
+    threshold: int
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryRejected(Event):
     """A summary failed the sanity guard (too small for what it replaces, or missing
     sections): the compaction is retried or fails, and nothing is written."""

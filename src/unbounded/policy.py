@@ -34,9 +34,16 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 from unbounded.errors import ConfigError
 from unbounded.models import ModelInfo
@@ -111,6 +118,10 @@ class Policy:
     microcompact_min_savings: int = 20_000
     """Count-based tier: clear only when at least this many tokens are saved (clearing in
     batches bounds how often the prompt cache is broken)."""
+    clear_superseded_reads: bool = True
+    """Count-based tier: also clear reads of a file that a later read or write of the same
+    file made stale, whatever their age (still in batches of `microcompact_min_savings`,
+    or at once when the prompt cache has expired anyway)."""
     time_based_gap_minutes: float = 60.0
     """Time-based tier: fires when the last assistant message is older than this (the cache
     has expired anyway, so changing messages costs nothing extra)."""
@@ -120,6 +131,29 @@ class Policy:
     """Cached tier: queue cache_edits deletions once this many tool results are active."""
     cached_microcompact_keep_recent: int = 5
     """Cached tier: the most recent tool results never deleted."""
+
+    # -- cost-aware compaction (docs/policy.md "When compacting early pays") ------------------
+    cold_cache_compact_fraction: float = 0.2
+    """When the prompt cache has expired (the gap since the last response is over its TTL)
+    and the conversation fills at least this share of its room below the auto-compact
+    threshold (the system prompt and tools left out), compact now if a
+    compaction costs no summary call: the whole prefix is written again anyway, and a small
+    one costs less (0 turns it off)."""
+    early_compact_fraction: float = 0.5
+    """With a compaction that costs no summary call available, compact once the conversation
+    fills this share of its room below the threshold (1.0: only at the threshold)."""
+    cache_ttl_upgrade_after_idle: int = 0
+    """After this many pauses that expired the 5-minute cache but were under an hour, switch
+    to the 1-hour TTL at that cold moment (0: never; models without a 1-hour price never)."""
+    early_compact_min_saving: float = 0.3
+    """An early compaction must free at least this share of the context, else it is not
+    worth a cache write and is not made."""
+    compact_instead_of_clearing: bool = True
+    """At the warning level, where count-based clearing would break the warm cache, compact
+    instead when that costs no summary call."""
+    early_compact_retry_tokens: int = 5_000
+    """After an early compaction was refused, wait for this many more tokens before trying
+    again."""
 
     # -- full compaction (seeds 000, 002, 004) -----------------------------------------------
     compact_max_output_tokens: int = 20_000
@@ -175,11 +209,11 @@ class Policy:
     session_memory_compact_section_chars: int = 8_000
     """Each section is cut to this many characters (~2,000 tokens) when the notes become a
     compaction summary; headers and descriptions are kept and a marker points to the file."""
-    session_memory_keep_min_tokens: int = 10_000
+    session_memory_keep_min_tokens: int = 6_000
     """Session-memory compaction keeps at least this many tokens of recent messages…"""
     session_memory_keep_min_text_messages: int = 5
     """…and at least this many recent messages with text…"""
-    session_memory_keep_max_tokens: int = 40_000
+    session_memory_keep_max_tokens: int = 15_000
     """…and stops expanding backwards once it keeps this many."""
     session_memory_wait_seconds: float = 15.0
     """Compaction waits this long for a notes update in flight, then uses the notes as they are."""
@@ -198,6 +232,13 @@ class Policy:
             raise ConfigError("Policy.max_output_override must be > 0")
         if self.blocking_limit_override is not None and self.blocking_limit_override <= 0:
             raise ConfigError("Policy.blocking_limit_override must be > 0")
+        for name in (
+            "cold_cache_compact_fraction",
+            "early_compact_fraction",
+            "early_compact_min_saving",
+        ):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"Policy.{name} must be in [0, 1]")
         if not (0 < self.ptl_fallback_drop_fraction < 1):
             raise ConfigError("Policy.ptl_fallback_drop_fraction must be in (0, 1)")
         if self.ptl_max_retries < 1:
@@ -260,6 +301,66 @@ class Policy:
         except TypeError as exc:
             raise ConfigError(f"unknown Policy field: {exc}") from None
 
+    @classmethod
+    def claude_code(cls, **overrides: object) -> Policy:
+        """The numbers Claude Code uses, without unbounded's cost-aware changes: compact only
+        at the threshold, keep 10,000 to 40,000 tokens after a session-memory compaction."""
+        values: dict[str, object] = {
+            "early_compact_fraction": 1.0,
+            "cold_cache_compact_fraction": 0.0,
+            "compact_instead_of_clearing": False,
+            "clear_superseded_reads": False,
+            "session_memory_keep_min_tokens": 10_000,
+            "session_memory_keep_max_tokens": 40_000,
+            **overrides,
+        }
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, base: Policy | None = None) -> Policy:
+        """A policy from a TOML file of `field = value` lines (a `[policy]` table or top
+        level), over `base` (default: `Policy.from_env()`). Unknown fields and wrong types
+        are errors naming the file."""
+        source = Path(path)
+        try:
+            data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: no such policy file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML ({exc})") from None
+        values = data.get("policy", data)
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: [policy] must be a table of field = value")
+        known = {spec.name: spec for spec in fields(cls)}
+        changes: dict[str, object] = {}
+        for name, value in values.items():
+            spec = known.get(name)
+            if spec is None:
+                raise ConfigError(f"{source}: unknown policy field {name!r}")
+            default = getattr(cls(), name)
+            if isinstance(default, bool) != isinstance(value, bool) or (
+                isinstance(default, (int, float))
+                and not isinstance(value, (int, float))
+                and default is not None
+            ):
+                raise ConfigError(f"{source}: policy field {name!r} has the wrong type")
+            if isinstance(default, tuple) and isinstance(value, list):
+                value = tuple(value)
+            if isinstance(default, float) and isinstance(value, int):
+                value = float(value)
+            changes[name] = value
+        return (base or cls.from_env()).with_changes(**changes)
+
+    def to_toml(self, *, only_changed: bool = True) -> str:
+        """The policy as a TOML `[policy]` table (by default only fields off their default)."""
+        lines = ["[policy]"]
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if value is None or (only_changed and value == spec.default):
+                continue
+            lines.append(f"{spec.name} = {_toml_value(value)}")
+        return "\n".join(lines) + "\n"
+
     def with_changes(self, **changes: object) -> Policy:
         """A copy with some fields changed (checked again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -288,6 +389,16 @@ class Policy:
 
 
 _DEFAULTS: dict[str, object] = {spec.name: spec.default for spec in fields(Policy)}
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _env_raw(env: Mapping[str, str], name: str) -> str | None:

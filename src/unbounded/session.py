@@ -42,7 +42,7 @@ import orjson
 
 from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.breakpoints import place_cache_breakpoints
-from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl
+from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.conversation import (
     CacheSafeParams,
@@ -56,9 +56,11 @@ from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError, UnboundedError
 from unbounded.events import (
+    CacheTtlUpgraded,
     CircuitBreakerTripped,
     CompactionFailed,
     ContextWarning,
+    EarlyCompaction,
     Event,
     EventSink,
     MicrocompactApplied,
@@ -208,9 +210,12 @@ class _Tracking:
     turns_at_last_compaction: int | None = None
     last_compaction_turn_id: str | None = None
     microcompacts: int = 0
+    idle_expiries: int = 0
+    """Times the 5-minute cache expired during a pause shorter than an hour."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "idle_expiries": self.idle_expiries,
             "consecutive_failures": self.consecutive_failures,
             "compactions": self.compactions,
             "turns": self.turns,
@@ -244,7 +249,7 @@ class Session:
         config: SessionConfig,
         *,
         store: SessionStore | None = None,
-        policy: Policy | None = None,
+        policy: Policy | str | Path | None = None,
         summarizer: Provider | None = None,
         model_table: ModelTable | None = None,
         events: EventSink | None = None,
@@ -265,6 +270,8 @@ class Session:
         )
         # Budgets scaled for a small window (and a window too small refused) before anything
         # is opened, so a bad configuration holds no lock.
+        if isinstance(policy, (str, Path)):
+            policy = Policy.from_file(policy)  # a policy file, e.g. one `unbounded tune` wrote
         self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds = compute_thresholds(self.model_info, self.policy)
         # The system prompt and tools are in every request but in no entry.
@@ -283,6 +290,7 @@ class Session:
         self._closed = False
         # Built once: the policy of turns whose count-based clearing is held back.
         self._hold_clears_policy = self.policy.with_changes(microcompact_enabled=False)
+        self._cold_clears_policy = self.policy.with_changes(microcompact_min_savings=0)
         self.summarizer = summarizer
         self.hooks = hooks
         self.memory_compactor = memory_compactor
@@ -321,6 +329,7 @@ class Session:
         how far length/4 is off for this session's content (None until a usage arrives)."""
         self._calibrate()
         self._reported_repairs: tuple[str, ...] = ()
+        self._early_refused_at: int | None = None
         # Calls left unanswered by the previous process: answered when the session goes on.
         self._resumed_pending = bool(self.pending_tool_use_ids())
         for extension in extensions:
@@ -651,6 +660,7 @@ class Session:
         for prepare_listener in list(self.prepare_listeners):
             await prepare_listener(self)
         now = self._clock()
+        self._maybe_upgrade_ttl()
         await self._maybe_auto_compact()
         last_assistant_at = self._last_assistant_time()
         result = microcompact(
@@ -709,6 +719,10 @@ class Session:
         context is above the warning level (seed 000: microcompaction fires when the warning
         threshold is hit). Time-based clearing (cold cache) and cache edits are not held back.
         """
+        if self._cache_expired():
+            # The cache has expired: changing the prefix now costs nothing extra, so stale
+            # results are cleared without waiting for a batch's minimum saving.
+            return self._cold_clears_policy
         if (
             self.config.cache_edits_supported
             or cache_is_cold(now, last_assistant_at, self.policy)
@@ -754,9 +768,109 @@ class Session:
             return
         if self.config.query_source in GUARDED_QUERY_SOURCES:
             return
-        if not self.thresholds.should_autocompact(self._counter.total):
+        tokens = self._counter.total
+        if self.thresholds.should_autocompact(tokens):
+            await self.auto_compact()
             return
-        await self.auto_compact()
+        reason = self._early_compaction_reason(tokens)
+        if reason is None:
+            return
+        if await self._compact_early(reason) is None:
+            self._early_refused_at = tokens
+
+    def _early_compaction_reason(self, tokens: int) -> str | None:
+        """Why compacting before the threshold pays now (docs/policy.md), or None.
+
+        Only when the compaction costs no summary call (session notes to compact from). The
+        shares are of the room the conversation has below the threshold (the system prompt and
+        tools are left out: no compaction makes them smaller): `cold_cache` when the prompt
+        cache has expired and the conversation fills `cold_cache_compact_fraction` of it,
+        `early` when it fills `early_compact_fraction`,
+        `instead_of_clear` at the warning level, where the count tier would break the cache.
+        """
+        policy = self.policy
+        refused = self._early_refused_at
+        if refused is not None and tokens < refused + policy.early_compact_retry_tokens:
+            return None
+        # Shares of the room the conversation has: the system prompt and tools stay anyway.
+        overhead = self.estimate_request_tokens([])
+        room = max(1, self.thresholds.autocompact - overhead)
+        used = tokens - overhead
+        cold = (
+            policy.cold_cache_compact_fraction > 0
+            and used >= policy.cold_cache_compact_fraction * room
+            and self._cache_expired()
+        )
+        early = policy.early_compact_fraction < 1 and used >= policy.early_compact_fraction * room
+        # At the warning level the count tier clears results and breaks the warm cache; a
+        # compaction without a summary call breaks it once and frees much more.
+        instead_of_clear = (
+            policy.compact_instead_of_clearing
+            and policy.microcompact_enabled
+            and not self.config.cache_edits_supported
+            and tokens >= self.thresholds.warning
+        )
+        if not (cold or early or instead_of_clear) or not self._free_compaction_available():
+            return None
+        return "cold_cache" if cold else "early" if early else "instead_of_clear"
+
+    def _maybe_upgrade_ttl(self) -> None:
+        """Switch to the 1-hour cache TTL at a cold moment, once pauses have shown it pays.
+
+        The TTL is latched so that a warm cache is never broken by a change of its key; when
+        the 5-minute cache has just expired anyway, switching costs nothing. After
+        `Policy.cache_ttl_upgrade_after_idle` pauses that expired it but were shorter than an
+        hour (the 1-hour cache would have survived them), later writes take the 1-hour TTL:
+        each costs 2x the input price instead of 1.25x, against a full rewrite of the context
+        after every such pause.
+        """
+        after = self.policy.cache_ttl_upgrade_after_idle
+        latch = self.ttl_latch
+        query_source = self.config.query_source
+        if after <= 0 or latch.ttl_for(query_source) == "1h":
+            return
+        if self.model_info.cache_write_1h_multiplier is None or not self._cache_expired():
+            return
+        last = self._last_assistant_time()
+        if last is None or (self._clock() - last).total_seconds() > ttl_seconds("1h"):
+            return
+        self.tracking.idle_expiries += 1
+        if self.tracking.idle_expiries < after:
+            return
+        upgraded = CacheTtlLatch(True, latch.allowlist)
+        if upgraded.ttl_for(query_source) != "1h":
+            return  # this query source is not on the 1-hour allowlist
+        self.ttl_latch = upgraded
+        emit(self._events, CacheTtlUpgraded(self.tracking.idle_expiries))
+
+    def _cache_expired(self) -> bool:
+        """The gap since the last response is over the session's cache TTL."""
+        last = self._last_assistant_time()
+        if last is None:
+            return False
+        ttl = ttl_seconds(self.ttl_latch.ttl_for(self.config.query_source))
+        return (self._clock() - last).total_seconds() > ttl
+
+    def _free_compaction_available(self) -> bool:
+        """A compaction without a summary call: session notes exist to compact from."""
+        if self.memory_compactor is None:
+            return False
+        notes = self.store.read_memory()
+        return bool(notes and notes.strip())
+
+    async def _compact_early(self, reason: str) -> CompactionResult | None:
+        """A session-memory compaction before the threshold (None when it is refused: also
+        when it would free less than `Policy.early_compact_min_saving` of the context)."""
+        assert self.memory_compactor is not None
+        tokens = self._counter.total
+        result = await self.memory_compactor(self)
+        most = (1 - self.policy.early_compact_min_saving) * tokens
+        if result is None or result.post_tokens > most:
+            return None
+        emit(self._events, EarlyCompaction(reason, tokens, self.thresholds.autocompact))
+        self.tracking.consecutive_failures = 0
+        self._apply(result)
+        return result
 
     async def auto_compact(self) -> CompactionResult | None:
         """Session memory first, then a summary call; the breaker hands over to the extractive
@@ -918,6 +1032,7 @@ class Session:
 
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
+        self._early_refused_at = None
         if self.redactor is not None:
             redact_compaction(result, self.redactor)
         self.append(result.new_entries())

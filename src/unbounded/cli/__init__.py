@@ -6,6 +6,7 @@ from unbounded.cli import (  # noqa: F401  (each module adds its command to `app
     inspect_command,
     replay_command,
     sessions_command,
+    tune_command,
 )
 from unbounded.cli.app import app, main
 

@@ -13,13 +13,19 @@ from rich.table import Table
 from unbounded.addresses import parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.compact_command import make_provider
-from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
+from unbounded.cli.options import (
+    FileOrderOption,
+    PolicyOption,
+    SkipInvalidOption,
+    read_transcript,
+)
 from unbounded.errors import ConfigError
 from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
 from unbounded.evaluation.probes import ProbeRunner
 from unbounded.evaluation.retention import FACT_TYPES
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL
+from unbounded.policy import Policy
 from unbounded.providers.base import Provider
 
 
@@ -29,9 +35,10 @@ async def run_eval(
     *,
     model: str | None,
     runner: ProbeRunner | None,
+    policy: Policy | None = None,
 ) -> EvalReport:
     """The deterministic evaluation, then the probes when a runner is given."""
-    report = await evaluate_transcripts(transcripts, summarizers, model=model)
+    report = await evaluate_transcripts(transcripts, summarizers, model=model, policy=policy)
     if runner is not None:
         primary = summarizers[0].name
         for point in report.points:
@@ -79,8 +86,10 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
+    policy_file: PolicyOption = None,
 ) -> None:
     """Measure what compaction keeps at each compaction point of recorded sessions."""
+    chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
     if not paths:
         raise ConfigError("give at least one session to evaluate")
     transcripts = [
@@ -99,11 +108,12 @@ def eval_command(
         if provider.name == "extractive":
             raise ConfigError("--llm needs a model provider: anthropic or openai")
         runner = ProbeRunner(provider, provider, model=model_name, judge_model=judge_model)
+    job = run_eval(transcripts, providers, model=model, runner=runner, policy=chosen_policy)
     if as_json or runner is None:
-        report = asyncio.run(run_eval(transcripts, providers, model=model, runner=runner))
+        report = asyncio.run(job)
     else:
         with error_console.status("Probing and judging…", spinner="dots"):
-            report = asyncio.run(run_eval(transcripts, providers, model=model, runner=runner))
+            report = asyncio.run(job)
     data = report.to_dict()
     if as_json:
         print(json.dumps(data, indent=2))

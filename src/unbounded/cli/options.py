@@ -20,6 +20,13 @@ SkipInvalidOption = Annotated[
         "--skip-invalid", help="Skip lines that cannot be read (with a warning saying how many)."
     ),
 ]
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help="A policy file (TOML, `field = value` under [policy]; see `unbounded tune`).",
+    ),
+]
 FileOrderOption = Annotated[
     bool,
     typer.Option(

@@ -15,13 +15,19 @@ from rich.table import Table
 from unbounded.addresses import FileAddress, parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.compact_command import make_provider
-from unbounded.cli.options import FileOrderOption, SkipInvalidOption, read_transcript
+from unbounded.cli.options import (
+    FileOrderOption,
+    PolicyOption,
+    SkipInvalidOption,
+    read_transcript,
+)
 from unbounded.demo import DEMO_SOURCE, demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, ReplayReport, replay_session
 from unbounded.evaluation.report import render_report_html
 from unbounded.evaluation.sources import latest_session
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, load_model_table
+from unbounded.policy import Policy
 
 _KIND_STYLE = {
     "compaction": "bold magenta",
@@ -86,6 +92,7 @@ def replay_command(
     ] = False,
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
+    policy_file: PolicyOption = None,
 ) -> None:
     """Replay a session through unbounded's pipeline and compare costs with baselines."""
     transcript, source = pick_session(path, skip_invalid=skip_invalid, file_order=file_order)
@@ -97,7 +104,12 @@ def replay_command(
         model_name = DEFAULT_MODEL
     provider = make_provider(summarizer, model_name)
     options = ReplayOptions(
-        model=model, window=window, summarizer=provider, source=source, model_table=table
+        model=model,
+        window=window,
+        summarizer=provider,
+        source=source,
+        model_table=table,
+        policy=Policy.from_file(policy_file) if policy_file is not None else None,
     )
     if as_json:
         report = replay_session(transcript, options)

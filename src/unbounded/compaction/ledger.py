@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
+from unbounded.model.tools import file_write_path
 from unbounded.tokens.estimate import tool_result_tokens
 
 _TAIL = 2
@@ -46,6 +47,8 @@ class ToolRecord:
     """Estimated tokens of the result's content."""
     precleared: bool = False
     """The result already reads `[Old tool result content cleared]` in the input."""
+    write_path: str | None = None
+    """The file this call wrote or edited, if any (a later write supersedes earlier reads)."""
 
 
 def is_cleared_content(content: Any) -> bool:
@@ -114,6 +117,7 @@ class ToolLedger:
                         compactable=compactable,
                         use_index=index,
                         read_path=tools.read_path(block) if compactable else None,
+                        write_path=file_write_path(block),
                     )
                 elif kind == "tool_result":
                     record = records.get(str(block.get("tool_use_id")))
@@ -162,6 +166,10 @@ class ToolLedger:
 
     def __len__(self) -> int:
         return len(self._records)
+
+    def records(self) -> list[ToolRecord]:
+        """Every tool call seen, in call order."""
+        return list(self._records.values())
 
     def compactable_results(self) -> list[ToolRecord]:
         """Calls of compactable tools whose result is in the messages, in call order."""

@@ -6,7 +6,8 @@ session's `memory_compactor` (tried first by `Session.auto_compact`, seed 004 "T
 1. Refuse (None) when session memory is off, when there are no notes, or when they are
    still the empty template. Wait for an update in flight, at most
    `Policy.session_memory_wait_seconds` (15 s); after that use the notes as they are.
-2. Choose the messages to keep (`calculate_messages_to_keep_index`): start at the first
+2. Choose the messages to keep (`calculate_messages_to_keep_index`; the token limits are in
+   real tokens, the length estimates scaled by `Session.calibration`): start at the first
    message the notes do not cover (the one after `SessionMemory.updated_through`; the first
    message after the boundary when the notes cover nothing of this view); if that keeps at
    least `session_memory_keep_max_tokens` (40,000), stop; if it keeps at least
@@ -346,6 +347,13 @@ async def try_session_memory_compaction(
         return None
     view = list(session.view)
     threshold = session.thresholds.autocompact
+    # Keep limits are in real tokens: the length estimates they are counted on are scaled by
+    # the session's calibration (length/4 undercounts code and JSON 1.5-2x).
+    calibration = session.calibration or 1.0
+    policy = policy.with_changes(
+        session_memory_keep_min_tokens=round(policy.session_memory_keep_min_tokens / calibration),
+        session_memory_keep_max_tokens=round(policy.session_memory_keep_max_tokens / calibration),
+    )
     plan = plan_messages_to_keep(session.entries, view, memory.updated_through, policy)
     if isinstance(plan, str):
         skip(plan)

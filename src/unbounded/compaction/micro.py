@@ -313,6 +313,24 @@ def select_count_based(
     return chosen, saved
 
 
+def superseded_reads(records: Sequence[ToolRecord]) -> list[str]:
+    """Ids of file reads a later read or write of the same file made stale.
+
+    The agent works from the newest content of a file; an older read of it is dead weight in
+    the context (a later edit even makes it wrong). Records are in call order.
+    """
+    latest: dict[str, int] = {}
+    for record in records:
+        for path in (record.read_path, record.write_path):
+            if path:
+                latest[path] = record.order
+    return [
+        r.tool_use_id
+        for r in records
+        if r.read_path and r.result_index is not None and latest[r.read_path] > r.order
+    ]
+
+
 def select_time_based(
     compactable_ids: Sequence[str], *, keep_recent: int, already_cleared: Collection[str] = ()
 ) -> list[str]:
@@ -425,9 +443,15 @@ def _count_based(
         [(r.tool_use_id, r.tokens) for r in candidates],
         keep_recent=policy.microcompact_keep_recent,
         protect_tokens=policy.microcompact_protect_recent_tokens,
-        min_savings=policy.microcompact_min_savings,
+        min_savings=0,
     )
-    if not chosen:
+    if policy.clear_superseded_reads:
+        # A stale read is cleared whatever its age: the newer copy is in the context.
+        stale = set(superseded_reads(state.ledger.records())) - set(chosen)
+        extra = [r for r in candidates if r.tool_use_id in stale]
+        chosen = [*chosen, *(r.tool_use_id for r in extra)]
+        saved += sum(r.tokens for r in extra)
+    if not chosen or saved < policy.microcompact_min_savings:
         return _passthrough(state, messages)
     chosen_set = set(chosen)
     records = [r for r in candidates if r.tool_use_id in chosen_set]

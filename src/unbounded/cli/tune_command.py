@@ -1,0 +1,119 @@
+"""`unbounded tune PATH...`: search the policy on your own sessions and write the best."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.cli.options import PolicyOption
+from unbounded.errors import ConfigError
+from unbounded.evaluation.tune import SEARCH_SPACE, Candidate, TuneReport, tune_policy
+from unbounded.fileio import atomic_write_chunks
+from unbounded.policy import Policy
+
+
+@app.command("tune")
+@exits_cleanly
+def tune_command(
+    paths: Annotated[list[Path], typer.Argument(help="Recorded sessions to tune the policy on.")],
+    trials: Annotated[
+        int, typer.Option("--trials", min=0, help="Policies to try besides the default.")
+    ] = 16,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes to use.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the search (repeatable).")] = 0,
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="Where to write the chosen policy (TOML)."),
+    ] = Path("unbounded-policy.toml"),
+    policy_file: PolicyOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Find the cheapest policy for these sessions that keeps at least what the default
+    keeps (the continuation measure), and write it as a policy file."""
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such session file")
+    base = Policy.from_file(policy_file) if policy_file is not None else Policy.from_env()
+    if as_json:
+        report = tune_policy(paths, trials=trials, jobs=jobs, seed=seed, base=base)
+    else:
+        with Progress(
+            TextColumn("[bold]tuning[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("replays"),
+            TimeElapsedColumn(),
+            console=error_console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task("tune", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            report = tune_policy(
+                paths, trials=trials, jobs=jobs, seed=seed, base=base, progress=advance
+            )
+    text = report.policy().to_toml()
+    atomic_write_chunks(output, [text.encode("utf-8")], mode=None)
+    if as_json:
+        print(json.dumps({**report.to_dict(), "output": str(output)}, indent=2))
+        return
+    render(report)
+    console.print(
+        f"policy written to [bold]{output}[/] (use it with --policy or Session(policy=...))"
+    )
+
+
+def _label(candidate: Candidate) -> str:
+    if not candidate.changes:
+        return "default"
+    short = {
+        "early_compact_fraction": "early",
+        "cold_cache_compact_fraction": "cold",
+        "session_memory_keep_max_tokens": "keep",
+        "rehydrate_total_file_tokens": "files",
+        "compact_instead_of_clearing": "no-clear",
+    }
+    changes = candidate.changes
+    return " ".join(f"{short[name]}={changes[name]}" for name in SEARCH_SPACE if name in changes)
+
+
+def render(report: TuneReport) -> None:
+    """The table of every policy tried, cheapest first."""
+    table = Table(
+        title="Policies tried (cost summed over the sessions; continuation: share of what the "
+        "agent used next that the compacted context kept)",
+        title_justify="left",
+    )
+    table.add_column("policy", overflow="fold")
+    table.add_column("cost", justify="right")
+    table.add_column("vs recorded", justify="right")
+    table.add_column("continuation", justify="right")
+    table.add_column("compactions", justify="right")
+    floor = report.default.continuation
+    for candidate in sorted(report.candidates, key=lambda c: c.cost):
+        recorded = candidate.recorded_cost
+        if candidate is report.best:
+            style = "bold green"
+        else:
+            style = "" if candidate.continuation >= floor else "grey50"
+        table.add_row(
+            _label(candidate),
+            f"${candidate.cost:,.2f}",
+            f"{candidate.cost / recorded:.2f}×" if recorded else "n/a",
+            f"{candidate.continuation:.2f}",
+            str(candidate.compactions),
+            style=style,
+        )
+    console.print(table)
+    console.print(
+        f"chosen: {_label(report.best)} — the cheapest whose continuation is at least the "
+        f"default's ({floor:.2f}); greyed rows keep less"
+    )
