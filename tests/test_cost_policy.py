@@ -4,6 +4,7 @@ that breaks the cache, superseded reads, policy files, and `unbounded tune`."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,8 +19,8 @@ from unbounded.compaction.ledger import ToolLedger
 from unbounded.compaction.micro import MicrocompactState, count_based_microcompact, superseded_reads
 from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
 from unbounded.errors import ConfigError
-from unbounded.events import EarlyCompaction, Event
 from unbounded.evaluation.tune import draw_candidates, tune_policy, with_keep
+from unbounded.events import EarlyCompaction, Event
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 
@@ -62,9 +63,9 @@ def test_a_free_compaction_happens_early_and_only_with_notes() -> None:
     early = [e for e in events if isinstance(e, EarlyCompaction)]
     assert early and compacted
     room = session.thresholds.autocompact - session.estimate_request_tokens([])
-    assert all(e.tokens - session.estimate_request_tokens([]) >= 0.5 * room for e in early)
+    assert all(e.tokens - session.estimate_request_tokens([]) >= Policy().early_compact_fraction * room for e in early)
     assert all(e.tokens < session.thresholds.autocompact for e in early)
-    assert all(b - a > 1 for a, b in zip(compacted, compacted[1:], strict=False))  # never in a row
+    assert all(b - a > 1 for a, b in itertools.pairwise(compacted))  # never in a row
     # without session notes nothing compacts before the threshold
     plain_events: list[Event] = []
     plain = Session(CONFIG, policy=Policy(), events=plain_events.append, clock=Clock())

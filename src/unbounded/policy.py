@@ -139,7 +139,7 @@ class Policy:
     threshold (the system prompt and tools left out), compact now if a
     compaction costs no summary call: the whole prefix is written again anyway, and a small
     one costs less (0 turns it off)."""
-    early_compact_fraction: float = 0.5
+    early_compact_fraction: float = 0.4
     """With a compaction that costs no summary call available, compact once the conversation
     fills this share of its room below the threshold (1.0: only at the threshold)."""
     cache_ttl_upgrade_after_idle: int = 0
@@ -151,6 +151,9 @@ class Policy:
     compact_instead_of_clearing: bool = True
     """At the warning level, where count-based clearing would break the warm cache, compact
     instead when that costs no summary call."""
+    cold_cache_compact_min_saving: float = 0.05
+    """A compaction at a cold-cache moment must free at least this share of the context: the
+    whole context is written again anyway, so a smaller saving already pays."""
     early_compact_retry_tokens: int = 5_000
     """After an early compaction was refused, wait for this many more tokens before trying
     again."""
@@ -171,9 +174,12 @@ class Policy:
     # -- rehydration after compaction (seed 004 "Re-Injected Attachments") -----------------
     rehydrate_max_files: int = 5
     """Most recently read files re-read after a compaction."""
+    rehydrate_min_uses: int = 1
+    """A file is re-read only if the agent read or wrote it at least this often, or modified
+    it, or it is the most recently read (1: every recent file, as Claude Code does)."""
     rehydrate_tokens_per_file: int = 5_000
     """Cap per re-read file."""
-    rehydrate_total_file_tokens: int = 50_000
+    rehydrate_total_file_tokens: int = 10_000
     """Cap on all re-read files together."""
     rehydrate_tokens_per_skill: int = 5_000
     """Cap per invoked skill re-injected."""
@@ -209,11 +215,11 @@ class Policy:
     session_memory_compact_section_chars: int = 8_000
     """Each section is cut to this many characters (~2,000 tokens) when the notes become a
     compaction summary; headers and descriptions are kept and a marker points to the file."""
-    session_memory_keep_min_tokens: int = 6_000
+    session_memory_keep_min_tokens: int = 2_400
     """Session-memory compaction keeps at least this many tokens of recent messages…"""
-    session_memory_keep_min_text_messages: int = 5
+    session_memory_keep_min_text_messages: int = 3
     """…and at least this many recent messages with text…"""
-    session_memory_keep_max_tokens: int = 15_000
+    session_memory_keep_max_tokens: int = 6_000
     """…and stops expanding backwards once it keeps this many."""
     session_memory_wait_seconds: float = 15.0
     """Compaction waits this long for a notes update in flight, then uses the notes as they are."""
@@ -236,6 +242,7 @@ class Policy:
             "cold_cache_compact_fraction",
             "early_compact_fraction",
             "early_compact_min_saving",
+            "cold_cache_compact_min_saving",
         ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"Policy.{name} must be in [0, 1]")
@@ -312,6 +319,9 @@ class Policy:
             "clear_superseded_reads": False,
             "session_memory_keep_min_tokens": 10_000,
             "session_memory_keep_max_tokens": 40_000,
+            "session_memory_keep_min_text_messages": 5,
+            "rehydrate_total_file_tokens": 50_000,
+            "cold_cache_compact_min_saving": 0.1,
             **overrides,
         }
         return cls(**values)  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ from unbounded.compaction.conversation import (
     CompactionResult,
     compact_conversation,
 )
-from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
+from unbounded.compaction.glue import RehydrateSource, default_facts_ledger, rehydrator_for
 from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
@@ -140,8 +140,15 @@ def _reply_start(view: Sequence[Entry], end: int) -> int:
 class SessionClosedError(UnboundedError):
     """The session was closed; open it again to go on."""
 
-MemoryCompactor = Callable[["Session"], Awaitable[CompactionResult | None]]
-"""Session-memory compaction: a result built from the notes, or None to fall through."""
+class MemoryCompactor(Protocol):
+    """Session-memory compaction: a result built from the notes, or None to fall through."""
+
+    def __call__(
+        self, session: Session, /, *, max_post_tokens: int | None = None
+    ) -> Awaitable[CompactionResult | None]:
+        """Compact `session` from its notes; None when the result would hold more than
+        `max_post_tokens` (default: the auto-compact threshold) or there is nothing to use."""
+        ...
 PrepareListener = Callable[["Session"], Awaitable[None]]
 """Awaited at the start of every `prepare()` (notes updates, instruction-file attachments)."""
 TurnListener = Callable[["Session", Entry], None]
@@ -175,10 +182,16 @@ class SessionConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     validate_requests: bool = False
     """Check every prepared request with validate_request (costs O(history) per turn)."""
+    system_tokens: int | None = None
+    """The tokens the system prompt and tools take, when you know them (counted once with
+    the provider's token counter, or a prompt a proxy adds that `system` does not show): used
+    as they are instead of a length estimate, so only the messages' estimate is calibrated."""
 
     def __post_init__(self) -> None:
         if not self.model:
             raise ConfigError("SessionConfig needs a model")
+        if self.system_tokens is not None and self.system_tokens < 0:
+            raise ConfigError("SessionConfig.system_tokens must be >= 0")
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise ConfigError("SessionConfig.max_tokens must be > 0")
         if not self.query_source:
@@ -256,12 +269,17 @@ class Session:
         hooks: Any | None = None,
         memory_compactor: MemoryCompactor | None = None,
         allowed_roots: Sequence[str | Path] | None = None,
+        rehydrate_from: RehydrateSource = "disk",
         diff_dir: str | Path | None = None,
         ttl_eligible: bool | None = None,
         clock: Callable[[], datetime] = _now,
         extensions: Sequence[SessionExtension] = (),
         redact_secrets: bool | Redactor = False,
     ) -> None:
+        if rehydrate_from not in ("disk", "transcript"):
+            raise ConfigError(
+                f"rehydrate_from must be 'disk' or 'transcript', not {rehydrate_from!r}"
+            )
         self.config = config
         table = model_table or load_model_table()
         info = table.get(config.model)
@@ -278,10 +296,15 @@ class Session:
         self._overhead_raw = rough_token_count(
             orjson.dumps([config.system or "", config.tools]).decode()
         )
-        if pad_estimate(self._overhead_raw) >= self.thresholds.autocompact:
+        overhead = (
+            config.system_tokens
+            if config.system_tokens is not None
+            else pad_estimate(self._overhead_raw)
+        )
+        if overhead >= self.thresholds.autocompact:
             raise ConfigError(
                 f"the system prompt and tools alone take about "
-                f"{pad_estimate(self._overhead_raw):,} tokens, over the auto-compact threshold "
+                f"{overhead:,} tokens, over the auto-compact threshold "
                 f"of a {self.model_info.context_window:,}-token window "
                 f"({self.thresholds.autocompact:,}): no compaction can make room; use a "
                 "larger context_window or a shorter system prompt"
@@ -295,6 +318,7 @@ class Session:
         self.hooks = hooks
         self.memory_compactor = memory_compactor
         self.allowed_roots = [str(r) for r in allowed_roots] if allowed_roots is not None else None
+        self.rehydrate_from: RehydrateSource = rehydrate_from
         self._events = events
         self._clock = clock
         self.redactor = redactor_for(redact_secrets)
@@ -742,19 +766,28 @@ class Session:
         counter = self._counter
         if not counter.anchored:
             return
-        estimate = self._overhead_raw + counter.raw_estimate_at_anchor
-        if estimate > 0 and counter.anchor_tokens > 0:
-            ratio = counter.anchor_tokens / estimate
+        exact = self.config.system_tokens
+        if exact is None:
+            estimate = self._overhead_raw + counter.raw_estimate_at_anchor
+            reported = counter.anchor_tokens
+        else:  # a known system size is not estimated, so only the messages are calibrated
+            estimate = counter.raw_estimate_at_anchor
+            reported = counter.anchor_tokens - exact
+        if estimate > 0 and reported > 0:
+            ratio = reported / estimate
             self.calibration = min(CALIBRATION_MAX, max(CALIBRATION_MIN, ratio))
 
     def estimate_request_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """What a request of these messages (with this session's system prompt and tools)
         will count: the length estimate scaled by `calibration`, or padded by 4/3 before
-        the first usage arrives."""
-        raw = self._overhead_raw + sum(content_tokens(m.get("content")) for m in messages)
+        the first usage arrives (`SessionConfig.system_tokens`, when given, as it is)."""
+        raw = sum(content_tokens(m.get("content")) for m in messages)
+        exact = self.config.system_tokens
+        if exact is None:
+            raw += self._overhead_raw
         if self.calibration is None:
-            return pad_estimate(raw)
-        return math.ceil(raw * self.calibration)
+            return pad_estimate(raw) + (exact or 0)
+        return math.ceil(raw * self.calibration) + (exact or 0)
 
     def _warn_if_needed(self) -> None:
         status = self.status()
@@ -860,12 +893,19 @@ class Session:
 
     async def _compact_early(self, reason: str) -> CompactionResult | None:
         """A session-memory compaction before the threshold (None when it is refused: also
-        when it would free less than `Policy.early_compact_min_saving` of the context)."""
+        when it would free less than `Policy.early_compact_min_saving` of the context, or
+        `cold_cache_compact_min_saving` at a cold-cache moment)."""
         assert self.memory_compactor is not None
         tokens = self._counter.total
-        result = await self.memory_compactor(self)
-        most = (1 - self.policy.early_compact_min_saving) * tokens
-        if result is None or result.post_tokens > most:
+        policy = self.policy
+        saving = (
+            policy.cold_cache_compact_min_saving
+            if reason == "cold_cache"
+            else policy.early_compact_min_saving
+        )
+        # The limit goes to the compactor so a refused compaction announces and hooks nothing.
+        result = await self.memory_compactor(self, max_post_tokens=int((1 - saving) * tokens))
+        if result is None:
             return None
         emit(self._events, EarlyCompaction(reason, tokens, self.thresholds.autocompact))
         self.tracking.consecutive_failures = 0
@@ -979,7 +1019,12 @@ class Session:
             sent_messages=sent,
             transcript_path=self.store.transcript_path,
             hooks=self.hooks,
-            rehydrate=rehydrator_for(self.entries, self.allowed_roots),
+            rehydrate=rehydrator_for(
+                self.entries,
+                self.allowed_roots,
+                source=self.rehydrate_from,
+                policy=self.policy,
+            ),
             facts_ledger=default_facts_ledger,
             planner=lambda request, skip: place_cache_breakpoints(
                 request,

@@ -163,6 +163,8 @@ def compact_command(
 
     from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
 
+    policy = Policy.from_env()
+
     with console.status("Compacting…", spinner="dots") if not as_json else nullcontext():
         result = asyncio.run(
             compact_conversation(
@@ -174,9 +176,9 @@ def compact_command(
                 direction=partial,  # type: ignore[arg-type]
                 pivot_uuid=pivot,
                 transcript_path=str(source) if source is not None else None,
-                rehydrate=rehydrator_for(thread),
+                rehydrate=rehydrator_for(thread, policy=policy),
                 facts_ledger=default_facts_ledger,
-                policy=Policy.from_env(),
+                policy=policy,
                 events=show,
             )
         )

@@ -24,7 +24,7 @@ PolicyOption = Annotated[
     Path | None,
     typer.Option(
         "--policy",
-        help="A policy file (TOML, `field = value` under [policy]; see `unbounded tune`).",
+        help="A policy file (TOML, `field = value` lines under \\[policy]; see `unbounded tune`).",
     ),
 ]
 FileOrderOption = Annotated[

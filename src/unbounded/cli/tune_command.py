@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -66,23 +67,33 @@ def tune_command(
         print(json.dumps({**report.to_dict(), "output": str(output)}, indent=2))
         return
     render(report)
+    for skipped_path, why in report.skipped.items():
+        console.print(f"[yellow]skipped[/] {escape(f'{skipped_path}: {why}')}")
     console.print(
         f"policy written to [bold]{output}[/] (use it with --policy or Session(policy=...))"
     )
 
 
-def _label(candidate: Candidate) -> str:
-    if not candidate.changes:
+def _label(candidate: Candidate, base: Policy) -> str:
+    """The candidate's changes from the base policy, in short names."""
+    changes = {
+        name: value for name, value in candidate.changes.items() if getattr(base, name) != value
+    }
+    if not changes:
         return "default"
     short = {
         "early_compact_fraction": "early",
         "cold_cache_compact_fraction": "cold",
+        "cold_cache_compact_min_saving": "cold-saving",
         "session_memory_keep_max_tokens": "keep",
+        "session_memory_keep_min_text_messages": "keep-texts",
         "rehydrate_total_file_tokens": "files",
-        "compact_instead_of_clearing": "no-clear",
+        "rehydrate_min_uses": "file-uses",
+        "compact_instead_of_clearing": "compact-not-clear",
     }
-    changes = candidate.changes
-    return " ".join(f"{short[name]}={changes[name]}" for name in SEARCH_SPACE if name in changes)
+    return " ".join(
+        f"{short.get(name, name)}={changes[name]}" for name in SEARCH_SPACE if name in changes
+    )
 
 
 def render(report: TuneReport) -> None:
@@ -105,7 +116,7 @@ def render(report: TuneReport) -> None:
         else:
             style = "" if candidate.continuation >= floor else "grey50"
         table.add_row(
-            _label(candidate),
+            _label(candidate, report.base),
             f"${candidate.cost:,.2f}",
             f"{candidate.cost / recorded:.2f}×" if recorded else "n/a",
             f"{candidate.continuation:.2f}",
@@ -114,6 +125,6 @@ def render(report: TuneReport) -> None:
         )
     console.print(table)
     console.print(
-        f"chosen: {_label(report.best)} — the cheapest whose continuation is at least the "
-        f"default's ({floor:.2f}); greyed rows keep less"
+        f"chosen: {_label(report.best, report.base)} — the cheapest whose continuation is at "
+        f"least the default's ({floor:.2f}); greyed rows keep less"
     )

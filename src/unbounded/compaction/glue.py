@@ -1,19 +1,26 @@
 """Default callbacks that connect `compact_conversation` to rehydration and the facts ledger.
 
 Used by the CLI and the session for recorded or live transcripts: the working state is
-rebuilt from the entries, and files are re-read only inside the session's working folders.
+rebuilt from the entries, and files are re-read only inside the session's working folders, or
+restored from the transcript's own record of them where there is no such disk (a worker on a
+shared store, a replay of a session recorded elsewhere).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 # Importing rehydrate registers the renderers of the attachment types it creates.
 from unbounded.compaction.facts import facts_ledger_for
+from unbounded.compaction.recorded_files import recorded_files
 from unbounded.compaction.rehydrate import make_rehydrator, working_state_from_entries
 from unbounded.model.entries import Entry
+from unbounded.policy import Policy
 
+RehydrateSource = Literal["disk", "transcript"]
+"""Where restored files come from: the local disk, or the transcript's own record of them."""
 Rehydrator = Callable[[list[Entry]], tuple[list[dict[str, Any]], list[str]]]
 
 
@@ -28,12 +35,38 @@ def session_roots(entries: Sequence[Entry]) -> list[str]:
 
 
 def rehydrator_for(
-    entries: Sequence[Entry], allowed_roots: Sequence[str] | None = None
+    entries: Sequence[Entry],
+    allowed_roots: Sequence[str] | None = None,
+    *,
+    source: RehydrateSource = "disk",
+    policy: Policy | None = None,
 ) -> Rehydrator:
-    """A rehydrator over the working state recorded in `entries`, reading only inside roots."""
+    """A rehydrator over the working state recorded in `entries`: files re-read from the disk
+    inside the roots, or (`source="transcript"`) restored as the transcript last showed them."""
+    state = working_state_from_entries(entries)
+    if source == "transcript":
+        cwd = (session_roots(entries) or [os.sep])[-1]
+        shown = {os.path.join(cwd, path): file for path, file in recorded_files(entries).items()}
+
+        def read_shown(path: str) -> str:
+            text = shown[path].text
+            if text is None:
+                raise OSError("changed in a way the transcript does not show")
+            return text
+
+        return make_rehydrator(
+            state,
+            allowed_roots=None,
+            read_file=read_shown,
+            file_size=lambda path: 0 if path in shown else None,
+            resolve_path=lambda path: path,
+            cwd=cwd,
+            policy=policy,
+        )
     roots = list(allowed_roots) if allowed_roots is not None else session_roots(entries)
-    cwd = roots[-1] if roots else None
-    return make_rehydrator(working_state_from_entries(entries), allowed_roots=roots, cwd=cwd)
+    return make_rehydrator(
+        state, allowed_roots=roots, cwd=roots[-1] if roots else None, policy=policy
+    )
 
 
 def default_facts_ledger(entries: list[Entry]) -> str:

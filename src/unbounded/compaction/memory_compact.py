@@ -318,9 +318,10 @@ def _boundary_metadata(session: Session, updated_through: str | None) -> dict[st
 
 
 async def try_session_memory_compaction(
-    session: Session, memory: SessionMemory
+    session: Session, memory: SessionMemory, *, max_post_tokens: int | None = None
 ) -> CompactionResult | None:
-    """A compaction built from the notes, or None to fall through to a summary call."""
+    """A compaction built from the notes, or None to fall through to a summary call (also
+    when the result would hold more than `max_post_tokens`, default under the threshold)."""
     policy = session.policy
     sink = session.events_sink()
 
@@ -400,7 +401,12 @@ async def try_session_memory_compaction(
     attachments: list[dict[str, Any]] = []
     skipped: list[str] = []
     if memory.rehydrate:
-        rehydrate = rehydrator_for(session.entries, session.allowed_roots)
+        rehydrate = rehydrator_for(
+            session.entries,
+            session.allowed_roots,
+            source=session.rehydrate_from,
+            policy=session.policy,
+        )
         attachments, skipped = rehydrate(list(view[plan:]))
     pre_tokens = session.status().tokens
     metadata = _boundary_metadata(session, memory.updated_through)
@@ -420,6 +426,12 @@ async def try_session_memory_compaction(
     result.post_tokens = session.estimate_request_tokens(normalize_messages(result.view()))
     if result.post_tokens >= threshold:
         skip(f"the context would still hold {result.post_tokens:,} tokens (>= {threshold:,})")
+        return None
+    if max_post_tokens is not None and result.post_tokens > max_post_tokens:
+        skip(
+            f"the context would still hold {result.post_tokens:,} tokens "
+            f"(> {max_post_tokens:,} for a compaction before the threshold)"
+        )
         return None
     hooks = session.hooks
     hook_texts: list[str] = []

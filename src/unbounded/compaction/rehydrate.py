@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 
 from unbounded.compaction.facts import text_of, todo_list_from_tool
+from unbounded.compaction.recorded_files import UNCHANGED_STUB_PREFIX
 from unbounded.model.attachments import RENDERERS
 from unbounded.model.entries import Entry
 from unbounded.model.tools import file_read_path, file_write_path
@@ -76,6 +77,10 @@ class FileReadState:
     read_at: float
     """Any increasing clock (epoch seconds, a turn counter): larger is more recent."""
     unchanged_stub: bool = False
+    uses: int = 1
+    """Reads and writes of the file so far (how much the work revolves around it)."""
+    modified: bool = False
+    """The agent wrote or edited the file."""
 
 
 @dataclass(slots=True)
@@ -115,9 +120,27 @@ class WorkingState:
     mcp_instructions_delta: str | None = None
     """MCP servers' instructions for deferred tools."""
 
-    def record_read(self, path: str, read_at: float, *, unchanged_stub: bool = False) -> None:
-        """Note that `path` was read at `read_at` (a stub read marks it as unchanged)."""
-        self.files_read[path] = FileReadState(read_at=read_at, unchanged_stub=unchanged_stub)
+    def record_read(
+        self, path: str, read_at: float, *, unchanged_stub: bool = False, write: bool = False
+    ) -> None:
+        """Note that `path` was read (or, with `write`, written) at `read_at`; a stub read
+        marks it as unchanged. Uses accumulate."""
+        known = self.files_read.get(path)
+        self.files_read[path] = FileReadState(
+            read_at=read_at,
+            unchanged_stub=unchanged_stub,
+            uses=(known.uses + 1) if known is not None else 1,
+            modified=write or (known is not None and known.modified),
+        )
+
+    def record_stub(self, path: str, read_at: float) -> None:
+        """Note that the latest read of `path` returned the "unchanged" stub (not a new use)."""
+        known = self.files_read.get(path)
+        if known is None:
+            self.record_read(path, read_at, unchanged_stub=True)
+        else:
+            known.read_at = read_at
+            known.unchanged_stub = True
 
     def record_skill(
         self, name: str, content: str, invoked_at: float, path: str | None = None
@@ -236,7 +259,7 @@ def _absolute(path: str, cwd: str | None) -> str | None:
 def rehydrate_files(
     state: WorkingState,
     *,
-    allowed_roots: Sequence[str | Path],
+    allowed_roots: Sequence[str | Path] | None,
     kept_messages: Iterable[Entry | Mapping[str, Any]] = (),
     policy: Policy | None = None,
     read_file: Callable[[str], str] | None = None,
@@ -249,7 +272,8 @@ def rehydrate_files(
     """File attachments for the most recently read files, the skips, and their tokens."""
     policy = policy or Policy()
     reader = read_file or (lambda path: read_utf8(path, max_file_bytes + 1))
-    roots = [resolve_path(str(root)) for root in allowed_roots]
+    # None: the text does not come from this machine's disk (see recorded_files), no roots.
+    roots = None if allowed_roots is None else [resolve_path(str(r)) for r in allowed_roots]
     memory_names = set(memory_file_names)
     plan = resolve_path(state.plan_file_path) if state.plan_file_path else None
     kept: set[str] = set()
@@ -274,10 +298,28 @@ def rehydrate_files(
             skipped.append(Skipped("file", path, "last read was an unchanged-file stub"))
         elif resolved in kept:
             skipped.append(Skipped("file", path, "already read in a kept message"))
-        elif not _inside(resolved, roots):
+        elif roots is not None and not _inside(resolved, roots):
             skipped.append(Skipped("file", path, "resolves outside the allowed roots"))
         else:
             candidates.append((path, resolved))
+    # A file read once and never touched again was most likely a look around: the summary
+    # names it, and restoring it would be carried (and paid for) on every call until the next
+    # compaction. The newest candidate is always restored: the agent was in the middle of it.
+    used: list[tuple[str, str]] = []
+    for rank, (path, resolved) in enumerate(candidates):
+        read_state = state.files_read[path]
+        if rank and not read_state.modified and read_state.uses < policy.rehydrate_min_uses:
+            skipped.append(
+                Skipped(
+                    "file",
+                    path,
+                    f"used {read_state.uses} time(s), under rehydrate_min_uses "
+                    f"({policy.rehydrate_min_uses}), and never modified",
+                )
+            )
+        else:
+            used.append((path, resolved))
+    candidates = used
     for path, _ in candidates[policy.rehydrate_max_files :]:
         skipped.append(
             Skipped("file", path, f"not among the {policy.rehydrate_max_files} most recent")
@@ -346,7 +388,7 @@ def rehydrate_skills(
 def rehydrate(
     state: WorkingState,
     *,
-    allowed_roots: Sequence[str | Path],
+    allowed_roots: Sequence[str | Path] | None,
     kept_messages: Iterable[Entry | Mapping[str, Any]] = (),
     policy: Policy | None = None,
     read_file: Callable[[str], str] | None = None,
@@ -427,7 +469,7 @@ def rehydrate(
 def make_rehydrator(
     state: WorkingState,
     *,
-    allowed_roots: Sequence[str | Path],
+    allowed_roots: Sequence[str | Path] | None,
     **options: Any,
 ) -> Callable[[list[Entry]], tuple[list[dict[str, Any]], list[str]]]:
     """`rehydrate` as the orchestrator's callback: kept entries in, (attachments, skips) out.
@@ -444,8 +486,6 @@ def make_rehydrator(
 
 # -- the working state of a recorded session -------------------------------------------------
 
-UNCHANGED_STUB_PREFIX = "File unchanged since last read"
-"""How Claude Code's FILE_UNCHANGED stub result begins (a read that returned no content)."""
 PLAN_DIRECTORY_MARKER = "/.claude/plans/"
 """Files written under a folder like this are plan files."""
 SKILL_TOOLS = frozenset({"Skill"})
@@ -497,11 +537,11 @@ def working_state_from_entries(entries: Sequence[Entry]) -> WorkingState:
                 name = block.get("name")
                 raw_input = block.get("input")
                 tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
-                path = file_read_path(block) or file_write_path(block)
+                written = file_write_path(block)
+                path = file_read_path(block) or written
                 if path:
                     call_paths[str(block.get("id", ""))] = path
-                    state.record_read(path, moment)
-                written = file_write_path(block)
+                    state.record_read(path, moment, write=path == written)
                 if written and PLAN_DIRECTORY_MARKER in written.replace("\\", "/"):
                     state.plan_file_path = written
                     text = tool_input.get("content")
@@ -525,7 +565,7 @@ def working_state_from_entries(entries: Sequence[Entry]) -> WorkingState:
                 if path and text_of(block.get("content")).lstrip().startswith(
                     UNCHANGED_STUB_PREFIX
                 ):
-                    state.record_read(path, moment, unchanged_stub=True)
+                    state.record_stub(path, moment)
             elif kind == "text" and pending_skill and entry.type == "user" and entry.is_meta:
                 state.record_skill(pending_skill, str(block.get("text", "")), moment)
                 pending_skill = None

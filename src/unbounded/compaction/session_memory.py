@@ -1278,13 +1278,17 @@ class SessionMemory:
         session.store.save_state(STATE_NAME, self.state.to_dict())
 
     # -- compaction ------------------------------------------------------------------------------
-    async def compact(self, session: Session) -> CompactionResult | None:
+    async def compact(
+        self, session: Session, /, *, max_post_tokens: int | None = None
+    ) -> CompactionResult | None:
         """Session-memory compaction (the session's `memory_compactor`)."""
         from unbounded.compaction.memory_compact import try_session_memory_compaction
 
         if not self._enabled_for(session):
             return None
-        return await try_session_memory_compaction(session, self)
+        return await try_session_memory_compaction(
+            session, self, max_post_tokens=max_post_tokens
+        )
 
     def after_compaction(self, session: Session, result: CompactionResult) -> None:
         """Post-compact cleanup of the pointer: keep it when the message it names is still in

@@ -296,7 +296,7 @@ async def evaluate_point(
             provider,
             params=CacheSafeParams(model=model),
             trigger="manual",
-            rehydrate=rehydrator_for(entries),
+            rehydrate=rehydrator_for(entries, policy=policy),
             facts_ledger=default_facts_ledger,
             policy=policy or Policy(),
         )

@@ -33,7 +33,7 @@ The library never prints: progress goes to a callback, everything else into `Rep
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
 
@@ -580,6 +580,7 @@ class _Replayer:
             SessionConfig(
                 model=self.model_name,
                 system=self.prefix.system_blocks(),
+                system_tokens=self.prefix.tokens,
                 context_window=window,
                 validate_requests=False,
             ),
@@ -588,7 +589,7 @@ class _Replayer:
             summarizer=self.summarizer,
             model_table=table,
             events=self.log,
-            allowed_roots=[],
+            rehydrate_from="transcript",
             ttl_eligible=self.ttl == "1h",
             clock=self.clock,
             extensions=extensions,
@@ -656,7 +657,7 @@ class _Replayer:
             points=self.points,
             timeline=self.timeline,
             compaction_records=self.records,
-            ours=self.ours,
+            ours=replace(self.ours, compactions=len(self.records)),
             baselines={b.name: b.run for b in self.baselines},
             recorded_cost=self.recorded_total,
             fidelity=self.fidelity,

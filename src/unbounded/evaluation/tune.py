@@ -30,19 +30,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, UnboundedError
 from unbounded.policy import Policy
 
 SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
-    "early_compact_fraction": (0.5, 0.6, 0.7, 0.85, 1.0),
+    "early_compact_fraction": (0.3, 0.4, 0.5, 0.7, 1.0),
     "cold_cache_compact_fraction": (0.0, 0.2, 0.4),
-    "session_memory_keep_max_tokens": (8_000, 15_000, 25_000, 40_000),
-    "rehydrate_total_file_tokens": (10_000, 25_000, 50_000),
+    "cold_cache_compact_min_saving": (0.05, 0.1, 0.2),
+    "session_memory_keep_max_tokens": (4_000, 6_000, 8_000, 15_000, 40_000),
+    "session_memory_keep_min_text_messages": (3, 5),
+    "rehydrate_total_file_tokens": (5_000, 10_000, 25_000, 50_000),
+    "rehydrate_min_uses": (1, 2),
     "compact_instead_of_clearing": (True, False),
 }
 """Policy fields the search varies, and the values it tries for each."""
 KEEP_MIN_SHARE = 0.4
-"""The keep minimum follows the keep maximum (at most the policy's own minimum)."""
+"""The keep minimum follows the keep maximum: this share of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,8 @@ class TuneReport:
     candidates: list[Candidate]
     best: Candidate
     base: Policy
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Sessions left out, and why (a replay of them under the default policy failed)."""
 
     @property
     def default(self) -> Candidate:
@@ -130,6 +135,7 @@ class TuneReport:
             "best": self.best.to_dict(),
             "candidates": [c.to_dict() for c in self.candidates],
             "policy_toml": self.policy().to_toml(),
+            "skipped": dict(self.skipped),
         }
 
 
@@ -138,9 +144,7 @@ def with_keep(changes: Mapping[str, Any], base: Policy) -> dict[str, Any]:
     out = dict(changes)
     keep_max = out.get("session_memory_keep_max_tokens")
     if isinstance(keep_max, int):
-        out["session_memory_keep_min_tokens"] = min(
-            base.session_memory_keep_min_tokens, int(keep_max * KEEP_MIN_SHARE)
-        )
+        out["session_memory_keep_min_tokens"] = int(keep_max * KEEP_MIN_SHARE)
     return out
 
 
@@ -163,6 +167,15 @@ def draw_candidates(
             seen.add(key)
             drawn.append(choice)
     return drawn
+
+
+def score_or_error(path: str, policy_fields: dict[str, Any]) -> SessionScore | str:
+    """`score_session`, or the message of the error that stopped it (such a session cannot
+    be replayed at all: a compaction side call's own transcript, a prefix over the window)."""
+    try:
+        return score_session(path, policy_fields)
+    except UnboundedError as exc:
+        return str(exc)
 
 
 def score_session(path: str, policy_fields: dict[str, Any]) -> SessionScore:
@@ -225,36 +238,76 @@ def tune_policy(
     candidates = [Candidate({})]
     for changes in draw_candidates(trials, seed=seed):
         candidates.append(Candidate(with_keep(changes, start)))
-    tasks = [
-        (index, str(path), _policy_fields(start.with_changes(**candidate.changes)))
-        for index, candidate in enumerate(candidates)
-        for path in paths
-    ]
+    skipped: dict[str, str] = {}
+    kept_paths = [str(path) for path in paths]
+    total = len(candidates) * len(kept_paths)
     done = 0
-    results: dict[tuple[int, str], SessionScore] = {}
-    if jobs == 1:
-        for index, path, policy_fields in tasks:
-            results[(index, path)] = score_session(path, policy_fields)
-            done += 1
-            if progress is not None:
-                progress(done, len(tasks))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {
-                pool.submit(score_session, path, policy_fields): (index, path)
-                for index, path, policy_fields in tasks
-            }
-            for future in futures:
-                results[futures[future]] = future.result()
-                done += 1
-                if progress is not None:
-                    progress(done, len(tasks))
-    for index, candidate in enumerate(candidates):
-        candidate.scores = [results[(index, str(path))] for path in paths]
+
+    def advance() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    def run(tasks: list[tuple[int, str, dict[str, Any]]]) -> dict[tuple[int, str], Any]:
+        results: dict[tuple[int, str], SessionScore | str] = {}
+        if pool is None:
+            for index, path, policy_fields in tasks:
+                results[(index, path)] = score_or_error(path, policy_fields)
+                advance()
+            return results
+        futures = {
+            pool.submit(score_or_error, path, policy_fields): (index, path)
+            for index, path, policy_fields in tasks
+        }
+        for future in futures:
+            results[futures[future]] = future.result()
+            advance()
+        return results
+
+    # One pool for both rounds: each worker keeps the sessions it has read.
+    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
+    try:
+        first = run([(0, path, _policy_fields(start)) for path in kept_paths])
+        # The default first: a session it cannot replay is left out of every candidate.
+        for path in list(kept_paths):
+            outcome = first[(0, path)]
+            if isinstance(outcome, str):
+                skipped[path] = outcome
+                kept_paths.remove(path)
+                total -= len(candidates) - 1
+            else:
+                candidates[0].scores.append(outcome)
+        if progress is not None:
+            progress(done, total)
+        if not kept_paths:
+            raise ConfigError(
+                "none of the sessions can be replayed: "
+                + "; ".join(f"{path}: {why}" for path, why in skipped.items())
+            )
+        results = run(
+            [
+                (index, path, _policy_fields(start.with_changes(**candidate.changes)))
+                for index, candidate in enumerate(candidates)
+                if index
+                for path in kept_paths
+            ]
+        )
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    tried = [candidates[0]]
+    for index, candidate in enumerate(candidates[1:], start=1):
+        outcomes = [results[(index, path)] for path in kept_paths]
+        # A candidate that breaks a replay the default survives is not a candidate.
+        if all(isinstance(outcome, SessionScore) for outcome in outcomes):
+            candidate.scores = [o for o in outcomes if isinstance(o, SessionScore)]
+            tried.append(candidate)
+    candidates = tried
     floor = candidates[0].continuation
     eligible = [c for c in candidates if c.continuation >= floor]
     best = min(eligible, key=lambda c: (c.cost, -c.continuation))
-    return TuneReport(candidates=candidates, best=best, base=start)
+    return TuneReport(candidates=candidates, best=best, base=start, skipped=skipped)
 
 
 __all__ = [
@@ -263,6 +316,7 @@ __all__ = [
     "SessionScore",
     "TuneReport",
     "draw_candidates",
+    "score_or_error",
     "score_session",
     "tune_policy",
     "with_keep",

@@ -1,0 +1,133 @@
+"""Each file's text as the conversation last showed it: reads, writes and edits replayed.
+
+After a compaction the rehydrator re-reads the files the agent was working on. Usually it
+reads the disk, but a worker that runs a session from a shared store, or a replay of a session
+recorded on another machine, has no such disk: the transcript itself is the record. This
+module rebuilds what each file held from the tool calls in order:
+
+- a read result is the file's text, with the `     1→` / `     1<TAB>` line-number prefixes
+  that agents' read tools add taken off and `<system-reminder>` blocks dropped; a read of a
+  line range (offset or limit given) is marked partial;
+- a write (`Write`, an editor's `create`) replaces the text with what it wrote;
+- an edit (`Edit`, `MultiEdit`, an editor's `str_replace`) is applied to the text when its old
+  string is found; otherwise, and for edits the transcript cannot replay (`insert`,
+  `undo_edit`, notebook edits), the text is marked unknown, so a stale copy is never
+  restored as if it were current;
+- a call whose result is an error changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unbounded.compaction.facts import text_of
+from unbounded.model.entries import Entry
+from unbounded.model.tools import file_read_path, file_write_path
+
+UNCHANGED_STUB_PREFIX = "File unchanged since last read"
+"""How Claude Code's FILE_UNCHANGED stub result begins (a read that returned no content)."""
+_LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.MULTILINE)
+_REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+_RANGE_KEYS = ("offset", "limit", "view_range", "line_range")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedFile:
+    """What the transcript last showed of one file."""
+
+    text: str | None
+    """The file's text; None when a later change cannot be replayed from the transcript."""
+    partial: bool = False
+    """The text is a line range of the file, not all of it."""
+
+
+def strip_line_numbers(text: str) -> str:
+    """A read result's text without its reminders and, when every line has one, without the
+    line-number prefixes read tools add."""
+    without = _REMINDER.sub("\n", text)
+    if without != text:  # the reminders' own line breaks go with them
+        text = without.strip("\n")
+    lines = text.split("\n")
+    if lines and all(_LINE_NUMBER.match(line) for line in lines if line):
+        return _LINE_NUMBER.sub("", text)
+    return text
+
+
+def _input(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = block.get("input")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _replace(text: str, old: object, new: object, replace_all: object = False) -> str | None:
+    if not isinstance(old, str) or not isinstance(new, str) or not old or old not in text:
+        return None
+    return text.replace(old, new) if replace_all is True else text.replace(old, new, 1)
+
+
+def _after_write(block: Mapping[str, Any], before: RecordedFile | None) -> RecordedFile:
+    """The file after a successful write or edit call."""
+    tool_input = _input(block)
+    name = block.get("name")
+    command = tool_input.get("command")
+    for key in ("content", "file_text"):
+        written = tool_input.get(key)
+        if isinstance(written, str) and (name in ("Write", "write_file", "write") or command in (
+            "create",
+            "write",
+        )):
+            return RecordedFile(written)
+    text = before.text if before is not None and not before.partial else None
+    if text is None:
+        return RecordedFile(None)
+    if isinstance(tool_input.get("edits"), list):  # MultiEdit: applied in order
+        for edit in tool_input["edits"]:
+            if not isinstance(edit, Mapping):
+                return RecordedFile(None)
+            changed = _replace(
+                text, edit.get("old_string"), edit.get("new_string"), edit.get("replace_all")
+            )
+            if changed is None:
+                return RecordedFile(None)
+            text = changed
+        return RecordedFile(text)
+    old = tool_input.get("old_string", tool_input.get("old_str"))
+    new = tool_input.get("new_string", tool_input.get("new_str"))
+    changed = _replace(text, old, new, tool_input.get("replace_all"))
+    return RecordedFile(changed)
+
+
+def recorded_files(entries: Sequence[Entry]) -> dict[str, RecordedFile]:
+    """path -> what the transcript last showed of it, over `entries` in order."""
+    files: dict[str, RecordedFile] = {}
+    pending: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
+    for entry in entries:
+        content = entry.content
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use" and entry.type == "assistant":
+                read = file_read_path(block)
+                written = None if read else file_write_path(block)
+                path = read or written
+                if path:
+                    pending[str(block.get("id", ""))] = (path, block, read is not None)
+            elif kind == "tool_result":
+                call = pending.pop(str(block.get("tool_use_id", "")), None)
+                if call is None or block.get("is_error") is True:
+                    continue
+                path, use, is_read = call
+                if is_read:
+                    text = strip_line_numbers(text_of(block.get("content")))
+                    if text.lstrip().startswith(UNCHANGED_STUB_PREFIX):
+                        continue  # the stub says the earlier text still holds
+                    ranged = any(_input(use).get(key) is not None for key in _RANGE_KEYS)
+                    files[path] = RecordedFile(text, partial=ranged)
+                else:
+                    files[path] = _after_write(use, files.get(path))
+    return files
