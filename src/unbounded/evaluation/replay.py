@@ -54,6 +54,7 @@ from unbounded.evaluation.baselines import (
 from unbounded.evaluation.continuation import TextIndex, continuation_scores
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
+from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
     CompactionFailed,
@@ -234,6 +235,8 @@ class ReplayReport:
     session_memory_updates: int = 0
     models: dict[str, int] = field(default_factory=dict)
     """Recorded calls per model, the main model first (each call priced with its own)."""
+    recall: RecallTally = field(default_factory=RecallTally)
+    """Re-fetches of results our policy took out, and what recalls would have cost."""
 
     @property
     def calls(self) -> int:
@@ -331,6 +334,7 @@ class ReplayReport:
             "cache_ttl": self.ttl,
             "retention": self.retention(),
             "continuation": self.continuation(),
+            "recall": self.recall.to_dict(),
             "compaction_points": [r.to_dict() for r in self.compaction_records],
             "timeline": [event.to_dict() for event in self.timeline],
             "notes": list(self.notes),
@@ -609,6 +613,7 @@ class _Replayer:
         self.cache_breaks = 0
         self.invalid = 0
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
+        self.refetch = RefetchCounter()
 
     def _recorded_pricing(self, call: RecordedCall, call_model: str) -> ModelInfo:
         """The model whose prices a recorded call's usage is priced at (module docstring)."""
@@ -670,6 +675,7 @@ class _Replayer:
             notes=self.notes,
             session_memory_updates=self.memory_updates,
             models=self.models_called,
+            recall=self.refetch.finish(self.session),
         )
 
     def _event(self, event: TimelineEvent) -> None:
@@ -718,6 +724,7 @@ class _Replayer:
         events_at = len(self.log.events)
         entries_at = len(session.entries)
         request = await session.prepare()
+        self.refetch.observe(session, request, call.content)
         try:
             validate_request(request["messages"])
         except InvalidRequestError as error:
