@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from unbounded.caching.break_detector import PromptCacheBreakDetector
+from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl
 from unbounded.compaction.cached_micro import with_cache_edits
@@ -108,6 +108,7 @@ from unbounded.recall.receipts import (
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.redaction import Redactor, private_diff_writer, redact_compaction, redactor_for
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
+from unbounded.telemetry import Telemetry, default_telemetry, set_attributes, usage_attributes
 from unbounded.tokens.estimate import (
     ContextCounter,
     content_tokens,
@@ -128,6 +129,23 @@ cache-edit credit, a provider that reports oddly) than the estimate that far off
 INTERRUPT_TEXT = "[Request interrupted by user]"
 INTERRUPT_FOR_TOOL_USE_TEXT = "[Request interrupted by user for tool use]"
 """What Claude Code writes when the user interrupts a response, or a running tool."""
+
+
+def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
+    """What a compaction span reports: whether it happened, and its sizes."""
+    if result is None:
+        set_attributes(span, {"unbounded.compaction.succeeded": False})
+        return
+    set_attributes(
+        span,
+        {
+            "unbounded.compaction.succeeded": True,
+            "unbounded.compaction.summarizer": result.summarizer,
+            "unbounded.compaction.pre_tokens": result.pre_tokens,
+            "unbounded.compaction.post_tokens": result.post_tokens,
+            "unbounded.compaction.summary_tokens": result.summary_tokens,
+        },
+    )
 
 
 def _has_tool_results(entries: Sequence[Entry]) -> bool:
@@ -280,8 +298,11 @@ class Session:
         clock: Callable[[], datetime] = _now,
         extensions: Sequence[SessionExtension] = (),
         redact_secrets: bool | Redactor = False,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.config = config
+        self.telemetry = telemetry or default_telemetry()
+        """Spans and metrics (`unbounded.telemetry`; nothing without opentelemetry-api)."""
         table = model_table or load_model_table()
         info = table.get(config.model)
         self.model_info: ModelInfo = (
@@ -651,10 +672,22 @@ class Session:
         self._calibrate()
         if usage:
             self.micro.observe_response(usage, self.policy)
-            # The detector reports breaks to the session's event sink itself.
-            self.detector.check_response_for_cache_break(
-                usage, query_source=self.config.query_source, now=now.timestamp()
-            )
+            recorded = {"gen_ai.request.model": entry.model or self.config.model}
+            with self.telemetry.span("unbounded.record", {**recorded, **usage_attributes(usage)}):
+                # The detector reports breaks to the session's event sink itself.
+                check = self.detector.check_response_for_cache_break(
+                    usage, query_source=self.config.query_source, now=now.timestamp()
+                )
+                if isinstance(check, CacheBreak):
+                    with self.telemetry.span(
+                        "unbounded.cache_break",
+                        {
+                            "unbounded.cache_break.reason": str(check.reason),
+                            "unbounded.cache_break.previous_read": check.previous_read,
+                            "unbounded.cache_break.current_read": check.current_read,
+                        },
+                    ):
+                        pass
         self._save_state()
         for turn_listener in list(self.turn_listeners):
             turn_listener(self, entry)
@@ -679,6 +712,22 @@ class Session:
         The request shares unchanged message dicts with the session's view: treat it as
         read-only (deep-copy it before editing).
         """
+        attributes = {
+            "gen_ai.request.model": self.config.model,
+            "unbounded.query_source": self.config.query_source,
+        }
+        with self.telemetry.span("unbounded.prepare", attributes) as span:
+            request = await self._prepare()
+            tokens = self._counter.total
+            window = self.model_info.context_window
+            set_attributes(
+                span,
+                {"unbounded.context.tokens": tokens, "unbounded.context.level": self._level},
+            )
+            self.telemetry.context_usage(tokens, window, attributes)
+            return request
+
+    async def _prepare(self) -> ProviderRequest:
         self._check_open()
         self._answer_pending_calls("prepare")
         for prepare_listener in list(self.prepare_listeners):
@@ -687,14 +736,25 @@ class Session:
         await self._maybe_auto_compact()
         last_assistant_at = self._last_assistant_time()
         self._prepare_recall_handles()
-        result = microcompact(
-            self._normalizer.messages,
-            self.micro,
-            policy=self._microcompact_policy(now, last_assistant_at),
-            now=now,
-            last_assistant_at=last_assistant_at,
-            cache_edits_supported=self.config.cache_edits_supported,
-        )
+        with self.telemetry.span("unbounded.microcompaction") as span:
+            result = microcompact(
+                self._normalizer.messages,
+                self.micro,
+                policy=self._microcompact_policy(now, last_assistant_at),
+                now=now,
+                last_assistant_at=last_assistant_at,
+                cache_edits_supported=self.config.cache_edits_supported,
+            )
+            set_attributes(
+                span,
+                {
+                    "unbounded.microcompaction.tier": result.tier,
+                    "unbounded.microcompaction.cleared": len(result.cleared_ids)
+                    + len(result.deleted_ids),
+                    "unbounded.microcompaction.tokens_saved": result.tokens_saved,
+                    "unbounded.microcompaction.breaks_cache": result.breaks_cache,
+                },
+            )
         if result.tier != "none":
             self.tracking.microcompacts += 1
             emit(
@@ -796,6 +856,14 @@ class Session:
     async def auto_compact(self) -> CompactionResult | None:
         """Session memory first, then a summary call; the breaker hands over to the extractive
         summarizer after repeated failures. Returns the compaction, or None when it failed."""
+        with self.telemetry.span(
+            "unbounded.compaction", {"unbounded.compaction.trigger": "auto"}
+        ) as span:
+            result = await self._auto_compact()
+            _compaction_attributes(span, result)
+            return result
+
+    async def _auto_compact(self) -> CompactionResult | None:
         if self.memory_compactor is not None:
             result = await self.memory_compactor(self)
             if result is not None:
@@ -861,9 +929,18 @@ class Session:
         self._check_open()
         self._answer_pending_calls("prepare")
         provider = self.summarizer or self._extractive()
-        return await self._compact(
-            provider, trigger="manual", instructions=instructions, pivot=pivot, direction=direction
-        )
+        with self.telemetry.span(
+            "unbounded.compaction", {"unbounded.compaction.trigger": "manual"}
+        ) as span:
+            result = await self._compact(
+                provider,
+                trigger="manual",
+                instructions=instructions,
+                pivot=pivot,
+                direction=direction,
+            )
+            _compaction_attributes(span, result)
+            return result
 
     async def _compact(
         self,
@@ -891,7 +968,7 @@ class Session:
         # compact_conversation reports its own failures (CompactionFailed) to the sink.
         result = await compact_conversation(
             self.entries,
-            provider,
+            self.telemetry.traced(provider),
             params=self.cache_safe_params(),
             trigger="auto" if trigger == "auto" else "manual",
             instructions=instructions,
