@@ -264,3 +264,56 @@ def test_the_langchain_middleware_registers_recall_and_keeps_what_it_clears() ->
     assert "module 0" in answer and "cleared from the context" in answer
     by_path = middleware.tools[0].func(runtime=runtime, path="m1.py")  # type: ignore[attr-defined]
     assert "module 1" in by_path
+
+
+# -- inspect, the report, replay ---------------------------------------------------------------
+
+
+def test_inspect_lists_the_receipts_of_a_compacted_session(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from unbounded.cli import app
+    from unbounded.cli import inspect_command  # noqa: F401  (registers the command)
+
+    config = SessionConfig(model=MODEL, tools=TOOLS, context_window=60_000)
+    session = Session.open(tmp_path / "s", config, policy=Policy(time_based_keep_recent=1), summarizer=Summarizer(), clock=Clock())
+    asyncio.run(work(session, 4))
+    asyncio.run(session.compact())
+    session.close()
+    path = str(tmp_path / "s" / "transcript.jsonl")
+    runner = CliRunner()
+    as_json = runner.invoke(app, ["inspect", path, "--json"])
+    assert as_json.exit_code == 0, as_json.stderr
+    receipts = json.loads(as_json.stdout)["receipts"]
+    assert [r["kind"] for r in receipts][-1] == "compaction"
+    assert receipts[0]["kind"] == "microcompaction" and receipts[0]["tool_results"][0]["id"] == "t0"
+    assert receipts[-1]["covered"]["by"] == "scripted"
+    text = runner.invoke(app, ["inspect", path], env={"COLUMNS": "200"})
+    assert text.exit_code == 0
+    assert "Receipts (" in text.stdout and "compaction (manual)" in text.stdout and "microcompact (time)" in text.stdout
+
+
+def test_the_report_shows_the_receipts_of_a_replay(session_2_1: Path) -> None:
+    from unbounded.evaluation.replay import ReplayOptions, replay_session
+    from unbounded.evaluation.report import render_report_html
+
+    report = replay_session(load_transcript(session_2_1), ReplayOptions(window=19_000, policy=Policy(autocompact_pct_override=80), baselines=False))
+    assert report.compactions >= 1
+    assert any(receipt.kind == "compaction" for _, receipt in report.receipts)
+    assert set(report.to_dict()["recall"]) == {"refetches", "refetch_tokens", "recall_tokens"}
+    page = render_report_html(report)
+    assert "Receipts: what each compaction took out" in page and "compaction (auto)" in page
+
+
+@pytest.mark.corpus
+def test_replay_counts_refetches_on_a_real_session() -> None:
+    from conftest import corpus_files
+    from unbounded.evaluation.replay import ReplayOptions, replay_session
+
+    wanted = [p for p in corpus_files() if p.name.startswith("marot-spotter_8463c716")]
+    if not wanted:
+        pytest.skip("corpus session not available")
+    report = replay_session(load_transcript(wanted[0]), ReplayOptions(window=100_000, baselines=False))
+    figures = report.to_dict()["recall"]
+    # the 100K window clears and summarizes enough that the agent re-reads what we took out
+    assert figures["refetches"] >= 1 and figures["refetch_tokens"] > 0 and figures["recall_tokens"] > 0

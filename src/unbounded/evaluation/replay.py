@@ -71,6 +71,7 @@ from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider, run_sync
+from unbounded.recall.receipts import Receipt
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
 from unbounded.tokens.estimate import rough_token_count
@@ -237,6 +238,8 @@ class ReplayReport:
     """Recorded calls per model, the main model first (each call priced with its own)."""
     recall: RecallTally = field(default_factory=RecallTally)
     """Re-fetches of results our policy took out, and what recalls would have cost."""
+    receipts: list[tuple[int, Receipt]] = field(default_factory=list)
+    """(call, receipt) of each compaction and microcompaction of our replay."""
 
     @property
     def calls(self) -> int:
@@ -614,6 +617,7 @@ class _Replayer:
         self.invalid = 0
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
         self.refetch = RefetchCounter()
+        self.receipts: list[tuple[int, Receipt]] = []
 
     def _recorded_pricing(self, call: RecordedCall, call_model: str) -> ModelInfo:
         """The model whose prices a recorded call's usage is priced at (module docstring)."""
@@ -676,6 +680,7 @@ class _Replayer:
             session_memory_updates=self.memory_updates,
             models=self.models_called,
             recall=self.refetch.finish(self.session),
+            receipts=self.receipts,
         )
 
     def _event(self, event: TimelineEvent) -> None:
@@ -725,6 +730,10 @@ class _Replayer:
         entries_at = len(session.entries)
         request = await session.prepare()
         self.refetch.observe(session, request, call.content)
+        for entry in session.entries[entries_at:]:
+            receipt = Receipt.from_entry(entry) if entry.type == "system" else None
+            if receipt is not None:
+                self.receipts.append((index, receipt))
         try:
             validate_request(request["messages"])
         except InvalidRequestError as error:
