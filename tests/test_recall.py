@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from summaries import nine_section_summary
+
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, cleared_stub, is_cleared_text
 from unbounded.events import Event, RecallServed, ReceiptWritten
@@ -26,8 +26,8 @@ from unbounded.recall import (
     RecallRequest,
     TranscriptIndex,
     answer_recall,
-    receipts_in,
     recall_tool_schema,
+    receipts_in,
 )
 from unbounded.session import Session, SessionConfig
 from unbounded.transcripts.claude_code import validate_record
@@ -272,8 +272,10 @@ def test_the_langchain_middleware_registers_recall_and_keeps_what_it_clears() ->
 def test_inspect_lists_the_receipts_of_a_compacted_session(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from unbounded.cli import app
-    from unbounded.cli import inspect_command  # noqa: F401  (registers the command)
+    from unbounded.cli import (
+        app,
+        inspect_command,  # noqa: F401  (registers the command)
+    )
 
     config = SessionConfig(model=MODEL, tools=TOOLS, context_window=60_000)
     session = Session.open(tmp_path / "s", config, policy=Policy(time_based_keep_recent=1), summarizer=Summarizer(), clock=Clock())

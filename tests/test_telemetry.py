@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 import pytest
-
 from summaries import nine_section_summary
+
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -19,11 +19,11 @@ from unbounded.telemetry import Telemetry
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 MODEL = "claude-sonnet-4-5"
 CONFIG = SessionConfig(
