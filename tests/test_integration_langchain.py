@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 from summaries import nine_section_summary
 
-from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT
+from unbounded.compaction.tools_registry import cleared_stub
 from unbounded.errors import ConfigError
 from unbounded.events import Event
 from unbounded.integrations import UnboundedMiddleware
@@ -131,7 +131,7 @@ def test_microcompaction_clears_in_batches_and_keeps_the_recent_results() -> Non
     update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
     assert update is not None
     cleared = update["messages"]
-    assert all(isinstance(m, ToolMessage) and m.content == CLEARED_TOOL_RESULT for m in cleared)
+    assert all(isinstance(m, ToolMessage) and m.content == cleared_stub(m.tool_call_id) for m in cleared)
     assert cleared[0].response_metadata["context_editing"]["cleared"] is True
     ids = {m.tool_call_id for m in cleared}
     assert "call_7" not in ids and "call_6" not in ids and "call_5" not in ids  # the 3 most recent

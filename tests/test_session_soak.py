@@ -306,7 +306,7 @@ def test_300_turn_session(fast_folder: Path, monkeypatch: pytest.MonkeyPatch) ->
     # the forked notes calls shared the main request's cache-safe parameters
     notes_model: NotesModel = log["notes_model"]
     fork = notes_model.requests[-1]
-    assert fork["system"] == log["final_request"]["system"] and [t["name"] for t in fork["tools"]] == ["Read", "Edit", "Bash"]
+    assert fork["system"] == log["final_request"]["system"] and [t["name"] for t in fork["tools"]] == ["Read", "Edit", "Bash", "recall"]
     assert "cache_control" in str(fork["messages"][-2]) and "cache_control" not in str(fork["messages"][-1])
 
     # the session is in a sound state: valid request, under the threshold, notes in place

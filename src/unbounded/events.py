@@ -169,6 +169,32 @@ class LangchainCompacted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ReceiptWritten(Event):
+    """A compaction or microcompaction left a receipt of what it took out of the context
+    (`unbounded.recall.receipts`)."""
+
+    source: str
+    """compaction or microcompaction."""
+    trigger: str
+    """auto / manual for a compaction, the tier for a microcompaction."""
+    tool_results: int
+    tokens: int
+    files: tuple[str, ...]
+    record_uuid: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallServed(Event):
+    """The model called `recall` and the session answered from its transcript."""
+
+    tool_use_id: str
+    lookup: str
+    """id, path, command, query; invalid for arguments that named nothing."""
+    found: bool
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class GenericEvent(Event):
     """An event from a component that defines no class of its own."""
 

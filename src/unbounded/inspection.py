@@ -13,6 +13,7 @@ from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.recall.receipts import Receipt, receipts_in
 from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
 from unbounded.tokens.estimate import ContextCounter
 
@@ -70,6 +71,8 @@ class InspectReport:
     accounting: TokenAccounting
     sidechains: int
     notes: list[str] = field(default_factory=list)
+    receipts: list[Receipt] = field(default_factory=list)
+    """What each compaction and microcompaction took out (`unbounded.recall.receipts`)."""
 
     @property
     def percent_left(self) -> int:
@@ -120,6 +123,7 @@ class InspectReport:
                 for b in self.boundaries
             ],
             "accounting": self.accounting.to_dict(),
+            "receipts": [receipt.to_dict() for receipt in self.receipts],
         }
 
 
@@ -196,4 +200,5 @@ def inspect_transcript(
         accounting=build_token_accounting(view),
         sidechains=len(transcript.sidechains()),
         notes=notes,
+        receipts=receipts_in(transcript.main_thread()),
     )

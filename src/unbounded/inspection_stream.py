@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,6 +53,7 @@ from unbounded.model.thread import rebuild_thread
 from unbounded.model.user_messages import classify_user_entry
 from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
+from unbounded.recall.receipts import Receipt
 from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
 from unbounded.tokens.estimate import ContextCounter
 from unbounded.transcripts.claude_code import FORMAT, validate_record
@@ -334,6 +335,8 @@ class FileScan:
     summary_leaves: list[str]
     """`leafUuid` of each `summary` record, in file order."""
     report: ReadReport
+    receipts: dict[int, Receipt] = field(default_factory=dict)
+    """Receipts of compactions and microcompactions, by record index (there are few)."""
 
 
 def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
@@ -343,6 +346,7 @@ def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
     records: list[RecordInfo] = []
     boundaries: dict[int, dict[str, Any]] = {}
     leaves: list[str] = []
+    receipts: dict[int, Receipt] = {}
     for item in iter_json_records(
         source, skip_invalid=skip_invalid, report=report, validate=validate_record
     ):
@@ -350,11 +354,14 @@ def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
         if entry.is_compact_boundary:
             boundaries[len(records)] = dict(entry.compact_metadata)
             boundaries[len(records)]["timestamp"] = entry.timestamp
+        receipt = Receipt.from_entry(entry) if entry.type == "system" else None
+        if receipt is not None:
+            receipts[len(records)] = receipt
         if entry.type == "summary" and isinstance(entry.data.get("leafUuid"), str):
             leaves.append(entry.data["leafUuid"])
         previous = records[-1] if records else None
         records.append(summarize_record(entry, item.offset, previous))
-    return FileScan(source, records, boundaries, leaves, report)
+    return FileScan(source, records, boundaries, leaves, report, receipts)
 
 
 def read_records(path: Path, records: Iterable[RecordInfo]) -> Iterator[Entry]:
@@ -546,4 +553,5 @@ def inspect_file(
         accounting=tally.accounting,
         sidechains=_sidechain_threads(records),
         notes=notes,
+        receipts=[scan.receipts[i] for i in main if i in scan.receipts],
     )

@@ -71,9 +71,14 @@ SCALED_BUDGETS: tuple[str, ...] = (
     "session_memory_total_tokens",
     "session_memory_keep_min_tokens",
     "session_memory_keep_max_tokens",
+    "recall_max_tokens",
 )
 """Policy fields (token budgets) that scale with windows below `small_window_reference`."""
-_MIN_SCALED = {"compact_max_output_tokens": 1_024, "tool_result_max_tokens": 500}
+_MIN_SCALED = {
+    "compact_max_output_tokens": 1_024,
+    "tool_result_max_tokens": 500,
+    "recall_max_tokens": 500,
+}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -225,6 +230,14 @@ class Policy:
     """Compaction waits this long for a notes update in flight, then uses the notes as they are."""
     session_memory_update_timeout_seconds: float = 60.0
     """A notes update (the forked model call) is abandoned after this long."""
+
+    # -- recall (docs/recall.md) -------------------------------------------------------------
+    recall_enabled: bool = True
+    """Offer the `recall` tool in conversations that use tools (it brings back cleared results
+    and summarized text from the session's own transcript); cleared placeholders and
+    summaries then name the handles it takes. False: never offered."""
+    recall_max_tokens: int = 5_000
+    """The most one recall answer may hold (a longer output is read on with `start_line`)."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -26,6 +26,11 @@ ran, an interrupt, a new prompt first) are answered with a synthetic error resul
 in the transcript, as soon as the conversation moves on (`add_user`, `prepare`, `compact`,
 `interrupt`). A tool result or user text over `Policy.tool_result_max_tokens` is kept whole
 on the side (`store.save_tool_output`) and enters the conversation as its head and tail.
+
+Recall (docs/recall.md): in a conversation that uses tools the requests also offer a `recall`
+tool (`Policy.recall_enabled`); cleared results and summaries name its handles, and
+`run_recall(tool_use)` answers a call from this session's transcript. Every compaction and
+microcompaction leaves a receipt of what it took out (`unbounded.recall.receipts`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from unbounded.caching.break_detector import PromptCacheBreakDetector
+from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
 from unbounded.compaction.cached_micro import with_cache_edits
@@ -65,6 +70,8 @@ from unbounded.events import (
     EventSink,
     MicrocompactApplied,
     ReactiveCompaction,
+    RecallServed,
+    ReceiptWritten,
     RequestRepaired,
     ToolCallsInterrupted,
     ToolOutputCapped,
@@ -84,8 +91,26 @@ from unbounded.providers.base import (
     ProviderError,
     run_sync,
 )
+from unbounded.recall.index import TranscriptIndex
+from unbounded.recall.lookup import RecallContext
+from unbounded.recall.offer import (
+    answer_tokens,
+    offers_recall,
+    recall_tool_result,
+    with_recall_tool,
+)
+from unbounded.recall.receipts import (
+    RECEIPT_KEY,
+    compaction_receipt,
+    microcompact_receipt,
+    microcompact_receipt_entry,
+    recall_note,
+    receipts_in,
+)
+from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.redaction import Redactor, private_diff_writer, redact_compaction, redactor_for
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
+from unbounded.telemetry import Telemetry, default_telemetry, set_attributes, usage_attributes
 from unbounded.tokens.estimate import (
     ContextCounter,
     content_tokens,
@@ -106,6 +131,23 @@ cache-edit credit, a provider that reports oddly) than the estimate that far off
 INTERRUPT_TEXT = "[Request interrupted by user]"
 INTERRUPT_FOR_TOOL_USE_TEXT = "[Request interrupted by user for tool use]"
 """What Claude Code writes when the user interrupts a response, or a running tool."""
+
+
+def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
+    """What a compaction span reports: whether it happened, and its sizes."""
+    if result is None:
+        set_attributes(span, {"unbounded.compaction.succeeded": False})
+        return
+    set_attributes(
+        span,
+        {
+            "unbounded.compaction.succeeded": True,
+            "unbounded.compaction.summarizer": result.summarizer,
+            "unbounded.compaction.pre_tokens": result.pre_tokens,
+            "unbounded.compaction.post_tokens": result.post_tokens,
+            "unbounded.compaction.summary_tokens": result.summary_tokens,
+        },
+    )
 
 
 def _has_tool_results(entries: Sequence[Entry]) -> bool:
@@ -275,12 +317,15 @@ class Session:
         clock: Callable[[], datetime] = _now,
         extensions: Sequence[SessionExtension] = (),
         redact_secrets: bool | Redactor = False,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if rehydrate_from not in ("disk", "transcript"):
             raise ConfigError(
                 f"rehydrate_from must be 'disk' or 'transcript', not {rehydrate_from!r}"
             )
         self.config = config
+        self.telemetry = telemetry or default_telemetry()
+        """Spans and metrics (`unbounded.telemetry`; nothing without opentelemetry-api)."""
         table = model_table or load_model_table()
         info = table.get(config.model)
         self.model_info: ModelInfo = (
@@ -293,8 +338,9 @@ class Session:
         self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds = compute_thresholds(self.model_info, self.policy)
         # The system prompt and tools are in every request but in no entry.
+        offered_tools = with_recall_tool(config.tools, self.policy)
         self._overhead_raw = rough_token_count(
-            orjson.dumps([config.system or "", config.tools]).decode()
+            orjson.dumps([config.system or "", offered_tools]).decode()
         )
         overhead = (
             config.system_tokens
@@ -343,6 +389,8 @@ class Session:
             stored_ttl, policy=self.policy, model=self.model_info, eligible=ttl_eligible
         )
         self.last_request: ProviderRequest | None = None
+        self.recall_index = TranscriptIndex()
+        """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
         self._level: WarningLevel = "ok"
         self.prepare_listeners: list[PrepareListener] = []
         self.turn_listeners: list[TurnListener] = []
@@ -622,9 +670,14 @@ class Session:
             out.append(new)
         return out
 
-    def record(self, response: ModelResponse | Mapping[str, Any]) -> Entry:
+    def record(
+        self,
+        response: ModelResponse | Mapping[str, Any],
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Entry:
         """Record the model's answer; its usage anchors the token count and is checked for a
-        cache break."""
+        cache break. `extra` adds fields to the record (an integration's own marks)."""
         model: str | None
         if isinstance(response, ModelResponse):
             content, usage, model = list(response.content), dict(response.usage), response.model
@@ -645,16 +698,29 @@ class Session:
             usage=usage or None,
             stop_reason=stop,
             timestamp=_iso(now),
+            extra=dict(extra) if extra else None,
         )
         self.append([entry])
         self.tracking.turns += 1
         self._calibrate()
         if usage:
             self.micro.observe_response(usage, self.policy)
-            # The detector reports breaks to the session's event sink itself.
-            self.detector.check_response_for_cache_break(
-                usage, query_source=self.config.query_source, now=now.timestamp()
-            )
+            recorded = {"gen_ai.request.model": entry.model or self.config.model}
+            with self.telemetry.span("unbounded.record", {**recorded, **usage_attributes(usage)}):
+                # The detector reports breaks to the session's event sink itself.
+                check = self.detector.check_response_for_cache_break(
+                    usage, query_source=self.config.query_source, now=now.timestamp()
+                )
+                if isinstance(check, CacheBreak):
+                    with self.telemetry.span(
+                        "unbounded.cache_break",
+                        {
+                            "unbounded.cache_break.reason": str(check.reason),
+                            "unbounded.cache_break.previous_read": check.previous_read,
+                            "unbounded.cache_break.current_read": check.current_read,
+                        },
+                    ):
+                        pass
         self._save_state()
         for turn_listener in list(self.turn_listeners):
             turn_listener(self, entry)
@@ -666,7 +732,7 @@ class Session:
         return CacheSafeParams(
             model=self.config.model,
             system=self.config.system,
-            tools=list(self.config.tools) or None,
+            tools=with_recall_tool(self.config.tools, self.policy) or None,
             thinking=self.config.thinking,
             max_tokens=self.config.max_tokens or min(self.model_info.max_output, 32_000),
             extra=dict(self.config.extra),
@@ -679,6 +745,22 @@ class Session:
         The request shares unchanged message dicts with the session's view: treat it as
         read-only (deep-copy it before editing).
         """
+        attributes = {
+            "gen_ai.request.model": self.config.model,
+            "unbounded.query_source": self.config.query_source,
+        }
+        with self.telemetry.span("unbounded.prepare", attributes) as span:
+            request = await self._prepare()
+            tokens = self._counter.total
+            window = self.model_info.context_window
+            set_attributes(
+                span,
+                {"unbounded.context.tokens": tokens, "unbounded.context.level": self._level},
+            )
+            self.telemetry.context_usage(tokens, window, attributes)
+            return request
+
+    async def _prepare(self) -> ProviderRequest:
         self._check_open()
         self._answer_pending_calls("prepare")
         for prepare_listener in list(self.prepare_listeners):
@@ -687,14 +769,26 @@ class Session:
         self._maybe_upgrade_ttl()
         await self._maybe_auto_compact()
         last_assistant_at = self._last_assistant_time()
-        result = microcompact(
-            self._normalizer.messages,
-            self.micro,
-            policy=self._microcompact_policy(now, last_assistant_at),
-            now=now,
-            last_assistant_at=last_assistant_at,
-            cache_edits_supported=self.config.cache_edits_supported,
-        )
+        self._prepare_recall_handles()
+        with self.telemetry.span("unbounded.microcompaction") as span:
+            result = microcompact(
+                self._normalizer.messages,
+                self.micro,
+                policy=self._microcompact_policy(now, last_assistant_at),
+                now=now,
+                last_assistant_at=last_assistant_at,
+                cache_edits_supported=self.config.cache_edits_supported,
+            )
+            set_attributes(
+                span,
+                {
+                    "unbounded.microcompaction.tier": result.tier,
+                    "unbounded.microcompaction.cleared": len(result.cleared_ids)
+                    + len(result.deleted_ids),
+                    "unbounded.microcompaction.tokens_saved": result.tokens_saved,
+                    "unbounded.microcompaction.breaks_cache": result.breaks_cache,
+                },
+            )
         if result.tier != "none":
             self.tracking.microcompacts += 1
             emit(
@@ -706,6 +800,7 @@ class Session:
                     breaks_cache=result.breaks_cache,
                 ),
             )
+            self._write_microcompact_receipt(result)
         request = self.cache_safe_params().request(list(result.messages))
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
         request = place_cache_breakpoints(request, ttl=ttl)
@@ -915,6 +1010,14 @@ class Session:
     async def auto_compact(self) -> CompactionResult | None:
         """Session memory first, then a summary call; the breaker hands over to the extractive
         summarizer after repeated failures. Returns the compaction, or None when it failed."""
+        with self.telemetry.span(
+            "unbounded.compaction", {"unbounded.compaction.trigger": "auto"}
+        ) as span:
+            result = await self._auto_compact()
+            _compaction_attributes(span, result)
+            return result
+
+    async def _auto_compact(self) -> CompactionResult | None:
         if self.memory_compactor is not None:
             result = await self.memory_compactor(self)
             if result is not None:
@@ -980,9 +1083,18 @@ class Session:
         self._check_open()
         self._answer_pending_calls("prepare")
         provider = self.summarizer or self._extractive()
-        return await self._compact(
-            provider, trigger="manual", instructions=instructions, pivot=pivot, direction=direction
-        )
+        with self.telemetry.span(
+            "unbounded.compaction", {"unbounded.compaction.trigger": "manual"}
+        ) as span:
+            result = await self._compact(
+                provider,
+                trigger="manual",
+                instructions=instructions,
+                pivot=pivot,
+                direction=direction,
+            )
+            _compaction_attributes(span, result)
+            return result
 
     async def _compact(
         self,
@@ -1010,7 +1122,7 @@ class Session:
         # compact_conversation reports its own failures (CompactionFailed) to the sink.
         result = await compact_conversation(
             self.entries,
-            provider,
+            self.telemetry.traced(provider),
             params=self.cache_safe_params(),
             trigger="auto" if trigger == "auto" else "manual",
             instructions=instructions,
@@ -1078,9 +1190,21 @@ class Session:
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
         self._early_refused_at = None
+        receipt = self._compaction_receipt(result)
         if self.redactor is not None:
             redact_compaction(result, self.redactor)
         self.append(result.new_entries())
+        emit(
+            self._events,
+            ReceiptWritten(
+                source="compaction",
+                trigger=str(result.boundary.compact_metadata.get("trigger") or "?"),
+                tool_results=len(receipt["toolResults"]),
+                tokens=int(receipt["tokens"]),
+                files=tuple(receipt["files"]),
+                record_uuid=result.boundary.uuid,
+            ),
+        )
         self.micro.reset_after_compaction()
         self.detector.notify_compaction(self.config.query_source)
         self.tracking.compactions += 1
@@ -1089,6 +1213,103 @@ class Session:
         for compaction_listener in list(self.compaction_listeners):
             compaction_listener(self, result)
         self._save_state()
+
+    # -- recall and receipts ----------------------------------------------------------------------
+    @property
+    def offers_recall(self) -> bool:
+        """Whether requests offer the `recall` tool (`Policy.recall_enabled`, tools in use)."""
+        return offers_recall(self.config.tools, self.policy)
+
+    def run_recall(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer a `recall` tool_use block from this session's transcript.
+
+        Returns the tool_result block to send back (add it with `add_tool_results`, with the
+        results of the other calls of the same reply); wrong arguments give an `is_error`
+        result that says what to fix. Only this session's records, and the outputs its store
+        kept, are read; the answer is at most `Policy.recall_max_tokens` long.
+        """
+        self._check_open()
+        context = RecallContext(
+            entries=self.entries,
+            view=self.view,
+            cleared_ids=self.micro.cleared_ids,
+            index=self.recall_index.update(self.entries),
+            budget_tokens=self.policy.recall_max_tokens,
+            load_output=self.store.load_tool_output,
+            receipts=receipts_in(self.entries),
+        )
+        result, answer = recall_tool_result(tool_use, context)
+        emit(
+            self._events,
+            RecallServed(
+                tool_use_id=str(result["tool_use_id"]),
+                lookup=answer.lookup if answer is not None else "invalid",
+                found=answer is not None and answer.found,
+                tokens=answer_tokens(result),
+            ),
+        )
+        return result
+
+    def _prepare_recall_handles(self) -> None:
+        """Placeholders name recall handles while the tool is offered, and recall's own
+        results may be cleared again like any reproducible output."""
+        offered = self.offers_recall
+        self.micro.name_handles = offered
+        registry = self.micro.tools
+        if offered and not registry.is_compactable(RECALL_TOOL_NAME):
+            self.micro.ledger.tools = registry.with_tools(RECALL_TOOL_NAME)
+            self.micro.ledger.reset()
+
+    def _write_microcompact_receipt(self, result: Any) -> None:
+        """Append the receipt of a microcompaction that took results out (a system record)."""
+        ids = tuple(result.cleared_ids) + tuple(result.deleted_ids)
+        if not ids:
+            return
+        ledger = self.micro.ledger
+        tokens = {}
+        for tool_id in ids:
+            record = ledger.get(tool_id)
+            tokens[tool_id] = record.tokens if record is not None else 0
+        receipt = microcompact_receipt(
+            result.tier,
+            ids,
+            index=self.recall_index.update(self.entries),
+            tokens=tokens,
+            tokens_saved=result.tokens_saved,
+            breaks_cache=result.breaks_cache,
+        )
+        entry = microcompact_receipt_entry(receipt, timestamp=_iso(self._clock()))
+        self.append([entry])
+        emit(
+            self._events,
+            ReceiptWritten(
+                source="microcompaction",
+                trigger=result.tier,
+                tool_results=len(ids),
+                tokens=result.tokens_saved,
+                files=tuple(receipt["files"]),
+                record_uuid=entry.uuid,
+            ),
+        )
+
+    def _compaction_receipt(self, result: CompactionResult) -> dict[str, Any]:
+        """Write the receipt into the boundary, and the recall note into the summary."""
+        kept = {entry.uuid for entry in result.messages_to_keep if entry.uuid}
+        dropped = [e for e in self.view if e.uuid not in kept and not e.is_compact_boundary]
+        receipt = compaction_receipt(
+            dropped,
+            index=self.recall_index.update(self.entries),
+            summary_text=result.summary_text,
+            summarizer=result.summarizer,
+            already_cleared=self.micro.cleared_ids,
+        )
+        result.boundary.compact_metadata[RECEIPT_KEY] = receipt
+        if self.offers_recall and result.summary_messages:
+            summary = result.summary_messages[0]
+            message = summary.message
+            if message is not None and isinstance(message.get("content"), str):
+                message["content"] = f"{message['content']}\n\n{recall_note(receipt)}"
+        return receipt
 
     # -- one whole turn ---------------------------------------------------------------------------
     async def call(self, provider: Provider, *, stream: bool = False) -> ModelResponse:

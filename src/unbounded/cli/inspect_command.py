@@ -19,6 +19,7 @@ from unbounded.cli.options import (
     print_source_warnings,
     read_transcript,
 )
+from unbounded.cli.receipts_view import render_receipts
 from unbounded.inspection import InspectReport, inspect_transcript
 from unbounded.inspection_stream import file_order_main_thread, inspect_file, rebuilt_main_thread
 from unbounded.models import ModelTable, load_model_table
@@ -241,5 +242,6 @@ def render(report: InspectReport) -> None:
         console.print(table)
     else:
         console.print("[grey50]no compaction boundaries[/]")
+    render_receipts(report.receipts)
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}")

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
+from unbounded.compaction.tools_registry import CompactableTools, is_cleared_text
 from unbounded.model.tools import file_write_path
 from unbounded.tokens.estimate import tool_result_tokens
 
@@ -52,15 +52,15 @@ class ToolRecord:
 
 
 def is_cleared_content(content: Any) -> bool:
-    """Whether a tool_result's content is already the cleared placeholder."""
+    """Whether a tool_result's content is already a cleared placeholder."""
     if isinstance(content, str):
-        return content == CLEARED_TOOL_RESULT
+        return is_cleared_text(content)
     if isinstance(content, list) and len(content) == 1:
         block = content[0]
         return (
             isinstance(block, dict)
             and block.get("type") == "text"
-            and block.get("text") == CLEARED_TOOL_RESULT
+            and is_cleared_text(block.get("text"))
         )
     return False
 

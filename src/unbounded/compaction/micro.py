@@ -22,7 +22,9 @@ Three tiers, chosen per turn by `microcompact` (seed 004 "The Full Round-Trip", 
    (`Q`, a manual override of the 40,000) is the policy field here.
 
 Common rules. A cleared result keeps its block (`tool_use_id`, `is_error`…) and its content
-becomes `[Old tool result content cleared]`; tool_use blocks are never touched, so the
+becomes `[Old tool result content cleared]` (with `MicrocompactState.name_handles`, set by a
+session that offers the `recall` tool: `[Old tool result content cleared — recall
+id=<tool_use_id>]`, the same bytes every turn); tool_use blocks are never touched, so the
 request stays valid. Only results of compactable tools (`CompactableTools`) are ever cleared.
 Token counts are seed 002's `countToolResultTokens` (text length / 4, 2,000 per image or
 document). Cleared ids are remembered in `MicrocompactState` and never counted again (seed
@@ -50,7 +52,7 @@ from typing import Any, Literal, cast
 
 from unbounded.compaction.cached_micro import CachedMicrocompactState
 from unbounded.compaction.ledger import ToolLedger, ToolRecord
-from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
+from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
@@ -132,10 +134,13 @@ class MicrocompactStats:
 class MicrocompactState:
     """What microcompaction remembers across turns: cleared ids, the ledger, cache edits."""
 
-    __slots__ = ("cached", "cleared", "ledger", "stats")
+    __slots__ = ("cached", "cleared", "ledger", "name_handles", "stats")
 
     def __init__(self, tools: CompactableTools | None = None) -> None:
         self.ledger = ToolLedger(tools)
+        self.name_handles = False
+        """Placeholders name the recall handle (the owner offers `recall`); not persisted:
+        the session sets it from its policy."""
         self.cleared: dict[str, int] = {}
         """Tool ids cleared in the messages -> their estimated tokens, in clearing order."""
         self.cached = CachedMicrocompactState()
@@ -247,11 +252,13 @@ def clear_tool_results(
     tool_use_ids: Collection[str],
     *,
     indices: Iterable[int] | None = None,
+    name_handles: bool = False,
 ) -> tuple[list[MessageParam], frozenset[str]]:
     """Replace the content of these tool results with the cleared placeholder.
 
     Returns a new list (changed messages copied, others shared) and the ids found. `indices`
-    limits the search to those message positions. The input is never modified.
+    limits the search to those message positions; `name_handles` puts the recall handle in
+    the placeholder (`cleared_stub`). The input is never modified.
     """
     wanted = frozenset(tool_use_ids)
     out = cast(list[MessageParam], list(messages))
@@ -276,11 +283,12 @@ def clear_tool_results(
             if tool_id not in wanted:
                 continue
             found.add(tool_id)
-            if block.get("content") == CLEARED_TOOL_RESULT:
+            stub = cleared_stub(tool_id if name_handles else None)
+            if block.get("content") == stub:
                 continue
             if replaced is None:
                 replaced = list(content)
-            replaced[position] = {**block, "content": CLEARED_TOOL_RESULT}
+            replaced[position] = {**block, "content": stub}
         if replaced is not None:
             out[index] = cast(MessageParam, {**message, "content": replaced})
     return out, frozenset(found)
@@ -382,9 +390,10 @@ def _apply(state: MicrocompactState, messages: Sequence[Any]) -> list[MessagePar
         if record is not None and record.result_index is not None:
             present.append(tool_id)
             indices.add(record.result_index)
-    out, found = clear_tool_results(messages, present, indices=indices)
+    handles = state.name_handles
+    out, found = clear_tool_results(messages, present, indices=indices, name_handles=handles)
     if len(found) != len(present):  # the ledger is stale: search everywhere
-        out, _ = clear_tool_results(messages, state.cleared)
+        out, _ = clear_tool_results(messages, state.cleared, name_handles=handles)
     return out
 
 

@@ -40,6 +40,23 @@ from unbounded.model.tools import file_read_path
 
 CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 """What a cleared tool result's content becomes (seeds 002, 003, 004)."""
+_HANDLE_PREFIX = "[Old tool result content cleared — recall id="
+
+
+def cleared_stub(tool_use_id: str | None = None) -> str:
+    """The placeholder of a cleared result: the seeds' text, or, when the session offers the
+    `recall` tool, that text naming the handle that brings the result back. It depends only on
+    the id, so a result is cleared to the same bytes every turn (the cached prefix holds)."""
+    if tool_use_id is None:
+        return CLEARED_TOOL_RESULT
+    return f"{_HANDLE_PREFIX}{tool_use_id}]"
+
+
+def is_cleared_text(text: object) -> bool:
+    """Whether a tool result's text is a cleared placeholder (with or without a handle)."""
+    if not isinstance(text, str):
+        return False
+    return text == CLEARED_TOOL_RESULT or (text.startswith(_HANDLE_PREFIX) and text.endswith("]"))
 
 DEFAULT_COMPACTABLE_TOOLS: tuple[str, ...] = (
     "Read",

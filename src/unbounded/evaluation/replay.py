@@ -54,6 +54,7 @@ from unbounded.evaluation.baselines import (
 from unbounded.evaluation.continuation import TextIndex, continuation_scores
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
+from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
     CompactionFailed,
@@ -70,6 +71,7 @@ from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider, run_sync
+from unbounded.recall.receipts import Receipt
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
 from unbounded.tokens.estimate import rough_token_count
@@ -234,6 +236,10 @@ class ReplayReport:
     session_memory_updates: int = 0
     models: dict[str, int] = field(default_factory=dict)
     """Recorded calls per model, the main model first (each call priced with its own)."""
+    recall: RecallTally = field(default_factory=RecallTally)
+    """Re-fetches of results our policy took out, and what recalls would have cost."""
+    receipts: list[tuple[int, Receipt]] = field(default_factory=list)
+    """(call, receipt) of each compaction and microcompaction of our replay."""
 
     @property
     def calls(self) -> int:
@@ -331,6 +337,7 @@ class ReplayReport:
             "cache_ttl": self.ttl,
             "retention": self.retention(),
             "continuation": self.continuation(),
+            "recall": self.recall.to_dict(),
             "compaction_points": [r.to_dict() for r in self.compaction_records],
             "timeline": [event.to_dict() for event in self.timeline],
             "notes": list(self.notes),
@@ -610,6 +617,8 @@ class _Replayer:
         self.cache_breaks = 0
         self.invalid = 0
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
+        self.refetch = RefetchCounter()
+        self.receipts: list[tuple[int, Receipt]] = []
 
     def _recorded_pricing(self, call: RecordedCall, call_model: str) -> ModelInfo:
         """The model whose prices a recorded call's usage is priced at (module docstring)."""
@@ -671,6 +680,8 @@ class _Replayer:
             notes=self.notes,
             session_memory_updates=self.memory_updates,
             models=self.models_called,
+            recall=self.refetch.finish(self.session),
+            receipts=self.receipts,
         )
 
     def _event(self, event: TimelineEvent) -> None:
@@ -719,6 +730,11 @@ class _Replayer:
         events_at = len(self.log.events)
         entries_at = len(session.entries)
         request = await session.prepare()
+        self.refetch.observe(session, request, call.content)
+        for entry in session.entries[entries_at:]:
+            receipt = Receipt.from_entry(entry) if entry.type == "system" else None
+            if receipt is not None:
+                self.receipts.append((index, receipt))
         try:
             validate_request(request["messages"])
         except InvalidRequestError as error:

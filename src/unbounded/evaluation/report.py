@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from unbounded.evaluation.replay import ReplayReport, cumulative, point_costs, strategy_names
+from unbounded.evaluation.report_receipts import receipts_section
 
 WIDTH = 1100
 HEIGHT = 300
@@ -399,6 +400,8 @@ def render_report_html(report: ReplayReport) -> str:
         _retention(report),
         "<h2>Timeline</h2>",
         _timeline(report),
+        "<h2>Receipts: what each compaction took out</h2>",
+        receipts_section(report),
     ]
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -29,6 +29,10 @@ Leaving the loop mid-round answers the tool calls still waiting (the results of 
 that ran, "interrupted" for the others), so the next run is valid; a session the loop opened
 in a folder is closed when the loop ends.
 
+The session's own `recall` tool (offered when tools are in use, `Policy.recall_enabled`) is
+answered by the session from its transcript (`Session.run_recall`); a tool of yours named
+`recall` takes its place.
+
 `aiter_agent` / `iter_agent` yield the events as they happen (`ModelTurn`, `ToolExecuted`,
 the pipeline's own events when the loop built the session, then `AgentFinished`);
 `arun_agent` / `run_agent` return an `AgentResult`.
@@ -59,6 +63,7 @@ from unbounded.integrations._support import as_session, register_compactable_too
 from unbounded.model.normalize import interrupted_result
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, Provider
+from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig, SyncSession
 
 JsonSchema = dict[str, Any]
@@ -567,6 +572,29 @@ async def _execute(
     return result, ToolExecuted(tool_use_id, name, given, content, is_error)
 
 
+async def _execute_or_recall(
+    session: Session, tools: Mapping[str, Tool], use: Mapping[str, Any], inline: bool
+) -> tuple[dict[str, Any], ToolExecuted]:
+    """Run a tool call; the session's own `recall` is answered by the session."""
+    if (
+        use.get("name") == RECALL_TOOL_NAME
+        and RECALL_TOOL_NAME not in tools
+        and session.offers_recall
+    ):
+        result = session.run_recall(use)
+        arguments = use.get("input")
+        given = dict(arguments) if isinstance(arguments, Mapping) else {}
+        executed = ToolExecuted(
+            str(use.get("id", "")),
+            RECALL_TOOL_NAME,
+            given,
+            result["content"],
+            bool(result.get("is_error")),
+        )
+        return result, executed
+    return await _execute(tools, use, inline)
+
+
 def _session_for(
     session: Session | SyncSession | SessionConfig,
     *,
@@ -663,7 +691,7 @@ async def _agent_events(
                 break
             results = []
             for use in uses:
-                result, executed = await _execute(by_name, use, inline)
+                result, executed = await _execute_or_recall(active, by_name, use, inline)
                 results.append(result)
                 yield publish(executed)
             active.add_tool_results(results)

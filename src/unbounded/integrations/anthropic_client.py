@@ -37,6 +37,14 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
 5. **Prompt too long**: one reactive compaction, then the call is retried once; a second
    refusal reaches the caller as the SDK's own exception, like every other API error.
 
+**Recall.** When the caller's tools are in use the request also offers the session's `recall`
+tool (`Policy.recall_enabled`). A non-streamed reply that calls only `recall` is answered
+here and the model asked again (at most `MAX_RECALL_ROUNDS` times), so the caller receives
+the reply that follows; those rounds stay in the transcript (marked `isRecallRound`) and the
+caller never has to send them back. A `recall` call the caller does see (in a streamed reply,
+or beside its own tool calls) may be left unanswered or answered with anything: the wrapper
+puts the session's answer in the caller's next tool results.
+
 Compaction summaries come from the same client and model by default (the cache-sharing fork,
 falling back to the offline extractive summarizer after repeated failures); pass
 `summarizer="extractive"` or any `Provider` to change that. One wrapped client is one
@@ -69,7 +77,8 @@ from unbounded.model.request import ProviderRequest
 from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.providers.anthropic import AnthropicProvider
-from unbounded.providers.base import PromptTooLongError, Provider
+from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
+from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
 
 if TYPE_CHECKING:
@@ -85,6 +94,11 @@ SummarizerChoice = Literal["client", "extractive"]
 
 CACHE_SAFE_PARAMETERS = ("model", "system", "tools", "thinking", "max_tokens")
 """Keywords that key the prompt cache: they go into the session's `SessionConfig`."""
+RECALL_ROUND_FIELD = "isRecallRound"
+"""Marks the records of a recall round the wrapper answered itself (never sent back by the
+caller, so left out when the caller's messages are matched against the transcript)."""
+MAX_RECALL_ROUNDS = 3
+"""Recall-only replies answered in a row before the reply goes to the caller as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,9 +232,18 @@ class MessagePrint:
         return self.exact == other.exact or (self.role == "assistant" and self.loose == other.loose)
 
 
-def message_print(role: str, content: Any) -> MessagePrint:
-    """The print of one message (any content shape the SDK accepts)."""
-    blocks = _canonical_content(content)
+def message_print(
+    role: str, content: Any, recall_ids: frozenset[str] | set[str] = frozenset()
+) -> MessagePrint:
+    """The print of one message (any content shape the SDK accepts). Calls of `recall` and
+    the results of the `recall_ids` are left out: the wrapper answers them, so the caller's
+    copy and the transcript may differ there."""
+    blocks = [
+        b
+        for b in _canonical_content(content)
+        if not (b["type"] == "tool_use" and b.get("name") == RECALL_TOOL_NAME)
+        and not (b["type"] == "tool_result" and b.get("tool_use_id") in recall_ids)
+    ]
     loose = [
         ("text", str(b.get("text", "")).strip())
         if b["type"] == "text"
@@ -244,9 +267,10 @@ def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
     """Prints of the messages a caller sent or received, from a session's transcript.
 
     Records the pipeline wrote itself (compaction boundaries and summaries, attachments, meta
-    messages) are not the caller's and are left out; consecutive lines of one response are
-    one message.
+    messages, recall rounds it answered) are not the caller's and are left out; consecutive
+    lines of one response are one message.
     """
+    recall_ids = recall_call_ids(entries)
     prints: list[MessagePrint] = []
     last_id: str | None = None
     last_blocks: list[Any] = []
@@ -257,7 +281,7 @@ def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
         if entry.is_compact_summary or entry.is_meta or entry.is_visible_in_transcript_only:
             last_id = None
             continue
-        if entry.is_synthetic_api_error:
+        if entry.is_synthetic_api_error or entry.data.get(RECALL_ROUND_FIELD):
             continue
         if entry.type == "assistant":
             message_id = entry.message_id
@@ -271,8 +295,19 @@ def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
             prints.append(message_print("assistant", blocks))
             continue
         last_id = None
-        prints.append(message_print("user", entry.content))
+        prints.append(message_print("user", entry.content, recall_ids))
     return prints
+
+
+def recall_call_ids(entries: Sequence[Entry]) -> set[str]:
+    """Ids of the `recall` calls in these records."""
+    return {
+        str(block.get("id"))
+        for entry in entries
+        if entry.type == "assistant" and isinstance(entry.content, list)
+        for block in entry.content
+        if block.get("type") == "tool_use" and block.get("name") == RECALL_TOOL_NAME
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,14 +324,25 @@ class Continuation:
 
 
 def new_messages(
-    messages: Sequence[Any], known: Sequence[MessagePrint], mode: HistoryMode = "auto"
+    messages: Sequence[Any],
+    known: Sequence[MessagePrint],
+    mode: HistoryMode = "auto",
+    recall_ids: frozenset[str] | set[str] = frozenset(),
 ) -> Continuation:
     """How a caller's list continues the known conversation (see `Continuation`).
 
     Raises ConfigError when the list rewrites the known conversation (starts like it, then
-    differs), or, with `history="full"`, when it does not start with it.
+    differs), or, with `history="full"`, when it does not start with it. Results of the
+    `recall_ids` (and of recall calls in the list) are left out of the comparison.
     """
-    prints = [message_print(*_message_fields(m)) for m in messages]
+    fields = [_message_fields(m) for m in messages]
+    ids = set(recall_ids)
+    for role, content in fields:
+        if role == "assistant" and not isinstance(content, str):
+            for block in _canonical_content(content):
+                if block["type"] == "tool_use" and block.get("name") == RECALL_TOOL_NAME:
+                    ids.add(str(block.get("id")))
+    prints = [message_print(role, content, ids) for role, content in fields]
     if mode == "new":
         return Continuation(0, prints, "new")
     count = len(known)
@@ -519,6 +565,8 @@ class ClientPipeline:
         self._messages_ttl: str | None = None
         """The longest TTL the caller put on a message block in the last call."""
         self.known: list[MessagePrint] = []
+        self.recall_ids: set[str] = set()
+        """Ids of the recall calls in the conversation (their results are the wrapper's)."""
         if session is not None:
             if summarizer is not None:
                 session.summarizer = self._summarizer_provider()
@@ -541,6 +589,7 @@ class ClientPipeline:
     def _attach(self, session: Session) -> None:
         self._session = session
         self.known = conversation_prints(session.entries)
+        self.recall_ids = recall_call_ids(session.entries)
 
     def _summarizer_provider(self) -> Provider | None:
         choice = self._summarizer
@@ -633,14 +682,14 @@ class ClientPipeline:
             ):
                 self._side_call("a different system prompt", messages)
                 return None
-            relation = new_messages(messages, self.known, self.history)
+            relation = new_messages(messages, self.known, self.history, self.recall_ids)
             reason = self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
                 return None
         session = self._configure(params)
         if relation is None:
-            relation = new_messages(messages, self.known, self.history)
+            relation = new_messages(messages, self.known, self.history, self.recall_ids)
         if relation.relation == "retry":
             removed = session.discard_last_reply()
             self.known = conversation_prints(session.entries)
@@ -686,7 +735,7 @@ class ClientPipeline:
             tools = [_block_dict(t) for t in params.get("tools") or []]
             if _canonical_tools(tools) != _canonical_tools(session.config.tools):
                 return "different tools and no message in common with the conversation"
-        pending = session.pending_tool_use_ids()
+        pending = [i for i in session.pending_tool_use_ids() if i not in self.recall_ids]
         fresh = messages[relation.start :]
         if pending and relation.relation != "retry" and fresh:
             _, content = _message_fields(fresh[0])
@@ -699,9 +748,10 @@ class ClientPipeline:
                 return "it leaves the tool calls of the last reply unanswered"
         return None
 
-    @staticmethod
-    def _append(session: Session, role: str, content: Any) -> None:
+    def _append(self, session: Session, role: str, content: Any) -> None:
         stored = stored_content(content)
+        if role == "user":
+            stored = self._with_recall_answers(session, stored)
         if role == "assistant":
             blocks = [{"type": "text", "text": stored}] if isinstance(stored, str) else stored
             session.append([Entry.assistant(blocks, model=session.config.model)])
@@ -713,6 +763,33 @@ class ClientPipeline:
             session.add_tool_results(stored)
         else:
             session.add_user(stored)
+
+    def _with_recall_answers(
+        self, session: Session, stored: str | list[dict[str, Any]]
+    ) -> str | list[dict[str, Any]]:
+        """The caller's message with the session's answers to the recall calls it leaves
+        waiting (unanswered, or answered by the caller with anything)."""
+        messages = session.messages
+        if not messages or messages[-1]["role"] != "assistant":
+            return stored
+        last = messages[-1]["content"]
+        calls: list[Mapping[str, Any]] = [
+            b
+            for b in (last if isinstance(last, list) else [])
+            if b.get("type") == "tool_use" and b.get("id") in self.recall_ids
+        ]
+        if not calls:
+            return stored
+        answers = {str(b.get("id")): session.run_recall(b) for b in calls}
+        blocks = (
+            [{"type": "text", "text": stored}] if isinstance(stored, str) else list(stored)
+        )
+        kept = [
+            b
+            for b in blocks
+            if not (b.get("type") == "tool_result" and b.get("tool_use_id") in answers)
+        ]
+        return [*answers.values(), *kept]
 
     # -- sending
 
@@ -740,12 +817,38 @@ class ClientPipeline:
         """Whether an SDK exception is the API refusing the prompt as over the window."""
         return isinstance(self.provider.map_error(error), PromptTooLongError)
 
-    def record(self, message: Any) -> None:
-        """Record an SDK message (whole or accumulated from a stream) as the reply."""
+    def record(self, message: Any, *, answer_recall: bool = False) -> bool:
+        """Record an SDK message (whole or accumulated from a stream) as the reply.
+
+        With `answer_recall`, a reply whose only tool calls are `recall` is answered here as
+        a recall round; True then: ask the model again.
+        """
         response = self.provider.to_response(message)
         session = self.session
-        session.record(response)
-        self.known.append(message_print("assistant", response.content))
+        uses = response.tool_uses
+        recalls = [u for u in uses if u.get("name") == RECALL_TOOL_NAME]
+        if session.offers_recall:
+            self.recall_ids.update(str(u.get("id")) for u in recalls)
+        internal = (
+            answer_recall and bool(uses) and len(recalls) == len(uses) and session.offers_recall
+        )
+        if not internal:
+            session.record(response)
+            self.known.append(message_print("assistant", response.content))
+            return False
+        self._answer_recall_round(session, response)
+        return True
+
+    def record_reply(self, message: Any) -> None:
+        """Record a reply the caller receives as it is (a stream's)."""
+        self.record(message)
+
+    @staticmethod
+    def _answer_recall_round(session: Session, response: ModelResponse) -> None:
+        mark = {RECALL_ROUND_FIELD: True}
+        session.record(response, extra=mark)
+        answers = [session.run_recall(use) for use in response.tool_uses]
+        session.append([Entry.user(answers, extra=mark)])
 
     def close_store(self) -> None:
         """Close the store of a session the wrapper opened from a folder (releases its lock)."""
@@ -1025,18 +1128,27 @@ class Messages:
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
             return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
+        result = self._send_or_compact(passthrough)
+        if passthrough.get("stream") is True:
+            return RecordingStream(result, pipeline.record_reply)
+        rounds = 0
+        while pipeline.record(
+            result.parse() if self._raw else result, answer_recall=rounds < MAX_RECALL_ROUNDS
+        ):
+            rounds += 1
+            result = self._send_or_compact(passthrough)
+        return cast("Message", result)
+
+    def _send_or_compact(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
         try:
-            result = self._send(passthrough)
+            return self._send(passthrough)
         except Exception as error:
             if not pipeline.is_prompt_too_long(error) or not run_blocking(
                 compact_after_prompt_too_long(pipeline.session, error)
             ):
                 raise
-            result = self._send(passthrough)
-        if passthrough.get("stream") is True:
-            return RecordingStream(result, pipeline.record)
-        pipeline.record(result.parse() if self._raw else result)
-        return cast("Message", result)
+            return self._send(passthrough)
 
     def stream(self, **kwargs: Any) -> StreamManager:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
@@ -1089,22 +1201,30 @@ class AsyncMessages:
         if passthrough is None:
             side = _create_method(self._sdk.messages, self._raw)(**kwargs)
             return cast("Message", await side)
+        result = await self._send_or_compact(passthrough)
+        if passthrough.get("stream") is True:
+            return AsyncRecordingStream(result, pipeline.record_reply)
+        rounds = 0
+        while True:
+            message = result
+            if self._raw:
+                parsed = result.parse()  # a coroutine in recent SDKs, a value in older ones
+                message = await parsed if inspect.isawaitable(parsed) else parsed
+            if not pipeline.record(message, answer_recall=rounds < MAX_RECALL_ROUNDS):
+                return cast("Message", result)
+            rounds += 1
+            result = await self._send_or_compact(passthrough)
+
+    async def _send_or_compact(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
         try:
-            result = await self._send(passthrough)
+            return await self._send(passthrough)
         except Exception as error:
             if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
                 pipeline.session, error
             ):
                 raise
-            result = await self._send(passthrough)
-        if passthrough.get("stream") is True:
-            return AsyncRecordingStream(result, pipeline.record)
-        if self._raw:
-            parsed = result.parse()  # a coroutine in recent SDKs, a value in older ones
-            pipeline.record(await parsed if inspect.isawaitable(parsed) else parsed)
-        else:
-            pipeline.record(result)
-        return cast("Message", result)
+            return await self._send(passthrough)
 
     def stream(self, **kwargs: Any) -> AsyncStreamManager:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""

@@ -18,8 +18,9 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    40,000 tokens of results, so the prompt cache breaks rarely; after an idle gap longer than
    the cache lives (60 minutes) all but the 5 most recent are cleared at once. A cleared
    result keeps its `ToolMessage` (tool pairs stay valid) with the content
-   `[Old tool result content cleared]`, and the clearing is written to the state so the
-   next call sends the same prefix.
+   `[Old tool result content cleared — recall id=<tool call id>]` (`[Old tool result
+   content cleared]` with `Policy.recall_enabled` off), and the clearing is written to the
+   state so the next call sends the same prefix.
 3. **Compacts** when the count reaches the model's auto-compact threshold: the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
    ledger) from the configured summarizer — the offline extractive one by default, any
@@ -33,6 +34,11 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    later compaction summarizes it again (summaries chain). A transient summary failure is
    retried with backoff; a failed summary leaves the messages as they were (no exception);
    after 3 failures in a row the extractive summarizer takes over.
+
+**Recall.** With `Policy.recall_enabled` (the default) the middleware registers a `recall`
+tool with the agent: the original of every cleared result and the summarized messages are
+kept in the private state (`unbounded.archive`), and the tool brings them back by tool call
+id, file path, command or a text search (`unbounded.integrations._langchain_recall`).
 
 Messages already converted on the previous call, and the count and normalized messages built
 from them, are reused while the conversation only grows.
@@ -93,13 +99,19 @@ from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.summary_text import CompactionError
-from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, CompactableTools
+from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
 from unbounded.events import (
     CircuitBreakerTripped,
     EventSink,
     LangchainCompacted,
     MicrocompactApplied,
     emit,
+)
+from unbounded.integrations._langchain_recall import (
+    archive_of,
+    build_recall_tool,
+    keep_cleared,
+    keep_summarized,
 )
 from unbounded.integrations._support import run_blocking
 from unbounded.model.content import Usage
@@ -146,6 +158,8 @@ class ContextState(TypedDict, total=False):
     failures: int
     """Consecutive failed compactions (the circuit breaker)."""
     compactions: int
+    archive: dict[str, Any]
+    """What clearing and compaction took out of the messages, for the recall tool."""
 
 
 class UnboundedAgentState(AgentState[Any]):
@@ -671,6 +685,10 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         # grows; the lock keeps agents sharing this middleware across threads apart.
         self._view: tuple[list[Entry], MessageNormalizer, ContextCounter] | None = None
         self._lock = threading.Lock()
+        if self.policy.recall_enabled:
+            self.tools = [
+                build_recall_tool(STATE_KEY, message_to_entry, self.policy.recall_max_tokens)
+            ]
 
     # -- hooks
 
@@ -913,9 +931,10 @@ class _Plan:
     def _cleared(self, message: AnyMessage) -> AnyMessage:
         if not isinstance(message, ToolMessage) or message.tool_call_id not in self.cleared:
             return message
+        handle = message.tool_call_id if self.middleware.policy.recall_enabled else None
         return message.model_copy(
             update={
-                "content": CLEARED_TOOL_RESULT,
+                "content": cleared_stub(handle),
                 "artifact": None,
                 "response_metadata": {
                     **message.response_metadata,
@@ -944,6 +963,7 @@ class _Plan:
                 },
             },
         )
+        self._archive(summarized=True)
         context = self.context.copy()
         context["failures"] = 0
         context["compactions"] = self.context.get("compactions", 0) + 1
@@ -966,7 +986,25 @@ class _Plan:
             STATE_KEY: context,
         }
 
+    def _archive(self, *, summarized: bool) -> None:
+        """Keep what this call takes out of the messages, for the recall tool."""
+        if not self.middleware.policy.recall_enabled or not (self.cleared or summarized):
+            return
+        archive = archive_of(self.context)
+        originals = {
+            message.tool_call_id: entry
+            for message, entry in zip(self.messages[self.lead :], self.entries, strict=False)
+            if isinstance(message, ToolMessage)
+            and message.tool_call_id in self.cleared
+            and entry is not None
+        }
+        keep_cleared(archive, originals)
+        if summarized and self.compact_at is not None:
+            keep_summarized(archive, self.entries[: self.compact_at - self.lead])
+        self.context["archive"] = archive
+
     def _cleared_only(self) -> dict[str, Any] | None:
+        self._archive(summarized=False)
         out: dict[str, Any] = {}
         changed = [self._cleared(m) for m in self.messages if self._is_cleared(m)]
         if changed and all(m.id for m in changed):

@@ -1,0 +1,193 @@
+"""Re-fetches in a replay: what `recall` would have saved.
+
+When a tool result leaves the context (cleared by microcompaction, or summarized away by a
+compaction), an agent that needs it again can only run the command again or read the file
+again. For each recorded call, `RefetchCounter.observe` looks at the tool calls of the
+recorded response and counts as a **re-fetch** one that
+
+- reads a file (with the same other arguments: offset, limit, range), or runs a shell
+  command (whitespace collapsed), that an earlier call of the session read or ran without
+  an error,
+- with no write to that file (for a read) or no write to any file (for a command) between
+  the two, so the earlier output still held, and
+- whose earlier result is not in the request our pipeline prepared for this call (cleared
+  to a placeholder, or no longer in the messages at all).
+
+For each, `refetch_tokens` adds what the re-fetch put into the context (the call's input
+and, once it arrives, its result; length / 4) and `recall_tokens` what a `recall` of the
+earlier result by its id would have put there instead (the call and the answer
+`answer_recall` gives under the policy's `recall_max_tokens`). The recorded agent did not
+have recall: these are the tokens it would have moved, not a prediction of what it would
+have done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from unbounded.compaction.tools_registry import is_cleared_text
+from unbounded.model.request import ProviderRequest
+from unbounded.recall.index import (
+    ToolCall,
+    command_of,
+    normalize_command,
+    read_path_of,
+    same_path,
+)
+from unbounded.recall.lookup import RecallContext, answer_recall
+from unbounded.recall.schema import RECALL_TOOL_NAME, RecallRequest
+from unbounded.session import Session
+from unbounded.tokens.estimate import rough_token_count
+
+
+@dataclass(slots=True)
+class RecallTally:
+    """Re-fetches of results our policy had taken out, and what recalls would have cost."""
+
+    refetches: int = 0
+    refetch_tokens: int = 0
+    recall_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """The `recall` object of `replay --json`."""
+        return {
+            "refetches": self.refetches,
+            "refetch_tokens": self.refetch_tokens,
+            "recall_tokens": self.recall_tokens,
+        }
+
+
+def _visible_results(request: ProviderRequest) -> set[str]:
+    """Tool calls whose result the request carries (not cleared)."""
+    visible: set[str] = set()
+    for message in request["messages"]:
+        content = message["content"]
+        if isinstance(content, str):
+            continue
+        for block in content:
+            if block.get("type") != "tool_result":
+                continue
+            value = block.get("content")
+            text = value if isinstance(value, str) else None
+            if isinstance(value, list) and len(value) == 1 and isinstance(value[0], Mapping):
+                text = value[0].get("text")
+            if not is_cleared_text(text):
+                visible.add(str(block.get("tool_use_id")))
+    return visible
+
+
+_PATH_KEYS = frozenset({"file_path", "path", "notebook_path", "filename", "command"})
+
+
+def _other_arguments(tool_input: object) -> dict[str, Any]:
+    """A read's arguments besides the path (offset, limit, view range…)."""
+    if not isinstance(tool_input, Mapping):
+        return {}
+    return {k: v for k, v in tool_input.items() if k not in _PATH_KEYS}
+
+
+def _input_tokens(block: Mapping[str, Any]) -> int:
+    try:
+        text = orjson.dumps(block.get("input")).decode()
+    except TypeError:
+        text = str(block.get("input"))
+    return rough_token_count(str(block.get("name", "")) + text)
+
+
+class RefetchCounter:
+    """Counts re-fetches over a replay (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.tally = RecallTally()
+        self._waiting: list[str] = []
+        """Re-fetches whose result has not arrived yet."""
+
+    def observe(
+        self,
+        session: Session,
+        request: ProviderRequest,
+        content: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Count the re-fetches among the tool calls of a recorded response, given the request
+        our pipeline prepared for it."""
+        uses = [b for b in content if b.get("type") == "tool_use"]
+        if not uses and not self._waiting:
+            return
+        index = session.recall_index.update(session.entries)
+        self._count_results(session)
+        calls = list(index.calls.values())
+        visible: set[str] | None = None
+        for use in uses:
+            earlier = _earlier_fetch(calls, use)
+            if earlier is None:
+                continue
+            if visible is None:
+                visible = _visible_results(request)
+            if earlier.id in visible:
+                continue
+            self.tally.refetches += 1
+            self.tally.refetch_tokens += _input_tokens(use)
+            self.tally.recall_tokens += _recall_cost(session, earlier)
+            self._waiting.append(str(use.get("id")))
+
+    def finish(self, session: Session) -> RecallTally:
+        """Count the results that arrived after the last call; returns the tally."""
+        session.recall_index.update(session.entries)
+        self._count_results(session)
+        return self.tally
+
+    def _count_results(self, session: Session) -> None:
+        index = session.recall_index
+        waiting: list[str] = []
+        for tool_id in self._waiting:
+            call = index.get(tool_id)
+            if call is None or call.result_position is None:
+                waiting.append(tool_id)
+            else:
+                self.tally.refetch_tokens += call.result_tokens
+        self._waiting = waiting
+
+
+def _earlier_fetch(calls: Sequence[ToolCall], use: Mapping[str, Any]) -> ToolCall | None:
+    """The latest earlier call with the same read or command whose output still holds."""
+    path = read_path_of(use)
+    command = command_of(use) if path is None else None
+    if path is None and command is None:
+        return None
+    wanted = normalize_command(command) if command is not None else None
+    arguments = _other_arguments(use.get("input"))
+    for position in range(len(calls) - 1, -1, -1):
+        call = calls[position]
+        if call.write_path is not None and (path is None or same_path(call.write_path, path)):
+            return None  # the file (or, for a command, some file) changed since
+        if call.result_position is None or call.is_error:
+            continue
+        if (
+            path is not None
+            and call.read_path is not None
+            and same_path(call.read_path, path)
+            and _other_arguments(call.input) == arguments
+        ):
+            return call
+        if wanted is not None and call.command and normalize_command(call.command) == wanted:
+            return call
+    return None
+
+
+def _recall_cost(session: Session, earlier: ToolCall) -> int:
+    """Tokens a recall of the earlier result would add: the call and its answer."""
+    context = RecallContext(
+        entries=session.entries,
+        view=session.view,
+        cleared_ids=session.micro.cleared_ids,
+        index=session.recall_index,
+        budget_tokens=session.policy.recall_max_tokens,
+        load_output=session.store.load_tool_output,
+    )
+    answer = answer_recall(RecallRequest("id", earlier.id), context)
+    call = {"name": RECALL_TOOL_NAME, "input": {"id": earlier.id}}
+    return _input_tokens(call) + rough_token_count(answer.text)

@@ -1,0 +1,174 @@
+"""An index of the tool calls in one session's transcript, kept up to date as it grows.
+
+Recall, receipts and the replay's re-fetch count all ask the same questions of a transcript:
+which tool call has this id, what did it read or run, what did it return, which calls read
+this file or ran this command. `TranscriptIndex.update(entries)` scans only the entries added
+since the last call (the transcript is append-only; a shorter list, or one whose last scanned
+entry moved, is scanned again from the start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from unbounded.compaction.tools_registry import CompactableTools
+from unbounded.model.entries import Entry
+from unbounded.model.tools import file_read_path, file_write_path, shell_command
+from unbounded.tokens.estimate import tool_result_tokens
+
+_REGISTRY = CompactableTools.default()
+_DESCRIBE_CHARS = 160
+"""A tool call's input is cut to this many characters where it is described."""
+
+
+def read_path_of(block: Mapping[str, Any]) -> str | None:
+    """The file a tool_use read, across agents' vocabularies (None when it read none)."""
+    return file_read_path(block) or _REGISTRY.read_path(block)
+
+
+def command_of(block: Mapping[str, Any]) -> str | None:
+    """The shell command a tool_use ran, across agents' vocabularies (None otherwise)."""
+    command = shell_command(block)
+    if command is None and _REGISTRY.canonical(str(block.get("name"))) == "Bash":
+        value = block.get("input")
+        if isinstance(value, Mapping):
+            found = value.get("command") or value.get("cmd")
+            command = found if isinstance(found, str) and found else None
+    return command
+
+
+def normalize_command(command: str) -> str:
+    """A command with its whitespace collapsed (how two runs of one command are matched)."""
+    return " ".join(command.split())
+
+
+def same_path(a: str, b: str) -> bool:
+    """The same file: equal, or one ends with the other at a path separator."""
+    if a == b:
+        return True
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return longer.endswith(shorter) and longer[-len(shorter) - 1] in "/\\"
+
+
+def clip(text: str, limit: int = _DESCRIBE_CHARS) -> str:
+    """One line of at most `limit` characters (an ellipsis marks a cut)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool call of the transcript and its result."""
+
+    id: str
+    name: str
+    input: Any
+    use_position: int
+    """Index of the entry holding the tool_use."""
+    time: str | None
+    read_path: str | None
+    write_path: str | None
+    command: str | None
+    result: Any = None
+    """The tool_result block's content (None until the result arrives)."""
+    result_position: int | None = None
+    result_tokens: int = 0
+    is_error: bool = False
+
+    def describe(self) -> str:
+        """`Bash: pytest -q`, `Read: src/app.py`, or the name and its input as JSON."""
+        if self.command is not None:
+            return f"{self.name}: {clip(self.command)}"
+        path = self.read_path or self.write_path
+        if path is not None:
+            return f"{self.name}: {clip(path)}"
+        try:
+            shown = orjson.dumps(self.input).decode()
+        except TypeError:
+            shown = str(self.input)
+        return f"{self.name} {clip(shown)}"
+
+
+class TranscriptIndex:
+    """Tool calls by id, in call order (see the module docstring)."""
+
+    __slots__ = ("_last", "_scanned", "calls")
+
+    def __init__(self) -> None:
+        self.calls: dict[str, ToolCall] = {}
+        self._scanned = 0
+        self._last: Entry | None = None
+
+    def update(self, entries: Sequence[Entry]) -> TranscriptIndex:
+        """Register what was appended since the last call; returns the index."""
+        start = self._scanned
+        if start > len(entries) or (start and entries[start - 1] is not self._last):
+            self.calls = {}
+            start = 0
+        for position in range(start, len(entries)):
+            self._scan(entries[position], position)
+        self._scanned = len(entries)
+        self._last = entries[-1] if entries else None
+        return self
+
+    def _scan(self, entry: Entry, position: int) -> None:
+        if entry.type not in ("user", "assistant") or entry.is_sidechain:
+            return
+        content = entry.content
+        if isinstance(content, str):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use" and entry.type == "assistant":
+                tool_id = block.get("id")
+                if isinstance(tool_id, str) and tool_id not in self.calls:
+                    self.calls[tool_id] = ToolCall(
+                        id=tool_id,
+                        name=str(block.get("name", "")),
+                        input=block.get("input"),
+                        use_position=position,
+                        time=entry.timestamp,
+                        read_path=read_path_of(block),
+                        write_path=file_write_path(block),
+                        command=command_of(block),
+                    )
+            elif kind == "tool_result" and entry.type == "user":
+                call = self.calls.get(str(block.get("tool_use_id")))
+                if call is not None and call.result_position is None:
+                    call.result = block.get("content")
+                    call.result_position = position
+                    call.result_tokens = tool_result_tokens(block)
+                    call.is_error = bool(block.get("is_error"))
+
+    def get(self, tool_use_id: str) -> ToolCall | None:
+        """The call with this id, or None."""
+        return self.calls.get(tool_use_id)
+
+    def reads_of(self, path: str) -> list[ToolCall]:
+        """Calls that read this file, oldest first."""
+        return [c for c in self.calls.values() if c.read_path and same_path(c.read_path, path)]
+
+    def touching(self, path: str) -> list[ToolCall]:
+        """Calls that read or wrote this file, oldest first."""
+        return [
+            c
+            for c in self.calls.values()
+            if any(p and same_path(p, path) for p in (c.read_path, c.write_path))
+        ]
+
+    def runs_of(self, command: str) -> list[ToolCall]:
+        """Calls that ran this command (whitespace collapsed), oldest first; when none ran it
+        exactly, those whose command contains it."""
+        wanted = normalize_command(command)
+        exact = [
+            c for c in self.calls.values() if c.command and normalize_command(c.command) == wanted
+        ]
+        if exact:
+            return exact
+        return [c for c in self.calls.values() if c.command and wanted in c.command]

@@ -1,0 +1,275 @@
+"""Receipts: what each compaction and microcompaction took out of the context.
+
+A compaction's receipt is written into its boundary record, as `compactMetadata.receipt`; a
+microcompaction's is a `system` record of subtype `microcompact_receipt` appended to the
+transcript (a subtype of unbounded's own: readers that do not know it skip it, and it never
+reaches the API). Both hold:
+
+- `toolResults`: each result taken out, `{"id", "tool", "tokens"}` plus the `path` it read or
+  wrote or the `command` it ran (the handles `recall` takes);
+- `files`: the files those calls read or wrote;
+- `tokens`: the estimated tokens taken out;
+
+and a compaction's also `messages` (records summarized) and `covered`: who wrote the summary,
+its size, and which of the dropped files it still names (`filesMentioned`) or not
+(`filesNotMentioned`). `receipts_in(entries)` reads them back as `Receipt`s, for `inspect`,
+the HTML report and `recall`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from unbounded.model.entries import Entry, new_uuid
+from unbounded.recall.index import ToolCall, TranscriptIndex, clip
+from unbounded.tokens.estimate import entry_tokens, rough_token_count, tool_result_tokens
+
+RECEIPT_VERSION = 1
+RECEIPT_KEY = "receipt"
+"""The key of a compaction's receipt in its boundary's compactMetadata."""
+MICROCOMPACT_RECEIPT_SUBTYPE = "microcompact_receipt"
+"""The subtype of the system record holding a microcompaction's receipt."""
+MICROCOMPACT_RECEIPT_FIELD = "microcompactReceipt"
+NOTE_HANDLES = 8
+"""Handles a summary's recall note names (the most recent results it replaced)."""
+
+ReceiptKind = Literal["compaction", "microcompaction"]
+
+
+def tool_result_item(call: ToolCall | None, tool_use_id: str, tokens: int) -> dict[str, Any]:
+    """One dropped result: id, tool, tokens, and the path or command that names it."""
+    item: dict[str, Any] = {
+        "id": tool_use_id,
+        "tool": call.name if call is not None else "?",
+        "tokens": tokens,
+    }
+    if call is not None:
+        if call.command is not None:
+            item["command"] = clip(call.command, 200)
+        path = call.read_path or call.write_path
+        if path is not None:
+            item["path"] = path
+    return item
+
+
+def _files(items: Iterable[Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(str(i["path"]) for i in items if i.get("path")))
+
+
+def microcompact_receipt(
+    tier: str,
+    tool_use_ids: Sequence[str],
+    *,
+    index: TranscriptIndex,
+    tokens: Mapping[str, int],
+    tokens_saved: int,
+    breaks_cache: bool,
+) -> dict[str, Any]:
+    """The receipt of one microcompaction that cleared (or deleted from the cache) these
+    results."""
+    items = [
+        tool_result_item(index.get(tool_id), tool_id, int(tokens.get(tool_id, 0)))
+        for tool_id in tool_use_ids
+    ]
+    return {
+        "version": RECEIPT_VERSION,
+        "tier": tier,
+        "toolResults": items,
+        "files": _files(items),
+        "tokens": tokens_saved,
+        "breaksCache": breaks_cache,
+    }
+
+
+def microcompact_receipt_entry(receipt: Mapping[str, Any], *, timestamp: str) -> Entry:
+    """The system record that carries a microcompaction's receipt in the transcript."""
+    count = len(receipt.get("toolResults") or [])
+    verb = "deleted from the prompt cache" if receipt.get("tier") == "cached" else "cleared"
+    return Entry(
+        {
+            "parentUuid": None,
+            "isSidechain": False,
+            "type": "system",
+            "subtype": MICROCOMPACT_RECEIPT_SUBTYPE,
+            "content": (
+                f"{count} old tool result(s) {verb} "
+                f"(~{int(receipt.get('tokens') or 0):,} tokens)"
+            ),
+            "isMeta": True,
+            "level": "info",
+            "timestamp": timestamp,
+            "uuid": new_uuid(),
+            MICROCOMPACT_RECEIPT_FIELD: dict(receipt),
+        }
+    )
+
+
+def compaction_receipt(
+    dropped: Sequence[Entry],
+    *,
+    index: TranscriptIndex,
+    summary_text: str,
+    summarizer: str,
+    already_cleared: Collection[str] = (),
+) -> dict[str, Any]:
+    """The receipt of a compaction that replaced `dropped` (the records of the view it
+    summarized) with `summary_text`."""
+    items: list[dict[str, Any]] = []
+    for entry in dropped:
+        content = entry.content if entry.type == "user" else ""
+        if isinstance(content, str):
+            continue
+        for block in content:
+            if not isinstance(block, Mapping) or block.get("type") != "tool_result":
+                continue
+            tool_id = str(block.get("tool_use_id"))
+            item = tool_result_item(index.get(tool_id), tool_id, tool_result_tokens(block))
+            if tool_id in already_cleared:
+                item["alreadyCleared"] = True
+            items.append(item)
+    files = _files(items)
+    mentioned = [path for path in files if _mentions(summary_text, path)]
+    return {
+        "version": RECEIPT_VERSION,
+        "messages": sum(1 for e in dropped if e.type in ("user", "assistant")),
+        "tokens": sum(entry_tokens(e) for e in dropped),
+        "toolResults": items,
+        "files": files,
+        "covered": {
+            "by": summarizer,
+            "summaryTokens": rough_token_count(summary_text),
+            "filesMentioned": mentioned,
+            "filesNotMentioned": [p for p in files if p not in mentioned],
+        },
+    }
+
+
+def _mentions(text: str, path: str) -> bool:
+    if path in text:
+        return True
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return len(name) >= 4 and name in text
+
+
+def recall_note(receipt: Mapping[str, Any]) -> str:
+    """The lines a summary ends with when the session offers `recall`: the handles of the most
+    recent results it replaced, and how to ask for the rest."""
+    items = list(receipt.get("toolResults") or [])[-NOTE_HANDLES:]
+    lines = [
+        "The messages this summary replaces are still in this session's record: call the "
+        "`recall` tool for their exact text (`id` for a tool result, `path` for a file's "
+        "latest output, `command` for a command's latest output, `query` to search)."
+    ]
+    if items:
+        lines.append("Recent tool results it replaced:")
+        for item in reversed(items):
+            what = item.get("command") or item.get("path") or ""
+            detail = f" {clip(str(what), 100)}" if what else ""
+            lines.append(f"- recall id={item['id']}: {item['tool']}{detail}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A receipt read back from a transcript."""
+
+    kind: ReceiptKind
+    uuid: str | None
+    time: str | None
+    trigger: str
+    """auto / manual for a compaction; the tier (count, time, cached) for a microcompaction."""
+    tokens: int
+    tool_results: tuple[dict[str, Any], ...]
+    files: tuple[str, ...]
+    messages: int = 0
+    covered: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """How the results it lists left the context, in a few words."""
+        when = self.time or "?"
+        if self.kind == "compaction":
+            return f"summarized by the {self.trigger} compaction at {when}"
+        if self.trigger == "cached":
+            return f"deleted from the prompt cache by microcompaction at {when}"
+        return f"cleared by microcompaction ({self.trigger} tier) at {when}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (`inspect --json`)."""
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "uuid": self.uuid,
+            "time": self.time,
+            "trigger": self.trigger,
+            "tokens": self.tokens,
+            "tool_results": [dict(item) for item in self.tool_results],
+            "files": list(self.files),
+        }
+        if self.kind == "compaction":
+            data["messages"] = self.messages
+            data["covered"] = dict(self.covered)
+        return data
+
+    @classmethod
+    def from_entry(cls, entry: Entry) -> Receipt | None:
+        """The receipt an entry carries, or None."""
+        if entry.type != "system":
+            return None
+        if entry.is_compact_boundary:
+            metadata = entry.compact_metadata
+            data = metadata.get(RECEIPT_KEY)
+            if not isinstance(data, Mapping):
+                return None
+            return cls._build("compaction", entry, str(metadata.get("trigger") or "?"), data)
+        if entry.subtype == MICROCOMPACT_RECEIPT_SUBTYPE:
+            data = entry.data.get(MICROCOMPACT_RECEIPT_FIELD)
+            if not isinstance(data, Mapping):
+                return None
+            return cls._build("microcompaction", entry, str(data.get("tier") or "?"), data)
+        return None
+
+    @classmethod
+    def _build(
+        cls, kind: ReceiptKind, entry: Entry, trigger: str, data: Mapping[str, Any]
+    ) -> Receipt:
+        items = tuple(
+            dict(item)
+            for item in data.get("toolResults") or []
+            if isinstance(item, Mapping) and isinstance(item.get("id"), str)
+        )
+        covered = data.get("covered")
+        return cls(
+            kind=kind,
+            uuid=entry.uuid,
+            time=entry.timestamp,
+            trigger=trigger,
+            tokens=_int(data.get("tokens")),
+            tool_results=items,
+            files=tuple(str(f) for f in data.get("files") or [] if isinstance(f, str)),
+            messages=_int(data.get("messages")),
+            covered=dict(covered) if isinstance(covered, Mapping) else {},
+        )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def receipts_in(entries: Iterable[Entry]) -> list[Receipt]:
+    """Every receipt in these records, in transcript order."""
+    out: list[Receipt] = []
+    for entry in entries:
+        receipt = Receipt.from_entry(entry)
+        if receipt is not None:
+            out.append(receipt)
+    return out
+
+
+def receipts_by_tool_id(receipts: Iterable[Receipt]) -> dict[str, Receipt]:
+    """For each tool call named by a receipt, the latest receipt naming it."""
+    out: dict[str, Receipt] = {}
+    for receipt in receipts:
+        for item in receipt.tool_results:
+            out[str(item["id"])] = receipt
+    return out
