@@ -13,8 +13,8 @@ from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
-from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
-from unbounded.tokens.estimate import ContextCounter
+from unbounded.tokens.accounting import TokenAccounting
+from unbounded.tokens.breakdown import Breakdown, ContextBreakdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,9 @@ class InspectReport:
     estimated_tokens: int
     boundaries: list[BoundaryInfo]
     accounting: TokenAccounting
+    """Every category by length / 4 (tools by name, duplicate reads)."""
+    breakdown: Breakdown
+    """The context size in rows that add up to it, system prompt + tools first."""
     sidechains: int
     notes: list[str] = field(default_factory=list)
 
@@ -120,6 +123,7 @@ class InspectReport:
                 for b in self.boundaries
             ],
             "accounting": self.accounting.to_dict(),
+            "breakdown": self.breakdown.to_dict(),
         }
 
 
@@ -171,7 +175,8 @@ def inspect_transcript(
         info = info.with_window(window)
     thresholds = compute_thresholds(info, policy or Policy.from_env())
     view = transcript.view_entries()
-    counter = ContextCounter(view)
+    tally = ContextBreakdown(view)
+    counter = tally.counter
     boundaries = [
         BoundaryInfo(
             trigger=b.compact_metadata.get("trigger"),
@@ -193,7 +198,8 @@ def inspect_transcript(
         anchored_tokens=counter.anchor_tokens,
         estimated_tokens=counter.estimated_tokens,
         boundaries=boundaries,
-        accounting=build_token_accounting(view),
+        accounting=tally.accounting,
+        breakdown=tally.breakdown(),
         sidechains=len(transcript.sidechains()),
         notes=notes,
     )

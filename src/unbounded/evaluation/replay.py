@@ -474,7 +474,7 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
             call,
             time,
             "warning",
-            f"context at {event.level} level: {event.tokens:,} tokens, "
+            f"{_LEVEL_WORDS.get(event.level, event.level)}: {event.tokens:,} tokens, "
             f"{event.percent_left}% left before auto-compact",
             {"level": event.level, "tokens": event.tokens},
         )
@@ -489,6 +489,15 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
     if isinstance(event, GenericEvent):
         return TimelineEvent(call, time, event.name, event.name.replace("_", " "), event.data)
     return None
+
+
+_LEVEL_WORDS = {
+    "warning": "context past the warning threshold",
+    "error": "context past the error threshold",
+    "autocompact": "context at the auto-compact threshold",
+    "blocking": "context at the blocking limit",
+}
+"""How a context warning reads in the timeline, by level."""
 
 
 # -- the replay ---------------------------------------------------------------------------------
