@@ -54,6 +54,15 @@ def has_conversation(transcript: Transcript) -> bool:
     )
 
 
+def require_conversation(transcript: Transcript, name: str) -> None:
+    """Refuse a session with nothing to replay, saying so (not an all-zero report)."""
+    if not has_conversation(transcript):
+        raise ConfigError(
+            f"{name}: no conversation to replay (no model reply in it: an empty session, or "
+            "file snapshots only)"
+        )
+
+
 def pick_session(
     path: str | Path | None, *, skip_invalid: bool = False, file_order: bool = False
 ) -> tuple[Transcript, str]:
@@ -64,6 +73,7 @@ def pick_session(
     if path is not None:
         address = parse_address(path)
         transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
+        require_conversation(transcript, address.display)
         name = address.path.name if isinstance(address, FileAddress) else address.require_session()
         return transcript, name
     skipped = 0
@@ -119,6 +129,7 @@ class ReplayRow:
 def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     """Replay one file of a batch (runs in a worker process with --jobs)."""
     transcript, source = _read_quietly(path, settings)
+    require_conversation(transcript, source)
     report = replay_session(transcript, _options(settings, transcript, source))
     return ReplayRow(
         source=source,

@@ -492,8 +492,8 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
 
 
 _LEVEL_WORDS = {
-    "warning": "context past the warning threshold",
-    "error": "context past the error threshold",
+    "warning": "context filling up",
+    "error": "context nearly full",
     "autocompact": "context at the auto-compact threshold",
     "blocking": "context at the blocking limit",
 }
