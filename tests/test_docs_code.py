@@ -89,6 +89,8 @@ class Run:
     """File name in the run folder -> fixture name (copied) or text (written)."""
     replies: Callable[[], list[Any]] = list
     """Anthropic replies the block's requests get, in order."""
+    openai_replies: Callable[[], list[Any]] = list
+    """Chat Completions replies, in order."""
     substitute: dict[str, str] = field(default_factory=dict)
     """Placeholders in the block -> values; `{fixtures}`, `{postgres}` are filled in."""
     needs: tuple[str, ...] = ()
@@ -271,6 +273,33 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ): Shell(
         demo_as="SESSION.jsonl",
         substitute={"<uuid>": "054d875b-93ba-4603-a80f-9fafa788858e"},  # the demo's last prompt
+    ),
+    # docs/index.md: the quick start
+    ("docs/index.md", "import anthropic"): Run(
+        replies=lambda: [message("Hello!")],
+        check=lambda ns, out, api: "Hello! (" in out and "% of the context left)" in out,
+    ),
+    ("docs/index.md", "from unbounded.providers import OpenAIProvider"): Run(
+        openai_replies=lambda: [message("Hello from a chat model.")],
+        check=lambda ns, out, api: (
+            "Hello from a chat model." in out and api.last.path == "/v1/chat/completions"
+        ),
+    ),
+    ("docs/index.md", "from langchain.agents import create_agent"): Run(
+        needs=("langchain", "langchain_anthropic"),
+        replies=lambda: [message("Hello from LangChain.")],
+        check=lambda ns, out, api: "Hello from LangChain." in out,
+    ),
+    ("docs/index.md", "from unbounded.providers import AnthropicProvider"): Run(
+        replies=lambda: [
+            message(tool_use_block("add", {"a": 2, "b": 3}, id="toolu_1"), id="msg_1"),
+            message("2 + 3 = 5.", id="msg_2"),
+        ],
+        check=lambda ns, out, api: (
+            "2 + 3 = 5." in out
+            and api.last.json["messages"][-1]["content"][0]["content"] == "5"
+            and api.last.stream
+        ),
     ),
     # docs/integrations.md
     ("docs/integrations.md", "import anthropic"): Run(
@@ -463,6 +492,8 @@ def run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_server: ApiS
             monkeypatch.delenv(name)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", api_server.openai_base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     return tmp_path
 
 
@@ -503,6 +534,7 @@ def _run_python(
 ) -> None:
     _write_files(folder, spec.files)
     api.anthropic.push(*spec.replies())
+    api.openai.push(*spec.openai_replies())
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     exec(compile(spec.prelude, f"<prelude of {block.name}>", "exec"), namespace)
     source = _fill(block.source, {k: _fill(v, values) for k, v in spec.substitute.items()})
@@ -514,7 +546,8 @@ def _run_python(
     if spec.check is not None:
         outcome = spec.check(namespace, out, api)
         assert outcome is None or outcome, f"{block.name}: the check after the block failed"
-    assert len(api.anthropic) == 0, f"{block.name}: {len(api.anthropic)} scripted replies unused"
+    unused = len(api.anthropic) + len(api.openai)
+    assert unused == 0, f"{block.name}: {unused} scripted replies unused"
 
 
 def _commands(source: str) -> list[str]:
@@ -612,3 +645,20 @@ def test_benchmark_commands_are_the_ones_tested() -> None:
     readme = (ROOT / "README.md").read_text()
     listed = re.findall(r"^python (benchmarks/\w+\.py)", readme, re.M)
     assert listed and sorted(listed) == sorted(README_BENCHMARKS)
+
+
+LACKING = re.compile(
+    r"\.\./shared|/work/|\bseeds?\b(?!=)|RETENTION\.md|DESIGN\.md|STYLE\.md|SOURCES\.md|corpus/raw",
+    re.IGNORECASE,
+)
+"""What users of the package do not have: the project's private specification and corpus paths."""
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_cite_nothing_users_lack(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    found = [
+        f"{page.name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for m in LACKING.finditer(text)
+    ]
+    assert not found, f"docs must stand alone; these point at files users do not have: {found}"
