@@ -12,34 +12,36 @@ Then a synthetic agent that makes N parallel tool calls per turn (2N blocks a tu
 simulated with Claude Code's placement and with the lookback bridge (breakpoints.py), to
 measure what the intermediate marker changes.
 
-Run: python benchmarks/cache_fidelity.py [--json]
+Sessions that cannot be simulated (a model missing from the model table, no recorded usage)
+are named on stderr and left out. Without the corpus the built-in demo session is measured.
+
+Run: python benchmarks/cache_fidelity.py [--json] [--corpus DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from sessions import CORPUS, corpus_sessions, skipped
 
 from unbounded.caching.blocks import flatten_request
 from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.caching.fidelity import simulate_recorded_session
 from unbounded.caching.simulator import CacheSimulator
+from unbounded.errors import ConfigError
 from unbounded.model.entries import messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest
+from unbounded.model.transcript import Transcript
 from unbounded.models import load_model_table
 from unbounded.tokens.exact import TiktokenCounter
-from unbounded.transcripts.loader import load_transcript
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "raw"
 
 
-def widest_turn(path: Path) -> int:
+def widest_turn(transcript: Transcript) -> int:
     """The most message blocks one recorded call added over the previous one."""
-    transcript = load_transcript(path)
     main = transcript.main_thread()
     widest, previous = 0, None
     for call in transcript.api_calls():
@@ -55,22 +57,26 @@ def fidelity(corpus: Path) -> list[dict[str, Any]]:
     """Per-session recorded vs simulated cache-read share."""
     rows = []
     exact = TiktokenCounter("o200k_base")
-    for path in sorted(corpus.glob("*.jsonl")):
-        transcript = load_transcript(path)
-        if len(transcript.api_calls()) < 2:
+    for name, transcript in corpus_sessions(corpus):
+        if sum(call.prompt_tokens > 0 for call in transcript.api_calls()) < 2:
+            skipped(name, "fewer than two calls with recorded usage")
             continue
-        rough = simulate_recorded_session(transcript)
+        try:
+            rough = simulate_recorded_session(transcript)
+        except ConfigError as exc:  # e.g. a model the table does not know: no prices, no TTLs
+            skipped(name, str(exc))
+            continue
         precise = simulate_recorded_session(transcript, counter=exact)
         ttls = sorted({call.ttl for call in rough.calls})
         rows.append(
             {
-                "session": path.name,
+                "session": name,
                 "model": rough.model,
                 "calls": len(rough.calls),
                 "ttl": "/".join(ttls),
                 "compactions": rough.compactions,
                 "prefix_changes": len(rough.prefix_changes),
-                "widest_turn_blocks": widest_turn(path),
+                "widest_turn_blocks": widest_turn(transcript),
                 "recorded_share": rough.recorded_cache_read_share,
                 "simulated_share": rough.simulated_cache_read_share,
                 "error_pp": rough.share_error * 100,
@@ -145,11 +151,10 @@ def main() -> int:
     """Run the measurements and print them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument(
+        "--corpus", type=Path, default=CORPUS, help="folder of sessions (default: the corpus)"
+    )
     args = parser.parse_args()
-    if not args.corpus.is_dir():
-        print(f"corpus not found at {args.corpus}", file=sys.stderr)
-        return 1
     rows = fidelity(args.corpus)
     bridges = [bridge(width) for width in (5, 10, 11, 15, 25)]
     if args.json:

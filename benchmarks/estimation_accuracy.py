@@ -10,7 +10,10 @@ For every recorded API call of every Claude Code or Codex session in ../shared/c
   response's reported total + the padded estimate of what came after it), compared the same
   way. This is what the pipeline decides with; no constant is fitted.
 
-Prints a table, or JSON with --json. Run: python benchmarks/estimation_accuracy.py
+Calls that recorded no prompt tokens (no usage) are left out. Without the corpus the built-in
+demo session is measured (say --corpus DIR for a folder of your own sessions).
+
+Prints a table, or JSON with --json. Run: python benchmarks/estimation_accuracy.py [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -18,16 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
+
+from sessions import CORPUS, corpus_sessions, skipped
 
 from unbounded.model.entries import messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.tokens.estimate import content_tokens, token_count_with_estimation
 from unbounded.tokens.exact import TiktokenCounter
-from unbounded.transcripts.loader import load_transcript
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "raw"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -47,11 +48,11 @@ def measure(corpus: Path) -> dict[str, object]:
     methods = ("length/4", "o200k_base", "anchored")
     overall: dict[str, list[float]] = {m: [] for m in methods}
     sessions: dict[str, dict[str, object]] = {}
-    for path in sorted(corpus.glob("*.jsonl")):
-        transcript = load_transcript(path)
+    for name, transcript in corpus_sessions(corpus):
         main = transcript.main_thread()
-        calls = transcript.api_calls()
+        calls = [call for call in transcript.api_calls() if call.prompt_tokens > 0]
         if len(calls) < 2:
+            skipped(name, "fewer than two calls with recorded usage")
             continue
         raw: dict[str, list[tuple[int, int]]] = {"length/4": [], "o200k_base": []}
         anchored: list[float] = []
@@ -82,7 +83,7 @@ def measure(corpus: Path) -> dict[str, object]:
             "median_error_pct": round(statistics.median(anchored), 2) if anchored else None,
             "p90_error_pct": round(percentile(anchored, 90), 2) if anchored else None,
         }
-        sessions[path.name] = result
+        sessions[name] = result
     return {
         "sessions": sessions,
         "overall": {
@@ -101,11 +102,10 @@ def main() -> int:
     """Run the measurement and print it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument(
+        "--corpus", type=Path, default=CORPUS, help="folder of sessions (default: the corpus)"
+    )
     args = parser.parse_args()
-    if not args.corpus.is_dir():
-        print(f"corpus not found at {args.corpus}", file=sys.stderr)
-        return 1
     report = measure(args.corpus)
     if args.json:
         print(json.dumps(report, indent=2))

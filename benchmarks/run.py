@@ -60,6 +60,11 @@ def largest_session(corpus: Path) -> tuple[str, Transcript]:
         )
         if candidates:
             return candidates[-1].name, load_transcript(candidates[-1])
+    print(
+        f"no Claude Code session in {corpus}: measuring the built-in demo session instead "
+        "(pass --corpus DIR to measure a folder of your own sessions)",
+        file=sys.stderr,
+    )
     return DEMO_SOURCE, demo_transcript()
 
 

@@ -51,7 +51,7 @@ def test_summary_request_prefix_is_byte_identical(api_server: ApiServer, tmp_pat
 
     provider = AnthropicProvider(api_server.anthropic_client())
     config = SessionConfig(
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         system="You are a careful coding agent.",
         tools=[
             {"name": "Read", "description": "read a file", "input_schema": {"type": "object"}},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -469,3 +470,58 @@ def test_importing_unbounded_does_not_import_the_sdks() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- newcomer's path
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_large_max_tokens_is_streamed_when_the_sdk_requires_it(
+    api_server: ApiServer, sync: bool
+) -> None:
+    # 32,000 output tokens could run past the SDK's 10-minute non-streaming timeout: the SDK
+    # refuses to send it unstreamed, so the provider streams it instead.
+    api_server.anthropic.push(message("long answer"))
+    provider = AnthropicProvider(api_server.anthropic_client(sync=sync))
+    request = _request(max_tokens=32_000)
+    response = provider.create_sync(request) if sync else _run(provider.create(request))
+    assert response.text == "long answer"
+    assert len(api_server.requests) == 1
+    assert api_server.requests[0].stream
+    assert api_server.requests[0].json["max_tokens"] == 32_000
+
+
+def test_a_small_max_tokens_is_not_streamed_unless_asked(api_server: ApiServer) -> None:
+    api_server.anthropic.push(message("short"))
+    response = _run(_provider(api_server).create(_request(max_tokens=1024)))
+    assert response.text == "short"
+    assert not api_server.requests[0].stream
+
+
+def _no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for name in list(os.environ):
+        if name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no credentials file either
+
+
+def test_no_api_key_is_said_plainly_at_construction(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    _no_credentials(monkeypatch, tmp_path)
+    with pytest.raises(ConfigError, match="no Anthropic API key: set ANTHROPIC_API_KEY"):
+        AnthropicProvider()
+    AnthropicProvider(api_key="sk-ant-given")  # a key given in code is enough
+
+
+def test_a_client_without_a_key_fails_with_no_api_key_and_sends_nothing(
+    api_server: ApiServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    _no_credentials(monkeypatch, tmp_path)
+    client = anthropic.AsyncAnthropic(base_url=api_server.anthropic_base_url, max_retries=0)
+    provider = AnthropicProvider(client)
+    for max_tokens in (1024, 32_000):  # unstreamed, and streamed because of its size
+        with pytest.raises(AuthenticationError, match="no Anthropic API key") as caught:
+            _run(provider.create(_request(max_tokens=max_tokens)))
+        assert caught.value.status is None
+    assert api_server.requests == []

@@ -292,7 +292,10 @@ def test_inspect_lists_the_receipts_of_a_compacted_session(tmp_path: Path) -> No
     assert receipts[-1]["covered"]["by"] == "scripted"
     text = runner.invoke(app, ["inspect", path], env={"COLUMNS": "200"})
     assert text.exit_code == 0
-    assert "Receipts (" in text.stdout and "compaction (manual)" in text.stdout and "microcompact (time)" in text.stdout
+    out = text.stdout
+    assert "Receipts (3: what compactions took out)" in out
+    assert out.count("microcompact ") == 2 and out.count("(time)") == 2 and "(manual)" in out
+    assert "tool results" not in out.split("Receipts")[1].split("compaction ")[0]  # 1 result
 
 
 def test_the_report_shows_the_receipts_of_a_replay(session_2_1: Path) -> None:

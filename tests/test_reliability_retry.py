@@ -41,7 +41,7 @@ from unbounded.providers.base import (
 from unbounded.providers.retry import ProviderRetried, RetryingProvider
 
 REQUEST: ProviderRequest = {
-    "model": "claude-sonnet-4-5",
+    "model": "claude-sonnet-5-5",
     "max_tokens": 64,
     "messages": [{"role": "user", "content": "hi"}],
 }

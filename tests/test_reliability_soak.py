@@ -71,7 +71,7 @@ SUMMARY = (
     nine_section_summary("run every step; pending: the next step")
 )
 CONFIG = SessionConfig(
-    model="claude-sonnet-4-5",
+    model="claude-sonnet-5-5",
     system="You are a soak-test agent.",
     tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
     context_window=40_000,  # auto-compaction at 26,800 tokens
@@ -173,7 +173,7 @@ class InProcessProvider:
             text, tool, usage = self.script.answer(summary, len(body))
             content: list[Any] = [{"type": "text", "text": text}] + ([tool] if tool else [])
             stop = "tool_use" if tool else "end_turn"
-            return ModelResponse(content, stop, usage, "claude-sonnet-4-5", id=f"msg_{self.script.requests:05d}")
+            return ModelResponse(content, stop, usage, "claude-sonnet-5-5", id=f"msg_{self.script.requests:05d}")
         if kind == "rate_limited":
             raise RateLimitedError("rate limited", retry_after=float(self.script.retry_after()), status=429)
         if kind == "overloaded":

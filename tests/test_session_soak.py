@@ -58,7 +58,7 @@ TOOLS = [
     {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}},
 ]
 CONFIG = SessionConfig(
-    model="claude-sonnet-4-5",
+    model="claude-sonnet-5-5",
     system="You are a careful coding agent.",
     tools=TOOLS,
     context_window=60_000,  # auto-compaction at 27,000 tokens
@@ -139,7 +139,7 @@ class MainApi:
             *content,
             usage={"input_tokens": 60, "cache_read_input_tokens": max(0, size - 60), "output_tokens": 80},
             id=f"msg_{self.turn:04d}",
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
         )
 
 
@@ -173,7 +173,7 @@ class NotesModel:
             ],
             "tool_use",
             {"input_tokens": 10, "cache_read_input_tokens": 1_000, "output_tokens": 300},
-            "claude-sonnet-4-5",
+            "claude-sonnet-5-5",
         )
 
 

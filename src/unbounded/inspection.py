@@ -14,8 +14,8 @@ from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.recall.receipts import Receipt, receipts_in
-from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
-from unbounded.tokens.estimate import ContextCounter
+from unbounded.tokens.accounting import TokenAccounting
+from unbounded.tokens.breakdown import Breakdown, ContextBreakdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,9 @@ class InspectReport:
     estimated_tokens: int
     boundaries: list[BoundaryInfo]
     accounting: TokenAccounting
+    """Every category by length / 4 (tools by name, duplicate reads)."""
+    breakdown: Breakdown
+    """The context size in rows that add up to it, system prompt + tools first."""
     sidechains: int
     notes: list[str] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
@@ -124,6 +127,7 @@ class InspectReport:
             ],
             "accounting": self.accounting.to_dict(),
             "receipts": [receipt.to_dict() for receipt in self.receipts],
+            "breakdown": self.breakdown.to_dict(),
         }
 
 
@@ -175,7 +179,8 @@ def inspect_transcript(
         info = info.with_window(window)
     thresholds = compute_thresholds(info, policy or Policy.from_env())
     view = transcript.view_entries()
-    counter = ContextCounter(view)
+    tally = ContextBreakdown(view)
+    counter = tally.counter
     boundaries = [
         BoundaryInfo(
             trigger=b.compact_metadata.get("trigger"),
@@ -197,7 +202,8 @@ def inspect_transcript(
         anchored_tokens=counter.anchor_tokens,
         estimated_tokens=counter.estimated_tokens,
         boundaries=boundaries,
-        accounting=build_token_accounting(view),
+        accounting=tally.accounting,
+        breakdown=tally.breakdown(),
         sidechains=len(transcript.sidechains()),
         notes=notes,
         receipts=receipts_in(transcript.main_thread()),

@@ -10,7 +10,7 @@ Two passes over the file, neither holding message contents:
    `Transcript.main_thread` does) over light stand-ins built from the summaries; or
    `file_order_main_thread` (`--file-order`). The view (the main thread from its last
    compact boundary on) is then read again record by record, by offset, and counted in one
-   pass (`tally_view`): the anchored token count, the token accounting, and the API messages
+   pass (`tally_view`): the anchored token count, the token breakdown, and the API messages
    (the normalizer holds the view's messages while they are counted).
 
 A summary keeps what thread rebuilding reads: the links, the session id, the tool ids, how a
@@ -54,8 +54,7 @@ from unbounded.model.user_messages import classify_user_entry
 from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.recall.receipts import Receipt
-from unbounded.tokens.accounting import TokenAccounting, build_token_accounting
-from unbounded.tokens.estimate import ContextCounter
+from unbounded.tokens.breakdown import ContextBreakdown
 from unbounded.transcripts.claude_code import FORMAT, validate_record
 from unbounded.transcripts.jsonl import ReadReport, iter_json_records, parse_lenient
 
@@ -394,27 +393,21 @@ class ViewTally:
     """What inspect reports about a view, counted in one pass."""
 
     messages: int
-    counter: ContextCounter
-    accounting: TokenAccounting
+    tokens: ContextBreakdown
 
 
 def tally_view(entries: Iterable[Entry]) -> ViewTally:
-    """Messages, the anchored token count and the accounting of a view, in one pass.
+    """Messages, the anchored token count and the breakdown of a view, in one pass.
 
     The entries are dropped as they go; the API messages they make are held (by the
     normalizer, whose repairs decide how many there are) until they are counted.
     """
-    counter = ContextCounter()
+    tokens = ContextBreakdown()
     normalizer = MessageNormalizer()
-
-    def feed() -> Iterator[Entry]:
-        for entry in entries:
-            counter.append(entry)
-            normalizer.append(entry)
-            yield entry
-
-    accounting = build_token_accounting(feed())
-    return ViewTally(len(normalizer.messages), counter, accounting)
+    for entry in entries:
+        tokens.append(entry)
+        normalizer.append(entry)
+    return ViewTally(len(normalizer.messages), tokens)
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -546,11 +539,12 @@ def inspect_file(
         thresholds=thresholds,
         messages=tally.messages,
         api_calls=len(api_calls),
-        context_tokens=tally.counter.total,
-        anchored_tokens=tally.counter.anchor_tokens,
-        estimated_tokens=tally.counter.estimated_tokens,
+        context_tokens=tally.tokens.counter.total,
+        anchored_tokens=tally.tokens.counter.anchor_tokens,
+        estimated_tokens=tally.tokens.counter.estimated_tokens,
         boundaries=boundaries,
-        accounting=tally.accounting,
+        accounting=tally.tokens.accounting,
+        breakdown=tally.tokens.breakdown(),
         sidechains=_sidechain_threads(records),
         notes=notes,
         receipts=[scan.receipts[i] for i in main if i in scan.receipts],

@@ -35,7 +35,7 @@ from unbounded.session import Session, SessionConfig
 
 MAX_STEPS = 100_000
 CONFIG = SessionConfig(
-    model="claude-sonnet-4-5",
+    model="claude-sonnet-5-5",
     system="You are a crash-test agent.",
     tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}],
     context_window=40_000,

@@ -36,7 +36,7 @@ from unbounded.providers.base import ModelResponse
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import FolderStore, SessionStore
 
-CONFIG = SessionConfig(model="claude-sonnet-4-5", system="worker", context_window=60_000)
+CONFIG = SessionConfig(model="claude-sonnet-5-5", system="worker", context_window=60_000)
 MARKER_PREFIX = "marker "
 TOOL_OUTPUT = "".join(f"src/module_{i:03d}.py: ok, {i * 7} lines checked\n" for i in range(300))
 
@@ -218,8 +218,9 @@ def _spawn(
         str(folder / f"{name}.log"),
         holders or "",
     ]
-    stderr = (folder / f"{name}.err").open("wb")
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    # The child holds its own copy of the descriptor: ours is closed once it has started.
+    with (folder / f"{name}.err").open("wb") as stderr:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
 
 
 def run_fleet(

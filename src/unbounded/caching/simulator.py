@@ -207,6 +207,10 @@ class SimulatedCall:
     """Flat indices of the request's cache markers."""
     read_until: int | None = None
     """Flat index of the last block read from the cache (None: nothing read)."""
+    cache_write_cost_usd: float = 0.0
+    """The part of `cost_usd` paid for cache writes."""
+    cache_read_cost_usd: float = 0.0
+    """The part of `cost_usd` paid for cache reads."""
 
     @property
     def cache_creation_input_tokens(self) -> int:
@@ -673,6 +677,11 @@ class CacheSimulator:
             cache_read_input_tokens=read,
             output_tokens=output_tokens,
         )
+        write_cost = usage_cost_usd(
+            model,
+            cache_creation_5m_input_tokens=creation_5m,
+            cache_creation_1h_input_tokens=creation_1h,
+        )
         return SimulatedCall(
             index=self._calls,
             time=now,
@@ -687,6 +696,8 @@ class CacheSimulator:
             cache_deleted_input_tokens=deleted,
             breakpoints=breakpoints,
             read_until=read_until,
+            cache_write_cost_usd=write_cost,
+            cache_read_cost_usd=usage_cost_usd(model, cache_read_input_tokens=read),
         )
 
 

@@ -4,17 +4,47 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
+from typer.models import CommandFunctionType
 
 from unbounded.errors import UnboundedError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-app = typer.Typer(
+class Command(TyperCommand):
+    """A command whose help reads as usual: `PATH...` in the usage line (not `{paths}...`), and
+    no `<bool>` after a flag (a flag takes no value)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """The usage line's pieces, without the braces Typer puts around required arguments."""
+        pieces = super().collect_usage_pieces(ctx)
+        return [piece.replace("{", "").replace("}", "") for piece in pieces]
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The parameters, flags marked as taking no value."""
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class Application(typer.Typer):
+    """The Typer application, every command built as a `Command`."""
+
+    def command(
+        self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        """Register a command (see `typer.Typer.command`)."""
+        return super().command(*args, cls=cls or Command, **kwargs)
+
+
+app = Application(
     name="unbounded",
     help="Context management for long-running LLM agents: inspect sessions and their tokens.",
     no_args_is_help=True,

@@ -35,28 +35,29 @@ from unbounded.transcripts.claude_code import write_claude_code
 SummarizerName = Literal["extractive", "anthropic", "openai"]
 
 
-def make_provider(name: str, model: str) -> Provider:
-    """The summarizer by name: extractive (offline), anthropic or openai (keys from the env)."""
+def make_provider(name: str, model: str, *, option: str = "--summarizer") -> Provider:
+    """The summarizer (or probe model) by name: extractive (offline), anthropic or openai
+    (keys from the environment); `option` is the flag errors name."""
     if name == "extractive":
         from unbounded.providers.extractive import ExtractiveSummarizer
 
         return ExtractiveSummarizer()
     if name == "anthropic":
         if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise ConfigError("--summarizer anthropic needs ANTHROPIC_API_KEY in the environment")
+            raise ConfigError(f"{option} anthropic needs ANTHROPIC_API_KEY in the environment")
         from unbounded.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(base_url=os.environ.get("ANTHROPIC_BASE_URL"))
     if name == "openai":
         if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
-            raise ConfigError("--summarizer openai needs OPENAI_API_KEY (or OPENAI_BASE_URL)")
+            raise ConfigError(f"{option} openai needs OPENAI_API_KEY (or OPENAI_BASE_URL)")
         from unbounded.providers.openai import OpenAIProvider
 
         return OpenAIProvider(
             api_key=os.environ.get("OPENAI_API_KEY") or "unused",
             base_url=os.environ.get("OPENAI_BASE_URL"),
         )
-    raise ConfigError(f"unknown summarizer {name!r}: use extractive, anthropic or openai")
+    raise ConfigError(f"unknown {option} {name!r}: use extractive, anthropic or openai")
 
 
 def entries_to_compact(transcript: Transcript, at: str) -> tuple[list[Entry], list[Entry]]:
@@ -84,7 +85,10 @@ def entries_to_compact(transcript: Transcript, at: str) -> tuple[list[Entry], li
 def compact_command(
     path: Annotated[
         str,
-        typer.Argument(help="The session to compact: a file or postgresql://…/db?session=ID."),
+        typer.Argument(
+            metavar="PATH",
+            help="The session to compact: a file or postgresql://…/db?session=ID.",
+        ),
     ],
     at: Annotated[
         str,
@@ -128,6 +132,8 @@ def compact_command(
         raise ConfigError("--partial must be up_to or from")
     if (partial is None) != (pivot is None):
         raise ConfigError("--partial and --pivot go together")
+    if model is not None:
+        load_model_table().get(model)  # an unknown model fails before any work
     address = parse_address(path)
     source = address.path if isinstance(address, FileAddress) else None
     inputs = [source] if source is not None else []
@@ -149,7 +155,7 @@ def compact_command(
     prefix, thread = entries_to_compact(transcript, at)
     table = load_model_table()
     model_name = model or transcript.model or DEFAULT_MODEL
-    info = table.find(model_name)
+    info = table.get(model) if model is not None else table.find(model_name)
     provider = make_provider(summarizer, model_name)
     params = CacheSafeParams(
         model=model_name, max_tokens=min(info.max_output, 32_000) if info else 32_000
@@ -226,11 +232,11 @@ def compact_command(
         "kept_messages",
         "attachments",
         "boundary_uuid",
-        "output",
     ):
         value = report[key]
         summary.add_row(
             key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)
         )
+    summary.add_row("output", str(output) if output else "not written (-o FILE writes it)")
     console.print(summary)
     console.print(result.summary_text[:4000], markup=False, highlight=False)

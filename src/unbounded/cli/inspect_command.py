@@ -20,9 +20,11 @@ from unbounded.cli.options import (
     read_transcript,
 )
 from unbounded.cli.receipts_view import render_receipts
+from unbounded.cli.text import shorten_middle
 from unbounded.inspection import InspectReport, inspect_transcript
 from unbounded.inspection_stream import file_order_main_thread, inspect_file, rebuilt_main_thread
 from unbounded.models import ModelTable, load_model_table
+from unbounded.tokens.breakdown import SYSTEM_AND_TOOLS
 from unbounded.transcripts.loader import detect_format
 
 BAR_WIDTH = 60
@@ -41,6 +43,7 @@ def inspect_command(
     path: Annotated[
         str,
         typer.Argument(
+            metavar="PATH",
             help="A Claude Code .jsonl, Codex CLI rollout, SWE-agent .traj or OpenHands "
             "output.jsonl, or a database session: postgresql://…/db?session=ID."
         ),
@@ -130,12 +133,64 @@ def _context_bar(report: InspectReport) -> Text:
     return bar
 
 
+_CATEGORY_LABELS = {SYSTEM_AND_TOOLS: "system prompt + tools"}
+
+
+def render_breakdown(report: InspectReport) -> None:
+    """The context size in rows that add up to it, reported and estimated apart."""
+    breakdown = report.breakdown
+    if breakdown.reported:
+        caption = (
+            "system prompt + tools: the first reported call minus its messages (length/4); "
+            "the messages share the rest in proportion to their length/4"
+        )
+    else:
+        caption = (
+            "no API usage recorded: every row is length/4, padded by 4/3; the system prompt "
+            "and tools are not in the transcript"
+        )
+    table = Table(
+        title=f"Where the tokens go: {breakdown.reported:,} reported by the API + "
+        f"{breakdown.estimated:,} estimated",
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
+    table.add_column("category", no_wrap=True)
+    table.add_column("tokens", justify="right")
+    table.add_column("%", justify="right")
+    table.add_column("reported", justify="right")
+    table.add_column("estimated", justify="right")
+    table.add_column("", no_wrap=True)
+    shown = [row for row in breakdown.rows if row.tokens or row.category == SYSTEM_AND_TOOLS]
+    for row in sorted(shown, key=lambda row: -row.tokens):
+        share = breakdown.percent(row.tokens)
+        table.add_row(
+            _CATEGORY_LABELS.get(row.category, row.category.replace("_", " ")),
+            f"{row.tokens:,}",
+            str(share),
+            f"{row.reported:,}",
+            f"{row.estimated:,}",
+            "▇" * (share // 10),
+        )
+    table.add_row(
+        "total",
+        f"{breakdown.total:,}",
+        "100",
+        f"{breakdown.reported:,}",
+        f"{breakdown.estimated:,}",
+        "",
+        style="bold",
+    )
+    console.print(table)
+
+
 def render(report: InspectReport) -> None:
     """Print the report with rich."""
     source = report.source
     thresholds = report.thresholds
     header = Table.grid(padding=(0, 2))
-    header.add_row("file", str(source.path))
+    header.add_row("file", shorten_middle(str(source.path), max(20, console.width - 17)))
     header.add_row("format", source.format)
     header.add_row("model", f"{report.model.name} ({report.model_source})")
     called = report.source.models
@@ -176,20 +231,8 @@ def render(report: InspectReport) -> None:
         )
     )
 
+    render_breakdown(report)
     accounting = report.accounting
-    categories = Table(title="Where the tokens go (current view, length/4)", title_justify="left")
-    categories.add_column("category")
-    categories.add_column("tokens", justify="right")
-    categories.add_column("%", justify="right")
-    categories.add_column("", no_wrap=True)
-    for name, tokens in sorted(accounting.categories().items(), key=lambda kv: -kv[1]):
-        share = accounting.percent(tokens)
-        categories.add_row(
-            name.replace("_", " "), f"{tokens:,}", f"{share}", "▇" * max(0, share // 3)
-        )
-    categories.add_row("total", f"{accounting.total:,}", "100", "", style="bold")
-    console.print(categories)
-
     if accounting.tool_results or accounting.tool_requests:
         tools = Table(title="Top tools", title_justify="left")
         tools.add_column("tool")
@@ -203,7 +246,7 @@ def render(report: InspectReport) -> None:
         )
         for name in ranked[:10]:
             tools.add_row(
-                name,
+                shorten_middle(name, max(12, console.width - 50)),
                 f"{accounting.tool_calls.get(name, 0):,}",
                 f"{accounting.tool_requests.get(name, 0):,}",
                 f"{accounting.tool_results.get(name, 0):,}",
@@ -212,16 +255,20 @@ def render(report: InspectReport) -> None:
 
     if accounting.duplicate_file_reads:
         duplicates = Table(
-            title=f"Duplicate file reads ({accounting.duplicate_read_tokens:,} tokens, "
-            f"{accounting.percent(accounting.duplicate_read_tokens)}%)",
+            title=f"Duplicate file reads: {accounting.duplicate_read_tokens:,} tokens "
+            f"({accounting.percent(accounting.duplicate_read_tokens)}% of the messages, "
+            "by length/4)",
             title_justify="left",
         )
         duplicates.add_column("file")
         duplicates.add_column("reads", justify="right")
         duplicates.add_column("extra tokens", justify="right")
         ranked_reads = sorted(accounting.duplicate_file_reads.items(), key=lambda kv: -kv[1].tokens)
+        path_width = max(20, console.width - 29)  # what the counts and borders leave
         for file_path, duplicate in ranked_reads[:8]:
-            duplicates.add_row(file_path, str(duplicate.count), f"{duplicate.tokens:,}")
+            duplicates.add_row(
+                shorten_middle(file_path, path_width), str(duplicate.count), f"{duplicate.tokens:,}"
+            )
         console.print(duplicates)
 
     if report.boundaries:

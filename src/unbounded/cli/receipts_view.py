@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from unbounded.cli.app import console
+from unbounded.cli.text import plural
 from unbounded.recall.receipts import Receipt
 
 MAX_ROWS = 40
@@ -17,13 +18,13 @@ HANDLES_SHOWN = 3
 def _dropped(receipt: Receipt) -> str:
     parts = []
     if receipt.messages:
-        parts.append(f"{receipt.messages:,} messages")
+        parts.append(plural(receipt.messages, "message"))
     if receipt.tool_results:
         tools: dict[str, int] = {}
         for item in receipt.tool_results:
             tools[str(item.get("tool"))] = tools.get(str(item.get("tool")), 0) + 1
         by_tool = ", ".join(f"{name} {count}" for name, count in tools.items())
-        parts.append(f"{len(receipt.tool_results)} tool results ({by_tool})")
+        parts.append(f"{plural(len(receipt.tool_results), 'tool result')} ({by_tool})")
     if receipt.files:
         shown = ", ".join(receipt.files[:HANDLES_SHOWN])
         extra = len(receipt.files) - HANDLES_SHOWN
@@ -50,18 +51,20 @@ def render_receipts(receipts: Sequence[Receipt]) -> None:
     table = Table(
         title=f"Receipts ({len(receipts)}: what compactions took out)", title_justify="left"
     )
-    table.add_column("time")
+    table.add_column("time (UTC)", no_wrap=True)
     table.add_column("kind")
     table.add_column("tokens", justify="right")
     table.add_column("dropped")
     table.add_column("still covered by")
     for receipt in receipts[-MAX_ROWS:]:
+        # the kind on two lines at 80 columns: `compaction` / `(manual)`, never cut
         kind = (
-            f"compaction ({receipt.trigger})"
+            f"compaction\n({receipt.trigger})"
             if receipt.kind == "compaction"
-            else f"microcompact ({receipt.trigger})"
+            else f"microcompact\n({receipt.trigger})"
         )
+        when = (receipt.time or "")[:16].replace("T", " ")
         table.add_row(
-            receipt.time or "", kind, f"{receipt.tokens:,}", _dropped(receipt), _covered(receipt)
+            when, kind, f"{receipt.tokens:,}", _dropped(receipt), _covered(receipt)
         )
     console.print(table)

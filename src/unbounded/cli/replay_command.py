@@ -1,30 +1,37 @@
-"""`unbounded replay [PATH]`: replay a recorded session under unbounded's policy and compare
+"""`unbounded replay [PATH...]`: replay recorded sessions under unbounded's policy and compare
 what it would cost against the recorded session and simple baselines."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from unbounded.addresses import FileAddress, parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
 from unbounded.cli.options import (
     FileOrderOption,
     PolicyOption,
     SkipInvalidOption,
+    print_warnings,
     read_transcript,
 )
+from unbounded.cli.text import plural, shorten_middle, times
 from unbounded.demo import DEMO_SOURCE, demo_transcript
+from unbounded.errors import ConfigError, UnboundedError
 from unbounded.evaluation.replay import ReplayOptions, ReplayReport, replay_session
 from unbounded.evaluation.report import render_report_html
-from unbounded.evaluation.sources import latest_session
+from unbounded.evaluation.sources import sessions_newest_first
 from unbounded.model.transcript import Transcript
 from unbounded.models import DEFAULT_MODEL, load_model_table
 from unbounded.policy import Policy
@@ -40,32 +47,142 @@ _KIND_STYLE = {
 }
 
 
+def has_conversation(transcript: Transcript) -> bool:
+    """Whether the main thread holds a model reply (an empty file, or one holding only file
+    snapshots or a title, has nothing to replay)."""
+    return any(
+        entry.type == "assistant" and not entry.is_synthetic_api_error
+        for entry in transcript.main_thread()
+    )
+
+
+def require_conversation(transcript: Transcript, name: str) -> None:
+    """Refuse a session with nothing to replay, saying so (not an all-zero report)."""
+    if not has_conversation(transcript):
+        raise ConfigError(
+            f"{name}: no conversation to replay (no model reply in it: an empty session, or "
+            "file snapshots only)"
+        )
+
+
 def pick_session(
     path: str | Path | None, *, skip_invalid: bool = False, file_order: bool = False
 ) -> tuple[Transcript, str]:
     """The transcript to replay and how to name it: PATH (a file or a database session), else
-    the newest session on this machine (Claude Code's ~/.claude/projects or Codex CLI's
-    $CODEX_HOME/sessions, by default ~/.codex/sessions), else the built-in demo session."""
+    the newest session on this machine with a conversation (Claude Code's ~/.claude/projects
+    or Codex CLI's $CODEX_HOME/sessions, by default ~/.codex/sessions), else the built-in
+    demo session."""
     if path is not None:
         address = parse_address(path)
         transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
+        require_conversation(transcript, address.display)
         name = address.path.name if isinstance(address, FileAddress) else address.require_session()
         return transcript, name
-    latest = latest_session()
-    if latest is not None:
-        transcript = read_transcript(latest, skip_invalid=skip_invalid, file_order=file_order)
-        return transcript, f"{latest.parent.name}/{latest.name}"
+    skipped = 0
+    for candidate in sessions_newest_first():
+        try:
+            found = read_transcript(
+                candidate, skip_invalid=skip_invalid, file_order=file_order, quiet=True
+            )
+        except UnboundedError:
+            found = None
+        if found is None or not has_conversation(found):
+            skipped += 1
+            continue
+        transcript = found
+        if skipped:
+            error_console.print(
+                f"[grey50]skipped {plural(skipped, 'newer session')} with no conversation "
+                "(empty, unreadable, or file snapshots only)[/]",
+                highlight=False,
+            )
+        print_warnings(transcript)
+        return transcript, f"{candidate.parent.name}/{candidate.name}"
     return demo_transcript(), DEMO_SOURCE
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """What a replay of one file needs, picklable for a worker process."""
+
+    model: str | None
+    window: int | None
+    summarizer: str
+    skip_invalid: bool
+    file_order: bool
+    as_json: bool
+    series: bool
+    policy: Policy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRow:
+    """One session of a batch replay: the summary table's figures, its JSON when asked."""
+
+    source: str
+    calls: int
+    compactions: int
+    cost: float
+    recorded_cost: float | None
+    cache_read_share: float
+    warnings: tuple[str, ...]
+    data: dict[str, Any] | None
+
+
+def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
+    """Replay one file of a batch (runs in a worker process with --jobs)."""
+    transcript, source = _read_quietly(path, settings)
+    require_conversation(transcript, source)
+    report = replay_session(transcript, _options(settings, transcript, source))
+    return ReplayRow(
+        source=source,
+        calls=report.calls,
+        compactions=report.compactions,
+        cost=report.ours.cost_usd,
+        recorded_cost=report.recorded_cost if report.recorded_comparable else None,
+        cache_read_share=report.ours.cache_read_share,
+        warnings=(*transcript.warnings, *_skipped(transcript.skipped_lines)),
+        data=report.to_dict(series=settings.series) if settings.as_json else None,
+    )
+
+
+def _read_quietly(path: str, settings: ReplaySettings) -> tuple[Transcript, str]:
+    address = parse_address(path)
+    transcript = read_transcript(
+        address, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
+    )
+    return transcript, address.display
+
+
+def _skipped(lines: int) -> tuple[str, ...]:
+    return (f"skipped {plural(lines, 'invalid line')} (--skip-invalid)",) if lines else ()
+
+
+def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> ReplayOptions:
+    table = load_model_table()
+    model_name = settings.model or transcript.model or DEFAULT_MODEL
+    if table.find(model_name) is None:
+        model_name = DEFAULT_MODEL
+    return ReplayOptions(
+        model=settings.model,
+        window=settings.window,
+        summarizer=make_provider(settings.summarizer, model_name),
+        source=source,
+        model_table=table,
+        policy=settings.policy,
+    )
 
 
 @app.command("replay")
 @exits_cleanly
 def replay_command(
-    path: Annotated[
-        str | None,
+    paths: Annotated[
+        list[str] | None,
         typer.Argument(
-            help="A recorded session, a file or postgresql://…/db?session=ID (default: your "
-            "newest Claude Code or Codex CLI session, else the built-in demo)."
+            metavar="PATH",
+            help="Recorded sessions: files, folders (every .jsonl and .traj file in them), "
+            "globs, or postgresql://…/db?session=ID (default: your newest Claude Code or "
+            "Codex CLI session with a conversation, else the built-in demo).",
         ),
     ] = None,
     model: Annotated[
@@ -90,40 +207,49 @@ def replay_command(
     series: Annotated[
         bool, typer.Option("--series", help="With --json: add the per-call figures.")
     ] = False,
+    jobs: JobsOption = 1,
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
     policy_file: PolicyOption = None,
 ) -> None:
-    """Replay a session through unbounded's pipeline and compare costs with baselines."""
-    transcript, source = pick_session(path, skip_invalid=skip_invalid, file_order=file_order)
+    """Replay sessions through unbounded's pipeline and compare costs with baselines."""
+    if series and not as_json:
+        raise ConfigError("--series adds the per-call figures to the JSON output: add --json")
     table = load_model_table()
     if model is not None:
         table.get(model)  # an unknown model fails before any work
-    model_name = model or transcript.model or DEFAULT_MODEL
-    if table.find(model_name) is None:
-        model_name = DEFAULT_MODEL
-    provider = make_provider(summarizer, model_name)
-    options = ReplayOptions(
-        model=model,
-        window=window,
-        summarizer=provider,
-        source=source,
-        model_table=table,
-        policy=Policy.from_file(policy_file) if policy_file is not None else None,
+    make_provider(summarizer, model or DEFAULT_MODEL)  # an unknown summarizer or missing key too
+    sessions = expand_paths(paths or [])
+    chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
+    settings = ReplaySettings(
+        model, window, summarizer, skip_invalid, file_order, as_json, series, chosen_policy
     )
+    if len(sessions) > 1:
+        if report_file is not None:
+            raise ConfigError(
+                f"--report writes one session's page: give one session, not {len(sessions)}"
+            )
+        replay_batch(sessions, settings, jobs)
+        return
+    transcript, source = pick_session(
+        sessions[0] if sessions else None, skip_invalid=skip_invalid, file_order=file_order
+    )
+    options = _options(settings, transcript, source)
     if as_json:
         report = replay_session(transcript, options)
     else:
         with Progress(
             TextColumn("[bold]replaying[/] {task.description}"),
-            BarColumn(),
+            BarColumn(bar_width=20),
             MofNCompleteColumn(),
             TextColumn("calls"),
             TimeElapsedColumn(),
             console=error_console,
             transient=True,
         ) as progress:
-            task = progress.add_task(source, total=None)
+            # The name is cut to what the bar and the counts leave of the line.
+            name = shorten_middle(source, max(12, error_console.width - 58))
+            task = progress.add_task(name, total=None)
 
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
@@ -139,10 +265,103 @@ def replay_command(
         console.print(f"report written to [bold]{report_file}[/]")
 
 
+def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> None:
+    """Replay every session, then print a table across them (or one JSON object); a file that
+    fails is reported and the others still run; exit status 2 when one failed."""
+    rows: list[ReplayRow] = []
+    failed: list[tuple[str, str]] = []
+    with Progress(
+        TextColumn("[bold]replaying[/]"),
+        BarColumn(bar_width=20),
+        MofNCompleteColumn(),
+        TextColumn("sessions"),
+        TimeElapsedColumn(),
+        console=error_console,
+        transient=True,
+        disable=settings.as_json,
+    ) as progress:
+        task = progress.add_task("", total=len(sessions))
+        for outcome in run_each(partial(replay_one, settings), sessions, jobs):
+            progress.advance(task)
+            if outcome.result is None:
+                failed.append((outcome.path, outcome.error or "failed"))
+                error_console.print(
+                    f"[bold red]error:[/] {outcome.error}", highlight=False, soft_wrap=True
+                )
+                continue
+            rows.append(outcome.result)
+            for warning in outcome.result.warnings:
+                error_console.print(
+                    f"[yellow]warning:[/] {located(outcome.path, warning)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+    if settings.as_json:
+        print(
+            json.dumps(
+                {
+                    "sessions": [row.data for row in rows],
+                    "failed": [{"path": path, "error": error} for path, error in failed],
+                },
+                indent=2,
+            )
+        )
+    else:
+        render_batch(rows, failed)
+    if failed:
+        raise typer.Exit(code=2)
+
+
+def render_batch(rows: list[ReplayRow], failed: list[tuple[str, str]]) -> None:
+    """The table across sessions: calls, compactions, our cost against the recorded one (the
+    baselines are in each session's own report)."""
+    table = Table(
+        title=f"Replayed {plural(len(rows), 'session')}"
+        + (f" ({len(failed):,} failed, see above)" if failed else "")
+        + ": cost in USD, saved = 1 - unbounded / recorded",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("session", no_wrap=True)
+    for heading, width in (
+        ("calls", 6),
+        ("compactions", 11),
+        ("unbounded", 9),
+        ("recorded", 8),
+        ("saved", 6),
+    ):
+        table.add_column(heading, justify="right", width=width)
+    width = max(16, console.width - 53)  # what the figures leave of the line
+    for row in rows:
+        saved = (
+            f"{1 - row.cost / row.recorded_cost:.0%}" if row.recorded_cost else "—"
+        )
+        table.add_row(
+            shorten_middle(row.source, width),
+            f"{row.calls:,}",
+            f"{row.compactions:,}",
+            f"{row.cost:,.2f}",
+            "—" if row.recorded_cost is None else f"{row.recorded_cost:,.2f}",
+            saved,
+        )
+    if len(rows) > 1:
+        table.add_row(
+            "total",
+            f"{sum(row.calls for row in rows):,}",
+            f"{sum(row.compactions for row in rows):,}",
+            f"{sum(row.cost for row in rows):,.2f}",
+            style="bold",
+        )
+    console.print(table)
+
+
 def render(report: ReplayReport) -> None:
     """Print the replay's timeline and cost table with rich."""
     header = Table.grid(padding=(0, 2))
-    header.add_row("session", report.source)
+    header.add_row("session", shorten_middle(report.source, max(20, console.width - 18)))
     header.add_row(
         "model",
         f"{report.model} · window {report.context_window:,} · auto-compact at "
@@ -150,11 +369,12 @@ def render(report: ReplayReport) -> None:
     )
     header.add_row(
         "replayed",
-        f"{report.calls:,} calls · {report.compactions} compactions "
-        f"({report.session_memory_compactions} from session memory, notes updated "
-        f"{report.session_memory_updates} times) · "
-        f"{report.microcompacts} microcompactions · {report.cache_breaks} cache breaks · "
-        f"{report.invalid_requests} invalid requests",
+        f"{plural(report.calls, 'call')} · {plural(report.compactions, 'compaction')} "
+        f"({report.session_memory_compactions:,} from session memory; notes updated "
+        f"{times(report.session_memory_updates)}) · "
+        f"{plural(report.microcompacts, 'microcompaction')} · "
+        f"{plural(report.cache_breaks, 'cache break')} · "
+        f"{plural(report.invalid_requests, 'invalid request')}",
     )
     header.add_row(
         "context",
@@ -165,13 +385,91 @@ def render(report: ReplayReport) -> None:
     if others:
         header.add_row("other models", f"{', '.join(others)} calls, each priced as its own model")
     console.print(Panel(header, title="unbounded replay", expand=False))
+    render_timeline(report)
+    render_costs(report)
+    retention = report.retention()
+    if report.compaction_records:
+        kept = " · ".join(
+            f"{name.replace('_', ' ')} {value['summary']:.0%}"
+            for name, value in retention.items()
+            if isinstance(value, dict) and value["summary"] is not None
+        )
+        console.print(f"retention at our compactions (summary only): {kept}")
+        used = " · ".join(
+            f"{kind} {contexts['summary']:.0%}"
+            for kind, contexts in report.continuation().items()
+            if contexts.get("summary") is not None
+        )
+        if used:
+            console.print(
+                f"continuation (what the next 30 turns used that the summary holds): {used}"
+            )
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    fidelity = report.fidelity
+    if any(call.recorded.prompt_tokens for call in fidelity.calls):
+        simulated = (
+            f"simulator on the recorded calls: {fidelity.simulated_cache_read_share:.1%} cache "
+            f"reads vs {fidelity.recorded_cache_read_share:.1%} recorded"
+        )
+    else:
+        simulated = "the recording reports no usage to check the simulator against (n/a)"
+    console.print(
+        f"[grey50]system prompt + tools modelled as {report.prefix.tokens:,} tokens "
+        f"({report.prefix.source}); {simulated}[/]"
+    )
 
+
+STRATEGY_LINES = {
+    "unbounded": "this library: clears stale output in batches, compacts from its notes "
+    "early when that pays, else summarizes at the threshold sharing the cache",
+    "none": "sends everything (an overflow is a call the API would refuse)",
+    "truncate": "drops the oldest turns to fit: the cache is missed almost every call",
+    "summarize_no_cache": "summarizes at the threshold in a separate request without cache",
+    "clear_every_turn": "over 100K, clears all but the 3 newest tool results every call",
+}
+"""One line per strategy of the cost table."""
+
+
+def render_cost_parts(report: ReplayReport) -> None:
+    """Where each strategy's cost goes, and what each strategy is."""
+    parts = Table(
+        title="Where the cost goes (USD)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    parts.add_column("strategy")
+    for heading in ("cache writes", "cache reads", "input + output", "summary calls"):
+        parts.add_column(heading, justify="right")
+    for name, run in {"unbounded": report.ours, **report.baselines}.items():
+        split = run.cost_parts()
+        parts.add_row(
+            name,
+            f"{split['cache_writes']:,.2f}",
+            f"{split['cache_reads']:,.2f}",
+            f"{split['input_and_output']:,.2f}",
+            f"{split['summary_calls']:,.2f}",
+            style="bold" if name == "unbounded" else "",
+        )
+    console.print(parts)
+    for name in ["unbounded", *report.baselines]:
+        if name in STRATEGY_LINES:
+            console.print(f"[grey50]{name}: {STRATEGY_LINES[name]}[/]", highlight=False)
+
+
+def render_timeline(report: ReplayReport) -> None:
+    """The replay's events, at most 60 of them (none: one line saying so)."""
+    shown = [e for e in report.timeline if e.kind != "expected_cache_drop"]
+    if not shown:
+        console.print("Timeline: no compaction, microcompaction, cache break or warning")
+        return
     timeline = Table(title="Timeline", title_justify="left")
     timeline.add_column("call", justify="right")
-    timeline.add_column("time (UTC)")
-    timeline.add_column("event")
+    timeline.add_column("time (UTC)", no_wrap=True)
+    timeline.add_column("event", no_wrap=True)
     timeline.add_column("details", overflow="fold")
-    shown = [e for e in report.timeline if e.kind != "expected_cache_drop"]
     for event in shown[:60]:
         style = _KIND_STYLE.get(event.kind, "")
         timeline.add_row(
@@ -184,22 +482,39 @@ def render(report: ReplayReport) -> None:
         timeline.add_row("", "", "…", f"{len(shown) - 60} more events (see --json or --report)")
     console.print(timeline)
 
-    costs = Table(title="Cost of this session by strategy (USD)", title_justify="left")
-    costs.add_column("strategy")
-    costs.add_column("cost", justify="right")
-    costs.add_column("vs unbounded", justify="right")
-    costs.add_column("summary calls", justify="right")
-    costs.add_column("overflows", justify="right")
-    costs.add_column("cache read share", justify="right")
-    costs.add_column("peak context", justify="right")
+
+def render_costs(report: ReplayReport) -> None:
+    """The cost table: the recorded session, ours and every baseline."""
+    names = ["unbounded", *report.baselines]
+    # Lines between rows only: seven columns and every strategy name whole in 80 columns.
+    costs = Table(
+        title="Cost of this session by strategy (USD)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    # Fixed widths, headings on two lines, no side borders: 76 columns with every strategy
+    # name and every heading word whole (rich would otherwise cut words to fit 80).
+    costs.add_column("strategy", width=max(len(name) for name in [*names, "recorded *"]))
+    for heading, width in (
+        ("cost", 8),
+        ("vs unbounded", 9),
+        ("summary calls", 7),
+        ("overflows", 9),
+        ("cache reads", 6),
+        ("peak context", 7),
+    ):
+        costs.add_column(heading, justify="right", width=width)
     ours = report.ours.cost_usd
     if report.recorded_cost is not None:
         if not report.recorded_comparable:
-            versus = "not comparable"
+            versus = "n/a"
         else:
             versus = f"{report.recorded_cost / ours:.2f}×" if ours else ""
         costs.add_row(
-            f"recorded ({report.recorded_model})" if not report.recorded_comparable else "recorded",
+            "recorded" if report.recorded_comparable else "recorded *",
             f"{report.recorded_cost:,.2f}",
             versus,
             "",
@@ -220,19 +535,9 @@ def render(report: ReplayReport) -> None:
             style="bold" if name == "unbounded" else "",
         )
     console.print(costs)
-    retention = report.retention()
-    if report.compaction_records:
-        kept = " · ".join(
-            f"{name.replace('_', ' ')} {value['summary']:.0%}"
-            for name, value in retention.items()
-            if isinstance(value, dict) and value["summary"] is not None
+    render_cost_parts(report)
+    if report.recorded_cost is not None and not report.recorded_comparable:
+        console.print(
+            f"* recorded on {report.recorded_model}: its cost is not comparable with the "
+            "replay's"
         )
-        console.print(f"retention at our compactions (summary only): {kept}")
-    for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(
-        f"[grey50]system prompt + tools modelled as {report.prefix.tokens:,} tokens "
-        f"({report.prefix.source}); simulator on the recorded calls: "
-        f"{report.fidelity.simulated_cache_read_share:.1%} cache reads vs "
-        f"{report.fidelity.recorded_cache_read_share:.1%} recorded[/]"
-    )

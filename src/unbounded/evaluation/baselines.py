@@ -150,6 +150,19 @@ class StrategyRun:
         total = sum(c.prompt_tokens for c in calls)
         return sum(c.cache_read_input_tokens for c in calls) / total if total else 0.0
 
+    def cost_parts(self) -> dict[str, float]:
+        """Where the cost goes: the conversation's cache writes, cache reads, and uncached
+        input with output; and every summary call (USD)."""
+        main = self.main_calls
+        writes = sum(c.cache_write_cost_usd for c in main)
+        reads = sum(c.cache_read_cost_usd for c in main)
+        return {
+            "cache_writes": writes,
+            "cache_reads": reads,
+            "input_and_output": sum(c.cost_usd for c in main) - writes - reads,
+            "summary_calls": sum(c.cost_usd for c in self.side_calls),
+        }
+
     @property
     def peak_context_tokens(self) -> int:
         """The largest main request, in tokens."""
@@ -165,6 +178,7 @@ class StrategyRun:
             "compactions": self.compactions,
             "cache_read_share": round(self.cache_read_share, 5),
             "peak_context_tokens": self.peak_context_tokens,
+            "cost_parts": {name: round(value, 6) for name, value in self.cost_parts().items()},
         }
 
 

@@ -450,7 +450,8 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
             call,
             time,
             "microcompact",
-            f"{event.tier} microcompact: {event.cleared} tool results cleared, "
+            f"{event.tier} microcompact: {event.cleared} tool "
+            f"{'result' if event.cleared == 1 else 'results'} cleared, "
             f"{event.tokens_saved:,} tokens saved"
             + (" (changes the cached prefix)" if event.breaks_cache else ""),
             {"tier": event.tier, "cleared": event.cleared, "tokens_saved": event.tokens_saved},
@@ -481,7 +482,7 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
             call,
             time,
             "warning",
-            f"context at {event.level} level: {event.tokens:,} tokens, "
+            f"{_LEVEL_WORDS.get(event.level, event.level)}: {event.tokens:,} tokens, "
             f"{event.percent_left}% left before auto-compact",
             {"level": event.level, "tokens": event.tokens},
         )
@@ -496,6 +497,15 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
     if isinstance(event, GenericEvent):
         return TimelineEvent(call, time, event.name, event.name.replace("_", " "), event.data)
     return None
+
+
+_LEVEL_WORDS = {
+    "warning": "context filling up",
+    "error": "context nearly full",
+    "autocompact": "context at the auto-compact threshold",
+    "blocking": "context at the blocking limit",
+}
+"""How a context warning reads in the timeline, by level."""
 
 
 # -- the replay ---------------------------------------------------------------------------------

@@ -63,3 +63,25 @@ def latest_session(
         latest_codex_session(codex_sessions_dir(home, environ)),
     ]
     return _newest(p for p in found if p is not None)
+
+
+def sessions_newest_first(
+    home: Path | None = None, environ: Mapping[str, str] | None = None
+) -> list[Path]:
+    """Every session on this machine, Claude Code's and Codex CLI's, the newest first (the
+    files `latest_session` chooses among)."""
+    projects = claude_projects_dir(home)
+    sessions = codex_sessions_dir(home, environ)
+    candidates: list[Path] = []
+    if projects.is_dir():
+        candidates += [p for p in projects.glob("*/*.jsonl") if not p.name.startswith("agent-")]
+    if sessions.is_dir():
+        candidates += list(sessions.rglob("rollout-*.jsonl"))
+    stamped: list[tuple[float, str, Path]] = []
+    for candidate in candidates:
+        try:
+            if candidate.is_file():
+                stamped.append((candidate.stat().st_mtime, str(candidate), candidate))
+        except OSError:
+            continue
+    return [path for _, _, path in sorted(stamped, reverse=True)]

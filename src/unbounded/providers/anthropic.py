@@ -56,6 +56,12 @@ DEFAULT_HEARTBEAT_INTERVAL = 30.0
 
 _UNBOUNDED_ONLY = ("betas", "cache_edits")
 
+NO_API_KEY = (
+    "no Anthropic API key: set ANTHROPIC_API_KEY in the environment, or pass "
+    "AnthropicProvider(api_key=...) or a client of your own"
+)
+"""What a call without any credentials fails with."""
+
 
 def _import_sdk() -> Any:
     try:
@@ -156,6 +162,22 @@ def _function_parameters(method: Callable[..., Any]) -> frozenset[str]:
     return frozenset(p.name for p in parameters)
 
 
+def _has_credentials(client: Any) -> bool:
+    """Whether an Anthropic client has a key, a token or a credentials provider to send."""
+    return any(getattr(client, name, None) for name in ("api_key", "auth_token", "credentials"))
+
+
+def _is_missing_credentials(exc: BaseException) -> bool:
+    """The SDK's refusal to send a request that has no authentication at all."""
+    return isinstance(exc, TypeError) and "Could not resolve authentication method" in str(exc)
+
+
+def _streaming_required(exc: BaseException) -> bool:
+    """The SDK's refusal to send `max_tokens` this large without streaming (a request that
+    could run past its 10-minute non-streaming timeout); raised before anything is sent."""
+    return isinstance(exc, ValueError) and "Streaming is required" in str(exc)
+
+
 @functools.lru_cache(maxsize=4)
 def _shared_ssl_context(http_module: str) -> Any:
     """One default SSL context per HTTP library: building one costs ~50 ms, sharing is safe."""
@@ -232,10 +254,12 @@ class SdkClients:
         self._home = weakref.ref(loop)
         return self._async, True, False
 
-    def prebuild(self) -> None:
-        """Build the async client now (not yet bound to a loop), so bad options fail early."""
+    def prebuild(self) -> Any:
+        """Build the async client now (not yet bound to a loop), so bad options fail early;
+        returns it."""
         if self._options is not None and self._async is None:
             self._async = self.build(True)
+        return self._async
 
 
 # --------------------------------------------------------------------------- the provider
@@ -270,6 +294,9 @@ class AnthropicProvider(SdkProvider):
             if timeout is not None:
                 options["timeout"] = timeout
         self._clients = SdkClients(self._sdk, "AsyncAnthropic", "Anthropic", client, options)
+        # Fail here, not with a puzzling error at the first call, when no key is set.
+        if client is None and not _has_credentials(self._clients.prebuild()):
+            raise ConfigError(NO_API_KEY)
 
     # -- request mapping
 
@@ -314,7 +341,9 @@ class AnthropicProvider(SdkProvider):
         call: Awaitable[Any]
         if is_async:
             call = (
-                self._stream_async(api, request, seen) if stream else self._once_async(api, request)
+                self._stream_async(api, request, seen)
+                if stream
+                else self._once_async(api, request, seen)
             )
         else:
             call = asyncio.to_thread(
@@ -336,11 +365,21 @@ class AnthropicProvider(SdkProvider):
                 await client.close()
         return self.to_response(message)
 
-    async def _once_async(self, api: Any, request: ProviderRequest) -> Any:
-        return await api.create(**self.request_kwargs(request, api.create))
+    async def _once_async(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
+        try:
+            return await api.create(**self.request_kwargs(request, api.create))
+        except ValueError as exc:
+            if not _streaming_required(exc):
+                raise
+        return await self._stream_async(api, request, seen)
 
-    def _once_sync(self, api: Any, request: ProviderRequest, _seen: dict[str, Any]) -> Any:
-        return api.create(**self.request_kwargs(request, api.create))
+    def _once_sync(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
+        try:
+            return api.create(**self.request_kwargs(request, api.create))
+        except ValueError as exc:
+            if not _streaming_required(exc):
+                raise
+        return self._stream_sync(api, request, seen)
 
     async def _stream_async(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
         async with api.stream(**self.request_kwargs(request, api.stream)) as events:
@@ -403,6 +442,8 @@ class AnthropicProvider(SdkProvider):
             return ServerError(f"connection error: {type(exc).__name__}: {exc}")
         if isinstance(exc, json.JSONDecodeError):
             return ServerError(f"malformed response (not JSON): {exc}")
+        if _is_missing_credentials(exc):
+            return AuthenticationError(NO_API_KEY, status=None)
         if isinstance(exc, ValueError):
             text = str(exc)
             if "Unable to parse" in text:

@@ -1,4 +1,4 @@
-"""Where a conversation's tokens go (seed 003 `buildTokenAccounting` / `buildTokenMetrics`).
+"""Where a conversation's tokens go, by category (length / 4 per block).
 
 Categories: the user's messages, the assistant's messages (thinking included), tool requests
 and tool results per tool, local command output, attachments per type, and "other" (images,
@@ -116,89 +116,123 @@ def _add(table: dict[str, int], key: str, tokens: int) -> None:
     table[key] = table.get(key, 0) + tokens
 
 
-def build_token_accounting(
-    entries: Iterable[Entry], count_text: TextCounter = rough_token_count
-) -> TokenAccounting:
-    """Break the tokens of these entries down by category (see module docstring)."""
-    stats = TokenAccounting()
-    tool_names: dict[str, str] = {}
-    read_paths: dict[str, str] = {}
-    reads: dict[str, list[int]] = {}  # path -> [count, total tokens]
+class TokenAccountant:
+    """`build_token_accounting` one entry at a time: `add` returns what the entry added to
+    each category (keys of `TokenAccounting.categories`), so a caller can split the totals
+    (e.g. before and after the last API usage) without counting twice."""
 
-    def text_of(block: dict[str, Any]) -> int:
-        return count_text(str(block.get("text", "")))
+    def __init__(self, count_text: TextCounter = rough_token_count) -> None:
+        self.stats = TokenAccounting()
+        self._count_text = count_text
+        self._tool_names: dict[str, str] = {}
+        self._read_paths: dict[str, str] = {}
+        self._reads: dict[str, list[int]] = {}  # path -> [count, total tokens]
 
-    for entry in entries:
+    def add(self, entry: Entry) -> dict[str, int]:
+        """Account for one entry; the tokens it added per category (empty: none)."""
+        added: dict[str, int] = {}
+        stats = self.stats
         kind = entry.type
         if kind == "attachment":
             attachment = entry.attachment or {}
             name = str(attachment.get("type", "unknown"))
-            tokens = sum(text_of(dict(b)) for b in attachment_to_content(attachment))
+            tokens = sum(self._text_of(dict(b)) for b in attachment_to_content(attachment))
             _add(stats.attachments, name, tokens)
             _add(stats.attachment_counts, name, 1)
             stats.total += tokens
-            continue
+            added["attachments"] = tokens
+            return added
         if kind not in ("user", "assistant") or entry.is_synthetic_api_error:
-            continue
+            return added
         is_user = kind == "user"
         content = entry.content
         if isinstance(content, str):
-            tokens = count_text(content)
-            stats.total += tokens
-            if is_user and "local-command-stdout" in content:
-                stats.local_command_outputs += tokens
-            elif is_user:
-                stats.human_messages += tokens
-            else:
-                stats.assistant_messages += tokens
-            continue
+            self._add_text(content, is_user, added)
+            return added
         for raw_block in content:
-            block: dict[str, Any] = dict(raw_block)
-            block_type = block.get("type")
-            if block_type == "text":
-                tokens = text_of(block)
-                if is_user and "local-command-stdout" in str(block.get("text", "")):
-                    stats.local_command_outputs += tokens
-                elif is_user:
-                    stats.human_messages += tokens
-                else:
-                    stats.assistant_messages += tokens
-            elif block_type in ("thinking", "redacted_thinking"):
-                tokens = count_text(str(block.get("thinking") or block.get("data") or ""))
-                stats.assistant_messages += tokens
-            elif block_type == "tool_use":
-                name = str(block.get("name", "unknown"))
-                tokens = count_text(name + orjson.dumps(block.get("input", {})).decode())
-                _add(stats.tool_requests, name, tokens)
-                _add(stats.tool_calls, name, 1)
-                tool_id = str(block.get("id"))
-                tool_names[tool_id] = name
-                path = file_read_path(block)
-                if path:
-                    read_paths[tool_id] = path
-            elif block_type == "tool_result":
-                tool_id = str(block.get("tool_use_id"))
-                if count_text is rough_token_count:
-                    tokens = tool_result_tokens(block)
-                else:
-                    tokens = _tool_result_tokens(block, count_text)
-                _add(stats.tool_results, tool_names.get(tool_id, "unknown"), tokens)
-                path = read_paths.get(tool_id)
-                if path:
-                    record = reads.setdefault(path, [0, 0])
-                    record[0] += 1
-                    record[1] += tokens
-            elif block_type in ("image", "document"):
-                tokens = TOKENS_PER_IMAGE
-                stats.other += tokens
+            self._add_block(dict(raw_block), is_user, added)
+        return added
+
+    def finish(self) -> TokenAccounting:
+        """The accounting so far, duplicate reads included."""
+        reads = {path: counts for path, counts in self._reads.items() if counts[0] > 1}
+        self.stats.duplicate_file_reads = {
+            path: DuplicateRead(count, (total // count) * (count - 1))
+            for path, (count, total) in reads.items()
+        }
+        return self.stats
+
+    def _text_of(self, block: dict[str, Any]) -> int:
+        return self._count_text(str(block.get("text", "")))
+
+    def _add_text(self, text: str, is_user: bool, added: dict[str, int]) -> None:
+        tokens = self._count_text(text)
+        if is_user and "local-command-stdout" in text:
+            self.stats.local_command_outputs += tokens
+            _add(added, "local_command_output", tokens)
+        elif is_user:
+            self.stats.human_messages += tokens
+            _add(added, "user_messages", tokens)
+        else:
+            self.stats.assistant_messages += tokens
+            _add(added, "assistant_messages", tokens)
+        self.stats.total += tokens
+
+    def _add_block(self, block: dict[str, Any], is_user: bool, added: dict[str, int]) -> None:
+        stats = self.stats
+        count_text = self._count_text
+        block_type = block.get("type")
+        if block_type == "text":
+            self._add_text(str(block.get("text", "")), is_user, added)
+            return
+        if block_type in ("thinking", "redacted_thinking"):
+            tokens = count_text(str(block.get("thinking") or block.get("data") or ""))
+            stats.assistant_messages += tokens
+            category = "assistant_messages"
+        elif block_type == "tool_use":
+            name = str(block.get("name", "unknown"))
+            tokens = count_text(name + orjson.dumps(block.get("input", {})).decode())
+            _add(stats.tool_requests, name, tokens)
+            _add(stats.tool_calls, name, 1)
+            tool_id = str(block.get("id"))
+            self._tool_names[tool_id] = name
+            path = file_read_path(block)
+            if path:
+                self._read_paths[tool_id] = path
+            category = "tool_requests"
+        elif block_type == "tool_result":
+            tool_id = str(block.get("tool_use_id"))
+            if count_text is rough_token_count:
+                tokens = tool_result_tokens(block)
             else:
-                tokens = count_text(orjson.dumps(block).decode())
-                stats.other += tokens
-            stats.total += tokens
-    for path, (count, total) in reads.items():
-        if count > 1:
-            stats.duplicate_file_reads[path] = DuplicateRead(count, (total // count) * (count - 1))
-    return stats
+                tokens = _tool_result_tokens(block, count_text)
+            _add(stats.tool_results, self._tool_names.get(tool_id, "unknown"), tokens)
+            path = self._read_paths.get(tool_id)
+            if path:
+                record = self._reads.setdefault(path, [0, 0])
+                record[0] += 1
+                record[1] += tokens
+            category = "tool_results"
+        elif block_type in ("image", "document"):
+            tokens = TOKENS_PER_IMAGE
+            stats.other += tokens
+            category = "other"
+        else:
+            tokens = count_text(orjson.dumps(block).decode())
+            stats.other += tokens
+            category = "other"
+        _add(added, category, tokens)
+        stats.total += tokens
+
+
+def build_token_accounting(
+    entries: Iterable[Entry], count_text: TextCounter = rough_token_count
+) -> TokenAccounting:
+    """Break the tokens of these entries down by category (see module docstring)."""
+    accountant = TokenAccountant(count_text)
+    for entry in entries:
+        accountant.add(entry)
+    return accountant.finish()
 
 
 def _tool_result_tokens(block: dict[str, Any], count_text: TextCounter) -> int:

@@ -1,0 +1,108 @@
+"""Many sessions in one command: folders and globs expanded, each file run on its own (in
+worker processes with `--jobs`), a bad file reported while the others still run."""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Generic, TypeVar
+
+import typer
+
+from unbounded.addresses import DatabaseAddress, parse_address
+from unbounded.errors import ConfigError, UnboundedError
+
+T = TypeVar("T")
+
+SESSION_SUFFIXES = (".jsonl", ".traj")
+"""The files a folder is searched for: JSONL transcripts and SWE-agent trajectories."""
+_GLOB_CHARACTERS = frozenset("*?[")
+
+JobsOption = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Run this many sessions at once, each in its own process.",
+    ),
+]
+
+
+def expand_paths(arguments: Sequence[str]) -> list[str]:
+    """The sessions the arguments name, in order and without repeats: a file or a database
+    address as given, a folder's `*.jsonl` and `*.traj` files (every level down, sorted), a
+    glob's matches (`**` included, sorted). A folder or glob that names no session, and a
+    path that does not exist, are errors (a mistyped name should not pass for an empty run)."""
+    found: dict[str, None] = {}
+    for argument in arguments:
+        for path in _expand_one(argument):
+            found.setdefault(path, None)
+    return list(found)
+
+
+def _expand_one(argument: str) -> list[str]:
+    if isinstance(parse_address(argument), DatabaseAddress):
+        return [argument]
+    path = Path(argument).expanduser()
+    if path.is_dir():
+        files = sorted(
+            str(candidate)
+            for candidate in path.rglob("*")
+            if candidate.suffix in SESSION_SUFFIXES and candidate.is_file()
+        )
+        if not files:
+            raise ConfigError(
+                f"{argument}: the folder holds no session (.jsonl or .traj file)"
+            )
+        return files
+    if path.exists() or not _GLOB_CHARACTERS & set(argument):
+        return [argument]  # a missing file is reported by the reader, with its usual message
+    matches = sorted(
+        match for match in glob.glob(str(path), recursive=True) if Path(match).is_file()
+    )
+    if not matches:
+        raise ConfigError(f"{argument}: no file matches (quote the pattern to pass it as is)")
+    return matches
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    """One session of a batch: its result, or why it failed."""
+
+    path: str
+    result: T | None = None
+    error: str | None = None
+
+
+def _guarded(work: Callable[[str], T], path: str) -> Outcome[T]:
+    """`work(path)` with unbounded's errors (bad input, a missing file) kept as a message."""
+    try:
+        return Outcome(path, result=work(path))
+    except UnboundedError as exc:
+        return Outcome(path, error=str(exc))
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        return Outcome(path, error=f"{where}{exc.strerror or exc}")
+
+
+def run_each(work: Callable[[str], T], paths: Sequence[str], jobs: int) -> Iterator[Outcome[T]]:
+    """`work` on every path, yielding outcomes in the paths' order as they finish. With
+    `jobs` > 1 the paths run in that many worker processes (`work` must be a module-level
+    function, and its result picklable)."""
+    if jobs <= 1 or len(paths) <= 1:
+        for path in paths:
+            yield _guarded(work, path)
+        return
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+        futures = [pool.submit(_guarded, work, path) for path in paths]
+        for future in futures:
+            yield future.result()
+
+
+def located(path: str, warning: str) -> str:
+    """A reader's warning naming its file (some already start with it)."""
+    return warning if warning.startswith(path) else f"{path}: {warning}"
