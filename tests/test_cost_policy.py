@@ -169,3 +169,18 @@ def test_corpus_cost_below_recorded_and_every_baseline(path: Path) -> None:
     assert cost["unbounded"] <= 0.85 * cost["recorded"]
     assert cost["unbounded"] < min(cost["baselines"].values())
     assert data["invalid_requests"] == 0
+
+
+@pytest.mark.corpus
+def test_a_compaction_calls_own_transcript_replays_with_a_note() -> None:
+    """The transcript of a compaction request holds one call whose input (the conversation it
+    summarized) is over the threshold: replayed as it is, nothing to compact, exit 0."""
+    paths = [p for p in corpus_files("*.jsonl") if "acompact" in p.name]
+    if not paths:
+        pytest.skip("../shared/corpus/raw is not present")
+    for path in paths:
+        result = CliRunner().invoke(app, ["replay", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert data["compactions"] == 0 and data["invalid_requests"] == 0
+        assert any("nothing our policy could compact" in note for note in data["notes"])

@@ -214,3 +214,11 @@ def test_a_cold_cache_compaction_needs_only_the_smaller_saving() -> None:
 
     assert cold_compactions(0.05) == 1
     assert cold_compactions(0.99) == 0
+
+
+def test_a_prefix_over_the_threshold_is_refused_only_when_the_session_compacts() -> None:
+    config = SessionConfig(model="claude-sonnet-4-6", context_window=200_000, system_tokens=180_000)
+    with pytest.raises(ConfigError, match="no compaction can make room"):
+        Session(config)
+    session = Session(config, policy=Policy(auto_compact_enabled=False))
+    assert session.estimate_request_tokens([]) == 180_000

@@ -347,7 +347,9 @@ class Session:
             if config.system_tokens is not None
             else pad_estimate(self._overhead_raw)
         )
-        if overhead >= self.thresholds.autocompact:
+        # Only a session that compacts needs room under the threshold; one that never does
+        # (auto-compaction off) runs until the window is full.
+        if overhead >= self.thresholds.autocompact and self.policy.auto_compact_enabled:
             raise ConfigError(
                 f"the system prompt and tools alone take about "
                 f"{overhead:,} tokens, over the auto-compact threshold "

@@ -558,6 +558,7 @@ class _Replayer:
             if options.window is not None:
                 raise ConfigError(f"{what}: no compaction can make room; use a larger --window")
             self.notes.append(f"{what}: there is nothing our policy could compact")
+            self.policy = self.policy.with_changes(auto_compact_enabled=False)
         calls = self.script.calls
         start = calls[0].request_time if calls else 0.0
         # Each recorded call is planned and priced with its own model when the table knows it;
