@@ -6,7 +6,9 @@ lays out each recorded call as the agent sent it (opaque system+tools prefix, on
 the last message, ignored by OpenAI's automatic caching) and simulates the cache; the
 recorded and simulated cache-read shares are printed for the rough estimate (length / 4) and
 the o200k_base counter, with the largest number of blocks one turn appended (the API looks
-back 20).
+back 20). Those figures are in-sample: the prefix, scale and TTLs are fitted on the calls they
+are judged on. The held-out figure fits on the first half of the calls and judges the second
+half ("held out"), next to the in-sample error on the same second half ("2nd half").
 
 Then a synthetic agent that makes N parallel tool calls per turn (2N blocks a turn) is
 simulated with Claude Code's placement and with the lookback bridge (breakpoints.py), to
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from sessions import CORPUS, corpus_sessions, skipped
 
 from unbounded.caching.blocks import flatten_request
 from unbounded.caching.breakpoints import plan_cache_breakpoints
-from unbounded.caching.fidelity import simulate_recorded_session
+from unbounded.caching.fidelity import FidelityCall, simulate_recorded_session
 from unbounded.caching.simulator import CacheSimulator
 from unbounded.errors import ConfigError
 from unbounded.model.entries import messages_after_compact_boundary
@@ -67,6 +70,8 @@ def fidelity(corpus: Path) -> list[dict[str, Any]]:
             skipped(name, str(exc))
             continue
         precise = simulate_recorded_session(transcript, counter=exact)
+        fit_calls = len(rough.calls) // 2
+        held_out = simulate_recorded_session(transcript, fit_calls=fit_calls)
         ttls = sorted({call.ttl for call in rough.calls})
         rows.append(
             {
@@ -84,9 +89,25 @@ def fidelity(corpus: Path) -> list[dict[str, Any]]:
                 "error_pp_o200k": precise.share_error * 100,
                 "recorded_cost_usd": rough.recorded_cost_usd,
                 "simulated_cost_usd": rough.simulated_cost_usd,
+                "held_out_fit_calls": fit_calls,
+                "held_out_recorded_share": held_out.recorded_cache_read_share,
+                "held_out_simulated_share": held_out.simulated_cache_read_share,
+                "held_out_error_pp": held_out.share_error * 100,
+                "in_sample_error_pp_on_held_out_calls": _share_error(rough.calls[fit_calls:]) * 100,
             }
         )
     return rows
+
+
+def _share_error(calls: Sequence[FidelityCall]) -> float:
+    """Simulated minus recorded cache-read share over these calls."""
+    recorded = sum(c.recorded.cache_read_input_tokens for c in calls) / max(
+        1, sum(c.recorded.prompt_tokens for c in calls)
+    )
+    simulated = sum(c.simulated.cache_read_input_tokens for c in calls) / max(
+        1, sum(c.simulated.prompt_tokens for c in calls)
+    )
+    return simulated - recorded
 
 
 def _wide_session(width: int, turns: int) -> list[list[dict[str, Any]]]:
@@ -163,7 +184,7 @@ def main() -> int:
     print(
         f"{'session':42} {'calls':>5} {'ttl':>5} {'cmp':>3} {'chg':>3} {'wide':>4} "
         f"{'recorded':>8} {'sim len/4':>9} {'err pp':>6} {'sim o200k':>9} {'err pp':>6} "
-        f"{'$ rec':>7} {'$ sim':>7}"
+        f"{'$ rec':>7} {'$ sim':>7} {'held out':>8} {'2nd half':>8}"
     )
     for row in rows:
         print(
@@ -172,7 +193,8 @@ def main() -> int:
             f"{row['recorded_share']:>8.2%} {row['simulated_share']:>9.2%} "
             f"{row['error_pp']:>+6.2f} {row['simulated_share_o200k']:>9.2%} "
             f"{row['error_pp_o200k']:>+6.2f} {row['recorded_cost_usd']:>7.2f} "
-            f"{row['simulated_cost_usd']:>7.2f}"
+            f"{row['simulated_cost_usd']:>7.2f} {row['held_out_error_pp']:>+8.2f} "
+            f"{row['in_sample_error_pp_on_held_out_calls']:>+8.2f}"
         )
     print()
     print("lookback bridge (synthetic agent, parallel tool calls, 20 turns):")

@@ -523,6 +523,8 @@ def _edit(request: dict[str, Any], edit: str, draw: Any) -> dict[str, Any]:
     if edit == "append" or not messages_:
         messages_.append(draw(messages()))
     elif edit == "plan":
+        # The planner takes the generator's junk messages and blocks without raising (as the
+        # reference does), so nothing here is caught: any exception fails the test.
         return dict(plan_cache_breakpoints(cast(ProviderRequest, request)).request)
     elif edit == "drop":
         del messages_[: draw(st.integers(1, len(messages_)))]
@@ -571,11 +573,7 @@ def test_incremental_snapshots_equal_snapshots_from_scratch(
     request = cast(dict[str, Any], first)
     assert_same_snapshot(detector, cast(ProviderRequest, request))
     for _ in range(count):
-        edit = data.draw(EDITS)
-        try:
-            request = _edit(request, edit, data.draw)
-        except (TypeError, KeyError, AttributeError):
-            continue  # the planner refuses this malformed request; nothing to snapshot
+        request = _edit(request, data.draw(EDITS), data.draw)
         assert_same_snapshot(detector, cast(ProviderRequest, request))
         if data.draw(st.integers(0, 9)) == 0:
             detector.notify_compaction("main")

@@ -11,7 +11,7 @@ from conftest import corpus_files
 from unbounded import load_transcript
 from unbounded.model.entries import messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer, validate_request
-from unbounded.tokens.estimate import ContextCounter
+from unbounded.tokens.estimate import ContextCounter, token_count_with_estimation
 from unbounded.transcripts import codex, write_claude_code
 
 pytestmark = pytest.mark.corpus
@@ -87,6 +87,38 @@ def test_incremental_counter_matches_the_recorded_usage(corpus: Path) -> None:
             counter.append(entry)
     assert len(errors) > 250
     assert statistics.median(errors) < 0.02
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """The q-th percentile by linear interpolation (as benchmarks/estimation_accuracy.py)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def test_readme_token_count_figures(corpus: Path) -> None:
+    """README: anchored counting has a "median error 0.08 %, 90th percentile 0.8 %, over 1,213
+    calls of 12 real sessions" (every call with recorded usage of a session with two such
+    calls, the estimate of the entries before it against its recorded prompt)."""
+    errors: list[float] = []
+    sessions = 0
+    for path in CLAUDE:
+        transcript = load_transcript(path)
+        main = transcript.main_thread()
+        calls = [call for call in transcript.api_calls() if call.prompt_tokens > 0]
+        if len(calls) < 2:
+            continue
+        sessions += 1
+        for call in calls:
+            view = messages_after_compact_boundary(main[: call.first])
+            if any(entry.usage is not None for entry in view):
+                estimate = token_count_with_estimation(view)
+                errors.append(abs(estimate - call.prompt_tokens) / call.prompt_tokens * 100)
+    assert (sessions, len(errors)) == (12, 1_213)
+    assert round(statistics.median(errors), 2) == 0.08
+    assert round(_percentile(errors, 90), 1) == 0.8
 
 
 def test_recorded_boundaries_are_found(corpus: Path) -> None:

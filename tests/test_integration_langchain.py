@@ -193,13 +193,16 @@ def test_a_failing_summarizer_leaves_the_messages_and_trips_the_breaker() -> Non
 
             raise ServerError("down")
 
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Broken(), summary_retries=0)
+    events: list[Any] = []
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Broken(), summary_retries=0, events=events.append)
     state: dict[str, Any] = {"messages": conversation_with_results(12)}
     for failures in (1, 2, 3):
         update = middleware.before_model(state, None)  # type: ignore[arg-type]
         assert update is not None and "messages" not in update  # the history is untouched
         state["unbounded"] = update["unbounded"]
         assert state["unbounded"]["failures"] == failures
+        tripped = [e.failures for e in events if e.kind == "circuit_breaker_tripped"]
+        assert tripped == ([3] if failures == 3 else [])  # trips at exactly the third
     update = middleware.before_model(state, None)  # type: ignore[arg-type]
     assert update is not None and isinstance(update["messages"][0], RemoveMessage)  # extractive took over
     assert update["unbounded"]["failures"] == 0

@@ -40,6 +40,14 @@ def test_percent_left_and_levels() -> None:
     assert thresholds.level(197_000) == "blocking"
 
 
+def test_auto_compaction_threshold_is_inclusive() -> None:
+    """Auto-compaction and the "autocompact" level start at the threshold itself."""
+    thresholds = compute_thresholds(model(max_output=20_000), Policy())
+    at = thresholds.autocompact
+    assert thresholds.should_autocompact(at) and thresholds.level(at) == "autocompact"
+    assert not thresholds.should_autocompact(at - 1) and thresholds.level(at - 1) != "autocompact"
+
+
 def test_auto_compact_off_measures_against_effective_window() -> None:
     thresholds = compute_thresholds(model(max_output=20_000), Policy(auto_compact_enabled=False))
     assert thresholds.limit == 180_000

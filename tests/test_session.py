@@ -118,6 +118,70 @@ def test_a_failed_compaction_leaves_history_untouched(tmp_path: Path) -> None:
     assert len(session.entries) == before and session.status().consecutive_failures == 1
 
 
+def test_breaker_trips_at_exactly_the_third_consecutive_failure(tmp_path: Path) -> None:
+    """Two failed summary calls leave the next compaction to the summarizer; the third trips
+    the breaker and the extractive summarizer compacts in that same call."""
+    summarizer = Summarizer([ServerError("down", status=500)])
+    events: list[Event] = []
+    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=summarizer, events=events.append)
+    session.add_user("hello")
+    session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 10}})
+    session.add_user("and now?")
+    for failures in (1, 2):
+        calls = summarizer.calls
+        assert asyncio.run(session.auto_compact()) is None
+        assert summarizer.calls > calls  # the summarizer was asked, not the extractive one
+        assert session.status().consecutive_failures == failures
+        assert not [e for e in events if e.kind == "circuit_breaker_tripped"]
+    result = asyncio.run(session.auto_compact())
+    tripped = [e for e in events if e.kind == "circuit_breaker_tripped"]
+    assert len(tripped) == 1 and getattr(tripped[0], "failures", None) == 3
+    assert result is not None and result.summarizer == "extractive"
+    assert session.status().consecutive_failures == 0
+
+
+def test_three_recorded_failures_skip_the_summarizer(tmp_path: Path) -> None:
+    """With three failures on record (the extractive fallback failed too, or a resumed session),
+    the next compaction goes straight to the extractive summarizer; with two it does not."""
+    for recorded, asked in ((2, True), (3, False)):
+        summarizer = Summarizer([SUMMARY])
+        session = Session.open(tmp_path / f"s{recorded}", CONFIG, policy=Policy(), summarizer=summarizer)
+        session.add_user("hello")
+        session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 10}})
+        session.add_user("and now?")
+        session.tracking.consecutive_failures = recorded
+        result = asyncio.run(session.auto_compact())
+        assert result is not None and (summarizer.calls > 0) is asked
+        assert result.summarizer == ("scripted" if asked else "extractive")
+
+
+def _session_at(folder: Path, tokens: int) -> Session:
+    """A session whose counted context is exactly `tokens` when the next request is prepared,
+    with a first turn to summarize."""
+    probe = Session.open(folder / "probe", CONFIG, policy=Policy())
+    probe.add_user("hello")
+    probe.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 1_000}})
+    probe.add_user("and now?")
+    estimated = probe.status().tokens - 1_000  # the new user message, not yet anchored
+    session = Session.open(folder / "session", CONFIG, policy=Policy())
+    session.add_user("hello")
+    session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": tokens - estimated}})
+    session.add_user("and now?")
+    assert session.status().tokens == tokens
+    return session
+
+
+def test_auto_compaction_fires_at_exactly_the_threshold(tmp_path: Path) -> None:
+    """At the threshold the session compacts before the request; one token under, it does not."""
+    threshold = Session.open(tmp_path / "t", CONFIG, policy=Policy()).thresholds.autocompact
+    below = _session_at(tmp_path / "below", threshold - 1)
+    asyncio.run(below.prepare())
+    assert below.status().compactions == 0
+    at = _session_at(tmp_path / "at", threshold)
+    asyncio.run(at.prepare())
+    assert at.status().compactions == 1
+
+
 class PtlOnce:
     name = "main"
     supports_cache_edits = False

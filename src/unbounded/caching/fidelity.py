@@ -42,6 +42,13 @@ transcript does not explain (server-side evictions, client changes it does not r
 compaction fork's own call (in another file; it only refreshes the cache), and Claude Code's
 user-context message counted inside the opaque prefix (after a compaction the real read is
 smaller by its size).
+
+In-sample and held out: by default the prefix, the scale and the TTLs are fitted on the very
+calls the shares are compared over. With `fit_calls=n` only the first n calls are fitted on
+(the prefix and warm start from the first call, the scale from calls 0..n-1, later calls
+keep the last fitted call's TTL) and the shares and costs are compared over the other calls
+only: a prediction of the rest of the session from its beginning. All calls are still
+simulated, so the cache the judged calls meet is the one the earlier calls left.
 """
 
 from __future__ import annotations
@@ -133,6 +140,7 @@ class FidelityCall:
     index: int
     time: float
     ttl: CacheTtl
+    """The TTL simulated: the recorded one, or the last fitted call's on a held-out call."""
     model: str
     recorded: RecordedUsage
     simulated: SimulatedCall
@@ -162,6 +170,9 @@ class FidelityReport:
     simulated_cost_usd: float
     compactions: int = 0
     prefix_changes: tuple[str, ...] = field(default_factory=tuple)
+    judged_from: int = 0
+    """First call the shares and costs are compared over; the calls before it alone were
+    fitted on (0: in-sample, fitted on the calls it is judged on)."""
 
     @property
     def share_error(self) -> float:
@@ -187,6 +198,7 @@ class FidelityReport:
             "simulated_cost_usd": round(self.simulated_cost_usd, 6),
             "compactions": self.compactions,
             "prefix_changes": list(self.prefix_changes),
+            "judged_from": self.judged_from,
             "per_call": [
                 {
                     "index": c.index,
@@ -352,8 +364,10 @@ def simulate_recorded_session(
     *,
     counter: BlockTokenCounter | TokenCounter | None = None,
     calibrate: bool = True,
+    fit_calls: int | None = None,
 ) -> FidelityReport:
-    """Simulate a recorded session's calls and compare cache reads (see module doc)."""
+    """Simulate a recorded session's calls and compare cache reads (see module doc); with
+    `fit_calls`, fit on that many first calls and compare over the rest (held out)."""
     model = model_info or load_model_table().get(transcript.model or DEFAULT_MODEL)
     base = as_block_counter(counter)
     main = transcript.main_thread()
@@ -362,9 +376,19 @@ def simulate_recorded_session(
     if not calls:
         return FidelityReport(session, model.name, base.name, (), 0, 0, 1.0, 0.0, 0.0, 0.0, 0.0)
 
+    if fit_calls is not None and not 1 <= fit_calls < len(calls):
+        raise ConfigError(
+            f"fit_calls={fit_calls} for a session of {len(calls)} recorded calls: fit on "
+            f"1 to {len(calls) - 1} calls so that at least one is left to judge"
+        )
+    fitted = len(calls) if fit_calls is None else fit_calls
     usages = [dict(call.usage) for call in calls]
     ttls = _call_ttls(usages)
     recorded = [RecordedUsage.from_usage(u, t) for u, t in zip(usages, ttls, strict=True)]
+    # The TTLs the simulation uses: the recorded ones on the fitted calls, then the last of
+    # them (what a later call records is not known to a prediction).
+    fitted_ttls = _call_ttls(usages[:fitted])
+    ttls = fitted_ttls + [fitted_ttls[-1]] * (len(calls) - fitted)
     times = _request_times(main, calls)
 
     views: list[list[MessageParam]] = []
@@ -386,7 +410,7 @@ def simulate_recorded_session(
         estimates.append(estimate)
 
     prompts = [r.prompt_tokens for r in recorded]
-    scale = _calibrate(prompts, estimates) if calibrate else 1.0
+    scale = _calibrate(prompts[:fitted], estimates[:fitted]) if calibrate else 1.0
     prefix = max(0, round(prompts[0] - scale * estimates[0]))
     warm = min(recorded[0].cache_read_input_tokens, prefix)
     rest = prefix - warm
@@ -439,11 +463,13 @@ def simulate_recorded_session(
             )
         )
 
-    recorded_read = sum(r.cache_read_input_tokens for r in recorded)
-    recorded_total = sum(r.prompt_tokens for r in recorded)
-    simulated_read = sum(c.simulated.cache_read_input_tokens for c in results)
-    simulated_total = sum(c.simulated.prompt_tokens for c in results)
-    recorded_cost = recorded_cost_usd(model, recorded)
+    judged_from = 0 if fit_calls is None else fitted
+    judged = results[judged_from:]
+    recorded_read = sum(c.recorded.cache_read_input_tokens for c in judged)
+    recorded_total = sum(c.recorded.prompt_tokens for c in judged)
+    simulated_read = sum(c.simulated.cache_read_input_tokens for c in judged)
+    simulated_total = sum(c.simulated.prompt_tokens for c in judged)
+    recorded_cost = recorded_cost_usd(model, [c.recorded for c in judged])
     return FidelityReport(
         session=session,
         model=model.name,
@@ -455,7 +481,8 @@ def simulate_recorded_session(
         recorded_cache_read_share=recorded_read / recorded_total if recorded_total else 0.0,
         simulated_cache_read_share=simulated_read / simulated_total if simulated_total else 0.0,
         recorded_cost_usd=recorded_cost,
-        simulated_cost_usd=sum(c.simulated.cost_usd for c in results),
+        simulated_cost_usd=sum(c.simulated.cost_usd for c in judged),
         compactions=compactions,
         prefix_changes=tuple(changes),
+        judged_from=judged_from,
     )
