@@ -141,3 +141,120 @@ def test_every_replayed_turn_plans_as_from_scratch(
     report = replay_session(load(), ReplayOptions(policy=Policy(), baselines=False))
     assert report.calls > 3 and turns[0] >= report.calls
     assert reused[0] >= reused[1] * 0.75 or reused[1] < 200  # incremental for real
+
+
+# -- the drop-in: the caller's repeated messages are not printed again ----------------------
+
+caller_block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, texts),
+    st.builds(lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral"}}, texts),
+    st.builds(
+        lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+        texts,
+    ),
+)
+caller_message = st.builds(
+    lambda role, content: {"role": role, "content": content},
+    st.sampled_from(["user", "assistant"]),
+    st.one_of(texts.filter(bool), st.lists(caller_block, min_size=1, max_size=3)),
+)
+CALLS = st.sampled_from(
+    ["append", "append", "recall", "answer", "window", "equal_copy", "fresh_list"]
+)
+
+
+@SETTINGS
+@given(data=st.data(), steps=st.integers(1, 12))
+def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, steps: int) -> None:
+    """However a caller's lists follow each other, the continuation computed from the kept
+    prints (and the prefix a previous call verified) is the one computed from scratch."""
+    from unbounded.errors import ConfigError
+    from unbounded.integrations.anthropic_client import (
+        MessagePrint,
+        _longest_ttl,
+        _message_markers,
+        _SeenMessages,
+        message_print,
+        new_messages,
+    )
+
+    seen = _SeenMessages()
+    known: list[MessagePrint] = []
+    recall_ids: set[str] = set()
+    verified = 0
+    messages: list[Any] = []
+    calls = 0
+    for _ in range(steps):
+        call = data.draw(CALLS)
+        if call == "window" and len(messages) > 2:
+            messages = messages[data.draw(st.integers(1, len(messages) - 1)) :]
+        elif call == "equal_copy" and messages:
+            index = data.draw(st.integers(0, len(messages) - 1))
+            messages = [*messages[:index], dict(messages[index]), *messages[index + 1 :]]
+        elif call == "fresh_list":
+            messages = list(messages)
+        elif call == "recall":  # a recall call the caller sends back (its result follows)
+            calls += 1
+            use = {"type": "tool_use", "id": f"r{calls}", "name": "recall", "input": {}}
+            messages = [*messages, {"role": "assistant", "content": [use]}]
+        elif call == "answer" and calls:  # a result for a recall call already made
+            result = {"type": "tool_result", "tool_use_id": f"r{calls}", "content": "x"}
+            messages = [*messages, {"role": "user", "content": [result]}]
+        else:
+            messages = [*messages, data.draw(caller_message)]
+        same = seen.read(list(messages), recall_ids)
+        assert seen.longest_ttl == _longest_ttl(_message_markers(messages))
+        try:
+            scratch = new_messages(messages, known, "auto", recall_ids)
+        except ConfigError:
+            scratch = None
+        try:
+            kept = new_messages(
+                messages,
+                known,
+                "auto",
+                recall_ids,
+                prints=seen.prints,
+                verified=min(verified, same),
+            )
+        except ConfigError:
+            kept = None
+        assert kept == scratch
+        verified = 0
+        if kept is None:
+            continue
+        if kept.relation in ("continues", "window", "new", "unrelated"):
+            known.extend(kept.prints[kept.start :])
+            if kept.relation == "continues" and len(known) == len(messages):
+                verified = len(messages)
+        if data.draw(st.booleans()):  # the model replies; the caller echoes it next time
+            reply = data.draw(caller_message)
+            known.append(message_print("assistant", reply["content"]))
+            messages = [*messages, {**reply, "role": "assistant"}]
+
+
+def test_the_blocking_runner_keeps_one_loop_and_closes_it() -> None:
+    import asyncio
+
+    from unbounded.integrations._support import BlockingRunner
+
+    runner = BlockingRunner()
+
+    async def loop_of() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    first = runner.run(loop_of())
+    assert runner.run(loop_of()) is first  # one loop for every call
+    started: list[asyncio.Task[None]] = []
+
+    async def leave_a_task() -> None:
+        started.append(asyncio.ensure_future(asyncio.sleep(3600)))
+
+    runner.run(leave_a_task())
+    runner.close()
+    assert first.is_closed() and started[0].cancelled()
+
+    async def inside() -> asyncio.AbstractEventLoop:
+        return runner.run(loop_of())  # a loop runs here: the call goes to a worker thread
+
+    assert asyncio.run(inside()) is not first

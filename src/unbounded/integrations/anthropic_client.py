@@ -569,16 +569,26 @@ class _SeenMessages:
         self.markers: list[int] = [0]
         """Cache markers on the first i messages (cumulative), then the same for 1-hour ones."""
         self.long_markers: list[int] = [0]
-        self.recall_ids: set[str] = set()
+        self.recall_calls: list[tuple[int, set[str]]] = []
+        """(message index, ids) of the messages holding `recall` calls (few)."""
+        self.ids: set[str] = set()
+        """The recall ids the prints were made with."""
 
     def read(self, messages: list[Any], recall_ids: set[str]) -> int:
         """Bring the kept state to `messages`; returns how many were repeated."""
         same = shared_prefix_length(messages, self.copies)
         tail = messages[same:]
         fields = [_message_fields(m) for m in tail]
-        self.recall_ids |= _recall_calls(fields)
-        ids = recall_ids | self.recall_ids
-        self.copies = messages
+        calls = [(i, ids) for i, ids in self.recall_calls if i < same]
+        for offset, field_ in enumerate(fields):
+            found = _recall_calls([field_])
+            if found:
+                calls.append((same + offset, found))
+        ids = set(recall_ids).union(*(found for _, found in calls))
+        if ids != self.ids:  # a print leaves out recall results: made again with the new ids
+            same, tail = 0, messages
+            fields = [_message_fields(m) for m in tail]
+        self.copies, self.recall_calls, self.ids = messages, calls, ids
         self.prints = self.prints[:same] + [message_print(r, c, ids) for r, c in fields]
         markers, long_markers = self.markers[: same + 1], self.long_markers[: same + 1]
         for message in tail:
