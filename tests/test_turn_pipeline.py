@@ -258,3 +258,64 @@ def test_the_blocking_runner_keeps_one_loop_and_closes_it() -> None:
         return runner.run(loop_of())  # a loop runs here: the call goes to a worker thread
 
     assert asyncio.run(inside()) is not first
+
+
+# -- the LangChain middleware: what a call keeps from the last one ------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_middleware_decides_as_a_fresh_one_on_every_step(seed: int) -> None:
+    """An agent run (tool rounds with large results, clearing applied to the state as the
+    agent applies it, now and then a step that rewrites the list): on every step the kept
+    middleware returns what a new middleware (everything converted, counted and scanned
+    again) returns for the same state."""
+    pytest.importorskip("langchain.agents.middleware")
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from unbounded.integrations.langchain import UnboundedMiddleware
+
+    rng = random.Random(seed)
+    policy = Policy(
+        microcompact_protect_recent_tokens=3_000,
+        microcompact_min_savings=2_000,
+        auto_compact_enabled=False,
+    )
+
+    def fresh() -> UnboundedMiddleware:
+        return UnboundedMiddleware("claude-sonnet-4-6", policy=policy)
+
+    def without_uuids(value: Any) -> Any:  # a record's uuid and time: drawn at conversion
+        if isinstance(value, dict):
+            return {k: without_uuids(v) for k, v in value.items() if k not in ("uuid", "timestamp")}
+        if isinstance(value, list):
+            return [without_uuids(v) for v in value]
+        return value
+
+    def described(update: dict[str, Any] | None) -> Any:
+        if update is None:
+            return None
+        messages = [(type(m).__name__, m.id, str(m.content)) for m in update.get("messages", [])]
+        return messages, without_uuids({k: v for k, v in update.items() if k != "messages"})
+
+    kept = fresh()
+    clearing_steps = 0
+    state: dict[str, Any] = {"messages": [HumanMessage(content="Go through the files.", id="h0")]}
+    for step in range(40):
+        tool = rng.choice(["read_file", "grep", "list"])
+        call = {"id": f"c{step}", "name": tool, "args": {"path": f"/f{step}"}}
+        reply = AIMessage(content=f"step {step}", tool_calls=[call], id=f"a{step}")
+        body = "line of output\n" * rng.randint(50, 400)
+        result = ToolMessage(content=body, tool_call_id=f"c{step}", id=f"t{step}")
+        messages = [*state["messages"], reply, result]
+        if rng.random() < 0.1:  # a rewritten list: a new human turn in place of the last one
+            messages = [*messages[:-2], HumanMessage(content=f"new {step}", id=f"n{step}")]
+        state["messages"] = messages
+        expected = fresh().before_model(dict(state), None)  # type: ignore[arg-type]
+        update = kept.before_model(dict(state), None)  # type: ignore[arg-type]
+        assert described(update) == described(expected), f"step {step}"
+        if update:  # applied as the agent applies it
+            clearing_steps += bool(update.get("messages"))
+            replaced = {m.id: m for m in update.get("messages", [])}
+            state["messages"] = [replaced.get(m.id, m) for m in state["messages"]]
+            state.update({k: v for k, v in update.items() if k != "messages"})
+    assert clearing_steps > 0  # results were cleared along the way
