@@ -23,6 +23,9 @@
   middleware (every message converted and counted), and `middleware_speedup_vs_langchain`
   the stack's time over ours per step (above 1: ours is faster). LangChain's side keeps no
   state between calls: each of its calls does the whole work.
+- `per_turn_us_at_200`, `per_turn_us_at_3000`, `dropin_per_call_us_at_3000`,
+  `langchain_middleware_per_call_us_at_3000`: the per-turn cost against history length on a
+  synthetic tool-heavy session (`benchmarks/turn_speed.py` says what each times).
 
 Without the corpus (../shared/corpus/raw) the built-in demo session is used.
 Run: python benchmarks/run.py [--json] [--quick]
@@ -40,6 +43,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import turn_speed  # beside this script
 
 from unbounded.demo import DEMO_SOURCE, demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, replay_session
@@ -275,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             / figures["unbounded_middleware_per_call_us_median"],
             2,
         )
+    figures.update(turn_speed.run(args.quick))
     figures["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from unbounded.errors import ConfigError
 from unbounded.model.transcript import Transcript
+from unbounded.redaction import redact_url  # re-exported: its home before redaction.py
 
 DATABASE_SCHEMES = ("postgresql", "postgres")
 SESSION_PARAMETER = "session"
@@ -93,19 +94,6 @@ def parse_address(text: str | Path) -> Address:
     return DatabaseAddress(url, sessions[0] if sessions else None)
 
 
-def redact_url(url: str) -> str:
-    """A connection URL with any password replaced by `***`."""
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        return url
-    authority, slash, tail = rest.partition("/")
-    credentials, at, host = authority.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}{slash}{tail}"
-
-
 def load_address(
     address: str | Path | Address, *, skip_invalid: bool = False, file_order: bool = False
 ) -> tuple[Transcript, str]:
@@ -121,9 +109,7 @@ def load_address(
     if isinstance(where, FileAddress):
         from unbounded.transcripts.loader import load_transcript
 
-        transcript = load_transcript(
-            where.path, skip_invalid=skip_invalid, file_order=file_order
-        )
+        transcript = load_transcript(where.path, skip_invalid=skip_invalid, file_order=file_order)
         return transcript, where.path.name
     from unbounded.postgres.store import PostgresStore
 

@@ -221,6 +221,19 @@ def _map_strings(value: Any, function: Callable[[str], str]) -> Any:
     return root
 
 
+def redact_url(url: str) -> str:
+    """A connection URL with any password replaced by `***`."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, tail = rest.partition("/")
+    credentials, at, host = authority.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}{slash}{tail}"
+
+
 __all__ = [
     "DEFAULT_PATTERNS",
     "DEFAULT_REDACTOR",
@@ -231,5 +244,6 @@ __all__ = [
     "redact",
     "redact_compaction",
     "redact_data",
+    "redact_url",
     "redactor_for",
 ]

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 import orjson
 
 from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
-from unbounded.caching.breakpoints import place_cache_breakpoints
+from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.conversation import (
@@ -182,6 +182,7 @@ def _reply_start(view: Sequence[Entry], end: int) -> int:
 class SessionClosedError(UnboundedError):
     """The session was closed; open it again to go on."""
 
+
 class MemoryCompactor(Protocol):
     """Session-memory compaction: a result built from the notes, or None to fall through."""
 
@@ -191,6 +192,8 @@ class MemoryCompactor(Protocol):
         """Compact `session` from its notes; None when the result would hold more than
         `max_post_tokens` (default: the auto-compact threshold) or there is nothing to use."""
         ...
+
+
 PrepareListener = Callable[["Session"], Awaitable[None]]
 """Awaited at the start of every `prepare()` (notes updates, instruction-file attachments)."""
 TurnListener = Callable[["Session", Entry], None]
@@ -375,6 +378,7 @@ class Session:
             diff_dir=diff_dir,
             sink=events,
             write_diff=private_diff_writer(self.redactor),
+            messages_immutable=True,  # the pipeline replaces messages, never edits them
         )
         transcript = self.store.load()
         self.warnings = list(transcript.warnings) + transcript.thread_report().warnings()
@@ -391,6 +395,9 @@ class Session:
             stored_ttl, policy=self.policy, model=self.model_info, eligible=ttl_eligible
         )
         self.last_request: ProviderRequest | None = None
+        self._breakpoints = CacheBreakpointPlanner()
+        self.marked_messages: tuple[int, ...] = ()
+        """Indices of the last request's messages that carry a cache marker."""
         self.recall_index = TranscriptIndex()
         """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
         self._level: WarningLevel = "ok"
@@ -473,9 +480,7 @@ class Session:
         store = FolderStore(folder)
         try:
             if store.load().entries:
-                raise ConfigError(
-                    f"{folder} already holds a session; open it with Session.open"
-                )
+                raise ConfigError(f"{folder} already holds a session; open it with Session.open")
             # Built on the empty store first, so a bad configuration writes nothing.
             session = cls(config or SessionConfig(model=model), store=store, **options)
         except BaseException:
@@ -805,7 +810,9 @@ class Session:
             self._write_microcompact_receipt(result)
         request = self.cache_safe_params().request(list(result.messages))
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
-        request = place_cache_breakpoints(request, ttl=ttl)
+        plan = self._breakpoints.plan(request, ttl=ttl)
+        request = plan.request
+        self.marked_messages = plan.marked_messages
         if result.cache_edits:
             request = with_cache_edits(request, result.cache_edits)
         if result.new_cache_edits:

@@ -71,6 +71,7 @@ from unbounded.caching.ttl import (
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
 from unbounded.model.content import Usage
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 
@@ -269,7 +270,7 @@ def _message_digests(
 
 
 def _messages_digests(
-    messages: list[Mapping[str, Any]], previous: Sequence[_MessageDigests]
+    messages: list[Mapping[str, Any]], previous: Sequence[_MessageDigests], unchanged: int = 0
 ) -> list[_MessageDigests]:
     """Every message's digests, reusing `previous` (the last request's, by position) where
     they apply (see `PromptCacheBreakDetector`).
@@ -278,8 +279,16 @@ def _messages_digests(
     string content, or a content list holding the very block objects `previous` digested, in
     order (checked by identity, so a list edited in place is caught). Otherwise its blocks
     are digested, each one that is the same object at the same position reusing its digest.
+    The first `unchanged` messages are the caller's word that they are the previous ones,
+    unmodified: reused without a look.
     """
     known = len(previous)
+    unchanged = min(unchanged, known, len(messages))
+    if unchanged:
+        return [
+            *previous[:unchanged],
+            *_messages_digests(messages[unchanged:], previous[unchanged:]),
+        ]
     reused: list[_MessageDigests | None] = []
     for index, message in enumerate(messages):
         prior = previous[index] if index < known else None
@@ -317,10 +326,16 @@ def snapshot_request(request: ProviderRequest | Mapping[str, Any]) -> PromptStat
 
 
 def _snapshot(
-    request: ProviderRequest | Mapping[str, Any], previous: Sequence[_MessageDigests]
+    request: ProviderRequest | Mapping[str, Any],
+    previous: Sequence[_MessageDigests],
+    unchanged: int = 0,
+    previous_digests: tuple[tuple[str, ...], ...] = (),
+    long_in_unchanged: bool = False,
 ) -> tuple[PromptStateSnapshot, list[_MessageDigests]]:
     """`snapshot_request`, reusing the message digests of `previous` where they apply; also
-    returns this request's message digests (the `previous` of the next call)."""
+    returns this request's message digests (the `previous` of the next call). The first
+    `unchanged` messages are the previous request's, unmodified (`previous_digests` is that
+    request's `message_digests`; `long_in_unchanged`: one of them asks for a 1-hour TTL)."""
     body = cast(Mapping[str, Any], request)
     system = system_blocks(body.get("system"))
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
@@ -340,11 +355,21 @@ def _snapshot(
                 scope = "global" if marker.get("scope") == "global" else "org"
                 # Counted from the end: a tool appended keeps "the last tool is marked".
                 layout.append((section, index - len(blocks), ttl, scope))
-    messages = [m for m in body.get("messages") or [] if type(m) is dict or isinstance(m, Mapping)]
-    digested = _messages_digests(messages, previous)
-    for entry in digested:
+    raw = body.get("messages") or []
+    # Reused messages were dicts already; only what follows them is filtered.
+    unchanged = min(unchanged, len(previous), len(previous_digests))
+    messages = [
+        *raw[:unchanged],
+        *(m for m in raw[unchanged:] if type(m) is dict or isinstance(m, Mapping)),
+    ]
+    digested = _messages_digests(messages, previous, unchanged)
+    if long_in_unchanged:
+        ttls.append("1h")
+    for entry in digested[unchanged:]:
         ttls.extend(entry.ttls)
-    message_digests = tuple(entry.digests for entry in digested)
+    message_digests = previous_digests[:unchanged] + tuple(
+        entry.digests for entry in digested[unchanged:]
+    )
     extra = {k: v for k, v in body.items() if k not in NOT_CACHE_KEYS}
     scopes = {scope for section, _, _, scope in layout if section == "system"}
     strategy = "global" if "global" in scopes else ("org" if scopes else "none")
@@ -383,6 +408,14 @@ def _messages_change(
     previous: tuple[tuple[str, ...], ...], current: tuple[tuple[str, ...], ...]
 ) -> PromptChange | None:
     """The first message where the previous request's messages stop being a prefix."""
+    last = len(previous) - 1
+    if last < 0 or (
+        # The usual turn, compared at C speed (reused digest tuples are the same objects).
+        len(current) > last
+        and current[:last] == previous[:last]
+        and current[last][: len(previous[last])] == previous[last]
+    ):
+        return None
     for index, old in enumerate(previous):
         if index >= len(current):
             return PromptChange(
@@ -498,6 +531,10 @@ class _SourceState:
     cache_deleted_baseline: int = 0
     digested: list[_MessageDigests] = field(default_factory=list)
     """The previous request's message digests, reused for its unchanged messages."""
+    first_long_ttl: int | None = None
+    """Index of the previous request's first message with a 1-hour marker, if any."""
+    inputs: list[Any] = field(default_factory=list)
+    """The previous request's messages (kept with `messages_immutable`)."""
 
 
 def _safe_name(query_source: str) -> str:
@@ -539,7 +576,12 @@ class PromptCacheBreakDetector:
         excluded_models: Iterable[str] = DEFAULT_EXCLUDED_MODELS,
         sink: EventSink | None = None,
         write_diff: Callable[[Path, str], None] = write_diff_file,
+        messages_immutable: bool = False,
     ) -> None:
+        self.messages_immutable = messages_immutable
+        """The caller never edits a message dict in place (a changed message is a new dict):
+        the messages a request shares with the previous one of its source (the same objects,
+        or equal ones) are then not looked at again, so a turn costs what it appended."""
         if policy is not None and not isinstance(policy, Policy):
             raise ConfigError("policy must be a Policy")
         self.policy = policy or Policy()
@@ -572,8 +614,25 @@ class PromptCacheBreakDetector:
     ) -> PromptStateSnapshot:
         """Phase 1, before the call: snapshot the request and note what changed."""
         state = self._state(query_source)
-        current, state.digested = _snapshot(request, state.digested)
         previous = state.snapshot
+        raw = cast(Mapping[str, Any], request).get("messages") or []
+        unchanged = 0
+        if self.messages_immutable and previous is not None:
+            unchanged = shared_prefix_length(raw, state.inputs)
+        state.inputs = list(raw) if self.messages_immutable else []
+        long_at = state.first_long_ttl
+        current, state.digested = _snapshot(
+            request,
+            state.digested,
+            unchanged,
+            previous.message_digests if previous is not None else (),
+            long_in_unchanged=long_at is not None and long_at < unchanged,
+        )
+        if long_at is None or long_at >= unchanged:
+            digested = state.digested
+            state.first_long_ttl = next(
+                (i for i in range(unchanged, len(digested)) if "1h" in digested[i].ttls), None
+            )
         if previous is not None:
             state.pending_changes = compare_prompt_states(previous, current)
             state.pending_diff = "".join(
@@ -602,6 +661,7 @@ class PromptCacheBreakDetector:
         state.snapshot = None
         state.pending_changes = []
         state.digested = []  # the old messages are gone: let them go
+        state.inputs = []
 
     def notify_cache_deletion(
         self,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, cast
 
@@ -55,6 +55,7 @@ from unbounded.caching.blocks import (
 from unbounded.caching.system_prompt import CacheScope, get_cache_control
 from unbounded.caching.ttl import CacheTtl, check_ttl
 from unbounded.errors import ConfigError
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 
 
@@ -72,6 +73,8 @@ class BreakpointPlan:
     """Flat index of the lookback bridge marker, when one was added."""
     dropped: tuple[str, ...] = ()
     """Markers left out to stay within the API's limit, described."""
+    marked_messages: tuple[int, ...] = field(default=(), compare=False)
+    """Indices of the messages that carry a marker (every other one carries none)."""
 
 
 def _unmarked_messages(messages: Any) -> tuple[list[dict[str, Any]], list[int]]:
@@ -171,17 +174,24 @@ class _Layout:
     """Where each message's blocks sit in the flat (API order) block sequence, computed from
     block counts instead of flattening the request."""
 
-    starts: list[int]
-    """Flat index of each message's first block, then the total number of blocks."""
+    offset: int
+    """Flat index of the first message block (the tools and system blocks come before)."""
+    relative: list[int]
+    """Each message's first block counted from `offset`, then the messages' block total."""
 
     @property
     def first_message_block(self) -> int:
-        return self.starts[0]
+        return self.offset
+
+    def start(self, index: int) -> int:
+        """Flat index of message `index`'s first block."""
+        return self.offset + self.relative[index]
 
     def locate(self, position: int) -> tuple[int, int]:
         """(message index, block index in the message) of a flat position in the messages."""
-        index = bisect_right(self.starts, position, 0, len(self.starts) - 1) - 1
-        return index, position - self.starts[index]
+        relative = position - self.offset
+        index = bisect_right(self.relative, relative, 0, len(self.relative) - 1) - 1
+        return index, relative - self.relative[index]
 
 
 def _choose_intermediate(
@@ -216,6 +226,39 @@ def plan_cache_breakpoints(
     with the input (treat the plan's request as read-only, like the input), only the marked
     ones are copied, and flat positions are counted rather than flattened.
     """
+    return _plan(
+        request,
+        None,
+        ttl=ttl,
+        skip_cache_write=skip_cache_write,
+        previous_message_breakpoint=previous_message_breakpoint,
+        lookback_blocks=lookback_blocks,
+        max_breakpoints=max_breakpoints,
+        enable_prompt_caching=enable_prompt_caching,
+    )
+
+
+_Unmarked = tuple[list[dict[str, Any]], list[int], list[int]]
+"""Messages without markers, their block counts, and each one's first block (relative)."""
+
+
+def _unmarked(messages: Any) -> _Unmarked:
+    out, counts = _unmarked_messages(messages)
+    return out, counts, list(accumulate(counts, initial=0))
+
+
+def _plan(
+    request: ProviderRequest,
+    unmarked: _Unmarked | None,
+    *,
+    ttl: CacheTtl,
+    skip_cache_write: bool,
+    previous_message_breakpoint: int | None,
+    lookback_blocks: int,
+    max_breakpoints: int,
+    enable_prompt_caching: bool,
+) -> BreakpointPlan:
+    """`plan_cache_breakpoints`, given the request's messages already unmarked (or None)."""
     check_ttl(ttl)
     if not 1 <= max_breakpoints <= MAX_CACHE_BREAKPOINTS:
         raise ConfigError(
@@ -229,7 +272,8 @@ def plan_cache_breakpoints(
     tools = [without_cache_control(t) for t in body.get("tools") or [] if isinstance(t, Mapping)]
     if "tools" in body:
         body["tools"] = tools
-    messages, counts = _unmarked_messages(body.get("messages"))
+    messages, _, relative = unmarked or _unmarked(body.get("messages"))
+    messages = list(messages)  # marking replaces items: the planner's copy stays clean
     if "messages" in body:
         body["messages"] = messages
     if not enable_prompt_caching:
@@ -254,10 +298,8 @@ def plan_cache_breakpoints(
         target -= 1
 
     first_system = len(tools)
-    layout = _Layout(
-        list(accumulate(counts, initial=first_system + len(system_blocks(body.get("system")))))
-    )
-    message_position = layout.starts[target] + marked_block if marked_block is not None else None
+    layout = _Layout(first_system + len(system_blocks(body.get("system"))), relative)
+    message_position = layout.start(target) + marked_block if marked_block is not None else None
     marked_messages = [target] if marked_block is not None else []
     intermediate: int | None = None
     if (
@@ -289,7 +331,7 @@ def plan_cache_breakpoints(
     # Only the messages marked here can carry a marker (the others were shared without one,
     # or copied without it): read the markers there, as flattening the request would.
     in_messages = [
-        layout.starts[index] + position
+        layout.start(index) + position
         for index in sorted(set(marked_messages))
         for position, block in enumerate(content_blocks_of(messages[index].get("content")))
         if isinstance(block.get("cache_control"), Mapping)
@@ -301,7 +343,54 @@ def plan_cache_breakpoints(
         message_breakpoint=in_messages[-1] if in_messages else None,
         intermediate_breakpoint=intermediate if intermediate in placed else None,
         dropped=tuple(dropped),
+        marked_messages=tuple(sorted(set(marked_messages))),
     )
+
+
+class CacheBreakpointPlanner:
+    """`plan_cache_breakpoints` for one conversation's successive requests, incremental.
+
+    Removing old markers is the only step that reads every message; the planner keeps its
+    result for the previous request's messages and redoes it only from the first message
+    that is not the same object (or an equal one) as before, so a turn costs what it
+    appended. The plans are those `plan_cache_breakpoints` makes from scratch (tested on
+    every turn of recorded sessions); message dicts must not be edited in place after a
+    call, as everywhere in the pipeline (a changed message is a new dict).
+    """
+
+    def __init__(self) -> None:
+        self._inputs: list[Any] = []
+        self._unmarked: _Unmarked = ([], [], [0])
+
+    def plan(
+        self,
+        request: ProviderRequest,
+        *,
+        ttl: CacheTtl = "5m",
+        skip_cache_write: bool = False,
+        previous_message_breakpoint: int | None = None,
+    ) -> BreakpointPlan:
+        """The plan `plan_cache_breakpoints` gives this request (same keywords)."""
+        inputs = list(cast(Mapping[str, Any], request).get("messages") or [])
+        done, counts, relative = self._unmarked
+        # Reuse is by position: only while every earlier input gave one output.
+        same = shared_prefix_length(inputs, self._inputs) if len(done) == len(self._inputs) else 0
+        tail, tail_counts = _unmarked_messages(inputs[same:])
+        relative = relative[: same + 1]
+        relative.extend(accumulate(tail_counts, initial=relative[-1]))
+        del relative[same + 1]  # accumulate repeats its initial value
+        self._inputs = inputs
+        self._unmarked = (done[:same] + tail, counts[:same] + tail_counts, relative)
+        return _plan(
+            request,
+            self._unmarked,
+            ttl=ttl,
+            skip_cache_write=skip_cache_write,
+            previous_message_breakpoint=previous_message_breakpoint,
+            lookback_blocks=CACHE_LOOKBACK_BLOCKS,
+            max_breakpoints=MAX_CACHE_BREAKPOINTS,
+            enable_prompt_caching=True,
+        )
 
 
 def _fit_budget(

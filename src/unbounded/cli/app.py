@@ -86,8 +86,8 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
 
 def main() -> None:
     """Entry point of the `unbounded` console script."""
-    import unbounded.cli  # noqa: F401  (registers the commands on `app`)
-
+    # The commands are on `app` already: importing this module first imports the
+    # `unbounded.cli` package, whose `__init__` imports every command module.
     app(prog_name="unbounded")
 
 

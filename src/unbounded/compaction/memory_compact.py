@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.glue import rehydrator_for
-from unbounded.compaction.prompts import summary_message_text
-from unbounded.compaction.session_memory import (
+from unbounded.compaction.notes import (
     QUERY_SOURCE,
     first_message_index,
     notes_are_empty,
     truncate_notes_for_compact,
 )
+from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.summary_guard import check_summary
 from unbounded.errors import ConfigError
 from unbounded.events import (

@@ -18,7 +18,9 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    ends where the conversation ended before its last reply (the whole list, or a window of
    two messages or more) asks again: the last reply is discarded (`LastReplyDiscarded`) and
    a new one requested. `history="full"` or `"new"` fixes the reading for callers that
-   always do one thing.
+   always do one thing. Only the messages a call adds to the previous call's list are
+   read (the repeated ones are recognised as the same objects, or equal ones): a message
+   dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
    one with a different `system`; one that shares no message with the conversation when
@@ -68,11 +70,12 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
 from unbounded.integrations._support import (
+    BlockingRunner,
     as_session,
     compact_after_prompt_too_long,
-    run_blocking,
 )
 from unbounded.model.entries import Entry
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
@@ -323,32 +326,46 @@ class Continuation:
     no message with it; `new`: the caller said every message is new (`history="new"`)."""
 
 
-def new_messages(
-    messages: Sequence[Any],
-    known: Sequence[MessagePrint],
-    mode: HistoryMode = "auto",
-    recall_ids: frozenset[str] | set[str] = frozenset(),
-) -> Continuation:
-    """How a caller's list continues the known conversation (see `Continuation`).
-
-    Raises ConfigError when the list rewrites the known conversation (starts like it, then
-    differs), or, with `history="full"`, when it does not start with it. Results of the
-    `recall_ids` (and of recall calls in the list) are left out of the comparison.
-    """
-    fields = [_message_fields(m) for m in messages]
-    ids = set(recall_ids)
+def _recall_calls(fields: Sequence[tuple[str, Any]]) -> set[str]:
+    """Ids of the `recall` calls in these messages."""
+    ids: set[str] = set()
     for role, content in fields:
         if role == "assistant" and not isinstance(content, str):
             for block in _canonical_content(content):
                 if block["type"] == "tool_use" and block.get("name") == RECALL_TOOL_NAME:
                     ids.add(str(block.get("id")))
-    prints = [message_print(role, content, ids) for role, content in fields]
+    return ids
+
+
+def new_messages(
+    messages: Sequence[Any],
+    known: Sequence[MessagePrint],
+    mode: HistoryMode = "auto",
+    recall_ids: frozenset[str] | set[str] = frozenset(),
+    *,
+    prints: list[MessagePrint] | None = None,
+    verified: int = 0,
+) -> Continuation:
+    """How a caller's list continues the known conversation (see `Continuation`).
+
+    Raises ConfigError when the list rewrites the known conversation (starts like it, then
+    differs), or, with `history="full"`, when it does not start with it. Results of the
+    `recall_ids` (and of recall calls in the list) are left out of the comparison. `prints`:
+    the messages' prints when the caller has them already; `verified`: how many of them are
+    known to match the known conversation's first prints (checked by an earlier call).
+    """
+    if prints is None:
+        fields = [_message_fields(m) for m in messages]
+        ids = set(recall_ids) | _recall_calls(fields)
+        prints = [message_print(role, content, ids) for role, content in fields]
     if mode == "new":
         return Continuation(0, prints, "new")
     count = len(known)
     if not count:
         return Continuation(0, prints, "continues")
-    if len(prints) >= count and all(prints[i].matches(known[i]) for i in range(count)):
+    if len(prints) >= count and all(
+        prints[i].matches(known[i]) for i in range(min(verified, count), count)
+    ):
         return Continuation(count, prints, "continues")
     if _is_retry(prints, known, full=True):
         return Continuation(len(prints), prints, "retry")
@@ -442,8 +459,13 @@ def honor_caller_markers(
     system: Any,
     tools: Sequence[Mapping[str, Any]],
     messages_ttl: str | None,
+    *,
+    marked_messages: Sequence[int] | None = None,
 ) -> ProviderRequest:
     """The prepared request with the caller's cache settings put back (see the module doc).
+
+    `marked_messages`: the only messages that can carry a marker (the plan's), when known;
+    otherwise every message is looked at.
 
     A system block the caller marked keeps the caller's marker as given (TTL and scope); the
     tools marker takes the longest TTL the caller put on a tool, the message markers the
@@ -477,7 +499,11 @@ def honor_caller_markers(
     sent_messages = body.get("messages")
     if isinstance(sent_messages, list):
         copied: list[Any] = list(sent_messages)
-        for index, message in enumerate(copied):
+        where = range(len(copied)) if marked_messages is None else sorted(marked_messages)
+        for index in where:
+            if index >= len(copied):
+                continue
+            message = copied[index]
             content = message.get("content")
             if not isinstance(content, list) or not any(
                 isinstance(b, Mapping) and "cache_control" in b for b in content
@@ -528,6 +554,58 @@ def _final_snapshot(stream: Any) -> Any | None:
 # --------------------------------------------------------------------------- the pipeline
 
 
+class _SeenMessages:
+    """The caller's messages of the last call, their prints and marker TTLs, kept so that a
+    call that repeats them and adds a few (the usual SDK loop) prints only what it added.
+
+    A message counts as repeated when it is the same object as last time (or an equal
+    one), compared at C speed (`shared_prefix_length`): a message dict edited in place after
+    it was sent is not seen, as everywhere in the pipeline (send a new dict to change one).
+    """
+
+    def __init__(self) -> None:
+        self.copies: list[Any] = []
+        self.prints: list[MessagePrint] = []
+        self.markers: list[int] = [0]
+        """Cache markers on the first i messages (cumulative), then the same for 1-hour ones."""
+        self.long_markers: list[int] = [0]
+        self.recall_calls: list[tuple[int, set[str]]] = []
+        """(message index, ids) of the messages holding `recall` calls (few)."""
+        self.ids: set[str] = set()
+        """The recall ids the prints were made with."""
+
+    def read(self, messages: list[Any], recall_ids: set[str]) -> int:
+        """Bring the kept state to `messages`; returns how many were repeated."""
+        same = shared_prefix_length(messages, self.copies)
+        tail = messages[same:]
+        fields = [_message_fields(m) for m in tail]
+        calls = [(i, ids) for i, ids in self.recall_calls if i < same]
+        for offset, field_ in enumerate(fields):
+            found = _recall_calls([field_])
+            if found:
+                calls.append((same + offset, found))
+        ids = set(recall_ids).union(*(found for _, found in calls))
+        if ids != self.ids:  # a print leaves out recall results: made again with the new ids
+            same, tail = 0, messages
+            fields = [_message_fields(m) for m in tail]
+        self.copies, self.recall_calls, self.ids = messages, calls, ids
+        self.prints = self.prints[:same] + [message_print(r, c, ids) for r, c in fields]
+        markers, long_markers = self.markers[: same + 1], self.long_markers[: same + 1]
+        for message in tail:
+            ttls = _message_markers([message])
+            markers.append(markers[-1] + len(ttls))
+            long_markers.append(long_markers[-1] + ttls.count("1h"))
+        self.markers, self.long_markers = markers, long_markers
+        return same
+
+    @property
+    def longest_ttl(self) -> str | None:
+        """The longest TTL the caller put on a message block (None: no marker)."""
+        if not self.markers[-1]:
+            return None
+        return "1h" if self.long_markers[-1] else "5m"
+
+
 class ClientPipeline:
     """The session side of a wrapped client: what is new, the config, recording, PTL."""
 
@@ -567,6 +645,11 @@ class ClientPipeline:
         self.known: list[MessagePrint] = []
         self.recall_ids: set[str] = set()
         """Ids of the recall calls in the conversation (their results are the wrapper's)."""
+        self.runner = BlockingRunner()
+        """The event loop the blocking client's calls run the pipeline on."""
+        self._seen = _SeenMessages()
+        self._verified = 0
+        """The caller's first messages known to match `known` (its last call continued it)."""
         if session is not None:
             if summarizer is not None:
                 session.summarizer = self._summarizer_provider()
@@ -588,6 +671,7 @@ class ClientPipeline:
 
     def _attach(self, session: Session) -> None:
         self._session = session
+        self._verified = 0
         self.known = conversation_prints(session.entries)
         self.recall_ids = recall_call_ids(session.entries)
 
@@ -676,20 +760,41 @@ class ClientPipeline:
         messages = list(rest.pop("messages"))
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
         relation: Continuation | None = None
+        if (
+            self._session is not None
+            and self.known
+            and _canonical_system(params.get("system"))
+            != _canonical_system(self._session.config.system)
+        ):
+            self._side_call("a different system prompt", messages)
+            return None
+        seen = self._seen
+        repeated = seen.read(messages, self.recall_ids)
+        verified = min(self._verified, repeated)
+        self._verified = 0
         if self._session is not None and self.known:
-            if _canonical_system(params.get("system")) != _canonical_system(
-                self._session.config.system
-            ):
-                self._side_call("a different system prompt", messages)
-                return None
-            relation = new_messages(messages, self.known, self.history, self.recall_ids)
+            relation = new_messages(
+                messages,
+                self.known,
+                self.history,
+                self.recall_ids,
+                prints=seen.prints,
+                verified=verified,
+            )
             reason = self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
                 return None
         session = self._configure(params)
         if relation is None:
-            relation = new_messages(messages, self.known, self.history, self.recall_ids)
+            relation = new_messages(
+                messages,
+                self.known,
+                self.history,
+                self.recall_ids,
+                prints=seen.prints,
+                verified=verified,
+            )
         if relation.relation == "retry":
             removed = session.discard_last_reply()
             self.known = conversation_prints(session.entries)
@@ -708,11 +813,13 @@ class ClientPipeline:
                 "the conversation must end with a user message (a prompt or tool results) "
                 "for the model to answer; an assistant prefill is not supported by the wrapper"
             )
-        self._messages_ttl = _longest_ttl(_message_markers(messages))
+        self._messages_ttl = seen.longest_ttl
         for message, printed in zip(fresh, relation.prints[relation.start :], strict=True):
             role, content = _message_fields(message)
             self._append(session, role, content)
             self.known.append(printed)
+        if relation.relation == "continues" and len(self.known) == len(messages):
+            self._verified = len(messages)  # known ends with this list's prints
         return rest
 
     def _sink(self) -> EventSink | None:
@@ -781,9 +888,7 @@ class ClientPipeline:
         if not calls:
             return stored
         answers = {str(b.get("id")): session.run_recall(b) for b in calls}
-        blocks = (
-            [{"type": "text", "text": stored}] if isinstance(stored, str) else list(stored)
-        )
+        blocks = [{"type": "text", "text": stored}] if isinstance(stored, str) else list(stored)
         kept = [
             b
             for b in blocks
@@ -800,7 +905,13 @@ class ClientPipeline:
         version does not name (`temperature` in recent ones) go through `extra_body`."""
         config = self.session.config
         merged: dict[str, Any] = dict(
-            honor_caller_markers(request, config.system, config.tools, self._messages_ttl)
+            honor_caller_markers(
+                request,
+                config.system,
+                config.tools,
+                self._messages_ttl,
+                marked_messages=self.session.marked_messages,
+            )
         )
         merged.update((k, v) for k, v in passthrough.items() if k != "extra_body")
         kwargs = self.provider.request_kwargs(cast(ProviderRequest, merged), method)
@@ -851,7 +962,9 @@ class ClientPipeline:
         session.append([Entry.user(answers, extra=mark)])
 
     def close_store(self) -> None:
-        """Close the store of a session the wrapper opened from a folder (releases its lock)."""
+        """Close the store of a session the wrapper opened from a folder (releases its lock),
+        and the blocking client's event loop."""
+        self.runner.close()
         if self._owns_session and self._session is not None:
             self._session.close()
 
@@ -980,7 +1093,7 @@ class StreamManager:
 
     def _open(self, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
-        request = run_blocking(pipeline.session.prepare())
+        request = pipeline.runner.run(pipeline.session.prepare())
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = self._inner.__enter__()
@@ -998,7 +1111,7 @@ class StreamManager:
         try:
             self._stream = self._open(passthrough)
         except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not run_blocking(
+            if not pipeline.is_prompt_too_long(error) or not pipeline.runner.run(
                 compact_after_prompt_too_long(pipeline.session, error)
             ):
                 raise
@@ -1108,7 +1221,7 @@ class Messages:
 
     def _send(self, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
-        request = run_blocking(pipeline.session.prepare())
+        request = pipeline.runner.run(pipeline.session.prepare())
         method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
         result = method(**pipeline.call_kwargs(request, method, passthrough))
         pipeline.mark_sent()
@@ -1144,7 +1257,7 @@ class Messages:
         try:
             return self._send(passthrough)
         except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not run_blocking(
+            if not pipeline.is_prompt_too_long(error) or not pipeline.runner.run(
                 compact_after_prompt_too_long(pipeline.session, error)
             ):
                 raise

@@ -96,6 +96,7 @@ from unbounded.compaction.conversation import (
     media_placeholder,
 )
 from unbounded.compaction.glue import default_facts_ledger
+from unbounded.compaction.ledger import ToolLedger
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.summary_text import CompactionError
@@ -117,6 +118,7 @@ from unbounded.integrations._support import run_blocking
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
@@ -678,12 +680,18 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self.exclude_tools = frozenset(exclude_tools)
         self.events = events
         self._clock = clock
-        # Entries of the messages seen on the last call, by object identity (the message is
-        # held, so its id is not reused): a call converts only what is new since then.
-        self._converted: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
         # The last call's normalized messages and count, extended while the conversation only
         # grows; the lock keeps agents sharing this middleware across threads apart.
         self._view: tuple[list[Entry], MessageNormalizer, ContextCounter] | None = None
+        # The last call's messages and what was derived from them (entries, tool names): a
+        # call redoes only what follows the first message that changed.
+        self._seen_messages: list[BaseMessage] = []
+        self._seen_stale: frozenset[str] = frozenset()
+        self._seen_entries: list[Entry | None] = []
+        self._seen_names: dict[str, None] = {}
+        # The tool ledger of the current view, kept while the view only grows (it checks
+        # itself against the messages and rescans when they moved).
+        self._ledger: tuple[tuple[str, ...], ToolLedger] | None = None
         self._lock = threading.Lock()
         if self.policy.recall_enabled:
             self.tools = [
@@ -730,21 +738,28 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     def _entries(
         self, messages: Sequence[BaseMessage], stale_usage_ids: frozenset[str]
     ) -> list[Entry | None]:
-        """`messages_to_entries`, reusing the entries of messages already converted."""
-        known = self._converted
-        fresh: dict[int, tuple[BaseMessage, bool, Entry | None]] = {}
-        out: list[Entry | None] = []
-        for message in messages:
+        """`messages_to_entries`, reusing the entries of the messages the last call saw up to
+        the first one that changed (the same object or an equal one); callers hold `_lock`."""
+        same = 0
+        if stale_usage_ids == self._seen_stale:
+            same = shared_prefix_length(messages, self._seen_messages)
+        out = self._seen_entries[:same]
+        for message in messages[same:]:
             anchored = (message.id or "") not in stale_usage_ids
-            cached = known.get(id(message))
-            if cached is not None and cached[0] is message and cached[1] == anchored:
-                entry = cached[2]
-            else:
-                entry = message_to_entry(message, anchor_usage=anchored)
-            fresh[id(message)] = (message, anchored, entry)
-            out.append(entry)
-        self._converted = fresh
-        return out
+            out.append(message_to_entry(message, anchor_usage=anchored))
+        names = self._seen_names
+        scan_from = len(self._seen_messages)
+        if same < scan_from:  # tool names of dropped messages would linger: collected again
+            names, scan_from = {}, 0
+        for message in messages[scan_from:]:
+            if isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    names[call["name"]] = None
+        self._seen_messages = list(messages)
+        self._seen_stale = stale_usage_ids
+        self._seen_entries = out
+        self._seen_names = names
+        return list(out)
 
     def _counted(self, present: list[Entry]) -> tuple[MessageNormalizer, ContextCounter]:
         """The normalized messages and the token count of these entries: the last call's,
@@ -754,8 +769,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         cached = self._view
         if cached is not None:
             seen, normalizer, counter = cached
-            head = present[: len(seen)]
-            if len(head) == len(seen) and all(a is b for a, b in zip(seen, head, strict=True)):
+            if len(present) >= len(seen) and shared_prefix_length(present, seen) == len(seen):
                 for entry in present[len(seen) :]:
                     normalizer.append(entry)
                     counter.append(entry)
@@ -765,18 +779,20 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self._view = (present, normalizer, counter)
         return normalizer, counter
 
-    def _registry(self, messages: Sequence[BaseMessage]) -> CompactableTools | None:
+    def _tool_ledger(self) -> tuple[CompactableTools, ToolLedger] | None:
+        """The compactable tools (the given ones, or every tool the messages call) and the
+        kept ledger for them (a new one for other tools); callers hold `_lock`."""
         if self.compactable_tools is not None:
-            names = [n for n in self.compactable_tools if n not in self.exclude_tools]
+            names = tuple(n for n in self.compactable_tools if n not in self.exclude_tools)
         else:
-            seen: dict[str, None] = {}
-            for message in messages:
-                if isinstance(message, AIMessage):
-                    for call in message.tool_calls:
-                        if call["name"] not in self.exclude_tools:
-                            seen[call["name"]] = None
-            names = list(seen)
-        return CompactableTools(names) if names else None
+            names = tuple(n for n in self._seen_names if n not in self.exclude_tools)
+        if not names:
+            return None
+        kept = self._ledger
+        if kept is None or kept[0] != names:
+            kept = (names, ToolLedger(CompactableTools(names)))
+            self._ledger = kept
+        return kept[1].tools, kept[1]
 
     def _plan(self, state: UnboundedAgentState) -> _Plan:
         messages = list(state["messages"])
@@ -786,16 +802,21 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             lead += 1
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
-        entries = self._entries(messages[lead:], stale)
-        plan.entries = entries
-        present = [e for e in entries if e is not None]
         with self._lock:
+            entries = self._entries(messages[lead:], stale)
+            present = [e for e in entries if e is not None]
+            before = self._view
             normalizer, counter = self._counted(present)
+            if before is None or before[1] is not normalizer:
+                self._ledger = None  # a view built anew: so is its ledger
             tokens = counter.total
             api_messages = normalizer.messages
-        registry = self._registry(messages)
-        if registry is not None:
+            tools = self._tool_ledger()
+        plan.entries = entries
+        if tools is not None:
+            registry, ledger = tools
             micro_state = MicrocompactState(registry)
+            micro_state.ledger = ledger
             last = parse_timestamp(plan.context.get("last_model_at"))
             result = microcompact(
                 api_messages,
@@ -1006,7 +1027,9 @@ class _Plan:
     def _cleared_only(self) -> dict[str, Any] | None:
         self._archive(summarized=False)
         out: dict[str, Any] = {}
-        changed = [self._cleared(m) for m in self.messages if self._is_cleared(m)]
+        changed = (
+            [self._cleared(m) for m in self.messages if self._is_cleared(m)] if self.cleared else []
+        )
         if changed and all(m.id for m in changed):
             out["messages"] = changed  # add_messages replaces messages by id
         elif changed:

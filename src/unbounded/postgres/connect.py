@@ -13,8 +13,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from unbounded.addresses import redact_url
 from unbounded.errors import ConfigError
+from unbounded.redaction import redact_url
 
 if TYPE_CHECKING:
     import psycopg

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from unbounded.addresses import redact_url
 from unbounded.errors import ConfigError, TranscriptError
 from unbounded.model.entries import Entry
 from unbounded.model.text import repair_surrogates
 from unbounded.model.transcript import Transcript
 from unbounded.postgres.connect import connection_pool, get_connection, require_psycopg
 from unbounded.postgres.migrations import ensure_schema
+from unbounded.redaction import redact_url
 from unbounded.storage import (
     MemoryStore,
     SessionLockedError,

@@ -1,0 +1,321 @@
+"""The per-turn steps that reuse the previous turn's work equal their from-scratch twins.
+
+`CacheBreakpointPlanner` (markers placed only past the first changed message) against
+`plan_cache_breakpoints`, and a `PromptCacheBreakDetector(messages_immutable=True)` (digests of
+the messages shared with the previous request not looked at again) against `snapshot_request`:
+on generated request sequences that respect the pipeline's rule (a changed message is a new
+dict), and on every turn of replayed sessions.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CORPUS, FIXTURES
+from unbounded.caching.blocks import canonical_json
+from unbounded.caching.break_detector import PromptCacheBreakDetector, snapshot_request
+from unbounded.caching.breakpoints import (
+    BreakpointPlan,
+    CacheBreakpointPlanner,
+    plan_cache_breakpoints,
+)
+from unbounded.demo import demo_transcript
+from unbounded.evaluation.replay import ReplayOptions, replay_session
+from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.request import ProviderRequest
+from unbounded.model.transcript import Transcript
+from unbounded.policy import Policy
+from unbounded.transcripts.loader import load_transcript
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_shared_prefix_length_is_the_first_difference() -> None:
+    rng = random.Random(7)
+    for _ in range(2_000):
+        new = [rng.randint(0, 2) for _ in range(rng.randint(0, 10))]
+        old = [rng.randint(0, 2) for _ in range(rng.randint(0, 10))]
+        expected = 0
+        while expected < min(len(new), len(old)) and new[expected] == old[expected]:
+            expected += 1
+        assert shared_prefix_length(new, old) == expected
+
+
+def assert_same(planner: CacheBreakpointPlanner, request: ProviderRequest, ttl: Any) -> None:
+    """The planner's plan is the from-scratch one, in value and in JSON."""
+    before = canonical_json(request)
+    plan = planner.plan(request, ttl=ttl)
+    expected = plan_cache_breakpoints(request, ttl=ttl)
+    assert plan == expected
+    assert plan.marked_messages == expected.marked_messages
+    assert canonical_json(plan.request) == canonical_json(expected.request)
+    assert canonical_json(request) == before, "the input must not be modified"
+
+
+texts = st.text(alphabet="ab \n", max_size=5)
+block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, texts),
+    st.builds(lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral"}}, texts),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, texts),
+    st.builds(lambda t: {"type": "tool_result", "tool_use_id": "x", "content": t}, texts),
+)
+message = st.builds(
+    lambda role, content: {"role": role, "content": content},
+    st.sampled_from(["user", "assistant"]),
+    st.one_of(texts, st.lists(block, max_size=3)),
+)
+EDITS = st.sampled_from(["append", "append", "replace", "drop", "plan", "equal_copy"])
+
+
+@SETTINGS
+@given(data=st.data(), start=st.lists(message, max_size=4), steps=st.integers(1, 10))
+def test_incremental_steps_equal_their_twins(
+    data: st.DataObject, start: list[dict[str, Any]], steps: int
+) -> None:
+    planner = CacheBreakpointPlanner()
+    detector = PromptCacheBreakDetector(messages_immutable=True)
+    messages = list(start)
+    for _ in range(steps):
+        edit = data.draw(EDITS)
+        if edit == "append" or not messages:
+            messages.append(data.draw(message))
+        elif edit == "replace":  # a new dict, as microcompaction makes
+            messages[data.draw(st.integers(0, len(messages) - 1))] = data.draw(message)
+        elif edit == "drop":  # a compaction
+            del messages[: data.draw(st.integers(1, len(messages)))]
+        elif edit == "equal_copy":
+            index = data.draw(st.integers(0, len(messages) - 1))
+            messages[index] = dict(messages[index])
+        elif edit == "plan":  # the previous request's messages, markers and all
+            planned = plan_cache_breakpoints(cast(ProviderRequest, {"messages": messages}))
+            messages = list(planned.request["messages"])
+        request = cast(ProviderRequest, {"model": "m", "system": "s", "messages": list(messages)})
+        assert_same(planner, request, data.draw(st.sampled_from(["5m", "1h"])))
+        warm = detector.record_prompt_state(request, query_source="main", now=0)
+        assert warm == snapshot_request(request)
+
+
+def _sessions() -> Iterator[Any]:
+    yield pytest.param(lambda: demo_transcript(), id="demo")
+    yield pytest.param(lambda: load_transcript(FIXTURES / "session_2_1.jsonl"), id="fixture")
+    corpus = (
+        sorted(
+            (p for p in CORPUS.glob("*.jsonl") if "agent-" not in p.name),
+            key=lambda p: p.stat().st_size,
+        )
+        if CORPUS.is_dir()
+        else []
+    )
+    if corpus:
+        yield pytest.param(lambda: load_transcript(corpus[-1]), id="corpus-largest")
+
+
+@pytest.mark.parametrize("load", list(_sessions()))
+def test_every_replayed_turn_plans_as_from_scratch(
+    load: Callable[[], Transcript], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every turn of a replayed session the incremental planner's plan is the
+    from-scratch one, and it redoes only what follows the first changed message."""
+    real_plan = CacheBreakpointPlanner.plan
+    turns = [0]
+    reused = [0, 0]  # messages before the first change, messages in all
+
+    def checked(self: CacheBreakpointPlanner, request: ProviderRequest, **options: Any) -> Any:
+        inputs = list(request.get("messages") or [])
+        reused[0] += shared_prefix_length(inputs, self._inputs)
+        reused[1] += len(inputs)
+        plan: BreakpointPlan = real_plan(self, request, **options)
+        expected = plan_cache_breakpoints(request, **options)
+        assert plan == expected
+        assert canonical_json(plan.request) == canonical_json(expected.request)
+        turns[0] += 1
+        return plan
+
+    monkeypatch.setattr(CacheBreakpointPlanner, "plan", checked)
+    report = replay_session(load(), ReplayOptions(policy=Policy(), baselines=False))
+    assert report.calls > 3 and turns[0] >= report.calls
+    assert reused[0] >= reused[1] * 0.75 or reused[1] < 200  # incremental for real
+
+
+# -- the drop-in: the caller's repeated messages are not printed again ----------------------
+
+caller_block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, texts),
+    st.builds(lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral"}}, texts),
+    st.builds(
+        lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+        texts,
+    ),
+)
+caller_message = st.builds(
+    lambda role, content: {"role": role, "content": content},
+    st.sampled_from(["user", "assistant"]),
+    st.one_of(texts.filter(bool), st.lists(caller_block, min_size=1, max_size=3)),
+)
+CALLS = st.sampled_from(
+    ["append", "append", "recall", "answer", "window", "equal_copy", "fresh_list"]
+)
+
+
+@SETTINGS
+@given(data=st.data(), steps=st.integers(1, 12))
+def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, steps: int) -> None:
+    """However a caller's lists follow each other, the continuation computed from the kept
+    prints (and the prefix a previous call verified) is the one computed from scratch."""
+    from unbounded.errors import ConfigError
+    from unbounded.integrations.anthropic_client import (
+        MessagePrint,
+        _longest_ttl,
+        _message_markers,
+        _SeenMessages,
+        message_print,
+        new_messages,
+    )
+
+    seen = _SeenMessages()
+    known: list[MessagePrint] = []
+    recall_ids: set[str] = set()
+    verified = 0
+    messages: list[Any] = []
+    calls = 0
+    for _ in range(steps):
+        call = data.draw(CALLS)
+        if call == "window" and len(messages) > 2:
+            messages = messages[data.draw(st.integers(1, len(messages) - 1)) :]
+        elif call == "equal_copy" and messages:
+            index = data.draw(st.integers(0, len(messages) - 1))
+            messages = [*messages[:index], dict(messages[index]), *messages[index + 1 :]]
+        elif call == "fresh_list":
+            messages = list(messages)
+        elif call == "recall":  # a recall call the caller sends back (its result follows)
+            calls += 1
+            use = {"type": "tool_use", "id": f"r{calls}", "name": "recall", "input": {}}
+            messages = [*messages, {"role": "assistant", "content": [use]}]
+        elif call == "answer" and calls:  # a result for a recall call already made
+            result = {"type": "tool_result", "tool_use_id": f"r{calls}", "content": "x"}
+            messages = [*messages, {"role": "user", "content": [result]}]
+        else:
+            messages = [*messages, data.draw(caller_message)]
+        same = seen.read(list(messages), recall_ids)
+        assert seen.longest_ttl == _longest_ttl(_message_markers(messages))
+        try:
+            scratch = new_messages(messages, known, "auto", recall_ids)
+        except ConfigError:
+            scratch = None
+        try:
+            kept = new_messages(
+                messages,
+                known,
+                "auto",
+                recall_ids,
+                prints=seen.prints,
+                verified=min(verified, same),
+            )
+        except ConfigError:
+            kept = None
+        assert kept == scratch
+        verified = 0
+        if kept is None:
+            continue
+        if kept.relation in ("continues", "window", "new", "unrelated"):
+            known.extend(kept.prints[kept.start :])
+            if kept.relation == "continues" and len(known) == len(messages):
+                verified = len(messages)
+        if data.draw(st.booleans()):  # the model replies; the caller echoes it next time
+            reply = data.draw(caller_message)
+            known.append(message_print("assistant", reply["content"]))
+            messages = [*messages, {**reply, "role": "assistant"}]
+
+
+def test_the_blocking_runner_keeps_one_loop_and_closes_it() -> None:
+    import asyncio
+
+    from unbounded.integrations._support import BlockingRunner
+
+    runner = BlockingRunner()
+
+    async def loop_of() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    first = runner.run(loop_of())
+    assert runner.run(loop_of()) is first  # one loop for every call
+    started: list[asyncio.Task[None]] = []
+
+    async def leave_a_task() -> None:
+        started.append(asyncio.ensure_future(asyncio.sleep(3600)))
+
+    runner.run(leave_a_task())
+    runner.close()
+    assert first.is_closed() and started[0].cancelled()
+
+    async def inside() -> asyncio.AbstractEventLoop:
+        return runner.run(loop_of())  # a loop runs here: the call goes to a worker thread
+
+    assert asyncio.run(inside()) is not first
+
+
+# -- the LangChain middleware: what a call keeps from the last one ------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_middleware_decides_as_a_fresh_one_on_every_step(seed: int) -> None:
+    """An agent run (tool rounds with large results, clearing applied to the state as the
+    agent applies it, now and then a step that rewrites the list): on every step the kept
+    middleware returns what a new middleware (everything converted, counted and scanned
+    again) returns for the same state."""
+    pytest.importorskip("langchain.agents.middleware")
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from unbounded.integrations.langchain import UnboundedMiddleware
+
+    rng = random.Random(seed)
+    policy = Policy(
+        microcompact_protect_recent_tokens=3_000,
+        microcompact_min_savings=2_000,
+        auto_compact_enabled=False,
+    )
+
+    def fresh() -> UnboundedMiddleware:
+        return UnboundedMiddleware("claude-sonnet-4-6", policy=policy)
+
+    def without_uuids(value: Any) -> Any:  # a record's uuid and time: drawn at conversion
+        if isinstance(value, dict):
+            return {k: without_uuids(v) for k, v in value.items() if k not in ("uuid", "timestamp")}
+        if isinstance(value, list):
+            return [without_uuids(v) for v in value]
+        return value
+
+    def described(update: dict[str, Any] | None) -> Any:
+        if update is None:
+            return None
+        messages = [(type(m).__name__, m.id, str(m.content)) for m in update.get("messages", [])]
+        return messages, without_uuids({k: v for k, v in update.items() if k != "messages"})
+
+    kept = fresh()
+    clearing_steps = 0
+    state: dict[str, Any] = {"messages": [HumanMessage(content="Go through the files.", id="h0")]}
+    for step in range(40):
+        tool = rng.choice(["read_file", "grep", "list"])
+        call = {"id": f"c{step}", "name": tool, "args": {"path": f"/f{step}"}}
+        reply = AIMessage(content=f"step {step}", tool_calls=[call], id=f"a{step}")
+        body = "line of output\n" * rng.randint(50, 400)
+        result = ToolMessage(content=body, tool_call_id=f"c{step}", id=f"t{step}")
+        messages = [*state["messages"], reply, result]
+        if rng.random() < 0.1:  # a rewritten list: a new human turn in place of the last one
+            messages = [*messages[:-2], HumanMessage(content=f"new {step}", id=f"n{step}")]
+        state["messages"] = messages
+        expected = fresh().before_model(dict(state), None)  # type: ignore[arg-type]
+        update = kept.before_model(dict(state), None)  # type: ignore[arg-type]
+        assert described(update) == described(expected), f"step {step}"
+        if update:  # applied as the agent applies it
+            clearing_steps += bool(update.get("messages"))
+            replaced = {m.id: m for m in update.get("messages", [])}
+            state["messages"] = [replaced.get(m.id, m) for m in state["messages"]]
+            state.update({k: v for k, v in update.items() if k != "messages"})
+    assert clearing_steps > 0  # results were cleared along the way
