@@ -133,3 +133,27 @@ def test_cycles_are_found() -> None:
 
 def test_no_import_cycle_among_the_modules() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_the_layers_point_down() -> None:
+    """`model` (messages, replies, the provider protocol) rests on `errors` alone, and
+    compaction uses what it needs from below, never the providers, the session or the
+    integrations above it."""
+    graph = import_graph()
+    above_compaction = ("unbounded.providers", "unbounded.session", "unbounded.integrations")
+    upward = [
+        (module, target)
+        for module, targets in graph.items()
+        if module.startswith("unbounded.compaction")
+        for target in targets
+        if target.startswith((*above_compaction, "unbounded.cli"))
+    ]
+    assert upward == []
+    outside = [
+        (module, target)
+        for module, targets in graph.items()
+        if module.startswith("unbounded.model")
+        for target in targets
+        if not target.startswith(("unbounded.model", "unbounded.errors"))
+    ]
+    assert outside == []

@@ -319,3 +319,27 @@ def test_the_middleware_decides_as_a_fresh_one_on_every_step(seed: int) -> None:
             state["messages"] = [replaced.get(m.id, m) for m in state["messages"]]
             state.update({k: v for k, v in update.items() if k != "messages"})
     assert clearing_steps > 0  # results were cleared along the way
+
+
+def test_the_turn_speed_benchmark_reports_its_four_figures() -> None:
+    """`benchmarks/turn_speed.py` (part of `benchmarks/run.py --json`) grows its sessions to
+    3,000 messages and reports each figure; nothing here is timed against a bound."""
+    import importlib.util
+    import math
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "turn_speed.py"
+    spec = importlib.util.spec_from_file_location("turn_speed", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    figures = module.run(quick=True)
+    keys = ["per_turn_us_at_200", "per_turn_us_at_3000", "dropin_per_call_us_at_3000"]
+    try:
+        import langchain_core  # noqa: F401
+
+        keys.append("langchain_middleware_per_call_us_at_3000")
+    except ImportError:
+        pass
+    assert sorted(figures) == sorted(keys)
+    assert all(math.isfinite(figures[key]) and figures[key] > 0 for key in keys)

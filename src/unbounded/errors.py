@@ -1,8 +1,31 @@
-"""The exceptions unbounded raises: a small hierarchy, each carrying where and how to fix."""
+"""The exceptions unbounded raises: a small hierarchy, each carrying where and how to fix.
+
+    UnboundedError
+    ├── ConfigError (also ValueError)        a parameter, variable or file we cannot use
+    ├── TranscriptError                      a transcript that cannot be read (file:line)
+    ├── InvalidRequestError (also ValueError) a message list the Messages API would refuse
+    ├── ProviderError                        a model call failed (status, request_id)
+    │   ├── PromptTooLongError               over the window (token_gap)
+    │   ├── RetryableError                   transient (retry_after)
+    │   │   ├── RateLimitedError             429
+    │   │   ├── OverloadedError              529 / 503
+    │   │   └── ServerError                  other 5xx, reset connection, timeout
+    │   ├── AuthenticationError              401 / 403, never retried
+    │   └── BadRequestError                  other 400, never retried
+    ├── CompactionError                      unbounded.compaction.summary_text
+    ├── SessionClosedError                   unbounded.session
+    ├── SessionLockedError, StoreDamagedError  unbounded.storage
+    ├── HookBlockingError                    unbounded.hooks
+    └── RecallArgumentError                  unbounded.recall.schema
+
+The classes of the last five lines live beside the code that raises them; the provider
+errors are also importable from `unbounded.providers.base`, where they used to live.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class UnboundedError(Exception):
@@ -50,3 +73,81 @@ class InvalidRequestError(UnboundedError, ValueError):
         self.detail = detail
         where = f"messages[{index}]" if index is not None else "messages"
         super().__init__(f"{where}: {rule}: {detail}")
+
+
+class ProviderError(UnboundedError):
+    """A model call failed. `status` and `request_id` come from the server when it answered."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.request_id = request_id
+        self.body = body
+
+
+class PromptTooLongError(ProviderError):
+    """The request is over the context window; `token_gap` is how far over, when the server said."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        actual_tokens: int | None = None,
+        limit_tokens: int | None = None,
+        status: int | None = 400,
+        request_id: str | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message, status=status, request_id=request_id, body=body)
+        self.actual_tokens = actual_tokens
+        self.limit_tokens = limit_tokens
+
+    @property
+    def token_gap(self) -> int | None:
+        """Tokens to remove for the request to fit, or None when the error did not say."""
+        if self.actual_tokens is None or self.limit_tokens is None:
+            return None
+        return max(0, self.actual_tokens - self.limit_tokens)
+
+
+class RetryableError(ProviderError):
+    """A transient failure; `retry_after` (seconds) when the server asked for a wait."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message, status=status, request_id=request_id, body=body)
+        self.retry_after = retry_after
+
+
+class RateLimitedError(RetryableError):
+    """HTTP 429."""
+
+
+class OverloadedError(RetryableError):
+    """HTTP 529 (Anthropic) or 503: the service is overloaded."""
+
+
+class ServerError(RetryableError):
+    """HTTP 5xx other than overload, a reset connection or a timeout."""
+
+
+class AuthenticationError(ProviderError):
+    """The API key was refused (401/403). Never retried."""
+
+
+class BadRequestError(ProviderError):
+    """The request was refused as malformed (400 other than prompt-too-long). Never retried."""

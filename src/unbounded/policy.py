@@ -553,3 +553,7 @@ def compute_thresholds(model: ModelInfo, policy: Policy | None = None) -> Thresh
         blocking=blocking,
         auto_compact_enabled=auto_on,
     )
+
+
+GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
+"""Query sources that never trigger auto-compaction (it would recurse or deadlock)."""

@@ -83,7 +83,13 @@ from unbounded.model.normalize import MessageNormalizer, interrupted_result, val
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
 from unbounded.models import ModelInfo, ModelTable, load_model_table
-from unbounded.policy import Policy, Thresholds, WarningLevel, compute_thresholds
+from unbounded.policy import (
+    GUARDED_QUERY_SOURCES,
+    Policy,
+    Thresholds,
+    WarningLevel,
+    compute_thresholds,
+)
 from unbounded.providers.base import (
     ModelResponse,
     PromptTooLongError,
@@ -119,8 +125,6 @@ from unbounded.tokens.estimate import (
 )
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
-GUARDED_QUERY_SOURCES = frozenset({"compact", "session_memory"})
-"""Query sources that never trigger auto-compaction (it would recurse or deadlock)."""
 CIRCUIT_BREAKER_FAILURES = 3
 """Consecutive auto-compaction failures before the extractive summarizer takes over."""
 STATE_NAME = "session"

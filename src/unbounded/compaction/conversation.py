@@ -56,7 +56,7 @@ from unbounded.compaction.summary_text import (
     check_summary_reply,
     format_compact_summary,
 )
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, PromptTooLongError, ProviderError
 from unbounded.events import (
     CompactionFailed,
     CompactionFinished,
@@ -71,8 +71,8 @@ from unbounded.model.content import MessageParam, Usage
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
-from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider, ProviderError
 from unbounded.tokens.estimate import (
     estimate_messages_tokens,
     rough_token_count,

@@ -569,8 +569,15 @@ class _Renderer:
 
 
 _AUSTERE = replace(
-    _LEVELS[-1], decisions=0, done=1, last_calls=1, identifiers=25, paths=8, tracker=2,
-    noted_commands=3, error_actions=False,
+    _LEVELS[-1],
+    decisions=0,
+    done=1,
+    last_calls=1,
+    identifiers=25,
+    paths=8,
+    tracker=2,
+    noted_commands=3,
+    error_actions=False,
 )
 """The lean level with the extras cut to a minimum: tried before any fact list is cut."""
 

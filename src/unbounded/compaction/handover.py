@@ -79,11 +79,60 @@ _PATH = re.compile(
 )
 _SOURCE_EXTENSIONS = frozenset(
     {
-        "py", "pyi", "js", "jsx", "ts", "tsx", "mjs", "cjs", "ex", "exs", "heex", "eex",
-        "erl", "go", "rs", "java", "kt", "rb", "php", "c", "h", "cc", "cpp", "hpp", "cs",
-        "swift", "sh", "md", "json", "jsonl", "yaml", "yml", "toml", "css", "scss", "html",
-        "sql", "txt", "xml", "vue", "svelte", "lua", "dart", "zig", "csv", "ipynb", "lock",
-        "cfg", "ini", "env", "rst", "tf", "proto", "graphql",
+        "py",
+        "pyi",
+        "js",
+        "jsx",
+        "ts",
+        "tsx",
+        "mjs",
+        "cjs",
+        "ex",
+        "exs",
+        "heex",
+        "eex",
+        "erl",
+        "go",
+        "rs",
+        "java",
+        "kt",
+        "rb",
+        "php",
+        "c",
+        "h",
+        "cc",
+        "cpp",
+        "hpp",
+        "cs",
+        "swift",
+        "sh",
+        "md",
+        "json",
+        "jsonl",
+        "yaml",
+        "yml",
+        "toml",
+        "css",
+        "scss",
+        "html",
+        "sql",
+        "txt",
+        "xml",
+        "vue",
+        "svelte",
+        "lua",
+        "dart",
+        "zig",
+        "csv",
+        "ipynb",
+        "lock",
+        "cfg",
+        "ini",
+        "env",
+        "rst",
+        "tf",
+        "proto",
+        "graphql",
     }
 )
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*(?:\s+#.*)?$")
@@ -96,9 +145,33 @@ _INPUT_CHARS = 20_000
 """Of each tool call's input (a written file), the first this many characters."""
 _TEST_OR_BUILD = frozenset(
     {
-        "pytest", "python", "python3", "mix", "npm", "npx", "pnpm", "yarn", "cargo", "go",
-        "make", "uv", "poetry", "bundle", "rake", "gradle", "mvn", "dotnet", "swift",
-        "jest", "vitest", "tox", "nox", "ruff", "mypy", "eslint", "tsc",
+        "pytest",
+        "python",
+        "python3",
+        "mix",
+        "npm",
+        "npx",
+        "pnpm",
+        "yarn",
+        "cargo",
+        "go",
+        "make",
+        "uv",
+        "poetry",
+        "bundle",
+        "rake",
+        "gradle",
+        "mvn",
+        "dotnet",
+        "swift",
+        "jest",
+        "vitest",
+        "tox",
+        "nox",
+        "ruff",
+        "mypy",
+        "eslint",
+        "tsc",
     }
 )
 
@@ -393,9 +466,7 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
                 raw_calls.append(
                     Call(position, str(block.get("id", "")), str(block.get("name", "")), block)
                 )
-                texts.append(
-                    (position, " ".join(_strings(block.get("input")))[:_INPUT_CHARS], 2.0)
-                )
+                texts.append((position, " ".join(_strings(block.get("input")))[:_INPUT_CHARS], 2.0))
                 last_kind = "tool_use"
             elif kind == "tool_result":
                 text = text_of(block.get("content")).strip()
@@ -543,9 +614,7 @@ def _own_words(handover: Handover) -> None:
             if _DONE.search(sentence) and len(sentence) >= 15:
                 handover.reported_done.append(sentence)
     for _, text in reversed(handover.assistant_texts):
-        stated = [
-            s for s in sentences(text) if _NEXT_STEP.search(s) and len(s.split()) >= 5
-        ]
+        stated = [s for s in sentences(text) if _NEXT_STEP.search(s) and len(s.split()) >= 5]
         if stated:
             handover.next_step = stated[-1]
             break

@@ -74,10 +74,14 @@ def _after_write(block: Mapping[str, Any], before: RecordedFile | None) -> Recor
     command = tool_input.get("command")
     for key in ("content", "file_text"):
         written = tool_input.get(key)
-        if isinstance(written, str) and (name in ("Write", "write_file", "write") or command in (
-            "create",
-            "write",
-        )):
+        if isinstance(written, str) and (
+            name in ("Write", "write_file", "write")
+            or command
+            in (
+                "create",
+                "write",
+            )
+        ):
             return RecordedFile(written)
     text = before.text if before is not None and not before.partial else None
     if text is None:

@@ -87,19 +87,19 @@ from unbounded.compaction.notes import (
     size_reminders,
     truncate_notes_for_compact,
 )
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, ProviderError
 from unbounded.events import GenericEvent, emit
 from unbounded.model.content import MessageParam, Usage
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import Provider
 from unbounded.model.tools import (
     EDITOR_TOOLS,
     file_read_path,
     file_write_path,
     shell_command,
 )
-from unbounded.policy import Policy
-from unbounded.providers.base import Provider, ProviderError
+from unbounded.policy import GUARDED_QUERY_SOURCES, Policy
 from unbounded.tokens.estimate import entry_tokens, pad_estimate, rough_token_count
 
 if TYPE_CHECKING:
@@ -952,8 +952,6 @@ class SessionMemory:
         return progress_since(session.view, self.state.updated_through)
 
     def _enabled_for(self, session: Session) -> bool:
-        from unbounded.session import GUARDED_QUERY_SOURCES
-
         return (
             session.policy.session_memory_enabled
             and session.config.query_source not in GUARDED_QUERY_SOURCES

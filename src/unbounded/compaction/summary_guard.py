@@ -138,9 +138,7 @@ def check_summary(
         match = _NOTES_CURRENT_STATE.search(text)
         body = match.group(1) if match else ""
         filled = [
-            line
-            for line in body.splitlines()
-            if line.strip() and not line.strip().startswith("_")
+            line for line in body.splitlines() if line.strip() and not line.strip().startswith("_")
         ]
         if not filled:
             return SummaryVerdict(

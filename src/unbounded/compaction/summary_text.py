@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from unbounded.errors import UnboundedError
-from unbounded.providers.base import ModelResponse
+from unbounded.model.response import ModelResponse
 
 API_ERROR_PREFIXES = ("API Error", "API error:")
 SUMMARY_HEADER = "Summary:"

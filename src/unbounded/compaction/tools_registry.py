@@ -58,6 +58,7 @@ def is_cleared_text(text: object) -> bool:
         return False
     return text == CLEARED_TOOL_RESULT or (text.startswith(_HANDLE_PREFIX) and text.endswith("]"))
 
+
 DEFAULT_COMPACTABLE_TOOLS: tuple[str, ...] = (
     "Read",
     "Bash",

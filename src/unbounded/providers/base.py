@@ -11,92 +11,23 @@ from __future__ import annotations
 import asyncio
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Coroutine
+from typing import Any
 
-from unbounded.errors import UnboundedError
-from unbounded.model.content import ContentBlock, Usage
+# The error tree lives in unbounded.errors, the reply and the protocol in
+# unbounded.model.response (below compaction, which uses them); importable from here as before.
+from unbounded.errors import (
+    AuthenticationError,
+    BadRequestError,
+    OverloadedError,
+    PromptTooLongError,
+    ProviderError,
+    RateLimitedError,
+    RetryableError,
+    ServerError,
+)
 from unbounded.model.request import ProviderRequest
-
-
-class ProviderError(UnboundedError):
-    """A model call failed. `status` and `request_id` come from the server when it answered."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        request_id: str | None = None,
-        body: Any = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.request_id = request_id
-        self.body = body
-
-
-class PromptTooLongError(ProviderError):
-    """The request is over the context window; `token_gap` is how far over, when the server said."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        actual_tokens: int | None = None,
-        limit_tokens: int | None = None,
-        status: int | None = 400,
-        request_id: str | None = None,
-        body: Any = None,
-    ) -> None:
-        super().__init__(message, status=status, request_id=request_id, body=body)
-        self.actual_tokens = actual_tokens
-        self.limit_tokens = limit_tokens
-
-    @property
-    def token_gap(self) -> int | None:
-        """Tokens to remove for the request to fit, or None when the error did not say."""
-        if self.actual_tokens is None or self.limit_tokens is None:
-            return None
-        return max(0, self.actual_tokens - self.limit_tokens)
-
-
-class RetryableError(ProviderError):
-    """A transient failure; `retry_after` (seconds) when the server asked for a wait."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        status: int | None = None,
-        request_id: str | None = None,
-        body: Any = None,
-    ) -> None:
-        super().__init__(message, status=status, request_id=request_id, body=body)
-        self.retry_after = retry_after
-
-
-class RateLimitedError(RetryableError):
-    """HTTP 429."""
-
-
-class OverloadedError(RetryableError):
-    """HTTP 529 (Anthropic) or 503: the service is overloaded."""
-
-
-class ServerError(RetryableError):
-    """HTTP 5xx other than overload, a reset connection or a timeout."""
-
-
-class AuthenticationError(ProviderError):
-    """The API key was refused (401/403). Never retried."""
-
-
-class BadRequestError(ProviderError):
-    """The request was refused as malformed (400 other than prompt-too-long). Never retried."""
-
+from unbounded.model.response import Heartbeat, ModelResponse, Provider
 
 _PTL_PATTERN = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
 _CONTEXT_PATTERNS = (
@@ -132,50 +63,6 @@ def is_prompt_too_long_message(message: str) -> bool:
         or "exceed context limit" in lowered
         or "input is too long" in lowered
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ModelResponse:
-    """A model's reply in Anthropic shape: content blocks, why it stopped, and its usage."""
-
-    content: list[ContentBlock]
-    stop_reason: str | None
-    usage: Usage
-    model: str
-    id: str = ""
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def text(self) -> str:
-        """All text blocks joined."""
-        return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
-
-    @property
-    def tool_uses(self) -> list[ContentBlock]:
-        """The tool_use blocks of the reply."""
-        return [b for b in self.content if b.get("type") == "tool_use"]
-
-
-Heartbeat = Callable[[float], Awaitable[None] | None]
-"""Called with the seconds elapsed while a long call runs (a UI or an IDE link stays alive)."""
-
-
-@runtime_checkable
-class Provider(Protocol):
-    """Sends requests to a model."""
-
-    name: str
-    supports_cache_edits: bool
-
-    async def create(
-        self,
-        request: ProviderRequest,
-        *,
-        stream: bool = False,
-        heartbeat: Heartbeat | None = None,
-    ) -> ModelResponse:
-        """Send one request and return the whole reply (streamed underneath when asked)."""
-        ...
 
 
 class SdkProvider(ABC):
@@ -229,3 +116,22 @@ def run_sync(awaitable: Awaitable[Any]) -> Any:
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
+
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "Heartbeat",
+    "ModelResponse",
+    "OverloadedError",
+    "PromptTooLongError",
+    "Provider",
+    "ProviderError",
+    "RateLimitedError",
+    "RetryableError",
+    "SdkProvider",
+    "ServerError",
+    "is_prompt_too_long_message",
+    "parse_prompt_too_long",
+    "run_sync",
+]
