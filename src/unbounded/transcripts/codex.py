@@ -113,6 +113,7 @@ from unbounded.transcripts.codex_items import (
     token_key,
     validate_record,
 )
+from unbounded.transcripts.importing import unique_id
 from unbounded.transcripts.jsonl import ReadReport, iter_json_lines
 
 FORMAT = "codex"
@@ -227,14 +228,6 @@ class _Converter:
         body.update(self._extra())
         self._add(Entry(body))
 
-    def _unique(self, candidate: str) -> str:
-        tool_id, suffix = candidate, 1
-        while tool_id in self._used_ids:
-            suffix += 1
-            tool_id = f"{candidate}_{suffix}"
-        self._used_ids.add(tool_id)
-        return tool_id
-
     # responses and usage ----------------------------------------------------------------
     def _current_model(self) -> str:
         if self._model is not None:
@@ -324,7 +317,7 @@ class _Converter:
         record: Mapping[str, Any],
         **extra: Any,
     ) -> None:
-        tool_use_id = self._unique(call_id)
+        tool_use_id = unique_id(call_id, self._used_ids)
         if tool_use_id != call_id:
             self.warnings.append(
                 f"{self.path}:{self._line}: tool call id {call_id} is used twice; renamed "

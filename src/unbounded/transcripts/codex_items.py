@@ -18,6 +18,7 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
+from unbounded.transcripts.importing import json_kind
 
 ROLLOUT_TYPES: frozenset[str] = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -81,20 +82,6 @@ def is_context_message(texts: list[str]) -> bool:
 
 
 # -- validation ----------------------------------------------------------------------------
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 class _Checker:
@@ -122,7 +109,7 @@ class _Checker:
             return
         allowed = types if isinstance(types, tuple) else (types,)
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            self.fail(f"field '{field_name}' should be {expected}, found {_kind(value)}")
+            self.fail(f"field '{field_name}' should be {expected}, found {json_kind(value)}")
 
     def string_list(self, value: Any, field_name: str) -> None:
         self.check(value, list, field_name, "a list of strings")

@@ -65,6 +65,7 @@ from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
 from unbounded.model.entries import Entry, new_uuid, parse_timestamp
 from unbounded.model.transcript import Transcript
+from unbounded.transcripts.importing import json_kind, unique_id
 from unbounded.transcripts.jsonl import SNIFF_BYTES, ReadReport, check_not_binary, iter_json_lines
 from unbounded.transcripts.swe_agent import load_json_document
 
@@ -211,20 +212,6 @@ def _first_line_is_json(path: Path) -> bool:
 
 
 # -- validation ----------------------------------------------------------------------------
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _check(
@@ -240,7 +227,7 @@ def _check(
     allowed = types if isinstance(types, tuple) else (types,)
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         raise TranscriptError(
-            f"field '{field}' should be {expected}, found {_kind(value)}",
+            f"field '{field}' should be {expected}, found {json_kind(value)}",
             path=path,
             line=line,
             hint=_LINE_HINT if line is not None else _DOC_HINT,
@@ -479,14 +466,6 @@ class _Converter:
         data.update(self._extra())
         self._add(Entry(data))
 
-    def _unique(self, candidate: str) -> str:
-        tool_id, suffix = candidate, 1
-        while tool_id in self._used_ids:
-            suffix += 1
-            tool_id = f"{candidate}_{suffix}"
-        self._used_ids.add(tool_id)
-        return tool_id
-
     def _flush(self, event: dict[str, Any]) -> None:
         """Answer every open call with `NO_OBSERVATION` before the conversation moves on."""
         for tool_use_id in self._pending:
@@ -594,7 +573,7 @@ class _Converter:
             arguments = {k: v for k, v in args.items() if k != "thought" or kind == "think"}
         name = metadata.get("function_name")
         name = name if isinstance(name, str) and name else kind
-        tool_use_id = self._unique(call_id or f"oh_{self._event_id}")
+        tool_use_id = unique_id(call_id or f"oh_{self._event_id}", self._used_ids)
         if call_id is not None:
             self._by_call[call_id] = tool_use_id
         if self._event_id is not None:
@@ -619,7 +598,7 @@ class _Converter:
             blocks.append({"type": "text", "text": thought})
         arguments = {k: v for k, v in args.items() if k != "thought" or kind == "think"}
         suffix = self._event_id if self._event_id is not None else len(self.entries)
-        tool_use_id = self._unique(f"oh_{suffix}")
+        tool_use_id = unique_id(f"oh_{suffix}", self._used_ids)
         if self._event_id is not None:
             self._by_event[self._event_id] = tool_use_id
         blocks.append({"type": "tool_use", "id": tool_use_id, "name": kind, "input": arguments})

@@ -54,6 +54,7 @@ from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
+from unbounded.transcripts.importing import json_kind, unique_id
 
 FORMAT = "swe-agent"
 
@@ -184,7 +185,7 @@ def read_swe_agent(path: str | Path) -> Transcript:
     document = load_json_document(source, hint=_HINT)
     if not isinstance(document, dict):
         raise TranscriptError(
-            f"expected a JSON object, found {_kind(document)}", path=source, line=1, hint=_HINT
+            f"expected a JSON object, found {json_kind(document)}", path=source, line=1, hint=_HINT
         )
     _validate(document, source)
     builder = _Builder(source, _model_name(document.get("replay_config")))
@@ -206,25 +207,11 @@ def read_swe_agent(path: str | Path) -> Transcript:
 
 
 # -- validation ----------------------------------------------------------------------------
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _fail(path: Path, field: str, expected: str, value: Any) -> None:
     raise TranscriptError(
-        f"field '{field}' should be {expected}, found {_kind(value)}", path=path, hint=_HINT
+        f"field '{field}' should be {expected}, found {json_kind(value)}", path=path, hint=_HINT
     )
 
 
@@ -435,14 +422,6 @@ class _Builder:
             block["is_error"] = True
         self._user([block], extra=extra)
 
-    def _unique(self, candidate: str) -> str:
-        tool_id, suffix = candidate, 1
-        while tool_id in self._used_ids:
-            suffix += 1
-            tool_id = f"{candidate}_{suffix}"
-        self._used_ids.add(tool_id)
-        return tool_id
-
     # history ----------------------------------------------------------------------------
     def run(self, history: Sequence[dict[str, Any]], trajectory: Sequence[dict[str, Any]]) -> None:
         for index, item in enumerate(history):
@@ -535,7 +514,7 @@ class _Builder:
         if calls:
             for call in calls:
                 function = call["function"]
-                tool_id = self._unique(call["id"])
+                tool_id = unique_id(call["id"], self._used_ids)
                 if tool_id != call["id"]:
                     self.warnings.append(
                         f"{self.path}: history[{self._index}]: tool call id {call['id']} is used "
@@ -552,7 +531,7 @@ class _Builder:
                 self._pending.append(_Pending(tool_id, False, call["id"]))
         elif action.strip():
             self._calls += 1
-            tool_id = self._unique(f"swe_{self._calls}")
+            tool_id = unique_id(f"swe_{self._calls}", self._used_ids)
             blocks.append(
                 {
                     "type": "tool_use",
