@@ -44,12 +44,12 @@ from unbounded.model.content import usage_context_total
 from unbounded.model.entries import (
     COMPACT_BOUNDARY_SUBTYPE,
     CONVERSATION_TYPES,
-    SYNTHETIC_MODEL,
     Entry,
     messages_after_compact_boundary,
 )
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.thread import rebuild_thread
+from unbounded.model.transcript import calls_per_model
 from unbounded.model.user_messages import classify_user_entry
 from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
@@ -470,17 +470,7 @@ def recorded_models(records: Sequence[RecordInfo], main: Sequence[int]) -> dict[
             for position, i in enumerate(main)
             if records[i].type == "assistant" and not records[i].is_synthetic_api_error
         ]
-    counts: dict[str, int] = {}
-    last_seen: dict[str, int] = {}
-    seen: set[str] = set()
-    for position, (response_id, model) in enumerate(named):
-        if not model or model == SYNTHETIC_MODEL or response_id in seen:
-            continue
-        seen.add(response_id)
-        counts[model] = counts.get(model, 0) + 1
-        last_seen[model] = position
-    order = sorted(counts, key=lambda name: (-counts[name], -last_seen[name]))
-    return {name: counts[name] for name in order}
+    return calls_per_model(named)
 
 
 def inspect_file(

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from unbounded.compaction.facts import Facts, extract_facts, normalize_text, text_of
-from unbounded.model.names import identifiers_in
+from unbounded.model.names import identifiers_in, strings_in
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import UserMessage, classify_message_texts
 from unbounded.tokens.estimate import content_tokens
@@ -466,7 +466,8 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
                 raw_calls.append(
                     Call(position, str(block.get("id", "")), str(block.get("name", "")), block)
                 )
-                texts.append((position, " ".join(_strings(block.get("input")))[:_INPUT_CHARS], 2.0))
+                arguments = " ".join(strings_in(block.get("input")))
+                texts.append((position, arguments[:_INPUT_CHARS], 2.0))
                 last_kind = "tool_use"
             elif kind == "tool_result":
                 text = text_of(block.get("content")).strip()
@@ -503,18 +504,6 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     handover.errors = _resolve_errors(handover.calls)
     _files_and_names(handover, texts)
     return handover
-
-
-def _strings(value: Any) -> Iterable[str]:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 def _only_requests(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

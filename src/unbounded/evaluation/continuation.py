@@ -28,31 +28,17 @@ context, and the summary the session recorded, so the three are comparable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from unbounded.compaction.facts import COMMAND_SCORE_CHARS, normalize_text, text_of
 from unbounded.model.entries import Entry
-from unbounded.model.names import identifiers_in
+from unbounded.model.names import identifiers_in, strings_in
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 
 HORIZONS: tuple[int | None, ...] = (10, 30, None)
 """Turns after the point that are looked at (None: all, up to the next compaction)."""
 KINDS: tuple[str, ...] = ("files", "identifiers", "commands")
-
-def _strings(value: Any) -> Iterable[str]:
-    """Every string inside a JSON-like value."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
 
 @dataclass(slots=True)
 class UsedItems:
@@ -95,7 +81,7 @@ def used_in_turns(after: Sequence[Entry], turns: int | None) -> UsedItems:
             command = shell_command(block)
             if command and command.strip():
                 used.commands.add(command)
-            for text in _strings(block.get("input")):
+            for text in strings_in(block.get("input")):
                 used.identifiers.update(identifiers_in(text))
     return used
 
@@ -113,14 +99,14 @@ def _entry_text(entry: Entry) -> str:
         if kind == "text":
             parts.append(str(block.get("text", "")))
         elif kind == "tool_use":
-            parts.extend(_strings(block.get("input")))
+            parts.extend(strings_in(block.get("input")))
         elif kind == "tool_result":
             parts.append(text_of(block.get("content")))
         elif kind == "thinking":
             parts.append(str(block.get("thinking", "")))
     attachment = entry.attachment
     if attachment is not None:
-        parts.extend(_strings(attachment))
+        parts.extend(strings_in(attachment))
     return "\n".join(parts)
 
 

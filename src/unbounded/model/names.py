@@ -14,6 +14,8 @@ Names shorter than 4 characters are ignored.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 _FILE_EXTENSIONS = re.compile(
     r"\.(?:py|pyi|js|jsx|ts|tsx|mjs|cjs|ex|exs|heex|eex|erl|go|rs|java|kt|rb|php|c|h|cc|cpp|"
@@ -52,3 +54,16 @@ def identifiers_in(text: str) -> set[str]:
 
 
 __all__ = ["MIN_IDENTIFIER_CHARS", "identifiers_in"]
+
+
+def strings_in(value: Any) -> Iterable[str]:
+    """Every string inside a JSON-like value (a tool call's input), where names are sought."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

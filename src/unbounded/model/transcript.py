@@ -148,17 +148,7 @@ class Transcript:
                 for position, entry in enumerate(self.main_thread())
                 if entry.type == "assistant" and not entry.is_synthetic_api_error
             ]
-        counts: dict[str, int] = {}
-        last_seen: dict[str, int] = {}
-        seen: set[str] = set()
-        for position, (response_id, model) in enumerate(named):
-            if not model or model == SYNTHETIC_MODEL or response_id in seen:
-                continue
-            seen.add(response_id)
-            counts[model] = counts.get(model, 0) + 1
-            last_seen[model] = position
-        order = sorted(counts, key=lambda name: (-counts[name], -last_seen[name]))
-        return {name: counts[name] for name in order}
+        return calls_per_model(named)
 
     @property
     def reported_window(self) -> int | None:
@@ -195,3 +185,20 @@ def api_calls(entries: Sequence[Entry]) -> list[ApiCall]:
             timestamp=previous.timestamp if previous else entry.timestamp,
         )
     return sorted(calls.values(), key=lambda call: call.first)
+
+
+def calls_per_model(named: Sequence[tuple[str, str | None]]) -> dict[str, int]:
+    """(response id, model) pairs in order -> calls per model, the main model (most calls)
+    first, ties to the model of the later call; a response id counts once, synthetic and
+    unnamed models not at all."""
+    counts: dict[str, int] = {}
+    last_seen: dict[str, int] = {}
+    seen: set[str] = set()
+    for position, (response_id, model) in enumerate(named):
+        if not model or model == SYNTHETIC_MODEL or response_id in seen:
+            continue
+        seen.add(response_id)
+        counts[model] = counts.get(model, 0) + 1
+        last_seen[model] = position
+    order = sorted(counts, key=lambda name: (-counts[name], -last_seen[name]))
+    return {name: counts[name] for name in order}
