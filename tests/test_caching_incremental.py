@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CORPUS, FIXTURES
-from unbounded import session as session_module
 from unbounded.caching import break_detector
 from unbounded.caching.blocks import (
     CACHE_LOOKBACK_BLOCKS,
@@ -38,7 +37,7 @@ from unbounded.caching.blocks import (
 from unbounded.caching.break_detector import PromptCacheBreakDetector, snapshot_request
 from unbounded.caching.breakpoints import (
     BreakpointPlan,
-    place_cache_breakpoints,
+    CacheBreakpointPlanner,
     plan_cache_breakpoints,
 )
 from unbounded.caching.system_prompt import CacheScope, get_cache_control
@@ -302,9 +301,15 @@ def test_every_replayed_turn_equals_the_from_scratch_result(
     plans: list[BreakpointPlan] = []
     shared = [0, 0]  # messages passed through unchanged, messages in all
 
-    def checked_place(request: ProviderRequest, **options: Any) -> ProviderRequest:
+    real_plan = CacheBreakpointPlanner.plan
+
+    def checked_plan(
+        self: CacheBreakpointPlanner, request: ProviderRequest, **options: Any
+    ) -> BreakpointPlan:
+        """The session's planner (work kept from the previous turn) against the reference."""
         before = canonical_json(request)
-        plan = same_plan(request, **options)
+        plan = real_plan(self, request, **options)
+        assert plan == same_plan(request, **options)
         plans.append(plan)
         sent = request.get("messages") or []
         out = plan.request.get("messages") or []
@@ -321,7 +326,7 @@ def test_every_replayed_turn_equals_the_from_scratch_result(
             ):
                 same_plan(request, **{**options, **variant})
         assert canonical_json(request) == before, "the input request must not be modified"
-        return place_cache_breakpoints(request, **options)
+        return plan
 
     snapshots = [0]
     calls = [0]
@@ -345,11 +350,11 @@ def test_every_replayed_turn_equals_the_from_scratch_result(
         snapshots[0] += 1
         return warm
 
-    monkeypatch.setattr(session_module, "place_cache_breakpoints", checked_place)
+    monkeypatch.setattr(CacheBreakpointPlanner, "plan", checked_plan)
     monkeypatch.setattr(PromptCacheBreakDetector, "record_prompt_state", checked_record)
     monkeypatch.setattr(break_detector, "_message_digests", counting_digests)
     report = replay_session(load(), ReplayOptions(policy=Policy(), baselines=False))
-    assert report.calls > 3 and snapshots[0] >= report.calls
+    assert report.calls > 3 and snapshots[0] >= report.calls and len(plans) >= report.calls
     # Incremental for real: most messages are shared by the plan and reused by the detector
     # (a turn digests the messages it appended, the one that lost its marker, and the ones
     # microcompaction copied).

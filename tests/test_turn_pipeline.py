@@ -10,14 +10,14 @@ dict), and on every turn of replayed sessions.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CORPUS, FIXTURES
+from test_caching_incremental import _sessions as replayed_sessions
 from unbounded.caching.blocks import canonical_json
 from unbounded.caching.break_detector import PromptCacheBreakDetector, snapshot_request
 from unbounded.caching.breakpoints import (
@@ -25,13 +25,11 @@ from unbounded.caching.breakpoints import (
     CacheBreakpointPlanner,
     plan_cache_breakpoints,
 )
-from unbounded.demo import demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
-from unbounded.transcripts.loader import load_transcript
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -101,22 +99,8 @@ def test_incremental_steps_equal_their_twins(
         assert warm == snapshot_request(request)
 
 
-def _sessions() -> Iterator[Any]:
-    yield pytest.param(lambda: demo_transcript(), id="demo")
-    yield pytest.param(lambda: load_transcript(FIXTURES / "session_2_1.jsonl"), id="fixture")
-    corpus = (
-        sorted(
-            (p for p in CORPUS.glob("*.jsonl") if "agent-" not in p.name),
-            key=lambda p: p.stat().st_size,
-        )
-        if CORPUS.is_dir()
-        else []
-    )
-    if corpus:
-        yield pytest.param(lambda: load_transcript(corpus[-1]), id="corpus-largest")
-
-
-@pytest.mark.parametrize("load", list(_sessions()))
+# The same sessions as the from-scratch replay test (the demo, a fixture, the largest corpus one).
+@pytest.mark.parametrize("load", list(replayed_sessions()))
 def test_every_replayed_turn_plans_as_from_scratch(
     load: Callable[[], Transcript], monkeypatch: pytest.MonkeyPatch
 ) -> None:
