@@ -80,6 +80,7 @@ from unbounded.events import (
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer, interrupted_result, validate_request
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
 from unbounded.models import ModelInfo, ModelTable, load_model_table
@@ -123,6 +124,7 @@ from unbounded.tokens.estimate import (
     pad_estimate,
     rough_token_count,
 )
+from unbounded.turn import TurnContext, TurnStep
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
 CIRCUIT_BREAKER_FAILURES = 3
@@ -408,6 +410,10 @@ class Session:
         self.prepare_listeners: list[PrepareListener] = []
         self.turn_listeners: list[TurnListener] = []
         self.compaction_listeners: list[CompactionListener] = []
+        self._planned_messages: list[MessageParam] = []
+        """The messages of the planner's last request (what `first_changed` compares to)."""
+        self.prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
+        """What `prepare` runs, in order (an extension may insert a step of its own)."""
         self._rebuild_view()
         self.calibration = float(state.get("calibration", 0.0)) or None
         """Reported tokens / length estimate of the same request, from the last usage seen:
@@ -773,12 +779,42 @@ class Session:
 
     async def _prepare(self) -> ProviderRequest:
         self._check_open()
+        turn = TurnContext(now=self._clock())
+        for step in self.prepare_steps:
+            await step(turn)
+        return turn.built_request()
+
+    def _default_prepare_steps(self) -> tuple[TurnStep, ...]:
+        """The pipeline, in order (unbounded/turn.py says what each step does)."""
+        return (
+            self._answer_pending_calls_step,
+            self._run_prepare_listeners,
+            self._upgrade_cache_ttl,
+            self._auto_compact_step,
+            self._microcompact_step,
+            self._build_request,
+            self._place_breakpoints,
+            self._attach_cache_edits,
+            self._validate_request,
+            self._record_prompt_state,
+            self._finish_turn,
+        )
+
+    async def _answer_pending_calls_step(self, turn: TurnContext) -> None:
         self._answer_pending_calls("prepare")
+
+    async def _run_prepare_listeners(self, turn: TurnContext) -> None:
         for prepare_listener in list(self.prepare_listeners):
             await prepare_listener(self)
-        now = self._clock()
+
+    async def _upgrade_cache_ttl(self, turn: TurnContext) -> None:
         self._maybe_upgrade_ttl()
+
+    async def _auto_compact_step(self, turn: TurnContext) -> None:
         await self._maybe_auto_compact()
+
+    async def _microcompact_step(self, turn: TurnContext) -> None:
+        now = turn.now
         last_assistant_at = self._last_assistant_time()
         self._prepare_recall_handles()
         with self.telemetry.span("unbounded.microcompaction") as span:
@@ -800,6 +836,10 @@ class Session:
                     "unbounded.microcompaction.breaks_cache": result.breaks_cache,
                 },
             )
+        turn.microcompaction = result
+        turn.messages = list(result.messages)
+        # Compared by identity at C speed: what the later steps may reuse from last turn.
+        turn.first_changed = shared_prefix_length(turn.messages, self._planned_messages)
         if result.tier != "none":
             self.tracking.microcompacts += 1
             emit(
@@ -812,29 +852,47 @@ class Session:
                 ),
             )
             self._write_microcompact_receipt(result)
-        request = self.cache_safe_params().request(list(result.messages))
+
+    async def _build_request(self, turn: TurnContext) -> None:
+        turn.request = self.cache_safe_params().request(turn.messages)
+
+    async def _place_breakpoints(self, turn: TurnContext) -> None:
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
-        plan = self._breakpoints.plan(request, ttl=ttl)
-        request = plan.request
+        self._planned_messages = []  # kept only once the planner has taken these messages
+        plan = self._breakpoints.plan(
+            turn.built_request(), ttl=ttl, unchanged_prefix=turn.first_changed
+        )
+        self._planned_messages = turn.messages
+        turn.request = plan.request
         self.marked_messages = plan.marked_messages
+
+    async def _attach_cache_edits(self, turn: TurnContext) -> None:
+        result = turn.microcompaction
+        if result is None:
+            return
         if result.cache_edits:
-            request = with_cache_edits(request, result.cache_edits)
+            turn.request = with_cache_edits(turn.built_request(), result.cache_edits)
         if result.new_cache_edits:
             self.detector.notify_cache_deletion(
                 self.config.query_source,
                 self.micro.cached.pending_deleted_tokens,
                 cache_deleted_baseline=self.micro.cache_deleted_input_tokens,
             )
+
+    async def _validate_request(self, turn: TurnContext) -> None:
         self._report_repairs()
         if self.config.validate_requests:
-            validate_request(request["messages"])
+            validate_request(turn.built_request()["messages"])
+
+    async def _record_prompt_state(self, turn: TurnContext) -> None:
         self.detector.record_prompt_state(
-            request, query_source=self.config.query_source, now=now.timestamp()
+            turn.built_request(), query_source=self.config.query_source, now=turn.now.timestamp()
         )
-        self.last_request = request
+
+    async def _finish_turn(self, turn: TurnContext) -> None:
+        self.last_request = turn.built_request()
         self._warn_if_needed()
         self._save_state()
-        return request
 
     def _report_repairs(self) -> None:
         """Emit a RequestRepaired event when the view needed new repairs to be valid."""

@@ -369,12 +369,21 @@ class CacheBreakpointPlanner:
         ttl: CacheTtl = "5m",
         skip_cache_write: bool = False,
         previous_message_breakpoint: int | None = None,
+        unchanged_prefix: int | None = None,
     ) -> BreakpointPlan:
-        """The plan `plan_cache_breakpoints` gives this request (same keywords)."""
+        """The plan `plan_cache_breakpoints` gives this request (same keywords).
+
+        `unchanged_prefix`, when the caller knows it, is how many leading messages are the
+        very objects of the previous call's request (the planner compares them otherwise)."""
         inputs = list(cast(Mapping[str, Any], request).get("messages") or [])
         done, counts, relative = self._unmarked
         # Reuse is by position: only while every earlier input gave one output.
-        same = shared_prefix_length(inputs, self._inputs) if len(done) == len(self._inputs) else 0
+        if len(done) != len(self._inputs):
+            same = 0
+        elif unchanged_prefix is not None:
+            same = min(unchanged_prefix, len(inputs), len(self._inputs))
+        else:
+            same = shared_prefix_length(inputs, self._inputs)
         tail, tail_counts = _unmarked_messages(inputs[same:])
         relative = relative[: same + 1]
         relative.extend(accumulate(tail_counts, initial=relative[-1]))
