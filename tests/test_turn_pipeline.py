@@ -115,6 +115,7 @@ def test_every_replayed_turn_plans_as_from_scratch(
         reused[0] += shared_prefix_length(inputs, self._inputs)
         reused[1] += len(inputs)
         plan: BreakpointPlan = real_plan(self, request, **options)
+        options.pop("unchanged_prefix", None)  # the session's hint: no from-scratch twin
         expected = plan_cache_breakpoints(request, **options)
         assert plan == expected
         assert canonical_json(plan.request) == canonical_json(expected.request)

@@ -410,6 +410,8 @@ class Session:
         self.prepare_listeners: list[PrepareListener] = []
         self.turn_listeners: list[TurnListener] = []
         self.compaction_listeners: list[CompactionListener] = []
+        self._saved_state: dict[str, Any] | None = None
+        """What was last written to the store's state document."""
         self._planned_messages: list[MessageParam] = []
         """The messages of the planner's last request (what `first_changed` compares to)."""
         self.prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
@@ -854,7 +856,7 @@ class Session:
             self._write_microcompact_receipt(result)
 
     async def _build_request(self, turn: TurnContext) -> None:
-        turn.request = self.cache_safe_params().request(turn.messages)
+        turn.request = self.cache_safe_params().request(turn.messages, shared=True)
 
     async def _place_breakpoints(self, turn: TurnContext) -> None:
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
@@ -1401,15 +1403,16 @@ class Session:
 
     # -- persistence ---------------------------------------------------------------------------
     def _save_state(self) -> None:
-        self.store.save_state(
-            STATE_NAME,
-            {
-                "microcompact": self.micro.to_dict(),
-                "tracking": self.tracking.to_dict(),
-                "ttl": self.ttl_latch.to_dict(),
-                "calibration": self.calibration,
-            },
-        )
+        state = {
+            "microcompact": self.micro.to_dict(),
+            "tracking": self.tracking.to_dict(),
+            "ttl": self.ttl_latch.to_dict(),
+            "calibration": self.calibration,
+        }
+        if state == self._saved_state:
+            return  # most turns change nothing persisted: no write (a file per turn saved)
+        self.store.save_state(STATE_NAME, state)
+        self._saved_state = state
 
     def write_notes(self, text: str) -> None:
         """Replace the session notes in the store (secrets redacted when the session redacts)."""

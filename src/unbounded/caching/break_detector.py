@@ -320,6 +320,62 @@ def _messages_digests(
     ]
 
 
+_PREFIX_FIELDS = (
+    "model",
+    "system_hash",
+    "system_chars",
+    "tools_hash",
+    "tool_hashes",
+    "betas",
+    "cache_control_layout",
+    "global_cache_strategy",
+    "thinking_hash",
+    "effort",
+    "extra_body",
+    "diffable",
+)
+
+
+def _prefix_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot's fields that depend on everything but the messages (system, tools,
+    model, settings): the costly part of a snapshot, the same on most turns."""
+    system = system_blocks(body.get("system"))
+    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    system_text = "".join(str(b.get("text", "")) for b in system)
+    system_content = [without_cache_control(b) for b in system]
+    tool_hashes = tuple(
+        (_tool_name(tool, i), _digest(without_cache_control(tool))) for i, tool in enumerate(tools)
+    )
+    layout: list[tuple[str, int, str, str]] = []
+    for section, blocks in (("tools", tools), ("system", system)):
+        for index, block in enumerate(blocks):
+            marker = block.get("cache_control")
+            if isinstance(marker, Mapping):
+                scope = "global" if marker.get("scope") == "global" else "org"
+                # Counted from the end: a tool appended keeps "the last tool is marked".
+                layout.append((section, index - len(blocks), ttl_of_cache_control(marker), scope))
+    extra = {k: v for k, v in body.items() if k not in NOT_CACHE_KEYS}
+    scopes = {scope for section, _, _, scope in layout if section == "system"}
+    return {
+        "model": str(body.get("model") or ""),
+        "system_hash": _digest(system_content),
+        "system_chars": len(system_text),
+        "tools_hash": _digest([without_cache_control(t) for t in tools]),
+        "tool_hashes": tool_hashes,
+        "betas": tuple(sorted(str(b) for b in body.get("betas") or [])),
+        "cache_control_layout": tuple(layout),
+        "global_cache_strategy": "global" if "global" in scopes else ("org" if scopes else "none"),
+        "thinking_hash": _digest(body.get("thinking")),
+        "effort": _effort(body),
+        "extra_body": tuple(sorted((k, _digest(v)) for k, v in extra.items())),
+        "diffable": _diffable_text(body, system, tools, extra),
+    }
+
+
+def _without_messages(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != "messages"}
+
+
 def snapshot_request(request: ProviderRequest | Mapping[str, Any]) -> PromptStateSnapshot:
     """The cache-keying state of a request (pure)."""
     return _snapshot(request, ())[0]
@@ -331,30 +387,17 @@ def _snapshot(
     unchanged: int = 0,
     previous_digests: tuple[tuple[str, ...], ...] = (),
     long_in_unchanged: bool = False,
+    prefix: Mapping[str, Any] | None = None,
 ) -> tuple[PromptStateSnapshot, list[_MessageDigests]]:
     """`snapshot_request`, reusing the message digests of `previous` where they apply; also
     returns this request's message digests (the `previous` of the next call). The first
     `unchanged` messages are the previous request's, unmodified (`previous_digests` is that
-    request's `message_digests`; `long_in_unchanged`: one of them asks for a 1-hour TTL)."""
+    request's `message_digests`; `long_in_unchanged`: one of them asks for a 1-hour TTL).
+    `prefix`: the `_prefix_fields` of a request equal to this one but for its messages."""
     body = cast(Mapping[str, Any], request)
-    system = system_blocks(body.get("system"))
-    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
-    system_text = "".join(str(b.get("text", "")) for b in system)
-    system_content = [without_cache_control(b) for b in system]
-    tool_hashes = tuple(
-        (_tool_name(tool, i), _digest(without_cache_control(tool))) for i, tool in enumerate(tools)
-    )
-    layout: list[tuple[str, int, str, str]] = []
-    ttls: list[CacheTtl] = []
-    for section, blocks in (("tools", tools), ("system", system)):
-        for index, block in enumerate(blocks):
-            marker = block.get("cache_control")
-            if isinstance(marker, Mapping):
-                ttl = ttl_of_cache_control(marker)
-                ttls.append(ttl)
-                scope = "global" if marker.get("scope") == "global" else "org"
-                # Counted from the end: a tool appended keeps "the last tool is marked".
-                layout.append((section, index - len(blocks), ttl, scope))
+    if prefix is None:
+        prefix = _prefix_fields(body)
+    ttls = [ttl for _, _, ttl, _ in prefix["cache_control_layout"]]
     raw = body.get("messages") or []
     # Reused messages were dicts already; only what follows them is filtered.
     unchanged = min(unchanged, len(previous), len(previous_digests))
@@ -370,24 +413,10 @@ def _snapshot(
     message_digests = previous_digests[:unchanged] + tuple(
         entry.digests for entry in digested[unchanged:]
     )
-    extra = {k: v for k, v in body.items() if k not in NOT_CACHE_KEYS}
-    scopes = {scope for section, _, _, scope in layout if section == "system"}
-    strategy = "global" if "global" in scopes else ("org" if scopes else "none")
     snapshot = PromptStateSnapshot(
-        model=str(body.get("model") or ""),
-        system_hash=_digest(system_content),
-        system_chars=len(system_text),
-        tools_hash=_digest([without_cache_control(t) for t in tools]),
-        tool_hashes=tool_hashes,
-        betas=tuple(sorted(str(b) for b in body.get("betas") or [])),
-        cache_control_layout=tuple(layout),
-        global_cache_strategy=strategy,
-        thinking_hash=_digest(body.get("thinking")),
-        effort=_effort(body),
-        extra_body=tuple(sorted((k, _digest(v)) for k, v in extra.items())),
+        **prefix,
         message_digests=message_digests,
         ttl="1h" if "1h" in ttls else "5m",
-        diffable=_diffable_text(body, system, tools, extra),
     )
     return snapshot, digested
 
@@ -535,6 +564,8 @@ class _SourceState:
     """Index of the previous request's first message with a 1-hour marker, if any."""
     inputs: list[Any] = field(default_factory=list)
     """The previous request's messages (kept with `messages_immutable`)."""
+    rest: dict[str, Any] | None = None
+    """The previous request but its messages: when equal, its snapshot's prefix is reused."""
 
 
 def _safe_name(query_source: str) -> str:
@@ -579,9 +610,10 @@ class PromptCacheBreakDetector:
         messages_immutable: bool = False,
     ) -> None:
         self.messages_immutable = messages_immutable
-        """The caller never edits a message dict in place (a changed message is a new dict):
-        the messages a request shares with the previous one of its source (the same objects,
-        or equal ones) are then not looked at again, so a turn costs what it appended."""
+        """The caller never edits a message, system block or tool dict in place (a changed
+        one is a new dict): the messages a request shares with the previous one of its source
+        (the same objects, or equal ones) are then not looked at again, and an unchanged
+        system prompt and tool list are not hashed again, so a turn costs what it appended."""
         if policy is not None and not isinstance(policy, Policy):
             raise ConfigError("policy must be a Policy")
         self.policy = policy or Policy()
@@ -621,12 +653,21 @@ class PromptCacheBreakDetector:
             unchanged = shared_prefix_length(raw, state.inputs)
         state.inputs = list(raw) if self.messages_immutable else []
         long_at = state.first_long_ttl
+        rest = _without_messages(cast(Mapping[str, Any], request))
+        # Compared by value (C speed): system and tools hashed again only when they changed.
+        same_prefix = self.messages_immutable and previous is not None and rest == state.rest
+        state.rest = rest if self.messages_immutable else None
         current, state.digested = _snapshot(
             request,
             state.digested,
             unchanged,
             previous.message_digests if previous is not None else (),
             long_in_unchanged=long_at is not None and long_at < unchanged,
+            prefix=(
+                {name: getattr(previous, name) for name in _PREFIX_FIELDS}
+                if same_prefix and previous is not None
+                else None
+            ),
         )
         if long_at is None or long_at >= unchanged:
             digested = state.digested
@@ -635,12 +676,16 @@ class PromptCacheBreakDetector:
             )
         if previous is not None:
             state.pending_changes = compare_prompt_states(previous, current)
-            state.pending_diff = "".join(
-                difflib.unified_diff(
-                    previous.diffable.splitlines(keepends=True),
-                    current.diffable.splitlines(keepends=True),
-                    fromfile="previous request",
-                    tofile="this request",
+            state.pending_diff = (
+                ""  # what unified_diff gives for equal texts, without the work
+                if previous.diffable == current.diffable
+                else "".join(
+                    difflib.unified_diff(
+                        previous.diffable.splitlines(keepends=True),
+                        current.diffable.splitlines(keepends=True),
+                        fromfile="previous request",
+                        tofile="this request",
+                    )
                 )
             )
         else:
@@ -662,6 +707,7 @@ class PromptCacheBreakDetector:
         state.pending_changes = []
         state.digested = []  # the old messages are gone: let them go
         state.inputs = []
+        state.rest = None
 
     def notify_cache_deletion(
         self,

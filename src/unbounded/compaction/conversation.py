@@ -98,6 +98,10 @@ REINJECTED_ATTACHMENT_TYPES = frozenset(
 """Attachments rebuilt after every compaction, so they are not summarized."""
 
 
+def _as_is(value: Any) -> Any:
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class CacheSafeParams:
     """What a fork must send byte-identically to share the main conversation's prompt cache."""
@@ -118,20 +122,25 @@ class CacheSafeParams:
         if self.max_tokens <= 0:
             raise ConfigError("CacheSafeParams.max_tokens must be > 0")
 
-    def request(self, messages: list[MessageParam]) -> ProviderRequest:
-        """A request with these parameters and the given messages."""
+    def request(self, messages: list[MessageParam], *, shared: bool = False) -> ProviderRequest:
+        """A request with these parameters and the given messages.
+
+        The system prompt, tools and extra fields are deep copies, or with `shared` these
+        parameters' own objects (for a caller that only reads the request, as the session's
+        pipeline does: it sends or copies, never edits)."""
+        duplicate: Callable[[Any], Any] = _as_is if shared else copy.deepcopy
         request: ProviderRequest = {"model": self.model, "max_tokens": self.max_tokens}
         if self.system:
-            request["system"] = copy.deepcopy(self.system)
+            request["system"] = duplicate(self.system)
         if self.tools:
-            request["tools"] = copy.deepcopy(self.tools)
+            request["tools"] = duplicate(self.tools)
         request["messages"] = messages
         if self.thinking:
             request["thinking"] = dict(self.thinking)
         if self.betas:
             request["betas"] = list(self.betas)
         for key, value in self.extra.items():
-            request[key] = copy.deepcopy(value)  # type: ignore[literal-required]
+            request[key] = duplicate(value)  # type: ignore[literal-required]
         return request
 
 

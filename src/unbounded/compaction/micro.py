@@ -46,7 +46,7 @@ cold-cache clears, cache-edit batches, expiries.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
 
@@ -116,7 +116,7 @@ class MicrocompactStats:
 
     def to_dict(self) -> dict[str, int]:
         """Plain JSON-ready data."""
-        return asdict(self)
+        return {name: getattr(self, name) for name in _STAT_NAMES}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MicrocompactStats:
@@ -128,6 +128,9 @@ class MicrocompactStats:
                 raise ConfigError(f"stats.{spec.name} must be a whole number >= 0")
             values[spec.name] = value
         return cls(**values)
+
+
+_STAT_NAMES = tuple(spec.name for spec in fields(MicrocompactStats))
 
 
 # -- state --------------------------------------------------------------------------------
