@@ -68,6 +68,7 @@ class Telemetry:
         self._tracer: Any = None
         self._tokens: Any = None
         self._usage: Any = None
+        self._global_tracer = tracer_provider is None
         if otel_trace is None or otel_metrics is None:
             return
         self._tracer = otel_trace.get_tracer(
@@ -91,8 +92,8 @@ class Telemetry:
     @contextmanager
     def span(self, name: str, attributes: Attributes | None = None) -> Iterator[Any]:
         """A span around a step (a do-nothing context without the API); yields the span."""
-        if self._tracer is None:
-            yield None
+        if self._tracer is None or (self._global_tracer and not _global_tracing()):
+            yield None  # nothing would record it: a no-op span costs ~10 us, a turn ~200
             return
         with self._tracer.start_as_current_span(name, attributes=dict(attributes or {})) as span:
             yield span
@@ -109,6 +110,13 @@ class Telemetry:
         if self._tracer is None:
             return provider
         return _TracedProvider(provider, self)
+
+
+def _global_tracing() -> bool:
+    """An SDK tracer provider has been set globally (the default proxy records nothing)."""
+    return otel_trace is not None and not isinstance(
+        otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider
+    )
 
 
 def set_attributes(span: Any, attributes: Attributes) -> None:
