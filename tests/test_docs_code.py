@@ -129,6 +129,12 @@ REQUEST = (
 )
 
 
+def _step_tags_request(session: Any) -> None:
+    session.add_user("hello")
+    request = asyncio.run(session.prepare())
+    assert request["metadata"] == {"user_id": "u-42"} and session.last_request is request
+
+
 def _readme_session(namespace: dict[str, Any], out: str, api: ApiServer) -> None:
     assert api.last.stream, "the README's Session example streams its request"
     assert api.last.json["system"][0]["text"] == "You are a coding agent."
@@ -433,6 +439,12 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         'with Session.open("runs/s1", SessionConfig(model="claude-sonnet-4-6")) as session:',
     ): Run(
         prelude=SESSION_PRELUDE,
+    ),
+    ("docs/session.md", "from unbounded.turn import TurnContext"): Run(
+        prelude=SESSION_PRELUDE
+        + "from unbounded.storage import MemoryStore\n"
+        + "session = Session(SessionConfig(model='claude-sonnet-4-6'), store=MemoryStore())\n",
+        check=lambda ns, out, api: _step_tags_request(ns["session"]),
     ),
     # docs/storage.md
     ("docs/storage.md", "from unbounded.postgres import PostgresStore"): Run(

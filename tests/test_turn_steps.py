@@ -10,6 +10,7 @@ detector's snapshot (digests of unchanged messages reused) is `snapshot_request`
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +126,28 @@ def test_every_turn_of_every_session_steps_as_from_scratch(
     reused = sum(check.reused for check in checks)
     total = sum(check.messages for check in checks)
     assert reused >= total * 0.6 or total < 200  # the prefix really is carried over
+
+
+def test_a_step_of_ones_own_shapes_the_request_sent() -> None:
+    """The documented extension point: a step put before the finishing one changes the
+    request `prepare` returns and the one the session keeps as sent."""
+    from unbounded.session import SessionConfig
+    from unbounded.storage import MemoryStore
+
+    session = Session(SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore())
+    session.add_user("hello")
+    seen: list[int] = []
+
+    async def tag_request(turn: TurnContext) -> None:
+        seen.append(turn.first_changed)
+        turn.request = {**turn.built_request(), "metadata": {"user_id": "u-42"}}  # type: ignore[typeddict-unknown-key]
+
+    steps = session.prepare_steps
+    session.prepare_steps = (*steps[:-1], tag_request, steps[-1])
+    request = asyncio.run(session.prepare())
+    assert request["metadata"] == {"user_id": "u-42"}  # type: ignore[typeddict-item]
+    assert session.last_request is request
+    session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 9}})
+    session.add_user("again")
+    asyncio.run(session.prepare())
+    assert seen == [0, 1]  # the second turn kept the first message, appended the rest
