@@ -1,6 +1,26 @@
 """unbounded: keep a long-running agent's conversation inside the model's context window."""
 
-from unbounded.errors import ConfigError, InvalidRequestError, TranscriptError, UnboundedError
+from unbounded.errors import (
+    AuthenticationError,
+    BadRequestError,
+    CompactionError,
+    ConfigError,
+    HookBlockingError,
+    InvalidRequestError,
+    OverloadedError,
+    PromptTooLongError,
+    ProviderError,
+    RateLimitedError,
+    RecallArgumentError,
+    RetryableError,
+    ServerError,
+    SessionClosedError,
+    SessionLockedError,
+    StoreDamagedError,
+    ToolArgumentError,
+    TranscriptError,
+    UnboundedError,
+)
 from unbounded.model import (
     Entry,
     MessageNormalizer,
@@ -22,15 +42,30 @@ from unbounded.transcripts import detect_format, load_transcript
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "CompactionError",
     "ConfigError",
     "ContextCounter",
     "Entry",
+    "HookBlockingError",
     "InvalidRequestError",
     "MessageNormalizer",
     "ModelInfo",
     "ModelTable",
+    "OverloadedError",
     "Policy",
+    "PromptTooLongError",
+    "ProviderError",
+    "RateLimitedError",
+    "RecallArgumentError",
+    "RetryableError",
+    "ServerError",
+    "SessionClosedError",
+    "SessionLockedError",
+    "StoreDamagedError",
     "Thresholds",
+    "ToolArgumentError",
     "Transcript",
     "TranscriptError",
     "UnboundedError",

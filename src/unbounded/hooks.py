@@ -73,7 +73,7 @@ from typing import Any, Literal, TypeAlias, TypeVar
 
 import orjson
 
-from unbounded.errors import ConfigError, UnboundedError
+from unbounded.errors import ConfigError, HookBlockingError
 from unbounded.policy import Policy
 
 HookEventName = Literal["PreCompact", "PostCompact", "SessionStart"]
@@ -93,10 +93,6 @@ _WORD = re.compile(r"^[A-Za-z0-9_]+$")
 
 HookReturn: TypeAlias = "str | Mapping[str, Any] | None"
 HookFunction: TypeAlias = Callable[[dict[str, Any]], "HookReturn | Awaitable[HookReturn]"]
-
-
-class HookBlockingError(UnboundedError):
-    """Raised by a callable hook to block, like a command exiting with code 2."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError, UnboundedError
+from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
     CacheTtlUpgraded,
     CircuitBreakerTripped,
@@ -181,10 +181,6 @@ def _reply_start(view: Sequence[Entry], end: int) -> int:
             break
         index -= 1
     return start
-
-
-class SessionClosedError(UnboundedError):
-    """The session was closed; open it again to go on."""
 
 
 class MemoryCompactor(Protocol):

@@ -57,7 +57,7 @@ from typing import Any, Literal, Union, get_args, get_origin, overload
 
 from typing_extensions import is_typeddict
 
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, ToolArgumentError
 from unbounded.events import Event, EventSink
 from unbounded.integrations._support import as_session, register_compactable_tools
 from unbounded.model.normalize import interrupted_result
@@ -261,10 +261,6 @@ def _jsonable(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
-
-
-class ToolArgumentError(ValueError):
-    """A tool call's arguments do not fit the function's signature (the model's to fix)."""
 
 
 _PLAIN_TYPES = (str, int, float, bool, type(None))
