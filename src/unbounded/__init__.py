@@ -1,5 +1,6 @@
 """unbounded: keep a long-running agent's conversation inside the model's context window."""
 
+from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.errors import (
     AuthenticationError,
     BadRequestError,
@@ -30,7 +31,6 @@ from unbounded.model import (
     normalize_messages,
     validate_request,
 )
-from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.tokens import (
     ContextCounter,

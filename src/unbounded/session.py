@@ -48,6 +48,7 @@ import orjson
 from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
+from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.conversation import (
     CacheSafeParams,
@@ -82,7 +83,6 @@ from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer, interrupted_result, validate_request
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
-from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import (
     GUARDED_QUERY_SOURCES,
     Policy,

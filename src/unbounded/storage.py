@@ -41,7 +41,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError
+# The two errors are defined in unbounded.errors, importable from here, where they used to live.
+from unbounded.errors import ConfigError
+from unbounded.errors import SessionLockedError as SessionLockedError
+from unbounded.errors import StoreDamagedError as StoreDamagedError
 from unbounded.fileio import (
     FILE_MODE,
     append_private,

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import re
 
-from unbounded.errors import CompactionError
+# Defined in unbounded.errors, importable from here, where it used to live.
+from unbounded.errors import CompactionError as CompactionError
 from unbounded.model.response import ModelResponse
 
 API_ERROR_PREFIXES = ("API Error", "API error:")

@@ -35,7 +35,9 @@ answered by the session from its transcript (`Session.run_recall`); a tool of yo
 
 `aiter_agent` / `iter_agent` yield the events as they happen (`ModelTurn`, `ToolExecuted`,
 the pipeline's own events when the loop built the session, then `AgentFinished`);
-`arun_agent` / `run_agent` return an `AgentResult`.
+`arun_agent` / `run_agent` return an `AgentResult`. The blocking variants also work inside a
+running event loop: there they run on a worker thread with a loop of its own
+(`unbounded.blocking`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from typing import Any, Literal, Union, get_args, get_origin, overload
 
 from typing_extensions import is_typeddict
 
+from unbounded.blocking import BlockingRunner
 from unbounded.errors import ConfigError, ToolArgumentError
 from unbounded.events import Event, EventSink
 from unbounded.integrations._support import as_session, register_compactable_tools
@@ -807,29 +810,21 @@ async def _next_event(agen: AsyncIterator[Event]) -> Event:
 
 
 def _blocking_events(agen: AsyncIterator[Event]) -> Iterator[Event]:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise ConfigError(
-            "run_agent/iter_agent block, and an event loop is running in this thread: use "
-            "`await arun_agent(...)` or `async for event in aiter_agent(...)` instead"
-        )
-    loop = asyncio.new_event_loop()
+    """The events of the async loop for blocking code: every step on one runner's loop, on a
+    worker thread when a loop already runs in this thread (see `unbounded.blocking`)."""
+    runner = BlockingRunner()
     try:
         while True:
             try:
-                event = loop.run_until_complete(_next_event(agen))
+                event = runner.run(_next_event(agen))
             except StopAsyncIteration:
                 return
             yield event
     finally:
         closer = getattr(agen, "aclose", None)
         if closer is not None:
-            loop.run_until_complete(closer())
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+            runner.run(closer())
+        runner.close()
 
 
 def iter_agent(
@@ -906,6 +901,7 @@ __all__ = [
     "AgentResult",
     "ModelTurn",
     "Tool",
+    "ToolArgumentError",
     "ToolExecuted",
     "aiter_agent",
     "arun_agent",

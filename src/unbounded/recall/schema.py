@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from unbounded.errors import RecallArgumentError
+# Defined in unbounded.errors, importable from here, where it used to live.
+from unbounded.errors import RecallArgumentError as RecallArgumentError
 
 RECALL_TOOL_NAME = "recall"
 """The tool's name in requests and in the model's tool calls."""
