@@ -33,7 +33,7 @@ from unbounded.integrations import (
     tool,
     tool_schema,
 )
-from unbounded.integrations.agent_loop import json_schema_for, parse_docstring
+from unbounded.integrations._schema import json_schema_for, parse_docstring
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 
