@@ -255,3 +255,30 @@ def test_the_blocking_client_drop_in_follows_the_rule(api_server: ApiServer) -> 
 
     assert both_ways(call) == ("One.", "Two.")
     assert len(client.session.view) == 4  # both turns in the one session
+
+
+def test_the_langchain_sync_hook_follows_the_rule() -> None:
+    pytest.importorskip("langchain.agents.middleware")
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+    from unbounded.integrations import UnboundedMiddleware
+
+    def conversation() -> list[BaseMessage]:
+        messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+        for n in range(12):
+            call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
+            messages.append(AIMessage(content="", tool_calls=[call], id=f"ai_{n}"))
+            output = "x = compute(value)\n" * 450  # about 2,000 tokens
+            messages.append(ToolMessage(content=output, tool_call_id=f"call_{n}", id=f"tool_{n}"))
+        return messages
+
+    def compact() -> str:  # over the threshold: the summary is written through run_blocking
+        middleware = UnboundedMiddleware(
+            MODEL, context_window=40_000, policy=Policy(small_window_reference=0), keep_messages=4
+        )
+        update = middleware.before_model({"messages": conversation()}, None)  # type: ignore[arg-type]
+        assert update is not None
+        return str(update["messages"][1].content)
+
+    outside, inside = both_ways(compact)
+    assert outside == inside and "Summary:" in outside
