@@ -34,12 +34,12 @@ from unbounded.caching.blocks import flatten_request
 from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.caching.fidelity import FidelityCall, simulate_recorded_session
 from unbounded.caching.simulator import CacheSimulator
+from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
 from unbounded.model.entries import messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
-from unbounded.models import load_model_table
 from unbounded.tokens.exact import TiktokenCounter
 
 

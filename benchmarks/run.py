@@ -46,7 +46,7 @@ from typing import Any
 
 import turn_speed  # beside this script
 
-from unbounded.demo import DEMO_SOURCE, demo_transcript
+from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy

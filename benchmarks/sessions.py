@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from unbounded.demo import DEMO_SOURCE, demo_transcript
+from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
 from unbounded.errors import UnboundedError
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.loader import load_transcript

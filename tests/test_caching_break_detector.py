@@ -19,10 +19,10 @@ from unbounded.caching.break_detector import (
 from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.caching.simulator import CacheSimulator
 from unbounded.caching.ttl import CacheTtl
+from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
 from unbounded.events import Event
 from unbounded.model.request import ProviderRequest
-from unbounded.models import load_model_table
 from unbounded.policy import Policy
 
 TABLE = load_model_table()

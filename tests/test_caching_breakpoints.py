@@ -18,9 +18,9 @@ from unbounded.caching.breakpoints import (
     plan_cache_breakpoints,
 )
 from unbounded.caching.simulator import CacheSimulator
+from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
 from unbounded.model.request import ProviderRequest
-from unbounded.models import load_model_table
 
 SONNET = load_model_table().get("claude-sonnet-4-5")
 

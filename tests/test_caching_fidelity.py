@@ -19,10 +19,10 @@ from unbounded.caching.fidelity import (
     prefix_change_events,
     simulate_recorded_session,
 )
+from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.model.transcript import Transcript
-from unbounded.models import load_model_table
 from unbounded.tokens.exact import TiktokenCounter
 
 CLAUDE = corpus_files("*.jsonl")

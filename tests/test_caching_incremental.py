@@ -42,7 +42,7 @@ from unbounded.caching.breakpoints import (
 )
 from unbounded.caching.system_prompt import CacheScope, get_cache_control
 from unbounded.caching.ttl import CacheTtl
-from unbounded.demo import demo_transcript
+from unbounded.cli.demo import demo_transcript
 from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript

@@ -16,9 +16,9 @@ from unbounded.caching.simulator import (
     simulate_cache,
     usage_cost_usd,
 )
+from unbounded.catalog import ModelInfo, load_model_table
 from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.model.request import ProviderRequest
-from unbounded.models import ModelInfo, load_model_table
 from unbounded.tokens.exact import TiktokenCounter
 
 TABLE = load_model_table()

@@ -26,8 +26,8 @@ from unbounded.caching.ttl import (
     tracking_key,
     ttl_seconds,
 )
+from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
-from unbounded.models import load_model_table
 from unbounded.policy import Policy
 
 

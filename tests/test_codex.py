@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from conftest import CORPUS, FIXTURES
 from unbounded.caching.fidelity import simulate_recorded_session
+from unbounded.catalog import load_model_table
 from unbounded.cli.app import app
 from unbounded.compaction import CompactableTools
 from unbounded.compaction.facts import extract_facts
@@ -29,7 +30,6 @@ from unbounded.inspection import inspect_transcript
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.transcript import Transcript
-from unbounded.models import load_model_table
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import ContextCounter
 from unbounded.transcripts import codex

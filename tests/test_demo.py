@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from unbounded.demo import demo_records, demo_transcript, write_demo_session
+from unbounded.cli.demo import demo_records, demo_transcript, write_demo_session
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.transcripts.loader import load_transcript
 

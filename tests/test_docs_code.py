@@ -599,7 +599,7 @@ def _help(command: str) -> str:
 
 def _run_shell(block: CodeBlock, spec: Shell, folder: Path, values: dict[str, str]) -> None:
     if spec.demo_as is not None:
-        from unbounded.demo import write_demo_session
+        from unbounded.cli.demo import write_demo_session
 
         write_demo_session(folder / spec.demo_as)
     ran = 0

@@ -323,16 +323,15 @@ def test_slow_callables_time_out(tmp_path: Path) -> None:
     assert [r.status for r in results] == ["timeout", "timeout"]
 
 
-def test_async_api_inside_an_event_loop(tmp_path: Path) -> None:
+def test_both_apis_inside_an_event_loop(tmp_path: Path) -> None:
     command = _script(tmp_path, "ctx.sh", "echo ready\n")
     runner = _runner(tmp_path, _settings("SessionStart", command, "compact"))
 
-    async def main() -> list[str]:
-        with pytest.raises(RuntimeError):
-            runner.run_session_start()
-        return await runner.arun_session_start()
+    async def main() -> tuple[list[str], list[str]]:
+        blocking = runner.run_session_start()  # on a worker thread (unbounded.blocking)
+        return blocking, await runner.arun_session_start()
 
-    assert asyncio.run(main()) == ["ready"]
+    assert asyncio.run(main()) == (["ready"], ["ready"])
 
 
 def test_long_output_is_cut(tmp_path: Path) -> None:

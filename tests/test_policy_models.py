@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from unbounded import ConfigError, Policy, compute_thresholds, load_model_table
-from unbounded.models import ModelInfo
+from unbounded.catalog import ModelInfo
 
 
 def model(window: int = 200_000, max_output: int = 8_192) -> ModelInfo:

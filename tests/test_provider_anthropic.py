@@ -441,14 +441,15 @@ def test_provider_builds_its_own_clients(api_server: ApiServer) -> None:
     assert all(r.headers["x-stainless-retry-count"] == "0" for r in api_server.requests)
 
 
-def test_sync_facade_refuses_inside_an_event_loop(api_server: ApiServer) -> None:
+def test_sync_facade_works_inside_an_event_loop(api_server: ApiServer) -> None:
     provider = _provider(api_server)
+    api_server.anthropic.push(message("from a worker thread"), message("awaited"))
 
-    async def inside() -> None:
-        with pytest.raises(RuntimeError, match="async API"):
-            provider.create_sync(_request())
+    async def inside() -> tuple[str, str]:
+        blocking = provider.create_sync(_request())  # on a worker thread (unbounded.blocking)
+        return blocking.text, (await provider.create(_request())).text
 
-    _run(inside())
+    assert _run(inside()) == ("from a worker thread", "awaited")
 
 
 def test_rejects_other_clients() -> None:

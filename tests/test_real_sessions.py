@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from unbounded.catalog import load_model_table
 from unbounded.cli import app
 from unbounded.compaction.large_output import cap_text
 from unbounded.errors import ConfigError, InvalidRequestError
@@ -34,7 +35,6 @@ from unbounded.model.normalize import (
     validate_request,
 )
 from unbounded.model.user_messages import classify_user_content, latest_user_request
-from unbounded.models import load_model_table
 from unbounded.policy import MIN_CONTEXT_WINDOW, Policy, compute_thresholds
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import FolderStore, MemoryStore, SessionLockedError

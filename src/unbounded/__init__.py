@@ -1,6 +1,27 @@
 """unbounded: keep a long-running agent's conversation inside the model's context window."""
 
-from unbounded.errors import ConfigError, InvalidRequestError, TranscriptError, UnboundedError
+from unbounded.catalog import ModelInfo, ModelTable, load_model_table
+from unbounded.errors import (
+    AuthenticationError,
+    BadRequestError,
+    CompactionError,
+    ConfigError,
+    HookBlockingError,
+    InvalidRequestError,
+    OverloadedError,
+    PromptTooLongError,
+    ProviderError,
+    RateLimitedError,
+    RecallArgumentError,
+    RetryableError,
+    ServerError,
+    SessionClosedError,
+    SessionLockedError,
+    StoreDamagedError,
+    ToolArgumentError,
+    TranscriptError,
+    UnboundedError,
+)
 from unbounded.model import (
     Entry,
     MessageNormalizer,
@@ -10,7 +31,6 @@ from unbounded.model import (
     normalize_messages,
     validate_request,
 )
-from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.tokens import (
     ContextCounter,
@@ -22,15 +42,30 @@ from unbounded.transcripts import detect_format, load_transcript
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "CompactionError",
     "ConfigError",
     "ContextCounter",
     "Entry",
+    "HookBlockingError",
     "InvalidRequestError",
     "MessageNormalizer",
     "ModelInfo",
     "ModelTable",
+    "OverloadedError",
     "Policy",
+    "PromptTooLongError",
+    "ProviderError",
+    "RateLimitedError",
+    "RecallArgumentError",
+    "RetryableError",
+    "ServerError",
+    "SessionClosedError",
+    "SessionLockedError",
+    "StoreDamagedError",
     "Thresholds",
+    "ToolArgumentError",
     "Transcript",
     "TranscriptError",
     "UnboundedError",

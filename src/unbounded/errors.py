@@ -1,4 +1,4 @@
-"""The exceptions unbounded raises: a small hierarchy, each carrying where and how to fix.
+"""Every exception unbounded raises: one hierarchy, each carrying where and how to fix.
 
     UnboundedError
     ├── ConfigError (also ValueError)        a parameter, variable or file we cannot use
@@ -12,14 +12,19 @@
     │   │   └── ServerError                  other 5xx, reset connection, timeout
     │   ├── AuthenticationError              401 / 403, never retried
     │   └── BadRequestError                  other 400, never retried
-    ├── CompactionError                      unbounded.compaction.summary_text
-    ├── SessionClosedError                   unbounded.session
-    ├── SessionLockedError, StoreDamagedError  unbounded.storage
-    ├── HookBlockingError                    unbounded.hooks
-    └── RecallArgumentError                  unbounded.recall.schema
+    ├── CompactionError                      no usable summary (reason); history untouched
+    ├── SessionClosedError                   a closed session was used
+    ├── SessionLockedError                   another process holds the session's folder
+    ├── StoreDamagedError                    a failed write could not be undone
+    ├── HookBlockingError                    a callable hook blocks, like exit code 2
+    ├── RecallArgumentError                  the model's `recall` arguments name nothing
+    └── ToolArgumentError (also ValueError)  the model's tool arguments misfit the signature
 
-The classes of the last five lines live beside the code that raises them; the provider
-errors are also importable from `unbounded.providers.base`, where they used to live.
+Every class is importable from `unbounded`, and from the module that used to define it
+(`unbounded.providers.base`, `unbounded.compaction.summary_text`, `unbounded.session`,
+`unbounded.storage`, `unbounded.hooks`, `unbounded.recall.schema`,
+`unbounded.integrations.agent_loop`). `tests/test_errors_module.py` keeps every exception
+class of the package in this module.
 """
 
 from __future__ import annotations
@@ -151,3 +156,35 @@ class AuthenticationError(ProviderError):
 
 class BadRequestError(ProviderError):
     """The request was refused as malformed (400 other than prompt-too-long). Never retried."""
+
+
+class CompactionError(UnboundedError):
+    """A compaction could not produce a usable summary; the history is left untouched."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SessionClosedError(UnboundedError):
+    """The session was closed; open it again to go on."""
+
+
+class SessionLockedError(UnboundedError):
+    """Another process holds this session's folder."""
+
+
+class StoreDamagedError(UnboundedError):
+    """A failed write could not be undone; the store refuses appends until it is reopened."""
+
+
+class HookBlockingError(UnboundedError):
+    """Raised by a callable hook to block, like a command exiting with code 2."""
+
+
+class RecallArgumentError(UnboundedError):
+    """The model's arguments to `recall` do not name one thing to bring back."""
+
+
+class ToolArgumentError(UnboundedError, ValueError):
+    """A tool call's arguments do not fit the function's signature (the model's to fix)."""

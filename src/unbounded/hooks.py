@@ -66,14 +66,15 @@ import shlex
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias
 
 import orjson
 
-from unbounded.errors import ConfigError, UnboundedError
+from unbounded.blocking import run_blocking
+from unbounded.errors import ConfigError, HookBlockingError
 from unbounded.policy import Policy
 
 HookEventName = Literal["PreCompact", "PostCompact", "SessionStart"]
@@ -93,10 +94,6 @@ _WORD = re.compile(r"^[A-Za-z0-9_]+$")
 
 HookReturn: TypeAlias = "str | Mapping[str, Any] | None"
 HookFunction: TypeAlias = Callable[[dict[str, Any]], "HookReturn | Awaitable[HookReturn]"]
-
-
-class HookBlockingError(UnboundedError):
-    """Raised by a callable hook to block, like a command exiting with code 2."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,19 +412,6 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         process.kill()
 
 
-_T = TypeVar("_T")
-
-
-def _run_blocking(make: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    """Run a coroutine to completion from synchronous code (refused inside a running loop;
-    the coroutine is only created once that is known, so none is left un-awaited)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    raise RuntimeError("use the async API inside a running event loop")
-
-
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
     if future.done():  # cancelled by a timeout meanwhile
         return
@@ -701,18 +685,18 @@ class HookRunner:
     def run_pre_compact(
         self, trigger: CompactTrigger, custom_instructions: str | None = None
     ) -> PreCompactOutcome:
-        """`arun_pre_compact` from synchronous code."""
-        return _run_blocking(lambda: self.arun_pre_compact(trigger, custom_instructions))
+        """`arun_pre_compact` from blocking code (see `unbounded.blocking`)."""
+        return run_blocking(self.arun_pre_compact(trigger, custom_instructions))
 
     def run_post_compact(
         self, trigger: CompactTrigger, compact_summary: str = ""
     ) -> PostCompactOutcome:
-        """`arun_post_compact` from synchronous code."""
-        return _run_blocking(lambda: self.arun_post_compact(trigger, compact_summary))
+        """`arun_post_compact` from blocking code (see `unbounded.blocking`)."""
+        return run_blocking(self.arun_post_compact(trigger, compact_summary))
 
     def run_session_start(self, source: str = "compact") -> list[str]:
-        """`arun_session_start` from synchronous code."""
-        return _run_blocking(lambda: self.arun_session_start(source))
+        """`arun_session_start` from blocking code (see `unbounded.blocking`)."""
+        return run_blocking(self.arun_session_start(source))
 
 
 __all__ = [

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from unbounded.catalog import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
-from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.recall.receipts import Receipt, receipts_in
 from unbounded.tokens.accounting import TokenAccounting

@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import orjson
 
+from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import TranscriptError
 from unbounded.inspection import (
     BoundaryInfo,
@@ -51,7 +52,6 @@ from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.thread import rebuild_thread
 from unbounded.model.transcript import calls_per_model
 from unbounded.model.user_messages import classify_user_entry
-from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.recall.receipts import Receipt
 from unbounded.tokens.breakdown import ContextBreakdown

@@ -45,8 +45,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
-from unbounded.models import ModelInfo
 
 ENV_PREFIX = "UNBOUNDED_"
 MIN_CONTEXT_WINDOW = 8_192

@@ -48,6 +48,7 @@ import orjson
 from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
+from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.conversation import (
     CacheSafeParams,
@@ -59,7 +60,7 @@ from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError, UnboundedError
+from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
     CacheTtlUpgraded,
     CircuitBreakerTripped,
@@ -83,7 +84,6 @@ from unbounded.model.normalize import MessageNormalizer, interrupted_result, val
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
-from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import (
     GUARDED_QUERY_SOURCES,
     Policy,
@@ -183,10 +183,6 @@ def _reply_start(view: Sequence[Entry], end: int) -> int:
             break
         index -= 1
     return start
-
-
-class SessionClosedError(UnboundedError):
-    """The session was closed; open it again to go on."""
 
 
 class MemoryCompactor(Protocol):

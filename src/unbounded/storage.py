@@ -41,7 +41,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from unbounded.errors import ConfigError, UnboundedError
+# The two errors are defined in unbounded.errors, importable from here, where they used to live.
+from unbounded.errors import ConfigError
+from unbounded.errors import SessionLockedError as SessionLockedError
+from unbounded.errors import StoreDamagedError as StoreDamagedError
 from unbounded.fileio import (
     FILE_MODE,
     append_private,
@@ -66,14 +69,6 @@ TORN_SUFFIX = ".torn-"
 LOCK_POLL_SECONDS = 0.05
 """How often a store waiting for the folder lock tries again."""
 _CHUNK = 1 << 20
-
-
-class SessionLockedError(UnboundedError):
-    """Another process holds this session's folder."""
-
-
-class StoreDamagedError(UnboundedError):
-    """A failed write could not be undone; the store refuses appends until it is reopened."""
 
 
 TOOL_OUTPUT_FOLDER = "tool-outputs"

@@ -69,13 +69,13 @@ from unbounded.caching.simulator import (
 )
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
+from unbounded.catalog import DEFAULT_MODEL, ModelInfo, load_model_table
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam, Usage
 from unbounded.model.entries import Entry, last_compact_boundary_index
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.transcript import ApiCall, Transcript
-from unbounded.models import DEFAULT_MODEL, ModelInfo, load_model_table
 from unbounded.tokens.exact import TokenCounter
 
 _MCP_COMMAND = re.compile(r"<command-name>\s*/mcp\s*</command-name>")

@@ -74,10 +74,10 @@ from unbounded.caching.ttl import (
     ttl_of_cache_control,
     ttl_seconds,
 )
+from unbounded.catalog import ModelInfo, ModelTable
 from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.model.content import Usage
 from unbounded.model.request import ProviderRequest
-from unbounded.models import ModelInfo, ModelTable
 from unbounded.tokens.estimate import TOKENS_PER_IMAGE, block_tokens, rough_token_count
 from unbounded.tokens.exact import TokenCounter
 

@@ -32,8 +32,8 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
+from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
-from unbounded.models import ModelInfo
 from unbounded.policy import Policy
 
 CacheTtl = Literal["5m", "1h"]

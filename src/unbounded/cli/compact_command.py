@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from unbounded.addresses import FileAddress, parse_address
+from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
@@ -27,7 +28,6 @@ from unbounded.events import CompactionHeartbeat, CompactionRetried, Event
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.transcript import Transcript
-from unbounded.models import DEFAULT_MODEL, load_model_table
 from unbounded.policy import Policy
 from unbounded.providers.base import Provider
 from unbounded.transcripts.claude_code import write_claude_code

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from unbounded.addresses import parse_address
+from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
@@ -28,7 +29,6 @@ from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
 from unbounded.evaluation.probes import ProbeRunner
 from unbounded.evaluation.retention import FACT_TYPES
 from unbounded.model.transcript import Transcript
-from unbounded.models import DEFAULT_MODEL, load_model_table
 from unbounded.policy import Policy
 from unbounded.providers.base import Provider
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from unbounded.addresses import Address, FileAddress, parse_address
+from unbounded.catalog import ModelTable, load_model_table
 from unbounded.cli.app import app, console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
@@ -23,7 +24,6 @@ from unbounded.cli.receipts_view import render_receipts
 from unbounded.cli.text import shorten_middle
 from unbounded.inspection import InspectReport, inspect_transcript
 from unbounded.inspection_stream import file_order_main_thread, inspect_file, rebuilt_main_thread
-from unbounded.models import ModelTable, load_model_table
 from unbounded.tokens.breakdown import SYSTEM_AND_TOOLS
 from unbounded.transcripts.loader import detect_format
 

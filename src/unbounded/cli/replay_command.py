@@ -16,9 +16,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from unbounded.addresses import FileAddress, parse_address
+from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
+from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
 from unbounded.cli.options import (
     FileOrderOption,
     PolicyOption,
@@ -27,13 +29,11 @@ from unbounded.cli.options import (
     read_transcript,
 )
 from unbounded.cli.text import plural, shorten_middle, times
-from unbounded.demo import DEMO_SOURCE, demo_transcript
 from unbounded.errors import ConfigError, UnboundedError
 from unbounded.evaluation.replay import ReplayOptions, ReplayReport, replay_session
 from unbounded.evaluation.report import render_report_html
 from unbounded.evaluation.sources import sessions_newest_first
 from unbounded.model.transcript import Transcript
-from unbounded.models import DEFAULT_MODEL, load_model_table
 from unbounded.policy import Policy
 
 _KIND_STYLE = {

@@ -57,12 +57,12 @@ from unbounded.compaction.state_store import (
     load_microcompact_state,
     save_microcompact_state,
 )
-from unbounded.compaction.summary_text import CompactionError
 from unbounded.compaction.tools_registry import (
     CLEARED_TOOL_RESULT,
     DEFAULT_COMPACTABLE_TOOLS,
     CompactableTools,
 )
+from unbounded.errors import CompactionError
 from unbounded.fileio import atomic_write_json
 
 __all__ = [

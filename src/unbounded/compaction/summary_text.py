@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import re
 
-from unbounded.errors import UnboundedError
+# Defined in unbounded.errors, importable from here, where it used to live.
+from unbounded.errors import CompactionError as CompactionError
 from unbounded.model.response import ModelResponse
 
 API_ERROR_PREFIXES = ("API Error", "API error:")
@@ -36,14 +37,6 @@ _CLOSE_SUMMARY = re.compile(r"</summary>", re.I)
 _OPEN_ANALYSIS = re.compile(r"^\s*<analysis>", re.I)
 _CLOSE_ANALYSIS = re.compile(r"</analysis>", re.I)
 _FIRST_SECTION = re.compile(r"\s*(?:[#*\s]*)(?:1[.)]|Primary Request)", re.I)
-
-
-class CompactionError(UnboundedError):
-    """A compaction could not produce a usable summary; the history is left untouched."""
-
-    def __init__(self, message: str, *, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def check_summary_reply(response: ModelResponse) -> str:

@@ -35,6 +35,7 @@ from unbounded.caching.blocks import is_markable
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
+from unbounded.catalog import ModelInfo
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
@@ -42,7 +43,6 @@ from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
 from unbounded.model.request import ProviderRequest
-from unbounded.models import ModelInfo
 from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.tokens.estimate import content_tokens, rough_token_count
 

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from unbounded.blocking import run_blocking
+from unbounded.catalog import DEFAULT_MODEL
 from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
 from unbounded.compaction.facts import compaction_points, extract_facts
 from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
@@ -46,9 +48,8 @@ from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
-from unbounded.models import DEFAULT_MODEL
 from unbounded.policy import Policy
-from unbounded.providers.base import Provider, run_sync
+from unbounded.providers.base import Provider
 from unbounded.tokens.estimate import estimate_messages_tokens, rough_token_count
 
 CONTINUATION_SOURCES = ("ours_summary", "ours_full", "recorded")
@@ -360,8 +361,8 @@ def evaluate_sync(
     model: str | None = None,
     policy: Policy | None = None,
 ) -> EvalReport:
-    """`evaluate_transcripts` for code without an event loop."""
-    report: EvalReport = run_sync(
+    """`evaluate_transcripts` for blocking code (see `unbounded.blocking`)."""
+    report: EvalReport = run_blocking(
         evaluate_transcripts(transcripts, summarizers, model=model, policy=policy)
     )
     return report

@@ -22,8 +22,8 @@ from unbounded.caching.fidelity import FidelityReport
 from unbounded.caching.simulator import CacheSimulator, EstimateBlockCounter
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
+from unbounded.catalog import ModelInfo
 from unbounded.model.request import ProviderRequest, SystemBlock
-from unbounded.models import ModelInfo
 
 DEFAULT_PREFIX_TOKENS = 15_000
 """Size of the opaque system prompt + tools when the transcript records no usage."""

@@ -37,10 +37,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
 
+from unbounded.blocking import run_blocking
 from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl
+from unbounded.catalog import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.facts import text_of
 from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.evaluation.baselines import (
@@ -68,9 +70,8 @@ from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
-from unbounded.models import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
-from unbounded.providers.base import Heartbeat, ModelResponse, Provider, run_sync
+from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.recall.receipts import Receipt
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
@@ -924,8 +925,8 @@ def replay_session(
     *,
     progress: Progress | None = None,
 ) -> ReplayReport:
-    """`replay_transcript` for code without an event loop."""
-    report: ReplayReport = run_sync(replay_transcript(transcript, options, progress=progress))
+    """`replay_transcript` for blocking code (see `unbounded.blocking`)."""
+    report: ReplayReport = run_blocking(replay_transcript(transcript, options, progress=progress))
     return report
 
 

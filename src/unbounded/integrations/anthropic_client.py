@@ -67,17 +67,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
+from unbounded.blocking import BlockingRunner
+from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
-from unbounded.integrations._support import (
-    BlockingRunner,
-    as_session,
-    compact_after_prompt_too_long,
-)
+from unbounded.integrations._support import as_session, compact_after_prompt_too_long
 from unbounded.model.entries import Entry
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
-from unbounded.models import ModelTable, load_model_table
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider

@@ -90,6 +90,8 @@ try:  # recent langchain: keeps middleware-internal model calls out of run.messa
 except ImportError:  # pragma: no cover - older langchain
     _TRANSFORMERS = ()
 
+from unbounded.blocking import run_blocking
+from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.conversation import (
     CacheSafeParams,
     compact_conversation,
@@ -114,13 +116,11 @@ from unbounded.integrations._langchain_recall import (
     keep_cleared,
     keep_summarized,
 )
-from unbounded.integrations._support import run_blocking
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
-from unbounded.models import ModelInfo, ModelTable, load_model_table
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import (
     Heartbeat,

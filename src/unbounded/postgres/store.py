@@ -32,19 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from unbounded.errors import ConfigError, TranscriptError
+from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError, TranscriptError
 from unbounded.model.entries import Entry
 from unbounded.model.text import repair_surrogates
 from unbounded.model.transcript import Transcript
 from unbounded.postgres.connect import connection_pool, get_connection, require_psycopg
 from unbounded.postgres.migrations import ensure_schema
 from unbounded.redaction import redact_url
-from unbounded.storage import (
-    MemoryStore,
-    SessionLockedError,
-    StoreDamagedError,
-    tool_output_key,
-)
+from unbounded.storage import MemoryStore, tool_output_key
 from unbounded.transcripts.jsonl import dumps_line
 
 if TYPE_CHECKING:

@@ -8,11 +8,12 @@ by `token_gap` and retry on prompt-too-long, or give up.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
+
+from unbounded.blocking import run_blocking
 
 # The error tree lives in unbounded.errors, the reply and the protocol in
 # unbounded.model.response (below compaction, which uses them); importable from here as before.
@@ -85,13 +86,11 @@ class SdkProvider(ABC):
         stream: bool = False,
         heartbeat: Heartbeat | None = None,
     ) -> ModelResponse:
-        """`create` for synchronous code (refuses inside a running event loop)."""
-        call = self._create(request, stream=stream, heartbeat=heartbeat, want_async=False)
-        try:
-            result: ModelResponse = run_sync(call)
-            return result
-        finally:
-            call.close()  # never started when refused inside a loop; a no-op otherwise
+        """`create` for blocking code (inside a running event loop, on a worker thread: see
+        `unbounded.blocking`)."""
+        return run_blocking(
+            self._create(request, stream=stream, heartbeat=heartbeat, want_async=False)
+        )
 
     @abstractmethod
     def _create(
@@ -105,17 +104,8 @@ class SdkProvider(ABC):
         """The call itself, on an async or a sync client."""
 
 
-def run_sync(awaitable: Awaitable[Any]) -> Any:
-    """Run a coroutine from synchronous code (refuses inside a running event loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_await(awaitable))
-    raise RuntimeError("use the async API inside a running event loop")
-
-
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+run_sync = run_blocking
+"""The old name of `unbounded.blocking.run_blocking`."""
 
 
 __all__ = [

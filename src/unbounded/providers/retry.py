@@ -25,8 +25,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
+from unbounded.blocking import run_blocking
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
 from unbounded.model.request import ProviderRequest
@@ -35,7 +36,6 @@ from unbounded.providers.base import (
     ModelResponse,
     Provider,
     RetryableError,
-    run_sync,
 )
 
 DEFAULT_MAX_RETRIES = 4
@@ -195,12 +195,9 @@ class RetryingProvider:
         stream: bool = False,
         heartbeat: Heartbeat | None = None,
     ) -> ModelResponse:
-        """`create` for synchronous code (refuses inside a running event loop)."""
-        call = self.create(request, stream=stream, heartbeat=heartbeat)
-        try:
-            return cast(ModelResponse, run_sync(call))
-        finally:
-            call.close()  # never started when refused inside a loop; a no-op otherwise
+        """`create` for blocking code (inside a running event loop, on a worker thread: see
+        `unbounded.blocking`)."""
+        return run_blocking(self.create(request, stream=stream, heartbeat=heartbeat))
 
 
 __all__ = ["ProviderRetried", "RetryStats", "RetryingProvider"]

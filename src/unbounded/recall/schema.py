@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from unbounded.errors import UnboundedError
+# Defined in unbounded.errors, importable from here, where it used to live.
+from unbounded.errors import RecallArgumentError as RecallArgumentError
 
 RECALL_TOOL_NAME = "recall"
 """The tool's name in requests and in the model's tool calls."""
@@ -61,10 +62,6 @@ RECALL_INPUT_SCHEMA: dict[str, Any] = {
 RecallApi = Literal["anthropic", "openai"]
 RecallKind = Literal["id", "path", "command", "query"]
 _KINDS: tuple[RecallKind, ...] = ("id", "path", "command", "query")
-
-
-class RecallArgumentError(UnboundedError):
-    """The model's arguments to `recall` do not name one thing to bring back."""
 
 
 def recall_tool_schema(api: RecallApi = "anthropic") -> dict[str, Any]:

@@ -1,0 +1,209 @@
+"""The model catalogue: per-model facts (window, output limit, prices, cache rules) loaded from
+a TOML table. (It used to be `unbounded.models`, which still re-exports it.)
+
+The packaged table is `unbounded/data/models.toml`. Users extend it with their own file in the
+same shape: `load_model_table(extra_files=[...])`, or the UNBOUNDED_MODELS_FILE environment
+variable (several files separated by the OS path separator). Later rows replace earlier ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from unbounded.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+ProviderName = Literal["anthropic", "openai", "other"]
+"""Which API family a model belongs to (not to be confused with the `Provider` protocol)."""
+MODELS_FILE_ENV = "UNBOUNDED_MODELS_FILE"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What unbounded needs to know about one model."""
+
+    name: str
+    provider: ProviderName
+    context_window: int
+    max_output: int
+    input_per_mtok: float
+    output_per_mtok: float
+    cache_write_5m_multiplier: float = 1.25
+    cache_write_1h_multiplier: float | None = 2.0
+    cache_read_multiplier: float = 0.1
+    min_cacheable_tokens: int = 1_024
+    encoding: str | None = "o200k_base"
+    long_context_window: int | None = None
+    keeps_previous_thinking: bool = True
+    """False for models whose API drops the thinking blocks of earlier turns once a new user
+    turn starts (Claude models before Opus 4.5): the cached prefix then ends before them."""
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.context_window <= 0:
+            raise ConfigError(f"model {self.name}: context_window must be > 0")
+        if self.max_output <= 0:
+            raise ConfigError(f"model {self.name}: max_output must be > 0")
+        for label in ("input_per_mtok", "output_per_mtok", "cache_read_multiplier"):
+            if getattr(self, label) < 0:
+                raise ConfigError(f"model {self.name}: {label} must be >= 0")
+
+    def with_window(self, context_window: int) -> ModelInfo:
+        """The same model planned for another context window (e.g. to force compactions)."""
+        if context_window <= 0:
+            raise ConfigError(f"context window must be > 0, not {context_window}")
+        return replace(self, context_window=context_window)
+
+
+_FIELDS = {
+    "provider": str,
+    "context_window": int,
+    "max_output": int,
+    "input_per_mtok": (int, float),
+    "output_per_mtok": (int, float),
+    "cache_write_5m_multiplier": (int, float),
+    "cache_write_1h_multiplier": (int, float),
+    "cache_read_multiplier": (int, float),
+    "min_cacheable_tokens": int,
+    "encoding": str,
+    "long_context_window": int,
+    "keeps_previous_thinking": bool,
+    "aliases": list,
+    "source": str,
+}
+_REQUIRED = ("context_window", "max_output", "input_per_mtok", "output_per_mtok")
+
+
+def _model_from_row(name: str, row: Mapping[str, Any], origin: str) -> ModelInfo:
+    unknown = set(row) - set(_FIELDS)
+    if unknown:
+        raise ConfigError(f"{origin}: model {name!r} has unknown fields {sorted(unknown)}")
+    for key in _REQUIRED:
+        if key not in row:
+            raise ConfigError(f"{origin}: model {name!r} is missing {key!r}")
+    for key, value in row.items():
+        expected = _FIELDS[key]
+        if expected is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{origin}: model {name!r} field {key!r} must be true or false")
+            continue
+        if not isinstance(value, expected) or isinstance(value, bool):  # type: ignore[arg-type]
+            raise ConfigError(f"{origin}: model {name!r} field {key!r} has the wrong type")
+    provider = row.get("provider", "other")
+    if provider not in ("anthropic", "openai", "other"):
+        raise ConfigError(f"{origin}: model {name!r}: provider must be anthropic, openai or other")
+    values: dict[str, Any] = dict(row)
+    values["aliases"] = tuple(str(a) for a in row.get("aliases", []))
+    if provider == "openai" and "cache_write_1h_multiplier" not in row:
+        values["cache_write_1h_multiplier"] = None
+    return ModelInfo(name=name, **values)
+
+
+@dataclass(slots=True)
+class ModelTable:
+    """Model facts by name, with alias and prefix lookup."""
+
+    models: dict[str, ModelInfo] = field(default_factory=dict)
+
+    def add(self, info: ModelInfo) -> None:
+        """Add or replace a model."""
+        self.models[info.name] = info
+
+    def _index(self) -> dict[str, ModelInfo]:
+        index: dict[str, ModelInfo] = {}
+        for info in self.models.values():
+            index[info.name] = info
+            for alias in info.aliases:
+                index[alias] = info
+        return index
+
+    def find(self, name: str) -> ModelInfo | None:
+        """The model by exact name or alias, else by the longest known name it starts with."""
+        index = self._index()
+        key = name.strip()
+        if key in index:
+            return index[key]
+        base = key.split("[", 1)[0]  # "claude-opus-4-6[1m]" style suffixes
+        if base in index:
+            return index[base]
+        candidates = [
+            known for known in index if base.startswith(known + "-") or base.startswith(known + "@")
+        ]
+        if candidates:
+            return index[max(candidates, key=len)]
+        return None
+
+    def get(self, name: str) -> ModelInfo:
+        """The model, or a ConfigError that suggests close names and how to add one."""
+        info = self.find(name)
+        if info is not None:
+            return info
+        close = difflib.get_close_matches(name, list(self._index()), n=3)
+        suggestion = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(
+            f"unknown model {name!r}.{suggestion} Add it to a TOML file in the shape of "
+            f"unbounded/data/models.toml and pass --models-file or set {MODELS_FILE_ENV}."
+        )
+
+    def names(self) -> list[str]:
+        """Known model names, sorted."""
+        return sorted(self.models)
+
+
+def read_model_file(path: str | Path) -> list[ModelInfo]:
+    """Parse one models TOML file."""
+    source = Path(path)
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"models file not found: {source}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML ({exc})") from None
+    return _models_from_document(data, str(source))
+
+
+def _models_from_document(data: Mapping[str, Any], origin: str) -> list[ModelInfo]:
+    rows = data.get("models")
+    if not isinstance(rows, dict):
+        raise ConfigError(f"{origin}: expected a [models.<name>] table")
+    return [
+        _model_from_row(name, row, origin) for name, row in rows.items() if isinstance(row, dict)
+    ]
+
+
+@lru_cache(maxsize=1)
+def _packaged_models() -> tuple[ModelInfo, ...]:
+    text = resources.files("unbounded.data").joinpath("models.toml").read_text(encoding="utf-8")
+    return tuple(_models_from_document(tomllib.loads(text), "unbounded/data/models.toml"))
+
+
+def load_model_table(
+    extra_files: Iterable[str | Path] = (), *, environ: Mapping[str, str] | None = None
+) -> ModelTable:
+    """The packaged table, then files from UNBOUNDED_MODELS_FILE, then `extra_files`."""
+    env = os.environ if environ is None else environ
+    table = ModelTable()
+    for info in _packaged_models():
+        table.add(info)
+    env_files = [p for p in env.get(MODELS_FILE_ENV, "").split(os.pathsep) if p]
+    for path in [*env_files, *extra_files]:
+        for info in read_model_file(path):
+            table.add(info)
+    return table
+
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+"""Used when a transcript does not say which model it ran on."""
