@@ -49,22 +49,24 @@ from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetecto
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
-from unbounded.compaction.cached_micro import with_cache_edits
-from unbounded.compaction.conversation import (
-    CacheSafeParams,
-    CompactionResult,
-    compact_conversation,
+from unbounded.compaction.auto import (
+    CIRCUIT_BREAKER_FAILURES,
+    CompactionTier,
+    SessionMemoryTier,
+    SummaryTier,
+    TieredCompaction,
+    TierSlot,
 )
-from unbounded.compaction.glue import RehydrateSource, default_facts_ledger, rehydrator_for
+from unbounded.compaction.cached_micro import with_cache_edits
+from unbounded.compaction.context import CompactionContext
+from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
+from unbounded.compaction.glue import RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
-from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
     CacheTtlUpgraded,
-    CircuitBreakerTripped,
-    CompactionFailed,
     ContextWarning,
     EarlyCompaction,
     Event,
@@ -95,7 +97,6 @@ from unbounded.providers.base import (
     ModelResponse,
     PromptTooLongError,
     Provider,
-    ProviderError,
     run_sync,
 )
 from unbounded.recall.index import TranscriptIndex
@@ -127,8 +128,6 @@ from unbounded.tokens.estimate import (
 from unbounded.turn import TurnContext, TurnStep
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
-CIRCUIT_BREAKER_FAILURES = 3
-"""Consecutive auto-compaction failures before the extractive summarizer takes over."""
 STATE_NAME = "session"
 CALIBRATION_MIN = 0.75
 CALIBRATION_MAX = 3.0
@@ -1059,7 +1058,6 @@ class Session:
         """A session-memory compaction before the threshold (None when it is refused: also
         when it would free less than `Policy.early_compact_min_saving` of the context, or
         `cold_cache_compact_min_saving` at a cold-cache moment)."""
-        assert self.memory_compactor is not None
         tokens = self._counter.total
         policy = self.policy
         saving = (
@@ -1068,13 +1066,16 @@ class Session:
             else policy.early_compact_min_saving
         )
         # The limit goes to the compactor so a refused compaction announces and hooks nothing.
-        result = await self.memory_compactor(self, max_post_tokens=int((1 - saving) * tokens))
-        if result is None:
+        tiers = TieredCompaction(self._memory_tiers(max_post_tokens=int((1 - saving) * tokens)))
+        outcome = await tiers.run(
+            self.compaction_context(), failures=self.tracking.consecutive_failures
+        )
+        if outcome.result is None:
             return None
         emit(self._events, EarlyCompaction(reason, tokens, self.thresholds.autocompact))
-        self.tracking.consecutive_failures = 0
-        self._apply(result)
-        return result
+        self.tracking.consecutive_failures = outcome.failures
+        self._apply(outcome.result)
+        return outcome.result
 
     async def auto_compact(self) -> CompactionResult | None:
         """Session memory first, then a summary call; the breaker hands over to the extractive
@@ -1082,64 +1083,43 @@ class Session:
         with self.telemetry.span(
             "unbounded.compaction", {"unbounded.compaction.trigger": "auto"}
         ) as span:
-            result = await self._auto_compact()
-            _compaction_attributes(span, result)
-            return result
-
-    async def _auto_compact(self) -> CompactionResult | None:
-        if self.memory_compactor is not None:
-            result = await self.memory_compactor(self)
-            if result is not None:
-                self.tracking.consecutive_failures = 0  # any success resets the breaker
-                self._apply(result)
-                return result
-        provider = self._summarizer_for_auto()
-        keep_from = self._turn_tail_start()
-        if keep_from == "":
-            emit(
-                self._events,
-                CompactionFailed(
-                    trigger="auto",
-                    reason="nothing_to_summarize",
-                    message="only the messages of this turn are left, and they are kept whole",
-                ),
-            )
-            return None
-        try:
-            result = await self._compact(provider, trigger="auto", keep_from=keep_from)
-        except (CompactionError, ProviderError) as error:
-            self.tracking.consecutive_failures += 1
-            self._save_state()
-            if (
-                self.tracking.consecutive_failures < CIRCUIT_BREAKER_FAILURES
-                or provider.name == "extractive"
-            ):
-                return None
-            emit(
-                self._events,
-                CircuitBreakerTripped(self.tracking.consecutive_failures, str(error)),
-            )
-            try:
-                result = await self._compact(
-                    self._extractive(), trigger="auto", keep_from=keep_from
+            # The tiers, cheapest first; the summarizer's place is the extractive one's once
+            # the breaker has tripped (`compaction.auto`).
+            tiers: list[CompactionTier | TierSlot] = list(self._memory_tiers())
+            extractive = SummaryTier(self.telemetry.traced(self._extractive()))
+            if self.summarizer is None:
+                tiers.append(extractive)
+            else:
+                tiers.append(
+                    TierSlot(SummaryTier(self.telemetry.traced(self.summarizer)), "closed")
                 )
-            except (CompactionError, ProviderError):
-                return None
-        self.tracking.consecutive_failures = 0
-        return result
+                tiers.append(TierSlot(extractive, "open"))
+            before = self.tracking.consecutive_failures
+            outcome = await TieredCompaction(tiers).run(self.compaction_context(), failures=before)
+            self.tracking.consecutive_failures = outcome.failures
+            if outcome.result is not None:
+                self._apply(outcome.result)
+            elif outcome.failures != before:
+                self._save_state()
+            _compaction_attributes(span, outcome.result)
+            return outcome.result
+
+    def _memory_tiers(self, *, max_post_tokens: int | None = None) -> tuple[SessionMemoryTier, ...]:
+        """The session-memory tier over `memory_compactor` (none without a compactor)."""
+        compactor = self.memory_compactor
+        if compactor is None:
+            return ()
+
+        async def from_notes(_: CompactionContext, limit: int | None) -> CompactionResult | None:
+            # The compactor's public signature takes the session (it builds the context).
+            return await compactor(self, max_post_tokens=limit)
+
+        return (SessionMemoryTier(from_notes, max_post_tokens=max_post_tokens),)
 
     def _extractive(self) -> Provider:
         from unbounded.providers.extractive import ExtractiveSummarizer
 
         return ExtractiveSummarizer()
-
-    def _summarizer_for_auto(self) -> Provider:
-        if (
-            self.summarizer is None
-            or self.tracking.consecutive_failures >= CIRCUIT_BREAKER_FAILURES
-        ):
-            return self._extractive()
-        return self.summarizer
 
     async def compact(
         self,
@@ -1155,26 +1135,21 @@ class Session:
         with self.telemetry.span(
             "unbounded.compaction", {"unbounded.compaction.trigger": "manual"}
         ) as span:
-            result = await self._compact(
-                provider,
+            tier = SummaryTier(
+                self.telemetry.traced(provider),
                 trigger="manual",
                 instructions=instructions,
                 pivot=pivot,
                 direction=direction,
             )
+            # compact_conversation reports its own failures (CompactionFailed) to the sink.
+            result = await tier.summarize(self.compaction_context())
+            self._apply(result)
             _compaction_attributes(span, result)
             return result
 
-    async def _compact(
-        self,
-        provider: Provider,
-        *,
-        trigger: str,
-        instructions: str | None = None,
-        pivot: str | None = None,
-        direction: PartialDirection | None = None,
-        keep_from: str | None = None,
-    ) -> CompactionResult:
+    def compaction_context(self) -> CompactionContext:
+        """What a compaction of this conversation reads now (`compaction.context`)."""
         tracking = self.tracking
         metadata: dict[str, Any] = {
             "querySource": self.config.query_source,
@@ -1186,39 +1161,32 @@ class Session:
                 tracking.turns - tracking.turns_at_last_compaction
             )
             metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
-        # The prefix the main requests sent (earlier clears applied), so the fork shares it.
-        sent = self.micro.apply_clears(self._normalizer.messages) if direction is None else None
-        # compact_conversation reports its own failures (CompactionFailed) to the sink.
-        result = await compact_conversation(
-            self.entries,
-            self.telemetry.traced(provider),
-            params=self.cache_safe_params(),
-            trigger="auto" if trigger == "auto" else "manual",
-            instructions=instructions,
-            direction=direction,
-            pivot_uuid=pivot,
-            sent_messages=sent,
-            transcript_path=self.store.transcript_path,
-            hooks=self.hooks,
-            rehydrate=rehydrator_for(
-                self.entries,
-                self.allowed_roots,
-                source=self.rehydrate_from,
-                policy=self.policy,
-            ),
-            facts_ledger=default_facts_ledger,
-            planner=lambda request, skip: place_cache_breakpoints(
-                request,
-                ttl=self.ttl_latch.ttl_for(self.config.query_source),
-                skip_cache_write=skip,
-            ),
+        ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        return CompactionContext(
+            entries=self.entries,
+            view=self.view,
             policy=self.policy,
+            params=self.cache_safe_params(),
+            autocompact_threshold=self.thresholds.autocompact,
+            tokens=self._counter.total,
+            calibration=self.calibration,
+            estimate_request_tokens=self.estimate_request_tokens,
+            transcript_path=self.store.transcript_path,
+            notes_path=self.store.memory_path,
+            read_notes=self.store.read_memory,
+            allowed_roots=self.allowed_roots,
+            rehydrate_from=self.rehydrate_from,
+            hooks=self.hooks,
             events=self._events,
             boundary_metadata=metadata,
-            keep_from=keep_from,
+            # The prefix the main requests sent (earlier clears applied), so the fork shares it.
+            sent_messages=self.micro.apply_clears(self._normalizer.messages),
+            planner=lambda request, skip: place_cache_breakpoints(
+                request, ttl=ttl, skip_cache_write=skip
+            ),
+            facts_ledger=default_facts_ledger,
+            keep_from=self._turn_tail_start(),
         )
-        self._apply(result)
-        return result
 
     def _turn_tail_start(self) -> str | None:
         """The uuid of the first record an automatic compaction keeps verbatim: the messages

@@ -38,7 +38,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.prompts import (
@@ -142,6 +142,48 @@ class CacheSafeParams:
         for key, value in self.extra.items():
             request[key] = duplicate(value)  # type: ignore[literal-required]
         return request
+
+
+class PreCompactDecision(Protocol):
+    """What the PreCompact hooks decided (`hooks.PreCompactOutcome` is one)."""
+
+    @property
+    def blocked(self) -> bool:
+        """A hook refused the compaction."""
+        ...
+
+    @property
+    def block_reason(self) -> str | None:
+        """Why it was refused."""
+        ...
+
+    @property
+    def new_custom_instructions(self) -> str | None:
+        """Instructions the hooks add after the caller's."""
+        ...
+
+    @property
+    def user_display_message(self) -> str | None:
+        """What to show the user about the hooks."""
+        ...
+
+
+class CompactionHooks(Protocol):
+    """The hook calls a compaction makes (`hooks.HookRunner` is one)."""
+
+    async def arun_pre_compact(
+        self, trigger: Trigger, custom_instructions: str | None = None, /
+    ) -> PreCompactDecision:
+        """Run the PreCompact hooks before anything is summarized."""
+        ...
+
+    async def arun_session_start(self, source: str = "compact", /) -> list[str]:
+        """Run the SessionStart hooks; the context texts they add after the summary."""
+        ...
+
+    async def arun_post_compact(self, trigger: Trigger, compact_summary: str = "", /) -> object:
+        """Tell the PostCompact hooks the summary."""
+        ...
 
 
 CachePlanner = Callable[[ProviderRequest, bool], ProviderRequest]
@@ -460,7 +502,7 @@ async def compact_conversation(
     sent_messages: list[MessageParam] | None = None,
     transcript_path: str | None = None,
     session_id: str | None = None,
-    hooks: Any | None = None,
+    hooks: CompactionHooks | None = None,
     rehydrate: Callable[[list[Entry]], tuple[list[dict[str, Any]], list[str]]] | None = None,
     facts_ledger: Callable[[list[Entry]], str] | None = None,
     planner: CachePlanner | None = None,

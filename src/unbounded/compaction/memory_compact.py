@@ -1,7 +1,9 @@
 """Session-memory compaction: the notes become the summary, so no summary call is made.
 
-`try_session_memory_compaction(session, memory)` is what `SessionMemory.compact` runs as the
-session's `memory_compactor` (tried first by `Session.auto_compact`, seed 004 "Tier 3"):
+`try_session_memory_compaction(context, memory)` is what `SessionMemory.compact` runs as the
+session's `memory_compactor` (the first tier of `Session.auto_compact`, seed 004 "Tier 3").
+It reads the conversation from a `CompactionContext` (`Session.compaction_context()`), and
+of the notes' keeper only the pointer, the rehydrate switch and the wait (`NotesState`):
 
 1. Refuse (None) when session memory is off, when there are no notes, or when they are
    still the empty template. Wait for an update in flight, at most
@@ -46,11 +48,11 @@ emits a `session_memory_compaction_skipped` event with its reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.extractive import lean_summary_tokens
-from unbounded.compaction.glue import rehydrator_for
 from unbounded.compaction.notes import (
     QUERY_SOURCE,
     first_message_index,
@@ -72,9 +74,31 @@ from unbounded.model.normalize import normalize_messages
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import entry_tokens, estimate_messages_tokens, rough_token_count
 
-if TYPE_CHECKING:
-    from unbounded.compaction.session_memory import SessionMemory
-    from unbounded.session import Session
+
+class NotesState(Protocol):
+    """What a notes compaction asks of the notes' keeper (`SessionMemory` is one)."""
+
+    @property
+    def updated_through(self) -> str | None:
+        """uuid of the last message the notes cover (None: none in the current view)."""
+        ...
+
+    @property
+    def rehydrate(self) -> bool:
+        """Whether files, todos and plans are re-injected after the compaction."""
+        ...
+
+    async def wait_for_update(self, timeout: float) -> bool:
+        """Wait for an update in flight, at most `timeout` seconds; True when none is left."""
+        ...
+
+
+class ContextSource(Protocol):
+    """Something that describes its conversation as a `CompactionContext` (a `Session`)."""
+
+    def compaction_context(self) -> CompactionContext:
+        """The context a compaction of this conversation reads."""
+        ...
 
 
 def has_text_blocks(entry: Entry) -> bool:
@@ -298,32 +322,21 @@ def build_session_memory_result(
     return result
 
 
-def _request_tokens(session: Session, kept: Sequence[Entry]) -> int:
-    """The calibrated size of a request that holds only these entries (and the prefix)."""
-    return session.estimate_request_tokens(normalize_messages(kept))
-
-
-def _boundary_metadata(session: Session, updated_through: str | None) -> dict[str, Any]:
-    tracking = session.tracking
-    metadata: dict[str, Any] = {
-        "querySource": session.config.query_source,
-        "autoCompactThreshold": session.thresholds.autocompact,
-        "isRecompactionInChain": tracking.turns_at_last_compaction is not None,
-        "notesUpdatedThrough": updated_through,
-    }
-    if tracking.turns_at_last_compaction is not None:
-        metadata["turnsSincePreviousCompact"] = tracking.turns - tracking.turns_at_last_compaction
-        metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
-    return metadata
-
-
 async def try_session_memory_compaction(
-    session: Session, memory: SessionMemory, *, max_post_tokens: int | None = None
+    context: CompactionContext | ContextSource,
+    memory: NotesState,
+    *,
+    max_post_tokens: int | None = None,
 ) -> CompactionResult | None:
     """A compaction built from the notes, or None to fall through to a summary call (also
-    when the result would hold more than `max_post_tokens`, default under the threshold)."""
-    policy = session.policy
-    sink = session.events_sink()
+    when the result would hold more than `max_post_tokens`, default under the threshold).
+
+    `context` is what the conversation looks like now (a `Session` is still accepted: its
+    `compaction_context()` is used)."""
+    if not isinstance(context, CompactionContext):
+        context = context.compaction_context()
+    policy = context.policy
+    sink = context.events
 
     def skip(reason: str) -> None:
         emit(sink, GenericEvent("session_memory_compaction_skipped", {"reason": reason}))
@@ -339,33 +352,35 @@ async def try_session_memory_compaction(
                 {"seconds": policy.session_memory_wait_seconds},
             ),
         )
-    notes = memory.read(session)
+    notes = context.read_notes()
     if notes is None:
         skip("there are no notes yet")
         return None
     if notes_are_empty(notes):
         skip("the notes are still the empty template")
         return None
-    view = list(session.view)
-    threshold = session.thresholds.autocompact
+    entries = context.entries
+    view = list(context.view)
+    threshold = context.autocompact_threshold
     # Keep limits are in real tokens: the length estimates they are counted on are scaled by
     # the session's calibration (length/4 undercounts code and JSON 1.5-2x).
-    calibration = session.calibration or 1.0
+    calibration = context.calibration or 1.0
     policy = policy.with_changes(
         session_memory_keep_min_tokens=round(policy.session_memory_keep_min_tokens / calibration),
         session_memory_keep_max_tokens=round(policy.session_memory_keep_max_tokens / calibration),
     )
-    plan = plan_messages_to_keep(session.entries, view, memory.updated_through, policy)
+    updated_through = memory.updated_through
+    plan = plan_messages_to_keep(entries, view, updated_through, policy)
     if isinstance(plan, str):
         skip(plan)
         return None
-    if _request_tokens(session, view[plan:]) >= threshold:
+    if context.estimate_request_tokens(normalize_messages(view[plan:])) >= threshold:
         # The kept part alone would be over the threshold: keep only what the notes do not
         # cover (the minimum that loses nothing) before giving up on a free compaction.
         lean = plan_messages_to_keep(
-            session.entries,
+            entries,
             view,
-            memory.updated_through,
+            updated_through,
             policy.with_changes(
                 session_memory_keep_min_tokens=0, session_memory_keep_min_text_messages=0
             ),
@@ -375,7 +390,7 @@ async def try_session_memory_compaction(
     summary, _ = truncate_notes_for_compact(
         notes,
         max_section_chars=policy.session_memory_compact_section_chars,
-        notes_path=session.store.memory_path,
+        notes_path=context.notes_path,
     )
     summarized = view[first_message_index(view) : plan]
     replaced = sum(entry_tokens(e) for e in summarized)
@@ -400,30 +415,25 @@ async def try_session_memory_compaction(
         return None
     attachments: list[dict[str, Any]] = []
     skipped: list[str] = []
-    if memory.rehydrate:
-        rehydrate = rehydrator_for(
-            session.entries,
-            session.allowed_roots,
-            source=session.rehydrate_from,
-            policy=session.policy,
-        )
+    rehydrate = context.rehydrator() if memory.rehydrate else None
+    if rehydrate is not None:
         attachments, skipped = rehydrate(list(view[plan:]))
-    pre_tokens = session.status().tokens
-    metadata = _boundary_metadata(session, memory.updated_through)
+    pre_tokens = context.tokens
+    metadata = {**context.boundary_metadata, "notesUpdatedThrough": updated_through}
     result = build_session_memory_result(
-        session.entries,
+        entries,
         view,
         plan,
         summary,
         pre_tokens=pre_tokens,
-        transcript_path=session.store.transcript_path,
+        transcript_path=context.transcript_path,
         attachments=attachments,
         skipped_attachments=skipped,
         boundary_metadata=metadata,
     )
     # What the next request will carry: system prompt and tools included, the length
     # estimate calibrated on this session's reported usage (length/4 undercounts code).
-    result.post_tokens = session.estimate_request_tokens(normalize_messages(result.view()))
+    result.post_tokens = context.estimate_request_tokens(normalize_messages(result.view()))
     if result.post_tokens >= threshold:
         skip(f"the context would still hold {result.post_tokens:,} tokens (>= {threshold:,})")
         return None
@@ -433,7 +443,7 @@ async def try_session_memory_compaction(
             f"(> {max_post_tokens:,} for a compaction before the threshold)"
         )
         return None
-    hooks = session.hooks
+    hooks = context.hooks
     hook_texts: list[str] = []
     if hooks is not None:
         outcome = await hooks.arun_pre_compact("auto", None)
@@ -443,12 +453,12 @@ async def try_session_memory_compaction(
         hook_texts = list(await hooks.arun_session_start("compact"))
         if hook_texts:
             result = build_session_memory_result(
-                session.entries,
+                entries,
                 view,
                 plan,
                 summary,
                 pre_tokens=pre_tokens,
-                transcript_path=session.store.transcript_path,
+                transcript_path=context.transcript_path,
                 attachments=attachments,
                 skipped_attachments=skipped,
                 hook_texts=hook_texts,
@@ -471,6 +481,8 @@ async def try_session_memory_compaction(
 
 
 __all__ = [
+    "ContextSource",
+    "NotesState",
     "adjust_index_to_preserve_api_invariants",
     "api_invariants_hold",
     "build_session_memory_result",

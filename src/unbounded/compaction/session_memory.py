@@ -1088,7 +1088,9 @@ class SessionMemory:
 
         if not self._enabled_for(session):
             return None
-        return await try_session_memory_compaction(session, self, max_post_tokens=max_post_tokens)
+        return await try_session_memory_compaction(
+            session.compaction_context(), self, max_post_tokens=max_post_tokens
+        )
 
     def after_compaction(self, session: Session, result: CompactionResult) -> None:
         """Post-compact cleanup of the pointer: keep it when the message it names is still in

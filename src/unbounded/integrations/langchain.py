@@ -92,19 +92,15 @@ except ImportError:  # pragma: no cover - older langchain
 
 from unbounded.blocking import run_blocking
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
-from unbounded.compaction.conversation import (
-    CacheSafeParams,
-    compact_conversation,
-    media_placeholder,
-)
+from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
+from unbounded.compaction.context import CompactionContext
+from unbounded.compaction.conversation import CacheSafeParams, media_placeholder
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.ledger import ToolLedger
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import summary_message_text
-from unbounded.compaction.summary_text import CompactionError
 from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
 from unbounded.events import (
-    CircuitBreakerTripped,
     EventSink,
     LangchainCompacted,
     MicrocompactApplied,
@@ -144,7 +140,6 @@ from unbounded.tokens.estimate import (
 SUMMARY_SOURCE = "summarization"
 """`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
 STATE_KEY: Final = "unbounded"
-CIRCUIT_BREAKER_FAILURES = 3
 DEFAULT_KEEP_MESSAGES = 10
 SUMMARY_RETRIES = 2
 """Retries of a summary call that failed with a transient error (with backoff), by default."""
@@ -879,45 +874,49 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         raw = sum(entry_tokens(e) for e in entries[start - lead : end - lead] if e is not None)
         return pad_estimate(raw)
 
-    def _summarizer_for(self, context: ContextState) -> Provider:
-        if self.summarizer is None or context.get("failures", 0) >= CIRCUIT_BREAKER_FAILURES:
-            from unbounded.providers.extractive import ExtractiveSummarizer
+    def _compaction(self) -> TieredCompaction:
+        """The summarizer until the breaker trips, then the extractive summarizer (from the
+        next model call: the one whose summary failed goes on uncompacted)."""
+        from unbounded.providers.extractive import ExtractiveSummarizer
 
-            return ExtractiveSummarizer()
-        return self.summarizer
+        extractive = ExtractiveSummarizer()
+        return TieredCompaction(
+            [
+                TierSlot(SummaryTier(self.summarizer or extractive), "closed"),
+                TierSlot(SummaryTier(extractive), "open"),
+            ],
+            hand_over_at_once=False,
+        )
 
     async def _summarize(self, plan: _Plan) -> _Summary | None:
         assert plan.compact_at is not None
         head = [e for e in plan.entries[: plan.compact_at - plan.lead] if e is not None]
-        provider = self._summarizer_for(plan.context)
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
             max_output=self.model_info.max_output,
         )
-        try:
-            result = await compact_conversation(
-                head,
-                provider,
-                params=params,
-                trigger="auto",
-                facts_ledger=default_facts_ledger,
-                policy=self.policy,
-                events=self.events,
-            )
-        except (CompactionError, ProviderError) as error:
-            failures = plan.context.get("failures", 0) + 1
-            plan.context["failures"] = failures
-            if failures == CIRCUIT_BREAKER_FAILURES:
-                emit(
-                    self.events,
-                    CircuitBreakerTripped(failures, str(error)),
-                )
+        context = CompactionContext(
+            entries=head,
+            view=head,
+            policy=self.policy,
+            params=params,
+            autocompact_threshold=self.thresholds.autocompact,
+            tokens=plan.tokens,
+            rehydrate_from=None,  # the agent's own state is not re-injected
+            events=self.events,
+            facts_ledger=default_facts_ledger,
+        )
+        failures = plan.context.get("failures", 0)
+        outcome = await self._compaction().run(context, failures=failures)
+        if outcome.failures != failures:
+            plan.context["failures"] = outcome.failures
+        if outcome.result is None:
             return None
         return _Summary(
-            text=result.summary_text,
-            pre_tokens=result.pre_tokens,
-            summarizer=result.summarizer,
+            text=outcome.result.summary_text,
+            pre_tokens=outcome.result.pre_tokens,
+            summarizer=outcome.result.summarizer,
         )
 
 
