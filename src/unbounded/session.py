@@ -261,14 +261,13 @@ class SessionStatus:
 
 @dataclass(slots=True)
 class _Tracking:
-    """Persisted pipeline counters (circuit breaker and recompaction tracking)."""
+    """Persisted pipeline counters (circuit breaker and recompaction tracking); how many
+    compactions and microcompactions ran is `MicrocompactStats`' to count."""
 
     consecutive_failures: int = 0
-    compactions: int = 0
     turns: int = 0
     turns_at_last_compaction: int | None = None
     last_compaction_turn_id: str | None = None
-    microcompacts: int = 0
     idle_expiries: int = 0
     """Times the 5-minute cache expired during a pause shorter than an hour."""
 
@@ -276,11 +275,9 @@ class _Tracking:
         return {
             "idle_expiries": self.idle_expiries,
             "consecutive_failures": self.consecutive_failures,
-            "compactions": self.compactions,
             "turns": self.turns,
             "turns_at_last_compaction": self.turns_at_last_compaction,
             "last_compaction_turn_id": self.last_compaction_turn_id,
-            "microcompacts": self.microcompacts,
         }
 
     @classmethod
@@ -519,9 +516,9 @@ class Session:
             percent_left=self.thresholds.percent_left(tokens),
             level=self.thresholds.level(tokens),
             thresholds=self.thresholds,
-            compactions=self.tracking.compactions,
+            compactions=self.micro.stats.compactions,
             consecutive_failures=self.tracking.consecutive_failures,
-            microcompacts=self.tracking.microcompacts,
+            microcompacts=self.micro.stats.microcompactions,
         )
 
     # -- input ------------------------------------------------------------------------------
@@ -838,7 +835,6 @@ class Session:
         # Compared by identity at C speed: what the later steps may reuse from last turn.
         turn.first_changed = shared_prefix_length(turn.messages, self._planned_messages)
         if result.tier != "none":
-            self.tracking.microcompacts += 1
             emit(
                 self._events,
                 MicrocompactApplied(
@@ -1244,7 +1240,6 @@ class Session:
         )
         self.micro.reset_after_compaction()
         self.detector.notify_compaction(self.config.query_source)
-        self.tracking.compactions += 1
         self.tracking.turns_at_last_compaction = self.tracking.turns
         self.tracking.last_compaction_turn_id = result.boundary.uuid
         for compaction_listener in list(self.compaction_listeners):

@@ -114,6 +114,11 @@ class MicrocompactStats:
     cache_expiries: int = 0
     compactions: int = 0
 
+    @property
+    def microcompactions(self) -> int:
+        """Microcompactions that did something (a count or time clear, a cache-edit batch)."""
+        return self.count_clear_events + self.time_clear_events + self.cache_edit_batches
+
     def to_dict(self) -> dict[str, int]:
         """Plain JSON-ready data."""
         return {name: getattr(self, name) for name in _STAT_NAMES}

@@ -624,7 +624,6 @@ class _Replayer:
         self.records: list[CompactionRecord] = []
         self.retention_summary = RetentionTally()
         self.retention_full = RetentionTally()
-        self.microcompacts = 0
         self.memory_updates = 0
         self.cache_breaks = 0
         self.invalid = 0
@@ -684,7 +683,7 @@ class _Replayer:
             fidelity=self.fidelity,
             recorded_model=self.recorded_model.name,
             recorded_comparable=self.recorded_comparable,
-            microcompacts=self.microcompacts,
+            microcompacts=self.session.micro.stats.microcompactions,
             cache_breaks=self.cache_breaks,
             invalid_requests=self.invalid,
             retention_summary=self.retention_summary,
@@ -816,7 +815,6 @@ class _Replayer:
             if line is None:
                 continue
             if line.kind == "microcompact":
-                self.microcompacts += 1
                 microcompacted = True
             elif line.kind == "cache_break":
                 self.cache_breaks += 1
