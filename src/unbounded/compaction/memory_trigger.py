@@ -74,6 +74,7 @@ class _Scan:
     last_uuid: str | None
 
     def progress(self) -> UpdateProgress:
+        """The figures as `UpdateProgress` (tokens padded)."""
         return UpdateProgress(
             start=self.start,
             pointer_found=self.found,

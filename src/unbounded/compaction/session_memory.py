@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from unbounded.compaction.conversation import CompactionResult
+from unbounded.compaction.memory_compact import try_session_memory_compaction
 from unbounded.compaction.memory_trigger import (
     ProgressTracker,
     UpdateProgress,
@@ -314,8 +315,6 @@ class SessionMemory:
         self, session: Session, /, *, max_post_tokens: int | None = None
     ) -> CompactionResult | None:
         """Session-memory compaction (the session's `memory_compactor`)."""
-        from unbounded.compaction.memory_compact import try_session_memory_compaction
-
         if not self._enabled_for(session):
             return None
         return await try_session_memory_compaction(session, self, max_post_tokens=max_post_tokens)
