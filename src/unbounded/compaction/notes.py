@@ -224,6 +224,31 @@ def _cut_at_line(text: str, limit: int) -> str:
     return head[:newline] if newline > limit // 2 else head
 
 
+def condense_lines(lines: list[str], cap: int) -> list[str]:
+    """A section's lines cut to `cap` tokens: the oldest after the first go, replaced by one
+    `CONDENSED_LINE` counting them (earlier counts included)."""
+    dropped = 0
+    kept: list[str] = []
+    for line in lines:
+        match = CONDENSED_LINE.match(line.strip())
+        if match:
+            dropped += int(match.group(1))
+        else:
+            kept.append(line)
+
+    def render() -> list[str]:
+        if not dropped or not kept:
+            return list(kept)
+        plural = "s" if dropped != 1 else ""
+        return [kept[0], f"- ({dropped} earlier line{plural} condensed away)", *kept[1:]]
+
+    while len(kept) > 1 and rough_token_count("\n".join(render())) > cap:
+        step = max(1, (len(kept) - 1) // 8)
+        del kept[1 : 1 + step]
+        dropped += step
+    return render()
+
+
 def first_message_index(view: Sequence[Entry]) -> int:
     """The first index after the compact boundary that opens a view (0 when none)."""
     return 1 if view and view[0].is_compact_boundary else 0
