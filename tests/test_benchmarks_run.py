@@ -22,8 +22,12 @@ README_BENCHMARKS = [
     "benchmarks/core_speed.py",
     "benchmarks/estimation_accuracy.py",
     "benchmarks/cache_fidelity.py",
+    "benchmarks/turn_speed.py",
+    "benchmarks/memory_trigger.py",
 ]
-"""The benchmarks the README lists; each runs below as in a fresh clone (no corpus)."""
+"""The benchmarks the README lists; each runs below as in a fresh clone (no corpus), but
+turn_speed.py (tests/test_turn_pipeline.py) and memory_trigger.py
+(tests/test_memory_trigger.py), which read no corpus."""
 
 
 def run_benchmark(script: str, *args: str, corpus: Path) -> tuple[dict[str, Any], str]:

@@ -210,3 +210,33 @@ def test_every_replayed_turn_tracks_as_from_scratch(
     assert len(checked) >= report.calls, "the trigger is checked at every turn"
     if report.calls > 20:  # incremental for real: most calls only add the new entries
         assert trackers[0].rescans < len(checked) / 2
+
+
+def test_the_trigger_benchmark_reports_its_figures() -> None:
+    """`benchmarks/memory_trigger.py` (listed in the README) runs as a user runs it and prints
+    its four figures; nothing here is timed against a bound."""
+    import json
+    import math
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "memory_trigger.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert sorted(figures) == sorted(
+        [
+            "trigger_us_at_200",
+            "from_scratch_us_at_200",
+            "trigger_us_at_3000",
+            "from_scratch_us_at_3000",
+        ]
+    )
+    assert all(math.isfinite(value) and value > 0 for value in figures.values())

@@ -166,7 +166,7 @@ def worker(
             session = Session(CONFIG, store=store, policy=Policy())  # type: ignore[arg-type]
             answer_dangling_tool_calls(session)
             note(f"pending {session_id} {marker}")
-            compactions = session.tracking.compactions
+            compactions = session.micro.stats.compactions
             asyncio.run(_step(session, marker, step))
             note(f"done {session_id} {marker}")
             if holders_connection is not None:
@@ -184,7 +184,7 @@ def worker(
                     {
                         "store": store_seconds,
                         "turn": time.perf_counter() - started,
-                        "compacted": session.tracking.compactions - compactions,
+                        "compacted": session.micro.stats.compactions - compactions,
                     }
                 )
             )
