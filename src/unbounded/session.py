@@ -402,6 +402,8 @@ class Session:
         self.prepare_listeners: list[PrepareListener] = []
         self.turn_listeners: list[TurnListener] = []
         self.compaction_listeners: list[CompactionListener] = []
+        self._request_params: tuple[tuple[object, ...], CacheSafeParams] | None = None
+        """The parameters of the session's own requests, while config and policy stay."""
         self._saved_state: dict[str, Any] | None = None
         """What was last written to the store's state document."""
         self._planned_messages: list[MessageParam] = []
@@ -831,7 +833,7 @@ class Session:
                 },
             )
         turn.microcompaction = result
-        turn.messages = list(result.messages)
+        turn.messages = result.messages  # a new list each turn, never edited after
         # Compared by identity at C speed: what the later steps may reuse from last turn.
         turn.first_changed = shared_prefix_length(turn.messages, self._planned_messages)
         if result.tier != "none":
@@ -847,7 +849,11 @@ class Session:
             self._write_microcompact_receipt(result)
 
     async def _build_request(self, turn: TurnContext) -> None:
-        turn.request = self.cache_safe_params().request(turn.messages, shared=True)
+        key = (self.config, self.policy, self.model_info)
+        memo = self._request_params
+        if memo is None or any(a is not b for a, b in zip(memo[0], key, strict=True)):
+            memo = self._request_params = (key, self.cache_safe_params())
+        turn.request = memo[1].request(turn.messages, shared=True)
 
     async def _place_breakpoints(self, turn: TurnContext) -> None:
         ttl = self.ttl_latch.ttl_for(self.config.query_source)

@@ -399,13 +399,12 @@ def _snapshot(
         prefix = _prefix_fields(body)
     ttls = [ttl for _, _, ttl, _ in prefix["cache_control_layout"]]
     raw = body.get("messages") or []
-    # Reused messages were dicts already; only what follows them is filtered.
-    unchanged = min(unchanged, len(previous), len(previous_digests))
-    messages = [
-        *raw[:unchanged],
-        *(m for m in raw[unchanged:] if type(m) is dict or isinstance(m, Mapping)),
-    ]
-    digested = _messages_digests(messages, previous, unchanged)
+    # Reused messages were dicts already; only what follows them is filtered and digested.
+    unchanged = min(unchanged, len(previous), len(previous_digests), len(raw))
+    tail = [m for m in raw[unchanged:] if type(m) is dict or isinstance(m, Mapping)]
+    head = previous[:unchanged]  # a list's slice is a new list already
+    digested = head if isinstance(head, list) else list(head)
+    digested.extend(_messages_digests(tail, previous[unchanged:]))
     if long_in_unchanged:
         ttls.append("1h")
     for entry in digested[unchanged:]:
@@ -434,14 +433,17 @@ def _signed(value: int) -> str:
 
 
 def _messages_change(
-    previous: tuple[tuple[str, ...], ...], current: tuple[tuple[str, ...], ...]
+    previous: tuple[tuple[str, ...], ...],
+    current: tuple[tuple[str, ...], ...],
+    shared: int = 0,
 ) -> PromptChange | None:
-    """The first message where the previous request's messages stop being a prefix."""
+    """The first message where the previous request's messages stop being a prefix (the
+    first `shared` digests are known to be the previous ones)."""
     last = len(previous) - 1
     if last < 0 or (
         # The usual turn, compared at C speed (reused digest tuples are the same objects).
         len(current) > last
-        and current[:last] == previous[:last]
+        and (shared >= last or current[:last] == previous[:last])
         and current[last][: len(previous[last])] == previous[last]
     ):
         return None
@@ -463,9 +465,12 @@ def _messages_change(
 
 
 def compare_prompt_states(
-    previous: PromptStateSnapshot, current: PromptStateSnapshot
+    previous: PromptStateSnapshot, current: PromptStateSnapshot, *, shared_messages: int = 0
 ) -> list[PromptChange]:
-    """What changed between two snapshots, each change explained (seed 001 wording)."""
+    """What changed between two snapshots, each change explained (seed 001 wording).
+
+    `shared_messages`: how many leading message digests `current` took from `previous`
+    unchanged (a caller that knows saves comparing them)."""
     changes: list[PromptChange] = []
     if previous.model != current.model:
         changes.append(PromptChange("model", f"model changed ({previous.model} → {current.model})"))
@@ -507,7 +512,9 @@ def compare_prompt_states(
         new_extra = dict(current.extra_body)
         keys = sorted(k for k in {*old_extra, *new_extra} if old_extra.get(k) != new_extra.get(k))
         changes.append(PromptChange("extra_body", f"extra body params changed ({', '.join(keys)})"))
-    message_change = _messages_change(previous.message_digests, current.message_digests)
+    message_change = _messages_change(
+        previous.message_digests, current.message_digests, shared_messages
+    )
     if message_change is not None:
         changes.append(message_change)
     return changes
@@ -650,7 +657,11 @@ class PromptCacheBreakDetector:
         raw = cast(Mapping[str, Any], request).get("messages") or []
         unchanged = 0
         if self.messages_immutable and previous is not None:
-            unchanged = shared_prefix_length(raw, state.inputs)
+            unchanged = min(
+                shared_prefix_length(raw, state.inputs),
+                len(state.digested),
+                len(previous.message_digests),
+            )
         state.inputs = list(raw) if self.messages_immutable else []
         long_at = state.first_long_ttl
         rest = _without_messages(cast(Mapping[str, Any], request))
@@ -675,7 +686,9 @@ class PromptCacheBreakDetector:
                 (i for i in range(unchanged, len(digested)) if "1h" in digested[i].ttls), None
             )
         if previous is not None:
-            state.pending_changes = compare_prompt_states(previous, current)
+            state.pending_changes = compare_prompt_states(
+                previous, current, shared_messages=unchanged
+            )
             state.pending_diff = (
                 ""  # what unified_diff gives for equal texts, without the work
                 if previous.diffable == current.diffable

@@ -385,11 +385,13 @@ class CacheBreakpointPlanner:
         else:
             same = shared_prefix_length(inputs, self._inputs)
         tail, tail_counts = _unmarked_messages(inputs[same:])
-        relative = relative[: same + 1]
+        # The kept lists are cut and extended in place: the work is what changed.
+        del done[same:], counts[same:], relative[same + 1 :]
+        done.extend(tail)
+        counts.extend(tail_counts)
         relative.extend(accumulate(tail_counts, initial=relative[-1]))
         del relative[same + 1]  # accumulate repeats its initial value
         self._inputs = inputs
-        self._unmarked = (done[:same] + tail, counts[:same] + tail_counts, relative)
         return _plan(
             request,
             self._unmarked,

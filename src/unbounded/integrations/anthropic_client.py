@@ -67,6 +67,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
+import orjson
+
 from unbounded.blocking import BlockingRunner
 from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import ConfigError
@@ -212,8 +214,16 @@ def _canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    try:
+        text = orjson.dumps(value, option=_DIGEST_OPTIONS, default=str)
+    except TypeError:  # what orjson refuses (an integer over 64 bits): the slow encoder
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        ).encode()
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
+
+
+_DIGEST_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +270,10 @@ def _message_fields(message: Any) -> tuple[str, Any]:
         raise ConfigError(
             "every message must be a dict with role 'user' or 'assistant' and a content"
         )
-    return str(data["role"]), data.get("content")
+    content = data.get("content")
+    if isinstance(content, list):  # SDK blocks dumped once here, not again by each reader
+        content = [_plain(block) for block in content]
+    return str(data["role"]), content
 
 
 def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
@@ -585,14 +598,16 @@ class _SeenMessages:
         if ids != self.ids:  # a print leaves out recall results: made again with the new ids
             same, tail = 0, messages
             fields = [_message_fields(m) for m in tail]
+        new_prints = [message_print(r, c, ids) for r, c in fields]
         self.copies, self.recall_calls, self.ids = messages, calls, ids
-        self.prints = self.prints[:same] + [message_print(r, c, ids) for r, c in fields]
-        markers, long_markers = self.markers[: same + 1], self.long_markers[: same + 1]
+        # Cut and extended in place (nothing else holds these lists): the work is the tail.
+        markers, long_markers = self.markers, self.long_markers
+        del self.prints[same:], markers[same + 1 :], long_markers[same + 1 :]
+        self.prints.extend(new_prints)
         for message in tail:
             ttls = _message_markers([message])
             markers.append(markers[-1] + len(ttls))
             long_markers.append(long_markers[-1] + ttls.count("1h"))
-        self.markers, self.long_markers = markers, long_markers
         return same
 
     @property

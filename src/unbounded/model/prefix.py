@@ -20,7 +20,8 @@ def shared_prefix_length(new: Sequence[Any], old: Sequence[Any]) -> int:
     else a bisection of slice comparisons: O(len) pointer checks, O(log len) slices.
     """
     size = min(len(new), len(old))
-    if new[:size] == old[:size]:
+    # A slice is a copy: the whole list is compared as it is (the usual case for one side).
+    if (new if len(new) == size else new[:size]) == (old if len(old) == size else old[:size]):
         return size
     low, high = 0, size  # new[:low] == old[:low] and new[:high] != old[:high]
     while high - low > 1:
