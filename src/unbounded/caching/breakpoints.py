@@ -269,7 +269,12 @@ def _plan(
     if previous_message_breakpoint is not None and previous_message_breakpoint < 0:
         raise ConfigError("previous_message_breakpoint must be >= 0")
     body: dict[str, Any] = dict(cast(Mapping[str, Any], request))
-    tools = [without_cache_control(t) for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    # A plain tool without a marker is shared as it is; only the marked last one is copied.
+    tools = [
+        t if type(t) is dict and "cache_control" not in t else without_cache_control(t)
+        for t in body.get("tools") or []
+        if isinstance(t, Mapping)
+    ]
     if "tools" in body:
         body["tools"] = tools
     messages, _, relative = unmarked or _unmarked(body.get("messages"))
@@ -288,7 +293,7 @@ def _plan(
         blocks, system_marked = _system_markers(body["system"], ttl)
         body["system"] = blocks
     if tools:
-        tools[-1]["cache_control"] = dict(marker)
+        tools[-1] = {**tools[-1], "cache_control": dict(marker)}
     target = len(messages) - (2 if skip_cache_write else 1)
     marked_block: int | None = None
     while target >= 0:
