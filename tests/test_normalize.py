@@ -207,6 +207,7 @@ def test_two_responses_in_a_row_are_joined_and_reported() -> None:
     normalizer = MessageNormalizer(entries)
     assert normalizer.messages[1:] == [{"role": "assistant", "content": [text("a"), text("b")]}]
     assert [r.kind for r in normalizer.repairs] == ["joined-responses"]
+    assert normalizer.last() == normalizer.messages[-1]  # the repaired view's last message
 
 
 def test_different_ids_across_tool_results_are_not_merged() -> None:
@@ -340,8 +341,10 @@ def test_trailing_redacted_thinking_only_message_is_left_out() -> None:
 def test_trailing_thinking_comes_back_once_text_arrives() -> None:
     normalizer = MessageNormalizer([user("hi"), assistant(thinking(), mid="A")])
     assert len(normalizer.messages) == 1
+    assert normalizer.last() == {"role": "user", "content": "hi"}
     normalizer.append(assistant(text("answer"), mid="A"))
     assert normalizer.messages[-1] == {"role": "assistant", "content": [thinking(), text("answer")]}
+    assert normalizer.last() == normalizer.messages[-1]
 
 
 def test_thinking_only_message_in_the_middle_is_kept() -> None:

@@ -369,7 +369,9 @@ def test_incremental_normalizer_equals_batch_at_every_prefix(conv: Conversation)
     normalizer = MessageNormalizer()
     for count, entry in enumerate(conv.entries, start=1):
         normalizer.append(entry)
-        assert normalizer.messages == normalize_messages(conv.entries[:count])
+        messages = normalize_messages(conv.entries[:count])
+        assert normalizer.messages == messages
+        assert normalizer.last() == (messages[-1] if messages else None)  # no copy, same answer
     assert MessageNormalizer(conv.entries).messages == normalize_messages(conv.entries)
 
 

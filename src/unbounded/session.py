@@ -634,10 +634,10 @@ class Session:
 
     def pending_tool_use_ids(self) -> list[str]:
         """Tool calls of the last response that have no result yet."""
-        messages = self._normalizer.messages
-        if not messages or messages[-1]["role"] != "assistant":
+        last = self._normalizer.last()
+        if last is None or last["role"] != "assistant":
             return []
-        content = messages[-1]["content"]
+        content = last["content"]
         if not isinstance(content, list):
             return []
         return [str(b.get("id")) for b in content if b.get("type") == "tool_use"]

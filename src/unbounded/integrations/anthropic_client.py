@@ -508,7 +508,7 @@ def honor_caller_markers(
             slots.append((sent_system, index))
     sent_messages = body.get("messages")
     if isinstance(sent_messages, list):
-        copied: list[Any] = list(sent_messages)
+        copied: list[Any] = sent_messages  # copied on the first message that changes
         where = range(len(copied)) if marked_messages is None else sorted(marked_messages)
         for index in where:
             if index >= len(copied):
@@ -519,6 +519,8 @@ def honor_caller_markers(
                 isinstance(b, Mapping) and "cache_control" in b for b in content
             ):
                 continue
+            if copied is sent_messages:
+                copied = list(sent_messages)
             blocks = list(content)
             copied[index] = {**message, "content": blocks}
             for position, block in enumerate(blocks):

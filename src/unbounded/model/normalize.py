@@ -379,6 +379,23 @@ class MessageNormalizer:
                 return cast(list[MessageParam], messages[:-1])
         return cast(list[MessageParam], messages)
 
+    def last(self) -> MessageParam | None:
+        """The last of `messages`, without copying the list (None when there is none)."""
+        if self._suspects or self._joined or (
+            self._messages and self._messages[0]["role"] == "assistant"
+        ):
+            repaired = self.messages
+            return repaired[-1] if repaired else None
+        kept = self._messages
+        if not kept:
+            return None
+        final = kept[-1]
+        if final["role"] == "assistant":
+            blocks = _blocks(final["content"])
+            if blocks and all(b.get("type") in _THINKING_TYPES for b in blocks):
+                return cast(MessageParam, kept[-2]) if len(kept) > 1 else None
+        return cast(MessageParam, final)
+
     def __len__(self) -> int:
         return len(self._messages)
 
