@@ -203,10 +203,9 @@ class MicrocompactState:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (the ledger is derived from messages and not saved)."""
-        tools = self.tools
         return {
             "version": STATE_VERSION,
-            "tools": {"tools": list(tools.canonical_tools), "aliases": dict(tools.aliases)},
+            "tools": self.tools.to_dict(),
             "cleared": [[tool_id, tokens] for tool_id, tokens in self.cleared.items()],
             "cached": self.cached.to_dict(),
             "stats": self.stats.to_dict(),

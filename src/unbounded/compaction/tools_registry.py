@@ -136,9 +136,10 @@ def _check_name(name: object, what: str) -> str:
 class CompactableTools:
     """An immutable registry: tool name -> the canonical compactable tool it stands for."""
 
-    __slots__ = ("_lookup",)
+    __slots__ = ("_lookup", "_saved")
 
     _lookup: Mapping[str, str]
+    _saved: dict[str, Any]
 
     def __init__(
         self,
@@ -163,6 +164,12 @@ class CompactableTools:
                 raise ConfigError(f"{alias!r} is a compactable tool itself; it cannot be an alias")
             lookup[alias] = target
         object.__setattr__(self, "_lookup", MappingProxyType(lookup))
+        # Saved with the session state every turn: built once (the registry never changes).
+        object.__setattr__(
+            self,
+            "_saved",
+            {"tools": list(self.canonical_tools), "aliases": dict(self._aliases())},
+        )
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("CompactableTools is immutable; use with_tools/with_aliases")
@@ -208,6 +215,10 @@ class CompactableTools:
 
     def _aliases(self) -> dict[str, str]:
         return {name: target for name, target in self._lookup.items() if name != target}
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"tools": [...], "aliases": {...}}` as session state keeps it (read-only)."""
+        return self._saved
 
     @property
     def canonical_tools(self) -> tuple[str, ...]:
