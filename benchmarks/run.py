@@ -3,10 +3,11 @@
 - `per_turn_us_median`: the pipeline's work for one turn (`Session.prepare` + `record`) on
   the largest corpus session at its longest point: the session is replayed through the
   pipeline and the 20 turns with the largest requests are timed (turns that compacted are
-  left out: a compaction is a different, rarer cost).
-- `json_dumps_us_median`: stdlib `json.dumps` of those same requests; `per_turn_ratio` is the
-  first over the second (target <= 1.0: the pipeline costs no more than serialising the
-  request it builds).
+  left out: a compaction is a different, rarer cost); the best of 3 replays (the lowest
+  median: on a shared machine the others are the same work plus noise).
+- `json_dumps_us_median`: stdlib `json.dumps` of those same requests (3 times each, the
+  median; the best of the 3 replays as well); `per_turn_ratio` is the first over the second
+  (target <= 0.5: the pipeline costs at most half of serialising the request it builds).
 - `replay_calls_per_s`, `replay_seconds`: a whole `unbounded replay` of that session
   (pipeline, simulator, four baselines, fidelity), as the command runs it.
 - `peak_rss_mb`: the process's peak resident memory.
@@ -73,8 +74,25 @@ def largest_session(corpus: Path) -> tuple[str, Transcript]:
     return DEMO_SOURCE, demo_transcript()
 
 
-def per_turn(transcript: Transcript, turns: int) -> dict[str, Any]:
-    """Time prepare + record per turn while replaying; figures at the longest turns."""
+def per_turn(transcript: Transcript, turns: int, replays: int = 3) -> dict[str, Any]:
+    """Time prepare + record per turn while replaying; figures at the longest turns.
+
+    The session is replayed `replays` times and the quietest replay counts (the lowest
+    median), as timeit takes the best of its repeats: on a shared machine the other figures
+    are the same work plus noise. json.dumps is timed the same way on the same requests."""
+    runs = [_per_turn_once(transcript, turns) for _ in range(replays)]
+    best = min(runs, key=lambda figures: float(figures["per_turn_us_median"]))
+    dumps_us = min(float(figures["json_dumps_us_median"]) for figures in runs)
+    turn_us = float(best["per_turn_us_median"])
+    return {
+        **best,
+        "json_dumps_us_median": dumps_us,
+        "per_turn_ratio": round(turn_us / dumps_us, 3) if dumps_us else None,
+    }
+
+
+def _per_turn_once(transcript: Transcript, turns: int) -> dict[str, Any]:
+    """One replay: median prepare + record over the `turns` largest turns, and json.dumps."""
     from unbounded.evaluation import replay as replay_module
 
     replayer = replay_module._Replayer(  # the replay engine, driven step by step here
@@ -113,6 +131,7 @@ def per_turn(transcript: Transcript, turns: int) -> dict[str, Any]:
                 samples.append((size, timing["prepare"] + timing["record"], request))
 
     asyncio.run(run())
+    session.close()
     longest = sorted(samples, key=lambda item: item[0])[-turns:]
     turn_us = statistics.median(t for _, t, _ in longest) * 1e6
     dumps: list[float] = []
@@ -125,7 +144,6 @@ def per_turn(transcript: Transcript, turns: int) -> dict[str, Any]:
     return {
         "per_turn_us_median": round(turn_us, 1),
         "json_dumps_us_median": round(dumps_us, 1),
-        "per_turn_ratio": round(turn_us / dumps_us, 3) if dumps_us else None,
         "longest_turn_context_tokens": max((size for size, _, _ in longest), default=0),
         "longest_turn_messages": len(longest[-1][2]["messages"]) if longest else 0,
         "_longest_messages": longest[-1][2]["messages"] if longest else [],
@@ -260,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         cut = len(transcript.entries) // 3
         transcript = Transcript(transcript.entries[:cut], transcript.format, transcript.path)
     figures: dict[str, Any] = {"session": name}
-    turn = per_turn(transcript, 5 if args.quick else LONGEST_TURNS)
+    turn = per_turn(transcript, 5 if args.quick else LONGEST_TURNS, 1 if args.quick else 3)
     conversation = turn.pop("_longest_messages")
     figures.update(turn)
     start = time.perf_counter()
