@@ -528,3 +528,19 @@ def test_registry_copies_and_pickles() -> None:
     assert copy.deepcopy(tools) == tools
     assert pickle.loads(pickle.dumps(tools)) == tools
     assert copy.deepcopy(MicrocompactState(tools)).tools == tools
+
+
+def test_a_registered_tool_is_cleared_like_the_built_in_ones() -> None:
+    """`MicrocompactState.register_compactable`: a host tool added later has its old results
+    cleared too (the ledger reads the calls again); registering it twice changes nothing."""
+    calls = [(f"m{i}", "Fetch", 10_000) for i in range(8)]
+    messages = conversation(calls)
+    state = MicrocompactState()
+    assert count_based_microcompact(messages, state).cleared_ids == ()  # not compactable yet
+    assert state.register_compactable("Fetch", "Fetch") is True
+    assert state.tools.is_compactable("Fetch")
+    result = count_based_microcompact(messages, state)
+    assert result.cleared_ids == ("m0", "m1", "m2", "m3")
+    scanned = state.ledger.scanned
+    assert state.register_compactable("Fetch") is False
+    assert state.ledger.scanned == scanned  # nothing new: the ledger is kept

@@ -1293,10 +1293,8 @@ class Session:
         results may be cleared again like any reproducible output."""
         offered = self.offers_recall
         self.micro.name_handles = offered
-        registry = self.micro.tools
-        if offered and not registry.is_compactable(RECALL_TOOL_NAME):
-            self.micro.ledger.tools = registry.with_tools(RECALL_TOOL_NAME)
-            self.micro.ledger.reset()
+        if offered:
+            self.micro.register_compactable(RECALL_TOOL_NAME)
 
     def _write_microcompact_receipt(self, result: Any) -> None:
         """Append the receipt of a microcompaction that took results out (a system record)."""

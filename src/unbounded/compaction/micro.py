@@ -159,6 +159,18 @@ class MicrocompactState:
         """The compactable-tools registry this state uses."""
         return self.ledger.tools
 
+    def register_compactable(self, *names: str) -> bool:
+        """Let these tools' results be cleared too (their output can be reproduced); the
+        ledger then rescans, as whether a call is compactable is fixed when it is read. True
+        when a name was new."""
+        registry = self.ledger.tools
+        missing = [name for name in dict.fromkeys(names) if not registry.is_compactable(name)]
+        if not missing:
+            return False
+        self.ledger.tools = registry.with_tools(*missing)
+        self.ledger.reset()
+        return True
+
     def observe(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Bring the ledger up to date with the current view."""
         self.ledger.observe(messages)

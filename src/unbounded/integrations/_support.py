@@ -35,12 +35,7 @@ async def compact_after_prompt_too_long(session: Session, error: BaseException) 
 
 def register_compactable_tools(session: Session, names: Iterable[str]) -> None:
     """Let microcompaction clear the results of these tools (their output can be reproduced)."""
-    registry = session.micro.tools
-    missing = [name for name in dict.fromkeys(names) if not registry.is_compactable(name)]
-    if not missing:
-        return
-    session.micro.ledger.tools = registry.with_tools(*missing)
-    session.micro.ledger.reset()
+    session.micro.register_compactable(*names)
 
 
 __all__ = [
