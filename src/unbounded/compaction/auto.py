@@ -1,17 +1,25 @@
 """Automatic compaction as a list of tiers behind one circuit breaker.
 
     TieredCompaction([
-        SessionMemoryTier(compact_from_notes),                  # no LLM call
-        TierSlot(SummaryTier(summarizer), when_breaker="closed"),
-        TierSlot(SummaryTier(ExtractiveSummarizer()), when_breaker="open"),
+        SessionMemoryTier(compact_from_notes),                       # no LLM call
+        TierSlot(CacheSharingSummaryTier(summarizer), "closed"),     # forks the cached prefix
+        TierSlot(DirectSummaryTier(summarizer), "closed"),           # a plain summary request
+        TierSlot(CacheSharingSummaryTier(ExtractiveSummarizer()), "open"),
+        TierSlot(DirectSummaryTier(ExtractiveSummarizer()), "open"),
     ])
 
 A tier (`CompactionTier`) has one method, `compact(context)`: a `CompactionResult`, None when
 it does not apply (the next tier is tried), or a `CompactionError` / `ProviderError` when it
 failed. `TieredCompaction.run` tries the tiers in order and returns the first result; the
-caller appends it (nothing is written here). A summary tier's one call already carries its
-own fallbacks (`compact_conversation`: the cache-sharing request, then a direct request with
-the compact system prompt, prompt-too-long retries), so they are not tiers of their own.
+caller appends it (nothing is written here).
+
+The two summary requests are one summary (one `CompactionStarted`, one PreCompact hook run,
+one `CompactionFinished` or `CompactionFailed`): a `CacheSharingSummaryTier` whose request
+fails in a way a direct request may not (an API error, a reply without a usable summary)
+raises `SummaryHandover`, and the run passes that summary in `context.handover` to the next
+tier when it is the `DirectSummaryTier` of the same provider and settings, which goes on
+from the same messages and attempt count. When no such tier follows, the handed-over
+failure is the run's. `SummaryTier` is both requests in one tier (`compact_conversation`).
 
 The breaker counts failed runs, at most one per run, and any success resets it. A tier slotted
 `when_breaker="closed"` (the summarizer) is tried while fewer than `failure_limit` (3) runs in
@@ -26,11 +34,16 @@ agent state.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CompactionResult, Trigger, compact_conversation
+from unbounded.compaction.conversation import (
+    CompactionResult,
+    SummaryJob,
+    Trigger,
+    start_summary,
+)
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError, ProviderError
@@ -108,7 +121,9 @@ class SessionMemoryTier:
 
 @dataclass(frozen=True, slots=True)
 class SummaryTier:
-    """A summary call to `provider` over the conversation (`compact_conversation`).
+    """A summary of the conversation by `provider`: the cache-sharing request, then the
+    direct one if it failed, in one tier (`compact_conversation`). `CacheSharingSummaryTier`
+    and `DirectSummaryTier` are the two requests as two tiers.
 
     An automatic one keeps the turn's messages the context names (`keep_from`) verbatim and
     does not apply (a `nothing_to_summarize` failure event, None) when they are all there is.
@@ -123,36 +138,53 @@ class SummaryTier:
 
     def __post_init__(self) -> None:
         if not callable(getattr(self.provider, "create", None)):
-            raise ConfigError("SummaryTier needs a provider with an async create(request) method")
+            raise ConfigError(
+                f"{type(self).__name__} needs a provider with an async create(request) method"
+            )
         if self.trigger not in ("auto", "manual"):
             raise ConfigError(
-                f"SummaryTier.trigger must be 'auto' or 'manual', not {self.trigger!r}"
+                f"{type(self).__name__}.trigger must be 'auto' or 'manual', not {self.trigger!r}"
             )
         if (self.pivot is None) != (self.direction is None):
             raise ConfigError("a partial SummaryTier needs both a pivot and a direction")
         if self.trigger == "auto" and self.pivot is not None:
             raise ConfigError("a partial compaction (pivot) is manual: use trigger='manual'")
 
+    def _nothing_to_summarize(self, context: CompactionContext) -> bool:
+        """An automatic summary with only this turn's messages left: reported, not tried."""
+        if self.trigger != "auto" or context.keep_from != "":
+            return False
+        emit(
+            context.events,
+            CompactionFailed(
+                trigger="auto",
+                reason="nothing_to_summarize",
+                message="only the messages of this turn are left, and they are kept whole",
+            ),
+        )
+        return True
+
+    def same_summary(self, other: SummaryTier) -> bool:
+        """`other` asks for the same summary (provider, trigger, instructions, pivot)."""
+        return self.provider is other.provider and (
+            self.trigger,
+            self.instructions,
+            self.pivot,
+            self.direction,
+        ) == (other.trigger, other.instructions, other.pivot, other.direction)
+
     async def compact(self, context: CompactionContext) -> CompactionResult | None:
         """The summary compaction (None: nothing to summarize); raises CompactionError /
         ProviderError when it failed."""
-        if self.trigger == "auto" and context.keep_from == "":
-            emit(
-                context.events,
-                CompactionFailed(
-                    trigger="auto",
-                    reason="nothing_to_summarize",
-                    message="only the messages of this turn are left, and they are kept whole",
-                ),
-            )
+        if self._nothing_to_summarize(context):
             return None
         return await self.summarize(context)
 
-    async def summarize(self, context: CompactionContext) -> CompactionResult:
-        """`compact_conversation` over the context's fields (errors raised, not counted)."""
+    async def start(self, context: CompactionContext) -> SummaryJob:
+        """The summary's first step over the context's fields (`start_summary`)."""
         keep_from = context.keep_from if self.trigger == "auto" else None
         sent = list(context.sent_messages) if context.sent_messages is not None else None
-        return await compact_conversation(
+        return await start_summary(
             context.entries,
             self.provider,
             params=context.params,
@@ -172,6 +204,113 @@ class SummaryTier:
             keep_from=keep_from,
         )
 
+    async def summarize(self, context: CompactionContext) -> CompactionResult:
+        """The cache-sharing request, then the direct one if it failed (`compact_conversation`;
+        errors raised, not counted)."""
+        job = await self.start(context)
+        return await job.summarize()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSharingSummaryTier(SummaryTier):
+    """The summary request that forks the main conversation's cached prefix (same system
+    prompt, tools and messages, the summary prompt appended).
+
+    When it fails in a way a direct request may not (an API error, a reply without a usable
+    summary) it raises `SummaryHandover` for the `DirectSummaryTier` after it; other failures
+    (a prompt still too long after the retries, a blocking hook) are the run's.
+    """
+
+    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+        """The summary compaction; `SummaryHandover` when the direct tier should go on."""
+        if self._nothing_to_summarize(context):
+            raise SummaryHandover(self, None)  # the direct tier does not apply either
+        return await self.summarize(context)
+
+    async def summarize(self, context: CompactionContext) -> CompactionResult:
+        """The cache-sharing request only (`SummaryHandover` when it hands over)."""
+        job = await self.start(context)
+        if await job.request("cache_sharing"):
+            return await job.finish()
+        raise SummaryHandover(self, job)
+
+
+@dataclass(frozen=True, slots=True)
+class DirectSummaryTier(SummaryTier):
+    """A plain summary request: the compact system prompt, no tools, no cache, the compaction
+    output cap. Goes on with the summary a `CacheSharingSummaryTier` of the same provider and
+    settings handed over (`context.handover`); alone, it starts its own."""
+
+    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+        """The summary compaction (None: nothing to summarize); raises CompactionError /
+        ProviderError when it failed."""
+        handover = context.handover
+        if handover is not None and handover.taken_by(self):
+            if handover.job is None:
+                return None  # nothing to summarize, already reported
+            return await self._ask(handover.job)
+        return await SummaryTier.compact(self, context)
+
+    async def summarize(self, context: CompactionContext) -> CompactionResult:
+        """The direct request only, over a new summary."""
+        return await self._ask(await self.start(context))
+
+    async def _ask(self, job: SummaryJob) -> CompactionResult:
+        await job.request("direct")
+        return await job.finish()
+
+
+class SummaryHandover(CompactionError):
+    """A `CacheSharingSummaryTier` passes its summary on to the `DirectSummaryTier` after it.
+
+    `job` is the summary in progress (its failure in `job.handed_over`), or None when there
+    was nothing to summarize. `TieredCompaction` offers it to the next tier; raised outside a
+    run it reads as the compaction error it is."""
+
+    def __init__(self, tier: SummaryTier, job: SummaryJob | None) -> None:
+        cause = job.handed_over if job is not None else None
+        if cause is None:
+            message, reason = "nothing to summarize before this turn", "nothing_to_summarize"
+        else:
+            message = str(cause)
+            reason = cause.reason if isinstance(cause, CompactionError) else type(cause).__name__
+        super().__init__(message, reason=reason)
+        self.tier = tier
+        self.job = job
+
+    def taken_by(self, tier: CompactionTier) -> bool:
+        """`tier` finishes this summary: a direct tier asking for the same one."""
+        return isinstance(tier, DirectSummaryTier) and tier.same_summary(self.tier)
+
+    def give_up(self) -> CompactionError | ProviderError | None:
+        """No tier takes it over: the failure, reported as the summary's end (None when
+        there was nothing to summarize)."""
+        return None if self.job is None else self.job.give_up()
+
+
+TierEntry = CompactionTier | TierSlot
+"""A tier, or a tier in its slot."""
+TierChoice = Sequence[TierEntry] | Callable[[tuple[TierEntry, ...]], Sequence[TierEntry]]
+"""A tier list, or a function from the default list to one (`Session(compaction_tiers=...)`)."""
+
+
+def tier_slots(tiers: object, *, name: str = "tiers") -> tuple[TierSlot, ...]:
+    """`tiers` as slots, checked: ConfigError naming the entry (`name[i]`) that is no tier."""
+    if isinstance(tiers, (str, bytes)) or not isinstance(tiers, Sequence):
+        raise ConfigError(
+            f"{name} must be a list of compaction tiers (objects with an async "
+            f"compact(context) method, or TierSlot), not {type(tiers).__name__}"
+        )
+    if not tiers:
+        raise ConfigError(f"{name} needs at least one tier")
+    slots: list[TierSlot] = []
+    for index, tier in enumerate(tiers):
+        try:
+            slots.append(tier if isinstance(tier, TierSlot) else TierSlot(tier))
+        except ConfigError as error:
+            raise ConfigError(f"{name}[{index}]: {error}") from None
+    return tuple(slots)
+
 
 class TieredCompaction:
     """Tries its tiers in order behind one circuit breaker (see the module docstring)."""
@@ -183,13 +322,9 @@ class TieredCompaction:
         failure_limit: int = CIRCUIT_BREAKER_FAILURES,
         hand_over_at_once: bool = True,
     ) -> None:
-        if not tiers:
-            raise ConfigError("TieredCompaction needs at least one tier")
         if failure_limit < 1:
             raise ConfigError(f"TieredCompaction.failure_limit must be >= 1, not {failure_limit}")
-        self.slots: tuple[TierSlot, ...] = tuple(
-            tier if isinstance(tier, TierSlot) else TierSlot(tier) for tier in tiers
-        )
+        self.slots: tuple[TierSlot, ...] = tier_slots(tiers, name="TieredCompaction tiers")
         self.failure_limit = failure_limit
         self.hand_over_at_once = hand_over_at_once
 
@@ -197,44 +332,69 @@ class TieredCompaction:
         """Whether `failures` failed runs in a row have tripped the breaker."""
         return failures >= self.failure_limit
 
+    def _runs(self, slot: TierSlot, failures: int) -> bool:
+        is_open = self.is_open(failures)
+        return slot.when_breaker == "any" or (slot.when_breaker == "open") == is_open
+
+    def _next_runnable(self, index: int, failures: int) -> TierSlot | None:
+        return next((s for s in self.slots[index + 1 :] if self._runs(s, failures)), None)
+
     async def run(self, context: CompactionContext, *, failures: int = 0) -> CompactionOutcome:
         """The first tier's result that applies; `failures` is the count before this run."""
         if failures < 0:
             raise ConfigError(f"failures must be >= 0, not {failures}")
         tripped = False
         counted = False
-        for slot in self.slots:
-            is_open = self.is_open(failures)
-            if (slot.when_breaker == "closed" and is_open) or (
-                slot.when_breaker == "open" and not is_open
-            ):
+        offered: SummaryHandover | None = None
+        for index, slot in enumerate(self.slots):
+            if not self._runs(slot, failures):
                 continue
+            tier_context = replace(context, handover=offered) if offered else context
+            offered = None
+            error: CompactionError | ProviderError | None
             try:
-                result = await slot.tier.compact(context)
-            except (CompactionError, ProviderError) as error:
-                if not counted:  # a run fails once, whatever its fallbacks do after
-                    failures += 1
-                    counted = True
-                if slot.when_breaker == "closed" and self.is_open(failures):
-                    emit(context.events, CircuitBreakerTripped(failures, str(error)))
-                    tripped = True
-                    if self.hand_over_at_once:
-                        continue
-                return CompactionOutcome(None, failures, tripped)
-            if result is not None:
-                return CompactionOutcome(result, 0, tripped)  # any success resets the breaker
+                result = await slot.tier.compact(tier_context)
+            except SummaryHandover as handover:
+                following = self._next_runnable(index, failures)
+                if following is not None and handover.taken_by(following.tier):
+                    offered = handover
+                    continue
+                error = handover.give_up()
+                if error is None:
+                    continue  # nothing to summarize: the next tier is tried
+            except (CompactionError, ProviderError) as raised:
+                error = raised
+            else:
+                if result is not None:
+                    return CompactionOutcome(result, 0, tripped)  # a success resets the breaker
+                continue
+            if not counted:  # a run fails once, whatever its fallbacks do after
+                failures += 1
+                counted = True
+            if slot.when_breaker == "closed" and self.is_open(failures):
+                emit(context.events, CircuitBreakerTripped(failures, str(error)))
+                tripped = True
+                if self.hand_over_at_once:
+                    continue
+            return CompactionOutcome(None, failures, tripped)
         return CompactionOutcome(None, failures, tripped)
 
 
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "BreakerState",
+    "CacheSharingSummaryTier",
     "CompactionContext",
     "CompactionOutcome",
     "CompactionTier",
+    "DirectSummaryTier",
     "NotesCompactor",
     "SessionMemoryTier",
+    "SummaryHandover",
     "SummaryTier",
+    "TierChoice",
+    "TierEntry",
     "TierSlot",
     "TieredCompaction",
+    "tier_slots",
 ]
