@@ -23,7 +23,13 @@ from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.prompts import SUMMARY_SYSTEM_PROMPT
 from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
-from unbounded.errors import ConfigError, PromptTooLongError, ServerError
+from unbounded.errors import (
+    CompactionError,
+    ConfigError,
+    PromptTooLongError,
+    ProviderError,
+    ServerError,
+)
 from unbounded.events import (
     CompactionFailed,
     CompactionFinished,
@@ -117,13 +123,16 @@ def test_the_cache_sharing_tier_alone_forks_the_cached_prefix() -> None:
 def test_the_cache_sharing_tier_hands_a_failed_request_over() -> None:
     events: list[Event] = []
     error = ServerError("down", status=500)
-    with pytest.raises(SummaryHandover) as info:
-        asyncio.run(CacheSharingSummaryTier(Scripted(error)).compact(context(events)))
-    assert info.value.job is not None and info.value.job.handed_over is error
-    assert info.value.reason == "ServerError"
-    # Handed over, not ended: no failure event until someone gives it up.
+    tier = CacheSharingSummaryTier(Scripted(error))
+    handover = asyncio.run(tier.compact(context(events)))
+    assert isinstance(handover, SummaryHandover) and handover.tier is tier
+    assert handover.job is not None and handover.job.handed_over is error and handover.job.attempts == 0
+    assert handover.taken_by(DirectSummaryTier(tier.provider))
+    assert not handover.taken_by(DirectSummaryTier(Scripted(reply())))  # another summarizer
+    assert not handover.taken_by(DirectSummaryTier(tier.provider, instructions="keep the API"))
+    # Handed over, not ended: no failure event until it is given up.
     assert [e.kind for e in events] == ["compaction_started"]
-    assert info.value.give_up() is error and isinstance(events[-1], CompactionFailed)
+    assert handover.give_up() is error and isinstance(events[-1], CompactionFailed)
 
 
 def test_the_cache_sharing_tier_fails_on_what_a_direct_request_would_not_mend() -> None:
@@ -171,7 +180,7 @@ def events_of(run: Any, *script: ModelResponse | Exception) -> tuple[list[Event]
     provider = Scripted(*script)
     try:
         outcome: Any = asyncio.run(run(provider, context(events)))
-    except Exception as error:  # noqa: BLE001 - the combined tier raises what the run counts
+    except (CompactionError, ProviderError) as error:  # the combined tier raises them
         outcome = error
     return events, provider, outcome
 

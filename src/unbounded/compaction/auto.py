@@ -10,13 +10,14 @@
 
 A tier (`CompactionTier`) has one method, `compact(context)`: a `CompactionResult`, None when
 it does not apply (the next tier is tried), or a `CompactionError` / `ProviderError` when it
-failed. `TieredCompaction.run` tries the tiers in order and returns the first result; the
+failed (a `CacheSharingSummaryTier` may also return a `SummaryHandover`, below).
+`TieredCompaction.run` tries the tiers in order and returns the first result; the
 caller appends it (nothing is written here).
 
 The two summary requests are one summary (one `CompactionStarted`, one PreCompact hook run,
 one `CompactionFinished` or `CompactionFailed`): a `CacheSharingSummaryTier` whose request
-fails in a way a direct request may not (an API error, a reply without a usable summary)
-raises `SummaryHandover`, and the run passes that summary in `context.handover` to the next
+fails in a way a direct request may mend (an API error, a reply without a usable summary)
+returns a `SummaryHandover`, and the run passes that summary in `context.handover` to the next
 tier when it is the `DirectSummaryTier` of the same provider and settings, which goes on
 from the same messages and attempt count. When no such tier follows, the handed-over
 failure is the run's. `SummaryTier` is both requests in one tier (`compact_conversation`).
@@ -58,9 +59,12 @@ NotesCompactor = Callable[[CompactionContext, int | None], Awaitable[CompactionR
 
 
 class CompactionTier(Protocol):
-    """One way to compact: a result, None to fall through, or an error counted as a failure."""
+    """One way to compact: a result, None to fall through, or an error counted as a failure
+    (a `CacheSharingSummaryTier` may also return a `SummaryHandover`)."""
 
-    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+    async def compact(
+        self, context: CompactionContext
+    ) -> CompactionResult | SummaryHandover | None:
         """Compact the conversation `context` describes; nothing is written."""
         ...
 
@@ -120,14 +124,12 @@ class SessionMemoryTier:
 
 
 @dataclass(frozen=True, slots=True)
-class SummaryTier:
-    """A summary of the conversation by `provider`: the cache-sharing request, then the
-    direct one if it failed, in one tier (`compact_conversation`). `CacheSharingSummaryTier`
-    and `DirectSummaryTier` are the two requests as two tiers.
+class SummaryRequestSettings:
+    """What a summary tier asks `provider` for (the base of the three summary tiers).
 
-    An automatic one keeps the turn's messages the context names (`keep_from`) verbatim and
-    does not apply (a `nothing_to_summarize` failure event, None) when they are all there is.
-    A manual one may be partial around `pivot` (both `pivot` and `direction`, or neither).
+    An automatic summary keeps the turn's messages the context names (`keep_from`) verbatim
+    and does not apply (a `nothing_to_summarize` failure event, None) when they are all there
+    is. A manual one may be partial around `pivot` (both `pivot` and `direction`, or neither).
     """
 
     provider: Provider
@@ -137,20 +139,17 @@ class SummaryTier:
     direction: PartialDirection | None = None
 
     def __post_init__(self) -> None:
+        name = type(self).__name__
         if not callable(getattr(self.provider, "create", None)):
-            raise ConfigError(
-                f"{type(self).__name__} needs a provider with an async create(request) method"
-            )
+            raise ConfigError(f"{name} needs a provider with an async create(request) method")
         if self.trigger not in ("auto", "manual"):
-            raise ConfigError(
-                f"{type(self).__name__}.trigger must be 'auto' or 'manual', not {self.trigger!r}"
-            )
+            raise ConfigError(f"{name}.trigger must be 'auto' or 'manual', not {self.trigger!r}")
         if (self.pivot is None) != (self.direction is None):
-            raise ConfigError("a partial SummaryTier needs both a pivot and a direction")
+            raise ConfigError(f"a partial {name} needs both a pivot and a direction")
         if self.trigger == "auto" and self.pivot is not None:
             raise ConfigError("a partial compaction (pivot) is manual: use trigger='manual'")
 
-    def _nothing_to_summarize(self, context: CompactionContext) -> bool:
+    def nothing_to_summarize(self, context: CompactionContext) -> bool:
         """An automatic summary with only this turn's messages left: reported, not tried."""
         if self.trigger != "auto" or context.keep_from != "":
             return False
@@ -164,7 +163,7 @@ class SummaryTier:
         )
         return True
 
-    def same_summary(self, other: SummaryTier) -> bool:
+    def same_summary(self, other: SummaryRequestSettings) -> bool:
         """`other` asks for the same summary (provider, trigger, instructions, pivot)."""
         return self.provider is other.provider and (
             self.trigger,
@@ -172,13 +171,6 @@ class SummaryTier:
             self.pivot,
             self.direction,
         ) == (other.trigger, other.instructions, other.pivot, other.direction)
-
-    async def compact(self, context: CompactionContext) -> CompactionResult | None:
-        """The summary compaction (None: nothing to summarize); raises CompactionError /
-        ProviderError when it failed."""
-        if self._nothing_to_summarize(context):
-            return None
-        return await self.summarize(context)
 
     async def start(self, context: CompactionContext) -> SummaryJob:
         """The summary's first step over the context's fields (`start_summary`)."""
@@ -204,39 +196,48 @@ class SummaryTier:
             keep_from=keep_from,
         )
 
+
+@dataclass(frozen=True, slots=True)
+class SummaryTier(SummaryRequestSettings):
+    """A summary by `provider`: the cache-sharing request, then the direct one if it failed,
+    in one tier (`compact_conversation`). `CacheSharingSummaryTier` and `DirectSummaryTier`
+    are the same two requests as two tiers."""
+
+    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+        """The summary compaction (None: nothing to summarize); raises CompactionError /
+        ProviderError when it failed."""
+        if self.nothing_to_summarize(context):
+            return None
+        return await self.summarize(context)
+
     async def summarize(self, context: CompactionContext) -> CompactionResult:
-        """The cache-sharing request, then the direct one if it failed (`compact_conversation`;
-        errors raised, not counted)."""
+        """The summary whatever the context's `keep_from` (errors raised, not counted)."""
         job = await self.start(context)
         return await job.summarize()
 
 
 @dataclass(frozen=True, slots=True)
-class CacheSharingSummaryTier(SummaryTier):
+class CacheSharingSummaryTier(SummaryRequestSettings):
     """The summary request that forks the main conversation's cached prefix (same system
     prompt, tools and messages, the summary prompt appended).
 
-    When it fails in a way a direct request may not (an API error, a reply without a usable
-    summary) it raises `SummaryHandover` for the `DirectSummaryTier` after it; other failures
-    (a prompt still too long after the retries, a blocking hook) are the run's.
+    When it fails in a way a direct request may mend (an API error, a reply without a usable
+    summary) it returns a `SummaryHandover` for the `DirectSummaryTier` after it; other
+    failures (a prompt still too long after the retries, a blocking hook) are raised.
     """
 
-    async def compact(self, context: CompactionContext) -> CompactionResult | None:
-        """The summary compaction; `SummaryHandover` when the direct tier should go on."""
-        if self._nothing_to_summarize(context):
-            raise SummaryHandover(self, None)  # the direct tier does not apply either
-        return await self.summarize(context)
-
-    async def summarize(self, context: CompactionContext) -> CompactionResult:
-        """The cache-sharing request only (`SummaryHandover` when it hands over)."""
+    async def compact(self, context: CompactionContext) -> CompactionResult | SummaryHandover:
+        """The summary compaction, or the hand-over to the direct tier."""
+        if self.nothing_to_summarize(context):
+            return SummaryHandover(self, None)  # the direct tier does not apply either
         job = await self.start(context)
         if await job.request("cache_sharing"):
             return await job.finish()
-        raise SummaryHandover(self, job)
+        return SummaryHandover(self, job)
 
 
 @dataclass(frozen=True, slots=True)
-class DirectSummaryTier(SummaryTier):
+class DirectSummaryTier(SummaryRequestSettings):
     """A plain summary request: the compact system prompt, no tools, no cache, the compaction
     output cap. Goes on with the summary a `CacheSharingSummaryTier` of the same provider and
     settings handed over (`context.handover`); alone, it starts its own."""
@@ -249,10 +250,8 @@ class DirectSummaryTier(SummaryTier):
             if handover.job is None:
                 return None  # nothing to summarize, already reported
             return await self._ask(handover.job)
-        return await SummaryTier.compact(self, context)
-
-    async def summarize(self, context: CompactionContext) -> CompactionResult:
-        """The direct request only, over a new summary."""
+        if self.nothing_to_summarize(context):
+            return None
         return await self._ask(await self.start(context))
 
     async def _ask(self, job: SummaryJob) -> CompactionResult:
@@ -260,31 +259,24 @@ class DirectSummaryTier(SummaryTier):
         return await job.finish()
 
 
-class SummaryHandover(CompactionError):
+@dataclass(frozen=True, slots=True)
+class SummaryHandover:
     """A `CacheSharingSummaryTier` passes its summary on to the `DirectSummaryTier` after it.
 
-    `job` is the summary in progress (its failure in `job.handed_over`), or None when there
-    was nothing to summarize. `TieredCompaction` offers it to the next tier; raised outside a
-    run it reads as the compaction error it is."""
+    `job` is the summary in progress (why its request failed in `job.handed_over`), or None
+    when there was nothing to summarize. `TieredCompaction` offers it to the next tier in
+    `context.handover`."""
 
-    def __init__(self, tier: SummaryTier, job: SummaryJob | None) -> None:
-        cause = job.handed_over if job is not None else None
-        if cause is None:
-            message, reason = "nothing to summarize before this turn", "nothing_to_summarize"
-        else:
-            message = str(cause)
-            reason = cause.reason if isinstance(cause, CompactionError) else type(cause).__name__
-        super().__init__(message, reason=reason)
-        self.tier = tier
-        self.job = job
+    tier: SummaryRequestSettings
+    job: SummaryJob | None
 
-    def taken_by(self, tier: CompactionTier) -> bool:
+    def taken_by(self, tier: object) -> bool:
         """`tier` finishes this summary: a direct tier asking for the same one."""
         return isinstance(tier, DirectSummaryTier) and tier.same_summary(self.tier)
 
     def give_up(self) -> CompactionError | ProviderError | None:
-        """No tier takes it over: the failure, reported as the summary's end (None when
-        there was nothing to summarize)."""
+        """No tier takes it over: the failure, reported (`CompactionFailed`) as the summary's
+        end (None when there was nothing to summarize)."""
         return None if self.job is None else self.job.give_up()
 
 
@@ -353,21 +345,22 @@ class TieredCompaction:
             offered = None
             error: CompactionError | ProviderError | None
             try:
-                result = await slot.tier.compact(tier_context)
-            except SummaryHandover as handover:
-                following = self._next_runnable(index, failures)
-                if following is not None and handover.taken_by(following.tier):
-                    offered = handover
-                    continue
-                error = handover.give_up()
-                if error is None:
-                    continue  # nothing to summarize: the next tier is tried
+                answer = await slot.tier.compact(tier_context)
             except (CompactionError, ProviderError) as raised:
                 error = raised
             else:
-                if result is not None:
-                    return CompactionOutcome(result, 0, tripped)  # a success resets the breaker
-                continue
+                if isinstance(answer, SummaryHandover):
+                    following = self._next_runnable(index, failures)
+                    if following is not None and answer.taken_by(following.tier):
+                        offered = answer
+                        continue
+                    error = answer.give_up()
+                    if error is None:
+                        continue  # nothing to summarize: the next tier is tried
+                elif answer is not None:
+                    return CompactionOutcome(answer, 0, tripped)  # a success resets the breaker
+                else:
+                    continue
             if not counted:  # a run fails once, whatever its fallbacks do after
                 failures += 1
                 counted = True
@@ -391,6 +384,7 @@ __all__ = [
     "NotesCompactor",
     "SessionMemoryTier",
     "SummaryHandover",
+    "SummaryRequestSettings",
     "SummaryTier",
     "TierChoice",
     "TierEntry",
