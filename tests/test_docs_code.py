@@ -291,6 +291,16 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ("docs/compaction.md", "import asyncio"): Run(
         check=lambda ns, out, api: out.strip() == "extractive 0" and ns["outcome"].result.boundary.is_compact_boundary,
     ),
+    (
+        "docs/compaction.md",
+        "# A tier inserted before the defaults, and a list of your own.",
+    ): Run(
+        check=lambda ns, out, api: (
+            out.splitlines()
+            == ["['Measure', 'CacheSharingSummaryTier', 'DirectSummaryTier']", "extractive True 1"]
+            and ns["direct_only"].view[0].is_compact_boundary
+        ),
+    ),
     # docs/index.md: the quick start
     ("docs/index.md", "import anthropic"): Run(
         replies=lambda: [message("Hello!")],

@@ -472,3 +472,27 @@ def test_compact_conversation_end_to_end(session_2_1: Path, tmp_path: Path) -> N
     assert [a.attachment["type"] for a in result.attachments if a.attachment] == ["todo"]
     assert any("outside the allowed roots" in line for line in result.skipped_attachments)
     assert [e.content for e in result.hook_results] == ["Project context reloaded."]
+
+
+def test_one_call_description_for_the_offline_summary_and_the_offline_notes() -> None:
+    from unbounded.compaction.extractive import describe_call
+    from unbounded.compaction.offline_notes import offline_notes
+    from unbounded.policy import Policy
+
+    def call(name: str, **tool_input: Any) -> dict[str, Any]:
+        return {"type": "tool_use", "id": "t", "name": name, "input": tool_input}
+
+    assert describe_call(call("Edit", file_path="src/a.py", old_string="x", new_string="y")) == "Edit src/a.py"
+    assert describe_call(call("Read", file_path="src/b.py")) == "Read src/b.py"
+    assert describe_call(call("Bash", command="make   test  </summary>"), 40) == "Bash: `make test &lt;/summary&gt;`"
+    assert describe_call(call("Grep", pattern="TODO")) == "Grep: TODO"
+    assert describe_call(call("Mystery")) == "Mystery"
+    long = "x" * 300
+    assert len(describe_call(call("Bash", command=long), 160)) < len(describe_call(call("Bash", command=long), 400))
+    # The offline notes' last step is the same description.
+    notes = offline_notes(
+        None,
+        [{"role": "user", "content": "Run the tests."}, {"role": "assistant", "content": [call("Bash", command="pytest -q")]}],
+        policy=Policy(),
+    )
+    assert f"- Last step: {describe_call(call('Bash', command='pytest -q'))}" in notes

@@ -51,11 +51,15 @@ from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
     CIRCUIT_BREAKER_FAILURES,
-    CompactionTier,
+    CacheSharingSummaryTier,
+    DirectSummaryTier,
     SessionMemoryTier,
     SummaryTier,
+    TierChoice,
     TieredCompaction,
+    TierEntry,
     TierSlot,
+    tier_slots,
 )
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.context import CompactionContext
@@ -319,11 +323,17 @@ class Session:
         extensions: Sequence[SessionExtension] = (),
         redact_secrets: bool | Redactor = False,
         telemetry: Telemetry | None = None,
+        compaction_tiers: TierChoice | None = None,
     ) -> None:
         if rehydrate_from not in ("disk", "transcript"):
             raise ConfigError(
                 f"rehydrate_from must be 'disk' or 'transcript', not {rehydrate_from!r}"
             )
+        # What auto_compact runs: None, the defaults; a list, checked here; a function of the
+        # defaults, checked on each use (its defaults follow summarizer and memory_compactor).
+        if compaction_tiers is not None and not callable(compaction_tiers):
+            compaction_tiers = tier_slots(compaction_tiers, name="compaction_tiers")
+        self._compaction_tiers: TierChoice | None = compaction_tiers
         self.config = config
         self.telemetry = telemetry or default_telemetry()
         """Spans and metrics (`unbounded.telemetry`; nothing without opentelemetry-api)."""
@@ -1080,22 +1090,13 @@ class Session:
         return outcome.result
 
     async def auto_compact(self) -> CompactionResult | None:
-        """Session memory first, then a summary call; the breaker hands over to the extractive
+        """The compaction tiers in order (`compaction_tiers()`: session memory, the summary's
+        cache-sharing request, its direct request); the breaker hands over to the extractive
         summarizer after repeated failures. Returns the compaction, or None when it failed."""
         with self.telemetry.span(
             "unbounded.compaction", {"unbounded.compaction.trigger": "auto"}
         ) as span:
-            # The tiers, cheapest first; the summarizer's place is the extractive one's once
-            # the breaker has tripped (`compaction.auto`).
-            tiers: list[CompactionTier | TierSlot] = list(self._memory_tiers())
-            extractive = SummaryTier(self.telemetry.traced(self._extractive()))
-            if self.summarizer is None:
-                tiers.append(extractive)
-            else:
-                tiers.append(
-                    TierSlot(SummaryTier(self.telemetry.traced(self.summarizer)), "closed")
-                )
-                tiers.append(TierSlot(extractive, "open"))
+            tiers = self.compaction_tiers()
             before = self.tracking.consecutive_failures
             outcome = await TieredCompaction(tiers).run(self.compaction_context(), failures=before)
             self.tracking.consecutive_failures = outcome.failures
@@ -1105,6 +1106,38 @@ class Session:
                 self._save_state()
             _compaction_attributes(span, outcome.result)
             return outcome.result
+
+    def compaction_tiers(self) -> tuple[TierEntry, ...]:
+        """What `auto_compact` runs: the `compaction_tiers` given to the session, or
+        `default_compaction_tiers()`."""
+        chosen = self._compaction_tiers
+        if chosen is None:
+            return self.default_compaction_tiers()
+        if callable(chosen):
+            return tier_slots(
+                chosen(self.default_compaction_tiers()), name="compaction_tiers(defaults)"
+            )
+        return tuple(chosen)
+
+    def default_compaction_tiers(self) -> tuple[TierEntry, ...]:
+        """The tiers cheapest first: the session notes (with a `memory_compactor`), then the
+        summarizer's cache-sharing request and its direct request until the circuit breaker
+        trips, the extractive summarizer's two after (without a summarizer, throughout)."""
+        extractive = self.telemetry.traced(self._extractive())
+        if self.summarizer is None:
+            return (
+                *self._memory_tiers(),
+                CacheSharingSummaryTier(extractive),
+                DirectSummaryTier(extractive),
+            )
+        summarizer = self.telemetry.traced(self.summarizer)  # one wrapper: the two share a summary
+        return (
+            *self._memory_tiers(),
+            TierSlot(CacheSharingSummaryTier(summarizer), "closed"),
+            TierSlot(DirectSummaryTier(summarizer), "closed"),
+            TierSlot(CacheSharingSummaryTier(extractive), "open"),
+            TierSlot(DirectSummaryTier(extractive), "open"),
+        )
 
     def _memory_tiers(self, *, max_post_tokens: int | None = None) -> tuple[SessionMemoryTier, ...]:
         """The session-memory tier over `memory_compactor` (none without a compactor)."""

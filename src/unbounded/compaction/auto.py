@@ -1,17 +1,26 @@
 """Automatic compaction as a list of tiers behind one circuit breaker.
 
     TieredCompaction([
-        SessionMemoryTier(compact_from_notes),                  # no LLM call
-        TierSlot(SummaryTier(summarizer), when_breaker="closed"),
-        TierSlot(SummaryTier(ExtractiveSummarizer()), when_breaker="open"),
+        SessionMemoryTier(compact_from_notes),                       # no LLM call
+        TierSlot(CacheSharingSummaryTier(summarizer), "closed"),     # forks the cached prefix
+        TierSlot(DirectSummaryTier(summarizer), "closed"),           # a plain summary request
+        TierSlot(CacheSharingSummaryTier(ExtractiveSummarizer()), "open"),
+        TierSlot(DirectSummaryTier(ExtractiveSummarizer()), "open"),
     ])
 
 A tier (`CompactionTier`) has one method, `compact(context)`: a `CompactionResult`, None when
 it does not apply (the next tier is tried), or a `CompactionError` / `ProviderError` when it
-failed. `TieredCompaction.run` tries the tiers in order and returns the first result; the
-caller appends it (nothing is written here). A summary tier's one call already carries its
-own fallbacks (`compact_conversation`: the cache-sharing request, then a direct request with
-the compact system prompt, prompt-too-long retries), so they are not tiers of their own.
+failed (a `CacheSharingSummaryTier` may also return a `SummaryHandover`, below).
+`TieredCompaction.run` tries the tiers in order and returns the first result; the
+caller appends it (nothing is written here).
+
+The two summary requests are one summary (one `CompactionStarted`, one PreCompact hook run,
+one `CompactionFinished` or `CompactionFailed`): a `CacheSharingSummaryTier` whose request
+fails in a way a direct request may mend (an API error, a reply without a usable summary)
+returns a `SummaryHandover`, and the run passes that summary in `context.handover` to the next
+tier when it is the `DirectSummaryTier` of the same provider and settings, which goes on
+from the same messages and attempt count. When no such tier follows, the handed-over
+failure is the run's. `SummaryTier` is both requests in one tier (`compact_conversation`).
 
 The breaker counts failed runs, at most one per run, and any success resets it. A tier slotted
 `when_breaker="closed"` (the summarizer) is tried while fewer than `failure_limit` (3) runs in
@@ -26,11 +35,16 @@ agent state.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CompactionResult, Trigger, compact_conversation
+from unbounded.compaction.conversation import (
+    CompactionResult,
+    SummaryJob,
+    Trigger,
+    start_summary,
+)
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError, ProviderError
@@ -45,9 +59,12 @@ NotesCompactor = Callable[[CompactionContext, int | None], Awaitable[CompactionR
 
 
 class CompactionTier(Protocol):
-    """One way to compact: a result, None to fall through, or an error counted as a failure."""
+    """One way to compact: a result, None to fall through, or an error counted as a failure
+    (a `CacheSharingSummaryTier` may also return a `SummaryHandover`)."""
 
-    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+    async def compact(
+        self, context: CompactionContext
+    ) -> CompactionResult | SummaryHandover | None:
         """Compact the conversation `context` describes; nothing is written."""
         ...
 
@@ -107,12 +124,12 @@ class SessionMemoryTier:
 
 
 @dataclass(frozen=True, slots=True)
-class SummaryTier:
-    """A summary call to `provider` over the conversation (`compact_conversation`).
+class SummaryRequestSettings:
+    """What a summary tier asks `provider` for (the base of the three summary tiers).
 
-    An automatic one keeps the turn's messages the context names (`keep_from`) verbatim and
-    does not apply (a `nothing_to_summarize` failure event, None) when they are all there is.
-    A manual one may be partial around `pivot` (both `pivot` and `direction`, or neither).
+    An automatic summary keeps the turn's messages the context names (`keep_from`) verbatim
+    and does not apply (a `nothing_to_summarize` failure event, None) when they are all there
+    is. A manual one may be partial around `pivot` (both `pivot` and `direction`, or neither).
     """
 
     provider: Provider
@@ -122,37 +139,44 @@ class SummaryTier:
     direction: PartialDirection | None = None
 
     def __post_init__(self) -> None:
+        name = type(self).__name__
         if not callable(getattr(self.provider, "create", None)):
-            raise ConfigError("SummaryTier needs a provider with an async create(request) method")
+            raise ConfigError(f"{name} needs a provider with an async create(request) method")
         if self.trigger not in ("auto", "manual"):
-            raise ConfigError(
-                f"SummaryTier.trigger must be 'auto' or 'manual', not {self.trigger!r}"
-            )
+            raise ConfigError(f"{name}.trigger must be 'auto' or 'manual', not {self.trigger!r}")
         if (self.pivot is None) != (self.direction is None):
-            raise ConfigError("a partial SummaryTier needs both a pivot and a direction")
+            raise ConfigError(f"a partial {name} needs both a pivot and a direction")
         if self.trigger == "auto" and self.pivot is not None:
             raise ConfigError("a partial compaction (pivot) is manual: use trigger='manual'")
 
-    async def compact(self, context: CompactionContext) -> CompactionResult | None:
-        """The summary compaction (None: nothing to summarize); raises CompactionError /
-        ProviderError when it failed."""
-        if self.trigger == "auto" and context.keep_from == "":
-            emit(
-                context.events,
-                CompactionFailed(
-                    trigger="auto",
-                    reason="nothing_to_summarize",
-                    message="only the messages of this turn are left, and they are kept whole",
-                ),
-            )
-            return None
-        return await self.summarize(context)
+    def nothing_to_summarize(self, context: CompactionContext) -> bool:
+        """An automatic summary with only this turn's messages left: reported, not tried."""
+        if self.trigger != "auto" or context.keep_from != "":
+            return False
+        emit(
+            context.events,
+            CompactionFailed(
+                trigger="auto",
+                reason="nothing_to_summarize",
+                message="only the messages of this turn are left, and they are kept whole",
+            ),
+        )
+        return True
 
-    async def summarize(self, context: CompactionContext) -> CompactionResult:
-        """`compact_conversation` over the context's fields (errors raised, not counted)."""
+    def same_summary(self, other: SummaryRequestSettings) -> bool:
+        """`other` asks for the same summary (provider, trigger, instructions, pivot)."""
+        return self.provider is other.provider and (
+            self.trigger,
+            self.instructions,
+            self.pivot,
+            self.direction,
+        ) == (other.trigger, other.instructions, other.pivot, other.direction)
+
+    async def start(self, context: CompactionContext) -> SummaryJob:
+        """The summary's first step over the context's fields (`start_summary`)."""
         keep_from = context.keep_from if self.trigger == "auto" else None
         sent = list(context.sent_messages) if context.sent_messages is not None else None
-        return await compact_conversation(
+        return await start_summary(
             context.entries,
             self.provider,
             params=context.params,
@@ -173,6 +197,113 @@ class SummaryTier:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryTier(SummaryRequestSettings):
+    """A summary by `provider`: the cache-sharing request, then the direct one if it failed,
+    in one tier (`compact_conversation`). `CacheSharingSummaryTier` and `DirectSummaryTier`
+    are the same two requests as two tiers."""
+
+    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+        """The summary compaction (None: nothing to summarize); raises CompactionError /
+        ProviderError when it failed."""
+        if self.nothing_to_summarize(context):
+            return None
+        return await self.summarize(context)
+
+    async def summarize(self, context: CompactionContext) -> CompactionResult:
+        """The summary whatever the context's `keep_from` (errors raised, not counted)."""
+        job = await self.start(context)
+        return await job.summarize()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSharingSummaryTier(SummaryRequestSettings):
+    """The summary request that forks the main conversation's cached prefix (same system
+    prompt, tools and messages, the summary prompt appended).
+
+    When it fails in a way a direct request may mend (an API error, a reply without a usable
+    summary) it returns a `SummaryHandover` for the `DirectSummaryTier` after it; other
+    failures (a prompt still too long after the retries, a blocking hook) are raised.
+    """
+
+    async def compact(self, context: CompactionContext) -> CompactionResult | SummaryHandover:
+        """The summary compaction, or the hand-over to the direct tier."""
+        if self.nothing_to_summarize(context):
+            return SummaryHandover(self, None)  # the direct tier does not apply either
+        job = await self.start(context)
+        if await job.request("cache_sharing"):
+            return await job.finish()
+        return SummaryHandover(self, job)
+
+
+@dataclass(frozen=True, slots=True)
+class DirectSummaryTier(SummaryRequestSettings):
+    """A plain summary request: the compact system prompt, no tools, no cache, the compaction
+    output cap. Goes on with the summary a `CacheSharingSummaryTier` of the same provider and
+    settings handed over (`context.handover`); alone, it starts its own."""
+
+    async def compact(self, context: CompactionContext) -> CompactionResult | None:
+        """The summary compaction (None: nothing to summarize); raises CompactionError /
+        ProviderError when it failed."""
+        handover = context.handover
+        if handover is not None and handover.taken_by(self):
+            if handover.job is None:
+                return None  # nothing to summarize, already reported
+            return await self._ask(handover.job)
+        if self.nothing_to_summarize(context):
+            return None
+        return await self._ask(await self.start(context))
+
+    async def _ask(self, job: SummaryJob) -> CompactionResult:
+        await job.request("direct")
+        return await job.finish()
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryHandover:
+    """A `CacheSharingSummaryTier` passes its summary on to the `DirectSummaryTier` after it.
+
+    `job` is the summary in progress (why its request failed in `job.handed_over`), or None
+    when there was nothing to summarize. `TieredCompaction` offers it to the next tier in
+    `context.handover`."""
+
+    tier: SummaryRequestSettings
+    job: SummaryJob | None
+
+    def taken_by(self, tier: object) -> bool:
+        """`tier` finishes this summary: a direct tier asking for the same one."""
+        return isinstance(tier, DirectSummaryTier) and tier.same_summary(self.tier)
+
+    def give_up(self) -> CompactionError | ProviderError | None:
+        """No tier takes it over: the failure, reported (`CompactionFailed`) as the summary's
+        end (None when there was nothing to summarize)."""
+        return None if self.job is None else self.job.give_up()
+
+
+TierEntry = CompactionTier | TierSlot
+"""A tier, or a tier in its slot."""
+TierChoice = Sequence[TierEntry] | Callable[[tuple[TierEntry, ...]], Sequence[TierEntry]]
+"""A tier list, or a function from the default list to one (`Session(compaction_tiers=...)`)."""
+
+
+def tier_slots(tiers: object, *, name: str = "tiers") -> tuple[TierSlot, ...]:
+    """`tiers` as slots, checked: ConfigError naming the entry (`name[i]`) that is no tier."""
+    if isinstance(tiers, (str, bytes)) or not isinstance(tiers, Sequence):
+        raise ConfigError(
+            f"{name} must be a list of compaction tiers (objects with an async "
+            f"compact(context) method, or TierSlot), not {type(tiers).__name__}"
+        )
+    if not tiers:
+        raise ConfigError(f"{name} needs at least one tier")
+    slots: list[TierSlot] = []
+    for index, tier in enumerate(tiers):
+        try:
+            slots.append(tier if isinstance(tier, TierSlot) else TierSlot(tier))
+        except ConfigError as error:
+            raise ConfigError(f"{name}[{index}]: {error}") from None
+    return tuple(slots)
+
+
 class TieredCompaction:
     """Tries its tiers in order behind one circuit breaker (see the module docstring)."""
 
@@ -183,13 +314,9 @@ class TieredCompaction:
         failure_limit: int = CIRCUIT_BREAKER_FAILURES,
         hand_over_at_once: bool = True,
     ) -> None:
-        if not tiers:
-            raise ConfigError("TieredCompaction needs at least one tier")
         if failure_limit < 1:
             raise ConfigError(f"TieredCompaction.failure_limit must be >= 1, not {failure_limit}")
-        self.slots: tuple[TierSlot, ...] = tuple(
-            tier if isinstance(tier, TierSlot) else TierSlot(tier) for tier in tiers
-        )
+        self.slots: tuple[TierSlot, ...] = tier_slots(tiers, name="TieredCompaction tiers")
         self.failure_limit = failure_limit
         self.hand_over_at_once = hand_over_at_once
 
@@ -197,44 +324,71 @@ class TieredCompaction:
         """Whether `failures` failed runs in a row have tripped the breaker."""
         return failures >= self.failure_limit
 
+    def _runs(self, slot: TierSlot, failures: int) -> bool:
+        is_open = self.is_open(failures)
+        return slot.when_breaker == "any" or (slot.when_breaker == "open") == is_open
+
+    def _next_runnable(self, index: int, failures: int) -> TierSlot | None:
+        return next((s for s in self.slots[index + 1 :] if self._runs(s, failures)), None)
+
     async def run(self, context: CompactionContext, *, failures: int = 0) -> CompactionOutcome:
         """The first tier's result that applies; `failures` is the count before this run."""
         if failures < 0:
             raise ConfigError(f"failures must be >= 0, not {failures}")
         tripped = False
         counted = False
-        for slot in self.slots:
-            is_open = self.is_open(failures)
-            if (slot.when_breaker == "closed" and is_open) or (
-                slot.when_breaker == "open" and not is_open
-            ):
+        offered: SummaryHandover | None = None
+        for index, slot in enumerate(self.slots):
+            if not self._runs(slot, failures):
                 continue
+            tier_context = replace(context, handover=offered) if offered else context
+            offered = None
+            error: CompactionError | ProviderError | None
             try:
-                result = await slot.tier.compact(context)
-            except (CompactionError, ProviderError) as error:
-                if not counted:  # a run fails once, whatever its fallbacks do after
-                    failures += 1
-                    counted = True
-                if slot.when_breaker == "closed" and self.is_open(failures):
-                    emit(context.events, CircuitBreakerTripped(failures, str(error)))
-                    tripped = True
-                    if self.hand_over_at_once:
+                answer = await slot.tier.compact(tier_context)
+            except (CompactionError, ProviderError) as raised:
+                error = raised
+            else:
+                if isinstance(answer, SummaryHandover):
+                    following = self._next_runnable(index, failures)
+                    if following is not None and answer.taken_by(following.tier):
+                        offered = answer
                         continue
-                return CompactionOutcome(None, failures, tripped)
-            if result is not None:
-                return CompactionOutcome(result, 0, tripped)  # any success resets the breaker
+                    error = answer.give_up()
+                    if error is None:
+                        continue  # nothing to summarize: the next tier is tried
+                elif answer is not None:
+                    return CompactionOutcome(answer, 0, tripped)  # a success resets the breaker
+                else:
+                    continue
+            if not counted:  # a run fails once, whatever its fallbacks do after
+                failures += 1
+                counted = True
+            if slot.when_breaker == "closed" and self.is_open(failures):
+                emit(context.events, CircuitBreakerTripped(failures, str(error)))
+                tripped = True
+                if self.hand_over_at_once:
+                    continue
+            return CompactionOutcome(None, failures, tripped)
         return CompactionOutcome(None, failures, tripped)
 
 
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "BreakerState",
+    "CacheSharingSummaryTier",
     "CompactionContext",
     "CompactionOutcome",
     "CompactionTier",
+    "DirectSummaryTier",
     "NotesCompactor",
     "SessionMemoryTier",
+    "SummaryHandover",
+    "SummaryRequestSettings",
     "SummaryTier",
+    "TierChoice",
+    "TierEntry",
     "TierSlot",
     "TieredCompaction",
+    "tier_slots",
 ]

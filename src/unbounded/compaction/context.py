@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unbounded.compaction.conversation import CachePlanner, CacheSafeParams, CompactionHooks
 from unbounded.compaction.glue import RehydrateSource, Rehydrator, rehydrator_for
@@ -20,6 +20,9 @@ from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import estimate_messages_tokens
+
+if TYPE_CHECKING:
+    from unbounded.compaction.auto import SummaryHandover
 
 RequestEstimator = Callable[[Sequence[Mapping[str, Any]]], int]
 """The tokens a request of these messages will count (system prompt and tools included)."""
@@ -73,6 +76,9 @@ class CompactionContext:
     keep_from: str | None = None
     """An automatic compaction keeps the records from this uuid on verbatim (the messages of
     the current turn); "" when those are all there is (nothing to summarize)."""
+    handover: SummaryHandover | None = None
+    """A summary the previous tier of this run handed over for the tier given this context to
+    finish (`compaction.auto`: the cache-sharing request failed, the direct one goes on)."""
 
     def __post_init__(self) -> None:
         if self.autocompact_threshold <= 0:

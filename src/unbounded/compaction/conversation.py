@@ -405,89 +405,439 @@ def _fallback_request(
 SummaryReader = Callable[[ModelResponse], str]
 """Checks a reply and returns the summary text, or raises CompactionError."""
 RETRYABLE_REPLIES = frozenset({"no_summary", "implausible_summary", "truncated"})
-"""Reply problems the fallback call is tried for (a different request may do better)."""
+"""Reply problems the direct request is tried for (a different request may do better)."""
+SummaryRequestKind = Literal["cache_sharing", "direct"]
+"""The cache-sharing request (forks the main conversation's cached prefix) or the direct one
+(the compact system prompt, no tools, no cache)."""
 
 
-async def _summarize(
-    messages: list[MessageParam],
-    prompt: str,
-    *,
-    provider: Provider,
-    params: CacheSafeParams,
-    planner: CachePlanner,
-    policy: Policy,
-    events: EventSink | None,
-    read_summary: SummaryReader,
-) -> tuple[str, ModelResponse, ProviderRequest, int, bool]:
-    """Run the summary call with the cache-sharing request, PTL retries and the fallback; a
-    summary cut off at its output budget is asked for once more with twice the budget, and a
-    reply that holds no usable summary (`read_summary` refuses it) is tried once more by the
-    fallback path. Returns the summary, the reply, its request, attempts and whether the
-    fallback was used."""
-    attempt = 0
-    current = list(messages)
-    use_fallback = False
-    last_error: ProviderError | None = None
-    budget_round = 1
-    while attempt < policy.ptl_max_retries:
-        attempt += 1
-        with_prompt: list[MessageParam] = [*current, {"role": "user", "content": prompt}]
-        budget = summary_max_tokens(params, policy, attempt=budget_round)
-        if use_fallback:
-            request = _fallback_request(with_prompt, params, policy)
+@dataclass(slots=True)
+class _Reply:
+    summary: str
+    response: ModelResponse
+    request: ProviderRequest
+    direct: bool
+
+
+class SummaryJob:
+    """One summary in progress, in three steps (see `compact_conversation`).
+
+    `start_summary` emits `CompactionStarted`, runs the PreCompact hooks and prepares the
+    messages and the prompt once. `request("cache_sharing")` then asks the cache-sharing
+    request; when it fails in a way the direct request may not (an API error, a reply that
+    holds no usable summary) it returns False and keeps the failure in `handed_over`, and
+    `request("direct")` goes on from the same messages and attempt count (prompt-too-long
+    retries included). `finish()` builds the result and emits `CompactionFinished`. A failure
+    emits `CompactionFailed` once; `give_up()` emits it for a handed-over failure nobody
+    finishes.
+    """
+
+    def __init__(
+        self,
+        *,
+        entries: Sequence[Entry],
+        provider: Provider,
+        params: CacheSafeParams,
+        trigger: Trigger,
+        direction: PartialDirection | None,
+        view: list[Entry],
+        summarized: list[Entry],
+        kept: list[Entry],
+        keep_from: str | None,
+        pre_tokens: int,
+        transcript_path: str | None,
+        session_id: str | None,
+        hooks: CompactionHooks | None,
+        rehydrate: Callable[[list[Entry]], tuple[list[dict[str, Any]], list[str]]] | None,
+        facts_ledger: Callable[[list[Entry]], str] | None,
+        planner: CachePlanner,
+        policy: Policy,
+        events: EventSink | None,
+        boundary_metadata: dict[str, Any] | None,
+    ) -> None:
+        self.entries = entries
+        self.provider = provider
+        self.params = params
+        self.trigger: Trigger = trigger
+        self.direction: PartialDirection | None = direction
+        self.view = view
+        self.summarized = summarized
+        self.kept = kept
+        self.keep_from = keep_from
+        self.pre_tokens = pre_tokens
+        self.transcript_path = transcript_path
+        self.session_id = session_id
+        self.hooks = hooks
+        self.rehydrate = rehydrate
+        self.facts_ledger = facts_ledger
+        self.planner = planner
+        self.policy = policy
+        self.events = events
+        self.boundary_metadata = boundary_metadata
+        self.prompt = ""
+        self.messages: list[MessageParam] = []
+        """What the summary request sends before the prompt (its oldest rounds dropped after
+        a prompt-too-long answer)."""
+        self.user_display: str | None = None
+        self.attempts = 0
+        """Requests counted against `Policy.ptl_max_retries` so far."""
+        self.handed_over: CompactionError | ProviderError | None = None
+        """Why the cache-sharing request gave the summary over to the direct one."""
+        self._budget_round = 1
+        self._reply: _Reply | None = None
+        self._replaced_tokens = 0
+        self._lean_source: list[MessageParam] = []
+        """The messages as first prepared: the lean-summary yardstick of `check_summary`."""
+
+    def _report(self, error: CompactionError | ProviderError) -> None:
+        reason = error.reason if isinstance(error, CompactionError) else type(error).__name__
+        emit(self.events, CompactionFailed(trigger=self.trigger, reason=reason, message=str(error)))
+
+    def give_up(self) -> CompactionError | ProviderError:
+        """The handed-over failure, reported (`CompactionFailed`) as the summary's end."""
+        if self.handed_over is None:
+            raise ConfigError("give_up() is for a summary whose cache-sharing request failed")
+        self._report(self.handed_over)
+        return self.handed_over
+
+    async def _prepare(
+        self, instructions: str | None, sent_messages: list[MessageParam] | None
+    ) -> None:
+        hook_instructions: str | None = None
+        if self.hooks is not None:
+            outcome = await self.hooks.arun_pre_compact(self.trigger, instructions)
+            if outcome.blocked:
+                raise CompactionError(
+                    f"a PreCompact hook blocked the compaction: {outcome.block_reason}",
+                    reason="blocked_by_hook",
+                )
+            hook_instructions = outcome.new_custom_instructions
+            self.user_display = outcome.user_display_message
+        merged = merge_instructions(instructions, hook_instructions)
+        direction = self.direction
+        self.prompt = (
+            full_compact_prompt(merged)
+            if direction is None
+            else partial_compact_prompt(direction, merged)
+        )
+        if direction == "from":
+            to_send = normalize_messages(_without_reinjected(self.view))
+        elif direction == "up_to":
+            to_send = normalize_messages(_without_reinjected(self.summarized))
+        elif sent_messages is not None:
+            to_send = list(sent_messages)
         else:
-            sized = dataclasses.replace(params, max_tokens=budget)
-            request = planner(sized.request(with_prompt), True)
-        try:
-            response = await _call_with_heartbeat(provider, request, policy, events)
-            if (
-                response.stop_reason == "max_tokens"
-                and not use_fallback
-                and budget_round == 1
-                and summary_max_tokens(params, policy, attempt=2) > budget
-            ):
-                budget_round = 2  # cut off: once more with the larger budget
-                attempt -= 1
-                continue
-            try:
-                summary = read_summary(response)
-            except CompactionError as problem:
-                if use_fallback or problem.reason not in RETRYABLE_REPLIES:
-                    raise
-                use_fallback = True  # a different request may give a usable summary
-                attempt -= 1
-                continue
-            return summary, response, request, attempt, use_fallback
-        except PromptTooLongError as error:
-            last_error = error
-            truncated = truncate_head_for_ptl_retry(
-                current, error.token_gap, fallback_drop_fraction=policy.ptl_fallback_drop_fraction
-            )
-            if truncated is None:
-                break
-            current = truncated
+            to_send = normalize_messages(_without_reinjected(self.view))
+        self.messages = strip_images_and_documents(to_send)
+        self._replaced_tokens = token_count_with_estimation(self.summarized)
+        self._lean_source = self.messages
+
+    def _read_summary(self, response: ModelResponse) -> str:
+        provider = self.provider
+        if getattr(provider, "writes_final_summary", False):
+            text = response.text.strip()  # final text: never through a tag parser
+        else:
+            text = format_compact_summary(check_summary_reply(response))
+        spec = getattr(provider, "summary_sections", None) or NINE_SECTIONS
+        lean_source = self._lean_source
+        verdict = check_summary(
+            text,
+            self._replaced_tokens,
+            spec=spec,
+            lean_tokens=lambda: lean_summary_tokens(lean_source),
+        )
+        if not verdict.ok:
             emit(
-                events,
-                CompactionRetried(
-                    attempt=attempt, token_gap=error.token_gap, messages_left=len(current)
+                self.events,
+                SummaryRejected(
+                    summarizer=provider.name,
+                    reason=verdict.reason,
+                    summary_tokens=verdict.tokens,
+                    floor=verdict.floor,
+                    missing_sections=verdict.missing_sections,
                 ),
             )
-        except ProviderError as error:
-            if use_fallback:
-                raise
-            last_error = error
-            use_fallback = True
-            attempt -= 1  # the fallback is another path, not another length retry
-    if isinstance(last_error, PromptTooLongError) or last_error is None:
+            raise CompactionError(verdict.reason, reason="implausible_summary")
+        return text
+
+    async def request(self, kind: SummaryRequestKind) -> bool:
+        """Ask for the summary with the `kind` request: True once it is there; False when the
+        cache-sharing request hands over to the direct one (`handed_over`). Raises (and
+        reports) CompactionError / ProviderError when the summary failed."""
+        if self._reply is not None:
+            raise ConfigError("this summary already has its reply; call finish()")
+        try:
+            return await self._ask(direct=kind == "direct")
+        except (CompactionError, ProviderError) as error:
+            self._report(error)
+            raise
+
+    async def _ask(self, *, direct: bool) -> bool:
+        """The request loop: a summary cut off at its output budget is asked for once more
+        with twice the budget (cache-sharing only); a prompt-too-long answer drops the oldest
+        rounds and retries, up to `ptl_max_retries` attempts in all."""
+        policy, params = self.policy, self.params
+        self.handed_over = None
+        while self.attempts < policy.ptl_max_retries:
+            self.attempts += 1
+            with_prompt: list[MessageParam] = [
+                *self.messages,
+                {"role": "user", "content": self.prompt},
+            ]
+            budget = summary_max_tokens(params, policy, attempt=self._budget_round)
+            if direct:
+                request = _fallback_request(with_prompt, params, policy)
+            else:
+                sized = dataclasses.replace(params, max_tokens=budget)
+                request = self.planner(sized.request(with_prompt), True)
+            try:
+                response = await _call_with_heartbeat(self.provider, request, policy, self.events)
+                if (
+                    response.stop_reason == "max_tokens"
+                    and not direct
+                    and self._budget_round == 1
+                    and summary_max_tokens(params, policy, attempt=2) > budget
+                ):
+                    self._budget_round = 2  # cut off: once more with the larger budget
+                    self.attempts -= 1
+                    continue
+                try:
+                    summary = self._read_summary(response)
+                except CompactionError as problem:
+                    if direct or problem.reason not in RETRYABLE_REPLIES:
+                        raise
+                    return self._hand_over(problem)  # a different request may do better
+                self._reply = _Reply(summary, response, request, direct)
+                return True
+            except PromptTooLongError as error:
+                truncated = truncate_head_for_ptl_retry(
+                    self.messages,
+                    error.token_gap,
+                    fallback_drop_fraction=policy.ptl_fallback_drop_fraction,
+                )
+                if truncated is None:
+                    break
+                self.messages = truncated
+                emit(
+                    self.events,
+                    CompactionRetried(
+                        attempt=self.attempts,
+                        token_gap=error.token_gap,
+                        messages_left=len(truncated),
+                    ),
+                )
+            except ProviderError as error:
+                if direct:
+                    raise
+                return self._hand_over(error)
         raise CompactionError(
             "the conversation is too long to summarize even after dropping its oldest turns; "
             "go back a few messages (or start a new session) and try again",
             reason="prompt_too_long",
         )
-    raise last_error
+
+    def _hand_over(self, error: CompactionError | ProviderError) -> bool:
+        self.handed_over = error
+        self.attempts -= 1  # the direct request is another path, not another length retry
+        return False
+
+    async def finish(self) -> CompactionResult:
+        """The compaction built from the reply (boundary, summary, re-injected attachments,
+        hook results); emits `CompactionFinished`. Nothing is written."""
+        reply = self._reply
+        if reply is None:
+            raise ConfigError("finish() needs a summary: request() has not returned True")
+        summary = reply.summary
+        active = self.policy
+        # A summarizer built from the facts (the extractive one) already lists them.
+        if (
+            active.facts_ledger
+            and self.facts_ledger is not None
+            and not getattr(self.provider, "includes_facts", False)
+        ):
+            try:
+                ledger = self.facts_ledger(self.summarized).strip()
+            except (CompactionError, ProviderError) as error:
+                self._report(error)
+                raise
+            if ledger:
+                summary = f"{summary}\n\n{ledger}"
+        return await self._result(summary, reply)
+
+    async def _result(self, summary: str, reply: _Reply) -> CompactionResult:
+        entries, view, kept = self.entries, self.view, self.kept
+        trigger, direction = self.trigger, self.direction
+        session_id = self.session_id
+        last_before = next((e.uuid for e in reversed(entries) if e.uuid), None)
+        # What the summary replaces (with keep_from, the summary also covers the kept tail).
+        summarized = self.summarized
+        replaced = (
+            summarized[: len(summarized) - len(kept)] if self.keep_from is not None else summarized
+        )
+        summary_entry = Entry.user(
+            summary_message_text(
+                summary,
+                transcript_path=self.transcript_path,
+                messages_preserved=bool(kept),
+                automatic=trigger == "auto",
+            ),
+            is_compact_summary=True,
+            is_visible_in_transcript_only=True,
+            extra={"sessionId": session_id} if session_id else None,
+        )
+        preserved: dict[str, str | None] | None = None
+        boundary = create_compact_boundary(
+            trigger,
+            self.pre_tokens,
+            logical_parent_uuid=last_before,
+            messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
+            pre_compact_discovered_tools=_discovered_tools(view),
+            session_id=session_id,
+            extra_metadata={
+                **(self.boundary_metadata or {}),
+                **({"partialDirection": direction} if direction else {}),
+            }
+            or None,
+        )
+        if kept:
+            anchor = boundary.uuid if direction == "from" else summary_entry.uuid
+            preserved = {"headUuid": kept[0].uuid, "anchorUuid": anchor, "tailUuid": kept[-1].uuid}
+            boundary.compact_metadata["preservedSegment"] = preserved
+        summary_entry.data["parentUuid"] = boundary.uuid
+
+        attachments: list[Entry] = []
+        skipped: list[str] = []
+        if self.rehydrate is not None:
+            payloads, skipped = self.rehydrate(kept)
+            attachments = [Entry.attachment_record(payload) for payload in payloads]
+        hook_entries: list[Entry] = []
+        if self.hooks is not None:
+            for text in await self.hooks.arun_session_start("compact"):
+                hook_entries.append(Entry.user(text, is_meta=True))
+            await self.hooks.arun_post_compact(trigger, summary)
+
+        provider_name = self.provider.name
+        result = CompactionResult(
+            boundary=boundary,
+            summary_messages=[summary_entry],
+            messages_to_keep=kept,
+            attachments=attachments,
+            hook_results=hook_entries,
+            pre_tokens=self.pre_tokens,
+            post_tokens=0,
+            summary_tokens=rough_token_count(summary),
+            summary_text=summary,
+            usage=reply.response.usage,
+            request=reply.request,
+            attempts=self.attempts,
+            used_fallback=reply.direct,
+            summarizer=provider_name,
+            user_display_message=self.user_display,
+            skipped_attachments=skipped,
+        )
+        result.post_tokens = estimate_messages_tokens(normalize_messages(result.view()))
+        emit(
+            self.events,
+            CompactionFinished(
+                trigger=trigger,
+                pre_tokens=self.pre_tokens,
+                post_tokens=result.post_tokens,
+                summary_tokens=result.summary_tokens,
+                summarizer=provider_name,
+                used_fallback=reply.direct,
+            ),
+        )
+        return result
+
+    async def summarize(self) -> CompactionResult:
+        """The cache-sharing request, the direct one if it handed over, then `finish()`."""
+        if not await self.request("cache_sharing"):
+            await self.request("direct")
+        return await self.finish()
 
 
 # -- the orchestrator ------------------------------------------------------------------------------
+
+
+async def start_summary(
+    entries: Sequence[Entry],
+    provider: Provider,
+    *,
+    params: CacheSafeParams,
+    trigger: Trigger = "manual",
+    instructions: str | None = None,
+    direction: PartialDirection | None = None,
+    pivot_uuid: str | None = None,
+    sent_messages: list[MessageParam] | None = None,
+    transcript_path: str | None = None,
+    session_id: str | None = None,
+    hooks: CompactionHooks | None = None,
+    rehydrate: Callable[[list[Entry]], tuple[list[dict[str, Any]], list[str]]] | None = None,
+    facts_ledger: Callable[[list[Entry]], str] | None = None,
+    planner: CachePlanner | None = None,
+    policy: Policy | None = None,
+    events: EventSink | None = None,
+    boundary_metadata: dict[str, Any] | None = None,
+    keep_from: str | None = None,
+) -> SummaryJob:
+    """The summary's first step (`SummaryJob`): checks, `CompactionStarted`, the PreCompact
+    hooks, the messages and prompt. Parameters as `compact_conversation`'s."""
+    active = policy or Policy()
+    if not active.compact_enabled:
+        raise CompactionError(
+            "compaction is disabled (UNBOUNDED_DISABLE_COMPACT)", reason="disabled"
+        )
+    if (direction is None) != (pivot_uuid is None):
+        raise ConfigError("partial compaction needs both a direction and a pivot")
+    view = messages_after_compact_boundary(entries)
+    if not any(e.type in ("user", "assistant") for e in view):
+        raise CompactionError("not enough messages to compact", reason="empty")
+    pre_tokens = token_count_with_estimation(view)
+    emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
+
+    if direction is None:
+        summarized, kept = list(view), []
+        if keep_from is not None:
+            kept = _kept_tail(view, keep_from)
+            _require_contiguous(entries, kept)
+    else:
+        if keep_from is not None:
+            raise ConfigError("keep_from applies to a full compaction, not a partial one")
+        assert pivot_uuid is not None
+        pivot = safe_pivot(view, pivot_uuid)
+        if direction == "up_to":
+            summarized, kept = list(view[:pivot]), list(view[pivot:])
+        else:
+            summarized, kept = list(view[pivot:]), list(view[:pivot])
+        _require_contiguous(entries, kept)
+
+    job = SummaryJob(
+        entries=entries,
+        provider=provider,
+        params=params,
+        trigger=trigger,
+        direction=direction,
+        view=view,
+        summarized=summarized,
+        kept=kept,
+        keep_from=keep_from,
+        pre_tokens=pre_tokens,
+        transcript_path=transcript_path,
+        session_id=session_id,
+        hooks=hooks,
+        rehydrate=rehydrate,
+        facts_ledger=facts_ledger,
+        planner=planner or place_fork_breakpoint,
+        policy=active,
+        events=events,
+        boundary_metadata=boundary_metadata,
+    )
+    try:
+        await job._prepare(instructions, sent_messages)
+    except (CompactionError, ProviderError) as error:
+        job._report(error)
+        raise
+    return job
 
 
 async def compact_conversation(
@@ -525,187 +875,27 @@ async def compact_conversation(
     normalized again. `rehydrate(kept_entries)` returns the attachments to re-inject and what
     it skipped; `facts_ledger(summarized_entries)` returns text appended to the summary.
     `boundary_metadata` is added to the boundary's compactMetadata (recompaction tracking).
+
+    The steps are `start_summary` and `SummaryJob`'s (the compaction tiers run them apart).
     """
-    active = policy or Policy()
-    if not active.compact_enabled:
-        raise CompactionError(
-            "compaction is disabled (UNBOUNDED_DISABLE_COMPACT)", reason="disabled"
-        )
-    if (direction is None) != (pivot_uuid is None):
-        raise ConfigError("partial compaction needs both a direction and a pivot")
-    view = messages_after_compact_boundary(entries)
-    if not any(e.type in ("user", "assistant") for e in view):
-        raise CompactionError("not enough messages to compact", reason="empty")
-    pre_tokens = token_count_with_estimation(view)
-    emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
-
-    if direction is None:
-        summarized, kept = list(view), []
-        if keep_from is not None:
-            kept = _kept_tail(view, keep_from)
-            _require_contiguous(entries, kept)
-    else:
-        if keep_from is not None:
-            raise ConfigError("keep_from applies to a full compaction, not a partial one")
-        assert pivot_uuid is not None
-        pivot = safe_pivot(view, pivot_uuid)
-        if direction == "up_to":
-            summarized, kept = list(view[:pivot]), list(view[pivot:])
-        else:
-            summarized, kept = list(view[pivot:]), list(view[:pivot])
-        _require_contiguous(entries, kept)
-
-    try:
-        hook_instructions: str | None = None
-        user_display: str | None = None
-        if hooks is not None:
-            outcome = await hooks.arun_pre_compact(trigger, instructions)
-            if outcome.blocked:
-                raise CompactionError(
-                    f"a PreCompact hook blocked the compaction: {outcome.block_reason}",
-                    reason="blocked_by_hook",
-                )
-            hook_instructions = outcome.new_custom_instructions
-            user_display = outcome.user_display_message
-        merged = merge_instructions(instructions, hook_instructions)
-        prompt = (
-            full_compact_prompt(merged)
-            if direction is None
-            else partial_compact_prompt(direction, merged)
-        )
-
-        if direction == "from":
-            to_send = normalize_messages(_without_reinjected(view))
-        elif direction == "up_to":
-            to_send = normalize_messages(_without_reinjected(summarized))
-        elif sent_messages is not None:
-            to_send = list(sent_messages)
-        else:
-            to_send = normalize_messages(_without_reinjected(view))
-        to_send = strip_images_and_documents(to_send)
-
-        replaced_tokens = token_count_with_estimation(summarized)
-
-        def read_summary(response: ModelResponse) -> str:
-            if getattr(provider, "writes_final_summary", False):
-                text = response.text.strip()  # final text: never through a tag parser
-            else:
-                text = format_compact_summary(check_summary_reply(response))
-            spec = getattr(provider, "summary_sections", None) or NINE_SECTIONS
-            verdict = check_summary(
-                text, replaced_tokens, spec=spec, lean_tokens=lambda: lean_summary_tokens(to_send)
-            )
-            if not verdict.ok:
-                emit(
-                    events,
-                    SummaryRejected(
-                        summarizer=provider.name,
-                        reason=verdict.reason,
-                        summary_tokens=verdict.tokens,
-                        floor=verdict.floor,
-                        missing_sections=verdict.missing_sections,
-                    ),
-                )
-                raise CompactionError(verdict.reason, reason="implausible_summary")
-            return text
-
-        summary, response, request, attempts, used_fallback = await _summarize(
-            to_send,
-            prompt,
-            provider=provider,
-            params=params,
-            planner=planner or place_fork_breakpoint,
-            policy=active,
-            events=events,
-            read_summary=read_summary,
-        )
-        # A summarizer built from the facts (the extractive one) already lists them.
-        if (
-            active.facts_ledger
-            and facts_ledger is not None
-            and not getattr(provider, "includes_facts", False)
-        ):
-            ledger = facts_ledger(summarized).strip()
-            if ledger:
-                summary = f"{summary}\n\n{ledger}"
-    except (CompactionError, ProviderError) as error:
-        reason = error.reason if isinstance(error, CompactionError) else type(error).__name__
-        emit(events, CompactionFailed(trigger=trigger, reason=reason, message=str(error)))
-        raise
-
-    last_before = next((e.uuid for e in reversed(entries) if e.uuid), None)
-    # What the summary replaces (with keep_from, the summary also covers the kept tail).
-    replaced = summarized[: len(summarized) - len(kept)] if keep_from is not None else summarized
-    summary_entry = Entry.user(
-        summary_message_text(
-            summary,
-            transcript_path=transcript_path,
-            messages_preserved=bool(kept),
-            automatic=trigger == "auto",
-        ),
-        is_compact_summary=True,
-        is_visible_in_transcript_only=True,
-        extra={"sessionId": session_id} if session_id else None,
-    )
-    preserved: dict[str, str | None] | None = None
-    boundary = create_compact_boundary(
-        trigger,
-        pre_tokens,
-        logical_parent_uuid=last_before,
-        messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
-        pre_compact_discovered_tools=_discovered_tools(view),
+    job = await start_summary(
+        entries,
+        provider,
+        params=params,
+        trigger=trigger,
+        instructions=instructions,
+        direction=direction,
+        pivot_uuid=pivot_uuid,
+        sent_messages=sent_messages,
+        transcript_path=transcript_path,
         session_id=session_id,
-        extra_metadata={
-            **(boundary_metadata or {}),
-            **({"partialDirection": direction} if direction else {}),
-        }
-        or None,
+        hooks=hooks,
+        rehydrate=rehydrate,
+        facts_ledger=facts_ledger,
+        planner=planner,
+        policy=policy,
+        events=events,
+        boundary_metadata=boundary_metadata,
+        keep_from=keep_from,
     )
-    if kept:
-        anchor = boundary.uuid if direction == "from" else summary_entry.uuid
-        preserved = {"headUuid": kept[0].uuid, "anchorUuid": anchor, "tailUuid": kept[-1].uuid}
-        boundary.compact_metadata["preservedSegment"] = preserved
-    summary_entry.data["parentUuid"] = boundary.uuid
-
-    attachments: list[Entry] = []
-    skipped: list[str] = []
-    if rehydrate is not None:
-        payloads, skipped = rehydrate(kept)
-        attachments = [Entry.attachment_record(payload) for payload in payloads]
-    hook_entries: list[Entry] = []
-    if hooks is not None:
-        for text in await hooks.arun_session_start("compact"):
-            hook_entries.append(Entry.user(text, is_meta=True))
-        await hooks.arun_post_compact(trigger, summary)
-
-    result = CompactionResult(
-        boundary=boundary,
-        summary_messages=[summary_entry],
-        messages_to_keep=kept,
-        attachments=attachments,
-        hook_results=hook_entries,
-        pre_tokens=pre_tokens,
-        post_tokens=0,
-        summary_tokens=rough_token_count(summary),
-        summary_text=summary,
-        usage=response.usage,
-        request=request,
-        attempts=attempts,
-        used_fallback=used_fallback,
-        summarizer=provider.name,
-        user_display_message=user_display,
-        skipped_attachments=skipped,
-    )
-    result.post_tokens = estimate_messages_tokens(normalize_messages(result.view()))
-    emit(
-        events,
-        CompactionFinished(
-            trigger=trigger,
-            pre_tokens=pre_tokens,
-            post_tokens=result.post_tokens,
-            summary_tokens=result.summary_tokens,
-            summarizer=provider.name,
-            used_fallback=used_fallback,
-        ),
-    )
-    return result
+    return await job.summarize()

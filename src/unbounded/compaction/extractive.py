@@ -50,7 +50,7 @@ from unbounded.compaction.facts import (
 )
 from unbounded.compaction.handover import Call, ErrorRecord, Handover, read_handover
 from unbounded.compaction.summary_guard import FLOOR_MAX_TOKENS
-from unbounded.model.tools import file_write_path
+from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import notification_summary
 from unbounded.tokens.estimate import rough_token_count
 
@@ -146,23 +146,27 @@ def _extension(path: str) -> str:
     return "." + name.rsplit(".", 1)[-1] if "." in name.lstrip(".") else ""
 
 
-def _describe(call: Call, chars: int = 80) -> str:
-    written = call.path_written
+def describe_call(block: Mapping[str, Any], chars: int = 80) -> str:
+    """A tool call in one line: its name and the file it writes or reads, else its command
+    (up to `chars`), else the first telling input (a description, pattern, query, URL...).
+    Shared by the offline summary and the offline session notes."""
+    name = str(block.get("name", "tool"))
+    written = file_write_path(block)
     if written:
-        return f"{call.name} {written}"
-    read = call.path_read
+        return f"{name} {written}"
+    read = file_read_path(block)
     if read:
-        return f"{call.name} {read}"
-    command = call.command
+        return f"{name} {read}"
+    command = shell_command(block)
     if command:
-        return f"{call.name}: `{_line(command, chars)}`"
-    tool_input = call.block.get("input")
+        return f"{name}: `{_line(command, chars)}`"
+    tool_input = block.get("input")
     if isinstance(tool_input, Mapping):
         for key in ("description", "pattern", "query", "url", "prompt", "skill", "path"):
             value = tool_input.get(key)
             if isinstance(value, str) and value.strip():
-                return f"{call.name}: {_line(value, 60)}"
-    return call.name
+                return f"{name}: {_line(value, 60)}"
+    return name
 
 
 def _outcome(call: Call) -> str:
@@ -369,7 +373,7 @@ class _Renderer:
 
     @staticmethod
     def _error_line(call: Call, level: _Level) -> str:
-        return f"   - [{_describe(call, 60)}] {_line(call.result, level.error_chars)}"
+        return f"   - [{describe_call(call.block, 60)}] {_line(call.result, level.error_chars)}"
 
     def errors_section(self, level: _Level, cuts: _Cuts) -> list[str]:
         records = self.errors
@@ -386,7 +390,7 @@ class _Renderer:
                 lines.append(self._error_line(call, level))
                 following = self._after(call.position) if level.error_actions else None
                 if following is not None:
-                    lines.append(f"     Next action taken: {_describe(following)}")
+                    lines.append(f"     Next action taken: {describe_call(following.block)}")
             hidden = len(open_records) - max(1, keep)
             if hidden > 0:
                 lines.append(f"   - ({hidden} more)")
@@ -398,7 +402,7 @@ class _Renderer:
                 assert fix is not None
                 lines.append(self._error_line(call, level))
                 if level.error_actions:
-                    lines.append(f"     Fixed: {_describe(fix)} succeeded afterwards")
+                    lines.append(f"     Fixed: {describe_call(fix.block)} succeeded afterwards")
             if len(shown) < len(fixed):
                 lines.append(f"   - ({len(fixed) - len(shown)} more)")
         return lines
@@ -506,7 +510,7 @@ class _Renderer:
         if self.h.calls and level.last_calls:
             lines.append("   Last tool calls:")
             for call in self.h.calls[-level.last_calls :]:
-                lines.append(f"   - {_describe(call)} -> {_outcome(call)}")
+                lines.append(f"   - {describe_call(call.block)} -> {_outcome(call)}")
         recent_files: list[str] = []
         for call in reversed(self.h.calls[-20:]):
             path = file_write_path(call.block)
@@ -659,6 +663,7 @@ __all__ = [
     "DEFAULT_MIN_SUMMARY_TOKENS",
     "DEFAULT_TARGET_RATIO",
     "SUMMARY_HEADER",
+    "describe_call",
     "escape_tags",
     "extractive_summary",
     "lean_summary_tokens",

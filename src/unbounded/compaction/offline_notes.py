@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from unbounded.compaction.extractive import escape_tags
+from unbounded.compaction.extractive import describe_call, escape_tags
 from unbounded.compaction.facts import clip, extract_facts, text_of
 from unbounded.compaction.handover import PREVIOUS_SUMMARY_PREFIXES, Handover, read_handover
 from unbounded.compaction.notes import (
@@ -30,7 +30,6 @@ from unbounded.compaction.notes import (
 )
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer
-from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import rough_token_count
 
@@ -50,17 +49,6 @@ _ACCUMULATING = (
     "Key Results",
     "Worklog",
 )
-
-
-def _describe_call(block: Mapping[str, Any]) -> str:
-    name = str(block.get("name", "tool"))
-    command = shell_command(block)
-    if command:
-        return f"{name} `{clip(command, LINE_CHARS)}`"
-    path = file_write_path(block) or file_read_path(block)
-    if path:
-        return f"{name} {path}"
-    return name
 
 
 @dataclass(slots=True)
@@ -156,7 +144,7 @@ def _read_delta(items: Sequence[Entry | Mapping[str, Any]]) -> _Delta:
                 name = str(call.get("name", "tool"))
                 names[str(call.get("id", ""))] = name
                 delta.calls[name] = delta.calls.get(name, 0) + 1
-                described = _describe_call(call)
+                described = describe_call(call, LINE_CHARS)
                 delta.last_call = described
                 for index in pending:
                     delta.errors[index] += f" → next: {described}"
@@ -188,9 +176,9 @@ def _error_lines(handover: Handover) -> list[str]:
         later = (c for c in handover.calls if c.position > call.position)
         following = next((c for c in later if c.path_written or c.command), None)
         if fix is not None:
-            head += f" → fixed: {_describe_call(fix.block)} succeeded"
+            head += f" → fixed: {describe_call(fix.block, LINE_CHARS)} succeeded"
         elif following is not None:
-            head += f" → next: {_describe_call(following.block)} (not resolved yet)"
+            head += f" → next: {describe_call(following.block, LINE_CHARS)} (not resolved yet)"
         else:
             head += " → not resolved yet"
         lines.append(head)
