@@ -248,9 +248,16 @@ def message_print(
     """The print of one message (any content shape the SDK accepts). Calls of `recall` and
     the results of the `recall_ids` are left out: the wrapper answers them, so the caller's
     copy and the transcript may differ there."""
+    return _print_of_canonical(role, _canonical_content(content), recall_ids)
+
+
+def _print_of_canonical(
+    role: str, canonical: list[dict[str, Any]], recall_ids: frozenset[str] | set[str]
+) -> MessagePrint:
+    """`message_print` of content already canonicalised (`_canonical_content`)."""
     blocks = [
         b
-        for b in _canonical_content(content)
+        for b in canonical
         if not (b["type"] == "tool_use" and b.get("name") == RECALL_TOOL_NAME)
         and not (b["type"] == "tool_result" and b.get("tool_use_id") in recall_ids)
     ]
@@ -341,10 +348,17 @@ def _recall_calls(fields: Sequence[tuple[str, Any]]) -> set[str]:
     ids: set[str] = set()
     for role, content in fields:
         if role == "assistant" and not isinstance(content, str):
-            for block in _canonical_content(content):
-                if block["type"] == "tool_use" and block.get("name") == RECALL_TOOL_NAME:
-                    ids.add(str(block.get("id")))
+            ids |= _recall_calls_in(_canonical_content(content))
     return ids
+
+
+def _recall_calls_in(canonical: list[dict[str, Any]]) -> set[str]:
+    """Ids of the `recall` calls among canonical blocks."""
+    return {
+        str(block.get("id"))
+        for block in canonical
+        if block["type"] == "tool_use" and block.get("name") == RECALL_TOOL_NAME
+    }
 
 
 def new_messages(
@@ -430,7 +444,10 @@ def _divergence(prints: Sequence[MessagePrint], known: Sequence[MessagePrint]) -
 
 
 def _marker_ttl(block: Any) -> str | None:
-    marker = _block_dict(block).get("cache_control") if block is not None else None
+    if block is None:
+        return None
+    # A dict's marker read in place; anything else as `_block_dict` reads it (SDK blocks dumped).
+    marker = (block if isinstance(block, Mapping) else _block_dict(block)).get("cache_control")
     if not isinstance(marker, Mapping):
         return None
     return "1h" if marker.get("ttl") == "1h" else "5m"
@@ -485,61 +502,106 @@ def honor_caller_markers(
     to 1 hour. The request is copied where it changes; the input is untouched.
     """
     body: dict[str, Any] = dict(cast(Mapping[str, Any], request))
-    slots: list[tuple[list[Any], int]] = []  # (container, index) of every marked block
+    # Every marked block: [where, the block sent, the block to send]; lists are copied below
+    # only where a block changes.
+    slots: list[list[Any]] = []
     sent_tools = body.get("tools")
     if isinstance(sent_tools, list) and sent_tools:
-        body["tools"] = sent_tools = list(sent_tools)
-        wanted = _longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
         last = sent_tools[-1]
         if isinstance(last.get("cache_control"), Mapping):
+            wanted = _longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
+            new = last
             if wanted is not None:
-                sent_tools[-1] = {**last, "cache_control": _with_ttl(last["cache_control"], wanted)}
-            slots.append((sent_tools, len(sent_tools) - 1))
+                new = {**last, "cache_control": _with_ttl(last["cache_control"], wanted)}
+            slots.append([("tools", len(sent_tools) - 1), last, new])
     sent_system = body.get("system")
     if isinstance(sent_system, list) and sent_system:
-        given = list(system) if isinstance(system, list) else []
-        body["system"] = sent_system = list(sent_system)
+        given = system if isinstance(system, list) else []
         for index, block in enumerate(sent_system):
             if not isinstance(block.get("cache_control"), Mapping):
                 continue
             own = _block_dict(given[index]).get("cache_control") if index < len(given) else None
-            if isinstance(own, Mapping):
-                sent_system[index] = {**block, "cache_control": dict(own)}
-            slots.append((sent_system, index))
+            new = {**block, "cache_control": dict(own)} if isinstance(own, Mapping) else block
+            slots.append([("system", index), block, new])
     sent_messages = body.get("messages")
     if isinstance(sent_messages, list):
-        copied: list[Any] = sent_messages  # copied on the first message that changes
-        where = range(len(copied)) if marked_messages is None else sorted(marked_messages)
+        where = range(len(sent_messages)) if marked_messages is None else sorted(marked_messages)
         for index in where:
-            if index >= len(copied):
+            if index >= len(sent_messages):
                 continue
-            message = copied[index]
-            content = message.get("content")
-            if not isinstance(content, list) or not any(
-                isinstance(b, Mapping) and "cache_control" in b for b in content
-            ):
+            content = sent_messages[index].get("content")
+            if not isinstance(content, list):
                 continue
-            if copied is sent_messages:
-                copied = list(sent_messages)
-            blocks = list(content)
-            copied[index] = {**message, "content": blocks}
-            for position, block in enumerate(blocks):
+            for position, block in enumerate(content):
                 if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping):
+                    new = block
                     if messages_ttl is not None:
-                        blocks[position] = {
-                            **block,
-                            "cache_control": _with_ttl(block["cache_control"], messages_ttl),
-                        }
-                    slots.append((blocks, position))
-        body["messages"] = copied
-    ttls = [_marker_ttl(container[i]) for container, i in slots]
+                        marker = _with_ttl(block["cache_control"], messages_ttl)
+                        new = {**block, "cache_control": marker}
+                    slots.append([("messages", index, position), block, new])
+    ttls = [_marker_ttl(slot[2]) for slot in slots]
     if "1h" in ttls:
         last_long = max(i for i, ttl in enumerate(ttls) if ttl == "1h")
-        for container, i in slots[:last_long]:
-            block = container[i]
+        for slot in slots[:last_long]:
+            block = slot[2]
             if _marker_ttl(block) != "1h":
-                container[i] = {**block, "cache_control": _with_ttl(block["cache_control"], "1h")}
+                slot[2] = {**block, "cache_control": _with_ttl(block["cache_control"], "1h")}
+    _put_back(body, [(slot[0], slot[2]) for slot in slots if slot[2] is not slot[1]])
     return cast(ProviderRequest, body)
+
+
+def _put_back(body: dict[str, Any], changed: Sequence[tuple[tuple[Any, ...], Any]]) -> None:
+    """Write the changed marked blocks into `body`, copying the lists (and messages) on the
+    way to each one once: the request `body` was copied from stays as it was."""
+    copied: dict[Any, list[Any]] = {}
+    for where, block in changed:
+        kind = where[0]
+        if kind != "messages":
+            if kind not in copied:
+                copied[kind] = body[kind] = list(body[kind])
+            copied[kind][where[1]] = block
+            continue
+        if "messages" not in copied:
+            copied["messages"] = body["messages"] = list(body["messages"])
+        messages, index = copied["messages"], where[1]
+        if index not in copied:
+            message = messages[index]
+            copied[index] = list(message["content"])
+            messages[index] = {**message, "content": copied[index]}
+        copied[index][where[2]] = block
+
+
+def _same_system(given: Any, system: Any) -> bool:
+    """Whether a call's `system` is the config's, as `_canonical_system` compares them (an
+    equal value, a str or dicts, is the same without canonicalising either)."""
+    return bool(given == system) or _canonical_system(given) == _canonical_system(system)
+
+
+def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
+    """Whether a call's cache-safe parameters are `config`'s as they are: equal values of the
+    shapes `_configure` copies unchanged (a str or dicts), with a valid model and max_tokens.
+    Then `_configure` would rebuild an equal config: nothing is rebuilt."""
+    model, max_tokens = params.get("model"), params.get("max_tokens")
+    if not isinstance(model, str) or not model or model != config.model:
+        return False
+    if max_tokens is None:
+        if config.max_tokens is not None:
+            return False
+    elif type(max_tokens) is not int or max_tokens <= 0 or max_tokens != config.max_tokens:
+        return False
+    system = params.get("system")
+    if system is not None and not isinstance(system, (str, list)):
+        return False
+    thinking = params.get("thinking")
+    if thinking is not None and not isinstance(thinking, dict):
+        return False
+    tools = params.get("tools") or []
+    return (
+        isinstance(tools, list)
+        and bool(system == config.system)
+        and bool(tools == config.tools)
+        and bool(thinking == config.thinking)
+    )
 
 
 def _given(value: Any) -> bool:
@@ -566,6 +628,62 @@ def _final_snapshot(stream: Any) -> Any | None:
 # --------------------------------------------------------------------------- the pipeline
 
 
+class _ReplyEcho:
+    """The last reply, read when it was recorded, so that the caller's echo of it (a message
+    dict holding the very `content` list of the SDK `Message`) is not dumped and printed again.
+
+    The echo is recognised by identity: the same list holding the same block objects (a block
+    edited in place is not seen, as a message dict edited in place is not)."""
+
+    __slots__ = ("blocks", "canonical", "content", "print", "recall_calls", "ttls")
+
+    def __init__(self, content: Any, canonical: list[dict[str, Any]], printed: MessagePrint):
+        self.content = content
+        self.blocks = tuple(content)
+        self.canonical = canonical
+        self.print = printed
+        self.recall_calls = _recall_calls_in(canonical)
+        self.ttls = _sdk_block_ttls(self.blocks)
+
+    def is_echoed_by(self, message: Any) -> bool:
+        """Whether `message` is `{"role": "assistant", "content": <this reply's content>}`."""
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            return False
+        content = message.get("content")
+        if content is not self.content or len(content) != len(self.blocks):
+            return False
+        return all(a is b for a, b in zip(content, self.blocks, strict=True))
+
+    def print_with(self, recall_ids: frozenset[str] | set[str]) -> MessagePrint:
+        """The echo's print made with these recall ids (they only matter for tool results)."""
+        if any(b["type"] == "tool_result" for b in self.canonical):
+            return _print_of_canonical("assistant", self.canonical, recall_ids)
+        return self.print
+
+
+def _sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
+    """The marker TTLs on a reply's blocks (`_content_ttls`), without dumping the SDK blocks
+    (pydantic models) that hold no marker, as a reply's blocks never do."""
+    for block in blocks:
+        fields = getattr(type(block), "model_fields", None)
+        extra = getattr(block, "model_extra", None) if isinstance(fields, dict) else None
+        if (
+            not isinstance(fields, dict)
+            or isinstance(block, Mapping)
+            or "cache_control" in fields
+            or (extra and "cache_control" in extra)
+        ):
+            return _content_ttls(list(blocks))
+    return []
+
+
+def _content_ttls(content: Any) -> list[str]:
+    """The TTLs of the cache markers on a message content's blocks."""
+    if isinstance(content, str) or not content:
+        return []
+    return [ttl for ttl in map(_marker_ttl, content) if ttl is not None]
+
+
 class _SeenMessages:
     """The caller's messages of the last call, their prints and marker TTLs, kept so that a
     call that repeats them and adds a few (the usual SDK loop) prints only what it added.
@@ -573,6 +691,8 @@ class _SeenMessages:
     A message counts as repeated when it is the same object as last time (or an equal
     one), compared at C speed (`shared_prefix_length`): a message dict edited in place after
     it was sent is not seen, as everywhere in the pipeline (send a new dict to change one).
+    Each new message is read once (SDK blocks dumped, canonicalised, printed); the echo of
+    the last reply is not read at all (`_ReplyEcho`).
     """
 
     def __init__(self) -> None:
@@ -585,31 +705,105 @@ class _SeenMessages:
         """(message index, ids) of the messages holding `recall` calls (few)."""
         self.ids: set[str] = set()
         """The recall ids the prints were made with."""
+        self.reply: _ReplyEcho | None = None
+        """The last recorded reply, whose echo is known without reading it."""
+        self._tail_start = 0
+        self._tail_fields: list[tuple[str, Any] | None] = []
+        """`_message_fields` of the messages read by the last call (None: a reply echo)."""
+        self._tail_canonical: list[list[dict[str, Any]]] = []
+
+    def remember_reply(
+        self, content: Any, canonical: list[dict[str, Any]], printed: MessagePrint
+    ) -> None:
+        """The reply just recorded (its SDK content list, canonical blocks and print)."""
+        self.reply = _ReplyEcho(content, canonical, printed) if isinstance(content, list) else None
+
+    def fields(self, index: int, message: Any) -> tuple[str, Any]:
+        """`_message_fields(message)` of `messages[index]` of the last call, read once."""
+        offset = index - self._tail_start
+        if 0 <= offset < len(self._tail_fields):
+            found = self._tail_fields[offset]
+            if found is not None:
+                return found
+        return _message_fields(message)
+
+    def canonical(self, index: int, message: Any) -> list[dict[str, Any]]:
+        """`_canonical_content` of `messages[index]` of the last call, made once."""
+        offset = index - self._tail_start
+        if 0 <= offset < len(self._tail_canonical):
+            return self._tail_canonical[offset]
+        return _canonical_content(_message_fields(message)[1])
+
+    def _repeated(self, messages: list[Any]) -> tuple[int, bool]:
+        """How many of `messages` open the last call's list (`shared_prefix_length`), and
+        whether the kept copy now equals `messages`: it is extended by the new messages and
+        compared whole, which copies nothing of the history when the list only grew (the
+        usual call). Otherwise the copy is left as it was."""
+        kept = self.copies
+        size = len(kept)
+        if len(messages) >= size:
+            kept.extend(messages[size:])
+            if kept == messages:
+                return size, True
+            del kept[size:]
+        return shared_prefix_length(messages, kept), False
+
+    def _read_tail(
+        self, tail: list[Any]
+    ) -> tuple[list[tuple[str, Any] | None], list[list[dict[str, Any]]]]:
+        reply = self.reply
+        fields = [
+            None if reply is not None and reply.is_echoed_by(m) else _message_fields(m)
+            for m in tail
+        ]
+        canonical = [
+            _canonical_content(f[1]) if f is not None else cast(_ReplyEcho, reply).canonical
+            for f in fields
+        ]
+        return fields, canonical
 
     def read(self, messages: list[Any], recall_ids: set[str]) -> int:
         """Bring the kept state to `messages`; returns how many were repeated."""
-        same = shared_prefix_length(messages, self.copies)
+        size = len(self.copies)
+        same, grown = self._repeated(messages)
+        try:
+            return self._read(messages, recall_ids, same, grown)
+        except BaseException:
+            del self.copies[size:]  # the kept state stays the last call's
+            raise
+
+    def _read(self, messages: list[Any], recall_ids: set[str], same: int, grown: bool) -> int:
         tail = messages[same:]
-        fields = [_message_fields(m) for m in tail]
+        fields, canonical = self._read_tail(tail)
         calls = [(i, ids) for i, ids in self.recall_calls if i < same]
-        for offset, field_ in enumerate(fields):
-            found = _recall_calls([field_])
-            if found:
-                calls.append((same + offset, found))
+        for offset, (field_, blocks) in enumerate(zip(fields, canonical, strict=True)):
+            if field_ is None or field_[0] == "assistant":
+                found = _recall_calls_in(blocks)
+                if found:
+                    calls.append((same + offset, found))
         ids = set(recall_ids).union(*(found for _, found in calls))
         if ids != self.ids:  # a print leaves out recall results: made again with the new ids
             same, tail = 0, messages
-            fields = [_message_fields(m) for m in tail]
-        new_prints = [message_print(r, c, ids) for r, c in fields]
-        self.copies, self.recall_calls, self.ids = messages, calls, ids
+            fields, canonical = self._read_tail(tail)
+        reply = self.reply
+        new_prints = [
+            _print_of_canonical(f[0], blocks, ids)
+            if f is not None
+            else cast(_ReplyEcho, reply).print_with(ids)
+            for f, blocks in zip(fields, canonical, strict=True)
+        ]
+        self.recall_calls, self.ids = calls, ids
+        self._tail_start, self._tail_fields, self._tail_canonical = same, fields, canonical
         # Cut and extended in place (nothing else holds these lists): the work is the tail.
         markers, long_markers = self.markers, self.long_markers
         del self.prints[same:], markers[same + 1 :], long_markers[same + 1 :]
         self.prints.extend(new_prints)
-        for message in tail:
-            ttls = _message_markers([message])
+        for field_ in fields:
+            ttls = _content_ttls(field_[1]) if field_ is not None else cast(_ReplyEcho, reply).ttls
             markers.append(markers[-1] + len(ttls))
             long_markers.append(long_markers[-1] + ttls.count("1h"))
+        if not grown:
+            self.copies = list(messages)
         return same
 
     @property
@@ -652,6 +846,8 @@ class ClientPipeline:
         self._session: Session | None = None
         self._owns_session = session is None
         self._sent_params: dict[str, Any] | None = None
+        self._params_of: tuple[SessionConfig, dict[str, Any]] | None = None
+        """A config and its cache-safe parameters (not rebuilt while the config stays)."""
         self._sends_history = False
         """The caller sent messages the session already held: it sends whole histories."""
         self._messages_ttl: str | None = None
@@ -720,6 +916,9 @@ class ClientPipeline:
         max_tokens = params.get("max_tokens")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
             raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+        if self._session is not None and _same_config(params, self._session.config):
+            self._check_sent(self._session)
+            return self._session
         system = params.get("system")
         if system is not None and not isinstance(system, str):
             system = [_block_dict(b) for b in system]
@@ -755,12 +954,26 @@ class ClientPipeline:
                 )
                 session.thresholds = compute_thresholds(session.model_info, session.policy)
             session.config = wanted
+        self._check_sent(session)
+        return session
+
+    def _cache_params(self, config: SessionConfig) -> dict[str, Any]:
+        """The cache-safe parameters of `config` (made again only when the config changed)."""
+        kept = self._params_of
+        if kept is None or kept[0] is not config:
+            kept = self._params_of = (
+                config,
+                {name: getattr(config, name) for name in CACHE_SAFE_PARAMETERS},
+            )
+        return kept[1]
+
+    def _check_sent(self, session: Session) -> None:
+        """Emit `CacheParamsChanged` when the config differs from the last request's."""
         sent = self._sent_params
-        now = {name: getattr(wanted, name) for name in CACHE_SAFE_PARAMETERS}
-        if sent is not None and sent != now:
+        now = self._cache_params(session.config)
+        if sent is not None and sent is not now and sent != now:
             changed = tuple(name for name in CACHE_SAFE_PARAMETERS if sent[name] != now[name])
             emit(session.events_sink(), CacheParamsChanged(changed))
-        return session
 
     def begin(self, kwargs: Mapping[str, Any], *, streaming_helper: bool) -> dict[str, Any] | None:
         """Take a call's keywords: configure the session, append what is new, and return the
@@ -771,14 +984,15 @@ class ClientPipeline:
             raise ConfigError("messages.stream(...) takes no stream= keyword")
         if "messages" not in rest:
             raise ConfigError("messages.create/stream needs messages=")
-        messages = list(rest.pop("messages"))
+        given = rest.pop("messages")
+        # Only read during this call (`_SeenMessages` keeps its own copy): a list is not copied.
+        messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
         relation: Continuation | None = None
         if (
             self._session is not None
             and self.known
-            and _canonical_system(params.get("system"))
-            != _canonical_system(self._session.config.system)
+            and not _same_system(params.get("system"), self._session.config.system)
         ):
             self._side_call("a different system prompt", messages)
             return None
@@ -828,8 +1042,11 @@ class ClientPipeline:
                 "for the model to answer; an assistant prefill is not supported by the wrapper"
             )
         self._messages_ttl = seen.longest_ttl
-        for message, printed in zip(fresh, relation.prints[relation.start :], strict=True):
-            role, content = _message_fields(message)
+        printed_fresh = relation.prints[relation.start :]
+        for index, (message, printed) in enumerate(
+            zip(fresh, printed_fresh, strict=True), start=relation.start
+        ):
+            role, content = seen.fields(index, message)
             self._append(session, role, content)
             self.known.append(printed)
         if relation.relation == "continues" and len(self.known) == len(messages):
@@ -859,10 +1076,9 @@ class ClientPipeline:
         pending = [i for i in session.pending_tool_use_ids() if i not in self.recall_ids]
         fresh = messages[relation.start :]
         if pending and relation.relation != "retry" and fresh:
-            _, content = _message_fields(fresh[0])
             answered = {
                 str(b.get("tool_use_id"))
-                for b in _canonical_content(content)
+                for b in self._seen.canonical(relation.start, fresh[0])
                 if b.get("type") == "tool_result"
             }
             if not set(pending) <= answered:
@@ -890,6 +1106,8 @@ class ClientPipeline:
     ) -> str | list[dict[str, Any]]:
         """The caller's message with the session's answers to the recall calls it leaves
         waiting (unanswered, or answered by the caller with anything)."""
+        if not self.recall_ids.intersection(session.pending_tool_use_ids()):
+            return stored  # no recall call waits (the usual turn): the history is not copied
         messages = session.messages
         if not messages or messages[-1]["role"] != "assistant":
             return stored
@@ -959,7 +1177,10 @@ class ClientPipeline:
         )
         if not internal:
             session.record(response)
-            self.known.append(message_print("assistant", response.content))
+            canonical = _canonical_content(response.content)
+            printed = _print_of_canonical("assistant", canonical, frozenset())
+            self.known.append(printed)
+            self._seen.remember_reply(getattr(message, "content", None), canonical, printed)
             return False
         self._answer_recall_round(session, response)
         return True
@@ -984,8 +1205,7 @@ class ClientPipeline:
 
     def mark_sent(self) -> None:
         """Remember the cache-safe parameters of the request that just went out."""
-        config = self.session.config
-        self._sent_params = {name: getattr(config, name) for name in CACHE_SAFE_PARAMETERS}
+        self._sent_params = self._cache_params(self.session.config)
 
 
 # --------------------------------------------------------------------------- streams
