@@ -23,6 +23,8 @@ _BLOCK_KEYS: dict[str, tuple[str, ...]] = {
 
 def _plain(value: Any) -> Any:
     """SDK objects (pydantic models) as plain JSON-ready data; other values unchanged."""
+    if type(value) is dict:  # the usual message or block: nothing to look up
+        return value
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json", exclude_none=True)

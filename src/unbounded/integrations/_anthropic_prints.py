@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -275,12 +276,12 @@ class _ReplyEcho:
 
     def is_echoed_by(self, message: Any) -> bool:
         """Whether `message` is `{"role": "assistant", "content": <this reply's content>}`."""
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        if not isinstance(message, dict) and not isinstance(message, Mapping):
             return False
         content = message.get("content")
-        if content is not self.content or len(content) != len(self.blocks):
+        if content is not self.content or message.get("role") != "assistant":
             return False
-        return all(a is b for a, b in zip(content, self.blocks, strict=True))
+        return len(content) == len(self.blocks) and all(map(operator.is_, content, self.blocks))
 
     def print_with(self, recall_ids: frozenset[str] | set[str]) -> MessagePrint:
         """The echo's print made with these recall ids (they only matter for tool results)."""
