@@ -58,24 +58,50 @@ on the client (`models`, `beta`, `messages.count_tokens`…) is the SDK's, untou
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-import orjson
-
 from unbounded.blocking import BlockingRunner
 from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
+from unbounded.integrations._anthropic_blocks import (
+    _block_dict,
+    _canonical_system,
+    _canonical_tools,
+    _plain,
+    stored_content,
+)
+from unbounded.integrations._anthropic_markers import (
+    _longest_ttl as _longest_ttl,
+)
+from unbounded.integrations._anthropic_markers import (
+    _message_markers as _message_markers,
+)
+from unbounded.integrations._anthropic_markers import honor_caller_markers
+from unbounded.integrations._anthropic_prints import (
+    RECALL_ROUND_FIELD,
+    Continuation,
+    HistoryMode,
+    MessagePrint,
+    _SeenMessages,
+    conversation_prints,
+    message_print,
+    new_messages,
+    recall_call_ids,
+)
+from unbounded.integrations._anthropic_streams import (
+    AsyncRecordingStream,
+    AsyncStreamManager,
+    RecordingStream,
+    StreamManager,
+)
 from unbounded.integrations._support import as_session, compact_after_prompt_too_long
 from unbounded.model.entries import Entry
-from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.providers.anthropic import AnthropicProvider
@@ -85,20 +111,17 @@ from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.lib.streaming import AsyncMessageStream, MessageStream
     from anthropic.types import Message
 
-HistoryMode = Literal["auto", "full", "new"]
-"""How `messages=` is read: detected (auto), always the whole conversation, or only new ones."""
 
 SummarizerChoice = Literal["client", "extractive"]
 """`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
 
+
 CACHE_SAFE_PARAMETERS = ("model", "system", "tools", "thinking", "max_tokens")
 """Keywords that key the prompt cache: they go into the session's `SessionConfig`."""
-RECALL_ROUND_FIELD = "isRecallRound"
-"""Marks the records of a recall round the wrapper answered itself (never sent back by the
-caller, so left out when the caller's messages are matched against the transcript)."""
+
+
 MAX_RECALL_ROUNDS = 3
 """Recall-only replies answered in a row before the reply goes to the caller as it is."""
 
@@ -127,497 +150,57 @@ class LastReplyDiscarded(Event):
     message_id: str | None
 
 
-# --------------------------------------------------------------------------- content matching
-
-
-_BLOCK_KEYS: dict[str, tuple[str, ...]] = {
-    "text": ("text",),
-    "tool_use": ("id", "name", "input"),
-    "server_tool_use": ("id", "name", "input"),
-    "tool_result": ("tool_use_id", "content", "is_error"),
-    "thinking": ("thinking", "signature"),
-    "redacted_thinking": ("data",),
-    "image": ("source",),
-    "document": ("source",),
-}
-
-
-def _plain(value: Any) -> Any:
-    """SDK objects (pydantic models) as plain JSON-ready data; other values unchanged."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    return value
-
-
-def _block_dict(block: Any) -> dict[str, Any]:
-    data = _plain(block)
-    if isinstance(data, str):
-        return {"type": "text", "text": data}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"a content block must be a dict or an SDK block, not {type(block)}")
-    return dict(data)
-
-
-def stored_content(content: Any) -> str | list[dict[str, Any]]:
-    """Message content as the session stores it: plain dicts, caller cache markers removed."""
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return []
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        data = {k: v for k, v in _block_dict(block).items() if k != "cache_control"}
-        if data.get("type") == "tool_result" and isinstance(data.get("content"), list):
-            data["content"] = [
-                {k: v for k, v in _block_dict(b).items() if k != "cache_control"}
-                for b in data["content"]
-            ]
-        blocks.append(data)
-    return blocks
-
-
-def _canonical_block(block: Any) -> dict[str, Any]:
-    data = _block_dict(block)
-    kind = data.get("type")
-    keys = _BLOCK_KEYS.get(str(kind))
-    if keys is None:
-        return {k: v for k, v in data.items() if k != "cache_control" and v is not None}
-    out: dict[str, Any] = {"type": kind}
-    for key in keys:
-        value = data.get(key)
-        if value is None or (key == "is_error" and value is False):
-            continue
-        if key == "content":
-            value = _canonical_content(value)
-        out[key] = value
-    return out
-
-
-def _canonical_content(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    return [_canonical_block(b) for b in content or []]
-
-
-def _canonical_system(system: Any) -> list[dict[str, Any]]:
-    """A system prompt for comparison: text blocks, cache markers and None fields left out."""
-    if system is None:
-        return []
-    if isinstance(system, str):
-        return [{"type": "text", "text": system}] if system else []
-    return [_canonical_block(b) for b in system]
-
-
-def _canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in t.items() if k != "cache_control"} for t in tools]
-
-
-def _digest(value: Any) -> str:
-    try:
-        text = orjson.dumps(value, option=_DIGEST_OPTIONS, default=str)
-    except TypeError:  # what orjson refuses (an integer over 64 bits): the slow encoder
-        text = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-        ).encode()
-    return hashlib.blake2b(text, digest_size=16).hexdigest()
-
-
-_DIGEST_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-
-
-@dataclass(frozen=True, slots=True)
-class MessagePrint:
-    """A message's identity for prefix detection: role, exact content, and (for replies) the
-    text and tool calls alone, so an echo without its thinking blocks still matches."""
-
-    role: str
-    exact: str
-    loose: str
-
-    def matches(self, other: MessagePrint) -> bool:
-        """The same message, allowing an assistant echo that left thinking out."""
-        if self.role != other.role:
-            return False
-        return self.exact == other.exact or (self.role == "assistant" and self.loose == other.loose)
-
-
-def message_print(
-    role: str, content: Any, recall_ids: frozenset[str] | set[str] = frozenset()
-) -> MessagePrint:
-    """The print of one message (any content shape the SDK accepts). Calls of `recall` and
-    the results of the `recall_ids` are left out: the wrapper answers them, so the caller's
-    copy and the transcript may differ there."""
-    blocks = [
-        b
-        for b in _canonical_content(content)
-        if not (b["type"] == "tool_use" and b.get("name") == RECALL_TOOL_NAME)
-        and not (b["type"] == "tool_result" and b.get("tool_use_id") in recall_ids)
-    ]
-    loose = [
-        ("text", str(b.get("text", "")).strip())
-        if b["type"] == "text"
-        else ("tool_use", str(b.get("id")))
-        for b in blocks
-        if b["type"] in ("text", "tool_use")
-    ]
-    return MessagePrint(role, _digest([role, blocks]), _digest([role, loose]))
-
-
-def _message_fields(message: Any) -> tuple[str, Any]:
-    data = _plain(message)
-    if not isinstance(data, Mapping) or data.get("role") not in ("user", "assistant"):
-        raise ConfigError(
-            "every message must be a dict with role 'user' or 'assistant' and a content"
-        )
-    content = data.get("content")
-    if isinstance(content, list):  # SDK blocks dumped once here, not again by each reader
-        content = [_plain(block) for block in content]
-    return str(data["role"]), content
-
-
-def conversation_prints(entries: Sequence[Entry]) -> list[MessagePrint]:
-    """Prints of the messages a caller sent or received, from a session's transcript.
-
-    Records the pipeline wrote itself (compaction boundaries and summaries, attachments, meta
-    messages, recall rounds it answered) are not the caller's and are left out; consecutive
-    lines of one response are one message.
-    """
-    recall_ids = recall_call_ids(entries)
-    prints: list[MessagePrint] = []
-    last_id: str | None = None
-    last_blocks: list[Any] = []
-    for entry in entries:
-        if entry.type not in ("user", "assistant") or entry.is_sidechain:
-            last_id = None
-            continue
-        if entry.is_compact_summary or entry.is_meta or entry.is_visible_in_transcript_only:
-            last_id = None
-            continue
-        if entry.is_synthetic_api_error or entry.data.get(RECALL_ROUND_FIELD):
-            continue
-        if entry.type == "assistant":
-            message_id = entry.message_id
-            content = entry.content
-            blocks = [content] if isinstance(content, str) else list(content)
-            if message_id is not None and message_id == last_id and prints:
-                last_blocks = [*last_blocks, *blocks]
-                prints[-1] = message_print("assistant", last_blocks)
-                continue
-            last_id, last_blocks = message_id, blocks
-            prints.append(message_print("assistant", blocks))
-            continue
-        last_id = None
-        prints.append(message_print("user", entry.content, recall_ids))
-    return prints
-
-
-def recall_call_ids(entries: Sequence[Entry]) -> set[str]:
-    """Ids of the `recall` calls in these records."""
+def _config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `SessionConfig` fields a call's cache-safe parameters give (plain dicts)."""
+    system = params.get("system")
+    if system is not None and not isinstance(system, str):
+        system = [_block_dict(b) for b in system]
+    thinking = params.get("thinking")
     return {
-        str(block.get("id"))
-        for entry in entries
-        if entry.type == "assistant" and isinstance(entry.content, list)
-        for block in entry.content
-        if block.get("type") == "tool_use" and block.get("name") == RECALL_TOOL_NAME
+        "model": params.get("model"),
+        "system": system,
+        "tools": [_block_dict(t) for t in params.get("tools") or []],
+        "thinking": dict(_plain(thinking)) if thinking is not None else None,
+        "max_tokens": params.get("max_tokens"),
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Continuation:
-    """How a caller's `messages` relate to the recorded conversation."""
-
-    start: int
-    """Index of the first message the session does not hold yet."""
-    prints: list[MessagePrint]
-    relation: Literal["continues", "window", "retry", "unrelated", "new"]
-    """`continues`: starts with the whole conversation; `window`: starts with its last
-    messages; `retry`: the conversation minus its last reply (ask again); `unrelated`: shares
-    no message with it; `new`: the caller said every message is new (`history="new"`)."""
+def _same_system(given: Any, system: Any) -> bool:
+    """Whether a call's `system` is the config's, as `_canonical_system` compares them (an
+    equal value, a str or dicts, is the same without canonicalising either)."""
+    return bool(given == system) or _canonical_system(given) == _canonical_system(system)
 
 
-def _recall_calls(fields: Sequence[tuple[str, Any]]) -> set[str]:
-    """Ids of the `recall` calls in these messages."""
-    ids: set[str] = set()
-    for role, content in fields:
-        if role == "assistant" and not isinstance(content, str):
-            for block in _canonical_content(content):
-                if block["type"] == "tool_use" and block.get("name") == RECALL_TOOL_NAME:
-                    ids.add(str(block.get("id")))
-    return ids
-
-
-def new_messages(
-    messages: Sequence[Any],
-    known: Sequence[MessagePrint],
-    mode: HistoryMode = "auto",
-    recall_ids: frozenset[str] | set[str] = frozenset(),
-    *,
-    prints: list[MessagePrint] | None = None,
-    verified: int = 0,
-) -> Continuation:
-    """How a caller's list continues the known conversation (see `Continuation`).
-
-    Raises ConfigError when the list rewrites the known conversation (starts like it, then
-    differs), or, with `history="full"`, when it does not start with it. Results of the
-    `recall_ids` (and of recall calls in the list) are left out of the comparison. `prints`:
-    the messages' prints when the caller has them already; `verified`: how many of them are
-    known to match the known conversation's first prints (checked by an earlier call).
-    """
-    if prints is None:
-        fields = [_message_fields(m) for m in messages]
-        ids = set(recall_ids) | _recall_calls(fields)
-        prints = [message_print(role, content, ids) for role, content in fields]
-    if mode == "new":
-        return Continuation(0, prints, "new")
-    count = len(known)
-    if not count:
-        return Continuation(0, prints, "continues")
-    if len(prints) >= count and all(
-        prints[i].matches(known[i]) for i in range(min(verified, count), count)
-    ):
-        return Continuation(count, prints, "continues")
-    if _is_retry(prints, known, full=True):
-        return Continuation(len(prints), prints, "retry")
-    if mode == "full":
-        if prints and prints[0].matches(known[0]):
-            raise ConfigError(_divergence(prints, known))
-        return Continuation(0, prints, "unrelated")
-    for overlap in range(min(len(prints), count), 0, -1):
-        start = count - overlap
-        if all(prints[j].matches(known[start + j]) for j in range(overlap)):
-            return Continuation(overlap, prints, "window")
-    if _is_retry(prints, known, full=False):
-        return Continuation(len(prints), prints, "retry")
-    if len(prints) > 1 and prints[0].matches(known[0]):
-        raise ConfigError(_divergence(prints, known))
-    return Continuation(0, prints, "unrelated")
-
-
-def _is_retry(prints: Sequence[MessagePrint], known: Sequence[MessagePrint], *, full: bool) -> bool:
-    """The list ends where the conversation ended before its last reply: the whole of it
-    (`full`), or a window of at least two messages (one repeated prompt alone is a new
-    message: users do say "yes" twice)."""
-    count, size = len(known), len(prints)
-    if not prints or known[-1].role != "assistant" or size > count - 1:
+def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
+    """Whether a call's cache-safe parameters are `config`'s as they are: equal values of the
+    shapes `_configure` copies unchanged (a str or dicts), with a valid model and max_tokens.
+    Then `_config_fields(params)` are `config`'s: nothing needs rebuilding."""
+    model, max_tokens = params.get("model"), params.get("max_tokens")
+    if not isinstance(model, str) or not model or model != config.model:
         return False
-    if full and size != count - 1:
+    if max_tokens is None:
+        if config.max_tokens is not None:
+            return False
+    elif type(max_tokens) is not int or max_tokens <= 0 or max_tokens != config.max_tokens:
         return False
-    if not full and size < 2:
+    system = params.get("system")
+    if system is not None and not isinstance(system, (str, list)):
         return False
-    start = count - 1 - size
-    return all(prints[j].matches(known[start + j]) for j in range(size))
-
-
-def _divergence(prints: Sequence[MessagePrint], known: Sequence[MessagePrint]) -> str:
-    index = next(
-        (i for i in range(min(len(prints), len(known))) if not prints[i].matches(known[i])),
-        min(len(prints), len(known)),
-    )
-    where = (
-        f"messages[{index}] differs from the conversation this session recorded"
-        if index < len(prints)
-        else f"messages ends after {len(prints)} messages, before the recorded conversation"
-    )
+    thinking = params.get("thinking")
+    if thinking is not None and not isinstance(thinking, dict):
+        return False
+    tools = params.get("tools") or []
     return (
-        f"{where} ({len(known)} messages): the session's transcript is append-only, so an "
-        "edited or rewound history cannot continue it. Start a new session, or send only the "
-        "new messages (wrap(..., history='new'))"
+        isinstance(tools, list)
+        and bool(system == config.system)
+        and bool(tools == config.tools)
+        and bool(thinking == config.thinking)
     )
-
-
-# --------------------------------------------------------------------------- caller cache markers
-
-
-def _marker_ttl(block: Any) -> str | None:
-    marker = _block_dict(block).get("cache_control") if block is not None else None
-    if not isinstance(marker, Mapping):
-        return None
-    return "1h" if marker.get("ttl") == "1h" else "5m"
-
-
-def _message_markers(messages: Sequence[Any]) -> list[str]:
-    """The TTLs of the cache markers a caller put on message blocks."""
-    found: list[str] = []
-    for message in messages:
-        data = _plain(message)
-        content = data.get("content") if isinstance(data, Mapping) else None
-        if isinstance(content, str) or not content:
-            continue
-        for block in content:
-            ttl = _marker_ttl(block)
-            if ttl is not None:
-                found.append(ttl)
-    return found
-
-
-def _longest_ttl(ttls: Sequence[str]) -> str | None:
-    if not ttls:
-        return None
-    return "1h" if "1h" in ttls else "5m"
-
-
-def _with_ttl(marker: Mapping[str, Any], ttl: str) -> dict[str, Any]:
-    out = {k: v for k, v in marker.items() if k != "ttl"}
-    if ttl == "1h":
-        out["ttl"] = "1h"
-    return out
-
-
-def honor_caller_markers(
-    request: ProviderRequest,
-    system: Any,
-    tools: Sequence[Mapping[str, Any]],
-    messages_ttl: str | None,
-    *,
-    marked_messages: Sequence[int] | None = None,
-) -> ProviderRequest:
-    """The prepared request with the caller's cache settings put back (see the module doc).
-
-    `marked_messages`: the only messages that can carry a marker (the plan's), when known;
-    otherwise every message is looked at.
-
-    A system block the caller marked keeps the caller's marker as given (TTL and scope); the
-    tools marker takes the longest TTL the caller put on a tool, the message markers the
-    longest one put on a message. The planner already kept the request within the API's 4
-    markers (the caller's system markers count among them). Last, the API's rule that a
-    1-hour marker never follows a 5-minute one: markers before the last 1-hour one are raised
-    to 1 hour. The request is copied where it changes; the input is untouched.
-    """
-    body: dict[str, Any] = dict(cast(Mapping[str, Any], request))
-    slots: list[tuple[list[Any], int]] = []  # (container, index) of every marked block
-    sent_tools = body.get("tools")
-    if isinstance(sent_tools, list) and sent_tools:
-        body["tools"] = sent_tools = list(sent_tools)
-        wanted = _longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
-        last = sent_tools[-1]
-        if isinstance(last.get("cache_control"), Mapping):
-            if wanted is not None:
-                sent_tools[-1] = {**last, "cache_control": _with_ttl(last["cache_control"], wanted)}
-            slots.append((sent_tools, len(sent_tools) - 1))
-    sent_system = body.get("system")
-    if isinstance(sent_system, list) and sent_system:
-        given = list(system) if isinstance(system, list) else []
-        body["system"] = sent_system = list(sent_system)
-        for index, block in enumerate(sent_system):
-            if not isinstance(block.get("cache_control"), Mapping):
-                continue
-            own = _block_dict(given[index]).get("cache_control") if index < len(given) else None
-            if isinstance(own, Mapping):
-                sent_system[index] = {**block, "cache_control": dict(own)}
-            slots.append((sent_system, index))
-    sent_messages = body.get("messages")
-    if isinstance(sent_messages, list):
-        copied: list[Any] = sent_messages  # copied on the first message that changes
-        where = range(len(copied)) if marked_messages is None else sorted(marked_messages)
-        for index in where:
-            if index >= len(copied):
-                continue
-            message = copied[index]
-            content = message.get("content")
-            if not isinstance(content, list) or not any(
-                isinstance(b, Mapping) and "cache_control" in b for b in content
-            ):
-                continue
-            if copied is sent_messages:
-                copied = list(sent_messages)
-            blocks = list(content)
-            copied[index] = {**message, "content": blocks}
-            for position, block in enumerate(blocks):
-                if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping):
-                    if messages_ttl is not None:
-                        blocks[position] = {
-                            **block,
-                            "cache_control": _with_ttl(block["cache_control"], messages_ttl),
-                        }
-                    slots.append((blocks, position))
-        body["messages"] = copied
-    ttls = [_marker_ttl(container[i]) for container, i in slots]
-    if "1h" in ttls:
-        last_long = max(i for i, ttl in enumerate(ttls) if ttl == "1h")
-        for container, i in slots[:last_long]:
-            block = container[i]
-            if _marker_ttl(block) != "1h":
-                container[i] = {**block, "cache_control": _with_ttl(block["cache_control"], "1h")}
-    return cast(ProviderRequest, body)
 
 
 def _given(value: Any) -> bool:
     """False for None and the SDK's NOT_GIVEN / omit sentinels."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
-
-
-def _final_snapshot(stream: Any) -> Any | None:
-    """The complete message a `MessageStream` accumulated, or None when it did not finish."""
-    getter = getattr(stream, "_current_snapshot_or_none", None)
-    snapshot: Any
-    if callable(getter):
-        snapshot = getter()
-    else:  # pragma: no cover - SDK versions without the private accessor
-        try:
-            snapshot = stream.current_message_snapshot
-        except (AssertionError, AttributeError):
-            snapshot = None
-    if snapshot is None or getattr(snapshot, "stop_reason", None) is None:
-        return None
-    return snapshot
-
-
-# --------------------------------------------------------------------------- the pipeline
-
-
-class _SeenMessages:
-    """The caller's messages of the last call, their prints and marker TTLs, kept so that a
-    call that repeats them and adds a few (the usual SDK loop) prints only what it added.
-
-    A message counts as repeated when it is the same object as last time (or an equal
-    one), compared at C speed (`shared_prefix_length`): a message dict edited in place after
-    it was sent is not seen, as everywhere in the pipeline (send a new dict to change one).
-    """
-
-    def __init__(self) -> None:
-        self.copies: list[Any] = []
-        self.prints: list[MessagePrint] = []
-        self.markers: list[int] = [0]
-        """Cache markers on the first i messages (cumulative), then the same for 1-hour ones."""
-        self.long_markers: list[int] = [0]
-        self.recall_calls: list[tuple[int, set[str]]] = []
-        """(message index, ids) of the messages holding `recall` calls (few)."""
-        self.ids: set[str] = set()
-        """The recall ids the prints were made with."""
-
-    def read(self, messages: list[Any], recall_ids: set[str]) -> int:
-        """Bring the kept state to `messages`; returns how many were repeated."""
-        same = shared_prefix_length(messages, self.copies)
-        tail = messages[same:]
-        fields = [_message_fields(m) for m in tail]
-        calls = [(i, ids) for i, ids in self.recall_calls if i < same]
-        for offset, field_ in enumerate(fields):
-            found = _recall_calls([field_])
-            if found:
-                calls.append((same + offset, found))
-        ids = set(recall_ids).union(*(found for _, found in calls))
-        if ids != self.ids:  # a print leaves out recall results: made again with the new ids
-            same, tail = 0, messages
-            fields = [_message_fields(m) for m in tail]
-        new_prints = [message_print(r, c, ids) for r, c in fields]
-        self.copies, self.recall_calls, self.ids = messages, calls, ids
-        # Cut and extended in place (nothing else holds these lists): the work is the tail.
-        markers, long_markers = self.markers, self.long_markers
-        del self.prints[same:], markers[same + 1 :], long_markers[same + 1 :]
-        self.prints.extend(new_prints)
-        for message in tail:
-            ttls = _message_markers([message])
-            markers.append(markers[-1] + len(ttls))
-            long_markers.append(long_markers[-1] + ttls.count("1h"))
-        return same
-
-    @property
-    def longest_ttl(self) -> str | None:
-        """The longest TTL the caller put on a message block (None: no marker)."""
-        if not self.markers[-1]:
-            return None
-        return "1h" if self.long_markers[-1] else "5m"
 
 
 class ClientPipeline:
@@ -652,6 +235,8 @@ class ClientPipeline:
         self._session: Session | None = None
         self._owns_session = session is None
         self._sent_params: dict[str, Any] | None = None
+        self._params_of: tuple[SessionConfig, dict[str, Any]] | None = None
+        """A config and its cache-safe parameters (not rebuilt while the config stays)."""
         self._sends_history = False
         """The caller sent messages the session already held: it sends whole histories."""
         self._messages_ttl: str | None = None
@@ -720,32 +305,16 @@ class ClientPipeline:
         max_tokens = params.get("max_tokens")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
             raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-        system = params.get("system")
-        if system is not None and not isinstance(system, str):
-            system = [_block_dict(b) for b in system]
-        tools = [_block_dict(t) for t in params.get("tools") or []]
-        thinking = params.get("thinking")
-        thinking = dict(_plain(thinking)) if thinking is not None else None
+        if self._session is not None and _same_config(params, self._session.config):
+            self._check_sent(self._session)
+            return self._session
+        fields = _config_fields(params)
         if self._session is None:
-            config = SessionConfig(
-                model=model,
-                system=system,
-                tools=tools,
-                thinking=thinking,
-                max_tokens=max_tokens,
-                context_window=self._context_window,
-            )
+            config = SessionConfig(**fields, context_window=self._context_window)
             self._attach(self._open(config))
         session = self.session
         current = session.config
-        wanted = dataclasses.replace(
-            current,
-            model=model,
-            system=system,
-            tools=tools,
-            thinking=thinking,
-            max_tokens=max_tokens,
-        )
+        wanted = dataclasses.replace(current, **fields)
         if wanted != current:
             if wanted.model != current.model:
                 table = self._model_table or load_model_table()
@@ -755,12 +324,26 @@ class ClientPipeline:
                 )
                 session.thresholds = compute_thresholds(session.model_info, session.policy)
             session.config = wanted
+        self._check_sent(session)
+        return session
+
+    def _cache_params(self, config: SessionConfig) -> dict[str, Any]:
+        """The cache-safe parameters of `config` (made again only when the config changed)."""
+        kept = self._params_of
+        if kept is None or kept[0] is not config:
+            kept = self._params_of = (
+                config,
+                {name: getattr(config, name) for name in CACHE_SAFE_PARAMETERS},
+            )
+        return kept[1]
+
+    def _check_sent(self, session: Session) -> None:
+        """Emit `CacheParamsChanged` when the config differs from the last request's."""
         sent = self._sent_params
-        now = {name: getattr(wanted, name) for name in CACHE_SAFE_PARAMETERS}
-        if sent is not None and sent != now:
+        now = self._cache_params(session.config)
+        if sent is not None and sent is not now and sent != now:
             changed = tuple(name for name in CACHE_SAFE_PARAMETERS if sent[name] != now[name])
             emit(session.events_sink(), CacheParamsChanged(changed))
-        return session
 
     def begin(self, kwargs: Mapping[str, Any], *, streaming_helper: bool) -> dict[str, Any] | None:
         """Take a call's keywords: configure the session, append what is new, and return the
@@ -771,14 +354,15 @@ class ClientPipeline:
             raise ConfigError("messages.stream(...) takes no stream= keyword")
         if "messages" not in rest:
             raise ConfigError("messages.create/stream needs messages=")
-        messages = list(rest.pop("messages"))
+        given = rest.pop("messages")
+        # Only read during this call (`_SeenMessages` keeps its own copy): a list is not copied.
+        messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
         relation: Continuation | None = None
         if (
             self._session is not None
             and self.known
-            and _canonical_system(params.get("system"))
-            != _canonical_system(self._session.config.system)
+            and not _same_system(params.get("system"), self._session.config.system)
         ):
             self._side_call("a different system prompt", messages)
             return None
@@ -828,8 +412,11 @@ class ClientPipeline:
                 "for the model to answer; an assistant prefill is not supported by the wrapper"
             )
         self._messages_ttl = seen.longest_ttl
-        for message, printed in zip(fresh, relation.prints[relation.start :], strict=True):
-            role, content = _message_fields(message)
+        printed_fresh = relation.prints[relation.start :]
+        for index, (message, printed) in enumerate(
+            zip(fresh, printed_fresh, strict=True), start=relation.start
+        ):
+            role, content = seen.fields(index, message)
             self._append(session, role, content)
             self.known.append(printed)
         if relation.relation == "continues" and len(self.known) == len(messages):
@@ -859,10 +446,9 @@ class ClientPipeline:
         pending = [i for i in session.pending_tool_use_ids() if i not in self.recall_ids]
         fresh = messages[relation.start :]
         if pending and relation.relation != "retry" and fresh:
-            _, content = _message_fields(fresh[0])
             answered = {
                 str(b.get("tool_use_id"))
-                for b in _canonical_content(content)
+                for b in self._seen.canonical(relation.start, fresh[0])
                 if b.get("type") == "tool_result"
             }
             if not set(pending) <= answered:
@@ -890,6 +476,8 @@ class ClientPipeline:
     ) -> str | list[dict[str, Any]]:
         """The caller's message with the session's answers to the recall calls it leaves
         waiting (unanswered, or answered by the caller with anything)."""
+        if not self.recall_ids.intersection(session.pending_tool_use_ids()):
+            return stored  # no recall call waits (the usual turn): the history is not copied
         messages = session.messages
         if not messages or messages[-1]["role"] != "assistant":
             return stored
@@ -959,7 +547,8 @@ class ClientPipeline:
         )
         if not internal:
             session.record(response)
-            self.known.append(message_print("assistant", response.content))
+            sdk_content = getattr(message, "content", None)
+            self.known.append(self._seen.remember_reply(sdk_content, response.content))
             return False
         self._answer_recall_round(session, response)
         return True
@@ -984,231 +573,8 @@ class ClientPipeline:
 
     def mark_sent(self) -> None:
         """Remember the cache-safe parameters of the request that just went out."""
-        config = self.session.config
-        self._sent_params = {name: getattr(config, name) for name in CACHE_SAFE_PARAMETERS}
+        self._sent_params = self._cache_params(self.session.config)
 
-
-# --------------------------------------------------------------------------- streams
-
-
-def _accumulator() -> tuple[Callable[..., Any], bool]:
-    from anthropic.lib.streaming._messages import accumulate_event
-
-    takes_buffers = "json_bufs" in inspect.signature(accumulate_event).parameters
-    return accumulate_event, takes_buffers
-
-
-class _Accumulated:
-    """A reply rebuilt from raw stream events with the SDK's own accumulator."""
-
-    def __init__(self, on_message: Callable[[Any], None]) -> None:
-        self._accumulate, self._takes_buffers = _accumulator()
-        self._buffers: dict[int, bytes] = {}
-        self._snapshot: Any = None
-        self._on_message = on_message
-        self.recorded = False
-
-    def observe(self, event: Any) -> None:
-        kind = getattr(event, "type", None)
-        if self._snapshot is None and kind != "message_start":
-            return
-        extra = {"json_bufs": self._buffers} if self._takes_buffers else {}
-        self._snapshot = self._accumulate(event=event, current_snapshot=self._snapshot, **extra)
-        if kind == "message_stop" and not self.recorded:
-            self.recorded = True
-            self._on_message(self._snapshot)
-
-
-class RecordingStream:
-    """The SDK's raw event stream (`create(stream=True)`), passed through event by event; the
-    reply is recorded when its `message_stop` arrives."""
-
-    def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
-        self._stream = stream
-        self._accumulated = _Accumulated(on_message)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        event = next(self._stream)
-        self._accumulated.observe(event)
-        return event
-
-    def __enter__(self) -> RecordingStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read to the end)."""
-        self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
-
-
-class AsyncRecordingStream:
-    """`RecordingStream` for the async client."""
-
-    def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
-        self._stream = stream
-        self._accumulated = _Accumulated(on_message)
-
-    def __aiter__(self) -> AsyncRecordingStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        event = await self._stream.__anext__()
-        self._accumulated.observe(event)
-        return event
-
-    async def __aenter__(self) -> AsyncRecordingStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read to the end)."""
-        await self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
-
-
-class StreamManager:
-    """What `messages.stream(...)` returns: entering it runs the pipeline and opens the SDK's
-    stream (retrying once after a prompt-too-long compaction); leaving it records the reply
-    when it was read to the end. A side call opens the SDK's stream as given."""
-
-    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk
-        self._kwargs = kwargs
-        self._inner: Any = None
-        self._stream: Any = None
-        self._records = True
-
-    def _open(self, passthrough: Mapping[str, Any]) -> Any:
-        pipeline = self._pipeline
-        request = pipeline.runner.run(pipeline.session.prepare())
-        method = pipeline.messages_api(request, self._sdk).stream
-        self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
-        stream = self._inner.__enter__()
-        pipeline.mark_sent()
-        return stream
-
-    def __enter__(self) -> MessageStream[Any]:
-        pipeline = self._pipeline
-        passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
-        if passthrough is None:
-            self._records = False
-            self._inner = self._sdk.messages.stream(**self._kwargs)
-            self._stream = self._inner.__enter__()
-            return cast("MessageStream[Any]", self._stream)
-        try:
-            self._stream = self._open(passthrough)
-        except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not pipeline.runner.run(
-                compact_after_prompt_too_long(pipeline.session, error)
-            ):
-                raise
-            self._stream = self._open(passthrough)
-        return cast("MessageStream[Any]", self._stream)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        try:
-            snapshot = (
-                _final_snapshot(self._stream)
-                if self._stream is not None and self._records
-                else None
-            )
-            if snapshot is not None:
-                self._pipeline.record(snapshot)
-        finally:
-            if self._inner is not None:
-                self._inner.__exit__(exc_type, exc, traceback)
-
-
-class AsyncStreamManager:
-    """`StreamManager` for the async client (`async with client.messages.stream(...)`)."""
-
-    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk
-        self._kwargs = kwargs
-        self._inner: Any = None
-        self._stream: Any = None
-        self._records = True
-
-    async def _open(self, passthrough: Mapping[str, Any]) -> Any:
-        pipeline = self._pipeline
-        request = await pipeline.session.prepare()
-        method = pipeline.messages_api(request, self._sdk).stream
-        self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
-        stream = await self._inner.__aenter__()
-        pipeline.mark_sent()
-        return stream
-
-    async def __aenter__(self) -> AsyncMessageStream[Any]:
-        pipeline = self._pipeline
-        passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
-        if passthrough is None:
-            self._records = False
-            self._inner = self._sdk.messages.stream(**self._kwargs)
-            self._stream = await self._inner.__aenter__()
-            return cast("AsyncMessageStream[Any]", self._stream)
-        try:
-            self._stream = await self._open(passthrough)
-        except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
-                pipeline.session, error
-            ):
-                raise
-            self._stream = await self._open(passthrough)
-        return cast("AsyncMessageStream[Any]", self._stream)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        try:
-            snapshot = (
-                _final_snapshot(self._stream)
-                if self._stream is not None and self._records
-                else None
-            )
-            if snapshot is not None:
-                self._pipeline.record(snapshot)
-        finally:
-            if self._inner is not None:
-                await self._inner.__aexit__(exc_type, exc, traceback)
-
-
-# --------------------------------------------------------------------------- the clients
 
 _BYPASSES = {
     "with_streaming_response": (
@@ -1567,6 +933,9 @@ def wrap(
     return wrapper(pipeline)
 
 
+# Content, markers, prints and streams live in the `_anthropic_*` modules; the names this
+# module defined before the split stay importable from it (tests use `_longest_ttl`,
+# `_message_markers` and `_SeenMessages`, imported above with `as` to mark the re-export).
 __all__ = [
     "CACHE_SAFE_PARAMETERS",
     "AsyncRecordingStream",

@@ -1,0 +1,250 @@
+"""Streamed replies of the drop-in: the raw event stream of `create(stream=True)`, recorded
+when its `message_stop` arrives (the SDK's own accumulator rebuilds the reply), and the
+managers `messages.stream(...)` returns, sync and async."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
+from unbounded.integrations._support import compact_after_prompt_too_long
+
+if TYPE_CHECKING:
+    from anthropic.lib.streaming import AsyncMessageStream, MessageStream
+
+    from unbounded.integrations.anthropic_client import ClientPipeline
+
+
+def _final_snapshot(stream: Any) -> Any | None:
+    """The complete message a `MessageStream` accumulated, or None when it did not finish."""
+    getter = getattr(stream, "_current_snapshot_or_none", None)
+    snapshot: Any
+    if callable(getter):
+        snapshot = getter()
+    else:  # pragma: no cover - SDK versions without the private accessor
+        try:
+            snapshot = stream.current_message_snapshot
+        except (AssertionError, AttributeError):
+            snapshot = None
+    if snapshot is None or getattr(snapshot, "stop_reason", None) is None:
+        return None
+    return snapshot
+
+
+def _accumulator() -> tuple[Callable[..., Any], bool]:
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    takes_buffers = "json_bufs" in inspect.signature(accumulate_event).parameters
+    return accumulate_event, takes_buffers
+
+
+class _Accumulated:
+    """A reply rebuilt from raw stream events with the SDK's own accumulator."""
+
+    def __init__(self, on_message: Callable[[Any], None]) -> None:
+        self._accumulate, self._takes_buffers = _accumulator()
+        self._buffers: dict[int, bytes] = {}
+        self._snapshot: Any = None
+        self._on_message = on_message
+        self.recorded = False
+
+    def observe(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if self._snapshot is None and kind != "message_start":
+            return
+        extra = {"json_bufs": self._buffers} if self._takes_buffers else {}
+        self._snapshot = self._accumulate(event=event, current_snapshot=self._snapshot, **extra)
+        if kind == "message_stop" and not self.recorded:
+            self.recorded = True
+            self._on_message(self._snapshot)
+
+
+class RecordingStream:
+    """The SDK's raw event stream (`create(stream=True)`), passed through event by event; the
+    reply is recorded when its `message_stop` arrives."""
+
+    def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
+        self._stream = stream
+        self._accumulated = _Accumulated(on_message)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        event = next(self._stream)
+        self._accumulated.observe(event)
+        return event
+
+    def __enter__(self) -> RecordingStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the response (the reply is recorded only if it was read to the end)."""
+        self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+class AsyncRecordingStream:
+    """`RecordingStream` for the async client."""
+
+    def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
+        self._stream = stream
+        self._accumulated = _Accumulated(on_message)
+
+    def __aiter__(self) -> AsyncRecordingStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        event = await self._stream.__anext__()
+        self._accumulated.observe(event)
+        return event
+
+    async def __aenter__(self) -> AsyncRecordingStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the response (the reply is recorded only if it was read to the end)."""
+        await self._stream.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+class StreamManager:
+    """What `messages.stream(...)` returns: entering it runs the pipeline and opens the SDK's
+    stream (retrying once after a prompt-too-long compaction); leaving it records the reply
+    when it was read to the end. A side call opens the SDK's stream as given."""
+
+    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk
+        self._kwargs = kwargs
+        self._inner: Any = None
+        self._stream: Any = None
+        self._records = True
+
+    def _open(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
+        request = pipeline.runner.run(pipeline.session.prepare())
+        method = pipeline.messages_api(request, self._sdk).stream
+        self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
+        stream = self._inner.__enter__()
+        pipeline.mark_sent()
+        return stream
+
+    def __enter__(self) -> MessageStream[Any]:
+        pipeline = self._pipeline
+        passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
+        if passthrough is None:
+            self._records = False
+            self._inner = self._sdk.messages.stream(**self._kwargs)
+            self._stream = self._inner.__enter__()
+            return cast("MessageStream[Any]", self._stream)
+        try:
+            self._stream = self._open(passthrough)
+        except Exception as error:
+            if not pipeline.is_prompt_too_long(error) or not pipeline.runner.run(
+                compact_after_prompt_too_long(pipeline.session, error)
+            ):
+                raise
+            self._stream = self._open(passthrough)
+        return cast("MessageStream[Any]", self._stream)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            snapshot = (
+                _final_snapshot(self._stream)
+                if self._stream is not None and self._records
+                else None
+            )
+            if snapshot is not None:
+                self._pipeline.record(snapshot)
+        finally:
+            if self._inner is not None:
+                self._inner.__exit__(exc_type, exc, traceback)
+
+
+class AsyncStreamManager:
+    """`StreamManager` for the async client (`async with client.messages.stream(...)`)."""
+
+    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk
+        self._kwargs = kwargs
+        self._inner: Any = None
+        self._stream: Any = None
+        self._records = True
+
+    async def _open(self, passthrough: Mapping[str, Any]) -> Any:
+        pipeline = self._pipeline
+        request = await pipeline.session.prepare()
+        method = pipeline.messages_api(request, self._sdk).stream
+        self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
+        stream = await self._inner.__aenter__()
+        pipeline.mark_sent()
+        return stream
+
+    async def __aenter__(self) -> AsyncMessageStream[Any]:
+        pipeline = self._pipeline
+        passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
+        if passthrough is None:
+            self._records = False
+            self._inner = self._sdk.messages.stream(**self._kwargs)
+            self._stream = await self._inner.__aenter__()
+            return cast("AsyncMessageStream[Any]", self._stream)
+        try:
+            self._stream = await self._open(passthrough)
+        except Exception as error:
+            if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
+                pipeline.session, error
+            ):
+                raise
+            self._stream = await self._open(passthrough)
+        return cast("AsyncMessageStream[Any]", self._stream)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            snapshot = (
+                _final_snapshot(self._stream)
+                if self._stream is not None and self._records
+                else None
+            )
+            if snapshot is not None:
+                self._pipeline.record(snapshot)
+        finally:
+            if self._inner is not None:
+                await self._inner.__aexit__(exc_type, exc, traceback)
