@@ -1,12 +1,14 @@
 """`Session`: the per-turn pipeline of DESIGN.md around one conversation.
 
     add_user / add_tool_results / record(response)      -> the append-only transcript
-    prepare():
-      auto-compact? (tokens >= threshold, switches, recursion guard by query source,
-                     session memory first, then a summary call; a circuit breaker after 3
-                     consecutive failures, after which the extractive summarizer takes over)
-      -> normalize (incremental) -> microcompact (time | cached | count)
-      -> cache planning (breakpoints, latched TTL, cache edits) -> break-detector snapshot
+    prepare(): the steps of `prepare_steps` in order, over one `TurnContext` (unbounded/turn.py):
+      answer pending calls -> prepare listeners -> cache TTL
+      -> auto-compact? (tokens >= threshold, or early when it pays; the tiers of
+                        `compaction_tiers()`: session memory, a cache-sharing summary, a
+                        direct summary, the extractive summarizer once the breaker tripped
+                        after 3 consecutive failures; compaction/auto.py)
+      -> microcompact (time | cached | count) -> build the request -> breakpoints
+      -> cache edits -> validate (optional) -> break-detector snapshot -> finish
       -> the provider request
     record(response) -> usage anchors the count; cache-break check; state saved
     call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry
@@ -1422,7 +1424,8 @@ class Session:
 
 
 class SyncSession:
-    """`Session` with blocking methods, for code without an event loop."""
+    """`Session` with blocking methods (called inside a running event loop, each runs on a
+    worker thread with a loop of its own: `unbounded.blocking`)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
