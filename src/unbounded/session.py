@@ -89,7 +89,6 @@ from unbounded.events import (
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer, interrupted_result, validate_request
-from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
 from unbounded.policy import (
@@ -418,8 +417,6 @@ class Session:
         """The parameters of the session's own requests, while config and policy stay."""
         self._saved_state: dict[str, Any] | None = None
         """What was last written to the store's state document."""
-        self._planned_messages: list[MessageParam] = []
-        """The messages of the planner's last request (what `first_changed` compares to)."""
         self.prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
         """What `prepare` runs, in order (an extension may insert a step of its own)."""
         self._rebuild_view()
@@ -846,8 +843,8 @@ class Session:
             )
         turn.microcompaction = result
         turn.messages = result.messages  # a new list each turn, never edited after
-        # Compared by identity at C speed: what the later steps may reuse from last turn.
-        turn.first_changed = shared_prefix_length(turn.messages, self._planned_messages)
+        # Compared at C speed with what the planner took last turn: what later steps reuse.
+        turn.first_changed = self._breakpoints.reusable_prefix(turn.messages)
         if result.tier != "none":
             emit(
                 self._events,
@@ -869,11 +866,10 @@ class Session:
 
     async def _place_breakpoints(self, turn: TurnContext) -> None:
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
-        self._planned_messages = []  # kept only once the planner has taken these messages
-        plan = self._breakpoints.plan(
-            turn.built_request(), ttl=ttl, unchanged_prefix=turn.first_changed
-        )
-        self._planned_messages = turn.messages
+        request = turn.built_request()
+        # The hint holds for the turn's own messages (a step may have put others in).
+        same = turn.first_changed if request.get("messages") is turn.messages else None
+        plan = self._breakpoints.plan(request, ttl=ttl, unchanged_prefix=same)
         turn.request = plan.request
         self.marked_messages = plan.marked_messages
 

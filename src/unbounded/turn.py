@@ -46,7 +46,8 @@ class TurnContext:
     messages: list[MessageParam] = field(default_factory=list)
     """The messages to send, once `microcompact` has run."""
     first_changed: int = 0
-    """`messages[:first_changed]` are the very message objects the previous turn sent."""
+    """`messages[:first_changed]` are those of the previous turn's request (the same objects,
+    or equal ones): what a step derived from them last turn still holds."""
     microcompaction: MicrocompactResult | None = None
     """What microcompaction did this turn."""
     request: ProviderRequest | None = None

@@ -37,7 +37,7 @@ not change are shared with the input rather than copied (only marked messages ar
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, cast
@@ -367,6 +367,14 @@ class CacheBreakpointPlanner:
         self._inputs: list[Any] = []
         self._unmarked: _Unmarked = ([], [], [0])
 
+    def reusable_prefix(self, messages: Sequence[Any]) -> int:
+        """How many leading messages are those of the previous call's request (the same
+        objects, or equal ones): the work `plan` keeps for them."""
+        # Reuse is by position: only while every earlier input gave one output.
+        if len(self._unmarked[0]) != len(self._inputs):
+            return 0
+        return shared_prefix_length(messages, self._inputs)
+
     def plan(
         self,
         request: ProviderRequest,
@@ -378,17 +386,16 @@ class CacheBreakpointPlanner:
     ) -> BreakpointPlan:
         """The plan `plan_cache_breakpoints` gives this request (same keywords).
 
-        `unchanged_prefix`, when the caller knows it, is how many leading messages are the
-        very objects of the previous call's request (the planner compares them otherwise)."""
+        `unchanged_prefix`: `reusable_prefix` of these messages when the caller has it
+        already (the planner compares them otherwise)."""
         inputs = list(cast(Mapping[str, Any], request).get("messages") or [])
         done, counts, relative = self._unmarked
-        # Reuse is by position: only while every earlier input gave one output.
-        if len(done) != len(self._inputs):
+        if unchanged_prefix is None:
+            same = self.reusable_prefix(inputs)
+        elif len(done) != len(self._inputs):
             same = 0
-        elif unchanged_prefix is not None:
-            same = min(unchanged_prefix, len(inputs), len(self._inputs))
         else:
-            same = shared_prefix_length(inputs, self._inputs)
+            same = min(unchanged_prefix, len(inputs), len(self._inputs))
         tail, tail_counts = _unmarked_messages(inputs[same:])
         # The kept lists are cut and extended in place: the work is what changed.
         del done[same:], counts[same:], relative[same + 1 :]
