@@ -370,8 +370,9 @@ class ClientPipeline:
         repeated = seen.read(messages, self.recall_ids)
         verified = min(self._verified, repeated)
         self._verified = 0
-        if self._session is not None and self.known:
-            relation = new_messages(
+
+        def continuation() -> Continuation:  # against what is known at the time of the call
+            return new_messages(
                 messages,
                 self.known,
                 self.history,
@@ -379,20 +380,16 @@ class ClientPipeline:
                 prints=seen.prints,
                 verified=verified,
             )
+
+        if self._session is not None and self.known:
+            relation = continuation()
             reason = self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
                 return None
-        session = self._configure(params)
+        session = self._configure(params)  # may load what a session folder already knows
         if relation is None:
-            relation = new_messages(
-                messages,
-                self.known,
-                self.history,
-                self.recall_ids,
-                prints=seen.prints,
-                verified=verified,
-            )
+            relation = continuation()
         if relation.relation == "retry":
             removed = session.discard_last_reply()
             self.known = conversation_prints(session.entries)

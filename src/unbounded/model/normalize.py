@@ -31,7 +31,7 @@ turn costs O(new content), not O(history).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -373,10 +373,8 @@ class MessageNormalizer:
             messages = self._repaired()[0]
         else:
             messages = list(self._messages)
-        if messages and messages[-1]["role"] == "assistant":
-            blocks = _blocks(messages[-1]["content"])
-            if blocks and all(b.get("type") in _THINKING_TYPES for b in blocks):
-                return cast(list[MessageParam], messages[:-1])
+        if messages and _thinking_only(messages[-1]):
+            return cast(list[MessageParam], messages[:-1])
         return cast(list[MessageParam], messages)
 
     def last(self) -> MessageParam | None:
@@ -389,15 +387,20 @@ class MessageNormalizer:
         kept = self._messages
         if not kept:
             return None
-        final = kept[-1]
-        if final["role"] == "assistant":
-            blocks = _blocks(final["content"])
-            if blocks and all(b.get("type") in _THINKING_TYPES for b in blocks):
-                return cast(MessageParam, kept[-2]) if len(kept) > 1 else None
-        return cast(MessageParam, final)
+        if _thinking_only(kept[-1]):
+            return cast(MessageParam, kept[-2]) if len(kept) > 1 else None
+        return cast(MessageParam, kept[-1])
 
     def __len__(self) -> int:
         return len(self._messages)
+
+
+def _thinking_only(message: Mapping[str, Any]) -> bool:
+    """An assistant message of thinking blocks alone (left out while its text is to come)."""
+    if message["role"] != "assistant":
+        return False
+    blocks = _blocks(message["content"])
+    return bool(blocks) and all(b.get("type") in _THINKING_TYPES for b in blocks)
 
 
 def normalize_messages(entries: Iterable[Entry]) -> list[MessageParam]:
