@@ -67,6 +67,7 @@ def build(
     system: str = SYSTEM,
     tools: list[dict[str, Any]] | None = None,
     ttl: CacheTtl = "5m",
+    prefix_ttl: CacheTtl | None = None,
     summary: bool = False,
     **extra: Any,
 ) -> ProviderRequest:
@@ -77,7 +78,7 @@ def build(
         "messages": conversation(turns, summary=summary),
         **extra,
     }
-    return plan_cache_breakpoints(body, ttl=ttl).request  # type: ignore[arg-type]
+    return plan_cache_breakpoints(body, ttl=ttl, prefix_ttl=prefix_ttl).request  # type: ignore[arg-type]
 
 
 class Session:
@@ -202,6 +203,18 @@ def test_one_hour_ttl_gap(tmp_path: Path) -> None:
     event = session.call(time + 600 + 3700, build(6, ttl="1h"))
     assert isinstance(event, CacheBreak)
     assert event.changes == ("possible 1h TTL expiry (61.7 min since the last call)",)
+
+
+def test_a_pause_that_keeps_only_the_one_hour_prefix_is_a_5min_expiry(tmp_path: Path) -> None:
+    session = Session(tmp_path)
+    time = warm(session, prefix_ttl="1h")
+    event = session.call(time + 14 * 60, build(5, prefix_ttl="1h"))
+    assert isinstance(event, CacheBreak)
+    # The 1-hour tools and system entry is still read; the messages' 5-minute one expired.
+    assert 0 < event.current_read < event.previous_read
+    assert event.changes == ("possible 5min TTL expiry (14.3 min since the last call)",)
+    assert session.detector.snapshot() is not None
+    assert session.detector.snapshot().ttl == "5m"  # type: ignore[union-attr]
 
 
 def test_ttl_flip_is_a_cache_control_change(tmp_path: Path) -> None:

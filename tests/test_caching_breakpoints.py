@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from unbounded.caching.blocks import flatten_request
+from unbounded.caching.blocks import flatten_request, system_blocks
 from unbounded.caching.breakpoints import (
     add_cache_breakpoints,
     count_cache_breakpoints,
@@ -86,6 +86,27 @@ def test_string_system_and_message_get_markers() -> None:
         {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
     ]
     assert body["messages"][0]["content"] == "hi"
+
+
+def test_the_prefix_may_live_longer_than_the_messages() -> None:
+    body: ProviderRequest = {
+        "model": "m",
+        "tools": [{"name": "Read", "input_schema": {"type": "object"}}],
+        "system": [{"type": "text", "text": "static", "cache_control": {"type": "ephemeral", "scope": "global"}}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    placed = add_cache_breakpoints(body, ttl="5m", prefix_ttl="1h")
+    assert placed["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert placed["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h", "scope": "global"}
+    assert placed["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    # The same TTL everywhere when the prefix's is not given.
+    assert add_cache_breakpoints(body, ttl="1h") == add_cache_breakpoints(body, ttl="1h", prefix_ttl="1h")
+    assert add_cache_breakpoints(body) == add_cache_breakpoints(body, prefix_ttl="5m")
+    # 1-hour markers must come first: a shorter prefix is refused, naming the fix.
+    with pytest.raises(ConfigError, match="1-hour markers before 5-minute"):
+        add_cache_breakpoints(body, ttl="1h", prefix_ttl="5m")
+    with pytest.raises(ConfigError, match="cache TTL"):
+        add_cache_breakpoints(body, prefix_ttl="2h")  # type: ignore[arg-type]
 
 
 def test_system_scopes_are_kept_and_ttl_applied() -> None:
@@ -408,15 +429,20 @@ def requests(draw: st.DrawFn) -> ProviderRequest:
 @given(
     body=requests(),
     fork=st.booleans(),
-    ttl=st.sampled_from(["5m", "1h"]),
+    ttls=st.sampled_from([("5m", None), ("1h", None), ("5m", "1h"), ("1h", "1h"), ("5m", "5m")]),
     previous=st.one_of(st.none(), st.integers(0, 80)),
 )
 def test_placement_properties(
-    body: ProviderRequest, fork: bool, ttl: Any, previous: int | None
+    body: ProviderRequest, fork: bool, ttls: Any, previous: int | None
 ) -> None:
+    ttl, prefix_ttl = ttls
     original = copy.deepcopy(body)
     plan = plan_cache_breakpoints(
-        body, ttl=ttl, skip_cache_write=fork, previous_message_breakpoint=previous
+        body,
+        ttl=ttl,
+        prefix_ttl=prefix_ttl,
+        skip_cache_write=fork,
+        previous_message_breakpoint=previous,
     )
     placed = plan.request
     assert body == original, "the input request must not be modified"
@@ -445,10 +471,12 @@ def test_placement_properties(
         assert last_tool in found or (
             len(found) == 4 and plan.dropped[0] == f"tools[{last_tool[1]}]"
         )
-    for block in flatten_request(placed):
+    first_message = len(body.get("tools") or []) + len(system_blocks(body.get("system")))
+    for position, block in enumerate(flatten_request(placed)):
         if block.cache_control is not None:
             assert block.block.get("type") != "thinking"
-            assert block.cache_control.get("ttl", "5m") == ttl
+            expected = ttl if position >= first_message else prefix_ttl or ttl
+            assert block.cache_control.get("ttl", "5m") == expected
     assert normal_form(placed) == normal_form(original)
-    # The simulator accepts every placed request (<= 4 markers, one TTL).
+    # The simulator accepts every placed request (<= 4 markers, 1-hour ones first).
     CacheSimulator(SONNET).step(0, placed)

@@ -188,6 +188,7 @@ def reference_plan(
     request: ProviderRequest,
     *,
     ttl: CacheTtl = "5m",
+    prefix_ttl: CacheTtl | None = None,
     skip_cache_write: bool = False,
     previous_message_breakpoint: int | None = None,
     lookback_blocks: int = CACHE_LOOKBACK_BLOCKS,
@@ -207,11 +208,12 @@ def reference_plan(
             body["system"] = [without_cache_control(b) for b in system_blocks(body["system"])]
         return BreakpointPlan(cast(ProviderRequest, body), (), None, None)
     marker = get_cache_control(None, ttl)
+    prefix = prefix_ttl or ttl
     if body.get("system"):
-        blocks, _ = _ref_system_markers(body["system"], ttl)
+        blocks, _ = _ref_system_markers(body["system"], prefix)
         body["system"] = blocks
     if tools:
-        tools[-1]["cache_control"] = dict(marker)
+        tools[-1]["cache_control"] = get_cache_control(None, prefix)
     target = len(messages) - (2 if skip_cache_write else 1)
     while target >= 0 and not _ref_mark_message(messages[target], marker):
         target -= 1

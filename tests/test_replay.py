@@ -116,14 +116,21 @@ def test_demo_cost_ordering_is_sane(demo_run: dict[str, Any]) -> None:
     assert ours < min(baselines.values())
 
 
-def test_fixture_replay(session_2_1: Path) -> None:
+def test_fixture_replay(session_2_1: Path, tmp_path: Path) -> None:
     data = replay_json(str(session_2_1))
     check_shape(data)
     assert data["calls"] == len(load_transcript(session_2_1).api_calls())
     assert data["invalid_requests"] == 0 and data["compactions"] == 0
     assert data["cost"]["recorded"] > 0
-    # With no compaction, every strategy sends the same requests.
-    assert set(data["cost"]["baselines"].values()) == {data["cost"]["unbounded"]}
+    # With no compaction, every strategy sends the same messages; ours also caches the
+    # tools and system prompt for an hour, which this short session (no pause) never wins
+    # back: its prefix costs 2x to write instead of 1.25x.
+    one_ttl = tmp_path / "one_ttl.toml"
+    one_ttl.write_text("prefix_ttl_1h = false\n")
+    same = replay_json(str(session_2_1), "--policy", str(one_ttl))
+    assert set(same["cost"]["baselines"].values()) == {same["cost"]["unbounded"]}
+    assert data["cost"]["baselines"] == same["cost"]["baselines"]
+    assert data["cost"]["unbounded"] > same["cost"]["unbounded"]
 
 
 def test_fixture_replay_is_deterministic(session_2_1: Path) -> None:

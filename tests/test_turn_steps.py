@@ -71,8 +71,8 @@ class Checks:
         self.unplanned = copy.deepcopy(turn.built_request())
 
     async def after_breakpoints(self, turn: TurnContext) -> None:
-        ttl = self.session.ttl_latch.ttl_for(self.session.config.query_source)
-        expected = plan_cache_breakpoints(self.unplanned, ttl=ttl)
+        ttl, prefix_ttl = self.session.cache_ttls()
+        expected = plan_cache_breakpoints(self.unplanned, ttl=ttl, prefix_ttl=prefix_ttl)
         assert canonical_json(turn.built_request()) == canonical_json(expected.request)
         assert self.session.marked_messages == expected.marked_messages
 

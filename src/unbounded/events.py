@@ -66,9 +66,11 @@ class CompactionFailed(Event):
 
 @dataclass(frozen=True, slots=True)
 class CacheTtlUpgraded(Event):
-    """The session switched to the 1-hour cache TTL at a moment its cache was cold."""
+    """The session switched to the 1-hour cache TTL at a moment its cache was cold: for the
+    tools and system prompt (`part="prefix"`) or for every marker (`part="all"`)."""
 
     idle_expiries: int
+    part: str = "all"
 
 
 @dataclass(frozen=True, slots=True)

@@ -202,6 +202,17 @@ class Policy:
     """Ask for the 1-hour cache TTL for eligible query sources (latched for the session)."""
     cache_ttl_1h_query_sources: tuple[str, ...] = ("repl_main_thread*", "sdk", "agent:*")
     """Query-source patterns (fnmatch) allowed the 1-hour TTL; others use 5 minutes."""
+    prefix_ttl_1h: bool = True
+    """Cache the tools and the system prompt (the prefix every request and every compaction
+    keeps) with the 1-hour TTL while the messages keep theirs. A pause of 5 to 60 minutes, or
+    a compaction on a cold cache, then writes the messages again but reads the prefix; the
+    prefix costs 2x the input price to write instead of 1.25x, once per session while calls
+    keep coming (docs/caching.md "Two lifetimes in one request"). Models without a 1-hour
+    price keep one TTL."""
+    prefix_ttl_1h_after_pauses: int = 0
+    """Wait for this many pauses that expired the 5-minute cache (under an hour) before the
+    prefix takes the 1-hour TTL; the switch is made when the prefix is written anyway (0:
+    from the first request)."""
 
     # -- session memory (seed 004 "Tier 3: Session Memory Compact"; docs/session.md) ---------
     session_memory_enabled: bool = True
@@ -267,6 +278,8 @@ class Policy:
             raise ConfigError("Policy timeouts and intervals must be > 0")
         if not (0 <= self.cache_break_min_drop_fraction < 1):
             raise ConfigError("Policy.cache_break_min_drop_fraction must be in [0, 1)")
+        if self.cache_ttl_upgrade_after_idle < 0 or self.prefix_ttl_1h_after_pauses < 0:
+            raise ConfigError("Policy TTL upgrade counts must be >= 0 (0: never)")
         if self.time_based_gap_minutes <= 0:
             raise ConfigError("Policy.time_based_gap_minutes must be > 0")
         if self.cached_microcompact_keep_recent >= self.cached_microcompact_trigger:
@@ -324,7 +337,8 @@ class Policy:
     @classmethod
     def claude_code(cls, **overrides: object) -> Policy:
         """The numbers Claude Code uses, without unbounded's cost-aware changes: compact only
-        at the threshold, keep 10,000 to 40,000 tokens after a session-memory compaction."""
+        at the threshold, keep 10,000 to 40,000 tokens after a session-memory compaction, one
+        cache TTL for every marker."""
         values: dict[str, object] = {
             "early_compact_fraction": 1.0,
             "cold_cache_compact_fraction": 0.0,
@@ -335,6 +349,7 @@ class Policy:
             "session_memory_keep_min_text_messages": 5,
             "rehydrate_total_file_tokens": 50_000,
             "cold_cache_compact_min_saving": 0.1,
+            "prefix_ttl_1h": False,
             **overrides,
         }
         return cls(**values)  # type: ignore[arg-type]

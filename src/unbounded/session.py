@@ -49,7 +49,13 @@ import orjson
 
 from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
-from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl, ttl_seconds
+from unbounded.caching.ttl import (
+    CacheTtl,
+    CacheTtlLatch,
+    latch_cache_ttl,
+    prefix_cache_ttl,
+    ttl_seconds,
+)
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
     CIRCUIT_BREAKER_FAILURES,
@@ -864,12 +870,25 @@ class Session:
             memo = self._request_params = (key, self.cache_safe_params())
         turn.request = memo[1].request(turn.messages, shared=True)
 
-    async def _place_breakpoints(self, turn: TurnContext) -> None:
+    def cache_ttls(self) -> tuple[CacheTtl, CacheTtl]:
+        """(messages' TTL, tools and system TTL) of this session's cache markers."""
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        prefix_ttl = prefix_cache_ttl(
+            ttl,
+            idle_expiries=self.tracking.idle_expiries,
+            policy=self.policy,
+            model=self.model_info,
+        )
+        return ttl, prefix_ttl
+
+    async def _place_breakpoints(self, turn: TurnContext) -> None:
+        ttl, prefix_ttl = self.cache_ttls()
         request = turn.built_request()
         # The hint holds for the turn's own messages (a step may have put others in).
         same = turn.first_changed if request.get("messages") is turn.messages else None
-        plan = self._breakpoints.plan(request, ttl=ttl, unchanged_prefix=same)
+        plan = self._breakpoints.plan(
+            request, ttl=ttl, prefix_ttl=prefix_ttl, unchanged_prefix=same
+        )
         turn.request = plan.request
         self.marked_messages = plan.marked_messages
 
@@ -1023,31 +1042,34 @@ class Session:
     def _maybe_upgrade_ttl(self) -> None:
         """Switch to the 1-hour cache TTL at a cold moment, once pauses have shown it pays.
 
-        The TTL is latched so that a warm cache is never broken by a change of its key; when
-        the 5-minute cache has just expired anyway, switching costs nothing. After
-        `Policy.cache_ttl_upgrade_after_idle` pauses that expired it but were shorter than an
-        hour (the 1-hour cache would have survived them), later writes take the 1-hour TTL:
-        each costs 2x the input price instead of 1.25x, against a full rewrite of the context
-        after every such pause.
+        A pause that expired the 5-minute cache but was shorter than an hour (the 1-hour
+        cache would have survived it) is counted. The tools and system prompt take the
+        1-hour TTL after `Policy.prefix_ttl_1h_after_pauses` such pauses, every marker
+        after `Policy.cache_ttl_upgrade_after_idle` (the latch). Each 1-hour write costs 2x
+        the input price instead of 1.25x, against a rewrite after every such pause; the
+        switch happens now, when the cache has expired anyway, so it breaks nothing warm.
         """
-        after = self.policy.cache_ttl_upgrade_after_idle
+        policy = self.policy
         latch = self.ttl_latch
         query_source = self.config.query_source
-        if after <= 0 or latch.ttl_for(query_source) == "1h":
+        if latch.ttl_for(query_source) == "1h" or self.model_info.cache_write_1h_multiplier is None:
             return
-        if self.model_info.cache_write_1h_multiplier is None or not self._cache_expired():
+        if not self._cache_expired():
             return
         last = self._last_assistant_time()
         if last is None or (self._clock() - last).total_seconds() > ttl_seconds("1h"):
             return
-        self.tracking.idle_expiries += 1
-        if self.tracking.idle_expiries < after:
+        pauses = self.tracking.idle_expiries = self.tracking.idle_expiries + 1
+        if policy.prefix_ttl_1h and pauses == policy.prefix_ttl_1h_after_pauses:
+            emit(self._events, CacheTtlUpgraded(pauses, part="prefix"))
+        after = policy.cache_ttl_upgrade_after_idle
+        if after <= 0 or pauses < after:
             return
         upgraded = CacheTtlLatch(True, latch.allowlist)
         if upgraded.ttl_for(query_source) != "1h":
             return  # this query source is not on the 1-hour allowlist
         self.ttl_latch = upgraded
-        emit(self._events, CacheTtlUpgraded(self.tracking.idle_expiries))
+        emit(self._events, CacheTtlUpgraded(pauses))
 
     def _cache_expired(self) -> bool:
         """The gap since the last response is over the session's cache TTL."""
@@ -1194,7 +1216,7 @@ class Session:
                 tracking.turns - tracking.turns_at_last_compaction
             )
             metadata["previousCompactTurnId"] = tracking.last_compaction_turn_id
-        ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        ttl, prefix_ttl = self.cache_ttls()
         return CompactionContext(
             entries=self.entries,
             view=self.view,
@@ -1215,7 +1237,7 @@ class Session:
             # The prefix the main requests sent (earlier clears applied), so the fork shares it.
             sent_messages=self.micro.apply_clears(self._normalizer.messages),
             planner=lambda request, skip: place_cache_breakpoints(
-                request, ttl=ttl, skip_cache_write=skip
+                request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
             ),
             facts_ledger=default_facts_ledger,
             keep_from=self._turn_tail_start(),

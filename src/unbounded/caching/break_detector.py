@@ -137,7 +137,9 @@ class PromptStateSnapshot:
     message_digests: tuple[tuple[str, ...], ...]
     """Per message, its block digests (cache_control excluded)."""
     ttl: CacheTtl
-    """The TTL the request's markers ask for (the longest)."""
+    """The TTL that caches the conversation: the shortest one on the message markers (the
+    tools and system markers' when no message carries one). A pause longer than it loses the
+    messages' cache even when a 1-hour prefix survives."""
     diffable: str
 
     @property
@@ -388,16 +390,18 @@ def _snapshot(
     previous_digests: tuple[tuple[str, ...], ...] = (),
     long_in_unchanged: bool = False,
     prefix: Mapping[str, Any] | None = None,
+    short_in_unchanged: bool = False,
 ) -> tuple[PromptStateSnapshot, list[_MessageDigests]]:
     """`snapshot_request`, reusing the message digests of `previous` where they apply; also
     returns this request's message digests (the `previous` of the next call). The first
     `unchanged` messages are the previous request's, unmodified (`previous_digests` is that
-    request's `message_digests`; `long_in_unchanged`: one of them asks for a 1-hour TTL).
+    request's `message_digests`; `long_in_unchanged` / `short_in_unchanged`: one of them asks
+    for a 1-hour / 5-minute TTL).
     `prefix`: the `_prefix_fields` of a request equal to this one but for its messages."""
     body = cast(Mapping[str, Any], request)
     if prefix is None:
         prefix = _prefix_fields(body)
-    ttls = [ttl for _, _, ttl, _ in prefix["cache_control_layout"]]
+    prefix_ttls = {ttl for _, _, ttl, _ in prefix["cache_control_layout"]}
     raw = body.get("messages") or []
     # Reused messages were dicts already; only what follows them is filtered and digested.
     unchanged = min(unchanged, len(previous), len(previous_digests), len(raw))
@@ -405,19 +409,27 @@ def _snapshot(
     head = previous[:unchanged]  # a list's slice is a new list already
     digested = head if isinstance(head, list) else list(head)
     digested.extend(_messages_digests(tail, previous[unchanged:]))
+    message_ttls: set[str] = set()
     if long_in_unchanged:
-        ttls.append("1h")
+        message_ttls.add("1h")
+    if short_in_unchanged:
+        message_ttls.add("5m")
     for entry in digested[unchanged:]:
-        ttls.extend(entry.ttls)
+        message_ttls.update(entry.ttls)
     message_digests = previous_digests[:unchanged] + tuple(
         entry.digests for entry in digested[unchanged:]
     )
     snapshot = PromptStateSnapshot(
         **prefix,
         message_digests=message_digests,
-        ttl="1h" if "1h" in ttls else "5m",
+        ttl=_conversation_ttl(message_ttls or prefix_ttls),
     )
     return snapshot, digested
+
+
+def _conversation_ttl(ttls: set[str]) -> CacheTtl:
+    """The shortest of the TTLs that cache the conversation ("5m" when none is asked for)."""
+    return "1h" if ttls == {"1h"} else "5m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,6 +581,8 @@ class _SourceState:
     """The previous request's message digests, reused for its unchanged messages."""
     first_long_ttl: int | None = None
     """Index of the previous request's first message with a 1-hour marker, if any."""
+    first_short_ttl: int | None = None
+    """Index of the previous request's first message with a 5-minute marker, if any."""
     inputs: list[Any] = field(default_factory=list)
     """The previous request's messages (kept with `messages_immutable`)."""
     rest: dict[str, Any] | None = None
@@ -664,6 +678,7 @@ class PromptCacheBreakDetector:
             )
         state.inputs = list(raw) if self.messages_immutable else []
         long_at = state.first_long_ttl
+        short_at = state.first_short_ttl
         rest = _without_messages(cast(Mapping[str, Any], request))
         # Compared by value (C speed): system and tools hashed again only when they changed.
         same_prefix = self.messages_immutable and previous is not None and rest == state.rest
@@ -674,16 +689,21 @@ class PromptCacheBreakDetector:
             unchanged,
             previous.message_digests if previous is not None else (),
             long_in_unchanged=long_at is not None and long_at < unchanged,
+            short_in_unchanged=short_at is not None and short_at < unchanged,
             prefix=(
                 {name: getattr(previous, name) for name in _PREFIX_FIELDS}
                 if same_prefix and previous is not None
                 else None
             ),
         )
+        digested = state.digested
         if long_at is None or long_at >= unchanged:
-            digested = state.digested
             state.first_long_ttl = next(
                 (i for i in range(unchanged, len(digested)) if "1h" in digested[i].ttls), None
+            )
+        if short_at is None or short_at >= unchanged:
+            state.first_short_ttl = next(
+                (i for i in range(unchanged, len(digested)) if "5m" in digested[i].ttls), None
             )
         if previous is not None:
             state.pending_changes = compare_prompt_states(

@@ -13,8 +13,10 @@ Rules:
   (`skip_cache_write`, e.g. the compaction summarizer) on the second-to-last message instead,
   so its own tail creates no entry. Thinking blocks and empty text blocks cannot carry a
   marker: the last block that can is used.
-- TTL: every marker gets the session's latched TTL (ttl.py); one TTL per request also keeps
-  the API's rule that 1-hour markers precede 5-minute ones.
+- TTL: the message markers get the session's latched TTL (ttl.py); the tools and system
+  markers get `prefix_ttl` (by default the same). The prefix may live longer than the
+  messages, never shorter: the API requires 1-hour markers to precede 5-minute ones, and the
+  tools and system come first.
 - Lookback: the API looks for an earlier cached prefix at most 20 blocks back from each
   marker (blocks counted in API order, tools -> system -> messages). When one turn appends
   more than that since the previous request's message marker (`previous_message_breakpoint`,
@@ -214,6 +216,7 @@ def plan_cache_breakpoints(
     request: ProviderRequest,
     *,
     ttl: CacheTtl = "5m",
+    prefix_ttl: CacheTtl | None = None,
     skip_cache_write: bool = False,
     previous_message_breakpoint: int | None = None,
     lookback_blocks: int = CACHE_LOOKBACK_BLOCKS,
@@ -230,6 +233,7 @@ def plan_cache_breakpoints(
         request,
         None,
         ttl=ttl,
+        prefix_ttl=prefix_ttl,
         skip_cache_write=skip_cache_write,
         previous_message_breakpoint=previous_message_breakpoint,
         lookback_blocks=lookback_blocks,
@@ -252,6 +256,7 @@ def _plan(
     unmarked: _Unmarked | None,
     *,
     ttl: CacheTtl,
+    prefix_ttl: CacheTtl | None,
     skip_cache_write: bool,
     previous_message_breakpoint: int | None,
     lookback_blocks: int,
@@ -260,6 +265,12 @@ def _plan(
 ) -> BreakpointPlan:
     """`plan_cache_breakpoints`, given the request's messages already unmarked (or None)."""
     check_ttl(ttl)
+    prefix = ttl if prefix_ttl is None else check_ttl(prefix_ttl)
+    if prefix == "5m" and ttl == "1h":
+        raise ConfigError(
+            "prefix_ttl '5m' with 1-hour message markers: the API requires 1-hour markers "
+            "before 5-minute ones; give the prefix '1h' too (or leave prefix_ttl unset)"
+        )
     if not 1 <= max_breakpoints <= MAX_CACHE_BREAKPOINTS:
         raise ConfigError(
             f"max_breakpoints must be between 1 and {MAX_CACHE_BREAKPOINTS}, not {max_breakpoints}"
@@ -290,10 +301,10 @@ def _plan(
     marker = get_cache_control(None, ttl)
     system_marked: list[int] = []
     if body.get("system"):
-        blocks, system_marked = _system_markers(body["system"], ttl)
+        blocks, system_marked = _system_markers(body["system"], prefix)
         body["system"] = blocks
     if tools:
-        tools[-1] = {**tools[-1], "cache_control": dict(marker)}
+        tools[-1] = {**tools[-1], "cache_control": get_cache_control(None, prefix)}
     target = len(messages) - (2 if skip_cache_write else 1)
     marked_block: int | None = None
     while target >= 0:
@@ -380,6 +391,7 @@ class CacheBreakpointPlanner:
         request: ProviderRequest,
         *,
         ttl: CacheTtl = "5m",
+        prefix_ttl: CacheTtl | None = None,
         skip_cache_write: bool = False,
         previous_message_breakpoint: int | None = None,
         unchanged_prefix: int | None = None,
@@ -408,6 +420,7 @@ class CacheBreakpointPlanner:
             request,
             self._unmarked,
             ttl=ttl,
+            prefix_ttl=prefix_ttl,
             skip_cache_write=skip_cache_write,
             previous_message_breakpoint=previous_message_breakpoint,
             lookback_blocks=CACHE_LOOKBACK_BLOCKS,
@@ -450,6 +463,7 @@ def add_cache_breakpoints(
     request: ProviderRequest,
     *,
     ttl: CacheTtl = "5m",
+    prefix_ttl: CacheTtl | None = None,
     skip_cache_write: bool = False,
     previous_message_breakpoint: int | None = None,
 ) -> ProviderRequest:
@@ -457,6 +471,7 @@ def add_cache_breakpoints(
     return plan_cache_breakpoints(
         request,
         ttl=ttl,
+        prefix_ttl=prefix_ttl,
         skip_cache_write=skip_cache_write,
         previous_message_breakpoint=previous_message_breakpoint,
     ).request
@@ -466,6 +481,7 @@ def place_cache_breakpoints(
     request: ProviderRequest,
     *,
     ttl: CacheTtl = "5m",
+    prefix_ttl: CacheTtl | None = None,
     skip_cache_write: bool = False,
     previous_message_breakpoint: int | None = None,
 ) -> ProviderRequest:
@@ -473,6 +489,7 @@ def place_cache_breakpoints(
     return add_cache_breakpoints(
         request,
         ttl=ttl,
+        prefix_ttl=prefix_ttl,
         skip_cache_write=skip_cache_write,
         previous_message_breakpoint=previous_message_breakpoint,
     )

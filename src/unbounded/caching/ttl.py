@@ -20,6 +20,11 @@ Who is eligible (Anthropic employees, subscribers within quota, Bedrock opt-in) 
 caller's business: unbounded receives it as a boolean (`Policy.cache_ttl_1h`). A model whose
 table row has no 1-hour write price (OpenAI rows) is never eligible.
 
+The tools and the system prompt may live longer than the messages (`prefix_cache_ttl`): they
+are the same in every request and after every compaction, so a 1-hour entry for them survives
+the pauses that expire the messages' 5-minute ones. The API requires 1-hour markers to come
+before 5-minute ones, which a longer prefix TTL always satisfies (tools and system come first).
+
 Time helpers live here too: algorithms take the time as an argument (seconds as a float, or
 an aware datetime) and never read a clock.
 """
@@ -152,3 +157,18 @@ def latch_cache_ttl(
     if model is not None and model.cache_write_1h_multiplier is None:
         decided = False
     return CacheTtlLatch(bool(decided), tuple(active.cache_ttl_1h_query_sources))
+
+
+def prefix_cache_ttl(
+    message_ttl: CacheTtl, *, idle_expiries: int, policy: Policy, model: ModelInfo
+) -> CacheTtl:
+    """The TTL of the tools and system markers: 1 hour when `Policy.prefix_ttl_1h` asks, the
+    model has a 1-hour price and `idle_expiries` pauses reached
+    `Policy.prefix_ttl_1h_after_pauses`; else the messages' TTL (never shorter than it)."""
+    if message_ttl == "1h" or (
+        policy.prefix_ttl_1h
+        and idle_expiries >= policy.prefix_ttl_1h_after_pauses
+        and model.cache_write_1h_multiplier is not None
+    ):
+        return "1h"
+    return "5m"

@@ -270,6 +270,8 @@ class UpdateJob:
     ttl: CacheTtl
     notes_path: str
     policy: Policy
+    prefix_ttl: CacheTtl | None = None
+    """TTL of the tools and system markers (the main requests' own, so the fork reads them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +305,9 @@ def build_update_request(job: UpdateJob) -> tuple[ProviderRequest, str]:
     request = job.params.request(messages)
     if add_tool:
         request["tools"] = [*request.get("tools", []), dict(NOTES_TOOL)]
-    return place_cache_breakpoints(request, ttl=job.ttl, skip_cache_write=True), tool
+    return place_cache_breakpoints(
+        request, ttl=job.ttl, prefix_ttl=job.prefix_ttl, skip_cache_write=True
+    ), tool
 
 
 class ModelNotesUpdater:

@@ -259,12 +259,14 @@ class SessionMemory:
         current = self.read(session)
         notes = current if current and current.strip() else session_memory_template()
         messages, _ = clear_tool_results(session.messages, session.micro.cleared_ids)
+        ttl, prefix_ttl = session.cache_ttls()
         job = UpdateJob(
             notes=notes,
             new_items=view[progress.start :],
             messages=messages,
             params=session.cache_safe_params(),
-            ttl=session.ttl_latch.ttl_for(session.config.query_source),
+            ttl=ttl,
+            prefix_ttl=prefix_ttl,
             notes_path=self.notes_path(session),
             policy=policy,
         )
