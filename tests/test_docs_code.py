@@ -244,6 +244,14 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         ),
         check=lambda ns, out, api: ns["sent"] == [ns["plan"].request],
     ),
+    ("docs/caching.md", "# what Session does with the default policy: the prefix for an hour, the messages for 5 minutes"): Run(
+        prelude=REQUEST,
+        check=lambda ns, out, api: {
+            b["cache_control"].get("ttl") for b in ns["plan"].request["system"] if "cache_control" in b
+        }
+        == {"1h"}
+        and "ttl" not in ns["plan"].request["messages"][-1]["content"][-1]["cache_control"],
+    ),
     ("docs/caching.md", "from unbounded.caching import latch_cache_ttl"): Run(
         prelude=(
             "from types import SimpleNamespace\n"

@@ -42,6 +42,7 @@ SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
     "rehydrate_total_file_tokens": (5_000, 10_000, 25_000, 50_000),
     "rehydrate_min_uses": (1, 2),
     "compact_instead_of_clearing": (True, False),
+    "prefix_ttl_1h": (True, False),
 }
 """Policy fields the search varies, and the values it tries for each."""
 KEEP_MIN_SHARE = 0.4
