@@ -422,7 +422,8 @@ def render(report: ReplayReport) -> None:
 
 STRATEGY_LINES = {
     "unbounded": "this library: clears stale output in batches, compacts from its notes "
-    "early when that pays, else summarizes at the threshold sharing the cache",
+    "early when that pays, else summarizes at the threshold sharing the cache; caches the "
+    "tools and system prompt for an hour",
     "none": "sends everything (an overflow is a call the API would refuse)",
     "truncate": "drops the oldest turns to fit: the cache is missed almost every call",
     "summarize_no_cache": "summarizes at the threshold in a separate request without cache",

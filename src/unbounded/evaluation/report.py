@@ -63,8 +63,10 @@ STRATEGIES = {
     "unbounded": "this library's policy: tool results cleared in cache-friendly batches "
     "(microcompaction), session notes kept on the side that become the summary without a "
     "model call, compacting early when that pays (the cache is cold anyway, or the "
-    "conversation fills 40 % of its room), and otherwise a structured summary at the "
-    "auto-compact threshold whose request shares the conversation's prompt cache.",
+    "conversation fills part of its room, 40 % by default), and otherwise a structured "
+    "summary at the auto-compact threshold whose request shares the conversation's prompt "
+    "cache. The tools and system prompt are cached for an hour, so a pause re-writes only "
+    "the messages.",
     "none": "sends everything. A call over the context window is an overflow (the API would "
     "refuse it); it is still priced, as if the window were larger.",
     "truncate": "drops the oldest turns (a tool call with its result) until the request fits "
