@@ -122,15 +122,19 @@ def test_fixture_replay(session_2_1: Path, tmp_path: Path) -> None:
     assert data["calls"] == len(load_transcript(session_2_1).api_calls())
     assert data["invalid_requests"] == 0 and data["compactions"] == 0
     assert data["cost"]["recorded"] > 0
-    # With no compaction, every strategy sends the same messages; ours also caches the
-    # tools and system prompt for an hour, which this short session (no pause) never wins
-    # back: its prefix costs 2x to write instead of 1.25x.
-    one_ttl = tmp_path / "one_ttl.toml"
-    one_ttl.write_text("prefix_ttl_1h = false\n")
-    same = replay_json(str(session_2_1), "--policy", str(one_ttl))
+    # With no compaction, every strategy sends the same messages. Ours also offers the
+    # recall tool (its schema is priced) and caches the tools and system prompt for an hour,
+    # which this short session (no pause) never wins back: 2x to write instead of 1.25x.
+    plain = tmp_path / "plain.toml"
+    plain.write_text("prefix_ttl_1h = false\nrecall_enabled = false\n")
+    same = replay_json(str(session_2_1), "--policy", str(plain))
     assert set(same["cost"]["baselines"].values()) == {same["cost"]["unbounded"]}
     assert data["cost"]["baselines"] == same["cost"]["baselines"]
     assert data["cost"]["unbounded"] > same["cost"]["unbounded"]
+    one_ttl = tmp_path / "one_ttl.toml"
+    one_ttl.write_text("prefix_ttl_1h = false\n")
+    with_recall = replay_json(str(session_2_1), "--policy", str(one_ttl))["cost"]["unbounded"]
+    assert same["cost"]["unbounded"] < with_recall < data["cost"]["unbounded"]
 
 
 def test_fixture_replay_is_deterministic(session_2_1: Path) -> None:

@@ -106,14 +106,16 @@ class ReplaySettings:
         }
         return body
 
-    def simulator(self) -> CacheSimulator:
-        """A fresh cache simulator for one strategy (warm prefix primed)."""
+    def simulator(self, tools: Sequence[Mapping[str, Any]] = ()) -> CacheSimulator:
+        """A fresh cache simulator for one strategy (warm prefix primed, after the tools the
+        strategy's requests declare)."""
         return self.prefix.simulator(
             self.model,
             self.model_name,
             time=self.start_time,
             ttl=self.ttl,
             other_models=self.call_models,
+            tools=tools,
         )
 
 

@@ -12,9 +12,9 @@ the baselines) uses the same prefix and the same counter, so their costs are com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from unbounded.caching.blocks import FlatBlock
 from unbounded.caching.breakpoints import place_cache_breakpoints
@@ -100,10 +100,13 @@ class OpaquePrefix:
         time: float,
         ttl: CacheTtl,
         other_models: Mapping[str, ModelInfo] | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> CacheSimulator:
         """A cache simulator for one strategy, with the warm part primed just before `time`.
 
-        `model_name` is the model string the requests carry (it keys the cache)."""
+        `model_name` is the model string the requests carry (it keys the cache). `tools`: the
+        tools the strategy's requests declare before the prefix; the earlier sessions that
+        warmed it declared the same ones."""
         simulator = CacheSimulator(model, counter=self.counter(), other_models=other_models)
         if self.warm_tokens > 0:
             warm_text, _ = self._texts()[0]
@@ -111,6 +114,8 @@ class OpaquePrefix:
                 "model": model_name,
                 "system": [{"type": "text", "text": warm_text}],
             }
+            if tools:
+                primer["tools"] = [dict(tool) for tool in tools]
             simulator.prime(time - 1.0, place_cache_breakpoints(primer, ttl=ttl))
         return simulator
 

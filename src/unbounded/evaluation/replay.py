@@ -72,6 +72,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
+from unbounded.recall.offer import with_recall_tool
 from unbounded.recall.receipts import Receipt
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
@@ -408,6 +409,15 @@ def _summary_output_tokens(
     return round(rough_token_count(response.text) * scale)
 
 
+RECORDED_TOOLS: dict[str, Any] = {
+    "name": "recorded_tools",
+    "description": "Stands for the recorded session's tools, counted in the opaque prefix.",
+    "input_schema": {"type": "object"},
+}
+"""The one tool a replayed session declares (the recorded tools' schemas are not in the
+transcript; their tokens are part of the opaque prefix)."""
+
+
 def _recording_ttl(report: FidelityReport) -> CacheTtl:
     hours = sum(1 for call in report.calls if call.ttl == "1h")
     return "1h" if report.calls and hours * 2 > len(report.calls) else "5m"
@@ -600,6 +610,9 @@ class _Replayer:
                 model=self.model_name,
                 system=self.prefix.system_blocks(),
                 system_tokens=self.prefix.tokens,
+                # The recorded tools are inside the opaque prefix; this stand-in says tools
+                # are in use, so requests offer `recall` and are priced with its schema.
+                tools=[RECORDED_TOOLS] if self.policy.recall_enabled else [],
                 context_window=window,
                 validate_requests=False,
             ),
@@ -613,7 +626,9 @@ class _Replayer:
             clock=self.clock,
             extensions=extensions,
         )
-        self.simulator = self.settings.simulator()
+        self.simulator = self.settings.simulator(
+            with_recall_tool(self.session.config.tools, self.session.policy)
+        )
         self.ours = StrategyRun("unbounded")
         self.baselines: list[Baseline] = make_baselines(self.settings) if options.baselines else []
         self.source = options.source or (
