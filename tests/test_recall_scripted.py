@@ -127,3 +127,45 @@ def test_dropin_answers_a_recall_round_itself(api_server: ApiServer) -> None:
         validate_request(request["messages"])
     entries = client.session.entries
     assert sum(1 for e in entries if e.data.get("isRecallRound")) == 2  # the call and its answer
+
+
+@pytest.mark.parametrize("answer", ["left unanswered", "answered with anything"])
+def test_dropin_answers_a_streamed_recall_in_the_next_request(api_server: ApiServer, answer: str) -> None:
+    """A `recall` call the caller sees in a streamed reply: the wrapper sends the session's
+    answer in the next request, whether the caller answered it with anything or not at all."""
+    tools = [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}}]
+    client = wrap(api_server.anthropic_client(sync=True), policy=POLICY, clock=JumpingClock())
+    # Each reply has its own id, as the API gives (one id is one response in a transcript).
+    api_server.anthropic.push(
+        message(tool_use_block("Read", {"file_path": "/repo/config.txt"}, id="toolu_cfg"), stop_reason="tool_use", id="msg_1"),
+        message(tool_use_block("Read", {"file_path": "/repo/other.txt"}, id="toolu_other"), stop_reason="tool_use", id="msg_2"),
+        message(tool_use_block("recall", {"id": "toolu_cfg"}, id="toolu_rc"), stop_reason="tool_use", id="msg_3"),
+        message("The port is 8443.", id="msg_4"),
+    )
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Which port?"}]
+
+    def ask() -> Any:
+        with client.messages.stream(model=MODEL, max_tokens=1024, tools=tools, messages=history) as stream:
+            reply = stream.get_final_message()
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+        return reply
+
+    for text in (CONFIG_TEXT, OTHER_TEXT):
+        use = ask().content[0]
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": text}]})
+    use = ask().content[0]  # streamed: the caller sees the recall call
+    assert (use.type, use.name) == ("tool_use", "recall")
+    if answer == "answered with anything":
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "n/a"}]})
+    else:
+        history.append({"role": "user", "content": "Go on."})
+    assert ask().content[0].text == "The port is 8443."
+    assert not api_server.rejected  # every request was one the API accepts
+
+    requests = [r.json for r in api_server.requests]
+    assert len(requests) == 4 and all(r["stream"] for r in requests)
+    assert tool_result_of(requests[2], "toolu_cfg") == cleared_stub("toolu_cfg")
+    recalled = tool_result_of(requests[3], "toolu_rc")
+    assert "secret_port = 8443" in str(recalled) and "n/a" not in str(recalled)
+    for request in requests:
+        validate_request(request["messages"])
