@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class CacheTtlUpgraded(Event):
     tools and system prompt (`part="prefix"`) or for every marker (`part="all"`)."""
 
     idle_expiries: int
-    part: str = "all"
+    part: Literal["prefix", "all"] = "all"
 
 
 @dataclass(frozen=True, slots=True)
