@@ -535,3 +535,67 @@ def test_session_notes_are_redacted(tmp_path: Path) -> None:
 def test_invalid_request_error_names_the_rule() -> None:
     with pytest.raises(InvalidRequestError, match="tool-use-unanswered"):
         validate_request([{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "b", "input": {}}]}])
+
+
+def test_attachments_are_left_out_in_order_until_the_rest_fits() -> None:
+    from unbounded.compaction.conversation import drop_attachments_to_fit
+    from unbounded.compaction.memory_compact import build_session_memory_result
+    from unbounded.tokens.estimate import estimate_messages_tokens
+
+    view = [Entry.user("tidy the parser"), Entry.assistant([{"type": "text", "text": "done"}], model="m")]
+    attachments = [
+        {"type": "file", "filename": "/r/small.py", "content": "x = 1\n" * 100, "truncated": False},
+        {"type": "file", "filename": "/r/big.py", "content": "y = 2\n" * 1_000, "truncated": False},
+        {"type": "todo", "content": [{"content": "write tests", "status": "pending"}], "itemCount": 1, "context": "post-compact"},
+        {"type": "plan_file_reference", "planFilePath": "/r/plan.md", "planContent": "step one\n" * 200},
+        {"type": "invoked_skills", "skills": [{"name": "lint", "path": "/s/lint", "content": "run ruff " * 300}]},
+        {"type": "plan_mode", "planFilePath": "/r/plan.md"},
+    ]
+
+    def result() -> Any:
+        return build_session_memory_result(view, view, 1, "## Task\ntidy the parser", pre_tokens=5_000, attachments=attachments)
+
+    def size(r: Any) -> int:
+        return estimate_messages_tokens(normalize_messages(r.view()))
+
+    def kinds(r: Any) -> list[str]:
+        return [a.data["attachment"].get("filename") or a.data["attachment"]["type"] for a in r.attachments]
+
+    roomy = result()
+    drop_attachments_to_fit(roomy, lambda messages: True)
+    assert len(roomy.attachments) == 6 and not roomy.skipped_attachments
+    everything = size(roomy)
+    # Just under everything: the biggest file goes first, and nothing else.
+    tight = result()
+    drop_attachments_to_fit(tight, lambda messages: estimate_messages_tokens(messages) < everything)
+    assert kinds(tight) == ["/r/small.py", "todo", "plan_file_reference", "invoked_skills", "plan_mode"]
+    assert tight.skipped_attachments == ["file /r/big.py: no room after the compaction"]
+    # No room at all: files, skills, the plan, the todo list go, in that order; the plan mode
+    # flag, the summary and the kept messages stay.
+    none = result()
+    drop_attachments_to_fit(none, lambda messages: False)
+    assert kinds(none) == ["plan_mode"]
+    assert [s.split(":")[0] for s in none.skipped_attachments] == [
+        "file /r/big.py", "file /r/small.py", "invoked_skills", "plan_file_reference /r/plan.md", "todo",
+    ]
+    assert [m.content for m in none.summary_messages] == [m.content for m in roomy.summary_messages]
+    assert none.messages_to_keep == roomy.messages_to_keep == view[1:]
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / "shared/corpus/raw").is_dir(), reason="corpus not present")
+def test_a_small_window_leaves_out_re_read_files_instead_of_compacting_every_turn() -> None:
+    from unbounded.evaluation.replay import ReplayOptions, replay_session
+
+    path = Path(__file__).resolve().parents[2] / "shared/corpus/raw/claude-code-log_a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+    if not path.exists():
+        pytest.skip("corpus session not present")
+    transcript = load_transcript(path)
+    runs = {
+        share: replay_session(transcript, ReplayOptions(window=60_000, baselines=False, policy=Policy(rehydrate_max_room_share=share)))
+        for share in (1.0, 0.5)
+    }
+    # A 60,000-token window with a 23,000-token prefix: re-read files refilled the room.
+    assert runs[0.5].compactions * 2 <= runs[1.0].compactions
+    assert runs[0.5].ours.cost_usd < runs[1.0].ours.cost_usd
+    for run in runs.values():
+        assert run.invalid_requests == 0 and run.ours.overflows == 0

@@ -186,6 +186,12 @@ class Policy:
     """Cap per re-read file."""
     rehydrate_total_file_tokens: int = 10_000
     """Cap on all re-read files together."""
+    rehydrate_max_room_share: float = 0.5
+    """Re-read files, then skills, the plan and the todo list are left out after a compaction
+    (the largest first) while the context would fill more than this share of its room below
+    the auto-compact threshold (the system prompt and tools left out). In a small window they
+    would otherwise bring on the next compaction at once; in a large one they fit (1.0: only
+    what would not fit under the threshold)."""
     rehydrate_tokens_per_skill: int = 5_000
     """Cap per invoked skill re-injected."""
     rehydrate_total_skill_tokens: int = 25_000
@@ -267,6 +273,7 @@ class Policy:
             "early_compact_fraction",
             "early_compact_min_saving",
             "cold_cache_compact_min_saving",
+            "rehydrate_max_room_share",
         ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"Policy.{name} must be in [0, 1]")

@@ -194,6 +194,7 @@ class SummaryRequestSettings:
             events=context.events,
             boundary_metadata=dict(context.boundary_metadata) or None,
             keep_from=keep_from,
+            fits=context.post_fit(),
         )
 
 

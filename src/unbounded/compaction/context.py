@@ -12,7 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from unbounded.compaction.conversation import CachePlanner, CacheSafeParams, CompactionHooks
+from unbounded.compaction.conversation import (
+    CachePlanner,
+    CacheSafeParams,
+    CompactionHooks,
+    PostCompactionFit,
+)
 from unbounded.compaction.glue import RehydrateSource, Rehydrator, rehydrator_for
 from unbounded.errors import ConfigError
 from unbounded.events import EventSink
@@ -97,6 +102,15 @@ class CompactionContext:
                 "CompactionContext.rehydrate_from must be 'disk', 'transcript' or None, "
                 f"not {self.rehydrate_from!r}"
             )
+
+    def post_fit(self) -> PostCompactionFit:
+        """Whether the messages a compaction leaves fill at most
+        `Policy.rehydrate_max_room_share` of the room below the threshold (the system prompt
+        and tools left out): past that, its re-injected attachments are left out."""
+        prefix = self.estimate_request_tokens([])
+        room = max(0, self.autocompact_threshold - prefix)
+        limit = prefix + self.policy.rehydrate_max_room_share * room
+        return lambda messages: self.estimate_request_tokens(messages) <= limit
 
     def rehydrator(self) -> Rehydrator | None:
         """What re-injects files, todos and plans after a compaction (None: nothing)."""

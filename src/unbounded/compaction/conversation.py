@@ -40,6 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.prompts import (
     SUMMARY_SYSTEM_PROMPT,
@@ -419,6 +421,42 @@ class _Reply:
     direct: bool
 
 
+PostCompactionFit = Callable[[list[MessageParam]], bool]
+"""Whether the messages a compaction leaves are small enough (`CompactionContext.post_fit`)."""
+
+DROP_ORDER = ("file", "invoked_skills", "plan_file_reference", "todo")
+"""Re-injected attachments a compaction leaves out when the room is short, first to last:
+re-read files (the agent can read them again), skills, the plan, the todo list."""
+
+
+def drop_attachments_to_fit(result: CompactionResult, fits: PostCompactionFit) -> None:
+    """Leave out re-injected attachments until `fits` the messages after `result`: in
+    `DROP_ORDER`, the largest first within a kind. Each one left out is named in
+    `skipped_attachments`; the summary and the kept messages are never touched."""
+    if fits(normalize_messages(result.view())):
+        return
+    order = sorted(
+        (DROP_ORDER.index(kind), -rough_token_count(orjson.dumps(entry.data).decode()), n)
+        for n, entry in enumerate(result.attachments)
+        if (kind := str(_attachment(entry).get("type"))) in DROP_ORDER
+    )
+    attachments = list(result.attachments)
+    for _, _, n in order:
+        attachment = _attachment(attachments[n])
+        name = attachment.get("filename") or attachment.get("planFilePath") or ""
+        what = f"{attachment.get('type')} {name}".strip()
+        result.skipped_attachments.append(f"{what}: no room after the compaction")
+        left_out = attachments[n]
+        result.attachments = [a for a in result.attachments if a is not left_out]
+        if fits(normalize_messages(result.view())):
+            return
+
+
+def _attachment(entry: Entry) -> Mapping[str, Any]:
+    value = entry.data.get("attachment")
+    return value if isinstance(value, Mapping) else {}
+
+
 class SummaryJob:
     """One summary in progress, in three steps (see `compact_conversation`).
 
@@ -454,6 +492,7 @@ class SummaryJob:
         policy: Policy,
         events: EventSink | None,
         boundary_metadata: dict[str, Any] | None,
+        fits: PostCompactionFit | None = None,
     ) -> None:
         self.entries = entries
         self.provider = provider
@@ -474,6 +513,7 @@ class SummaryJob:
         self.policy = policy
         self.events = events
         self.boundary_metadata = boundary_metadata
+        self.fits = fits
         self.prompt = ""
         self.messages: list[MessageParam] = []
         """What the summary request sends before the prompt (its oldest rounds dropped after
@@ -735,6 +775,8 @@ class SummaryJob:
             user_display_message=self.user_display,
             skipped_attachments=skipped,
         )
+        if self.fits is not None:
+            drop_attachments_to_fit(result, self.fits)
         result.post_tokens = estimate_messages_tokens(normalize_messages(result.view()))
         emit(
             self.events,
@@ -779,9 +821,11 @@ async def start_summary(
     events: EventSink | None = None,
     boundary_metadata: dict[str, Any] | None = None,
     keep_from: str | None = None,
+    fits: PostCompactionFit | None = None,
 ) -> SummaryJob:
     """The summary's first step (`SummaryJob`): checks, `CompactionStarted`, the PreCompact
-    hooks, the messages and prompt. Parameters as `compact_conversation`'s."""
+    hooks, the messages and prompt. Parameters as `compact_conversation`'s; `fits`: whether
+    the messages after the compaction leave enough room (`drop_attachments_to_fit`)."""
     active = policy or Policy()
     if not active.compact_enabled:
         raise CompactionError(
@@ -831,6 +875,7 @@ async def start_summary(
         policy=active,
         events=events,
         boundary_metadata=boundary_metadata,
+        fits=fits,
     )
     try:
         await job._prepare(instructions, sent_messages)

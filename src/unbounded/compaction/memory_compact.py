@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CompactionResult
+from unbounded.compaction.conversation import CompactionResult, drop_attachments_to_fit
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.notes import (
     QUERY_SOURCE,
@@ -431,6 +431,8 @@ async def try_session_memory_compaction(
         skipped_attachments=skipped,
         boundary_metadata=metadata,
     )
+    # In a small window the re-injected files would bring on the next compaction at once.
+    drop_attachments_to_fit(result, context.post_fit())
     # What the next request will carry: system prompt and tools included, the length
     # estimate calibrated on this session's reported usage (length/4 undercounts code).
     result.post_tokens = context.estimate_request_tokens(normalize_messages(result.view()))
