@@ -367,6 +367,8 @@ class ApiServer:
     """Prompts estimated over this many tokens are refused as too long (None: no limit)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _seq: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    _http_clients: list[Any] = field(default_factory=list, repr=False)
+    """The HTTP clients made for the SDK clients handed out, closed when the server stops."""
 
     @property
     def anthropic_base_url(self) -> str:
@@ -390,14 +392,24 @@ class ApiServer:
 
         return self._client(openai, "OpenAI", self.openai_base_url, sync, options)
 
-    @staticmethod
-    def _client(sdk: Any, name: str, base_url: str, sync: bool, options: dict[str, Any]) -> Any:
+    def _client(self, sdk: Any, name: str, base_url: str, sync: bool, options: dict[str, Any]) -> Any:
         # Plain HTTP to 127.0.0.1: skipping certificate loading saves ~50 ms per client.
         http = sdk.DefaultHttpxClient if sync else sdk.DefaultAsyncHttpxClient
         factory = getattr(sdk, name if sync else f"Async{name}")
         options = {"api_key": "test-key", "max_retries": 0, **options}
-        options.setdefault("http_client", http(verify=False))
+        if "http_client" not in options:
+            options["http_client"] = http(verify=False)
+            self._http_clients.append(options["http_client"])
         return factory(base_url=base_url, **options)
+
+    def close_clients(self) -> None:
+        """Close the HTTP clients of the blocking SDK clients handed out (their sockets too).
+        An async client's connections belong to the event loop that used them, which a test
+        has closed by now; they are left to the garbage collector."""
+        for client in self._http_clients:
+            if not hasattr(client, "aclose"):
+                client.close()
+        self._http_clients.clear()
 
     @property
     def last(self) -> RecordedRequest:
@@ -1008,6 +1020,7 @@ def start_server() -> Iterator[ApiServer]:
     try:
         yield api
     finally:
+        api.close_clients()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
