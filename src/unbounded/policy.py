@@ -285,12 +285,6 @@ class Policy:
             raise ConfigError("Policy timeouts and intervals must be > 0")
         if not (0 <= self.cache_break_min_drop_fraction < 1):
             raise ConfigError("Policy.cache_break_min_drop_fraction must be in [0, 1)")
-        if self.cache_ttl_upgrade_after_idle < 0:
-            raise ConfigError("Policy.cache_ttl_upgrade_after_idle must be >= 0 (0: never)")
-        if self.prefix_ttl_1h_after_pauses < 0:
-            raise ConfigError(
-                "Policy.prefix_ttl_1h_after_pauses must be >= 0 (0: from the first request)"
-            )
         if self.time_based_gap_minutes <= 0:
             raise ConfigError("Policy.time_based_gap_minutes must be > 0")
         if self.cached_microcompact_keep_recent >= self.cached_microcompact_trigger:
