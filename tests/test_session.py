@@ -94,6 +94,31 @@ def test_resume_gives_the_same_view_and_state(tmp_path: Path) -> None:
     asyncio.run(drive(again, 2, start=30))
 
 
+def test_a_session_stopped_before_its_first_reply_reopens(tmp_path: Path) -> None:
+    """Its state was saved with no calibration yet (null): reopening it must not fail."""
+    folder = tmp_path / "s"
+    session = Session.open(folder, CONFIG, policy=Policy())
+    session.add_user("Please build the thing.")
+    asyncio.run(session.prepare())  # the state is saved; no usage has arrived
+    assert session.calibration is None
+    assert isinstance(session.store, FolderStore)
+    session.store.close()  # the process stops here, before the reply
+    again = Session.open(folder, CONFIG, policy=Policy())
+    assert again.calibration is None
+    request = asyncio.run(again.prepare())
+    validate_request(request["messages"])
+    again.record(answer(0, request))
+    assert again.calibration is not None and again.calibration > 0
+    again.store.close()
+    # A state document edited by hand says what is wrong with it and how to recover.
+    state = FolderStore(folder)
+    data = state.load_state("session") or {}
+    state.save_state("session", {**data, "calibration": "fast"})
+    state.close()
+    with pytest.raises(ConfigError, match="calibration of 'fast'.*delete that state document"):
+        Session.open(folder, CONFIG, policy=Policy())
+
+
 def test_breaker_hands_over_to_extractive(tmp_path: Path) -> None:
     summarizer = Summarizer([ServerError("down", status=500)])
     events: list[Event] = []

@@ -270,6 +270,18 @@ class SessionStatus:
     microcompacts: int
 
 
+def _stored_calibration(value: object) -> float | None:
+    """The calibration a state document holds (saved as null before any usage arrived)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if not isinstance(value, (int, float)):
+        raise ConfigError(
+            f"the stored session state ({STATE_NAME!r}) has a calibration of {value!r}, "
+            "not a number or null; delete that state document to start it afresh"
+        )
+    return float(value) if value > 0 else None
+
+
 @dataclass(slots=True)
 class _Tracking:
     """Persisted pipeline counters (circuit breaker and recompaction tracking); how many
@@ -426,7 +438,7 @@ class Session:
         self.prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
         """What `prepare` runs, in order (an extension may insert a step of its own)."""
         self._rebuild_view()
-        self.calibration = float(state.get("calibration", 0.0)) or None
+        self.calibration = _stored_calibration(state.get("calibration"))
         """Reported tokens / length estimate of the same request, from the last usage seen:
         how far length/4 is off for this session's content (None until a usage arrives)."""
         self._calibrate()
