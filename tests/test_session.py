@@ -115,7 +115,7 @@ def test_a_session_stopped_before_its_first_reply_reopens(tmp_path: Path) -> Non
     data = state.load_state("session") or {}
     state.save_state("session", {**data, "calibration": "fast"})
     state.close()
-    with pytest.raises(ConfigError, match="calibration of 'fast'.*delete that state document"):
+    with pytest.raises(ConfigError, match=r"calibration of 'fast'.*delete that state document"):
         Session.open(folder, CONFIG, policy=Policy())
 
 
