@@ -119,6 +119,31 @@ def test_a_session_stopped_before_its_first_reply_reopens(tmp_path: Path) -> Non
         Session.open(folder, CONFIG, policy=Policy())
 
 
+def test_replies_that_share_one_id_stay_separate_turns() -> None:
+    """A mock or proxy that gives every reply the same id: each whole reply is its own turn,
+    not more lines of the previous one (as a transcript's repeated id would mean)."""
+    session = Session(CONFIG, policy=Policy())
+    session.add_user("Read both files.")
+    for n in range(3):
+        asyncio.run(session.prepare())
+        session.record(
+            {
+                "id": "msg_same",
+                "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {"n": n}}],
+                "usage": {"input_tokens": 100, "output_tokens": 10},
+                "stop_reason": "tool_use",
+            }
+        )
+        session.add_tool_results([{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": f"file {n}"}])
+    request = asyncio.run(session.prepare())
+    validate_request(request["messages"])
+    assert [m["role"] for m in request["messages"]] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    replies = [e for e in session.entries if e.type == "assistant"]
+    # Only a reply that would be merged into the one before it gets an id of its own.
+    assert [e.message_id == "msg_same" for e in replies] == [True, False, True]
+    assert [e.data.get("responseId") for e in replies] == [None, "msg_same", None]
+
+
 def test_breaker_hands_over_to_extractive(tmp_path: Path) -> None:
     summarizer = Summarizer([ServerError("down", status=500)])
     events: list[Event] = []

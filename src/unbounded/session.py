@@ -731,6 +731,11 @@ class Session:
                 response.get("stop_reason"),
             )
         now = self._clock()
+        if message_id and self._repeats_previous_response_id(message_id):
+            # A server or mock that gives every reply one id: recorded under it, this whole
+            # response would be read back as more lines of the previous one and merged.
+            extra = {**(extra or {}), "responseId": message_id}
+            message_id = None
         entry = Entry.assistant(
             content,
             message_id=message_id or f"msg_{uuid_module.uuid4().hex[:24]}",
@@ -765,6 +770,25 @@ class Session:
         for turn_listener in list(self.turn_listeners):
             turn_listener(self, entry)
         return entry
+
+    def _repeats_previous_response_id(self, message_id: str) -> bool:
+        """Whether the last response recorded has this id, with only its tool results after
+        it: the transcript would read the next lines with that id as the same response."""
+        for entry in reversed(self.entries):
+            if entry.type == "assistant":
+                return entry.message_id == message_id
+            if entry.type in ("system", "progress"):
+                continue
+            content = entry.content
+            answers_only = (
+                entry.type == "user"
+                and isinstance(content, list)
+                and bool(content)
+                and all(b.get("type") == "tool_result" for b in content)
+            )
+            if not answers_only:
+                return False
+        return False
 
     # -- the pipeline --------------------------------------------------------------------------
     def cache_safe_params(self) -> CacheSafeParams:
