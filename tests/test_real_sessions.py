@@ -345,6 +345,24 @@ def test_small_windows_scale_the_budgets_and_tiny_ones_are_refused() -> None:
     assert result.exit_code == 2 and "too small" in result.output
 
 
+def test_a_system_prompt_that_leaves_no_room_to_compact_into_is_refused() -> None:
+    from unbounded.policy import MIN_COMPACTION_ROOM
+
+    sonnet = load_model_table().get("claude-sonnet-4-5")
+    threshold = compute_thresholds(sonnet.with_window(32_000), Policy()).autocompact
+    def config(system_tokens: int) -> SessionConfig:
+        return SessionConfig(model="claude-sonnet-4-5", context_window=32_000, system="x", system_tokens=system_tokens)
+    Session(config(threshold - MIN_COMPACTION_ROOM))  # just enough room
+    with pytest.raises(ConfigError, match=r"leaving 2,047 for the conversation: no compaction can make room.*larger context_window"):
+        Session(config(threshold - MIN_COMPACTION_ROOM + 1))
+    # A threshold the caller chose only has to be above the prompt; without compaction, no limit.
+    Session(config(threshold - 100), policy=Policy(autocompact_pct_override=100))
+    Session(config(threshold + 1_000), policy=Policy(auto_compact_enabled=False))
+    # The replay says the same of a recorded prompt, naming --window.
+    result = runner.invoke(app, ["replay", str(FIXTURES / "session_2_1.jsonl"), "--window", "19000"])
+    assert result.exit_code == 2 and "no compaction can make room" in result.output and "--window" in result.output
+
+
 def test_a_small_window_session_does_not_compact_every_turn() -> None:
     session = Session(SessionConfig(model="claude-sonnet-4-5", context_window=16_000))
     compactions = 0

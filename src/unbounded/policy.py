@@ -51,6 +51,9 @@ from unbounded.errors import ConfigError
 ENV_PREFIX = "UNBOUNDED_"
 MIN_CONTEXT_WINDOW = 8_192
 """The smallest window unbounded works in: a structured summary plus one more turn."""
+MIN_COMPACTION_ROOM = 2_048
+"""The fewest tokens the system prompt and tools must leave below the auto-compact threshold:
+a summary and one more turn. With less, every call would compact and still be over it."""
 SCALED_BUDGETS: tuple[str, ...] = (
     "output_reserve_cap",
     "autocompact_buffer",

@@ -99,6 +99,7 @@ from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
 from unbounded.policy import (
     GUARDED_QUERY_SOURCES,
+    MIN_COMPACTION_ROOM,
     Policy,
     Thresholds,
     WarningLevel,
@@ -379,13 +380,17 @@ class Session:
         )
         # Only a session that compacts needs room under the threshold; one that never does
         # (auto-compaction off) runs until the window is full.
-        if overhead >= self.thresholds.autocompact and self.policy.auto_compact_enabled:
+        # A threshold the caller chose (a percent override) needs only to be above them.
+        room = self.thresholds.autocompact - overhead
+        needed = 1 if self.policy.autocompact_pct_override is not None else MIN_COMPACTION_ROOM
+        if room < needed and self.policy.auto_compact_enabled:
             raise ConfigError(
                 f"the system prompt and tools alone take about "
-                f"{overhead:,} tokens, over the auto-compact threshold "
-                f"of a {self.model_info.context_window:,}-token window "
-                f"({self.thresholds.autocompact:,}): no compaction can make room; use a "
-                "larger context_window or a shorter system prompt"
+                f"{overhead:,} tokens of the {self.thresholds.autocompact:,} a "
+                f"{self.model_info.context_window:,}-token window holds before compacting, "
+                f"leaving {max(room, 0):,} for the conversation: no compaction can make room "
+                f"for a summary and one more turn ({MIN_COMPACTION_ROOM:,}), so every call "
+                "would compact; use a larger context_window or a shorter system prompt"
             )
         self.store: SessionStore = store or MemoryStore()
         self._closed = False

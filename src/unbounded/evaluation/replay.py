@@ -70,7 +70,7 @@ from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
-from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.recall.offer import with_recall_tool
 from unbounded.recall.receipts import Receipt
@@ -559,15 +559,21 @@ class _Replayer:
         window = options.window or self._reported_window(transcript) or self.model.context_window
         self.window = window
         self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
-        if self.prefix.tokens >= self.thresholds.autocompact:
+        room = self.thresholds.autocompact - self.prefix.tokens
+        chosen = self.policy.autocompact_pct_override is not None  # the caller's threshold
+        if room < (1 if chosen else MIN_COMPACTION_ROOM):
             what = (
                 f"the recorded session's system prompt and tools (or context it did not "
-                f"write down) take about {self.prefix.tokens:,} tokens, more than a "
-                f"{window:,}-token window holds before compacting "
-                f"({self.thresholds.autocompact:,})"
+                f"write down) take about {self.prefix.tokens:,} tokens of the "
+                f"{self.thresholds.autocompact:,} a {window:,}-token window holds before "
+                f"compacting, leaving {max(room, 0):,} (a summary and one more turn need "
+                f"{MIN_COMPACTION_ROOM:,})"
             )
             if options.window is not None:
-                raise ConfigError(f"{what}: no compaction can make room; use a larger --window")
+                raise ConfigError(
+                    f"{what}: no compaction can make room, every call would compact; use a "
+                    "larger --window"
+                )
             self.notes.append(f"{what}: there is nothing our policy could compact")
             self.policy = self.policy.with_changes(auto_compact_enabled=False)
         calls = self.script.calls
