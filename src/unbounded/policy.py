@@ -411,6 +411,12 @@ class Policy:
         """A copy with some fields changed (checked again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def compaction_room_needed(self) -> int:
+        """Tokens the system prompt and tools must leave below the auto-compact threshold:
+        `MIN_COMPACTION_ROOM`, or one when the caller chose the threshold (a percent
+        override), which then only has to be above them."""
+        return 1 if self.autocompact_pct_override is not None else MIN_COMPACTION_ROOM
+
     def for_window(self, context_window: int) -> Policy:
         """This policy with its token budgets scaled for a small window (see the module doc).
 

@@ -94,7 +94,12 @@ from unbounded.events import (
 )
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
-from unbounded.model.normalize import MessageNormalizer, interrupted_result, validate_request
+from unbounded.model.normalize import (
+    MessageNormalizer,
+    interrupted_result,
+    is_tool_result_only,
+    validate_request,
+)
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
 from unbounded.policy import (
@@ -380,10 +385,8 @@ class Session:
         )
         # Only a session that compacts needs room under the threshold; one that never does
         # (auto-compaction off) runs until the window is full.
-        # A threshold the caller chose (a percent override) needs only to be above them.
         room = self.thresholds.autocompact - overhead
-        needed = 1 if self.policy.autocompact_pct_override is not None else MIN_COMPACTION_ROOM
-        if room < needed and self.policy.auto_compact_enabled:
+        if room < self.policy.compaction_room_needed() and self.policy.auto_compact_enabled:
             raise ConfigError(
                 f"the system prompt and tools alone take about "
                 f"{overhead:,} tokens of the {self.thresholds.autocompact:,} a "
@@ -784,14 +787,7 @@ class Session:
                 return entry.message_id == message_id
             if entry.type in ("system", "progress"):
                 continue
-            content = entry.content
-            answers_only = (
-                entry.type == "user"
-                and isinstance(content, list)
-                and bool(content)
-                and all(b.get("type") == "tool_result" for b in content)
-            )
-            if not answers_only:
+            if entry.type != "user" or not is_tool_result_only(entry.content):
                 return False
         return False
 

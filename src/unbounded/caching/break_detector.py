@@ -388,15 +388,13 @@ def _snapshot(
     previous: Sequence[_MessageDigests],
     unchanged: int = 0,
     previous_digests: tuple[tuple[str, ...], ...] = (),
-    long_in_unchanged: bool = False,
+    ttls_in_unchanged: frozenset[str] = frozenset(),
     prefix: Mapping[str, Any] | None = None,
-    short_in_unchanged: bool = False,
 ) -> tuple[PromptStateSnapshot, list[_MessageDigests]]:
     """`snapshot_request`, reusing the message digests of `previous` where they apply; also
     returns this request's message digests (the `previous` of the next call). The first
     `unchanged` messages are the previous request's, unmodified (`previous_digests` is that
-    request's `message_digests`; `long_in_unchanged` / `short_in_unchanged`: one of them asks
-    for a 1-hour / 5-minute TTL).
+    request's `message_digests`; `ttls_in_unchanged`: the TTLs their markers ask for).
     `prefix`: the `_prefix_fields` of a request equal to this one but for its messages."""
     body = cast(Mapping[str, Any], request)
     if prefix is None:
@@ -409,11 +407,7 @@ def _snapshot(
     head = previous[:unchanged]  # a list's slice is a new list already
     digested = head if isinstance(head, list) else list(head)
     digested.extend(_messages_digests(tail, previous[unchanged:]))
-    message_ttls: set[str] = set()
-    if long_in_unchanged:
-        message_ttls.add("1h")
-    if short_in_unchanged:
-        message_ttls.add("5m")
+    message_ttls = set(ttls_in_unchanged)
     for entry in digested[unchanged:]:
         message_ttls.update(entry.ttls)
     message_digests = previous_digests[:unchanged] + tuple(
@@ -579,10 +573,8 @@ class _SourceState:
     cache_deleted_baseline: int = 0
     digested: list[_MessageDigests] = field(default_factory=list)
     """The previous request's message digests, reused for its unchanged messages."""
-    first_long_ttl: int | None = None
-    """Index of the previous request's first message with a 1-hour marker, if any."""
-    first_short_ttl: int | None = None
-    """Index of the previous request's first message with a 5-minute marker, if any."""
+    first_marked: dict[str, int] = field(default_factory=dict)
+    """TTL -> index of the previous request's first message with a marker of that TTL."""
     inputs: list[Any] = field(default_factory=list)
     """The previous request's messages (kept with `messages_immutable`)."""
     rest: dict[str, Any] | None = None
@@ -677,8 +669,7 @@ class PromptCacheBreakDetector:
                 len(previous.message_digests),
             )
         state.inputs = list(raw) if self.messages_immutable else []
-        long_at = state.first_long_ttl
-        short_at = state.first_short_ttl
+        first_marked = state.first_marked
         rest = _without_messages(cast(Mapping[str, Any], request))
         # Compared by value (C speed): system and tools hashed again only when they changed.
         same_prefix = self.messages_immutable and previous is not None and rest == state.rest
@@ -688,23 +679,19 @@ class PromptCacheBreakDetector:
             state.digested,
             unchanged,
             previous.message_digests if previous is not None else (),
-            long_in_unchanged=long_at is not None and long_at < unchanged,
-            short_in_unchanged=short_at is not None and short_at < unchanged,
+            ttls_in_unchanged=frozenset(t for t, at in first_marked.items() if at < unchanged),
             prefix=(
                 {name: getattr(previous, name) for name in _PREFIX_FIELDS}
                 if same_prefix and previous is not None
                 else None
             ),
         )
-        digested = state.digested
-        if long_at is None or long_at >= unchanged:
-            state.first_long_ttl = next(
-                (i for i in range(unchanged, len(digested)) if "1h" in digested[i].ttls), None
-            )
-        if short_at is None or short_at >= unchanged:
-            state.first_short_ttl = next(
-                (i for i in range(unchanged, len(digested)) if "5m" in digested[i].ttls), None
-            )
+        # Only the messages after the unchanged ones are looked at: O(what changed).
+        kept = {ttl: at for ttl, at in first_marked.items() if at < unchanged}
+        for index in range(unchanged, len(state.digested)):
+            for ttl in state.digested[index].ttls:
+                kept.setdefault(ttl, index)
+        state.first_marked = kept
         if previous is not None:
             state.pending_changes = compare_prompt_states(
                 previous, current, shared_messages=unchanged

@@ -560,8 +560,7 @@ class _Replayer:
         self.window = window
         self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
         room = self.thresholds.autocompact - self.prefix.tokens
-        chosen = self.policy.autocompact_pct_override is not None  # the caller's threshold
-        if room < (1 if chosen else MIN_COMPACTION_ROOM):
+        if room < self.policy.compaction_room_needed():
             what = (
                 f"the recorded session's system prompt and tools (or context it did not "
                 f"write down) take about {self.prefix.tokens:,} tokens of the "

@@ -127,7 +127,9 @@ def _sendable(content: Any) -> Any:
     return kept if len(kept) != len(blocks) or not isinstance(content, list) else content
 
 
-def _is_tool_result_only(content: Any) -> bool:
+def is_tool_result_only(content: Any) -> bool:
+    """Whether a message content is tool results and nothing else (where one response's lines
+    may continue after it under the same id)."""
     return (
         isinstance(content, list)
         and bool(content)
@@ -221,7 +223,7 @@ class MessageNormalizer:
                         self._merge_assistant(index, blocks)
                         return
                     break
-                if not _is_tool_result_only(candidate["content"]):
+                if not is_tool_result_only(candidate["content"]):
                     break
         if messages and messages[-1]["role"] == "assistant":
             # Plain message lists have no response ids: a run of assistant turns is one turn.
