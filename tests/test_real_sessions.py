@@ -37,6 +37,7 @@ from unbounded.model.normalize import (
 from unbounded.model.user_messages import classify_user_content, latest_user_request
 from unbounded.policy import MIN_CONTEXT_WINDOW, Policy, compute_thresholds
 from unbounded.session import Session, SessionConfig
+from unbounded.side_outputs import side_output_name
 from unbounded.storage import FolderStore, MemoryStore, SessionLockedError
 from unbounded.transcripts.loader import load_transcript
 
@@ -279,7 +280,7 @@ def test_a_huge_tool_result_is_capped_and_kept_whole_on_disk(tmp_path: Path) -> 
         assert session.status().compactions == 0  # no compaction of everything to make room
     sent = request["messages"][-1]["content"][0]["content"]
     assert len(sent) <= 25_000 * 4 + 1_000 and "the line the agent needs" in sent  # the tail is kept
-    saved = tmp_path / "s" / "tool-outputs" / "toolu_cat.txt"
+    saved = tmp_path / "s" / "tool-outputs" / f"{side_output_name('toolu_cat')}.txt"
     assert str(saved) in sent and saved.read_text() == big
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
     capped = [e for e in events if isinstance(e, ToolOutputCapped)]
@@ -288,12 +289,12 @@ def test_a_huge_tool_result_is_capped_and_kept_whole_on_disk(tmp_path: Path) -> 
 
 def test_cap_keeps_head_and_tail_on_line_boundaries() -> None:
     text = "".join(f"{n}\n" for n in range(10_000))
-    capped = cap_text(text, 4_000, "/tmp/out.txt")
+    capped = cap_text(text, 1_000, "/tmp/out.txt")
     assert capped is not None
     head, _, tail = capped.text.partition("\n[... ")
     assert text.startswith(head) and head.endswith("\n")
     assert text.endswith(tail.split("...]\n", 1)[1])
-    assert cap_text("short", 4_000, None) is None
+    assert cap_text("short", 1_000, None) is None
 
 
 # -- 5. slash commands and special user messages --------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from summaries import nine_section_summary
 
+from unbounded.compaction.large_output import cap_text
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, cleared_stub, is_cleared_text
 from unbounded.events import Event, RecallServed, ReceiptWritten
@@ -30,6 +31,7 @@ from unbounded.recall import (
     receipts_in,
 )
 from unbounded.session import Session, SessionConfig
+from unbounded.side_outputs import side_output_name
 from unbounded.transcripts.claude_code import validate_record
 from unbounded.transcripts.loader import load_transcript
 
@@ -132,9 +134,11 @@ def test_a_long_output_is_cut_to_the_budget_and_read_on_by_line() -> None:
 
 
 def test_a_capped_output_comes_back_whole_from_the_store() -> None:
-    entries = transcript()
-    whole = "line\n" * 50 + "the needle\n" + "line\n" * 50
-    answer = answer_recall(RecallRequest("id", "t_log"), context(entries, kept={"t_log": whole}))
+    whole = "line\n" * 3_000 + "the needle\n" + "line\n" * 3_000
+    capped = cap_text(whole, 500, "/s/tool-outputs/x.txt")
+    assert capped is not None and "the needle" not in capped.text
+    entries = [Entry.user("go"), Entry.assistant([{"type": "tool_use", "id": "t_log", "name": "Bash", "input": {"command": "make"}}]), Entry.user([{"type": "tool_result", "tool_use_id": "t_log", "content": capped.text}])]
+    answer = answer_recall(RecallRequest("query", "needle"), context(entries, view=[], kept={side_output_name("t_log"): whole}))
     assert "the needle" in answer.text
 
 

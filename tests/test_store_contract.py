@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.session import Session, SessionConfig
+from unbounded.side_outputs import side_output_name
 from unbounded.storage import (
     FolderStore,
     MemoryStore,
@@ -107,7 +109,7 @@ def test_a_new_session_is_empty(store: SessionStore) -> None:
     assert transcript.entries == [] and transcript.format == "claude-code"
     assert store.load_state("session") is None
     assert store.read_memory() is None
-    assert store.load_tool_output("nothing") is None
+    assert store.load_tool_output(side_output_name("nothing")) is None
     assert store.read_only is False
 
 
@@ -176,13 +178,33 @@ def test_notes_are_replaced(store: SessionStore) -> None:
 
 def test_tool_outputs_are_kept_by_key(kind: StoreKind, store: SessionStore) -> None:
     big = "line of output\n" * 10_000 + "binary \x00 byte"
-    where = store.save_tool_output("toolu_01/../x", big)
-    assert store.load_tool_output("toolu_01/../x") == big
-    assert store.load_tool_output("toolu_02") is None
+    where = store.save_tool_output(side_output_name("toolu_01/../x"), big)
+    assert store.load_tool_output(side_output_name("toolu_01/../x")) == big
+    assert store.load_tool_output(side_output_name("toolu_02")) is None
     if kind.name == "folder":
         assert where is not None and Path(where).read_text(encoding="utf-8") == big
+        assert Path(where).parent.name == "tool-outputs"  # the id's slashes name no folder
     else:
         assert where is None
+
+
+# Ids that an earlier naming (punctuation to "_", part n as "-n") sent to one file.
+COLLIDING = [("call.1", 0), ("call:1", 0), ("call/1", 0), ("call_1", 0), ("CALL_1", 0), ("x", 1), ("x-1", 0), ("...", 0), ("", 0)]
+
+
+def test_every_id_and_part_has_an_output_of_its_own(store: SessionStore) -> None:
+    for tool_id, part in COLLIDING:
+        store.save_tool_output(side_output_name(tool_id, part), f"output of {tool_id!r} part {part}")
+    for tool_id, part in COLLIDING:
+        assert store.load_tool_output(side_output_name(tool_id, part)) == f"output of {tool_id!r} part {part}"
+
+
+def test_a_key_that_is_not_a_side_output_name_is_refused(store: SessionStore) -> None:
+    for bad in ("toolu_01", "../x", "id-abc.0/..", "id-ABC.0"):
+        with pytest.raises(ConfigError, match="side_output_name"):
+            store.save_tool_output(bad, "text")
+        with pytest.raises(ConfigError, match="side_output_name"):
+            store.load_tool_output(bad)
 
 
 # -- persistence, locking, read-only mode ------------------------------------------------------
@@ -200,14 +222,14 @@ def test_everything_survives_a_reopen(kind: StoreKind) -> None:
     first.append(records)
     first.save_state("session", {"turns": 2})
     first.write_memory("notes")
-    first.save_tool_output("k", "kept")
+    first.save_tool_output(side_output_name("k"), "kept")
     first.close()
     again = kind.open()
     try:
         assert [e.data for e in again.load().entries] == [e.data for e in records]
         assert again.load_state("session") == {"turns": 2}
         assert again.read_memory() == "notes"
-        assert again.load_tool_output("k") == "kept"
+        assert again.load_tool_output(side_output_name("k")) == "kept"
     finally:
         again.close()
 

@@ -1,5 +1,7 @@
 """unbounded: keep a long-running agent's conversation inside the model's context window."""
 
+import logging
+
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.errors import (
     AuthenticationError,
@@ -40,6 +42,10 @@ from unbounded.tokens import (
 from unbounded.transcripts import detect_format, load_transcript
 
 __version__ = "0.1.0"
+
+# The library logs (refused side files, for instance) but never prints: quiet until the host
+# configures logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "AuthenticationError",

@@ -8,13 +8,17 @@ bytes go to a temporary file in the same folder (mode 0600), are flushed and fsy
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+logger = logging.getLogger(__name__)
 
 FILE_MODE = 0o600
 """Owner read/write only: transcripts, state and memory are session data."""
@@ -80,6 +84,49 @@ def atomic_write_json(path: str | Path, data: Any) -> Path:
     """Write JSON (indented, keys sorted) to `path` atomically, mode 0600."""
     payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     return atomic_write_chunks(path, [payload])
+
+
+_NO_FOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_private_file(root: Path, *names: str) -> bytes | None:
+    """The bytes of the regular file `root/names...`, reached without following any link.
+
+    Each folder below `root` and the file itself are opened with O_NOFOLLOW, one level at a
+    time, so a link placed anywhere below `root` is refused, not followed; the file is opened
+    non-blocking and read only when it is a regular file (never a FIFO, device or folder).
+    None when it is missing or refused (a refusal is logged).
+    """
+    if any(not name or name in (".", "..") or "/" in name or "\0" in name for name in names):
+        raise ValueError(f"not a plain name below {root}: {'/'.join(names)!r}")
+    opened: list[int] = []
+    try:
+        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        opened.append(descriptor)
+        for folder in names[:-1]:
+            descriptor = os.open(
+                folder, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW, dir_fd=descriptor
+            )
+            opened.append(descriptor)
+        descriptor = os.open(names[-1], os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW, dir_fd=descriptor)
+        opened.append(descriptor)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            logger.warning("%s is not a regular file: not read", root.joinpath(*names))
+            return None
+        os.set_blocking(descriptor, True)
+        chunks: list[bytes] = []
+        while chunk := os.read(descriptor, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        # ELOOP: a link where a file or folder should be; ENOTDIR: a file where a folder is.
+        logger.warning("%s refused: %s", root.joinpath(*names), error.strerror)
+        return None
+    finally:
+        for descriptor in reversed(opened):
+            os.close(descriptor)
 
 
 def append_private(path: str | Path, payload: bytes, *, fsync: bool = True) -> None:

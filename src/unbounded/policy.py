@@ -82,6 +82,8 @@ _MIN_SCALED = {
     "tool_result_max_tokens": 500,
     "recall_max_tokens": 500,
 }
+MIN_RECALL_TOKENS = 100
+"""The smallest `Policy.recall_max_tokens`: an answer's header and a few lines."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -302,6 +304,11 @@ class Policy:
         if self.session_memory_section_tokens > self.session_memory_total_tokens:
             raise ConfigError(
                 "Policy.session_memory_section_tokens must not exceed session_memory_total_tokens"
+            )
+        if self.recall_max_tokens < MIN_RECALL_TOKENS:
+            raise ConfigError(
+                f"Policy.recall_max_tokens must be >= {MIN_RECALL_TOKENS} (room for an "
+                f"answer's header and a few lines), not {self.recall_max_tokens}"
             )
         if self.session_memory_wait_seconds < 0 or self.session_memory_update_timeout_seconds <= 0:
             raise ConfigError(

@@ -26,13 +26,15 @@ it happened. Callers writing their own reports use
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from unbounded.events import Event, EventSink
 from unbounded.fileio import atomic_write_chunks
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ SECRET_ENV_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", 
 """Environment variables whose values `Redactor.from_environment` treats as secrets."""
 
 _KEY_CHARS = r"[A-Za-z0-9_\-]"
+_B64 = r"A-Za-z0-9/+="
 
 DEFAULT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -60,18 +63,52 @@ DEFAULT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("openai_key", re.compile(rf"\bsk-(?:proj-|svcacct-|admin-)?{_KEY_CHARS}{{20,}}")),
     ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
     (
+        # After its name (env, INI, JSON, `aws configure set`), whole or cut short.
         "aws_secret_access_key",
         re.compile(
-            r"(?i)((?:aws_?)?secret_?access_?key[\"']?\s*[=:]\s*[\"']?)"
-            r"[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
+            rf"(?i)(?:aws_?)?secret_?access_?key[\"']?(?:\s*[=:]\s*|\s+)[\"']?"
+            rf"(?P<secret>[{_B64}]{{16,}})"
+        ),
+    ),
+    (
+        # 40 characters on the same line after an access key id (a CSV or `id:secret` pair).
+        "aws_secret_access_key",
+        re.compile(
+            rf"\b(?:AKIA|ASIA)[0-9A-Z]{{16}}\b[^\n]{{0,80}}?(?<![{_B64}])"
+            rf"(?P<secret>[{_B64}]{{40}})(?![{_B64}])"
         ),
     ),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})")),
     ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])")),
-    ("bearer_token", re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=\-]{16,}")),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=\-]{16,})")),
+    # A JSON Web Token anywhere (header and payload are base64url JSON: they start `eyJ`).
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*")),
+    # The password of a URL: scheme://user:password@host.
+    (
+        "password",
+        re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@"),
+    ),
+    # --password=VALUE, --password VALUE, --passwd, --pass (a value, not the next flag).
+    (
+        "password",
+        re.compile(r"(?i)--pass(?:word|wd)?(?:=|\s+)[\"']?(?P<secret>(?!-)[^\s\"']+)"),
+    ),
+    # PASSWORD=VALUE, DB_PASSWORD: VALUE, "password": "VALUE".
+    (
+        "password",
+        re.compile(
+            r"(?i)\b\w*pass(?:word|wd)[\"']?\s*[=:]\s*[\"']?(?P<secret>[^\s\"',;&]{3,})"
+        ),
+    ),
+    # curl -u user:password
+    ("password", re.compile(r"(?:^|\s)(?:-u|--user)\s+[^\s:]+:(?P<secret>[^\s\"']+)")),
 )
-"""(kind, pattern) pairs, most specific first. A leading group is kept (e.g. "Bearer ")."""
+"""(kind, pattern) pairs. A pattern with a `secret` group redacts only that group (the
+name before it, e.g. "Bearer ", is kept); otherwise the whole match."""
+MIN_FRAGMENT_LENGTH = 6
+"""`Redactor.learning_from` also redacts pieces of a found secret at least this long."""
+_FRAGMENT_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,28 +143,50 @@ class Redactor:
         return Redactor(self.patterns + compiled, self.literals)
 
     def find(self, text: str) -> list[SecretMatch]:
-        """Every secret in `text`, in order, non-overlapping (earlier patterns win)."""
-        found: list[SecretMatch] = []
-        taken: list[tuple[int, int]] = []
-
-        def free(start: int, end: int) -> bool:
-            return all(end <= a or start >= b for a, b in taken)
-
-        for literal in sorted(self.literals, key=len, reverse=True):
+        """Every secret in `text`, in order. Where matches overlap, their union is one secret
+        (so no part of either is left), of the kind listed first (literals before patterns)."""
+        spans: list[tuple[int, int, int, str]] = []
+        rank = 0
+        for literal in sorted(self.literals, key=lambda value: (-len(value), value)):
             position = text.find(literal)
             while position >= 0:
-                end = position + len(literal)
-                if free(position, end):
-                    found.append(SecretMatch("secret", position, end))
-                    taken.append((position, end))
-                position = text.find(literal, end)
+                spans.append((position, position + len(literal), rank, "secret"))
+                position = text.find(literal, position + len(literal))
         for kind, pattern in self.patterns:
+            rank += 1
+            secret_group = "secret" in pattern.groupindex
             for match in pattern.finditer(text):
-                start = match.end(1) if pattern.groups else match.start()
-                if start < match.end() and free(start, match.end()):
-                    found.append(SecretMatch(kind, start, match.end()))
-                    taken.append((start, match.end()))
-        return sorted(found, key=lambda m: m.start)
+                start, end = match.span("secret") if secret_group else match.span()
+                if start < end:
+                    spans.append((start, end, rank, kind))
+        spans.sort()
+        merged: list[tuple[int, int, int, str]] = []
+        for start, end, order, kind in spans:
+            if merged and start < merged[-1][1]:
+                first = merged[-1]
+                best = (order, kind) if order < first[2] else (first[2], first[3])
+                merged[-1] = (first[0], max(first[1], end), *best)
+            else:
+                merged.append((start, end, order, kind))
+        return [SecretMatch(kind, start, end) for start, end, _, kind in merged]
+
+    def learning_from(self, texts: Iterable[str]) -> Redactor:
+        """A copy that also knows, as literals, every secret found in `texts` and its pieces
+        of `MIN_FRAGMENT_LENGTH` or more letters and digits: text derived from them (a summary
+        that quotes a secret cut short, or a piece of it) is then redacted too."""
+        found: set[str] = set()
+        for text in texts:
+            for match in self.find(text):
+                secret = text[match.start : match.end]
+                found.add(secret)
+                found.update(
+                    piece
+                    for piece in _FRAGMENT_SPLIT.split(secret)
+                    if len(piece) >= MIN_FRAGMENT_LENGTH
+                )
+        if found <= self.literals:
+            return self
+        return Redactor(self.patterns, self.literals | frozenset(found))
 
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by `[REDACTED:<kind>]`."""
@@ -176,12 +235,39 @@ def redactor_for(option: bool | Redactor | None) -> Redactor | None:
 
 def redact_compaction(result: CompactionResult, redactor: Redactor) -> None:
     """Redact, in place, what a compaction is about to append: the summary message, the
-    re-injected attachments and the hook context (the boundary holds no free text)."""
+    re-injected attachments, the hook context and the boundary's metadata (its receipt names
+    the commands and files of the results taken out)."""
     result.summary_text = redactor.redact(result.summary_text)
     for entry in [*result.summary_messages, *result.attachments, *result.hook_results]:
         for key in ("message", "attachment"):
             if key in entry.data:
                 entry.data[key] = redactor.redact_data(entry.data[key])
+    metadata = result.boundary.data.get("compactMetadata")
+    if isinstance(metadata, dict):
+        result.boundary.data["compactMetadata"] = redactor.redact_data(metadata)
+
+
+def redacting_sink(sink: EventSink | None, redactor: Redactor) -> EventSink | None:
+    """A sink that passes on each event with its text fields redacted (a failed compaction's
+    message, a command in a receipt's files, ...)."""
+    if sink is None:
+        return None
+
+    def send(event: Event) -> None:
+        changes = {}
+        for item in dataclasses.fields(event):
+            value = getattr(event, item.name)
+            if isinstance(value, (str, list, dict, tuple)):
+                redacted = (
+                    tuple(redactor.redact_data(list(value)))
+                    if isinstance(value, tuple)
+                    else redactor.redact_data(value)
+                )
+                if redacted != value:
+                    changes[item.name] = redacted
+        sink(dataclasses.replace(event, **changes) if changes else event)
+
+    return send
 
 
 def private_diff_writer(redactor: Redactor | None = None) -> Callable[[Path, str], None]:
@@ -193,6 +279,22 @@ def private_diff_writer(redactor: Redactor | None = None) -> Callable[[Path, str
         atomic_write_chunks(path, [body.encode("utf-8")])
 
     return write
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in nested dicts and lists (keys too), without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    yield key
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _map_strings(value: Any, function: Callable[[str], str]) -> Any:
@@ -245,5 +347,7 @@ __all__ = [
     "redact_compaction",
     "redact_data",
     "redact_url",
+    "redacting_sink",
     "redactor_for",
+    "strings_in",
 ]

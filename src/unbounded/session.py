@@ -73,7 +73,7 @@ from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.glue import RehydrateSource, default_facts_ledger
-from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
+from unbounded.compaction.large_output import cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.errors import ConfigError, SessionClosedError
@@ -133,7 +133,14 @@ from unbounded.recall.receipts import (
     receipts_in,
 )
 from unbounded.recall.schema import RECALL_TOOL_NAME
-from unbounded.redaction import Redactor, private_diff_writer, redact_compaction, redactor_for
+from unbounded.redaction import (
+    Redactor,
+    private_diff_writer,
+    redact_compaction,
+    redacting_sink,
+    redactor_for,
+    strings_in,
+)
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
 from unbounded.telemetry import Telemetry, default_telemetry, set_attributes, usage_attributes
 from unbounded.tokens.estimate import (
@@ -360,8 +367,14 @@ class Session:
             compaction_tiers = tier_slots(compaction_tiers, name="compaction_tiers")
         self._compaction_tiers: TierChoice | None = compaction_tiers
         self.config = config
+        self.redactor = redactor_for(redact_secrets)
+        """Redacts what the session writes (None: `redact_secrets` off)."""
         self.telemetry = telemetry or default_telemetry()
         """Spans and metrics (`unbounded.telemetry`; nothing without opentelemetry-api)."""
+        if self.redactor is not None:
+            # Events and spans leave the process too: their text is redacted on the way out.
+            events = redacting_sink(events, self.redactor)
+            self.telemetry = self.telemetry.redacting(self.redactor.redact)
         table = model_table or load_model_table()
         info = table.get(config.model)
         self.model_info: ModelInfo = (
@@ -407,7 +420,6 @@ class Session:
         self.rehydrate_from: RehydrateSource = rehydrate_from
         self._events = events
         self._clock = clock
-        self.redactor = redactor_for(redact_secrets)
         self.detector = PromptCacheBreakDetector(
             self.policy,
             diff_dir=diff_dir,
@@ -697,14 +709,20 @@ class Session:
         self, blocks: list[dict[str, Any]], *, key_prefix: str = ""
     ) -> list[dict[str, Any]]:
         """Blocks with every oversized text cut to head and tail, the full text kept aside."""
-        limit = self.policy.tool_result_max_tokens * CHARS_PER_TOKEN
+        limit = self.policy.tool_result_max_tokens
         if limit <= 0:
             return blocks
         out: list[dict[str, Any]] = []
         for block in blocks:
             tool_id = block.get("tool_use_id")
             key = str(tool_id) if tool_id else f"{key_prefix or 'text'}-{uuid_module.uuid4().hex}"
-            new, capped = cap_block_texts(block, limit, key, self.store.save_tool_output)
+            new, capped = cap_block_texts(
+                block,
+                limit,
+                key,
+                self.store.save_tool_output,
+                redact=self.redactor.redact if self.redactor is not None else None,
+            )
             for item in capped:
                 emit(
                     self._events,
@@ -1321,7 +1339,11 @@ class Session:
         self._early_refused_at = None
         receipt = self._compaction_receipt(result)
         if self.redactor is not None:
-            redact_compaction(result, self.redactor)
+            # A summary may quote a secret cut short, or a piece of one: the secrets found in
+            # what it summarized are redacted wherever they appear in it, whole or in pieces.
+            redactor = self.redactor.learning_from(strings_in([e.content for e in self.view]))
+            redact_compaction(result, redactor)
+            receipt = result.boundary.compact_metadata.get(RECEIPT_KEY, receipt)
         self.append(result.new_entries())
         emit(
             self._events,
@@ -1404,6 +1426,8 @@ class Session:
             tokens_saved=result.tokens_saved,
             breaks_cache=result.breaks_cache,
         )
+        if self.redactor is not None:
+            receipt = self.redactor.redact_data(receipt)
         entry = microcompact_receipt_entry(receipt, timestamp=_iso(self._clock()))
         self.append([entry])
         emit(

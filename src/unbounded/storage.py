@@ -6,7 +6,8 @@ without touching it. `FolderStore` keeps one folder per session:
     <folder>/transcript.jsonl              the append-only Claude Code-format transcript
     <folder>/state/<name>.json             pipeline state (microcompaction, breaker, TTL latch…)
     <folder>/session-memory/summary.md     the session notes
-    <folder>/tool-outputs/<key>.txt        tool outputs too large to send whole (kept on the side)
+    <folder>/tool-outputs/<name>.txt       tool outputs too large to send whole (kept on the side;
+                                           names from `side_outputs.side_output_name`)
 
 Folders are created 0700 and files 0600. Appends are one flushed, fsynced write per batch of
 entries; state files are replaced atomically. `MemoryStore` keeps everything in memory, for
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import math
 import os
 import time
@@ -52,10 +54,12 @@ from unbounded.fileio import (
     atomic_write_json,
     fsync_directory,
     private_folder,
+    read_private_file,
 )
 from unbounded.model.entries import Entry
 from unbounded.model.text import repair_surrogates
 from unbounded.model.transcript import Transcript
+from unbounded.side_outputs import check_side_output_name, legacy_side_output_name
 from unbounded.transcripts.claude_code import read_claude_code
 from unbounded.transcripts.jsonl import dumps_line, max_line_bytes_default
 
@@ -71,16 +75,10 @@ LOCK_POLL_SECONDS = 0.05
 _CHUNK = 1 << 20
 
 
+logger = logging.getLogger(__name__)
+
 TOOL_OUTPUT_FOLDER = "tool-outputs"
 """Where a folder store keeps tool outputs too large to send whole."""
-
-
-def tool_output_key(key: str) -> str:
-    """A key as a safe file name: letters, digits, `-` and `_` kept, anything else `_`."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:200]
-    if not safe.strip("_"):
-        raise ConfigError(f"tool output key {key!r} has no usable characters")
-    return safe
 
 
 @runtime_checkable
@@ -442,30 +440,47 @@ class FolderStore:
             return
         atomic_write_chunks(self.folder / MEMORY_RELATIVE_PATH, [text.encode("utf-8")])
 
-    def _tool_output_file(self, key: str) -> Path:
-        return self.folder / TOOL_OUTPUT_FOLDER / f"{tool_output_key(key)}.txt"
-
     def save_tool_output(self, key: str, text: str) -> str | None:
         """Write a large tool output to `tool-outputs/<key>.txt` (0600); returns its path.
 
-        A read-only store keeps it in memory and returns None (there is no file to point to).
+        `key` comes from `side_outputs.side_output_name`. A read-only store keeps the output
+        in memory and returns None (there is no file to point to); so does a store whose
+        `tool-outputs` is not a folder of its own (a link placed there is never written
+        through).
         """
+        check_side_output_name(key)
         if self._overlay is not None:
             return self._overlay.save_tool_output(key, text)
-        path = self._tool_output_file(key)
+        folder = self.folder / TOOL_OUTPUT_FOLDER
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            logger.warning("%s is not a folder of this session: output %s not kept", folder, key)
+            return None
+        path = folder / f"{key}.txt"
         atomic_write_chunks(path, [repair_surrogates(text).encode("utf-8")])
         return str(path)
 
     def load_tool_output(self, key: str) -> str | None:
-        """A kept tool output, or None."""
+        """A kept tool output, or None (also for anything but a regular file of this session's
+        `tool-outputs`: a link, a folder or a FIFO placed there is never followed or read).
+
+        An output kept by an earlier version under its old name is returned too; that name may
+        belong to another call, so check it against the transcript's shortened copy
+        (`large_output.is_kept_copy_of`), as recall does.
+        """
+        check_side_output_name(key)
         if self._overlay is not None:
             kept = self._overlay.load_tool_output(key)
             if kept is not None:
                 return kept
-        path = self._tool_output_file(key)
-        if not path.exists():
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        names = [key]
+        legacy = legacy_side_output_name(key)
+        if legacy is not None:
+            names.append(legacy)
+        for name in names:
+            data = read_private_file(self.folder, TOOL_OUTPUT_FOLDER, f"{name}.txt")
+            if data is not None:
+                return data.decode("utf-8", errors="replace")
+        return None
 
 
 def _truncate(path: Path, size: int) -> None:
@@ -542,12 +557,12 @@ class MemoryStore:
 
     def save_tool_output(self, key: str, text: str) -> str | None:
         """Keep the output in memory; None, as there is no file a model could read."""
-        self.tool_outputs[tool_output_key(key)] = text
+        self.tool_outputs[check_side_output_name(key)] = text
         return None
 
     def load_tool_output(self, key: str) -> str | None:
         """A kept tool output, or None."""
-        return self.tool_outputs.get(tool_output_key(key))
+        return self.tool_outputs.get(check_side_output_name(key))
 
     @property
     def transcript_path(self) -> str | None:

@@ -21,7 +21,8 @@ nothing else changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import copy
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -68,6 +69,7 @@ class Telemetry:
         self._tracer: Any = None
         self._tokens: Any = None
         self._usage: Any = None
+        self._redact: Callable[[str], str] | None = None
         self._global_tracer = tracer_provider is None
         if otel_trace is None or otel_metrics is None:
             return
@@ -89,14 +91,33 @@ class Telemetry:
         """Whether spans are made (the API is installed)."""
         return self._tracer is not None
 
+    def redacting(self, redact: Callable[[str], str]) -> Telemetry:
+        """A copy (same providers) whose spans pass every text attribute, and the message of
+        an exception they record, through `redact`."""
+        twin = copy.copy(self)
+        twin._redact = redact
+        return twin
+
     @contextmanager
     def span(self, name: str, attributes: Attributes | None = None) -> Iterator[Any]:
         """A span around a step (a do-nothing context without the API); yields the span."""
         if self._tracer is None or (self._global_tracer and not _global_tracing()):
             yield None  # nothing would record it: a no-op span costs ~10 us, a turn ~200
             return
-        with self._tracer.start_as_current_span(name, attributes=dict(attributes or {})) as span:
-            yield span
+        redact = self._redact
+        if redact is None:
+            given = dict(attributes or {})
+            with self._tracer.start_as_current_span(name, attributes=given) as span:
+                yield span
+            return
+        with self._tracer.start_as_current_span(
+            name, attributes=_redacted(attributes or {}, redact), record_exception=False
+        ) as span:
+            try:
+                yield _RedactingSpan(span, redact)
+            except BaseException as error:
+                span.record_exception(error, {"exception.message": redact(str(error))})
+                raise
 
     def context_usage(self, tokens: int, window: int, attributes: Attributes) -> None:
         """Record the context gauges for the request about to go out."""
@@ -117,6 +138,33 @@ def _global_tracing() -> bool:
     return otel_trace is not None and not isinstance(
         otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider
     )
+
+
+def _redacted(attributes: Attributes, redact: Callable[[str], str]) -> dict[str, Any]:
+    return {k: redact(v) if isinstance(v, str) else v for k, v in attributes.items()}
+
+
+class _RedactingSpan:
+    """A span whose text attributes are redacted as they are set."""
+
+    def __init__(self, span: Any, redact: Callable[[str], str]) -> None:
+        self._span = span
+        self._redact = redact
+
+    def set_attributes(self, attributes: Attributes) -> None:
+        """Set attributes, text redacted."""
+        self._span.set_attributes(_redacted(attributes, self._redact))
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set one attribute, text (and text in a list) redacted."""
+        if isinstance(value, str):
+            value = self._redact(value)
+        elif isinstance(value, (list, tuple)):
+            value = [self._redact(v) if isinstance(v, str) else v for v in value]
+        self._span.set_attribute(key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
 
 
 def set_attributes(span: Any, attributes: Attributes) -> None:

@@ -39,7 +39,8 @@ from unbounded.model.transcript import Transcript
 from unbounded.postgres.connect import connection_pool, get_connection, require_psycopg
 from unbounded.postgres.migrations import ensure_schema
 from unbounded.redaction import redact_url
-from unbounded.storage import MemoryStore, tool_output_key
+from unbounded.side_outputs import check_side_output_name, legacy_side_output_name
+from unbounded.storage import MemoryStore
 from unbounded.transcripts.jsonl import dumps_line
 
 if TYPE_CHECKING:
@@ -396,28 +397,40 @@ class PostgresStore:
         )
 
     def save_tool_output(self, key: str, text: str) -> str | None:
-        """Keep a large tool output in the database; None, as no file holds it."""
+        """Keep a large tool output in the database under `key` (a `side_output_name`);
+        None, as no file holds it."""
+        check_side_output_name(key)
         if self._overlay is not None:
             return self._overlay.save_tool_output(key, text)
         self._write(
             "INSERT INTO unbounded_tool_outputs (session_id, key, body) VALUES (%s, %s, %s) "
             "ON CONFLICT (session_id, key) DO UPDATE SET body = EXCLUDED.body",
-            (self.session_id, tool_output_key(key), repair_surrogates(text).encode("utf-8")),
+            (self.session_id, key, repair_surrogates(text).encode("utf-8")),
         )
         return None
 
     def load_tool_output(self, key: str) -> str | None:
-        """A kept tool output, or None."""
+        """A kept tool output, or None; one an earlier version kept under its old key is
+        returned too (check it against the transcript, as `FolderStore.load_tool_output`
+        says)."""
+        check_side_output_name(key)
         if self._overlay is not None:
             kept = self._overlay.load_tool_output(key)
             if kept is not None:
                 return kept
+        legacy = legacy_side_output_name(key)
+        keys = [key] if legacy is None else [key, legacy]
         with self._borrow() as connection:
-            row = connection.execute(
-                "SELECT body FROM unbounded_tool_outputs WHERE session_id = %s AND key = %s",
-                (self.session_id, tool_output_key(key)),
-            ).fetchone()
-        return None if row is None else bytes(row[0]).decode("utf-8", errors="replace")
+            rows = connection.execute(
+                "SELECT key, body FROM unbounded_tool_outputs WHERE session_id = %s "
+                "AND key = ANY(%s)",
+                (self.session_id, keys),
+            ).fetchall()
+        bodies = {str(row[0]): bytes(row[1]) for row in rows}
+        for wanted in keys:
+            if wanted in bodies:
+                return bodies[wanted].decode("utf-8", errors="replace")
+        return None
 
 
 def _check_state_name(name: str) -> None:

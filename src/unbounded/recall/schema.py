@@ -85,6 +85,21 @@ def recall_tool_schema(api: RecallApi = "anthropic") -> dict[str, Any]:
     raise RecallArgumentError(f"api must be 'anthropic' or 'openai', not {api!r}")
 
 
+MAX_ARGUMENT_CHARS = 10_000
+"""The longest `id`, `path`, `command` or `query` taken (a model may be told to send more)."""
+MAX_START_LINE = 1_000_000_000
+_SHOWN_CHARS = 60
+"""An argument echoed in an error is cut to this many characters."""
+
+
+def _shown(value: object) -> str:
+    """A value as an error message may quote it: its type for a non-string, else cut short."""
+    if not isinstance(value, str):
+        return f"a value of type {type(value).__name__}"
+    text = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 1] + "…"
+    return repr(text)
+
+
 @dataclass(frozen=True, slots=True)
 class RecallRequest:
     """One checked `recall` call: what to find (`kind`, `value`) and where to start reading."""
@@ -95,13 +110,16 @@ class RecallRequest:
 
     @classmethod
     def from_input(cls, arguments: object) -> RecallRequest:
-        """Check the model's arguments (a JSON object); RecallArgumentError says what is wrong."""
+        """Check the model's arguments (a JSON object); RecallArgumentError says what is wrong
+        (quoting at most a few dozen characters of what it was given)."""
         if not isinstance(arguments, Mapping):
             raise RecallArgumentError("the input of recall must be a JSON object")
-        unknown = sorted(set(arguments) - {*_KINDS, "start_line"})
+        unknown = sorted(str(key) for key in arguments if key not in (*_KINDS, "start_line"))
         if unknown:
+            named = ", ".join(_shown(key)[1:-1] for key in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise RecallArgumentError(
-                f"recall takes id, path, command, query and start_line, not {', '.join(unknown)}"
+                f"recall takes id, path, command, query and start_line, not {named}{more}"
             )
         given = [kind for kind in _KINDS if arguments.get(kind) not in (None, "")]
         if len(given) != 1:
@@ -112,10 +130,22 @@ class RecallRequest:
         kind = given[0]
         value = arguments[kind]
         if not isinstance(value, str) or not value.strip():
-            raise RecallArgumentError(f"{kind} must be a non-empty string")
+            raise RecallArgumentError(f"{kind} must be a non-empty string, not {_shown(value)}")
+        if len(value) > MAX_ARGUMENT_CHARS:
+            raise RecallArgumentError(
+                f"{kind} is {len(value):,} characters long; give at most "
+                f"{MAX_ARGUMENT_CHARS:,} (for query: a few distinctive words)"
+            )
         start = arguments.get("start_line", 1)
         if start is None:
             start = 1
-        if not isinstance(start, int) or isinstance(start, bool) or start < 1:
-            raise RecallArgumentError(f"start_line must be a whole number >= 1, not {start!r}")
+        if (
+            not isinstance(start, int)
+            or isinstance(start, bool)
+            or not 1 <= start <= MAX_START_LINE
+        ):
+            shown = str(start) if isinstance(start, int) and abs(start) < 10**12 else _shown(start)
+            raise RecallArgumentError(
+                f"start_line must be a whole number from 1 to {MAX_START_LINE:,}, not {shown}"
+            )
         return cls(kind, value.strip(), start)
