@@ -19,7 +19,9 @@ returning a reply, for dynamic behaviour.
 
 Like the real API, a Messages request that could never be valid is answered 400 before any
 scripted reply is used: a `tool_use` without its `tool_result` in the next message (or a
-result answering no call), more than 4 `cache_control` markers, a 1-hour marker after a
+result answering no call, or two results for one call), a tool_use id with characters other
+than letters, digits, `_` and `-`, a final assistant message ending with whitespace, more
+than 4 `cache_control` markers, a 1-hour marker after a
 5-minute one, `max_tokens` not above the thinking budget, and a prompt over
 `ApiServer.context_window` (estimated as body bytes / 4; "prompt is too long"). Each such
 request is kept in `ApiServer.rejected`, and the fixture fails a test that got one without
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import sys
 import threading
@@ -727,8 +730,17 @@ def anthropic_request_error(body: Any, context_window: int | None, size: int) ->
     pending: list[str] = []
     for index, message in enumerate(messages):
         blocks = _blocks(message.get("content"))
+        for position, block in enumerate(blocks):
+            if block.get("type") == "tool_use" and not re.fullmatch(r"[a-zA-Z0-9_-]+", str(block.get("id"))):
+                return f"messages.{index}.content.{position}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
         if message.get("role") == "user":
             answered = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+            for position, tool_use_id in enumerate(answered):
+                if tool_use_id in answered[:position]:
+                    return (
+                        f"messages.{index}.content.{position}: each tool_use must have a single result. "
+                        f"Found multiple `tool_result` blocks with id: {tool_use_id}"
+                    )
             missing = [i for i in pending if i not in answered]
             if missing:
                 return (
@@ -752,6 +764,12 @@ def anthropic_request_error(body: Any, context_window: int | None, size: int) ->
                     "have a corresponding `tool_result` block in the next message."
                 )
             pending = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+    final = messages[-1].get("content")
+    last = [{"type": "text", "text": final}] if isinstance(final, str) else _blocks(final)
+    if messages[-1].get("role") == "assistant" and last and last[-1].get("type") == "text":
+        text = str(last[-1].get("text", ""))
+        if text != text.rstrip():
+            return "messages: final assistant content cannot end with trailing whitespace"
     markers = _markers(body)
     if len(markers) > MAX_CACHE_MARKERS:
         return (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 import pprint
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -272,14 +273,15 @@ def conversations(draw: st.DrawFn, max_turns: int = 3) -> Conversation:
 
 
 def _chars(content: Any) -> int:
-    """Characters of text the model reads: non-blank text, thinking and tool-result text."""
+    """Characters of text the model reads: non-blank text, thinking and tool-result text
+    (trailing whitespace aside: a request that ends with the assistant has it removed)."""
     if isinstance(content, str):
-        return len(content) if content.strip() else 0
+        return len(content.rstrip())
     total = 0
     for block in content if isinstance(content, list) else []:
         kind = block.get("type")
         if kind == "text":
-            total += len(block["text"]) if block["text"].strip() else 0
+            total += len(block["text"].rstrip())
         elif kind == "thinking":
             total += len(block["thinking"])
         elif kind == "tool_result":
@@ -478,6 +480,9 @@ RULES = {
     "tool-result-order",
     "tool-use-in-user-message",
     "invalid-block",
+    "invalid-tool-use-id",
+    "duplicate-tool-result",
+    "trailing-whitespace",
 }
 
 _TOOL_IDS = st.sampled_from(["t1", "t2", "t3"])
@@ -539,7 +544,10 @@ def _assert_api_rules_hold(messages: list[dict[str, Any]]) -> None:
             assert not any(b.get("type") == "tool_use" for b in blocks)
         assert all(str(b.get("text", "")).strip() for b in blocks if b.get("type") == "text")
         uses = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+        assert all(re.fullmatch(r"[A-Za-z0-9_-]+", i) for i in uses)
+        assert all(isinstance(b.get("input"), dict) for b in blocks if b.get("type") == "tool_use")
         results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+        assert len(results) == len(set(results))
         kinds = [b.get("type") == "tool_result" for b in blocks]
         assert kinds == sorted(kinds, reverse=True)  # tool results first
         assert set(results) <= previous_uses
@@ -550,6 +558,9 @@ def _assert_api_rules_hold(messages: list[dict[str, Any]]) -> None:
         previous_uses = uses if message["role"] == "assistant" else set()
     assert not previous_uses
     assert len(tool_use_ids) == len(set(tool_use_ids))
+    last = _dict_blocks(messages[-1]["content"])
+    if messages[-1]["role"] == "assistant" and last[-1].get("type") == "text":
+        assert last[-1]["text"] == last[-1]["text"].rstrip()
 
 
 @SETTINGS

@@ -102,6 +102,7 @@ from unbounded.model.normalize import (
 )
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.text import repair_value
+from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
 from unbounded.policy import (
     GUARDED_QUERY_SOURCES,
     MIN_COMPACTION_ROOM,
@@ -621,7 +622,7 @@ class Session:
         blocks = (
             [{"type": "text", "text": content}]
             if isinstance(content, str)
-            else [dict(b) for b in content]
+            else self._named_results([dict(b) for b in content])
         )
         answered = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
         self._answer_pending_calls("user", except_ids=answered)
@@ -641,6 +642,7 @@ class Session:
             if result.get("type") != "tool_result" or not result.get("tool_use_id"):
                 raise ConfigError("add_tool_results takes tool_result blocks with a tool_use_id")
             blocks.append(dict(result))
+        blocks = self._named_results(blocks)
         entry = Entry.user(self._cap_blocks(blocks), timestamp=_iso(self._clock()))
         self.append([entry])
         return entry
@@ -757,6 +759,11 @@ class Session:
                 response.get("stop_reason"),
             )
         now = self._clock()
+        content, renamed = self._distinct_call_ids(content)
+        if renamed:
+            # A provider that repeats tool_use ids (or sends ids the API refuses): the call is
+            # renamed here, its result renamed to match when it is added (model/tool_ids.py).
+            extra = {**(extra or {}), RENAMED_FIELD: renamed}
         if message_id and self._repeats_previous_response_id(message_id):
             # A server or mock that gives every reply one id: recorded under it, this whole
             # response would be read back as more lines of the previous one and merged.
@@ -796,6 +803,39 @@ class Session:
         for turn_listener in list(self.turn_listeners):
             turn_listener(self, entry)
         return entry
+
+    def _distinct_call_ids(
+        self, content: list[Any]
+    ) -> tuple[list[Any], dict[str, str]]:
+        """The reply's blocks with each tool_use id that is taken in this session, or that the
+        API would refuse, renamed (`renamed_tool_id`), and {new name: id the provider gave}."""
+        taken = set(self.recall_index.update(self.entries).calls)
+        renamed: dict[str, str] = {}
+        out: list[Any] = []
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                tool_id = str(block.get("id"))
+                name = renamed_tool_id(tool_id, taken)
+                if name != tool_id:
+                    renamed[name] = tool_id
+                    block = {**block, "id": name}
+                taken.add(name)
+            out.append(block)
+        return out, renamed
+
+    def _named_results(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Results for renamed calls named as the calls are: a host answers with the ids the
+        provider gave (`_distinct_call_ids`)."""
+        renamed: Mapping[str, str] = {}
+        for entry in reversed(self.entries):
+            if entry.type == "assistant":
+                found = entry.data.get(RENAMED_FIELD)
+                renamed = found if isinstance(found, Mapping) else {}
+                break
+        if not renamed:
+            return blocks
+        calls = [(str(renamed.get(name, name)), name) for name in self.pending_tool_use_ids()]
+        return name_results(blocks, calls)
 
     def _repeats_previous_response_id(self, message_id: str) -> bool:
         """Whether the last response recorded has this id, with only its tool results after

@@ -19,11 +19,14 @@ Repairs, so that a damaged or unusual transcript still yields a request the API 
 (Claude Code does the same before it sends): a tool call whose result never came (a process
 killed while the tool ran, an interrupt) gets a synthetic error result in the next user
 message; a tool result that answers no call of the message before is turned into text (or
-dropped when it repeats a result already given); a tool call repeating an earlier call's id
-is dropped; two responses in a row are joined into one assistant message; a conversation that
-starts with the assistant (a sub-agent file whose prompt was not written) gets a placeholder
-user message first. A tool call at the very end is left alone: its result may still come.
-Each repair is listed in `MessageNormalizer.repairs`.
+dropped when it repeats a result already given); a tool call whose id repeats an earlier
+call's, or has characters the API refuses, is renamed, and its results with it
+(`model/tool_ids.py`); two responses in a row are joined into one assistant message; a
+conversation that starts with the assistant (a sub-agent file whose prompt was not written)
+gets a placeholder user message first. A tool call at the very end is left alone: its result
+may still come. Each repair is listed in `MessageNormalizer.repairs`. A list that ends with
+an assistant message (a prefill) has the whitespace at its end removed, which the API also
+refuses.
 
 `MessageNormalizer` does this incrementally: appending an entry touches only the tail, so a
 turn costs O(new content), not O(history).
@@ -39,6 +42,7 @@ from unbounded.errors import InvalidRequestError
 from unbounded.model.attachments import attachment_to_content
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
+from unbounded.model.tool_ids import TOOL_USE_ID, ToolCallNames, name_results
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
@@ -149,15 +153,16 @@ def _merge_user_content(first: Any, second: Any) -> Any:
 class MessageNormalizer:
     """Builds the API message list from entries, one entry at a time."""
 
-    __slots__ = ("_cache", "_call_owner", "_ids", "_joined", "_messages", "_repeated", "_suspects")
+    __slots__ = ("_cache", "_ids", "_joined", "_messages", "_names", "_renames", "_suspects")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._messages: list[dict[str, Any]] = []
         # Response id of each assistant message (None for user messages), for merging.
         self._ids: list[str | None] = []
-        # Which message first made each tool call, to spot a repeated id.
-        self._call_owner: dict[str, int] = {}
-        self._repeated: set[str] = set()
+        # The name of every tool call (a repeated id renamed, model/tool_ids.py), and for each
+        # assistant message that has calls, (id, name) of each in block order.
+        self._names = ToolCallNames()
+        self._renames: dict[int, list[tuple[str, str]]] = {}
         # Messages that may need a repair (checked when the list is read), and repaired
         # copies cached by the identity of the message they were made from.
         self._suspects: set[int] = set()
@@ -234,6 +239,7 @@ class MessageNormalizer:
             return
         messages.append({"role": "assistant", "content": content})
         self._ids.append(message_id)
+        self._names.new_reply()
         self._note_calls(len(messages) - 1, _tool_use_ids(blocks))
 
     def _merge_assistant(self, index: int, blocks: list[dict[str, Any]]) -> None:
@@ -247,12 +253,13 @@ class MessageNormalizer:
             self._check_answers(index + 1)
 
     def _note_calls(self, index: int, ids: list[str]) -> None:
-        owner = self._call_owner
-        mine = _tool_use_ids(_blocks(self._messages[index]["content"])) if ids else []
+        if not ids:
+            return
+        named = self._renames.setdefault(index, [])
         for tool_id in ids:
-            first = owner.setdefault(tool_id, index)
-            if first != index or mine.count(tool_id) > 1:
-                self._repeated.add(tool_id)
+            name = self._names.call(tool_id)
+            named.append((tool_id, name))
+            if name != tool_id:
                 self._suspects.add(index)
                 if index + 1 < len(self._messages):  # its answers change with it
                     self._suspects.add(index + 1)
@@ -308,34 +315,26 @@ class MessageNormalizer:
         message = messages[index]
         blocks = _blocks(message["content"])
         if message["role"] == "assistant":
-            owner = self._call_owner
-            kept: list[dict[str, Any]] = []
-            dropped_ids: list[str] = []
-            mine: set[str] = set()
+            names = iter(self._renames.get(index, ()))
+            renamed_blocks: list[dict[str, Any]] = []
+            renamed: list[str] = []
             for block in blocks:
-                tool_id = str(block.get("id"))
-                if block.get("type") == "tool_use" and (
-                    owner.get(tool_id) != index or tool_id in mine
-                ):
-                    dropped_ids.append(tool_id)
-                    continue
                 if block.get("type") == "tool_use":
-                    mine.add(tool_id)
-                kept.append(block)
-            dropped = tuple(dropped_ids)
-            if not dropped:
+                    tool_id, name = next(names, (str(block.get("id")), str(block.get("id"))))
+                    if name != tool_id:
+                        block = {**block, "id": name}
+                        renamed.append(tool_id)
+                renamed_blocks.append(block)
+            if not renamed:
                 return message, ()
-            if not kept:
-                kept = [{"type": "text", "text": "[A repeated tool call was removed.]"}]
-            return {"role": "assistant", "content": kept}, (
-                Repair("duplicate-tool-use", index, dropped),
+            return {"role": "assistant", "content": renamed_blocks}, (
+                Repair("duplicate-tool-use", index, tuple(renamed)),
             )
-        calls: list[str] = []
+        named: list[tuple[str, str]] = []
         if index > 0 and messages[index - 1]["role"] == "assistant":
-            previous = messages[index - 1]
-            if index - 1 in self._suspects:  # repeated calls are dropped there
-                previous = self._repair(index - 1, messages)[0]
-            calls = _tool_use_ids(_blocks(previous["content"]))
+            named = self._renames.get(index - 1, [])
+        calls = [name for _, name in named]
+        blocks = name_results(blocks, named)
         answered: set[str] = set()
         results: list[dict[str, Any]] = []
         others: list[dict[str, Any]] = []
@@ -348,7 +347,7 @@ class MessageNormalizer:
             if tool_id in calls and tool_id not in answered:
                 answered.add(tool_id)
                 results.append(block)
-            elif tool_id in answered or tool_id in self._repeated:
+            elif tool_id in answered:
                 orphans.append(tool_id)  # a repeat of a result already given: dropped
             else:
                 orphans.append(tool_id)
@@ -376,7 +375,13 @@ class MessageNormalizer:
         else:
             messages = list(self._messages)
         if messages and _thinking_only(messages[-1]):
-            return cast(list[MessageParam], messages[:-1])
+            messages = messages[:-1]
+        if (
+            messages
+            and messages[-1]["role"] == "assistant"
+            and _ends_with_whitespace(messages[-1]["content"])
+        ):
+            messages = [*messages[:-1], _stripped_end(messages[-1])]
         return cast(list[MessageParam], messages)
 
     def last(self) -> MessageParam | None:
@@ -387,11 +392,14 @@ class MessageNormalizer:
             repaired = self.messages
             return repaired[-1] if repaired else None
         kept = self._messages
-        if not kept:
-            return None
-        if _thinking_only(kept[-1]):
-            return cast(MessageParam, kept[-2]) if len(kept) > 1 else None
-        return cast(MessageParam, kept[-1])
+        last = kept[-1] if kept else None
+        if last is not None and _thinking_only(last):
+            last = kept[-2] if len(kept) > 1 else None
+        if last is not None and last["role"] == "assistant" and _ends_with_whitespace(
+            last["content"]
+        ):
+            last = _stripped_end(last)
+        return cast(MessageParam, last)
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -426,11 +434,14 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
     Rules checked, each named in the error with the index of the offending message:
     `non-empty` (at least one message), `role` (user or assistant), `first-message-user`,
     `alternation` (roles alternate), `empty-content` (no empty content, no empty or
-    whitespace-only text block), `duplicate-tool-use-id`, `tool-use-unanswered` (every
-    tool_use is answered by a tool_result in the next message, which must be a user message),
-    `orphan-tool-result` (every tool_result answers a tool_use of the message just before)
-    `tool-result-order` (tool_result blocks come before any other block),
-    `tool-use-in-user-message` and `invalid-block` (a content item that is not an object).
+    whitespace-only text block), `duplicate-tool-use-id`, `invalid-tool-use-id` (letters,
+    digits, `_` and `-` only), `tool-use-unanswered` (every tool_use is answered by a
+    tool_result in the next message, which must be a user message), `orphan-tool-result`
+    (every tool_result answers a tool_use of the message just before),
+    `duplicate-tool-result` (one result per tool_use), `tool-result-order` (tool_result
+    blocks come before any other block), `tool-use-in-user-message`, `trailing-whitespace`
+    (a request that ends with an assistant message may not end it with whitespace) and
+    `invalid-block` (a content item that is not an object, a tool_use input that is not one).
     """
     if not messages:
         raise InvalidRequestError("non-empty", None, "a request needs at least one message")
@@ -480,6 +491,16 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
                     raise InvalidRequestError(
                         "duplicate-tool-use-id", index, f"tool_use id {tool_id} appears twice"
                     )
+                if not isinstance(block.get("id"), str) or not TOOL_USE_ID.fullmatch(tool_id):
+                    raise InvalidRequestError(
+                        "invalid-tool-use-id",
+                        index,
+                        f"tool_use id {tool_id[:80]!r} must be letters, digits, _ or - only",
+                    )
+                if not isinstance(block.get("input"), dict):
+                    raise InvalidRequestError(
+                        "invalid-block", index, f"the input of tool_use {tool_id} is not an object"
+                    )
                 seen_tool_ids.add(tool_id)
                 tool_ids.add(tool_id)
             elif kind == "tool_result":
@@ -500,6 +521,12 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
                         index,
                         f"tool_result {tool_use_id} follows other content; tool results go first",
                     )
+                if tool_use_id in answered:
+                    raise InvalidRequestError(
+                        "duplicate-tool-result",
+                        index,
+                        f"tool_use {tool_use_id} has two tool_result blocks (one is allowed)",
+                    )
                 answered.add(tool_use_id)
             else:
                 seen_other = True
@@ -519,3 +546,26 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
             len(messages) - 1,
             f"tool_use {missing} has no tool_result (the request ends after it)",
         )
+    if previous_role == "assistant" and _ends_with_whitespace(messages[-1].get("content")):
+        raise InvalidRequestError(
+            "trailing-whitespace",
+            len(messages) - 1,
+            "the final assistant message (a prefill) ends with whitespace",
+        )
+
+
+def _stripped_end(message: Mapping[str, Any]) -> dict[str, Any]:
+    """An assistant message whose last text block has its trailing whitespace removed (the
+    API refuses a request that ends so)."""
+    blocks = _blocks(message["content"])
+    text = str(blocks[-1].get("text", "")).rstrip()
+    return {"role": "assistant", "content": [*blocks[:-1], {**blocks[-1], "text": text}]}
+
+
+def _ends_with_whitespace(content: Any) -> bool:
+    """Whether content's last block is text ending with whitespace."""
+    blocks = _blocks(content)
+    if not blocks or blocks[-1].get("type") != "text":
+        return False
+    text = str(blocks[-1].get("text", ""))
+    return text != text.rstrip()

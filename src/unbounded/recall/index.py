@@ -17,6 +17,7 @@ import orjson
 
 from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.model.entries import Entry
+from unbounded.model.tool_ids import ToolCallNames
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.tokens.estimate import tool_result_tokens
 
@@ -96,18 +97,24 @@ class ToolCall:
 class TranscriptIndex:
     """Tool calls by id, in call order (see the module docstring)."""
 
-    __slots__ = ("_last", "_scanned", "calls")
+    __slots__ = ("_last", "_names", "_reply", "_scanned", "calls")
 
     def __init__(self) -> None:
         self.calls: dict[str, ToolCall] = {}
         self._scanned = 0
         self._last: Entry | None = None
+        # A provider may repeat a tool_use id: the repeat is named as the normalizer names it
+        # (model/tool_ids.py), so recall finds both calls, each with its own result.
+        self._names = ToolCallNames()
+        self._reply: object = None
 
     def update(self, entries: Sequence[Entry]) -> TranscriptIndex:
         """Register what was appended since the last call; returns the index."""
         start = self._scanned
         if start > len(entries) or (start and entries[start - 1] is not self._last):
             self.calls = {}
+            self._names = ToolCallNames()
+            self._reply = None
             start = 0
         for position in range(start, len(entries)):
             self._scan(entries[position], position)
@@ -121,15 +128,22 @@ class TranscriptIndex:
         content = entry.content
         if isinstance(content, str):
             return
+        if entry.type == "assistant":
+            # The lines of one response share its id; anything else starts a new reply.
+            reply: object = entry.message_id or ("record", position)
+            if reply != self._reply:
+                self._reply = reply
+                self._names.new_reply()
         for block in content:
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             if kind == "tool_use" and entry.type == "assistant":
                 tool_id = block.get("id")
-                if isinstance(tool_id, str) and tool_id not in self.calls:
-                    self.calls[tool_id] = ToolCall(
-                        id=tool_id,
+                if isinstance(tool_id, str):
+                    name = self._names.call(tool_id)
+                    self.calls[name] = ToolCall(
+                        id=name,
                         name=str(block.get("name", "")),
                         input=block.get("input"),
                         use_position=position,
@@ -139,7 +153,7 @@ class TranscriptIndex:
                         command=command_of(block),
                     )
             elif kind == "tool_result" and entry.type == "user":
-                call = self.calls.get(str(block.get("tool_use_id")))
+                call = self.calls.get(self._names.result(str(block.get("tool_use_id"))))
                 if call is not None and call.result_position is None:
                     call.result = block.get("content")
                     call.result_position = position
