@@ -365,6 +365,8 @@ class ApiServer:
     unscripted: list[RecordedRequest] = field(default_factory=list)
     rejected: list[tuple[RecordedRequest, str]] = field(default_factory=list)
     """Requests refused as invalid (see the module docstring), with the error message."""
+    abandoned: list[RecordedRequest] = field(default_factory=list)
+    """Streamed requests whose client went away before the reply was sent whole."""
     validate: bool = True
     context_window: int | None = 200_000
     """Prompts estimated over this many tokens are refused as too long (None: no limit)."""
@@ -961,6 +963,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(event)
             except OSError:
                 self.close_connection = True
+                with self.server.api._lock:
+                    self.server.api.abandoned.append(request)
                 return False
         return True
 

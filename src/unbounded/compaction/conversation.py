@@ -33,7 +33,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
@@ -73,7 +72,7 @@ from unbounded.model.content import MessageParam, Usage
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest, SystemBlock
-from unbounded.model.response import ModelResponse, Provider
+from unbounded.model.response import ModelResponse, Provider, call_with_heartbeat
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import (
     estimate_messages_tokens,
@@ -366,17 +365,15 @@ def _discovered_tools(entries: Sequence[Entry]) -> list[str]:
 async def _call_with_heartbeat(
     provider: Provider, request: ProviderRequest, policy: Policy, events: EventSink | None
 ) -> ModelResponse:
-    async def beat(elapsed: float) -> None:
+    """The summary call, with a CompactionHeartbeat event every `compact_heartbeat_seconds`;
+    cancelled with its caller (a host that cancels `prepare()` stops the call too)."""
+
+    def beat(elapsed: float) -> None:
         emit(events, CompactionHeartbeat(elapsed_seconds=elapsed))
 
-    task = asyncio.ensure_future(provider.create(request, stream=True))
-    elapsed = 0.0
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=policy.compact_heartbeat_seconds)
-        if done:
-            return task.result()
-        elapsed += policy.compact_heartbeat_seconds
-        await beat(elapsed)
+    return await call_with_heartbeat(
+        provider.create(request, stream=True), beat, policy.compact_heartbeat_seconds
+    )
 
 
 def summary_max_tokens(params: CacheSafeParams, policy: Policy, *, attempt: int = 1) -> int:

@@ -6,9 +6,12 @@ providers (which implement the protocol over an SDK); `unbounded.providers` re-e
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from unbounded.model.content import ContentBlock, Usage
 from unbounded.model.request import ProviderRequest
@@ -38,6 +41,35 @@ class ModelResponse:
 
 Heartbeat = Callable[[float], Awaitable[None] | None]
 """Called with the seconds elapsed while a long call runs (a UI or an IDE link stays alive)."""
+
+T = TypeVar("T")
+
+
+async def call_with_heartbeat(
+    call: Awaitable[T], heartbeat: Heartbeat | None, interval: float
+) -> T:
+    """Await `call`, calling `heartbeat(elapsed_seconds)` every `interval` seconds meanwhile.
+
+    The call runs as a task of its own while the heartbeat waits; if the caller is cancelled
+    (or the heartbeat fails), that task is cancelled and awaited before this returns, so no
+    request goes on in the background.
+    """
+    if heartbeat is None or interval <= 0:
+        return await call
+    task = asyncio.ensure_future(call)
+    started = time.monotonic()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                return task.result()
+            beat = heartbeat(time.monotonic() - started)
+            if inspect.isawaitable(beat):
+                await beat
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 @runtime_checkable

@@ -12,7 +12,8 @@ SDK errors are mapped onto the hierarchy in `unbounded.providers.base`. The SDK 
 extra (`pip install unbounded[anthropic]`): it is imported when a provider is built, never when
 this module is imported.
 
-The helpers `retry_after_seconds` and `call_with_heartbeat` are shared with the OpenAI provider.
+`retry_after_seconds` is shared with the OpenAI provider, and so is `call_with_heartbeat`
+(defined in `unbounded.model.response`, importable from here).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from unbounded.errors import ConfigError
 from unbounded.model.content import ContentBlock, Usage
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import call_with_heartbeat as call_with_heartbeat
 from unbounded.providers.base import (
     AuthenticationError,
     BadRequestError,
@@ -98,28 +100,6 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-async def call_with_heartbeat(
-    call: Awaitable[T], heartbeat: Heartbeat | None, interval: float
-) -> T:
-    """Await `call`, calling `heartbeat(elapsed_seconds)` every `interval` seconds meanwhile."""
-    if heartbeat is None or interval <= 0:
-        return await call
-    task = asyncio.ensure_future(call)
-    started = time.monotonic()
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=interval)
-            if done:
-                return task.result()
-            beat = heartbeat(time.monotonic() - started)
-            if inspect.isawaitable(beat):
-                await beat
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
 
 def _response_headers(exc: BaseException) -> Mapping[str, str] | None:
