@@ -22,16 +22,20 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry, new_uuid
+
+# The record keys are defined with the readers' checks, importable from here too.
+from unbounded.model.record_checks import MICROCOMPACT_RECEIPT_FIELD as MICROCOMPACT_RECEIPT_FIELD
+from unbounded.model.record_checks import (
+    MICROCOMPACT_RECEIPT_SUBTYPE as MICROCOMPACT_RECEIPT_SUBTYPE,
+)
+from unbounded.model.record_checks import RECEIPT_KEY as RECEIPT_KEY
+from unbounded.model.record_checks import receipt_problem
 from unbounded.recall.index import ToolCall, TranscriptIndex, clip
 from unbounded.tokens.estimate import entry_tokens, rough_token_count, tool_result_tokens
 
 RECEIPT_VERSION = 1
-RECEIPT_KEY = "receipt"
-"""The key of a compaction's receipt in its boundary's compactMetadata."""
-MICROCOMPACT_RECEIPT_SUBTYPE = "microcompact_receipt"
-"""The subtype of the system record holding a microcompaction's receipt."""
-MICROCOMPACT_RECEIPT_FIELD = "microcompactReceipt"
 NOTE_HANDLES = 8
 """Handles a summary's recall note names (the most recent results it replaced)."""
 
@@ -218,13 +222,15 @@ class Receipt:
             return None
         if entry.is_compact_boundary:
             metadata = entry.compact_metadata
-            data = metadata.get(RECEIPT_KEY)
-            if not isinstance(data, Mapping):
+            data = _checked(entry, metadata.get(RECEIPT_KEY), f"compactMetadata.{RECEIPT_KEY}")
+            if data is None:
                 return None
             return cls._build("compaction", entry, str(metadata.get("trigger") or "?"), data)
         if entry.subtype == MICROCOMPACT_RECEIPT_SUBTYPE:
-            data = entry.data.get(MICROCOMPACT_RECEIPT_FIELD)
-            if not isinstance(data, Mapping):
+            data = _checked(
+                entry, entry.data.get(MICROCOMPACT_RECEIPT_FIELD), MICROCOMPACT_RECEIPT_FIELD
+            )
+            if data is None:
                 return None
             return cls._build("microcompaction", entry, str(data.get("tier") or "?"), data)
         return None
@@ -250,6 +256,19 @@ class Receipt:
             messages=_int(data.get("messages")),
             covered=dict(covered) if isinstance(covered, Mapping) else {},
         )
+
+
+def _checked(entry: Entry, data: object, where: str) -> Mapping[str, Any] | None:
+    """The receipt an entry holds (None when it holds none); a TranscriptError naming the
+    record's line and the field when its fields have the wrong types (a reader refuses such a
+    record already; this covers records a host built in memory)."""
+    problem = receipt_problem(data, where)
+    if problem is not None:
+        raise TranscriptError(
+            problem, line=entry.line, hint="fix or remove the record (its uuid: "
+            f"{str(entry.uuid)[:40]})"
+        )
+    return data if isinstance(data, Mapping) else None
 
 
 def _int(value: object) -> int:

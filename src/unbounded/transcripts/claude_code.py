@@ -15,6 +15,14 @@ from typing import Any
 from unbounded.errors import TranscriptError
 from unbounded.fileio import append_private, atomic_write_chunks
 from unbounded.model.entries import Entry
+from unbounded.model.record_checks import (
+    MICROCOMPACT_RECEIPT_FIELD,
+    MICROCOMPACT_RECEIPT_SUBTYPE,
+    RECEIPT_KEY,
+    count_problem,
+    receipt_problem,
+    usage_problem,
+)
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.jsonl import ReadReport, dumps_line, iter_json_lines
 
@@ -37,12 +45,6 @@ RECORD_TYPES = frozenset(
 
 _OPTIONAL_STR = ("uuid", "parentUuid", "logicalParentUuid", "sessionId", "subtype", "timestamp")
 _OPTIONAL_BOOL = ("isMeta", "isSidechain", "isCompactSummary", "isVisibleInTranscriptOnly")
-_USAGE_INTS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_creation_input_tokens",
-    "cache_read_input_tokens",
-)
 
 
 def _fail(path: Path, line: int, reason: str) -> None:
@@ -75,13 +77,17 @@ def validate_record(record: dict[str, Any], path: Path, line: int) -> None:
         if metadata is not None:
             if not isinstance(metadata, dict):
                 _fail(path, line, "field 'compactMetadata' should be an object")
-            pre = metadata.get("preTokens")
-            if pre is not None and (not isinstance(pre, int) or isinstance(pre, bool)):
-                _fail(
-                    path,
-                    line,
-                    f"field 'compactMetadata.preTokens' should be an integer, found {pre!r}",
-                )
+            problem = count_problem(
+                metadata.get("preTokens"), "compactMetadata.preTokens"
+            ) or receipt_problem(metadata.get(RECEIPT_KEY), f"compactMetadata.{RECEIPT_KEY}")
+            if problem is not None:
+                _fail(path, line, problem)
+    elif kind == "system" and record.get("subtype") == MICROCOMPACT_RECEIPT_SUBTYPE:
+        problem = receipt_problem(
+            record.get(MICROCOMPACT_RECEIPT_FIELD), MICROCOMPACT_RECEIPT_FIELD
+        )
+        if problem is not None:
+            _fail(path, line, problem)
 
 
 def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
@@ -99,18 +105,9 @@ def _validate_message(message: Any, kind: str, path: Path, line: int) -> None:
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 _fail(path, line, f"message.content[{position}] should be an object with a 'type'")
             _validate_block(block, f"message.content[{position}]", path, line)
-    usage = message.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            _fail(path, line, "field 'message.usage' should be an object")
-        for name in _USAGE_INTS:
-            value = usage.get(name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                _fail(
-                    path,
-                    line,
-                    f"field 'message.usage.{name}' should be an integer, found {value!r}",
-                )
+    problem = usage_problem(message.get("usage"))
+    if problem is not None:
+        _fail(path, line, problem)
     message_id = message.get("id")
     if message_id is not None and not isinstance(message_id, str):
         _fail(path, line, "field 'message.id' should be a string")

@@ -18,6 +18,7 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
+from unbounded.model.record_checks import count_problem
 from unbounded.transcripts.importing import json_kind
 
 ROLLOUT_TYPES: frozenset[str] = frozenset(
@@ -218,7 +219,9 @@ def _validate_event(check: _Checker, payload: dict[str, Any]) -> None:
         check.check(usage, dict, f"payload.info.{name}", "an object")
         for key, value in (usage or {}).items():
             if key.endswith("_tokens"):
-                check.check(value, int, f"payload.info.{name}.{key}", "an integer")
+                problem = count_problem(value, f"payload.info.{name}.{key}")
+                if problem is not None:
+                    check.fail(problem)
 
 
 # -- mapping helpers -------------------------------------------------------------------------
