@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, TranscriptError
 from unbounded.model.entries import Entry
 from unbounded.storage import SessionLockedError, StoreDamagedError
 
@@ -248,9 +248,107 @@ def test_import_refuses_a_session_that_has_records(postgres_url: str, pg: Any) -
 def test_a_bad_line_fails_the_whole_import(postgres_url: str, pg: Any, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(FIXTURES.joinpath("session_2_1.jsonl").read_bytes() + b"{not json\n{}\n")
-    with pytest.raises(Exception, match=r"bad\.jsonl"):
+    with pytest.raises(TranscriptError, match=r"bad\.jsonl"):
         pg.import_session(bad, postgres_url, "bad")
-    assert [(s.session_id, s.records) for s in pg.list_sessions(postgres_url)] == [("bad", 0)]
+    assert pg.list_sessions(postgres_url) == []  # an empty session row was left before
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"", "1: no records to import"), (b"\x89PNG\x1a" + bytes(range(11, 256)) * 40, "1: no records to import"), (b"not json at all\n", "1: malformed JSON"), (b"\x00\x01 binary\n" * 50, "50: NUL byte")],
+    ids=["empty", "binary", "text", "binary-with-nul"],
+)
+def test_a_file_without_records_imports_nothing(postgres_url: str, pg: Any, tmp_path: Path, content: bytes, reason: str) -> None:
+    path = tmp_path / "nothing.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(TranscriptError, match=rf"nothing\.jsonl:{reason}"):
+        pg.import_session(path, postgres_url, "nothing")  # exit 0 and an empty session before
+    assert pg.list_sessions(postgres_url) == []
+
+
+def test_a_failed_import_into_an_existing_empty_session_keeps_it(postgres_url: str, pg: Any, tmp_path: Path) -> None:
+    pg.PostgresStore(postgres_url, "made-before").close()
+    path = tmp_path / "nothing.jsonl"
+    path.write_bytes(b"")
+    with pytest.raises(TranscriptError):
+        pg.import_session(path, postgres_url, "made-before")
+    assert [(s.session_id, s.records) for s in pg.list_sessions(postgres_url)] == [("made-before", 0)]
+
+
+def test_the_records_and_their_count_land_together(postgres_url: str, pg: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The COPY and the count update are one transaction: if the update fails, no record stays."""
+    from unbounded.postgres import transfer
+
+    real = transfer.PostgresStore.transaction
+
+    def failing_update(self: Any) -> Any:
+        context = real(self)
+
+        class Wrapped:
+            def __enter__(self) -> Any:
+                connection = context.__enter__()
+                original = connection.execute
+
+                def execute(query: str, *args: Any) -> Any:
+                    if query.startswith("UPDATE unbounded_sessions SET records"):
+                        raise RuntimeError("the count update failed")
+                    return original(query, *args)
+
+                connection.execute = execute
+                self.connection, self.original = connection, original
+                return connection
+
+            def __exit__(self, *exc: Any) -> Any:
+                self.connection.execute = self.original
+                return context.__exit__(*exc)
+
+        return Wrapped()
+
+    monkeypatch.setattr(transfer.PostgresStore, "transaction", failing_update)
+    with pytest.raises(RuntimeError, match="count update"):
+        pg.import_session(FIXTURES / "session_2_1.jsonl", postgres_url, "half")
+    monkeypatch.undo()
+    with _connect(postgres_url) as connection:
+        left = connection.execute("SELECT count(*) FROM unbounded_records WHERE session_id = 'half'").fetchone()
+    assert left is not None and left[0] == 0
+    assert pg.list_sessions(postgres_url) == []
+
+
+def test_a_lost_connection_makes_reads_fail_as_store_damage(postgres_url: str, pg: Any) -> None:
+    from unbounded.side_outputs import side_output_name
+
+    store = pg.PostgresStore(postgres_url, "lost-read")
+    store.append([Entry.user("kept")])
+    with _connect(postgres_url) as connection:
+        connection.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND pid <> pg_backend_pid()"
+        )
+    time.sleep(0.2)  # let the server close the connection (not an assertion on time)
+    for read in (store.load, lambda: store.load_state("session"), store.read_memory, lambda: store.load_tool_output(side_output_name("t"))):
+        with pytest.raises(StoreDamagedError, match="lock is lost|reopen"):
+            read()  # raw psycopg.OperationalError before
+    with pytest.raises(StoreDamagedError, match="reopen"):
+        store.append([Entry.user("not written")])
+    store.close()
+
+
+def test_a_reader_whose_server_is_gone_gets_store_damage(postgres_url: str, pg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from unbounded.postgres import store as store_module
+
+    reader = pg.PostgresStore(postgres_url, "gone", lock=True)
+    reader.append([Entry.user("x")])
+    reader.close()
+    reader = pg.PostgresStore(postgres_url, "gone", lock=False)
+
+    def refuse(*_: Any) -> Any:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store_module, "get_connection", refuse)
+    with pytest.raises(StoreDamagedError, match="reading failed, the connection to the server was lost"):
+        reader.load()
 
 
 def test_a_session_written_by_a_store_exports_as_the_folder_store_writes_it(postgres_url: str, pg: Any, tmp_path: Path) -> None:

@@ -126,6 +126,8 @@ class PostgresStore:
         self._connection: psycopg.Connection[Any] | None = None
         self._broken: str | None = None
         self._read_only = not lock
+        self.created = False
+        """Whether opening this store created the session (its row did not exist)."""
         self._overlay = MemoryStore() if self._read_only else None
         self._pool = pool if pool is not None else connection_pool(url)
         with self._borrow() as connection:
@@ -151,11 +153,12 @@ class PostgresStore:
                     "to read it"
                 )
             if create:
-                connection.execute(
+                inserted = connection.execute(
                     "INSERT INTO unbounded_sessions (session_id) VALUES (%s) "
-                    "ON CONFLICT (session_id) DO NOTHING",
+                    "ON CONFLICT (session_id) DO NOTHING RETURNING 1",
                     (self.session_id,),
-                )
+                ).fetchone()
+                self.created = inserted is not None
             elif not self._exists(connection):
                 raise ConfigError(f"{self.where}: no such session")
         except BaseException:
@@ -247,15 +250,31 @@ class PostgresStore:
     # -- connections -----------------------------------------------------------------------
     @contextlib.contextmanager
     def _borrow(self) -> Iterator[psycopg.Connection[Any]]:
-        """The held connection of a writer, else one from the pool for this call."""
-        if self._connection is not None:
-            yield self._connection
-            return
-        connection = get_connection(self._pool, self.url)
+        """The held connection of a writer, else one from the pool for this call. A lost
+        connection is a StoreDamagedError, as for writes (a writer's lock is lost with it)."""
+        import psycopg
+
+        held = self._connection
         try:
-            yield connection
-        finally:
-            self._pool.putconn(connection)
+            if held is not None:
+                yield held
+                return
+            connection = get_connection(self._pool, self.url)
+            try:
+                yield connection
+            finally:
+                self._pool.putconn(connection)
+        except psycopg.OperationalError as error:
+            if held is not None:
+                self._broken = (
+                    f"{self.where}: the connection holding the session lock failed ({error}); "
+                    "the lock is lost, so nothing more is written: reopen the store"
+                )
+                raise StoreDamagedError(self._broken) from None
+            raise StoreDamagedError(
+                f"{self.where}: reading failed, the connection to the server was lost "
+                f"({error}); try again, or check the server"
+            ) from None
 
     def _writer(self) -> psycopg.Connection[Any]:
         if self._broken is not None:

@@ -11,6 +11,7 @@ record, with a warning.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, TranscriptError
 from unbounded.fileio import atomic_write_chunks
 from unbounded.postgres.connect import connection_pool, get_connection
 from unbounded.postgres.migrations import ensure_schema
@@ -135,7 +136,27 @@ def import_session(
     if not source.is_file():
         raise ConfigError(f"{source}: no such file")
     report = ReadReport()
-    with PostgresStore(url, session_id, wait=wait) as store, store.transaction() as connection:
+    with PostgresStore(url, session_id, wait=wait) as store:
+        try:
+            records, size = _copy_records(store, source, session_id, skip_invalid, report)
+        except BaseException:
+            # A failed import leaves no empty session behind (unless the server is gone too).
+            if store.created:
+                with contextlib.suppress(Exception), store.transaction() as connection:
+                    connection.execute(
+                        "DELETE FROM unbounded_sessions WHERE session_id = %s AND records = 0",
+                        (session_id,),
+                    )
+            raise
+    return ImportResult(session_id, records, size, report.warnings, report.skipped_lines)
+
+
+def _copy_records(
+    store: PostgresStore, source: Path, session_id: str, skip_invalid: bool, report: ReadReport
+) -> tuple[int, int]:
+    """COPY the file's records into the session and set its count, in one transaction
+    (refused when the session has records already, or the file holds none)."""
+    with store.transaction() as connection:
         row = connection.execute(
             "SELECT records FROM unbounded_sessions WHERE session_id = %s FOR UPDATE",
             (session_id,),
@@ -164,9 +185,16 @@ def import_session(
                 copy.write_row(
                     (session_id, records, line, line if jsonb_can_hold(line) else None)
                 )
+        if records == 0:
+            raise TranscriptError(
+                "no records to import (an empty file, or nothing in it is a JSON record)",
+                path=source,
+                line=1,
+                hint="import a Claude Code session file (.jsonl)",
+            )
         connection.execute(
             "UPDATE unbounded_sessions SET records = %s, bytes = %s, updated_at = now() "
             "WHERE session_id = %s",
             (records, size, session_id),
         )
-    return ImportResult(session_id, records, size, report.warnings, report.skipped_lines)
+    return records, size
