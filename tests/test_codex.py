@@ -309,9 +309,10 @@ def test_usage_events_without_totals_still_count(tmp_path: Path) -> None:
     records[4:4] = [user("again")]
     transcript = read_codex(write(tmp_path / "no_totals.jsonl", records))
     # The second event repeats the first exactly: a rate-limit refresh, not a call.
-    assert len(transcript.api_calls()) == 1
+    assert [call.usage for call in transcript.api_calls()] == [{"input_tokens": 1_000, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 5}]
     records.append(last_only(1_100))
-    assert len(read_codex(write(tmp_path / "more.jsonl", records)).api_calls()) == 2
+    calls = read_codex(write(tmp_path / "more.jsonl", records)).api_calls()
+    assert [call.usage["input_tokens"] for call in calls] == [1_000, 1_100]
 
 
 def test_compacted_without_replacement_history(tmp_path: Path) -> None:

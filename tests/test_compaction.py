@@ -567,8 +567,9 @@ def test_heartbeat_while_the_call_runs() -> None:
             events=events.append,
         )
     )
-    beats = [e for e in events if e.kind == "compaction_heartbeat"]
-    assert len(beats) >= 2
+    beats = [e.elapsed_seconds for e in events if e.kind == "compaction_heartbeat"]
+    assert len(beats) >= 2 and beats == sorted(set(beats)) and beats[0] > 0  # one per interval, growing
+    assert [e.kind for e in events][-1] == "compaction_finished"  # all of them before the summary landed
 
 
 def test_disabled_and_empty() -> None:

@@ -360,6 +360,10 @@ def test_session_memory_tier_is_still_one_entry() -> None:
     async def never(context: CompactionContext, limit: int | None) -> CompactionResult | None:
         return None
 
-    session = Session(CONFIG, store=MemoryStore(), compaction_tiers=[SessionMemoryTier(never), DirectSummaryTier(Scripted(reply()))])
+    summarizer = Scripted(reply())
+    session = Session(CONFIG, store=MemoryStore(), compaction_tiers=[SessionMemoryTier(never), DirectSummaryTier(summarizer)])
     conversation(session)
-    assert asyncio.run(session.auto_compact()) is not None
+    result = asyncio.run(session.auto_compact())
+    # the notes tier declined, so the next entry wrote the summary, with one request
+    assert result is not None and result.summarizer == "scripted" and len(summarizer.requests) == 1
+    assert session.status().compactions == 1 and session.view[0].is_compact_boundary

@@ -270,6 +270,7 @@ def test_what_an_answer_quotes_of_the_arguments_is_cut_short(tmp_path: Path) -> 
         for kind in ("id", "path", "command", "query"):
             answer = recall(session, **{kind: "Q" * MAX_ARGUMENT_CHARS})
             assert len(answer) < 300, kind  # echoed whole before (1 MB in, 1 MB out)
+            assert answer.startswith("Nothing in this session matches") and "QQQQ…" in answer
 
 
 def test_a_query_searches_at_most_its_first_words(tmp_path: Path) -> None:
