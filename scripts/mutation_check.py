@@ -1,0 +1,525 @@
+"""Mutation check: does a test fail when a rule of the code is flipped, removed or off by one?
+
+For each module listed in `scripts/mutation_targets.toml`, every small mutation below is
+applied to a copy of the source, one at a time, and only the test files mapped to that module
+are run (`pytest -x`, with a timeout per mutant). A mutant is *killed* when the tests fail
+(or time out), and *survives* when they pass: then no test holds the rule it changed.
+
+Mutations (each at one place in the code):
+
+- a comparison flipped: `<` / `>=`, `>` / `<=`, `==` / `!=`, `in` / `not in`, `is` / `is not`;
+- an integer constant off by one (`n` -> `n + 1`);
+- `x[-1]` <-> `x[0]`;
+- `and` <-> `or`;
+- a condition negated (`if`, `while`, `... if ... else ...`);
+- the body of an `if` dropped (a branch, or an early `return` / `continue` / `raise`).
+
+Docstrings, `assert` statements, type annotations and the `__all__` list are left alone.
+
+    python scripts/mutation_check.py                      # every module in the map
+    python scripts/mutation_check.py --module redaction.py --jobs 2
+    python scripts/mutation_check.py --module recall/lookup.py --list   # the mutants only
+
+It prints each survivor as `path:line: mutation`, then killed / total per module and overall.
+Mutants the map argues are equivalent (they change no behaviour) are printed apart and still
+count as survivors in the figure. Run it from the repository root with the project installed
+(`pip install -e ".[test]"`); it never edits the working tree (it mutates a copy of `src/`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "unbounded"
+TARGETS = Path(__file__).with_name("mutation_targets.toml")
+
+_FLIPPED: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutation of one module: where, what, and the whole mutated source."""
+
+    module: str
+    line: int
+    description: str
+    source: str
+    first_line: int
+    """The first and last line of the statement it changes (for choosing its tests)."""
+    last_line: int
+
+
+@dataclass
+class Target:
+    """A module, the tests that should hold it, and its argued equivalent mutants."""
+
+    module: str
+    tests: list[str]
+    equivalent: dict[tuple[int, str], str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one mutant fared."""
+
+    mutant: Mutant
+    killed: bool
+    detail: str
+
+
+# -- finding mutants ------------------------------------------------------------------------------
+
+
+def _skipped_nodes(tree: ast.Module) -> set[int]:
+    """Docstrings, asserts, annotations and `__all__`: nothing there is a rule to test."""
+    skipped: set[int] = set()
+
+    def skip(node: ast.AST | None) -> None:
+        if node is not None:
+            skipped.update(id(inner) for inner in ast.walk(node))
+
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip(first)
+        if isinstance(node, ast.Assert):
+            skip(node)
+        elif isinstance(node, ast.AnnAssign):
+            skip(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            skip(node.returns)
+            for argument in [*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs]:
+                skip(argument.annotation)
+        elif (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        ) or (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+            skip(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skip(node)  # a bare string: a field's docstring
+    return skipped
+
+
+def _offsets(source: str) -> list[int]:
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def _replace(source: str, starts: list[int], node: ast.AST, text: str) -> str:
+    begin = starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
+    end = starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
+    return source[:begin] + text + source[end:]
+
+
+def _segment(source: str, node: ast.AST) -> str:
+    text = ast.get_source_segment(source, node) or ast.unparse(node)
+    return " ".join(text.split())[:70]
+
+
+def mutants(module: str) -> Iterator[Mutant]:
+    """Every mutant of one module (path relative to src/unbounded), in source order."""
+    source = (PACKAGE / module).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    skipped = _skipped_nodes(tree)
+    starts = _offsets(source)
+    found: list[tuple[int, int, str, str, int, int]] = []
+    enclosing: dict[int, ast.stmt] = {}
+
+    def enclose(node: ast.AST, statement: ast.stmt | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                enclosing[id(child)] = child
+                enclose(child, child)
+            else:
+                if statement is not None:
+                    enclosing[id(child)] = statement
+                enclose(child, statement)
+
+    enclose(tree, None)
+
+    def span(node: ast.AST) -> tuple[int, int]:
+        statement = enclosing.get(id(node))
+        if statement is None:
+            return node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        return statement.lineno, statement.end_lineno or statement.lineno
+
+    def add(node: ast.AST, replacement: ast.AST | str, what: str) -> None:
+        text = replacement if isinstance(replacement, str) else ast.unparse(replacement)
+        mutated = _replace(source, starts, node, text)
+        try:
+            ast.parse(mutated)
+        except SyntaxError:
+            return
+        line = node.lineno  # type: ignore[attr-defined]
+        found.append((line, node.col_offset, what, mutated, *span(node)))  # type: ignore[attr-defined]
+
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Compare):
+            for position, op in enumerate(node.ops):
+                flipped = _FLIPPED.get(type(op))
+                if flipped is None:
+                    continue
+                ops = list(node.ops)
+                ops[position] = flipped()
+                changed = ast.Compare(node.left, ops, node.comparators)
+                shown = f"`{_segment(source, node)}` -> `{ast.unparse(changed)[:70]}`"
+                add(node, changed, shown)
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            add(node, repr(node.value + 1), f"constant {node.value} -> {node.value + 1}")
+        elif isinstance(node, ast.Subscript):
+            index = node.slice
+            value = None
+            if isinstance(index, ast.Constant) and index.value == 0:
+                value = "-1"
+            elif (
+                isinstance(index, ast.UnaryOp)
+                and isinstance(index.op, ast.USub)
+                and isinstance(index.operand, ast.Constant)
+                and index.operand.value == 1
+            ):
+                value = "0"
+            if value is not None:
+                add(index, value, f"`{_segment(source, node)}`: index -> [{value}]")
+        elif isinstance(node, ast.BoolOp):
+            other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+            swapped = ast.BoolOp(other, node.values)
+            word = "and -> or" if isinstance(node.op, ast.And) else "or -> and"
+            add(node, f"({ast.unparse(swapped)})", f"`{_segment(source, node)}`: {word}")
+        elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            test = node.test
+            negated = f"condition negated: `{_segment(source, test)}`"
+            add(test, f"not ({ast.unparse(test)})", negated)
+            if isinstance(node, ast.If):
+                first, last = node.body[0], node.body[-1]
+                begin = starts[first.lineno - 1] + first.col_offset
+                end = starts[last.end_lineno - 1] + last.end_col_offset  # type: ignore[operator]
+                mutated = source[:begin] + "pass" + source[end:]
+                try:
+                    ast.parse(mutated)
+                except SyntaxError:
+                    continue
+                kinds = {type(s).__name__ for s in node.body}
+                exits = {"Return", "Continue", "Break", "Raise"}
+                what = "early exit" if kinds & exits else "branch"
+                head = f"`if {_segment(source, test)}:`"
+                dropped = f"{what} dropped: {head} body"
+                found.append((node.lineno, node.col_offset, dropped, mutated, *span(node)))
+    for line, _, what, mutated, begin, end in sorted(found, key=lambda i: (i[0], i[1], i[2])):
+        yield Mutant(module, line, what, mutated, begin, end)
+
+
+# -- running the tests ----------------------------------------------------------------------------
+#
+# Starting pytest and importing the SDKs costs far more than most mapped tests: so the checker
+# imports them once and forks a child per mutant. The child forgets every `unbounded` module,
+# puts the mutated copy of `src/` first on sys.path and runs pytest in-process. A first child
+# runs the mapped tests on the unmutated copy with a line tracer on the module, so each mutant
+# runs only the tests that execute its statement (a mutant no test reaches survives unrun).
+
+
+def load_targets(path: Path = TARGETS) -> list[Target]:
+    """The module -> tests map (and argued equivalents) from the data file."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    targets = []
+    for entry in data["module"]:
+        equivalent = {
+            (int(item["line"]), str(item["mutation"])): str(item["why"])
+            for item in entry.get("equivalent", [])
+        }
+        targets.append(Target(entry["path"], list(entry["tests"]), equivalent))
+    return targets
+
+
+def _copy_of_src(into: Path) -> Path:
+    shutil.copytree(
+        ROOT / "src", into / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    return into / "src"
+
+
+def _warm_imports() -> None:
+    """Import what every child would import again (pytest, its plugins, the SDKs)."""
+    for name in ("pytest", "hypothesis", "anthropic", "openai", "httpx", "orjson", "rich", "typer"):
+        with contextlib.suppress(ImportError):
+            __import__(name)
+
+
+def _in_child(src: Path, args: list[str], plugins: list[object]) -> int:
+    """Run pytest on `args` against the copy at `src` (called in a forked child)."""
+    import pytest
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p
+    )
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, str(src))
+    for name in [m for m in sys.modules if m == "unbounded" or m.startswith("unbounded.")]:
+        del sys.modules[name]
+    return int(pytest.main(["-q", "-p", "no:cacheprovider", *args], plugins=plugins))
+
+
+def _fork(run: Callable[[], int], log: Path | None) -> int:
+    """Start `run` in a child process of its own group; returns the child's pid."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 70
+        try:
+            os.setpgid(0, 0)
+            target = os.open(log if log is not None else os.devnull, os.O_WRONLY | os.O_CREAT)
+            os.dup2(target, 1)
+            os.dup2(target, 2)
+            code = run()
+        except BaseException:  # a child reports through its exit code only
+            code = 71
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _stop(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+class _LineTracer:
+    """Which lines of one file each test runs (a pytest plugin plus a trace function)."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.current = "<import>"
+        self.lines: dict[str, set[int]] = {}
+        self.seconds: dict[str, float] = {}
+
+    def trace(self, frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename != self.filename:
+            return None
+        lines = self.lines.setdefault(self.current, set())
+        lines.add(frame.f_lineno)
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line":
+                lines.add(frame.f_lineno)
+            return local
+
+        return local
+
+    def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> None:
+        """Each line traced from now on belongs to this test."""
+        self.current = item.nodeid
+        self.seconds[item.nodeid] = time.monotonic()
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        """The test is over: its time, and lines run between tests belong to none."""
+        self.seconds[nodeid] = time.monotonic() - self.seconds.get(nodeid, time.monotonic())
+        self.current = "<between>"
+
+
+def _baseline(
+    target: Target, src: Path, work: Path
+) -> tuple[dict[str, set[int]], dict[str, float]]:
+    """Run the mapped tests on the unmutated copy with the tracer; fail loudly if they fail."""
+    result = work / "baseline.json"
+    log = work / "baseline.log"
+    filename = str(src / "unbounded" / target.module)
+
+    def run() -> int:
+        tracer = _LineTracer(filename)
+        sys.settrace(tracer.trace)
+        threading.settrace(tracer.trace)
+        code = _in_child(src, target.tests, [tracer])
+        sys.settrace(None)
+        payload = {
+            "lines": {k: sorted(v) for k, v in tracer.lines.items()},
+            "seconds": tracer.seconds,
+        }
+        result.write_text(json.dumps(payload), encoding="utf-8")
+        return code
+
+    pid = _fork(run, log)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0 or not result.exists():
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        raise SystemExit(f"{target.module}: the mapped tests fail without any mutation: {tail}")
+    data = json.loads(result.read_text(encoding="utf-8"))
+    lines = {k: set(v) for k, v in data["lines"].items()}
+    return lines, {k: float(v) for k, v in data["seconds"].items()}
+
+
+def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
+    """The tests that run the mutant's statement; None when module-level code holds it (run
+    every mapped test); [] when no test reaches it."""
+    span = set(range(mutant.first_line, mutant.last_line + 1))
+    if lines.get("<import>", set()) & span:
+        return None
+    return sorted(test for test, seen in lines.items() if test.startswith("tests/") and seen & span)
+
+
+def check_module(target: Target, jobs: int, timeout: float | None, work: Path) -> list[Outcome]:
+    """Run every mutant of one module against the tests that reach it; progress to stderr."""
+    found = list(mutants(target.module))
+    sources = [_copy_of_src(work / f"job{n}") for n in range(jobs)]
+    started = time.monotonic()
+    lines, seconds = _baseline(target, sources[0], work)
+    print(
+        f"{target.module}: {len(found)} mutants; the mapped tests take "
+        f"{time.monotonic() - started:.0f} s traced",
+        file=sys.stderr,
+        flush=True,
+    )
+    outcomes: list[Outcome] = []
+    queue: list[tuple[Mutant, list[str], float]] = []
+    for mutant in found:
+        tests = _covering(mutant, lines)
+        if tests == []:
+            outcomes.append(Outcome(mutant, False, "no mapped test reaches it"))
+            continue
+        chosen = target.tests if tests is None else tests
+        budget = sum(seconds.values()) if tests is None else sum(seconds.get(t, 1.0) for t in tests)
+        limit = timeout if timeout is not None else max(60.0, 5 * budget + 30)
+        queue.append((mutant, chosen, limit))
+    free = list(sources)
+    running: dict[int, tuple[Mutant, Path, float]] = {}
+    while queue or running:
+        while queue and free:
+            mutant, tests, limit = queue.pop(0)
+            src = free.pop()
+            (src / "unbounded" / mutant.module).write_text(mutant.source, encoding="utf-8")
+            pid = _fork(functools.partial(_in_child, src, ["-x", *tests], []), None)
+            running[pid] = (mutant, src, time.monotonic() + limit)
+        time.sleep(0.05)
+        for pid, (mutant, src, deadline) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == 0 and time.monotonic() < deadline:
+                continue
+            if done == 0:
+                _stop(pid)
+                outcome = Outcome(mutant, True, "timed out")
+            else:
+                code = os.waitstatus_to_exitcode(status)
+                outcome = Outcome(mutant, code != 0, f"exit {code}")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # anything a test left running
+            original = (PACKAGE / mutant.module).read_text(encoding="utf-8")
+            (src / "unbounded" / mutant.module).write_text(original, encoding="utf-8")
+            del running[pid]
+            free.append(src)
+            outcomes.append(outcome)
+            print("." if outcome.killed else "S", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return sorted(outcomes, key=lambda o: (o.mutant.line, o.mutant.description))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--module", action="append", help="a module of the map (repeatable)")
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
+    parser.add_argument("--timeout", type=float, help="seconds per mutant (default: 4x baseline)")
+    parser.add_argument("--json", type=Path, help="also write the outcomes to this file")
+    parser.add_argument("--fail-under", type=float, help="exit 1 below this percentage killed")
+    options = parser.parse_args(argv)
+    targets = load_targets()
+    if options.module:
+        known = {t.module: t for t in targets}
+        unknown = [m for m in options.module if m not in known]
+        if unknown:
+            parser.error(f"not in {TARGETS.name}: {', '.join(unknown)}")
+        targets = [known[m] for m in options.module]
+    if options.list:
+        for target in targets:
+            for mutant in mutants(target.module):
+                print(f"src/unbounded/{mutant.module}:{mutant.line}: {mutant.description}")
+        return 0
+    _warm_imports()
+    results: dict[str, list[Outcome]] = {}
+    with tempfile.TemporaryDirectory(prefix="mutation-") as work:
+        for target in targets:
+            folder = Path(work) / target.module.replace("/", "_")
+            folder.mkdir()
+            results[target.module] = check_module(
+                target, max(1, options.jobs), options.timeout, folder
+            )
+    total = killed = 0
+    report: dict[str, object] = {}
+    for target in targets:
+        outcomes = results[target.module]
+        module_killed = sum(o.killed for o in outcomes)
+        total += len(outcomes)
+        killed += module_killed
+        survivors = [o for o in outcomes if not o.killed]
+        argued = [
+            o for o in survivors if (o.mutant.line, o.mutant.description) in target.equivalent
+        ]
+        for outcome in survivors:
+            if outcome not in argued:
+                where = f"src/unbounded/{target.module}:{outcome.mutant.line}"
+                print(f"{where}: {outcome.mutant.description}")
+        for outcome in argued:
+            why = target.equivalent[(outcome.mutant.line, outcome.mutant.description)]
+            print(
+                f"src/unbounded/{target.module}:{outcome.mutant.line}: "
+                f"{outcome.mutant.description}  [equivalent: {why}]"
+            )
+        share = 100 * module_killed / len(outcomes) if outcomes else 100.0
+        print(f"{target.module}: {module_killed} of {len(outcomes)} killed ({share:.1f}%)")
+        report[target.module] = {
+            "killed": module_killed,
+            "total": len(outcomes),
+            "survivors": [
+                {"line": o.mutant.line, "mutation": o.mutant.description} for o in survivors
+            ],
+        }
+    share = 100 * killed / total if total else 100.0
+    print(f"overall: {killed} of {total} mutants killed ({share:.1f}%)")
+    if options.json is not None:
+        options.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if options.fail_under is not None and share < options.fail_under:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
