@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import secrets
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from unbounded.hooks import HookRunner
 from unbounded.policy import Policy
 from unbounded.providers.base import AuthenticationError
 from unbounded.providers.retry import RetryingProvider
-from unbounded.redaction import Redactor, find_secrets, redact, redact_data
+from unbounded.redaction import Redactor, find_secrets, redact, redact_data, strings_in
 from unbounded.session import Session, SessionConfig
 
 anthropic = pytest.importorskip("anthropic")
@@ -217,3 +218,153 @@ def test_session_redacts_what_a_compaction_writes_when_asked(tmp_path: Path, mon
 def test_without_the_flag_nothing_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, result = _session_with_a_pasted_key(tmp_path, False, monkeypatch)
     assert SAMPLES["aws_access_key_id"] in result.summary_text
+
+
+# -- the shapes that leaked, and everything the session writes ------------------------------------
+
+AWS_SECRET = "wJalrXUtnFEMI+K7MDENG/bPxRfiCYEXAMPLEKEY"  # 40 characters, with + and /
+
+
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fw end", "token [REDACTED:jwt] end"),
+        ("psql postgresql://bob:hunter2pass@db:5432/x", "psql postgresql://bob:[REDACTED:password]@db:5432/x"),
+        ("mysql --password=hunter2pass -h db", "mysql --password=[REDACTED:password] -h db"),
+        ("tool --password 'hunter2pass' --verbose", "tool --password '[REDACTED:password]' --verbose"),
+        ("tool --passwd hunter2pass", "tool --passwd [REDACTED:password]"),
+        ("DB_PASSWORD=s3cr3t! make", "DB_PASSWORD=[REDACTED:password] make"),
+        ('{"password": "abc123", "user": "bob"}', '{"password": "[REDACTED:password]", "user": "bob"}'),
+        ("curl -u admin:pw1234 https://x", "curl -u admin:[REDACTED:password] https://x"),
+        (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", "export AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_access_key]"),
+        (f"aws configure set aws_secret_access_key {AWS_SECRET}", "aws configure set aws_secret_access_key [REDACTED:aws_secret_access_key]"),
+        (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET[:33]}…", "export AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_access_key]…"),
+        (f"AKIAIOSFODNN7EXAMPLE,{AWS_SECRET}", "[REDACTED:aws_access_key_id],[REDACTED:aws_secret_access_key]"),
+        (f"id AKIAIOSFODNN7EXAMPLE secret {AWS_SECRET} done", "id [REDACTED:aws_access_key_id] secret [REDACTED:aws_secret_access_key] done"),
+    ],
+)
+def test_the_shapes_that_used_to_leak(text: str, redacted: str) -> None:
+    assert redact(text) == redacted
+
+
+@pytest.mark.parametrize(
+    "harmless",
+    [
+        "run --password-file ./pw.txt",  # a flag, not a value
+        "tool --password --verbose",
+        "the password: is",  # too short to be one
+        "see https://example.com/path@2x.png",
+        "sha 3f786850e387550fdab836ed7e6dc881de23001b",  # 40 characters, no key id on the line
+        "eyJhbGciOiJIUzI1NiJ9 alone",
+        "bypass: true",
+    ],
+)
+def test_their_neighbours_are_left_alone(harmless: str) -> None:
+    assert redact(harmless) == harmless
+
+
+def test_overlapping_matches_are_redacted_as_their_union() -> None:
+    # the password's value runs into the key: no part of either stays
+    text = "password=hunter2AKIAIOSFODNN7EXAMPLE next"
+    assert redact(text) == "password=[REDACTED:password] next"
+    literal = Redactor(literals=frozenset({"EXAMPLE hunter2"}))
+    assert literal.redact("x AKIAIOSFODNN7EXAMPLE hunter2 y") == "x [REDACTED:secret] y"
+    matches = find_secrets("a AKIAIOSFODNN7EXAMPLE b sk-ant-" + "x" * 30)
+    assert [(m.kind, m.start) for m in matches] == [("aws_access_key_id", 2), ("anthropic_key", 25)]
+
+
+def test_learning_from_a_source_redacts_pieces_of_its_secrets() -> None:
+    source = f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}"
+    learned = Redactor().learning_from([source, "nothing here"])
+    assert AWS_SECRET in learned.literals and "bPxRfiCYEXAMPLEKEY" in learned.literals
+    assert "K7MDENG" in learned.literals and "wJalrXUtnFEMI" in learned.literals
+    summary = "Names: wJalrXUtnFEMI, K7MDENG, bPxRfiCYEXAMPLEKEY; ran export"
+    assert learned.redact(summary) == "Names: [REDACTED:secret], [REDACTED:secret], [REDACTED:secret]; ran export"
+    assert Redactor().learning_from(["no secret"]) == Redactor()  # nothing learned: the same
+
+
+def test_strings_in_walks_keys_and_values() -> None:
+    assert sorted(strings_in({"a": ["b", {"c": 1, "d": "e"}], "f": None})) == ["a", "b", "c", "d", "e", "f"]
+
+
+def _redacting_session(tmp_path: Path, events: list[Event], telemetry: Any = None) -> Session:
+    return Session.open(
+        tmp_path / "s",
+        SessionConfig(model="claude-sonnet-4-5", tools=[{"name": "Bash", "input_schema": {"type": "object"}}], context_window=200_000),
+        policy=Policy(tool_result_max_tokens=500, time_based_keep_recent=1),
+        redact_secrets=Redactor(),
+        events=events.append,
+        telemetry=telemetry,
+    )
+
+
+def test_receipts_side_files_and_events_are_redacted(tmp_path: Path) -> None:
+    events: list[Event] = []
+    session = _redacting_session(tmp_path, events)
+    command = f"aws configure set aws_secret_access_key {AWS_SECRET} && psql postgresql://u:hunter2pass@db/x"
+    session.add_user("set it up")
+    session.record({"content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": command}}], "usage": {"input_tokens": 10, "output_tokens": 2}})
+    big = "".join(f"line {n}: token=ghp_{'a1B2c3D4e5' * 4}\n" for n in range(400))
+    session.add_tool_results([{"type": "tool_result", "tool_use_id": "t1", "content": big}])
+    result = asyncio.run(session.compact())
+    receipt = result.boundary.compact_metadata["receipt"]
+    assert receipt["toolResults"][0]["command"].startswith("aws configure set aws_secret_access_key [REDACTED:")
+    assert "hunter2pass" not in str(receipt)
+    written = str([entry.data for entry in result.new_entries()])
+    assert AWS_SECRET not in written and "hunter2pass" not in written
+    session.close()
+    for path in (tmp_path / "s").rglob("*"):
+        if path.is_file() and path.name != "transcript.jsonl":  # the host's own records stay as written
+            data = path.read_text(errors="replace")
+            assert AWS_SECRET not in data and "hunter2pass" not in data and "a1B2c3D4e5" * 4 not in data, path
+    stored = (tmp_path / "s" / "transcript.jsonl").read_text()
+    assert "a1B2c3D4e5" * 4 not in stored  # the shortened copy of the kept output, redacted alike
+    kept = next((tmp_path / "s" / "tool-outputs").iterdir()).read_text()
+    assert "[REDACTED:github_token]" in kept and kept.count("\n") == 400
+    assert "hunter2pass" not in str(events) and AWS_SECRET not in str(events)
+
+
+def test_a_microcompaction_receipt_is_redacted(tmp_path: Path) -> None:
+    events: list[Event] = []
+    session = _redacting_session(tmp_path, events)
+    session.add_user("go")
+    for turn in range(3):
+        asyncio.run(session.prepare())
+        use = {"type": "tool_use", "id": f"t{turn}", "name": "Bash", "input": {"command": f"mysql --password=hunter{turn}pass -e 'select {turn}'"}}
+        session.record({"content": [use], "usage": {"input_tokens": 10, "output_tokens": 2}})
+        session.add_tool_results([{"type": "tool_result", "tool_use_id": f"t{turn}", "content": f"row {turn}\n" * 300}])
+    session.micro.cleared_ids  # noqa: B018 - nothing cleared yet
+    session._clock = lambda: datetime(2030, 1, 1, tzinfo=timezone.utc)  # an hour later: the time tier clears
+    asyncio.run(session.prepare())
+    receipts = [e for e in session.entries if e.subtype == "microcompact_receipt"]
+    assert receipts, "the time tier cleared nothing"
+    data = str(receipts[0].data)
+    assert "hunter0pass" not in data and "--password=[REDACTED:password]" in data
+    session.close()
+
+
+def test_span_attributes_and_recorded_exceptions_are_redacted() -> None:
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from unbounded.telemetry import Telemetry
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = Telemetry(tracer_provider=provider).redacting(Redactor().redact)
+    with telemetry.span("step", {"note": "Bearer abcdefghijklmnopqrstuvwxyz"}) as span:
+        span.set_attributes({"more": "--password=hunter2pass"})
+        span.set_attribute("list", ["--password=hunter3pass", "plain"])
+    with pytest.raises(RuntimeError), telemetry.span("failing"):
+        raise RuntimeError("refused key sk-ant-" + "z" * 30)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert dict(spans["step"].attributes or {}) == {"note": "Bearer [REDACTED:bearer_token]", "more": "--password=[REDACTED:password]", "list": ("--password=[REDACTED:password]", "plain")}
+    (event,) = spans["failing"].events
+    assert event.name == "exception" and "[REDACTED:anthropic_key]" in str(event.attributes)
+    assert "zzzz" not in str(event.attributes)
+    plain = Telemetry(tracer_provider=provider)
+    with plain.span("plain", {"note": "--password=hunter2pass"}):
+        pass
+    assert dict(exporter.get_finished_spans()[-1].attributes or {})["note"] == "--password=hunter2pass"  # only when asked

@@ -7,21 +7,34 @@
 | `anthropic_key` | `sk-ant-` followed by 20 or more key characters |
 | `openai_key` | `sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-` followed by 20 or more |
 | `aws_access_key_id` | `AKIA`, `ASIA`, `ABIA`, `ACCA` + 16 upper-case letters or digits |
-| `aws_secret_access_key` | 40 base64 characters after `aws_secret_access_key`, |
-| | `secret_access_key` or `SecretAccessKey` and `=` or `:`, quoted or not (env, INI, JSON) |
+| `aws_secret_access_key` | 16 or more base64 characters (`+`, `/` and `=` included, so a |
+| | secret cut short too) after `aws_secret_access_key`, `secret_access_key` or |
+| | `SecretAccessKey` and `=`, `:` or a space, quoted or not (env, INI, JSON, `aws |
+| | configure set`); and 40 such characters on the line of an access key id (CSV, `id:secret`) |
 | `github_token` | `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` + 36 or more, `github_pat_` + 22 or more |
 | `slack_token` | `xoxb-`, `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-` tokens |
 | `google_api_key` | `AIza` + 35 characters |
 | `bearer_token` | the token after `Bearer ` (16 or more token characters; the word is kept) |
+| `jwt` | a JSON Web Token anywhere (`eyJ...`.`...`.`...`), with or without `Bearer` |
+| `password` | the password of a URL (`scheme://user:PASSWORD@host`), the value of |
+| | `--password=`/`--password `/`--passwd`/`--pass`, of `PASSWORD=`, `db_password:`, |
+| | `"password": "..."`, and of `curl -u user:PASSWORD` |
 | `private_key` | a `-----BEGIN ... PRIVATE KEY-----` block to its END line (or the text's end) |
 
-A `Redactor` adds literal secrets (for instance every API key in the environment:
-`Redactor.from_environment()`) and extra patterns. The session applies one to what it writes
-when asked (`Session(..., redact_secrets=True)`): summaries, re-injected attachments, hook
-context, session notes (`session-memory/summary.md`) and cache-break diffs. It never
-rewrites what the host appended: the transcript is append-only and holds the conversation as
-it happened. Callers writing their own reports use
-`redact` / `redact_data` directly.
+Where two matches overlap, their union is redacted (a password run into an AWS key leaves no
+part of either). A `Redactor` adds literal secrets (for instance every API key in the
+environment: `Redactor.from_environment()`) and extra patterns; `learning_from(texts)` adds
+every secret found in `texts`, and its pieces, as literals, so text derived from them (a
+summary quoting a secret cut short, or a piece of it) is redacted too.
+
+The session applies one to everything it writes when asked (`Session(...,
+redact_secrets=True)`): summaries (with the secrets of what they summarized learned first),
+re-injected attachments, hook context, receipts (in the boundary and the microcompaction
+record), session notes (`session-memory/summary.md`), outputs kept on the side (the kept copy
+and the shortened one it leaves in the transcript), cache-break diffs, events
+(`redacting_sink`) and span attributes. It never rewrites what the host appended: the
+transcript is append-only and holds the conversation as it happened. Callers writing their
+own reports use `redact` / `redact_data` directly.
 """
 
 from __future__ import annotations

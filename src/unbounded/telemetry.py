@@ -22,6 +22,7 @@ nothing else changes.
 from __future__ import annotations
 
 import copy
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -116,7 +117,12 @@ class Telemetry:
             try:
                 yield _RedactingSpan(span, redact)
             except BaseException as error:
-                span.record_exception(error, {"exception.message": redact(str(error))})
+                trace = "".join(traceback.format_exception(error))
+                shown = {
+                    "exception.message": redact(str(error)),
+                    "exception.stacktrace": redact(trace),
+                }
+                span.record_exception(error, shown)
                 raise
 
     def context_usage(self, tokens: int, window: int, attributes: Attributes) -> None:
