@@ -393,7 +393,7 @@ def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
     span = set(range(mutant.first_line, mutant.last_line + 1))
     if lines.get("<import>", set()) & span:
         return None
-    return sorted(test for test, seen in lines.items() if test.startswith("tests/") and seen & span)
+    return [test for test, seen in lines.items() if test.startswith("tests/") and seen & span]
 
 
 def check_module(target: Target, jobs: int, timeout: float | None, work: Path) -> list[Outcome]:
@@ -415,12 +415,31 @@ def check_module(target: Target, jobs: int, timeout: float | None, work: Path) -
         if tests == []:
             outcomes.append(Outcome(mutant, False, "no mapped test reaches it"))
             continue
-        chosen = target.tests if tests is None else tests
+        # The quickest tests first: with -x, the first failure ends the run.
+        chosen = (
+            target.tests if tests is None else sorted(tests, key=lambda t: (seconds.get(t, 1.0), t))
+        )
         budget = sum(seconds.values()) if tests is None else sum(seconds.get(t, 1.0) for t in tests)
         limit = timeout if timeout is not None else max(60.0, 5 * budget + 30)
         queue.append((mutant, chosen, limit))
     free = list(sources)
     running: dict[int, tuple[Mutant, Path, float]] = {}
+    try:
+        _run_queue(queue, free, running, outcomes)
+    finally:
+        for pid in running:  # interrupted: no child outlives the checker
+            _stop(pid)
+    print(file=sys.stderr)
+    return sorted(outcomes, key=lambda o: (o.mutant.line, o.mutant.description))
+
+
+def _run_queue(
+    queue: list[tuple[Mutant, list[str], float]],
+    free: list[Path],
+    running: dict[int, tuple[Mutant, Path, float]],
+    outcomes: list[Outcome],
+) -> None:
+    """Fork a child per mutant, as many at once as there are copies of src/, until done."""
     while queue or running:
         while queue and free:
             mutant, tests, limit = queue.pop(0)
@@ -447,8 +466,6 @@ def check_module(target: Target, jobs: int, timeout: float | None, work: Path) -
             free.append(src)
             outcomes.append(outcome)
             print("." if outcome.killed else "S", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
-    return sorted(outcomes, key=lambda o: (o.mutant.line, o.mutant.description))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"src/unbounded/{mutant.module}:{mutant.line}: {mutant.description}")
         return 0
     _warm_imports()
+    # A SIGTERM unwinds like Ctrl-C, so the children are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory(prefix="mutation-") as work:
         for target in targets:
