@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import compileall
 import contextlib
 import functools
 import json
 import os
+import py_compile
 import shutil
 import signal
 import sys
@@ -269,8 +271,16 @@ def load_targets(path: Path = TARGETS) -> list[Target]:
 
 
 def _copy_of_src(into: Path) -> Path:
+    """A copy of src/, compiled to hash-checked bytecode: a child loads every module it did
+    not mutate from bytecode, and a mutated source never matches its old bytecode (a hash,
+    unlike a timestamp, cannot be fooled by two writes within one second)."""
     shutil.copytree(
         ROOT / "src", into / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    compileall.compile_dir(
+        into / "src",
+        quiet=1,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
     )
     return into / "src"
 
@@ -289,8 +299,6 @@ def _in_child(src: Path, args: list[str], plugins: list[object]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p
     )
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
-    sys.dont_write_bytecode = True
     sys.path.insert(0, str(src))
     for name in [m for m in sys.modules if m == "unbounded" or m.startswith("unbounded.")]:
         del sys.modules[name]
