@@ -286,10 +286,16 @@ def _copy_of_src(into: Path) -> Path:
 
 
 def _warm_imports() -> None:
-    """Import what every child would import again (pytest, its plugins, the SDKs)."""
+    """Import what every child would import again: pytest, the plugins it loads from entry
+    points (some take seconds), the SDKs."""
+    from importlib.metadata import entry_points
+
     for name in ("pytest", "hypothesis", "anthropic", "openai", "httpx", "orjson", "rich", "typer"):
         with contextlib.suppress(ImportError):
             __import__(name)
+    for plugin in entry_points(group="pytest11"):
+        with contextlib.suppress(Exception):
+            plugin.load()
 
 
 def _in_child(src: Path, args: list[str], plugins: list[object]) -> int:
