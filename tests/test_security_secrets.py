@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import secrets
 import sys
 from datetime import datetime, timezone
@@ -31,12 +32,21 @@ from apiserver import (
     tool_use_block,
 )
 from unbounded.cli import app, compact_command, inspect_command  # noqa: F401  (registers them)
-from unbounded.events import Event
+from unbounded.events import Event, GenericEvent, ReceiptWritten
 from unbounded.hooks import HookRunner
 from unbounded.policy import Policy
 from unbounded.providers.base import AuthenticationError
 from unbounded.providers.retry import RetryingProvider
-from unbounded.redaction import Redactor, find_secrets, redact, redact_data, strings_in
+from unbounded.redaction import (
+    Redactor,
+    find_secrets,
+    redact,
+    redact_data,
+    redact_url,
+    redacting_sink,
+    redactor_for,
+    strings_in,
+)
 from unbounded.session import Session, SessionConfig
 
 anthropic = pytest.importorskip("anthropic")
@@ -368,3 +378,89 @@ def test_span_attributes_and_recorded_exceptions_are_redacted() -> None:
     with plain.span("plain", {"note": "--password=hunter2pass"}):
         pass
     assert dict(exporter.get_finished_spans()[-1].attributes or {})["note"] == "--password=hunter2pass"  # only when asked
+
+
+# -- every rule of the redactor, each held by a test ----------------------------------------------
+
+
+def test_environment_literals_from_twelve_characters_on() -> None:
+    redactor = Redactor.from_environment({"A_TOKEN": "x" * 12, "B_TOKEN": "y" * 11, "PATH": "z" * 30})
+    assert redactor.literals == frozenset({"x" * 12})
+    assert redactor.redact("xxxxxxxxxxxx yyyyyyyyyyy") == "[REDACTED:secret] yyyyyyyyyyy"
+    extra = Redactor.from_environment({}, extra=["a-literal-of-some-length"])
+    assert extra.redact("use a-literal-of-some-length now") == "use [REDACTED:secret] now"
+
+
+def test_literals_are_found_everywhere_longest_first() -> None:
+    redactor = Redactor(literals=frozenset({"abcdefghijklmn", "abcdefghijklmnop"}))
+    assert redactor.redact("abcdefghijklmnop at the start, again abcdefghijklmn, and abcdefghijklmnopq") == (
+        "[REDACTED:secret] at the start, again [REDACTED:secret], and [REDACTED:secret]q"
+    )
+    assert [(m.start, m.end) for m in redactor.find("abcdefghijklmnopabcdefghijklmnop")] == [(0, 16), (16, 32)]  # touching, not overlapping
+    assert redactor.redact("") == "" and redactor.redact("clean text") == "clean text"
+
+
+def test_pieces_are_learned_from_six_characters_on() -> None:
+    learned = Redactor().learning_from(["DB_PASSWORD=abcdef+ghijk"])
+    assert "abcdef" in learned.literals and "ghijk" not in learned.literals
+    assert learned.literals == frozenset({"abcdef+ghijk", "abcdef"})
+
+
+def test_overlaps_keep_the_kind_listed_first_and_reach_the_furthest_end() -> None:
+    redactor = Redactor(literals=frozenset({"sk-ant-literal"})).with_patterns(("late", r"literal-and-more-text"))
+    text = "key sk-ant-literal-and-more-text end"
+    assert redactor.redact(text) == "key [REDACTED:secret] end"
+    later_first = Redactor(patterns=(("one", re.compile(r"bcd")), ("two", re.compile(r"abc"))))
+    assert [(m.kind, m.start, m.end) for m in later_first.find("xabcdx")] == [("one", 1, 5)]  # "two" starts first, "one" is listed first
+    touching = Redactor(patterns=(("one", re.compile(r"ab")), ("two", re.compile(r"cd"))))
+    assert [(m.kind, m.start, m.end) for m in touching.find("abcd")] == [("one", 0, 2), ("two", 2, 4)]
+
+
+def test_redact_data_maps_every_string_keys_included() -> None:
+    key = SAMPLES["github_token"]
+    assert redact_data(key) == "[REDACTED:github_token]"
+    assert redact_data(5) == 5 and redact_data(None) is None
+    data = {key: [key, {"n": 1, "t": key}], "list": [[key]], 3: "x"}
+    assert redact_data(data) == {"[REDACTED:github_token]": ["[REDACTED:github_token]", {"n": 1, "t": "[REDACTED:github_token]"}], "list": [["[REDACTED:github_token]"]], 3: "x"}
+    assert data[key][0] == key  # a copy
+
+
+def test_redactor_for_each_option() -> None:
+    custom = Redactor(literals=frozenset({"my-own-literal"}))
+    assert redactor_for(custom) is custom
+    assert redactor_for(False) is None and redactor_for(None) is None
+    default = redactor_for(True)
+    assert isinstance(default, Redactor) and default.patterns == Redactor().patterns
+
+
+def test_redacting_sink_redacts_text_lists_and_tuples_only_when_needed() -> None:
+    seen: list[Event] = []
+    sink = redacting_sink(seen.append, Redactor())
+    assert sink is not None and redacting_sink(None, Redactor()) is None
+    key = SAMPLES["anthropic_key"]
+    clean = ReceiptWritten(source="compaction", trigger="auto", tool_results=1, tokens=5, files=("/a.py",), record_uuid="u")
+    sink(clean)
+    sink(ReceiptWritten(source="compaction", trigger=f"auto {key}", tool_results=1, tokens=5, files=(f"/{key}/a.py",), record_uuid=None))
+    sink(GenericEvent("x", {"nested": [key]}))
+    assert seen[0] is clean  # nothing to redact: the event itself
+    second = seen[1]
+    assert isinstance(second, ReceiptWritten)
+    assert second.trigger == "auto [REDACTED:anthropic_key]" and second.files == ("/[REDACTED:anthropic_key]/a.py",)
+    assert second.tool_results == 1 and second.tokens == 5 and second.record_uuid is None
+    third = seen[2]
+    assert isinstance(third, GenericEvent) and third.data == {"nested": ["[REDACTED:anthropic_key]"]}
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://bob:pa:ss@db.example/agents", "postgresql://bob:***@db.example/agents"),
+        ("postgresql://bob@db/agents", "postgresql://bob@db/agents"),
+        ("postgresql://db/agents", "postgresql://db/agents"),
+        ("not a url bob:pw@x", "not a url bob:pw@x"),
+        ("postgresql://u:p@h", "postgresql://u:***@h"),
+        ("postgresql://u:p@h/d?x=a:b@c", "postgresql://u:***@h/d?x=a:b@c"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown

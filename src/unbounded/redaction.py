@@ -158,29 +158,24 @@ class Redactor:
     def find(self, text: str) -> list[SecretMatch]:
         """Every secret in `text`, in order. Where matches overlap, their union is one secret
         (so no part of either is left), of the kind listed first (literals before patterns)."""
+        literals = sorted(self.literals, key=lambda value: (-len(value), value))
+        matchers = [("secret", re.compile(re.escape(value))) for value in literals]
         spans: list[tuple[int, int, int, str]] = []
-        rank = 0
-        for literal in sorted(self.literals, key=lambda value: (-len(value), value)):
-            position = text.find(literal)
-            while position >= 0:
-                spans.append((position, position + len(literal), rank, "secret"))
-                position = text.find(literal, position + len(literal))
-        for kind, pattern in self.patterns:
-            rank += 1
+        for rank, (kind, pattern) in enumerate([*matchers, *self.patterns]):
             secret_group = "secret" in pattern.groupindex
             for match in pattern.finditer(text):
                 start, end = match.span("secret") if secret_group else match.span()
                 if start < end:
                     spans.append((start, end, rank, kind))
-        spans.sort()
         merged: list[tuple[int, int, int, str]] = []
-        for start, end, order, kind in spans:
+        for start, end, rank, kind in sorted(spans):
             if merged and start < merged[-1][1]:
-                first = merged[-1]
-                best = (order, kind) if order < first[2] else (first[2], first[3])
-                merged[-1] = (first[0], max(first[1], end), *best)
+                first_start, first_end, first_rank, first_kind = merged[-1]
+                if rank < first_rank:
+                    first_rank, first_kind = rank, kind
+                merged[-1] = (first_start, max(first_end, end), first_rank, first_kind)
             else:
-                merged.append((start, end, order, kind))
+                merged.append((start, end, rank, kind))
         return [SecretMatch(kind, start, end) for start, end, _, kind in merged]
 
     def learning_from(self, texts: Iterable[str]) -> Redactor:
@@ -197,18 +192,13 @@ class Redactor:
                     for piece in _FRAGMENT_SPLIT.split(secret)
                     if len(piece) >= MIN_FRAGMENT_LENGTH
                 )
-        if found <= self.literals:
-            return self
         return Redactor(self.patterns, self.literals | frozenset(found))
 
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by `[REDACTED:<kind>]`."""
-        matches = self.find(text)
-        if not matches:
-            return text
         parts: list[str] = []
         position = 0
-        for match in matches:
+        for match in self.find(text):
             parts.append(text[position : match.start])
             parts.append(REPLACEMENT.format(kind=match.kind))
             position = match.end
@@ -345,7 +335,7 @@ def redact_url(url: str) -> str:
     credentials, at, host = authority.rpartition("@")
     if not at or ":" not in credentials:
         return url
-    user = credentials.split(":", 1)[0]
+    user = credentials.partition(":")[0]
     return f"{scheme}://{user}:***@{host}{slash}{tail}"
 
 
