@@ -19,6 +19,7 @@ import pytest
 from unbounded.compaction.large_output import cap_text, is_kept_copy_of
 from unbounded.events import Event, RecallServed
 from unbounded.model.entries import Entry
+from unbounded.model.tool_ids import RENAMED_FIELD
 from unbounded.policy import Policy
 from unbounded.recall import (
     RecallArgumentError,
@@ -121,6 +122,16 @@ def test_an_id_too_long_for_a_file_name_is_named_by_its_hash() -> None:
     assert side_output_name(shorter).startswith("id-")
 
 
+def seen_as(session: Session, provider_id: str) -> str:
+    """The name the session gave a call whose id the provider sent (renamed when the API would
+    refuse it or it was taken)."""
+    for entry in session.entries:
+        for name, original in (entry.data.get(RENAMED_FIELD) or {}).items():
+            if original == provider_id:
+                return str(name)
+    return provider_id
+
+
 def test_ids_that_used_to_collide_each_keep_their_output(tmp_path: Path) -> None:
     # Defect: `call.1`, `call:1`, `call/1` shared `call_1.txt`, the first output overwritten and
     # recall answering with another call's; `x-1` took `x`'s second block; `...` raised.
@@ -129,8 +140,10 @@ def test_ids_that_used_to_collide_each_keep_their_output(tmp_path: Path) -> None
         for tool_id in ids:
             run(session, tool_id, output(f"out-of-{tool_id}"))
         run(session, "x", [{"type": "text", "text": output("x-first")}, {"type": "text", "text": output("x-second")}])
-        for tool_id in ids:
-            answer = recall(session, id=tool_id)
+        names = [seen_as(session, tool_id) for tool_id in ids]
+        assert names == ["call_1", "call_1_2", "call_1_3", "___", "x-1"]
+        for tool_id, name in zip(ids, names, strict=True):
+            answer = recall(session, id=name)
             assert f"out-of-{tool_id} line 0" in answer and "line 200" in answer  # whole: the middle is there
             assert GONE_NOTE not in answer
             others = [i for i in ids if i != tool_id]
@@ -138,7 +151,7 @@ def test_ids_that_used_to_collide_each_keep_their_output(tmp_path: Path) -> None
         second = recall(session, id="x", start_line=401)
         assert "x-second line 0" in second and "x-second line 200" in second and "out-of-x-1" not in second
         kept = sorted(p.name for p in (tmp_path / "s" / "tool-outputs").iterdir())
-        assert len(kept) == len(ids) + 2
+        assert kept == sorted(f"{side_output_name(n, p)}.txt" for n, p in [*((n, 0) for n in names), ("x", 0), ("x", 1)])
 
 
 # -- recall reads only regular files of the session, never through a link -----------------------
@@ -219,19 +232,24 @@ def test_a_kept_output_replaced_by_another_text_is_not_returned(kept_session: tu
 
 
 def test_outputs_kept_under_the_old_names_are_read_only_when_they_match(tmp_path: Path) -> None:
-    # A folder written by an earlier version: `call.1` and then `call:1` were both kept in
-    # `call_1.txt`, so it holds `call:1`'s output.
+    # A folder written by an earlier version: calls `call.1` and `call:1` (ids taken as sent)
+    # were both kept in `call_1.txt`, which therefore holds `call:1`'s output.
     first, second = output("first"), output("second")
+    entries = [Entry.user("go")]
+    for tool_id, text in (("call.1", first), ("call:1", second)):
+        shortened = cap_text(text, CAP, f"{tmp_path}/s/tool-outputs/call_1.txt")
+        assert shortened is not None
+        entries.append(Entry.assistant([{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": "make"}}]))
+        entries.append(Entry.user([{"type": "tool_result", "tool_use_id": tool_id, "content": shortened.text}]))
+    with FolderStore(tmp_path / "s") as store:
+        store.append(entries)
+    (tmp_path / "s" / "tool-outputs").mkdir(mode=0o700)
+    (tmp_path / "s" / "tool-outputs" / "call_1.txt").write_text(second)
     with open_session(tmp_path / "s") as session:
-        run(session, "call.1", first)
-        run(session, "call:1", second)
-    folder = tmp_path / "s" / "tool-outputs"
-    for kept in folder.iterdir():
-        kept.unlink()
-    (folder / "call_1.txt").write_text(second)
-    with open_session(tmp_path / "s") as session:
-        assert "second line 200" in recall(session, id="call:1")
-        answer = recall(session, id="call.1")
+        # the index names the two calls as the requests do: call_1 and call_1_2
+        answer = recall(session, id="call_1_2")
+        assert "second line 200" in answer and GONE_NOTE not in answer
+        answer = recall(session, id="call_1")
         assert "second line" not in answer and GONE_NOTE in answer and "first line 0" in answer
 
 
@@ -334,7 +352,9 @@ def test_recall_served_events_and_a_memory_store(tmp_path: Path) -> None:
     session = Session(CONFIG, store=MemoryStore(), policy=Policy(tool_result_max_tokens=CAP), events=events.append)
     run(session, "t.1", output("mem"))
     run(session, "t:1", output("other"))
-    assert "mem line 200" in recall(session, id="t.1") and "other line" not in recall(session, id="t.1")
+    assert (seen_as(session, "t.1"), seen_as(session, "t:1")) == ("t_1", "t_1_2")
+    assert "mem line 200" in recall(session, id="t_1") and "other line" not in recall(session, id="t_1")
+    assert "other line 200" in recall(session, id="t_1_2")
     served = [e for e in events if isinstance(e, RecallServed)]
     assert served[-1].found and served[-1].tokens <= session.policy.recall_max_tokens
 

@@ -79,6 +79,8 @@ class ToolCall:
     result_position: int | None = None
     result_tokens: int = 0
     is_error: bool = False
+    transcript_id: str = ""
+    """The id the transcript gives the call, when it is not `id` (a repeat renamed here)."""
 
     def describe(self) -> str:
         """`Bash: pytest -q`, `Read: src/app.py`, or the name and its input as JSON."""
@@ -144,6 +146,7 @@ class TranscriptIndex:
                     name = self._names.call(tool_id)
                     self.calls[name] = ToolCall(
                         id=name,
+                        transcript_id=tool_id if tool_id != name else "",
                         name=str(block.get("name", "")),
                         input=block.get("input"),
                         use_position=position,

@@ -92,13 +92,18 @@ class ResultText:
     gone: bool
 
 
-def _whole(shortened: str, name: str, load_output: LoadOutput | None) -> tuple[str, bool]:
-    """The complete text of a result part, and whether it is gone (see the module doc)."""
+def _whole(
+    shortened: str, call: ToolCall, part: int, load_output: LoadOutput | None
+) -> tuple[str, bool]:
+    """The complete text of a result part, and whether it is gone (see the module doc). It
+    was kept under the id its result named: the call's name, or the transcript's id when the
+    index renamed a repeat (a transcript written before calls were renamed on arrival)."""
     if not is_shortened(shortened):
         return shortened, False
-    kept = load_output(name) if load_output is not None else None
-    if kept is not None and is_kept_copy_of(kept, shortened):
-        return kept, False
+    for tool_id in (call.id, call.transcript_id):
+        kept = load_output(side_output_name(tool_id, part)) if load_output and tool_id else None
+        if kept is not None and is_kept_copy_of(kept, shortened):
+            return kept, False
     return shortened, True
 
 
@@ -106,7 +111,7 @@ def result_text(call: ToolCall, load_output: LoadOutput | None) -> ResultText:
     """A call's whole result as text: kept-aside originals of capped parts, images named."""
     content = call.result
     if isinstance(content, str):
-        text, gone = _whole(content, side_output_name(call.id, 0), load_output)
+        text, gone = _whole(content, call, 0, load_output)
         return ResultText(text, gone)
     parts: list[str] = []
     lost = False
@@ -116,8 +121,7 @@ def result_text(call: ToolCall, load_output: LoadOutput | None) -> ResultText:
                 continue
             kind = block.get("type")
             if kind == "text":
-                name = side_output_name(call.id, position)
-                text, gone = _whole(str(block.get("text", "")), name, load_output)
+                text, gone = _whole(str(block.get("text", "")), call, position, load_output)
                 parts.append(text)
                 lost = lost or gone
             elif kind in ("image", "document"):
