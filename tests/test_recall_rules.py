@@ -70,3 +70,146 @@ def test_a_recall_result_answers_its_call() -> None:
     error, none = recall_tool_result({"name": "recall", "input": {}}, context)
     assert none is None and error["is_error"] is True and error["tool_use_id"] == ""
     assert error["content"].startswith("Error: give exactly one of")
+
+
+# -- receipts --------------------------------------------------------------------------------------
+
+from unbounded.recall import TranscriptIndex  # noqa: E402
+from unbounded.recall.receipts import (  # noqa: E402
+    NOTE_HANDLES,
+    Receipt,
+    compaction_receipt,
+    microcompact_receipt,
+    microcompact_receipt_entry,
+    recall_note,
+    receipts_by_tool_id,
+    receipts_in,
+    tool_result_item,
+)
+
+
+def calls_transcript() -> list[Entry]:
+    entries = [Entry.user("go")]
+    calls = [
+        ("t_read", "Read", {"file_path": "/repo/src/parser.py"}, "x" * 400),
+        ("t_bash", "Bash", {"command": "pytest " + "-k a " * 60}, "1 failed"),
+        ("t_write", "Write", {"file_path": "/repo/notes.md", "content": "hi"}, "ok"),
+        ("t_other", "Search", {"q": "x"}, [{"type": "text", "text": "y" * 40}]),
+    ]
+    for tool_id, name, tool_input, output in calls:
+        entries.append(Entry.assistant([{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}], timestamp="2025-06-01T10:00:00.000Z"))
+        entries.append(Entry.user([{"type": "tool_result", "tool_use_id": tool_id, "content": output}]))
+    return entries
+
+
+def test_tool_result_items_name_the_call() -> None:
+    index = TranscriptIndex().update(calls_transcript())
+    assert tool_result_item(index.get("t_read"), "t_read", 100) == {"id": "t_read", "tool": "Read", "tokens": 100, "path": "/repo/src/parser.py"}
+    bash = tool_result_item(index.get("t_bash"), "t_bash", 3)
+    assert bash["tool"] == "Bash" and "path" not in bash and len(bash["command"]) == 200 and bash["command"].endswith("…")
+    assert tool_result_item(index.get("t_write"), "t_write", 1)["path"] == "/repo/notes.md"
+    assert tool_result_item(None, "gone", 7) == {"id": "gone", "tool": "?", "tokens": 7}
+    assert tool_result_item(index.get("t_other"), "t_other", 2) == {"id": "t_other", "tool": "Search", "tokens": 2}
+
+
+def test_a_microcompaction_receipt() -> None:
+    index = TranscriptIndex().update(calls_transcript())
+    receipt = microcompact_receipt("time", ["t_read", "t_write", "t_read2"], index=index, tokens={"t_read": 100, "t_write": 5}, tokens_saved=105, breaks_cache=True)
+    assert receipt == {
+        "version": 1,
+        "tier": "time",
+        "toolResults": [
+            {"id": "t_read", "tool": "Read", "tokens": 100, "path": "/repo/src/parser.py"},
+            {"id": "t_write", "tool": "Write", "tokens": 5, "path": "/repo/notes.md"},
+            {"id": "t_read2", "tool": "?", "tokens": 0},
+        ],
+        "files": ["/repo/src/parser.py", "/repo/notes.md"],
+        "tokens": 105,
+        "breaksCache": True,
+    }
+    entry = microcompact_receipt_entry(receipt, timestamp="2025-06-01T11:00:00.000Z")
+    assert entry.type == "system" and entry.subtype == "microcompact_receipt" and entry.data["isMeta"] is True
+    assert entry.data["content"] == "3 old tool result(s) cleared (~105 tokens)"
+    assert entry.data["microcompactReceipt"] == receipt and entry.data["microcompactReceipt"] is not receipt
+    cached = microcompact_receipt_entry({**receipt, "tier": "cached", "tokens": 2_500}, timestamp="t")
+    assert cached.data["content"] == "3 old tool result(s) deleted from the prompt cache (~2,500 tokens)"
+    empty = microcompact_receipt_entry({}, timestamp="t")
+    assert empty.data["content"] == "0 old tool result(s) cleared (~0 tokens)"
+    (read,) = receipts_in([entry])
+    assert (read.kind, read.trigger, read.tokens, read.files, read.time) == ("microcompaction", "time", 105, ("/repo/src/parser.py", "/repo/notes.md"), "2025-06-01T11:00:00.000Z")
+    assert read.describe() == "cleared by microcompaction (time tier) at 2025-06-01T11:00:00.000Z"
+    assert Receipt.from_entry(cached).describe() == "deleted from the prompt cache by microcompaction at t"  # type: ignore[union-attr]
+    untimed = Entry({"type": "system", "subtype": "microcompact_receipt", "microcompactReceipt": {"tier": "count"}})
+    assert Receipt.from_entry(untimed).describe() == "cleared by microcompaction (count tier) at ?"  # type: ignore[union-attr]
+
+
+def test_a_compaction_receipt_counts_and_covers() -> None:
+    entries = calls_transcript()
+    index = TranscriptIndex().update(entries)
+    summary = "We read parser.py and ran the tests."
+    receipt = compaction_receipt(entries, index=index, summary_text=summary, summarizer="model", already_cleared={"t_bash"})
+    assert receipt["messages"] == 9 and receipt["version"] == 1
+    assert [i["id"] for i in receipt["toolResults"]] == ["t_read", "t_bash", "t_write", "t_other"]
+    assert receipt["toolResults"][1]["alreadyCleared"] is True and "alreadyCleared" not in receipt["toolResults"][0]
+    assert receipt["toolResults"][0]["tokens"] == 100 and receipt["toolResults"][3]["tokens"] == 10
+    assert receipt["files"] == ["/repo/src/parser.py", "/repo/notes.md"]
+    assert receipt["covered"] == {"by": "model", "summaryTokens": 9, "filesMentioned": ["/repo/src/parser.py"], "filesNotMentioned": ["/repo/notes.md"]}
+    assert receipt["tokens"] > 100
+    only_assistant = compaction_receipt(entries[1:2], index=index, summary_text="", summarizer="m")
+    assert only_assistant["toolResults"] == [] and only_assistant["messages"] == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "summary", "mentioned"),
+    [
+        ("/repo/notes.md", "see /repo/notes.md", True),
+        ("/repo/notes.md", "see notes.md", True),
+        ("/repo/notes.md", "see notes", False),
+        ("C:\\repo\\long.md", "see long.md", True),  # a Windows path's name
+        ("/repo/a.c", "a.c changed", False),  # a name under 4 characters counts only as the whole path
+        ("/repo/abcd", "abcd changed", True),
+    ],
+)
+def test_a_file_is_covered_by_its_path_or_a_name_of_four_or_more(path: str, summary: str, mentioned: bool) -> None:
+    entries = [Entry.user("go"), Entry.assistant([{"type": "tool_use", "id": "w", "name": "Write", "input": {"file_path": path}}]), Entry.user([{"type": "tool_result", "tool_use_id": "w", "content": "ok"}])]
+    receipt = compaction_receipt(entries, index=TranscriptIndex().update(entries), summary_text=summary, summarizer="m")
+    assert receipt["covered"]["filesMentioned"] == ([path] if mentioned else [])
+    assert receipt["covered"]["filesNotMentioned"] == ([] if mentioned else [path])
+
+
+def test_the_recall_note_names_the_most_recent_handles() -> None:
+    items = [{"id": f"t{n}", "tool": "Bash", "command": f"make {n}"} for n in range(NOTE_HANDLES + 2)]
+    items.append({"id": "p", "tool": "Read", "path": "/a.py"})
+    items.append({"id": "q", "tool": "Grep"})
+    note = recall_note({"toolResults": items})
+    lines = note.splitlines()
+    assert lines[1] == "Recent tool results it replaced:"
+    assert lines[2:5] == ["- recall id=q: Grep", "- recall id=p: Read /a.py", f"- recall id=t{NOTE_HANDLES + 1}: Bash make {NOTE_HANDLES + 1}"]
+    assert len(lines) == 2 + NOTE_HANDLES and "id=t3:" not in note and "id=t4:" in note  # the last 8 of 12
+    assert recall_note({}).count("\n") == 0 and "call the `recall` tool" in recall_note({})
+
+
+def test_receipts_read_back_and_index_by_tool() -> None:
+    from unbounded.model.entries import create_compact_boundary
+
+    boundary = create_compact_boundary("manual", 1_000)
+    boundary.compact_metadata["receipt"] = {"tokens": 50, "messages": 4, "toolResults": [{"id": "a", "tool": "Bash"}, {"id": "b", "tool": "Read"}], "files": ["/x"], "covered": {"by": "m"}}
+    micro = microcompact_receipt_entry({"tier": "count", "toolResults": [{"id": "a", "tool": "Bash"}], "tokens": 3}, timestamp="t2")
+    plain = Entry.user("hi")
+    other_system = Entry({"type": "system", "subtype": "local_command", "content": "x"})
+    bare_boundary = create_compact_boundary("auto", 10)
+    receipts = receipts_in([plain, boundary, other_system, bare_boundary, micro])
+    assert [r.kind for r in receipts] == ["compaction", "microcompaction"]
+    compaction = receipts[0]
+    assert compaction.trigger == "manual" and compaction.messages == 4 and compaction.tokens == 50
+    assert [i["id"] for i in compaction.tool_results] == ["a", "b"]
+    assert compaction.describe().startswith("summarized by the manual compaction at ")
+    assert compaction.to_dict()["covered"] == {"by": "m"} and compaction.to_dict()["messages"] == 4
+    assert "covered" not in receipts[1].to_dict() and receipts[1].to_dict()["trigger"] == "count"
+    latest = receipts_by_tool_id(receipts)
+    assert latest["a"] is receipts[1] and latest["b"] is compaction
+    unnamed = Entry({"type": "system", "subtype": "microcompact_receipt", "microcompactReceipt": {"toolResults": []}})
+    bare = Receipt.from_entry(unnamed)
+    assert bare is not None and (bare.trigger, bare.tokens, bare.messages, bare.files, bare.covered) == ("?", 0, 0, (), {})
+    assert Receipt.from_entry(Entry({"type": "system", "subtype": "microcompact_receipt"})) is None
+    assert Receipt.from_entry(Entry({"type": "user", "subtype": "microcompact_receipt", "microcompactReceipt": {}})) is None

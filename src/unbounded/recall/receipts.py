@@ -239,22 +239,17 @@ class Receipt:
     def _build(
         cls, kind: ReceiptKind, entry: Entry, trigger: str, data: Mapping[str, Any]
     ) -> Receipt:
-        items = tuple(
-            dict(item)
-            for item in data.get("toolResults") or []
-            if isinstance(item, Mapping) and isinstance(item.get("id"), str)
-        )
-        covered = data.get("covered")
+        # `_checked` vouched for the types: counts are whole numbers, lists hold what they say.
         return cls(
             kind=kind,
             uuid=entry.uuid,
             time=entry.timestamp,
             trigger=trigger,
-            tokens=_int(data.get("tokens")),
-            tool_results=items,
-            files=tuple(str(f) for f in data.get("files") or [] if isinstance(f, str)),
-            messages=_int(data.get("messages")),
-            covered=dict(covered) if isinstance(covered, Mapping) else {},
+            tokens=data.get("tokens") or 0,
+            tool_results=tuple(dict(item) for item in data.get("toolResults") or ()),
+            files=tuple(data.get("files") or ()),
+            messages=data.get("messages") or 0,
+            covered=dict(data.get("covered") or {}),
         )
 
 
@@ -269,10 +264,6 @@ def _checked(entry: Entry, data: object, where: str) -> Mapping[str, Any] | None
             f"{str(entry.uuid)[:40]})"
         )
     return data if isinstance(data, Mapping) else None
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def receipts_in(entries: Iterable[Entry]) -> list[Receipt]:
