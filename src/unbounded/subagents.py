@@ -40,6 +40,7 @@ from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIO
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import forward_capabilities
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.session import Session, SessionExtension
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
@@ -80,6 +81,7 @@ class ContinuationSummarizer:
             raise ConfigError("the continuation prompt must not be empty")
         self.provider = provider
         self.prompt = prompt
+        forward_capabilities(provider, self)
         # The guard checks the continuation's five parts (a prompt of your own: size only).
         self.summary_sections = (
             CONTINUATION_SECTIONS if prompt == SUBAGENT_CONTINUATION_PROMPT else ANY_SECTIONS

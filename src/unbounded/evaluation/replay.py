@@ -69,6 +69,7 @@ from unbounded.events import (
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import forward_capabilities, is_offline
 from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
@@ -379,7 +380,7 @@ class RecordingProvider:
         self.inner = inner
         self.name = inner.name
         self.supports_cache_edits = inner.supports_cache_edits
-        self.includes_facts = bool(getattr(inner, "includes_facts", False))
+        forward_capabilities(inner, self)
         self.calls: list[tuple[ProviderRequest, ModelResponse]] = []
 
     async def create(
@@ -404,7 +405,7 @@ def _summary_output_tokens(
     provider: RecordingProvider, response: ModelResponse, scale: float
 ) -> int:
     reported = response.usage.get("output_tokens") if response.usage else None
-    if provider.name != "extractive" and isinstance(reported, int) and reported > 0:
+    if not is_offline(provider) and isinstance(reported, int) and reported > 0:
         return reported
     return round(rough_token_count(response.text) * scale)
 
