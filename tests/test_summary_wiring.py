@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
 from summaries import asks_for_notes, asks_for_summary, nine_section_summary
 
 from apiserver import (
@@ -387,3 +388,102 @@ def test_sixty_turns_with_a_failing_summary_model_stay_within_the_request_budget
     assert json.dumps(session.status().last_summary.to_dict() if session.status().last_summary else None) == json.dumps(
         {"summarizer": "extractive", "fallback": "request_budget", "summary_requests": limit}
     )
+
+
+# -- the LangChain middleware: the agent's own model ------------------------------------------------
+
+def history(rounds: int) -> list[Any]:
+    """A request and `rounds` file reads, the last AI message reporting 30,000 input tokens."""
+    pytest.importorskip("langchain.agents.middleware")
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    messages: list[Any] = [HumanMessage("Read the modules.", id="h0")]
+    for n in range(rounds):
+        ai = AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}], id=f"ai_{n}")
+        if n == rounds - 1:
+            ai.usage_metadata = {"input_tokens": 30_000, "output_tokens": 20, "total_tokens": 30_020}
+        messages += [ai, ToolMessage(content="x = 1\n" * 300, tool_call_id=f"call_{n}", id=f"t_{n}")]
+    return messages
+
+
+def chat(api: ApiServer, **options: Any) -> Any:
+    """ChatAnthropic on the local server, without the SDK's own retries."""
+    langchain_anthropic = pytest.importorskip("langchain_anthropic")
+    return langchain_anthropic.ChatAnthropic(model=MODEL, base_url=api.base_url, api_key="test-key", max_retries=0, max_tokens=1024, **options)
+
+
+def test_the_middleware_summarizes_with_the_agents_own_model(api_server: ApiServer) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from unbounded.integrations import UnboundedMiddleware
+
+    log = serve(api_server, turns=0)  # the agent's next call answers "All read."
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, events=events.append)
+    assert middleware.model_provider() is None  # not known before the first model call
+    agent = create_agent(chat(api_server), tools=[read_file], middleware=[middleware])
+    state = agent.invoke({"messages": [*history(8), HumanMessage("Go on.", id="h1")]})
+    # before_model runs before the first model call: that compaction cannot know the model
+    # yet; wrap_model_call then learns it.
+    assert state["messages"][-1].content == "All read."
+    compacted = [e for e in events if e.kind == "langchain_compacted"]
+    assert [(e.summarizer, e.fallback) for e in compacted] == [("extractive", "no_model")]  # type: ignore[attr-defined]
+    assert middleware.model_provider() is not None and "summary" not in log
+    # From now on the agent's own model writes the summaries.
+    api_server.requests.clear()
+    state = agent.invoke({"messages": [*history(8), HumanMessage("Once more.", id="h2")]})
+    compacted = [e for e in events if e.kind == "langchain_compacted"]
+    assert compacted[-1].summarizer == "langchain" and compacted[-1].fallback is None  # type: ignore[attr-defined]
+    summary_requests = [r for r in api_server.requests if asks_for_summary(r.json["messages"])]
+    assert len(summary_requests) == 1 and summary_requests[0].json["model"] == MODEL
+    assert compacted[-1].summary_requests == 1  # type: ignore[attr-defined]
+
+
+def test_the_middleware_uses_a_chat_model_given_as_its_model(api_server: ApiServer) -> None:
+    from unbounded.integrations import UnboundedMiddleware
+
+    serve(api_server)
+    middleware = UnboundedMiddleware(chat(api_server), context_window=40_000)
+    update = middleware.before_model({"messages": [*history(8)]}, None)  # type: ignore[arg-type]
+    assert update is not None and update["unbounded"]["last_summary"]["summarizer"] == "langchain"
+
+
+def test_the_middleware_falls_back_at_once_when_the_agents_model_fails(api_server: ApiServer) -> None:
+    """Overloaded summaries: the first run spends the budget (the request and 2 retries, the
+    direct request) and the offline hand-over lands the compaction in that same call."""
+    from unbounded.integrations import UnboundedMiddleware
+
+    log = serve(api_server, summaries="overloaded")
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(chat(api_server), context_window=40_000, events=events.append)
+    middleware.agent_summarizer.sleep = lambda delay: asyncio.sleep(0)  # type: ignore[union-attr]
+    update = middleware.before_model({"messages": [*history(8)]}, None)  # type: ignore[arg-type]
+    assert update is not None and "messages" in update
+    assert update["unbounded"]["last_summary"] == {"summarizer": "extractive", "fallback": "request_budget", "summary_requests": 4}
+    assert log.count("summary") == 4 and [e.kind for e in events].count("summary_requests_spent") == 1
+
+
+def test_the_guard_never_refuses_the_offline_summary_that_fits_its_room() -> None:
+    """A model whose output is small (256 tokens) gives every summary request a small room:
+    the offline hand-over, cut to fit it, was refused as implausibly small for the ~36,000
+    tokens it replaced, on every call, so that agent never compacted."""
+    pytest.importorskip("langchain.agents.middleware")
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from unbounded.catalog import ModelInfo
+    from unbounded.integrations import UnboundedMiddleware
+
+    small = ModelInfo(name="small-output", provider="other", context_window=40_000, max_output=256, input_per_mtok=0.0, output_per_mtok=0.0)
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(small, summarizer="extractive", events=events.append)
+    messages: list[Any] = [HumanMessage("Fix every failing test.", id="h0")]
+    for n in range(60):  # many facts: the leanest offline summary is far over 256 tokens
+        call = {"name": "bash", "args": {"command": f"pytest tests/test_mod_{n}.py -k case_{n}"}, "id": f"call_{n}"}
+        messages += [AIMessage(content="", tool_calls=[call], id=f"ai_{n}"), ToolMessage(content=f"FAILED tests/test_mod_{n}.py::case_{n} " + "trace\n" * 60, tool_call_id=f"call_{n}", id=f"t_{n}", status="error")]
+    # The usage of a round the summary replaces: the ~36,000 tokens it replaces.
+    messages[101].usage_metadata = {"input_tokens": 36_000, "output_tokens": 20, "total_tokens": 36_020}
+    messages.append(HumanMessage("Go on.", id="h1"))
+    update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert not [e for e in events if e.kind == "summary_rejected"]
+    assert update is not None and "messages" in update  # it lands on the first call
