@@ -208,8 +208,9 @@ def test_the_exam_through_the_cli_and_the_local_api_server(session_2_1: Path, mo
     llm = json.loads(result.stdout)["llm"]
     assert llm["model"] == llm["grader_model"] == "claude-sonnet-4-6"
     assert llm["handovers"]["ours"]["score"] == 1.0 and llm["handovers"]["naive"]["score"] == 0.0
-    assert "Probe exam at 1 compaction point(s)" in table.stdout and "next step" in table.stdout
-    assert "a diagnostic" in table.stdout  # the deterministic figures say what they are
+    assert "Probe exam at 1 compaction point(s)" in table.stdout
+    assert re.search(r"ours\s*│\s*100%", table.stdout) and re.search(r"naive\s*│\s*0%", table.stdout)
+    assert "diagnostic" in table.stdout  # the deterministic figures say what they are
 
 
 def test_the_cli_refuses_what_it_cannot_run(session_2_1: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -334,10 +334,17 @@ class ExamReport:
             "categories": list(CATEGORIES),
             "max_points": MAX_POINTS,
             "points_examined": len(self.points),
-            "handovers": {name: score.to_dict() for name, score in self.handovers.items()},
+            "handovers": {
+                name: self.handovers[name].to_dict() for name in _report_order(self.handovers)
+            },
             "per_point": [exam.to_dict() for exam in self.points],
             "skipped": list(self.skipped),
         }
+
+
+def _report_order(names: Iterable[str]) -> list[str]:
+    """Ours first, the naive baseline last, the others by name in between."""
+    return sorted(names, key=lambda name: (name == NAIVE, name != "ours", name))
 
 
 # -- the exam ------------------------------------------------------------------------------------
