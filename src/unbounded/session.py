@@ -4,14 +4,16 @@
     prepare(): the steps of `prepare_steps` in order, over one `TurnContext` (unbounded/turn.py):
       answer pending calls -> prepare listeners -> cache TTL
       -> auto-compact? (tokens >= threshold, or early when it pays; the tiers of
-                        `compaction_tiers()`: session memory, a cache-sharing summary, a
-                        direct summary, the extractive summarizer once the breaker tripped
-                        after 3 consecutive failures; compaction/auto.py)
+                        `compaction_tiers()`: session memory, a cache-sharing summary and a
+                        direct summary by the session's model, the offline hand-over once
+                        the breaker tripped after 3 consecutive failures or the compaction
+                        spent its summary requests; compaction/auto.py)
       -> microcompact (time | cached | count) -> build the request -> breakpoints
       -> cache edits -> validate (optional) -> break-detector snapshot -> finish
       -> the provider request
     record(response) -> usage anchors the count; cache-break check; state saved
-    call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry
+    call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry;
+                        `provider` writes the summaries and notes unless a summarizer is given
 
 Extensions (`extensions=[...]`, e.g. session memory, instruction files) register listeners:
 `prepare_listeners` (awaited first in prepare), `turn_listeners` (after record) and

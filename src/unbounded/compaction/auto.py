@@ -24,12 +24,14 @@ failure is the run's. `SummaryTier` is both requests in one tier (`compact_conve
 
 The breaker counts failed runs, at most one per run, and any success resets it. A tier slotted
 `when_breaker="closed"` (the summarizer) is tried while fewer than `failure_limit` (3) runs in
-a row failed; its failure that reaches the limit trips the breaker (`CircuitBreakerTripped`),
-and from then on the `"open"` tiers (the offline extractive summarizer) take its place, at
-once in the same run (`hand_over_at_once`, the session) or from the next run (the LangChain
-middleware, which leaves that model call uncompacted). The count is passed in and returned
-(`CompactionOutcome.failures`): the session persists it in its store, the middleware in the
-agent state.
+a row failed and the compaction has summary requests left (`CompactionContext.budget`, a
+`RequestBudget` every request and retry is taken from); its failure that reaches the limit
+trips the breaker (`CircuitBreakerTripped`), one that spends the budget emits
+`SummaryRequestsSpent`, and the `"open"` tiers (the offline hand-over) take its place, at
+once in the same run (`hand_over_at_once`) or from the next run; their result says why
+(`fallback`: `breaker_open`, `request_budget`). The count and the requests spent are passed in
+and returned (`CompactionOutcome.failures`, `.summary_requests`): the session persists them in
+its store, the middleware in the agent state.
 """
 
 from __future__ import annotations

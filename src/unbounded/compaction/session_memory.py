@@ -12,7 +12,9 @@ The parts, one module each:
 - `compaction.memory_trigger`: when to update (`should_update`), from what the notes do not
   cover yet (`progress_since`, kept up to date per turn by a `ProgressTracker`).
 - `compaction.memory_updaters`: how (`ModelNotesUpdater`: a forked cache-sharing call that may
-  only edit the notes; `OfflineNotesUpdater`: no model, `compaction.offline_notes`).
+  only edit the notes; `OfflineNotesUpdater`: no model, `compaction.offline_notes`). Without
+  an updater of its own, `SessionMemory` asks the session's model (`Session.model_provider()`)
+  and the offline updater when there is none, or in place of a model update that failed.
 - this module: `SessionMemory`, which ties them to a `Session`.
 
 Where. `<session folder>/session-memory/summary.md` (`SessionStore.read_memory` /

@@ -23,9 +23,10 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    state so the next call sends the same prefix.
 3. **Compacts** when the count reaches the model's auto-compact threshold: the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
-   ledger) from the configured summarizer — the offline extractive one by default, any
-   unbounded `Provider`, a LangChain chat model or "provider:model" string, or a function
-   returning the summary text — and the most recent messages are kept verbatim: always the
+   ledger) written by the agent's own chat model (the one `wrap_model_call` sees; the
+   offline hand-over until it is known), or by the summarizer given — any unbounded
+   `Provider`, a LangChain chat model or "provider:model" string, a function returning the
+   summary text, "extractive" — and the most recent messages are kept verbatim: always the
    newest round (the last human message, or the tool calls the last results answer), older
    ones within `keep_messages` / `keep_tokens`, cut between tool rounds so no tool call
    loses its result. The state is rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)`
@@ -33,7 +34,9 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    `HumanMessage` marked with `additional_kwargs["lc_source"] = "summarization"`, and a
    later compaction summarizes it again (summaries chain). A transient summary failure is
    retried with backoff; a failed summary leaves the messages as they were (no exception);
-   after 3 failures in a row the extractive summarizer takes over.
+   once the compaction has sent `Policy.compact_max_summary_requests` summary requests
+   (retries included), or after 3 failures in a row, the offline hand-over summarizes at
+   once. The state and `LangchainCompacted` say who wrote the summary and why.
 
 **Recall.** With `Policy.recall_enabled` (the default) the middleware registers a `recall`
 tool with the agent: the original of every cleared result and the summarized messages are
@@ -44,7 +47,8 @@ Messages already converted on the previous call, and the count and normalized me
 from them, are reused while the conversation only grows.
 
 What survives between calls (when the last model call happened, which kept messages carry a
-stale usage, the failure count) lives in the agent state under the private key `unbounded`.
+stale usage, the failure count, the summary requests spent, who wrote the last summary)
+lives in the agent state under the private key `unbounded`.
 Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`).
 """
 
