@@ -156,7 +156,7 @@ def fork_subagent(
     **options: Any,
 ) -> Session:
     """A child session of `parent` (module docstring); `prompt`, when given, is its first
-    user message. `summarizer` (default: the parent's) is wrapped in a
+    user message. `summarizer` (default: the parent's, or the parent's model) is wrapped in a
     `ContinuationSummarizer`; `options` go to `Session` (policy, events, hooks, model_table…).
     """
     check_agent_name(name)
@@ -168,7 +168,7 @@ def fork_subagent(
         raise ConfigError(f"sub-agent {name!r} already has a transcript; use resume_subagent")
     if inherit_messages:
         child_store.append(_prefix_entries(parent))
-    provider = summarizer if summarizer is not None else parent.summarizer
+    provider = summarizer if summarizer is not None else _parents_summarizer(parent)
     options.setdefault("policy", parent.policy)
     options.setdefault("allowed_roots", parent.allowed_roots)
     options.setdefault("ttl_eligible", parent.ttl_latch.eligible)
@@ -198,7 +198,7 @@ def resume_subagent(
     """Open an existing child of `parent` again (its folder under `subagents/<name>/`)."""
     check_agent_name(name)
     config = dataclasses.replace(parent.config, query_source=subagent_query_source(name))
-    provider = summarizer if summarizer is not None else parent.summarizer
+    provider = summarizer if summarizer is not None else _parents_summarizer(parent)
     options.setdefault("policy", parent.policy)
     options.setdefault("allowed_roots", parent.allowed_roots)
     options.setdefault("ttl_eligible", parent.ttl_latch.eligible)
@@ -209,6 +209,12 @@ def resume_subagent(
         extensions=extensions,
         **options,
     )
+
+
+def _parents_summarizer(parent: Session) -> Provider | None:
+    """The summarizer the parent uses: the one it was given, else its model (the provider
+    of its last `call`); None when it has neither."""
+    return parent.summarizer if parent.summarizer is not None else parent.model_provider()
 
 
 def subagent_result(child: Session) -> str:
