@@ -177,8 +177,9 @@ def test_reading_the_roles_replies() -> None:
         ProbeExam(Roles(), Roles(), Roles(), model="m", probes=3)
 
 
-def test_the_exam_through_the_cli_and_the_local_api_server(session_2_1: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`eval --llm claude-sonnet-4-6` against tests/apiserver.py: the real Anthropic SDK, the
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "gpt-5"])
+def test_the_exam_through_the_cli_and_the_local_api_server(session_2_1: Path, monkeypatch: pytest.MonkeyPatch, model: str) -> None:
+    """`eval --llm MODEL` against tests/apiserver.py: the real Anthropic or OpenAI SDK, the
     server answering the three roles deterministically."""
     from unbounded.cli import eval_command  # noqa: F401
 
@@ -186,27 +187,35 @@ def test_the_exam_through_the_cli_and_the_local_api_server(session_2_1: Path, mo
 
     def reply(request: RecordedRequest) -> Any:
         body = request.json
-        system = body.get("system") or ""
-        if isinstance(system, list):
-            system = "".join(block.get("text", "") for block in system)
-        return message(roles.reply({"model": body["model"], "max_tokens": 1, "system": system, "messages": body["messages"]}))
+        if "/chat/completions" in request.path:  # OpenAI: the system prompt is a message
+            system = "".join(m.get("content") or "" for m in body["messages"] if m["role"] == "system")
+            messages = [{"role": m["role"], "content": m.get("content") or ""} for m in body["messages"] if m["role"] != "system"]
+        else:
+            system = body.get("system") or ""
+            if isinstance(system, list):
+                system = "".join(block.get("text", "") for block in system)
+            messages = body["messages"]
+        return message(roles.reply({"model": body["model"], "max_tokens": 1, "system": system, "messages": messages}))
 
     def run(*extra: str) -> Any:
-        return runner.invoke(app, ["eval", str(session_2_1), "--llm", "claude-sonnet-4-6", *extra], env={"COLUMNS": "220"})
+        return runner.invoke(app, ["eval", str(session_2_1), "--llm", model, *extra], env={"COLUMNS": "220"})
 
     with start_server() as api:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.anthropic_base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        api.anthropic.push(*([reply] * 6))
+        monkeypatch.setenv("OPENAI_BASE_URL", api.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        queue = api.openai if model.startswith("gpt") else api.anthropic
+        queue.push(*([reply] * 6))
         result = run("--json")
         assert result.exit_code == 0, result.stderr + result.stdout
         assert len(api.requests) == 6  # examiner, naive, three answerers, grader
-        assert {r.json["model"] for r in api.requests} == {"claude-sonnet-4-6"}
-        api.anthropic.push(*([reply] * 6))
+        assert {r.json["model"] for r in api.requests} == {model}
+        queue.push(*([reply] * 6))
         table = run()
         assert table.exit_code == 0, table.stderr + table.stdout
     llm = json.loads(result.stdout)["llm"]
-    assert llm["model"] == llm["grader_model"] == "claude-sonnet-4-6"
+    assert llm["model"] == llm["grader_model"] == model
     assert llm["handovers"]["ours"]["score"] == 1.0 and llm["handovers"]["naive"]["score"] == 0.0
     assert "Probe exam at 1 compaction point(s)" in table.stdout
     assert re.search(r"ours\s*│\s*100%", table.stdout) and re.search(r"naive\s*│\s*0%", table.stdout)
