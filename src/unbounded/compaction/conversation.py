@@ -612,7 +612,7 @@ class SummaryJob:
             return
         raise CompactionError(
             f"this compaction has sent its {budget.limit} summary requests "
-            "(Policy.compact_max_summary_requests); the offline hand-over writes the summary",
+            "(Policy.compact_max_summary_requests): no more are sent for it",
             reason="request_budget",
         )
 

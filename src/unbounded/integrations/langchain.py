@@ -100,7 +100,6 @@ from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import (
     CacheSafeParams,
-    FallbackReason,
     SummaryAuthor,
     media_placeholder,
 )
@@ -942,12 +941,11 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         from unbounded.providers.extractive import ExtractiveSummarizer
 
         model = self.model_provider()
+        chosen = self.summarizer
+        if model is None and chosen is not None:  # the offline hand-over was chosen
+            return TieredCompaction([SummaryTier(chosen, fallback="asked_for")])
         if model is None:
-            chosen = self.summarizer
-            asked = chosen is not None and is_offline(chosen)
-            offline = chosen if asked and chosen is not None else ExtractiveSummarizer()
-            reason: FallbackReason = "asked_for" if asked else "no_model"
-            return TieredCompaction([SummaryTier(offline, fallback=reason)])
+            return TieredCompaction([SummaryTier(ExtractiveSummarizer(), fallback="no_model")])
         return TieredCompaction(
             [
                 TierSlot(SummaryTier(model), "closed"),
