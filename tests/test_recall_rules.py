@@ -213,3 +213,57 @@ def test_receipts_read_back_and_index_by_tool() -> None:
     assert bare is not None and (bare.trigger, bare.tokens, bare.messages, bare.files, bare.covered) == ("?", 0, 0, (), {})
     assert Receipt.from_entry(Entry({"type": "system", "subtype": "microcompact_receipt"})) is None
     assert Receipt.from_entry(Entry({"type": "user", "subtype": "microcompact_receipt", "microcompactReceipt": {}})) is None
+
+
+# -- the tool's arguments ---------------------------------------------------------------------------
+
+from unbounded.errors import RecallArgumentError  # noqa: E402
+from unbounded.recall.schema import (  # noqa: E402
+    MAX_ARGUMENT_CHARS,
+    MAX_START_LINE,
+    RecallRequest,
+    recall_tool_schema,
+)
+
+
+def test_the_schemas_and_a_wrong_api() -> None:
+    assert set(recall_tool_schema("anthropic")) == {"name", "description", "input_schema"}
+    assert recall_tool_schema("openai")["type"] == "function"
+    with pytest.raises(RecallArgumentError, match="api must be 'anthropic' or 'openai', not 'gemini'"):
+        recall_tool_schema("gemini")  # type: ignore[arg-type]
+
+
+def refusal(arguments: object) -> str:
+    with pytest.raises(RecallArgumentError) as error:
+        RecallRequest.from_input(arguments)
+    return str(error.value)
+
+
+def test_each_argument_rule_and_its_message() -> None:
+    assert refusal(["id", "x"]) == "the input of recall must be a JSON object"
+    assert refusal({"id": "a", "b1": 1, "b2": 1, "b3": 1, "b4": 1, "b5": 1}) == "recall takes id, path, command, query and start_line, not b1, b2, b3, b4, b5"
+    assert refusal({"id": "a", **{f"k{n}": 1 for n in range(6)}}) == "recall takes id, path, command, query and start_line, not k0, k1, k2, k3, k4 and 1 more"
+    assert refusal({"id": "a", "x" * 61: 1}).endswith("not " + "x" * 59 + "…")
+    assert refusal({"id": "a", "x" * 60: 1}).endswith("not " + "x" * 60)
+    assert refusal({}) == "give exactly one of id, path, command or query"
+    assert refusal({"id": "", "path": None}) == "give exactly one of id, path, command or query"
+    assert refusal({"id": "a", "query": "b"}) == "give exactly one of id, path, command or query (got id, query)"
+    assert refusal({"id": 5}) == "id must be a non-empty string, not a value of type int"
+    assert refusal({"path": "   "}) == "path must be a non-empty string, not '   '"
+    assert refusal({"command": "c" * (MAX_ARGUMENT_CHARS + 1)}) == f"command is {MAX_ARGUMENT_CHARS + 1:,} characters long; give at most {MAX_ARGUMENT_CHARS:,} (for query: a few distinctive words)"
+    assert refusal({"id": "a", "start_line": 0}) == f"start_line must be a whole number from 1 to {MAX_START_LINE:,}, not 0"
+    assert refusal({"id": "a", "start_line": MAX_START_LINE + 1}).endswith(f"not {MAX_START_LINE + 1}")
+    assert refusal({"id": "a", "start_line": True}).endswith("not True")
+    assert refusal({"id": "a", "start_line": 10**12}).endswith("not a value of type int")
+    assert refusal({"id": "a", "start_line": 10**12 - 1}).endswith(f"not {10**12 - 1}")
+    assert refusal({"id": "a", "start_line": -(10**12) + 1}).endswith(f"not {-(10**12) + 1}")
+    assert refusal({"id": "a", "start_line": "3"}).endswith("not '3'")
+
+
+def test_what_the_arguments_become() -> None:
+    assert RecallRequest.from_input({"id": "  t1 "}) == RecallRequest("id", "t1", 1)
+    assert RecallRequest.from_input({"query": "q", "start_line": None}) == RecallRequest("query", "q", 1)
+    assert RecallRequest.from_input({"path": "p", "start_line": 1}).start_line == 1
+    assert RecallRequest.from_input({"command": "c", "start_line": MAX_START_LINE}).start_line == MAX_START_LINE
+    assert RecallRequest.from_input({"id": "i", "path": ""}).kind == "id"
+    assert RecallRequest.from_input({"command": "c" * MAX_ARGUMENT_CHARS}).kind == "command"
