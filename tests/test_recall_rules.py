@@ -267,3 +267,72 @@ def test_what_the_arguments_become() -> None:
     assert RecallRequest.from_input({"command": "c", "start_line": MAX_START_LINE}).start_line == MAX_START_LINE
     assert RecallRequest.from_input({"id": "i", "path": ""}).kind == "id"
     assert RecallRequest.from_input({"command": "c" * MAX_ARGUMENT_CHARS}).kind == "command"
+
+
+# -- the index -------------------------------------------------------------------------------------
+
+from unbounded.recall.index import clip, command_of, normalize_command, read_path_of, same_path  # noqa: E402
+
+
+def test_paths_commands_and_clips() -> None:
+    assert same_path("/repo/src/a.py", "/repo/src/a.py") and same_path("/repo/src/a.py", "src/a.py")
+    assert same_path("src/a.py", "/repo/src/a.py") and same_path("C:\\repo\\a.py", "a.py")
+    assert not same_path("/repo/src/a.py", "rc/a.py") and not same_path("/repo/a.py", "/repo/b.py")
+    assert not same_path("a.py", "b/a.pyx")
+    assert normalize_command("  ls   -la \n x ") == "ls -la x"
+    assert clip("a  b\nc") == "a b c" and clip("x" * 160) == "x" * 160 and clip("x" * 161) == "x" * 159 + "…"
+    assert clip("abcdef", 4) == "abc…" and clip("abcd", 4) == "abcd"
+    assert command_of({"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}) == "ls"
+    assert command_of({"type": "tool_use", "name": "execute_bash", "input": {"cmd": "pwd"}}) in ("pwd", None)
+    assert command_of({"type": "tool_use", "name": "Read", "input": {"command": "ls"}}) is None
+    assert read_path_of({"type": "tool_use", "name": "Read", "input": {"file_path": "/a.py"}}) == "/a.py"
+
+
+def test_the_index_finds_calls_by_id_path_and_command() -> None:
+    entries = calls_transcript()
+    entries.append(Entry.assistant([{"type": "tool_use", "id": "t_read2", "name": "Read", "input": {"file_path": "/repo/src/parser.py"}}]))
+    entries.append(Entry.user([{"type": "tool_result", "tool_use_id": "t_read2", "content": "again", "is_error": True}]))
+    entries.append(Entry.assistant([{"type": "tool_use", "id": "t_ls", "name": "Bash", "input": {"command": "ls -la src"}}]))
+    index = TranscriptIndex().update(entries)
+    assert [c.id for c in index.reads_of("parser.py")] == ["t_read", "t_read2"]
+    assert [c.id for c in index.touching("/repo/notes.md")] == ["t_write"] and index.reads_of("/repo/notes.md") == []
+    assert [c.id for c in index.runs_of("ls  -la   src")] == ["t_ls"]  # exact, whitespace collapsed
+    assert [c.id for c in index.runs_of("-la")] == ["t_ls"]  # else contained
+    assert index.runs_of("make") == []
+    second = index.get("t_read2")
+    assert second is not None and second.is_error and second.result == "again" and second.result_position == 10 and second.use_position == 9
+    pending = index.get("t_ls")
+    assert pending is not None and pending.result is None and pending.result_position is None
+    first = index.get("t_read")
+    assert first is not None and first.result_tokens == 100 and first.time == "2025-06-01T10:00:00.000Z"
+    assert index.get("nope") is None
+
+
+def test_the_index_follows_the_transcript_as_it_grows_or_changes() -> None:
+    entries = calls_transcript()
+    index = TranscriptIndex()
+    index.update(entries[:3])
+    assert list(index.calls) == ["t_read"]
+    index.update(entries)
+    assert list(index.calls) == ["t_read", "t_bash", "t_write", "t_other"]
+    index.update(entries[:2])  # shorter: scanned again from the start
+    assert list(index.calls) == ["t_read"] and index.get("t_read").result is None  # type: ignore[union-attr]
+    other = calls_transcript()
+    index.update(other)  # the same length, other records: scanned again
+    index.update(other[:5] + entries[5:])
+    assert list(index.calls) == ["t_read", "t_bash", "t_write", "t_other"]
+    sidechain = Entry.assistant([{"type": "tool_use", "id": "side", "name": "Bash", "input": {"command": "x"}}])
+    sidechain.data["isSidechain"] = True
+    user_use = Entry.user([{"type": "tool_use", "id": "wrong", "name": "Bash", "input": {}}])
+    index.update([*other, sidechain, user_use, Entry.user("text"), Entry({"type": "system", "content": "s"})])
+    assert "side" not in index.calls and "wrong" not in index.calls
+
+
+def test_a_call_describes_itself() -> None:
+    index = TranscriptIndex().update(calls_transcript())
+    assert index.get("t_read").describe() == "Read: /repo/src/parser.py"  # type: ignore[union-attr]
+    assert index.get("t_bash").describe().startswith("Bash: pytest -k a")  # type: ignore[union-attr]
+    assert index.get("t_write").describe() == "Write: /repo/notes.md"  # type: ignore[union-attr]
+    assert index.get("t_other").describe() == 'Search {"q":"x"}'  # type: ignore[union-attr]
+    odd = TranscriptIndex().update([Entry.assistant([{"type": "tool_use", "id": "o", "name": "X", "input": {1: {2}}}])])
+    assert odd.get("o").describe() == "X {1: {2}}"  # type: ignore[union-attr]
