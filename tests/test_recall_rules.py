@@ -336,3 +336,205 @@ def test_a_call_describes_itself() -> None:
     assert index.get("t_other").describe() == 'Search {"q":"x"}'  # type: ignore[union-attr]
     odd = TranscriptIndex().update([Entry.assistant([{"type": "tool_use", "id": "o", "name": "X", "input": {1: {2}}}])])
     assert odd.get("o").describe() == "X {1: {2}}"  # type: ignore[union-attr]
+
+
+# -- answers ---------------------------------------------------------------------------------------
+
+import re  # noqa: E402
+
+from unbounded.recall import RecallContext as Context  # noqa: E402
+from unbounded.recall import RecallRequest as Request  # noqa: E402
+from unbounded.recall.lookup import (  # noqa: E402
+    GONE_NOTE,
+    MAX_QUERY_TERMS,
+    MIN_BUDGET_TOKENS,
+    _excerpt,
+    _matching_lines,
+    _terms,
+    _words,
+    answer_recall,
+)
+from unbounded.recall.receipts import microcompact_receipt_entry as receipt_entry  # noqa: E402
+
+
+def test_an_excerpt_takes_whole_lines_within_the_budget() -> None:
+    assert _excerpt("a\nbb\nccc\ndddd", 2, 7) == ("bb\nccc", 2, 3, 4)  # 3 + 4 characters, newlines counted
+    assert _excerpt("a\nbb\nccc\ndddd", 2, 6) == ("bb", 2, 2, 4)
+    assert _excerpt("a\nbb\nccc\ndddd", 1, 100) == ("a\nbb\nccc\ndddd", 1, 4, 4)
+    assert _excerpt("xxxxxxxxxx\ny", 1, 5) == ("xxxx…", 1, 1, 2)  # a line longer than the budget: its start
+    assert _excerpt("", 1, 5) == ("", 1, 1, 1)
+    assert _excerpt("a\nb", 9, 5) == ("b", 2, 2, 2)  # past the end: the last line
+
+
+def test_matching_lines_with_one_line_around_each_and_gaps_marked() -> None:
+    text = "\n".join(f"l{n}" + (" hit" if n in (3, 4, 10) else "") for n in range(60))
+    assert _matching_lines(text, re.compile("hit")) == "l2\nl3 hit\nl4 hit\nl5\n…\nl9\nl10 hit\nl11"
+    many = "\n".join("hit" for _ in range(100))
+    assert _matching_lines(many, re.compile("hit")).count("\n") == 39  # at most 40 lines
+    assert _matching_lines("x " * 300 + "hit", re.compile("hit")) == ("x " * 300 + "hit")[:399] + "…"
+    assert _matching_lines("hit", re.compile("hit")) == "hit"
+
+
+def test_query_words() -> None:
+    assert _words("Foo foo bar a b2 x.y/z") == ["foo", "bar", "b2", "x.y/z"]
+    assert _terms(_words("a b"), " A B ") == ["a b"]
+    words = [f"w{n}" for n in range(MAX_QUERY_TERMS + 1)]
+    assert _terms(words, "") == words[:MAX_QUERY_TERMS]
+
+
+def context_of(entries: list[Entry], *, view: list[Entry] | None = None, budget: int = 1_000, cleared: tuple[str, ...] = (), kept: dict[str, str] | None = None) -> Context:
+    from unbounded.recall import receipts_in
+
+    return Context(entries=entries, view=entries if view is None else view, cleared_ids=cleared, index=TranscriptIndex().update(entries), budget_tokens=budget, load_output=(kept or {}).get, receipts=receipts_in(entries))
+
+
+def test_an_id_answer_says_where_it_came_from_and_how_it_left() -> None:
+    entries = calls_transcript()
+    micro = receipt_entry({"tier": "time", "toolResults": [{"id": "t_bash", "tool": "Bash"}], "tokens": 3}, timestamp="2025-06-01T12:00:00Z")
+    entries.append(micro)
+    context = context_of(entries, cleared=("t_write",))
+    bash = answer_recall(Request("id", "t_bash"), context)
+    assert bash.found and bash.tool_use_id == "t_bash" and bash.lookup == "id"
+    assert bash.text.splitlines()[0].endswith("at 2025-06-01T10:00:00.000Z; cleared by microcompaction (time tier) at 2025-06-01T12:00:00Z]")
+    assert bash.text.splitlines()[1] == "1 failed"
+    assert "cleared from the context]" in answer_recall(Request("id", "t_write"), context).text
+    assert "still in the conversation]" in answer_recall(Request("id", "t_read"), context).text
+    error = calls_transcript()
+    error[-1].content[0]["is_error"] = True
+    assert answer_recall(Request("id", "t_other"), context_of(error)).text.splitlines()[1] == "[the tool reported an error]"
+    assert "[the tool reported an error]" not in answer_recall(Request("id", "t_other"), context).text
+    waiting = [*entries, Entry.assistant([{"type": "tool_use", "id": "t_wait", "name": "Bash", "input": {"command": "sleep 9"}}])]
+    unanswered = answer_recall(Request("id", "t_wait"), context_of(waiting))
+    assert not unanswered.found and unanswered.text == "Tool call t_wait (Bash: sleep 9) has no result in this session." and unanswered.tool_use_id == "t_wait"
+
+
+def long_output_transcript(lines: int = 400) -> list[Entry]:
+    output = "".join(f"row {n:04d}\n" for n in range(lines))
+    return [
+        Entry.user("go"),
+        Entry.assistant([{"type": "tool_use", "id": "t", "name": "Read", "input": {"file_path": "/x/data.txt"}}], timestamp="T"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "t", "content": output}]),
+    ]
+
+
+def test_a_long_answer_pages_on_with_start_line() -> None:
+    context = context_of(long_output_transcript(), budget=MIN_BUDGET_TOKENS)
+    first = answer_recall(Request("id", "t"), context).text
+    footer = first.splitlines()[-1]
+    assert re.fullmatch(r"\[lines 1-\d+ of 400; recall id=t with start_line=\d+ for more\]", footer)
+    shown = int(footer.split("-")[1].split(" ")[0])
+    assert footer.endswith(f"start_line={shown + 1} for more]")
+    by_path = answer_recall(Request("path", "data.txt"), context).text
+    path_footer = re.fullmatch(r"\[lines 1-(\d+) of 400; recall path='data.txt' with start_line=(\d+) for more\]", by_path.splitlines()[-1])
+    assert path_footer is not None and int(path_footer.group(2)) == int(path_footer.group(1)) + 1
+    last = answer_recall(Request("id", "t", start_line=395), context).text
+    assert last.splitlines()[-1] == "[lines 395-400 of 400]"  # the rest fits: no more to read
+    whole = answer_recall(Request("id", "t"), context_of(long_output_transcript(10))).text
+    assert "[lines" not in whole and whole.splitlines()[-1] == "row 0009"
+
+
+def test_a_budget_below_the_floor_is_raised_to_it() -> None:
+    from unbounded.tokens.budget import cap_token_count
+
+    low = answer_recall(Request("id", "t"), context_of(long_output_transcript(), budget=1)).text
+    at_floor = answer_recall(Request("id", "t"), context_of(long_output_transcript(), budget=MIN_BUDGET_TOKENS)).text
+    assert low == at_floor and MIN_BUDGET_TOKENS - 30 <= cap_token_count(low) <= MIN_BUDGET_TOKENS
+
+
+def test_path_and_command_answers_prefer_reads_then_the_latest() -> None:
+    entries = calls_transcript()
+    for tool_id, name, tool_input, out in (
+        ("w2", "Write", {"file_path": "/repo/new.md", "content": "x"}, "written"),
+        ("b2", "Bash", {"command": "pytest -q"}, "2 failed"),
+        ("b3", "Bash", {"command": "pytest -q"}, "all passed"),
+        ("b4", "Bash", {"command": "make"}, None),
+    ):
+        entries.append(Entry.assistant([{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]))
+        if out is not None:
+            entries.append(Entry.user([{"type": "tool_result", "tool_use_id": tool_id, "content": out}]))
+    context = context_of(entries)
+    assert answer_recall(Request("path", "parser.py"), context).tool_use_id == "t_read"
+    assert answer_recall(Request("path", "new.md"), context).tool_use_id == "w2"  # no read: the write
+    assert answer_recall(Request("command", "pytest -q"), context).tool_use_id == "b3"  # the latest run
+    assert answer_recall(Request("command", "make"), context).text == "Nothing in this session matches a run of the command 'make'."
+    assert answer_recall(Request("path", "nope.md"), context).text == "Nothing in this session matches a tool call on the file 'nope.md'."
+    long_path = "/d/" + "p" * 200
+    assert answer_recall(Request("path", long_path), context).text == f"Nothing in this session matches a tool call on the file '{long_path[:79]}…'."
+
+
+def test_a_long_handle_is_replaced_by_the_call_id() -> None:
+    command = "echo " + "x" * 200
+    entries = [Entry.user("go"), Entry.assistant([{"type": "tool_use", "id": "c1", "name": "Bash", "input": {"command": command}}]), Entry.user([{"type": "tool_result", "tool_use_id": "c1", "content": "".join(f"{n}\n" for n in range(3_000))}])]
+    text = answer_recall(Request("command", command), context_of(entries, budget=400)).text
+    assert "recall id=c1 with start_line=" in text
+    short = "echo " + "y" * 155  # 160 characters: still named as asked
+    entries[1].content[0]["input"]["command"] = short
+    text = answer_recall(Request("command", short), context_of(entries, budget=400)).text
+    assert f"recall command='{short}' with start_line=" in text
+
+
+def test_search_ranks_and_reads_only_what_left_the_context() -> None:
+    entries = [
+        Entry.user("please fix the tokenizer crash", timestamp="T1"),
+        Entry.assistant([{"type": "text", "text": "Looking at the tokenizer."}], timestamp="T2"),
+        Entry.assistant([{"type": "tool_use", "id": "r", "name": "Bash", "input": {"command": "pytest"}}], timestamp="T3"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "r", "content": "tokenizer crash: KeyError\ntokenizer crash again"}], timestamp="T4"),
+        Entry.user("[Old tool result content cleared]", timestamp="T5"),
+        Entry.user("tokenizer visible still", timestamp="T6"),
+    ]
+    side = Entry.user("tokenizer in a sub-agent", timestamp="T7")
+    side.data["isSidechain"] = True
+    entries.append(side)
+    summary = Entry.user("Summary: tokenizer work", timestamp="T8")
+    summary.data["isCompactSummary"] = True
+    entries.append(summary)
+    context = context_of(entries, view=[entries[5]])
+    found = answer_recall(Request("query", "tokenizer crash"), context)
+    labels = [line for line in found.text.splitlines() if line.startswith("--- ")]
+    # both words and the phrase first (the result has more hits than the request), then one word
+    assert labels == ["--- result of r (Bash: pytest) at T3 ---", "--- user message at T1 ---", "--- summary at T8 ---", "--- assistant at T2 ---"]
+    assert found.text.splitlines()[0] == "[recall: 4 passage(s) of the compacted or cleared conversation match 'tokenizer crash'; best first]"
+    assert "visible still" not in found.text and "sub-agent" not in found.text and "Old tool result" not in found.text
+    nothing = answer_recall(Request("query", "zebra"), context)
+    assert not nothing.found and nothing.text == "Nothing in this session matches 'zebra' in what was compacted away or cleared."
+
+
+def test_search_includes_cleared_results_once_and_ties_go_to_the_latest() -> None:
+    entries = [Entry.user("go")]
+    for n in range(3):
+        entries.append(Entry.assistant([{"type": "tool_use", "id": f"c{n}", "name": "Bash", "input": {"command": f"run {n}"}}]))
+        entries.append(Entry.user([{"type": "tool_result", "tool_use_id": f"c{n}", "content": "needle"}]))
+    context = context_of(entries, cleared=("c0", "c1"))  # all visible, two cleared
+    text = answer_recall(Request("query", "needle"), context).text
+    assert re.findall(r"^--- result of (c\d)", text, re.M) == ["c1", "c0"]
+    compacted = context_of(entries, view=[], cleared=("c0",))
+    labels = [line for line in answer_recall(Request("query", "needle"), compacted).text.splitlines() if line.startswith("--- ")]
+    assert len(labels) == 3 and labels[0].startswith("--- result of c2")
+
+
+def test_search_over_the_budget_shows_the_best_and_counts_the_rest() -> None:
+    entries = [Entry.user("go")]
+    for n in range(40):
+        entries.append(Entry.user(f"needle message {n} " + "pad " * 60))
+    text = answer_recall(Request("query", "needle"), context_of(entries, view=[], budget=MIN_BUDGET_TOKENS)).text
+    shown = sum(1 for line in text.splitlines() if line.startswith("--- "))
+    assert 0 < shown < 40 and text.splitlines()[-1] == f"[{40 - shown} more passage(s) not shown: use more specific words, or recall a tool result by its id]"
+    huge = [Entry.user("go"), Entry.user("needle " + "x" * 10_000)]
+    single = answer_recall(Request("query", "needle"), context_of(huge, view=[], budget=MIN_BUDGET_TOKENS)).text
+    assert single.count("--- ") == 1 and single.endswith("…")
+
+
+def test_a_gone_copy_is_said_once_per_answer() -> None:
+    from unbounded.compaction.large_output import cap_text
+    from unbounded.side_outputs import side_output_name
+
+    whole = "".join(f"row {n}\n" for n in range(3_000))
+    shortened = cap_text(whole, 500, None)
+    assert shortened is not None
+    entries = [Entry.user("go"), Entry.assistant([{"type": "tool_use", "id": "g", "name": "Bash", "input": {"command": "cat"}}]), Entry.user([{"type": "tool_result", "tool_use_id": "g", "content": [{"type": "text", "text": "intro"}, {"type": "image", "source": {}}, {"type": "text", "text": shortened.text}]}])]
+    gone = answer_recall(Request("id", "g"), context_of(entries)).text
+    assert gone.splitlines()[1] == GONE_NOTE and "[image]" in gone and "intro" in gone
+    back = answer_recall(Request("id", "g", start_line=1_500), context_of(entries, kept={side_output_name("g", 2): whole})).text
+    assert GONE_NOTE not in back and back.splitlines()[1] == "row 1497"  # line 1,500 of intro, [image], the rows
+    wrong_part = answer_recall(Request("id", "g"), context_of(entries, kept={side_output_name("g", 0): whole})).text
+    assert GONE_NOTE in wrong_part  # kept under another part's name: not this text
