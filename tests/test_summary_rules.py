@@ -39,6 +39,13 @@ def test_a_reply_without_a_usable_summary_is_refused_with_its_reason(response: M
     assert error.value.reason == reason
 
 
+def test_an_api_error_is_quoted_to_200_characters() -> None:
+    text = "API Error: " + "x" * 300
+    with pytest.raises(CompactionError) as error:
+        check_summary_reply(reply(text))
+    assert str(error.value) == "the summary call returned an error: " + text[:200]
+
+
 def test_a_good_reply_is_returned_stripped() -> None:
     assert check_summary_reply(reply("  <summary>1. Primary Request</summary>\n")) == "<summary>1. Primary Request</summary>"
     assert check_summary_reply(reply("Summary: the work", tool=True)) == "Summary: the work"  # text wins over a stray call
@@ -64,6 +71,8 @@ def test_a_good_reply_is_returned_stripped() -> None:
         ("<ANALYSIS>a</ANALYSIS><SUMMARY>1. up</SUMMARY>", "1. up"),
         ("<analysis>x</analysis><analysis>y</analysis> rest", "rest"),
         ("intro <analysis>x</analysis> rest", "intro <analysis>x</analysis> rest"),  # not a leading analysis
+        ("<analysis>unclosed then </summary>", "<analysis>unclosed then"),  # a stray close, no analysis end
+        ("<analysis>a</summary></analysis><summary>1. b</summary>", "1. b"),  # the analysis ends before the summary's end
     ],
 )
 def test_extract_summary(text: str, summary: str) -> None:

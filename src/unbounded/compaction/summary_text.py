@@ -64,7 +64,7 @@ def _analysis_end(text: str, limit: int) -> int:
     """Where a leading `<analysis>` block ends (0 when the reply does not start with one)."""
     if not _OPEN_ANALYSIS.match(text):
         return 0
-    ends = [m.end() for m in _CLOSE_ANALYSIS.finditer(text, 0, limit)]
+    ends = [m.end() for m in _CLOSE_ANALYSIS.finditer(text[:limit])]
     return ends[-1] if ends else 0
 
 
