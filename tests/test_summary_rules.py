@@ -172,3 +172,13 @@ def test_notes_need_a_current_state() -> None:
     verdict = check_summary(empty, 1_000, kind="notes")
     assert not verdict.ok and verdict.missing_sections == ("Current State",) and verdict.reason == "the notes' Current State is empty"
     assert not check_summary(body, 1_000, kind="notes").ok
+
+
+def test_the_guard_at_its_boundaries() -> None:
+    from unbounded.compaction.summary_guard import ANY_SECTIONS
+
+    assert check_summary("word " * 100, 1_000, spec=ANY_SECTIONS).ok  # a prompt of the caller's own: size only
+    assert check_summary("tiny", 100_000, room_tokens=1).ok  # a room of one token is a room
+    counted = "Pending Tasks:" + " " * (120 - len("Pending Tasks:"))
+    assert len(counted) == 120 and "Pending Tasks" not in missing_sections(counted)
+    assert "Pending Tasks" in missing_sections(counted + " ")  # 121 characters: not a heading
