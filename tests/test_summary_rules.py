@@ -178,7 +178,8 @@ def test_the_guard_at_its_boundaries() -> None:
     from unbounded.compaction.summary_guard import ANY_SECTIONS
 
     assert check_summary("word " * 300, 1_000, spec=ANY_SECTIONS).ok  # a prompt of the caller's own: size only
-    assert check_summary("tiny", 100_000, room_tokens=1).ok  # a room of one token is a room
+    tiny = check_summary("tiny", 100_000, room_tokens=1, spec=ANY_SECTIONS)
+    assert tiny.ok and tiny.floor == 1  # a room of one token is a room
     counted = "Pending Tasks:" + " " * (120 - len("Pending Tasks:"))
     assert len(counted) == 120 and "Pending Tasks" not in missing_sections(counted)
     assert "Pending Tasks" in missing_sections(counted + " ")  # 121 characters: not a heading
