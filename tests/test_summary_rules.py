@@ -180,6 +180,8 @@ def test_the_guard_at_its_boundaries() -> None:
     assert check_summary("word " * 300, 1_000, spec=ANY_SECTIONS).ok  # a prompt of the caller's own: size only
     tiny = check_summary("tiny", 100_000, room_tokens=1, spec=ANY_SECTIONS)
     assert tiny.ok and tiny.floor == 1  # a room of one token is a room
-    counted = "Pending Tasks:" + " " * (120 - len("Pending Tasks:"))
-    assert len(counted) == 120 and "Pending Tasks" not in missing_sections(counted)
-    assert "Pending Tasks" in missing_sections(counted + " ")  # 121 characters: not a heading
+    heading = "7. Pending Tasks:"
+    padded = heading + "." * (120 - len(heading))
+    assert len(padded) == 120 and check_summary(nine().replace(heading, padded), 1_000).ok
+    too_long = check_summary(nine().replace(heading, padded + "."), 1_000)  # 121 characters: not a heading
+    assert not too_long.ok and "Pending Tasks" in too_long.missing_sections
