@@ -538,3 +538,11 @@ def test_a_gone_copy_is_said_once_per_answer() -> None:
     assert GONE_NOTE not in back and back.splitlines()[1] == "row 1497"  # line 1,500 of intro, [image], the rows
     wrong_part = answer_recall(Request("id", "g"), context_of(entries, kept={side_output_name("g", 0): whole})).text
     assert GONE_NOTE in wrong_part  # kept under another part's name: not this text
+
+
+def test_the_limits_the_docs_promise() -> None:
+    assert recall_tool_schema()["input_schema"]["properties"]["start_line"]["minimum"] == 1
+    assert RecallRequest.from_input({"query": "q" * 10_000}).kind == "query"
+    assert refusal({"query": "q" * 10_001}).startswith("query is 10,001 characters long; give at most 10,000")
+    assert RecallRequest.from_input({"id": "a", "start_line": 1_000_000_000}).start_line == 1_000_000_000
+    assert refusal({"id": "a", "start_line": 1_000_000_001}).endswith("not 1000000001")

@@ -127,7 +127,7 @@ class RecallRequest:
                 "give exactly one of id, path, command or query"
                 + (f" (got {', '.join(given)})" if given else "")
             )
-        kind = given[0]
+        (kind,) = given
         value = arguments[kind]
         if not isinstance(value, str) or not value.strip():
             raise RecallArgumentError(f"{kind} must be a non-empty string, not {_shown(value)}")
