@@ -32,6 +32,7 @@ def test_a_tail_starts_after_a_newline_in_its_first_quarter() -> None:
     assert _cut_at_line("xxxxxxab\ncdefg", 8, from_end=True) == "ab\ncdefg"  # at 2: kept whole
     assert _cut_at_line("\nabcdefg", 8, from_end=True) == "abcdefg"  # at 0
     assert _cut_at_line("abc", 0, from_end=True) == "" and _cut_at_line("abc", 0, from_end=False) == ""
+    assert _cut_at_line("abc", 1, from_end=True) == "c" and _cut_at_line("abc", 1, from_end=False) == "a"
 
 
 def test_the_marker_says_what_was_left_out_and_where() -> None:
@@ -50,6 +51,9 @@ def test_the_cut_fits_the_cap_as_a_tokenizer_counts_and_no_more_than_needed() ->
     assert capped is not None and len(capped.text) == 3_064 and cap_token_count(capped.text) == 964
     dense = cap_text(CJK, 1_000, None)
     assert dense is not None and cap_token_count(dense.text) == 975 and len(dense.text) == 1_408
+    short_dense = CJK[:2_000]  # fewer characters than the cap's, more tokens
+    shortened = cap_text(short_dense, 1_000, None)
+    assert shortened is not None and cap_token_count(shortened.text) == 971 and len(shortened.text) == 1_388
     floor = cap_text(LOG, 10, None)  # a cap below the floor is raised to it
     assert floor is not None and cap_token_count(floor.text) == 485 and MIN_CAP_TOKENS == 500
     assert cap_text("x" * (CHARS_PER_TOKEN * MIN_CAP_TOKENS), 10, None) is None  # fits the floor
@@ -94,7 +98,9 @@ def test_blocks_are_cut_and_kept_by_position() -> None:
     assert len(cut) == 1 and new["content"][0] == {"type": "text", "text": "head"} and new["content"][3] == "junk"
     assert new["content"][2]["text"] == cut[0].text and kept[side_output_name("p", 2)] == LOG
     unchanged = {"type": "tool_result", "tool_use_id": "q", "content": [{"type": "text", "text": "a"}]}
-    assert cap_block_texts(unchanged, 1_000, "q", save) == (unchanged, [])
+    assert cap_block_texts(unchanged, 1_000, "q", save)[0] is unchanged  # not even copied
+    other = {"type": "web_search_tool_result", "tool_use_id": "w", "content": LOG}
+    assert cap_block_texts(other, 1_000, "w", save)[0] is other  # only tool results and text are cut
 
 
 def test_redaction_comes_before_the_cut_and_the_keeping() -> None:

@@ -104,8 +104,9 @@ def cap_text(text: str, max_tokens: int, saved_to: str | None) -> CappedText | N
         count = cap_token_count(shortened)
         if count <= limit or chars == 0:
             break
-        # Dense text (CJK, base64) has more tokens per character: shrink in proportion.
-        chars = min(chars - 1, chars * limit * 95 // (count * 100))
+        # Dense text (CJK, base64) has more tokens per character: shrink in proportion (a
+        # little more, so it converges in a few rounds; always below `chars`).
+        chars = chars * limit * 95 // (count * 100)
     return CappedText(
         text=shortened,
         original_chars=len(text),
