@@ -265,8 +265,12 @@ def _ids(content: Any, kind: str, key: str) -> tuple[str, ...]:
 
 
 def _digest(entry: Entry) -> int:
-    # The time folded in the way thread deduplication keys records (see _Standin.timestamp).
-    moment = entry.timestamp if entry.type == "assistant" else (entry.timestamp or entry.uuid)
+    # The time folded in the way thread deduplication keys records (see _Standin.timestamp):
+    # a response line by its response id and content alone, other records with their time.
+    if entry.type == "assistant":
+        moment = "" if entry.message_id else entry.timestamp
+    else:
+        moment = entry.timestamp or entry.uuid
     try:
         content = orjson.dumps(entry.content)
     except TypeError:

@@ -41,6 +41,8 @@ MODEL_OUTPUT_TYPES: frozenset[str] = frozenset(
 """Response item types a model response is made of (`message` only with role assistant)."""
 OUTPUT_TYPES: frozenset[str] = frozenset({"function_call_output", "custom_tool_call_output"})
 """Response item types that answer a tool call."""
+PASSED_ITEM_TYPES: frozenset[str] = frozenset({"ghost_snapshot"})
+"""Response item types the reader knows and passes over (never sent to the model)."""
 REPEATED_EVENTS: frozenset[str] = frozenset(
     {
         "user_message",

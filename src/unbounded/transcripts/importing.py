@@ -1,9 +1,13 @@
-"""Small pieces every importer of a foreign transcript format (Codex, OpenHands, SWE-agent)
-needs: naming a JSON value's kind in an error, and tool-call ids made unique."""
+"""Small pieces every transcript reader needs: naming a JSON value's kind in an error, tool-call
+ids made unique, and counting the record types a reader does not know."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+UNKNOWN_RECORDS = "unknown_record_types"
+"""`Transcript.meta` key: record type -> how many records of it the reader did not know."""
 
 
 def json_kind(value: Any) -> str:
@@ -32,3 +36,11 @@ def unique_id(candidate: str, used: set[str]) -> str:
         tool_id = f"{candidate}_{suffix}"
     used.add(tool_id)
     return tool_id
+
+
+def count_unknown(meta: dict[str, Any], kinds: Iterable[str]) -> None:
+    """Count record types the reader does not know into `meta[UNKNOWN_RECORDS]`, in the
+    order they are first met (the records themselves are kept as they are)."""
+    counts: dict[str, int] = meta.setdefault(UNKNOWN_RECORDS, {})
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1

@@ -54,7 +54,7 @@ from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts.importing import json_kind, unique_id
+from unbounded.transcripts.importing import count_unknown, json_kind, unique_id
 
 FORMAT = "swe-agent"
 
@@ -196,6 +196,7 @@ def read_swe_agent(path: str | Path) -> Transcript:
         "system": "\n\n".join(builder.system) if builder.system else None,
         "info": info if isinstance(info, dict) else {},
         "trajectory_steps": len(trajectory) if isinstance(trajectory, list) else 0,
+        **builder.meta,
     }
     if isinstance(document.get("environment"), str):
         meta["environment"] = document["environment"]
@@ -380,6 +381,8 @@ class _Builder:
         self.entries: list[Entry] = []
         self.warnings: list[str] = []
         self.system: list[str] = []
+        self.meta: dict[str, Any] = {}
+        """Where unknown history item roles are counted (`count_unknown`)."""
         self._parent: str | None = None
         self._used_ids: set[str] = set()
         self._pending: list[_Pending] = []
@@ -473,6 +476,7 @@ class _Builder:
         elif role in ("user", "tool"):
             self._observation(item)
         else:
+            count_unknown(self.meta, [f"history item of role {role}"])
             self.warnings.append(
                 f"{self.path}: history[{self._index}] has unknown role {role!r}: kept as user text"
             )
