@@ -367,6 +367,13 @@ def render(report: ReplayReport) -> None:
         f"{report.model} · window {report.context_window:,} · auto-compact at "
         f"{report.thresholds.autocompact:,} · summarizer {report.summarizer}",
     )
+    apart = sum(report.not_replayed.values())
+    if apart:
+        header.add_row(
+            "recorded",
+            f"{plural(report.recorded_calls, 'billed call')}, {apart:,} not replayed "
+            "(see the notes)",
+        )
     header.add_row(
         "replayed",
         f"{plural(report.calls, 'call')} · {plural(report.compactions, 'compaction')} "

@@ -53,15 +53,24 @@ from unbounded.model.user_messages import classify_user_entry
 ThreadOrder = Literal["thread", "file"]
 """How the main thread is taken: rebuilt from parent links (default) or in file order."""
 
-LeftOutReason = Literal["rewound", "other_session", "detached"]
-"""Why a branch is not in the thread: the conversation went back to an earlier record and on
-from there; the branch is another session's; or it never joins the thread."""
+LeftOutReason = Literal["copied", "rewound", "other_session", "detached"]
+"""Why a branch is not in the thread: its responses are all in the thread already (history a
+resume wrote again, the copy followed); the conversation went back to an earlier record and
+on from there; the branch is another session's; or it never joins the thread."""
 
-_REASON_WORDS: dict[LeftOutReason, str] = {
-    "rewound": "the conversation went back to an earlier message and went on from there",
-    "other_session": "another session written in the same file",
-    "detached": "records whose parent chain never reaches the thread",
+_REASON_WORDS: dict[LeftOutReason, tuple[str, str]] = {
+    "copied": (
+        "copied",
+        "a resume wrote this history again and the thread follows the copy",
+    ),
+    "rewound": (
+        "rewound",
+        "the conversation went back to an earlier message and went on from there",
+    ),
+    "other_session": ("", "another session written in the same file"),
+    "detached": ("detached", "their parent chain never reaches the thread"),
 }
+"""Per reason: the adjective for the branches, and why they are not in the thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +83,7 @@ class LeftOutBranch:
     fork_line: int | None
     """File line of the thread record the branch hangs off (a rewind's point), if any."""
     session: str | None
+    """The branch's session id when the thread holds none of its records' session."""
     prompts: int
     responses: int
     """Responses: distinct response ids (a record without one counts alone)."""
@@ -132,38 +142,36 @@ class ThreadReport:
 
 
 def _branch_note(branches: Sequence[LeftOutBranch]) -> str:
-    """One sentence on the left-out branches: per reason, how many, where, what they hold."""
+    """One sentence on the left-out branches: per reason, where each starts, what it holds."""
     parts: list[str] = []
-    for reason in ("rewound", "other_session", "detached"):
+    reason: LeftOutReason
+    for reason in ("copied", "rewound", "other_session", "detached"):
         group = [b for b in branches if b.reason == reason]
         if not group:
             continue
-        total = LeftOutBranch(
-            reason,
-            None,
-            None,
-            None,
-            sum(b.prompts for b in group),
-            sum(b.responses for b in group),
-            sum(b.tool_results for b in group),
-        )
-        where = ", ".join(
+        adjective, why = _REASON_WORDS[reason]
+        places = "; ".join(
             f"line {b.first_line}"
-            + (f" (off line {b.fork_line})" if b.fork_line is not None else "")
-            + (f" (session {b.session})" if reason == "other_session" and b.session else "")
+            + (f", branching from line {b.fork_line}" if b.fork_line is not None else "")
+            + (f", session {b.session}" if b.session else "")
+            + f": {b.contents()}"
             for b in group[:3]
         )
-        more = f" and {len(group) - 3} more" if len(group) > 3 else ""
+        more = f"; {len(group) - 3} more" if len(group) > 3 else ""
         noun = "branch" if len(group) == 1 else "branches"
-        parts.append(
-            f"{len(group)} {noun} at {where}{more}, {total.contents()}: "
-            f"{_REASON_WORDS[reason]}"
-        )
+        label = f"{len(group)} {adjective} {noun}" if adjective else f"{len(group)} {noun}"
+        parts.append(f"{label} ({places}{more}): {why}")
+    billed = any(b.reason != "copied" and b.responses for b in branches)
     return (
         "left out of the thread: "
         + "; ".join(parts)
-        + ". Their responses were billed all the same and count in the recorded calls and "
-        "cost; --file-order reads every record in file order"
+        + (
+            ". Their responses were billed all the same and count in the recorded calls and "
+            "cost"
+            if billed
+            else ""
+        )
+        + "; --file-order reads every record in file order"
     )
 
 
@@ -177,8 +185,13 @@ def rebuild_thread(
     *,
     include_sidechains: bool = False,
     summary_leaves: Sequence[str] = (),
+    leaf_uuid: str | None = None,
 ) -> tuple[list[Entry], ThreadReport]:
-    """The main thread (see the module docstring) and a report of what it left out."""
+    """The main thread (see the module docstring) and a report of what it left out.
+
+    `leaf_uuid` rebuilds the conversation that ends at that record instead (a left-out
+    branch's own history, as its calls sent it); the newest leaf when it is not in the file.
+    """
     listed = file_order_thread(entries, include_sidechains=include_sidechains)
     report = ThreadReport(file_sessions=_sessions(listed))
     candidates = _first_copies(listed, report)
@@ -190,7 +203,9 @@ def rebuild_thread(
         if uuid is not None:
             position[uuid] = index
     parents = _resolve_parents(candidates, position)
-    leaf = _leaf(candidates, position, summary_leaves)
+    leaf = position.get(leaf_uuid) if leaf_uuid is not None else None
+    if leaf is None:
+        leaf = _leaf(candidates, position, summary_leaves)
     if leaf is None:
         return _dedupe(candidates, report), report
     report.leaf_uuid = candidates[leaf].uuid
@@ -442,32 +457,35 @@ def _left_out_branches(
             root_of[visited] = node
         root_of[index] = node
         members.setdefault(node, []).append(index)
+    kept_responses = {candidates[i].message_id for i in keep} - {None}
     branches: list[LeftOutBranch] = []
     for root in sorted(members):
         fork = parents[root]
         session = candidates[root].data.get("sessionId")
         session = session if isinstance(session, str) else None
+        responses = {
+            e.message_id or e.uuid or str(i)
+            for i, e in ((i, candidates[i]) for i in members[root])
+            if e.type == "assistant"
+        }
         fork_line: int | None = None
-        if fork is not None and fork in keep:
-            reason: LeftOutReason = "rewound"
+        if responses and responses <= kept_responses:
+            reason: LeftOutReason = "copied"
+        elif fork is not None and fork in keep:
+            reason = "rewound"
             fork_line = candidates[fork].line
         elif session is not None and session not in thread_sessions:
             reason = "other_session"
         else:
             reason = "detached"
         records = [candidates[i] for i in members[root]]
-        responses = {
-            e.message_id or e.uuid or str(i)
-            for i, e in ((i, candidates[i]) for i in members[root])
-            if e.type == "assistant"
-        }
         kinds = [classify_user_entry(e).kind for e in records if e.type == "user"]
         branches.append(
             LeftOutBranch(
                 reason=reason,
                 first_line=candidates[root].line,
                 fork_line=fork_line,
-                session=session,
+                session=session if session not in thread_sessions else None,
                 prompts=kinds.count("prompt"),
                 responses=len(responses),
                 tool_results=kinds.count("tool_results"),

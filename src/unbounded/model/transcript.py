@@ -126,6 +126,14 @@ class Transcript:
         self._thread_cache = (*key, thread, report)
         return thread, report
 
+    def branch_thread(self, leaf_uuid: str) -> list[Entry]:
+        """The conversation that ends at a record (the thread rebuild's rules, with that
+        record as the leaf): what a call on a left-out branch sent."""
+        thread, _ = rebuild_thread(
+            self.entries, include_sidechains=self.is_subagent_file, leaf_uuid=leaf_uuid
+        )
+        return thread
+
     def sidechains(self) -> dict[str, list[Entry]]:
         """Inline sub-agent conversations, keyed by the uuid of each one's first record."""
         if self.is_subagent_file:
