@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from unbounded.catalog import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
+from unbounded.catalog import (
+    ModelInfo,
+    ModelTable,
+    as_provider,
+    load_model_table,
+    resolve_recorded_model,
+)
 from unbounded.compaction.facts import compaction_points
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
@@ -71,8 +77,8 @@ def unknown_records_note(types: dict[str, int]) -> str | None:
     listed = ", ".join(f"{name} ×{count:,}" for name, count in types.items())
     noun = "record type" if len(types) == 1 else "record types"
     return (
-        f"{len(types)} {noun} this version does not know: {listed} (kept as they are and "
-        "written back unchanged; otherwise passed over)"
+        f"{len(types)} {noun} this version does not know: {listed} (kept and written back "
+        "unchanged; otherwise passed over)"
     )
 
 
@@ -200,23 +206,24 @@ class InspectReport:
 def resolve_model(
     transcript: Transcript, requested: str | None, table: ModelTable
 ) -> tuple[ModelInfo, str, list[str]]:
-    """The model to plan for: the one asked for, else the transcript's, else the default."""
-    return resolve_model_name(transcript.model, requested, table)
+    """The model to plan for: the one asked for, else the transcript's (assumed from its
+    provider when the table lacks it), else the default."""
+    return resolve_model_name(transcript.model, requested, table, provider=transcript.provider)
 
 
 def resolve_model_name(
-    recorded: str | None, requested: str | None, table: ModelTable
+    recorded: str | None,
+    requested: str | None,
+    table: ModelTable,
+    *,
+    provider: str | None = None,
 ) -> tuple[ModelInfo, str, list[str]]:
-    """The model to plan for: the one asked for, else the recorded one, else the default."""
-    notes: list[str] = []
+    """The model to plan for: the one asked for (`option`), else the recorded one
+    (`transcript`, or `assumed` when the table lacks it: `resolve_recorded_model`), else
+    the default."""
     if requested:
-        return table.get(requested), "option", notes
-    if recorded:
-        info = table.find(recorded)
-        if info is not None:
-            return info, "transcript", notes
-        notes.append(f"model {recorded!r} is not in the model table; planned for {DEFAULT_MODEL}")
-    return table.get(DEFAULT_MODEL), "default", notes
+        return table.get(requested), "option", []
+    return resolve_recorded_model(table, recorded, provider=as_provider(provider))
 
 
 def inspect_transcript(
@@ -238,7 +245,11 @@ def inspect_transcript(
     if unknown is not None:
         notes.append(unknown)
     reported = transcript.reported_window
-    if window is None and source == "transcript" and reported not in (None, info.context_window):
+    if (
+        window is None
+        and source in ("transcript", "assumed")
+        and reported not in (None, info.context_window)
+    ):
         window = reported
         notes.append(
             f"window {reported:,} tokens, as the session reported for {transcript.model} (the "

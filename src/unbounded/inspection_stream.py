@@ -528,7 +528,9 @@ def inspect_file(
     main = selected.indexes
     models_called = recorded_models(records, main)
     models = table or load_model_table()
-    info, source, notes = resolve_model_name(next(iter(models_called), None), model, models)
+    info, source, notes = resolve_model_name(
+        next(iter(models_called), None), model, models, provider="anthropic"
+    )
     if window is not None:
         info = info.with_window(window)
     thresholds = compute_thresholds(info, policy or Policy.from_env())

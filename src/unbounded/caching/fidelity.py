@@ -75,7 +75,7 @@ from unbounded.caching.simulator import (
 )
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
-from unbounded.catalog import DEFAULT_MODEL, ModelInfo, load_model_table
+from unbounded.catalog import ModelInfo, as_provider, load_model_table, resolve_recorded_model
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam, Usage
 from unbounded.model.entries import Entry, last_compact_boundary_index, parse_timestamp
@@ -450,7 +450,9 @@ def simulate_recorded_session(
 ) -> FidelityReport:
     """Simulate a recorded session's calls and compare cache reads (see module doc); with
     `fit_calls`, fit on that many first calls and compare over the rest (held out)."""
-    model = model_info or load_model_table().get(transcript.model or DEFAULT_MODEL)
+    model = model_info or resolve_recorded_model(
+        load_model_table(), transcript.model, provider=as_provider(transcript.provider)
+    )[0]
     base = as_block_counter(counter)
     main = transcript.main_thread()
     calls = _laid_out_calls(transcript)

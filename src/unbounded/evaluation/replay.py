@@ -20,8 +20,10 @@ stay valid. The baselines of `baselines.py` are fed the same records and priced 
 
 Prices and caching follow the replayed model's provider: explicit breakpoints for Anthropic,
 automatic prefix caching for OpenAI (`caching/simulator.py`). The model is the transcript's
-own unless `model` is given, and the window the one the transcript reported (a Codex
-rollout's `model_context_window`) when it did and no `window` is given. The recorded cost is
+own unless `model` is given (a model the table lacks gets its provider's figures under its
+own name, `catalog.resolve_recorded_model`: an OpenAI rollout is never priced as a Claude
+model), and the window the one the transcript reported (a Codex rollout's
+`model_context_window`) when it did and no `window` is given. The recorded cost is
 the recorded usage priced at the replayed model when both are of one provider; otherwise it
 is priced at the recorded model's own prices and marked not comparable
 (`recorded_comparable`): another provider's cache and tokenizer made those figures. When no
@@ -42,7 +44,13 @@ from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl
-from unbounded.catalog import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
+from unbounded.catalog import (
+    ModelInfo,
+    ModelTable,
+    as_provider,
+    load_model_table,
+    resolve_recorded_model,
+)
 from unbounded.compaction.facts import text_of
 from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.evaluation.baselines import (
@@ -92,7 +100,8 @@ class ReplayOptions:
     """How to replay: the model and window to plan for, the summarizer, the policy."""
 
     model: str | None = None
-    """Model to plan and price for (default: the transcript's, else claude-sonnet-4-5)."""
+    """Model to plan and price for (default: the transcript's, with its provider's figures when
+    the model table lacks it; claude-sonnet-5-5 when the transcript names none)."""
     window: int | None = None
     """Context window to plan for (default: the one the transcript reported for its own
     model, else the model's)."""
@@ -235,6 +244,8 @@ class ReplayReport:
     """Billed calls the replay does not follow, by place (`branch`, `side`)."""
     recorded_comparable: bool = True
     """Whether the recorded cost can be set against ours (same provider's cache and prices)."""
+    model_assumed: bool = False
+    """The recorded model is not in the model table: its provider's figures were assumed."""
     microcompacts: int = 0
     cache_breaks: int = 0
     invalid_requests: int = 0
@@ -313,6 +324,7 @@ class ReplayReport:
         data: dict[str, Any] = {
             "source": self.source,
             "model": self.model,
+            "model_assumed": self.model_assumed,
             "models": dict(self.models),
             "context_window": self.context_window,
             "thresholds": {
@@ -542,18 +554,21 @@ class _Replayer:
 
     def __init__(self, transcript: Transcript, options: ReplayOptions) -> None:
         table = options.model_table or load_model_table()
-        self.table = table
         self.notes: list[str] = []
-        self.model_name = options.model or transcript.model or DEFAULT_MODEL
-        if options.model is None and table.find(self.model_name) is None:
-            self.notes.append(
-                f"the transcript's model {self.model_name!r} is not in the model table: "
-                f"planned and priced as {DEFAULT_MODEL} (use --model to choose)"
-            )
-            self.model_name = DEFAULT_MODEL
+        # A recorded model the table lacks gets its provider's figures under its own name
+        # (an OpenAI rollout is never priced as a Claude model), added to this replay's table.
+        recorded, how, notes = resolve_recorded_model(
+            table, transcript.model, provider=as_provider(transcript.provider)
+        )
+        self.model_assumed = how == "assumed"
+        if self.model_assumed:
+            table = table.with_model(recorded)
+            if options.model is None:
+                self.notes.extend(notes)
+        self.table = table
+        self.model_name = options.model or recorded.name
         self.model = table.get(self.model_name)
-        recorded = table.find(transcript.model) if transcript.model else None
-        self.recorded_model: ModelInfo = recorded or self.model
+        self.recorded_model: ModelInfo = recorded if transcript.model else self.model
         self.recorded_comparable = self.recorded_model.provider == self.model.provider
         if not self.recorded_comparable:
             self.notes.append(
@@ -741,7 +756,7 @@ class _Replayer:
             return None
         self.notes.append(
             f"planned for the {reported:,}-token window the session reported for "
-            f"{self.model_name} (the model table says {self.model.context_window:,}; use "
+            f"{self.model_name} (the model's figures say {self.model.context_window:,}; use "
             "--window to choose)"
         )
         return reported
@@ -777,6 +792,7 @@ class _Replayer:
             recorded_model=self.recorded_model.name,
             recorded_comparable=self.recorded_comparable,
             recorded_calls=len(self.billed),
+            model_assumed=self.model_assumed,
             not_replayed=self.not_replayed,
             microcompacts=self.session.micro.stats.microcompactions,
             cache_breaks=self.cache_breaks,

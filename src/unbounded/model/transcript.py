@@ -225,6 +225,13 @@ class Transcript:
         return dict(value) if isinstance(value, dict) else {}
 
     @property
+    def provider(self) -> str | None:
+        """The API family the recording called when its format makes it certain (`anthropic`
+        for Claude Code, `openai` for a Codex rollout on OpenAI), else None."""
+        value = self.meta.get("provider")
+        return value if isinstance(value, str) else None
+
+    @property
     def reported_window(self) -> int | None:
         """The context window the agent itself reported for its model (a Codex rollout's
         `model_context_window`), if the file records one."""

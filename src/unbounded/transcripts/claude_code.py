@@ -200,7 +200,7 @@ def read_claude_code(
     versions = sorted(
         {str(e.data["version"]) for e in entries if isinstance(e.data.get("version"), str)}
     )
-    meta: dict[str, Any] = {"versions": versions}
+    meta: dict[str, Any] = {"versions": versions, "provider": "anthropic"}
     count_unknown(meta, (e.type for e in entries if e.type not in RECORD_TYPES))
     return Transcript(
         entries=entries,

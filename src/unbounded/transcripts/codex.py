@@ -57,6 +57,8 @@ Mapping decisions:
   same, it goes to `meta["side_calls"]` (usage, model, time, line) and is counted in
   `meta["unattributed_token_counts"]`. `meta["model_context_window"]` is the last window
   reported.
+- Provider: `meta["provider"]` is `openai` unless the session meta names another
+  `model_provider` than openai or azure (a local server): the model is priced as OpenAI's.
 - Model: from the latest `turn_context` (or the session meta when it names one). Rollouts
   written before `turn_context` existed name no model: their calls are attributed to
   `DEFAULT_CODEX_MODEL`, with a warning saying so.
@@ -646,6 +648,9 @@ def read_codex(path: str | Path, *, skip_invalid: bool = False) -> Transcript:
     meta["system"] = base.get("text") if isinstance(base, dict) else None
     meta["instructions"] = session.get("instructions")
     meta["ordering"] = converter.ordering
+    # Codex calls OpenAI (or Azure's OpenAI models) unless it was pointed at a local server.
+    model_provider = session.get("model_provider")
+    meta["provider"] = "openai" if model_provider in (None, "openai", "azure") else None
     return Transcript(
         entries=converter.entries,
         format=FORMAT,
