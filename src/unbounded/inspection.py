@@ -253,7 +253,7 @@ def inspect_transcript(
         window = reported
         notes.append(
             f"window {reported:,} tokens, as the session reported for {transcript.model} (the "
-            f"model table says {info.context_window:,}; use --window to choose)"
+            f"model's figures say {info.context_window:,}; use --window to choose)"
         )
     if window is not None:
         info = info.with_window(window)

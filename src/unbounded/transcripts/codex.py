@@ -115,11 +115,10 @@ from unbounded.transcripts.codex_items import (
     item_texts,
     output_content,
     output_failed,
-    parse_arguments,
     token_key,
     validate_record,
 )
-from unbounded.transcripts.importing import count_unknown, unique_id
+from unbounded.transcripts.importing import count_unknown, parse_arguments, unique_id
 from unbounded.transcripts.jsonl import ReadReport, iter_json_lines
 
 FORMAT = "codex"

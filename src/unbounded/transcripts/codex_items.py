@@ -247,19 +247,6 @@ def command_text(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-def parse_arguments(arguments: Any) -> dict[str, Any]:
-    """A function call's arguments as an object (`{"raw": text}` when not a JSON object)."""
-    if isinstance(arguments, dict):
-        return dict(arguments)
-    if not isinstance(arguments, str) or not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"raw": arguments}
-    return value if isinstance(value, dict) else {"raw": arguments}
-
-
 def output_failed(output: Any) -> bool:
     """Whether a tool output says the call failed, as far as the format tells (module doc)."""
     if isinstance(output, dict):
