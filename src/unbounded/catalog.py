@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from unbounded.errors import ConfigError
+from unbounded.model.entries import UNNAMED_MODEL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,7 +138,8 @@ class ModelTable:
         return index
 
     def find(self, name: str) -> ModelInfo | None:
-        """The model by exact name or alias, else by the longest known name it starts with."""
+        """The model by exact name or alias, else by the longest known name it starts with (a
+        `provider/` prefix is passed over)."""
         index = self._index()
         key = name.strip()
         if key in index:
@@ -145,6 +147,8 @@ class ModelTable:
         base = key.split("[", 1)[0]  # "claude-opus-4-6[1m]" style suffixes
         if base in index:
             return index[base]
+        if "/" in base:  # a litellm or gateway prefix: "anthropic/claude-sonnet-4-5"
+            return self.find(base.rsplit("/", 1)[-1])
         candidates = [
             known for known in index if base.startswith(known + "-") or base.startswith(known + "@")
         ]
@@ -275,7 +279,7 @@ def resolve_recorded_model(
     its own name, see `assumed_model`), or `default` (the recording names no model).
     `provider` is the recording's provider when its format makes it certain.
     """
-    if not recorded:
+    if not recorded or recorded == UNNAMED_MODEL:
         return table.get(DEFAULT_MODEL), "default", []
     found = table.find(recorded)
     if found is not None:

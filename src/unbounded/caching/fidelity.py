@@ -305,7 +305,8 @@ def _laid_out_calls(transcript: Transcript) -> list[_LaidCall]:
     for side in billed:
         if side.place != "side":
             continue
-        line = side.line or 0
+        # Where it stands: before the first record written after it (at the end without a line).
+        line = side.line if side.line is not None else max((e.line or 0 for e in main), default=0)
         first = next((i for i, e in enumerate(main) if (e.line or 0) > line), len(main))
         calls.append(
             _LaidCall(

@@ -22,6 +22,8 @@ CONVERSATION_TYPES: frozenset[str] = frozenset(
 
 COMPACT_BOUNDARY_SUBTYPE = "compact_boundary"
 SYNTHETIC_MODEL = "<synthetic>"
+UNNAMED_MODEL = "unknown"
+"""The model an assistant entry names when its recording names none (`Entry.assistant`)."""
 
 
 def new_uuid() -> str:
@@ -257,7 +259,7 @@ class Entry:
             "id": message_id or f"msg_{uuid_module.uuid4().hex[:24]}",
             "type": "message",
             "role": "assistant",
-            "model": model or "unknown",
+            "model": model or UNNAMED_MODEL,
             "content": list(content),
             "stop_reason": stop_reason,
             "stop_sequence": None,

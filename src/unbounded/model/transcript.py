@@ -190,7 +190,8 @@ class Transcript:
                     place="side",
                 )
             )
-        return sorted(calls, key=lambda call: call.line if call.line is not None else -1)
+        # File order; a side call the file gives no line (an SDK condenser's) goes last.
+        return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
 
     def subagent_calls(self) -> list[BilledCall]:
         """Billed responses of inline sub-agents (1.0.x `isSidechain` records), apart from the

@@ -10,11 +10,28 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts import claude_code, codex, codex_items, openhands, swe_agent
+from unbounded.transcripts import (
+    claude_code,
+    codex,
+    codex_items,
+    mini_swe_agent,
+    openhands,
+    openhands_sdk,
+    swe_agent,
+)
 from unbounded.transcripts.jsonl import BOM, SNIFF_BYTES, check_not_binary, parse_lenient
 
-TranscriptFormat = Literal["claude-code", "swe-agent", "openhands", "codex"]
-FORMATS: tuple[TranscriptFormat, ...] = ("claude-code", "swe-agent", "openhands", "codex")
+TranscriptFormat = Literal[
+    "claude-code", "swe-agent", "openhands", "codex", "mini-swe-agent", "openhands-sdk"
+]
+FORMATS: tuple[TranscriptFormat, ...] = (
+    "claude-code",
+    "swe-agent",
+    "openhands",
+    "codex",
+    "mini-swe-agent",
+    "openhands-sdk",
+)
 
 
 def detect_format(path: str | Path) -> TranscriptFormat:
@@ -28,7 +45,13 @@ def detect_format(path: str | Path) -> TranscriptFormat:
     if not source.exists():
         raise TranscriptError("no such file", path=source, hint="check the path")
     if source.is_dir():
-        raise TranscriptError("is a folder, not a transcript file", path=source)
+        if openhands_sdk.conversation_folder(source) is not None:
+            return "openhands-sdk"
+        raise TranscriptError(
+            "is a folder, not a transcript file",
+            path=source,
+            hint="pass a session file, or an OpenHands conversation folder (events/event-*.json)",
+        )
     with source.open("rb") as handle:
         head = handle.read(SNIFF_BYTES)
     if not head.strip():
@@ -44,9 +67,14 @@ def detect_format(path: str | Path) -> TranscriptFormat:
         if detected is not None:
             return detected
     if not parsed_any and stripped[:1] in (b"{", b"["):
-        # A pretty-printed JSON document: SWE-agent .traj, or an OpenHands event list.
+        # A pretty-printed JSON document: a SWE-agent .traj, a mini-swe-agent .traj.json, an
+        # OpenHands event list or evaluation, or an OpenHands SDK event (list).
+        if mini_swe_agent.sniff_mini_swe_agent(stripped):
+            return "mini-swe-agent"
         if swe_agent.sniff_swe_agent(stripped):
             return "swe-agent"
+        if openhands_sdk.sniff_sdk_events(stripped):
+            return "openhands-sdk"
         if openhands.sniff_openhands(stripped):
             return "openhands"
     raise TranscriptError(
@@ -54,7 +82,8 @@ def detect_format(path: str | Path) -> TranscriptFormat:
         path=source,
         line=1,
         hint="expected a Claude Code session (.jsonl), a Codex CLI rollout (rollout-*.jsonl), "
-        "a SWE-agent trajectory (.traj) or an OpenHands output.jsonl",
+        "a SWE-agent (.traj) or mini-swe-agent (.traj.json) trajectory, an OpenHands "
+        "output.jsonl, or an OpenHands SDK conversation (folder or event list)",
     )
 
 
@@ -84,10 +113,17 @@ def _format_of(record: object) -> TranscriptFormat | None:
             return "codex"
         if openhands.looks_like_openhands(record):
             return "openhands"
+        if mini_swe_agent.looks_like_mini_swe_agent(record):
+            return "mini-swe-agent"
         if swe_agent.looks_like_swe_agent(record):
             return "swe-agent"
-    if isinstance(record, list) and openhands.looks_like_openhands_events(record):
-        return "openhands"
+        if openhands_sdk.looks_like_sdk_event(record):
+            return "openhands-sdk"
+    if isinstance(record, list):
+        if openhands_sdk.looks_like_sdk_events(record):
+            return "openhands-sdk"
+        if openhands.looks_like_openhands_events(record):
+            return "openhands"
     return None
 
 
@@ -114,6 +150,10 @@ def load_transcript(
         transcript = openhands.read_openhands(source, skip_invalid=skip_invalid)
     elif detected == "codex":
         transcript = codex.read_codex(source, skip_invalid=skip_invalid)
+    elif detected == "mini-swe-agent":
+        transcript = mini_swe_agent.read_mini_swe_agent(source)
+    elif detected == "openhands-sdk":
+        transcript = openhands_sdk.read_openhands_sdk(source, skip_invalid=skip_invalid)
     else:
         raise TranscriptError(f"unsupported format {detected!r}", path=source)
     if file_order:
