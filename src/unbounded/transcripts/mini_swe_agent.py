@@ -19,7 +19,8 @@ Mapping decisions:
   the `role: "tool"` messages with the same `tool_call_id`. Without, its action (the command
   of `extra.actions`, else the one fenced block ```` ```bash ```` / ```` ```mswea_bash_command ````
   of the text) becomes a synthetic `tool_use {id: "mini_<n>", name: "bash", input: {command}}`
-  after the text (the fence taken out), and the next user message is its result: `is_error`
+  after the text (the fence taken out; `<n>` counts the responses), and the next user message
+  is its result: `is_error`
   when `extra.returncode` is not 0, or the text says `<returncode>N</returncode>` with N not 0,
   or it reads as an error (`swe_agent.looks_like_error`). A reply without an action is text; the
   format error mini-swe-agent answers it with is a user message.
@@ -284,7 +285,8 @@ class _Builder:
                 function = function if isinstance(function, dict) else {}
                 recorded = call.get("id")
                 candidate = recorded if isinstance(recorded, str) and recorded else None
-                tool_use_id = unique_id(candidate or f"mini_{index}_{position}", self._used_ids)
+                fallback = f"mini_{self._responses + 1}_{position}"
+                tool_use_id = unique_id(candidate or fallback, self._used_ids)
                 if candidate is not None:
                     self._by_call[candidate] = tool_use_id
                 name = function.get("name")
@@ -303,7 +305,7 @@ class _Builder:
                 shown = _ACTION.sub("", text).strip()
                 if shown:
                     blocks.append({"type": "text", "text": shown})
-                tool_use_id = unique_id(f"mini_{index}", self._used_ids)
+                tool_use_id = unique_id(f"mini_{self._responses + 1}", self._used_ids)
                 call_input = {"command": action}
                 blocks.append(
                     {"type": "tool_use", "id": tool_use_id, "name": "bash", "input": call_input}
