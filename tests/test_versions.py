@@ -210,6 +210,14 @@ def test_hook_progress_chains_keep_every_call_of_2_1_78() -> None:
     assert transcript.thread_report().branches == [] and transcript.warnings == []
     ids = tool_ids(normalize_messages(transcript.view_entries()))
     assert len(ids) == len(set(ids)) == 16
+    # Each later prompt follows the turn's answer, not the Stop hook's record before it.
+    main = transcript.main_thread()
+    prompts = [i for i, e in enumerate(main) if e.type == "user" and isinstance(e.content, str)]
+    for index in prompts[1:]:
+        parent = next(e for e in main if e.uuid == main[index].parent_uuid)
+        assert parent.type == "progress"  # as written
+    answers = [e for e in main if e.type == "assistant" and "passes." in json.dumps(e.content)]
+    assert len(answers) == 4
 
 
 def test_a_message_after_a_progress_record_of_an_abandoned_turn_keeps_its_parent() -> None:
@@ -247,6 +255,41 @@ def test_a_rewound_branch_is_reported_with_where_it_is_and_what_it_holds() -> No
         "back to an earlier message"
     )
     assert "billed all the same" in warning
+
+
+def test_each_left_out_branch_counts_what_it_holds() -> None:
+    (branch,) = load_transcript(FIXTURES / "sessions" / "rewound.jsonl").thread_report().branches
+    assert (branch.prompts, branch.responses, branch.tool_results) == (1, 3, 2)
+
+
+def test_a_second_result_for_an_answered_call_stays_out_of_the_thread() -> None:
+    """A side-branch tool result is brought back only for a call the path leaves unanswered."""
+    prompt = Entry.user("go")
+    call = Entry.assistant(
+        [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}],
+        message_id="m1",
+        parent_uuid=prompt.uuid,
+        usage={"input_tokens": 1, "output_tokens": 1},
+    )
+    answer = Entry.user([{"type": "tool_result", "tool_use_id": "t1", "content": "a"}], parent_uuid=call.uuid)
+    again = Entry.user([{"type": "tool_result", "tool_use_id": "t1", "content": "b"}], parent_uuid=call.uuid)
+    reply = Entry.assistant([{"type": "text", "text": "ok"}], message_id="m2", parent_uuid=answer.uuid)
+    thread, report = rebuild_thread([prompt, call, answer, again, reply])
+    assert again not in thread and report.duplicates == 0
+    assert [(b.reason, b.tool_results) for b in report.branches] == [("rewound", 1)]
+
+
+def test_records_whose_parents_loop_are_detached() -> None:
+    """A damaged file whose records name each other as parents never joins the thread."""
+    prompt = Entry.user("the thread", extra={"sessionId": "s"})
+    reply = Entry.assistant([{"type": "text", "text": "ok"}], message_id="m1", parent_uuid=prompt.uuid, extra={"sessionId": "s"})
+    one = Entry.user("loop one", parent_uuid="loop-two", extra={"sessionId": "s"})
+    one.data["uuid"] = "loop-one"
+    two = Entry.user("loop two", parent_uuid="loop-one", extra={"sessionId": "s"})
+    two.data["uuid"] = "loop-two"
+    thread, report = rebuild_thread([prompt, one, two, reply])
+    assert [e.uuid for e in thread] == [prompt.uuid, reply.uuid]
+    assert [(b.reason, b.prompts, b.session) for b in report.branches] == [("detached", 2, None)]
 
 
 def test_history_a_resume_wrote_again_is_reported_as_copied_not_rewound() -> None:
