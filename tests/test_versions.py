@@ -452,3 +452,94 @@ def test_writing_back_keeps_the_records_a_reader_does_not_know(tmp_path: Path) -
     out = tmp_path / "copy.jsonl"
     write_claude_code(transcript.entries, out)
     assert load_transcript(out).unknown_record_types == transcript.unknown_record_types
+
+
+def test_the_streamed_inspect_keeps_a_response_line_written_again_once(tmp_path: Path) -> None:
+    """Streamed and loaded inspect key a response line by its id and content alone."""
+    from unbounded.inspection import inspect_transcript
+    from unbounded.inspection_stream import inspect_file
+
+    first = Entry.user("go", timestamp="2026-01-01T00:00:00.000Z")
+    line = Entry.assistant([{"type": "text", "text": "done"}], message_id="m1", parent_uuid=first.uuid, usage={"input_tokens": 1, "output_tokens": 2}, timestamp="2026-01-01T00:00:01.000Z")
+    again = Entry(json.loads(json.dumps(line.data)))
+    again.data.update(uuid="another-uuid", parentUuid=line.uuid, timestamp="2026-01-01T09:00:00.000Z")
+    path = tmp_path / "again.jsonl"
+    write_claude_code([first, line, again], path)
+    streamed = inspect_file(path).to_dict()
+    assert streamed == inspect_transcript(load_transcript(path)).to_dict()
+    assert streamed["messages"] == 2 and streamed["api_calls"] == 1
+
+
+def test_a_billed_call_keeps_its_first_line_and_its_last_usage() -> None:
+    first = Entry.user("go", timestamp="2026-01-01T00:00:00.000Z")
+    one = Entry.assistant([{"type": "text", "text": "a"}], message_id="m1", parent_uuid=first.uuid, usage={"input_tokens": 1, "output_tokens": 1}, timestamp="2026-01-01T00:00:01.000Z")
+    two = Entry.assistant([{"type": "text", "text": "b"}], message_id="m1", parent_uuid=one.uuid, usage={"input_tokens": 1, "output_tokens": 9}, timestamp="2026-01-01T00:00:02.000Z")
+    one.line, two.line = 2, 3
+    from unbounded.model.transcript import Transcript
+
+    (call,) = Transcript([first, one, two], "claude-code").billed_calls()
+    assert (call.timestamp, call.line, call.usage["output_tokens"], call.uuid) == (
+        "2026-01-01T00:00:01.000Z", 2, 9, two.uuid
+    )
+
+
+def test_the_provider_comes_from_the_format_before_the_name(tmp_path: Path) -> None:
+    from unbounded.catalog import provider_of_name, resolve_recorded_model
+
+    assert provider_of_name("gpt-9") == provider_of_name("openai/o5") == "openai"
+    assert provider_of_name("anthropic/claude-x") == provider_of_name("claude-x") == "anthropic"
+    assert provider_of_name("mystery-1") is None
+    table = load_model_table()
+    assert resolve_recorded_model(table, "mystery-1", provider="openai")[0].provider == "openai"
+    assert resolve_recorded_model(table, "mystery-1")[0].provider == "anthropic"  # the default
+    # A Codex rollout is OpenAI's whatever its model is called; pointed at a local server, not.
+    rollout = fixture("codex-0.118.jsonl").read_text().replace("gpt-7-codex", "mystery-1")
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(rollout)
+    assert any("figures of gpt-5.4" in w for w in cli_json("inspect", str(path))["warnings"])
+    path.write_text(rollout.replace('"model_provider":"openai"', '"model_provider":"ollama"'))
+    assert any("figures of claude-sonnet-5-5" in w for w in cli_json("inspect", str(path))["warnings"])
+
+
+def test_a_provider_prefix_and_an_unnamed_model_are_no_unknown_models() -> None:
+    sdk = cli_json("inspect", str(fixture("openhands-sdk-conversation")))
+    assert sdk["model"] == "claude-sonnet-4-5" and sdk["model_source"] == "transcript"
+    unnamed = cli_json("inspect", str(fixture("openhands-sdk-events.json")))
+    assert unnamed["model_source"] == "default"
+    assert not any("not in the model table" in w for w in unnamed["warnings"])
+
+
+def test_the_agents_own_summary_calls_are_in_the_recorded_cost_only() -> None:
+    replayed = cli_json("replay", str(FIXTURES / "codex_rollout.jsonl"))
+    assert replayed["calls_not_replayed"] == {"side": 1}
+    assert all(run["fixed_cost"] == 0 for run in replayed["strategies"].values())
+
+
+def test_a_leading_codex_rollout_counts_the_summary_call_before_its_compaction(tmp_path: Path) -> None:
+    """Codex 0.3x writes the usage before the response it belongs to; the one before a
+    `compacted` record is Codex's own summary call."""
+
+    def line(kind: str, payload: dict[str, Any]) -> str:
+        return json.dumps({"timestamp": "2026-01-01T00:00:00.000Z", "type": kind, "payload": payload})
+
+    def usage(prompt: int) -> str:
+        last = {"input_tokens": prompt, "cached_input_tokens": 0, "output_tokens": 10, "total_tokens": prompt + 10}
+        info = {"total_token_usage": {"total_tokens": prompt * 7}, "last_token_usage": last, "model_context_window": 272_000}
+        return line("event_msg", {"type": "token_count", "info": info})
+
+    path = tmp_path / "leading.jsonl"
+    path.write_text("\n".join([
+        line("session_meta", {"id": "s", "cwd": "/w", "cli_version": "0.34.0"}),
+        line("turn_context", {"model": "gpt-5", "cwd": "/w"}),
+        line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}),
+        usage(100),
+        line("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]}),
+        usage(200),
+        line("compacted", {"message": "they said hi"}),
+        line("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}),
+        usage(300),
+        line("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello again"}]}),
+    ]) + "\n")
+    transcript = load_transcript(path)
+    assert transcript.meta["ordering"] == "leading"
+    assert [c.place for c in transcript.billed_calls()] == ["thread", "side", "thread"]
