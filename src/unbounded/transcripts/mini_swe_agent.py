@@ -105,6 +105,7 @@ def read_mini_swe_agent(path: str | Path) -> Transcript:
     recorded_info = document.get("info")
     info: dict[str, Any] = recorded_info if isinstance(recorded_info, dict) else {}
     builder = _Builder(source, _configured_model(info))
+    builder.start_at(document["messages"])
     for index, message in enumerate(document["messages"]):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise TranscriptError(
@@ -145,6 +146,16 @@ def _extra(message: dict[str, Any]) -> dict[str, Any]:
 def _response(message: dict[str, Any]) -> dict[str, Any]:
     response = _extra(message).get("response")
     return response if isinstance(response, dict) else {}
+
+
+def _time_of(message: dict[str, Any]) -> datetime | None:
+    """When a message was written: `extra.timestamp`, else its response's `created`."""
+    seconds = _extra(message).get("timestamp")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        seconds = _response(message).get("created")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return None
 
 
 def _action(message: dict[str, Any], text: str) -> str | None:
@@ -189,12 +200,15 @@ class _Builder:
         self._index = 0
 
     # entries ----------------------------------------------------------------------------
+    def start_at(self, messages: list[Any]) -> None:
+        """Give the messages before the first recorded time that time."""
+        for message in messages:
+            if isinstance(message, dict) and _time_of(message) is not None:
+                self._time = _time_of(message)
+                return
+
     def _stamp(self, message: dict[str, Any]) -> str:
-        seconds = _extra(message).get("timestamp")
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
-            seconds = _response(message).get("created")
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
-            self._time = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        self._time = _time_of(message) or self._time
         moment = self._time or _EPOCH + timedelta(seconds=len(self.entries))
         return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
