@@ -131,30 +131,73 @@ def test_a_file_with_no_conversation_record_is_still_refused(tmp_path: Path) -> 
         detect_format(only_metadata)
 
 
+KNOWN_NAMES = {
+    "user", "assistant", "system", "attachment", "progress", "summary", "custom-title",
+    "queue-operation", "file-history-snapshot", "compacted", "tool", "exit",
+}
 RECORD_TYPE = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=3, max_size=12).filter(
-    lambda name: name.strip("-") == name
-    and name
-    not in {"user", "assistant", "system", "attachment", "progress", "summary", "custom-title",
-            "queue-operation", "file-history-snapshot"}
+    lambda name: name.strip("-") == name and name not in KNOWN_NAMES
 )
+READERS = {
+    "claude-2.1.45.jsonl": "jsonl",
+    "claude-2.0.2-vscode.jsonl": "jsonl",
+    "codex-0.63.jsonl": "jsonl",
+    "mini-swe-agent-1.traj.json": "messages",
+    "openhands-sdk-events.json": "list",
+    "../openhands_output.jsonl": "history",
+    "../swe_agent_v1.traj": "traj",
+}
+"""A fixture per reader (Claude Code, Codex, mini-swe-agent, OpenHands SDK, OpenHands,
+SWE-agent), and where records go in it."""
 
 
-def _with_unknown_records(name: str, kinds: list[str], where: list[int]) -> bytes:
-    """The fixture's lines with records of unknown types put in at the given places (a
-    Codex record or a Claude Code record, in each format's envelope)."""
-    lines = fixture(name).read_bytes().splitlines()
-    for kind, at in zip(kinds, where, strict=True):
-        if name.startswith("codex"):
-            record = {"timestamp": "2026-04-07T14:00:01.000Z", "type": kind, "payload": {"x": 1}}
+def _with_unknown_records(name: str, kinds: list[str], where: list[int]) -> tuple[bytes, dict[str, int]]:
+    """The fixture with records of unknown types put in at the given places, each in its
+    format's envelope, and the names the reader counts them under."""
+    raw = fixture(name).read_bytes()
+    counted: dict[str, int] = {}
+    shape = READERS[name]
+
+    def count(label: str) -> None:
+        counted[label] = counted.get(label, 0) + 1
+
+    if shape == "jsonl":
+        lines = raw.splitlines()
+        for kind, at in zip(kinds, where, strict=True):
+            if name.startswith("codex"):
+                record: dict[str, Any] = {"timestamp": "2026-04-07T14:00:01.000Z", "type": kind, "payload": {"x": 1}}
+            else:
+                record = {"type": kind, "sessionId": "s", "value": [1, {"nested": True}]}
+            lines.insert(at % (len(lines) + 1), json.dumps(record).encode())
+            count(kind)
+        return b"\n".join(lines) + b"\n", counted
+    if shape == "history":
+        lines = raw.splitlines()
+        evaluation = json.loads(lines[0])
+        history = evaluation["history"]
+        for number, (kind, at) in enumerate(zip(kinds, where, strict=True)):
+            history.insert(at % (len(history) + 1), {"id": 9_000 + number, "kind": kind})
+            count(f"event {kind}")
+        lines[0] = json.dumps(evaluation).encode()
+        return b"\n".join(lines) + b"\n", counted
+    document = json.loads(raw)
+    items = {"messages": document["messages"] if shape == "messages" else None, "list": document, "traj": document.get("history") if isinstance(document, dict) else None}[shape]
+    assert isinstance(items, list)
+    for number, (kind, at) in enumerate(zip(kinds, where, strict=True)):
+        # Past the system prompt and the task: an unknown record there would be the first.
+        place = 2 + at % (len(items) - 1)
+        if shape == "list":
+            items.insert(place, {"id": f"unknown-{number}", "kind": kind.title(), "source": "agent"})
+            count(f"event {kind.title()}")
         else:
-            record = {"type": kind, "sessionId": "s", "value": [1, {"nested": True}]}
-        lines.insert(at % (len(lines) + 1), json.dumps(record).encode())
-    return b"\n".join(lines) + b"\n"
+            items.insert(place, {"role": kind, "content": "x"})
+            count(f"message of role {kind}" if shape == "messages" else f"history item of role {kind}")
+    return json.dumps(document).encode(), counted
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    name=st.sampled_from(["claude-2.1.45.jsonl", "claude-2.0.2-vscode.jsonl", "codex-0.63.jsonl"]),
+    name=st.sampled_from(sorted(READERS)),
     kinds=st.lists(RECORD_TYPE, min_size=1, max_size=4),
     data=st.data(),
 )
@@ -162,14 +205,15 @@ def test_any_reader_keeps_and_counts_record_types_it_has_never_seen(
     tmp_path: Path, name: str, kinds: list[str], data: st.DataObject
 ) -> None:
     where = data.draw(st.lists(st.integers(0, 200), min_size=len(kinds), max_size=len(kinds)))
-    path = tmp_path / f"unknown-{name}"
-    path.write_bytes(_with_unknown_records(name, kinds, where))
+    content, injected = _with_unknown_records(name, kinds, where)
+    path = tmp_path / f"unknown-{Path(name).name}"
+    path.write_bytes(content)
     plain = load_transcript(fixture(name))
     mixed = load_transcript(path)
-    counted: dict[str, int] = {}
-    for kind in kinds:
-        counted[kind] = counted.get(kind, 0) + 1
-    assert mixed.unknown_record_types == counted  # every one counted, none missed
+    expected = dict(plain.unknown_record_types)
+    for label, count in injected.items():
+        expected[label] = expected.get(label, 0) + count
+    assert mixed.unknown_record_types == expected  # every one counted, none missed
     assert mixed.records == plain.records + len(kinds)  # every one kept
     # ... and otherwise passed over: the same request and the same billed calls.
     assert normalize_messages(mixed.view_entries()) == normalize_messages(plain.view_entries())

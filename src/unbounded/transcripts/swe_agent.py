@@ -38,6 +38,8 @@ Mapping decisions:
   The model name comes from 1.x `replay_config` when it is there.
 - `trajectory` repeats the history step by step; only its length is kept
   (`meta["trajectory_steps"]`).
+- A history item of a role the reader does not know is kept as a progress entry (data type
+  `swe_agent_item`) that never reaches the API, and counted in `meta["unknown_record_types"]`.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from unbounded.errors import TranscriptError
-from unbounded.model.entries import Entry
+from unbounded.model.entries import Entry, new_uuid
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import (
     content_blocks_of,
@@ -422,12 +424,21 @@ class _Builder:
         elif role in ("user", "tool"):
             self._observation(item)
         else:
+            # A role this reader does not know: kept (as progress, never sent) and counted.
             count_unknown(self.meta, [f"history item of role {role}"])
-            self.warnings.append(
-                f"{self.path}: history[{self._index}] has unknown role {role!r}: kept as user text"
+            self._add(
+                Entry(
+                    {
+                        "parentUuid": self._parent,
+                        "isSidechain": False,
+                        "type": "progress",
+                        "data": {"type": "swe_agent_item", "item": dict(item)},
+                        "uuid": new_uuid(),
+                        "timestamp": self._stamp(),
+                        "historyIndex": self._index,
+                    }
+                )
             )
-            self._flush()
-            self._user(content_blocks_of(content), is_meta=True)
 
     def _assistant(
         self, blocks: list[dict[str, Any]], usage: dict[str, int] | None, extra: dict[str, Any]
