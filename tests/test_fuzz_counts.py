@@ -8,6 +8,7 @@ one-line `file:line: field ... should be ...` error, in every command and in the
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,12 @@ from typer.testing import CliRunner
 from unbounded.cli import app
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry
-from unbounded.model.record_checks import count_problem, receipt_problem, usage_problem
+from unbounded.model.record_checks import (
+    count_problem,
+    receipt_problem,
+    token_counts_problem,
+    usage_problem,
+)
 from unbounded.recall import Receipt
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
@@ -151,3 +157,90 @@ def test_the_checks_themselves() -> None:
     assert receipt_problem({"toolResults": [{"id": "a", "path": 3}]}, "r") == "field 'r.toolResults[0].path' should be a string, found 3"
     assert receipt_problem({"covered": {"summaryTokens": -1}}, "r") == "field 'r.covered.summaryTokens' should be a whole number >= 0, found -1"
     assert receipt_problem({"tier": 5}, "r") == "field 'r.tier' should be a string, found 5"
+
+
+# The other readers: (name, the copy to damage, how to damage it, where the error points, the field it names)
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _swe_agent(document: Any) -> None:
+    document["history"][2]["usage"] = {"prompt_tokens": 900, "completion_tokens": -7}
+
+
+def _mini_swe_agent(document: Any) -> None:
+    document["messages"][2]["extra"]["response"]["usage"]["prompt_tokens_details"]["cached_tokens"] = "12"
+
+
+def _openhands(lines: Any) -> None:
+    lines[0]["history"][4]["tool_call_metadata"]["model_response"]["usage"]["prompt_tokens"] = -5210
+
+
+def _codex(lines: Any) -> None:
+    event = next(r for r in lines if r["type"] == "event_msg" and r["payload"]["type"] == "token_count" and r["payload"].get("info"))
+    event["payload"]["info"]["last_token_usage"]["cached_input_tokens"] = -3
+
+
+def _openhands_sdk_state(document: Any) -> None:
+    document["stats"]["usage_to_metrics"]["agent"]["token_usages"][1]["cache_read_tokens"] = -1
+
+
+def _openhands_sdk_event(document: Any) -> None:
+    stats = {"usage_to_metrics": {"agent": {"token_usages": [{"response_id": "r", "prompt_tokens": 1.5}]}}}
+    document.append({"kind": "ConversationStateUpdateEvent", "id": "u", "timestamp": "2025-03-14T10:09:00", "source": "environment", "key": "stats", "value": stats})
+
+
+OTHER_READERS = [
+    ("swe-agent", "swe_agent_v1.traj", None, _swe_agent, "history[2].usage.completion_tokens", "found -7"),
+    ("mini-swe-agent", "versions/mini-swe-agent-1.1-toolcall.traj.json", None, _mini_swe_agent, "messages[2].extra.response.usage.prompt_tokens_details.cached_tokens", "found str"),
+    ("openhands", "openhands_output.jsonl", None, _openhands, "history[4].tool_call_metadata.model_response.usage.prompt_tokens", "found -5210"),
+    ("codex", "codex_rollout.jsonl", None, _codex, "payload.info.last_token_usage.cached_input_tokens", "found -3"),
+    ("openhands-sdk state", "versions/openhands-sdk-conversation", "base_state.json", _openhands_sdk_state, "stats.usage_to_metrics.agent.token_usages[1].cache_read_tokens", "found -1"),
+    ("openhands-sdk event", "versions/openhands-sdk-events.json", None, _openhands_sdk_event, "events[11]: field 'value.usage_to_metrics.agent.token_usages[0].prompt_tokens'", "found float"),
+]
+
+
+def _copy_of(tmp_path: Path, source: str, inner: str | None) -> tuple[Path, Path]:
+    """A copy of a fixture and the JSON file in it to damage."""
+    original = FIXTURES / source
+    target = tmp_path / original.name
+    if original.is_dir():
+        shutil.copytree(original, target)
+        return target, target / (inner or "")
+    target.write_bytes(original.read_bytes())
+    return target, target
+
+
+def _rewrite(file: Path, damage: Any) -> None:
+    if file.suffix == ".jsonl":
+        lines = [orjson.loads(line) for line in file.read_bytes().splitlines()]
+        damage(lines)
+        file.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    else:
+        document = orjson.loads(file.read_bytes())
+        damage(document)
+        file.write_bytes(orjson.dumps(document))
+
+
+@pytest.mark.parametrize(("name", "source", "inner", "damage", "field", "found"), OTHER_READERS, ids=[r[0] for r in OTHER_READERS])
+def test_every_reader_checks_its_token_counts(tmp_path: Path, name: str, source: str, inner: str | None, damage: Any, field: str, found: str) -> None:
+    """Before: each of these readers kept a negative or wrong-typed count (a negative total
+    in inspect, or a TypeError later)."""
+    path, file = _copy_of(tmp_path, source, inner)
+    assert runner.invoke(app, ["inspect", str(path)]).exit_code == 0
+    _rewrite(file, damage)
+    for command in (["inspect"], ["eval"], ["replay"]):
+        result = runner.invoke(app, [command[0], str(path)])
+        assert result.exit_code == 2, (command, result.output)
+        assert f"{file}" in result.stderr and field in result.stderr and found in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_token_counts_check() -> None:
+    assert token_counts_problem(None, "u") is None
+    assert token_counts_problem({"prompt_tokens": 0, "total_tokens": 3, "model": "m", "context_window": -1}, "u") is None
+    assert token_counts_problem({"prompt_tokens_details": None, "audio_tokens": None}, "u") is None
+    assert token_counts_problem([], "u") == "field 'u' should be an object, found list"
+    assert token_counts_problem({"cache_write_tokens": -1}, "u") == "field 'u.cache_write_tokens' should be a whole number >= 0, found -1"
+    assert token_counts_problem({"completion_tokens_details": {"reasoning_tokens": True}}, "u") == "field 'u.completion_tokens_details.reasoning_tokens' should be a whole number >= 0, found true"
+    assert token_counts_problem({"prompt_tokens_details": 4}, "u") == "field 'u.prompt_tokens_details' should be an object, found 4"
+    assert token_counts_problem({1: -1, "a_tokens": 0, "b_tokens": -2}, "u") == "field 'u.b_tokens' should be a whole number >= 0, found -2"

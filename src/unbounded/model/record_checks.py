@@ -84,6 +84,30 @@ def usage_problem(usage: object, where: str = "message.usage") -> str | None:
     return None
 
 
+def token_counts_problem(usage: object, where: str) -> str | None:
+    """What is wrong with a usage object in any agent's names (absent is fine), or None.
+
+    Every `*_tokens` count (OpenAI's and litellm's `prompt_tokens`, the OpenHands SDK's
+    `cache_read_tokens`, ...) must be a whole number >= 0, at the top level and inside its
+    `*_details` objects; other fields are not read and not checked.
+    """
+    if usage is None:
+        return None
+    if not isinstance(usage, Mapping):
+        return f"field '{where}' should be an object, found {_kind(usage)}"
+    for name, value in usage.items():
+        if not isinstance(name, str):
+            continue
+        problem = None
+        if name.endswith("_tokens"):
+            problem = count_problem(value, f"{where}.{name}")
+        elif name.endswith("_details"):
+            problem = token_counts_problem(value, f"{where}.{name}")
+        if problem is not None:
+            return problem
+    return None
+
+
 _EXPECTED: dict[str, tuple[type, str]] = {
     "text": (str, "a string"),
     "flag": (bool, "true or false"),

@@ -46,6 +46,7 @@ from typing import Any
 
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry, new_uuid
+from unbounded.model.record_checks import token_counts_problem
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import (
     content_blocks_of,
@@ -114,6 +115,10 @@ def read_mini_swe_agent(path: str | Path) -> Transcript:
                 line=1,
                 hint=_HINT,
             )
+        usage = _response(message).get("usage")
+        problem = token_counts_problem(usage, f"messages[{index}].extra.response.usage")
+        if problem is not None:
+            raise TranscriptError(problem, path=source, line=1, hint=_HINT)
         builder.message(index, message)
     builder.finish()
     meta: dict[str, Any] = {

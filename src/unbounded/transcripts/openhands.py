@@ -66,6 +66,7 @@ import orjson
 from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
 from unbounded.model.entries import Entry, new_uuid, parse_timestamp
+from unbounded.model.record_checks import token_counts_problem
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import count_unknown, json_kind, unique_id
 from unbounded.transcripts.jsonl import SNIFF_BYTES, ReadReport, check_not_binary, iter_json_lines
@@ -289,9 +290,17 @@ def _validate_event(event: Any, path: Path, line: int | None, where: str) -> Non
         at = f"{where}.tool_call_metadata"
         for name in ("function_name", "tool_call_id"):
             _check(metadata.get(name), str, f"{at}.{name}", "a string", path, line)
-        _check(
-            metadata.get("model_response"), dict, f"{at}.model_response", "an object", path, line
-        )
+        response = metadata.get("model_response")
+        _check(response, dict, f"{at}.model_response", "an object", path, line)
+        if isinstance(response, dict):
+            problem = token_counts_problem(response.get("usage"), f"{at}.model_response.usage")
+            if problem is not None:
+                raise TranscriptError(
+                    problem,
+                    path=path,
+                    line=line,
+                    hint=_LINE_HINT if line is not None else _DOC_HINT,
+                )
     args = event.get("args")
     if isinstance(args, dict):
         _check(args.get("thought"), str, f"{where}.args.thought", "a string", path, line)

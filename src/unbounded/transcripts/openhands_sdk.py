@@ -44,6 +44,7 @@ from typing import Any
 
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry, new_uuid, parse_timestamp
+from unbounded.model.record_checks import token_counts_problem
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import (
     count_unknown,
@@ -134,6 +135,7 @@ def read_openhands_sdk(path: str | Path, *, skip_invalid: bool = False) -> Trans
     source = Path(path)
     report = ReadReport()
     state: dict[str, Any] = {}
+    state_path: Path | None = None
     if source.is_dir():
         folder = conversation_folder(source)
         if folder is None:
@@ -144,10 +146,11 @@ def read_openhands_sdk(path: str | Path, *, skip_invalid: bool = False) -> Trans
         if base is not None and base.is_file():
             loaded = load_json_document(base, hint=_HINT)
             state = loaded if isinstance(loaded, dict) else {}
+            state_path = base
         events = list(_folder_events(folder))
     else:
         events = list(_file_events(source, skip_invalid, report))
-    converter = _Converter(source, state)
+    converter = _Converter(source, state, state_path)
     for number, (where, event) in enumerate(events, 1):
         converter.event(number, where, event)
     converter.finish()
@@ -234,13 +237,18 @@ def _text(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(str(b["text"]) for b in blocks if b["type"] == "text")
 
 
-def _token_usages(stats: Any) -> list[dict[str, Any]]:
-    """Every per-call usage record in SDK stats, with the usage id it was filed under."""
+def _token_usages(stats: Any, path: Path, where: str, field: str) -> list[dict[str, Any]]:
+    """Every per-call usage record in SDK stats, with the usage id it was filed under; a
+    count that is negative or not a whole number is a TranscriptError naming the field."""
     found: list[dict[str, Any]] = []
     metrics = stats.get("usage_to_metrics") if isinstance(stats, dict) else None
     for usage_id, entry in (metrics or {}).items() if isinstance(metrics, dict) else ():
         usages = entry.get("token_usages") if isinstance(entry, dict) else None
-        for usage in usages if isinstance(usages, list) else []:
+        for position, usage in enumerate(usages if isinstance(usages, list) else []):
+            at = f"{field}.usage_to_metrics.{usage_id}.token_usages[{position}]"
+            problem = token_counts_problem(usage, at)
+            if problem is not None:
+                raise TranscriptError(f"{where}{problem}", path=path, hint=_HINT)
             if isinstance(usage, dict):
                 found.append({**usage, "usage_id": usage_id})
     return found
@@ -263,7 +271,7 @@ def _sdk_usage(record: dict[str, Any]) -> dict[str, int] | None:
 class _Converter:
     """Turns SDK events into chained entries (see the module docstring)."""
 
-    def __init__(self, path: Path, state: dict[str, Any]) -> None:
+    def __init__(self, path: Path, state: dict[str, Any], state_path: Path | None = None) -> None:
         self.path = path
         self.entries: list[Entry] = []
         self.warnings: list[str] = []
@@ -275,7 +283,8 @@ class _Converter:
         model = llm.get("model") if isinstance(llm, dict) else None
         self.model = model if isinstance(model, str) and model else None
         self._usages: dict[str, dict[str, Any]] = {}
-        for record in _token_usages(state.get("stats")):
+        state_file = state_path if state_path is not None else path
+        for record in _token_usages(state.get("stats"), state_file, "", "stats"):
             self._remember_usage(record)
         self._parent: str | None = None
         self._timestamp: str | None = None
@@ -374,7 +383,8 @@ class _Converter:
             self._observation(event)
         else:
             if kind == "ConversationStateUpdateEvent" and event.get("key") == "stats":
-                for record in _token_usages(event.get("value")):
+                usages = _token_usages(event.get("value"), self.path, f"{where}: ", "value")
+                for record in usages:
                     self._remember_usage(record)
             if kind not in PASSED_KINDS:
                 count_unknown(self.meta, [f"event {kind}" if isinstance(kind, str) else "event"])

@@ -54,6 +54,7 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry, new_uuid
+from unbounded.model.record_checks import token_counts_problem
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import (
     content_blocks_of,
@@ -265,7 +266,9 @@ def _validate_item(path: Path, item: Any, where: str) -> None:
     for name in ("thought", "action", "message_type", "agent"):
         _check(path, item.get(name), f"{where}.{name}", str, "a string")
     _check(path, item.get("is_demo"), f"{where}.is_demo", bool, "true or false")
-    _check(path, item.get("usage"), f"{where}.usage", dict, "an object")
+    problem = token_counts_problem(item.get("usage"), f"{where}.usage")
+    if problem is not None:
+        raise TranscriptError(problem, path=path, hint=_HINT)
     ids = item.get("tool_call_ids")
     _check(path, ids, f"{where}.tool_call_ids", list, "a list")
     for position, call_id in enumerate(ids or []):
