@@ -18,7 +18,7 @@ import orjson
 from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.model.entries import Entry
 from unbounded.model.tool_ids import ToolCallNames
-from unbounded.model.tools import file_read_path, file_write_path, shell_command
+from unbounded.model.tools import file_write_path, shell_command
 from unbounded.tokens.estimate import tool_result_tokens
 
 _REGISTRY = CompactableTools.default()
@@ -28,7 +28,7 @@ _DESCRIBE_CHARS = 160
 
 def read_path_of(block: Mapping[str, Any]) -> str | None:
     """The file a tool_use read, across agents' vocabularies (None when it read none)."""
-    return file_read_path(block) or _REGISTRY.read_path(block)
+    return _REGISTRY.read_path(block)  # file_read_path's tools, then SWE-agent's `open`
 
 
 def command_of(block: Mapping[str, Any]) -> str | None:
