@@ -362,6 +362,11 @@ class _LineTracer:
         """Each line traced from now on belongs to this test."""
         self.current = item.nodeid
         self.seconds[item.nodeid] = time.monotonic()
+        # A test may take the trace function over and not give it back (hypothesis does, to
+        # explain a failure): without it later tests would seem to reach nothing, and the
+        # mutants they kill would not be run against them.
+        sys.settrace(self.trace)
+        threading.settrace(self.trace)
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         """The test is over: its time, and lines run between tests belong to none."""
