@@ -43,7 +43,7 @@ SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
     "rehydrate_min_uses": (1, 2),
     "compact_instead_of_clearing": (True, False),
     "prefix_ttl_1h": (True, False),
-    "prefix_ttl_1h_after_pauses": (0, 1),
+    "prefix_ttl_1h_after_pauses": (0, 1, 2),
 }
 """Policy fields the search varies, and the values it tries for each."""
 KEEP_MIN_SHARE = 0.4
