@@ -54,12 +54,12 @@ simulated, so the cache the judged calls meet is the one the earlier calls left.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from unbounded.caching.blocks import FlatBlock, block_digest, flatten_request
-from unbounded.caching.breakpoints import plan_cache_breakpoints
+from unbounded.caching.breakpoints import CacheBreakpointPlanner
 from unbounded.caching.simulator import (
     BlockTokenCounter,
     CacheSimulator,
@@ -72,8 +72,9 @@ from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import DEFAULT_MODEL, ModelInfo, load_model_table
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam, Usage
-from unbounded.model.entries import Entry, last_compact_boundary_index
-from unbounded.model.normalize import normalize_messages
+from unbounded.model.entries import Entry
+from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.transcript import ApiCall, Transcript
 from unbounded.tokens.exact import TokenCounter
@@ -358,6 +359,51 @@ def _opaque_system(
     return blocks, sizes
 
 
+def _views(
+    main: Sequence[Entry], calls: Sequence[ApiCall]
+) -> Iterator[tuple[int, list[MessageParam]]]:
+    """(index of the last compact boundary before the call, or -1; the API messages from it
+    on) for each call in order, built as the records go by: one pass, not one per call."""
+    normalizer = MessageNormalizer()
+    boundary = -1
+    position = 0
+    for call in calls:
+        for index in range(position, call.first):
+            entry = main[index]
+            if entry.is_compact_boundary:
+                boundary = index
+                normalizer = MessageNormalizer()
+            normalizer.append(entry)
+        position = max(position, call.first)
+        yield boundary, normalizer.messages
+
+
+class _ViewEstimates:
+    """Estimated tokens of successive views, counting only the messages that changed."""
+
+    def __init__(self, counter: BlockTokenCounter) -> None:
+        self._counter = counter
+        self._memo: dict[bytes, int] = {}
+        self._messages: list[MessageParam] = []
+        self._counts: list[int] = []
+
+    def estimate(self, messages: list[MessageParam]) -> int:
+        """The view's estimate: the sum of its blocks' counts (memoised by digest)."""
+        same = shared_prefix_length(messages, self._messages)
+        del self._counts[same:]
+        for message in messages[same:]:
+            total = 0
+            for block in flatten_request({"messages": [message]}):
+                key = block_digest(block)
+                count = self._memo.get(key)
+                if count is None:
+                    count = self._memo[key] = self._counter.count_block(block)
+                total += count
+            self._counts.append(total)
+        self._messages = list(messages)
+        return sum(self._counts)
+
+
 def simulate_recorded_session(
     transcript: Transcript,
     model_info: ModelInfo | None = None,
@@ -391,23 +437,12 @@ def simulate_recorded_session(
     ttls = fitted_ttls + [fitted_ttls[-1]] * (len(calls) - fitted)
     times = _request_times(main, calls)
 
-    views: list[list[MessageParam]] = []
     boundaries: list[int] = []
-    memo: dict[bytes, int] = {}
     estimates: list[int] = []
-    for call in calls:
-        before = main[: call.first]
-        boundary = last_compact_boundary_index(before)
+    view_sizes = _ViewEstimates(base)
+    for boundary, messages in _views(main, calls):
         boundaries.append(boundary)
-        messages = normalize_messages(before[boundary:] if boundary >= 0 else before)
-        views.append(messages)
-        estimate = 0
-        for block in flatten_request({"messages": messages}):
-            key = block_digest(block)
-            if key not in memo:
-                memo[key] = base.count_block(block)
-            estimate += memo[key]
-        estimates.append(estimate)
+        estimates.append(view_sizes.estimate(messages))
 
     prompts = [r.prompt_tokens for r in recorded]
     scale = _calibrate(prompts[:fitted], estimates[:fitted]) if calibrate else 1.0
@@ -428,7 +463,8 @@ def simulate_recorded_session(
     results: list[FidelityCall] = []
     previous_model: str | None = None
     compactions = 0
-    for index, call in enumerate(calls):
+    planner = CacheBreakpointPlanner()
+    for (index, call), (_, messages) in zip(enumerate(calls), _views(main, calls), strict=True):
         name = call.model or transcript.model or model.name
         changed = False
         if index > 0:
@@ -445,8 +481,8 @@ def simulate_recorded_session(
         compactions += int(after_compaction)
         system, sizes = _opaque_system(warm, rest, version, ttls[index])
         simulator_counter.fix(sizes)
-        request: ProviderRequest = {"model": name, "system": system, "messages": views[index]}
-        planned = plan_cache_breakpoints(request, ttl=ttls[index]).request
+        request: ProviderRequest = {"model": name, "system": system, "messages": messages}
+        planned = planner.plan(request, ttl=ttls[index]).request
         simulated = simulator.step(
             times[index], planned, output_tokens=recorded[index].output_tokens
         )
