@@ -7,12 +7,11 @@ import asyncio
 import json
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from unbounded.addresses import parse_address
 from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
@@ -25,12 +24,13 @@ from unbounded.cli.options import (
 )
 from unbounded.cli.text import plural, shorten_middle
 from unbounded.errors import ConfigError
-from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
-from unbounded.evaluation.probes import ProbeRunner
-from unbounded.evaluation.retention import FACT_TYPES
-from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
-from unbounded.providers.base import Provider
+
+if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from unbounded.evaluation.evaluate import EvalReport
+    from unbounded.evaluation.probes import ProbeRunner
+    from unbounded.model.transcript import Transcript
+    from unbounded.providers.base import Provider
 
 
 async def run_eval(
@@ -42,6 +42,8 @@ async def run_eval(
     policy: Policy | None = None,
 ) -> EvalReport:
     """The deterministic evaluation, then the probes when a runner is given."""
+    from unbounded.evaluation.evaluate import evaluate_transcripts
+
     report = await evaluate_transcripts(transcripts, summarizers, model=model, policy=policy)
     if runner is not None:
         await run_probes(report, runner)
@@ -62,6 +64,9 @@ class EvalSettings:
 def evaluate_one(settings: EvalSettings, path: str) -> tuple[EvalReport, tuple[str, ...]]:
     """The deterministic evaluation of one file of a batch, and its reader's warnings (runs in
     a worker process with --jobs)."""
+    from unbounded.addresses import parse_address
+    from unbounded.evaluation.evaluate import evaluate_transcripts
+
     transcript = read_transcript(
         path, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
     )
@@ -162,6 +167,8 @@ def eval_command(
     if llm is not None and reports:
         model_name = model or DEFAULT_MODEL
         provider = make_provider(llm, model_name, option="--llm")
+        from unbounded.evaluation.probes import ProbeRunner
+
         runner = ProbeRunner(provider, provider, model=model_name, judge_model=judge_model)
         if as_json:
             asyncio.run(run_probes(report, runner))
@@ -184,6 +191,8 @@ def eval_command(
 
 def merge_reports(summarizers: list[str], reports: list[EvalReport]) -> EvalReport:
     """One report over the sessions of several (points and sessions in order)."""
+    from unbounded.evaluation.evaluate import EvalReport
+
     merged = EvalReport(summarizers=summarizers)
     for one in reports:
         merged.points.extend(one.points)
@@ -268,6 +277,8 @@ def render_continuation(data: dict[str, Any]) -> None:
 
 def render(data: dict[str, Any]) -> None:
     """Print the evaluation with rich."""
+    from unbounded.evaluation.retention import FACT_TYPES
+
     table = Table(
         title=f"Retention at {data['points']} compaction point(s) of {data['sessions']} "
         f"session(s) (summarizer {data['summarizer']})",
