@@ -72,7 +72,7 @@ from unbounded.compaction.auto import (
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
-from unbounded.compaction.glue import RehydrateSource, default_facts_ledger
+from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
@@ -436,6 +436,8 @@ class Session:
         self._breakpoints = CacheBreakpointPlanner()
         self.marked_messages: tuple[int, ...] = ()
         """Indices of the last request's messages that carry a cache marker."""
+        self._recorded = RecordedState()
+        """What compactions read of the transcript (its working state), read once per entry."""
         self.recall_index = TranscriptIndex()
         """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
         self._level: WarningLevel = "ok"
@@ -1272,6 +1274,7 @@ class Session:
             read_notes=self.store.read_memory,
             allowed_roots=self.allowed_roots,
             rehydrate_from=self.rehydrate_from,
+            recorded=self._recorded,
             hooks=self.hooks,
             events=self._events,
             boundary_metadata=metadata,
