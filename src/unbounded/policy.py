@@ -147,7 +147,7 @@ class Policy:
     threshold (the system prompt and tools left out), compact now if a
     compaction costs no summary call: the whole prefix is written again anyway, and a small
     one costs less (0 turns it off)."""
-    early_compact_fraction: float = 0.4
+    early_compact_fraction: float = 0.45
     """With a compaction that costs no summary call available, compact once the conversation
     fills this share of its room below the threshold (1.0: only at the threshold)."""
     cache_ttl_upgrade_after_idle: int = 0
