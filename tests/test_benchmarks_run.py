@@ -154,3 +154,25 @@ def test_benchmarks_take_odd_sessions(tmp_path: Path) -> None:
     report, stderr = run_benchmark("benchmarks/estimation_accuracy.py", "--json", corpus=tmp_path)
     assert list(report["sessions"]) == ["unknown_model.jsonl"]
     assert "skipped no_usage.jsonl" in stderr
+
+
+def test_long_session_benchmark_reports_time_per_call_and_memory() -> None:
+    """`benchmarks/long_session.py` at tiny sizes: every size replayed, its figures given."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "long_session.py"), "--calls", "30,60", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert sorted(figures["sizes"]) == ["30", "60"]
+    for calls, row in figures["sizes"].items():
+        assert row["calls"] == int(calls) and row["invalid_requests"] == 0
+        assert row["records"] > 4 * int(calls)  # progress lines and results: many small records
+        assert row["us_per_call"] == pytest.approx(row["seconds"] / row["calls"] * 1e6, rel=0.01)
+        assert 0 < row["peak_rss_mib"] < 2_000
+    assert figures["per_call_growth"] == pytest.approx(
+        figures["sizes"]["60"]["us_per_call"] / figures["sizes"]["30"]["us_per_call"], rel=0.02
+    )
