@@ -9,14 +9,15 @@ import sys
 
 ENGINES = (
     "unbounded.session",
-    "unbounded.evaluation",
+    "unbounded.evaluation.replay",
+    "unbounded.evaluation.evaluate",
     "unbounded.compaction",
     "unbounded.caching",
     "unbounded.inspection",
     "unbounded.transcripts",
-    "unbounded.model",
     "unbounded.recall",
 )
+"""What a command imports when it runs (the message model is light: `--help` may load it)."""
 
 
 def imported_after(code: str) -> list[str]:

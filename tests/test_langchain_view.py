@@ -13,9 +13,9 @@ pytest.importorskip("langchain.agents.middleware")
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from test_integration_langchain import ScriptedChat, read_file, tool_round
 
 import unbounded.integrations.langchain as middleware_module
+from test_integration_langchain import ScriptedChat, read_file, tool_round
 from unbounded.integrations import UnboundedMiddleware
 from unbounded.policy import Policy
 
