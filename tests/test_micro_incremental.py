@@ -106,3 +106,18 @@ def test_a_clear_in_the_reused_part_is_applied_without_a_rescan() -> None:
     generation = state.ledger.generation
     again = microcompact(messages, state)  # nothing new: the last view, unchanged
     assert again.messages == result.messages and state.ledger.generation == generation
+
+
+def test_the_saved_cleared_ids_follow_every_clear_and_reset() -> None:
+    """`to_dict` builds its [id, tokens] pairs as ids are added; each dict it returns is its
+    own (a later clear does not change what an earlier save holds)."""
+    state = MicrocompactState()
+    state.cleared["a"] = 10
+    first = state.to_dict()["cleared"]
+    state.cleared["b"] = 20
+    second = state.to_dict()["cleared"]
+    assert first == [["a", 10]] and second == [["a", 10], ["b", 20]]
+    state.reset_after_compaction()
+    state.cleared["c"] = 5
+    assert state.to_dict()["cleared"] == [["c", 5]]
+    assert MicrocompactState.from_dict(state.to_dict()).cleared == {"c": 5}

@@ -144,7 +144,16 @@ _STAT_NAMES = tuple(spec.name for spec in fields(MicrocompactStats))
 class MicrocompactState:
     """What microcompaction remembers across turns: cleared ids, the ledger, cache edits."""
 
-    __slots__ = ("_applied", "_marked", "cached", "cleared", "ledger", "name_handles", "stats")
+    __slots__ = (
+        "_applied",
+        "_marked",
+        "_pairs",
+        "cached",
+        "cleared",
+        "ledger",
+        "name_handles",
+        "stats",
+    )
 
     def __init__(self, tools: CompactableTools | None = None) -> None:
         self.ledger = ToolLedger(tools)
@@ -159,6 +168,8 @@ class MicrocompactState:
         """The ledger (and its generation) that knows every id of `cleared` as cleared."""
         self._applied: _AppliedView | None = None
         """The last view `_apply` made, reused while the messages only grow."""
+        self._pairs: tuple[list[list[Any]], dict[str, int]] = ([], self.cleared)
+        """`cleared` as saved ([id, tokens] pairs), extended as ids are added."""
 
     @property
     def tools(self) -> CompactableTools:
@@ -230,10 +241,21 @@ class MicrocompactState:
         return {
             "version": STATE_VERSION,
             "tools": self.tools.to_dict(),
-            "cleared": [[tool_id, tokens] for tool_id, tokens in self.cleared.items()],
+            "cleared": self._cleared_pairs(),
             "cached": self.cached.to_dict(),
             "stats": self.stats.to_dict(),
         }
+
+    def _cleared_pairs(self) -> list[list[Any]]:
+        """`cleared` as [id, tokens] pairs (a new list; the pairs made before are reused: ids
+        are only ever added, until a compaction replaces the dict)."""
+        pairs, source = self._pairs
+        if source is not self.cleared or len(pairs) > len(self.cleared):
+            pairs = []
+        added = islice(self.cleared.items(), len(pairs), None)
+        pairs.extend([tool_id, tokens] for tool_id, tokens in added)
+        self._pairs = (pairs, self.cleared)
+        return list(pairs)
 
     @classmethod
     def from_dict(
