@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unbounded.caching.blocks import FlatBlock, block_digest, flatten_request
-from unbounded.caching.breakpoints import CacheBreakpointPlanner
+from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.caching.simulator import (
     BlockTokenCounter,
     CacheSimulator,
@@ -463,7 +463,6 @@ def simulate_recorded_session(
     results: list[FidelityCall] = []
     previous_model: str | None = None
     compactions = 0
-    planner = CacheBreakpointPlanner()
     for (index, call), (_, messages) in zip(enumerate(calls), _views(main, calls), strict=True):
         name = call.model or transcript.model or model.name
         changed = False
@@ -482,7 +481,8 @@ def simulate_recorded_session(
         system, sizes = _opaque_system(warm, rest, version, ttls[index])
         simulator_counter.fix(sizes)
         request: ProviderRequest = {"model": name, "system": system, "messages": messages}
-        planned = planner.plan(request, ttl=ttls[index]).request
+        # From scratch: a recorded view is at most the recording's window long.
+        planned = plan_cache_breakpoints(request, ttl=ttls[index]).request
         simulated = simulator.step(
             times[index], planned, output_tokens=recorded[index].output_tokens
         )
