@@ -191,6 +191,7 @@ def concatenate(path: Path, size_bytes: int, corpus: Path, seed: int = 1) -> dic
                             record[key] = renamed[value]
                     if "sessionId" in record:
                         record["sessionId"] = session
+                    _suffix_ids(record.get("message"), f"_{counts['copies']}")
                     if not chained and record.get("uuid"):
                         # Chained to the copy before (whatever the session continued from).
                         record["parentUuid"] = last
@@ -207,6 +208,20 @@ def concatenate(path: Path, size_bytes: int, corpus: Path, seed: int = 1) -> dic
                 if counts["bytes"] >= size_bytes:
                     break
     return counts
+
+
+def _suffix_ids(message: Any, suffix: str) -> None:
+    """Make a copy's response and tool call ids its own (a copy's calls are other calls)."""
+    if not isinstance(message, dict):
+        return
+    if isinstance(message.get("id"), str):
+        message["id"] += suffix
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict):
+            for key in ("id", "tool_use_id"):
+                if isinstance(block.get(key), str):
+                    block[key] += suffix
 
 
 def _is_claude_code(path: Path) -> bool:
