@@ -252,8 +252,9 @@ class MicrocompactState:
         pairs, source = self._pairs
         if source is not self.cleared or len(pairs) > len(self.cleared):
             pairs = []
-        added = islice(self.cleared.items(), len(pairs), None)
-        pairs.extend([tool_id, tokens] for tool_id, tokens in added)
+        if len(pairs) < len(self.cleared):  # (a skip over the old ids costs their number)
+            added = islice(self.cleared.items(), len(pairs), None)
+            pairs.extend([tool_id, tokens] for tool_id, tokens in added)
         self._pairs = (pairs, self.cleared)
         return list(pairs)
 
