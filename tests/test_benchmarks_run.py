@@ -23,11 +23,14 @@ README_BENCHMARKS = [
     "benchmarks/estimation_accuracy.py",
     "benchmarks/cache_fidelity.py",
     "benchmarks/turn_speed.py",
+    "benchmarks/long_session.py",
+    "benchmarks/big_transcript.py",
     "benchmarks/memory_trigger.py",
 ]
 """The benchmarks the README lists; each runs below as in a fresh clone (no corpus), but
-turn_speed.py (tests/test_turn_pipeline.py) and memory_trigger.py
-(tests/test_memory_trigger.py), which read no corpus."""
+turn_speed.py (tests/test_turn_pipeline.py), memory_trigger.py (tests/test_memory_trigger.py)
+and long_session.py, which read no corpus, and big_transcript.py, whose gigabyte is not for
+a test run."""
 
 
 def run_benchmark(script: str, *args: str, corpus: Path) -> tuple[dict[str, Any], str]:
