@@ -377,7 +377,8 @@ def _weight(position: int, total: int) -> float:
 
 
 def _rank(scores: Mapping[str, float], first_seen: Mapping[str, int]) -> list[str]:
-    return sorted(scores, key=lambda name: (-scores[name], first_seen[name]))
+    # The name itself breaks the last ties: the order never depends on how they were found.
+    return sorted(scores, key=lambda name: (-scores[name], first_seen[name], name))
 
 
 def _mentioned_paths(text: str) -> list[str]:
