@@ -201,7 +201,7 @@ def test_eval_llm_errors_name_the_llm_option(
     session_2_1: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    result = runner.invoke(app, ["eval", str(session_2_1), "--llm", "anthropic"])
+    result = runner.invoke(app, ["eval", str(session_2_1), "--llm", "claude-sonnet-4-6"])
     assert result.exit_code == 2
     assert "--llm anthropic needs ANTHROPIC_API_KEY" in result.stderr
     assert "--summarizer" not in result.stderr

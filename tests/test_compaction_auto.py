@@ -311,6 +311,8 @@ def test_notes_compaction_reads_only_the_context() -> None:
 
 
 def test_the_session_and_the_langchain_middleware_share_the_breaker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both trip at the third failure in a row and hand over to the offline hand-over in that
+    same run (the middleware too: in a small window a call left uncompacted overflows)."""
     pytest.importorskip("langchain.agents.middleware")
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -324,9 +326,10 @@ def test_the_session_and_the_langchain_middleware_share_the_breaker(monkeypatch:
         return await original(self, context, failures=failures)
 
     monkeypatch.setattr(TieredCompaction, "run", spy)
+    breaker_only = Policy(compact_max_summary_requests=100, small_window_reference=0)  # the budget never decides
 
     session_events: list[Event] = []
-    session = Session(CONFIG, store=MemoryStore(), policy=Policy(), summarizer=Summarizer(fail=True), events=session_events.append)
+    session = Session(CONFIG, store=MemoryStore(), policy=breaker_only, summarizer=Summarizer(fail=True), events=session_events.append)
     session.add_user("hello")
     session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 10}})
     session.add_user("and now?")
@@ -335,11 +338,11 @@ def test_the_session_and_the_langchain_middleware_share_the_breaker(monkeypatch:
         compacted = asyncio.run(session.auto_compact())
         session_failures.append(session.status().consecutive_failures)
     assert session_failures == [1, 2, 0]  # the third trips; the extractive one compacts at once
-    assert compacted is not None and compacted.summarizer == "extractive"
+    assert compacted is not None and compacted.summarizer == "extractive" and compacted.fallback == "breaker_open"
 
     middleware_events: list[Event] = []
     middleware = UnboundedMiddleware(
-        "claude-sonnet-4-6", context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Summarizer(fail=True), summary_retries=0, events=middleware_events.append
+        "claude-sonnet-4-6", context_window=40_000, policy=breaker_only, summarizer=Summarizer(fail=True), summary_retries=0, events=middleware_events.append
     )
     messages: list[Any] = [HumanMessage("Read the modules.", id="h0")]
     for n in range(12):
@@ -349,10 +352,12 @@ def test_the_session_and_the_langchain_middleware_share_the_breaker(monkeypatch:
     middleware_failures = []
     for _ in range(CIRCUIT_BREAKER_FAILURES):
         update = middleware.before_model(state, None)  # type: ignore[arg-type]
-        assert update is not None and "messages" not in update
+        assert update is not None
         state["unbounded"] = update["unbounded"]
         middleware_failures.append(update["unbounded"]["failures"])
-    assert middleware_failures == [1, 2, 3]  # the third trips; the next call hands over
+    assert middleware_failures == [1, 2, 0]  # the third trips and the offline hand-over lands
+    assert update is not None and "messages" in update
+    assert update["unbounded"]["last_summary"]["fallback"] == "breaker_open"
 
     assert tripped(session_events) == tripped(middleware_events) == [CIRCUIT_BREAKER_FAILURES]
-    assert runs == ["hand over"] * CIRCUIT_BREAKER_FAILURES + ["next call"] * CIRCUIT_BREAKER_FAILURES
+    assert runs == ["hand over"] * (2 * CIRCUIT_BREAKER_FAILURES)

@@ -440,7 +440,10 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
             "SESSION.jsonl": "{fixtures}/session_2_1.jsonl",
             "[MORE.jsonl...]": "{fixtures}/session_1_0.jsonl",
         },
-        skip={"python benchmarks/": "run in a fresh-clone layout by tests/test_benchmarks_run.py"},
+        skip={
+            "python benchmarks/": "run in a fresh-clone layout by tests/test_benchmarks_run.py",
+            "unbounded eval SESSION.jsonl --llm": "needs a model: tests/test_exam.py holds the exam against the local server",
+        },
     ),
     # docs/session.md
     (

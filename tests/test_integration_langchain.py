@@ -20,6 +20,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 from summaries import nine_section_summary
@@ -41,14 +42,21 @@ MODEL = "claude-sonnet-4-6"
 
 
 class ScriptedChat(GenericFakeChatModel):
-    """Answers with scripted messages; reports a usage sized like its input; records inputs."""
+    """Answers with scripted messages; reports a usage sized like its input; records inputs.
+    Asked for a compaction summary (the middleware's summarizer is the agent's own model), it
+    writes one, recorded in `summaries`, without taking a scripted message."""
 
     seen: list[list[BaseMessage]] = Field(default_factory=list)
+    summaries: list[list[BaseMessage]] = Field(default_factory=list)
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        if messages and "<summary>" in str(messages[-1].content):
+            self.summaries.append(list(messages))
+            written = AIMessage(content=nine_section_summary(f"summary {len(self.summaries)} by the agent's model"))
+            return ChatResult(generations=[ChatGeneration(message=written)])
         self.seen.append(list(messages))
         result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
         size = sum(len(str(m.content)) + len(str(getattr(m, "tool_calls", ""))) for m in messages) // 4 + 1_500
@@ -107,8 +115,10 @@ def test_compacts_a_long_agent_run_and_keeps_tool_pairs() -> None:
         validate_request(normalize_messages(entries))
     first = compacted[0]
     summary = next(m for m in first if is_summary_message(m))
-    assert "Read every module and report." in summary.content  # the user's words survive
+    assert "Read every module and report." in summary.content  # the user's words survive (ledger)
+    assert "summary 1 by the agent's model" in summary.content  # the agent's own model wrote it
     assert summary.additional_kwargs["lc_data"]["by"] == "unbounded"
+    assert summary.additional_kwargs["lc_data"]["fallback"] is None
     before = model.seen[model.seen.index(first) - 1]
     assert len(first) < len(before)
     assert any(e.kind == "compaction_finished" for e in events)
@@ -174,12 +184,12 @@ def test_compaction_update_replaces_the_state() -> None:
 
 
 def test_a_chat_model_can_write_the_summary_async() -> None:
-    summary_model = ScriptedChat(messages=iter([AIMessage(content=nine_section_summary("read modules"))]))
+    summary_model = ScriptedChat(messages=iter([]))
     middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=summary_model)
     assert isinstance(getattr(middleware.summarizer, "provider", None), ChatModelSummarizer)  # retried
     update = asyncio.run(middleware.abefore_model({"messages": conversation_with_results(12)}, None))  # type: ignore[arg-type]
-    assert update is not None and "read modules" in update["messages"][1].content
-    prompt = summary_model.seen[0]
+    assert update is not None and "summary 1 by the agent's model" in update["messages"][1].content
+    prompt = summary_model.summaries[0]
     assert any("[tool call read_file" in str(m.content) for m in prompt)  # tool rounds as text
 
 
@@ -194,18 +204,20 @@ def test_a_failing_summarizer_leaves_the_messages_and_trips_the_breaker() -> Non
             raise ServerError("down")
 
     events: list[Any] = []
-    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=Broken(), summary_retries=0, events=events.append)
+    breaker_only = Policy(small_window_reference=0, compact_max_summary_requests=100)
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=breaker_only, summarizer=Broken(), summary_retries=0, events=events.append)
     state: dict[str, Any] = {"messages": conversation_with_results(12)}
-    for failures in (1, 2, 3):
+    for failures in (1, 2):
         update = middleware.before_model(state, None)  # type: ignore[arg-type]
         assert update is not None and "messages" not in update  # the history is untouched
         state["unbounded"] = update["unbounded"]
         assert state["unbounded"]["failures"] == failures
-        tripped = [e.failures for e in events if e.kind == "circuit_breaker_tripped"]
-        assert tripped == ([3] if failures == 3 else [])  # trips at exactly the third
+        assert not [e for e in events if e.kind == "circuit_breaker_tripped"]
     update = middleware.before_model(state, None)  # type: ignore[arg-type]
-    assert update is not None and isinstance(update["messages"][0], RemoveMessage)  # extractive took over
+    assert [e.failures for e in events if e.kind == "circuit_breaker_tripped"] == [3]  # the third
+    assert update is not None and isinstance(update["messages"][0], RemoveMessage)  # offline, at once
     assert update["unbounded"]["failures"] == 0
+    assert update["unbounded"]["last_summary"] == {"summarizer": "extractive", "fallback": "breaker_open", "summary_requests": 6}
 
 
 def test_state_survives_between_invocations_with_a_checkpointer() -> None:

@@ -92,6 +92,7 @@ def test_the_newest_tool_round_is_kept_whole(api_server: ApiServer) -> None:
     middleware = UnboundedMiddleware(MODEL, context_window=40_000, keep_tokens=100)  # < the round
     api_server.anthropic.push(
         message(tool_use_block("read_module", {"path": "big.py"}, id="toolu_big"), id="msg_1", usage={"input_tokens": 29_000}),
+        message(SUMMARY, id="msg_s"),  # the agent's own model writes the summary
         message("Read it.", id="msg_2"),
     )
     agent = create_agent(chat(api_server), tools=[read_module], middleware=[middleware])
@@ -123,6 +124,8 @@ def test_a_16k_window_from_the_profile_does_not_compact_every_call(api_server: A
     api_server.context_window = 16_384  # the server refuses anything over it
 
     def reply(request: RecordedRequest) -> Any:
+        if is_summary_request(request):  # the agent's own model writes the summaries
+            return message(SUMMARY, id=f"msg_s{len(api_server.requests)}")
         n = sum(1 for r in api_server.requests if not is_summary_request(r))
         usage = {"input_tokens": len(request.body) // 4, "output_tokens": 30}
         if n > 14:
@@ -138,7 +141,7 @@ def test_a_16k_window_from_the_profile_does_not_compact_every_call(api_server: A
     # Results never cleared, so the window fills and compaction must do the work.
     middleware = UnboundedMiddleware(model, events=events.append, exclude_tools=("read_chapter",))
     assert middleware.model_info.context_window == 16_384
-    api_server.anthropic.push(*([reply] * 15))
+    api_server.anthropic.push(*([reply] * 25))
     agent = create_agent(model, tools=[read_chapter], middleware=[middleware])
     result = agent.invoke({"messages": [HumanMessage("Read chapters 1 to 14.")]}, {"recursion_limit": 100})
     assert result["messages"][-1].content == "All read."

@@ -273,7 +273,10 @@ def run_soak(folder: Path, api: ApiServer, *, turns: int = TURNS, http_turns: in
     in_process = InProcessProvider(script)
     main = RetryingProvider(over_http, seed=SEED, **options)
     summarizer = RetryingProvider(over_http, seed=SEED + 1, **options)
-    session = Session.open(folder, CONFIG, policy=Policy(), summarizer=summarizer, events=sink, allowed_roots=[str(folder)])
+    # The breaker is what this soak checks: a summary-request budget large enough never to
+    # decide first (with the default budget an outage hands over after 2 runs instead).
+    policy = Policy(compact_max_summary_requests=1_000)
+    session = Session.open(folder, CONFIG, policy=policy, summarizer=summarizer, events=sink, allowed_roots=[str(folder)])
     mirror = DiskMirror(folder / "transcript.jsonl")
     added: list[str] = []
     figures = Figures()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from summaries import nine_section_summary
 
+from unbounded.compaction.conversation import SummaryAuthor
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError
 from unbounded.events import Event
@@ -144,10 +145,14 @@ def test_replies_that_share_one_id_stay_separate_turns() -> None:
     assert [e.data.get("responseId") for e in replies] == [None, "msg_same", None]
 
 
+UNBOUNDED_REQUESTS = Policy(compact_max_summary_requests=100)
+"""A policy whose summary-request budget never runs out first: the breaker alone decides."""
+
+
 def test_breaker_hands_over_to_extractive(tmp_path: Path) -> None:
     summarizer = Summarizer([ServerError("down", status=500)])
     events: list[Event] = []
-    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=summarizer, events=events.append)
+    session = Session.open(tmp_path / "s", CONFIG, policy=UNBOUNDED_REQUESTS, summarizer=summarizer, events=events.append)
     session.add_user("Please build the thing.")
     asyncio.run(drive(session, 40))
     kinds = [e.kind for e in events]
@@ -173,7 +178,7 @@ def test_breaker_trips_at_exactly_the_third_consecutive_failure(tmp_path: Path) 
     the breaker and the extractive summarizer compacts in that same call."""
     summarizer = Summarizer([ServerError("down", status=500)])
     events: list[Event] = []
-    session = Session.open(tmp_path / "s", CONFIG, policy=Policy(), summarizer=summarizer, events=events.append)
+    session = Session.open(tmp_path / "s", CONFIG, policy=UNBOUNDED_REQUESTS, summarizer=summarizer, events=events.append)
     session.add_user("hello")
     session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 10}})
     session.add_user("and now?")
@@ -188,6 +193,7 @@ def test_breaker_trips_at_exactly_the_third_consecutive_failure(tmp_path: Path) 
     assert len(tripped) == 1 and getattr(tripped[0], "failures", None) == 3
     assert result is not None and result.summarizer == "extractive"
     assert session.status().consecutive_failures == 0
+    assert session.status().last_summary == SummaryAuthor("extractive", "breaker_open", 6)
 
 
 def test_three_recorded_failures_skip_the_summarizer(tmp_path: Path) -> None:
@@ -243,17 +249,28 @@ class PtlOnce:
         self.calls += 1
         if self.calls == 1:
             raise PromptTooLongError("prompt is too long: 70000 tokens > 60000 maximum", actual_tokens=70_000, limit_tokens=60_000)
+        if is_summary_request(request):
+            return ModelResponse([{"type": "text", "text": SUMMARY}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, "m")
         return answer(99, request)
 
 
+def is_summary_request(request: ProviderRequest) -> bool:
+    """The request asks for a compaction summary (the prompt closes the messages)."""
+    last = request["messages"][-1]["content"]
+    text = last if isinstance(last, str) else " ".join(str(b.get("text", "")) for b in last)
+    return "<summary>" in text
+
+
 def test_reactive_compaction_on_prompt_too_long(tmp_path: Path) -> None:
+    """The provider given to call() writes the summary of the reactive compaction too."""
     session = Session.open(tmp_path / "s", CONFIG, policy=Policy())
     session.add_user("Please build the thing.")
     asyncio.run(drive(session, 3))
     provider = PtlOnce()
     response = asyncio.run(session.call(provider))
-    assert provider.calls == 2 and response.id == "msg_99"
+    assert provider.calls == 3 and response.id == "msg_99"  # refused, summary, retried
     assert session.status().compactions == 1
+    assert session.status().last_summary == SummaryAuthor("main", None, 1)
 
 
 def test_prompt_too_long_twice_raises(tmp_path: Path) -> None:

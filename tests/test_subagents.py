@@ -168,3 +168,15 @@ def test_names_results_and_memory_children() -> None:
     child.record(ModelResponse([{"type": "text", "text": "done"}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, "m"))
     assert subagent_result(child) == "done"
     assert child.summarizer is None  # the extractive summarizer covers it
+
+
+def test_a_child_of_a_parent_that_called_its_model_summarizes_with_that_model() -> None:
+    """No summarizer given: the parent's model (the provider of its calls) is the child's,
+    asked for the continuation summary."""
+    model = Summarizer()
+    parent = Session(CONFIG, store=MemoryStore(), policy=Policy())
+    assert fork_subagent(parent, "early").summarizer is None  # no model known yet
+    parent.add_user("Find every error in the logs.")
+    asyncio.run(parent.call(model))
+    child = fork_subagent(parent, "auditor", "Audit all logs.")
+    assert isinstance(child.summarizer, ContinuationSummarizer) and child.summarizer.provider is model

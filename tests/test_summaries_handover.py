@@ -4,7 +4,6 @@ compaction, the task state in the offline summary and notes, the continuation me
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,6 @@ from unbounded.compaction.summary_text import (
     CompactionError,
     extract_summary,
     format_compact_summary,
-)
-from unbounded.evaluation.continuation import (
-    TextIndex,
-    after_point,
-    continuation_scores,
-    identifiers_in,
-    used_in_turns,
 )
 from unbounded.events import Event, SummaryRejected
 from unbounded.model.entries import Entry
@@ -206,28 +198,6 @@ def test_offline_notes_carry_the_task_state() -> None:
     assert "Names in the recent work" not in notes
 
 
-# -- the continuation measure ------------------------------------------------------------------
-
-
-def test_identifiers_and_used_items() -> None:
-    assert identifiers_in("call load_config() in app.config then SessionLive and btn-primary b7636e2 a1") == {
-        "load_config", "app.config", "SessionLive", "btn-primary", "b7636e2",
-    }
-    assert identifiers_in("read main.py and " + "x" * 500) == set()  # file names and data are not names
-    after = [
-        Entry.assistant([{"type": "tool_use", "id": "a", "name": "Edit", "input": {"file_path": "/r/app.py", "old_string": "load_config()", "new_string": "load_config(strict=True)"}}], message_id="r1"),
-        Entry.user([{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]),
-        Entry.assistant([{"type": "tool_use", "id": "b", "name": "Bash", "input": {"command": "pytest -k load_config"}}], message_id="r2"),
-    ]
-    used = used_in_turns(after, 1)
-    assert used.files == {"/r/app.py"} and used.commands == set()
-    assert used_in_turns(after, None).commands == {"pytest -k load_config"}
-    before = TextIndex("we saw load_config in /r/app.py and ran pytest -k load_config")
-    kept = TextIndex("app.py was edited")
-    scores = continuation_scores(before, after, kept, None)
-    assert scores == {"files": (1, 1), "identifiers": (0, 1), "commands": (0, 1)}
-
-
 COMPACTED = [p for p in corpus_files("*.jsonl") if p.name.startswith(("marot-spotter_4d5611e5", "marot-spotter_8463c716", "Smartagent"))]
 
 
@@ -242,37 +212,6 @@ def test_corpus_summaries_at_the_boundary_and_the_end(path: Path) -> None:
         result = asyncio.run(compact_conversation(before, ExtractiveSummarizer(), params=CacheSafeParams(model="claude-opus-4-6")))
         assert not missing_sections(result.summary_text)
         assert result.summary_tokens <= 4_000  # and the guard, which compact_conversation runs, passed
-    totals: dict[str, list[int]] = {}
-    for point in points:
-        after = after_point(main, point.boundary_index)
-        summary = extractive_summary(normalize_messages(point.before))
-        ours = continuation_scores(TextIndex.of_entries(point.before), after, TextIndex(summary), 30)
-        recorded = continuation_scores(TextIndex.of_entries(point.before), after, TextIndex(point.recorded_summary), 30)
-        for kind in ours:
-            row = totals.setdefault(kind, [0, 0, 0])
-            row[0] += ours[kind][0]
-            row[1] += recorded[kind][0]
-            row[2] += ours[kind][1]
-    # The files the agent went on to use, named by ours at least as often as by the recorded
-    # summary (give or take one).
-    kept, recorded_kept, _ = totals["files"]
-    assert kept >= recorded_kept - 1, totals["files"]
-
-
-def test_eval_json_reports_continuation(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from unbounded.cli import app
-
-    if not COMPACTED:
-        pytest.skip("../shared/corpus/raw is not present")
-    result = CliRunner().invoke(app, ["eval", str(COMPACTED[0]), "--json"])
-    data = json.loads(result.stdout)
-    assert set(data["continuation"]) == {"files", "identifiers", "commands"}
-    assert set(data["continuation"]["files"]) == {"ours_summary", "ours_full", "recorded"}
-    assert set(data["continuation_by_horizon"]) == {"next_10", "next_30", "all"}
-    point = data["per_session"][0]["points"][0]
-    assert point["ours"]["extractive"]["summary_tokens"] > 0 and point["recorded"]["summary_tokens"] > 0
 
 
 def test_notes_are_guarded_on_their_current_state() -> None:

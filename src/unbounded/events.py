@@ -53,6 +53,13 @@ class CompactionFinished(Event):
     summary_tokens: int
     summarizer: str
     used_fallback: bool = False
+    """The direct request wrote the summary (the cache-sharing one failed)."""
+    fallback: str | None = None
+    """Why the offline hand-over (or another fallback) wrote it instead of the model:
+    `no_model`, `asked_for`, `breaker_open`, `request_budget`; None: the chosen summarizer."""
+    summary_requests: int = 0
+    """Model requests this compaction sent for its summary, retries and earlier failed
+    tries included (bounded by `Policy.compact_max_summary_requests`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,17 @@ class CompactionFailed(Event):
     trigger: str
     reason: str
     message: str
+    summary_requests: int = 0
+    """Model requests spent on this compaction's summary so far."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequestsSpent(Event):
+    """A compaction sent as many summary requests as `Policy.compact_max_summary_requests`
+    allows: the offline hand-over writes its summary."""
+
+    requests: int
+    limit: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +186,12 @@ class LangchainCompacted(Event):
     pre_tokens: int
     messages_summarized: int
     messages_kept: int
+    summarizer: str = ""
+    """Who wrote the summary (the agent's model, the offline hand-over `extractive`…)."""
+    fallback: str | None = None
+    """Why the fallback wrote it (see `CompactionFinished.fallback`); None: the model did."""
+    summary_requests: int = 0
+    """Model requests the compaction sent for its summary."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,6 +171,13 @@ class Policy:
     """Output cap of the fallback (non cache-sharing) summary call."""
     ptl_max_retries: int = 3
     """Attempts of the summary call when it is itself over the window (prompt too long)."""
+    compact_max_summary_requests: int = 4
+    """Model requests one compaction may send for its summary, from its first try to the
+    one that lands it: the cache-sharing request and its retries (a cut-off reply, each
+    prompt-too-long round, each transport retry), the direct request it hands over to, and
+    the tries of later turns after a failure. Once they are spent, the offline hand-over
+    writes that summary. 4 covers a request and its direct fallback, each retried once, and
+    stops a failing model from being sent the whole conversation turn after turn."""
     ptl_fallback_drop_fraction: float = 0.2
     """Share of the oldest API-round groups dropped when the error gives no token gap."""
     compact_heartbeat_seconds: float = 30.0
@@ -284,6 +291,8 @@ class Policy:
             raise ConfigError("Policy.ptl_fallback_drop_fraction must be in (0, 1)")
         if self.ptl_max_retries < 1:
             raise ConfigError("Policy.ptl_max_retries must be >= 1")
+        if self.compact_max_summary_requests < 1:
+            raise ConfigError("Policy.compact_max_summary_requests must be >= 1")
         if self.hook_timeout_seconds <= 0 or self.compact_heartbeat_seconds <= 0:
             raise ConfigError("Policy timeouts and intervals must be > 0")
         if not (0 <= self.cache_break_min_drop_fraction < 1):

@@ -4,14 +4,16 @@
     prepare(): the steps of `prepare_steps` in order, over one `TurnContext` (unbounded/turn.py):
       answer pending calls -> prepare listeners -> cache TTL
       -> auto-compact? (tokens >= threshold, or early when it pays; the tiers of
-                        `compaction_tiers()`: session memory, a cache-sharing summary, a
-                        direct summary, the extractive summarizer once the breaker tripped
-                        after 3 consecutive failures; compaction/auto.py)
+                        `compaction_tiers()`: session memory, a cache-sharing summary and a
+                        direct summary by the session's model, the offline hand-over once
+                        the breaker tripped after 3 consecutive failures or the compaction
+                        spent its summary requests; compaction/auto.py)
       -> microcompact (time | cached | count) -> build the request -> breakpoints
       -> cache edits -> validate (optional) -> break-detector snapshot -> finish
       -> the provider request
     record(response) -> usage anchors the count; cache-break check; state saved
-    call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry
+    call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry;
+                        `provider` writes the summaries and notes unless a summarizer is given
 
 Extensions (`extensions=[...]`, e.g. session memory, instruction files) register listeners:
 `prepare_listeners` (awaited first in prepare), `turn_listeners` (after record) and
@@ -40,7 +42,7 @@ from __future__ import annotations
 import math
 import uuid as uuid_module
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,7 +73,12 @@ from unbounded.compaction.auto import (
 )
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
+from unbounded.compaction.conversation import (
+    CacheSafeParams,
+    CompactionResult,
+    FallbackReason,
+    SummaryAuthor,
+)
 from unbounded.compaction.glue import RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
@@ -101,6 +108,8 @@ from unbounded.model.normalize import (
     validate_request,
 )
 from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.model.request_budget import RequestBudget
+from unbounded.model.response import is_offline
 from unbounded.model.text import repair_value
 from unbounded.policy import (
     GUARDED_QUERY_SOURCES,
@@ -274,6 +283,12 @@ class SessionStatus:
     compactions: int
     consecutive_failures: int
     microcompacts: int
+    last_summary: SummaryAuthor | None = None
+    """Who wrote the last compaction's summary (the model, the offline hand-over, the session
+    notes), why a fallback did, and the model requests it took; None before any."""
+    summary_requests: int = 0
+    """Model requests already spent on a compaction that has not landed yet (its summary
+    failed); at most `Policy.compact_max_summary_requests`."""
 
 
 def _stored_calibration(value: object) -> float | None:
@@ -299,6 +314,10 @@ class _Tracking:
     last_compaction_turn_id: str | None = None
     idle_expiries: int = 0
     """Times the 5-minute cache expired during a pause shorter than an hour."""
+    summary_requests: int = 0
+    """Model requests spent on the summary of the compaction not landed yet (failed runs)."""
+    last_summary: SummaryAuthor | None = None
+    """Who wrote the last compaction's summary."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -307,14 +326,18 @@ class _Tracking:
             "turns": self.turns,
             "turns_at_last_compaction": self.turns_at_last_compaction,
             "last_compaction_turn_id": self.last_compaction_turn_id,
+            "summary_requests": self.summary_requests,
+            "last_summary": self.last_summary.to_dict() if self.last_summary else None,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> _Tracking:
         tracking = cls()
         for key in tracking.to_dict():
-            if key in data:
+            if key in data and key != "last_summary":
                 setattr(tracking, key, data[key])
+        author = data.get("last_summary")
+        tracking.last_summary = SummaryAuthor.from_dict(author) if author else None
         return tracking
 
 
@@ -401,6 +424,9 @@ class Session:
         self._hold_clears_policy = self.policy.with_changes(microcompact_enabled=False)
         self._cold_clears_policy = self.policy.with_changes(microcompact_min_savings=0)
         self.summarizer = summarizer
+        """The summarizer chosen for this session (None: the model given to `call`)."""
+        self._call_provider: Provider | None = None
+        """The provider of the last `call`: the model summaries and notes use by default."""
         self.hooks = hooks
         self.memory_compactor = memory_compactor
         self.allowed_roots = [str(r) for r in allowed_roots] if allowed_roots is not None else None
@@ -556,6 +582,8 @@ class Session:
             compactions=self.micro.stats.compactions,
             consecutive_failures=self.tracking.consecutive_failures,
             microcompacts=self.micro.stats.microcompactions,
+            last_summary=self.tracking.last_summary,
+            summary_requests=self.tracking.summary_requests,
         )
 
     # -- input ------------------------------------------------------------------------------
@@ -1148,21 +1176,45 @@ class Session:
 
     async def auto_compact(self) -> CompactionResult | None:
         """The compaction tiers in order (`compaction_tiers()`: session memory, the summary's
-        cache-sharing request, its direct request); the breaker hands over to the extractive
-        summarizer after repeated failures. Returns the compaction, or None when it failed."""
+        cache-sharing request, its direct request); the offline hand-over takes over when the
+        breaker trips after repeated failures, or the compaction has sent
+        `Policy.compact_max_summary_requests` requests (counted across its failed runs).
+        Returns the compaction, or None when it failed."""
         with self.telemetry.span(
             "unbounded.compaction", {"unbounded.compaction.trigger": "auto"}
         ) as span:
             tiers = self.compaction_tiers()
-            before = self.tracking.consecutive_failures
-            outcome = await TieredCompaction(tiers).run(self.compaction_context(), failures=before)
-            self.tracking.consecutive_failures = outcome.failures
+            tracking = self.tracking
+            before = tracking.consecutive_failures, tracking.summary_requests
+            budget = RequestBudget(
+                self.policy.compact_max_summary_requests, used=tracking.summary_requests
+            )
+            context = replace(self.compaction_context(), budget=budget)
+            outcome = await TieredCompaction(tiers).run(context, failures=before[0])
+            tracking.consecutive_failures = outcome.failures
             if outcome.result is not None:
                 self._apply(outcome.result)
-            elif outcome.failures != before:
-                self._save_state()
+            else:
+                tracking.summary_requests = outcome.summary_requests
+                if (outcome.failures, outcome.summary_requests) != before:
+                    self._save_state()
             _compaction_attributes(span, outcome.result)
             return outcome.result
+
+    def model_provider(self) -> Provider | None:
+        """The model this session's summaries and session notes are written by: the
+        `summarizer` given, else the provider of the last `call` (the conversation's own
+        model); None when there is none yet, or the offline hand-over was chosen
+        (`summarizer=ExtractiveSummarizer()`)."""
+        chosen = self.summarizer if self.summarizer is not None else self._call_provider
+        return None if chosen is None or is_offline(chosen) else chosen
+
+    def _offline_summarizer(self) -> tuple[Provider, FallbackReason]:
+        """The offline hand-over this session falls back to, and why it runs when there is
+        no model: the one given as `summarizer` (asked for), else a default one."""
+        if self.summarizer is not None and is_offline(self.summarizer):
+            return self.summarizer, "asked_for"
+        return self._extractive(), "no_model"
 
     def compaction_tiers(self) -> tuple[TierEntry, ...]:
         """What `auto_compact` runs: the `compaction_tiers` given to the session, or
@@ -1178,16 +1230,19 @@ class Session:
 
     def default_compaction_tiers(self) -> tuple[TierEntry, ...]:
         """The tiers cheapest first: the session notes (with a `memory_compactor`), then the
-        summarizer's cache-sharing request and its direct request until the circuit breaker
-        trips, the extractive summarizer's two after (without a summarizer, throughout)."""
-        extractive = self.telemetry.traced(self._extractive())
-        if self.summarizer is None:
+        model's cache-sharing request and its direct request (`model_provider()`) until the
+        circuit breaker trips or the summary requests are spent, the offline hand-over's two
+        after (without a model, throughout)."""
+        offline, reason = self._offline_summarizer()
+        extractive = self.telemetry.traced(offline)
+        model = self.model_provider()
+        if model is None:
             return (
                 *self._memory_tiers(),
-                CacheSharingSummaryTier(extractive),
-                DirectSummaryTier(extractive),
+                CacheSharingSummaryTier(extractive, fallback=reason),
+                DirectSummaryTier(extractive, fallback=reason),
             )
-        summarizer = self.telemetry.traced(self.summarizer)  # one wrapper: the two share a summary
+        summarizer = self.telemetry.traced(model)  # one wrapper: the two share a summary
         return (
             *self._memory_tiers(),
             TierSlot(CacheSharingSummaryTier(summarizer), "closed"),
@@ -1223,7 +1278,8 @@ class Session:
         """Manual compaction (`/compact`), optionally partial around a pivot record."""
         self._check_open()
         self._answer_pending_calls("prepare")
-        provider = self.summarizer or self._extractive()
+        model = self.model_provider()
+        provider, reason = (model, None) if model is not None else self._offline_summarizer()
         with self.telemetry.span(
             "unbounded.compaction", {"unbounded.compaction.trigger": "manual"}
         ) as span:
@@ -1233,9 +1289,11 @@ class Session:
                 instructions=instructions,
                 pivot=pivot,
                 direction=direction,
+                fallback=reason,
             )
+            budget = RequestBudget(self.policy.compact_max_summary_requests)
             # compact_conversation reports its own failures (CompactionFailed) to the sink.
-            result = await tier.summarize(self.compaction_context())
+            result = await tier.summarize(replace(self.compaction_context(), budget=budget))
             self._apply(result)
             _compaction_attributes(span, result)
             return result
@@ -1338,6 +1396,8 @@ class Session:
         self.detector.notify_compaction(self.config.query_source)
         self.tracking.turns_at_last_compaction = self.tracking.turns
         self.tracking.last_compaction_turn_id = result.boundary.uuid
+        self.tracking.last_summary = result.author
+        self.tracking.summary_requests = 0  # the next compaction has a budget of its own
         for compaction_listener in list(self.compaction_listeners):
             compaction_listener(self, result)
         self._save_state()
@@ -1440,7 +1500,11 @@ class Session:
     # -- one whole turn ---------------------------------------------------------------------------
     async def call(self, provider: Provider, *, stream: bool = False) -> ModelResponse:
         """Prepare, send, record. A prompt-too-long answer is held back, the conversation is
-        compacted once and the request retried; if that fails too, the error is raised."""
+        compacted once and the request retried; if that fails too, the error is raised.
+
+        Without a `summarizer` of its own, the session writes its summaries (and a
+        `SessionMemory` without an updater its notes) with `provider` from now on."""
+        self._call_provider = provider
         request = await self.prepare()
         try:
             response = await provider.create(request, stream=stream)

@@ -40,6 +40,7 @@ from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIO
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import forward_capabilities
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.session import Session, SessionExtension
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
@@ -80,6 +81,7 @@ class ContinuationSummarizer:
             raise ConfigError("the continuation prompt must not be empty")
         self.provider = provider
         self.prompt = prompt
+        forward_capabilities(provider, self)
         # The guard checks the continuation's five parts (a prompt of your own: size only).
         self.summary_sections = (
             CONTINUATION_SECTIONS if prompt == SUBAGENT_CONTINUATION_PROMPT else ANY_SECTIONS
@@ -154,7 +156,7 @@ def fork_subagent(
     **options: Any,
 ) -> Session:
     """A child session of `parent` (module docstring); `prompt`, when given, is its first
-    user message. `summarizer` (default: the parent's) is wrapped in a
+    user message. `summarizer` (default: the parent's, or the parent's model) is wrapped in a
     `ContinuationSummarizer`; `options` go to `Session` (policy, events, hooks, model_table…).
     """
     check_agent_name(name)
@@ -166,7 +168,7 @@ def fork_subagent(
         raise ConfigError(f"sub-agent {name!r} already has a transcript; use resume_subagent")
     if inherit_messages:
         child_store.append(_prefix_entries(parent))
-    provider = summarizer if summarizer is not None else parent.summarizer
+    provider = summarizer if summarizer is not None else _parents_summarizer(parent)
     options.setdefault("policy", parent.policy)
     options.setdefault("allowed_roots", parent.allowed_roots)
     options.setdefault("ttl_eligible", parent.ttl_latch.eligible)
@@ -196,7 +198,7 @@ def resume_subagent(
     """Open an existing child of `parent` again (its folder under `subagents/<name>/`)."""
     check_agent_name(name)
     config = dataclasses.replace(parent.config, query_source=subagent_query_source(name))
-    provider = summarizer if summarizer is not None else parent.summarizer
+    provider = summarizer if summarizer is not None else _parents_summarizer(parent)
     options.setdefault("policy", parent.policy)
     options.setdefault("allowed_roots", parent.allowed_roots)
     options.setdefault("ttl_eligible", parent.ttl_latch.eligible)
@@ -207,6 +209,12 @@ def resume_subagent(
         extensions=extensions,
         **options,
     )
+
+
+def _parents_summarizer(parent: Session) -> Provider | None:
+    """The summarizer the parent uses: the one it was given, else its model (the provider
+    of its last `call`); None when it has neither."""
+    return parent.summarizer if parent.summarizer is not None else parent.model_provider()
 
 
 def subagent_result(child: Session) -> str:

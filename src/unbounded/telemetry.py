@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import forward_capabilities
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 
 try:
@@ -133,6 +134,7 @@ class _TracedProvider:
         self._telemetry = telemetry
         self.name = inner.name
         self.supports_cache_edits = bool(getattr(inner, "supports_cache_edits", False))
+        forward_capabilities(inner, self)
 
     async def create(
         self,

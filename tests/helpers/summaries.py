@@ -42,3 +42,23 @@ def _reply(titles: tuple[str, ...], subject: str, *, analysis: bool, chars: int)
     )
     head = "<analysis>Going through the conversation in order.</analysis>\n" if analysis else ""
     return f"{head}<summary>\n{body}\n</summary>"
+
+
+def last_user_text(messages: list[dict]) -> str:
+    """The text of the last message of a request (its prompt)."""
+    if not messages:
+        return ""
+    content = messages[-1].get("content")
+    if isinstance(content, str):
+        return content
+    return " ".join(str(b.get("text", "")) for b in content or [] if isinstance(b, dict))
+
+
+def asks_for_summary(messages: list[dict]) -> bool:
+    """A compaction summary request: its last message is the summary prompt."""
+    return "<summary>" in last_user_text(messages)
+
+
+def asks_for_notes(messages: list[dict]) -> bool:
+    """A session-notes update request: its last message is the notes prompt."""
+    return last_user_text(messages).startswith("SESSION NOTES UPDATE")

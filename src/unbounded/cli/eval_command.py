@@ -1,5 +1,6 @@
-"""`unbounded eval PATH...`: what compaction keeps, deterministic by default, probe-and-judge
-with `--llm`; many sessions at once (folders, globs, `--jobs`)."""
+"""`unbounded eval PATH...`: the probe exam of each compaction point's hand-overs with
+`--llm MODEL`, and deterministic diagnostics (retention, continuation) always; many sessions
+at once (folders, globs, `--jobs`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from unbounded.cli.options import (
 from unbounded.cli.text import plural, shorten_middle
 from unbounded.errors import ConfigError
 from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
-from unbounded.evaluation.probes import ProbeRunner
+from unbounded.evaluation.probes import CATEGORIES, CATEGORY_LABELS, DEFAULT_PROBES, ProbeExam
 from unbounded.evaluation.retention import FACT_TYPES
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
@@ -38,13 +39,13 @@ async def run_eval(
     summarizers: list[Provider],
     *,
     model: str | None,
-    runner: ProbeRunner | None,
+    exam: ProbeExam | None,
     policy: Policy | None = None,
 ) -> EvalReport:
-    """The deterministic evaluation, then the probes when a runner is given."""
+    """The deterministic evaluation, then the probe exam when one is given."""
     report = await evaluate_transcripts(transcripts, summarizers, model=model, policy=policy)
-    if runner is not None:
-        await run_probes(report, runner)
+    if exam is not None:
+        await run_exam(report, exam)
     return report
 
 
@@ -107,35 +108,44 @@ def eval_command(
         str | None,
         typer.Option(
             "--llm",
-            help="Also run the probe-and-judge evaluation with this provider: anthropic or "
-            "openai (key from the environment; OPENAI_BASE_URL / ANTHROPIC_BASE_URL for your "
-            "own endpoint).",
+            metavar="MODEL",
+            help="Also hold the probe exam with this model, an Anthropic or OpenAI model of "
+            "the model table (key from the environment; ANTHROPIC_BASE_URL / OPENAI_BASE_URL "
+            "for your own endpoint).",
         ),
     ] = None,
-    judge_model: Annotated[
-        str | None, typer.Option("--judge-model", help="Model of the judge (default: --model).")
+    grader_model: Annotated[
+        str | None,
+        typer.Option("--grader-model", help="Model that grades the answers (default: --llm)."),
     ] = None,
+    probes: Annotated[
+        int, typer.Option("--probes", help="Questions the examiner writes per point.")
+    ] = DEFAULT_PROBES,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the order the grader sees the answers in.")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     jobs: JobsOption = 1,
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
     policy_file: PolicyOption = None,
 ) -> None:
-    """Measure what compaction keeps at each compaction point of recorded sessions."""
+    """Examine the hand-overs of recorded sessions' compaction points (--llm), and report
+    what compaction keeps (deterministic diagnostics)."""
     if not paths:
         raise ConfigError("give at least one session to evaluate")
     table = load_model_table()
-    for name in (model, judge_model):
+    for name in (model,):
         if name is not None:
             table.get(name)  # an unknown model fails before any work
     names = tuple(dict.fromkeys(summarizer or ["extractive"]))
     for name in names:
         make_provider(name, model or DEFAULT_MODEL)  # unknown names and missing keys, now
-    runner: ProbeRunner | None = None
+    exam: ProbeExam | None = None
     if llm is not None:
-        provider = make_provider(llm, model or DEFAULT_MODEL, option="--llm")
-        if provider.name == "extractive":
-            raise ConfigError("--llm needs a model provider: anthropic or openai")
+        exam = make_exam(llm, grader_model, probes=probes, seed=seed)
+    elif grader_model is not None:
+        raise ConfigError("--grader-model grades the probe exam: give --llm MODEL too")
     sessions = expand_paths(paths)
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
     settings = EvalSettings(names, model, skip_invalid, file_order, chosen_policy)
@@ -159,15 +169,12 @@ def eval_command(
                 soft_wrap=True,
             )
     report = merge_reports(list(names), reports)
-    if llm is not None and reports:
-        model_name = model or DEFAULT_MODEL
-        provider = make_provider(llm, model_name, option="--llm")
-        runner = ProbeRunner(provider, provider, model=model_name, judge_model=judge_model)
+    if exam is not None and reports:
         if as_json:
-            asyncio.run(run_probes(report, runner))
+            asyncio.run(run_exam(report, exam))
         else:
-            with error_console.status("Probing and judging…", spinner="dots"):
-                asyncio.run(run_probes(report, runner))
+            with error_console.status("Holding the probe exam…", spinner="dots"):
+                asyncio.run(run_exam(report, exam))
     data = report.to_dict()
     if failed:
         data["failed"] = [{"path": path, "error": error} for path, error in failed]
@@ -191,15 +198,36 @@ def merge_reports(summarizers: list[str], reports: list[EvalReport]) -> EvalRepo
     return merged
 
 
-async def run_probes(report: EvalReport, runner: ProbeRunner) -> None:
-    """The probe-and-judge evaluation at every point of the report (`report.llm`)."""
+def exam_provider(model: str, option: str) -> Provider:
+    """The provider of a model of the model table (Anthropic or OpenAI)."""
+    info = load_model_table().get(model)
+    if info.provider not in ("anthropic", "openai"):
+        raise ConfigError(
+            f"{option} {model}: the exam runs on an Anthropic or OpenAI model, and the model "
+            f"table says this one is {info.provider!r}"
+        )
+    return make_provider(info.provider, model, option=option)
+
+
+def make_exam(llm: str, grader_model: str | None, *, probes: int, seed: int) -> ProbeExam:
+    """The exam with `llm` as examiner and answerer, and `grader_model` (or `llm`) grading."""
+    provider = exam_provider(llm, "--llm")
+    grader = exam_provider(grader_model, "--grader-model") if grader_model else provider
+    return ProbeExam(
+        provider, provider, grader, model=llm, grader_model=grader_model, probes=probes, seed=seed
+    )
+
+
+async def run_exam(report: EvalReport, exam: ProbeExam) -> None:
+    """The probe exam at every point of the report with turns after it (`report.llm`): our
+    summary, the recorded one and the naive baseline, each examined blind."""
     primary = report.summarizers[0]
     for point in report.points:
-        contexts = {"ours": point.ours[primary].post_messages}
+        handovers = {"ours": point.ours[primary].summary_text}
         if point.recorded_summary:
-            contexts["recorded"] = [{"role": "user", "content": point.recorded_summary}]
-        await runner.evaluate_point(point.before, contexts)
-    report.llm = runner.result.to_dict()
+            handovers["recorded"] = point.recorded_summary
+        await exam.examine(f"{point.session} {point.point}", point.before, point.after, handovers)
+    report.llm = exam.report.to_dict()
 
 
 def render_sessions(reports: list[EvalReport], failed: list[tuple[str, str]]) -> None:
@@ -240,11 +268,19 @@ def _percent(value: Any) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+def _recall_precision(figures: dict[str, Any]) -> str:
+    if figures.get("recall") is None:
+        return "—"
+    return f"{_percent(figures['recall'])} / {_percent(figures.get('precision'))}"
+
+
 def render_continuation(data: dict[str, Any]) -> None:
-    """The continuation measure: what the agent used next that each context still holds."""
+    """The continuation diagnostics: what the agent used next that each context holds, and
+    what it lists that the agent used."""
     table = Table(
-        title=f"Continuation at {data['continuation_points']} recorded compaction(s): of what "
-        "the agent used in the next turns and could have known, the share each context holds",
+        title=f"Continuation at {data['continuation_points']} recorded compaction(s), a "
+        "diagnostic: of what the agent used in the next turns and could have known, the share "
+        "each context holds / of what the context lists, the share the agent used",
         title_justify="left",
     )
     table.add_column("turns")
@@ -258,19 +294,49 @@ def render_continuation(data: dict[str, Any]) -> None:
             table.add_row(
                 label,
                 kind,
-                _percent(row["ours_summary"]),
-                _percent(row["ours_full"]),
-                _percent(row["recorded"]),
+                _recall_precision(row["ours_summary"]),
+                _recall_precision(row["ours_full"]),
+                _recall_precision(row["recorded"]),
             )
             label = ""
     console.print(table)
 
 
+def render_exam(llm: dict[str, Any]) -> None:
+    """The probe exam: points earned per hand-over, overall and per category."""
+    table = Table(
+        title=f"Probe exam at {llm['points_examined']} compaction point(s) ({llm['model']}; "
+        f"graded by {llm['grader_model']}): share of the points earned, and mean points per "
+        f"category (of {llm['max_points']})",
+        title_justify="left",
+    )
+    table.add_column("hand-over")
+    table.add_column("points earned", justify="right")
+    for category in CATEGORIES:
+        table.add_column(CATEGORY_LABELS[category], justify="right")
+    for name, scores in llm["handovers"].items():
+        table.add_row(
+            name,
+            _percent(scores["score"]),
+            *(
+                "—" if scores["categories"][c] is None else f"{scores['categories'][c]:.2f}"
+                for c in CATEGORIES
+            ),
+        )
+    console.print(table)
+    for skipped in llm.get("skipped", []):
+        console.print(f"[yellow]not examined:[/] {skipped}", highlight=False)
+
+
 def render(data: dict[str, Any]) -> None:
-    """Print the evaluation with rich."""
+    """Print the evaluation with rich: the exam first when there is one, then the
+    deterministic diagnostics."""
+    llm = data.get("llm")
+    if llm:
+        render_exam(llm)
     table = Table(
         title=f"Retention at {data['points']} compaction point(s) of {data['sessions']} "
-        f"session(s) (summarizer {data['summarizer']})",
+        f"session(s) (summarizer {data['summarizer']}), a diagnostic",
         title_justify="left",
     )
     table.add_column("fact type")
@@ -294,23 +360,3 @@ def render(data: dict[str, Any]) -> None:
     )
     if data.get("continuation_points"):
         render_continuation(data)
-    llm = data.get("llm")
-    if llm:
-        judged = Table(
-            title=f"Probe and judge ({llm['model']}, judge {llm['judge_model']}; 0-5)",
-            title_justify="left",
-        )
-        judged.add_column("context")
-        judged.add_column("overall", justify="right")
-        for probe in llm["probes"]:
-            judged.add_column(probe, justify="right")
-        for name, scores in llm["contexts"].items():
-            judged.add_row(
-                name,
-                "—" if scores["overall"] is None else f"{scores['overall']:.2f}",
-                *(
-                    f"{scores['probes'][p]:.2f}" if p in scores["probes"] else "—"
-                    for p in llm["probes"]
-                ),
-            )
-        console.print(judged)

@@ -396,13 +396,14 @@ def render(report: ReplayReport) -> None:
         )
         console.print(f"retention at our compactions (summary only): {kept}")
         used = " · ".join(
-            f"{kind} {contexts['summary']:.0%}"
+            f"{kind} {figures['recall']:.0%} / {figures['precision'] or 0:.0%}"
             for kind, contexts in report.continuation().items()
-            if contexts.get("summary") is not None
+            if (figures := contexts.get("summary")) and figures["recall"] is not None
         )
         if used:
             console.print(
-                f"continuation (what the next 30 turns used that the summary holds): {used}"
+                "continuation, a diagnostic (of what the next 30 turns used, the share the "
+                f"summary holds / of what it lists, the share used): {used}"
             )
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}")

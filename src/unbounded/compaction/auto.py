@@ -24,12 +24,14 @@ failure is the run's. `SummaryTier` is both requests in one tier (`compact_conve
 
 The breaker counts failed runs, at most one per run, and any success resets it. A tier slotted
 `when_breaker="closed"` (the summarizer) is tried while fewer than `failure_limit` (3) runs in
-a row failed; its failure that reaches the limit trips the breaker (`CircuitBreakerTripped`),
-and from then on the `"open"` tiers (the offline extractive summarizer) take its place, at
-once in the same run (`hand_over_at_once`, the session) or from the next run (the LangChain
-middleware, which leaves that model call uncompacted). The count is passed in and returned
-(`CompactionOutcome.failures`): the session persists it in its store, the middleware in the
-agent state.
+a row failed and the compaction has summary requests left (`CompactionContext.budget`, a
+`RequestBudget` every request and retry is taken from); its failure that reaches the limit
+trips the breaker (`CircuitBreakerTripped`), one that spends the budget emits
+`SummaryRequestsSpent`, and the `"open"` tiers (the offline hand-over) take its place, at
+once in the same run (`hand_over_at_once`) or from the next run; their result says why
+(`fallback`: `breaker_open`, `request_budget`). The count and the requests spent are passed in
+and returned (`CompactionOutcome.failures`, `.summary_requests`): the session persists them in
+its store, the middleware in the agent state.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Literal, Protocol
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import (
     CompactionResult,
+    FallbackReason,
     SummaryJob,
     Trigger,
     start_summary,
@@ -48,7 +51,13 @@ from unbounded.compaction.conversation import (
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError, ProviderError
-from unbounded.events import CircuitBreakerTripped, CompactionFailed, emit
+from unbounded.events import (
+    CircuitBreakerTripped,
+    CompactionFailed,
+    SummaryRequestsSpent,
+    emit,
+)
+from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import Provider
 
 CIRCUIT_BREAKER_FAILURES = 3
@@ -100,6 +109,9 @@ class CompactionOutcome:
     failures: int
     tripped: bool = False
     """This run tripped the breaker."""
+    summary_requests: int = 0
+    """Model requests the compaction has sent for its summary, this run and the failed runs
+    before it (`CompactionContext.budget`; 0 without a budget)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +149,10 @@ class SummaryRequestSettings:
     instructions: str | None = None
     pivot: str | None = None
     direction: PartialDirection | None = None
+    fallback: FallbackReason | None = None
+    """Why this summarizer is a fallback wherever it runs (`no_model`, `asked_for`), reported
+    with its summary; a tier slotted "open" is reported as `breaker_open` or
+    `request_budget` by the run (`CompactionContext.fallback`)."""
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -195,6 +211,8 @@ class SummaryRequestSettings:
             boundary_metadata=dict(context.boundary_metadata) or None,
             keep_from=keep_from,
             fits=context.post_fit(),
+            budget=context.budget,
+            fallback=context.fallback or self.fallback,
         )
 
 
@@ -325,24 +343,43 @@ class TieredCompaction:
         """Whether `failures` failed runs in a row have tripped the breaker."""
         return failures >= self.failure_limit
 
-    def _runs(self, slot: TierSlot, failures: int) -> bool:
-        is_open = self.is_open(failures)
-        return slot.when_breaker == "any" or (slot.when_breaker == "open") == is_open
+    def _fallback(self, failures: int, budget: RequestBudget | None) -> FallbackReason | None:
+        """Why the "open" tiers run now: the breaker tripped, or the compaction spent its
+        summary requests; None while the "closed" ones do."""
+        if self.is_open(failures):
+            return "breaker_open"
+        if budget is not None and budget.spent:
+            return "request_budget"
+        return None
 
-    def _next_runnable(self, index: int, failures: int) -> TierSlot | None:
-        return next((s for s in self.slots[index + 1 :] if self._runs(s, failures)), None)
+    @staticmethod
+    def _runs(slot: TierSlot, fallback: FallbackReason | None) -> bool:
+        return slot.when_breaker == "any" or (slot.when_breaker == "open") == (fallback is not None)
+
+    def _next_runnable(self, index: int, fallback: FallbackReason | None) -> TierSlot | None:
+        return next((s for s in self.slots[index + 1 :] if self._runs(s, fallback)), None)
 
     async def run(self, context: CompactionContext, *, failures: int = 0) -> CompactionOutcome:
-        """The first tier's result that applies; `failures` is the count before this run."""
+        """The first tier's result that applies; `failures` is the count before this run.
+
+        With a budget (`context.budget`), a "closed" tier runs only while requests are left,
+        and once they are spent the "open" tiers take over as if the breaker had tripped (in
+        the same run with `hand_over_at_once`)."""
         if failures < 0:
             raise ConfigError(f"failures must be >= 0, not {failures}")
+        budget = context.budget
         tripped = False
         counted = False
         offered: SummaryHandover | None = None
         for index, slot in enumerate(self.slots):
-            if not self._runs(slot, failures):
+            fallback = self._fallback(failures, budget)
+            if not self._runs(slot, fallback):
                 continue
-            tier_context = replace(context, handover=offered) if offered else context
+            tier_context = context
+            if slot.when_breaker == "open" and fallback is not None:
+                tier_context = replace(tier_context, fallback=fallback)
+            if offered is not None:
+                tier_context = replace(tier_context, handover=offered)
             offered = None
             error: CompactionError | ProviderError | None
             try:
@@ -351,7 +388,7 @@ class TieredCompaction:
                 error = raised
             else:
                 if isinstance(answer, SummaryHandover):
-                    following = self._next_runnable(index, failures)
+                    following = self._next_runnable(index, self._fallback(failures, budget))
                     if following is not None and answer.taken_by(following.tier):
                         offered = answer
                         continue
@@ -359,19 +396,28 @@ class TieredCompaction:
                     if error is None:
                         continue  # nothing to summarize: the next tier is tried
                 elif answer is not None:
-                    return CompactionOutcome(answer, 0, tripped)  # a success resets the breaker
+                    # A success resets the breaker (and the caller the budget).
+                    return CompactionOutcome(answer, 0, tripped, self._used(budget))
                 else:
                     continue
             if not counted:  # a run fails once, whatever its fallbacks do after
                 failures += 1
                 counted = True
-            if slot.when_breaker == "closed" and self.is_open(failures):
-                emit(context.events, CircuitBreakerTripped(failures, str(error)))
-                tripped = True
-                if self.hand_over_at_once:
+            if slot.when_breaker == "closed":
+                reason = self._fallback(failures, budget)
+                if reason == "breaker_open" and not tripped:
+                    emit(context.events, CircuitBreakerTripped(failures, str(error)))
+                    tripped = True
+                elif reason == "request_budget" and budget is not None:
+                    emit(context.events, SummaryRequestsSpent(budget.used, budget.limit))
+                if reason is not None and self.hand_over_at_once:
                     continue
-            return CompactionOutcome(None, failures, tripped)
-        return CompactionOutcome(None, failures, tripped)
+            return CompactionOutcome(None, failures, tripped, self._used(budget))
+        return CompactionOutcome(None, failures, tripped, self._used(budget))
+
+    @staticmethod
+    def _used(budget: RequestBudget | None) -> int:
+        return budget.used if budget is not None else 0
 
 
 __all__ = [

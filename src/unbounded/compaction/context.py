@@ -16,6 +16,7 @@ from unbounded.compaction.conversation import (
     CachePlanner,
     CacheSafeParams,
     CompactionHooks,
+    FallbackReason,
     PostCompactionFit,
 )
 from unbounded.compaction.glue import RehydrateSource, Rehydrator, rehydrator_for
@@ -23,6 +24,7 @@ from unbounded.errors import ConfigError
 from unbounded.events import EventSink
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
+from unbounded.model.request_budget import RequestBudget
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import estimate_messages_tokens
 
@@ -84,6 +86,11 @@ class CompactionContext:
     handover: SummaryHandover | None = None
     """A summary the previous tier of this run handed over for the tier given this context to
     finish (`compaction.auto`: the cache-sharing request failed, the direct one goes on)."""
+    budget: RequestBudget | None = None
+    """The model requests this compaction may still send for its summary, shared by its
+    tiers and counted by every request and retry (None: unbounded)."""
+    fallback: FallbackReason | None = None
+    """Set by the tiers' run for a fallback tier: why the offline hand-over writes now."""
 
     def __post_init__(self) -> None:
         if self.autocompact_threshold <= 0:

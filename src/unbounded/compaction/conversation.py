@@ -73,7 +73,8 @@ from unbounded.model.content import MessageParam, Usage
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest, SystemBlock
-from unbounded.model.response import ModelResponse, Provider
+from unbounded.model.request_budget import RequestBudget
+from unbounded.model.response import ModelResponse, Provider, is_offline
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import (
     estimate_messages_tokens,
@@ -199,6 +200,48 @@ def place_fork_breakpoint(request: ProviderRequest, skip_cache_write: bool) -> P
     return place_cache_breakpoints(request, skip_cache_write=skip_cache_write)
 
 
+FallbackReason = Literal["no_model", "asked_for", "breaker_open", "request_budget"]
+"""Why the offline hand-over wrote a summary: there is no model to ask, it was asked for,
+the circuit breaker is open (summaries failed repeatedly), or the compaction spent its
+summary requests (`Policy.compact_max_summary_requests`)."""
+FALLBACK_REASONS: tuple[FallbackReason, ...] = (
+    "no_model",
+    "asked_for",
+    "breaker_open",
+    "request_budget",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryAuthor:
+    """Who wrote a compaction's summary (`summarizer`), why a fallback did (`fallback`,
+    None when the summarizer chosen for it did) and how many model requests the compaction
+    sent for it, failed tries included (`summary_requests`)."""
+
+    summarizer: str
+    fallback: FallbackReason | None = None
+    summary_requests: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (persisted in a session's state)."""
+        return {
+            "summarizer": self.summarizer,
+            "fallback": self.fallback,
+            "summary_requests": self.summary_requests,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SummaryAuthor:
+        """The author a state document holds (unknown values read as none)."""
+        fallback = data.get("fallback")
+        requests = data.get("summary_requests")
+        return cls(
+            summarizer=str(data.get("summarizer") or "?"),
+            fallback=fallback if fallback in FALLBACK_REASONS else None,
+            summary_requests=requests if isinstance(requests, int) and requests >= 0 else 0,
+        )
+
+
 @dataclass(slots=True)
 class CompactionResult:
     """What a compaction produced; `new_entries()` is what to append to the transcript."""
@@ -219,6 +262,15 @@ class CompactionResult:
     summarizer: str
     user_display_message: str | None = None
     skipped_attachments: list[str] = field(default_factory=list)
+    fallback: FallbackReason | None = None
+    """Why a fallback summarizer wrote the summary (None: the one chosen did)."""
+    summary_requests: int = 0
+    """Model requests this compaction sent for its summary, failed tries included."""
+
+    @property
+    def author(self) -> SummaryAuthor:
+        """Who wrote the summary, why, and at how many requests."""
+        return SummaryAuthor(self.summarizer, self.fallback, self.summary_requests)
 
     def new_entries(self) -> list[Entry]:
         """Boundary, summary, attachments and hook results, to append in this order.
@@ -493,6 +545,8 @@ class SummaryJob:
         events: EventSink | None,
         boundary_metadata: dict[str, Any] | None,
         fits: PostCompactionFit | None = None,
+        budget: RequestBudget | None = None,
+        fallback: FallbackReason | None = None,
     ) -> None:
         self.entries = entries
         self.provider = provider
@@ -514,6 +568,11 @@ class SummaryJob:
         self.events = events
         self.boundary_metadata = boundary_metadata
         self.fits = fits
+        self.budget = budget
+        """Requests this compaction may still send (None: unbounded); an offline summarizer
+        takes none."""
+        self.fallback: FallbackReason | None = fallback
+        """Why this summarizer is writing the summary as a fallback (None: it was chosen)."""
         self.prompt = ""
         self.messages: list[MessageParam] = []
         """What the summary request sends before the prompt (its oldest rounds dropped after
@@ -529,9 +588,41 @@ class SummaryJob:
         self._lean_source: list[MessageParam] = []
         """The messages as first prepared: the lean-summary yardstick of `check_summary`."""
 
+    @property
+    def summary_requests(self) -> int:
+        """Model requests the compaction has sent for its summary so far."""
+        return self.budget.used if self.budget is not None else 0
+
     def _report(self, error: CompactionError | ProviderError) -> None:
         reason = error.reason if isinstance(error, CompactionError) else type(error).__name__
-        emit(self.events, CompactionFailed(trigger=self.trigger, reason=reason, message=str(error)))
+        emit(
+            self.events,
+            CompactionFailed(
+                trigger=self.trigger,
+                reason=reason,
+                message=str(error),
+                summary_requests=self.summary_requests,
+            ),
+        )
+
+    def _take_request(self) -> None:
+        """Count the request about to be sent; CompactionError when the budget is spent."""
+        budget = self.budget
+        if budget is None or is_offline(self.provider) or budget.take():
+            return
+        raise CompactionError(
+            f"this compaction has sent its {budget.limit} summary requests "
+            "(Policy.compact_max_summary_requests): no more are sent for it",
+            reason="request_budget",
+        )
+
+    async def _send(self, request: ProviderRequest) -> ModelResponse:
+        """One summary request; retries inside it are taken from the same budget."""
+        self._take_request()
+        if self.budget is None or is_offline(self.provider):
+            return await _call_with_heartbeat(self.provider, request, self.policy, self.events)
+        with self.budget.active():
+            return await _call_with_heartbeat(self.provider, request, self.policy, self.events)
 
     def give_up(self) -> CompactionError | ProviderError:
         """The handed-over failure, reported (`CompactionFailed`) as the summary's end."""
@@ -572,7 +663,9 @@ class SummaryJob:
         self._replaced_tokens = token_count_with_estimation(self.summarized)
         self._lean_source = self.messages
 
-    def _read_summary(self, response: ModelResponse) -> str:
+    def _read_summary(self, response: ModelResponse, room: int | None) -> str:
+        """The summary in `response`, checked by the guard; `room` is the output budget the
+        request gave it (the guard never asks for more)."""
         provider = self.provider
         if getattr(provider, "writes_final_summary", False):
             text = response.text.strip()  # final text: never through a tag parser
@@ -585,6 +678,7 @@ class SummaryJob:
             self._replaced_tokens,
             spec=spec,
             lean_tokens=lambda: lean_summary_tokens(lean_source),
+            room_tokens=room,
         )
         if not verdict.ok:
             emit(
@@ -631,7 +725,7 @@ class SummaryJob:
                 sized = dataclasses.replace(params, max_tokens=budget)
                 request = self.planner(sized.request(with_prompt), True)
             try:
-                response = await _call_with_heartbeat(self.provider, request, policy, self.events)
+                response = await self._send(request)
                 if (
                     response.stop_reason == "max_tokens"
                     and not direct
@@ -642,7 +736,7 @@ class SummaryJob:
                     self.attempts -= 1
                     continue
                 try:
-                    summary = self._read_summary(response)
+                    summary = self._read_summary(response, request.get("max_tokens"))
                 except CompactionError as problem:
                     if direct or problem.reason not in RETRYABLE_REPLIES:
                         raise
@@ -774,6 +868,8 @@ class SummaryJob:
             summarizer=provider_name,
             user_display_message=self.user_display,
             skipped_attachments=skipped,
+            fallback=self.fallback,
+            summary_requests=self.summary_requests,
         )
         if self.fits is not None:
             drop_attachments_to_fit(result, self.fits)
@@ -787,6 +883,8 @@ class SummaryJob:
                 summary_tokens=result.summary_tokens,
                 summarizer=provider_name,
                 used_fallback=reply.direct,
+                fallback=self.fallback,
+                summary_requests=self.summary_requests,
             ),
         )
         return result
@@ -822,10 +920,14 @@ async def start_summary(
     boundary_metadata: dict[str, Any] | None = None,
     keep_from: str | None = None,
     fits: PostCompactionFit | None = None,
+    budget: RequestBudget | None = None,
+    fallback: FallbackReason | None = None,
 ) -> SummaryJob:
     """The summary's first step (`SummaryJob`): checks, `CompactionStarted`, the PreCompact
     hooks, the messages and prompt. Parameters as `compact_conversation`'s; `fits`: whether
-    the messages after the compaction leave enough room (`drop_attachments_to_fit`)."""
+    the messages after the compaction leave enough room (`drop_attachments_to_fit`);
+    `budget`: the model requests the compaction may still send (None: unbounded);
+    `fallback`: why `provider` writes this summary as a fallback, reported with it."""
     active = policy or Policy()
     if not active.compact_enabled:
         raise CompactionError(
@@ -876,6 +978,8 @@ async def start_summary(
         events=events,
         boundary_metadata=boundary_metadata,
         fits=fits,
+        budget=budget,
+        fallback=fallback,
     )
     try:
         await job._prepare(instructions, sent_messages)

@@ -431,7 +431,7 @@ class _Renderer:
             )
         elif read:
             lines.append(f"   {len(read)} other file(s) were read, not changed.")
-        return lines or ["   No file was read or changed in this part."]
+        return lines or ["   No file was read or changed."]
 
     def _error_lines(self, record: ErrorRecord, level: _Level) -> list[str]:
         call = record.call
@@ -455,10 +455,7 @@ class _Renderer:
 
     def errors_section(self, level: _Level, cuts: _Cuts) -> list[str]:
         if not self.errors:
-            return [
-                "   None recorded: no call failed and no command output reported a failure "
-                "in this part."
-            ]
+            return ["   None: no call failed, no output reported a failure."]
         keep = level.errors if cuts.errors is None else cuts.errors
         unresolved = [r for r in self.errors if r.resolved_by is None]
         shown = self.errors[: max(keep, min(len(unresolved), UNRESOLVED_SHOWN))]
@@ -532,7 +529,7 @@ class _Renderer:
         if decisions:
             lines.append("   Decisions and reasons, in the agent's words (latest last):")
             lines.extend(f"   - {_line(d, LONG_LINE_CHARS)}" for d in decisions)
-        return lines or ["   No commit, check run or stated decision is recorded in this part."]
+        return lines or ["   No commit, check or stated decision."]
 
     def user_messages(self, level: _Level, cuts: _Cuts) -> list[str]:
         lines: list[str] = []
@@ -822,11 +819,15 @@ def summary_budget(
     )
 
 
+BARE = _Cuts(files=0, prompts=0, errors=0, spec_lines=0)
+"""The lean level with every long list cut away: the least the offline summary says."""
+
+
 def lean_summary_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Tokens of the leanest offline summary of these messages: what a summary of them holds
-    at the least without losing the task's state (the guard's floor never asks for more)."""
+    """Tokens of the barest offline summary of these messages (the lean level, its long lists
+    cut away): the guard's floor never asks a summary for more."""
     renderer = _Renderer(read_handover(messages), up_to=False)
-    return rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
+    return rough_token_count(renderer.render(_LEVELS[-1], BARE))
 
 
 def extractive_summary(

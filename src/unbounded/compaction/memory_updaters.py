@@ -340,6 +340,8 @@ class OfflineNotesUpdater:
     """Fills the notes from the transcript's facts, without a model (`offline_notes`)."""
 
     name = "offline"
+    offline = True
+    """It asks no model: the fallback when there is none, or it failed."""
 
     async def update(self, job: UpdateJob) -> UpdateOutcome:
         """Merge the facts of the new messages into the notes."""

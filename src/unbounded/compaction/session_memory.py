@@ -12,7 +12,9 @@ The parts, one module each:
 - `compaction.memory_trigger`: when to update (`should_update`), from what the notes do not
   cover yet (`progress_since`, kept up to date per turn by a `ProgressTracker`).
 - `compaction.memory_updaters`: how (`ModelNotesUpdater`: a forked cache-sharing call that may
-  only edit the notes; `OfflineNotesUpdater`: no model, `compaction.offline_notes`).
+  only edit the notes; `OfflineNotesUpdater`: no model, `compaction.offline_notes`). Without
+  an updater of its own, `SessionMemory` asks the session's model (`Session.model_provider()`)
+  and the offline updater when there is none, or in place of a model update that failed.
 - this module: `SessionMemory`, which ties them to a `Session`.
 
 Where. `<session folder>/session-memory/summary.md` (`SessionStore.read_memory` /
@@ -82,6 +84,7 @@ from unbounded.compaction.offline_notes import offline_notes, summary_user_messa
 from unbounded.errors import ConfigError, ProviderError
 from unbounded.events import GenericEvent, emit
 from unbounded.model.entries import Entry
+from unbounded.model.response import is_offline
 from unbounded.policy import GUARDED_QUERY_SOURCES
 from unbounded.tokens.estimate import rough_token_count
 
@@ -137,7 +140,9 @@ class SessionMemory:
     ) -> None:
         if updater is not None and not callable(getattr(updater, "update", None)):
             raise ConfigError("SessionMemory updater must have an async update(job) method")
-        self.updater: NotesUpdater = updater or OfflineNotesUpdater()
+        self.updater: NotesUpdater | None = updater
+        """The updater chosen; None: the session's model writes the notes
+        (`Session.model_provider()`), the offline updater when there is none or it failed."""
         self.background = background
         self.rehydrate = rehydrate
         self.state = _MemoryState()
@@ -271,29 +276,27 @@ class SessionMemory:
             policy=policy,
         )
         sink = session.events_sink()
-        try:
-            outcome = await asyncio.wait_for(
-                self.updater.update(job), timeout=policy.session_memory_update_timeout_seconds
-            )
-        except (asyncio.TimeoutError, ProviderError) as error:
-            reason = "timeout" if isinstance(error, asyncio.TimeoutError) else str(error)
-            self._failed(session, reason)
-            return None
-        if not outcome.accepted:
-            self._failed(session, "; ".join(outcome.refused) or "no acceptable edit")
+        updater, fallback = self._updater_for(session)
+        outcome = await self._run(session, updater, job)
+        if outcome is None and self.updater is None and not is_offline(updater):
+            # The session's model failed: the offline notes cover these messages instead.
+            updater, fallback = OfflineNotesUpdater(), "model_failed"
+            outcome = await self._run(session, updater, job)
+        if outcome is None:
             return None
         if outcome.notes is not None and outcome.notes != current:
             session.write_notes(outcome.notes)
         self.state.updated_through = progress.last_uuid
         self.state.updates += 1
-        self.state.last_writer = self.updater.name
+        self.state.last_writer = updater.name
         self._save(session)
         emit(
             sink,
             GenericEvent(
                 "session_memory_updated",
                 {
-                    "updater": self.updater.name,
+                    "updater": updater.name,
+                    "fallback": fallback,
                     "through": progress.last_uuid,
                     "applied": outcome.applied,
                     "refused": list(outcome.refused),
@@ -303,11 +306,37 @@ class SessionMemory:
         )
         return outcome
 
-    def _failed(self, session: Session, reason: str) -> None:
+    def _updater_for(self, session: Session) -> tuple[NotesUpdater, str | None]:
+        """The updater of this update and why the offline one writes (None: a model does):
+        the one given, else the session's model, else the offline updater."""
+        if self.updater is not None:
+            return self.updater, "asked_for" if is_offline(self.updater) else None
+        model = session.model_provider()
+        if model is not None:
+            return ModelNotesUpdater(model), None
+        return OfflineNotesUpdater(), "no_model"
+
+    async def _run(
+        self, session: Session, updater: NotesUpdater, job: UpdateJob
+    ) -> UpdateOutcome | None:
+        """One update by `updater`; None (reported, counted) when it failed or timed out."""
+        timeout = session.policy.session_memory_update_timeout_seconds
+        try:
+            outcome = await asyncio.wait_for(updater.update(job), timeout=timeout)
+        except (asyncio.TimeoutError, ProviderError) as error:
+            reason = "timeout" if isinstance(error, asyncio.TimeoutError) else str(error)
+            self._failed(session, reason, updater)
+            return None
+        if not outcome.accepted:
+            self._failed(session, "; ".join(outcome.refused) or "no acceptable edit", updater)
+            return None
+        return outcome
+
+    def _failed(self, session: Session, reason: str, updater: NotesUpdater) -> None:
         self.state.failures += 1
         self._save(session)
-        event = GenericEvent("session_memory_update_failed", {"reason": reason})
-        emit(session.events_sink(), event)
+        data = {"reason": reason, "updater": updater.name}
+        emit(session.events_sink(), GenericEvent("session_memory_update_failed", data))
 
     def _save(self, session: Session) -> None:
         session.store.save_state(STATE_NAME, self.state.to_dict())

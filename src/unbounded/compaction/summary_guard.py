@@ -11,10 +11,12 @@ The rule:
 
 - **Size floor**: at least 2 % of the tokens it replaces, never asked to exceed 1,500 tokens
   nor below 300, never more than a quarter of what it replaces (a short conversation may
-  have a short summary), and never more than the leanest offline summary of the same
+  have a short summary), never more than the leanest offline summary of the same
   conversation (a conversation of a few huge tool outputs holds few facts: a short summary
-  of it lost nothing). For 50,000 tokens replaced that is 1,000 tokens; for 75,000 and
-  more, 1,500. Counts are length / 4.
+  of it lost nothing), and never more than the output budget the summary request gave
+  (`max_tokens`: in a small window that room is small, and a summary, the offline fallback
+  above all, cannot be refused for fitting the room it was asked to fit). For 50,000 tokens
+  replaced that is 1,000 tokens; for 75,000 and more, 1,500. Counts are length / 4.
 - **Sections**, for a nine-section summary: at least 7 of the nine headings recognised
   (by their words, in any numbering or markup), and always the three a continuation needs:
   Primary Request, Pending Tasks, Current Work (or "Work Completed" for a partial
@@ -118,12 +120,16 @@ def check_summary(
     kind: SummaryKind = "summary",
     spec: SectionSpec = NINE_SECTIONS,
     lean_tokens: Callable[[], int] | None = None,
+    room_tokens: int | None = None,
 ) -> SummaryVerdict:
     """Check a compaction's summary (or session notes) against the rule above; `spec` names
     the sections the prompt asked for (a provider may declare its own, `summary_sections`);
-    `lean_tokens` gives the leanest offline summary's size, asked only for a small summary."""
+    `lean_tokens` gives the leanest offline summary's size, asked only for a small summary;
+    `room_tokens` is the output budget the summary request gave (the floor stays under it)."""
     tokens = rough_token_count(text)
     floor = summary_floor(replaced_tokens)
+    if room_tokens is not None and room_tokens > 0:
+        floor = min(floor, room_tokens)
     if tokens < floor and lean_tokens is not None:
         floor = min(floor, lean_tokens())
     if tokens < floor:

@@ -2,12 +2,13 @@
 
 See docs/replay.md. `replay_session` / `replay_transcript` (replay.py) run a recorded session
 through the `Session` pipeline and the baselines (baselines.py); `evaluate_transcripts`
-(evaluate.py) scores retention at compaction points; `ProbeRunner` (probes.py) is the
-probe-and-judge evaluation; `render_report_html` (report.py) writes the HTML report.
+(evaluate.py) scores retention at compaction points; `ProbeExam` (probes.py) examines the
+hand-overs of each compaction point with models; `render_report_html` (report.py) writes
+the HTML report.
 """
 
 from unbounded.evaluation.evaluate import EvalReport, evaluate_sync, evaluate_transcripts
-from unbounded.evaluation.probes import ProbeRunner
+from unbounded.evaluation.probes import ProbeExam
 from unbounded.evaluation.replay import (
     ReplayOptions,
     ReplayReport,
@@ -18,7 +19,7 @@ from unbounded.evaluation.report import render_report_html
 
 __all__ = [
     "EvalReport",
-    "ProbeRunner",
+    "ProbeExam",
     "ReplayOptions",
     "ReplayReport",
     "evaluate_sync",

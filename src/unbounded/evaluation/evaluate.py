@@ -12,9 +12,11 @@ padded estimate of the normalized messages).
 The facts and the scoring are `unbounded.compaction.facts`; nothing here re-implements them.
 
 At a recorded boundary, the turns the agent took after it also give the continuation
-measure (`unbounded.evaluation.continuation`): of the files, names and commands the agent
-went on to use and could have known before, the share each compacted context still holds,
-for the next 10 and 30 turns and all turns up to the next compaction.
+diagnostics (`unbounded.evaluation.continuation`): of the files, code tokens and commands
+the agent went on to use and could have known before, what each compacted context holds
+(recall) and how much of what it lists went unused (precision), for the next 10 and 30
+turns and all turns up to the next compaction. These deterministic figures are diagnostics;
+whether an agent can act on a hand-over is what the probe exam (`--llm`) measures.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from unbounded.compaction.glue import default_facts_ledger, rehydrator_for
 from unbounded.evaluation.continuation import (
     HORIZONS,
     KINDS,
+    Counts,
+    KnownItems,
     TextIndex,
     after_point,
     continuation_scores,
@@ -55,8 +59,8 @@ from unbounded.tokens.estimate import estimate_messages_tokens, rough_token_coun
 CONTINUATION_SOURCES = ("ours_summary", "ours_full", "recorded")
 HEADLINE_HORIZON = "next_30"
 """The horizon `continuation` reports; every horizon is in `continuation_by_horizon`."""
-Continuation = dict[str, dict[str, dict[str, tuple[int, int]]]]
-"""horizon -> source -> kind -> (kept, total)."""
+Continuation = dict[str, dict[str, dict[str, Counts]]]
+"""horizon -> source -> kind -> counts (held, used, listed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,8 @@ class PointEvaluation:
     recorded_summary: str
     continuation: Continuation = field(default_factory=dict)
     """For the primary summarizer; empty at a point with no recorded turns after it."""
+    after: list[Entry] = field(default_factory=list)
+    """What the agent did after the point, up to the next one (none at the end)."""
 
     @property
     def recorded_post_tokens(self) -> int | None:
@@ -119,7 +125,7 @@ class PointEvaluation:
             },
             "continuation": {
                 horizon: {
-                    source: {kind: list(pair) for kind, pair in kinds.items()}
+                    source: {kind: counts.to_list() for kind, counts in kinds.items()}
                     for source, kinds in sources.items()
                 }
                 for horizon, sources in self.continuation.items()
@@ -170,21 +176,18 @@ class EvalReport:
         post = sum(p.recorded_post_tokens or 0 for p in with_summary)
         return _compression(pre, post)
 
-    def continuation(self, horizon: str) -> dict[str, dict[str, float | None]]:
-        """kind -> source -> kept share, summed over the points with turns after them."""
-        sums: dict[str, dict[str, list[int]]] = {
-            kind: {source: [0, 0] for source in CONTINUATION_SOURCES} for kind in KINDS
+    def continuation(self, horizon: str) -> dict[str, dict[str, dict[str, float | None]]]:
+        """kind -> source -> recall, precision and score, from the counts of the points
+        with turns after them added together."""
+        sums: dict[str, dict[str, Counts]] = {
+            kind: dict.fromkeys(CONTINUATION_SOURCES, Counts()) for kind in KINDS
         }
         for point in self.points:
             for source, kinds in point.continuation.get(horizon, {}).items():
-                for kind, (kept, total) in kinds.items():
-                    sums[kind][source][0] += kept
-                    sums[kind][source][1] += total
+                for kind, counts in kinds.items():
+                    sums[kind][source] = sums[kind][source] + counts
         return {
-            kind: {
-                source: fraction((kept, total)) if total else None
-                for source, (kept, total) in sources.items()
-            }
+            kind: {source: counts.figures() for source, counts in sources.items()}
             for kind, sources in sums.items()
         }
 
@@ -264,7 +267,7 @@ def point_continuation(
     """The continuation measure at one point for each horizon and compacted context."""
     if not after:
         return {}
-    knowable = TextIndex.of_entries(before)
+    knowable = KnownItems.of_entries(before)
     contexts: dict[str, TextIndex] = {}
     if ours is not None:
         contexts["ours_summary"] = TextIndex(ours.summary_text)
@@ -349,6 +352,7 @@ async def evaluate_transcripts(
                     continuation=point_continuation(
                         before, after, results.get(report.summarizers[0]), recorded
                     ),
+                    after=list(after),
                 )
             )
     return report

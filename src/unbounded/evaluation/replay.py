@@ -53,7 +53,12 @@ from unbounded.evaluation.baselines import (
     make_baselines,
     run_baselines,
 )
-from unbounded.evaluation.continuation import TextIndex, continuation_scores
+from unbounded.evaluation.continuation import (
+    Counts,
+    KnownItems,
+    TextIndex,
+    continuation_scores,
+)
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
@@ -69,6 +74,7 @@ from unbounded.events import (
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import forward_capabilities, is_offline
 from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
@@ -143,9 +149,10 @@ class CompactionRecord:
     summary_tokens: int
     summary_scores: Scores
     full_scores: Scores
-    continuation: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
-    """`summary` / `full` -> kind -> (kept, used and knowable) over the next 30 recorded
-    turns: what the recorded agent went on to use that our compacted context still holds."""
+    continuation: dict[str, dict[str, Counts]] = field(default_factory=dict)
+    """`summary` / `full` -> kind -> counts (held, used, listed) over the next 30 recorded
+    turns: what the recorded agent went on to use that our compacted context holds, and
+    what it lists (a diagnostic: `unbounded.evaluation.continuation`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -158,7 +165,7 @@ class CompactionRecord:
             "summary": {k: list(v) for k, v in self.summary_scores.items()},
             "full": {k: list(v) for k, v in self.full_scores.items()},
             "continuation": {
-                context: {kind: list(pair) for kind, pair in kinds.items()}
+                context: {kind: counts.to_list() for kind, counts in kinds.items()}
                 for context, kinds in self.continuation.items()
             },
         }
@@ -269,21 +276,18 @@ class ReplayReport:
             "baselines": {name: round(run.cost_usd, 6) for name, run in self.baselines.items()},
         }
 
-    def continuation(self) -> dict[str, dict[str, float | None]]:
-        """kind -> {summary, full}: kept share over our compactions (next 30 turns)."""
-        sums: dict[str, dict[str, list[int]]] = {}
+    def continuation(self) -> dict[str, dict[str, dict[str, float | None]]]:
+        """kind -> {summary, full} -> recall, precision and score over our compactions (next
+        30 turns), from their counts added together."""
+        sums: dict[str, dict[str, Counts]] = {}
         for record in self.compaction_records:
             for context, kinds in record.continuation.items():
-                for kind, (kept, total) in kinds.items():
-                    pair = sums.setdefault(kind, {}).setdefault(context, [0, 0])
-                    pair[0] += kept
-                    pair[1] += total
+                for kind, counts in kinds.items():
+                    by_context = sums.setdefault(kind, {})
+                    by_context[context] = by_context.get(context, Counts()) + counts
         return {
-            kind: {
-                context: (kept / total if total else None)
-                for context, (kept, total) in pairs.items()
-            }
-            for kind, pairs in sums.items()
+            kind: {context: counts.figures() for context, counts in by_context.items()}
+            for kind, by_context in sums.items()
         }
 
     def retention(self) -> dict[str, Any]:
@@ -379,7 +383,7 @@ class RecordingProvider:
         self.inner = inner
         self.name = inner.name
         self.supports_cache_edits = inner.supports_cache_edits
-        self.includes_facts = bool(getattr(inner, "includes_facts", False))
+        forward_capabilities(inner, self)
         self.calls: list[tuple[ProviderRequest, ModelResponse]] = []
 
     async def create(
@@ -404,7 +408,7 @@ def _summary_output_tokens(
     provider: RecordingProvider, response: ModelResponse, scale: float
 ) -> int:
     reported = response.usage.get("output_tokens") if response.usage else None
-    if provider.name != "extractive" and isinstance(reported, int) and reported > 0:
+    if not is_offline(provider) and isinstance(reported, int) and reported > 0:
         return reported
     return round(rough_token_count(response.text) * scale)
 
@@ -889,7 +893,7 @@ class _Replayer:
             summary_scores = score_text(before, summary)
             full_scores = score_text(before, full_text)
             after = self.main[call.first :]
-            knowable = TextIndex.of_entries(before)
+            knowable = KnownItems.of_entries(before)
             continuation = {
                 context: continuation_scores(knowable, after, TextIndex(text), 30)
                 for context, text in (("summary", summary), ("full", full_text))

@@ -561,26 +561,36 @@ def _retention(report: ReplayReport) -> str:
 
 
 def _continuation(report: ReplayReport) -> str:
-    """What the next 30 recorded turns after each compaction used, and the share of it the
-    compacted context still held."""
+    """The continuation diagnostics: of what the next 30 recorded turns after each compaction
+    used, what the compacted context held, and how much of what it listed went unused."""
     data = report.continuation()
     if not data:
         return ""
-    rows = ["<tr><th>used next</th><th>held by the summary</th><th>held by the context</th></tr>"]
+    rows = [
+        "<tr><th>used next</th><th>summary: recall / precision</th>"
+        "<th>context: recall / precision</th></tr>"
+    ]
     for kind, contexts in data.items():
-        cells = [
-            "—" if contexts.get(context) is None else f"{contexts[context]:.0%}"
-            for context in ("summary", "full")
-        ]
+        cells = [_recall_precision(contexts.get(context)) for context in ("summary", "full")]
         rows.append(
             f"<tr><td>{html.escape(kind)}</td><td>{cells[0]}</td><td>{cells[1]}</td></tr>"
         )
     return (
-        "<h3>What the next turns needed</h3><p class='meta'>Of the files, names and commands "
-        "the recorded agent used in the 30 turns after each compaction and could have known "
-        "before it, the share the compacted context still held.</p>"
-        "<div class='scroll'><table>" + "".join(rows) + "</table></div>"
+        "<h3>What the next turns needed (a diagnostic)</h3><p class='meta'>Of the files, code "
+        "tokens and commands the recorded agent used in the 30 turns after each compaction "
+        "and could have known before it, the share the compacted context held (recall), and "
+        "of what the context listed, the share the agent used (precision). A diagnostic, not "
+        "a verdict on the hand-over: <code>unbounded eval --llm MODEL</code> examines that."
+        "</p><div class='scroll'><table>" + "".join(rows) + "</table></div>"
     )
+
+
+def _recall_precision(figures: dict[str, float | None] | None) -> str:
+    if not figures or figures.get("recall") is None:
+        return "—"
+    recall, precision = figures["recall"], figures.get("precision")
+    shown = f"{recall:.0%}" + (f" / {precision:.0%}" if precision is not None else " / —")
+    return html.escape(shown)
 
 
 def render_report_html(report: ReplayReport) -> str:

@@ -9,10 +9,12 @@ recorded sessions:
 1. Every candidate policy replays every session (`unbounded replay`'s engine, baselines
    off, the same model, window and summarizer) and is scored on two figures:
    - **cost**: the sum of the sessions' replayed costs (USD);
-   - **continuation**: at each of its compactions, of the files, names and commands the
-     recorded agent went on to use in the next 30 turns (and could have known before), the
-     share its full post-compaction context still holds, summed over the sessions and
-     averaged over the three kinds (a policy that never compacts keeps everything: 1.0).
+   - **continuation**: at each of its compactions, of the files, code tokens and commands
+     the recorded agent went on to use in the next 30 turns (and could have known before),
+     the share its full post-compaction context still holds (the recall of
+     `unbounded.evaluation.continuation`), summed over the sessions and averaged over the
+     three kinds (a policy that never compacts keeps everything: 1.0). The candidates share
+     one summarizer, so this compares what the policies keep, not how summaries are written.
 2. The candidates are the default policy, then `trials` others drawn from the search space
    (`SEARCH_SPACE`: a grid of values per field, sampled with a fixed seed so a run can be
    repeated), evaluated in `jobs` processes.
@@ -59,7 +61,7 @@ class SessionScore:
     cache_read_share: float
     compactions: int
     continuation: dict[str, tuple[int, int]]
-    """kind -> (kept, used and knowable), full context, next 30 turns, summed over points."""
+    """kind -> (held, used and knowable), full context, next 30 turns, summed over points."""
 
 
 @dataclass(slots=True)
@@ -191,9 +193,9 @@ def score_session(path: str, policy_fields: dict[str, Any]) -> SessionScore:
     )
     continuation: dict[str, tuple[int, int]] = {}
     for record in report.compaction_records:
-        for kind, (kept, total) in record.continuation.get("full", {}).items():
+        for kind, counts in record.continuation.get("full", {}).items():
             old = continuation.get(kind, (0, 0))
-            continuation[kind] = (old[0] + kept, old[1] + total)
+            continuation[kind] = (old[0] + counts.held, old[1] + counts.used)
     return SessionScore(
         cost=report.ours.cost_usd,
         recorded_cost=report.recorded_cost,

@@ -47,9 +47,11 @@ caller never has to send them back. A `recall` call the caller does see (in a st
 or beside its own tool calls) may be left unanswered or answered with anything: the wrapper
 puts the session's answer in the caller's next tool results.
 
-Compaction summaries come from the same client and model by default (the cache-sharing fork,
-falling back to the offline extractive summarizer after repeated failures); pass
-`summarizer="extractive"` or any `Provider` to change that. One wrapped client is one
+Compaction summaries (and the notes of a `SessionMemory` without an updater) come from the
+same client and model by default: the cache-sharing fork, its transport retries made and
+counted by unbounded within the compaction's summary requests, and the offline hand-over
+once the breaker trips or those requests are spent. Pass `summarizer="extractive"` (offline)
+or any `Provider` to change that. One wrapped client is one
 conversation: calls on it are sequential, like the turns of a conversation. Everything else
 on the client (`models`, `beta`, `messages.count_tokens`…) is the SDK's, untouched;
 `close()` (or `with` / `async with`) releases the session folder's lock and the SDK client.
@@ -106,6 +108,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
+from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
 
@@ -274,17 +277,30 @@ class ClientPipeline:
         self.known = conversation_prints(session.entries)
         self.recall_ids = recall_call_ids(session.entries)
 
-    def _summarizer_provider(self) -> Provider | None:
+    def _summarizer_provider(self) -> Provider:
         choice = self._summarizer
         if choice is None or choice == "client":
-            return self.provider
+            return self._client_summarizer()
         if choice == "extractive":
-            return None  # the session's default: the offline extractive summarizer
+            from unbounded.providers.extractive import ExtractiveSummarizer
+
+            return ExtractiveSummarizer()
         if isinstance(choice, str):
             raise ConfigError(
                 f"summarizer must be 'client', 'extractive' or a Provider, not {choice!r}"
             )
         return choice
+
+    def _client_summarizer(self) -> Provider:
+        """The wrapped client as the summarizer. Its transport retries are made by a
+        `RetryingProvider` (the SDK's own turned off for these calls, as many as the client
+        allows), so each one is counted against the compaction's summary requests."""
+        retries = getattr(self.client, "max_retries", 0)
+        copy_with = getattr(self.client, "with_options", None)
+        if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
+            return self.provider
+        quiet = AnthropicProvider(copy_with(max_retries=0))
+        return RetryingProvider(quiet, max_retries=retries, events=self._events)
 
     def _open(self, config: SessionConfig) -> Session:
         options: dict[str, Any] = {

@@ -23,9 +23,10 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    state so the next call sends the same prefix.
 3. **Compacts** when the count reaches the model's auto-compact threshold: the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
-   ledger) from the configured summarizer — the offline extractive one by default, any
-   unbounded `Provider`, a LangChain chat model or "provider:model" string, or a function
-   returning the summary text — and the most recent messages are kept verbatim: always the
+   ledger) written by the agent's own chat model (the one `wrap_model_call` sees; the
+   offline hand-over until it is known), or by the summarizer given — any unbounded
+   `Provider`, a LangChain chat model or "provider:model" string, a function returning the
+   summary text, "extractive" — and the most recent messages are kept verbatim: always the
    newest round (the last human message, or the tool calls the last results answer), older
    ones within `keep_messages` / `keep_tokens`, cut between tool rounds so no tool call
    loses its result. The state is rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)`
@@ -33,7 +34,9 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    `HumanMessage` marked with `additional_kwargs["lc_source"] = "summarization"`, and a
    later compaction summarizes it again (summaries chain). A transient summary failure is
    retried with backoff; a failed summary leaves the messages as they were (no exception);
-   after 3 failures in a row the extractive summarizer takes over.
+   once the compaction has sent `Policy.compact_max_summary_requests` summary requests
+   (retries included), or after 3 failures in a row, the offline hand-over summarizes at
+   once. The state and `LangchainCompacted` say who wrote the summary and why.
 
 **Recall.** With `Policy.recall_enabled` (the default) the middleware registers a `recall`
 tool with the agent: the original of every cleared result and the summarized messages are
@@ -44,7 +47,8 @@ Messages already converted on the previous call, and the count and normalized me
 from them, are reused while the conversation only grows.
 
 What survives between calls (when the last model call happened, which kept messages carry a
-stale usage, the failure count) lives in the agent state under the private key `unbounded`.
+stale usage, the failure count, the summary requests spent, who wrote the last summary)
+lives in the agent state under the private key `unbounded`.
 Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`).
 """
 
@@ -94,7 +98,11 @@ from unbounded.blocking import run_blocking
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CacheSafeParams, media_placeholder
+from unbounded.compaction.conversation import (
+    CacheSafeParams,
+    SummaryAuthor,
+    media_placeholder,
+)
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.ledger import ToolLedger
 from unbounded.compaction.micro import MicrocompactState, microcompact
@@ -117,6 +125,8 @@ from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
+from unbounded.model.request_budget import RequestBudget
+from unbounded.model.response import is_offline
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import (
     Heartbeat,
@@ -154,6 +164,11 @@ class ContextState(TypedDict, total=False):
     """Kept messages whose reported usage predates the last compaction (not an anchor)."""
     failures: int
     """Consecutive failed compactions (the circuit breaker)."""
+    summary_requests: int
+    """Model requests spent on the summary of a compaction that has not landed yet."""
+    last_summary: dict[str, Any]
+    """Who wrote the last summary (`SummaryAuthor.to_dict()`: summarizer, fallback,
+    summary_requests)."""
     compactions: int
     archive: dict[str, Any]
     """What clearing and compaction took out of the messages, for the recall tool."""
@@ -536,14 +551,19 @@ def summarizer_provider(
     events: EventSink | None = None,
     retries: int = 2,
 ) -> Provider | None:
-    """The middleware's summarizer: None (the offline extractive one), an unbounded Provider,
-    a LangChain chat model or a "provider:model" string (`init_chat_model`), or a function /
-    Runnable returning the summary text. Model calls retry transient failures with backoff."""
+    """The middleware's summarizer: None (none chosen: the agent's own model writes the
+    summaries), "extractive" (the offline hand-over), an unbounded Provider, a LangChain chat
+    model or a "provider:model" string (`init_chat_model`), or a function / Runnable
+    returning the summary text. Model calls retry transient failures with backoff."""
     if summarizer is None:
         return None
     provider: Provider
     if isinstance(summarizer, Provider):
         provider = summarizer
+    elif summarizer == "extractive":
+        from unbounded.providers.extractive import ExtractiveSummarizer
+
+        provider = ExtractiveSummarizer()
     elif isinstance(summarizer, str):
         try:
             from langchain.chat_models import init_chat_model
@@ -562,10 +582,10 @@ def summarizer_provider(
         provider = FunctionSummarizer(summarizer, context_window=context_window)
     else:
         raise ConfigError(
-            f"summarizer must be None, a Provider, a chat model, a 'provider:model' string or "
-            f"a function, not {type(summarizer).__name__}"
+            f"summarizer must be None, 'extractive', a Provider, a chat model, a "
+            f"'provider:model' string or a function, not {type(summarizer).__name__}"
         )
-    if isinstance(provider, RetryingProvider) or getattr(provider, "name", "") == "extractive":
+    if isinstance(provider, RetryingProvider) or is_offline(provider):
         return provider
     if retries <= 0:
         return provider
@@ -645,8 +665,11 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         """`model`: a model-table name (a "provider:" prefix is allowed), a `ModelInfo` or the
         agent's chat model (its window sets the thresholds; `context_window` overrides it).
         `summarizer`: an unbounded Provider, a LangChain chat model, a "provider:model"
-        string, or a function returning the summary text (default: the offline extractive
-        summarizer); a failed call is retried `summary_retries` times with backoff. After a
+        string, a function returning the summary text, or "extractive" (the offline
+        hand-over); by default the agent's own model writes the summaries (the model each
+        model call is made with, or `model` when it is a chat model), and the offline
+        hand-over until that model is known. A failed call is retried `summary_retries`
+        times with backoff. After a
         compaction the newest round stays verbatim, with older ones while the kept messages
         stay within `keep_messages` and `keep_tokens` (default: a fifth of the threshold, at
         most 20,000). Results of `compactable_tools` (default: every tool, as
@@ -665,12 +688,20 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
         if summary_retries < 0:
             raise ConfigError("summary_retries must be >= 0")
+        self.summary_retries = summary_retries
         self.summarizer: Provider | None = summarizer_provider(
             summarizer,
             context_window=self.model_info.context_window,
             events=events,
             retries=summary_retries,
         )
+        """The summarizer chosen (None: the agent's own model, `agent_summarizer`)."""
+        self.agent_summarizer: Provider | None = None
+        """The agent's own chat model as a summarizer: the model the last model call was
+        made with (`wrap_model_call`), or `model` when it is a chat model."""
+        self._agent_model: Any = None
+        if summarizer is None and _is_chat_model(model):
+            self._remember_model(model, events)
         self.compactable_tools = list(compactable_tools) if compactable_tools is not None else None
         self.exclude_tools = frozenset(exclude_tools)
         self.events = events
@@ -694,6 +725,35 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             ]
 
     # -- hooks
+
+    def _remember_model(self, model: Any, events: EventSink | None) -> None:
+        """Make the agent's chat model the summarizer (once per model object)."""
+        if model is self._agent_model or not _is_chat_model(model):
+            return
+        self._agent_model = model
+        self.agent_summarizer = summarizer_provider(
+            model,
+            context_window=self.model_info.context_window,
+            events=events,
+            retries=self.summary_retries,
+        )
+
+    def model_provider(self) -> Provider | None:
+        """The model the summaries are written by: the summarizer chosen, else the agent's own
+        model; None when there is none yet, or the offline hand-over was chosen."""
+        chosen = self.summarizer if self.summarizer is not None else self.agent_summarizer
+        return None if chosen is None or is_offline(chosen) else chosen
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Learn the agent's model (it writes the summaries unless a summarizer was given),
+        then make the call unchanged."""
+        self._remember_model(request.model, self.events)
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """`wrap_model_call` for async agents."""
+        self._remember_model(request.model, self.events)
+        return await handler(request)
 
     def before_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
@@ -875,17 +935,22 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         return pad_estimate(raw)
 
     def _compaction(self) -> TieredCompaction:
-        """The summarizer until the breaker trips, then the extractive summarizer (from the
-        next model call: the one whose summary failed goes on uncompacted)."""
+        """The agent's model (or the summarizer chosen) until the breaker trips or the
+        compaction spends its summary requests, then the offline hand-over at once: in a
+        small window a call left uncompacted would go over it."""
         from unbounded.providers.extractive import ExtractiveSummarizer
 
-        extractive = ExtractiveSummarizer()
+        model = self.model_provider()
+        chosen = self.summarizer
+        if model is None and chosen is not None:  # the offline hand-over was chosen
+            return TieredCompaction([SummaryTier(chosen, fallback="asked_for")])
+        if model is None:
+            return TieredCompaction([SummaryTier(ExtractiveSummarizer(), fallback="no_model")])
         return TieredCompaction(
             [
-                TierSlot(SummaryTier(self.summarizer or extractive), "closed"),
-                TierSlot(SummaryTier(extractive), "open"),
-            ],
-            hand_over_at_once=False,
+                TierSlot(SummaryTier(model), "closed"),
+                TierSlot(SummaryTier(ExtractiveSummarizer()), "open"),
+            ]
         )
 
     async def _summarize(self, plan: _Plan) -> _Summary | None:
@@ -896,6 +961,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
             max_output=self.model_info.max_output,
         )
+        spent = plan.context.get("summary_requests", 0)
         context = CompactionContext(
             entries=head,
             view=head,
@@ -906,27 +972,30 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             rehydrate_from=None,  # the agent's own state is not re-injected
             events=self.events,
             facts_ledger=default_facts_ledger,
+            budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
         )
         failures = plan.context.get("failures", 0)
         outcome = await self._compaction().run(context, failures=failures)
         if outcome.failures != failures:
             plan.context["failures"] = outcome.failures
         if outcome.result is None:
+            if outcome.summary_requests != spent:
+                plan.context["summary_requests"] = outcome.summary_requests
             return None
         return _Summary(
             text=outcome.result.summary_text,
             pre_tokens=outcome.result.pre_tokens,
-            summarizer=outcome.result.summarizer,
+            author=outcome.result.author,
         )
 
 
 class _Summary:
     """The text of a finished compaction and what to report about it."""
 
-    def __init__(self, *, text: str, pre_tokens: int, summarizer: str) -> None:
+    def __init__(self, *, text: str, pre_tokens: int, author: SummaryAuthor) -> None:
         self.text = text
         self.pre_tokens = pre_tokens
-        self.summarizer = summarizer
+        self.author = author
 
 
 class _Plan:
@@ -977,7 +1046,8 @@ class _Plan:
                 "lc_source": SUMMARY_SOURCE,
                 "lc_data": {
                     "by": "unbounded",
-                    "summarizer": summary.summarizer,
+                    "summarizer": summary.author.summarizer,
+                    "fallback": summary.author.fallback,
                     "pre_tokens": summary.pre_tokens,
                     "messages_summarized": summarized,
                 },
@@ -986,6 +1056,8 @@ class _Plan:
         self._archive(summarized=True)
         context = self.context.copy()
         context["failures"] = 0
+        context["summary_requests"] = 0  # the next compaction has a budget of its own
+        context["last_summary"] = summary.author.to_dict()
         context["compactions"] = self.context.get("compactions", 0) + 1
         context["stale_usage_ids"] = [m.id for m in kept if isinstance(m, AIMessage) and m.id]
         emit(
@@ -994,6 +1066,9 @@ class _Plan:
                 pre_tokens=summary.pre_tokens,
                 messages_summarized=summarized,
                 messages_kept=len(kept),
+                summarizer=summary.author.summarizer,
+                fallback=summary.author.fallback,
+                summary_requests=summary.author.summary_requests,
             ),
         )
         return {

@@ -56,3 +56,31 @@ class Provider(Protocol):
     ) -> ModelResponse:
         """Send one request and return the whole reply (streamed underneath when asked)."""
         ...
+
+
+SUMMARY_CAPABILITIES: tuple[str, ...] = (
+    "writes_final_summary",
+    "includes_facts",
+    "summary_sections",
+    "offline",
+)
+"""What a summarizer may declare about its replies, beside `name` and `supports_cache_edits`:
+`writes_final_summary` (its text is the summary itself, never parsed for tags),
+`includes_facts` (it lists the transcript's facts already: no facts ledger is appended),
+`summary_sections` (the headings the guard checks, a `SectionSpec`) and `offline` (it sends
+no request to a model: the offline hand-over, which costs nothing and never fails)."""
+
+
+def forward_capabilities(inner: object, wrapper: object) -> None:
+    """Give `wrapper`, a provider that wraps `inner`, the capabilities `inner` declares
+    (`SUMMARY_CAPABILITIES`), so what compaction reads of a summarizer is the same through a
+    retrying, tracing or recording wrapper as on the provider itself (the wrapper sets its
+    `name` and `supports_cache_edits` itself)."""
+    for flag in SUMMARY_CAPABILITIES:
+        if hasattr(inner, flag):
+            setattr(wrapper, flag, getattr(inner, flag))
+
+
+def is_offline(provider: object) -> bool:
+    """Whether `provider` is the offline hand-over (sends nothing to a model)."""
+    return bool(getattr(provider, "offline", False))

@@ -86,6 +86,8 @@ class ExtractiveSummarizer:
     """Its summary is built from the facts, so no separate facts ledger is appended."""
     writes_final_summary = True
     """Its answer is the summary text itself: no tags to parse."""
+    offline = True
+    """It sends nothing to a model: the fallback when there is none, or it failed."""
     supports_cache_edits = False
 
     def __init__(

@@ -10,7 +10,9 @@ malformed reply) is sent again:
 - else after an exponential backoff, `base_delay * 2**(retry - 1)` capped at `max_delay`,
   with jitter: the delay is drawn from `[(1 - jitter) * d, d]` by a seedable random source,
   so many clients that failed together do not retry together;
-- never past `max_elapsed` seconds (by `clock`) since the call began, when set.
+- never past `max_elapsed` seconds (by `clock`) since the call began, when set;
+- never past the budget of the compaction whose summary it is sending, when there is one
+  (each retry is taken from it: `unbounded.model.request_budget`).
 
 `PromptTooLongError`, `AuthenticationError`, `BadRequestError` and every other error are
 raised at once: sending the same request again cannot succeed. After `max_retries` retries
@@ -31,6 +33,8 @@ from unbounded.blocking import run_blocking
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
 from unbounded.model.request import ProviderRequest
+from unbounded.model.request_budget import take_retry
+from unbounded.model.response import forward_capabilities
 from unbounded.providers.base import (
     Heartbeat,
     ModelResponse,
@@ -114,6 +118,7 @@ class RetryingProvider:
         self.name = provider.name
         """The wrapped provider's name (compaction records which summarizer ran)."""
         self.supports_cache_edits = provider.supports_cache_edits
+        forward_capabilities(provider, self)
         self.max_retries = max_retries
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -166,6 +171,9 @@ class RetryingProvider:
                     and self.max_elapsed is not None
                     and self.clock() - started + delay > self.max_elapsed
                 ):
+                    delay = None
+                # A compaction's summary counts its retries too (model/request_budget.py).
+                if delay is not None and not take_retry():
                     delay = None
                 if delay is None:
                     self.stats.gave_up += 1
