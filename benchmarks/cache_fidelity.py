@@ -34,7 +34,7 @@ from unbounded.caching.blocks import flatten_request
 from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.caching.fidelity import FidelityCall, simulate_recorded_session
 from unbounded.caching.simulator import CacheSimulator
-from unbounded.catalog import load_model_table
+from unbounded.catalog import as_provider, load_model_table, resolve_recorded_model
 from unbounded.errors import ConfigError
 from unbounded.model.entries import messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages
@@ -60,13 +60,21 @@ def fidelity(corpus: Path) -> list[dict[str, Any]]:
     """Per-session recorded vs simulated cache-read share."""
     rows = []
     exact = TiktokenCounter("o200k_base")
+    table = load_model_table()
     for name, transcript in corpus_sessions(corpus):
         if sum(call.prompt_tokens > 0 for call in transcript.api_calls()) < 2:
             skipped(name, "fewer than two calls with recorded usage")
             continue
+        recorded = transcript.model
+        _, how, _ = resolve_recorded_model(
+            table, recorded, provider=as_provider(transcript.provider)
+        )
+        if how == "assumed":  # its prices and cache rules would only be assumed
+            skipped(name, f"unknown model {recorded!r}: its figures would only be assumed")
+            continue
         try:
             rough = simulate_recorded_session(transcript)
-        except ConfigError as exc:  # e.g. a model the table does not know: no prices, no TTLs
+        except ConfigError as exc:
             skipped(name, str(exc))
             continue
         precise = simulate_recorded_session(transcript, counter=exact)

@@ -34,7 +34,8 @@ from unbounded.policy import Policy
 from unbounded.tokens.estimate import ContextCounter
 from unbounded.transcripts import codex
 from unbounded.transcripts.codex import read_codex
-from unbounded.transcripts.codex_items import command_text, output_failed, parse_arguments
+from unbounded.transcripts.codex_items import command_text, output_failed
+from unbounded.transcripts.importing import parse_arguments
 from unbounded.transcripts.loader import detect_format, load_transcript
 
 ROLLOUT = FIXTURES / "codex_rollout.jsonl"
@@ -564,7 +565,9 @@ def test_replay_without_a_path_takes_the_newest_codex_session(
     data = json.loads(result.stdout)
     assert data["source"] == "02/" + newest.name
     assert data["model"] == "gpt-5-codex" and data["invalid_requests"] == 0
-    assert data["calls"] == 9 and data["context_window"] == 272_000
+    # 9 responses replayed; the 10th billed call is Codex's own compaction summary.
+    assert data["replayed_calls"] == 9 and data["calls"] == 10
+    assert data["calls_not_replayed"] == {"side": 1} and data["context_window"] == 272_000
 
 
 # -- OpenAI prices in replay ---------------------------------------------------------------------
@@ -638,8 +641,9 @@ def test_an_openai_model_replays_a_one_hour_claude_session() -> None:
 
 
 def test_an_unpriceable_recording_has_no_recorded_cost() -> None:
+    # 1-hour cache writes recorded for a model without that tier cannot be priced.
     report = replay_session(
-        _one_hour_session("claude-unknown-9"), ReplayOptions(model="gpt-4o", policy=Policy())
+        _one_hour_session("gpt-4o"), ReplayOptions(model="gpt-4o", policy=Policy())
     )
     assert report.recorded_cost is None
     assert report.costs()["recorded_comparable"] is False

@@ -65,8 +65,9 @@ def test_eval_matches_the_facts_module(session_2_1: Path) -> None:
 
 def test_a_transcript_without_boundary_is_evaluated_at_its_end(session_1_0: Path) -> None:
     transcript = load_transcript(session_1_0)
-    ((label, before, recorded, _after),) = evaluation_points(transcript)
-    assert label == "end" and recorded == "" and before
+    (point,) = evaluation_points(transcript)
+    assert point.label == "end" and point.recorded_summary == "" and point.before
+    assert point.recorded_pre_tokens is None
     data = eval_json(str(session_1_0))
     assert data["recorded_points"] == 0
     assert all(data[name]["recorded"] is None for name in FACT_TYPES)

@@ -1,4 +1,5 @@
-"""SWE-agent and OpenHands importers: detection, mapping, valid API views, clear errors."""
+"""SWE-agent, mini-swe-agent, OpenHands and OpenHands SDK importers: detection, mapping, valid
+API views, clear errors."""
 
 from __future__ import annotations
 
@@ -400,3 +401,142 @@ def test_command_name() -> None:
     assert command_name("python reproduce.py") == "bash"
     assert command_name("rm -f a") == "bash"
     assert command_name("") == "bash"
+
+
+# -- mini-swe-agent ---------------------------------------------------------------------------------
+
+MINI_V1 = FIXTURES / "versions" / "mini-swe-agent-1.traj.json"
+MINI_TOOLCALL = FIXTURES / "versions" / "mini-swe-agent-1.1-toolcall.traj.json"
+SDK_FOLDER = FIXTURES / "versions" / "openhands-sdk-conversation"
+SDK_LIST = FIXTURES / "versions" / "openhands-sdk-events.json"
+
+
+def test_mini_swe_agent_text_actions_become_tool_calls_answered_by_the_next_message() -> None:
+    transcript = load_transcript(MINI_V1)
+    assert transcript.format == "mini-swe-agent"
+    assert transcript.meta["system"].startswith("You are a helpful assistant")
+    calls = blocks(transcript.entries, "tool_use")
+    results = blocks(transcript.entries, "tool_result")
+    assert [c["input"]["command"] for c in calls][:2] == [
+        "sed -n '1,40p' utils/pages.py",
+        "pytest -q tests/test_pages.py",
+    ]
+    assert [c["id"] for c in calls] == [r["tool_use_id"] for r in results]
+    assert [bool(r.get("is_error")) for r in results] == [False, True, False, False]
+    assert results[-1]["content"] == "Submitted"  # the last action's answer
+    texts = [b["text"] for b in blocks(transcript.entries, "text")]
+    assert "THOUGHT: Let me look at the function first." in texts and not any("```" in t for t in texts)
+    first = transcript.api_calls()[0]
+    assert first.usage == {"input_tokens": 1_750, "cache_creation_input_tokens": 400, "cache_read_input_tokens": 0, "output_tokens": 140}
+    assert first.model == "claude-sonnet-4-5-20250929"
+    validate_request(normalize_messages(transcript.view_entries()))
+
+
+def test_mini_swe_agent_tool_calls_and_exit_message() -> None:
+    transcript = load_transcript(MINI_TOOLCALL)
+    calls = blocks(transcript.entries, "tool_use")
+    results = blocks(transcript.entries, "tool_result")
+    assert [c["id"] for c in calls] == ["call_m1", "call_m2", "call_m3"]
+    assert [(r["tool_use_id"], bool(r.get("is_error"))) for r in results] == [
+        ("call_m1", False), ("call_m2", True), ("call_m3", False)
+    ]
+    exits = [e for e in transcript.entries if e.type == "progress"]
+    assert [e.data["data"]["type"] for e in exits] == ["mini_swe_agent_exit"]
+    assert transcript.entries[0].timestamp == "2026-04-07T14:00:20.000Z"  # extra.timestamp
+    assert len(transcript.api_calls()) == 3 and transcript.model == "gpt-5.4"
+
+
+def test_a_mini_swe_agent_reply_with_two_actions_is_text() -> None:
+    document = orjson.loads(MINI_V1.read_bytes())
+    document["messages"][2]["content"] += "\n```bash\nls\n```"
+    transcript = _read_json_document(document, "two.traj.json")
+    assert len(blocks(transcript.entries, "tool_use")) == 3  # the first reply makes no call
+    user_texts = [e.content for e in transcript.entries if e.type == "user" and isinstance(e.content, str)]
+    assert any("<returncode>0</returncode>" in t for t in user_texts)  # its observation is plain text
+
+
+def _read_json_document(document: Any, name: str) -> Transcript:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    try:
+        path = folder / name
+        path.write_bytes(orjson.dumps(document))
+        return load_transcript(path)
+    finally:
+        shutil.rmtree(folder)
+
+
+# -- OpenHands agent SDK ----------------------------------------------------------------------------
+
+
+def test_openhands_sdk_events_map_to_one_conversation() -> None:
+    transcript = load_transcript(SDK_FOLDER)
+    assert transcript.format == "openhands-sdk"
+    assert transcript.meta["system"] == "You are OpenHands agent, a helpful AI assistant."
+    responses = [e for e in transcript.entries if e.type == "assistant"]
+    assert [e.message_id for e in responses] == ["resp-0001", "resp-0001", "resp-0002", "resp-0003"]
+    texts = [b["text"] for e in responses for b in e.content if isinstance(b, dict) and b.get("type") == "text"]
+    assert texts[0] == "Running the linter first." and len(texts) == 3  # one thought per response
+    results = blocks(transcript.entries, "tool_result")
+    assert [(r["tool_use_id"], bool(r.get("is_error"))) for r in results] == [
+        ("toolu_sdk_01", True), ("toolu_sdk_02", False), ("toolu_sdk_03", False)
+    ]
+    messages = normalize_messages(transcript.view_entries())
+    validate_request(messages)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    first = transcript.api_calls()[0]
+    assert first.usage == {"input_tokens": 300, "cache_creation_input_tokens": 5_900, "cache_read_input_tokens": 0, "output_tokens": 180}
+    (side,) = transcript.meta["side_calls"]
+    assert side["usage_id"] == "condenser" and side["usage"]["output_tokens"] == 400
+
+
+def test_openhands_sdk_rejections_errors_and_nudges(tmp_path: Path) -> None:
+    events = orjson.loads(SDK_LIST.read_bytes())
+    reject = dict(events[5], kind="UserRejectObservation", rejection_reason="not now")
+    reject.pop("observation")
+    error = dict(events[8], kind="AgentErrorEvent", error="tool crashed")
+    error.pop("observation")
+    nudge = {"id": "n", "kind": "MessageEvent", "source": "environment", "llm_message": {"role": "user", "content": [{"type": "text", "text": "Please use a tool."}]}}
+    changed = [*events[:5], reject, *events[6:8], error, nudge, *events[9:]]
+    path = tmp_path / "events.json"
+    path.write_bytes(orjson.dumps(changed))
+    transcript = load_transcript(path)
+    results = blocks(transcript.entries, "tool_result")
+    assert results[1] == {"type": "tool_result", "tool_use_id": "toolu_sdk_02", "content": "Action rejected: not now", "is_error": True}
+    assert results[2]["content"] == "tool crashed" and results[2]["is_error"] is True
+    nudges = [e for e in transcript.entries if e.type == "user" and e.content == "Please use a tool."]
+    assert len(nudges) == 1 and nudges[0].is_meta
+
+
+def test_an_sdk_call_without_an_observation_gets_one_before_the_next_response(tmp_path: Path) -> None:
+    events = orjson.loads(SDK_LIST.read_bytes())
+    path = tmp_path / "events.json"
+    path.write_bytes(orjson.dumps([e for e in events if e["id"] != events[8]["id"]]))
+    transcript = load_transcript(path)
+    missing = [r for r in blocks(transcript.entries, "tool_result") if r["tool_use_id"] == "toolu_sdk_03"]
+    assert len(missing) == 1 and "no observation" in missing[0]["content"]
+    validate_request(normalize_messages(transcript.view_entries()))
+
+
+def test_an_sdk_event_line_file_reads_like_the_folder(tmp_path: Path) -> None:
+    events = orjson.loads(SDK_LIST.read_bytes())
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    assert detect_format(path) == "openhands-sdk"
+    from_lines = normalize_messages(load_transcript(path).view_entries())
+    assert from_lines == normalize_messages(load_transcript(SDK_FOLDER).view_entries())
+
+
+def test_a_folder_that_is_no_conversation_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="is a folder"):
+        detect_format(tmp_path)
+
+
+def test_the_thought_of_a_response_is_written_once_for_its_parallel_actions(tmp_path: Path) -> None:
+    events = orjson.loads(SDK_LIST.read_bytes())
+    events[3]["thought"] = events[2]["thought"]  # both actions of resp-0001 carry it
+    path = tmp_path / "events.json"
+    path.write_bytes(orjson.dumps(events))
+    texts = [b["text"] for b in blocks(load_transcript(path).entries, "text")]
+    assert texts.count("Running the linter first.") == 1

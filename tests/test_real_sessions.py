@@ -89,7 +89,8 @@ def test_every_fixture_is_valid_at_every_call_and_replays_without_invalid_reques
     for call in transcript.api_calls():
         validate_request(normalize_messages(messages_after_compact_boundary(main[: call.first])))
     report = cli_json("replay", str(path))
-    assert report["invalid_requests"] == 0 and report["calls"] == len(transcript.api_calls())
+    assert report["invalid_requests"] == 0 and report["replayed_calls"] == len(transcript.api_calls())
+    assert report["calls"] == len(transcript.billed_calls())
     inspected = cli_json("inspect", str(path))
     assert list(inspected["models"]) and inspected["context_tokens"] > 0
     compacted = cli_json("compact", str(path))

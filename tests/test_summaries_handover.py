@@ -25,6 +25,7 @@ from unbounded.compaction.summary_text import (
 )
 from unbounded.events import Event, SummaryRejected
 from unbounded.model.entries import Entry
+from unbounded.model.names import identifiers_in
 from unbounded.model.normalize import normalize_messages
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -196,6 +197,15 @@ def test_offline_notes_carry_the_task_state() -> None:
     assert "asks for:" in state and "Next step, as last stated:" in state
     assert "<summary>" not in notes  # quoted notification tags are escaped
     assert "Names in the recent work" not in notes
+
+
+def test_hand_over_names_come_in_a_fixed_order() -> None:
+    # Pattern by pattern (dotted, snake, camel, kebab, hex), then as they appear; never a set's
+    # order, which varies with the string-hash seed.
+    assert identifiers_in(
+        "call load_config() in app.config then SessionLive and btn-primary b7636e2 a1 load_config"
+    ) == ["app.config", "load_config", "SessionLive", "btn-primary", "b7636e2"]
+    assert identifiers_in("read main.py and " + "x" * 500) == []  # file names and data are not names
 
 
 COMPACTED = [p for p in corpus_files("*.jsonl") if p.name.startswith(("marot-spotter_4d5611e5", "marot-spotter_8463c716", "Smartagent"))]

@@ -4,6 +4,12 @@ a TOML table. (It used to be `unbounded.models`, which still re-exports it.)
 The packaged table is `unbounded/data/models.toml`. Users extend it with their own file in the
 same shape: `load_model_table(extra_files=[...])`, or the UNBOUNDED_MODELS_FILE environment
 variable (several files separated by the OS path separator). Later rows replace earlier ones.
+
+A recorded model the table does not list is planned and priced as its provider's model:
+`resolve_recorded_model` assumes the figures of `ASSUMED_MODELS[provider]` under the recorded
+name, and says so. The provider comes from the transcript's format when it is certain (a
+Codex rollout calls OpenAI, a Claude Code session Anthropic), else from the model's name; a
+model of no provider the name tells is assumed to be the default Claude model, also said.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from unbounded.errors import ConfigError
+from unbounded.model.entries import UNNAMED_MODEL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -131,7 +138,8 @@ class ModelTable:
         return index
 
     def find(self, name: str) -> ModelInfo | None:
-        """The model by exact name or alias, else by the longest known name it starts with."""
+        """The model by exact name or alias, else by the longest known name it starts with (a
+        `provider/` prefix is passed over)."""
         index = self._index()
         key = name.strip()
         if key in index:
@@ -139,6 +147,8 @@ class ModelTable:
         base = key.split("[", 1)[0]  # "claude-opus-4-6[1m]" style suffixes
         if base in index:
             return index[base]
+        if "/" in base:  # a litellm or gateway prefix: "anthropic/claude-sonnet-4-5"
+            return self.find(base.rsplit("/", 1)[-1])
         candidates = [
             known for known in index if base.startswith(known + "-") or base.startswith(known + "@")
         ]
@@ -161,6 +171,12 @@ class ModelTable:
     def names(self) -> list[str]:
         """Known model names, sorted."""
         return sorted(self.models)
+
+    def with_model(self, info: ModelInfo) -> ModelTable:
+        """A copy of the table with one more (or a replaced) model; this one is unchanged."""
+        copy = ModelTable(dict(self.models))
+        copy.add(info)
+        return copy
 
 
 def read_model_file(path: str | Path) -> list[ModelInfo]:
@@ -207,3 +223,85 @@ def load_model_table(
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """Used when a transcript does not say which model it ran on."""
+
+ASSUMED_MODELS: dict[ProviderName, str] = {
+    "anthropic": DEFAULT_MODEL,
+    "openai": "gpt-5.4",
+    "other": DEFAULT_MODEL,
+}
+"""Whose figures a model missing from the table is given, by its provider: the provider's
+current general model (window, prices, caching rules: an OpenAI model never pays a cache
+write)."""
+
+_OPENAI_PREFIXES = ("gpt-", "gpt5", "o1", "o3", "o4", "codex-", "chatgpt-", "openai/")
+
+
+def as_provider(value: object) -> ProviderName | None:
+    """`value` when it names an API family (anthropic, openai, other), else None."""
+    if value == "anthropic":
+        return "anthropic"
+    if value == "openai":
+        return "openai"
+    if value == "other":
+        return "other"
+    return None
+
+
+def provider_of_name(name: str) -> ProviderName | None:
+    """The API family a model name tells (`claude-…` Anthropic, `gpt-…`/`o3…` OpenAI), or
+    None when it tells none (a litellm `provider/` prefix is read too)."""
+    key = name.strip().lower()
+    if key.startswith(("anthropic/", "claude")) or "/claude" in key:
+        return "anthropic"
+    if key.startswith(_OPENAI_PREFIXES) or "/gpt-" in key:
+        return "openai"
+    return None
+
+
+def assumed_model(table: ModelTable, name: str, provider: ProviderName) -> ModelInfo:
+    """The figures a model missing from the table is planned and priced with: those of its
+    provider's `ASSUMED_MODELS` row, under its own name, marked as assumed in `source`."""
+    base = table.get(ASSUMED_MODELS[provider])
+    return replace(
+        base,
+        name=name,
+        aliases=(),
+        source=f"not in the model table: figures of {base.name} assumed",
+    )
+
+
+def resolve_recorded_model(
+    table: ModelTable, recorded: str | None, *, provider: ProviderName | None = None
+) -> tuple[ModelInfo, str, list[str]]:
+    """The model a recording is planned and priced for: (info, how it was found, notes).
+
+    How: `transcript` (the table lists it), `assumed` (missing: its provider's figures under
+    its own name, see `assumed_model`), or `default` (the recording names no model).
+    `provider` is the recording's provider when its format makes it certain.
+    """
+    if not recorded or recorded == UNNAMED_MODEL:
+        return table.get(DEFAULT_MODEL), "default", []
+    found = table.find(recorded)
+    if found is not None:
+        return found, "transcript", []
+    family = provider or provider_of_name(recorded) or "other"
+    info = assumed_model(table, recorded, family)
+    words = {
+        "anthropic": "an Anthropic model",
+        "openai": "an OpenAI model",
+        "other": "the default, as the name tells no provider",
+    }
+    caching = (
+        "cached input at "
+        f"{info.cache_read_multiplier:g}x, no cache-write charge"
+        if info.provider == "openai"
+        else f"cache writes at {info.cache_write_5m_multiplier:g}x, reads at "
+        f"{info.cache_read_multiplier:g}x"
+    )
+    note = (
+        f"model {recorded!r} is not in the model table: planned and priced with the figures of "
+        f"{ASSUMED_MODELS[family]} ({words[family]}: window {info.context_window:,}, "
+        f"${info.input_per_mtok:,.2f} in / ${info.output_per_mtok:,.2f} out per Mtok, {caching}); "
+        "add its row with --models-file for exact figures"
+    )
+    return info, "assumed", [note]

@@ -9,13 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from unbounded.catalog import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
+from unbounded.catalog import (
+    ModelInfo,
+    ModelTable,
+    as_provider,
+    load_model_table,
+    resolve_recorded_model,
+)
+from unbounded.compaction.facts import compaction_points
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.recall.receipts import Receipt, receipts_in
 from unbounded.tokens.accounting import TokenAccounting
 from unbounded.tokens.breakdown import Breakdown, ContextBreakdown
+from unbounded.tokens.estimate import pre_compaction_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +32,13 @@ class BoundaryInfo:
 
     trigger: str | None
     pre_tokens: int | None
+    """The boundary's own `preTokens`: the agent's count when it compacted."""
     uuid: str | None
     timestamp: str | None
     line: int | None
+    counted_pre_tokens: int | None = None
+    """The context it replaced, counted as `compact` and `eval` count it
+    (`tokens.estimate.pre_compaction_tokens` of the records since the boundary before)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,8 @@ class SourceSummary:
     warnings: list[str] = field(default_factory=list)
     models: dict[str, int] = field(default_factory=dict)
     """Recorded calls per model, the main model first (`Transcript.models`)."""
+    unknown_record_types: dict[str, int] = field(default_factory=dict)
+    """Record types the reader does not know, with their counts (kept, otherwise passed over)."""
 
     @classmethod
     def of(cls, transcript: Transcript, name: str | None = None) -> SourceSummary:
@@ -51,7 +65,59 @@ class SourceSummary:
             skipped_lines=transcript.skipped_lines,
             warnings=list(transcript.warnings),
             models=transcript.models(),
+            unknown_record_types=transcript.unknown_record_types,
         )
+
+
+def unknown_records_note(types: dict[str, int]) -> str | None:
+    """What inspect says about record types the reader does not know (None when there are
+    none): "2 record types this version does not know: permission-mode ×1, last-prompt ×3"."""
+    if not types:
+        return None
+    listed = ", ".join(f"{name} ×{count:,}" for name, count in types.items())
+    noun = "record type" if len(types) == 1 else "record types"
+    return (
+        f"{len(types)} {noun} this version does not know: {listed} (kept and written back "
+        "unchanged; otherwise passed over)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CallCounts:
+    """Billed calls by where they sit (`Transcript.billed_calls`), and inline sub-agents'."""
+
+    thread: int = 0
+    branch: int = 0
+    """On branches the thread does not follow (rewinds, other sessions): billed, not replayed."""
+    side: int = 0
+    """The agent's own side calls recorded in the file (Codex's compaction summaries)."""
+    subagent: int = 0
+    """Inline sub-agents' calls (1.0.x `isSidechain`), counted apart from the agent's."""
+
+    @property
+    def billed(self) -> int:
+        """Every billed call of the agent: thread, branches and side calls."""
+        return self.thread + self.branch + self.side
+
+    @classmethod
+    def of(cls, transcript: Transcript) -> CallCounts:
+        """The counts of a loaded transcript."""
+        places = [call.place for call in transcript.billed_calls()]
+        return cls(
+            thread=places.count("thread"),
+            branch=places.count("branch"),
+            side=places.count("side"),
+            subagent=len(transcript.subagent_calls()),
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready counts."""
+        return {
+            "on_thread": self.thread,
+            "on_branches": self.branch,
+            "side_calls": self.side,
+            "subagent_calls": self.subagent,
+        }
 
 
 @dataclass(slots=True)
@@ -64,6 +130,7 @@ class InspectReport:
     thresholds: Thresholds
     messages: int
     api_calls: int
+    """Every billed call of the agent (`Transcript.billed_calls`), whichever branch it is on."""
     context_tokens: int
     anchored_tokens: int
     estimated_tokens: int
@@ -76,6 +143,8 @@ class InspectReport:
     notes: list[str] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
     """What each compaction and microcompaction took out (`unbounded.recall.receipts`)."""
+    calls: CallCounts = field(default_factory=CallCounts)
+    """`api_calls` by where the calls sit."""
 
     @property
     def percent_left(self) -> int:
@@ -102,7 +171,9 @@ class InspectReport:
             "context_window": self.thresholds.context_window,
             "messages": self.messages,
             "api_calls": self.api_calls,
+            "api_calls_by_place": self.calls.to_dict(),
             "sidechains": self.sidechains,
+            "unknown_record_types": dict(source.unknown_record_types),
             "context_tokens": self.context_tokens,
             "context_tokens_reported": self.anchored_tokens,
             "context_tokens_estimated": self.estimated_tokens,
@@ -119,6 +190,7 @@ class InspectReport:
                 {
                     "trigger": b.trigger,
                     "pre_tokens": b.pre_tokens,
+                    "counted_pre_tokens": b.counted_pre_tokens,
                     "uuid": b.uuid,
                     "timestamp": b.timestamp,
                     "line": b.line,
@@ -134,23 +206,24 @@ class InspectReport:
 def resolve_model(
     transcript: Transcript, requested: str | None, table: ModelTable
 ) -> tuple[ModelInfo, str, list[str]]:
-    """The model to plan for: the one asked for, else the transcript's, else the default."""
-    return resolve_model_name(transcript.model, requested, table)
+    """The model to plan for: the one asked for, else the transcript's (assumed from its
+    provider when the table lacks it), else the default."""
+    return resolve_model_name(transcript.model, requested, table, provider=transcript.provider)
 
 
 def resolve_model_name(
-    recorded: str | None, requested: str | None, table: ModelTable
+    recorded: str | None,
+    requested: str | None,
+    table: ModelTable,
+    *,
+    provider: str | None = None,
 ) -> tuple[ModelInfo, str, list[str]]:
-    """The model to plan for: the one asked for, else the recorded one, else the default."""
-    notes: list[str] = []
+    """The model to plan for: the one asked for (`option`), else the recorded one
+    (`transcript`, or `assumed` when the table lacks it: `resolve_recorded_model`), else
+    the default."""
     if requested:
-        return table.get(requested), "option", notes
-    if recorded:
-        info = table.find(recorded)
-        if info is not None:
-            return info, "transcript", notes
-        notes.append(f"model {recorded!r} is not in the model table; planned for {DEFAULT_MODEL}")
-    return table.get(DEFAULT_MODEL), "default", notes
+        return table.get(requested), "option", []
+    return resolve_recorded_model(table, recorded, provider=as_provider(provider))
 
 
 def inspect_transcript(
@@ -168,12 +241,19 @@ def inspect_transcript(
     """
     models = table or load_model_table()
     info, source, notes = resolve_model(transcript, model, models)
+    unknown = unknown_records_note(transcript.unknown_record_types)
+    if unknown is not None:
+        notes.append(unknown)
     reported = transcript.reported_window
-    if window is None and source == "transcript" and reported not in (None, info.context_window):
+    if (
+        window is None
+        and source in ("transcript", "assumed")
+        and reported not in (None, info.context_window)
+    ):
         window = reported
         notes.append(
             f"window {reported:,} tokens, as the session reported for {transcript.model} (the "
-            f"model table says {info.context_window:,}; use --window to choose)"
+            f"model's figures say {info.context_window:,}; use --window to choose)"
         )
     if window is not None:
         info = info.with_window(window)
@@ -181,15 +261,17 @@ def inspect_transcript(
     view = transcript.view_entries()
     tally = ContextBreakdown(view)
     counter = tally.counter
+    main = transcript.main_thread()
     boundaries = [
         BoundaryInfo(
-            trigger=b.compact_metadata.get("trigger"),
+            trigger=(b := main[point.boundary_index]).compact_metadata.get("trigger"),
             pre_tokens=b.compact_metadata.get("preTokens"),
             uuid=b.uuid,
             timestamp=b.timestamp,
             line=b.line,
+            counted_pre_tokens=pre_compaction_tokens(point.before),
         )
-        for b in transcript.boundaries()
+        for point in compaction_points(main)
     ]
     return InspectReport(
         source=SourceSummary.of(transcript, name),
@@ -197,7 +279,7 @@ def inspect_transcript(
         model_source=source,
         thresholds=thresholds,
         messages=len(normalize_messages(view)),
-        api_calls=len(transcript.api_calls()),
+        api_calls=len(transcript.billed_calls()),
         context_tokens=counter.total,
         anchored_tokens=counter.anchor_tokens,
         estimated_tokens=counter.estimated_tokens,
@@ -207,4 +289,5 @@ def inspect_transcript(
         sidechains=len(transcript.sidechains()),
         notes=notes,
         receipts=receipts_in(transcript.main_thread()),
+        calls=CallCounts.of(transcript),
     )

@@ -17,6 +17,9 @@ A summary keeps what thread rebuilding reads: the links, the session id, the too
 user message classifies, and a 64-bit digest of the content and time (to tell repeated
 records apart) instead of the content.
 
+A compact boundary's `counted_pre_tokens` reads the records since the boundary before it
+again, one view at a time.
+
 Memory: O(records) small summaries (about 0.4 KB each) + the longest line + the current
 view's API messages: what the model would be sent next, which a session that compacts keeps
 within its context window (a file that never compacted has its whole main thread as view).
@@ -37,9 +40,11 @@ from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import TranscriptError
 from unbounded.inspection import (
     BoundaryInfo,
+    CallCounts,
     InspectReport,
     SourceSummary,
     resolve_model_name,
+    unknown_records_note,
 )
 from unbounded.model.content import usage_context_total
 from unbounded.model.entries import (
@@ -55,7 +60,9 @@ from unbounded.model.user_messages import classify_user_entry
 from unbounded.policy import Policy, compute_thresholds
 from unbounded.recall.receipts import Receipt
 from unbounded.tokens.breakdown import ContextBreakdown
-from unbounded.transcripts.claude_code import FORMAT, validate_record
+from unbounded.tokens.estimate import pre_compaction_tokens
+from unbounded.transcripts.claude_code import FORMAT, RECORD_TYPES, validate_record
+from unbounded.transcripts.importing import UNKNOWN_RECORDS, count_unknown
 from unbounded.transcripts.jsonl import ReadReport, iter_json_records, parse_lenient
 
 _SIDECHAIN, _META, _COMPACT_SUMMARY, _SYNTHETIC, _OTHER_BLOCKS, _STR, _LIST = (
@@ -265,8 +272,12 @@ def _ids(content: Any, kind: str, key: str) -> tuple[str, ...]:
 
 
 def _digest(entry: Entry) -> int:
-    # The time folded in the way thread deduplication keys records (see _Standin.timestamp).
-    moment = entry.timestamp if entry.type == "assistant" else (entry.timestamp or entry.uuid)
+    # The time folded in the way thread deduplication keys records (see _Standin.timestamp):
+    # a response line by its response id and content alone, other records with their time.
+    if entry.type == "assistant":
+        moment = "" if entry.message_id else entry.timestamp
+    else:
+        moment = entry.timestamp or entry.uuid
     try:
         content = orjson.dumps(entry.content)
     except TypeError:
@@ -336,6 +347,8 @@ class FileScan:
     report: ReadReport
     receipts: dict[int, Receipt] = field(default_factory=dict)
     """Receipts of compactions and microcompactions, by record index (there are few)."""
+    unknown_record_types: dict[str, int] = field(default_factory=dict)
+    """Record types the reader does not know, with their counts, in the order first met."""
 
 
 def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
@@ -346,6 +359,7 @@ def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
     boundaries: dict[int, dict[str, Any]] = {}
     leaves: list[str] = []
     receipts: dict[int, Receipt] = {}
+    unknown: dict[str, Any] = {}
     for item in iter_json_records(
         source, skip_invalid=skip_invalid, report=report, validate=validate_record
     ):
@@ -358,9 +372,13 @@ def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
             receipts[len(records)] = receipt
         if entry.type == "summary" and isinstance(entry.data.get("leafUuid"), str):
             leaves.append(entry.data["leafUuid"])
+        if entry.type not in RECORD_TYPES:
+            count_unknown(unknown, [entry.type])
         previous = records[-1] if records else None
         records.append(summarize_record(entry, item.offset, previous))
-    return FileScan(source, records, boundaries, leaves, report, receipts)
+    return FileScan(
+        source, records, boundaries, leaves, report, receipts, unknown.get(UNKNOWN_RECORDS, {})
+    )
 
 
 def read_records(path: Path, records: Iterable[RecordInfo]) -> Iterator[Entry]:
@@ -473,6 +491,26 @@ def recorded_models(records: Sequence[RecordInfo], main: Sequence[int]) -> dict[
     return calls_per_model(named)
 
 
+def billed_call_counts(records: Sequence[RecordInfo], main: Sequence[int]) -> CallCounts:
+    """`CallCounts.of` on summaries: each response id with usage once, on the thread or on a
+    branch; inline sub-agents' apart."""
+    keep_sidechains = _is_subagent_file(records)
+    on_thread = {
+        records[i].message_id for i in main if records[i].usage_total is not None
+    }
+    agent: set[str] = set()
+    subagent: set[str] = set()
+    for record in records:
+        if record.usage_total is None or record.message_id is None:
+            continue
+        if record.is_sidechain and not keep_sidechains:
+            subagent.add(record.message_id)
+        else:
+            agent.add(record.message_id)
+    thread = len(agent & on_thread)
+    return CallCounts(thread=thread, branch=len(agent) - thread, subagent=len(subagent))
+
+
 def inspect_file(
     path: str | Path,
     *,
@@ -490,7 +528,9 @@ def inspect_file(
     main = selected.indexes
     models_called = recorded_models(records, main)
     models = table or load_model_table()
-    info, source, notes = resolve_model_name(next(iter(models_called), None), model, models)
+    info, source, notes = resolve_model_name(
+        next(iter(models_called), None), model, models, provider="anthropic"
+    )
     if window is not None:
         info = info.with_window(window)
     thresholds = compute_thresholds(info, policy or Policy.from_env())
@@ -499,22 +539,27 @@ def inspect_file(
     if in_memory:
         entries = messages_after_compact_boundary(list(entries))
     tally = tally_view(entries)
-    api_calls = {
-        records[i].message_id
-        for i in main
-        if records[i].usage_total is not None and records[i].message_id is not None
-    }
-    boundaries = [
-        BoundaryInfo(
-            trigger=scan.boundaries[i].get("trigger"),
-            pre_tokens=scan.boundaries[i].get("preTokens"),
-            uuid=records[i].uuid,
-            timestamp=scan.boundaries[i].get("timestamp"),
-            line=records[i].line,
+    calls = billed_call_counts(records, main)
+    unknown = unknown_records_note(scan.unknown_record_types)
+    if unknown is not None:
+        notes.append(unknown)
+    boundaries: list[BoundaryInfo] = []
+    since = 0  # position in `main` of the boundary before (the start of the view it ends)
+    for position, i in enumerate(main):
+        if not records[i].is_compact_boundary:
+            continue
+        before = list(read_records(scan.path, [records[j] for j in main[since:position]]))
+        boundaries.append(
+            BoundaryInfo(
+                trigger=scan.boundaries[i].get("trigger"),
+                pre_tokens=scan.boundaries[i].get("preTokens"),
+                uuid=records[i].uuid,
+                timestamp=scan.boundaries[i].get("timestamp"),
+                line=records[i].line,
+                counted_pre_tokens=pre_compaction_tokens(before),
+            )
         )
-        for i in main
-        if records[i].is_compact_boundary
-    ]
+        since = position
     return InspectReport(
         source=SourceSummary(
             path=str(scan.path),
@@ -523,12 +568,13 @@ def inspect_file(
             skipped_lines=scan.report.skipped_lines,
             warnings=[*scan.report.warnings, *selected.warnings],
             models=models_called,
+            unknown_record_types=dict(scan.unknown_record_types),
         ),
         model=info,
         model_source=source,
         thresholds=thresholds,
         messages=tally.messages,
-        api_calls=len(api_calls),
+        api_calls=calls.billed,
         context_tokens=tally.tokens.counter.total,
         anchored_tokens=tally.tokens.counter.anchor_tokens,
         estimated_tokens=tally.tokens.counter.estimated_tokens,
@@ -538,4 +584,5 @@ def inspect_file(
         sidechains=_sidechain_threads(records),
         notes=notes,
         receipts=[scan.receipts[i] for i in main if i in scan.receipts],
+        calls=calls,
     )

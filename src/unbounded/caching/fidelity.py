@@ -7,9 +7,13 @@ its `fidelity` from here.
 
 How a session is laid out:
 
-- Messages: the normalized view before each call (`Transcript.api_calls()`; the entries after
-  the last compact boundary of `main_thread()[:call.first]`), one marker on the last message,
-  as Claude Code places it (no lookback bridge: Claude Code has none).
+- Calls: every call the recording billed (`Transcript.billed_calls()`), in file order. A
+  call's messages are the normalized view before it in the conversation it belongs to: the
+  main thread for the thread's calls (`Transcript.api_calls()`), the branch's own history
+  (`Transcript.branch_thread`) for a call on a branch the thread does not follow (a rewind:
+  the cache saw that request too), and the thread's view where it stands for the agent's own
+  side calls (Codex's compaction summary sends the history it summarizes). One marker on the
+  last message, as Claude Code places it (no lookback bridge: Claude Code has none).
 - System prompt and tools: transcripts hold neither (nor the user context Claude Code puts
   before the first message), so they are one opaque cached prefix of P tokens, inferred from
   the first call: its recorded prompt (input + creation + read) minus the estimate of its
@@ -24,7 +28,8 @@ How a session is laid out:
   figures (except R for the warm start).
 - TTL: the one each call recorded (`cache_creation.ephemeral_1h_input_tokens` vs
   `ephemeral_5m_input_tokens`); a call that wrote nothing keeps the previous call's TTL.
-  Request start times are the time of the last record before each response.
+  Request start times are the time of the last record before each response; a call whose
+  record has no time follows the call before it at once (`FidelityReport.untimed_calls`).
 - Prefix changes the transcript shows: a model change (the model is part of the cache key,
   so nothing is read) and an MCP reconnection (`/mcp` whose output says a server
   (re)connected or disconnected: tools and the MCP-instructions section change, seed 001's
@@ -56,6 +61,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from unbounded.caching.blocks import FlatBlock, block_digest, flatten_request
@@ -69,13 +75,13 @@ from unbounded.caching.simulator import (
 )
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
-from unbounded.catalog import DEFAULT_MODEL, ModelInfo, load_model_table
+from unbounded.catalog import ModelInfo, as_provider, load_model_table, resolve_recorded_model
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam, Usage
-from unbounded.model.entries import Entry, last_compact_boundary_index
+from unbounded.model.entries import Entry, last_compact_boundary_index, parse_timestamp
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest, SystemBlock
-from unbounded.model.transcript import ApiCall, Transcript
+from unbounded.model.transcript import ApiCall, Transcript, api_calls
 from unbounded.tokens.exact import TokenCounter
 
 _MCP_COMMAND = re.compile(r"<command-name>\s*/mcp\s*</command-name>")
@@ -173,6 +179,8 @@ class FidelityReport:
     judged_from: int = 0
     """First call the shares and costs are compared over; the calls before it alone were
     fitted on (0: in-sample, fitted on the calls it is judged on)."""
+    untimed_calls: int = 0
+    """Calls whose record has no time: each was taken to follow the call before it at once."""
 
     @property
     def share_error(self) -> float:
@@ -199,6 +207,7 @@ class FidelityReport:
             "compactions": self.compactions,
             "prefix_changes": list(self.prefix_changes),
             "judged_from": self.judged_from,
+            "untimed_calls": self.untimed_calls,
             "per_call": [
                 {
                     "index": c.index,
@@ -243,23 +252,97 @@ class _SessionCounter:
         return round(self._base.count_block(block) * self._scale)
 
 
-def _request_times(main: Sequence[Entry], calls: Sequence[ApiCall]) -> list[float]:
-    """When each call's request started: the last record before its response."""
+@dataclass(frozen=True, slots=True)
+class _LaidCall:
+    """A billed call laid out in the conversation it belongs to."""
+
+    chain: Sequence[Entry]
+    """The conversation: the main thread, or a branch's own history."""
+    first: int
+    """Index in `chain` of the call's first line (for a side call: where it stands)."""
+    last: int
+    """Index of its last line (`first - 1` for a side call, which has none)."""
+    usage: Usage
+    model: str | None
+    line: int
+    """File line of its first line, which orders the calls."""
+    time: datetime | None
+    """When its response was written."""
+    on_thread: bool
+
+
+def _laid_out_calls(transcript: Transcript) -> list[_LaidCall]:
+    """Every billed call, in file order, with the conversation it sent (module docstring)."""
+
+    def laid(chain: Sequence[Entry], call: ApiCall, on_thread: bool) -> _LaidCall:
+        start = chain[call.first]
+        return _LaidCall(
+            chain=chain,
+            first=call.first,
+            last=call.last,
+            usage=call.usage,
+            model=call.model,
+            line=start.line or 0,
+            time=start.time,
+            on_thread=on_thread,
+        )
+
+    main = transcript.main_thread()
+    thread_calls = transcript.api_calls()
+    calls = [laid(main, call, True) for call in thread_calls]
+    done = {call.message_id for call in thread_calls}
+    billed = transcript.billed_calls()
+    for billed_call in reversed(billed):  # a branch's last call rebuilds the whole branch
+        if billed_call.place != "branch" or billed_call.message_id in done:
+            continue
+        if billed_call.uuid is None:
+            continue
+        chain = transcript.branch_thread(billed_call.uuid)
+        for own in api_calls(chain):
+            if own.message_id not in done:
+                done.add(own.message_id)
+                calls.append(laid(chain, own, False))
+    for side in billed:
+        if side.place != "side":
+            continue
+        # Where it stands: before the first record written after it (at the end without a line).
+        line = side.line if side.line is not None else max((e.line or 0 for e in main), default=0)
+        first = next((i for i, e in enumerate(main) if (e.line or 0) > line), len(main))
+        calls.append(
+            _LaidCall(
+                chain=main,
+                first=first,
+                last=first - 1,
+                usage=side.usage,
+                model=side.model,
+                line=line,
+                time=parse_timestamp(side.timestamp),
+                on_thread=False,
+            )
+        )
+    return sorted(calls, key=lambda call: call.line)
+
+
+def _request_times(calls: Sequence[_LaidCall]) -> tuple[list[float], int]:
+    """When each call's request started (the last record before its response), and how many
+    calls had no time and were taken to follow the call before at once."""
     times: list[float] = []
+    untimed = 0
     previous = float("-inf")
     for call in calls:
-        response = main[call.first].time
-        if response is None:
-            raise ConfigError(f"recorded call {call.message_id} has no timestamp")
-        start = response.timestamp()
-        if call.first > 0:
-            before = main[call.first - 1].time
-            if before is not None:
-                start = min(start, before.timestamp())
+        if call.time is None:
+            untimed += 1
+            start = previous if previous > float("-inf") else 0.0
+        else:
+            start = call.time.timestamp()
+            if call.first > 0:
+                before = call.chain[call.first - 1].time
+                if before is not None:
+                    start = min(start, before.timestamp())
         start = max(start, previous)
         times.append(start)
         previous = start
-    return times
+    return times, untimed
 
 
 def _entry_texts(entry: Entry) -> list[str]:
@@ -368,10 +451,12 @@ def simulate_recorded_session(
 ) -> FidelityReport:
     """Simulate a recorded session's calls and compare cache reads (see module doc); with
     `fit_calls`, fit on that many first calls and compare over the rest (held out)."""
-    model = model_info or load_model_table().get(transcript.model or DEFAULT_MODEL)
+    model = model_info or resolve_recorded_model(
+        load_model_table(), transcript.model, provider=as_provider(transcript.provider)
+    )[0]
     base = as_block_counter(counter)
     main = transcript.main_thread()
-    calls = transcript.api_calls()
+    calls = _laid_out_calls(transcript)
     session = transcript.path.name if transcript.path is not None else None
     if not calls:
         return FidelityReport(session, model.name, base.name, (), 0, 0, 1.0, 0.0, 0.0, 0.0, 0.0)
@@ -389,14 +474,14 @@ def simulate_recorded_session(
     # them (what a later call records is not known to a prediction).
     fitted_ttls = _call_ttls(usages[:fitted])
     ttls = fitted_ttls + [fitted_ttls[-1]] * (len(calls) - fitted)
-    times = _request_times(main, calls)
+    times, untimed = _request_times(calls)
 
     views: list[list[MessageParam]] = []
     boundaries: list[int] = []
     memo: dict[bytes, int] = {}
     estimates: list[int] = []
     for call in calls:
-        before = main[: call.first]
+        before = call.chain[: call.first]
         boundary = last_compact_boundary_index(before)
         boundaries.append(boundary)
         messages = normalize_messages(before[boundary:] if boundary >= 0 else before)
@@ -427,13 +512,16 @@ def simulate_recorded_session(
     changes: list[str] = []
     results: list[FidelityCall] = []
     previous_model: str | None = None
+    previous_thread_last: int | None = None
+    last_boundary: dict[int, int] = {}  # per conversation (by identity): its last boundary
     compactions = 0
     for index, call in enumerate(calls):
         name = call.model or transcript.model or model.name
         changed = False
         if index > 0:
-            gap_entries = main[calls[index - 1].last + 1 : call.first]
-            events = prefix_change_events(gap_entries)
+            events: list[str] = []
+            if call.on_thread and previous_thread_last is not None:
+                events = prefix_change_events(main[previous_thread_last + 1 : call.first])
             if previous_model is not None and name != previous_model:
                 events.append(f"model changed ({previous_model} -> {name})")
             if events:
@@ -441,7 +529,13 @@ def simulate_recorded_session(
                 changed = True
                 changes.extend(f"call {index}: {event}" for event in events)
         previous_model = name
-        after_compaction = index > 0 and boundaries[index] != boundaries[index - 1]
+        if call.on_thread:
+            previous_thread_last = call.last
+        chain_key = id(call.chain)
+        after_compaction = (
+            chain_key in last_boundary and boundaries[index] != last_boundary[chain_key]
+        )
+        last_boundary[chain_key] = boundaries[index]
         compactions += int(after_compaction)
         system, sizes = _opaque_system(warm, rest, version, ttls[index])
         simulator_counter.fix(sizes)
@@ -485,4 +579,5 @@ def simulate_recorded_session(
         compactions=compactions,
         prefix_changes=tuple(changes),
         judged_from=judged_from,
+        untimed_calls=untimed,
     )

@@ -14,11 +14,13 @@ import typer
 
 from unbounded.addresses import DatabaseAddress, parse_address
 from unbounded.errors import ConfigError, UnboundedError
+from unbounded.transcripts.openhands_sdk import conversation_folder
 
 T = TypeVar("T")
 
-SESSION_SUFFIXES = (".jsonl", ".traj")
-"""The files a folder is searched for: JSONL transcripts and SWE-agent trajectories."""
+SESSION_SUFFIXES = (".jsonl", ".traj", ".traj.json")
+"""The files a folder is searched for: JSONL transcripts, SWE-agent and mini-swe-agent
+trajectories (an OpenHands SDK conversation folder is a session of its own)."""
 _GLOB_CHARACTERS = frozenset("*?[")
 
 JobsOption = Annotated[
@@ -34,9 +36,11 @@ JobsOption = Annotated[
 
 def expand_paths(arguments: Sequence[str]) -> list[str]:
     """The sessions the arguments name, in order and without repeats: a file or a database
-    address as given, a folder's `*.jsonl` and `*.traj` files (every level down, sorted), a
-    glob's matches (`**` included, sorted). A folder or glob that names no session, and a
-    path that does not exist, are errors (a mistyped name should not pass for an empty run)."""
+    address as given, a folder's `*.jsonl`, `*.traj` and `*.traj.json` files and OpenHands SDK
+    conversation folders (every level down, sorted; an SDK conversation folder given itself is
+    one session), a glob's matches (`**` included, sorted). A folder or glob that names no
+    session, and a path that does not exist, are errors (a mistyped name should not pass for an
+    empty run)."""
     found: dict[str, None] = {}
     for argument in arguments:
         for path in _expand_one(argument):
@@ -49,16 +53,28 @@ def _expand_one(argument: str) -> list[str]:
         return [argument]
     path = Path(argument).expanduser()
     if path.is_dir():
+        if conversation_folder(path) is not None:
+            return [argument]
+        folders = sorted(
+            candidate
+            for candidate in path.rglob("*")
+            if candidate.is_dir() and conversation_folder(candidate) is not None
+        )
+        inside = {*folders, *(folder / "events" for folder in folders)}
         files = sorted(
             str(candidate)
             for candidate in path.rglob("*")
-            if candidate.suffix in SESSION_SUFFIXES and candidate.is_file()
+            if candidate.name.endswith(SESSION_SUFFIXES)
+            and candidate.is_file()
+            and candidate.parent not in inside
         )
-        if not files:
+        sessions = sorted([*files, *(str(f) for f in folders if f.name != "events")])
+        if not sessions:
             raise ConfigError(
-                f"{argument}: the folder holds no session (.jsonl or .traj file)"
+                f"{argument}: the folder holds no session (.jsonl, .traj or .traj.json file, "
+                "or OpenHands conversation folder)"
             )
-        return files
+        return sessions
     if path.exists() or not _GLOB_CHARACTERS & set(argument):
         return [argument]  # a missing file is reported by the reader, with its usual message
     matches = sorted(

@@ -195,6 +195,7 @@ def merge_reports(summarizers: list[str], reports: list[EvalReport]) -> EvalRepo
     for one in reports:
         merged.points.extend(one.points)
         merged.sessions.extend(one.sessions)
+        merged.calls.update(one.calls)
     return merged
 
 

@@ -37,6 +37,21 @@ _LEVEL_STYLE = {
 }
 
 
+def _calls_apart(report: InspectReport) -> str:
+    """The billed calls that are not on the thread, and the sub-agents' (empty when none)."""
+    calls = report.calls
+    parts = [
+        text
+        for count, text in (
+            (calls.branch, f"{calls.branch:,} on branches the thread does not follow"),
+            (calls.side, f"{calls.side:,} the agent's own summary calls"),
+            (calls.subagent, f"+ {calls.subagent:,} by inline sub-agents"),
+        )
+        if count
+    ]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 @app.command("inspect")
 @exits_cleanly
 def inspect_command(
@@ -201,7 +216,8 @@ def render(report: InspectReport) -> None:
     header.add_row(
         "records",
         f"{source.records:,} records · {report.messages:,} API messages · "
-        f"{report.api_calls:,} API calls · {report.sidechains} sub-agent threads",
+        f"{report.api_calls:,} API calls{_calls_apart(report)} · "
+        f"{report.sidechains} sub-agent threads",
     )
     console.print(Panel(header, title="unbounded inspect", expand=False))
 
@@ -275,14 +291,17 @@ def render(report: InspectReport) -> None:
         table = Table(title="Compaction boundaries", title_justify="left")
         table.add_column("#", justify="right")
         table.add_column("trigger")
-        table.add_column("tokens before", justify="right")
+        table.add_column("tokens before (recorded)", justify="right")
+        table.add_column("counted", justify="right")
         table.add_column("time")
         table.add_column("line", justify="right")
         for number, boundary in enumerate(report.boundaries, 1):
+            counted = boundary.counted_pre_tokens
             table.add_row(
                 str(number),
                 str(boundary.trigger),
                 f"{boundary.pre_tokens:,}" if boundary.pre_tokens is not None else "?",
+                f"{counted:,}" if counted is not None else "?",
                 boundary.timestamp or "",
                 str(boundary.line or ""),
             )

@@ -160,9 +160,9 @@ def _skipped(lines: int) -> tuple[str, ...]:
 
 def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> ReplayOptions:
     table = load_model_table()
+    # An LLM summarizer asks for the recorded model by name, even one the table lacks (the
+    # replay plans that one with its provider's figures).
     model_name = settings.model or transcript.model or DEFAULT_MODEL
-    if table.find(model_name) is None:
-        model_name = DEFAULT_MODEL
     return ReplayOptions(
         model=settings.model,
         window=settings.window,
@@ -367,6 +367,13 @@ def render(report: ReplayReport) -> None:
         f"{report.model} · window {report.context_window:,} · auto-compact at "
         f"{report.thresholds.autocompact:,} · summarizer {report.summarizer}",
     )
+    apart = sum(report.not_replayed.values())
+    if apart:
+        header.add_row(
+            "recorded",
+            f"{plural(report.recorded_calls, 'billed call')}, {apart:,} not replayed "
+            "(see the notes)",
+        )
     header.add_row(
         "replayed",
         f"{plural(report.calls, 'call')} · {plural(report.compactions, 'compaction')} "

@@ -78,6 +78,7 @@ from unbounded.model.response import ModelResponse, Provider, is_offline
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import (
     estimate_messages_tokens,
+    pre_compaction_tokens,
     rough_token_count,
     token_count_with_estimation,
 )
@@ -938,7 +939,7 @@ async def start_summary(
     view = messages_after_compact_boundary(entries)
     if not any(e.type in ("user", "assistant") for e in view):
         raise CompactionError("not enough messages to compact", reason="empty")
-    pre_tokens = token_count_with_estimation(view)
+    pre_tokens = pre_compaction_tokens(entries)
     emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
 
     if direction is None:

@@ -131,6 +131,9 @@ class StrategyRun:
     """Cost of each recorded call's step, side calls included."""
     overflows: int = 0
     compactions: int = 0
+    fixed_cost_usd: float = 0.0
+    """Recorded calls no strategy replays, priced as recorded and the same for every strategy
+    (responses on branches the thread does not follow: a rewound branch was paid for)."""
 
     def add(self, call: SimulatedCall, side: Sequence[SimulatedCall], window: int) -> None:
         """Account for one recorded call's main request and its side calls."""
@@ -142,8 +145,8 @@ class StrategyRun:
 
     @property
     def cost_usd(self) -> float:
-        """Total price of the strategy's calls."""
-        return sum(self.cost_per_call)
+        """Total price of the strategy's calls, the fixed cost included."""
+        return sum(self.cost_per_call) + self.fixed_cost_usd
 
     @property
     def cache_read_share(self) -> float:
@@ -154,7 +157,7 @@ class StrategyRun:
 
     def cost_parts(self) -> dict[str, float]:
         """Where the cost goes: the conversation's cache writes, cache reads, and uncached
-        input with output; and every summary call (USD)."""
+        input with output; every summary call; the recorded calls not replayed (USD)."""
         main = self.main_calls
         writes = sum(c.cache_write_cost_usd for c in main)
         reads = sum(c.cache_read_cost_usd for c in main)
@@ -163,6 +166,7 @@ class StrategyRun:
             "cache_reads": reads,
             "input_and_output": sum(c.cost_usd for c in main) - writes - reads,
             "summary_calls": sum(c.cost_usd for c in self.side_calls),
+            "not_replayed": self.fixed_cost_usd,
         }
 
     @property
@@ -174,6 +178,7 @@ class StrategyRun:
         """JSON-ready totals."""
         return {
             "cost": round(self.cost_usd, 6),
+            "fixed_cost": round(self.fixed_cost_usd, 6),
             "calls": len(self.main_calls),
             "summary_calls": len(self.side_calls),
             "overflows": self.overflows,

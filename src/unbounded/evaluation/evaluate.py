@@ -6,8 +6,17 @@ summary is the `isCompactSummary` message after it), or the end of the transcrip
 none. At each point, each of our summarizers compacts exactly those records with
 `compact_conversation` (re-injected attachments and the facts ledger included), and is scored
 on its summary alone and on the full context after the boundary; the recorded summary is
-scored on its text. Compression is `1 - post / pre` with both sides counted the same way (the
-padded estimate of the normalized messages).
+scored on its text.
+
+`pre_tokens` is the context the compaction replaces, counted as `compact` and `inspect` count
+it (`tokens.estimate.pre_compaction_tokens`: the last recorded usage, which covers the system
+prompt and tools, plus the estimate of what came after); `recorded_pre_tokens` is the
+boundary's own `preTokens`, Claude Code's count at that moment. `post_tokens` is the context
+right after, counted the same way: no response has reported usage for it yet, so it is the
+padded estimate of the messages, as in `compact`. Compression is `1 - post / pre`.
+
+Each session also reports its billed calls (`Transcript.billed_calls`), the figure `inspect`
+and `replay` report.
 
 The facts and the scoring are `unbounded.compaction.facts`; nothing here re-implements them.
 
@@ -54,7 +63,11 @@ from unbounded.model.normalize import normalize_messages
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
 from unbounded.providers.base import Provider
-from unbounded.tokens.estimate import estimate_messages_tokens, rough_token_count
+from unbounded.tokens.estimate import (
+    estimate_messages_tokens,
+    pre_compaction_tokens,
+    rough_token_count,
+)
 
 CONTINUATION_SOURCES = ("ours_summary", "ours_full", "recorded")
 HEADLINE_HORIZON = "next_30"
@@ -84,6 +97,7 @@ class PointEvaluation:
     before: list[Entry]
     facts: dict[str, int]
     pre_tokens: int
+    """The context the compaction replaces (`pre_compaction_tokens`, as compact reports it)."""
     ours: dict[str, SummarizerResult]
     recorded_scores: Scores | None
     recorded_summary: str
@@ -91,6 +105,8 @@ class PointEvaluation:
     """For the primary summarizer; empty at a point with no recorded turns after it."""
     after: list[Entry] = field(default_factory=list)
     """What the agent did after the point, up to the next one (none at the end)."""
+    recorded_pre_tokens: int | None = None
+    """The recorded boundary's `preTokens` (None at the end of a transcript)."""
 
     @property
     def recorded_post_tokens(self) -> int | None:
@@ -105,6 +121,7 @@ class PointEvaluation:
             "point": self.point,
             "facts": self.facts,
             "pre_tokens": self.pre_tokens,
+            "recorded_pre_tokens": self.recorded_pre_tokens,
             "ours": {
                 name: {
                     "post_tokens": result.post_tokens,
@@ -145,6 +162,8 @@ class EvalReport:
     points: list[PointEvaluation] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
     llm: dict[str, Any] | None = None
+    calls: dict[str, int] = field(default_factory=dict)
+    """Billed calls of each session (`Transcript.billed_calls`), as inspect and replay count."""
 
     def tally(self, summarizer: str, kind: str) -> RetentionTally:
         """Summed scores of one summarizer (`summary` or `full`)."""
@@ -229,6 +248,7 @@ class EvalReport:
         data["per_session"] = [
             {
                 "session": session,
+                "calls": self.calls.get(session, 0),
                 "points": [p.to_dict() for p in self.points if p.session == session],
             }
             for session in self.sessions
@@ -238,24 +258,43 @@ class EvalReport:
         return data
 
 
-def evaluation_points(
-    transcript: Transcript,
-) -> list[tuple[str, list[Entry], str, list[Entry]]]:
-    """(label, records compacted, recorded summary, records after) for each compaction point;
-    the records after are what the agent did next (none at the end)."""
+@dataclass(frozen=True, slots=True)
+class EvaluationPoint:
+    """Where a transcript is evaluated: a recorded boundary, or its end."""
+
+    label: str
+    """`boundary N` (1-based) or `end`."""
+    before: list[Entry]
+    """The records a summarizer compacts there."""
+    recorded_summary: str
+    after: list[Entry]
+    """What the agent did next (none at the end)."""
+    recorded_pre_tokens: int | None = None
+    """The boundary's `preTokens` (None at the end)."""
+
+
+def evaluation_points(transcript: Transcript) -> list[EvaluationPoint]:
+    """The compaction points of a transcript (see the module docstring)."""
     main = transcript.main_thread()
     points = compaction_points(main)
     if points:
         return [
-            (
-                f"boundary {number}",
-                point.before,
-                point.recorded_summary,
-                after_point(main, point.boundary_index),
+            EvaluationPoint(
+                label=f"boundary {number}",
+                before=point.before,
+                recorded_summary=point.recorded_summary,
+                after=after_point(main, point.boundary_index),
+                recorded_pre_tokens=_int_or_none(
+                    main[point.boundary_index].compact_metadata.get("preTokens")
+                ),
             )
             for number, point in enumerate(points, 1)
         ]
-    return [("end", messages_after_compact_boundary(main), "", [])]
+    return [EvaluationPoint("end", messages_after_compact_boundary(main), "", [])]
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def point_continuation(
@@ -292,7 +331,7 @@ async def evaluate_point(
 ) -> tuple[int, dict[str, SummarizerResult]]:
     """Compact `before` with each summarizer and score the result; (pre tokens, results)."""
     entries = list(before)
-    pre = estimate_messages_tokens(normalize_messages(messages_after_compact_boundary(entries)))
+    pre = pre_compaction_tokens(entries)
     results: dict[str, SummarizerResult] = {}
     for provider in summarizers:
         result = await compact_conversation(
@@ -308,7 +347,7 @@ async def evaluate_point(
         results[provider.name] = SummarizerResult(
             summary_scores=score_text(entries, result.summary_text),
             full_scores=score_text(entries, messages_text(post_messages)),
-            post_tokens=estimate_messages_tokens(post_messages),
+            post_tokens=result.post_tokens,
             summary_text=result.summary_text,
             post_messages=post_messages,
         )
@@ -326,8 +365,15 @@ async def evaluate_transcripts(
     report = EvalReport(summarizers=[provider.name for provider in summarizers])
     for name, transcript in transcripts:
         report.sessions.append(name)
+        report.calls[name] = len(transcript.billed_calls())
         chosen = model or transcript.model or DEFAULT_MODEL
-        for label, before, recorded, after in evaluation_points(transcript):
+        for point in evaluation_points(transcript):
+            label, before, recorded, after = (
+                point.label,
+                point.before,
+                point.recorded_summary,
+                point.after,
+            )
             if not any(e.type in ("user", "assistant") for e in before):
                 continue
             pre, results = await evaluate_point(before, summarizers, model=chosen, policy=policy)
@@ -353,6 +399,7 @@ async def evaluate_transcripts(
                         before, after, results.get(report.summarizers[0]), recorded
                     ),
                     after=list(after),
+                    recorded_pre_tokens=point.recorded_pre_tokens,
                 )
             )
     return report

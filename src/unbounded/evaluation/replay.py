@@ -20,8 +20,10 @@ stay valid. The baselines of `baselines.py` are fed the same records and priced 
 
 Prices and caching follow the replayed model's provider: explicit breakpoints for Anthropic,
 automatic prefix caching for OpenAI (`caching/simulator.py`). The model is the transcript's
-own unless `model` is given, and the window the one the transcript reported (a Codex
-rollout's `model_context_window`) when it did and no `window` is given. The recorded cost is
+own unless `model` is given (a model the table lacks gets its provider's figures under its
+own name, `catalog.resolve_recorded_model`: an OpenAI rollout is never priced as a Claude
+model), and the window the one the transcript reported (a Codex rollout's
+`model_context_window`) when it did and no `window` is given. The recorded cost is
 the recorded usage priced at the replayed model when both are of one provider; otherwise it
 is priced at the recorded model's own prices and marked not comparable
 (`recorded_comparable`): another provider's cache and tokenizer made those figures. When no
@@ -42,7 +44,13 @@ from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl
-from unbounded.catalog import DEFAULT_MODEL, ModelInfo, ModelTable, load_model_table
+from unbounded.catalog import (
+    ModelInfo,
+    ModelTable,
+    as_provider,
+    load_model_table,
+    resolve_recorded_model,
+)
 from unbounded.compaction.facts import text_of
 from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.evaluation.baselines import (
@@ -71,6 +79,7 @@ from unbounded.events import (
     GenericEvent,
     MicrocompactApplied,
 )
+from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
@@ -97,7 +106,8 @@ class ReplayOptions:
     """How to replay: the model and window to plan for, the summarizer, the policy."""
 
     model: str | None = None
-    """Model to plan and price for (default: the transcript's, else claude-sonnet-4-5)."""
+    """Model to plan and price for (default: the transcript's, with its provider's figures when
+    the model table lacks it; claude-sonnet-5-5 when the transcript names none)."""
     window: int | None = None
     """Context window to plan for (default: the one the transcript reported for its own
     model, else the model's)."""
@@ -234,8 +244,15 @@ class ReplayReport:
     fidelity: FidelityReport
     recorded_model: str | None = None
     """The model whose prices the recorded cost uses."""
+    recorded_calls: int = 0
+    """Every billed call of the recording (`Transcript.billed_calls`): the replayed ones, the
+    ones on branches the thread does not follow, the agent's own side calls."""
+    not_replayed: dict[str, int] = field(default_factory=dict)
+    """Billed calls the replay does not follow, by place (`branch`, `side`)."""
     recorded_comparable: bool = True
     """Whether the recorded cost can be set against ours (same provider's cache and prices)."""
+    model_assumed: bool = False
+    """The recorded model is not in the model table: its provider's figures were assumed."""
     microcompacts: int = 0
     cache_breaks: int = 0
     invalid_requests: int = 0
@@ -311,6 +328,7 @@ class ReplayReport:
         data: dict[str, Any] = {
             "source": self.source,
             "model": self.model,
+            "model_assumed": self.model_assumed,
             "models": dict(self.models),
             "context_window": self.context_window,
             "thresholds": {
@@ -319,7 +337,9 @@ class ReplayReport:
                 "blocking": self.thresholds.blocking,
             },
             "summarizer": self.summarizer,
-            "calls": self.calls,
+            "calls": self.recorded_calls,
+            "replayed_calls": self.calls,
+            "calls_not_replayed": dict(self.not_replayed),
             "compactions": self.compactions,
             "session_memory_compactions": self.session_memory_compactions,
             "session_memory_updates": self.session_memory_updates,
@@ -427,10 +447,12 @@ def _recording_ttl(report: FidelityReport) -> CacheTtl:
     return "1h" if report.calls and hours * 2 > len(report.calls) else "5m"
 
 
-def _recorded_cost(call: RecordedCall, model: ModelInfo, ttl: CacheTtl) -> float | None:
-    if call.usage is None:
+def _recorded_cost(recorded: Usage | None, model: ModelInfo, ttl: CacheTtl) -> float | None:
+    """A recorded usage at a model's prices (None without usage, or for 1-hour cache writes
+    on a model without that tier)."""
+    if recorded is None:
         return None
-    usage = RecordedUsage.from_usage(call.usage, ttl)
+    usage = RecordedUsage.from_usage(recorded, ttl)
     if usage.cache_creation_1h_input_tokens and model.cache_write_1h_multiplier is None:
         return None
     return usage_cost_usd(
@@ -441,6 +463,11 @@ def _recorded_cost(call: RecordedCall, model: ModelInfo, ttl: CacheTtl) -> float
         cache_read_input_tokens=usage.cache_read_input_tokens,
         output_tokens=usage.output_tokens,
     )
+
+
+def _calls(count: int, word: str) -> str:
+    """"1 side call", "3 side calls"."""
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
 class _EventLog:
@@ -531,18 +558,21 @@ class _Replayer:
 
     def __init__(self, transcript: Transcript, options: ReplayOptions) -> None:
         table = options.model_table or load_model_table()
-        self.table = table
         self.notes: list[str] = []
-        self.model_name = options.model or transcript.model or DEFAULT_MODEL
-        if options.model is None and table.find(self.model_name) is None:
-            self.notes.append(
-                f"the transcript's model {self.model_name!r} is not in the model table: "
-                f"planned and priced as {DEFAULT_MODEL} (use --model to choose)"
-            )
-            self.model_name = DEFAULT_MODEL
+        # A recorded model the table lacks gets its provider's figures under its own name
+        # (an OpenAI rollout is never priced as a Claude model), added to this replay's table.
+        recorded, how, notes = resolve_recorded_model(
+            table, transcript.model, provider=as_provider(transcript.provider)
+        )
+        self.model_assumed = how == "assumed"
+        if self.model_assumed:
+            table = table.with_model(recorded)
+            if options.model is None:
+                self.notes.extend(notes)
+        self.table = table
+        self.model_name = options.model or recorded.name
         self.model = table.get(self.model_name)
-        recorded = table.find(transcript.model) if transcript.model else None
-        self.recorded_model: ModelInfo = recorded or self.model
+        self.recorded_model: ModelInfo = recorded if transcript.model else self.model
         self.recorded_comparable = self.recorded_model.provider == self.model.provider
         if not self.recorded_comparable:
             self.notes.append(
@@ -557,6 +587,12 @@ class _Replayer:
         # The simulator checks itself against the recording on the recording's own model.
         fidelity_model = self.model if self.recorded_comparable else self.recorded_model
         self.fidelity = simulate_recorded_session(transcript, fidelity_model)
+        if self.fidelity.untimed_calls:
+            self.notes.append(
+                f"{_calls(self.fidelity.untimed_calls, 'recorded call')} without a timestamp: "
+                "each taken to follow the call before it at once, so no cache expires "
+                "between them"
+            )
         self.prefix = OpaquePrefix.from_fidelity(self.fidelity)
         self.ttl = _recording_ttl(self.fidelity)
         self.policy = options.policy or Policy.from_env()
@@ -590,6 +626,8 @@ class _Replayer:
             if info is not None and name not in (self.model_name, replaced):
                 self.call_models[name] = info
         self.models_called = transcript.models()
+        self.billed = transcript.billed_calls()
+        self.not_replayed: dict[str, int] = {}
         self.settings = ReplaySettings(
             model=self.model,
             model_name=self.model_name,
@@ -655,14 +693,63 @@ class _Replayer:
         self.refetch = RefetchCounter()
         self.receipts: list[tuple[int, Receipt]] = []
 
-    def _recorded_pricing(self, call: RecordedCall, call_model: str) -> ModelInfo:
-        """The model whose prices a recorded call's usage is priced at (module docstring)."""
-        if call_model in self.call_models:
-            return self.call_models[call_model]
+    def _recorded_pricing(self, recorded_model: str | None) -> ModelInfo:
+        """The model whose prices a recorded call's usage is priced at (module docstring):
+        the call's own model when the replay plans it apart, else the replayed model when
+        the recording is comparable, else the recorded model's own prices."""
+        if recorded_model and recorded_model in self.call_models:
+            return self.call_models[recorded_model]
         if self.recorded_comparable:
             return self.model
-        own = self.table.find(call.model) if call.model else None
+        own = self.table.find(recorded_model) if recorded_model else None
         return own or self.recorded_model
+
+    def _price_calls_not_replayed(self) -> None:
+        """Price the billed calls the replay does not follow, and say what they are.
+
+        Calls on branches the thread does not follow were paid whatever the policy: they go
+        into the recorded cost and, as a fixed cost, into every strategy. The agent's own side
+        calls (Codex's compaction summaries) go into the recorded cost only: our compactions
+        are priced as ours. A thread call the script could not replay in order goes into the
+        recorded cost only.
+        """
+        replayed = {call.message_id for call in self.script.calls}
+        costs: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for call in self.billed:
+            if call.message_id in replayed:
+                continue
+            counts[call.place] = counts.get(call.place, 0) + 1
+            cost = _recorded_cost(call.usage, self._recorded_pricing(call.model), self.ttl)
+            if cost is None:
+                self.unpriced_calls += 1
+                continue
+            costs[call.place] = costs.get(call.place, 0.0) + cost
+            if self.recorded_total is not None:
+                self.recorded_total += cost
+        self.not_replayed = counts
+        fixed = costs.get("branch", 0.0)
+        self.ours.fixed_cost_usd = fixed
+        for baseline in self.baselines:
+            baseline.run.fixed_cost_usd = fixed
+        if counts.get("branch"):
+            self.notes.append(
+                f"not replayed: {_calls(counts['branch'], 'billed call')} on branches the "
+                f"thread does not follow (rewound or abandoned work, ${fixed:,.2f}), priced as "
+                "recorded in the recorded cost and in every strategy alike"
+            )
+        if counts.get("side"):
+            self.notes.append(
+                f"not replayed: {_calls(counts['side'], 'side call')} of the recorded agent "
+                f"(its own compaction summaries, ${costs.get('side', 0.0):,.2f}), in the "
+                "recorded cost only: our compactions are priced as ours"
+            )
+        if counts.get("thread"):
+            self.notes.append(
+                f"not replayed: {_calls(counts['thread'], 'recorded call')} of the thread whose "
+                f"lines interleave with another call's (${costs.get('thread', 0.0):,.2f}), in "
+                "the recorded cost only"
+            )
 
     def _reported_window(self, transcript: Transcript) -> int | None:
         """The window the agent itself reported for the transcript's model, if any."""
@@ -673,7 +760,7 @@ class _Replayer:
             return None
         self.notes.append(
             f"planned for the {reported:,}-token window the session reported for "
-            f"{self.model_name} (the model table says {self.model.context_window:,}; use "
+            f"{self.model_name} (the model's figures say {self.model.context_window:,}; use "
             "--window to choose)"
         )
         return reported
@@ -684,6 +771,7 @@ class _Replayer:
             await self._step(step.before, step.call, step.after)
             if progress is not None:
                 progress(number + 1, len(steps))
+        self._price_calls_not_replayed()
         if self.unpriced_calls and self.recorded_total is not None:
             self.recorded_total = None
             self.notes.append(
@@ -707,6 +795,9 @@ class _Replayer:
             fidelity=self.fidelity,
             recorded_model=self.recorded_model.name,
             recorded_comparable=self.recorded_comparable,
+            recorded_calls=len(self.billed),
+            model_assumed=self.model_assumed,
+            not_replayed=self.not_replayed,
             microcompacts=self.session.micro.stats.microcompactions,
             cache_breaks=self.cache_breaks,
             invalid_requests=self.invalid,
@@ -844,7 +935,7 @@ class _Replayer:
                 self.cache_breaks += 1
             self._event(line)
 
-        recorded_cost = _recorded_cost(call, self._recorded_pricing(call, call_model), self.ttl)
+        recorded_cost = _recorded_cost(call.usage, self._recorded_pricing(call.model), self.ttl)
         if call.usage is not None and recorded_cost is None:
             self.unpriced_calls += 1
         if self.recorded_total is not None and recorded_cost is not None:

@@ -22,6 +22,8 @@ CONVERSATION_TYPES: frozenset[str] = frozenset(
 
 COMPACT_BOUNDARY_SUBTYPE = "compact_boundary"
 SYNTHETIC_MODEL = "<synthetic>"
+UNNAMED_MODEL = "unknown"
+"""The model an assistant entry names when its recording names none (`Entry.assistant`)."""
 
 
 def new_uuid() -> str:
@@ -130,6 +132,12 @@ class Entry:
         return self.type == "system" and self.subtype == COMPACT_BOUNDARY_SUBTYPE
 
     @property
+    def is_synthetic(self) -> bool:
+        """An assistant message Claude Code wrote itself (model `<synthetic>`: an API error's
+        placeholder, "No response requested."…): never a response the API billed."""
+        return self.type == "assistant" and self.model == SYNTHETIC_MODEL
+
+    @property
     def is_synthetic_api_error(self) -> bool:
         """A placeholder assistant message written for an API error, not a real response."""
         if self.type != "assistant" or not self.data.get("isApiErrorMessage"):
@@ -178,9 +186,10 @@ class Entry:
 
     @property
     def usage(self) -> Usage | None:
-        """API usage of an assistant response (None for synthetic or user records)."""
+        """API usage of an assistant response (None for user records and synthetic messages,
+        whose all-zero usage was never billed and must not anchor a token count)."""
         message = self.message
-        if self.type != "assistant" or not message or self.is_synthetic_api_error:
+        if self.type != "assistant" or not message or self.is_synthetic:
             return None
         usage = message.get("usage")
         return usage if isinstance(usage, dict) else None  # type: ignore[return-value]
@@ -250,7 +259,7 @@ class Entry:
             "id": message_id or f"msg_{uuid_module.uuid4().hex[:24]}",
             "type": "message",
             "role": "assistant",
-            "model": model or "unknown",
+            "model": model or UNNAMED_MODEL,
             "content": list(content),
             "stop_reason": stop_reason,
             "stop_sequence": None,

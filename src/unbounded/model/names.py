@@ -39,17 +39,19 @@ _LONG_TOKEN = re.compile(r"\S{200,}")
 which also keeps the patterns linear in the text's length."""
 
 
-def identifiers_in(text: str) -> set[str]:
-    """Names in `text` that look like code (see the module docstring)."""
-    found: set[str] = set()
+def identifiers_in(text: str) -> list[str]:
+    """Names in `text` that look like code (see the module docstring), each once, in a fixed
+    order (pattern by pattern, then as they appear): never a set's, which varies with the
+    string-hash seed and would reorder what callers rank."""
+    found: dict[str, None] = {}
     text = _LONG_TOKEN.sub(" ", text)
     for pattern in _IDENTIFIER_PATTERNS:
         for match in pattern.findall(text):
             name = match.strip(".")
             if len(name) < MIN_IDENTIFIER_CHARS or _FILE_EXTENSIONS.search(name):
                 continue
-            found.add(name)
-    return found
+            found.setdefault(name)
+    return list(found)
 
 
 

@@ -2,8 +2,10 @@
 
 A Claude Code file is append-only, so it holds more than the conversation the model saw last:
 a rewound (or edited) message starts a new branch and the abandoned one stays in the file; a
-resumed session can write the earlier history again under new uuids; one file may hold
-several sessions. Taking records in file order sends all of it. The thread is rebuilt instead:
+resumed session can write the earlier history again under new uuids; a client can append
+records it already wrote again under the same uuids (the VS Code extension on reopening a
+session); one file may hold several sessions. Taking records in file order sends all of it.
+The thread is rebuilt instead:
 
 1. **Leaf.** The newest user or assistant record in the file (a `summary` record's
    `leafUuid` also names a leaf; the one written last wins).
@@ -12,18 +14,25 @@ several sessions. Taking records in file order sends all of it. The thread is re
    fragment of a longer session, or a boundary pointing at a record never written) is taken
    to be the record just before in the file, and so is a missing parent, unless the record
    opens another session (a resume writing the history again starts its own chain).
-3. **Siblings that belong.** In 2.1.x files, progress records and parallel tool calls branch
+3. **Progress records are side notes.** A hook's progress records hang off the tool call they
+   report on and chain among themselves; some versions (2.1.7x) then hang the next message
+   off the last of them, although the turn went on below the tool call meanwhile. A message
+   whose parent is a progress record therefore follows the latest message written before it
+   that descends from the record the progress chain hangs off (the turn's real end), and
+   keeps its named parent when no such message exists.
+4. **Siblings that belong.** In 2.1.x files, progress records and parallel tool calls branch
    the chain: the results of two parallel calls hang off two different assistant lines, and
    the conversation continues from only one of them. A side branch is brought back while it
    holds only records that belong to the same turn: progress and system records,
    attachments, lines of an assistant response already on the path (same `message.id`), and
    tool results answering tool calls on the path that the path leaves unanswered. A branch
-   that starts with anything else (a new prompt, another response) is an abandoned branch and
-   is left out whole.
-4. **One copy.** A record repeated under a new uuid (same response id, content and time, or
-   the same prompt at the same time) is kept once, and so is a tool call (by `tool_use` id)
-   and its result: tool ids are unique per call, and the API refuses a request that repeats
-   one.
+   that starts with anything else (a new prompt, another response) is left out whole, and
+   reported with why: the conversation went back to an earlier record (a rewind), or it
+   belongs to another session, or it never joins the thread.
+5. **One copy.** A record whose uuid was already read is the same record written again, and
+   is read once. A record repeated under a new uuid (the same response id and content, or the
+   same prompt at the same time) is kept once, and so is a tool call (by `tool_use` id) and
+   its result: tool ids are unique per call, and the API refuses a request that repeats one.
 
 Records keep their file order. Records without a uuid (importers of other formats always set
 one) are kept where they are. `file_order_thread` is the old behaviour, kept for debugging.
@@ -39,9 +48,59 @@ from typing import Literal
 import orjson
 
 from unbounded.model.entries import Entry
+from unbounded.model.user_messages import classify_user_entry
 
 ThreadOrder = Literal["thread", "file"]
 """How the main thread is taken: rebuilt from parent links (default) or in file order."""
+
+LeftOutReason = Literal["copied", "rewound", "other_session", "detached"]
+"""Why a branch is not in the thread: its responses are all in the thread already (history a
+resume wrote again, the copy followed); the conversation went back to an earlier record and
+on from there; the branch is another session's; or it never joins the thread."""
+
+_REASON_WORDS: dict[LeftOutReason, tuple[str, str]] = {
+    "copied": (
+        "copied",
+        "a resume wrote this history again and the thread follows the copy",
+    ),
+    "rewound": (
+        "rewound",
+        "the conversation went back to an earlier message and went on from there",
+    ),
+    "other_session": ("", "another session written in the same file"),
+    "detached": ("detached", "their parent chain never reaches the thread"),
+}
+"""Per reason: the adjective for the branches, and why they are not in the thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOutBranch:
+    """Conversation records the thread does not follow that hang together, and why."""
+
+    reason: LeftOutReason
+    first_line: int | None
+    """File line of the branch's first record."""
+    fork_line: int | None
+    """File line of the thread record the branch hangs off (a rewind's point), if any."""
+    session: str | None
+    """The branch's session id when the thread holds none of its records' session."""
+    prompts: int
+    responses: int
+    """Responses: distinct response ids (a record without one counts alone)."""
+    tool_results: int
+
+    def contents(self) -> str:
+        """What the branch holds, in words ("1 prompt, 3 responses, 2 tool results")."""
+        parts = [
+            f"{count} {word}{'' if count == 1 else 's'}"
+            for count, word in (
+                (self.prompts, "prompt"),
+                (self.responses, "response"),
+                (self.tool_results, "tool result"),
+            )
+            if count
+        ]
+        return ", ".join(parts) or "no messages"
 
 
 @dataclass(slots=True)
@@ -54,28 +113,66 @@ class ThreadReport:
     abandoned: int = 0
     """Prompts, responses and tool results on branches the thread does not follow (rewinds,
     other sessions); progress records and local-command echoes are not counted."""
+    branches: list[LeftOutBranch] = field(default_factory=list)
+    """The left-out records grouped by branch, in file order, with why each was left out."""
     duplicates: int = 0
-    """Records dropped because the thread already held a copy."""
+    """Records dropped because the thread already held a copy under another uuid."""
+    copies: int = 0
+    """Records written again under a uuid already read (read once)."""
     rescued: int = 0
     """Side-branch records brought back (parallel tool results, progress, response lines)."""
 
     def warnings(self) -> list[str]:
         """Human-readable notes for what was left out (empty when nothing was)."""
         notes: list[str] = []
-        if self.abandoned:
-            other = [s for s in self.file_sessions if s not in self.thread_sessions]
-            where = f" (incl. session(s) {', '.join(other)})" if other else ""
+        if self.branches:
+            notes.append(_branch_note(self.branches))
+        if self.copies:
             notes.append(
-                f"{self.abandoned} record(s) on branches the conversation no longer follows"
-                f"{where} were left out of the thread (rewound or resumed history); "
-                "--file-order shows every record"
+                f"{self.copies} record(s) written again under uuids already in the file (a "
+                "client appending history it had written, as the VS Code extension does on "
+                "reopening a session) were read once"
             )
         if self.duplicates:
             notes.append(
-                f"{self.duplicates} repeated record(s) (history written again on resume) "
-                "were kept once"
+                f"{self.duplicates} repeated record(s) (history written again under new uuids "
+                "on resume) were kept once"
             )
         return notes
+
+
+def _branch_note(branches: Sequence[LeftOutBranch]) -> str:
+    """One sentence on the left-out branches: per reason, where each starts, what it holds."""
+    parts: list[str] = []
+    reason: LeftOutReason
+    for reason in ("copied", "rewound", "other_session", "detached"):
+        group = [b for b in branches if b.reason == reason]
+        if not group:
+            continue
+        adjective, why = _REASON_WORDS[reason]
+        places = "; ".join(
+            f"line {b.first_line}"
+            + (f", branching from line {b.fork_line}" if b.fork_line is not None else "")
+            + (f", session {b.session}" if b.session else "")
+            + f": {b.contents()}"
+            for b in group[:3]
+        )
+        more = f"; {len(group) - 3} more" if len(group) > 3 else ""
+        noun = "branch" if len(group) == 1 else "branches"
+        label = f"{len(group)} {adjective} {noun}" if adjective else f"{len(group)} {noun}"
+        parts.append(f"{label} ({places}{more}): {why}")
+    billed = any(b.reason != "copied" and b.responses for b in branches)
+    return (
+        "left out of the thread: "
+        + "; ".join(parts)
+        + (
+            ". Their responses were billed all the same and count in the recorded calls and "
+            "cost"
+            if billed
+            else ""
+        )
+        + "; --file-order reads every record in file order"
+    )
 
 
 def file_order_thread(entries: Sequence[Entry], *, include_sidechains: bool) -> list[Entry]:
@@ -88,19 +185,27 @@ def rebuild_thread(
     *,
     include_sidechains: bool = False,
     summary_leaves: Sequence[str] = (),
+    leaf_uuid: str | None = None,
 ) -> tuple[list[Entry], ThreadReport]:
-    """The main thread (see the module docstring) and a report of what it left out."""
-    candidates = file_order_thread(entries, include_sidechains=include_sidechains)
-    report = ThreadReport(file_sessions=_sessions(candidates))
+    """The main thread (see the module docstring) and a report of what it left out.
+
+    `leaf_uuid` rebuilds the conversation that ends at that record instead (a left-out
+    branch's own history, as its calls sent it); the newest leaf when it is not in the file.
+    """
+    listed = file_order_thread(entries, include_sidechains=include_sidechains)
+    report = ThreadReport(file_sessions=_sessions(listed))
+    candidates = _first_copies(listed, report)
     if not candidates:
         return [], report
     position: dict[str, int] = {}
     for index, entry in enumerate(candidates):
         uuid = entry.uuid
-        if uuid is not None and uuid not in position:
+        if uuid is not None:
             position[uuid] = index
     parents = _resolve_parents(candidates, position)
-    leaf = _leaf(candidates, position, summary_leaves)
+    leaf = position.get(leaf_uuid) if leaf_uuid is not None else None
+    if leaf is None:
+        leaf = _leaf(candidates, position, summary_leaves)
     if leaf is None:
         return _dedupe(candidates, report), report
     report.leaf_uuid = candidates[leaf].uuid
@@ -111,12 +216,29 @@ def rebuild_thread(
         if entry.uuid is None:
             keep.add(index)
     thread = [candidates[i] for i in sorted(keep)]
+    report.thread_sessions = _sessions(thread)
+    report.branches = _left_out_branches(candidates, parents, keep, report.thread_sessions)
     report.abandoned = sum(
         1 for i, e in enumerate(candidates) if i not in keep and _is_conversation_turn(e)
     )
     thread = _dedupe(thread, report)
     report.thread_sessions = _sessions(thread)
     return thread, report
+
+
+def _first_copies(entries: Sequence[Entry], report: ThreadReport) -> list[Entry]:
+    """The entries without the ones whose uuid was read before (counted in `report.copies`)."""
+    seen: set[str] = set()
+    kept: list[Entry] = []
+    for entry in entries:
+        uuid = entry.uuid
+        if uuid is not None:
+            if uuid in seen:
+                report.copies += 1
+                continue
+            seen.add(uuid)
+        kept.append(entry)
+    return kept
 
 
 def _is_conversation_turn(entry: Entry) -> bool:
@@ -126,8 +248,6 @@ def _is_conversation_turn(entry: Entry) -> bool:
         return not entry.is_synthetic_api_error
     if entry.type != "user":
         return False
-    from unbounded.model.user_messages import classify_user_entry
-
     return classify_user_entry(entry).kind in ("prompt", "tool_results")
 
 
@@ -142,31 +262,71 @@ def _sessions(entries: Sequence[Entry]) -> list[str]:
 
 def _resolve_parents(candidates: Sequence[Entry], position: dict[str, int]) -> list[int | None]:
     """Each record's parent index: parentUuid, else logicalParentUuid, else the record before
-    it when the named parent is not in the file; None for a true root."""
+    it when the named parent is not in the file; None for a true root. A message named after
+    a progress record follows the turn's real end instead (rule 3 of the module docstring)."""
     parents: list[int | None] = []
+    last_message: int | None = None  # the latest record before this one that is not progress
     for index, entry in enumerate(candidates):
-        named = entry.parent_uuid
-        if named is None and entry.is_compact_boundary:
-            named = entry.logical_parent_uuid or ""
-        if named is None:
-            # A record without a parent opens a chain when it opens another session (a
-            # resumed session writing its history again); otherwise it was written unlinked
-            # after the record before it (a hand-built transcript), and follows it.
-            previous = candidates[index - 1] if index > 0 else None
-            session = entry.data.get("sessionId")
-            if previous is None or (
-                session is not None and session != previous.data.get("sessionId")
-            ):
-                parents.append(None)
-            else:
-                parents.append(index - 1)
-            continue
-        found = position.get(named)
-        if found is not None and found != index:
-            parents.append(found)
-        else:
-            parents.append(index - 1 if index > 0 else None)
+        parent = _named_parent(candidates, position, index)
+        if (
+            parent is not None
+            and parent < index
+            and entry.type != "progress"
+            and candidates[parent].type == "progress"
+        ):
+            parent = _past_progress(candidates, parents, parent, last_message)
+        parents.append(parent)
+        if entry.type != "progress":
+            last_message = index
     return parents
+
+
+def _named_parent(candidates: Sequence[Entry], position: dict[str, int], index: int) -> int | None:
+    """The parent a record names (rule 2 of the module docstring), as an index."""
+    entry = candidates[index]
+    named = entry.parent_uuid
+    if named is None and entry.is_compact_boundary:
+        named = entry.logical_parent_uuid or ""
+    if named is None:
+        # A record without a parent opens a chain when it opens another session (a resumed
+        # session writing its history again); otherwise it was written unlinked after the
+        # record before it (a hand-built transcript), and follows it.
+        previous = candidates[index - 1] if index > 0 else None
+        session = entry.data.get("sessionId")
+        if previous is None or (session is not None and session != previous.data.get("sessionId")):
+            return None
+        return index - 1
+    found = position.get(named)
+    if found is not None and found != index:
+        return found
+    return index - 1 if index > 0 else None
+
+
+def _past_progress(
+    candidates: Sequence[Entry],
+    parents: Sequence[int | None],
+    progress: int,
+    last_message: int | None,
+) -> int:
+    """The parent of a message named after a progress record: the latest earlier message
+    that descends from the record the progress chain hangs off, else the progress record."""
+    anchor: int | None = progress
+    climbed: set[int] = set()
+    while anchor is not None and candidates[anchor].type == "progress":
+        if anchor in climbed or anchor >= len(parents):
+            return progress
+        climbed.add(anchor)
+        anchor = parents[anchor]
+    if anchor is None or last_message is None:
+        return progress
+    node: int | None = last_message
+    walked: set[int] = set()
+    while node is not None and node >= anchor and node not in walked:
+        if node == anchor:
+            return last_message
+        walked.add(node)
+        node = parents[node]
+    return progress
 
 
 def _leaf(
@@ -268,6 +428,72 @@ def _rescue_siblings(
     return rescued
 
 
+def _left_out_branches(
+    candidates: Sequence[Entry],
+    parents: Sequence[int | None],
+    keep: set[int],
+    thread_sessions: Sequence[str],
+) -> list[LeftOutBranch]:
+    """Group the left-out conversation turns by the branch they sit on, and say why each
+    branch was left out: it hangs off a thread record (rewound), or it is another session's,
+    or its chain never reaches the thread."""
+    root_of: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for index, entry in enumerate(candidates):
+        if index in keep or not _is_conversation_turn(entry):
+            continue
+        node = index
+        climbed: list[int] = []
+        while True:
+            if node in root_of:
+                node = root_of[node]
+                break
+            parent = parents[node]
+            if parent is None or parent in keep or parent in climbed or parent == node:
+                break
+            climbed.append(node)
+            node = parent
+        for visited in climbed:
+            root_of[visited] = node
+        root_of[index] = node
+        members.setdefault(node, []).append(index)
+    kept_responses = {candidates[i].message_id for i in keep} - {None}
+    branches: list[LeftOutBranch] = []
+    for root in sorted(members):
+        fork = parents[root]
+        session = candidates[root].data.get("sessionId")
+        session = session if isinstance(session, str) else None
+        responses = {
+            e.message_id or e.uuid or str(i)
+            for i, e in ((i, candidates[i]) for i in members[root])
+            if e.type == "assistant"
+        }
+        fork_line: int | None = None
+        if responses and responses <= kept_responses:
+            reason: LeftOutReason = "copied"
+        elif fork is not None and fork in keep:
+            reason = "rewound"
+            fork_line = candidates[fork].line
+        elif session is not None and session not in thread_sessions:
+            reason = "other_session"
+        else:
+            reason = "detached"
+        records = [candidates[i] for i in members[root]]
+        kinds = [classify_user_entry(e).kind for e in records if e.type == "user"]
+        branches.append(
+            LeftOutBranch(
+                reason=reason,
+                first_line=candidates[root].line,
+                fork_line=fork_line,
+                session=session if session not in thread_sessions else None,
+                prompts=kinds.count("prompt"),
+                responses=len(responses),
+                tool_results=kinds.count("tool_results"),
+            )
+        )
+    return branches
+
+
 def _content_key(entry: Entry) -> bytes:
     # A 128-bit digest, not the JSON itself: every key is kept for the whole thread, and
     # orjson returns each bytes object with ~4 KB allocated whatever its length.
@@ -287,7 +513,8 @@ def _dedupe(thread: Sequence[Entry], report: ThreadReport) -> list[Entry]:
     for entry in thread:
         kind = entry.type
         if kind == "assistant":
-            response = f"{entry.message_id or entry.uuid}@{entry.timestamp}"
+            # A response id with the same content is the same line, whenever it was written.
+            response = entry.message_id or f"{entry.uuid}@{entry.timestamp}"
             key = ("a", response, _content_key(entry))
             ids = _tool_ids(entry, "tool_use", "id")
             if key in seen or (ids and all(i in calls for i in ids)):

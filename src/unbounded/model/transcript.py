@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from unbounded.model.content import Usage, usage_context_total, usage_prompt_total
 from unbounded.model.entries import SYNTHETIC_MODEL, Entry, messages_after_compact_boundary
@@ -37,6 +37,29 @@ class ApiCall:
     def prompt_tokens(self) -> int:
         """Input + cache creation + cache read: what the request itself held."""
         return usage_prompt_total(self.usage)
+
+
+CallPlace = Literal["thread", "branch", "side"]
+"""Where a billed call sits: on the main thread; on a branch the thread does not follow (a
+rewind, another session); or outside the conversation (an agent's own summary call recorded
+in the same file, as Codex records its compaction's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BilledCall:
+    """One response the API billed, wherever it sits in the file (one per response id)."""
+
+    message_id: str
+    usage: Usage
+    """The usage of its last line in the file (Claude Code repeats it on every line)."""
+    model: str | None
+    timestamp: str | None
+    """The time of its first line."""
+    line: int | None
+    """The file line of its first line."""
+    place: CallPlace
+    uuid: str | None = None
+    """The uuid of its last line (the leaf that rebuilds a branch call's own conversation)."""
 
 
 @dataclass(slots=True)
@@ -103,6 +126,14 @@ class Transcript:
         self._thread_cache = (*key, thread, report)
         return thread, report
 
+    def branch_thread(self, leaf_uuid: str) -> list[Entry]:
+        """The conversation that ends at a record (the thread rebuild's rules, with that
+        record as the leaf): what a call on a left-out branch sent."""
+        thread, _ = rebuild_thread(
+            self.entries, include_sidechains=self.is_subagent_file, leaf_uuid=leaf_uuid
+        )
+        return thread
+
     def sidechains(self) -> dict[str, list[Entry]]:
         """Inline sub-agent conversations, keyed by the uuid of each one's first record."""
         if self.is_subagent_file:
@@ -133,6 +164,43 @@ class Transcript:
         """Recorded model responses of the main thread, in order."""
         return api_calls(self.main_thread())
 
+    def billed_calls(self) -> list[BilledCall]:
+        """Every response the API billed for the main agent, in file order: each response id
+        with usage once, on the thread or on a branch the thread does not follow (a rewound
+        branch was paid for too), and the agent's own side calls the file records
+        (`meta["side_calls"]`: Codex's compaction summaries). Synthetic messages are never
+        billed; a sub-agent's inline records (1.0.x `isSidechain`) are its own
+        (`subagent_calls`)."""
+        thread_ids = {call.message_id for call in self.api_calls()}
+        calls = responses_billed(
+            self.entries, sidechains=self.is_subagent_file, thread_ids=thread_ids
+        )
+        for side in self.meta.get("side_calls") or ():
+            usage = side.get("usage") if isinstance(side, dict) else None
+            if not isinstance(usage, dict):
+                continue
+            line = side.get("line")
+            calls.append(
+                BilledCall(
+                    message_id=f"side_call_{line}_{len(calls)}",
+                    usage=usage,  # type: ignore[arg-type]
+                    model=side.get("model"),
+                    timestamp=side.get("timestamp"),
+                    line=line if isinstance(line, int) else None,
+                    place="side",
+                )
+            )
+        # File order; a side call the file gives no line (an SDK condenser's) goes last.
+        return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
+
+    def subagent_calls(self) -> list[BilledCall]:
+        """Billed responses of inline sub-agents (1.0.x `isSidechain` records), apart from the
+        main agent's; none in a sub-agent's own file (those are `billed_calls`)."""
+        if self.is_subagent_file:
+            return []
+        sidechain = [e for e in self.entries if e.is_sidechain]
+        return responses_billed(sidechain, sidechains=True, thread_ids=set())
+
     def models(self) -> dict[str, int]:
         """Recorded calls per model, the main model (most calls) first.
 
@@ -149,6 +217,20 @@ class Transcript:
                 if entry.type == "assistant" and not entry.is_synthetic_api_error
             ]
         return calls_per_model(named)
+
+    @property
+    def unknown_record_types(self) -> dict[str, int]:
+        """Record types the reader does not know, with how many records of each, in the order
+        first met: kept as they are (and written back), otherwise passed over."""
+        value = self.meta.get("unknown_record_types")
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def provider(self) -> str | None:
+        """The API family the recording called when its format makes it certain (`anthropic`
+        for Claude Code, `openai` for a Codex rollout on OpenAI), else None."""
+        value = self.meta.get("provider")
+        return value if isinstance(value, str) else None
 
     @property
     def reported_window(self) -> int | None:
@@ -185,6 +267,32 @@ def api_calls(entries: Sequence[Entry]) -> list[ApiCall]:
             timestamp=previous.timestamp if previous else entry.timestamp,
         )
     return sorted(calls.values(), key=lambda call: call.first)
+
+
+def responses_billed(
+    entries: Sequence[Entry], *, sidechains: bool, thread_ids: Collection[str]
+) -> list[BilledCall]:
+    """Each response id with usage once, in the order first met (see `Transcript.billed_calls`);
+    `sidechains` takes every record, else only those that are not `isSidechain`."""
+    calls: dict[str, BilledCall] = {}
+    for entry in entries:
+        if entry.is_sidechain and not sidechains:
+            continue
+        usage = entry.usage
+        message_id = entry.message_id
+        if usage is None or message_id is None:
+            continue
+        first = calls.get(message_id)
+        calls[message_id] = BilledCall(
+            message_id=message_id,
+            usage=usage,
+            model=entry.model,
+            timestamp=first.timestamp if first else entry.timestamp,
+            line=first.line if first else entry.line,
+            place="thread" if message_id in thread_ids else "branch",
+            uuid=entry.uuid,
+        )
+    return list(calls.values())
 
 
 def calls_per_model(named: Sequence[tuple[str, str | None]]) -> dict[str, int]:

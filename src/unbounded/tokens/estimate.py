@@ -25,7 +25,7 @@ import orjson
 
 from unbounded.model.attachments import attachment_to_content
 from unbounded.model.content import usage_context_total
-from unbounded.model.entries import Entry
+from unbounded.model.entries import Entry, messages_after_compact_boundary
 
 CHARS_PER_TOKEN = 4
 """The rough estimate's divisor: one token per ~4 characters of text."""
@@ -220,6 +220,20 @@ class ContextCounter:
 def token_count_with_estimation(entries: Sequence[Entry]) -> int:
     """The context size of these entries, anchored on the last API usage (see module doc)."""
     return ContextCounter(entries).total
+
+
+def pre_compaction_tokens(entries: Sequence[Entry]) -> int:
+    """The context a compaction at the end of `entries` replaces, counted the one way a context
+    is counted here: `token_count_with_estimation` of the view (the entries from the last
+    compact boundary on): the last response's reported usage, which covers the system prompt
+    and tools, plus the padded estimate of what came after it.
+
+    `compact`, `eval` and `inspect` report it as `pre_tokens` at a compaction point. A recorded
+    boundary's `preTokens` is Claude Code's own count at that moment, made the same way but
+    from what Claude Code held then (attachments and hook output it had not written yet, its
+    own estimate of the tail): the two agree to within a few thousand tokens.
+    """
+    return token_count_with_estimation(messages_after_compact_boundary(entries))
 
 
 def last_usage_tokens(entries: Sequence[Entry]) -> int:

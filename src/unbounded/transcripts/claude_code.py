@@ -2,8 +2,10 @@
 
 Every record type is read: user, assistant, system (compact_boundary, local_command,
 stop_hook_summary, turn_duration…), progress, attachment, summary, file-history-snapshot,
-queue-operation, and any newer type, which is kept as it is. Known fields are type-checked so
-a damaged file fails with its line number; unknown fields are kept and written back.
+queue-operation, custom-title. A newer type (2.1.9x writes `permission-mode`, `last-prompt`,
+`ai-title`…) is kept as it is, written back unchanged, counted in
+`meta["unknown_record_types"]` and otherwise passed over. Known fields are type-checked so a
+damaged file fails with its line number; unknown fields are kept and written back.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from unbounded.errors import TranscriptError
 from unbounded.fileio import append_private, atomic_write_chunks
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
+from unbounded.transcripts.importing import count_unknown
 from unbounded.transcripts.jsonl import ReadReport, dumps_line, iter_json_lines
 
 FORMAT = "claude-code"
@@ -197,13 +200,15 @@ def read_claude_code(
     versions = sorted(
         {str(e.data["version"]) for e in entries if isinstance(e.data.get("version"), str)}
     )
+    meta: dict[str, Any] = {"versions": versions, "provider": "anthropic"}
+    count_unknown(meta, (e.type for e in entries if e.type not in RECORD_TYPES))
     return Transcript(
         entries=entries,
         format=FORMAT,
         path=source,
         warnings=report.warnings,
         skipped_lines=report.skipped_lines,
-        meta={"versions": versions},
+        meta=meta,
     )
 
 

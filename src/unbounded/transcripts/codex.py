@@ -53,9 +53,12 @@ Mapping decisions:
   every assistant entry of that response (as Claude Code repeats it on each line), mapped with
   `usage_from_openai`: `input_tokens = input - cached`, `cache_read_input_tokens = cached`,
   `cache_creation_input_tokens = 0`, `output_tokens = output` (reasoning included). A usage
-  event with no response items (Codex's own summary call) is counted in
+  event with no response items is Codex's own summary call (its compaction): billed all the
+  same, it goes to `meta["side_calls"]` (usage, model, time, line) and is counted in
   `meta["unattributed_token_counts"]`. `meta["model_context_window"]` is the last window
   reported.
+- Provider: `meta["provider"]` is `openai` unless the session meta names another
+  `model_provider` than openai or azure (a local server): the model is priced as OpenAI's.
 - Model: from the latest `turn_context` (or the session meta when it names one). Rollouts
   written before `turn_context` existed name no model: their calls are attributed to
   `DEFAULT_CODEX_MODEL`, with a warning saying so.
@@ -68,7 +71,9 @@ Mapping decisions:
   is not reproduced.
 - Other event_msg types (task_started, exec_command_end, turn_aborted, …), `turn_context`,
   `ghost_snapshot` and response items of unknown types are kept as `progress` entries (data
-  type `codex_event`, `codex_turn_context` or `codex_item`) that never reach the API;
+  type `codex_event`, `codex_turn_context` or `codex_item`) that never reach the API; record
+  types and response item types the reader does not know (kept as `codex_record` /
+  `codex_item` progress) are counted in `meta["unknown_record_types"]`;
   `user_message`, `agent_message` and `agent_reasoning*` events, which repeat response items,
   are dropped.
 - Every entry gets a fresh uuid and a `parentUuid` chain to the previous entry, the record's
@@ -99,6 +104,7 @@ from unbounded.transcripts.codex_items import (
     ARGV_SHELL_TOOLS,
     MODEL_OUTPUT_TYPES,
     OUTPUT_TYPES,
+    PASSED_ITEM_TYPES,
     REPEATED_EVENTS,
     ROLLOUT_TYPES,
     as_content,
@@ -109,11 +115,10 @@ from unbounded.transcripts.codex_items import (
     item_texts,
     output_content,
     output_failed,
-    parse_arguments,
     token_key,
     validate_record,
 )
-from unbounded.transcripts.importing import unique_id
+from unbounded.transcripts.importing import count_unknown, parse_arguments, unique_id
 from unbounded.transcripts.jsonl import ReadReport, iter_json_lines
 
 FORMAT = "codex"
@@ -161,6 +166,7 @@ class _Converter:
             "session_metas": 0,
             "model_context_window": None,
             "unattributed_token_counts": 0,
+            "side_calls": [],
             "turn_contexts": 0,
         }
         self._line: int | None = None
@@ -173,6 +179,7 @@ class _Converter:
         self._response: _Response | None = None  # the response being built
         self._unpaid: _Response | None = None  # the last response, still without usage
         self._pending_usage: dict[str, int] | None = None  # leading order: for the next one
+        self._pending_at: tuple[str | None, int | None] = (None, None)  # its time and line
         self._last_usage: dict[str, int] | None = None
         self._last_token_key: tuple[Any, ...] | None = None
         self._open_calls: dict[str, str] = {}  # recorded call id -> tool_use id
@@ -292,14 +299,27 @@ class _Converter:
         self._last_usage = usage
         self._end_response()
         if self.ordering == "leading":
-            if self._pending_usage is not None:
-                self.meta["unattributed_token_counts"] += 1
+            self._drop_pending_usage()
             self._pending_usage = usage
+            self._pending_at = (self._timestamp, self._line)
         elif self._unpaid is not None:
             self._unpaid.set_usage(usage)
             self._unpaid = None
         else:
-            self.meta["unattributed_token_counts"] += 1
+            self._side_call(usage, self._timestamp, self._line)
+
+    def _side_call(self, usage: dict[str, int], timestamp: str | None, line: int | None) -> None:
+        """A usage event no response item follows: Codex's own summary call."""
+        self.meta["unattributed_token_counts"] += 1
+        model = self._current_model()
+        call = {"usage": dict(usage), "model": model, "timestamp": timestamp, "line": line}
+        self.meta["side_calls"].append(call)
+
+    def _drop_pending_usage(self) -> None:
+        """A leading usage event that no response took is a side call."""
+        if self._pending_usage is not None:
+            self._side_call(self._pending_usage, *self._pending_at)
+            self._pending_usage = None
 
     # tool calls ----------------------------------------------------------------------------
     def _answer_open_calls(self, record: Mapping[str, Any]) -> None:
@@ -378,6 +398,7 @@ class _Converter:
         kind = record.get("type")
         payload = record.get("payload")
         if kind not in ROLLOUT_TYPES or not isinstance(payload, dict):
+            count_unknown(self.meta, [kind if isinstance(kind, str) else "record without a type"])
             self._progress({"type": "codex_record", "record": record}, record)
         elif kind == "session_meta":
             self._session_meta(payload)
@@ -410,6 +431,7 @@ class _Converter:
         if kind == "token_count":
             info = payload.get("info")
             if isinstance(info, dict):
+                self._stamp(record)  # the event's own time, for a side call it reports
                 self._token_count(info)
         elif kind not in REPEATED_EVENTS:
             self._progress({"type": "codex_event", "event": payload}, record)
@@ -443,6 +465,8 @@ class _Converter:
                 self._end_response()
             self._output(item, record)
         else:
+            if kind not in PASSED_ITEM_TYPES:
+                count_unknown(self.meta, [f"response_item {kind}"])
             self._progress({"type": "codex_item", "item": item}, record)
 
     def _input_message(self, item: dict[str, Any], record: Mapping[str, Any]) -> None:
@@ -465,7 +489,7 @@ class _Converter:
         self._end_response()
         self._answer_open_calls(record)
         self._unpaid = None
-        self._pending_usage = None
+        self._drop_pending_usage()
         view = self.entries[self._view_start :]
         trigger: CompactTrigger = "manual" if payload.get("trigger") == "manual" else "auto"
         boundary = create_compact_boundary(
@@ -533,8 +557,7 @@ class _Converter:
         """Answer the calls the file leaves open."""
         self._end_response()
         self._answer_open_calls({"timestamp": self._timestamp})
-        if self._pending_usage is not None:
-            self.meta["unattributed_token_counts"] += 1
+        self._drop_pending_usage()
 
 
 def _reasoning_data(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -624,6 +647,9 @@ def read_codex(path: str | Path, *, skip_invalid: bool = False) -> Transcript:
     meta["system"] = base.get("text") if isinstance(base, dict) else None
     meta["instructions"] = session.get("instructions")
     meta["ordering"] = converter.ordering
+    # Codex calls OpenAI (or Azure's OpenAI models) unless it was pointed at a local server.
+    model_provider = session.get("model_provider")
+    meta["provider"] = "openai" if model_provider in (None, "openai", "azure") else None
     return Transcript(
         entries=converter.entries,
         format=FORMAT,

@@ -41,6 +41,8 @@ MODEL_OUTPUT_TYPES: frozenset[str] = frozenset(
 """Response item types a model response is made of (`message` only with role assistant)."""
 OUTPUT_TYPES: frozenset[str] = frozenset({"function_call_output", "custom_tool_call_output"})
 """Response item types that answer a tool call."""
+PASSED_ITEM_TYPES: frozenset[str] = frozenset({"ghost_snapshot"})
+"""Response item types the reader knows and passes over (never sent to the model)."""
 REPEATED_EVENTS: frozenset[str] = frozenset(
     {
         "user_message",
@@ -243,19 +245,6 @@ def command_text(argv: list[str]) -> str:
     ):
         return argv[2]
     return shlex.join(argv)
-
-
-def parse_arguments(arguments: Any) -> dict[str, Any]:
-    """A function call's arguments as an object (`{"raw": text}` when not a JSON object)."""
-    if isinstance(arguments, dict):
-        return dict(arguments)
-    if not isinstance(arguments, str) or not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"raw": arguments}
-    return value if isinstance(value, dict) else {"raw": arguments}
 
 
 def output_failed(output: Any) -> bool:

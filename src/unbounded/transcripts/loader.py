@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -9,20 +10,48 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts import claude_code, codex, codex_items, openhands, swe_agent
+from unbounded.transcripts import (
+    claude_code,
+    codex,
+    codex_items,
+    mini_swe_agent,
+    openhands,
+    openhands_sdk,
+    swe_agent,
+)
 from unbounded.transcripts.jsonl import BOM, SNIFF_BYTES, check_not_binary, parse_lenient
 
-TranscriptFormat = Literal["claude-code", "swe-agent", "openhands", "codex"]
-FORMATS: tuple[TranscriptFormat, ...] = ("claude-code", "swe-agent", "openhands", "codex")
+TranscriptFormat = Literal[
+    "claude-code", "swe-agent", "openhands", "codex", "mini-swe-agent", "openhands-sdk"
+]
+FORMATS: tuple[TranscriptFormat, ...] = (
+    "claude-code",
+    "swe-agent",
+    "openhands",
+    "codex",
+    "mini-swe-agent",
+    "openhands-sdk",
+)
 
 
 def detect_format(path: str | Path) -> TranscriptFormat:
-    """Tell which agent wrote a transcript by looking at its first record."""
+    """Tell which agent wrote a transcript from its content.
+
+    The first records that any format recognises decide: records of a type no reader knows
+    (a newer agent's metadata line, say) are passed over, so a file is refused only when none
+    of its first records (the first 64 KB) has the shape of a conversation.
+    """
     source = Path(path)
     if not source.exists():
         raise TranscriptError("no such file", path=source, hint="check the path")
     if source.is_dir():
-        raise TranscriptError("is a folder, not a transcript file", path=source)
+        if openhands_sdk.conversation_folder(source) is not None:
+            return "openhands-sdk"
+        raise TranscriptError(
+            "is a folder, not a transcript file",
+            path=source,
+            hint="pass a session file, or an OpenHands conversation folder (events/event-*.json)",
+        )
     with source.open("rb") as handle:
         head = handle.read(SNIFF_BYTES)
     if not head.strip():
@@ -31,41 +60,71 @@ def detect_format(path: str | Path) -> TranscriptFormat:
     stripped = head.lstrip()
     if stripped.startswith(BOM):
         stripped = stripped[len(BOM) :].lstrip()
-    first: object = None
-    for line in stripped.split(b"\n")[:-1] or [stripped]:
-        candidate = line.strip()
-        if not candidate.startswith((b"{", b"[")):
-            continue  # a banner before the records (skipped with a warning when read)
-        try:
-            first = orjson.loads(candidate)
-        except orjson.JSONDecodeError:
-            lenient = parse_lenient(candidate)
-            first = lenient[0] if lenient is not None else None
-        break
-    if isinstance(first, dict):
-        if claude_code.looks_like_claude_code(first):
-            return "claude-code"
-        if codex_items.looks_like_codex(first):
-            return "codex"
-        if openhands.looks_like_openhands(first):
-            return "openhands"
-        if swe_agent.looks_like_swe_agent(first):
-            return "swe-agent"
-    if isinstance(first, list) and openhands.looks_like_openhands_events(first):
-        return "openhands"
-    if first is None and stripped[:1] in (b"{", b"["):
-        # A pretty-printed JSON document: SWE-agent .traj, or an OpenHands event list.
+    parsed_any = False
+    for record in _head_records(stripped):
+        parsed_any = True
+        detected = _format_of(record)
+        if detected is not None:
+            return detected
+    if not parsed_any and stripped[:1] in (b"{", b"["):
+        # A pretty-printed JSON document: a SWE-agent .traj, a mini-swe-agent .traj.json, an
+        # OpenHands event list or evaluation, or an OpenHands SDK event (list).
+        if mini_swe_agent.sniff_mini_swe_agent(stripped):
+            return "mini-swe-agent"
         if swe_agent.sniff_swe_agent(stripped):
             return "swe-agent"
+        if openhands_sdk.sniff_sdk_events(stripped):
+            return "openhands-sdk"
         if openhands.sniff_openhands(stripped):
             return "openhands"
     raise TranscriptError(
-        "unknown transcript format",
+        "unknown transcript format: no conversation record in the file's first 64 KB",
         path=source,
         line=1,
         hint="expected a Claude Code session (.jsonl), a Codex CLI rollout (rollout-*.jsonl), "
-        "a SWE-agent trajectory (.traj) or an OpenHands output.jsonl",
+        "a SWE-agent (.traj) or mini-swe-agent (.traj.json) trajectory, an OpenHands "
+        "output.jsonl, or an OpenHands SDK conversation (folder or event list)",
     )
+
+
+def _head_records(head: bytes) -> Iterator[object]:
+    """The JSON values of the complete lines in a file's first bytes (the only line when
+    there is no newline); lines that are not JSON (a banner) are passed over."""
+    lines = head.split(b"\n")
+    complete = lines[:-1] or lines
+    for line in complete:
+        candidate = line.strip()
+        if not candidate.startswith((b"{", b"[")):
+            continue
+        try:
+            yield orjson.loads(candidate)
+        except orjson.JSONDecodeError:
+            lenient = parse_lenient(candidate)
+            if lenient is not None:
+                yield lenient[0]
+
+
+def _format_of(record: object) -> TranscriptFormat | None:
+    """The format one record belongs to, or None when no reader recognises it."""
+    if isinstance(record, dict):
+        if claude_code.looks_like_claude_code(record):
+            return "claude-code"
+        if codex_items.looks_like_codex(record):
+            return "codex"
+        if openhands.looks_like_openhands(record):
+            return "openhands"
+        if mini_swe_agent.looks_like_mini_swe_agent(record):
+            return "mini-swe-agent"
+        if swe_agent.looks_like_swe_agent(record):
+            return "swe-agent"
+        if openhands_sdk.looks_like_sdk_event(record):
+            return "openhands-sdk"
+    if isinstance(record, list):
+        if openhands_sdk.looks_like_sdk_events(record):
+            return "openhands-sdk"
+        if openhands.looks_like_openhands_events(record):
+            return "openhands"
+    return None
 
 
 def load_transcript(
@@ -91,6 +150,10 @@ def load_transcript(
         transcript = openhands.read_openhands(source, skip_invalid=skip_invalid)
     elif detected == "codex":
         transcript = codex.read_codex(source, skip_invalid=skip_invalid)
+    elif detected == "mini-swe-agent":
+        transcript = mini_swe_agent.read_mini_swe_agent(source)
+    elif detected == "openhands-sdk":
+        transcript = openhands_sdk.read_openhands_sdk(source, skip_invalid=skip_invalid)
     else:
         raise TranscriptError(f"unsupported format {detected!r}", path=source)
     if file_order:

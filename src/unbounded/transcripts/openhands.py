@@ -36,7 +36,9 @@ Mapping decisions:
   observation paired with it (old format) or caused by it is its `tool_result`.
 - Every other event (`recall`, `agent_state_changed`, `null`, `condensation`, environment
   events…) is not conversation: it is kept as a `progress` entry with data
-  `{"type": "openhands_event", "event": <the event>}`, which normalization drops.
+  `{"type": "openhands_event", "event": <the event>}`, which normalization drops. An event
+  that is neither an action nor an observation is also counted in
+  `meta["unknown_record_types"]`.
 - A tool call with no observation (OpenHands never answers `finish`) gets the result
   `NO_OBSERVATION` before the next turn or at the end of its evaluation, so the view is a valid
   request; such entries carry `syntheticToolResult: true`. An observation naming a call that
@@ -65,7 +67,7 @@ from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
 from unbounded.model.entries import Entry, new_uuid, parse_timestamp
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts.importing import json_kind, unique_id
+from unbounded.transcripts.importing import count_unknown, json_kind, unique_id
 from unbounded.transcripts.jsonl import SNIFF_BYTES, ReadReport, check_not_binary, iter_json_lines
 from unbounded.transcripts.swe_agent import load_json_document
 
@@ -157,6 +159,7 @@ def read_openhands(path: str | Path, *, skip_invalid: bool = False) -> Transcrip
             str(r["instance_id"]) for _, r in records if r.get("instance_id") is not None
         ],
         "evaluations": [{k: v for k, v in r.items() if k != "history"} for _, r in records],
+        **converter.meta,
     }
     return Transcript(
         entries=converter.entries,
@@ -375,6 +378,8 @@ class _Converter:
         self.warnings: list[str] = []
         self.system: str | None = None
         self.tools: list[Any] | None = None
+        self.meta: dict[str, Any] = {}
+        """Where unknown event kinds are counted (`count_unknown`)."""
         self._used_ids: set[str] = set()
         self._messages = 0
         self._start_evaluation(0, None, None)
@@ -501,6 +506,8 @@ class _Converter:
         if isinstance(event.get("observation"), str):
             self._observation(event, answers)
         else:
+            kind = event.get("kind") or event.get("type")
+            count_unknown(self.meta, [f"event {kind}" if isinstance(kind, str) else "event"])
             self._progress(event)
         return None
 

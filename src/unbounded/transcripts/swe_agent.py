@@ -38,6 +38,8 @@ Mapping decisions:
   The model name comes from 1.x `replay_config` when it is there.
 - `trajectory` repeats the history step by step; only its length is kept
   (`meta["trajectory_steps"]`).
+- A history item of a role the reader does not know is kept as a progress entry (data type
+  `swe_agent_item`) that never reaches the API, and counted in `meta["unknown_record_types"]`.
 """
 
 from __future__ import annotations
@@ -51,10 +53,17 @@ from typing import Any, NamedTuple
 import orjson
 
 from unbounded.errors import TranscriptError
-from unbounded.model.content import usage_from_openai
-from unbounded.model.entries import Entry
+from unbounded.model.entries import Entry, new_uuid
 from unbounded.model.transcript import Transcript
-from unbounded.transcripts.importing import json_kind, unique_id
+from unbounded.transcripts.importing import (
+    content_blocks_of,
+    count_unknown,
+    json_kind,
+    parse_arguments,
+    recorded_usage,
+    text_of_parts,
+    unique_id,
+)
 
 FORMAT = "swe-agent"
 
@@ -196,6 +205,7 @@ def read_swe_agent(path: str | Path) -> Transcript:
         "system": "\n\n".join(builder.system) if builder.system else None,
         "info": info if isinstance(info, dict) else {},
         "trajectory_steps": len(trajectory) if isinstance(trajectory, list) else 0,
+        **builder.meta,
     }
     if isinstance(document.get("environment"), str):
         meta["environment"] = document["environment"]
@@ -291,67 +301,6 @@ def _model_name(replay_config: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(b.get("text", ""))
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
-
-
-def _blocks_of(content: Any) -> str | list[dict[str, Any]]:
-    """Message content as API content: a string, or text and image blocks."""
-    if not isinstance(content, list):
-        return _text_of(content)
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            blocks.append({"type": "text", "text": block["text"]})
-        elif kind == "image_url":
-            image = block.get("image_url")
-            url = image.get("url") if isinstance(image, dict) else image
-            if isinstance(url, str):
-                blocks.append({"type": "image", "source": _image_source(url)})
-        elif kind == "image" and isinstance(block.get("source"), dict):
-            blocks.append({"type": "image", "source": block["source"]})
-    if all(b["type"] == "text" for b in blocks):
-        return "\n".join(b["text"] for b in blocks)
-    return blocks
-
-
-def _image_source(url: str) -> dict[str, Any]:
-    match = re.match(r"data:([\w/+.-]+);base64,", url)
-    if match:
-        return {"type": "base64", "media_type": match.group(1), "data": url[match.end() :]}
-    return {"type": "url", "url": url}
-
-
-def _parse_arguments(arguments: Any) -> dict[str, Any]:
-    if isinstance(arguments, dict):
-        return arguments
-    if not isinstance(arguments, str) or not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"raw": arguments}
-    return value if isinstance(value, dict) else {"raw": arguments}
-
-
-def _usage(raw: Any) -> dict[str, int] | None:
-    if not isinstance(raw, dict):
-        return None
-    if any(isinstance(raw.get(k), int) for k in ("input_tokens", "output_tokens")):
-        return {k: int(v) for k, v in raw.items() if isinstance(v, int) and k.endswith("_tokens")}
-    usage = usage_from_openai(raw)
-    return dict(usage) if usage is not None else None  # type: ignore[arg-type]
-
-
 def _without_action(content: str, action: str) -> str:
     """The response text with the action (and the code fence it sat in) taken out."""
     command = action.strip()
@@ -380,6 +329,8 @@ class _Builder:
         self.entries: list[Entry] = []
         self.warnings: list[str] = []
         self.system: list[str] = []
+        self.meta: dict[str, Any] = {}
+        """Where unknown history item roles are counted (`count_unknown`)."""
         self._parent: str | None = None
         self._used_ids: set[str] = set()
         self._pending: list[_Pending] = []
@@ -418,7 +369,7 @@ class _Builder:
             "tool_use_id": tool_use_id,
             "content": content,
         }
-        if looks_like_error(_text_of(content)):
+        if looks_like_error(text_of_parts(content)):
             block["is_error"] = True
         self._user([block], extra=extra)
 
@@ -456,16 +407,16 @@ class _Builder:
         demo = item.get("is_demo") is True or item.get("message_type") == "demonstration"
         content = item.get("content")
         if role == "system" and not demo:
-            self.system.append(_text_of(content))
+            self.system.append(text_of_parts(content))
             return
         if demo:
             self._flush()
             if role == "assistant":
-                text = _text_of(content)
+                text = text_of_parts(content)
                 if text.strip():
                     self._assistant([{"type": "text", "text": text}], None, {"isDemo": True})
             else:
-                self._user(_blocks_of(content), is_meta=True, extra={"isDemo": True})
+                self._user(content_blocks_of(content), is_meta=True, extra={"isDemo": True})
             return
         if role == "assistant":
             self._flush()
@@ -473,11 +424,21 @@ class _Builder:
         elif role in ("user", "tool"):
             self._observation(item)
         else:
-            self.warnings.append(
-                f"{self.path}: history[{self._index}] has unknown role {role!r}: kept as user text"
+            # A role this reader does not know: kept (as progress, never sent) and counted.
+            count_unknown(self.meta, [f"history item of role {role}"])
+            self._add(
+                Entry(
+                    {
+                        "parentUuid": self._parent,
+                        "isSidechain": False,
+                        "type": "progress",
+                        "data": {"type": "swe_agent_item", "item": dict(item)},
+                        "uuid": new_uuid(),
+                        "timestamp": self._stamp(),
+                        "historyIndex": self._index,
+                    }
+                )
             )
-            self._flush()
-            self._user(_blocks_of(content), is_meta=True)
 
     def _assistant(
         self, blocks: list[dict[str, Any]], usage: dict[str, int] | None, extra: dict[str, Any]
@@ -502,7 +463,7 @@ class _Builder:
         for block in item.get("thinking_blocks") or []:
             if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
                 blocks.append(block)
-        content = _text_of(item.get("content"))
+        content = text_of_parts(item.get("content"))
         action = item.get("action") or ""
         thought = item.get("thought") or ""
         calls = item.get("tool_calls") or []
@@ -525,7 +486,7 @@ class _Builder:
                         "type": "tool_use",
                         "id": tool_id,
                         "name": function["name"],
-                        "input": _parse_arguments(function.get("arguments")),
+                        "input": parse_arguments(function.get("arguments")),
                     }
                 )
                 self._pending.append(_Pending(tool_id, False, call["id"]))
@@ -542,10 +503,10 @@ class _Builder:
             )
             self._pending.append(_Pending(tool_id, True, action))
         if blocks:
-            self._assistant(blocks, _usage(item.get("usage")), {})
+            self._assistant(blocks, recorded_usage(item.get("usage")), {})
 
     def _observation(self, item: dict[str, Any]) -> None:
-        content = _blocks_of(item.get("content"))
+        content = content_blocks_of(item.get("content"))
         ids = item.get("tool_call_ids") or []
         if ids:
             # 1.x function calling: answer the calls named, by their original ids.
