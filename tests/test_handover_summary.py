@@ -18,8 +18,7 @@ from unbounded.compaction.extractive import (
     _LEVELS,
     COMMAND_CHARS,
     LATEST_PREVIEW_CHARS,
-    NEXT_REFERENCED_SHOWN,
-    REFERENCED_SHOWN,
+    PENDING_SHOWN,
     _Cuts,
     _Level,
     _Renderer,
@@ -136,19 +135,13 @@ def test_section_3_lists_changes_newest_first_with_code_and_marks() -> None:
     assert section(render([user("hi")]), 3).endswith("   No file was read or changed.")
 
 
-def test_section_3_caps_the_read_list_and_the_referenced_files() -> None:
+def test_section_3_caps_the_read_list() -> None:
     messages: list[Any] = []
     for n in range(RICH.read_files + 2):
         messages += read(f"r{n}", f"/x/f{n}.py")
     three = section(render(messages), 3)
     assert f"   Read, not changed ({RICH.read_files + 2}), the most recent first: /x/f{RICH.read_files + 1}.py" in three
     assert three.rstrip().endswith("(2 more)")
-    index = "\n".join(f"├── part{n}.md" for n in range(REFERENCED_SHOWN + 3))
-    text = render(write("w", "/x/README.md", index))
-    refs = section(text, 3)
-    assert f"part{REFERENCED_SHOWN - 1}.md" in refs and f"part{REFERENCED_SHOWN}.md" not in refs
-    nine = section(text, 9)
-    assert f"   Named in the code just written, not written yet (section 3): part0.md, part1.md, part2.md, part3.md, part{NEXT_REFERENCED_SHOWN - 1}.md\n" in nine
 
 
 def test_section_4_names_each_error_with_what_followed() -> None:
@@ -270,20 +263,57 @@ def test_section_8_reports_plan_subagents_and_last_calls() -> None:
 
 def test_section_9_next_step_and_what_is_left() -> None:
     nine = section(render(work_session()), 9)
-    assert "   The next step as the agent last stated it" not in nine  # it stated none
-    assert "   Its plan's items with no file change yet: **Exporter** - write CSV" in nine
-    assert '   Unresolved: Bash `mix compile` failed with "error: undefined function split/1" (section 4).' in nine
-    assert "   Not run since the last file changes: `pytest` (section 5)." in nine
-    assert "   1 file(s) changed after the last commit (section 5)." in nine
-    assert "   In progress in the tracker: imp-2 — Port the exporter" in nine
-    assert nine.rstrip().endswith("without asking the user to repeat anything.")
+    assert nine == (
+        "\n9. Optional Next Step:\n"
+        '   Next: Fix "error: undefined function split/1", which Bash `mix compile` reported (section 4), and run it again.\n'
+        "   Then:\n"
+        "   - item 2 of its plan: **Exporter** - write CSV (lib/exporter.py)\n"
+        "   - finish and close the tracker item imp-2 — Port the exporter\n"
+        "   - run `pytest -q` again (1 file change(s) since its last run)\n"
+        "   - commit the 1 file(s) changed after abc1234 (section 5)\n"
+        "   Continue with the latest request (section 1) from there, without asking the user to repeat anything."
+    )
     stated = section(render([user("go"), says("Next I will run the full suite now."), *read("r", "/a.py")]), 9)
-    assert '   The next step as the agent last stated it (1 tool call(s) ago): "Next I will run the full suite now."' in stated
+    assert '   The agent\'s last stated intention (1 tool call(s) ago, so possibly done): "Next I will run the full suite now."' in stated
+    assert "Next:" not in stated
+    about_to = section(render([user("go"), *read("r", "/a.py"), says("Jetzt schreibe ich die Tests für den Parser.")]), 9)
+    assert about_to.startswith('\n9. Optional Next Step:\n   Next: What the agent said it would do next: "Jetzt schreibe ich die Tests für den Parser."')
     done = section(render([user("What is 2+2?"), says("4")]), 9)
     assert "may have finished the latest request" in done
-    todo = [use("t", "TodoWrite", todos=[{"content": "b", "status": "in_progress"}]), result("t", "ok"), says("ok")]
-    assert "   In progress in the todo list: b" in section(render([user("go"), *todo]), 9)
+    todo = [use("t", "TodoWrite", todos=[{"content": "b", "status": "in_progress"}, {"content": "c", "status": "pending"}]), result("t", "ok"), says("ok")]
+    todo_nine = section(render([user("go"), *todo]), 9)
+    assert "   Next: Finish the todo in progress: b.\n   Then:\n   - the next todo: c\n" in todo_nine
     assert "read them next" in render([user("go")], up_to=True)
+
+
+def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:
+    todos = [{"content": f"t{n}", "status": "pending"} for n in range(PENDING_SHOWN + 2)]
+    messages = [user("go"), use("t", "TodoWrite", todos=todos), result("t", "ok"), *bash("c", "pytest", "1 passed"), *edit("e", "/x/a.py", "x")]
+    nine = section(render(messages, replace(RICH, follow_ups=2)), 9)
+    assert "   Next: The next todo: t0.\n   Then:\n   - the next todo: t1\n   - the next todo: t2\n   - (1 more, sections 7–8)\n" in nine
+    assert f"t{PENDING_SHOWN}" not in section(render(messages), 9)
+    assert "   - run `pytest` again (1 file change(s) since its last run)\n" in section(render(messages, replace(RICH, follow_ups=3)), 9)
+
+
+def test_section_9_follows_the_order_the_latest_request_gives() -> None:
+    ask = user("Back up the voice server config first, then switch the agent to the Ottie voice.")
+    done_first = [ask, *write("w", "/x/backup.md", "x"), says("The voice server config is backed up.")]
+    nine = section(render(done_first), 9)
+    assert '   Next: The latest request\'s next step: "switch the agent to the Ottie voice".\n' in nine
+    not_yet = section(render([ask, *read("r", "/x/a.md")]), 9)
+    assert (
+        '   Next: The latest request\'s steps, in this order (its words, none reported done in the agent\'s words since): '
+        '(1) "Back up the voice server config first" (2) "switch the agent to the Ottie voice".' in not_yet
+    )
+    assert "steps" not in section(render([user("Back up the config and switch the voice."), *read("r", "/x/a.md")]), 9)
+
+
+def test_section_9_names_the_next_ready_task_of_the_tracker() -> None:
+    ready = "📋 Ready work (4 issues with no blockers):\n\n1. [● P1] [epic] e-1: The epic\n2. [● P1] [task] e-1.2: Current one\n3. [● P2] [task] e-1.3: Closed one\n4. [● P2] [task] e-1.4: Next one"
+    messages = [user("go"), *bash("r", "bd ready", ready), *bash("u", "bd update e-1.2 --status in_progress", "ok"), *bash("c", "bd close e-1.3", "ok")]
+    nine = section(render(messages), 9)
+    assert "   - start the next task the tracker lists as ready: e-1.4 — Next one\n" in nine
+    assert "Next: Finish and close the tracker item e-1.2." in nine
 
 
 def test_up_to_names_sections_8_and_9_as_the_partial_prompt_does() -> None:

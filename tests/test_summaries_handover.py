@@ -161,7 +161,7 @@ def test_the_hand_over_names_the_task_state() -> None:
     assert any("instead of sleeps because" in d for d in handover.decisions)
     assert not any(r.text.startswith("<task-notification>") for r in handover.requests)
     text = extractive_summary(messages)
-    for expected in ("[in_progress] fix test_3", "app-12: in progress", "The next step as the agent last stated it", "instead of sleeps because"):
+    for expected in ("[in_progress] fix test_3", "app-12: in progress", "Next I will fix test_3 in tests/test_3.py first.", "instead of sleeps because"):
         assert expected in text
 
 

@@ -65,11 +65,13 @@ from unbounded.compaction.carried import (
 from unbounded.compaction.command_results import command_key
 from unbounded.compaction.facts import clip, normalize_text, shown_items
 from unbounded.compaction.handover import (
+    IN_PROGRESS,
     Call,
     ErrorRecord,
     FileChange,
     Handover,
     Plan,
+    ReadyItem,
     mentioned_paths,
     push_target,
     read_handover,
@@ -99,6 +101,8 @@ QUOTE_CHARS = 400
 DEFINITIONS_SHOWN = 12
 TRACKER_SHOWN = 12
 NOTIFICATIONS_SHOWN = 4
+PENDING_SHOWN = 3
+"""Pending todo items named as follow-ups in section 9."""
 UNRESOLVED_SHOWN = 2
 """Unresolved errors always shown in section 4, and repeated in section 9."""
 STATUS_LINES = 10
@@ -107,10 +111,6 @@ LATEST_PREVIEW_CHARS = 200
 """Section 6 shows the latest request this far (section 1 quotes it whole)."""
 REPORT_MIN_CHARS = 400
 """An agent message this long before the latest request is quoted as its last report."""
-REFERENCED_SHOWN = 12
-"""At most this many paths the latest code names are listed (section 3)."""
-NEXT_REFERENCED_SHOWN = 5
-"""Section 9 repeats this many of them."""
 SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
 """Tools that run a sub-agent: their result is the sub-agent's own report."""
 PLAN_ONLY_SLACK = 200
@@ -153,6 +153,8 @@ class _Level:
     last_calls: int
     result_lines: int
     spec_lines: int
+    follow_ups: int = 8
+    """Follow-up actions listed after the next one (section 9)."""
     details: bool = True
     """Per-error readings and attempts, per-file definitions."""
 
@@ -161,7 +163,7 @@ _LEVELS: tuple[_Level, ...] = (
     _Level(3_000, 1_000, 1_500, 4, 1_200, 3, 25, 1_500, 14, 15, 8, 8, 6, 8, 8, 40),
     _Level(3_000, 700, 1_000, 3, 800, 2, 15, 900, 12, 10, 6, 6, 4, 6, 6, 25),
     _Level(2_000, 400, 600, 2, 500, 1, 10, 500, 10, 6, 4, 4, 3, 4, 4, 15),
-    _Level(1_500, 250, 300, 1, 400, 0, 0, 0, 8, 0, 3, 3, 2, 3, 3, 8, details=False),
+    _Level(1_500, 250, 300, 1, 400, 0, 0, 0, 8, 0, 3, 3, 2, 3, 3, 8, 4, details=False),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
 
@@ -416,9 +418,6 @@ class _Renderer:
             if len(changes) > keep:
                 rest = ", ".join(escape_tags(self.path(c.path)) for c in changes[keep:])
                 lines.append(f"   - Also changed, earlier: {rest}")
-        if self.h.referenced:
-            named = ", ".join(escape_tags(p) for p in self.h.referenced[:REFERENCED_SHOWN])
-            lines.append(f"   Named in the code just written, not written or read yet: {named}")
         written = {c.path for c in changes}
         read = [p for p in reversed(self.h.facts.files_read) if p not in written]
         if read and level.read_files:
@@ -703,53 +702,106 @@ class _Renderer:
         planned = len(plan.intro) + sum(len(item.text) for item in plan.items)
         return len(text) - planned < PLAN_ONLY_SLACK
 
+    def _next_actions(self) -> list[str]:
+        """What is left to do, the most pressing first: the open errors, what the agent said
+        it was about to do (nothing done since), the latest request's steps not reported
+        yet, the plan items no change answers, the todo list, the tracker, the checks not
+        run since the last change, the files not committed."""
+        actions: list[str] = []
+        for record in self._open_errors()[:UNRESOLVED_SHOWN]:
+            first = record.call.failure.splitlines()[0]
+            actions.append(
+                f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
+                "(section 4), and run it again"
+            )
+        if self.h.next_step is not None and not self._calls_after(self.h.next_step[0]):
+            actions.append(
+                "what the agent said it would do next: " + _quote(self.h.next_step[1], QUOTE_CHARS)
+            )
+        steps = self.h.request_steps
+        if any(step.reported for step in steps):
+            reported = max(i for i, step in enumerate(steps) if step.reported)
+            actions.extend(
+                "the latest request's next step: " + _quote(step.text, LINE_CHARS)
+                for step in steps[reported + 1 :]
+            )
+        elif steps:
+            actions.append(
+                "the latest request's steps, in this order (its words, none reported done in "
+                "the agent's words since): "
+                + " ".join(f"({n}) {_quote(s.text, LINE_CHARS)}" for n, s in enumerate(steps, 1))
+            )
+        plan = self.h.plan
+        for number, item in enumerate(plan.items if plan else (), 1):
+            if item.names_files and not item.changed:
+                files = ", ".join(escape_tags(self.path(p)) for p in item.files)
+                actions.append(
+                    f"item {number} of its plan: {_line(item.text, LINE_CHARS)}"
+                    + (f" ({files})" if files else "")
+                )
+        for todo in self.h.todos_with("in_progress"):
+            actions.append("finish the todo in progress: " + _line(_todo_text(todo), LINE_CHARS))
+        for todo in self.h.todos_with("pending", "open", "todo")[:PENDING_SHOWN]:
+            actions.append("the next todo: " + _line(_todo_text(todo), LINE_CHARS))
+        task = self.h.current_task
+        if task is not None:
+            actions.append(f"finish and close the tracker item {task.id}" + _title(task.title))
+        ready = self._next_ready()
+        if ready is not None:
+            actions.append(
+                f"start the next task the tracker lists as ready: {ready.id}" + _title(ready.title)
+            )
+        for check in self.h.checks:
+            if check.writes_after:
+                actions.append(
+                    f"run {command_text(check.call.command or check.key)} again "
+                    f"({check.writes_after} file change(s) since its last run)"
+                )
+        last_commit = self.h.last_commit
+        if last_commit is not None:
+            pending = self.h.written_after(last_commit[0].position)
+            if pending:
+                actions.append(
+                    f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} "
+                    "(section 5)"
+                )
+        return actions
+
+    def _next_ready(self) -> ReadyItem | None:
+        """The first task `bd ready` listed that is not an epic, not the one in progress and
+        not closed since."""
+        task = self.h.current_task
+        states = {item.id: item.state for item in self.h.tracker_items}
+        return next(
+            (
+                item
+                for item in self.h.ready
+                if "[epic]" not in item.tags.lower()
+                and (task is None or item.id != task.id)
+                and states.get(item.id) not in ("closed", IN_PROGRESS)
+            ),
+            None,
+        )
+
     def next_step(self, level: _Level) -> list[str]:
         if self.up_to:
             return ["   The messages that follow this summary continue the work; read them next."]
         lines: list[str] = []
-        if self.h.next_step is not None:
+        actions = self._next_actions()
+        if actions:
+            lines.append("   Next: " + actions[0][0].upper() + actions[0][1:] + ".")
+            if len(actions) > 1:
+                lines.append("   Then:")
+                lines.extend(f"   - {action}" for action in actions[1 : 1 + level.follow_ups])
+                if len(actions) > 1 + level.follow_ups:
+                    lines.append(f"   - ({len(actions) - 1 - level.follow_ups} more, sections 7–8)")
+        if self.h.next_step is not None and self._calls_after(self.h.next_step[0]):
             position, step = self.h.next_step
-            calls = self._calls_after(position)
-            ago = f" ({calls} tool call(s) ago)" if calls else ""
             lines.append(
-                f"   The next step as the agent last stated it{ago}: " + _quote(step, QUOTE_CHARS)
+                f"   The agent's last stated intention ({self._calls_after(position)} tool "
+                f"call(s) ago, so possibly done): " + _quote(step, QUOTE_CHARS)
             )
-        untouched = self._untouched_plan_items()
-        if untouched:
-            lines.append(
-                "   Its plan's items with no file change yet: "
-                + "; ".join(_line(i, LINE_CHARS) for i in untouched)
-            )
-        for record in self._open_errors()[:UNRESOLVED_SHOWN]:
-            first = record.call.failure.splitlines()[0]
-            lines.append(
-                f"   Unresolved: {self.call(record.call)} failed with "
-                f"{_quote(first, LINE_CHARS)} (section 4)."
-            )
-        if self.h.referenced:
-            named = ", ".join(escape_tags(p) for p in self.h.referenced[:NEXT_REFERENCED_SHOWN])
-            lines.append(f"   Named in the code just written, not written yet (section 3): {named}")
-        stale = [c for c in self.h.checks if c.writes_after]
-        if stale:
-            keys = ", ".join(f"`{escape_tags(c.key)}`" for c in stale)
-            lines.append(f"   Not run since the last file changes: {keys} (section 5).")
-        last_commit = self.h.last_commit
-        if last_commit is not None and self.h.written_after(last_commit[0].position):
-            count = len(self.h.written_after(last_commit[0].position))
-            lines.append(f"   {count} file(s) changed after the last commit (section 5).")
-        task = self.h.current_task
-        if task is not None:
-            lines.append(f"   In progress in the tracker: {task.id}" + _title(task.title))
-        for todo in self.h.todos_with("in_progress")[:1]:
-            lines.append("   In progress in the todo list: " + _line(_todo_text(todo), LINE_CHARS))
-        open_work = (
-            self.h.open_todos
-            or self._open_errors()
-            or self.h.request_items
-            or untouched
-            or task is not None
-        )
-        if self.h.last_event_is_answer and not open_work:
+        if self.h.last_event_is_answer and not actions and not self.h.request_items:
             lines.append(
                 "   The last reply may have finished the latest request (section 1): check it "
                 "against sections 7 and 8; if nothing remains, report the result and wait for "

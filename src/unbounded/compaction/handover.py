@@ -26,9 +26,7 @@ reads it deterministically, for the offline summary and the offline session note
   model already wrote), its latest numbered plan with, per item, the files written since
   that the item names, its stated next step, and its decisions with their reasons.
 - **files**: each file written, newest change first, with the calls that wrote it and the
-  definitions (functions, classes, modules, CSS selectors) in the code it wrote; and the
-  relative paths the code of the latest changes (tests left out) names that no tool has
-  touched yet (the files a new index or config points to, still to be written).
+  definitions (functions, classes, modules, CSS selectors) in the code it wrote.
 
 Everything is quoted or listed, never paraphrased, and every list keeps conversation order
 or an explicit sort: the same messages give the same hand-over.
@@ -83,7 +81,8 @@ _DECISION = re.compile(
 )
 _NEXT_STEP = re.compile(
     r"^(?:next,?|now,?|then,?|after that,?|finally,?)?\s*(?:i'll|i will|let me|let's|i'm going to|"
-    r"i need to|next step|we still need|still need to|remaining:?|next:|the next)\b",
+    r"i need to|next step|we still need|still need to|remaining:?|next:|the next|"
+    r"jetzt \w+ ich|nun \w+ ich|lass mich|lass uns|ich werde|als n[äa]chstes)\b",
     re.I,
 )
 _FUTURE = re.compile(
@@ -116,6 +115,17 @@ _TRACKER_VERBS = (
     re.compile(r"^\s*(?:bd|beads)\s+(show|update|close|reopen|create)\s+([\w.-]+)(.*)$"),
     re.compile(r"^\s*gh\s+issue\s+(view|edit|close|reopen)\s+(\d+)(.*)$"),
 )
+_READY_LINE = re.compile(r"^\s*\d+\.\s+((?:\[[^\]]*\]\s*)*)([\w.-]+):\s+(.+?)\s*$", re.M)
+_SEQUENCE = re.compile(
+    r"(?:,\s*|\s+)(?:and\s+then|then|after\s+that|afterwards|und\s+dann|dann|danach|"
+    r"anschlie(?:ß|ss)end)\b\s*",
+    re.I,
+)
+_CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
+STEP_MIN_WORDS = 2
+"""A part of a request shorter than this (in words) is no step of its own."""
+STEP_REQUEST_CHARS = 1_500
+"""A longer request is a document: its "then"s are not the user's order of work."""
 _STATUS_FLAG = re.compile(r"--status[= ]+([\w-]+)")
 _BD_TITLE = re.compile(r"^\S+\s+[\w.-]+(?:\s+\[[^\]]*\])?\s+·\s+(.*?)\s+\[")
 _GIT_BRANCH = re.compile(r"^\s*git\s+(?:checkout\s+-b|switch\s+-c)\s+(\S+)")
@@ -176,6 +186,25 @@ class TrackerItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadyItem:
+    """A task the tracker's last `bd ready` listed as ready to start."""
+
+    id: str
+    title: str
+    tags: str = ""
+    """Its bracketed marks (`[● P1] [task]`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStep:
+    """One step of a request that orders its work ("do A, then B"), and whether the agent's
+    words since the request name most of its content words."""
+
+    text: str
+    reported: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """Something the user asked: a prompt or a command with its arguments."""
 
@@ -213,6 +242,8 @@ class PlanItem:
     text: str
     names_files: bool
     changed: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    """The files read or written in the conversation that it names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,17 +288,6 @@ class FileChange:
 OPEN_TODO_STATUSES = ("in_progress", "pending", "open", "todo")
 DONE_TODO_STATUSES = ("completed", "done", "complete")
 TRIED_CALLS = 4
-FILE_EXTENSIONS = frozenset(
-    {
-        "py", "ts", "tsx", "ex", "exs", "heex", "rb", "go", "rs", "java", "kt",
-        "c", "h", "cpp", "cs", "swift", "php", "css", "scss", "html", "md", "csv", "json",
-        "yaml", "yml", "toml", "sql", "sh", "txt",
-    }
-)  # fmt: skip
-"""Extensions that make a bare name in written code a file's name (`├── carson.md`); not
-`.js`, which names libraries as often (`highlight.js`)."""
-REFERENCING_CHANGES = 3
-"""The latest changes whose code is read for paths of files still to be written."""
 READING_CHARS = 400
 
 
@@ -290,6 +310,10 @@ class Handover:
     """The next step as the agent last stated it, with where it said so."""
     plan: Plan | None = None
     request_items: list[str] = field(default_factory=list)
+    request_steps: list[RequestStep] = field(default_factory=list)
+    """The latest request's steps when it orders them ("A, then B"), else none."""
+    ready: list[ReadyItem] = field(default_factory=list)
+    """The tasks the last `bd ready` listed, in its order."""
     standing: list[str] = field(default_factory=list)
     instruction_files: list[str] = field(default_factory=list)
     carried_latest: str | None = None
@@ -301,8 +325,6 @@ class Handover:
     checks: list[CheckRun] = field(default_factory=list)
     changes: list[FileChange] = field(default_factory=list)
     """Files written, the most recently changed first."""
-    referenced: list[str] = field(default_factory=list)
-    """Paths the code of the latest changes names that no tool has read or written."""
     previous_summaries: list[str] = field(default_factory=list)
     last_event_is_answer: bool = False
     tokens: int = 0
@@ -543,13 +565,15 @@ def _plan(handover: Handover) -> Plan | None:
             continue
         intro, items = runs[-1]
         written = [c for c in handover.changes if c.last.position > position]
+        known = list(dict.fromkeys((*handover.facts.files_modified, *handover.facts.files_read)))
         planned: list[PlanItem] = []
         for item in items:
             names, stems = _named_files(item)
             changed = tuple(
                 c.path for c in written if _name(c.path) in names or _stem(c.path) in stems
             )
-            planned.append(PlanItem(item, bool(names or stems), changed))
+            files = tuple(p for p in known if _name(p) in names or _stem(p) in stems)
+            planned.append(PlanItem(item, bool(names or stems), changed, files))
         return Plan(position, intro, tuple(planned))
     return None
 
@@ -647,9 +671,44 @@ def _task_state(handover: Handover) -> None:
         if command and TRACKER_COMMAND.search(command):
             handover.tracker.append(call)
             _track(handover, command, call)
+            if command_key(command) in ("bd ready", "beads ready") and not call.failed:
+                handover.ready = ready_items(call.result)
     latest = handover.latest_request
     if latest is not None:
         handover.request_items = _request_items(latest.text)
+        said = " ".join(t for p, t in handover.assistant_texts if p > latest.position)
+        handover.request_steps = request_steps(latest.text, said)
+
+
+def ready_items(output: str) -> list[ReadyItem]:
+    """The tasks a `bd ready` output lists (`1. [● P1] [task] id: title`), in its order."""
+    return [
+        ReadyItem(match.group(2), match.group(3), " ".join(match.group(1).split()))
+        for match in _READY_LINE.finditer(output)
+    ]
+
+
+def _content_words(text: str) -> set[str]:
+    return {word.lower() for word in _CONTENT_WORD.findall(text)}
+
+
+def request_steps(text: str, said: str) -> list[RequestStep]:
+    """The steps of a request that orders its work ("A, then B", "A und dann B"), each marked
+    reported when the agent's words since (`said`) hold at least half its content words;
+    none for a request without such an order, or too long to be an instruction."""
+    if len(text) > STEP_REQUEST_CHARS:
+        return []
+    parts = [part.strip(" ,;.") for part in _SEQUENCE.split(" ".join(text.split()))]
+    parts = [part for part in parts if len(part.split()) >= STEP_MIN_WORDS]
+    if len(parts) < 2:
+        return []
+    spoken = _content_words(said)
+    steps: list[RequestStep] = []
+    for part in parts:
+        words = _content_words(part)
+        reported = bool(words) and 2 * len(words & spoken) >= len(words)
+        steps.append(RequestStep(part, reported))
+    return steps
 
 
 def _git_and_checks(handover: Handover) -> None:
@@ -697,15 +756,6 @@ def _changes(handover: Handover) -> None:
             by_path.setdefault(path, []).append(call)
     changes = [FileChange(path, tuple(calls)) for path, calls in by_path.items()]
     handover.changes = sorted(changes, key=lambda change: -change.last.position)
-    seen = {_name(p) for p in (*handover.facts.files_modified, *handover.facts.files_read)}
-    # Tests name fixture files that are never meant to exist; an absolute path is a machine's.
-    sources = [c for c in handover.changes if "test" not in _name(c.path)]
-    for change in sources[:REFERENCING_CHANGES]:
-        for path in mentioned_paths(written_code(change.last.block)):
-            is_file = "/" in path or _name(path).rsplit(".", 1)[-1] in FILE_EXTENSIONS
-            if is_file and not path.startswith(("/", "~")) and _name(path) not in seen:
-                seen.add(_name(path))
-                handover.referenced.append(path)
 
 
 def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
@@ -823,12 +873,16 @@ __all__ = [
     "Handover",
     "Plan",
     "PlanItem",
+    "ReadyItem",
     "Request",
+    "RequestStep",
     "TrackerItem",
     "is_previous_summary",
     "mentioned_paths",
     "push_target",
     "read_handover",
+    "ready_items",
+    "request_steps",
     "sentences",
     "writes_whole_file",
     "written_code",
