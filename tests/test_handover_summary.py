@@ -384,6 +384,8 @@ def test_the_richest_level_that_fits_is_kept_and_the_cap_holds() -> None:
     assert extractive_summary(messages, max_tokens=rough_token_count(rich) - 1) != rich
     bare = _Renderer(read_handover(messages), up_to=False).render(LEANEST, _Cuts(files=0, prompts=0, errors=0, spec_lines=0))
     assert lean_summary_tokens(messages) == rough_token_count(bare) < rough_token_count(leanest)
+    short = [user("a"), *edit("e", "/x/a.py", "x")]  # "Also changed, earlier:" is the longer
+    assert lean_summary_tokens(short) == rough_token_count(render(short, LEANEST)) < rough_token_count(render(short, LEANEST, _Cuts(files=0)))
     big: list[Any] = [user(f"request {n}: " + "please do it carefully " * 30) for n in range(120)]
     for n in range(60):
         big += edit(f"e{n}", f"/r/mod{n}.py", "def f():\n    return 1\n" * 10)

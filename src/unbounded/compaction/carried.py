@@ -13,7 +13,11 @@ appended to a model's summary and the offline hand-over both write them):
 - the user's **latest request**, whole up to `LATEST_REQUEST_CHARS`; a longer one (a pasted
   document) keeps its beginning and its end, cut at line or sentence ends, with a marker
   saying how many characters were left out between them;
-- the user's **messages**, as the summary listed them.
+- the user's **messages**, as the summary listed them;
+- the rest of its **sections** (`previous_sections`): the key facts, the files and code, the
+  errors and their fixes, the decisions, the pending tasks an earlier summary (a model's or
+  ours) wrote under the nine numbered headings, read back section by section so the next
+  summary can keep them beside what came after.
 
 Each is written as a block under a fixed heading (`render_standing`, `render_latest`) and read
 back from a previous summary's text (`carried_standing`, `carried_latest`,
@@ -52,6 +56,8 @@ _RULE = re.compile(
 _LIST_ITEM = re.compile(r"^\s*[-*]\s+(.*\S)\s*$")
 _USER_MESSAGES = re.compile(r"user messages", re.I)
 _SECTION_START = re.compile(r"^\s*\d+\.\s+\S")
+_SUMMARY_START = re.compile(r"^\s*Summary:\s*$", re.M)
+_NUMBERED_HEADING = re.compile(r"^\s{0,3}(\d)\.\s+[A-Z][^\n]{2,60}?:\s*$")
 _CUT_MARKER = "[… {count:,} characters of this message left out here …]"
 
 
@@ -183,6 +189,25 @@ def carried_user_messages(summary: str) -> list[str]:
     return found
 
 
+def previous_sections(summary: str) -> dict[int, list[str]]:
+    """The sections of an earlier summary by number (1 to 9), each its lines under its
+    heading, empty ones left out; the text after a `Summary:` line when it has one (a model's
+    analysis before it is not the summary). Headings count only in rising order, so a
+    numbered list inside a section is no heading; a summary may skip a section."""
+    start = _SUMMARY_START.search(summary)
+    text = summary[start.end() :] if start else summary
+    sections: dict[int, list[str]] = {}
+    current = 0
+    for line in text.splitlines():
+        heading = _NUMBERED_HEADING.match(line)
+        if heading and int(heading.group(1)) > current:
+            current = int(heading.group(1))
+            sections[current] = []
+        elif current and line.strip():
+            sections[current].append(line.rstrip())
+    return sections
+
+
 __all__ = [
     "LATEST_HEADING",
     "LATEST_REQUEST_CHARS",
@@ -192,6 +217,7 @@ __all__ = [
     "carried_standing",
     "carried_user_messages",
     "escape_tags",
+    "previous_sections",
     "quoted_request",
     "render_latest",
     "render_standing",

@@ -58,6 +58,7 @@ from unbounded.compaction.carried import (
     LATEST_REQUEST_CHARS,
     carried_user_messages,
     escape_tags,
+    previous_sections,
     quoted_request,
     render_latest,
     render_standing,
@@ -130,6 +131,12 @@ _LANGUAGES: dict[str, str] = {
     ".md": "Markdown", ".json": "JSON", ".yaml": "YAML", ".yml": "YAML", ".toml": "TOML",
     ".tf": "Terraform", ".lua": "Lua", ".dart": "Dart", ".zig": "Zig",
 }  # fmt: skip
+CARRIED_SECTIONS: tuple[tuple[int, float], ...] = ((4, 0.3), (2, 0.2), (3, 0.2), (7, 0.2), (5, 0.1))
+"""The previous summary's sections kept beside this part's, each with its share of the
+level's `carried_chars`; a share a section does not use goes to the others in this order."""
+CARRIED_HEADING = "From the previous summary (the work before this part):"
+CARRIED_PENDING_HEADING = "Pending in the previous summary (some may be done since):"
+_FENCE = re.compile(r"^\s*```")
 _SECTION_ONE = re.compile(r"^\s*1\.\s*Primary Request[^\n]*\n(.*?)(?=^\s*2\.\s)", re.M | re.S)
 
 
@@ -155,15 +162,18 @@ class _Level:
     spec_lines: int
     follow_ups: int = 8
     """Follow-up actions listed after the next one (section 9)."""
+    carried_chars: int = 5_600
+    """Characters of the previous summary's sections kept (about 35 % of the 4,000-token cap
+    at the richest level)."""
     details: bool = True
     """Per-error readings and attempts, per-file definitions."""
 
 
 _LEVELS: tuple[_Level, ...] = (
     _Level(3_000, 1_000, 1_500, 4, 1_200, 3, 25, 1_500, 14, 15, 8, 8, 6, 8, 8, 40),
-    _Level(3_000, 700, 1_000, 3, 800, 2, 15, 900, 12, 10, 6, 6, 4, 6, 6, 25),
-    _Level(2_000, 400, 600, 2, 500, 1, 10, 500, 10, 6, 4, 4, 3, 4, 4, 15),
-    _Level(1_500, 250, 300, 1, 400, 0, 0, 0, 8, 0, 3, 3, 2, 3, 3, 8, 4, details=False),
+    _Level(3_000, 700, 1_000, 3, 800, 2, 15, 900, 12, 10, 6, 6, 4, 6, 6, 25, carried_chars=4_000),
+    _Level(2_000, 400, 600, 2, 500, 1, 10, 500, 10, 6, 4, 4, 3, 4, 4, 15, carried_chars=2_400),
+    _Level(1_500, 250, 300, 1, 400, 0, 0, 0, 8, 0, 3, 3, 2, 3, 3, 8, 4, 800, details=False),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
 
@@ -292,6 +302,66 @@ def _previous_intent(summary: str) -> str:
     return " ".join(" ".join(kept).split())
 
 
+def _groups(lines: Sequence[str]) -> list[list[str]]:
+    """Lines grouped by item: a line with its more indented lines after it; fenced code left
+    out (the previous summary's code is the least of what it carries)."""
+    kept: list[str] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    if not kept:
+        return []
+    base = min(len(line) - len(line.lstrip()) for line in kept)
+    groups: list[list[str]] = []
+    for line in kept:
+        text = " " * (len(line) - len(line.lstrip()) - base) + line.strip()
+        if groups and text.startswith(" "):
+            groups[-1].append(text)
+        else:
+            groups.append([text])
+    return groups
+
+
+def _newest_within(groups: list[list[str]], chars: int) -> list[str]:
+    """The items that fit in `chars`, the last (newest) first, shown in their order; an item
+    too long keeps its first lines that fit."""
+    chosen: dict[int, list[str]] = {}
+    left = chars
+    for index in range(len(groups) - 1, -1, -1):
+        lines: list[str] = []
+        for line in groups[index]:
+            indent = len(line) - len(line.lstrip())
+            line = " " * indent + clip(line, LONG_LINE_CHARS)
+            if len(line) + 1 > left:
+                break
+            lines.append(line)
+            left -= len(line) + 1
+        if lines:
+            chosen[index] = lines
+        if left <= 0:
+            break
+    return [line for index in sorted(chosen) for line in chosen[index]]
+
+
+def carried_sections(summary: str, chars: int) -> dict[int, list[str]]:
+    """What of a previous summary's sections (`CARRIED_SECTIONS`) fits in `chars`: per
+    section its newest items first, within its share and what the others leave."""
+    sections = previous_sections(summary)
+    groups = {n: _groups(sections.get(n, [])) for n, _ in CARRIED_SECTIONS}
+    need = {n: sum(len(line) + 1 for g in groups[n] for line in g) for n in groups}
+    allowance = {n: int(chars * share) for n, share in CARRIED_SECTIONS}
+    spare = sum(max(0, allowance[n] - need[n]) for n in groups)
+    for number, _ in CARRIED_SECTIONS:
+        extra = min(spare, max(0, need[number] - allowance[number]))
+        allowance[number] += extra
+        spare -= extra
+    carried = {n: _newest_within(groups[n], allowance[n]) for n in groups}
+    return {n: lines for n, lines in carried.items() if lines}
+
+
 class _Renderer:
     """Writes the nine sections from a hand-over at a given level."""
 
@@ -305,6 +375,15 @@ class _Renderer:
         ]
         # Each request once, at its latest place, so the last one is the latest request.
         self.requests = list(dict.fromkeys(r.text for r in reversed(handover.requests)))[::-1]
+
+    def carried(self, level: _Level, number: int, heading: str = CARRIED_HEADING) -> list[str]:
+        """The previous summary's lines of one section kept at this level, under a heading."""
+        if not self.h.previous_summaries or not level.carried_chars:
+            return []
+        lines = carried_sections(self.h.previous_summaries[-1], level.carried_chars).get(number)
+        if not lines:
+            return []
+        return ["   " + heading, *(f"     {escape_tags(line)}" for line in lines)]
 
     def path(self, path: str) -> str:
         """A path relative to the working directory when it is under it."""
@@ -358,7 +437,7 @@ class _Renderer:
                 )
         return lines
 
-    def concepts(self) -> list[str]:
+    def concepts(self, level: _Level) -> list[str]:
         lines: list[str] = []
         if self.root:
             lines.append(f"   - Working directory (paths below are relative to it): {self.root}")
@@ -381,6 +460,7 @@ class _Renderer:
                 for name, count in self.h.facts.tool_counts
             )
             lines.append("   - Tools used: " + tools)
+        lines += self.carried(level, 2)
         return lines or ["   - None recorded."]
 
     def _file_lines(self, change: FileChange, level: _Level, excerpt: bool) -> list[str]:
@@ -430,6 +510,7 @@ class _Renderer:
             )
         elif read:
             lines.append(f"   {len(read)} other file(s) were read, not changed.")
+        lines += self.carried(level, 3)
         return lines or ["   No file was read or changed."]
 
     def _error_lines(self, record: ErrorRecord, level: _Level) -> list[str]:
@@ -453,7 +534,13 @@ class _Renderer:
         return lines
 
     def errors_section(self, level: _Level, cuts: _Cuts) -> list[str]:
+        carried = self.carried(level, 4)
         if not self.errors:
+            if carried:
+                return [
+                    "   None in this part: no call failed, no output reported a failure.",
+                    *carried,
+                ]
             return ["   None: no call failed, no output reported a failure."]
         keep = level.errors if cuts.errors is None else cuts.errors
         unresolved = [r for r in self.errors if r.resolved_by is None]
@@ -463,7 +550,7 @@ class _Renderer:
             lines.extend(self._error_lines(record, level))
         if len(shown) < len(self.errors):
             lines.append(f"   - ({len(self.errors) - len(shown)} earlier errors not shown)")
-        return lines
+        return lines + carried
 
     def _git_lines(self) -> list[str]:
         h = self.h
@@ -528,6 +615,7 @@ class _Renderer:
         if decisions:
             lines.append("   Decisions and reasons, in the agent's words (latest last):")
             lines.extend(f"   - {_line(d, LONG_LINE_CHARS)}" for d in decisions)
+        lines += self.carried(level, 5)
         return lines or ["   No commit, check or stated decision."]
 
     def user_messages(self, level: _Level, cuts: _Cuts) -> list[str]:
@@ -612,7 +700,7 @@ class _Renderer:
                 )
             else:
                 lines.append("   No task list was kept; see sections 8 and 9.")
-        return lines
+        return lines + self.carried(level, 7, CARRIED_PENDING_HEADING)
 
     def _open_errors(self) -> list[ErrorRecord]:
         """Errors of the current work (since `work_start`) no later call fixed."""
@@ -823,7 +911,7 @@ class _Renderer:
         )
         sections = [
             ("1. Primary Request and Intent:", self.primary(level)),
-            ("2. Key Technical Concepts:", self.concepts()),
+            ("2. Key Technical Concepts:", self.concepts(level)),
             ("3. Files and Code Sections:", self.files(level, cuts)),
             ("4. Errors and fixes:", self.errors_section(level, cuts)),
             ("5. Problem Solving:", self.problem_solving(level)),
@@ -876,10 +964,12 @@ BARE = _Cuts(files=0, prompts=0, errors=0, spec_lines=0)
 
 
 def lean_summary_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Tokens of the barest offline summary of these messages (the lean level, its long lists
-    cut away): the guard's floor never asks a summary for more."""
+    """Tokens of the barest offline summary of these messages (the lean level, with its long
+    lists cut away or whole, whichever is shorter): the guard's floor never asks a summary
+    for more."""
     renderer = _Renderer(read_handover(messages), up_to=False)
-    return rough_token_count(renderer.render(_LEVELS[-1], BARE))
+    # A cut list leaves a "(N more)" line, which can be longer than a short list it replaces.
+    return min(rough_token_count(renderer.render(_LEVELS[-1], cuts)) for cuts in (BARE, _Cuts()))
 
 
 def extractive_summary(

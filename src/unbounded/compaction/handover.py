@@ -42,6 +42,7 @@ from typing import Any
 from unbounded.compaction.carried import (
     carried_latest,
     carried_standing,
+    carried_user_messages,
     sentences,
     standing_instructions,
 )
@@ -822,8 +823,13 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     handover.last_event_is_answer = last_is_answer
     handover.tokens = sum(content_tokens(m.get("content")) for m in messages)
     handover.messages = len(messages)
+    # Rules from every earlier part: those a summary carries as such, and those in the user
+    # messages it lists (a model's summary lists the messages but has no rules block).
     carried = [rule for summary in previous for rule in carried_standing(summary)]
-    handover.standing = standing_instructions([r.text for r in handover.requests], carried)
+    earlier = [m for summary in previous for m in carried_user_messages(summary)]
+    handover.standing = standing_instructions(
+        [*earlier, *(r.text for r in handover.requests)], carried
+    )
     if previous:
         handover.carried_latest = carried_latest(previous[-1])
     _task_state(handover)
