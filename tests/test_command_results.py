@@ -16,6 +16,7 @@ from unbounded.compaction.command_results import (
     is_check,
     is_read_only,
     outcome_line,
+    warns,
 )
 
 
@@ -90,6 +91,10 @@ def test_checks(command: str, check: bool) -> None:
         "Found 1 error in 1 file",
         "bash: foo: command not found",
         "cat: a.txt: No such file or directory",
+        "warning: undefined function foo/0 (there is no such import)",
+        '{"status":"error","message":"voice not found"}',
+        '{"error": {"code": 401, "message": "bad key"}}',
+        '{"success": false, "reason": "quota"}',
     ],
 )
 def test_failing_output_of_a_command_is_a_failure(output: str) -> None:
@@ -100,10 +105,24 @@ def test_failing_output_of_a_command_is_a_failure(output: str) -> None:
 @pytest.mark.parametrize(
     "output",
     ["410 tests, 0 failures", "Generated app", "warning: unused variable", "all good: no error found",
-     "  Exit code 0", "Errors: none", "error handling improved"],
+     "  Exit code 0", "Errors: none", "error handling improved", '{"status": "ok", "error": null}',
+     '{"success": true}', '{"status": "errors-fixed"}'],
 )  # fmt: skip
 def test_passing_output_is_not_a_failure(output: str) -> None:
     assert failure_excerpt(output, flagged=False, command="mix test") == ""
+
+
+def test_warnings_fail_a_build_or_lint_run_but_not_a_dependency_s_or_a_test_run() -> None:
+    own = "Compiling 2 files (.ex)\nwarning: unused alias Foo\n  lib/a.ex:3\nGenerated app"
+    assert failure_excerpt(own, flagged=False, command="mix compile 2>&1 | head") == "warning: unused alias Foo\n  lib/a.ex:3\nGenerated app"
+    assert failure_excerpt(own, flagged=False, command="mix credo --strict").startswith("warning: unused alias Foo")
+    assert failure_excerpt(own, flagged=False, command="ruff check src").startswith("warning:")
+    assert failure_excerpt(own, flagged=False, command="mix test --warnings-as-errors").startswith("warning:")
+    assert failure_excerpt(own, flagged=False, command="mix test") == ""
+    assert failure_excerpt(own, flagged=False, command="./build.sh") == ""
+    dependency = "==> toml\nCompiling 10 files (.ex)\n     warning: single-quoted strings\nGenerated toml app"
+    assert failure_excerpt(dependency, flagged=False, command="mix compile") == ""
+    assert warns("npm run lint") and warns("cargo clippy") and not warns("npm run dev") and not warns("mix deps.compile")
 
 
 def test_reading_commands_and_tools_without_a_command_quote_errors_without_failing() -> None:

@@ -100,7 +100,7 @@ def test_a_hand_over_after_a_model_summary_keeps_its_sections() -> None:
     text = _Renderer(read_handover(messages), up_to=False).render(RICH, _Cuts())
     assert f"   {CARRIED_HEADING}\n     - Voice server on localhost:8888, POST /notify with voice_id" in section(text, 2)
     four = section(text, 4)
-    assert four.startswith("\n4. Errors and fixes:\n   None in this part: no call failed")
+    assert four.startswith("\n4. Errors and fixes:\n   In this part no call failed")
     assert "     - **EADDRINUSE on 8888**:\n       - Fixed by killing the old bun process" in four
     assert "     - Chose ElevenLabs over the MCP tools" in section(text, 5)
     assert f"   {CARRIED_PENDING_HEADING}\n     - Try the Ottie voice" in section(text, 7)

@@ -286,6 +286,28 @@ def test_section_9_next_step_and_what_is_left() -> None:
     assert "read them next" in render([user("go")], up_to=True)
 
 
+def test_section_4_lists_the_problems_the_agent_reported_in_its_own_words() -> None:
+    messages = [
+        user("go"),
+        *write("w", "/x/a.ex", "x"),
+        says("Credo reports nesting too deep in `classify/2`. Extracting a helper."),
+        *edit("e", "/x/a.ex", "y"),
+        says("No new warnings. All 12 tests pass. Nothing is broken."),
+        says("The old `render/1` helper is now unused."),
+    ]
+    four = section(render(messages), 4)
+    assert four == (
+        "\n4. Errors and fixes:\n"
+        "   In this part no call failed and no output reported a failure.\n"
+        "   Problems the agent reported in its own words (newest last):\n"
+        '   - "Credo reports nesting too deep in `classify/2`." Then: Edit /x/a.ex (ok).\n'
+        '   - "The old `render/1` helper is now unused."'
+    )
+    one = section(render(messages, replace(RICH, errors=1)), 4)
+    assert "Credo" not in one and "render/1" in one
+    assert "Problems the agent" not in section(render(messages, replace(RICH, errors=0)), 4)
+
+
 def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:
     todos = [{"content": f"t{n}", "status": "pending"} for n in range(PENDING_SHOWN + 2)]
     messages = [user("go"), use("t", "TodoWrite", todos=todos), result("t", "ok"), *bash("c", "pytest", "1 passed"), *edit("e", "/x/a.py", "x")]

@@ -12,8 +12,10 @@ that fails inside `| tail -20` exits 0), so the hand-over reads the text itself:
 - `failure_excerpt`: the lines of an output that say it failed: `error:` / `fatal:` /
   `FAILED` / `npm ERR!` at a line start, `SomeError:` / `** (SomeError)`, a traceback,
   `Exit code N` (N > 0), `file:line: error:`, `command not found`, `No such file or
-  directory`, or a count of failures above zero ("2 failed", "1 error"); each with the
-  two lines after it (the location a compiler prints). A result the tool flagged as an
+  directory`, `undefined function`, a JSON reply saying it failed (`"status": "error"`,
+  `"error": {…}`, `"success": false`), a count of failures above zero ("2 failed", "1
+  error"), and for a build or lint run (`warns`) its `warning:` lines, not a dependency's;
+  each with the two lines after it (the location a compiler prints). A result the tool flagged as an
   error keeps its first line too (what failed). Outputs of commands that only read
   (`cat`, `grep`, `git log`, `bd show`…) are never failures: they quote text.
 - `is_check`: a test, build or lint run (the programs of `CHECK_PROGRAMS`, not their
@@ -53,6 +55,8 @@ READ_ONLY_PROGRAMS = frozenset(
     }
 )  # fmt: skip
 """Programs that only show text: their output quotes errors rather than reporting one."""
+LINTERS = frozenset({"ruff", "mypy", "pyright", "eslint", "tsc", "flake8"})
+"""Check programs whose every run is a lint: a warning is what they report."""
 READ_ONLY_GIT = frozenset({"log", "show", "diff", "status", "blame", "grep", "branch"})
 CONTEXT_LINES = 2
 """Lines kept after each failure line (a compiler's location, a test's assertion)."""
@@ -70,7 +74,14 @@ _FAILURE_LINE = re.compile(
     r"Traceback \(most recent call last\)|FAILED\b|FAIL\b|npm ERR!|Exit code [1-9])"
     r"|:\d+(?::\d+)?: (?:fatal )?error\b|: command not found|No such file or directory"
     r"|\b[1-9]\d* (?:failed|failures?|errors?)\b"
+    r"|\bundefined (?:function|variable|method|module)\b"
+    r'|"(?:status|state)"\s*:\s*"(?:error|failed|failure)"|"error"\s*:\s*[{"]'
+    r'|"(?:success|ok)"\s*:\s*false\b'
 )
+_WARNING_LINE = re.compile(r"^\s*warning:", re.I)
+_DEPENDENCY_HEADER = re.compile(r"^==> \S")
+WARNING_SUBCOMMANDS = frozenset({"compile", "build", "credo", "lint", "check", "vet", "clippy"})
+"""Subcommands whose warnings are what the agent runs them for (not a test run's)."""
 _COMMIT = re.compile(r"^\[([^\]\s]+)(?: \([\w -]+\))? ([0-9a-f]{7,40})\] (.+)$", re.M)
 _STAT = re.compile(r"^\s*(\d+ files? changed.*)$", re.M)
 
@@ -160,6 +171,8 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
     """
     lines = output.splitlines()
     telling = [i for i, line in enumerate(lines) if _FAILURE_LINE.search(line)]
+    if command is not None and warns(command):
+        telling = sorted({*telling, *_own_warnings(lines)})
     if flagged:
         first = next((i for i, line in enumerate(lines) if line.strip()), None)
         if first is None:
@@ -170,6 +183,28 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
     if command is None or is_read_only(command) or not telling:
         return ""
     return _excerpt(lines, telling)
+
+
+def warns(command: str) -> bool:
+    """Whether a command's warnings count as failures: a build or lint run (`mix compile`,
+    `cargo clippy`, `mix credo`, `npm run lint`), or one told to treat them as errors."""
+    words = command_key(command).split()
+    return "--warnings-as-errors" in command or (
+        is_check(command) and (words[-1] in WARNING_SUBCOMMANDS or words[0] in LINTERS)
+    )
+
+
+def _own_warnings(lines: list[str]) -> list[int]:
+    """The warning lines of an output, but those printed while building a dependency (after
+    a `==> name` header, as mix prints them)."""
+    found: list[int] = []
+    in_dependency = False
+    for index, line in enumerate(lines):
+        if _DEPENDENCY_HEADER.match(line):
+            in_dependency = True
+        elif _WARNING_LINE.match(line) and not in_dependency:
+            found.append(index)
+    return found
 
 
 def outcome_line(output: str, failure: str) -> str:
@@ -206,4 +241,5 @@ __all__ = [
     "is_check",
     "is_read_only",
     "outcome_line",
+    "warns",
 ]

@@ -535,10 +535,13 @@ class _Renderer:
 
     def errors_section(self, level: _Level, cuts: _Cuts) -> list[str]:
         carried = self.carried(level, 4)
+        noted = self._noted_lines(level)
+        if noted:
+            carried = noted + carried
         if not self.errors:
             if carried:
                 return [
-                    "   None in this part: no call failed, no output reported a failure.",
+                    "   In this part no call failed and no output reported a failure.",
                     *carried,
                 ]
             return ["   None: no call failed, no output reported a failure."]
@@ -551,6 +554,26 @@ class _Renderer:
         if len(shown) < len(self.errors):
             lines.append(f"   - ({len(self.errors) - len(shown)} earlier errors not shown)")
         return lines + carried
+
+    def _noted_lines(self, level: _Level) -> list[str]:
+        """The problems the agent reported in its own words, the newest `level.errors`, each
+        with the first file change or command after it."""
+        noted = self.h.noted_problems[-level.errors :] if level.errors else []
+        if not noted:
+            return []
+        lines = ["   Problems the agent reported in its own words (newest last):"]
+        for position, sentence in noted:
+            after = next(
+                (
+                    c
+                    for c in self.h.calls
+                    if c.position > position and (c.path_written or c.command)
+                ),
+                None,
+            )
+            then = f" Then: {self.call(after)} ({_outcome(after)})." if after else ""
+            lines.append(f"   - {_quote(sentence, LONG_LINE_CHARS)}{then}")
+        return lines
 
     def _git_lines(self) -> list[str]:
         h = self.h

@@ -80,6 +80,20 @@ _DECISION = re.compile(
     r"approach)\b",
     re.I,
 )
+_PROBLEM = re.compile(
+    r"\b(?:errors?|fails?|failed|failing|failures?|warnings?|undefined|unused|broken|"
+    r"crash(?:es|ed)?|exception|not found|doesn[’']t work|does not work|too deep|complain\w*|"
+    r"fehler|funktioniert nicht|schl[äa]gt fehl)\b",
+    re.I,
+)
+_NO_PROBLEM = re.compile(
+    r"\b(?:no|0|zero|without|keine?n?|fixed|resolved|behoben)\s+(?:new\s+|more\s+)?"
+    r"(?:errors?|warnings?|issues|failures?|fehler)\b|\ball\b.{0,20}\bpass|\bclean\b|"
+    r"\bnothing\s+(?:is\s+)?broken",
+    re.I,
+)
+NOTED_MIN_CHARS = 20
+"""A shorter sentence about a problem says too little to carry."""
 _NEXT_STEP = re.compile(
     r"^(?:next,?|now,?|then,?|after that,?|finally,?)?\s*(?:i'll|i will|let me|let's|i'm going to|"
     r"i need to|next step|we still need|still need to|remaining:?|next:|the next|"
@@ -307,6 +321,9 @@ class Handover:
     """Tasks the tracker commands named, in the order first seen, with their last state."""
     errors: list[ErrorRecord] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    noted_problems: list[tuple[int, str]] = field(default_factory=list)
+    """Sentences in which the agent reports a problem (a check's complaint, an error a hook or
+    a tool showed it), with where it said so: failures no tool output holds."""
     next_step: tuple[int, str] | None = None
     """The next step as the agent last stated it, with where it said so."""
     plan: Plan | None = None
@@ -580,7 +597,7 @@ def _plan(handover: Handover) -> Plan | None:
 
 
 def _own_words(handover: Handover) -> None:
-    """Decisions and the stated next step, from the assistant's texts."""
+    """Decisions, problems the agent reported and the stated next step, from its texts."""
     seen: set[str] = set()
     for _, text in handover.assistant_texts:
         for sentence in sentences(text):
@@ -588,6 +605,14 @@ def _own_words(handover: Handover) -> None:
             if key not in seen and len(sentence) >= 20 and _DECISION.search(sentence):
                 seen.add(key)
                 handover.decisions.append(sentence)
+    for position, text in handover.assistant_texts:
+        for sentence in sentences(text):
+            if (
+                len(sentence) >= NOTED_MIN_CHARS
+                and _PROBLEM.search(sentence)
+                and not _NO_PROBLEM.search(sentence)
+            ):
+                handover.noted_problems.append((position, sentence))
     for position, text in reversed(handover.assistant_texts):
         stated = [s for s in sentences(text) if _NEXT_STEP.search(s) and len(s.split()) >= 5]
         if stated:
