@@ -123,16 +123,35 @@ def test_section_3_lists_changes_newest_first_with_code_and_marks() -> None:
     three = section(render(work_session()), 3)
     assert "   Changed (2), the most recent first:" in three
     assert three.index("   - lib/parser.py (edited; Edit; changed after the last commit)") < three.index("   - lib/exporter.py (edited; Edit ×2)")
-    assert "     Definitions in the code written to it: Parser, split" in three
-    assert "     Its latest change (Edit):\n     ```\n     class Parser:" in three
+    assert "     Defines: Parser, split" in three
+    assert '     Its latest change (Edit): 1 line(s) from "x" → 3 line(s), the new code:\n     ```\n     class Parser:' in three
     assert "   Read, not changed (1), the most recent first: lib/models.py" in three
     lean = section(render(work_session(), LEANEST), 3)
-    assert "Definitions" not in lean and "```" not in lean and "1 other file(s) were read, not changed." in lean
+    assert "Defines" not in lean and "```" not in lean and "1 other file(s) were read, not changed." in lean
     created = section(render(write("w", "/x/new.py", "def a():\n    pass\n")), 3)
-    assert "new.py (created; Write)" in created and "```" not in created  # no excerpt of a whole file
+    assert "new.py (created; Write)\n     Its content as last written (Write):\n     ```\n     def a():\n         pass\n     ```" in created
+    assert "Defines" not in created  # the code shown names them
     cut = section(render(work_session(), RICH, _Cuts(files=1)), 3)
     assert "   - Also changed, earlier: lib/exporter.py" in cut
     assert section(render([user("hi")]), 3).endswith("   No file was read or changed.")
+
+
+def test_section_3_outlines_a_long_file_and_quotes_the_agent_before_a_change() -> None:
+    body = "\n".join(f"    x{n} = {n}" for n in range(30))
+    code = f"# head\n# two\n# three\n# four\nclass A:\n{body}\ndef b():\n{body}\ndef c():\n    pass"
+    messages = [user("go"), says("Writing the module with A, b and c:"), *write("w", "/x/m.py", code)]
+    three = section(render(messages, replace(RICH, excerpt_lines=12, excerpt_chars=400)), 3)
+    assert (
+        '     The agent, before its latest change: "Writing the module with A, b and c:"\n'
+        "     Its content as last written (Write), its first lines and then each line that defines something:\n"
+        "     ```\n     # head\n     # two\n     # three\n     # four\n"
+        "        5: class A:\n          …\n       36: def b():\n          …\n       67: def c():\n     … (1 more lines)\n     ```"
+    ) in three
+    assert "Defines" not in three
+    few = code.replace("def b():", "b = 1").replace("def c():", "c = 2")
+    head = section(render([user("go"), *write("w", "/x/m.py", few)], replace(RICH, excerpt_lines=12, excerpt_chars=400)), 3)
+    assert "     Its content as last written (Write):\n     ```\n     # head" in head and "     Defines: A\n" in head
+    assert "The agent, before" not in section(render([says("Reading first."), *read("r", "/x/a.py"), *write("w", "/x/m.py", "x")]), 3)
 
 
 def test_section_3_caps_the_read_list() -> None:

@@ -73,9 +73,11 @@ from unbounded.compaction.handover import (
     Handover,
     Plan,
     ReadyItem,
+    definition_lines,
     mentioned_paths,
     push_target,
     read_handover,
+    replaced_code,
     writes_whole_file,
     written_code,
 )
@@ -116,6 +118,10 @@ SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
 """Tools that run a sub-agent: their result is the sub-agent's own report."""
 PLAN_ONLY_SLACK = 200
 """A text holding its plan and less than this much more is shown as the plan alone."""
+OUTLINE_HEAD = 4
+"""Lines a long file's outline starts with (section 3)."""
+OUTLINE_MIN_DEFINITIONS = 3
+"""A long file is outlined when this many definitions follow its head, else its head shown."""
 ROOT_MIN_DEPTH = 3
 """A common folder is used as the working directory from this many levels down."""
 
@@ -287,6 +293,39 @@ def _root(handover: Handover) -> str:
             counts["/" + "/".join(folders[:depth])] += 1
     shared = [folder for folder, count in counts.items() if 3 * count >= 2 * len(absolute)]
     return max(shared, key=lambda folder: (folder.count("/"), folder), default="")
+
+
+def _outline(code: str, max_lines: int, max_chars: int) -> list[str]:
+    """A long file in `max_lines`: its first `OUTLINE_HEAD` lines, then its definition lines
+    with their line numbers, up to `max_chars`; gaps marked."""
+    lines = code.splitlines()
+    head = min(OUTLINE_HEAD, len(lines))
+    shown = [escape_tags(line.rstrip()) for line in lines[:head]]
+    used = sum(len(line) + 1 for line in shown)
+    last = head - 1
+    for index in definition_lines(code):
+        line = f"{index + 1:>4}: {lines[index].rstrip()}"
+        if index <= last:
+            continue
+        if len(shown) >= max_lines or used + len(line) > max_chars:
+            break
+        if index > last + 1:
+            shown.append("     …")
+        shown.append(escape_tags(line))
+        used += len(line) + 1
+        last = index
+    if last < len(lines) - 1:
+        shown.append(f"… ({len(lines) - 1 - last} more lines)")
+    return shown
+
+
+def _edit_summary(change: FileChange) -> str:
+    """An edit in one line: how many lines it replaced, from which first line, with how many,
+    and which definitions it touched (old → new)."""
+    old = [line for line in replaced_code(change.last.block).splitlines() if line.strip()]
+    new = [line for line in written_code(change.last.block).splitlines() if line.strip()]
+    first = f" from {_quote(old[0].strip(), LINE_CHARS)}" if old else ""
+    return f"{len(old)} line(s){first} → {len(new)} line(s), the new code:"
 
 
 def _previous_intent(summary: str) -> str:
@@ -471,20 +510,36 @@ class _Renderer:
         if last_commit is not None and change.last.position > last_commit[0].position:
             marks.append("changed after the last commit")
         lines = [f"   - {escape_tags(self.path(change.path))} ({'; '.join(marks)})"]
-        names = change.definitions[:DEFINITIONS_SHOWN] if level.details else []
-        if names:
+        said = self.h.said_before(change.last)
+        if said and level.details:
             lines.append(
-                "     Definitions in the code written to it: " + escape_tags(", ".join(names))
+                "     The agent, before its latest change: " + _quote(said, LONG_LINE_CHARS)
             )
-        if excerpt and not writes_whole_file(change.last.block):
-            code = _excerpt_lines(
-                written_code(change.last.block), level.excerpt_lines, level.excerpt_chars
+        whole = writes_whole_file(change.last.block)
+        code = written_code(change.last.block) if excerpt else ""
+        shown = _excerpt_lines(code, level.excerpt_lines, level.excerpt_chars) if code else []
+        cut = bool(shown) and shown[-1].startswith("… (")
+        defined_later = [i for i in definition_lines(code) if i >= OUTLINE_HEAD]
+        outlined = whole and cut and len(defined_later) >= OUTLINE_MIN_DEFINITIONS
+        names = change.definitions[:DEFINITIONS_SHOWN] if level.details else []
+        # A file shown whole or outlined names its definitions itself.
+        if names and not (whole and shown and (outlined or not cut)):
+            lines.append("     Defines: " + escape_tags(", ".join(names)))
+        if not shown:
+            return lines
+        if outlined:
+            shown = _outline(code, level.excerpt_lines, level.excerpt_chars)
+            lines.append(
+                f"     Its content as last written ({change.last.name}), its first lines and "
+                "then each line that defines something:"
             )
-            if code:
-                lines.append(f"     Its latest change ({change.last.name}):")
-                lines.append("     ```")
-                lines.extend(f"     {line}" for line in code)
-                lines.append("     ```")
+        elif whole:
+            lines.append(f"     Its content as last written ({change.last.name}):")
+        else:
+            lines.append(f"     Its latest change ({change.last.name}): {_edit_summary(change)}")
+        lines.append("     ```")
+        lines.extend(f"     {line}" for line in shown)
+        lines.append("     ```")
         return lines
 
     def files(self, level: _Level, cuts: _Cuts) -> list[str]:

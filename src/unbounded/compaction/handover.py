@@ -390,6 +390,13 @@ class Handover:
         """The latest commit made, with the call that made it."""
         return self.commits[-1] if self.commits else None
 
+    def said_before(self, call: Call) -> str:
+        """The agent's text right before a call (no other call between), or ""."""
+        earlier = [c.position for c in self.calls if c.position < call.position]
+        since = max(earlier, default=0)
+        texts = [t for p, t in self.assistant_texts if since < p < call.position]
+        return texts[-1] if texts else ""
+
     def written_after(self, position: int) -> list[str]:
         """Files written after `position`, the most recently changed first."""
         return [c.path for c in self.changes if c.last.position > position]
@@ -415,6 +422,35 @@ def writes_whole_file(block: Mapping[str, Any]) -> bool:
     return isinstance(tool_input, Mapping) and any(
         isinstance(tool_input.get(key), str) for key in ("content", "file_text")
     )
+
+
+def definition_lines(code: str) -> list[int]:
+    """The indexes of the lines of `code` that define something (`_DEFINITION`), in order."""
+    # `^\s*` may start a match at the blank lines before the definition: count from its text.
+    starts = [
+        m.start() + len(m.group(0)) - len(m.group(0).lstrip()) for m in _DEFINITION.finditer(code)
+    ]
+    return sorted({code.count("\n", 0, start) for start in starts})
+
+
+def replaced_code(block: Mapping[str, Any]) -> str:
+    """The code an edit call replaces (an edit's old text, all of a MultiEdit's); "" for a
+    write of a whole file."""
+    tool_input = block.get("input")
+    if not isinstance(tool_input, Mapping):
+        return ""
+    edits = tool_input.get("edits")
+    parts = (
+        [e for e in edits if isinstance(e, Mapping)] if isinstance(edits, list) else [tool_input]
+    )
+    texts: list[str] = []
+    for part in parts:
+        for key in ("old_string", "old_str", "old_source"):
+            value = part.get(key)
+            if isinstance(value, str) and value.strip():
+                texts.append(value)
+                break
+    return "\n".join(texts)
 
 
 def written_code(block: Mapping[str, Any]) -> str:
@@ -908,11 +944,13 @@ __all__ = [
     "Request",
     "RequestStep",
     "TrackerItem",
+    "definition_lines",
     "is_previous_summary",
     "mentioned_paths",
     "push_target",
     "read_handover",
     "ready_items",
+    "replaced_code",
     "request_steps",
     "sentences",
     "writes_whole_file",
