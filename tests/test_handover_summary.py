@@ -210,7 +210,7 @@ def test_section_5_git_checks_and_decisions() -> None:
     assert "   - Pushed (Bash `git push`)" in plain_push
     later = section(render([*bash("s", "git status", "clean"), *edit("e", "/a.py", "x")]), 5)
     assert "(before 1 later file change(s))" in later
-    assert section(render([user("hi")]), 5).endswith("   No commit, check or stated decision.")
+    assert section(render([user("hi")]), 5).endswith("   None.")
 
 
 def test_section_6_quotes_every_request_and_previews_the_latest() -> None:
@@ -325,6 +325,29 @@ def test_section_4_lists_the_problems_the_agent_reported_in_its_own_words() -> N
     one = section(render(messages, replace(RICH, errors=1)), 4)
     assert "Credo" not in one and "render/1" in one
     assert "Problems the agent" not in section(render(messages, replace(RICH, errors=0)), 4)
+
+
+def test_section_7_gives_the_tracker_s_dependencies_and_children() -> None:
+    epic = "○ e-1 [EPIC] · The epic   [● P1 · OPEN]\n\nCHILDREN\n  ↳ ✓ e-1.1: First ● P1\n  ↳ ○ e-1.2: Second ● P1\n  ↳ ◐ e-1.3: Third ● P2"
+    task = "○ e-1.2 · Second   [● P1 · IN_PROGRESS]\n\nDEPENDS ON\n  → ✓ e-1.1: First ● P1\n\nBLOCKS\n  ← ○ e-1.3: Third ● P2\n\nNOTES\n  → ✓ e-9: not a relation"
+    messages = [user("go"), *bash("s", "bd show e-1", epic), *bash("c", "bd close e-1.1", "ok"), *bash("t", "bd show e-1.2", task)]
+    seven = section(render(messages), 7)
+    assert (
+        "   Tracker, as the agent's commands left it:\n"
+        "   - e-1: open — The epic\n"
+        "   - e-1.1: closed — First\n"
+        "   - e-1.2: in progress — Second [depends on e-1.1 (closed); blocks e-1.3]\n"
+        "   - e-1.3: in progress — Third\n"
+    ) in seven
+    handover = read_handover(messages)
+    assert handover.current_task is not None and handover.current_task.id == "e-1.2"
+    assert [i.id for i in handover.tracker_items] == ["e-1", "e-1.1", "e-1.2", "e-1.3"]  # e-9 is under NOTES
+
+
+def test_section_5_says_when_no_commit_was_seen() -> None:
+    assert "   Git:\n   - No commit seen in this part.\n" in section(render([user("go"), *bash("s", "git status", "On branch x")]), 5)
+    assert "No commit seen" not in section(render(work_session()), 5)
+    assert section(render([user("go"), *bash("l", "ls", "a")]), 5) == "\n5. Problem Solving:\n   None."
 
 
 def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:

@@ -73,6 +73,7 @@ from unbounded.compaction.handover import (
     Handover,
     Plan,
     ReadyItem,
+    TrackerItem,
     definition_lines,
     mentioned_paths,
     push_target,
@@ -197,6 +198,16 @@ class _Cuts:
 def _title(title: str) -> str:
     """A tracker item's title after a dash, or nothing."""
     return f" — {_line(title, LINE_CHARS)}" if title else ""
+
+
+def _relation_marks(item: TrackerItem) -> str:
+    """What an item depends on (with their states) and blocks, as its `bd show` listed."""
+    marks: list[str] = []
+    if item.depends_on:
+        marks.append("depends on " + ", ".join(f"{i} ({state})" for i, state in item.depends_on))
+    if item.blocks:
+        marks.append("blocks " + ", ".join(item.blocks))
+    return f" [{'; '.join(marks)}]" if marks else ""
 
 
 def _todo_text(todo: Mapping[str, Any]) -> str:
@@ -657,6 +668,8 @@ class _Renderer:
                 lines.append(f"   - No file was changed after the last commit ({last[1].sha}).")
             if not h.pushes or h.pushes[-1].position < last[0].position:
                 lines.append(f"   - No push recorded after the last commit ({last[1].sha}).")
+        if last is None and any(command_key(c.command or "").startswith("git ") for c in h.calls):
+            lines.append("   - No commit seen in this part.")
         status = h.git_status
         if status is not None:
             later = len(h.written_after(status.position))
@@ -694,7 +707,7 @@ class _Renderer:
             lines.append("   Decisions and reasons, in the agent's words (latest last):")
             lines.extend(f"   - {_line(d, LONG_LINE_CHARS)}" for d in decisions)
         lines += self.carried(level, 5)
-        return lines or ["   No commit, check or stated decision."]
+        return lines or ["   None."]
 
     def user_messages(self, level: _Level, cuts: _Cuts) -> list[str]:
         lines: list[str] = []
@@ -742,7 +755,7 @@ class _Renderer:
             lines.append("   Tracker, as the agent's commands left it:")
             for item in items[-TRACKER_SHOWN:]:
                 title = _title(item.title)
-                lines.append(f"   - {item.id}: {item.state}{title}")
+                lines.append(f"   - {item.id}: {item.state}{title}{_relation_marks(item)}")
             lines.extend(self._spec_lines(level, cuts))
         open_items = self.h.open_todos
         done = self.h.done_todos

@@ -141,7 +141,12 @@ STEP_MIN_WORDS = 2
 """A part of a request shorter than this (in words) is no step of its own."""
 STEP_REQUEST_CHARS = 1_500
 """A longer request is a document: its "then"s are not the user's order of work."""
+_RELATION_HEADING = re.compile(r"^(DEPENDS ON|BLOCKS|CHILDREN|PARENT)\s*$")
+_RELATION_LINE = re.compile(r"^\s+[→←↳↑]\s+(\S)\s+([\w.-]+):\s+(.*?)(?:\s+●\s*P\d)?\s*$")
+RELATION_STATES = {"✓": "closed", "◐": "in progress", "○": "open", "●": "blocked"}
+"""The state a `bd show` relation line's mark gives the item it names."""
 _STATUS_FLAG = re.compile(r"--status[= ]+([\w-]+)")
+_BD_STATE = re.compile(r"\[[^\]]*·\s*([A-Z_]+)\]\s*$")
 _BD_TITLE = re.compile(r"^\S+\s+[\w.-]+(?:\s+\[[^\]]*\])?\s+·\s+(.*?)\s+\[")
 _GIT_BRANCH = re.compile(r"^\s*git\s+(?:checkout\s+-b|switch\s+-c)\s+(\S+)")
 _ON_BRANCH = re.compile(r"^On branch (\S+)", re.M)
@@ -198,6 +203,10 @@ class TrackerItem:
     """The output that last showed it (`bd show`, `gh issue view`) or its description."""
     started: int = 0
     """Where it was last set in progress (0 when it was not)."""
+    depends_on: list[tuple[str, str]] = field(default_factory=list)
+    """The items it depends on with their state, as its last `bd show` listed them."""
+    blocks: list[str] = field(default_factory=list)
+    """The items it blocks, as its last `bd show` listed them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -671,6 +680,10 @@ def _track(handover: Handover, command: str, call: Call) -> None:
         title = _BD_TITLE.match(item.spec)
         if title:
             item.title = title.group(1)
+        shown_state = _BD_STATE.search(item.spec.split("\n", 1)[0])
+        if shown_state:
+            _set_state(item, shown_state.group(1).lower().replace("_", " "), call.position)
+        _relations(handover, item)
     elif verb == "close":
         item.state = "closed"
     elif verb == "reopen":
@@ -681,6 +694,34 @@ def _track(handover: Handover, command: str, call: Call) -> None:
         status = _STATUS_FLAG.search(rest)
         if status:
             _set_state(item, status.group(1).replace("_", " "), call.position)
+
+
+def _relations(handover: Handover, item: TrackerItem) -> None:
+    """The dependencies, blocked items and children a `bd show` output lists: each named item
+    is known to the tracker with the state its mark gives, unless a command set it since."""
+    item.depends_on, item.blocks = [], []
+    heading = ""
+    for line in item.spec.splitlines():
+        found = _RELATION_HEADING.match(line)
+        if found:
+            heading = found.group(1)
+            continue
+        relation = _RELATION_LINE.match(line)
+        if relation is None:
+            if line.strip():
+                heading = ""
+            continue
+        mark, other_id, title = relation.groups()
+        state = RELATION_STATES.get(mark, "seen")
+        if heading == "DEPENDS ON":
+            item.depends_on.append((other_id, state))
+        elif heading == "BLOCKS":
+            item.blocks.append(other_id)
+        if heading in ("DEPENDS ON", "BLOCKS", "CHILDREN"):
+            other = _tracker_item(handover, other_id)
+            if other.state == "seen":
+                other.state = state
+            other.title = other.title or title
 
 
 def _tracker_item(handover: Handover, item_id: str) -> TrackerItem:
