@@ -245,8 +245,8 @@ def test_languages_are_ranked_by_how_many_files_use_them() -> None:
     more_ts = [*edit("a", "/r/a.ts", "x"), *edit("b", "/r/b.ts", "y"), *edit("c", "/r/c.py", "z")]
     assert "Languages: TypeScript, Python" in section(render(more_ts), 2)
     more_py = [*edit("a", "/r/a.ts", "x"), *edit("b", "/r/b.py", "y"), *edit("c", "/r/c.py", "z"), *read("d", "/r/.bashrc")]
-    assert "Languages: Python, TypeScript\n" in section(render(more_py), 2)
-    assert "Tools used: Edit ×3, Read\n" in section(render(more_py), 2) or section(render(more_py), 2).endswith("Tools used: Edit ×3, Read")
+    assert section(render(more_py), 2).endswith("Languages: Python, TypeScript")
+    assert "Tools used" not in section(render(more_py), 2)
 
 
 def test_git_lines_edges() -> None:

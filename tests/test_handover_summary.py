@@ -107,13 +107,12 @@ def test_section_1_carries_instruction_files_and_the_previous_intent() -> None:
     assert "previous summary" not in section(render(messages, replace(LEANEST, previous_chars=0)), 1)
 
 
-def test_section_2_names_the_root_languages_branch_checks_and_tools() -> None:
+def test_section_2_names_the_root_languages_and_branch() -> None:
     two = section(render(work_session()), 2)
     assert f"   - Working directory (paths below are relative to it): {ROOT}" in two
     assert "   - Languages: Python" in two
     assert "   - Git branch: imp-2" in two
-    assert "   - Checks the agent runs: `pytest`, `mix compile`" in two
-    assert "   - Tools used: Bash ×7, Read, Edit ×3" in two
+    assert "Checks" not in two and "Tools used" not in two  # section 5 lists the checks
     tied = section(render([*edit("a", "/x/a.ts", "1"), *edit("b", "/x/b.py", "2")]), 2)
     assert "Languages: Python, TypeScript" in tied  # a tie is sorted by name
     assert section(render([user("hi")]), 2).endswith("   - None recorded.")
@@ -233,7 +232,8 @@ def test_section_7_tracker_spec_todos_and_open_plan_items() -> None:
         not in seven
     )
     assert "lib/exporter.py (changed since imp-2 started); lib/parser.py (changed since imp-2 started); docs/export.md (not changed)" in seven
-    assert "   Items of the agent's latest plan with no file change since it (section 8):\n   - **Exporter** - write CSV" in seven
+    assert "   The agent's plan has items no file change answers yet (section 9).\n" in seven
+    assert "The agent's plan has items" not in section(render([user("go"), says("Next:\n1. a.py fix\n2. b.py fix"), *edit("a", "/x/a.py", "1"), *edit("b", "/x/b.py", "2")]), 7)
     assert "1 error(s) unresolved (section 4)." in seven
     assert "What imp-2 asks for" not in section(render(work_session(), RICH, _Cuts(spec_lines=0)), 7)
     todos = [use("t", "TodoWrite", todos=[{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]), result("t", "ok")]
@@ -348,6 +348,27 @@ def test_section_5_says_when_no_commit_was_seen() -> None:
     assert "   Git:\n   - No commit seen in this part.\n" in section(render([user("go"), *bash("s", "git status", "On branch x")]), 5)
     assert "No commit seen" not in section(render(work_session()), 5)
     assert section(render([user("go"), *bash("l", "ls", "a")]), 5) == "\n5. Problem Solving:\n   None."
+
+
+def test_section_8_keeps_the_findings_of_older_texts() -> None:
+    messages = [
+        user("look into it"),
+        says("The fixture has no subagent refs, so the test must build one. I looked around."),
+        *read("r", "/x/a.py"),
+        says("Found 3 callers of `render/2`. The fixture has no subagent refs, so the test must build one."),
+        *read("s", "/x/b.py"),
+        says("Now the last step."),
+    ]
+    eight = section(render(messages, replace(RICH, reports=1)), 8)
+    assert eight.startswith(
+        "\n8. Current Work:\n   Findings and results the agent stated earlier (newest last):\n"
+        "   - The fixture has no subagent refs, so the test must build one.\n"
+        "   - Found 3 callers of `render/2`.\n"
+        "   The agent's latest words"
+    )
+    one = section(render(messages, replace(RICH, reports=1, findings=1)), 8)
+    assert "Found 3 callers" in one and "fixture" not in one
+    assert "Findings" not in section(render(messages, replace(RICH, reports=3)), 8)  # all shown whole
 
 
 def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:

@@ -37,7 +37,7 @@ shown whole up to `COMMAND_CHARS` or by their program alone, never cut in the mi
 quoted from the conversation has its `<summary>` / `<analysis>` tags made inert; the text is
 final (no tags, no tag parser).
 
-Size. The summary aims at `target_ratio` (5 %) of the conversation's tokens, at least
+Size. The summary aims at `target_ratio` (10 %) of the conversation's tokens, at least
 `min_tokens` (1,000; never more than the conversation) or 1,500 tokens for a conversation
 over 6,000 (the most the compaction guard asks of a summary), at most `max_tokens` (4,000:
 Claude Code's own summaries of the same points hold 2,000 to 4,000). It renders at a ladder of
@@ -89,7 +89,7 @@ from unbounded.tokens.estimate import rough_token_count
 
 DEFAULT_MAX_SUMMARY_TOKENS = 4_000
 """Hard cap of the summary, in rough tokens."""
-DEFAULT_TARGET_RATIO = 0.05
+DEFAULT_TARGET_RATIO = 0.10
 """The summary aims at this share of the conversation's tokens."""
 DEFAULT_MIN_SUMMARY_TOKENS = 1_000
 """Short conversations may use up to this many tokens (never more than the conversation)."""
@@ -169,6 +169,8 @@ class _Level:
     spec_lines: int
     follow_ups: int = 8
     """Follow-up actions listed after the next one (section 9)."""
+    findings: int = 12
+    """Sentences stating findings kept from the agent's older texts (section 8)."""
     carried_chars: int = 5_600
     """Characters of the previous summary's sections kept (about 35 % of the 4,000-token cap
     at the richest level)."""
@@ -178,9 +180,68 @@ class _Level:
 
 _LEVELS: tuple[_Level, ...] = (
     _Level(3_000, 1_000, 1_500, 4, 1_200, 3, 25, 1_500, 14, 15, 8, 8, 6, 8, 8, 40),
-    _Level(3_000, 700, 1_000, 3, 800, 2, 15, 900, 12, 10, 6, 6, 4, 6, 6, 25, carried_chars=4_000),
-    _Level(2_000, 400, 600, 2, 500, 1, 10, 500, 10, 6, 4, 4, 3, 4, 4, 15, carried_chars=2_400),
-    _Level(1_500, 250, 300, 1, 400, 0, 0, 0, 8, 0, 3, 3, 2, 3, 3, 8, 4, 800, details=False),
+    _Level(
+        3_000,
+        700,
+        1_000,
+        3,
+        800,
+        2,
+        15,
+        900,
+        12,
+        10,
+        6,
+        6,
+        4,
+        6,
+        6,
+        25,
+        findings=8,
+        carried_chars=4_000,
+    ),
+    _Level(
+        2_000,
+        400,
+        600,
+        2,
+        500,
+        1,
+        10,
+        500,
+        10,
+        6,
+        4,
+        4,
+        3,
+        4,
+        4,
+        15,
+        findings=5,
+        carried_chars=2_400,
+    ),
+    _Level(
+        1_500,
+        250,
+        300,
+        1,
+        400,
+        0,
+        0,
+        0,
+        8,
+        0,
+        3,
+        3,
+        2,
+        3,
+        3,
+        8,
+        follow_ups=4,
+        findings=2,
+        carried_chars=800,
+        details=False,
+    ),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
 
@@ -501,15 +562,6 @@ class _Renderer:
             lines.append("   - Languages: " + ", ".join(name for name, _ in ranked))
         if self.h.branch:
             lines.append(f"   - Git branch: {escape_tags(self.h.branch)}")
-        if self.h.checks:
-            keys = ", ".join(f"`{escape_tags(check.key)}`" for check in self.h.checks)
-            lines.append(f"   - Checks the agent runs: {keys}")
-        if self.h.facts.tool_counts:
-            tools = ", ".join(
-                f"{name} ×{count}" if count > 1 else name
-                for name, count in self.h.facts.tool_counts
-            )
-            lines.append("   - Tools used: " + tools)
         lines += self.carried(level, 2)
         return lines or ["   - None recorded."]
 
@@ -774,12 +826,8 @@ class _Renderer:
         if self.h.request_items:
             lines.append("   Items of the latest request:")
             lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in self.h.request_items)
-        untouched = self._untouched_plan_items()
-        if untouched:
-            lines.append(
-                "   Items of the agent's latest plan with no file change since it (section 8):"
-            )
-            lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in untouched)
+        if self._untouched_plan_items():
+            lines.append("   The agent's plan has items no file change answers yet (section 9).")
         if self._open_errors():
             lines.append(f"   {len(self._open_errors())} error(s) unresolved (section 4).")
         if not lines:
@@ -838,6 +886,12 @@ class _Renderer:
         earlier = next(
             ((p, t) for p, t in reversed(texts) if p < since and len(t) >= REPORT_MIN_CHARS), None
         )
+        shown = {p for p, _ in reports} | ({earlier[0]} if earlier and level.reports else set())
+        findings = [(p, f) for p, f in self.h.findings if p not in shown]
+        findings = findings[-level.findings :] if level.findings else []
+        if findings:
+            lines.append("   Findings and results the agent stated earlier (newest last):")
+            lines.extend(f"   - {_line(f, LONG_LINE_CHARS)}" for _, f in findings)
         if earlier is not None and level.reports:
             lines.append("   The agent's last full report before the latest request:")
             lines.extend(f"     {line}" for line in _text_block(earlier[1], level.report_chars))

@@ -92,6 +92,14 @@ _NO_PROBLEM = re.compile(
     r"\bnothing\s+(?:is\s+)?broken",
     re.I,
 )
+_FINDING = re.compile(
+    r"`[^`]+`|\d|\b(?:found|finds|shows?|turns out|has no|have no|contains?|returns?|works|"
+    r"passe[sd]|is done|are done|complete[d]?|created|fixed|confirmed|means|exists?|missing|"
+    r"gefunden|zeigt|fertig|erledigt|erstellt|funktioniert|enthält|fehlt|läuft)\b",
+    re.I,
+)
+FINDING_MAX_CHARS = 300
+"""A longer sentence is prose or a pasted list, not one finding."""
 NOTED_MIN_CHARS = 20
 """A shorter sentence about a problem says too little to carry."""
 _NEXT_STEP = re.compile(
@@ -330,6 +338,9 @@ class Handover:
     """Tasks the tracker commands named, in the order first seen, with their last state."""
     errors: list[ErrorRecord] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    findings: list[tuple[int, str]] = field(default_factory=list)
+    """Sentences of the agent stating a finding or result (a number, an id, code, "found",
+    "works", "is done"…), with where it said so, each once."""
     noted_problems: list[tuple[int, str]] = field(default_factory=list)
     """Sentences in which the agent reports a problem (a check's complaint, an error a hook or
     a tool showed it), with where it said so: failures no tool output holds."""
@@ -650,8 +661,17 @@ def _own_words(handover: Handover) -> None:
             if key not in seen and len(sentence) >= 20 and _DECISION.search(sentence):
                 seen.add(key)
                 handover.decisions.append(sentence)
+    said: set[str] = set(seen)
     for position, text in handover.assistant_texts:
         for sentence in sentences(text):
+            key = normalize_text(sentence)
+            if (
+                key not in said
+                and NOTED_MIN_CHARS <= len(sentence) <= FINDING_MAX_CHARS
+                and _FINDING.search(sentence)
+            ):
+                said.add(key)
+                handover.findings.append((position, sentence))
             if (
                 len(sentence) >= NOTED_MIN_CHARS
                 and _PROBLEM.search(sentence)
