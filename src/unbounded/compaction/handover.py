@@ -98,6 +98,9 @@ _FINDING = re.compile(
     r"gefunden|zeigt|fertig|erledigt|erstellt|funktioniert|enthält|fehlt|läuft)\b",
     re.I,
 )
+_PROSE_START = re.compile(r"^[*_`\"'(]*[^\W\d_]")
+"""A sentence of prose starts with a word (not a table row, a tree line or a heading)."""
+FINDING_MIN_WORDS = 4
 FINDING_MAX_CHARS = 300
 """A longer sentence is prose or a pasted list, not one finding."""
 NOTED_MIN_CHARS = 20
@@ -668,6 +671,8 @@ def _own_words(handover: Handover) -> None:
             if (
                 key not in said
                 and NOTED_MIN_CHARS <= len(sentence) <= FINDING_MAX_CHARS
+                and len(sentence.split()) >= FINDING_MIN_WORDS
+                and _PROSE_START.match(sentence)
                 and _FINDING.search(sentence)
             ):
                 said.add(key)
