@@ -358,6 +358,7 @@ def test_section_8_keeps_the_findings_of_older_texts() -> None:
         says("Found 3 callers of `render/2`. The fixture has no subagent refs, so the test must build one."),
         *read("s", "/x/b.py"),
         says("| **Tagline** | Text | 5-7 Wörter |\n└── 05-checklist.md # 2 pages\nSaved in `a.json`.\n## 3 results"),
+        says("Let me check the 3 callers of `render/2` now. Reading the 2 files with `grep`:"),
         says("Now the last step."),
     ]
     eight = section(render(messages, replace(RICH, reports=1)), 8)
@@ -369,7 +370,7 @@ def test_section_8_keeps_the_findings_of_older_texts() -> None:
     )
     one = section(render(messages, replace(RICH, reports=1, findings=1)), 8)
     assert "Found 3 callers" in one and "fixture" not in one
-    assert "Findings" not in section(render(messages, replace(RICH, reports=4)), 8)  # all shown whole
+    assert "Findings" not in section(render(messages, replace(RICH, reports=5)), 8)  # all shown whole
 
 
 def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:

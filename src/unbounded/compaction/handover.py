@@ -343,7 +343,8 @@ class Handover:
     decisions: list[str] = field(default_factory=list)
     findings: list[tuple[int, str]] = field(default_factory=list)
     """Sentences of the agent stating a finding or result (a number, an id, code, "found",
-    "works", "is done"…), with where it said so, each once."""
+    "works", "is done"…), not an intention ("Let me…", a line ending in a colon), with where
+    it said so, each once."""
     noted_problems: list[tuple[int, str]] = field(default_factory=list)
     """Sentences in which the agent reports a problem (a check's complaint, an error a hook or
     a tool showed it), with where it said so: failures no tool output holds."""
@@ -674,6 +675,8 @@ def _own_words(handover: Handover) -> None:
                 and len(sentence.split()) >= FINDING_MIN_WORDS
                 and _PROSE_START.match(sentence)
                 and _FINDING.search(sentence)
+                and not sentence.endswith(":")
+                and not _NEXT_STEP.search(sentence)
             ):
                 said.add(key)
                 handover.findings.append((position, sentence))
