@@ -442,6 +442,8 @@ def test_offline_notes_state_the_git_checks_tracker_and_plan() -> None:
         Entry.user("Ship the fix."),
         Entry.assistant([call("Bash", command="bd update fx-1 --status in_progress") | {"id": "t1"}], message_id="a1"),
         Entry.user([{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+        Entry.assistant([call("Bash", command="bd ready") | {"id": "r0"}], message_id="r0"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "r0", "content": "1. [● P1] [task] fx-1: This one\n2. [● P2] [task] fx-2: The next one"}]),
         Entry.assistant([call("Bash", command="bd close fx-0") | {"id": "t0"}], message_id="a0"),
         Entry.user([{"type": "tool_result", "tool_use_id": "t0", "content": "ok"}]),
         Entry.assistant([call("Bash", command="git commit -m fix") | {"id": "g1"}], message_id="a2"),
@@ -458,3 +460,4 @@ def test_offline_notes_state_the_git_checks_tracker_and_plan() -> None:
     assert '- Last commit: 1234567 "fix"' in body and "- Changed after it: /r/a.py" in body
     assert "- Last `pytest` failed" in body
     assert "- Planned, no file change yet: update parser.py" in body
+    assert "- Next ready in the tracker: fx-2 — The next one" in body

@@ -66,13 +66,11 @@ from unbounded.compaction.carried import (
 from unbounded.compaction.command_results import command_key
 from unbounded.compaction.facts import clip, normalize_text, shown_items
 from unbounded.compaction.handover import (
-    IN_PROGRESS,
     Call,
     ErrorRecord,
     FileChange,
     Handover,
     Plan,
-    ReadyItem,
     TrackerItem,
     definition_lines,
     mentioned_paths,
@@ -979,7 +977,7 @@ class _Renderer:
         task = self.h.current_task
         if task is not None:
             actions.append(f"finish and close the tracker item {task.id}" + _title(task.title))
-        ready = self._next_ready()
+        ready = self.h.next_ready
         if ready is not None:
             actions.append(
                 f"start the next task the tracker lists as ready: {ready.id}" + _title(ready.title)
@@ -999,22 +997,6 @@ class _Renderer:
                     "(section 5)"
                 )
         return actions
-
-    def _next_ready(self) -> ReadyItem | None:
-        """The first task `bd ready` listed that is not an epic, not the one in progress and
-        not closed since."""
-        task = self.h.current_task
-        states = {item.id: item.state for item in self.h.tracker_items}
-        return next(
-            (
-                item
-                for item in self.h.ready
-                if "[epic]" not in item.tags.lower()
-                and (task is None or item.id != task.id)
-                and states.get(item.id) not in ("closed", IN_PROGRESS)
-            ),
-            None,
-        )
 
     def next_step(self, level: _Level) -> list[str]:
         if self.up_to:

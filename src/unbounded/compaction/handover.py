@@ -434,6 +434,23 @@ class Handover:
         return max(latest, task.started if task is not None else 0)
 
     @property
+    def next_ready(self) -> ReadyItem | None:
+        """The first task `bd ready` listed that is not an epic, not the one in progress and
+        not closed or started since."""
+        task = self.current_task
+        states = {item.id: item.state for item in self.tracker_items}
+        return next(
+            (
+                item
+                for item in self.ready
+                if "[epic]" not in item.tags.lower()
+                and (task is None or item.id != task.id)
+                and states.get(item.id) not in ("closed", IN_PROGRESS)
+            ),
+            None,
+        )
+
+    @property
     def current_task(self) -> TrackerItem | None:
         """The tracker item last set in progress and not closed since, if any."""
         active = [i for i in self.tracker_items if i.state == IN_PROGRESS and i.started]

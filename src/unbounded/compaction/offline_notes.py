@@ -229,6 +229,10 @@ def handover_state(handover: Handover, previous: str = "") -> list[str]:
     for item in handover.tracker_items:
         if item is not task and item.state != "seen":
             lines.append(f"- Tracker: {item.id} is {item.state}")
+    ready = handover.next_ready
+    if ready is not None:
+        title = f" — {escape_tags(clip(ready.title, LINE_CHARS))}" if ready.title else ""
+        lines.append(f"- Next ready in the tracker: {ready.id}{title}")
     open_items = handover.open_todos
     for todo in open_items:
         text = escape_tags(clip(str(todo.get("content") or todo.get("title") or ""), LINE_CHARS))
