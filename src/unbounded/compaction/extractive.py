@@ -7,30 +7,36 @@ the state, the next step, the errors and the recent code, not on lists of names.
 
 1. Primary Request and Intent: the user's latest request, whole (`compaction.carried`), the
    first request of this part, the tracker item being worked on, the user's standing
-   instructions verbatim, the instruction files attached, and what the previous summary said
-   the intent was.
+   instructions verbatim (from every earlier part too), the instruction files attached, and
+   what the previous summary said the intent was.
 2. Key Technical Concepts: the working directory the paths are relative to, languages, the
-   branch, the checks the agent runs, the tools it used.
+   branch.
 3. Files and Code Sections: each file written, the most recent first: created or edited, by
-   which tools, whether it changed after the last commit, the definitions in the code written
-   to it, and the code of the latest change of the most recent ones; then the files only read.
-4. Errors and fixes: each failed call (flagged, or a failing output such as a compiler error
-   or failing tests), unresolved first: the failure's lines, the agent's first words after
-   it, what it tried since, and the call that fixed it.
+   which tools, whether it changed after the last commit, the agent's words before its latest
+   change; the code of the latest ones (a whole file, a long one outlined by its definition
+   lines, an edit with what it replaced), the definitions of the others; the files only read.
+4. Errors and fixes: each failed call (flagged, or a failing output such as a compiler error,
+   failing tests or a JSON error reply), unresolved first: the failure's lines, the agent's
+   first words after it, what it tried since, and the call that fixed it; then the problems
+   the agent reported in its own words.
 5. Problem Solving: commits (sha, message, files changed), pushes, files changed after the
-   last commit, the last `git status`; the last run of each check and how it went; the
-   agent's decisions with its reasons.
+   last commit, the last `git status` (or that no commit was seen); the last run of each
+   check and how it went; the agent's decisions with its reasons.
 6. All user messages: every request, quoted (the latest whole in section 1); the user
    messages an earlier summary listed.
-7. Pending Tasks: the tracker items as the agent's commands left them, what the current one
-   asks for and which files it names changed since it started; the todo list; the items of
-   the latest request; the plan items no file change answers yet.
-8. Current Work: the agent's latest words (its status reports), its latest plan with the
-   files changed since per item, the last tool calls with their outcome, what the last
-   result showed, background-task notifications.
-9. Optional Next Step: the next step as the agent stated it (and how many calls ago), the
-   plan items not started, the unresolved errors, the task in progress; then "continue
-   without asking", unless the last reply may have finished everything.
+7. Pending Tasks: the tracker items as the agent's commands left them, with their
+   dependencies; what the current one asks for and which files it names changed since it
+   started; the todo list; the items of the latest request.
+8. Current Work: the findings the agent stated in its older messages, its latest words (its
+   status reports), its latest plan with the files changed since per item, the last tool
+   calls with their outcome, what the last result showed, background-task notifications.
+9. Optional Next Step: one action, then the follow-ups (`_Renderer._next_actions`); the
+   agent's last stated intention; then "continue without asking", unless the last reply may
+   have finished everything.
+
+After an earlier summary, sections 2, 3, 4, 5 and 7 also keep what it said there
+(`carried_sections`, `CARRIED_SECTIONS`), its newest items first, within the level's
+`carried_chars`.
 
 Nothing is invented: every line quotes the conversation or lists what it holds. Commands are
 shown whole up to `COMMAND_CHARS` or by their program alone, never cut in the middle. Text
