@@ -12,8 +12,10 @@ reads it deterministically, for the offline summary and the offline session note
   earlier summaries carried (their latest request, instructions, user messages).
 - **task state**: the todo list as last written (TodoWrite and alike); the tracker items the
   agent's commands named (`bd`, `gh issue`, TaskCreate / TaskUpdate) with their last state,
-  the output that showed each, and where the current one was started; the items the latest
-  request enumerates.
+  the output that showed each, what each depends on and blocks (`bd show`), and where the
+  current one was started; the tasks the last `bd ready` listed; the items the latest
+  request enumerates, and its steps when it orders them ("A, then B") with whether the
+  agent's words since report each.
 - **git**: the commits made (branch, sha, message, files changed), the pushes, the last
   `git status` / `git diff --stat`, and the files written after the last commit.
 - **checks**: the last run of each test, build or lint command (`mix test`, `pytest`…) with
@@ -24,7 +26,8 @@ reads it deterministically, for the offline summary and the offline session note
   thing (the same command key, a write of the same file, a read of the same file), or none.
 - **the agent's own words**: its texts in order (status reports and plans are summaries a
   model already wrote), its latest numbered plan with, per item, the files written since
-  that the item names, its stated next step, and its decisions with their reasons.
+  that the item names, its stated next step, its decisions with their reasons, the
+  sentences stating a finding or result, and the problems it reported in its own words.
 - **files**: each file written, newest change first, with the calls that wrote it and the
   definitions (functions, classes, modules, CSS selectors) in the code it wrote.
 
