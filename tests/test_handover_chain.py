@@ -111,6 +111,12 @@ def test_a_hand_over_after_a_model_summary_keeps_its_sections() -> None:
     assert four_with.index("error: port in use") < four_with.index(CARRIED_HEADING)
 
 
+def test_an_item_keeps_its_lines_indented_by_one_space_more() -> None:
+    summary = "Summary:\n1. Primary Request and Intent:\n   a\n4. Errors and fixes:\n   - old error\n   - new error\n    - its fix"
+    assert carried_sections(summary, 60)[4] == ["- old error", "- new error", " - its fix"]
+    assert carried_sections(summary, 15)[4] == ["- new error"]  # an item starts with its head
+
+
 def test_standing_instructions_come_from_every_earlier_part() -> None:
     handover = read_handover([user(MODEL_SUMMARY), user("Never push to main.")])
     assert handover.standing == ["du nutzt den mcp server, solltest aber immer den voice server nutzen", "Never push to main."]

@@ -31,7 +31,14 @@ from unbounded.compaction.extractive import (
     extractive_summary,
     summary_budget,
 )
-from unbounded.compaction.handover import _name, _stem, plan_runs, read_handover, written_code
+from unbounded.compaction.handover import (
+    _name,
+    _stem,
+    plan_runs,
+    read_handover,
+    request_steps,
+    written_code,
+)
 from unbounded.tokens.estimate import rough_token_count
 
 RICH, MID, LEAN, LEANEST = _LEVELS
@@ -374,3 +381,10 @@ def test_a_cap_below_the_lean_level_cuts_every_list() -> None:
     text = extractive_summary(messages, max_tokens=200)
     assert "What t-1 asks for" not in text and "   Changed (30), the most recent first:\n   - Also changed, earlier:" in text
     assert "   - (30 more)" in section(text, 6) and "earlier errors not shown" in section(text, 4)
+
+
+def test_a_request_step_is_reported_when_the_agent_s_words_hold_half_its_words() -> None:
+    steps = request_steps("Back up server config files, then switch voice", "the server config is saved")
+    assert [(s.text, s.reported) for s in steps] == [("Back up server config files", True), ("switch voice", False)]
+    third = request_steps("Save server configs, then switch voice", "the server is up")
+    assert [s.reported for s in third] == [False, False]  # one word of three

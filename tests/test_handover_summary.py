@@ -311,7 +311,7 @@ def test_section_4_lists_the_problems_the_agent_reported_in_its_own_words() -> N
         *write("w", "/x/a.ex", "x"),
         says("Credo reports nesting too deep in `classify/2`. Extracting a helper."),
         *edit("e", "/x/a.ex", "y"),
-        says("No new warnings. All 12 tests pass. Nothing is broken."),
+        says("There are no new warnings in the compile. All 12 tests pass. Nothing is broken in the views."),
         says("The old `render/1` helper is now unused."),
     ]
     four = section(render(messages), 4)
