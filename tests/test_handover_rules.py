@@ -388,3 +388,15 @@ def test_a_request_step_is_reported_when_the_agent_s_words_hold_half_its_words()
     assert [(s.text, s.reported) for s in steps] == [("Back up server config files", True), ("switch voice", False)]
     third = request_steps("Save server configs, then switch voice", "the server is up")
     assert [s.reported for s in third] == [False, False]  # one word of three
+
+
+def test_only_a_marked_then_orders_a_request() -> None:
+    assert request_steps("Okay, können wir dann einen Test machen? Ja bitte", "") == []
+    assert [s.text for s in request_steps("Save it. Dann probieren wir Ottie aus", "")] == ["Save it", "probieren wir Ottie aus"]
+    assert [s.text for s in request_steps("Save the file and then run the tests", "")] == ["Save the file", "run the tests"]
+    assert request_steps("Save the file then run the tests", "") == []
+
+
+def test_an_enumerating_request_gives_its_items_as_steps() -> None:
+    handover = read_handover([user("Do this: 1) read the gemini report 2) write the concept"), says("The gemini report is read.")])
+    assert [(s.text, s.reported) for s in handover.request_steps] == [("read the gemini report", True), ("write the concept", False)]

@@ -146,10 +146,12 @@ _TRACKER_VERBS = (
 )
 _READY_LINE = re.compile(r"^\s*\d+\.\s+((?:\[[^\]]*\]\s*)*)([\w.-]+):\s+(.+?)\s*$", re.M)
 _SEQUENCE = re.compile(
-    r"(?:,\s*|\s+)(?:and\s+then|then|after\s+that|afterwards|und\s+dann|dann|danach|"
-    r"anschlie(?:ß|ss)end)\b\s*",
+    r"(?:[,;.!?]\s*(?:and\s+|und\s+)?|\s+(?:and|und)\s+)(?:then|after\s+that|afterwards|"
+    r"dann|danach|anschlie(?:ß|ss)end)\b\s*",
     re.I,
 )
+"""A word that orders a request's steps, after a comma or sentence end or an "and" ("A, then
+B", "A. Dann B", "A und dann B"): a bare "then" inside a sentence orders nothing."""
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
 STEP_MIN_WORDS = 2
 """A part of a request shorter than this (in words) is no step of its own."""
@@ -356,7 +358,7 @@ class Handover:
     plan: Plan | None = None
     request_items: list[str] = field(default_factory=list)
     request_steps: list[RequestStep] = field(default_factory=list)
-    """The latest request's steps when it orders them ("A, then B"), else none."""
+    """The latest request's steps when it orders them ("A, then B") or enumerates them."""
     ready: list[ReadyItem] = field(default_factory=list)
     """The tasks the last `bd ready` listed, in its order."""
     standing: list[str] = field(default_factory=list)
@@ -828,7 +830,9 @@ def _task_state(handover: Handover) -> None:
     if latest is not None:
         handover.request_items = _request_items(latest.text)
         said = " ".join(t for p, t in handover.assistant_texts if p > latest.position)
-        handover.request_steps = request_steps(latest.text, said)
+        handover.request_steps = request_steps(latest.text, said) or [
+            RequestStep(item, _reported(item, said)) for item in handover.request_items
+        ]
 
 
 def ready_items(output: str) -> list[ReadyItem]:
@@ -853,13 +857,13 @@ def request_steps(text: str, said: str) -> list[RequestStep]:
     parts = [part for part in parts if len(part.split()) >= STEP_MIN_WORDS]
     if len(parts) < 2:
         return []
-    spoken = _content_words(said)
-    steps: list[RequestStep] = []
-    for part in parts:
-        words = _content_words(part)
-        reported = bool(words) and 2 * len(words & spoken) >= len(words)
-        steps.append(RequestStep(part, reported))
-    return steps
+    return [RequestStep(part, _reported(part, said)) for part in parts]
+
+
+def _reported(step: str, said: str) -> bool:
+    """Whether `said` holds at least half the content words of `step`."""
+    words = _content_words(step)
+    return bool(words) and 2 * len(words & _content_words(said)) >= len(words)
 
 
 def _git_and_checks(handover: Handover) -> None:
