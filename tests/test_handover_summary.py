@@ -312,7 +312,7 @@ def test_section_4_lists_the_problems_the_agent_reported_in_its_own_words() -> N
         says("Credo reports nesting too deep in `classify/2`. Extracting a helper."),
         *edit("e", "/x/a.ex", "y"),
         says("There are no new warnings in the compile. All 12 tests pass. Nothing is broken in the views."),
-        says("The old `render/1` helper is now unused."),
+        says("The old `render/1` helper is now unused. Let me check the error log next:"),
     ]
     four = section(render(messages), 4)
     assert four == (

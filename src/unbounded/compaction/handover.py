@@ -691,14 +691,14 @@ def _own_words(handover: Handover) -> None:
     for position, text in handover.assistant_texts:
         for sentence in sentences(text):
             key = normalize_text(sentence)
+            intention = sentence.endswith(":") or bool(_NEXT_STEP.search(sentence))
             if (
                 key not in said
                 and NOTED_MIN_CHARS <= len(sentence) <= FINDING_MAX_CHARS
                 and len(sentence.split()) >= FINDING_MIN_WORDS
                 and _PROSE_START.match(sentence)
                 and _FINDING.search(sentence)
-                and not sentence.endswith(":")
-                and not _NEXT_STEP.search(sentence)
+                and not intention
             ):
                 said.add(key)
                 handover.findings.append((position, sentence))
@@ -706,6 +706,7 @@ def _own_words(handover: Handover) -> None:
                 len(sentence) >= NOTED_MIN_CHARS
                 and _PROBLEM.search(sentence)
                 and not _NO_PROBLEM.search(sentence)
+                and not intention
             ):
                 handover.noted_problems.append((position, sentence))
     for position, text in reversed(handover.assistant_texts):
