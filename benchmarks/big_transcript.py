@@ -1,21 +1,25 @@
-"""A ~1 GB transcript: peak memory of reading it, streaming and whole; and what fsync costs.
+"""A ~1 GB transcript: peak memory and time of every command on it; and what fsync costs.
 
-1. Generates a Claude Code transcript of `--size-gb` (default 1.0) in a temporary folder,
-   streamed to disk record by record (never held in memory): agent turns (a tool call with
-   usage, its result of 2-12 KB), a user prompt every 20 turns, a compaction (boundary +
-   summary) every 2,000 turns.
+1. Writes a Claude Code transcript of `--size-gb` (default 1.0) in a temporary folder,
+   streamed to disk record by record (never held in memory). By default (`--source corpus`)
+   it concatenates the real Claude Code sessions of the corpus folder, again and again, into
+   one conversation: each copy gets fresh uuids and one session id, and its first record is
+   chained to the last record of the copy before, so the thread runs through the whole file
+   (real shapes: many small progress records, real tool results, recorded compactions).
+   `--source generated` writes synthetic agent turns instead (a tool call with usage, its
+   result of 2-12 KB, a compaction every 2,000 turns).
 2. Measures, each in a fresh child process (so each peak RSS is its own):
-   - `stream`: `iter_claude_code` counting records, messages, API calls and boundaries and
-     keeping the last usage — what `inspect --json` counts, one line in memory at a time;
+   - `stream`: `iter_claude_code` counting records, messages, API calls and boundaries, one
+     line in memory at a time;
    - `load`: `read_claude_code`, which keeps every entry (the Transcript is a list);
-   - `inspect`: `unbounded inspect --json` on the file (streamed: two passes, small
-     per-record summaries, no message content held);
-   - `inspect-loaded`: the report built the way inspect did before streaming (a full load,
-     then `inspect_transcript`), for comparison.
+   - `inspect-loaded`: the inspect report built from a full load, for comparison;
+   - `inspect`, `replay`, `eval`: `unbounded inspect|replay|eval FILE --json` as a user runs
+     them (`child_peak_rss_mib`: the command's own peak; `us_per_call` for replay).
 3. `--fsync-cost`: what a turn writes (2 transcript appends and 2 state saves) with fsync and
    with fsync made a no-op; and a whole Session turn, folder-backed and in memory.
 
-Run: python benchmarks/big_transcript.py [--size-gb 1.0] [--skip MODE] [--fsync-cost]
+Run: python benchmarks/big_transcript.py [--size-gb 1.0] [--source corpus|generated]
+     [--skip MODE] [--corpus DIR] [--fsync-cost]
 """
 
 from __future__ import annotations
@@ -155,6 +159,80 @@ def generate(path: Path, size_bytes: int, seed: int = 1) -> dict[str, int]:
     return counts
 
 
+def concatenate(path: Path, size_bytes: int, corpus: Path, seed: int = 1) -> dict[str, int]:
+    """Write the corpus's Claude Code sessions again and again as one conversation of about
+    `size_bytes` (module docstring); its counts. Sub-agent files are left out."""
+    sources = sorted(
+        p for p in corpus.glob("*.jsonl") if "agent-" not in p.name and _is_claude_code(p)
+    )
+    if not sources:
+        raise SystemExit(f"no Claude Code session in {corpus}: use --source generated")
+    rng = random.Random(seed)
+    session = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    counts = {"records": 0, "copies": 0, "bytes": 0, "boundaries": 0}
+    last: str | None = None
+    with path.open("wb", buffering=1 << 20) as handle:
+        while counts["bytes"] < size_bytes:
+            for source in sources:
+                renamed: dict[str, str] = {}
+                chained = False
+                for line in source.read_bytes().splitlines():
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if not isinstance(record, dict):
+                        continue
+                    for key in ("uuid", "parentUuid", "logicalParentUuid", "leafUuid"):
+                        value = record.get(key)
+                        if isinstance(value, str):
+                            if value not in renamed:
+                                renamed[value] = str(uuid.UUID(int=rng.getrandbits(128)))
+                            record[key] = renamed[value]
+                    if "sessionId" in record:
+                        record["sessionId"] = session
+                    _suffix_ids(record.get("message"), f"_{counts['copies']}")
+                    if not chained and record.get("uuid"):
+                        # Chained to the copy before (whatever the session continued from).
+                        record["parentUuid"] = last
+                        chained = True
+                    if record.get("uuid") and not record.get("isSidechain"):
+                        last = record["uuid"]
+                    if record.get("subtype") == "compact_boundary":
+                        counts["boundaries"] += 1
+                    out = orjson.dumps(record) + b"\n"
+                    handle.write(out)
+                    counts["records"] += 1
+                    counts["bytes"] += len(out)
+                counts["copies"] += 1
+                if counts["bytes"] >= size_bytes:
+                    break
+    return counts
+
+
+def _suffix_ids(message: Any, suffix: str) -> None:
+    """Make a copy's response and tool call ids its own (a copy's calls are other calls)."""
+    if not isinstance(message, dict):
+        return
+    if isinstance(message.get("id"), str):
+        message["id"] += suffix
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict):
+            for key in ("id", "tool_use_id"):
+                if isinstance(block.get(key), str):
+                    block[key] += suffix
+
+
+def _is_claude_code(path: Path) -> bool:
+    from unbounded.transcripts.loader import detect_format
+
+    try:
+        return detect_format(path) == "claude-code"
+    except Exception:  # an unreadable file is not a session to copy
+        return False
+
+
 # -- measurements, each in its own process ----------------------------------------------
 
 
@@ -201,16 +279,27 @@ def measure(mode: str, path: Path) -> dict[str, Any]:
 
         report = inspect_transcript(read_claude_code(path)).to_dict()
         figures.update(records=report["records"], context_tokens=report["context_tokens"])
-    elif mode == "inspect":
-        from typer.testing import CliRunner
-
-        from unbounded.cli import app, inspect_command  # noqa: F401
-
-        result = CliRunner().invoke(app, ["inspect", str(path), "--json"])
-        if result.exit_code != 0:
-            raise SystemExit(result.output)
-        report = json.loads(result.stdout)
-        figures.update(records=report["records"], context_tokens=report["context_tokens"])
+    elif mode in ("inspect", "replay", "eval"):
+        done = subprocess.run(
+            [sys.executable, "-m", "unbounded", mode, str(path), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(done.stderr[-2000:])
+        report = json.loads(done.stdout)
+        figures["child_peak_rss_mib"] = round(
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1
+        )
+        if mode == "inspect":
+            figures.update(records=report["records"], context_tokens=report["context_tokens"])
+        elif mode == "replay":
+            figures.update(calls=report["calls"], compactions=report["compactions"])
+            seconds = time.perf_counter() - started
+            figures["us_per_call"] = round(seconds / max(1, report["calls"]) * 1e6)
+        else:
+            figures.update(points=report["points"], sessions=report["sessions"])
     else:
         raise SystemExit(f"unknown mode {mode}")
     figures["seconds"] = round(time.perf_counter() - started, 2)
@@ -314,21 +403,22 @@ def fsync_cost(turns: int = 300, rounds: int = 3) -> dict[str, float]:
     return {key: round(min(values)) for key, values in figures.items()}
 
 
-def main() -> None:
+MODES = ("stream", "load", "inspect", "inspect-loaded", "replay", "eval")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "raw"
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-gb", type=float, default=1.0)
-    parser.add_argument(
-        "--skip",
-        action="append",
-        default=[],
-        choices=["stream", "load", "inspect", "inspect-loaded"],
-    )
+    parser.add_argument("--source", choices=["corpus", "generated"], default="corpus")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="sessions to concatenate")
+    parser.add_argument("--skip", action="append", default=[], choices=list(MODES))
     parser.add_argument("--keep", action="store_true", help="keep the generated file")
     parser.add_argument(
         "--fsync-cost", action="store_true", help="only measure what fsync costs per turn"
     )
     parser.add_argument("--measure", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.measure:
         print(json.dumps(measure(args.measure[0], Path(args.measure[1]))))
         return
@@ -339,18 +429,29 @@ def main() -> None:
     path = folder / "big.jsonl"
     try:
         started = time.perf_counter()
-        counts = generate(path, int(args.size_gb * 1024**3))
+        size = int(args.size_gb * 1024**3)
+        if args.source == "corpus":
+            counts = concatenate(path, size, args.corpus)
+        else:
+            counts = generate(path, size)
         mib = counts["bytes"] / 1024**2
+        described = ", ".join(f"{value:,} {key}" for key, value in counts.items() if key != "bytes")
         print(
-            f"generated {path}: {mib:,.0f} MiB, {counts['records']:,} records, "
-            f"{counts['turns']:,} turns, {counts['boundaries']} boundaries "
-            f"in {time.perf_counter() - started:.1f} s"
+            json.dumps(
+                {
+                    "file": str(path),
+                    "source": args.source,
+                    "mib": round(mib),
+                    "counts": described,
+                    "seconds": round(time.perf_counter() - started, 1),
+                }
+            )
         )
-        for mode in ("stream", "load", "inspect", "inspect-loaded"):
+        for mode in MODES:
             if mode in args.skip:
                 continue
             figures = run_child(mode, path)
-            print(json.dumps(figures))
+            print(json.dumps(figures), flush=True)
     finally:
         if args.keep:
             print(f"kept {path}")

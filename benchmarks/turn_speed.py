@@ -1,23 +1,35 @@
-"""Per-turn cost against history length, on a synthetic tool-heavy session.
+"""Per-call time against history length, for every entry point, in one run.
 
-A session of tool-call turns (an assistant reply calling one tool, then its result; about
-two messages a turn) grows to 3,000 messages. Timed, each as the median of the turns around
-the mark:
+One generated conversation of real-session shape: an agent's tool loop where each turn is an
+assistant message (a line of text and one call of Read, Bash, Grep or Edit on changing paths)
+and its result of 1-3 KB (lines of code, seeded). Each entry point is measured at 200, 1,000,
+3,000 and 10,000 messages of it (the marks; `--marks` changes them); every figure is the
+median over `--samples` calls at the mark, in CPU time of the calling thread
+(`time.thread_time`: the other processes of a shared machine do not count), and `_max_` the
+slowest of those calls. What is timed, and only that:
 
-- `per_turn_us_at_200` / `per_turn_us_at_3000`: the session's whole work for one turn
-  (`add_tool_results` + `Session.prepare` + `Session.record`) at 200 and 3,000 messages
-  (`MemoryStore`, auto-compaction off, the cache kept warm). Target: the second within 1.5x
-  of the first (work proportional to what is new, not to the history).
-- `dropin_per_call_us_at_3000`: one `messages.create` of the wrapped Anthropic client
-  (`unbounded.integrations.anthropic_client.wrap`) at 3,000 messages, the caller sending the
-  whole history as SDK users do; the SDK's HTTP call is replaced by a function returning the
-  reply at once, so only the wrapper's work is timed. Target: within 1.5x of the per-turn
-  figure.
-- `langchain_middleware_per_call_us_at_3000`: `UnboundedMiddleware.before_model` on an
-  agent step at 3,000 messages (the previous step saw all but the last round), only when
-  LangChain is installed.
+- `session`: one turn of `Session` (`add_tool_results` + `prepare` + `record`), in memory,
+  auto-compaction off (the history keeps growing), a 1,000,000-token window; each reply's
+  usage reports the size of the request it answers, so results are cleared as in a live
+  session.
+- `dropin`: one `messages.create` of the wrapped Anthropic client (`wrap`), the caller
+  sending the whole history each time as SDK users do; the SDK's own create returns a reply
+  built beforehand, so only the wrapper's work is timed.
+- `middleware`: `UnboundedMiddleware`'s hooks (`before_model` + `after_model`) per model call
+  inside a real `create_agent` with a checkpointer. The agent is invoked with the history up
+  to the mark, makes one call, then is invoked again on the same thread (its messages come
+  back from the checkpoint as copies) and makes `--samples` calls, which are timed (the
+  first hook of that second invoke included). The first hook of the first invoke, where a
+  new middleware converts the whole history, is reported apart (`_first_call_`).
+- `langchain`: LangChain's own stack in the same agent, on the same messages:
+  `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
+  `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
+  it wraps.
 
-Run: python benchmarks/turn_speed.py [--quick]
+`ratio_10000_to_200` (or last mark to first) is each entry point's growth; ours aim at 3x
+at most, no call over 20 ms.
+
+Run: python benchmarks/turn_speed.py [--marks 200,1000,3000,10000] [--samples 15] [--json]
 """
 
 from __future__ import annotations
@@ -26,37 +38,90 @@ import argparse
 import asyncio
 import functools
 import json
+import random
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
+from unbounded.tokens.estimate import estimate_messages_tokens
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 1_000_000
 SYSTEM = "You are a coding agent working in a repository. " * 40
 TOOLS = [
     {
-        "name": "Read",
-        "description": "Read a file.",
-        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}},
+        "name": name,
+        "description": f"{name} a file or run a command.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
     }
+    for name in ("Read", "Bash", "Grep", "Edit")
 ]
-MARKS = (200, 3_000)
+MARKS = (200, 1_000, 3_000, 10_000)
 SAMPLES = 15
-"""Turns timed around each mark (the median is reported)."""
+CODE_LINES = [
+    f"    def step_{n}(self, value: int) -> int:\n        return self.helper(value) * {n}\n"
+    for n in range(200)
+]
 
 
-def policy() -> Policy:
-    """The benchmark's policy: auto-compaction off, so the history keeps growing."""
-    return Policy(auto_compact_enabled=False)
+def tool_call(index: int) -> dict[str, Any]:
+    """Turn `index`'s tool_use block (the tool and path change from turn to turn)."""
+    name = ("Read", "Bash", "Grep", "Edit")[index % 4]
+    path = f"/repo/src/module_{index % 700}.py"
+    arguments = {"command": f"pytest -q tests/test_{index % 90}.py"} if name == "Bash" else {}
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{index:07d}",
+        "name": name,
+        "input": {"path": path, **arguments},
+    }
+
+
+def result_text(index: int) -> str:
+    """Turn `index`'s result: 1-3 KB of code lines (seeded by the turn)."""
+    rng = random.Random(index)
+    size = rng.randint(1_000, 3_000)
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        line = rng.choice(CODE_LINES)
+        lines.append(line)
+        total += len(line)
+    return "".join(lines)[:size]
+
+
+def tool_result(index: int) -> dict[str, Any]:
+    """Turn `index`'s tool_result block."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": f"toolu_{index:07d}",
+        "content": result_text(index),
+    }
+
+
+def reply(index: int, prompt_tokens: int) -> dict[str, Any]:
+    """Turn `index`'s reply, whose usage reads the whole prompt but the newest part."""
+    return {
+        "id": f"msg_{index:07d}",
+        "model": MODEL,
+        "stop_reason": "tool_use",
+        "content": [{"type": "text", "text": f"Step {index}: next module."}, tool_call(index)],
+        "usage": {
+            "input_tokens": 20,
+            "cache_creation_input_tokens": 600,
+            "cache_read_input_tokens": max(0, prompt_tokens - 620),
+            "output_tokens": 40,
+        },
+    }
 
 
 class StepClock:
-    """A clock advancing a few seconds per reading: the cache stays warm."""
+    """A clock that moves a few seconds per reading: the prompt cache stays warm."""
 
     def __init__(self) -> None:
         self.now = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -66,206 +131,314 @@ class StepClock:
         return self.now
 
 
-def reply(index: int, context_tokens: int) -> dict[str, Any]:
-    """Turn `index`'s reply: a line of text and one tool call, with a usage that reads the
-    whole earlier prompt from the cache."""
-    return {
-        "id": f"msg_{index:06d}",
-        "model": MODEL,
-        "stop_reason": "tool_use",
-        "content": [
-            {"type": "text", "text": f"Step {index}: reading the next module."},
-            {
-                "type": "tool_use",
-                "id": f"toolu_{index:06d}",
-                "name": "Read",
-                "input": {"file_path": f"/src/m{index}.py"},
-            },
-        ],
-        "usage": {
-            "input_tokens": 40,
-            "cache_creation_input_tokens": 60,
-            "cache_read_input_tokens": context_tokens,
-            "output_tokens": 30,
-        },
-    }
+def _figures(prefix: str, timed: dict[int, list[float]]) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for mark, samples in timed.items():
+        if samples:
+            figures[f"{prefix}_us_at_{mark}"] = round(statistics.median(samples) * 1e6, 1)
+            figures[f"{prefix}_max_us_at_{mark}"] = round(max(samples) * 1e6, 1)
+    marks = [mark for mark, samples in timed.items() if samples]
+    if len(marks) > 1:
+        first = figures[f"{prefix}_us_at_{marks[0]}"]
+        last = figures[f"{prefix}_us_at_{marks[-1]}"]
+        figures[f"{prefix}_growth"] = round(last / first, 2) if first else 0.0
+    return figures
 
 
-def tool_result(index: int) -> dict[str, Any]:
-    """Turn `index`'s tool result: a short file."""
-    body = "\n".join(f"{n:>4}\tdef f_{index}_{n}(x): return x * {n}" for n in range(6))
-    return {"type": "tool_result", "tool_use_id": f"toolu_{index:06d}", "content": body}
+def _timed_at(marks: Sequence[int], samples: int, size: int) -> int | None:
+    """The mark a call at this history size is timed for (the first `samples` past it)."""
+    for mark in marks:
+        if mark <= size < mark + 2 * samples:
+            return mark
+    return None
 
 
-def _median_us(samples: list[float]) -> float:
-    return round(statistics.median(samples) * 1e6, 1)
-
-
-def per_turn(quick: bool = False) -> dict[str, float]:
-    """Median µs of one turn's session work at 200 and 3,000 messages."""
+def session_per_turn(marks: Sequence[int], samples: int) -> dict[str, float]:
+    """`Session` turns timed around each mark."""
     session = Session(
         SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS, context_window=WINDOW),
-        policy=policy(),
+        policy=Policy(auto_compact_enabled=False),
         clock=StepClock(),
     )
     session.add_user("Refactor the modules one by one.")
-    samples = SAMPLES // 3 if quick else SAMPLES
-    timed: dict[int, list[float]] = {mark: [] for mark in MARKS}
-    context = 2_000
+    timed: dict[int, list[float]] = {mark: [] for mark in marks}
 
     async def run() -> None:
-        nonlocal context
         index = 0
-        while len(session.messages) < MARKS[-1] + samples * 2:
+        prompt = 2_000
+        while len(session.messages) < marks[-1] + 2 * samples:
             index += 1
-            started = time.perf_counter()
-            if index > 1:
-                session.add_tool_results([tool_result(index - 1)])
-            await session.prepare()
-            session.record(reply(index, context))
-            elapsed = time.perf_counter() - started
-            context += 130
-            size = len(session.messages)
-            for mark in MARKS:
-                if mark <= size < mark + samples * 2:
-                    timed[mark].append(elapsed)
+            answer = reply(index, prompt)
+            result = [tool_result(index - 1)] if index > 1 else []
+            started = time.thread_time()
+            if result:
+                session.add_tool_results(result)
+            request = await session.prepare()
+            session.record(answer)
+            elapsed = time.thread_time() - started
+            prompt = estimate_messages_tokens(request["messages"])  # the next reply's usage
+            mark = _timed_at(marks, samples, len(session.messages))
+            if mark is not None and len(timed[mark]) < samples:
+                timed[mark].append(elapsed)
 
     asyncio.run(run())
     session.close()
-    return {f"per_turn_us_at_{mark}": _median_us(timed[mark]) for mark in MARKS}
+    return _figures("session", timed)
 
 
-def conversation(turns: int) -> list[dict[str, Any]]:
-    """A caller's history of `turns` tool-call turns, as SDK users keep it (plain dicts)."""
-    messages: list[dict[str, Any]] = [
-        {"role": "user", "content": "Refactor the modules one by one."}
-    ]
-    for index in range(1, turns + 1):
-        answer = reply(index, 0)
-        messages.append({"role": "assistant", "content": answer["content"]})
-        messages.append({"role": "user", "content": [tool_result(index)]})
-    return messages
-
-
-def _sdk_message(index: int, context_tokens: int) -> Any:
-    from anthropic.types import Message
-
-    return Message.model_validate(
-        {
-            **reply(index, context_tokens),
-            "type": "message",
-            "role": "assistant",
-            "stop_sequence": None,
-        }
-    )
-
-
-def dropin_per_call(quick: bool = False) -> dict[str, float]:
-    """Median µs of one wrapped `messages.create` at 3,000 messages (no HTTP: the SDK's create
-    returns the reply at once)."""
+def dropin_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
+    """Wrapped `messages.create` calls timed around each mark (no HTTP)."""
     try:
         import anthropic
+        from anthropic.types import Message
     except ImportError:
         return {}
     from unbounded.integrations.anthropic_client import wrap
 
     sdk = anthropic.Anthropic(api_key="benchmark", base_url="http://127.0.0.1:9")
-    original = sdk.messages.create
-    samples = SAMPLES // 3 if quick else SAMPLES
-    turns = MARKS[-1] // 2
-    # Parsed beforehand: the SDK's own work (HTTP, parsing) is not the wrapper's.
-    replies = iter([_sdk_message(i, 2_000 + 130 * i) for i in range(1, turns + samples + 1)])
+    pending: list[Any] = []
 
-    @functools.wraps(original)
+    @functools.wraps(sdk.messages.create)
     def create(**kwargs: Any) -> Any:
-        return next(replies)
+        return pending.pop()
 
     sdk.messages.create = create  # type: ignore[method-assign]
-    client = wrap(sdk, policy=policy(), context_window=WINDOW, clock=StepClock())
+    client = wrap(
+        sdk, policy=Policy(auto_compact_enabled=False), context_window=WINDOW, clock=StepClock()
+    )
     history: list[Any] = [{"role": "user", "content": "Refactor the modules one by one."}]
-    timed: list[float] = []
-    for index in range(1, turns + samples + 1):
-        started = time.perf_counter()
+    timed: dict[int, list[float]] = {mark: [] for mark in marks}
+    prompt = 2_000
+    index = 0
+    while len(history) < marks[-1] + 2 * samples:
+        index += 1
+        # Parsed beforehand: the SDK's own work is not the wrapper's.
+        pending.append(
+            Message.model_validate({**reply(index, prompt), "type": "message", "role": "assistant"})
+        )
+        started = time.thread_time()
         message = client.messages.create(
             model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=history
         )
-        elapsed = time.perf_counter() - started
-        if index > turns:
-            timed.append(elapsed)
+        elapsed = time.thread_time() - started
+        mark = _timed_at(marks, samples, len(history))
+        if mark is not None and len(timed[mark]) < samples:
+            timed[mark].append(elapsed)
         history.append({"role": "assistant", "content": message.content})
-        tool_use = message.content[-1]
-        history.append(
-            {"role": "user", "content": [{**tool_result(index), "tool_use_id": tool_use.id}]}
-        )
+        history.append({"role": "user", "content": [tool_result(index)]})
+        prompt = client.session.status().tokens
     client.close()
-    return {"dropin_per_call_us_at_3000": _median_us(timed)}
+    return _figures("dropin", timed)
 
 
-def middleware_per_call(quick: bool = False) -> dict[str, float]:
-    """Median µs of `UnboundedMiddleware.before_model` on an agent step at 3,000 messages."""
+# -- LangChain ------------------------------------------------------------------------------
+
+
+def _langchain_messages(count: int) -> list[Any]:
+    """The conversation's first `count` messages as LangChain messages (with ids and usage)."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    messages: list[Any] = [HumanMessage("Refactor the modules one by one.", id="human-0")]
+    index = 0
+    while len(messages) < count:
+        index += 1
+        # Usage as a run with clearing would have reported: calls and placeholders, plus the
+        # last 40,000 tokens of results.
+        prompt = 2_000 + 60 * index + min(40_000, 500 * index)
+        messages.append(_ai_message(index, prompt))
+        messages.append(
+            ToolMessage(
+                content=result_text(index), tool_call_id=f"toolu_{index:07d}", id=f"tool-{index}"
+            )
+        )
+    return messages
+
+
+def _ai_message(index: int, prompt: int, final: bool = False) -> Any:
+    from langchain_core.messages import AIMessage
+
+    call = tool_call(index)
+    return AIMessage(
+        content="Done." if final else f"Step {index}: next module.",
+        tool_calls=[]
+        if final
+        else [{"id": call["id"], "name": "read_file", "args": {"path": call["input"]["path"]}}],
+        id=f"ai-{index}",
+        usage_metadata={
+            "input_tokens": prompt,
+            "output_tokens": 40,
+            "total_tokens": prompt + 40,
+            "input_token_details": {"cache_read": max(0, prompt - 620)},
+        },
+    )
+
+
+def _scripted_model(start: int, calls: int) -> Any:
+    """A chat model that calls `read_file` `calls` times, then answers; its usage reports the
+    size of what it was sent."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    class Scripted(GenericFakeChatModel):
+        step: int = 0
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            self.step += 1
+            prompt = sum(len(str(m.content)) for m in messages) // 4 + 60 * len(messages)
+            final = self.step > calls
+            answer = _ai_message(start + self.step, prompt, final=final)
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    return Scripted(messages=iter(()))
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return result_text(sum(map(ord, path)))
+
+
+def _agent_run(
+    middleware: list[Any], history: list[Any], samples: int, timings: list[float]
+) -> float:
+    """Invoke an agent with `history` (one model call), then again on the same thread for
+    `samples` calls; `timings` collects the hooks' time per call of the second invoke; the
+    first invoke's first call is returned."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    start = len(history)
+    saver = InMemorySaver()
+    agent = create_agent(
+        _scripted_model(start, 1), tools=[read_file], middleware=middleware, checkpointer=saver
+    )
+    config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 10 * samples + 20}
+    agent.invoke({"messages": history}, config)
+    opening = timings[0] if timings else 0.0
+    timings.clear()
+    second = create_agent(
+        _scripted_model(start + 10, samples),
+        tools=[read_file],
+        middleware=middleware,
+        checkpointer=saver,
+    )
+    second.invoke({"messages": [HumanMessage("Go on.", id=f"human-{start}")]}, config)
+    return opening
+
+
+def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
+    """Our middleware's and LangChain's own stack's hooks per model call inside create_agent."""
     try:
-        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        from langchain.agents.middleware import (
+            ClearToolUsesEdit,
+            ContextEditingMiddleware,
+            SummarizationMiddleware,
+        )
+        from langchain_core.language_models.fake_chat_models import FakeListChatModel
     except ImportError:
         return {}
     from unbounded.integrations.langchain import UnboundedMiddleware
 
-    def ai(index: int) -> Any:
-        return AIMessage(
-            content=f"Step {index}: reading the next module.",
-            tool_calls=[
-                {"id": f"toolu_{index:06d}", "name": "Read", "args": {"file_path": f"/m{index}"}}
-            ],
-            id=f"ai_{index}",
-            usage_metadata={
-                "input_tokens": 2_000 + 130 * index,
-                "output_tokens": 30,
-                "total_tokens": 2_030 + 130 * index,
-            },
-        )
+    calls: list[float] = []
+    pending = [0.0]
 
-    def result(index: int) -> Any:
-        return ToolMessage(
-            content=tool_result(index)["content"],
-            tool_call_id=f"toolu_{index:06d}",
-            id=f"t_{index}",
-        )
+    class TimedOurs(UnboundedMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return super().before_model(state, runtime)
+            finally:
+                pending[0] = time.thread_time() - started
 
-    middleware = UnboundedMiddleware(MODEL, context_window=WINDOW)
-    samples = SAMPLES // 3 if quick else SAMPLES
-    messages: list[Any] = [HumanMessage(content="Refactor the modules one by one.", id="h")]
-    timed: list[float] = []
-    turns = MARKS[-1] // 2
-    state: dict[str, Any] = {}
-    for index in range(1, turns + samples + 1):
-        messages += [ai(index), result(index)]
-        state["messages"] = messages
-        started = time.perf_counter()
-        update = middleware.before_model(state, None)  # type: ignore[arg-type]
-        elapsed = time.perf_counter() - started
-        # The agent applies the update: cleared results replace theirs by id, the context.
-        update = update or {}
-        replaced = {m.id: m for m in update.pop("messages", []) if getattr(m, "id", None)}
-        messages = [replaced.get(m.id, m) for m in messages]
-        state.update(update)
-        if index > turns:
-            timed.append(elapsed)
-    return {"langchain_middleware_per_call_us_at_3000": _median_us(timed)}
+        def after_model(self, state: Any, runtime: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return super().after_model(state, runtime)
+            finally:
+                calls.append(pending[0] + time.thread_time() - started)
 
+    class TimedSummarization(SummarizationMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return super().before_model(state, runtime)
+            finally:
+                pending[0] = time.thread_time() - started
 
-def run(quick: bool = False) -> dict[str, float]:
-    """All the figures of this benchmark."""
+    class TimedEditing(ContextEditingMiddleware):
+        def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            inner = [0.0]
+
+            def model_call(edited: Any) -> Any:
+                started = time.thread_time()
+                try:
+                    return handler(edited)
+                finally:
+                    inner[0] = time.thread_time() - started
+
+            started = time.thread_time()
+            try:
+                return super().wrap_model_call(request, model_call)
+            finally:
+                calls.append(pending[0] + time.thread_time() - started - inner[0])
+
     figures: dict[str, float] = {}
-    steps: list[Callable[[bool], dict[str, float]]] = [
-        per_turn,
+    ours: dict[int, list[float]] = {}
+    theirs: dict[int, list[float]] = {}
+    for mark in marks:
+        history = _langchain_messages(mark)
+        calls.clear()
+        first = _agent_run([TimedOurs(MODEL, context_window=WINDOW)], list(history), samples, calls)
+        figures[f"middleware_first_call_us_at_{mark}"] = round(first * 1e6, 1)
+        ours[mark] = list(calls)
+        calls.clear()
+        summary_model = FakeListChatModel(responses=["summary"])
+        stack = [
+            TimedSummarization(model=summary_model, trigger=("tokens", 100_000_000)),
+            TimedEditing(edits=[ClearToolUsesEdit()]),
+        ]
+        _agent_run(stack, list(history), samples, calls)
+        theirs[mark] = list(calls)
+    figures.update(_figures("middleware", ours))
+    figures.update(_figures("langchain", theirs))
+    return figures
+
+
+def run(marks: Sequence[int] = MARKS, samples: int = SAMPLES) -> dict[str, float]:
+    """Every figure of this benchmark."""
+    marks = sorted(marks)
+    figures: dict[str, float] = {}
+    steps: list[Callable[[Sequence[int], int], dict[str, float]]] = [
+        session_per_turn,
         dropin_per_call,
         middleware_per_call,
     ]
     for step in steps:
-        figures.update(step(quick))
+        figures.update(step(marks, samples))
+    return figures
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, float]:
+    """Run the benchmark and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--marks", default=",".join(map(str, MARKS)), help="history sizes")
+    parser.add_argument("--samples", type=int, default=SAMPLES, help="calls timed per mark")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    marks = [int(mark) for mark in args.marks.split(",")]
+    figures = run(marks, args.samples)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for key, value in figures.items():
+            print(f"{key:40s} {value}")
     return figures
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer samples")
-    print(json.dumps(run(parser.parse_args().quick), indent=2))
+    main(sys.argv[1:])

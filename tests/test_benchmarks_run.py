@@ -23,11 +23,14 @@ README_BENCHMARKS = [
     "benchmarks/estimation_accuracy.py",
     "benchmarks/cache_fidelity.py",
     "benchmarks/turn_speed.py",
+    "benchmarks/long_session.py",
+    "benchmarks/big_transcript.py",
     "benchmarks/memory_trigger.py",
 ]
 """The benchmarks the README lists; each runs below as in a fresh clone (no corpus), but
-turn_speed.py (tests/test_turn_pipeline.py) and memory_trigger.py
-(tests/test_memory_trigger.py), which read no corpus."""
+turn_speed.py (tests/test_turn_pipeline.py), memory_trigger.py (tests/test_memory_trigger.py)
+and long_session.py, which read no corpus, and big_transcript.py, whose gigabyte is not for
+a test run."""
 
 
 def run_benchmark(script: str, *args: str, corpus: Path) -> tuple[dict[str, Any], str]:
@@ -48,7 +51,7 @@ def test_benchmark_prints_its_figures(tmp_path: Path) -> None:
     figures, _ = run_benchmark("benchmarks/run.py", "--json", "--quick", corpus=tmp_path)
     assert figures["session"] == "demo session (built in)"
     for key in (
-        "per_turn_us_median",
+        "replay_turn_us_median",
         "json_dumps_us_median",
         "per_turn_ratio",
         "replay_calls_per_s",
@@ -57,36 +60,33 @@ def test_benchmark_prints_its_figures(tmp_path: Path) -> None:
         assert isinstance(figures[key], (int, float)) and math.isfinite(figures[key]), key
         assert figures[key] > 0, key
     # The ratio is the two medians' quotient; the replay speed is calls over seconds.
-    ratio = figures["per_turn_us_median"] / figures["json_dumps_us_median"]
+    ratio = figures["replay_turn_us_median"] / figures["json_dumps_us_median"]
     assert figures["per_turn_ratio"] == pytest.approx(ratio, rel=0.02, abs=0.002)
     assert figures["replay_calls"] == 117  # --quick: the demo's first third, every call of it
     assert figures["replay_calls_per_s"] == pytest.approx(
-        figures["replay_calls"] / figures["replay_seconds"], rel=0.05
+        figures["replay_calls"] / figures["replay_cli_seconds"], rel=0.05
     )
     # The longest timed turn is the fullest context of that third: under the 200k window.
-    assert 20_000 < figures["longest_turn_context_tokens"] < 200_000
-    assert figures["longest_turn_messages"] > 30  # early compactions keep it under ~50
+    assert 20_000 < figures["replay_turn_context_tokens"] < 200_000
+    assert figures["replay_turn_messages"] > 30  # early compactions keep it under ~80
     assert figures["peak_rss_mb"] < 2_000  # a process of the demo's size, not a leak
+    # Every entry point at the same two history sizes (--quick), LangChain's beside ours.
+    entry_points = ["session", "dropin"]
     try:
         import langchain  # noqa: F401
     except ImportError:
-        assert "langchain_per_call_us_median" not in figures
-        assert "unbounded_middleware_per_call_us_median" not in figures
+        assert "langchain_us_at_20" not in figures
     else:
-        for key in (
-            "langchain_per_call_us_median",
-            "langchain_summarization_per_call_us_median",
-            "unbounded_middleware_per_call_us_median",
-            "unbounded_middleware_first_call_us_median",
-            "middleware_speedup_vs_langchain",
-        ):
-            assert figures[key] > 0, key
-        speedup = (
-            figures["langchain_per_call_us_median"]
-            / figures["unbounded_middleware_per_call_us_median"]
+        entry_points += ["middleware", "langchain"]
+        for mark in (20, 60):
+            speedup = figures[f"langchain_us_at_{mark}"] / figures[f"middleware_us_at_{mark}"]
+            assert figures[f"middleware_speedup_vs_langchain_at_{mark}"] == pytest.approx(speedup, rel=0.02)
+    for name in entry_points:
+        for mark in (20, 60):
+            assert 0 < figures[f"{name}_us_at_{mark}"] <= figures[f"{name}_max_us_at_{mark}"], (name, mark)
+        assert figures[f"{name}_growth"] == pytest.approx(
+            figures[f"{name}_us_at_60"] / figures[f"{name}_us_at_20"], rel=0.02, abs=0.01
         )
-        assert figures["middleware_speedup_vs_langchain"] == pytest.approx(speedup, rel=0.02)
-        assert figures["langchain_messages"] > 50
 
 
 def test_fresh_clone_estimation_accuracy(tmp_path: Path) -> None:
@@ -157,3 +157,25 @@ def test_benchmarks_take_odd_sessions(tmp_path: Path) -> None:
     report, stderr = run_benchmark("benchmarks/estimation_accuracy.py", "--json", corpus=tmp_path)
     assert list(report["sessions"]) == ["unknown_model.jsonl"]
     assert "skipped no_usage.jsonl" in stderr
+
+
+def test_long_session_benchmark_reports_time_per_call_and_memory() -> None:
+    """`benchmarks/long_session.py` at tiny sizes: every size replayed, its figures given."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "long_session.py"), "--calls", "30,60", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert sorted(figures["sizes"]) == ["30", "60"]
+    for calls, row in figures["sizes"].items():
+        assert row["calls"] == int(calls) and row["invalid_requests"] == 0
+        assert row["records"] > 4 * int(calls)  # progress lines and results: many small records
+        assert row["us_per_call"] == pytest.approx(row["seconds"] / row["calls"] * 1e6, rel=0.01)
+        assert 0 < row["peak_rss_mib"] < 2_000
+    assert figures["per_call_growth"] == pytest.approx(
+        figures["sizes"]["60"]["us_per_call"] / figures["sizes"]["30"]["us_per_call"], rel=0.02
+    )

@@ -409,3 +409,27 @@ def test_docs_in_sample_range_and_codex(corpus: Path) -> None:
     assert round(abs(_points(report.share_error)), 1) == 3.4
     assert report.recorded_cost_usd == pytest.approx(13.92, abs=0.005)
     assert report.simulated_cost_usd == pytest.approx(16.31, abs=0.005)
+
+
+def test_a_call_earlier_in_its_conversation_gets_the_view_before_it() -> None:
+    """Views are built as the calls go by; a call that stands earlier in its conversation
+    than the one before it (a thread rebuild can order records apart from the file) gets the
+    messages before its own place, as a fresh normalization gives them."""
+    from unbounded.caching.fidelity import _LaidCall, _views
+    from unbounded.model.normalize import normalize_messages
+
+    chain = [
+        Entry.user("first question"),
+        Entry.assistant([{"type": "text", "text": "first answer"}]),
+        Entry.user("second question"),
+        Entry.assistant([{"type": "text", "text": "second answer"}]),
+        Entry.user("third question"),
+        Entry.assistant([{"type": "text", "text": "third answer"}]),
+    ]
+
+    def call(first: int, line: int) -> _LaidCall:
+        return _LaidCall(chain, first, first, {}, None, line, None, True)
+
+    calls = [call(3, 1), call(5, 2), call(1, 3)]
+    views = [messages for _, messages in _views(calls)]
+    assert views == [normalize_messages(chain[: c.first]) for c in calls]

@@ -324,7 +324,7 @@ def test_every_replayed_turn_equals_the_from_scratch_result(
                 {"previous_message_breakpoint": previous},
                 {"previous_message_breakpoint": 0, "lookback_blocks": 3},
                 {"previous_message_breakpoint": 1, "lookback_blocks": 5, "max_breakpoints": 1},
-                {"skip_cache_write": True, "ttl": "1h", "max_breakpoints": 2},
+                {"skip_cache_write": True, "ttl": "1h", "prefix_ttl": "1h", "max_breakpoints": 2},
                 {"enable_prompt_caching": False},
             ):
                 same_plan(request, **{**options, **variant})

@@ -218,7 +218,7 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ): Shell(),
     (
         "README.md",
-        "python benchmarks/run.py --json           # per-turn pipeline cost vs json.dumps, replay speed, memory",
+        "python benchmarks/run.py --json           # per-turn cost vs json.dumps, CLI replay speed, every entry point by history size",
     ): Shell(
         skip={"python benchmarks/": "run in a fresh-clone layout by tests/test_benchmarks_run.py"}
     ),
@@ -244,7 +244,7 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         ),
         check=lambda ns, out, api: ns["sent"] == [ns["plan"].request],
     ),
-    ("docs/caching.md", "# what Session does with the default policy: the prefix for an hour, the messages for 5 minutes"): Run(
+    ("docs/caching.md", "# what Session does once the session paused twice: the prefix for an hour, the messages for 5 minutes"): Run(
         prelude=REQUEST,
         check=lambda ns, out, api: {
             b["cache_control"].get("ttl") for b in ns["plan"].request["system"] if "cache_control" in b

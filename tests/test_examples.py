@@ -84,7 +84,8 @@ def test_agent_loop(api_server: ApiServer) -> None:
     assert "answer after 3 turn(s) [end_turn]: plan.md says 'cache' twice." in out
     results = api_server.requests[2].json["messages"][-1]["content"]
     assert [r.get("content") for r in results[:2]] == ["2", "0"]
-    assert [t["name"] for t in api_server.requests[0].json["tools"]] == ["list_files", "read_file", "count_word", "recall"]
+    # recall joins at the first clear or compaction: this short run has neither
+    assert [t["name"] for t in api_server.requests[0].json["tools"]] == ["list_files", "read_file", "count_word"]
 
 
 def test_langchain_middleware(api_server: ApiServer) -> None:

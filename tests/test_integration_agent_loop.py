@@ -137,7 +137,7 @@ def test_run_agent_executes_tools_and_stops(api_server: ApiServer) -> None:
     assert result.text == "All done: 5." and result.stop_reason == "end_turn" and result.turns == 3
 
     first, second, third = api_server.requests
-    assert [t["name"] for t in first.json["tools"]] == ["read_file", "add", "explode", "recall"]
+    assert [t["name"] for t in first.json["tools"]] == ["read_file", "add", "explode"]  # no recall before a clear
     assert first.json["tools"][-1]["cache_control"]["type"] == "ephemeral"
     assert [(r["tool_use_id"], r.get("is_error", False)) for r in tool_results(second)] == [("toolu_1", False), ("toolu_2", False)]
     assert json.dumps(tool_results(second)[1]["content"]) == '"5"'

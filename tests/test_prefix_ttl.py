@@ -73,8 +73,11 @@ def converse(policy: Policy, pauses: list[timedelta]) -> tuple[list[Any], list[P
 PAUSES = [timedelta(seconds=20)] * 4 + [timedelta(minutes=14)] + [timedelta(seconds=20)] * 2
 
 
+FROM_START = Policy(prefix_ttl_1h_after_pauses=0)
+
+
 def test_a_pause_rewrites_the_messages_but_reads_the_prefix() -> None:
-    calls, requests, events = converse(Policy(), PAUSES)
+    calls, requests, events = converse(FROM_START, PAUSES)
     assert all(marker_ttls(r) == ({"1h"}, {"5m"}) for r in requests)
     first, after_pause = calls[0], calls[4]
     prefix_tokens = first.cache_creation_1h_input_tokens
@@ -91,9 +94,24 @@ def test_a_pause_rewrites_the_messages_but_reads_the_prefix() -> None:
     assert sum(c.cost_usd for c in calls) < sum(c.cost_usd for c in one_ttl)
     # Without the pause, the premium is not won back.
     steady = [timedelta(seconds=20)] * 7
-    assert sum(c.cost_usd for c in converse(Policy(), steady)[0]) > sum(
+    assert sum(c.cost_usd for c in converse(FROM_START, steady)[0]) > sum(
         c.cost_usd for c in converse(Policy(prefix_ttl_1h=False), steady)[0]
     )
+
+
+def test_by_default_the_prefix_waits_for_two_pauses() -> None:
+    """A session that never pauses never pays the 1-hour premium; one that paused twice takes
+    it at the second pause (the prefix is written then anyway) and reads it at the third."""
+    steady = [timedelta(seconds=20)] * 7
+    assert sum(c.cost_usd for c in converse(Policy(), steady)[0]) == pytest.approx(
+        sum(c.cost_usd for c in converse(Policy(prefix_ttl_1h=False), steady)[0])
+    )
+    pauses = PAUSES + PAUSES[4:] + PAUSES[4:]  # pauses before requests 4, 7 and 10
+    calls, requests, events = converse(Policy(), pauses)
+    assert [marker_ttls(r)[0] for r in requests] == [{"5m"}] * 7 + [{"1h"}] * 6
+    assert [(e.idle_expiries, e.part) for e in events if isinstance(e, CacheTtlUpgraded)] == [(2, "prefix")]
+    assert calls[7].cache_read_input_tokens == 0  # switched when everything was written anyway
+    assert calls[10].cache_read_input_tokens == calls[7].cache_creation_1h_input_tokens > 0
 
 
 def test_the_prefix_can_wait_for_the_first_pause() -> None:
@@ -107,7 +125,7 @@ def test_the_prefix_can_wait_for_the_first_pause() -> None:
 
 
 def test_forks_send_the_main_requests_prefix_markers() -> None:
-    session = Session(CONFIG, clock=Clock())
+    session = Session(CONFIG, policy=FROM_START, clock=Clock())
     session.add_user("hello")
     main = asyncio.run(session.prepare())
     context = session.compaction_context()
@@ -118,8 +136,9 @@ def test_forks_send_the_main_requests_prefix_markers() -> None:
 
 def test_which_models_and_settings_get_a_longer_prefix() -> None:
     sonnet, gpt = TABLE.get("claude-sonnet-4-5"), TABLE.get("gpt-4o")
-    assert prefix_cache_ttl("5m", idle_expiries=0, policy=Policy(), model=sonnet) == "1h"
-    assert prefix_cache_ttl("5m", idle_expiries=0, policy=Policy(), model=gpt) == "5m"  # no 1-hour price
+    assert [prefix_cache_ttl("5m", idle_expiries=n, policy=Policy(), model=sonnet) for n in range(4)] == ["5m", "5m", "1h", "1h"]
+    assert prefix_cache_ttl("5m", idle_expiries=0, policy=FROM_START, model=sonnet) == "1h"
+    assert prefix_cache_ttl("5m", idle_expiries=2, policy=Policy(), model=gpt) == "5m"  # no 1-hour price
     assert prefix_cache_ttl("1h", idle_expiries=0, policy=Policy(prefix_ttl_1h=False), model=sonnet) == "1h"
     waiting = Policy(prefix_ttl_1h_after_pauses=2)
     assert [prefix_cache_ttl("5m", idle_expiries=n, policy=waiting, model=sonnet) for n in range(4)] == ["5m", "5m", "1h", "1h"]

@@ -228,6 +228,25 @@ def test_recall_is_not_offered_without_tools_or_when_turned_off() -> None:
     assert not own.offers_recall  # the host's own recall tool wins
 
 
+def test_recall_is_offered_once_something_was_taken_out(tmp_path: Path) -> None:
+    """Before a clear or a compaction it could bring back nothing: its schema is not sent."""
+    fresh = Session(SessionConfig(model=MODEL, tools=TOOLS))
+    assert not fresh.offers_recall
+    assert [t["name"] for t in asyncio.run(_prepared(fresh))["tools"]] == ["Bash", "Read"]
+    early = Session(SessionConfig(model=MODEL, tools=TOOLS), policy=Policy(recall_from_start=True))
+    assert [t["name"] for t in asyncio.run(_prepared(early))["tools"]] == ["Bash", "Read", "recall"]
+    # A session continuing a transcript that was compacted has something to bring back.
+    session = Session.open(tmp_path / "s", SessionConfig(model=MODEL, tools=TOOLS), summarizer=Summarizer(), clock=Clock())
+    asyncio.run(work(session, 2))
+    asyncio.run(session.compact())
+    assert session.offers_recall
+    session.close()
+    resumed = Session.open(tmp_path / "s", SessionConfig(model=MODEL, tools=TOOLS))
+    resumed.micro.stats.compactions = 0  # only the transcript says it was compacted
+    assert resumed.offers_recall
+    resumed.close()
+
+
 async def _prepared(session: Session) -> ProviderRequest:
     session.add_user("hi")
     return await session.prepare()

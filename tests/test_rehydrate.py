@@ -426,3 +426,23 @@ def test_make_rehydrator_is_the_orchestrator_callback(tmp_path: Path) -> None:
     attachments, skipped = callback(kept)
     assert [a["filename"] for a in attachments] == [str(tmp_path / "a.py")]
     assert skipped == [f"file {kept_path}: already read in a kept message"]
+
+
+def test_the_readers_of_a_growing_transcript_equal_a_fresh_read(session_2_1: Path) -> None:
+    """What a session's compactions read of its transcript, each entry once, is what reading
+    the whole transcript again would give, at every length (and after a list replaced)."""
+    from unbounded.compaction.glue import RecordedState, session_roots
+    from unbounded.compaction.recorded_files import recorded_files
+    from unbounded.transcripts.loader import load_transcript
+
+    entries = load_transcript(session_2_1).main_thread()
+    recorded = RecordedState()
+    grown: list[Entry] = []
+    for end in range(0, len(entries) + 1, 7):
+        grown.extend(entries[len(grown) : end])
+        assert recorded.working.read(grown) == working_state_from_entries(grown)
+        assert recorded.files.read(grown) == recorded_files(grown)
+        assert recorded.roots(grown) == session_roots(grown)
+    shorter = grown[: len(grown) // 2]  # another list: read from its start
+    assert recorded.working.read(shorter) == working_state_from_entries(shorter)
+    assert recorded.files.read(shorter) == recorded_files(shorter)

@@ -333,7 +333,7 @@ def test_a_session_without_an_editor_gets_the_notes_tool() -> None:
     session.add_user("Go.")
     grow(session, 4)
     asyncio.run(session.prepare())
-    assert [t["name"] for t in model.requests[0]["tools"]] == ["Bash", "recall", NOTES_TOOL_NAME]
+    assert [t["name"] for t in model.requests[0]["tools"]] == ["Bash", NOTES_TOOL_NAME]  # recall joins at the first clear
     notes = session.store.read_memory()
     assert notes is not None and notes != template and "- step" in notes
 

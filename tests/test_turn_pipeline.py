@@ -306,9 +306,9 @@ def test_the_middleware_decides_as_a_fresh_one_on_every_step(seed: int) -> None:
     assert clearing_steps > 0  # results were cleared along the way
 
 
-def test_the_turn_speed_benchmark_reports_its_four_figures() -> None:
-    """`benchmarks/turn_speed.py` (part of `benchmarks/run.py --json`) grows its sessions to
-    3,000 messages and reports each figure; nothing here is timed against a bound."""
+def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> None:
+    """`benchmarks/turn_speed.py` (part of `benchmarks/run.py --json`) times each entry point
+    at each history size and reports each figure; nothing here is timed against a bound."""
     import importlib.util
     import math
     from pathlib import Path
@@ -318,13 +318,19 @@ def test_the_turn_speed_benchmark_reports_its_four_figures() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    figures = module.run(quick=True)
-    keys = ["per_turn_us_at_200", "per_turn_us_at_3000", "dropin_per_call_us_at_3000"]
+    figures = module.run((12, 30), samples=2)
+    names = ["session", "dropin"]
     try:
         import langchain_core  # noqa: F401
 
-        keys.append("langchain_middleware_per_call_us_at_3000")
+        names += ["middleware", "langchain"]
     except ImportError:
         pass
+    keys = [f"{name}_{kind}_at_{mark}" for name in names for kind in ("us", "max_us") for mark in (12, 30)]
+    keys += [f"{name}_growth" for name in names]
+    if "middleware" in names:
+        keys += ["middleware_first_call_us_at_12", "middleware_first_call_us_at_30"]
     assert sorted(figures) == sorted(keys)
     assert all(math.isfinite(figures[key]) and figures[key] > 0 for key in keys)
+    # The messages really grew to each mark: the slowest call of a mark is one of its own.
+    assert all(figures[f"{name}_us_at_30"] <= figures[f"{name}_max_us_at_30"] for name in names)

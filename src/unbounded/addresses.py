@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
 from unbounded.errors import ConfigError
-from unbounded.model.transcript import Transcript
 from unbounded.redaction import redact_url  # re-exported: its home before redaction.py
+
+if TYPE_CHECKING:
+    from unbounded.model.transcript import Transcript
 
 DATABASE_SCHEMES = ("postgresql", "postgres")
 SESSION_PARAMETER = "session"

@@ -147,7 +147,7 @@ class Policy:
     threshold (the system prompt and tools left out), compact now if a
     compaction costs no summary call: the whole prefix is written again anyway, and a small
     one costs less (0 turns it off)."""
-    early_compact_fraction: float = 0.4
+    early_compact_fraction: float = 0.45
     """With a compaction that costs no summary call available, compact once the conversation
     fills this share of its room below the threshold (1.0: only at the threshold)."""
     cache_ttl_upgrade_after_idle: int = 0
@@ -220,15 +220,17 @@ class Policy:
     """Query-source patterns (fnmatch) allowed the 1-hour TTL; others use 5 minutes."""
     prefix_ttl_1h: bool = True
     """Cache the tools and the system prompt (the prefix every request and every compaction
-    keeps) with the 1-hour TTL while the messages keep theirs. A pause of 5 to 60 minutes, or
-    a compaction on a cold cache, then writes the messages again but reads the prefix; the
-    prefix costs 2x the input price to write instead of 1.25x, once per session while calls
-    keep coming (docs/caching.md "Two lifetimes in one request"). Models without a 1-hour
-    price keep one TTL."""
-    prefix_ttl_1h_after_pauses: int = 0
-    """Wait for this many pauses that expired the 5-minute cache (under an hour) before the
-    prefix takes the 1-hour TTL; the switch is made when the prefix is written anyway (0:
-    from the first request)."""
+    keeps) with the 1-hour TTL while the messages keep theirs, once the session has paused
+    `prefix_ttl_1h_after_pauses` times. A pause of 5 to 60 minutes, or a compaction on a cold
+    cache, then writes the messages again but reads the prefix; the prefix costs 2x the input
+    price to write instead of 1.25x, once per session while calls keep coming (docs/caching.md
+    "Two lifetimes in one request"). Models without a 1-hour price keep one TTL."""
+    prefix_ttl_1h_after_pauses: int = 2
+    """The pauses (each expired the 5-minute cache, and was under an hour) a session must have
+    shown before the prefix takes the 1-hour TTL, switched when the prefix is written anyway.
+    The expectation: a session that paused this often pauses again, and one more pause wins
+    back the premium (0.75x of the prefix once, against 1.25x at each pause); a session that
+    never pauses never pays it. 0: from the first request."""
 
     # -- session memory (seed 004 "Tier 3: Session Memory Compact"; docs/session.md) ---------
     session_memory_enabled: bool = True
@@ -265,6 +267,11 @@ class Policy:
     summaries then name the handles it takes. False: never offered."""
     recall_max_tokens: int = 5_000
     """The most one recall answer may hold (a longer output is read on with `start_line`)."""
+    recall_from_start: bool = False
+    """Offer `recall` from the first request. By default it is offered from the first request
+    that takes something out of the context (a clear or a compaction): before that it has
+    nothing to bring back, and a session that never needs it would pay for its schema on
+    every call; adding it then writes the tools and system prompt to the cache once more."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -79,7 +79,7 @@ from unbounded.compaction.conversation import (
     FallbackReason,
     SummaryAuthor,
 )
-from unbounded.compaction.glue import RehydrateSource, default_facts_ledger
+from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import CHARS_PER_TOKEN, cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
@@ -141,7 +141,7 @@ from unbounded.recall.receipts import (
     recall_note,
     receipts_in,
 )
-from unbounded.recall.schema import RECALL_TOOL_NAME
+from unbounded.recall.schema import RECALL_TOOL_NAME, recall_tool_schema
 from unbounded.redaction import Redactor, private_diff_writer, redact_compaction, redactor_for
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
 from unbounded.telemetry import Telemetry, default_telemetry, set_attributes, usage_attributes
@@ -397,6 +397,7 @@ class Session:
         self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds = compute_thresholds(self.model_info, self.policy)
         # The system prompt and tools are in every request but in no entry.
+        # Counted with `recall` whether or not it is offered yet: the estimate errs high.
         offered_tools = with_recall_tool(config.tools, self.policy)
         self._overhead_raw = rough_token_count(
             orjson.dumps([config.system or "", offered_tools]).decode()
@@ -444,6 +445,8 @@ class Session:
         transcript = self.store.load()
         self.warnings = list(transcript.warnings) + transcript.thread_report().warnings()
         self.entries: list[Entry] = transcript.main_thread()
+        self._compacted_before = any(e.is_compact_boundary for e in self.entries)
+        """The history holds a compaction (recall has something to bring back)."""
         state = self.store.load_state(STATE_NAME) or {}
         self.micro = (
             MicrocompactState.from_dict(state["microcompact"])
@@ -459,6 +462,8 @@ class Session:
         self._breakpoints = CacheBreakpointPlanner()
         self.marked_messages: tuple[int, ...] = ()
         """Indices of the last request's messages that carry a cache marker."""
+        self._recorded = RecordedState()
+        """What compactions read of the transcript (its working state), read once per entry."""
         self.recall_index = TranscriptIndex()
         """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
         self._level: WarningLevel = "ok"
@@ -602,6 +607,7 @@ class Session:
         self.store.append(entries)
         self.entries.extend(entries)
         if any(e.is_compact_boundary for e in entries):
+            self._compacted_before = True
             self._rebuild_view()
             return
         for entry in entries:
@@ -825,7 +831,7 @@ class Session:
         return CacheSafeParams(
             model=self.config.model,
             system=self.config.system,
-            tools=with_recall_tool(self.config.tools, self.policy) or None,
+            tools=self.offered_tools() or None,
             thinking=self.config.thinking,
             max_tokens=self.config.max_tokens or min(self.model_info.max_output, 32_000),
             extra=dict(self.config.extra),
@@ -929,7 +935,7 @@ class Session:
             self._write_microcompact_receipt(result)
 
     async def _build_request(self, turn: TurnContext) -> None:
-        key = (self.config, self.policy, self.model_info)
+        key = (self.config, self.policy, self.model_info, self.offers_recall)
         memo = self._request_params
         if memo is None or any(a is not b for a, b in zip(memo[0], key, strict=True)):
             memo = self._request_params = (key, self.cache_safe_params())
@@ -1326,6 +1332,7 @@ class Session:
             read_notes=self.store.read_memory,
             allowed_roots=self.allowed_roots,
             rehydrate_from=self.rehydrate_from,
+            recorded=self._recorded,
             hooks=self.hooks,
             events=self._events,
             boundary_metadata=metadata,
@@ -1405,8 +1412,30 @@ class Session:
     # -- recall and receipts ----------------------------------------------------------------------
     @property
     def offers_recall(self) -> bool:
-        """Whether requests offer the `recall` tool (`Policy.recall_enabled`, tools in use)."""
-        return offers_recall(self.config.tools, self.policy)
+        """Whether requests offer the `recall` tool now: `Policy.recall_enabled`, tools in
+        use, and something already taken out of the context (`Policy.recall_from_start`:
+        from the first request)."""
+        if not offers_recall(self.config.tools, self.policy):
+            return False
+        return self.policy.recall_from_start or self._removed_from_context()
+
+    def _removed_from_context(self) -> bool:
+        """A result was cleared or deleted from the cache, or the history was compacted."""
+        stats = self.micro.stats
+        return bool(
+            stats.compactions
+            or stats.results_cleared
+            or stats.cache_refs_deleted
+            or self._compacted_before
+        )
+
+    def offered_tools(self) -> list[dict[str, Any]]:
+        """The tools the next request declares: the configured ones, then `recall` while it is
+        offered."""
+        tools = [dict(tool) for tool in self.config.tools]
+        if self.offers_recall:
+            tools.append(recall_tool_schema("anthropic"))
+        return tools
 
     def run_recall(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a `recall` tool_use block from this session's transcript.
@@ -1441,7 +1470,9 @@ class Session:
     def _prepare_recall_handles(self) -> None:
         """Placeholders name recall handles while the tool is offered, and recall's own
         results may be cleared again like any reproducible output."""
-        offered = self.offers_recall
+        # Whatever is cleared turns recall on (offers_recall), so placeholders name handles
+        # from the first clear on and read the same bytes every turn after it.
+        offered = offers_recall(self.config.tools, self.policy)
         self.micro.name_handles = offered
         if offered:
             self.micro.register_compactable(RECALL_TOOL_NAME)
@@ -1490,7 +1521,8 @@ class Session:
             already_cleared=self.micro.cleared_ids,
         )
         result.boundary.compact_metadata[RECEIPT_KEY] = receipt
-        if self.offers_recall and result.summary_messages:
+        # This compaction takes history out: recall is offered from now on (offers_recall).
+        if offers_recall(self.config.tools, self.policy) and result.summary_messages:
             summary = result.summary_messages[0]
             message = summary.message
             if message is not None and isinstance(message.get("content"), str):

@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import orjson
 
@@ -528,7 +528,8 @@ class MemoryStore:
 
     def __init__(self, entries: Sequence[Entry] = ()) -> None:
         self.entries: list[Entry] = list(entries)
-        self.states: dict[str, dict[str, Any]] = {}
+        self.states: dict[str, bytes] = {}
+        """Name -> the document as JSON (kept encoded: a save is a copy, a load another)."""
         self.memory: str | None = None
         self.tool_outputs: dict[str, str] = {}
 
@@ -570,11 +571,11 @@ class MemoryStore:
     def load_state(self, name: str) -> dict[str, Any] | None:
         """A copy of a state document, or None."""
         data = self.states.get(name)
-        return orjson.loads(orjson.dumps(data)) if data is not None else None
+        return cast(dict[str, Any], orjson.loads(data)) if data is not None else None
 
     def save_state(self, name: str, data: dict[str, Any]) -> None:
         """Keep a copy of a state document."""
-        self.states[name] = orjson.loads(orjson.dumps(data))
+        self.states[name] = orjson.dumps(data)
 
     def read_memory(self) -> str | None:
         """The notes, or None."""

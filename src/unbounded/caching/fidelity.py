@@ -59,7 +59,7 @@ simulated, so the cache the judged calls meet is the one the earlier calls left.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -78,8 +78,9 @@ from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import ModelInfo, as_provider, load_model_table, resolve_recorded_model
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam, Usage
-from unbounded.model.entries import Entry, last_compact_boundary_index, parse_timestamp
-from unbounded.model.normalize import normalize_messages
+from unbounded.model.entries import Entry, parse_timestamp
+from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.transcript import ApiCall, Transcript, api_calls
 from unbounded.tokens.exact import TokenCounter
@@ -441,6 +442,69 @@ def _opaque_system(
     return blocks, sizes
 
 
+class _ViewBuilder:
+    """One conversation's view, built as its records go by."""
+
+    def __init__(self, chain: Sequence[Entry]) -> None:
+        self.chain = chain
+        self.normalizer = MessageNormalizer()
+        self.boundary = -1
+        self.position = 0
+
+    def advance(self, first: int) -> None:
+        """Take in the records before `first` (a call's first line)."""
+        if first < self.position:  # an earlier place in the conversation: read it again
+            self.normalizer = MessageNormalizer()
+            self.boundary = -1
+            self.position = 0
+        for index in range(self.position, first):
+            entry = self.chain[index]
+            if entry.is_compact_boundary:
+                self.boundary = index
+                self.normalizer = MessageNormalizer()
+            self.normalizer.append(entry)
+        self.position = first
+
+
+def _views(calls: Sequence[_LaidCall]) -> Iterator[tuple[int, list[MessageParam]]]:
+    """(index of the last compact boundary before the call in its conversation, or -1; the
+    API messages from it on) for each call in order, built as the records go by: one pass
+    per conversation, not one per call."""
+    builders: dict[int, _ViewBuilder] = {}
+    for call in calls:
+        builder = builders.get(id(call.chain))
+        if builder is None:
+            builder = builders[id(call.chain)] = _ViewBuilder(call.chain)
+        builder.advance(call.first)
+        yield builder.boundary, builder.normalizer.messages
+
+
+class _ViewEstimates:
+    """Estimated tokens of successive views, counting only the messages that changed."""
+
+    def __init__(self, counter: BlockTokenCounter, memo: dict[bytes, int]) -> None:
+        self._counter = counter
+        self._memo = memo
+        self._messages: list[MessageParam] = []
+        self._counts: list[int] = []
+
+    def estimate(self, messages: list[MessageParam]) -> int:
+        """The view's estimate: the sum of its blocks' counts (memoised by digest)."""
+        same = shared_prefix_length(messages, self._messages)
+        del self._counts[same:]
+        for message in messages[same:]:
+            total = 0
+            for block in flatten_request({"messages": [message]}):
+                key = block_digest(block)
+                count = self._memo.get(key)
+                if count is None:
+                    count = self._memo[key] = self._counter.count_block(block)
+                total += count
+            self._counts.append(total)
+        self._messages = list(messages)
+        return sum(self._counts)
+
+
 def simulate_recorded_session(
     transcript: Transcript,
     model_info: ModelInfo | None = None,
@@ -476,23 +540,14 @@ def simulate_recorded_session(
     ttls = fitted_ttls + [fitted_ttls[-1]] * (len(calls) - fitted)
     times, untimed = _request_times(calls)
 
-    views: list[list[MessageParam]] = []
     boundaries: list[int] = []
-    memo: dict[bytes, int] = {}
     estimates: list[int] = []
-    for call in calls:
-        before = call.chain[: call.first]
-        boundary = last_compact_boundary_index(before)
+    memo: dict[bytes, int] = {}
+    view_sizes: dict[int, _ViewEstimates] = {}  # per conversation (by identity)
+    for call, (boundary, messages) in zip(calls, _views(calls), strict=True):
         boundaries.append(boundary)
-        messages = normalize_messages(before[boundary:] if boundary >= 0 else before)
-        views.append(messages)
-        estimate = 0
-        for block in flatten_request({"messages": messages}):
-            key = block_digest(block)
-            if key not in memo:
-                memo[key] = base.count_block(block)
-            estimate += memo[key]
-        estimates.append(estimate)
+        sizes_of_chain = view_sizes.setdefault(id(call.chain), _ViewEstimates(base, memo))
+        estimates.append(sizes_of_chain.estimate(messages))
 
     prompts = [r.prompt_tokens for r in recorded]
     scale = _calibrate(prompts[:fitted], estimates[:fitted]) if calibrate else 1.0
@@ -515,7 +570,7 @@ def simulate_recorded_session(
     previous_thread_last: int | None = None
     last_boundary: dict[int, int] = {}  # per conversation (by identity): its last boundary
     compactions = 0
-    for index, call in enumerate(calls):
+    for (index, call), (_, messages) in zip(enumerate(calls), _views(calls), strict=True):
         name = call.model or transcript.model or model.name
         changed = False
         if index > 0:
@@ -539,7 +594,8 @@ def simulate_recorded_session(
         compactions += int(after_compaction)
         system, sizes = _opaque_system(warm, rest, version, ttls[index])
         simulator_counter.fix(sizes)
-        request: ProviderRequest = {"model": name, "system": system, "messages": views[index]}
+        request: ProviderRequest = {"model": name, "system": system, "messages": messages}
+        # From scratch: a recorded view is at most the recording's window long.
         planned = plan_cache_breakpoints(request, ttl=ttls[index]).request
         simulated = simulator.step(
             times[index], planned, output_tokens=recorded[index].output_tokens

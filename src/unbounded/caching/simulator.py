@@ -40,8 +40,10 @@ multipliers, reads at the read multiplier, output at `output_per_mtok`.
 Token counts per block come from a pluggable counter: by default the rough estimate of
 `unbounded.tokens.estimate` (length / 4, images 2,000; unpadded), or any `TokenCounter`
 (e.g. `TiktokenCounter`) through `TextBlockCounter`, or your own `BlockTokenCounter`.
-Counts are memoised by block digest, so a long session costs O(new blocks) per request in
-counting (hashing the prefix is still O(blocks), like serialising the request).
+A request reuses the blocks, digests, counts and prefix hashes of the messages it repeats
+from the one before (`request_blocks.py`), so a long session costs O(new blocks) per request;
+counts are also memoised by block digest. Expired cache entries are forgotten as the
+session goes on.
 
 Scope is a cache-key dimension only: one simulator is one organisation, so global entries
 are not pre-populated by other users unless you `prime` them.
@@ -59,13 +61,10 @@ from unbounded.caching.blocks import (
     CACHE_LOOKBACK_BLOCKS,
     MAX_CACHE_BREAKPOINTS,
     FlatBlock,
-    block_digest,
     canonical_json,
-    flatten_request,
-    prefix_hashes,
     without_cache_control,
-    without_earlier_thinking,
 )
+from unbounded.caching.request_blocks import RequestBlocks
 from unbounded.caching.ttl import (
     DEFAULT_QUERY_SOURCE,
     CacheTtl,
@@ -86,6 +85,10 @@ OPENAI_CACHE_STEP_TOKENS = 128
 """OpenAI caches prefixes in steps of this many tokens past the minimum."""
 OPENAI_RETENTION_SECONDS = 300.0
 """OpenAI keeps a cached prefix 5 to 10 minutes after its last use; the lower bound."""
+TOKEN_MEMO_SIZE = 50_000
+"""Block token counts remembered by digest (then forgotten all at once: memory stays small)."""
+PRUNE_EVERY = 1_000
+"""Expired cache entries are forgotten every this many requests."""
 
 
 @runtime_checkable
@@ -391,12 +394,14 @@ class CacheSimulator:
         self.max_breakpoints = max_breakpoints
         self.openai_retention_seconds = float(openai_retention_seconds)
         self.openai_step_tokens = openai_step_tokens
-        self._entries: dict[tuple[str, str, str], float] = {}
+        self._entries: dict[tuple[str, str, bytes], float] = {}
         """(ttl, scope, prefix hash) -> time of last use (Anthropic)."""
-        self._openai: dict[str, float] = {}
+        self._openai: dict[bytes, float] = {}
         """prefix hash -> time of last use (OpenAI)."""
         self._token_memo: dict[bytes, int] = {}
         self._calls = 0
+        self._blocks = RequestBlocks(self._count)
+        """The last request's blocks and hashes, reused by the next for what it repeats."""
 
     @property
     def counter(self) -> BlockTokenCounter:
@@ -420,19 +425,17 @@ class CacheSimulator:
             return self._mode
         return "openai" if model.provider == "openai" else "anthropic"
 
-    def _tokens(self, flat: list[FlatBlock], digests: list[bytes]) -> list[int]:
-        counts: list[int] = []
+    def _count(self, block: FlatBlock, digest: bytes) -> int:
+        """Tokens of one block, remembered by digest (blocks repeat across requests)."""
         memo = self._token_memo
-        if len(memo) > 500_000:
-            memo.clear()
-        for block, digest in zip(flat, digests, strict=True):
-            key = digest + block.section.encode()
-            count = memo.get(key)
-            if count is None:
-                count = max(0, int(self._counter.count_block(block)))
-                memo[key] = count
-            counts.append(count)
-        return counts
+        key = digest + block.section.encode()
+        count = memo.get(key)
+        if count is None:
+            if len(memo) >= TOKEN_MEMO_SIZE:
+                memo.clear()
+            count = max(0, int(self._counter.count_block(block)))
+            memo[key] = count
+        return count
 
     def step(
         self,
@@ -445,9 +448,21 @@ class CacheSimulator:
         """Send one request at `time` (its start); the usage the API would report."""
         if output_tokens < 0:
             raise ConfigError("output_tokens must be >= 0")
-        call = self._process(as_seconds(time), request, query_source, output_tokens)
+        now = as_seconds(time)
+        call = self._process(now, request, query_source, output_tokens)
         self._calls += 1
+        if self._calls % PRUNE_EVERY == 0:
+            self._prune(now)
         return call
+
+    def _prune(self, now: float) -> None:
+        """Forget the entries no later request can read (expired), so memory stays bounded
+        over a long session."""
+        self._entries = {
+            key: used for key, used in self._entries.items() if now - used <= ttl_seconds(key[0])
+        }
+        retention = self.openai_retention_seconds
+        self._openai = {key: used for key, used in self._openai.items() if now - used <= retention}
 
     def prime(self, time: TimeLike, request: ProviderRequest) -> None:
         """Warm the cache as if `request` had been sent at `time` (e.g. an earlier session)."""
@@ -483,33 +498,44 @@ class CacheSimulator:
         self, now: float, request: ProviderRequest, query_source: str, output_tokens: int
     ) -> SimulatedCall:
         model = self.model_for(request)
-        flat = flatten_request(request)
-        if not model.keeps_previous_thinking:
-            flat = without_earlier_thinking(flat)
-        digests = [block_digest(block) for block in flat]
-        tokens = self._tokens(flat, digests)
-        cumulative: list[int] = []
-        running = 0
-        for count in tokens:
-            running += count
-            cumulative.append(running)
+        blocks = self._blocks
+        blocks.update(
+            cast(Mapping[str, Any], request),
+            drop_earlier_thinking=not model.keeps_previous_thinking,
+        )
+        flat, tokens, cumulative, hashes = (
+            blocks.flat,
+            blocks.tokens,
+            blocks.cumulative,
+            blocks.hashes,
+        )
+        running = cumulative[-1] if cumulative else 0
         mode = self.mode_for(model)
         name = str(cast(Mapping[str, Any], request).get("model") or model.name)
         if mode == "none" or not flat:
             return self._priced(model, name, now, query_source, running, 0, 0, 0, output_tokens)
-        hashes = prefix_hashes(request, flat, digests)
         if mode == "openai":
             return self._openai_call(
                 model, name, now, query_source, hashes, cumulative, output_tokens
             )
         return self._anthropic_call(
-            model, name, now, query_source, request, flat, hashes, tokens, cumulative, output_tokens
+            model,
+            name,
+            now,
+            query_source,
+            request,
+            self._markers(flat, blocks.markers),
+            hashes,
+            tokens,
+            cumulative,
+            output_tokens,
+            flat,
         )
 
-    def _markers(self, flat: list[FlatBlock]) -> list[_Marker]:
+    def _markers(self, flat: list[FlatBlock], positions: Iterable[int]) -> list[_Marker]:
         markers: list[_Marker] = []
-        for position, block in enumerate(flat):
-            marker = block.cache_control
+        for position in positions:
+            marker = flat[position].cache_control
             if marker is None:
                 continue
             scope = "global" if marker.get("scope") == "global" else "org"
@@ -537,21 +563,21 @@ class CacheSimulator:
         now: float,
         query_source: str,
         request: ProviderRequest,
-        flat: list[FlatBlock],
-        hashes: list[str],
+        markers: list[_Marker],
+        hashes: list[bytes],
         tokens: list[int],
         cumulative: list[int],
         output_tokens: int,
+        flat: list[FlatBlock],
     ) -> SimulatedCall:
-        markers = self._markers(flat)
         total = cumulative[-1]
         read_until = -1
-        found: list[tuple[str, str, str]] = []
+        found: list[tuple[str, str, bytes]] = []
         for marker in markers:
             lifetime = ttl_seconds(marker.ttl)
             lowest = max(0, marker.position - self.lookback_blocks)
             for position in range(marker.position, lowest - 1, -1):
-                key: tuple[str, str, str] = (marker.ttl, marker.scope, hashes[position])
+                key: tuple[str, str, bytes] = (marker.ttl, marker.scope, hashes[position])
                 used = self._entries.get(key)
                 if used is not None and now - used <= lifetime:
                     found.append(key)
@@ -616,7 +642,7 @@ class CacheSimulator:
         name: str,
         now: float,
         query_source: str,
-        hashes: list[str],
+        hashes: list[bytes],
         cumulative: list[int],
         output_tokens: int,
     ) -> SimulatedCall:

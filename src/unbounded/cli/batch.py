@@ -14,7 +14,6 @@ import typer
 
 from unbounded.addresses import DatabaseAddress, parse_address
 from unbounded.errors import ConfigError, UnboundedError
-from unbounded.transcripts.openhands_sdk import conversation_folder
 
 T = TypeVar("T")
 
@@ -49,6 +48,9 @@ def expand_paths(arguments: Sequence[str]) -> list[str]:
 
 
 def _expand_one(argument: str) -> list[str]:
+    # Imported here: the readers are an engine `--help` does not load.
+    from unbounded.transcripts.openhands_sdk import conversation_folder
+
     if isinstance(parse_address(argument), DatabaseAddress):
         return [argument]
     path = Path(argument).expanduser()

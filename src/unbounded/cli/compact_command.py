@@ -7,12 +7,11 @@ import json
 import os
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
-from unbounded.addresses import FileAddress, parse_address
 from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import (
@@ -22,15 +21,14 @@ from unbounded.cli.options import (
     file_stamp,
     read_transcript,
 )
-from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
 from unbounded.errors import ConfigError
-from unbounded.events import CompactionHeartbeat, CompactionRetried, Event
-from unbounded.model.entries import Entry
-from unbounded.model.normalize import normalize_messages, validate_request
-from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
-from unbounded.providers.base import Provider
-from unbounded.transcripts.claude_code import write_claude_code
+
+if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from unbounded.events import Event
+    from unbounded.model.entries import Entry
+    from unbounded.model.transcript import Transcript
+    from unbounded.providers.base import Provider
 
 SummarizerName = Literal["extractive", "anthropic", "openai"]
 
@@ -62,6 +60,8 @@ def make_provider(name: str, model: str, *, option: str = "--summarizer") -> Pro
 
 def entries_to_compact(transcript: Transcript, at: str) -> tuple[list[Entry], list[Entry]]:
     """(entries to write before the new boundary, the main-thread entries to compact)."""
+    from unbounded.model.transcript import Transcript
+
     if at == "end":
         return list(transcript.entries), transcript.main_thread()
     if at == "boundary":
@@ -128,6 +128,12 @@ def compact_command(
     file_order: FileOrderOption = False,
 ) -> None:
     """Summarize a session (or part of it) and show what the next context would hold."""
+    from unbounded.addresses import FileAddress, parse_address
+    from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
+    from unbounded.events import CompactionHeartbeat, CompactionRetried
+    from unbounded.model.normalize import normalize_messages, validate_request
+    from unbounded.transcripts.claude_code import write_claude_code
+
     if partial not in (None, "up_to", "from"):
         raise ConfigError("--partial must be up_to or from")
     if (partial is None) != (pivot is None):

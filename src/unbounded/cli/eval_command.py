@@ -8,12 +8,11 @@ import asyncio
 import json
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from unbounded.addresses import parse_address
 from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
@@ -26,12 +25,14 @@ from unbounded.cli.options import (
 )
 from unbounded.cli.text import plural, shorten_middle
 from unbounded.errors import ConfigError
-from unbounded.evaluation.evaluate import EvalReport, evaluate_transcripts
-from unbounded.evaluation.probes import CATEGORIES, CATEGORY_LABELS, DEFAULT_PROBES, ProbeExam
-from unbounded.evaluation.retention import FACT_TYPES
-from unbounded.model.transcript import Transcript
+from unbounded.evaluation.probes import CATEGORIES, CATEGORY_LABELS, DEFAULT_PROBES
 from unbounded.policy import Policy
-from unbounded.providers.base import Provider
+
+if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from unbounded.evaluation.evaluate import EvalReport
+    from unbounded.evaluation.probes import ProbeExam
+    from unbounded.model.transcript import Transcript
+    from unbounded.providers.base import Provider
 
 
 async def run_eval(
@@ -43,6 +44,8 @@ async def run_eval(
     policy: Policy | None = None,
 ) -> EvalReport:
     """The deterministic evaluation, then the probe exam when one is given."""
+    from unbounded.evaluation.evaluate import evaluate_transcripts
+
     report = await evaluate_transcripts(transcripts, summarizers, model=model, policy=policy)
     if exam is not None:
         await run_exam(report, exam)
@@ -63,6 +66,9 @@ class EvalSettings:
 def evaluate_one(settings: EvalSettings, path: str) -> tuple[EvalReport, tuple[str, ...]]:
     """The deterministic evaluation of one file of a batch, and its reader's warnings (runs in
     a worker process with --jobs)."""
+    from unbounded.addresses import parse_address
+    from unbounded.evaluation.evaluate import evaluate_transcripts
+
     transcript = read_transcript(
         path, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
     )
@@ -191,6 +197,8 @@ def eval_command(
 
 def merge_reports(summarizers: list[str], reports: list[EvalReport]) -> EvalReport:
     """One report over the sessions of several (points and sessions in order)."""
+    from unbounded.evaluation.evaluate import EvalReport
+
     merged = EvalReport(summarizers=summarizers)
     for one in reports:
         merged.points.extend(one.points)
@@ -214,6 +222,8 @@ def make_exam(llm: str, grader_model: str | None, *, probes: int, seed: int) -> 
     """The exam with `llm` as examiner and answerer, and `grader_model` (or `llm`) grading."""
     provider = exam_provider(llm, "--llm")
     grader = exam_provider(grader_model, "--grader-model") if grader_model else provider
+    from unbounded.evaluation.probes import ProbeExam
+
     return ProbeExam(
         provider, provider, grader, model=llm, grader_model=grader_model, probes=probes, seed=seed
     )
@@ -332,6 +342,8 @@ def render_exam(llm: dict[str, Any]) -> None:
 def render(data: dict[str, Any]) -> None:
     """Print the evaluation with rich: the exam first when there is one, then the
     deterministic diagnostics."""
+    from unbounded.evaluation.retention import FACT_TYPES
+
     llm = data.get("llm")
     if llm:
         render_exam(llm)

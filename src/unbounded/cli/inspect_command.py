@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.panel import Panel
@@ -22,10 +22,9 @@ from unbounded.cli.options import (
 )
 from unbounded.cli.receipts_view import render_receipts
 from unbounded.cli.text import shorten_middle
-from unbounded.inspection import InspectReport, inspect_transcript
-from unbounded.inspection_stream import file_order_main_thread, inspect_file, rebuilt_main_thread
-from unbounded.tokens.breakdown import SYSTEM_AND_TOOLS
-from unbounded.transcripts.loader import detect_format
+
+if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from unbounded.inspection import InspectReport
 
 BAR_WIDTH = 60
 _LEVEL_STYLE = {
@@ -107,6 +106,14 @@ def inspect_address(
     A Claude Code file is streamed (`inspect_file`: bounded memory); other formats and
     database sessions are loaded whole.
     """
+    from unbounded.inspection import inspect_transcript
+    from unbounded.inspection_stream import (
+        file_order_main_thread,
+        inspect_file,
+        rebuilt_main_thread,
+    )
+    from unbounded.transcripts.loader import detect_format
+
     if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
         report = inspect_file(
             address.path,
@@ -148,11 +155,13 @@ def _context_bar(report: InspectReport) -> Text:
     return bar
 
 
-_CATEGORY_LABELS = {SYSTEM_AND_TOOLS: "system prompt + tools"}
 
 
 def render_breakdown(report: InspectReport) -> None:
     """The context size in rows that add up to it, reported and estimated apart."""
+    from unbounded.tokens.breakdown import SYSTEM_AND_TOOLS
+
+    labels = {SYSTEM_AND_TOOLS: "system prompt + tools"}
     breakdown = report.breakdown
     if breakdown.reported:
         caption = (
@@ -181,7 +190,7 @@ def render_breakdown(report: InspectReport) -> None:
     for row in sorted(shown, key=lambda row: -row.tokens):
         share = breakdown.percent(row.tokens)
         table.add_row(
-            _CATEGORY_LABELS.get(row.category, row.category.replace("_", " ")),
+            labels.get(row.category, row.category.replace("_", " ")),
             f"{row.tokens:,}",
             str(share),
             f"{row.reported:,}",

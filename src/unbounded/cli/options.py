@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from unbounded.addresses import Address, load_address
 from unbounded.cli.app import error_console
 from unbounded.errors import ConfigError
-from unbounded.model.transcript import Transcript
-from unbounded.transcripts.loader import detect_format
+
+if TYPE_CHECKING:
+    from unbounded.addresses import Address
+    from unbounded.model.transcript import Transcript
 
 SkipInvalidOption = Annotated[
     bool,
@@ -46,6 +47,8 @@ def read_transcript(
 ) -> Transcript:
     """Load a transcript for a command, from a file or a database session (see
     `unbounded.addresses`), and print its warnings on stderr (unless quiet)."""
+    from unbounded.addresses import load_address
+
     transcript, _ = load_address(path, skip_invalid=skip_invalid, file_order=file_order)
     if not quiet:
         print_warnings(transcript)
@@ -95,6 +98,8 @@ def check_output_path(output: Path, inputs: list[Path], *, force: bool) -> None:
             return
     if force:
         return
+    from unbounded.transcripts.loader import detect_format
+
     try:
         kind = detect_format(output)
     except Exception:  # any unreadable file counts as "not a transcript" here

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from unbounded.cli.app import console
 from unbounded.cli.text import plural
-from unbounded.recall.receipts import Receipt
+
+if TYPE_CHECKING:
+    from unbounded.recall.receipts import Receipt
 
 MAX_ROWS = 40
 """Receipts shown (the most recent); `--json` lists them all."""

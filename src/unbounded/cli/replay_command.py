@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -20,7 +20,6 @@ from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
-from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
 from unbounded.cli.options import (
     FileOrderOption,
     PolicyOption,
@@ -30,11 +29,11 @@ from unbounded.cli.options import (
 )
 from unbounded.cli.text import plural, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError
-from unbounded.evaluation.replay import ReplayOptions, ReplayReport, replay_session
-from unbounded.evaluation.report import render_report_html
-from unbounded.evaluation.sources import sessions_newest_first
-from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
+
+if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
+    from unbounded.evaluation.replay import ReplayOptions, ReplayReport
+    from unbounded.model.transcript import Transcript
 
 _KIND_STYLE = {
     "compaction": "bold magenta",
@@ -72,6 +71,9 @@ def pick_session(
     the newest session on this machine with a conversation (Claude Code's ~/.claude/projects
     or Codex CLI's $CODEX_HOME/sessions, by default ~/.codex/sessions), else the built-in
     demo session."""
+    from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
+    from unbounded.evaluation.sources import sessions_newest_first
+
     if path is not None:
         address = parse_address(path)
         transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
@@ -131,6 +133,8 @@ class ReplayRow:
 
 def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     """Replay one file of a batch (runs in a worker process with --jobs)."""
+    from unbounded.evaluation.replay import replay_session
+
     transcript, source = _read_quietly(path, settings)
     require_conversation(transcript, source)
     report = replay_session(transcript, _options(settings, transcript, source))
@@ -159,6 +163,8 @@ def _skipped(lines: int) -> tuple[str, ...]:
 
 
 def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> ReplayOptions:
+    from unbounded.evaluation.replay import ReplayOptions
+
     table = load_model_table()
     # An LLM summarizer asks for the recorded model by name, even one the table lacks (the
     # replay plans that one with its provider's figures).
@@ -213,6 +219,9 @@ def replay_command(
     policy_file: PolicyOption = None,
 ) -> None:
     """Replay sessions through unbounded's pipeline and compare costs with baselines."""
+    from unbounded.evaluation.replay import replay_session
+    from unbounded.evaluation.report import render_report_html
+
     if series and not as_json:
         raise ConfigError("--series adds the per-call figures to the JSON output: add --json")
     table = load_model_table()

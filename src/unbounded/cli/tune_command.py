@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -14,9 +14,11 @@ from rich.table import Table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import PolicyOption
 from unbounded.errors import ConfigError
-from unbounded.evaluation.tune import SEARCH_SPACE, Candidate, TuneReport, tune_policy
 from unbounded.fileio import atomic_write_chunks
 from unbounded.policy import Policy
+
+if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from unbounded.evaluation.tune import Candidate, TuneReport
 
 
 @app.command("tune")
@@ -40,6 +42,8 @@ def tune_command(
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"{path}: no such session file")
+    from unbounded.evaluation.tune import tune_policy
+
     base = Policy.from_file(policy_file) if policy_file is not None else Policy.from_env()
     if as_json:
         report = tune_policy(paths, trials=trials, jobs=jobs, seed=seed, base=base)
@@ -76,6 +80,8 @@ def tune_command(
 
 def _label(candidate: Candidate, base: Policy) -> str:
     """The candidate's changes from the base policy, in short names."""
+    from unbounded.evaluation.tune import SEARCH_SPACE
+
     changes = {
         name: value for name, value in candidate.changes.items() if getattr(base, name) != value
     }

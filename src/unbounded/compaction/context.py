@@ -19,7 +19,12 @@ from unbounded.compaction.conversation import (
     FallbackReason,
     PostCompactionFit,
 )
-from unbounded.compaction.glue import RehydrateSource, Rehydrator, rehydrator_for
+from unbounded.compaction.glue import (
+    RecordedState,
+    RehydrateSource,
+    Rehydrator,
+    rehydrator_for,
+)
 from unbounded.errors import ConfigError
 from unbounded.events import EventSink
 from unbounded.model.content import MessageParam
@@ -70,6 +75,8 @@ class CompactionContext:
     """Folders files may be re-read from after a compaction (None: the session's roots)."""
     rehydrate_from: RehydrateSource | None = "disk"
     """Re-injected files come from the disk or the transcript; None re-injects nothing."""
+    recorded: RecordedState | None = None
+    """What earlier compactions already read of `entries` (a transcript that only grows)."""
     hooks: CompactionHooks | None = None
     events: EventSink | None = None
     boundary_metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -124,7 +131,11 @@ class CompactionContext:
         if self.rehydrate_from is None:
             return None
         return rehydrator_for(
-            self.entries, self.allowed_roots, source=self.rehydrate_from, policy=self.policy
+            self.entries,
+            self.allowed_roots,
+            source=self.rehydrate_from,
+            policy=self.policy,
+            recorded=self.recorded,
         )
 
 

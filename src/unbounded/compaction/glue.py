@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 # Importing rehydrate registers the renderers of the attachment types it creates.
 from unbounded.compaction.facts import facts_ledger_for
-from unbounded.compaction.recorded_files import recorded_files
-from unbounded.compaction.rehydrate import make_rehydrator, working_state_from_entries
+from unbounded.compaction.recorded_files import RecordedFilesReader
+from unbounded.compaction.rehydrate import WorkingStateReader, make_rehydrator
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
 
@@ -34,19 +34,65 @@ def session_roots(entries: Sequence[Entry]) -> list[str]:
     return roots
 
 
+class RecordedState:
+    """What `rehydrator_for` reads from a transcript that only grows (its working state, the
+    files as it last showed them, its working folders), each entry read once: a session that
+    compacts again and again does not read its whole transcript at every compaction."""
+
+    def __init__(self) -> None:
+        self.working = WorkingStateReader()
+        self.files = RecordedFilesReader()
+        self._roots = RootsReader()
+
+    def roots(self, entries: Sequence[Entry]) -> list[str]:
+        """`session_roots` of these entries."""
+        return self._roots.read(entries)
+
+
+class RootsReader:
+    """`session_roots` over a transcript that only grows (the entries added since the last
+    call; a list that is not the last one grown is read from the start)."""
+
+    def __init__(self) -> None:
+        self._roots: list[str] = []
+        self._seen: Sequence[Entry] | None = None
+        self._count = 0
+        self._last: Entry | None = None
+
+    def read(self, entries: Sequence[Entry]) -> list[str]:
+        """The working folders of these entries, oldest first."""
+        count = self._count
+        if not (
+            entries is self._seen
+            and len(entries) >= count
+            and (count == 0 or entries[count - 1] is self._last)
+        ):
+            self._roots, count = [], 0
+        for entry in entries[count:]:
+            cwd = entry.data.get("cwd")
+            if isinstance(cwd, str) and cwd and cwd not in self._roots:
+                self._roots.append(cwd)
+        self._seen, self._count = entries, len(entries)
+        self._last = entries[-1] if entries else None
+        return list(self._roots)
+
+
 def rehydrator_for(
     entries: Sequence[Entry],
     allowed_roots: Sequence[str] | None = None,
     *,
     source: RehydrateSource = "disk",
     policy: Policy | None = None,
+    recorded: RecordedState | None = None,
 ) -> Rehydrator:
     """A rehydrator over the working state recorded in `entries`: files re-read from the disk
-    inside the roots, or (`source="transcript"`) restored as the transcript last showed them."""
-    state = working_state_from_entries(entries)
+    inside the roots, or (`source="transcript"`) restored as the transcript last showed them.
+    `recorded`: what earlier calls on this growing transcript already read."""
+    known = recorded or RecordedState()
+    state = known.working.read(entries)
     if source == "transcript":
-        cwd = (session_roots(entries) or [os.sep])[-1]
-        shown = {os.path.join(cwd, path): file for path, file in recorded_files(entries).items()}
+        cwd = (known.roots(entries) or [os.sep])[-1]
+        shown = {os.path.join(cwd, path): file for path, file in known.files.read(entries).items()}
 
         def read_shown(path: str) -> str:
             text = shown[path].text
@@ -63,7 +109,7 @@ def rehydrator_for(
             cwd=cwd,
             policy=policy,
         )
-    roots = list(allowed_roots) if allowed_roots is not None else session_roots(entries)
+    roots = list(allowed_roots) if allowed_roots is not None else known.roots(entries)
     return make_rehydrator(
         state, allowed_roots=roots, cwd=roots[-1] if roots else None, policy=policy
     )

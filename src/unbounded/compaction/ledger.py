@@ -10,13 +10,18 @@ would cost O(history); the ledger registers tool uses and results as they appear
 new messages and the last two old ones (normalization merges a response's later lines and
 their results into the last assistant/user pair, never further back). A list that got shorter,
 or whose earlier tool calls are no longer where the ledger saw them (a compaction replaced the
-history, or another conversation was passed), is rescanned from the start. The ledger never
-modifies the messages.
+history, or another conversation was passed), is rescanned from the start (`generation` then
+counts one more). The ledger never modifies the messages.
+
+It also keeps, as calls arrive, what count-based clearing chooses from each turn: the results
+still in the context (compactable, not already a placeholder, not marked cleared with
+`mark_cleared`) and the reads a later read or write of the same file superseded. A turn then
+costs what it added, not a walk over every call of the conversation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,17 +78,37 @@ def _blocks(message: Mapping[str, Any]) -> list[Any]:
 class ToolLedger:
     """Tool calls of one conversation, registered incrementally (see the module docstring)."""
 
-    __slots__ = ("_records", "_scanned", "tools")
+    __slots__ = (
+        "_open",
+        "_reads",
+        "_records",
+        "_scanned",
+        "_stale",
+        "generation",
+        "tools",
+    )
 
     def __init__(self, tools: CompactableTools | None = None) -> None:
         self.tools = tools if tools is not None else CompactableTools.default()
         self._records: dict[str, ToolRecord] = {}
         self._scanned = 0
+        self._open: dict[str, ToolRecord] = {}
+        """Compactable calls whose result is in the context and not cleared (any order)."""
+        self._reads: dict[str, list[str]] = {}
+        """File path -> ids of the reads of it no later call has superseded yet."""
+        self._stale: set[str] = set()
+        """Ids of reads a later read or write of the same file superseded."""
+        self.generation = 0
+        """How many times the ledger started over (marks made before then are gone)."""
 
     def reset(self) -> None:
         """Forget every record (the next observe rescans from the start)."""
         self._records = {}
         self._scanned = 0
+        self._open = {}
+        self._reads = {}
+        self._stale = set()
+        self.generation += 1
 
     @property
     def scanned(self) -> int:
@@ -110,7 +135,7 @@ class ToolLedger:
                         continue
                     name = str(block.get("name", ""))
                     compactable = tools.is_compactable(name)
-                    records[tool_id] = ToolRecord(
+                    new = ToolRecord(
                         tool_use_id=tool_id,
                         name=name,
                         order=len(records),
@@ -119,16 +144,48 @@ class ToolLedger:
                         read_path=tools.read_path(block) if compactable else None,
                         write_path=file_write_path(block),
                     )
+                    records[tool_id] = new
+                    self._supersede(new)
                 elif kind == "tool_result":
                     record = records.get(str(block.get("tool_use_id")))
                     if record is None or record.use_index >= index:
                         continue  # an orphan result: nothing the ledger can clear safely
                     if record.result_index is not None and record.result_index != index:
                         continue  # a second result for one call: keep the first
+                    arrived = record.result_index is None  # else the tail seen again
                     record.result_index = index
                     record.precleared = is_cleared_content(block.get("content"))
                     record.tokens = tool_result_tokens(block)
+                    if record.precleared:
+                        self._open.pop(record.tool_use_id, None)
+                    elif arrived and record.compactable:
+                        self._open[record.tool_use_id] = record
         self._scanned = len(messages)
+
+    def _supersede(self, record: ToolRecord) -> None:
+        """A new call reads or writes a file: earlier reads of it are stale from now on."""
+        for path in {record.read_path, record.write_path}:
+            if path:
+                earlier = self._reads.pop(path, None)
+                if earlier:
+                    self._stale.update(earlier)
+        if record.read_path:
+            self._reads[record.read_path] = [record.tool_use_id]
+
+    def mark_cleared(self, tool_use_ids: Iterable[str]) -> None:
+        """These results are cleared: no longer among `open_results`."""
+        for tool_id in tool_use_ids:
+            self._open.pop(tool_id, None)
+
+    def open_results(self) -> list[ToolRecord]:
+        """Compactable calls whose result is in the context, neither a placeholder already nor
+        marked cleared, in call order: what count-based clearing chooses from."""
+        return sorted(self._open.values(), key=lambda record: record.order)
+
+    def superseded_reads(self) -> set[str]:
+        """Ids of reads whose file a later call read or wrote (the agent works from the newer
+        copy); see `micro.superseded_reads`, their from-scratch definition."""
+        return set(self._stale)
 
     def _still_matches(self, messages: Sequence[Mapping[str, Any]], start: int) -> bool:
         """The first and the last tool call before `start` are still where they were seen."""

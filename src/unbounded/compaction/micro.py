@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
+from itertools import islice
 from typing import Any, Literal, cast
 
 from unbounded.compaction.cached_micro import CachedMicrocompactState
@@ -56,6 +57,7 @@ from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import CacheEdit
 from unbounded.policy import Policy
 
@@ -142,7 +144,16 @@ _STAT_NAMES = tuple(spec.name for spec in fields(MicrocompactStats))
 class MicrocompactState:
     """What microcompaction remembers across turns: cleared ids, the ledger, cache edits."""
 
-    __slots__ = ("cached", "cleared", "ledger", "name_handles", "stats")
+    __slots__ = (
+        "_applied",
+        "_marked",
+        "_pairs",
+        "cached",
+        "cleared",
+        "ledger",
+        "name_handles",
+        "stats",
+    )
 
     def __init__(self, tools: CompactableTools | None = None) -> None:
         self.ledger = ToolLedger(tools)
@@ -153,6 +164,12 @@ class MicrocompactState:
         """Tool ids cleared in the messages -> their estimated tokens, in clearing order."""
         self.cached = CachedMicrocompactState()
         self.stats = MicrocompactStats()
+        self._marked: tuple[ToolLedger, int] | None = None
+        """The ledger (and its generation) that knows every id of `cleared` as cleared."""
+        self._applied: _AppliedView | None = None
+        """The last view `_apply` made, reused while the messages only grow."""
+        self._pairs: tuple[list[list[Any]], dict[str, int]] = ([], self.cleared)
+        """`cleared` as saved ([id, tokens] pairs), extended as ids are added."""
 
     @property
     def tools(self) -> CompactableTools:
@@ -172,8 +189,14 @@ class MicrocompactState:
         return True
 
     def observe(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Bring the ledger up to date with the current view."""
-        self.ledger.observe(messages)
+        """Bring the ledger up to date with the current view (and tell a ledger that started
+        over, or a new one, which results are cleared)."""
+        ledger = self.ledger
+        ledger.observe(messages)
+        marked = self._marked
+        if marked is None or marked[0] is not ledger or marked[1] != ledger.generation:
+            ledger.mark_cleared(self.cleared)
+            self._marked = (ledger, ledger.generation)
 
     def apply_clears(self, messages: Sequence[Mapping[str, Any]]) -> list[MessageParam]:
         """The view with every clear made so far applied, and nothing new cleared.
@@ -218,10 +241,22 @@ class MicrocompactState:
         return {
             "version": STATE_VERSION,
             "tools": self.tools.to_dict(),
-            "cleared": [[tool_id, tokens] for tool_id, tokens in self.cleared.items()],
+            "cleared": self._cleared_pairs(),
             "cached": self.cached.to_dict(),
             "stats": self.stats.to_dict(),
         }
+
+    def _cleared_pairs(self) -> list[list[Any]]:
+        """`cleared` as [id, tokens] pairs (a new list; the pairs made before are reused: ids
+        are only ever added, until a compaction replaces the dict)."""
+        pairs, source = self._pairs
+        if source is not self.cleared or len(pairs) > len(self.cleared):
+            pairs = []
+        if len(pairs) < len(self.cleared):  # (a skip over the old ids costs their number)
+            added = islice(self.cleared.items(), len(pairs), None)
+            pairs.extend([tool_id, tokens] for tool_id, tokens in added)
+        self._pairs = (pairs, self.cleared)
+        return list(pairs)
 
     @classmethod
     def from_dict(
@@ -397,10 +432,90 @@ def last_assistant_time(entries: Sequence[Entry]) -> datetime | None:
 
 
 # -- tiers ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _AppliedView:
+    """What one `_apply` call saw and made (its own copies: callers may keep theirs)."""
+
+    source: list[Any]
+    view: list[MessageParam]
+    cleared: int
+    """How many ids of `MicrocompactState.cleared` (in clearing order) the view applies."""
+    top: int
+    """The highest message index a clear changed."""
+    handles: bool
+    ledger: tuple[ToolLedger, int]
+
+
 def _apply(state: MicrocompactState, messages: Sequence[Any]) -> list[MessageParam]:
-    """The view with every id in `state.cleared` cleared (located through the ledger)."""
+    """The view with every id in `state.cleared` cleared (located through the ledger).
+
+    The last view is reused while the messages only grew and the ledger did not start over:
+    the clears made since are applied to it, and the new messages appended, so a turn costs
+    what changed. `_apply_all` is the from-scratch definition."""
     if not state.cleared:
+        state._applied = None
         return cast(list[MessageParam], list(messages))
+    reused = _apply_since(state, messages, state._applied)
+    if reused is not None:
+        return reused
+    out = _apply_all(state, messages)
+    indices = [
+        record.result_index
+        for record in (state.ledger.get(tool_id) for tool_id in state.cleared)
+        if record is not None and record.result_index is not None
+    ]
+    state._applied = _AppliedView(
+        list(messages),
+        list(out),
+        len(state.cleared),
+        max(indices, default=-1),
+        state.name_handles,
+        (state.ledger, state.ledger.generation),
+    )
+    return out
+
+
+def _apply_since(
+    state: MicrocompactState, messages: Sequence[Any], last: _AppliedView | None
+) -> list[MessageParam] | None:
+    """`_apply` from the last view (None when it cannot be reused)."""
+    ledger = state.ledger
+    if (
+        last is None
+        or last.handles != state.name_handles
+        or last.ledger[0] is not ledger
+        or last.ledger[1] != ledger.generation
+        or last.cleared > len(state.cleared)
+    ):
+        return None
+    same = shared_prefix_length(messages, last.source)
+    if last.top >= same:
+        return None  # a message a clear changed is not the same any more
+    view = last.view[:same]
+    view.extend(messages[same:])
+    top = last.top
+    new_ids = list(islice(state.cleared, last.cleared, None))
+    if new_ids:
+        indices: list[int] = []
+        for tool_id in new_ids:
+            record = ledger.get(tool_id)
+            if record is None or record.result_index is None:
+                return None  # not where the ledger says: `_apply_all` searches everywhere
+            indices.append(record.result_index)
+        view, found = clear_tool_results(
+            view, new_ids, indices=indices, name_handles=state.name_handles
+        )
+        if len(found) != len(new_ids):
+            return None
+        top = max(top, *indices)
+    state._applied = _AppliedView(
+        list(messages), list(view), len(state.cleared), top, state.name_handles, last.ledger
+    )
+    return view
+
+
+def _apply_all(state: MicrocompactState, messages: Sequence[Any]) -> list[MessageParam]:
+    """Every clear of `state.cleared` applied to these messages, from scratch."""
     ledger = state.ledger
     present = []
     indices = set()
@@ -419,6 +534,7 @@ def _apply(state: MicrocompactState, messages: Sequence[Any]) -> list[MessagePar
 def _record_clears(state: MicrocompactState, records: Sequence[ToolRecord]) -> None:
     for record in records:
         state.cleared[record.tool_use_id] = record.tokens
+    state.ledger.mark_cleared(record.tool_use_id for record in records)
     state.stats.results_cleared += len(records)
     state.stats.tokens_cleared += sum(r.tokens for r in records)
 
@@ -440,11 +556,19 @@ def _settings(policy: Policy | None) -> Policy:
     return policy if policy is not None else Policy()
 
 
+def _view(state: MicrocompactState, messages: Sequence[Any], apply: bool) -> list[MessageParam]:
+    """The messages to send (every clear applied), or the input as it is (`apply=False`)."""
+    return _apply(state, messages) if apply else cast(list[MessageParam], messages)
+
+
 def _passthrough(
-    state: MicrocompactState, messages: Sequence[Any], edits: Sequence[CacheEdit] = ()
+    state: MicrocompactState,
+    messages: Sequence[Any],
+    edits: Sequence[CacheEdit] = (),
+    apply: bool = True,
 ) -> MicrocompactResult:
     return MicrocompactResult(
-        messages=_apply(state, messages), tier="none", cache_edits=tuple(edits)
+        messages=_view(state, messages, apply), tier="none", cache_edits=tuple(edits)
     )
 
 
@@ -460,13 +584,10 @@ def count_based_microcompact(
 
 
 def _count_based(
-    messages: Sequence[Any], state: MicrocompactState, policy: Policy
+    messages: Sequence[Any], state: MicrocompactState, policy: Policy, apply: bool = True
 ) -> MicrocompactResult:
-    candidates = [
-        r
-        for r in state.ledger.compactable_results()
-        if r.tool_use_id not in state.cleared and not r.precleared
-    ]
+    # Kept by the ledger as calls arrive (`compactable_results` filtered, from scratch).
+    candidates = [r for r in state.ledger.open_results() if r.tool_use_id not in state.cleared]
     chosen, saved = select_count_based(
         [(r.tool_use_id, r.tokens) for r in candidates],
         keep_recent=policy.microcompact_keep_recent,
@@ -475,19 +596,19 @@ def _count_based(
     )
     if policy.clear_superseded_reads:
         # A stale read is cleared whatever its age: the newer copy is in the context.
-        stale = set(superseded_reads(state.ledger.records())) - set(chosen)
+        stale = state.ledger.superseded_reads() - set(chosen)
         extra = [r for r in candidates if r.tool_use_id in stale]
         chosen = [*chosen, *(r.tool_use_id for r in extra)]
         saved += sum(r.tokens for r in extra)
     if not chosen or saved < policy.microcompact_min_savings:
-        return _passthrough(state, messages)
+        return _passthrough(state, messages, apply=apply)
     chosen_set = set(chosen)
     records = [r for r in candidates if r.tool_use_id in chosen_set]
     _record_clears(state, records)
     state.stats.count_clear_events += 1
     state.stats.cache_breaking_changes += 1
     return MicrocompactResult(
-        messages=_apply(state, messages),
+        messages=_view(state, messages, apply),
         tier="count",
         cleared_ids=tuple(chosen),
         tokens_saved=saved,
@@ -512,7 +633,7 @@ def time_based_microcompact(
 
 
 def _time_based(
-    messages: Sequence[Any], state: MicrocompactState, policy: Policy
+    messages: Sequence[Any], state: MicrocompactState, policy: Policy, apply: bool = True
 ) -> MicrocompactResult:
     state.cached.drop_edits()  # the cache expired: pinned edits refer to nothing
     records = state.ledger.compactable_results()
@@ -523,13 +644,13 @@ def _time_based(
         already_cleared=already,
     )
     if not chosen:
-        return _passthrough(state, messages)
+        return _passthrough(state, messages, apply=apply)
     chosen_set = set(chosen)
     cleared = [r for r in records if r.tool_use_id in chosen_set]
     _record_clears(state, cleared)
     state.stats.time_clear_events += 1
     return MicrocompactResult(
-        messages=_apply(state, messages),
+        messages=_view(state, messages, apply),
         tier="time",
         cleared_ids=tuple(chosen),
         tokens_saved=sum(r.tokens for r in cleared),
@@ -557,7 +678,7 @@ def cached_microcompact(
 
 
 def _cached(
-    messages: Sequence[Any], state: MicrocompactState, policy: Policy
+    messages: Sequence[Any], state: MicrocompactState, policy: Policy, apply: bool = True
 ) -> MicrocompactResult:
     records = state.ledger.compactable_results()
     cached = state.cached
@@ -573,7 +694,7 @@ def _cached(
         exclude=exclude,
         tokens={tool_id: record.tokens for tool_id, record in by_id.items()},
     )
-    view = _apply(state, messages)
+    view = _view(state, messages, apply)
     all_edits = tuple(cached.edits_for_request())
     if not new_edits:
         return MicrocompactResult(messages=view, tier="none", cache_edits=all_edits)
@@ -601,20 +722,23 @@ def microcompact(
     now: datetime | None = None,
     last_assistant_at: datetime | None = None,
     cache_edits_supported: bool = False,
+    apply: bool = True,
 ) -> MicrocompactResult:
     """Run the tier that applies this turn: time-based when the cache is cold by the idle gap,
     else cached when the provider supports cache edits, else count-based.
 
     With `Policy.microcompact_enabled` false nothing new is cleared or deleted, but earlier
     clears and pinned edits stay (taking them back would change the cached prefix again).
+    `apply=False`: decide and remember the clears, but return the messages as given (a caller
+    that keeps its own view skips building the cleared one).
     """
     active = _settings(policy)
     _start(state, messages)
     if not active.microcompact_enabled:
         edits = state.cached.edits_for_request() if cache_edits_supported else []
-        return _passthrough(state, messages, edits)
+        return _passthrough(state, messages, edits, apply)
     if cache_is_cold(now, last_assistant_at, active):
-        return _time_based(messages, state, active)
+        return _time_based(messages, state, active, apply)
     if cache_edits_supported:
-        return _cached(messages, state, active)
-    return _count_based(messages, state, active)
+        return _cached(messages, state, active, apply)
+    return _count_based(messages, state, active, apply)

@@ -105,12 +105,44 @@ def _after_write(block: Mapping[str, Any], before: RecordedFile | None) -> Recor
 
 def recorded_files(entries: Sequence[Entry]) -> dict[str, RecordedFile]:
     """path -> what the transcript last showed of it, over `entries` in order."""
-    files: dict[str, RecordedFile] = {}
-    pending: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
-    for entry in entries:
+    return RecordedFilesReader().read(entries)
+
+
+class RecordedFilesReader:
+    """`recorded_files` over a transcript that only grows: each call reads the entries added
+    since the last one; a list that is not the last one grown is read from the start."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.files: dict[str, RecordedFile] = {}
+        self._pending: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
+        self._seen: Sequence[Entry] | None = None
+        self._count = 0
+        self._last: Entry | None = None
+
+    def read(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
+        """path -> what these entries last showed of it (a new dict)."""
+        count = self._count
+        grown = (
+            entries is self._seen
+            and len(entries) >= count
+            and (count == 0 or entries[count - 1] is self._last)
+        )
+        if not grown:
+            self._reset()
+            count = 0
+        for index in range(count, len(entries)):
+            self._feed(entries[index])
+        self._seen, self._count = entries, len(entries)
+        self._last = entries[-1] if entries else None
+        return dict(self.files)
+
+    def _feed(self, entry: Entry) -> None:
         content = entry.content
         if not isinstance(content, list):
-            continue
+            return
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -120,9 +152,9 @@ def recorded_files(entries: Sequence[Entry]) -> dict[str, RecordedFile]:
                 written = None if read else file_write_path(block)
                 path = read or written
                 if path:
-                    pending[str(block.get("id", ""))] = (path, block, read is not None)
+                    self._pending[str(block.get("id", ""))] = (path, block, read is not None)
             elif kind == "tool_result":
-                call = pending.pop(str(block.get("tool_use_id", "")), None)
+                call = self._pending.pop(str(block.get("tool_use_id", "")), None)
                 if call is None or block.get("is_error") is True:
                     continue
                 path, use, is_read = call
@@ -131,7 +163,6 @@ def recorded_files(entries: Sequence[Entry]) -> dict[str, RecordedFile]:
                     if text.lstrip().startswith(UNCHANGED_STUB_PREFIX):
                         continue  # the stub says the earlier text still holds
                     ranged = any(_input(use).get(key) is not None for key in _RANGE_KEYS)
-                    files[path] = RecordedFile(text, partial=ranged)
+                    self.files[path] = RecordedFile(text, partial=ranged)
                 else:
-                    files[path] = _after_write(use, files.get(path))
-    return files
+                    self.files[path] = _after_write(use, self.files.get(path))

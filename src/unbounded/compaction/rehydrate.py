@@ -36,6 +36,7 @@ Renderers for the attachment types this module introduces are registered in
 
 from __future__ import annotations
 
+import copy
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -506,29 +507,63 @@ def working_state_from_entries(entries: Sequence[Entry]) -> WorkingState:
     and skills whose content followed their Skill call as a meta message. Background agents
     and tool deltas are not recorded in transcripts; the host adds them.
     """
-    state = WorkingState()
-    call_paths: dict[str, str] = {}
-    pending_skill: str | None = None
-    for index, entry in enumerate(entries):
+    return WorkingStateReader().read(entries)
+
+
+class WorkingStateReader:
+    """`working_state_from_entries` over a transcript that only grows: each call reads the
+    entries added since the last one (a session compacting again and again would otherwise
+    read its whole transcript at every compaction). A list that is not the last one grown is
+    read from the start. `read` returns a copy: the reader's own state goes on."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state = WorkingState()
+        self._call_paths: dict[str, str] = {}
+        self._pending_skill: str | None = None
+        self._seen: Sequence[Entry] | None = None
+        self._count = 0
+        self._last: Entry | None = None
+
+    def read(self, entries: Sequence[Entry]) -> WorkingState:
+        """The working state of these entries."""
+        count = self._count
+        grown = (
+            entries is self._seen
+            and len(entries) >= count
+            and (count == 0 or entries[count - 1] is self._last)
+        )
+        if not grown:
+            self._reset()
+            count = 0
+        for index in range(count, len(entries)):
+            self._feed(index, entries[index])
+        self._seen, self._count = entries, len(entries)
+        self._last = entries[-1] if entries else None
+        return copy.deepcopy(self.state)
+
+    def _feed(self, index: int, entry: Entry) -> None:
         moment = _entry_time(entry, index)
         if entry.type == "attachment":
             attachment = entry.attachment or {}
             if attachment.get("type") == "todo" and isinstance(attachment.get("content"), list):
-                state.todos = [
+                self.state.todos = [
                     dict(item) for item in attachment["content"] if isinstance(item, dict)
                 ]
-            continue
+            return
         content = entry.content
         if not isinstance(content, list):
             if (
-                pending_skill
+                self._pending_skill
                 and entry.type == "user"
                 and entry.is_meta
                 and isinstance(content, str)
             ):
-                state.record_skill(pending_skill, content, moment)
-                pending_skill = None
-            continue
+                self.state.record_skill(self._pending_skill, content, moment)
+                self._pending_skill = None
+            return
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -540,36 +575,35 @@ def working_state_from_entries(entries: Sequence[Entry]) -> WorkingState:
                 written = file_write_path(block)
                 path = file_read_path(block) or written
                 if path:
-                    call_paths[str(block.get("id", ""))] = path
-                    state.record_read(path, moment, write=path == written)
+                    self._call_paths[str(block.get("id", ""))] = path
+                    self.state.record_read(path, moment, write=path == written)
                 if written and PLAN_DIRECTORY_MARKER in written.replace("\\", "/"):
-                    state.plan_file_path = written
+                    self.state.plan_file_path = written
                     text = tool_input.get("content")
                     if isinstance(text, str):
-                        state.plan_content = text
+                        self.state.plan_content = text
                 todos = todo_list_from_tool(block)
                 if todos is not None:
-                    state.todos = [dict(item) for item in todos if isinstance(item, dict)]
+                    self.state.todos = [dict(item) for item in todos if isinstance(item, dict)]
                 if name == "EnterPlanMode":
-                    state.plan_mode = True
+                    self.state.plan_mode = True
                 elif name == "ExitPlanMode":
-                    state.plan_mode = False
+                    self.state.plan_mode = False
                     plan = tool_input.get("plan")
                     if isinstance(plan, str) and plan.strip():
-                        state.plan_content = plan
+                        self.state.plan_content = plan
                 elif name in SKILL_TOOLS:
                     skill = tool_input.get("skill") or tool_input.get("name")
-                    pending_skill = str(skill) if skill else None
+                    self._pending_skill = str(skill) if skill else None
             elif kind == "tool_result":
-                path = call_paths.get(str(block.get("tool_use_id", "")))
+                path = self._call_paths.get(str(block.get("tool_use_id", "")))
                 if path and text_of(block.get("content")).lstrip().startswith(
                     UNCHANGED_STUB_PREFIX
                 ):
-                    state.record_stub(path, moment)
-            elif kind == "text" and pending_skill and entry.type == "user" and entry.is_meta:
-                state.record_skill(pending_skill, str(block.get("text", "")), moment)
-                pending_skill = None
-    return state
+                    self.state.record_stub(path, moment)
+            elif kind == "text" and self._pending_skill and entry.type == "user" and entry.is_meta:
+                self.state.record_skill(self._pending_skill, str(block.get("text", "")), moment)
+                self._pending_skill = None
 
 
 # -- renderers for the attachment types introduced here --------------------------------------

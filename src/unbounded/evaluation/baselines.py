@@ -42,6 +42,7 @@ from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
+from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.tokens.estimate import content_tokens, rough_token_count
@@ -190,27 +191,32 @@ class StrategyRun:
 
 
 class MessageTokens:
-    """Scaled token estimates of messages, remembered per message object between calls."""
+    """Scaled token estimates of successive message lists, counting only what changed."""
 
     def __init__(self, scale: float) -> None:
         self.scale = scale
-        self._known: dict[int, tuple[Any, int]] = {}
+        self._messages: list[MessageParam] = []
+        self._counts: list[int] = []
+        self._total = 0
 
     def counts(self, messages: Sequence[MessageParam]) -> list[int]:
-        """Tokens of each message (the normalizer replaces a message it changes, so a message
-        seen before keeps its count)."""
-        known = self._known
-        fresh: dict[int, tuple[Any, int]] = {}
-        counts: list[int] = []
-        for message in messages:
-            key = id(message)
-            entry = known.get(key)
-            if entry is None or entry[0] is not message:
-                entry = (message, round(content_tokens(message["content"]) * self.scale))
-            fresh[key] = entry
-            counts.append(entry[1])
-        self._known = fresh
-        return counts
+        """Tokens of each message (read only: the list is the counter's). The messages the
+        last list began with (the same objects: the normalizer replaces a message it changes)
+        keep their counts."""
+        same = shared_prefix_length(messages, self._messages)
+        self._total -= sum(self._counts[same:])
+        del self._counts[same:]
+        for message in messages[same:]:
+            count = round(content_tokens(message["content"]) * self.scale)
+            self._counts.append(count)
+            self._total += count
+        self._messages = list(messages)
+        return self._counts
+
+    def total(self, messages: Sequence[MessageParam]) -> int:
+        """Tokens of all the messages."""
+        self.counts(messages)
+        return self._total
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +301,7 @@ class Baseline:
         return simulated
 
     def _context_tokens(self, messages: Sequence[MessageParam]) -> int:
-        return self.settings.prefix.tokens + sum(self.tokens.counts(messages))
+        return self.settings.prefix.tokens + self.tokens.total(messages)
 
 
 def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str, SimulatedCall]:
@@ -444,14 +450,81 @@ class ClearEveryTurnBaseline(Baseline):
 
     name = "clear_every_turn"
 
+    def __init__(self, settings: ReplaySettings) -> None:
+        super().__init__(settings)
+        self.clearing = ToolResultClearing(CLEAR_KEEP)
+
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history with all but the most recent tool results cleared, over the trigger."""
         messages = self.normalizer.messages
         if self._context_tokens(messages) <= CLEAR_TRIGGER_TOKENS:
             return CallPlan(messages)
-        cleared = clear_tool_results_copy(messages, keep=CLEAR_KEEP)
-        changed = any(a is not b for a, b in zip(cleared, messages, strict=True))
-        return CallPlan(cleared, changed=changed)
+        cleared = self.clearing.apply(messages)
+        return CallPlan(cleared, changed=self.clearing.cleared_any)
+
+
+class ToolResultClearing:
+    """`clear_tool_results_copy` of successive histories, each reusing the last one's copies.
+
+    Every tool result but the `keep` most recent is cleared; while the history only grows the
+    set only grows, so a message cleared before keeps its copy (the same object: the cache
+    simulator then reuses its work) and a call costs what it added. A history that is not the
+    last one grown is cleared from scratch."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._source: list[MessageParam] = []
+        self._result: list[MessageParam] = []
+        self._results: list[tuple[int, int]] = []
+        """(message, block) of every tool result of `_source`, in order."""
+        self._cleared: dict[int, set[int]] = {}
+        """Message index -> its cleared blocks."""
+
+    @property
+    def cleared_any(self) -> bool:
+        """Whether the last result clears anything."""
+        return bool(self._cleared)
+
+    def apply(self, messages: Sequence[MessageParam]) -> list[MessageParam]:
+        """The messages with every tool result but the most recent cleared (a new list)."""
+        same = shared_prefix_length(messages, self._source)
+        if same < len(self._source):  # not the same history grown: fewer results may follow
+            same = 0
+            self._results, self._cleared = [], {}
+        result = self._result[:same]
+        for index in range(same, len(messages)):
+            result.append(messages[index])
+            content = messages[index]["content"]
+            if isinstance(content, list):
+                self._results += [
+                    (index, b)
+                    for b, block in enumerate(content)
+                    if block.get("type") == "tool_result"
+                ]
+        limit = max(0, len(self._results) - self.keep)
+        changed: set[int] = set()
+        for index, block in reversed(self._results[:limit]):
+            blocks = self._cleared.setdefault(index, set())
+            if block in blocks:
+                break  # older ones were cleared before
+            blocks.add(block)
+            changed.add(index)
+        for index in changed:
+            content = cast(list[Any], messages[index]["content"])
+            blocks = self._cleared[index]
+            result[index] = cast(
+                MessageParam,
+                {
+                    "role": messages[index]["role"],
+                    "content": [
+                        {**block, "content": CLEAR_PLACEHOLDER} if b in blocks else block
+                        for b, block in enumerate(content)
+                    ],
+                },
+            )
+        self._source = list(messages)
+        self._result = result
+        return list(result)
 
 
 def clear_tool_results_copy(

@@ -30,9 +30,19 @@ DEFAULT_PREFIX_TOKENS = 15_000
 
 PrefixSource = Literal["inferred", "fixed"]
 
+RECORDED_TOOLS: dict[str, Any] = {
+    "name": "recorded_tools",
+    "description": "Stands for the recorded session's tools, counted in the opaque prefix.",
+    "input_schema": {"type": "object"},
+}
+"""The one tool a replayed session of ours declares before `recall` (the recorded tools'
+schemas are not in the transcript; their tokens are part of the opaque prefix, so this
+stand-in counts as none: requests that declare it cost what requests without it cost)."""
+
 
 class ScaledBlockCounter:
-    """Counts message blocks as the rough estimate times a scale; opaque blocks as given."""
+    """Counts message blocks as the rough estimate times a scale; opaque blocks as given,
+    the recorded tools' stand-in as nothing."""
 
     name = "estimate-scaled"
 
@@ -43,6 +53,8 @@ class ScaledBlockCounter:
 
     def count_block(self, block: FlatBlock) -> int:
         """Tokens of one block of a request."""
+        if block.section == "tools" and block.block.get("name") == RECORDED_TOOLS["name"]:
+            return 0
         if block.section == "system":
             text = block.block.get("text")
             if isinstance(text, str) and text in self._fixed:

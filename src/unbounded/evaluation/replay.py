@@ -67,7 +67,7 @@ from unbounded.evaluation.continuation import (
     TextIndex,
     continuation_scores,
 )
-from unbounded.evaluation.prefix import OpaquePrefix
+from unbounded.evaluation.prefix import RECORDED_TOOLS, OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
@@ -87,7 +87,6 @@ from unbounded.model.response import forward_capabilities, is_offline
 from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
-from unbounded.recall.offer import with_recall_tool
 from unbounded.recall.receipts import Receipt
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
@@ -433,15 +432,6 @@ def _summary_output_tokens(
     return round(rough_token_count(response.text) * scale)
 
 
-RECORDED_TOOLS: dict[str, Any] = {
-    "name": "recorded_tools",
-    "description": "Stands for the recorded session's tools, counted in the opaque prefix.",
-    "input_schema": {"type": "object"},
-}
-"""The one tool a replayed session declares (the recorded tools' schemas are not in the
-transcript; their tokens are part of the opaque prefix)."""
-
-
 def _recording_ttl(report: FidelityReport) -> CacheTtl:
     hours = sum(1 for call in report.calls if call.ttl == "1h")
     return "1h" if report.calls and hours * 2 > len(report.calls) else "5m"
@@ -673,9 +663,8 @@ class _Replayer:
             clock=self.clock,
             extensions=extensions,
         )
-        self.simulator = self.settings.simulator(
-            with_recall_tool(self.session.config.tools, self.session.policy)
-        )
+        # Primed with the tools of our first request: recall joins later (Session.offers_recall).
+        self.simulator = self.settings.simulator(self.session.offered_tools())
         self.ours = StrategyRun("unbounded")
         self.baselines: list[Baseline] = make_baselines(self.settings) if options.baselines else []
         self.source = options.source or (

@@ -36,7 +36,7 @@ from unbounded.errors import ConfigError, UnboundedError
 from unbounded.policy import Policy
 
 SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
-    "early_compact_fraction": (0.3, 0.4, 0.5, 0.7, 1.0),
+    "early_compact_fraction": (0.3, 0.45, 0.5, 0.7, 1.0),
     "cold_cache_compact_fraction": (0.0, 0.2, 0.4),
     "cold_cache_compact_min_saving": (0.05, 0.1, 0.2),
     "session_memory_keep_max_tokens": (4_000, 6_000, 8_000, 15_000, 40_000),
@@ -45,7 +45,7 @@ SEARCH_SPACE: dict[str, tuple[Any, ...]] = {
     "rehydrate_min_uses": (1, 2),
     "compact_instead_of_clearing": (True, False),
     "prefix_ttl_1h": (True, False),
-    "prefix_ttl_1h_after_pauses": (0, 1),
+    "prefix_ttl_1h_after_pauses": (0, 1, 2),
 }
 """Policy fields the search varies, and the values it tries for each."""
 KEEP_MIN_SHARE = 0.4

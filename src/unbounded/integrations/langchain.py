@@ -43,8 +43,10 @@ tool with the agent: the original of every cleared result and the summarized mes
 kept in the private state (`unbounded.archive`), and the tool brings them back by tool call
 id, file path, command or a text search (`unbounded.integrations._langchain_recall`).
 
-Messages already converted on the previous call, and the count and normalized messages built
-from them, are reused while the conversation only grows.
+What the previous call converted, normalized and counted is kept and brought up to date with
+the messages each call adds (matched by message id, so the copies a checkpointed agent reloads
+and this middleware's own cleared results are not read again): a call costs what is new, not
+the history (`unbounded.integrations._langchain_view`).
 
 What survives between calls (when the last model call happened, which kept messages carry a
 stale usage, the failure count, the summary requests spent, who wrote the last summary)
@@ -104,10 +106,9 @@ from unbounded.compaction.conversation import (
     media_placeholder,
 )
 from unbounded.compaction.glue import default_facts_ledger
-from unbounded.compaction.ledger import ToolLedger
-from unbounded.compaction.micro import MicrocompactState, microcompact
+from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
-from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
+from unbounded.compaction.tools_registry import cleared_stub
 from unbounded.events import (
     EventSink,
     LangchainCompacted,
@@ -120,10 +121,9 @@ from unbounded.integrations._langchain_recall import (
     keep_cleared,
     keep_summarized,
 )
+from unbounded.integrations._langchain_view import ConversationView
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
-from unbounded.model.normalize import MessageNormalizer
-from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import is_offline
@@ -141,7 +141,6 @@ from unbounded.providers.base import (
 )
 from unbounded.providers.retry import RetryingProvider
 from unbounded.tokens.estimate import (
-    ContextCounter,
     entry_tokens,
     estimate_messages_tokens,
     pad_estimate,
@@ -706,18 +705,12 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self.exclude_tools = frozenset(exclude_tools)
         self.events = events
         self._clock = clock
-        # The last call's normalized messages and count, extended while the conversation only
-        # grows; the lock keeps agents sharing this middleware across threads apart.
-        self._view: tuple[list[Entry], MessageNormalizer, ContextCounter] | None = None
-        # The last call's messages and what was derived from them (entries, tool names): a
-        # call redoes only what follows the first message that changed.
-        self._seen_messages: list[BaseMessage] = []
-        self._seen_stale: frozenset[str] = frozenset()
-        self._seen_entries: list[Entry | None] = []
-        self._seen_names: dict[str, None] = {}
-        # The tool ledger of the current view, kept while the view only grows (it checks
-        # itself against the messages and rescans when they moved).
-        self._ledger: tuple[tuple[str, ...], ToolLedger] | None = None
+        # The conversation as the last call left it (converted, normalized, counted, its
+        # clears), brought up to date with what each call adds; the lock keeps agents sharing
+        # this middleware across threads apart.
+        self._view = ConversationView(
+            lambda message, anchored: message_to_entry(message, anchor_usage=anchored)
+        )
         self._lock = threading.Lock()
         if self.policy.recall_enabled:
             self.tools = [
@@ -790,64 +783,10 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     # -- the work
 
-    def _entries(
-        self, messages: Sequence[BaseMessage], stale_usage_ids: frozenset[str]
-    ) -> list[Entry | None]:
-        """`messages_to_entries`, reusing the entries of the messages the last call saw up to
-        the first one that changed (the same object or an equal one); callers hold `_lock`."""
-        same = 0
-        if stale_usage_ids == self._seen_stale:
-            same = shared_prefix_length(messages, self._seen_messages)
-        out = self._seen_entries[:same]
-        for message in messages[same:]:
-            anchored = (message.id or "") not in stale_usage_ids
-            out.append(message_to_entry(message, anchor_usage=anchored))
-        names = self._seen_names
-        scan_from = len(self._seen_messages)
-        if same < scan_from:  # tool names of dropped messages would linger: collected again
-            names, scan_from = {}, 0
-        for message in messages[scan_from:]:
-            if isinstance(message, AIMessage):
-                for call in message.tool_calls:
-                    names[call["name"]] = None
-        self._seen_messages = list(messages)
-        self._seen_stale = stale_usage_ids
-        self._seen_entries = out
-        self._seen_names = names
-        return list(out)
-
-    def _counted(self, present: list[Entry]) -> tuple[MessageNormalizer, ContextCounter]:
-        """The normalized messages and the token count of these entries: the last call's,
-        extended by what was appended since, when they start with the same entries (the
-        usual agent step); built anew otherwise (after a compaction, a clearing, another
-        conversation). Callers hold `_lock`."""
-        cached = self._view
-        if cached is not None:
-            seen, normalizer, counter = cached
-            if len(present) >= len(seen) and shared_prefix_length(present, seen) == len(seen):
-                for entry in present[len(seen) :]:
-                    normalizer.append(entry)
-                    counter.append(entry)
-                self._view = (present, normalizer, counter)
-                return normalizer, counter
-        normalizer, counter = MessageNormalizer(present), ContextCounter(present)
-        self._view = (present, normalizer, counter)
-        return normalizer, counter
-
-    def _tool_ledger(self) -> tuple[CompactableTools, ToolLedger] | None:
-        """The compactable tools (the given ones, or every tool the messages call) and the
-        kept ledger for them (a new one for other tools); callers hold `_lock`."""
-        if self.compactable_tools is not None:
-            names = tuple(n for n in self.compactable_tools if n not in self.exclude_tools)
-        else:
-            names = tuple(n for n in self._seen_names if n not in self.exclude_tools)
-        if not names:
-            return None
-        kept = self._ledger
-        if kept is None or kept[0] != names:
-            kept = (names, ToolLedger(CompactableTools(names)))
-            self._ledger = kept
-        return kept[1].tools, kept[1]
+    def _compactable_names(self, called: Mapping[str, None]) -> tuple[str, ...]:
+        """The tools whose results may be cleared: the given ones, or every tool called."""
+        names = self.compactable_tools if self.compactable_tools is not None else called
+        return tuple(name for name in names if name not in self.exclude_tools)
 
     def _plan(self, state: UnboundedAgentState) -> _Plan:
         messages = list(state["messages"])
@@ -858,40 +797,45 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
         with self._lock:
-            entries = self._entries(messages[lead:], stale)
-            present = [e for e in entries if e is not None]
-            before = self._view
-            normalizer, counter = self._counted(present)
-            if before is None or before[1] is not normalizer:
-                self._ledger = None  # a view built anew: so is its ledger
-            tokens = counter.total
-            api_messages = normalizer.messages
-            tools = self._tool_ledger()
-        plan.entries = entries
-        if tools is not None:
-            registry, ledger = tools
-            micro_state = MicrocompactState(registry)
-            micro_state.ledger = ledger
-            last = parse_timestamp(plan.context.get("last_model_at"))
-            result = microcompact(
-                api_messages,
-                micro_state,
-                policy=self.policy,
-                now=self._clock(),
-                last_assistant_at=last,
-            )
-            if result.cleared_ids:
-                plan.cleared = set(result.cleared_ids)
-                tokens = max(0, tokens - result.tokens_saved)
-                emit(
-                    self.events,
-                    MicrocompactApplied(
-                        tier=result.tier,
-                        cleared=len(result.cleared_ids),
-                        tokens_saved=result.tokens_saved,
-                        breaks_cache=result.breaks_cache,
-                    ),
+            view = self._view
+            view.sync(messages[lead:], stale)
+            tokens = view.counter.total
+            plan.entries = list(view.entries)  # the originals of what this call clears
+            names = self._compactable_names(view.names)
+            if names:
+                view.use_tools(names)
+                result = microcompact(
+                    view.normalizer.messages,
+                    view.micro,
+                    policy=self.policy,
+                    now=self._clock(),
+                    last_assistant_at=parse_timestamp(plan.context.get("last_model_at")),
+                    apply=False,  # the agent's state holds the cleared messages
                 )
+                if result.cleared_ids:
+                    positions = view.tool_positions
+                    plan.cleared = {
+                        tool_id: lead + positions[tool_id]
+                        for tool_id in result.cleared_ids
+                        if tool_id in positions
+                    }
+                    # What the agent's state holds once it applies this call's update.
+                    view.clear_results(
+                        {
+                            at - lead: (tool_id, message_to_entry(plan.cleared_copy(messages[at])))
+                            for tool_id, at in plan.cleared.items()
+                        }
+                    )
+                    tokens = max(0, tokens - result.tokens_saved)
+                    emit(
+                        self.events,
+                        MicrocompactApplied(
+                            tier=result.tier,
+                            cleared=len(result.cleared_ids),
+                            tokens_saved=result.tokens_saved,
+                            breaks_cache=result.breaks_cache,
+                        ),
+                    )
         plan.tokens = tokens
         policy = self.policy
         if (
@@ -899,7 +843,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             and policy.auto_compact_enabled
             and self.thresholds.should_autocompact(tokens)
         ):
-            plan.compact_at = self._cut(messages, lead, entries)
+            plan.compact_at = self._cut(messages, lead, plan.entries)
         return plan
 
     def _cut(
@@ -1010,16 +954,19 @@ class _Plan:
         self.original: ContextState = context.copy()
         self.lead = 0
         self.entries: list[Entry | None] = []
-        self.cleared: set[str] = set()
+        """Entries of `messages[lead:]`, index for index, as they are before this call."""
+        self.cleared: dict[str, int] = {}
+        """Tool call id -> index in `messages` of each result this call clears."""
         self.tokens = 0
         self.compact_at: int | None = None
-
-    def _is_cleared(self, message: AnyMessage) -> bool:
-        return isinstance(message, ToolMessage) and message.tool_call_id in self.cleared
 
     def _cleared(self, message: AnyMessage) -> AnyMessage:
         if not isinstance(message, ToolMessage) or message.tool_call_id not in self.cleared:
             return message
+        return self.cleared_copy(message)
+
+    def cleared_copy(self, message: ToolMessage) -> ToolMessage:
+        """The message with its result cleared (the same id: the agent replaces it by id)."""
         handle = message.tool_call_id if self.middleware.policy.recall_enabled else None
         return message.model_copy(
             update={
@@ -1087,11 +1034,9 @@ class _Plan:
             return
         archive = archive_of(self.context)
         originals = {
-            message.tool_call_id: entry
-            for message, entry in zip(self.messages[self.lead :], self.entries, strict=False)
-            if isinstance(message, ToolMessage)
-            and message.tool_call_id in self.cleared
-            and entry is not None
+            tool_id: entry
+            for tool_id, at in self.cleared.items()
+            if (entry := self.entries[at - self.lead]) is not None
         }
         keep_cleared(archive, originals)
         if summarized and self.compact_at is not None:
@@ -1101,9 +1046,7 @@ class _Plan:
     def _cleared_only(self) -> dict[str, Any] | None:
         self._archive(summarized=False)
         out: dict[str, Any] = {}
-        changed = (
-            [self._cleared(m) for m in self.messages if self._is_cleared(m)] if self.cleared else []
-        )
+        changed = [self._cleared(self.messages[at]) for at in sorted(self.cleared.values())]
         if changed and all(m.id for m in changed):
             out["messages"] = changed  # add_messages replaces messages by id
         elif changed:

@@ -277,6 +277,10 @@ class MessageNormalizer:
     @property
     def repairs(self) -> list[Repair]:
         """The repairs the current message list needs (see the module docstring)."""
+        if not (self._suspects or self._joined) and (
+            not self._messages or self._messages[0]["role"] != "assistant"
+        ):
+            return []  # nothing to repair: no copy of the list to find that out
         return self._repaired()[1]
 
     def _repaired(self) -> tuple[list[dict[str, Any]], list[Repair]]:

@@ -2,8 +2,9 @@
 
 The tool is offered in conversations that use tools (the host runs a tool loop, so one more
 tool is answered like the others), when `Policy.recall_enabled` is on and no tool of the
-host's is called `recall` already. It is added after the host's tools, from the first request
-on, so the tool list (the head of the prompt cache) never changes because of it.
+host's is called `recall` already. It is added after the host's tools; a `Session` adds it
+from the first request that takes something out of the context (`Session.offers_recall`,
+`Policy.recall_from_start`).
 """
 
 from __future__ import annotations

@@ -179,6 +179,16 @@ class ContextCounter:
         self._estimate += tokens
         self._since_response += tokens
 
+    def replace_estimated(self, old: Entry, new: Entry, *, in_response: bool) -> None:
+        """Count `new` in place of `old`, an entry after the anchor (no reported usage covers
+        it; `in_response`: it came after the current response's first line), as when a
+        result is cleared before any usage covered it."""
+        delta = entry_tokens(new) - entry_tokens(old)
+        self._raw_total += delta
+        self._estimate += delta
+        if in_response:
+            self._since_response += delta
+
     def reset(self) -> None:
         """Forget everything (after a compaction replaced the history)."""
         self._anchor_id = None

@@ -1,0 +1,158 @@
+"""What the LangChain middleware keeps between model calls: the agent's messages as unbounded
+entries, their normalized form, the running token count and the microcompaction state, each
+brought up to date with what a call added, so a call costs what is new, not the history.
+
+A call is matched with the previous one by message ids (LangGraph gives every message one):
+when the first message and the last one the previous call saw still carry the ids they had,
+the messages up to that watermark are the ones already converted, even when they come back as
+copies (a checkpointed agent reloads its state on every invoke) or as this middleware's own
+cleared copies (which keep their ids). Messages without ids are compared by identity or
+equality instead, at C speed. When neither holds (a compaction replaced the history, another
+conversation came through), what still matches is kept and the rest is converted again.
+
+A message someone else replaced under its own id is not read again: give a changed message a
+new id. Cleared results keep their original entries in the normalized view (the
+microcompaction state knows them as cleared, as a `Session` does); `entries` holds what a
+fresh conversion of the agent's messages would give (the placeholders), for the cut and the
+summary. The next call checks that the agent applied the clears (each cleared message reads
+the placeholder); when it did not (the update was dropped, or the same state planned twice),
+the view is built again from the messages, which then say what is cleared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from unbounded.compaction.ledger import is_cleared_content
+from unbounded.compaction.micro import MicrocompactState
+from unbounded.compaction.tools_registry import CompactableTools
+from unbounded.model.entries import Entry
+from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.prefix import shared_prefix_length
+from unbounded.tokens.estimate import ContextCounter
+
+Convert = Callable[[BaseMessage, bool], "Entry | None"]
+"""A message and whether its usage may anchor the count -> its entry (None: never sent)."""
+
+
+class ConversationView:
+    """The converted conversation of one agent thread (see the module docstring)."""
+
+    def __init__(self, convert: Convert) -> None:
+        self._convert = convert
+        self.messages: list[BaseMessage] = []
+        """The messages (after the leading system messages) the last call saw."""
+        self.entries: list[Entry | None] = []
+        """Their entries, index for index; results this middleware cleared as placeholders."""
+        self.stale: frozenset[str] = frozenset()
+        """Ids of messages whose usage does not anchor the count (kept across a compaction)."""
+        self.normalizer = MessageNormalizer()
+        self.counter = ContextCounter()
+        self.micro = MicrocompactState(CompactableTools(()))
+        self.tool_positions: dict[str, int] = {}
+        """Tool call id -> index of its ToolMessage in `messages`."""
+        self.names: dict[str, None] = {}
+        """Tools the AI messages called, in order of first call."""
+        self._anchor = -1
+        """Index of the last entry with a usage (the counter's anchor), -1 for none."""
+        self._response = -1
+        """Index of the last AI message (the response whose results follow it)."""
+        self._pending: dict[int, str] = {}
+        """Index -> tool call id of the results the last call cleared (not yet seen cleared)."""
+
+    def sync(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
+        """Bring the view up to these messages; only what follows the reused ones is read."""
+        same = self._reusable(messages, stale)
+        if same and not self._clears_applied(messages):
+            same = 0
+        self._pending = {}
+        if same < len(self.messages) or not self.messages:
+            self._restart(same, stale)
+        for message in messages[same:]:
+            self._add(message)
+        self.messages = list(messages)
+
+    def _reusable(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
+        """How many leading messages are those the last call converted (module docstring)."""
+        seen = self.messages
+        if stale != self.stale or not seen:
+            return 0
+        last = len(seen) - 1
+        if (
+            len(messages) > last
+            and _same_id(messages[0], seen[0])
+            and _same_id(messages[last], seen[last])
+        ):
+            return len(seen)
+        return shared_prefix_length(messages, seen)
+
+    def _clears_applied(self, messages: Sequence[BaseMessage]) -> bool:
+        """The messages hold the placeholders of the results the last call cleared."""
+        for index, tool_id in self._pending.items():
+            message = messages[index] if index < len(messages) else None
+            if not (
+                isinstance(message, ToolMessage)
+                and message.tool_call_id == tool_id
+                and is_cleared_content(message.content)
+            ):
+                return False
+        return True
+
+    def _restart(self, keep: int, stale: frozenset[str]) -> None:
+        """Start again from the first `keep` messages (their entries are kept as they are)."""
+        self.stale = stale
+        self.messages = self.messages[:keep]
+        self.entries = self.entries[:keep]
+        present = [entry for entry in self.entries if entry is not None]
+        self.normalizer = MessageNormalizer(present)
+        self.counter = ContextCounter(present)
+        self.micro = MicrocompactState(self.micro.tools)
+        self.tool_positions = {}
+        self.names = {}
+        self._anchor = self._response = -1
+        for index, (message, entry) in enumerate(zip(self.messages, self.entries, strict=True)):
+            self._index(index, message, entry)
+
+    def _add(self, message: BaseMessage) -> None:
+        index = len(self.entries)
+        entry = self._convert(message, (message.id or "") not in self.stale)
+        self.entries.append(entry)
+        if entry is not None:
+            self.normalizer.append(entry)
+            self.counter.append(entry)
+        self._index(index, message, entry)
+
+    def _index(self, index: int, message: BaseMessage, entry: Entry | None) -> None:
+        if isinstance(message, ToolMessage):
+            self.tool_positions[message.tool_call_id] = index
+        elif isinstance(message, AIMessage):
+            self._response = index
+            for call in message.tool_calls:
+                self.names[call["name"]] = None
+        if entry is not None and entry.usage is not None:
+            self._anchor = index
+
+    def use_tools(self, names: Sequence[str]) -> None:
+        """Clear the results of these tools (the ledger reads the calls again when they
+        change: whether a call may be cleared is fixed when it is read)."""
+        if self.micro.tools.canonical_tools != tuple(names):
+            self.micro.ledger.tools = CompactableTools(names)
+            self.micro.ledger.reset()
+
+    def clear_results(self, replacements: Mapping[int, tuple[str, Entry | None]]) -> None:
+        """The results at these indices are cleared (index -> tool call id, the placeholder's
+        entry): their entries follow, and the count with them where no usage covered the old
+        ones. The next call checks that the agent applied it."""
+        for index, (tool_id, entry) in replacements.items():
+            self._pending[index] = tool_id
+            old = self.entries[index]
+            self.entries[index] = entry
+            if old is not None and entry is not None and index > self._anchor:
+                self.counter.replace_estimated(old, entry, in_response=index > self._response)
+
+
+def _same_id(new: BaseMessage, old: BaseMessage) -> bool:
+    """Both messages carry one id (the same message, or a copy of it)."""
+    return new.id is not None and new.id == old.id
