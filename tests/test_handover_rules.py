@@ -400,3 +400,51 @@ def test_only_a_marked_then_orders_a_request() -> None:
 def test_an_enumerating_request_gives_its_items_as_steps() -> None:
     handover = read_handover([user("Do this: 1) read the gemini report 2) write the concept"), says("The gemini report is read.")])
     assert [(s.text, s.reported) for s in handover.request_steps] == [("read the gemini report", True), ("write the concept", False)]
+
+
+def test_checks_files_changed_after_are_re_run_first_together() -> None:
+    checks = [*bash("t", "pytest -q", "2 passed"), *bash("l", "ruff check", "All checks passed"), *edit("e", "/x/a.py", "x")]
+    plan = says("Next I will do these:\n1. **B** - b (/x/b.py)\n2. **C** - c (/x/c.py)")
+    nine = section(render([user("go"), plan, *checks]), 9)
+    assert "   Next: Re-run `pytest -q`, `ruff check` (1 file(s) changed since: /x/a.py) and fix what they report.\n   Then:\n   - item 1 of its plan" in nine
+    # a check run after the last change is not re-run
+    fresh = section(render([user("go"), *edit("e", "/x/a.py", "x"), *bash("t", "pytest -q", "2 passed")]), 9)
+    assert "Re-run" not in fresh and "re-run" not in fresh
+    # the files changed since the earliest of them are named
+    spread = section(render([user("go"), *bash("t", "pytest -q", "2 passed"), *edit("e", "/x/a.py", "x"), *bash("l", "ruff check", "ok"), *edit("f", "/x/b.py", "y")]), 9)
+    assert "(2 file(s) changed since: /x/b.py, /x/a.py)" in spread
+
+
+def test_an_error_nothing_changed_after_comes_before_the_re_run_and_one_changed_after_after_it() -> None:
+    lint = [*bash("l", "ruff check", "ok"), *edit("e", "/x/a.py", "x")]
+    untouched = section(render([user("go"), *lint, *bash("m", "make", "error: boom")]), 9)
+    assert untouched.index('Fix "error: boom"') < untouched.index("re-run `ruff check` (")
+    touched = section(render([user("go"), *bash("m", "make", "error: boom"), *lint]), 9)
+    assert touched.index("Re-run `make`, `ruff check` (") < touched.index('fix "error: boom"')
+
+
+def test_the_current_item_is_closed_and_committed_as_earlier_ones_were() -> None:
+    start = [user("go"), *bash("u", "bd update p-1.2 --status in_progress", "ok")]
+    closed = [*bash("c", "bd close p-1.1", "ok")]
+    commit = [*bash("g", "git commit -m x", "[m 1234567] x")]
+    both = section(render([*closed, *commit, *start]), 9)
+    assert "Finish the tracker item p-1.2, then close it (bd close p-1.2, as the session closed p-1.1), commit, close the parent p-1 if all its children are closed." in both
+    no_commit = section(render([*closed, *start]), 9)
+    assert "then close it (bd close p-1.2, as the session closed p-1.1), close the parent p-1" in no_commit
+    parent_closed = section(render([*bash("c0", "bd close p-1", "ok"), *closed, *start]), 9)
+    assert "as the session closed p-1.1)." in parent_closed and "parent" not in parent_closed
+    no_parent = section(render([*closed, user("go"), *bash("u", "bd update p2 --status in_progress", "ok")]), 9)
+    assert "then close it (bd close p2, as the session closed p-1.1)." in no_parent
+    never_closed = section(render(start), 9)
+    assert "Finish the tracker item p-1.2, and close it." in never_closed
+    failed_close = section(render([*bash("c", "bd close p-1.1", "Error: no such issue", error=True), *start]), 9)
+    assert "and close it." in failed_close
+
+
+def test_git_state_when_no_git_ran() -> None:
+    changed = section(render([user("go"), *edit("e", "/x/a.py", "x"), *write("w", "/x/b.py", "y")]), 5)
+    assert "   - No git command ran in this part; the 2 changed file(s) of section 3 are presumably uncommitted (check git status)." in changed
+    git_ran = section(render([user("go"), *edit("e", "/x/a.py", "x"), *bash("s", "git status", "clean")]), 5)
+    assert "No git command ran" not in git_ran
+    nothing_changed = section(render([user("go"), *read("r", "/x/a.py")]), 5)
+    assert "No git command ran" not in nothing_changed

@@ -724,8 +724,14 @@ class _Renderer:
                 lines.append(f"   - No file was changed after the last commit ({last[1].sha}).")
             if not h.pushes or h.pushes[-1].position < last[0].position:
                 lines.append(f"   - No push recorded after the last commit ({last[1].sha}).")
-        if last is None and any(command_key(c.command or "").startswith("git ") for c in h.calls):
+        ran_git = any(command_key(c.command or "").startswith("git ") for c in h.calls)
+        if last is None and ran_git:
             lines.append("   - No commit seen in this part.")
+        elif not ran_git and h.changes:
+            lines.append(
+                f"   - No git command ran in this part; the {len(h.changes)} changed file(s) of "
+                "section 3 are presumably uncommitted (check git status)."
+            )
         status = h.git_status
         if status is not None:
             later = len(h.written_after(status.position))
@@ -940,17 +946,22 @@ class _Renderer:
         return len(text) - planned < PLAN_ONLY_SLACK
 
     def _next_actions(self) -> list[str]:
-        """What is left to do, the most pressing first: the open errors, what the agent said
-        it was about to do (nothing done since), the latest request's steps not reported
-        yet, the plan items no change answers, the todo list, the tracker, the checks not
-        run since the last change, the files not committed."""
+        """What is left to do, the most pressing first: the open errors nothing changed
+        after, the checks files changed after (re-run together), the other open errors, what
+        the agent said it was about to do (nothing done since), the latest request's steps
+        not reported yet, the plan items no change answers, the todo list, the tracker (the
+        item in progress, closed and committed the way earlier ones were; the next ready
+        one), the files not committed."""
         actions: list[str] = []
-        for record in self._open_errors()[:UNRESOLVED_SHOWN]:
-            first = record.call.failure.splitlines()[0]
-            actions.append(
-                f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
-                "(section 4), and run it again"
-            )
+        # An error nothing was changed after is fixed first; after changes, the checks that
+        # have not seen them run first (they say whether the error and the rest still stand).
+        records = self._open_errors()[:UNRESOLVED_SHOWN]
+        untouched = [r for r in records if not self.h.written_after(r.call.position)]
+        actions.extend(self._fix(record) for record in untouched)
+        stale = self._stale_checks()
+        if stale:
+            actions.append(stale)
+        actions.extend(self._fix(record) for record in records if record not in untouched)
         if self.h.next_step is not None and not self._calls_after(self.h.next_step[0]):
             actions.append(
                 "what the agent said it would do next: " + _quote(self.h.next_step[1], QUOTE_CHARS)
@@ -982,27 +993,67 @@ class _Renderer:
             actions.append("the next todo: " + _line(_todo_text(todo), LINE_CHARS))
         task = self.h.current_task
         if task is not None:
-            actions.append(f"finish and close the tracker item {task.id}" + _title(task.title))
+            actions.append(
+                f"finish the tracker item {task.id}"
+                + _title(task.title)
+                + (f", then {self._wrap_up(task)}" if self.h.closes else ", and close it")
+            )
         ready = self.h.next_ready
         if ready is not None:
             actions.append(
                 f"start the next task the tracker lists as ready: {ready.id}" + _title(ready.title)
             )
-        for check in self.h.checks:
-            if check.writes_after:
-                actions.append(
-                    f"run {command_text(check.call.command or check.key)} again "
-                    f"({check.writes_after} file change(s) since its last run)"
-                )
-        last_commit = self.h.last_commit
-        if last_commit is not None:
-            pending = self.h.written_after(last_commit[0].position)
-            if pending:
-                actions.append(
-                    f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} "
-                    "(section 5)"
-                )
+        if task is None or not self.h.closes:
+            commit = self._commit_pending()
+            if commit:
+                actions.append(commit)
         return actions
+
+    def _commit_pending(self) -> str:
+        """Committing the files changed after the last commit, or "" (no commit, or none)."""
+        last_commit = self.h.last_commit
+        if last_commit is None:
+            return ""
+        pending = self.h.written_after(last_commit[0].position)
+        if not pending:
+            return ""
+        return f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} (section 5)"
+
+    def _fix(self, record: ErrorRecord) -> str:
+        first = record.call.failure.splitlines()[0]
+        return (
+            f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
+            "(section 4), and run it again"
+        )
+
+    def _stale_checks(self) -> str:
+        """Re-running the checks that files changed after, as one action (they come first:
+        the work they last judged is not the work there now), or ""."""
+        stale = [check for check in self.h.checks if check.writes_after]
+        if not stale:
+            return ""
+        commands = ", ".join(command_text(c.call.command or c.key) for c in stale)
+        changed = self.h.written_after(min(c.call.position for c in stale))
+        names = ", ".join(escape_tags(self.path(p)) for p in changed)
+        return (
+            f"re-run {commands} ({len(changed)} file(s) changed since: {names}) and fix what "
+            + ("they report" if len(stale) > 1 else "it reports")
+        )
+
+    def _wrap_up(self, task: TrackerItem) -> str:
+        """Closing a tracker item the way the session closed earlier ones: its close command,
+        a commit when the part committed, then the parent (`a.3`'s is `a`) if still open."""
+        close_call, closed_id = self.h.closes[-1]
+        steps = [
+            f"close it ({command_key(close_call.command or '')} {task.id}, as the session "
+            f"closed {closed_id})"
+        ]
+        if self.h.commits:
+            steps.append(self._commit_pending() or "commit")
+        parent = task.id.rpartition(".")[0]
+        if parent and parent not in {item_id for _, item_id in self.h.closes}:
+            steps.append(f"close the parent {parent} if all its children are closed")
+        return ", ".join(steps)
 
     def next_step(self, level: _Level) -> list[str]:
         if self.up_to:

@@ -343,6 +343,8 @@ class Handover:
     todos: list[dict[str, Any]] = field(default_factory=list)
     tracker: list[Call] = field(default_factory=list)
     tracker_items: list[TrackerItem] = field(default_factory=list)
+    closes: list[tuple[Call, str]] = field(default_factory=list)
+    """The tracker close commands that succeeded, with the item each closed."""
     """Tasks the tracker commands named, in the order first seen, with their last state."""
     errors: list[ErrorRecord] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
@@ -737,6 +739,7 @@ def _track(handover: Handover, command: str, call: Call) -> None:
         _relations(handover, item)
     elif verb == "close":
         item.state = "closed"
+        handover.closes.append((call, item_id))
     elif verb == "reopen":
         item.state = "open"
     elif verb == "create":
