@@ -95,6 +95,12 @@ def test_checks(command: str, check: bool) -> None:
         '{"status":"error","message":"voice not found"}',
         '{"error": {"code": 401, "message": "bad key"}}',
         '{"success": false, "reason": "quota"}',
+        "Failed to start server. Is port 8888 in use?",
+        "Server ready\n  Failed to bind 0.0.0.0:8888",
+        "Failed to start the worker pool",
+        'Error listening\n    code: "EADDRINUSE"',
+        "listen tcp :8080: bind: address already in use",
+        "port 8888 busy. Is port 8888 in use?",
     ],
 )
 def test_failing_output_of_a_command_is_a_failure(output: str) -> None:
@@ -106,7 +112,8 @@ def test_failing_output_of_a_command_is_a_failure(output: str) -> None:
     "output",
     ["410 tests, 0 failures", "Generated app", "warning: unused variable", "all good: no error found",
      "  Exit code 0", "Errors: none", "error handling improved", '{"status": "ok", "error": null}',
-     '{"success": true}', '{"status": "errors-fixed"}'],
+     '{"success": true}', '{"status": "errors-fixed"}', "Retried: Failed to start is logged once",
+     "port 8888 is in use by the server we started"],
 )  # fmt: skip
 def test_passing_output_is_not_a_failure(output: str) -> None:
     assert failure_excerpt(output, flagged=False, command="mix test") == ""

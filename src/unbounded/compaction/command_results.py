@@ -13,11 +13,13 @@ that fails inside `| tail -20` exits 0), so the hand-over reads the text itself:
   `FAILED` / `npm ERR!` at a line start, `SomeError:` / `** (SomeError)`, a traceback,
   `Exit code N` (N > 0), `file:line: error:`, `command not found`, `No such file or
   directory`, `undefined function`, a JSON reply saying it failed (`"status": "error"`,
-  `"error": {…}`, `"success": false`), a count of failures above zero ("2 failed", "1
-  error"), and for a build or lint run (`warns`) its `warning:` lines, not a dependency's;
-  each with the two lines after it (the location a compiler prints). A result the tool flagged as an
-  error keeps its first line too (what failed). Outputs of commands that only read
-  (`cat`, `grep`, `git log`, `bd show`…) are never failures: they quote text.
+  `"error": {…}`, `"success": false`), a server that could not start ("Failed to start…",
+  `EADDRINUSE`, "address already in use", "Is port 8888 in use?"), a count of failures
+  above zero ("2 failed", "1 error"), and for a build or lint run (`warns`) its `warning:`
+  lines, not a dependency's; each with the two lines after it (the location a compiler
+  prints). A result the tool flagged as an error keeps its first line too (what failed).
+  Outputs of commands that only read (`cat`, `grep`, `git log`, `bd show`…) are never
+  failures: they quote text.
 - `is_check`: a test, build or lint run (the programs of `CHECK_PROGRAMS`, not their
   install or init subcommands; `bun`, `deno`, `npx` only with a subcommand, not running a
   script file; `python` only as `python -m tool`), and `outcome_line`: the line that says
@@ -77,6 +79,8 @@ _FAILURE_LINE = re.compile(
     r"|\bundefined (?:function|variable|method|module)\b"
     r'|"(?:status|state)"\s*:\s*"(?:error|failed|failure)"|"error"\s*:\s*[{"]'
     r'|"(?:success|ok)"\s*:\s*false\b'
+    r"|^\s*Failed to (?:start|bind|listen)\b|\bEADDRINUSE\b|\baddress already in use\b"
+    r"|\bIs port \d+ in use\b"
 )
 _WARNING_LINE = re.compile(r"^\s*warning:", re.I)
 _DEPENDENCY_HEADER = re.compile(r"^==> \S")

@@ -148,6 +148,8 @@ level's `carried_chars`; a share a section does not use goes to the others in th
 CARRIED_HEADING = "From the previous summary (the work before this part):"
 CARRIED_PENDING_HEADING = "Pending in the previous summary (some may be done since):"
 _FENCE = re.compile(r"^\s*```")
+_PORT = re.compile(r"(?<![\w.])\d{4,5}(?![\w.])")
+_WORD = re.compile(r"[\w-]+(?:\.[\w-]+)*")
 _SECTION_ONE = re.compile(r"^\s*1\.\s*Primary Request[^\n]*\n(.*?)(?=^\s*2\.\s)", re.M | re.S)
 
 
@@ -440,12 +442,15 @@ def _groups(lines: Sequence[str]) -> list[list[str]]:
     return groups
 
 
-def _newest_within(groups: list[list[str]], chars: int) -> list[str]:
-    """The items that fit in `chars`, the last (newest) first, shown in their order; an item
-    too long keeps its first lines that fit."""
+def _newest_within(groups: list[list[str]], chars: int, first: Sequence[int] = ()) -> list[str]:
+    """The items that fit in `chars`, those of `first` and then the last (newest) first,
+    shown in their order; an item too long keeps its first lines that fit."""
     chosen: dict[int, list[str]] = {}
     left = chars
-    for index in range(len(groups) - 1, -1, -1):
+    order = sorted(first, reverse=True) + [
+        i for i in range(len(groups) - 1, -1, -1) if i not in first
+    ]
+    for index in order:
         lines: list[str] = []
         for line in groups[index]:
             indent = len(line) - len(line.lstrip())
@@ -461,9 +466,32 @@ def _newest_within(groups: list[list[str]], chars: int) -> list[str]:
     return [line for index in sorted(chosen) for line in chosen[index]]
 
 
-def carried_sections(summary: str, chars: int) -> dict[int, list[str]]:
+def landmarks(handover: Handover) -> frozenset[str]:
+    """What this part still works with, as a previous summary's errors would name it: the
+    port-like numbers (4 or 5 digits) its commands use and the names of the files it
+    touched."""
+    found: set[str] = set()
+    for call in handover.calls:
+        if call.command:
+            found.update(_PORT.findall(call.command))
+        path = file_write_path(call.block) or file_read_path(call.block)
+        if path:
+            found.add(os.path.basename(path))
+    return frozenset(found)
+
+
+def _mentions(group: Sequence[str], names: frozenset[str]) -> bool:
+    words = set(_WORD.findall(" ".join(group)))
+    return not words.isdisjoint(names)
+
+
+def carried_sections(
+    summary: str, chars: int, still_used: frozenset[str] = frozenset()
+) -> dict[int, list[str]]:
     """What of a previous summary's sections (`CARRIED_SECTIONS`) fits in `chars`: per
-    section its newest items first, within its share and what the others leave."""
+    section its newest items first, within its share and what the others leave; its errors
+    that name what this part still uses (`still_used`, see `landmarks`: a server's port, a
+    file) before the others, as the ones most likely to come back."""
     sections = previous_sections(summary)
     groups = {n: _groups(sections.get(n, [])) for n, _ in CARRIED_SECTIONS}
     need = {n: sum(len(line) + 1 for g in groups[n] for line in g) for n in groups}
@@ -473,7 +501,14 @@ def carried_sections(summary: str, chars: int) -> dict[int, list[str]]:
         extra = min(spare, max(0, need[number] - allowance[number]))
         allowance[number] += extra
         spare -= extra
-    carried = {n: _newest_within(groups[n], allowance[n]) for n in groups}
+    carried = {
+        n: _newest_within(
+            groups[n],
+            allowance[n],
+            [i for i, g in enumerate(groups[n]) if _mentions(g, still_used)] if n == 4 else (),
+        )
+        for n in groups
+    }
     return {n: lines for n, lines in carried.items() if lines}
 
 
@@ -485,6 +520,7 @@ class _Renderer:
         self.up_to = up_to
         self.root = _root(handover)
         self.errors = self._distinct_errors()
+        self.still_used = landmarks(handover)
         self.previous_messages = [
             m for summary in handover.previous_summaries for m in carried_user_messages(summary)
         ]
@@ -495,7 +531,9 @@ class _Renderer:
         """The previous summary's lines of one section kept at this level, under a heading."""
         if not self.h.previous_summaries or not level.carried_chars:
             return []
-        lines = carried_sections(self.h.previous_summaries[-1], level.carried_chars).get(number)
+        lines = carried_sections(
+            self.h.previous_summaries[-1], level.carried_chars, self.still_used
+        ).get(number)
         if not lines:
             return []
         return ["   " + heading, *(f"     {escape_tags(line)}" for line in lines)]
