@@ -18,6 +18,7 @@ from unbounded.compaction.extractive import (
     NOTIFICATIONS_SHOWN,
     QUOTE_CHARS,
     REPORT_MIN_CHARS,
+    STATUS_FILES_SHOWN,
     STATUS_LINES,
     TRACKER_SHOWN,
     UNRESOLVED_SHOWN,
@@ -32,8 +33,11 @@ from unbounded.compaction.extractive import (
     summary_budget,
 )
 from unbounded.compaction.handover import (
+    STATUS_FILE,
+    STATUS_ITEMS,
     _name,
     _stem,
+    open_items,
     plan_runs,
     read_handover,
     request_steps,
@@ -448,3 +452,63 @@ def test_git_state_when_no_git_ran() -> None:
     assert "No git command ran" not in git_ran
     nothing_changed = section(render([user("go"), *read("r", "/x/a.py")]), 5)
     assert "No git command ran" not in nothing_changed
+
+
+STATUS_TEXT = (
+    "     1→# Status\n     2→## Next steps\n     3→- [ ] Test the skills\n     4→- [x] Next: done already\n"
+    "     5→* [ ] Phase 3: BMAD\n     6→The opener works.\n     7→**Nächster Schritt:** neu starten\n     8→Still pending: docs"
+)
+
+
+def test_open_items_of_a_status_file() -> None:
+    assert open_items(STATUS_TEXT) == ("## Next steps", "[ ] Test the skills", "[ ] Phase 3: BMAD", "**Nächster Schritt:** neu starten", "Still pending: docs")
+    many = "\n".join(f"- [ ] step {n}" for n in range(STATUS_ITEMS + 1))
+    assert open_items(many)[-1] == f"[ ] step {STATUS_ITEMS - 1}"
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/p/STATUS.md", True), ("/p/SESSION_STATUS.md", True), ("/p/todo.txt", True), ("/p/docs/ROADMAP.md", True),
+     ("/p/CHECKPOINT-2.md", True), ("/home/u/.claude/plans/effervescent-tide.md", True), ("/p/plan.md", True),
+     ("/p/status.py", False), ("/p/explanation.md", False), ("/p/README.md", False)],
+)  # fmt: skip
+def test_which_files_are_status_or_plan_files(path: str, status: bool) -> None:
+    assert bool(STATUS_FILE.search(path)) is status
+
+
+def test_a_status_file_is_kept_at_its_latest_read() -> None:
+    first = read("r1", "/p/STATUS.md", STATUS_TEXT)
+    handover = read_handover([*first, *read("x", "/p/a.py", "- [ ] not a status file")])
+    assert [(s.path, s.open_items[1]) for s in handover.status_files] == [("/p/STATUS.md", "[ ] Test the skills")]
+    assert read_handover([*first, *read("r2", "/p/STATUS.md", "- [x] all done")]).status_files == []
+    failed = [use("r", "Read", file_path="/p/STATUS.md"), result("r", "- [ ] x", error=True)]
+    assert read_handover(failed).status_files == []
+    order = read_handover([*first, *read("r2", "/p/TODO.md", "- [ ] b"), *read("r3", "/p/STATUS.md", "- [ ] c")])
+    assert [s.path for s in order.status_files] == ["/p/TODO.md", "/p/STATUS.md"]
+
+
+def test_status_files_in_pending_tasks_and_the_next_step() -> None:
+    messages = [user("go"), *read("r", "/p/STATUS.md", STATUS_TEXT), says("All done.")]
+    seven = section(render(messages), 7)
+    assert "   Still open in /p/STATUS.md, as the agent read it (0 tool call(s) ago):\n   - ## Next steps\n   - [ ] Test the skills\n" in seven
+    assert "Still open" not in section(render(messages, replace(RICH, details=False)), 7)
+    nine = section(render(messages), 9)
+    assert "   Next: What /p/STATUS.md lists as still open: [ ] Test the skills; [ ] Phase 3: BMAD;" in nine
+    assert "## Next" not in nine
+    assert "may have finished the latest request" in nine  # the plan comes after this part's work
+    many = [m for n in range(STATUS_FILES_SHOWN + 1) for m in read(f"r{n}", f"/p/s{n}/STATUS.md", f"- [ ] item {n}")]
+    shown = section(render([user("go"), *many]), 9)
+    assert "item 0" not in shown and f"item {STATUS_FILES_SHOWN}" in shown
+
+
+def test_the_previous_summary_s_next_step_follows_this_part_s_actions() -> None:
+    previous = (
+        "This session is being continued from a previous conversation.\nSummary:\n7. Pending Tasks:\n   - x\n"
+        "9. Optional Next Step:\n   Next: Phase 2: test UOCS.\n   The agent's last stated intention (1 tool call(s) ago): a\n"
+        "   Continue with the latest request (section 1) from there."
+    )
+    nine = section(render([user(previous), user("go"), *edit("e", "/p/a.py", "x"), *bash("t", "pytest", "1 passed"), *edit("f", "/p/b.py", "y")]), 9)
+    assert nine.index("Re-run `pytest`") < nine.index(
+        '   - the previous summary\'s next step (the larger plan; this part may have done some of it): "Next: Phase 2: test UOCS."\n'
+    )
+    assert "stated intention (1" not in nine

@@ -145,6 +145,9 @@ _LANGUAGES: dict[str, str] = {
 CARRIED_SECTIONS: tuple[tuple[int, float], ...] = ((4, 0.3), (2, 0.2), (3, 0.2), (7, 0.2), (5, 0.1))
 """The previous summary's sections kept beside this part's, each with its share of the
 level's `carried_chars`; a share a section does not use goes to the others in this order."""
+STATUS_FILES_SHOWN = 2
+"""Status and plan files whose open items are shown (the latest read)."""
+_OWN_NEXT_STEP_BOILERPLATE = ("Continue with the latest request", "The agent's last stated")
 CARRIED_HEADING = "From the previous summary (the work before this part):"
 CARRIED_PENDING_HEADING = "Pending in the previous summary (some may be done since):"
 _FENCE = re.compile(r"^\s*```")
@@ -874,6 +877,12 @@ class _Renderer:
         if self.h.request_items:
             lines.append("   Items of the latest request:")
             lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in self.h.request_items)
+        for status in self.h.status_files[-STATUS_FILES_SHOWN:] if level.details else ():
+            lines.append(
+                f"   Still open in {escape_tags(self.path(status.path))}, as the agent read it "
+                f"({self._calls_after(status.position)} tool call(s) ago):"
+            )
+            lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in status.open_items)
         if self._untouched_plan_items():
             lines.append("   The agent's plan has items no file change answers yet (section 9).")
         if self._open_errors():
@@ -1093,11 +1102,39 @@ class _Renderer:
             steps.append(f"close the parent {parent} if all its children are closed")
         return ", ".join(steps)
 
+    def _larger_plan(self, level: _Level) -> list[str]:
+        """What comes after the work of this part: the previous summary's next step (when the
+        level carries the previous summary) and the open items of the status and plan files
+        the agent read."""
+        actions: list[str] = []
+        if self.h.previous_summaries and level.carried_chars:
+            said = [
+                line.strip()
+                for line in previous_sections(self.h.previous_summaries[-1]).get(9, [])
+                if not line.strip().startswith(_OWN_NEXT_STEP_BOILERPLATE)
+            ]
+            if said:
+                actions.append(
+                    "the previous summary's next step (the larger plan; this part may have done "
+                    "some of it): " + _quote(" ".join(said), QUOTE_CHARS)
+                )
+        for status in self.h.status_files[-STATUS_FILES_SHOWN:]:
+            actions.append(
+                f"what {escape_tags(self.path(status.path))} lists as still open: "
+                + "; ".join(
+                    _line(item, LINE_CHARS)
+                    for item in status.open_items
+                    if not item.startswith("#")  # a heading is no step
+                )
+            )
+        return actions
+
     def next_step(self, level: _Level) -> list[str]:
         if self.up_to:
             return ["   The messages that follow this summary continue the work; read them next."]
         lines: list[str] = []
-        actions = self._next_actions()
+        own = self._next_actions()
+        actions = own + self._larger_plan(level)
         if actions:
             lines.append("   Next: " + actions[0][0].upper() + actions[0][1:] + ".")
             if len(actions) > 1:
@@ -1111,7 +1148,7 @@ class _Renderer:
                 f"   The agent's last stated intention ({self._calls_after(position)} tool "
                 f"call(s) ago, so possibly done): " + _quote(step, QUOTE_CHARS)
             )
-        if self.h.last_event_is_answer and not actions and not self.h.request_items:
+        if self.h.last_event_is_answer and not own and not self.h.request_items:
             lines.append(
                 "   The last reply may have finished the latest request (section 1): check it "
                 "against sections 7 and 8; if nothing remains, report the result and wait for "

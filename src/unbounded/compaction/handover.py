@@ -65,6 +65,7 @@ from unbounded.compaction.facts import (
     todo_list_from_tool,
 )
 from unbounded.compaction.prompts import PREVIOUS_SUMMARY_PREFIXES, is_previous_summary
+from unbounded.compaction.recorded_files import strip_line_numbers
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import UserMessage, classify_message_texts
 from unbounded.tokens.estimate import content_tokens
@@ -140,6 +141,19 @@ _TASK_NUMBER = re.compile(r"#(\w+)")
 _INSTRUCTION_FILE = re.compile(
     r"^Instructions from (\S.*?):$|^# AGENTS\.md instructions for (\S+)", re.M
 )
+STATUS_FILE = re.compile(
+    r"(?i)(?:^|[/_.-])(?:status|todo|plan|roadmap|checkpoint|progress)[^/]*\.(?:md|txt)$"
+    r"|/plans/[^/]+\.md$"
+)
+"""Files whose open items a hand-over keeps when the agent read them (the project's plan)."""
+STATUS_ITEMS = 8
+_OPEN_ITEM = re.compile(
+    r"^\s*[-*]\s*\[ \]\s*\S"
+    r"|\b(?:next|todo|open|pending|nächste[nrs]?|offene?|ausstehend)\b",
+    re.I,
+)
+_DONE_BOX = re.compile(r"^\s*[-*]\s*\[[xX]\]")
+_BULLET = re.compile(r"^[-*]\s+(?=\[ \])")
 _TRACKER_VERBS = (
     re.compile(r"^\s*(?:bd|beads)\s+(show|update|close|reopen|create)\s+([\w.-]+)(.*)$"),
     re.compile(r"^\s*gh\s+issue\s+(view|edit|close|reopen)\s+(\d+)(.*)$"),
@@ -297,6 +311,15 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusFile:
+    """A status or plan file the agent read, with the lines that say what is still open."""
+
+    path: str
+    position: int
+    open_items: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FileChange:
     """A file written in the conversation: the calls that wrote it, in order."""
 
@@ -373,6 +396,8 @@ class Handover:
     branch: str | None = None
     checks: list[CheckRun] = field(default_factory=list)
     changes: list[FileChange] = field(default_factory=list)
+    status_files: list[StatusFile] = field(default_factory=list)
+    """The status / plan files read, each at its latest read, the latest last."""
     """Files written, the most recently changed first."""
     previous_summaries: list[str] = field(default_factory=list)
     last_event_is_answer: bool = False
@@ -917,6 +942,30 @@ def _changes(handover: Handover) -> None:
     handover.changes = sorted(changes, key=lambda change: -change.last.position)
 
 
+def open_items(text: str) -> tuple[str, ...]:
+    """The lines of a status or plan file that say what is still to do: unchecked boxes and
+    lines naming what is next, open or pending (`STATUS_ITEMS` at most, in file order)."""
+    found = [
+        _BULLET.sub("", line.strip())
+        for line in strip_line_numbers(text).splitlines()
+        if _OPEN_ITEM.search(line) and not _DONE_BOX.match(line)
+    ]
+    return tuple(found[:STATUS_ITEMS])
+
+
+def _status_files(handover: Handover) -> None:
+    latest: dict[str, StatusFile] = {}
+    for call in handover.calls:
+        path = call.path_read
+        if not path or call.failed or not STATUS_FILE.search(path):
+            continue
+        items = open_items(call.result)
+        latest.pop(path, None)
+        if items:
+            latest[path] = StatusFile(path, call.position, items)
+    handover.status_files = list(latest.values())
+
+
 def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     """Read a conversation (plain API messages) for a hand-over (see the module docstring)."""
     plain, previous = _without_previous_summaries(messages)
@@ -992,6 +1041,7 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
         handover.carried_latest = carried_latest(previous[-1])
     _task_state(handover)
     _changes(handover)
+    _status_files(handover)
     _git_and_checks(handover)
     _own_words(handover)
     handover.plan = _plan(handover)
