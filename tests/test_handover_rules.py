@@ -15,9 +15,11 @@ from unbounded.compaction.extractive import (
     DEFINITIONS_SHOWN,
     LINE_CHARS,
     LONG_LINE_CHARS,
+    MADE_SHOWN,
     NOTIFICATIONS_SHOWN,
     QUOTE_CHARS,
     REPORT_MIN_CHARS,
+    SEARCHES_SHOWN,
     STATUS_FILES_SHOWN,
     STATUS_LINES,
     TRACKER_SHOWN,
@@ -512,3 +514,58 @@ def test_the_previous_summary_s_next_step_follows_this_part_s_actions() -> None:
         '   - the previous summary\'s next step (the larger plan; this part may have done some of it): "Next: Phase 2: test UOCS."\n'
     )
     assert "stated intention (1" not in nine
+
+
+def test_the_latest_searches_with_what_they_found() -> None:
+    grep_tool = [use("g", "Grep", pattern="agent-[a-z]", path="/x/fixtures/sub.jsonl"), result("g", "No matches found")]
+    glob_tool = [use("o", "Glob", pattern="**/*.ex"), result("o", "Found 20 files\n/x/a.ex")]
+    messages = [
+        user("go"),
+        *grep_tool,
+        *glob_tool,
+        *bash("r", "rg -n render lib", "lib/a.ex:3: render(x)\nlib/b.ex:9: render(y)"),
+        *bash("f", "find /x -name '*.md'", ""),
+        *bash("c", "grep -c x a.txt", "7"),
+        *bash("l", "ls /x", "a\nb"),
+    ]
+    eight = section(render(messages), 8)
+    assert "   What the latest searches found (newest last):\n" in eight
+    assert "   - Grep `agent-[a-z]`" not in eight  # only the latest SEARCHES_SHOWN
+    assert "   - Glob `**/*.ex`: Found 20 files\n" in eight
+    assert "   - `rg -n render lib`: 2 line(s), the first: lib/a.ex:3: render(x)\n" in eight
+    assert "   - `find /x -name '*.md'`: no match\n" in eight
+    assert "   - `grep -c x a.txt`: 7\n" in eight
+    assert "ls /x`:" not in eight
+    one = section(render([user("go"), *grep_tool]), 8)
+    assert "   - Grep `agent-[a-z]` in /x/fixtures/sub.jsonl: no match\n" in one
+    failed = section(render([user("go"), *bash("e", "grep -r x /nope", "grep: /nope: No such file", error=True)]), 8)
+    assert "   - `grep -r x /nope`: failed: grep: /nope: No such file\n" in failed
+    assert "latest searches" not in section(render(messages, replace(RICH, details=False)), 8)
+    unanswered = section(render([user("go"), use("g", "Grep", pattern="p")]), 8)
+    assert "latest searches" not in unanswered
+    assert SEARCHES_SHOWN == 4
+
+
+def test_the_last_command_of_each_program_and_script_that_made_something() -> None:
+    messages = [
+        user("go"),
+        *bash("s1", "cd /v && nohup bun run server.ts > a.log 2>&1 &", "ok"),
+        *bash("g", "bun run gen.ts --output a.png", "saved"),
+        *bash("s2", "# restart\ncd /v && nohup bun run server.ts >> b.log 2>&1 &", "ok"),
+        *bash("bad", "bun run other.ts --output x.png", "error: no key", error=True),
+        *bash("t", "pytest -q", "1 passed"),
+    ]
+    handover = read_handover(messages)
+    assert [segment for _, segment in handover.made] == ["bun run gen.ts --output a.png", "nohup bun run server.ts >> b.log 2>&1 &"]
+    eight = section(render(messages), 8)
+    assert (
+        "   Commands that made or started something (the last of each program and script):\n"
+        "   - `bun run gen.ts --output a.png` (3 tool call(s) ago)\n"
+        "   - `nohup bun run server.ts >> b.log 2>&1 &` (2 tool call(s) ago)\n"
+    ) in eight
+    assert "made or started" not in section(render(messages, replace(RICH, details=False)), 8)
+    many = [m for n in range(MADE_SHOWN + 1) for m in bash(f"m{n}", f"bun run g{n}.ts --output {n}.png", "ok")]
+    shown = section(render([user("go"), *many], replace(RICH, last_calls=0)), 8)
+    assert "g0.ts" not in shown and f"g{MADE_SHOWN}.ts" in shown
+    long = section(render(bash("p", 'bun run g.ts --prompt "' + "w" * 100 + '" --output z.png', "ok")), 8)
+    assert '--prompt "' + "w" * 60 + '…[40 chars]" --output z.png`' in long

@@ -69,7 +69,7 @@ from unbounded.compaction.carried import (
     render_latest,
     render_standing,
 )
-from unbounded.compaction.command_results import command_key
+from unbounded.compaction.command_results import command_key, shorten_quoted
 from unbounded.compaction.facts import clip, normalize_text, shown_items
 from unbounded.compaction.handover import (
     Call,
@@ -145,6 +145,14 @@ _LANGUAGES: dict[str, str] = {
 CARRIED_SECTIONS: tuple[tuple[int, float], ...] = ((4, 0.3), (2, 0.2), (3, 0.2), (7, 0.2), (5, 0.1))
 """The previous summary's sections kept beside this part's, each with its share of the
 level's `carried_chars`; a share a section does not use goes to the others in this order."""
+MADE_SHOWN = 4
+"""Commands that made or started something shown (section 8)."""
+SEARCHES_SHOWN = 4
+"""The latest searches shown with what they found (section 8)."""
+SEARCH_PROGRAMS = frozenset({"grep", "egrep", "rg", "ag", "ack", "find", "fd"})
+SEARCH_TOOLS = frozenset({"Grep", "Glob", "grep", "glob", "search_files", "find_file"})
+_NO_MATCH = re.compile(r"^No (?:files|matches) found\b", re.I)
+_FOUND = re.compile(r"^(?:Found )?\d+ (?:files?|matches?|lines?|occurrences?)\b", re.I)
 STATUS_FILES_SHOWN = 2
 """Status and plan files whose open items are shown (the latest read)."""
 _OWN_NEXT_STEP_BOILERPLATE = ("Continue with the latest request", "The agent's last stated")
@@ -357,6 +365,29 @@ def _excerpt_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     if len(shown) < len(lines):
         shown.append(f"… ({len(lines) - len(shown)} more lines)")
     return shown
+
+
+def _is_search(call: Call) -> bool:
+    """A search tool's call (Grep, Glob) or a shell search (grep, rg, find…) that answered."""
+    if call.is_error is None:
+        return False
+    if call.command:
+        words = command_key(call.command).split()
+        return bool(words) and words[0] in SEARCH_PROGRAMS
+    return call.name in SEARCH_TOOLS
+
+
+def _search_outcome(call: Call) -> str:
+    """What a search found: no match, its own count line, or how many lines and the first."""
+    if call.failed:
+        return "failed: " + _line(call.failure.splitlines()[0], LINE_CHARS)
+    lines = [line.strip() for line in call.result.splitlines() if line.strip()]
+    if not lines or _NO_MATCH.match(lines[0]):
+        return "no match"
+    if _FOUND.match(lines[0]):
+        return _line(lines[0], LINE_CHARS)
+    first = _line(lines[0], LINE_CHARS)
+    return f"{len(lines)} line(s), the first: {first}" if len(lines) > 1 else first
 
 
 def _root(handover: Handover) -> str:
@@ -966,6 +997,21 @@ class _Renderer:
         for call in agents[-level.reports :] if level.reports else []:
             lines.append(f"   Report of the sub-agent {self.call(call)}:")
             lines.extend(f"     {line}" for line in _text_block(call.result, level.report_chars))
+        searches = [c for c in self.h.calls if _is_search(c)][-SEARCHES_SHOWN:]
+        if searches and level.details:
+            lines.append("   What the latest searches found (newest last):")
+            lines.extend(f"   - {self._search_line(call)}" for call in searches)
+        made = self.h.made[-MADE_SHOWN:]
+        if made and level.details:
+            lines.append(
+                "   Commands that made or started something (the last of each program and script):"
+            )
+            lines.extend(
+                f"   - {command_text(shorten_quoted(segment))} "
+                f"({self._calls_after(call.position)} tool call(s) "
+                "ago)"
+                for call, segment in made
+            )
         if self.h.calls and level.last_calls:
             lines.append("   Last tool calls (newest last):")
             for call in self.h.calls[-level.last_calls :]:
@@ -983,6 +1029,20 @@ class _Renderer:
                 what = notification_summary(note) or note.status or "notification"
                 lines.append(f"   - task {note.task_id or '?'}: {_line(what, LINE_CHARS)}")
         return lines or ["   Nothing recorded."]
+
+    def _search_line(self, call: Call) -> str:
+        """A search in one line: what it looked for, where, and what it found."""
+        if call.command:
+            what = command_text(call.command)
+        else:
+            tool_input = call.block.get("input")
+            given = tool_input if isinstance(tool_input, Mapping) else {}
+            pattern = given.get("pattern", "")
+            where = given.get("path") or given.get("glob") or ""
+            what = f"{call.name} `{_line(str(pattern), LINE_CHARS)}`" + (
+                f" in {escape_tags(self.path(str(where)))}" if where else ""
+            )
+        return f"{what}: {_search_outcome(call)}"
 
     def _only_the_plan(self, position: int, text: str) -> bool:
         """Whether an agent text is little more than its plan (shown apart)."""

@@ -52,9 +52,12 @@ from unbounded.compaction.carried import (
 from unbounded.compaction.command_results import (
     Commit,
     command_key,
+    command_segments,
+    command_words,
     commits_in,
     failure_excerpt,
     is_check,
+    makes_something,
     outcome_line,
 )
 from unbounded.compaction.facts import (
@@ -397,6 +400,9 @@ class Handover:
     checks: list[CheckRun] = field(default_factory=list)
     changes: list[FileChange] = field(default_factory=list)
     status_files: list[StatusFile] = field(default_factory=list)
+    made: list[tuple[Call, str]] = field(default_factory=list)
+    """The last command of each program and script that made or started something
+    (`makes_something`), with the call that ran it, the latest last."""
     """The status / plan files read, each at its latest read, the latest last."""
     """Files written, the most recently changed first."""
     previous_summaries: list[str] = field(default_factory=list)
@@ -953,6 +959,20 @@ def open_items(text: str) -> tuple[str, ...]:
     return tuple(found[:STATUS_ITEMS])
 
 
+def _made(handover: Handover) -> None:
+    latest: dict[str, tuple[Call, str]] = {}
+    for call in handover.calls:
+        if not call.command or call.failed or call.is_error is None:
+            continue
+        for segment in command_segments(call.command):
+            if makes_something(segment):
+                # a program with what it runs: `bun run a.ts` and `bun run b.ts` are two
+                key = " ".join([w for w in command_words(segment) if not w.startswith("-")][:3])
+                latest.pop(key, None)  # keep the order of the last runs
+                latest[key] = (call, segment)
+    handover.made = list(latest.values())
+
+
 def _status_files(handover: Handover) -> None:
     latest: dict[str, StatusFile] = {}
     for call in handover.calls:
@@ -1042,6 +1062,7 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     _task_state(handover)
     _changes(handover)
     _status_files(handover)
+    _made(handover)
     _git_and_checks(handover)
     _own_words(handover)
     handover.plan = _plan(handover)
