@@ -20,19 +20,24 @@ the state, the next step, the errors and the recent code, not on lists of names.
    first words after it, what it tried since, and the call that fixed it; then the problems
    the agent reported in its own words.
 5. Problem Solving: commits (sha, message, files changed), pushes, files changed after the
-   last commit, the last `git status` (or that no commit was seen); the last run of each
+   last commit, the last `git status` (or that no commit was seen, or that no git command
+   ran and the changed files are presumably uncommitted); the last run of each
    check and how it went; the agent's decisions with its reasons.
 6. All user messages: every request, quoted (the latest whole in section 1); the user
    messages an earlier summary listed.
 7. Pending Tasks: the tracker items as the agent's commands left them, with their
    dependencies; what the current one asks for and which files it names changed since it
-   started; the todo list; the items of the latest request.
+   started; the todo list; the items of the latest request; what the status and plan files
+   read still list as open.
 8. Current Work: the findings the agent stated in its older messages, its latest words (its
-   status reports), its latest plan with the files changed since per item, the last tool
-   calls with their outcome, what the last result showed, background-task notifications.
-9. Optional Next Step: one action, then the follow-ups (`_Renderer._next_actions`); the
-   agent's last stated intention; then "continue without asking", unless the last reply may
-   have finished everything.
+   status reports), its latest plan with the files changed since per item, the latest
+   searches with what they found, the last command of each program that made or started
+   something, the last tool calls with their outcome, what the last result showed,
+   background-task notifications.
+9. Optional Next Step: one action, then the follow-ups (`_Renderer._next_actions`: the checks
+   files changed after come first), then the larger plan (the previous summary's next step,
+   the status files' open items); the agent's last stated intention; then "continue without
+   asking", unless the last reply may have finished everything.
 
 After an earlier summary, sections 2, 3, 4, 5 and 7 also keep what it said there
 (`carried_sections`, `CARRIED_SECTIONS`), its newest items first, within the level's

@@ -13,13 +13,15 @@ reads it deterministically, for the offline summary and the offline session note
 - **task state**: the todo list as last written (TodoWrite and alike); the tracker items the
   agent's commands named (`bd`, `gh issue`, TaskCreate / TaskUpdate) with their last state,
   the output that showed each, what each depends on and blocks (`bd show`), and where the
-  current one was started; the tasks the last `bd ready` listed; the items the latest
+  current one was started, and the close commands that succeeded; the tasks the last
+  `bd ready` listed; the open items of the status and plan files read; the items the latest
   request enumerates, and its steps when it orders them ("A, then B") with whether the
   agent's words since report each.
 - **git**: the commits made (branch, sha, message, files changed), the pushes, the last
   `git status` / `git diff --stat`, and the files written after the last commit.
 - **checks**: the last run of each test, build or lint command (`mix test`, `pytest`…) with
-  the line that says how it went and how many file writes came after it.
+  the line that says how it went and how many file writes came after it; and the last
+  command of each program and script that made or started something (`makes_something`).
 - **errors**: every failed call: flagged as an error, or a command whose output says it
   failed (`compaction.command_results`). Each with the agent's first words after it (its
   reading of the cause), what it did next, and the later call that succeeded at the same
