@@ -569,3 +569,28 @@ def test_the_last_command_of_each_program_and_script_that_made_something() -> No
     assert "g0.ts" not in shown and f"g{MADE_SHOWN}.ts" in shown
     long = section(render(bash("p", 'bun run g.ts --prompt "' + "w" * 100 + '" --output z.png', "ok")), 8)
     assert '--prompt "' + "w" * 60 + '…[40 chars]" --output z.png`' in long
+
+
+def test_the_step_the_agent_was_last_on_moves_the_next_step_on() -> None:
+    ask = user("Secure the current voice server setup as a fallback solution so nothing gets lost, then try the Ottie voice on the server.")
+    on_it = [ask, says("Now I document the existing setup as fallback:"), *write("w", "/x/backup.md", "x")]
+    nine = section(render(on_it), 9)
+    assert (
+        '   Next: The latest request\'s next step: "try the Ottie voice on the server" (the agent was last on step 1, '
+        '"Secure the current voice server setup as a fallback solution so nothing gets lost": "Now I document the existing setup as fallback:", then 1 file change(s); check it is done).'
+    ) in nine
+    handover = read_handover(on_it)
+    assert handover.step_on == (0, "Now I document the existing setup as fallback:", 1)
+    no_change = [ask, says("Now I document the existing setup as fallback:"), *read("r", "/x/a.md")]
+    assert read_handover(no_change).step_on is None
+    assert "in this order" in section(render(no_change), 9)
+    short_word = [ask, says("Now the setup is safe:"), *write("w", "/x/b.md", "x")]  # "setup": 5 letters
+    assert read_handover(short_word).step_on is None
+    before = [says("I keep a fallback."), ask, *write("w", "/x/b.md", "x")]
+    assert read_handover(before).step_on is None
+    last_step = [ask, says("Trying the Ottie voice on the server now, fallback done."), *write("w", "/x/c.md", "x")]
+    assert read_handover(last_step).step_on == (1, "Trying the Ottie voice on the server now, fallback done.", 1)
+    assert "was last on" not in section(render(last_step), 9)
+    three = user("Secure the current voice server setup as a fallback solution so nothing gets lost, then try the Ottie voice, then record a sample clip.")
+    first_of_three = section(render([three, says("Writing the fallback notes."), *write("w", "/x/d.md", "x")]), 9)
+    assert 'Then:\n   - the latest request\'s next step: "record a sample clip"' in first_of_three

@@ -1085,6 +1085,18 @@ class _Renderer:
                 "the latest request's next step: " + _quote(step.text, LINE_CHARS)
                 for step in steps[reported + 1 :]
             )
+        elif steps and self.h.step_on is not None and self.h.step_on[0] + 1 < len(steps):
+            index, sentence, changes = self.h.step_on
+            actions.append(
+                f"the latest request's next step: {_quote(steps[index + 1].text, LINE_CHARS)} "
+                f"(the agent was last on step {index + 1}, "
+                f"{_quote(steps[index].text, LINE_CHARS)}: {_quote(sentence, LINE_CHARS)}, "
+                f"then {changes} file change(s); check it is done)"
+            )
+            actions.extend(
+                "the latest request's next step: " + _quote(step.text, LINE_CHARS)
+                for step in steps[index + 2 :]
+            )
         elif steps:
             actions.append(
                 "the latest request's steps, in this order (its words, none reported done in "

@@ -174,6 +174,8 @@ B", "A. Dann B", "A und dann B"): a bare "then" inside a sentence orders nothing
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
 STEP_MIN_WORDS = 2
 """A part of a request shorter than this (in words) is no step of its own."""
+STEP_WORD_LETTERS = 6
+"""A word this long names a request step when the agent's sentence holds it too."""
 STEP_REQUEST_CHARS = 1_500
 """A longer request is a document: its "then"s are not the user's order of work."""
 _RELATION_HEADING = re.compile(r"^(DEPENDS ON|BLOCKS|CHILDREN|PARENT)\s*$")
@@ -388,6 +390,9 @@ class Handover:
     plan: Plan | None = None
     request_items: list[str] = field(default_factory=list)
     request_steps: list[RequestStep] = field(default_factory=list)
+    step_on: tuple[int, str, int] | None = None
+    """The request step the agent said it was on last (its index), that sentence, and how
+    many file changes followed it: a step done or under way though not reported."""
     """The latest request's steps when it orders them ("A, then B") or enumerates them."""
     ready: list[ReadyItem] = field(default_factory=list)
     """The tasks the last `bd ready` listed, in its order."""
@@ -870,6 +875,7 @@ def _task_state(handover: Handover) -> None:
         handover.request_steps = request_steps(latest.text, said) or [
             RequestStep(item, _reported(item, said)) for item in handover.request_items
         ]
+        handover.step_on = _step_on(handover, latest.position)
 
 
 def ready_items(output: str) -> list[ReadyItem]:
@@ -895,6 +901,30 @@ def request_steps(text: str, said: str) -> list[RequestStep]:
     if len(parts) < 2:
         return []
     return [RequestStep(part, _reported(part, said)) for part in parts]
+
+
+def _step_on(handover: Handover, since: int) -> tuple[int, str, int] | None:
+    """The latest sentence of the agent since `since` that names a request step by one of its
+    long words (`STEP_WORD_LETTERS` letters or more) and was followed by file changes, with the
+    step's index (the latest step it names) and the number of changes."""
+    steps = [_long_words(step.text) for step in handover.request_steps]
+    if not steps:
+        return None
+    for position, text in reversed(handover.assistant_texts):
+        if position <= since:
+            break
+        changes = sum(1 for c in handover.calls if c.path_written and c.position > position)
+        if not changes:
+            continue
+        for sentence in reversed(sentences(text)):
+            named = [i for i, words in enumerate(steps) if words & _long_words(sentence)]
+            if named:
+                return named[-1], sentence, changes
+    return None
+
+
+def _long_words(text: str) -> set[str]:
+    return {w for w in _content_words(text) if len(w) >= STEP_WORD_LETTERS}
 
 
 def _reported(step: str, said: str) -> bool:
