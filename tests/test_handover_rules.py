@@ -588,9 +588,10 @@ def test_the_step_the_agent_was_last_on_moves_the_next_step_on() -> None:
     assert read_handover(short_word).step_on is None
     before = [says("I keep a fallback."), ask, *write("w", "/x/b.md", "x")]
     assert read_handover(before).step_on is None
-    last_step = [ask, says("Trying the Ottie voice on the server now, fallback done."), *write("w", "/x/c.md", "x")]
-    assert read_handover(last_step).step_on == (1, "Trying the Ottie voice on the server now, fallback done.", 1)
-    assert "was last on" not in section(render(last_step), 9)
+    last_step = [ask, says("Switching the server now."), *write("w", "/x/c.md", "x")]  # names both
+    assert read_handover(last_step).step_on == (1, "Switching the server now.", 1)
+    assert not any(step.reported for step in read_handover(last_step).request_steps)
+    assert "was last on" not in section(render(last_step), 9) and "in this order" in section(render(last_step), 9)
     three = user("Secure the current voice server setup as a fallback solution so nothing gets lost, then try the Ottie voice, then record a sample clip.")
     first_of_three = section(render([three, says("Writing the fallback notes."), *write("w", "/x/d.md", "x")]), 9)
     assert 'Then:\n   - the latest request\'s next step: "record a sample clip"' in first_of_three
