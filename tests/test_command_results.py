@@ -187,7 +187,7 @@ def test_commits_in_a_commit_output() -> None:
     [
         ("nohup bun run server.ts >> logs/server.log 2>&1 &", True),  # background, nohup
         ("bun server.ts &", True),
-        ("nohup bun run server.ts > a.log 2>&1", True),  # nohup alone keeps it running
+        ("nohup bun run server.ts", True),  # nohup alone keeps it running
         ("python -m http.server 8000 &", True),  # a check program, but started in the background
         ("bun run GenerateImage.ts --model nano --output ~/Desktop/a.png", True),
         ("python make.py -o out.png", True),
