@@ -13,6 +13,7 @@ from unbounded.compaction.extractive import (
     _LEVELS,
     COMMAND_CHARS,
     DEFINITIONS_SHOWN,
+    ENV_KEYS_SHOWN,
     LINE_CHARS,
     LONG_LINE_CHARS,
     MADE_SHOWN,
@@ -595,3 +596,22 @@ def test_the_step_the_agent_was_last_on_moves_the_next_step_on() -> None:
     three = user("Secure the current voice server setup as a fallback solution so nothing gets lost, then try the Ottie voice, then record a sample clip.")
     first_of_three = section(render([three, says("Writing the fallback notes."), *write("w", "/x/d.md", "x")]), 9)
     assert 'Then:\n   - the latest request\'s next step: "record a sample clip"' in first_of_three
+
+
+def test_env_files_give_their_key_names_never_values() -> None:
+    messages = [
+        *read("r", "/p/.env", "     1→A_KEY=secret-value\n     2→export B_TOKEN=x\n     3→# COMMENT=no\n     4→lower=x"),
+        *bash("g", "grep -E '^GOOGLE_API_KEY=' ~/.claude/.env | cut -d'=' -f1", "GOOGLE_API_KEY"),
+        *bash("l", "cat /p/.env.local", "C_URL=http://x"),
+        *bash("rc", "cat /p/.envrc", "D_KEY=1"),
+        *bash("f", "cat /p/other/.env", "E_KEY=1", error=True),
+        *bash("n", "cat /p/empty/.env", "nothing here"),
+    ]
+    handover = read_handover(messages)
+    assert handover.env_keys == {"/p/.env": ["A_KEY", "B_TOKEN"], "~/.claude/.env": ["GOOGLE_API_KEY"], "/p/.env.local": ["C_URL"]}
+    two = section(render(messages), 2)
+    assert "   - Keys in /p/.env (names only): A_KEY, B_TOKEN\n" in two and "secret-value" not in two
+    assert "   - Keys in ~/.claude/.env (names only): GOOGLE_API_KEY" in two
+    many = "\n".join(f"K{n:02d}_KEY=v" for n in range(ENV_KEYS_SHOWN + 2))
+    capped = section(render(read("r", "/p/.env", many)), 2)
+    assert f"K{ENV_KEYS_SHOWN - 1:02d}_KEY (2 more)" in capped and f"K{ENV_KEYS_SHOWN:02d}_KEY" not in capped

@@ -152,6 +152,8 @@ CARRIED_SECTIONS: tuple[tuple[int, float], ...] = ((4, 0.3), (2, 0.2), (3, 0.2),
 level's `carried_chars`; a share a section does not use goes to the others in this order."""
 MADE_SHOWN = 4
 """Commands that made or started something shown (section 8)."""
+ENV_KEYS_SHOWN = 12
+"""Key names shown per `.env` file (section 2)."""
 SEARCHES_SHOWN = 4
 """The latest searches shown with what they found (section 8)."""
 SEARCH_PROGRAMS = frozenset({"grep", "egrep", "rg", "ag", "ack", "find", "fd"})
@@ -643,6 +645,12 @@ class _Renderer:
             lines.append("   - Languages: " + ", ".join(name for name, _ in ranked))
         if self.h.branch:
             lines.append(f"   - Git branch: {escape_tags(self.h.branch)}")
+        for env, names in sorted(self.h.env_keys.items()):
+            lines.append(
+                f"   - Keys in {escape_tags(self.path(env))} (names only): "
+                + escape_tags(", ".join(names[:ENV_KEYS_SHOWN]))
+                + (f" ({len(names) - ENV_KEYS_SHOWN} more)" if len(names) > ENV_KEYS_SHOWN else "")
+            )
         lines += self.carried(level, 2)
         return lines or ["   - None recorded."]
 

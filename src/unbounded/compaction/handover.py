@@ -174,6 +174,8 @@ B", "A. Dann B", "A und dann B"): a bare "then" inside a sentence orders nothing
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
 STEP_MIN_WORDS = 2
 """A part of a request shorter than this (in words) is no step of its own."""
+_ENV_FILE = re.compile(r"[\w~./-]*\.env(?:\.[\w-]+)?(?![\w/])")
+_ENV_NAME = re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]{2,})(?:=|$)")
 STEP_WORD_LETTERS = 6
 """A word this long names a request step when the agent's sentence holds it too."""
 STEP_REQUEST_CHARS = 1_500
@@ -407,6 +409,8 @@ class Handover:
     checks: list[CheckRun] = field(default_factory=list)
     changes: list[FileChange] = field(default_factory=list)
     status_files: list[StatusFile] = field(default_factory=list)
+    env_keys: dict[str, list[str]] = field(default_factory=dict)
+    """The key names (never values) the agent saw in each `.env` file it read or searched."""
     made: list[tuple[Call, str]] = field(default_factory=list)
     """The last command of each program and script that made or started something
     (`makes_something`), with the call that ran it, the latest last."""
@@ -991,6 +995,25 @@ def open_items(text: str) -> tuple[str, ...]:
     return tuple(found[:STATUS_ITEMS])
 
 
+def _env_keys(handover: Handover) -> None:
+    """Which `.env` file holds which key, by name: from a read of the file or a command naming
+    it, the names its output shows (`NAME=…` lines, or a bare `NAME` as `cut -d= -f1` prints)."""
+    for call in handover.calls:
+        if call.failed or call.is_error is None:
+            continue
+        paths = [call.path_read] if call.path_read else _ENV_FILE.findall(call.command or "")
+        env = next((p for p in paths if p and _ENV_FILE.fullmatch(p)), None)
+        if env is None:
+            continue
+        names = handover.env_keys.setdefault(env, [])
+        for line in strip_line_numbers(call.result).splitlines():
+            found = _ENV_NAME.match(line.strip())
+            if found and found.group(1) not in names:
+                names.append(found.group(1))
+        if not names:
+            del handover.env_keys[env]
+
+
 def _made(handover: Handover) -> None:
     latest: dict[str, tuple[Call, str]] = {}
     for call in handover.calls:
@@ -1095,6 +1118,7 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     _changes(handover)
     _status_files(handover)
     _made(handover)
+    _env_keys(handover)
     _git_and_checks(handover)
     _own_words(handover)
     handover.plan = _plan(handover)
