@@ -8,14 +8,18 @@ import pytest
 from unbounded.compaction.command_results import (
     EXCERPT_CHARS,
     EXCERPT_LINES,
+    QUOTED_CHARS,
     Commit,
     command_key,
+    command_segments,
     command_words,
     commits_in,
     failure_excerpt,
     is_check,
     is_read_only,
+    makes_something,
     outcome_line,
+    shorten_quoted,
     warns,
 )
 
@@ -95,6 +99,12 @@ def test_checks(command: str, check: bool) -> None:
         '{"status":"error","message":"voice not found"}',
         '{"error": {"code": 401, "message": "bad key"}}',
         '{"success": false, "reason": "quota"}',
+        "Failed to start server. Is port 8888 in use?",
+        "Server ready\n  Failed to bind 0.0.0.0:8888",
+        "Failed to start the worker pool",
+        'Error listening\n    code: "EADDRINUSE"',
+        "listen tcp :8080: bind: address already in use",
+        "port 8888 busy. Is port 8888 in use?",
     ],
 )
 def test_failing_output_of_a_command_is_a_failure(output: str) -> None:
@@ -106,7 +116,8 @@ def test_failing_output_of_a_command_is_a_failure(output: str) -> None:
     "output",
     ["410 tests, 0 failures", "Generated app", "warning: unused variable", "all good: no error found",
      "  Exit code 0", "Errors: none", "error handling improved", '{"status": "ok", "error": null}',
-     '{"success": true}', '{"status": "errors-fixed"}'],
+     '{"success": true}', '{"status": "errors-fixed"}', "Retried: Failed to start is logged once",
+     "port 8888 is in use by the server we started"],
 )  # fmt: skip
 def test_passing_output_is_not_a_failure(output: str) -> None:
     assert failure_excerpt(output, flagged=False, command="mix test") == ""
@@ -169,3 +180,51 @@ def test_commits_in_a_commit_output() -> None:
     assert commits_in("[main abc123] too short a sha") == []
     assert commits_in("nothing to commit, working tree clean") == []
     assert commits_in("[dev 0123456789abcdef] msg") == [Commit("dev", "0123456789abcdef", "msg", "")]
+
+
+@pytest.mark.parametrize(
+    ("segment", "makes"),
+    [
+        ("nohup bun run server.ts >> logs/server.log 2>&1 &", True),  # background, nohup
+        ("bun server.ts &", True),
+        ("nohup bun run server.ts", True),  # nohup alone keeps it running
+        ("python -m http.server 8000 &", True),  # a check program, but started in the background
+        ("bun run GenerateImage.ts --model nano --output ~/Desktop/a.png", True),
+        ("python make.py -o out.png", True),
+        ("python make.py --output=out.png", True),
+        ("bun x.ts > out.json", True),
+        ("npm run dev", True),
+        ("npm start", True),
+        ("docker compose up -d", True),
+        ("npm run build", False),  # a build is a check, reported with the checks
+        ("mix test > out.txt", False),
+        ("pytest 2>&1", False),
+        ("cmd 2>/dev/null", False),
+        ("cmd > /dev/null", False),
+        ("npm install x", False),
+        ("git push &", False),
+        ("ls &", False),
+        ("echo 1 > f.txt", False),
+        ("curl -o a.zip http://x", False),
+        ("KEY PRINCIPLES: 'A > B'", False),  # prose from a quoted argument, no program
+        ("-o /tmp/a.mp3", False),
+        ("", False),
+    ],
+)
+def test_commands_that_make_or_start_something(segment: str, makes: bool) -> None:
+    assert makes_something(segment) is makes
+
+
+def test_command_segments_split_outside_quotes() -> None:
+    command = 'cd /x && bun run g.ts \\\n  --out a.png\n# a comment\necho "a; b\nc && d" ; e || f'
+    assert command_segments(command) == ["cd /x", "bun run g.ts    --out a.png", 'echo "a; b\nc && d"', "e", "f"]
+    assert command_segments('echo "a \\" b; c"; d') == ['echo "a \\" b; c"', "d"]
+    assert command_segments("echo 'it; is' ;x") == ["echo 'it; is'", "x"]
+
+
+def test_long_quoted_arguments_are_shortened_with_a_marker() -> None:
+    long = "p" * (QUOTED_CHARS + 5)
+    assert shorten_quoted(f'g --prompt "{long}" --output a.png') == f'g --prompt "{long[:QUOTED_CHARS]}…[5 chars]" --output a.png'
+    exact = "q" * QUOTED_CHARS
+    assert shorten_quoted(f"g '{exact}'") == f"g '{exact}'"
+    assert shorten_quoted(f"g '{exact}x'") == f"g '{exact}…[1 chars]'"

@@ -16,6 +16,7 @@ from unbounded.compaction.extractive import (
     _Cuts,
     _Renderer,
     carried_sections,
+    landmarks,
 )
 from unbounded.compaction.handover import read_handover
 
@@ -104,8 +105,10 @@ def test_a_hand_over_after_a_model_summary_keeps_its_sections() -> None:
     assert "     - **EADDRINUSE on 8888**:\n       - Fixed by killing the old bun process" in four
     assert "     - Chose ElevenLabs over the MCP tools" in section(text, 5)
     assert f"   {CARRIED_PENDING_HEADING}\n     - Try the Ottie voice" in section(text, 7)
-    assert "Restarted the server." not in text and "Send a test message." not in text
-    assert CARRIED_HEADING not in _Renderer(read_handover(messages), up_to=False).render(replace(RICH, carried_chars=0), _Cuts())
+    assert "Restarted the server." not in text  # its current work is this part's past
+    assert 'Next: The previous summary\'s next step (the larger plan; this part may have done some of it): "Send a test message."' in section(text, 9)
+    bare = _Renderer(read_handover(messages), up_to=False).render(replace(RICH, carried_chars=0), _Cuts())
+    assert CARRIED_HEADING not in bare and "Send a test message." not in bare
     failing = [*messages, *bash("b", "bun server.ts", "error: port in use")]
     four_with = section(_Renderer(read_handover(failing), up_to=False).render(RICH, _Cuts()), 4)
     assert four_with.index("error: port in use") < four_with.index(CARRIED_HEADING)
@@ -120,3 +123,25 @@ def test_an_item_keeps_its_lines_indented_by_one_space_more() -> None:
 def test_standing_instructions_come_from_every_earlier_part() -> None:
     handover = read_handover([user(MODEL_SUMMARY), user("Never push to main.")])
     assert handover.standing == ["du nutzt den mcp server, solltest aber immer den voice server nutzen", "Never push to main."]
+
+
+def test_errors_that_name_what_this_part_still_uses_are_carried_first() -> None:
+    old = ["   - **EADDRINUSE**: port 8888 held by a stale bun process", "     - Fixed by kill -9 on its pid"]
+    newer = [f"   - **Error {n}**: " + "y" * 60 for n in range(3)]
+    summary = "\n".join(["Summary:", "4. Errors and fixes:", *old, *newer, "5. Problem Solving:", "   - z"])
+    room = 250  # the errors' share fits two items
+    plain = carried_sections(summary, room)[4]
+    assert not any("8888" in line for line in plain) and plain[-1].startswith("- **Error 2**")
+    used = carried_sections(summary, room, frozenset({"8888"}))[4]
+    assert used[:2] == ["- **EADDRINUSE**: port 8888 held by a stale bun process", "  - Fixed by kill -9 on its pid"]
+    assert used[-1].startswith("- **Error 2**")  # the rest newest first, in their order
+    assert carried_sections(summary, room, frozenset({"888"}))[4] == plain  # whole words only
+    assert carried_sections(summary.replace("4. Errors and fixes:", "2. Key Technical Concepts:"), room, frozenset({"8888"}))[2] == carried_sections(summary.replace("4. Errors and fixes:", "2. Key Technical Concepts:"), room)[2]
+
+
+def test_landmarks_are_the_ports_of_the_commands_and_the_names_of_the_files() -> None:
+    messages = [*bash("c", "curl -X POST http://localhost:8888/notify -d '{\"n\": 123}' # 2025.1", "ok"), *edit("e", "/r/voice/server.ts", "x")]
+    assert landmarks(read_handover(messages)) == frozenset({"8888", "server.ts"})
+    messages = [user(MODEL_SUMMARY), *bash("c", "curl http://localhost:8888/health", "ok")]
+    three = section(_Renderer(read_handover(messages), up_to=False).render(RICH, _Cuts()), 4)
+    assert "EADDRINUSE on 8888" in three

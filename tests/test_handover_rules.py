@@ -13,11 +13,15 @@ from unbounded.compaction.extractive import (
     _LEVELS,
     COMMAND_CHARS,
     DEFINITIONS_SHOWN,
+    ENV_KEYS_SHOWN,
     LINE_CHARS,
     LONG_LINE_CHARS,
+    MADE_SHOWN,
     NOTIFICATIONS_SHOWN,
     QUOTE_CHARS,
     REPORT_MIN_CHARS,
+    SEARCHES_SHOWN,
+    STATUS_FILES_SHOWN,
     STATUS_LINES,
     TRACKER_SHOWN,
     UNRESOLVED_SHOWN,
@@ -32,8 +36,11 @@ from unbounded.compaction.extractive import (
     summary_budget,
 )
 from unbounded.compaction.handover import (
+    STATUS_FILE,
+    STATUS_ITEMS,
     _name,
     _stem,
+    open_items,
     plan_runs,
     read_handover,
     request_steps,
@@ -400,3 +407,211 @@ def test_only_a_marked_then_orders_a_request() -> None:
 def test_an_enumerating_request_gives_its_items_as_steps() -> None:
     handover = read_handover([user("Do this: 1) read the gemini report 2) write the concept"), says("The gemini report is read.")])
     assert [(s.text, s.reported) for s in handover.request_steps] == [("read the gemini report", True), ("write the concept", False)]
+
+
+def test_checks_files_changed_after_are_re_run_first_together() -> None:
+    checks = [*bash("t", "pytest -q", "2 passed"), *bash("l", "ruff check", "All checks passed"), *edit("e", "/x/a.py", "x")]
+    plan = says("Next I will do these:\n1. **B** - b (/x/b.py)\n2. **C** - c (/x/c.py)")
+    nine = section(render([user("go"), plan, *checks]), 9)
+    assert "   Next: Re-run `pytest -q`, `ruff check` (1 file(s) changed since: /x/a.py) and fix what they report.\n   Then:\n   - item 1 of its plan" in nine
+    # a check run after the last change is not re-run
+    fresh = section(render([user("go"), *edit("e", "/x/a.py", "x"), *bash("t", "pytest -q", "2 passed")]), 9)
+    assert "Re-run" not in fresh and "re-run" not in fresh
+    # the files changed since the earliest of them are named
+    spread = section(render([user("go"), *bash("t", "pytest -q", "2 passed"), *edit("e", "/x/a.py", "x"), *bash("l", "ruff check", "ok"), *edit("f", "/x/b.py", "y")]), 9)
+    assert "(2 file(s) changed since: /x/b.py, /x/a.py)" in spread
+
+
+def test_an_error_nothing_changed_after_comes_before_the_re_run_and_one_changed_after_after_it() -> None:
+    lint = [*bash("l", "ruff check", "ok"), *edit("e", "/x/a.py", "x")]
+    untouched = section(render([user("go"), *lint, *bash("m", "make", "error: boom")]), 9)
+    assert untouched.index('Fix "error: boom"') < untouched.index("re-run `ruff check` (")
+    touched = section(render([user("go"), *bash("m", "make", "error: boom"), *lint]), 9)
+    assert touched.index("Re-run `make`, `ruff check` (") < touched.index('fix "error: boom"')
+
+
+def test_the_current_item_is_closed_and_committed_as_earlier_ones_were() -> None:
+    start = [user("go"), *bash("u", "bd update p-1.2 --status in_progress", "ok")]
+    closed = [*bash("c", "bd close p-1.1", "ok")]
+    commit = [*bash("g", "git commit -m x", "[m 1234567] x")]
+    both = section(render([*closed, *commit, *start]), 9)
+    assert "Finish the tracker item p-1.2, then close it (bd close p-1.2, as the session closed p-1.1), commit, close the parent p-1 if all its children are closed." in both
+    no_commit = section(render([*closed, *start]), 9)
+    assert "then close it (bd close p-1.2, as the session closed p-1.1), close the parent p-1" in no_commit
+    parent_closed = section(render([*bash("c0", "bd close p-1", "ok"), *closed, *start]), 9)
+    assert "as the session closed p-1.1)." in parent_closed and "parent" not in parent_closed
+    no_parent = section(render([*closed, user("go"), *bash("u", "bd update p2 --status in_progress", "ok")]), 9)
+    assert "then close it (bd close p2, as the session closed p-1.1)." in no_parent
+    never_closed = section(render(start), 9)
+    assert "Finish the tracker item p-1.2, and close it." in never_closed
+    failed_close = section(render([*bash("c", "bd close p-1.1", "Error: no such issue", error=True), *start]), 9)
+    assert "and close it." in failed_close
+
+
+def test_git_state_when_no_git_ran() -> None:
+    changed = section(render([user("go"), *edit("e", "/x/a.py", "x"), *write("w", "/x/b.py", "y")]), 5)
+    assert "   - No git command ran in this part; the 2 changed file(s) of section 3 are presumably uncommitted (check git status)." in changed
+    git_ran = section(render([user("go"), *edit("e", "/x/a.py", "x"), *bash("s", "git status", "clean")]), 5)
+    assert "No git command ran" not in git_ran
+    nothing_changed = section(render([user("go"), *read("r", "/x/a.py")]), 5)
+    assert "No git command ran" not in nothing_changed
+
+
+STATUS_TEXT = (
+    "     1→# Status\n     2→## Next steps\n     3→- [ ] Test the skills\n     4→- [x] Next: done already\n"
+    "     5→* [ ] Phase 3: BMAD\n     6→The opener works.\n     7→**Nächster Schritt:** neu starten\n     8→Still pending: docs"
+)
+
+
+def test_open_items_of_a_status_file() -> None:
+    assert open_items(STATUS_TEXT) == ("## Next steps", "[ ] Test the skills", "[ ] Phase 3: BMAD", "**Nächster Schritt:** neu starten", "Still pending: docs")
+    many = "\n".join(f"- [ ] step {n}" for n in range(STATUS_ITEMS + 1))
+    assert open_items(many)[-1] == f"[ ] step {STATUS_ITEMS - 1}"
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/p/STATUS.md", True), ("/p/SESSION_STATUS.md", True), ("/p/todo.txt", True), ("/p/docs/ROADMAP.md", True),
+     ("/p/CHECKPOINT-2.md", True), ("/home/u/.claude/plans/effervescent-tide.md", True), ("/p/plan.md", True),
+     ("/p/status.py", False), ("/p/explanation.md", False), ("/p/README.md", False)],
+)  # fmt: skip
+def test_which_files_are_status_or_plan_files(path: str, status: bool) -> None:
+    assert bool(STATUS_FILE.search(path)) is status
+
+
+def test_a_status_file_is_kept_at_its_latest_read() -> None:
+    first = read("r1", "/p/STATUS.md", STATUS_TEXT)
+    handover = read_handover([*first, *read("x", "/p/a.py", "- [ ] not a status file")])
+    assert [(s.path, s.open_items[1]) for s in handover.status_files] == [("/p/STATUS.md", "[ ] Test the skills")]
+    assert read_handover([*first, *read("r2", "/p/STATUS.md", "- [x] all done")]).status_files == []
+    failed = [use("r", "Read", file_path="/p/STATUS.md"), result("r", "- [ ] x", error=True)]
+    assert read_handover(failed).status_files == []
+    order = read_handover([*first, *read("r2", "/p/TODO.md", "- [ ] b"), *read("r3", "/p/STATUS.md", "- [ ] c")])
+    assert [s.path for s in order.status_files] == ["/p/TODO.md", "/p/STATUS.md"]
+
+
+def test_status_files_in_pending_tasks_and_the_next_step() -> None:
+    messages = [user("go"), *read("r", "/p/STATUS.md", STATUS_TEXT), says("All done.")]
+    seven = section(render(messages), 7)
+    assert "   Still open in /p/STATUS.md, as the agent read it (0 tool call(s) ago):\n   - ## Next steps\n   - [ ] Test the skills\n" in seven
+    assert "Still open" not in section(render(messages, replace(RICH, details=False)), 7)
+    nine = section(render(messages), 9)
+    assert "   Next: What /p/STATUS.md lists as still open: [ ] Test the skills; [ ] Phase 3: BMAD;" in nine
+    assert "## Next" not in nine
+    assert "may have finished the latest request" in nine  # the plan comes after this part's work
+    many = [m for n in range(STATUS_FILES_SHOWN + 1) for m in read(f"r{n}", f"/p/s{n}/STATUS.md", f"- [ ] item {n}")]
+    shown = section(render([user("go"), *many]), 9)
+    assert "item 0" not in shown and f"item {STATUS_FILES_SHOWN}" in shown
+
+
+def test_the_previous_summary_s_next_step_follows_this_part_s_actions() -> None:
+    previous = (
+        "This session is being continued from a previous conversation.\nSummary:\n7. Pending Tasks:\n   - x\n"
+        "9. Optional Next Step:\n   Next: Phase 2: test UOCS.\n   The agent's last stated intention (1 tool call(s) ago): a\n"
+        "   Continue with the latest request (section 1) from there."
+    )
+    nine = section(render([user(previous), user("go"), *edit("e", "/p/a.py", "x"), *bash("t", "pytest", "1 passed"), *edit("f", "/p/b.py", "y")]), 9)
+    assert nine.index("Re-run `pytest`") < nine.index(
+        '   - the previous summary\'s next step (the larger plan; this part may have done some of it): "Next: Phase 2: test UOCS."\n'
+    )
+    assert "stated intention (1" not in nine
+
+
+def test_the_latest_searches_with_what_they_found() -> None:
+    grep_tool = [use("g", "Grep", pattern="agent-[a-z]", path="/x/fixtures/sub.jsonl"), result("g", "No matches found")]
+    glob_tool = [use("o", "Glob", pattern="**/*.ex"), result("o", "Found 20 files\n/x/a.ex")]
+    messages = [
+        user("go"),
+        *grep_tool,
+        *glob_tool,
+        *bash("r", "rg -n render lib", "lib/a.ex:3: render(x)\nlib/b.ex:9: render(y)"),
+        *bash("f", "find /x -name '*.md'", ""),
+        *bash("c", "grep -c x a.txt", "7"),
+        *bash("l", "ls /x", "a\nb"),
+    ]
+    eight = section(render(messages), 8)
+    assert "   What the latest searches found (newest last):\n" in eight
+    assert "   - Grep `agent-[a-z]`" not in eight  # only the latest SEARCHES_SHOWN
+    assert "   - Glob `**/*.ex`: Found 20 files\n" in eight
+    assert "   - `rg -n render lib`: 2 line(s), the first: lib/a.ex:3: render(x)\n" in eight
+    assert "   - `find /x -name '*.md'`: no match\n" in eight
+    assert "   - `grep -c x a.txt`: 7\n" in eight
+    assert "ls /x`:" not in eight
+    one = section(render([user("go"), *grep_tool]), 8)
+    assert "   - Grep `agent-[a-z]` in /x/fixtures/sub.jsonl: no match\n" in one
+    failed = section(render([user("go"), *bash("e", "grep -r x /nope", "grep: /nope: No such file", error=True)]), 8)
+    assert "   - `grep -r x /nope`: failed: grep: /nope: No such file\n" in failed
+    assert "latest searches" not in section(render(messages, replace(RICH, details=False)), 8)
+    unanswered = section(render([user("go"), use("g", "Grep", pattern="p")]), 8)
+    assert "latest searches" not in unanswered
+    assert SEARCHES_SHOWN == 4
+
+
+def test_the_last_command_of_each_program_and_script_that_made_something() -> None:
+    messages = [
+        user("go"),
+        *bash("s1", "cd /v && nohup bun run server.ts > a.log 2>&1 &", "ok"),
+        *bash("g", "bun run gen.ts --output a.png", "saved"),
+        *bash("s2", "# restart\ncd /v && nohup bun run server.ts >> b.log 2>&1 &", "ok"),
+        *bash("bad", "bun run other.ts --output x.png", "error: no key", error=True),
+        *bash("t", "pytest -q", "1 passed"),
+    ]
+    handover = read_handover(messages)
+    assert [segment for _, segment in handover.made] == ["bun run gen.ts --output a.png", "nohup bun run server.ts >> b.log 2>&1 &"]
+    eight = section(render(messages), 8)
+    assert (
+        "   Commands that made or started something (the last of each program and script):\n"
+        "   - `bun run gen.ts --output a.png` (3 tool call(s) ago)\n"
+        "   - `nohup bun run server.ts >> b.log 2>&1 &` (2 tool call(s) ago)\n"
+    ) in eight
+    assert "made or started" not in section(render(messages, replace(RICH, details=False)), 8)
+    many = [m for n in range(MADE_SHOWN + 1) for m in bash(f"m{n}", f"bun run g{n}.ts --output {n}.png", "ok")]
+    shown = section(render([user("go"), *many], replace(RICH, last_calls=0)), 8)
+    assert "g0.ts" not in shown and f"g{MADE_SHOWN}.ts" in shown
+    long = section(render(bash("p", 'bun run g.ts --prompt "' + "w" * 100 + '" --output z.png', "ok")), 8)
+    assert '--prompt "' + "w" * 60 + '…[40 chars]" --output z.png`' in long
+
+
+def test_the_step_the_agent_was_last_on_moves_the_next_step_on() -> None:
+    ask = user("Secure the current voice server setup as a fallback solution so nothing gets lost, then try the Ottie voice on the server.")
+    on_it = [ask, says("Now I document the existing setup as fallback:"), *write("w", "/x/backup.md", "x")]
+    nine = section(render(on_it), 9)
+    assert (
+        '   Next: The latest request\'s next step: "try the Ottie voice on the server" (the agent was last on step 1, '
+        '"Secure the current voice server setup as a fallback solution so nothing gets lost": "Now I document the existing setup as fallback:", then 1 file change(s); check it is done).'
+    ) in nine
+    handover = read_handover(on_it)
+    assert handover.step_on == (0, "Now I document the existing setup as fallback:", 1)
+    no_change = [ask, says("Now I document the existing setup as fallback:"), *read("r", "/x/a.md")]
+    assert read_handover(no_change).step_on is None
+    assert "in this order" in section(render(no_change), 9)
+    short_word = [ask, says("Now the setup is safe:"), *write("w", "/x/b.md", "x")]  # "setup": 5 letters
+    assert read_handover(short_word).step_on is None
+    before = [says("I keep a fallback."), ask, *write("w", "/x/b.md", "x")]
+    assert read_handover(before).step_on is None
+    last_step = [ask, says("Switching the server now."), *write("w", "/x/c.md", "x")]  # names both
+    assert read_handover(last_step).step_on == (1, "Switching the server now.", 1)
+    assert not any(step.reported for step in read_handover(last_step).request_steps)
+    assert "was last on" not in section(render(last_step), 9) and "in this order" in section(render(last_step), 9)
+    three = user("Secure the current voice server setup as a fallback solution so nothing gets lost, then try the Ottie voice, then record a sample clip.")
+    first_of_three = section(render([three, says("Writing the fallback notes."), *write("w", "/x/d.md", "x")]), 9)
+    assert 'Then:\n   - the latest request\'s next step: "record a sample clip"' in first_of_three
+
+
+def test_env_files_give_their_key_names_never_values() -> None:
+    messages = [
+        *read("r", "/p/.env", "     1→A_KEY=secret-value\n     2→export B_TOKEN=x\n     3→# COMMENT=no\n     4→lower=x"),
+        *bash("g", "grep -E '^GOOGLE_API_KEY=' ~/.claude/.env | cut -d'=' -f1", "GOOGLE_API_KEY"),
+        *bash("l", "cat /p/.env.local", "C_URL=http://x"),
+        *bash("rc", "cat /p/.envrc", "D_KEY=1"),
+        *bash("f", "cat /p/other/.env", "E_KEY=1", error=True),
+        *bash("n", "cat /p/empty/.env", "nothing here"),
+    ]
+    handover = read_handover(messages)
+    assert handover.env_keys == {"/p/.env": ["A_KEY", "B_TOKEN"], "~/.claude/.env": ["GOOGLE_API_KEY"], "/p/.env.local": ["C_URL"]}
+    two = section(render(messages), 2)
+    assert "   - Keys in /p/.env (names only): A_KEY, B_TOKEN\n" in two and "secret-value" not in two
+    assert "   - Keys in ~/.claude/.env (names only): GOOGLE_API_KEY" in two
+    many = "\n".join(f"K{n:02d}_KEY=v" for n in range(ENV_KEYS_SHOWN + 2))
+    capped = section(render(read("r", "/p/.env", many)), 2)
+    assert f"K{ENV_KEYS_SHOWN - 1:02d}_KEY (2 more)" in capped and f"K{ENV_KEYS_SHOWN:02d}_KEY" not in capped

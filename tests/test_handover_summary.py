@@ -286,9 +286,9 @@ def test_section_9_next_step_and_what_is_left() -> None:
         "\n9. Optional Next Step:\n"
         '   Next: Fix "error: undefined function split/1", which Bash `mix compile` reported (section 4), and run it again.\n'
         "   Then:\n"
+        "   - re-run `pytest -q` (1 file(s) changed since: lib/parser.py) and fix what it reports\n"
         "   - item 2 of its plan: **Exporter** - write CSV (lib/exporter.py)\n"
-        "   - finish and close the tracker item imp-2 — Port the exporter\n"
-        "   - run `pytest -q` again (1 file change(s) since its last run)\n"
+        "   - finish the tracker item imp-2 — Port the exporter, and close it\n"
         "   - commit the 1 file(s) changed after abc1234 (section 5)\n"
         "   Continue with the latest request (section 1) from there, without asking the user to repeat anything."
     )
@@ -377,9 +377,9 @@ def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:
     todos = [{"content": f"t{n}", "status": "pending"} for n in range(PENDING_SHOWN + 2)]
     messages = [user("go"), use("t", "TodoWrite", todos=todos), result("t", "ok"), *bash("c", "pytest", "1 passed"), *edit("e", "/x/a.py", "x")]
     nine = section(render(messages, replace(RICH, follow_ups=2)), 9)
-    assert "   Next: The next todo: t0.\n   Then:\n   - the next todo: t1\n   - the next todo: t2\n   - (1 more, sections 7–8)\n" in nine
+    assert "   Next: Re-run `pytest` (1 file(s) changed since: /x/a.py) and fix what it reports.\n   Then:\n   - the next todo: t0\n   - the next todo: t1\n   - (1 more, sections 7–8)\n" in nine
     assert f"t{PENDING_SHOWN}" not in section(render(messages), 9)
-    assert "   - run `pytest` again (1 file change(s) since its last run)\n" in section(render(messages, replace(RICH, follow_ups=3)), 9)
+    assert "   - the next todo: t2\n" in section(render(messages, replace(RICH, follow_ups=3)), 9)
 
 
 def test_section_9_follows_the_order_the_latest_request_gives() -> None:
@@ -400,7 +400,7 @@ def test_section_9_names_the_next_ready_task_of_the_tracker() -> None:
     messages = [user("go"), *bash("r", "bd ready", ready), *bash("u", "bd update e-1.2 --status in_progress", "ok"), *bash("c", "bd close e-1.3", "ok")]
     nine = section(render(messages), 9)
     assert "   - start the next task the tracker lists as ready: e-1.4 — Next one\n" in nine
-    assert "Next: Finish and close the tracker item e-1.2." in nine
+    assert "Next: Finish the tracker item e-1.2, then close it (bd close e-1.2, as the session closed e-1.3), close the parent e-1 if all its children are closed." in nine
 
 
 def test_up_to_names_sections_8_and_9_as_the_partial_prompt_does() -> None:

@@ -461,3 +461,18 @@ def test_offline_notes_state_the_git_checks_tracker_and_plan() -> None:
     assert "- Last `pytest` failed" in body
     assert "- Planned, no file change yet: update parser.py" in body
     assert "- Next ready in the tracker: fx-2 — The next one" in body
+    assert "Still open in" not in body
+
+
+def test_offline_notes_keep_what_the_last_status_file_read_lists_as_open() -> None:
+    def read(path: str, text: str, n: int) -> list[Entry]:
+        return [
+            Entry.assistant([call("Read", file_path=path) | {"id": f"r{n}"}], message_id=f"m{n}"),
+            Entry.user([{"type": "tool_result", "tool_use_id": f"r{n}", "content": text}]),
+        ]
+
+    items = [Entry.user("Go on."), *read("/p/TODO.md", "- [ ] old item", 1), *read("/p/STATUS.md", "- [x] done\n- [ ] Phase 3: BMAD\nNext: release", 2)]
+    state = parse_notes(offline_notes(None, items, policy=Policy())).get("Current State")
+    assert state is not None
+    assert "- Still open in /p/STATUS.md: [ ] Phase 3: BMAD; Next: release" in state.body_text
+    assert "old item" not in state.body_text

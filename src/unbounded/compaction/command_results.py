@@ -13,11 +13,13 @@ that fails inside `| tail -20` exits 0), so the hand-over reads the text itself:
   `FAILED` / `npm ERR!` at a line start, `SomeError:` / `** (SomeError)`, a traceback,
   `Exit code N` (N > 0), `file:line: error:`, `command not found`, `No such file or
   directory`, `undefined function`, a JSON reply saying it failed (`"status": "error"`,
-  `"error": {…}`, `"success": false`), a count of failures above zero ("2 failed", "1
-  error"), and for a build or lint run (`warns`) its `warning:` lines, not a dependency's;
-  each with the two lines after it (the location a compiler prints). A result the tool flagged as an
-  error keeps its first line too (what failed). Outputs of commands that only read
-  (`cat`, `grep`, `git log`, `bd show`…) are never failures: they quote text.
+  `"error": {…}`, `"success": false`), a server that could not start ("Failed to start…",
+  `EADDRINUSE`, "address already in use", "Is port 8888 in use?"), a count of failures
+  above zero ("2 failed", "1 error"), and for a build or lint run (`warns`) its `warning:`
+  lines, not a dependency's; each with the two lines after it (the location a compiler
+  prints). A result the tool flagged as an error keeps its first line too (what failed).
+  Outputs of commands that only read (`cat`, `grep`, `git log`, `bd show`…) are never
+  failures: they quote text.
 - `is_check`: a test, build or lint run (the programs of `CHECK_PROGRAMS`, not their
   install or init subcommands; `bun`, `deno`, `npx` only with a subcommand, not running a
   script file; `python` only as `python -m tool`), and `outcome_line`: the line that says
@@ -77,11 +79,30 @@ _FAILURE_LINE = re.compile(
     r"|\bundefined (?:function|variable|method|module)\b"
     r'|"(?:status|state)"\s*:\s*"(?:error|failed|failure)"|"error"\s*:\s*[{"]'
     r'|"(?:success|ok)"\s*:\s*false\b'
+    r"|^\s*Failed to (?:start|bind|listen)\b|\bEADDRINUSE\b|\baddress already in use\b"
+    r"|\bIs port \d+ in use\b"
 )
 _WARNING_LINE = re.compile(r"^\s*warning:", re.I)
 _DEPENDENCY_HEADER = re.compile(r"^==> \S")
 WARNING_SUBCOMMANDS = frozenset({"compile", "build", "credo", "lint", "check", "vet", "clippy"})
 """Subcommands whose warnings are what the agent runs them for (not a test run's)."""
+MAKING_SUBCOMMANDS = frozenset(
+    {"deploy", "publish", "release", "serve", "server", "start", "up", "dev", "generate"}
+)
+"""Subcommands that start or make something (`npm run dev`, `docker compose up`)."""
+_NOT_MAKERS = frozenset(
+    {"git", "mkdir", "rm", "cp", "mv", "kill", "pkill", "killall", "sleep", "chmod", "touch",
+     "open", "curl", "wget", "tee", "xargs", "launchctl", "brew", "pip"}
+)  # fmt: skip
+"""Programs whose runs set up, move, send or query rather than make."""
+QUOTED_CHARS = 60
+"""A quoted argument of a command shown for redoing it is cut to this many characters."""
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", re.S)
+_PROGRAM = re.compile(r"^(?:[a-z][\w.+-]*|[.~/][\w./~-]*)$")
+"""What a program's name looks like (not a word of prose, not an option)."""
+_BACKGROUND = re.compile(r"(?<![&|])&\s*$")
+_OUTPUT_FLAG = re.compile(r"(?:^|\s)(?:--output(?:-file|-dir)?|--out(?:dir|file)?|-o)(?:=|\s+)\S")
+_REDIRECT = re.compile(r"(?<![\d&])>{1,2}\s*(?!/dev/null|&)[\w~./$\"'-]")
 _COMMIT = re.compile(r"^\[([^\]\s]+)(?: \([\w -]+\))? ([0-9a-f]{7,40})\] (.+)$", re.M)
 _STAT = re.compile(r"^\s*(\d+ files? changed.*)$", re.M)
 
@@ -217,6 +238,70 @@ def outcome_line(output: str, failure: str) -> str:
     return counted or next(iter(lines), "(no output)")
 
 
+def makes_something(segment: str) -> bool:
+    """Whether one command (a segment of a command line) makes an artifact or starts
+    something a successor may have to redo: it runs in the background (`… &`, `nohup`),
+    serves, starts or deploys (`npm run dev`, `docker compose up`), or writes to an output
+    file (`--output`, `-o`, `> file`); never a read, git, or a check (a build is one: the
+    checks are reported apart)."""
+    words = command_words(segment)
+    if not words or not _PROGRAM.match(words[0]) or words[0] in _NOT_MAKERS:
+        return False
+    if is_read_only(segment) or (len(words) > 1 and words[1] in SETUP_SUBCOMMANDS):
+        return False
+    if _BACKGROUND.search(segment.strip()) or segment.split()[0] == "nohup":
+        return True
+    if any(word in MAKING_SUBCOMMANDS for word in words[1:3]):
+        return True
+    if is_check(segment):
+        return False
+    return bool(_OUTPUT_FLAG.search(segment) or _REDIRECT.search(segment))
+
+
+def command_segments(command: str) -> list[str]:
+    """The commands of a command line, split at `&&`, `||`, `;` and line ends outside quotes
+    (a quoted multi-line argument stays whole), lines continued with a backslash joined,
+    comment lines left out, each stripped."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    text = command.replace("\\\n", " ")
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"':
+                current.append(char)
+                index += 1
+                char = text[index] if index < len(text) else ""
+        elif char in "'\"":
+            quote = char
+        elif char in ";\n" or text.startswith(("&&", "||"), index):
+            parts.append("".join(current))
+            current = []
+            index += 1 if char in ";\n" else 2
+            continue
+        current.append(char)
+        index += 1
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip() and not p.strip().startswith("#")]
+
+
+def shorten_quoted(segment: str, chars: int = QUOTED_CHARS) -> str:
+    """A command with each quoted argument longer than `chars` cut to its beginning and a
+    marker saying how much was left out, so its program, options and output paths fit."""
+
+    def shorten(match: re.Match[str]) -> str:
+        quote, inner = match.group(0)[0], match.group(0)[1:-1]
+        if len(inner) <= chars:
+            return match.group(0)
+        return f"{quote}{inner[:chars]}…[{len(inner) - chars:,} chars]{quote}"
+
+    return _QUOTED.sub(shorten, segment)
+
+
 def commits_in(output: str) -> list[Commit]:
     """The commits a `git commit` output reports, in order."""
     found = _STAT.search(output)
@@ -235,11 +320,14 @@ __all__ = [
     "SETUP_SUBCOMMANDS",
     "Commit",
     "command_key",
+    "command_segments",
     "command_words",
     "commits_in",
     "failure_excerpt",
     "is_check",
     "is_read_only",
+    "makes_something",
     "outcome_line",
+    "shorten_quoted",
     "warns",
 ]

@@ -20,19 +20,24 @@ the state, the next step, the errors and the recent code, not on lists of names.
    first words after it, what it tried since, and the call that fixed it; then the problems
    the agent reported in its own words.
 5. Problem Solving: commits (sha, message, files changed), pushes, files changed after the
-   last commit, the last `git status` (or that no commit was seen); the last run of each
+   last commit, the last `git status` (or that no commit was seen, or that no git command
+   ran and the changed files are presumably uncommitted); the last run of each
    check and how it went; the agent's decisions with its reasons.
 6. All user messages: every request, quoted (the latest whole in section 1); the user
    messages an earlier summary listed.
 7. Pending Tasks: the tracker items as the agent's commands left them, with their
    dependencies; what the current one asks for and which files it names changed since it
-   started; the todo list; the items of the latest request.
+   started; the todo list; the items of the latest request; what the status and plan files
+   read still list as open.
 8. Current Work: the findings the agent stated in its older messages, its latest words (its
-   status reports), its latest plan with the files changed since per item, the last tool
-   calls with their outcome, what the last result showed, background-task notifications.
-9. Optional Next Step: one action, then the follow-ups (`_Renderer._next_actions`); the
-   agent's last stated intention; then "continue without asking", unless the last reply may
-   have finished everything.
+   status reports), its latest plan with the files changed since per item, the latest
+   searches with what they found, the last command of each program that made or started
+   something, the last tool calls with their outcome, what the last result showed,
+   background-task notifications.
+9. Optional Next Step: one action, then the follow-ups (`_Renderer._next_actions`: the checks
+   files changed after come first), then the larger plan (the previous summary's next step,
+   the status files' open items); the agent's last stated intention; then "continue without
+   asking", unless the last reply may have finished everything.
 
 After an earlier summary, sections 2, 3, 4, 5 and 7 also keep what it said there
 (`carried_sections`, `CARRIED_SECTIONS`), its newest items first, within the level's
@@ -69,7 +74,7 @@ from unbounded.compaction.carried import (
     render_latest,
     render_standing,
 )
-from unbounded.compaction.command_results import command_key
+from unbounded.compaction.command_results import command_key, shorten_quoted
 from unbounded.compaction.facts import clip, normalize_text, shown_items
 from unbounded.compaction.handover import (
     Call,
@@ -145,9 +150,24 @@ _LANGUAGES: dict[str, str] = {
 CARRIED_SECTIONS: tuple[tuple[int, float], ...] = ((4, 0.3), (2, 0.2), (3, 0.2), (7, 0.2), (5, 0.1))
 """The previous summary's sections kept beside this part's, each with its share of the
 level's `carried_chars`; a share a section does not use goes to the others in this order."""
+MADE_SHOWN = 4
+"""Commands that made or started something shown (section 8)."""
+ENV_KEYS_SHOWN = 12
+"""Key names shown per `.env` file (section 2)."""
+SEARCHES_SHOWN = 4
+"""The latest searches shown with what they found (section 8)."""
+SEARCH_PROGRAMS = frozenset({"grep", "egrep", "rg", "ag", "ack", "find", "fd"})
+SEARCH_TOOLS = frozenset({"Grep", "Glob", "grep", "glob", "search_files", "find_file"})
+_NO_MATCH = re.compile(r"^No (?:files|matches) found\b", re.I)
+_FOUND = re.compile(r"^(?:Found )?\d+ (?:files?|matches?|lines?|occurrences?)\b", re.I)
+STATUS_FILES_SHOWN = 2
+"""Status and plan files whose open items are shown (the latest read)."""
+_OWN_NEXT_STEP_BOILERPLATE = ("Continue with the latest request", "The agent's last stated")
 CARRIED_HEADING = "From the previous summary (the work before this part):"
 CARRIED_PENDING_HEADING = "Pending in the previous summary (some may be done since):"
 _FENCE = re.compile(r"^\s*```")
+_PORT = re.compile(r"(?<![\w.])\d{4,5}(?![\w.])")
+_WORD = re.compile(r"[\w-]+(?:\.[\w-]+)*")
 _SECTION_ONE = re.compile(r"^\s*1\.\s*Primary Request[^\n]*\n(.*?)(?=^\s*2\.\s)", re.M | re.S)
 
 
@@ -354,6 +374,29 @@ def _excerpt_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     return shown
 
 
+def _is_search(call: Call) -> bool:
+    """A search tool's call (Grep, Glob) or a shell search (grep, rg, find…) that answered."""
+    if call.is_error is None:
+        return False
+    if call.command:
+        words = command_key(call.command).split()
+        return bool(words) and words[0] in SEARCH_PROGRAMS
+    return call.name in SEARCH_TOOLS
+
+
+def _search_outcome(call: Call) -> str:
+    """What a search found: no match, its own count line, or how many lines and the first."""
+    if call.failed:
+        return "failed: " + _line(call.failure.splitlines()[0], LINE_CHARS)
+    lines = [line.strip() for line in call.result.splitlines() if line.strip()]
+    if not lines or _NO_MATCH.match(lines[0]):
+        return "no match"
+    if _FOUND.match(lines[0]):
+        return _line(lines[0], LINE_CHARS)
+    first = _line(lines[0], LINE_CHARS)
+    return f"{len(lines)} line(s), the first: {first}" if len(lines) > 1 else first
+
+
 def _root(handover: Handover) -> str:
     """The deepest folder (at least `ROOT_MIN_DEPTH` levels down) above the folders of two
     thirds of the absolute paths written and read (so a path keeps its own folder:
@@ -440,12 +483,15 @@ def _groups(lines: Sequence[str]) -> list[list[str]]:
     return groups
 
 
-def _newest_within(groups: list[list[str]], chars: int) -> list[str]:
-    """The items that fit in `chars`, the last (newest) first, shown in their order; an item
-    too long keeps its first lines that fit."""
+def _newest_within(groups: list[list[str]], chars: int, first: Sequence[int] = ()) -> list[str]:
+    """The items that fit in `chars`, those of `first` and then the last (newest) first,
+    shown in their order; an item too long keeps its first lines that fit."""
     chosen: dict[int, list[str]] = {}
     left = chars
-    for index in range(len(groups) - 1, -1, -1):
+    order = sorted(first, reverse=True) + [
+        i for i in range(len(groups) - 1, -1, -1) if i not in first
+    ]
+    for index in order:
         lines: list[str] = []
         for line in groups[index]:
             indent = len(line) - len(line.lstrip())
@@ -461,9 +507,32 @@ def _newest_within(groups: list[list[str]], chars: int) -> list[str]:
     return [line for index in sorted(chosen) for line in chosen[index]]
 
 
-def carried_sections(summary: str, chars: int) -> dict[int, list[str]]:
+def landmarks(handover: Handover) -> frozenset[str]:
+    """What this part still works with, as a previous summary's errors would name it: the
+    port-like numbers (4 or 5 digits) its commands use and the names of the files it
+    touched."""
+    found: set[str] = set()
+    for call in handover.calls:
+        if call.command:
+            found.update(_PORT.findall(call.command))
+        path = file_write_path(call.block) or file_read_path(call.block)
+        if path:
+            found.add(os.path.basename(path))
+    return frozenset(found)
+
+
+def _mentions(group: Sequence[str], names: frozenset[str]) -> bool:
+    words = set(_WORD.findall(" ".join(group)))
+    return not words.isdisjoint(names)
+
+
+def carried_sections(
+    summary: str, chars: int, still_used: frozenset[str] = frozenset()
+) -> dict[int, list[str]]:
     """What of a previous summary's sections (`CARRIED_SECTIONS`) fits in `chars`: per
-    section its newest items first, within its share and what the others leave."""
+    section its newest items first, within its share and what the others leave; its errors
+    that name what this part still uses (`still_used`, see `landmarks`: a server's port, a
+    file) before the others, as the ones most likely to come back."""
     sections = previous_sections(summary)
     groups = {n: _groups(sections.get(n, [])) for n, _ in CARRIED_SECTIONS}
     need = {n: sum(len(line) + 1 for g in groups[n] for line in g) for n in groups}
@@ -473,7 +542,14 @@ def carried_sections(summary: str, chars: int) -> dict[int, list[str]]:
         extra = min(spare, max(0, need[number] - allowance[number]))
         allowance[number] += extra
         spare -= extra
-    carried = {n: _newest_within(groups[n], allowance[n]) for n in groups}
+    carried = {
+        n: _newest_within(
+            groups[n],
+            allowance[n],
+            [i for i, g in enumerate(groups[n]) if _mentions(g, still_used)] if n == 4 else (),
+        )
+        for n in groups
+    }
     return {n: lines for n, lines in carried.items() if lines}
 
 
@@ -485,6 +561,7 @@ class _Renderer:
         self.up_to = up_to
         self.root = _root(handover)
         self.errors = self._distinct_errors()
+        self.still_used = landmarks(handover)
         self.previous_messages = [
             m for summary in handover.previous_summaries for m in carried_user_messages(summary)
         ]
@@ -495,7 +572,9 @@ class _Renderer:
         """The previous summary's lines of one section kept at this level, under a heading."""
         if not self.h.previous_summaries or not level.carried_chars:
             return []
-        lines = carried_sections(self.h.previous_summaries[-1], level.carried_chars).get(number)
+        lines = carried_sections(
+            self.h.previous_summaries[-1], level.carried_chars, self.still_used
+        ).get(number)
         if not lines:
             return []
         return ["   " + heading, *(f"     {escape_tags(line)}" for line in lines)]
@@ -566,6 +645,12 @@ class _Renderer:
             lines.append("   - Languages: " + ", ".join(name for name, _ in ranked))
         if self.h.branch:
             lines.append(f"   - Git branch: {escape_tags(self.h.branch)}")
+        for env, names in sorted(self.h.env_keys.items()):
+            lines.append(
+                f"   - Keys in {escape_tags(self.path(env))} (names only): "
+                + escape_tags(", ".join(names[:ENV_KEYS_SHOWN]))
+                + (f" ({len(names) - ENV_KEYS_SHOWN} more)" if len(names) > ENV_KEYS_SHOWN else "")
+            )
         lines += self.carried(level, 2)
         return lines or ["   - None recorded."]
 
@@ -724,8 +809,14 @@ class _Renderer:
                 lines.append(f"   - No file was changed after the last commit ({last[1].sha}).")
             if not h.pushes or h.pushes[-1].position < last[0].position:
                 lines.append(f"   - No push recorded after the last commit ({last[1].sha}).")
-        if last is None and any(command_key(c.command or "").startswith("git ") for c in h.calls):
+        ran_git = any(command_key(c.command or "").startswith("git ") for c in h.calls)
+        if last is None and ran_git:
             lines.append("   - No commit seen in this part.")
+        elif not ran_git and h.changes:
+            lines.append(
+                f"   - No git command ran in this part; the {len(h.changes)} changed file(s) of "
+                "section 3 are presumably uncommitted (check git status)."
+            )
         status = h.git_status
         if status is not None:
             later = len(h.written_after(status.position))
@@ -830,6 +921,12 @@ class _Renderer:
         if self.h.request_items:
             lines.append("   Items of the latest request:")
             lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in self.h.request_items)
+        for status in self.h.status_files[-STATUS_FILES_SHOWN:] if level.details else ():
+            lines.append(
+                f"   Still open in {escape_tags(self.path(status.path))}, as the agent read it "
+                f"({self._calls_after(status.position)} tool call(s) ago):"
+            )
+            lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in status.open_items)
         if self._untouched_plan_items():
             lines.append("   The agent's plan has items no file change answers yet (section 9).")
         if self._open_errors():
@@ -913,6 +1010,21 @@ class _Renderer:
         for call in agents[-level.reports :] if level.reports else []:
             lines.append(f"   Report of the sub-agent {self.call(call)}:")
             lines.extend(f"     {line}" for line in _text_block(call.result, level.report_chars))
+        searches = [c for c in self.h.calls if _is_search(c)][-SEARCHES_SHOWN:]
+        if searches and level.details:
+            lines.append("   What the latest searches found (newest last):")
+            lines.extend(f"   - {self._search_line(call)}" for call in searches)
+        made = self.h.made[-MADE_SHOWN:]
+        if made and level.details:
+            lines.append(
+                "   Commands that made or started something (the last of each program and script):"
+            )
+            lines.extend(
+                f"   - {command_text(shorten_quoted(segment))} "
+                f"({self._calls_after(call.position)} tool call(s) "
+                "ago)"
+                for call, segment in made
+            )
         if self.h.calls and level.last_calls:
             lines.append("   Last tool calls (newest last):")
             for call in self.h.calls[-level.last_calls :]:
@@ -931,6 +1043,20 @@ class _Renderer:
                 lines.append(f"   - task {note.task_id or '?'}: {_line(what, LINE_CHARS)}")
         return lines or ["   Nothing recorded."]
 
+    def _search_line(self, call: Call) -> str:
+        """A search in one line: what it looked for, where, and what it found."""
+        if call.command:
+            what = command_text(call.command)
+        else:
+            tool_input = call.block.get("input")
+            given = tool_input if isinstance(tool_input, Mapping) else {}
+            pattern = given.get("pattern", "")
+            where = given.get("path") or given.get("glob") or ""
+            what = f"{call.name} `{_line(str(pattern), LINE_CHARS)}`" + (
+                f" in {escape_tags(self.path(str(where)))}" if where else ""
+            )
+        return f"{what}: {_search_outcome(call)}"
+
     def _only_the_plan(self, position: int, text: str) -> bool:
         """Whether an agent text is little more than its plan (shown apart)."""
         plan = self.h.plan
@@ -940,17 +1066,22 @@ class _Renderer:
         return len(text) - planned < PLAN_ONLY_SLACK
 
     def _next_actions(self) -> list[str]:
-        """What is left to do, the most pressing first: the open errors, what the agent said
-        it was about to do (nothing done since), the latest request's steps not reported
-        yet, the plan items no change answers, the todo list, the tracker, the checks not
-        run since the last change, the files not committed."""
+        """What is left to do, the most pressing first: the open errors nothing changed
+        after, the checks files changed after (re-run together), the other open errors, what
+        the agent said it was about to do (nothing done since), the latest request's steps
+        not reported yet, the plan items no change answers, the todo list, the tracker (the
+        item in progress, closed and committed the way earlier ones were; the next ready
+        one), the files not committed."""
         actions: list[str] = []
-        for record in self._open_errors()[:UNRESOLVED_SHOWN]:
-            first = record.call.failure.splitlines()[0]
-            actions.append(
-                f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
-                "(section 4), and run it again"
-            )
+        # An error nothing was changed after is fixed first; after changes, the checks that
+        # have not seen them run first (they say whether the error and the rest still stand).
+        records = self._open_errors()[:UNRESOLVED_SHOWN]
+        untouched = [r for r in records if not self.h.written_after(r.call.position)]
+        actions.extend(self._fix(record) for record in untouched)
+        stale = self._stale_checks()
+        if stale:
+            actions.append(stale)
+        actions.extend(self._fix(record) for record in records if record not in untouched)
         if self.h.next_step is not None and not self._calls_after(self.h.next_step[0]):
             actions.append(
                 "what the agent said it would do next: " + _quote(self.h.next_step[1], QUOTE_CHARS)
@@ -961,6 +1092,18 @@ class _Renderer:
             actions.extend(
                 "the latest request's next step: " + _quote(step.text, LINE_CHARS)
                 for step in steps[reported + 1 :]
+            )
+        elif steps and self.h.step_on is not None and self.h.step_on[0] + 1 < len(steps):
+            index, sentence, changes = self.h.step_on
+            actions.append(
+                f"the latest request's next step: {_quote(steps[index + 1].text, LINE_CHARS)} "
+                f"(the agent was last on step {index + 1}, "
+                f"{_quote(steps[index].text, LINE_CHARS)}: {_quote(sentence, LINE_CHARS)}, "
+                f"then {changes} file change(s); check it is done)"
+            )
+            actions.extend(
+                "the latest request's next step: " + _quote(step.text, LINE_CHARS)
+                for step in steps[index + 2 :]
             )
         elif steps:
             actions.append(
@@ -982,33 +1125,101 @@ class _Renderer:
             actions.append("the next todo: " + _line(_todo_text(todo), LINE_CHARS))
         task = self.h.current_task
         if task is not None:
-            actions.append(f"finish and close the tracker item {task.id}" + _title(task.title))
+            actions.append(
+                f"finish the tracker item {task.id}"
+                + _title(task.title)
+                + (f", then {self._wrap_up(task)}" if self.h.closes else ", and close it")
+            )
         ready = self.h.next_ready
         if ready is not None:
             actions.append(
                 f"start the next task the tracker lists as ready: {ready.id}" + _title(ready.title)
             )
-        for check in self.h.checks:
-            if check.writes_after:
-                actions.append(
-                    f"run {command_text(check.call.command or check.key)} again "
-                    f"({check.writes_after} file change(s) since its last run)"
-                )
+        if task is None or not self.h.closes:
+            commit = self._commit_pending()
+            if commit:
+                actions.append(commit)
+        return actions
+
+    def _commit_pending(self) -> str:
+        """Committing the files changed after the last commit, or "" (no commit, or none)."""
         last_commit = self.h.last_commit
-        if last_commit is not None:
-            pending = self.h.written_after(last_commit[0].position)
-            if pending:
+        if last_commit is None:
+            return ""
+        pending = self.h.written_after(last_commit[0].position)
+        if not pending:
+            return ""
+        return f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} (section 5)"
+
+    def _fix(self, record: ErrorRecord) -> str:
+        first = record.call.failure.splitlines()[0]
+        return (
+            f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
+            "(section 4), and run it again"
+        )
+
+    def _stale_checks(self) -> str:
+        """Re-running the checks that files changed after, as one action (they come first:
+        the work they last judged is not the work there now), or ""."""
+        stale = [check for check in self.h.checks if check.writes_after]
+        if not stale:
+            return ""
+        commands = ", ".join(command_text(c.call.command or c.key) for c in stale)
+        changed = self.h.written_after(min(c.call.position for c in stale))
+        names = ", ".join(escape_tags(self.path(p)) for p in changed)
+        return (
+            f"re-run {commands} ({len(changed)} file(s) changed since: {names}) and fix what "
+            + ("they report" if len(stale) > 1 else "it reports")
+        )
+
+    def _wrap_up(self, task: TrackerItem) -> str:
+        """Closing a tracker item the way the session closed earlier ones: its close command,
+        a commit when the part committed, then the parent (`a.3`'s is `a`) if still open."""
+        close_call, closed_id = self.h.closes[-1]
+        steps = [
+            f"close it ({command_key(close_call.command or '')} {task.id}, as the session "
+            f"closed {closed_id})"
+        ]
+        if self.h.commits:
+            steps.append(self._commit_pending() or "commit")
+        parent = task.id.rpartition(".")[0]
+        if parent and parent not in {item_id for _, item_id in self.h.closes}:
+            steps.append(f"close the parent {parent} if all its children are closed")
+        return ", ".join(steps)
+
+    def _larger_plan(self, level: _Level) -> list[str]:
+        """What comes after the work of this part: the previous summary's next step (when the
+        level carries the previous summary) and the open items of the status and plan files
+        the agent read."""
+        actions: list[str] = []
+        if self.h.previous_summaries and level.carried_chars:
+            said = [
+                line.strip()
+                for line in previous_sections(self.h.previous_summaries[-1]).get(9, [])
+                if not line.strip().startswith(_OWN_NEXT_STEP_BOILERPLATE)
+            ]
+            if said:
                 actions.append(
-                    f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} "
-                    "(section 5)"
+                    "the previous summary's next step (the larger plan; this part may have done "
+                    "some of it): " + _quote(" ".join(said), QUOTE_CHARS)
                 )
+        for status in self.h.status_files[-STATUS_FILES_SHOWN:]:
+            actions.append(
+                f"what {escape_tags(self.path(status.path))} lists as still open: "
+                + "; ".join(
+                    _line(item, LINE_CHARS)
+                    for item in status.open_items
+                    if not item.startswith("#")  # a heading is no step
+                )
+            )
         return actions
 
     def next_step(self, level: _Level) -> list[str]:
         if self.up_to:
             return ["   The messages that follow this summary continue the work; read them next."]
         lines: list[str] = []
-        actions = self._next_actions()
+        own = self._next_actions()
+        actions = own + self._larger_plan(level)
         if actions:
             lines.append("   Next: " + actions[0][0].upper() + actions[0][1:] + ".")
             if len(actions) > 1:
@@ -1022,7 +1233,7 @@ class _Renderer:
                 f"   The agent's last stated intention ({self._calls_after(position)} tool "
                 f"call(s) ago, so possibly done): " + _quote(step, QUOTE_CHARS)
             )
-        if self.h.last_event_is_answer and not actions and not self.h.request_items:
+        if self.h.last_event_is_answer and not own and not self.h.request_items:
             lines.append(
                 "   The last reply may have finished the latest request (section 1): check it "
                 "against sections 7 and 8; if nothing remains, report the result and wait for "

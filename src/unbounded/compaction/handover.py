@@ -13,13 +13,15 @@ reads it deterministically, for the offline summary and the offline session note
 - **task state**: the todo list as last written (TodoWrite and alike); the tracker items the
   agent's commands named (`bd`, `gh issue`, TaskCreate / TaskUpdate) with their last state,
   the output that showed each, what each depends on and blocks (`bd show`), and where the
-  current one was started; the tasks the last `bd ready` listed; the items the latest
+  current one was started, and the close commands that succeeded; the tasks the last
+  `bd ready` listed; the open items of the status and plan files read; the items the latest
   request enumerates, and its steps when it orders them ("A, then B") with whether the
   agent's words since report each.
 - **git**: the commits made (branch, sha, message, files changed), the pushes, the last
   `git status` / `git diff --stat`, and the files written after the last commit.
 - **checks**: the last run of each test, build or lint command (`mix test`, `pytest`…) with
-  the line that says how it went and how many file writes came after it.
+  the line that says how it went and how many file writes came after it; and the last
+  command of each program and script that made or started something (`makes_something`).
 - **errors**: every failed call: flagged as an error, or a command whose output says it
   failed (`compaction.command_results`). Each with the agent's first words after it (its
   reading of the cause), what it did next, and the later call that succeeded at the same
@@ -52,9 +54,12 @@ from unbounded.compaction.carried import (
 from unbounded.compaction.command_results import (
     Commit,
     command_key,
+    command_segments,
+    command_words,
     commits_in,
     failure_excerpt,
     is_check,
+    makes_something,
     outcome_line,
 )
 from unbounded.compaction.facts import (
@@ -65,6 +70,7 @@ from unbounded.compaction.facts import (
     todo_list_from_tool,
 )
 from unbounded.compaction.prompts import PREVIOUS_SUMMARY_PREFIXES, is_previous_summary
+from unbounded.compaction.recorded_files import strip_line_numbers
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import UserMessage, classify_message_texts
 from unbounded.tokens.estimate import content_tokens
@@ -140,6 +146,19 @@ _TASK_NUMBER = re.compile(r"#(\w+)")
 _INSTRUCTION_FILE = re.compile(
     r"^Instructions from (\S.*?):$|^# AGENTS\.md instructions for (\S+)", re.M
 )
+STATUS_FILE = re.compile(
+    r"(?i)(?:^|[/_.-])(?:status|todo|plan|roadmap|checkpoint|progress)[^/]*\.(?:md|txt)$"
+    r"|/plans/[^/]+\.md$"
+)
+"""Files whose open items a hand-over keeps when the agent read them (the project's plan)."""
+STATUS_ITEMS = 8
+_OPEN_ITEM = re.compile(
+    r"^\s*[-*]\s*\[ \]\s*\S"
+    r"|\b(?:next|todo|open|pending|nächste[nrs]?|offene?|ausstehend)\b",
+    re.I,
+)
+_DONE_BOX = re.compile(r"^\s*[-*]\s*\[[xX]\]")
+_BULLET = re.compile(r"^[-*]\s+(?=\[ \])")
 _TRACKER_VERBS = (
     re.compile(r"^\s*(?:bd|beads)\s+(show|update|close|reopen|create)\s+([\w.-]+)(.*)$"),
     re.compile(r"^\s*gh\s+issue\s+(view|edit|close|reopen)\s+(\d+)(.*)$"),
@@ -155,6 +174,10 @@ B", "A. Dann B", "A und dann B"): a bare "then" inside a sentence orders nothing
 _CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
 STEP_MIN_WORDS = 2
 """A part of a request shorter than this (in words) is no step of its own."""
+_ENV_FILE = re.compile(r"[\w~./-]*\.env(?:\.[\w-]+)?(?![\w/])")
+_ENV_NAME = re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]{2,})(?:=|$)")
+STEP_WORD_LETTERS = 6
+"""A word this long names a request step when the agent's sentence holds it too."""
 STEP_REQUEST_CHARS = 1_500
 """A longer request is a document: its "then"s are not the user's order of work."""
 _RELATION_HEADING = re.compile(r"^(DEPENDS ON|BLOCKS|CHILDREN|PARENT)\s*$")
@@ -297,6 +320,15 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusFile:
+    """A status or plan file the agent read, with the lines that say what is still open."""
+
+    path: str
+    position: int
+    open_items: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FileChange:
     """A file written in the conversation: the calls that wrote it, in order."""
 
@@ -343,6 +375,8 @@ class Handover:
     todos: list[dict[str, Any]] = field(default_factory=list)
     tracker: list[Call] = field(default_factory=list)
     tracker_items: list[TrackerItem] = field(default_factory=list)
+    closes: list[tuple[Call, str]] = field(default_factory=list)
+    """The tracker close commands that succeeded, with the item each closed."""
     """Tasks the tracker commands named, in the order first seen, with their last state."""
     errors: list[ErrorRecord] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
@@ -358,6 +392,9 @@ class Handover:
     plan: Plan | None = None
     request_items: list[str] = field(default_factory=list)
     request_steps: list[RequestStep] = field(default_factory=list)
+    step_on: tuple[int, str, int] | None = None
+    """The request step the agent said it was on last (its index), that sentence, and how
+    many file changes followed it: a step done or under way though not reported."""
     """The latest request's steps when it orders them ("A, then B") or enumerates them."""
     ready: list[ReadyItem] = field(default_factory=list)
     """The tasks the last `bd ready` listed, in its order."""
@@ -371,6 +408,13 @@ class Handover:
     branch: str | None = None
     checks: list[CheckRun] = field(default_factory=list)
     changes: list[FileChange] = field(default_factory=list)
+    status_files: list[StatusFile] = field(default_factory=list)
+    env_keys: dict[str, list[str]] = field(default_factory=dict)
+    """The key names (never values) the agent saw in each `.env` file it read or searched."""
+    made: list[tuple[Call, str]] = field(default_factory=list)
+    """The last command of each program and script that made or started something
+    (`makes_something`), with the call that ran it, the latest last."""
+    """The status / plan files read, each at its latest read, the latest last."""
     """Files written, the most recently changed first."""
     previous_summaries: list[str] = field(default_factory=list)
     last_event_is_answer: bool = False
@@ -737,6 +781,7 @@ def _track(handover: Handover, command: str, call: Call) -> None:
         _relations(handover, item)
     elif verb == "close":
         item.state = "closed"
+        handover.closes.append((call, item_id))
     elif verb == "reopen":
         item.state = "open"
     elif verb == "create":
@@ -834,6 +879,7 @@ def _task_state(handover: Handover) -> None:
         handover.request_steps = request_steps(latest.text, said) or [
             RequestStep(item, _reported(item, said)) for item in handover.request_items
         ]
+        handover.step_on = _step_on(handover, latest.position)
 
 
 def ready_items(output: str) -> list[ReadyItem]:
@@ -859,6 +905,30 @@ def request_steps(text: str, said: str) -> list[RequestStep]:
     if len(parts) < 2:
         return []
     return [RequestStep(part, _reported(part, said)) for part in parts]
+
+
+def _step_on(handover: Handover, since: int) -> tuple[int, str, int] | None:
+    """The latest sentence of the agent since `since` that names a request step by one of its
+    long words (`STEP_WORD_LETTERS` letters or more) and was followed by file changes, with the
+    step's index (the latest step it names) and the number of changes."""
+    steps = [_long_words(step.text) for step in handover.request_steps]
+    if not steps:
+        return None
+    for position, text in reversed(handover.assistant_texts):
+        if position <= since:
+            break
+        changes = sum(1 for c in handover.calls if c.path_written and c.position > position)
+        if not changes:
+            continue
+        for sentence in reversed(sentences(text)):
+            named = [i for i, words in enumerate(steps) if words & _long_words(sentence)]
+            if named:
+                return named[-1], sentence, changes
+    return None
+
+
+def _long_words(text: str) -> set[str]:
+    return {w for w in _content_words(text) if len(w) >= STEP_WORD_LETTERS}
 
 
 def _reported(step: str, said: str) -> bool:
@@ -912,6 +982,63 @@ def _changes(handover: Handover) -> None:
             by_path.setdefault(path, []).append(call)
     changes = [FileChange(path, tuple(calls)) for path, calls in by_path.items()]
     handover.changes = sorted(changes, key=lambda change: -change.last.position)
+
+
+def open_items(text: str) -> tuple[str, ...]:
+    """The lines of a status or plan file that say what is still to do: unchecked boxes and
+    lines naming what is next, open or pending (`STATUS_ITEMS` at most, in file order)."""
+    found = [
+        _BULLET.sub("", line.strip())
+        for line in strip_line_numbers(text).splitlines()
+        if _OPEN_ITEM.search(line) and not _DONE_BOX.match(line)
+    ]
+    return tuple(found[:STATUS_ITEMS])
+
+
+def _env_keys(handover: Handover) -> None:
+    """Which `.env` file holds which key, by name: from a read of the file or a command naming
+    it, the names its output shows (`NAME=…` lines, or a bare `NAME` as `cut -d= -f1` prints)."""
+    for call in handover.calls:
+        if call.failed or call.is_error is None:
+            continue
+        paths = [call.path_read] if call.path_read else _ENV_FILE.findall(call.command or "")
+        env = next((p for p in paths if p and _ENV_FILE.fullmatch(p)), None)
+        if env is None:
+            continue
+        names = handover.env_keys.setdefault(env, [])
+        for line in strip_line_numbers(call.result).splitlines():
+            found = _ENV_NAME.match(line.strip())
+            if found and found.group(1) not in names:
+                names.append(found.group(1))
+        if not names:
+            del handover.env_keys[env]
+
+
+def _made(handover: Handover) -> None:
+    latest: dict[str, tuple[Call, str]] = {}
+    for call in handover.calls:
+        if not call.command or call.failed or call.is_error is None:
+            continue
+        for segment in command_segments(call.command):
+            if makes_something(segment):
+                # a program with what it runs: `bun run a.ts` and `bun run b.ts` are two
+                key = " ".join([w for w in command_words(segment) if not w.startswith("-")][:3])
+                latest.pop(key, None)  # keep the order of the last runs
+                latest[key] = (call, segment)
+    handover.made = list(latest.values())
+
+
+def _status_files(handover: Handover) -> None:
+    latest: dict[str, StatusFile] = {}
+    for call in handover.calls:
+        path = call.path_read
+        if not path or call.failed or not STATUS_FILE.search(path):
+            continue
+        items = open_items(call.result)
+        latest.pop(path, None)
+        if items:
+            latest[path] = StatusFile(path, call.position, items)
+    handover.status_files = list(latest.values())
 
 
 def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
@@ -989,6 +1116,9 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
         handover.carried_latest = carried_latest(previous[-1])
     _task_state(handover)
     _changes(handover)
+    _status_files(handover)
+    _made(handover)
+    _env_keys(handover)
     _git_and_checks(handover)
     _own_words(handover)
     handover.plan = _plan(handover)

@@ -256,6 +256,9 @@ def handover_state(handover: Handover, previous: str = "") -> list[str]:
             if step.names_files and not step.changed:
                 planned = escape_tags(clip(step.text, LINE_CHARS))
                 lines.append(f"- Planned, no file change yet: {planned}")
+    for status in handover.status_files[-1:]:  # the project's plan, as last read
+        items = "; ".join(clip(item, LINE_CHARS) for item in status.open_items)
+        lines.append(f"- Still open in {escape_tags(status.path)}: {escape_tags(items)}")
     if handover.next_step:
         lines.append(f"- Next step, as last stated: {_quote(handover.next_step[1], ANSWER_CHARS)}")
     unresolved = handover.unresolved_errors
