@@ -236,17 +236,18 @@ class MicrocompactState:
         self.cached.reset()
         self.stats.compactions += 1
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (the ledger is derived from messages and not saved)."""
-        return {
-            "version": STATE_VERSION,
-            "tools": self.tools.to_dict(),
-            "cleared": self._cleared_pairs(),
-            "cached": self.cached.to_dict(),
-            "stats": self.stats.to_dict(),
-        }
+    def to_dict(self, *, with_cleared: bool = True) -> dict[str, Any]:
+        """Plain JSON-ready data (the ledger is derived from messages and not saved);
+        `with_cleared=False` leaves out the cleared ids (their owner saves them apart, as
+        they grow with the history and change only when results are cleared)."""
+        data: dict[str, Any] = {"version": STATE_VERSION, "tools": self.tools.to_dict()}
+        if with_cleared:
+            data["cleared"] = self.cleared_pairs()
+        data["cached"] = self.cached.to_dict()
+        data["stats"] = self.stats.to_dict()
+        return data
 
-    def _cleared_pairs(self) -> list[list[Any]]:
+    def cleared_pairs(self) -> list[list[Any]]:
         """`cleared` as [id, tokens] pairs (a new list; the pairs made before are reused: ids
         are only ever added, until a compaction replaces the dict)."""
         pairs, source = self._pairs
