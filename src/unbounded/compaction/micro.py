@@ -492,7 +492,12 @@ def _apply_since(
     same = shared_prefix_length(messages, last.source)
     if last.top >= same:
         return None  # a message a clear changed is not the same any more
-    view = last.view[:same]
+    # The last view's lists are this state's own: brought up to date in place, a turn costs
+    # the messages it added (and one copy for the caller).
+    source, view = last.source, last.view
+    del source[same:]
+    source.extend(messages[same:])
+    del view[same:]
     view.extend(messages[same:])
     top = last.top
     new_ids = list(islice(state.cleared, last.cleared, None))
@@ -510,9 +515,9 @@ def _apply_since(
             return None
         top = max(top, *indices)
     state._applied = _AppliedView(
-        list(messages), list(view), len(state.cleared), top, state.name_handles, last.ledger
+        source, view, len(state.cleared), top, state.name_handles, last.ledger
     )
-    return view
+    return list(view)
 
 
 def _apply_all(state: MicrocompactState, messages: Sequence[Any]) -> list[MessageParam]:
