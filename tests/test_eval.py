@@ -86,10 +86,14 @@ def test_eval_on_the_corpus() -> None:
         pytest.skip("../shared/corpus/raw is not present")
     data = eval_json(*(str(p) for p in COMPACTED))
     assert data["sessions"] == 2 and data["points"] == 2 and data["recorded_points"] == 2
-    # Our extractive summary keeps every fact at both recorded compaction points.
-    for name in FACT_TYPES:
+    # Our offline hand-over keeps every request, every file changed and every file read at
+    # both recorded compaction points, and names more errors and commands than the recorded
+    # summaries (it shows commands by the checks they ran, not as a list of every one).
+    for name in ("user_prompts", "modified_files", "read_files"):
         assert data[name]["ours_summary"] == 1.0
         assert data[name]["ours_full"] == 1.0
+    for name in ("errors", "commands"):
+        assert data[name]["ours_summary"] >= data[name]["recorded"]
     # Claude Code's own summaries (docs/summaries.md): 13/14, 20/24, 0/3, 11/49, 3/3.
     assert data["modified_files"]["recorded"] == pytest.approx(13 / 14, abs=1e-3)
     assert data["read_files"]["recorded"] == pytest.approx(20 / 24, abs=1e-3)
@@ -106,7 +110,10 @@ def test_eval_on_every_corpus_file() -> None:
         pytest.skip("../shared/corpus/raw is not present")
     data = eval_json(*(str(p) for p in paths))
     assert data["sessions"] == len(paths)
-    assert all(data[name]["ours_summary"] == 1.0 for name in FACT_TYPES)
+    assert data["user_prompts"]["ours_summary"] == 1.0
+    # a file whose only write failed (the user declined it) is not reported as changed
+    assert data["modified_files"]["ours_summary"] >= 0.98
+    assert all(data[name]["ours_summary"] >= data[name]["recorded"] for name in FACT_TYPES)
 
 
 # -- the probe exam: tests/test_exam.py ---------------------------------------------------------

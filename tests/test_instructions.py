@@ -146,13 +146,21 @@ def test_in_a_session_attached_after_the_results_and_again_after_compaction() ->
     session.add_tool_results([{"type": "tool_result", "tool_use_id": "r2", "content": "SELECT 1"}])
     asyncio.run(session.prepare())
     assert len([e for e in session.entries if e.type == "attachment"]) == 4
-    # after a compaction the attachments are gone from the view, so they come back on the next read
-    asyncio.run(session.compact())
-    assert len(memory.state) == 0
+    # a compaction summarizes the attachments away: they are attached again at once, as they
+    # are on disk now (a file that is gone is skipped), and a read under them adds nothing
+    del FILES["/repo/src/AGENTS.md"]
+    try:
+        asyncio.run(session.compact())
+    finally:
+        FILES["/repo/src/AGENTS.md"] = "src rules: type everything."
+    attached = [e.attachment["path"] for e in session.view if e.type == "attachment" and e.attachment and e.attachment.get("type") == "nested_memory"]
+    assert attached == ["/repo/CLAUDE.md", "/repo/src/db/CLAUDE.md", "/repo/src/db/AGENTS.md"]
+    assert len(memory.state) == 3
     session.record(ModelResponse([read_call("r3", "src/db/models.py")], "tool_use", {"input_tokens": 5, "output_tokens": 5}, "m"))
     session.add_tool_results([{"type": "tool_result", "tool_use_id": "r3", "content": "class Model: ..."}])
     asyncio.run(session.prepare())
-    assert len([e for e in session.view if e.type == "attachment" and (e.attachment or {}).get("type") == "nested_memory"]) == 4
+    attached = [e.attachment["path"] for e in session.view if e.type == "attachment" and e.attachment and e.attachment.get("type") == "nested_memory"]
+    assert attached == ["/repo/CLAUDE.md", "/repo/src/db/CLAUDE.md", "/repo/src/db/AGENTS.md", "/repo/src/AGENTS.md"]
     validate_request(normalize_messages(session.view))
 
 

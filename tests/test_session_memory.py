@@ -406,3 +406,58 @@ def test_guarded_query_sources_and_construction_errors() -> None:
     with pytest.raises(ConfigError):
         Policy(session_memory_section_tokens=20_000, session_memory_total_tokens=12_000)
     assert Policy.from_env({"UNBOUNDED_DISABLE_SESSION_MEMORY": "1"}).session_memory_enabled is False
+
+
+def test_offline_notes_keep_the_rules_and_the_latest_request_through_updates_and_condensing() -> None:
+    policy = Policy(session_memory_section_tokens=300, session_memory_total_tokens=4_000)
+    first = [Entry.user("Port the exporter. Never push to main, open a pull request.\nStart with CSV.")]
+    notes = offline_notes(None, first, policy=policy)
+    state = parse_notes(notes).get("Current State")
+    assert state is not None and state.body[:2] == [
+        "Standing instructions from the user (verbatim):",
+        '- "Never push to main, open a pull request."',
+    ]
+    assert "> Port the exporter. Never push to main, open a pull request.\n> Start with CSV." in state.body_text
+    # many updates without a request: both stay, verbatim and first, while the rest is condensed
+    for step in range(40):
+        items = [
+            Entry.assistant([call("Bash", command=f"make target{step} " + "-v " * 30) | {"id": f"b{step}"}], message_id=f"m{step}"),
+            Entry.user([{"type": "tool_result", "tool_use_id": f"b{step}", "content": f"error: step {step} failed " * 5, "is_error": True}]),
+        ]
+        notes = offline_notes(notes, items, policy=policy)
+    state = parse_notes(notes).get("Current State")
+    assert state is not None and state.body[0] == "Standing instructions from the user (verbatim):"
+    assert "> Start with CSV." in state.body_text
+    # a new request replaces the latest one and adds its rule
+    notes = offline_notes(notes, [Entry.user("Now the JSON export. Always run make lint first.")], policy=policy)
+    state = parse_notes(notes).get("Current State")
+    assert state is not None and "> Now the JSON export." in state.body_text and "> Start with CSV." not in state.body_text
+    assert '- "Never push to main, open a pull request."\n- "Now the JSON export."' not in state.body_text
+    assert '- "Always run make lint first."' in state.body_text and '- "Never push to main, open a pull request."' in state.body_text
+    assert "Names in the recent work" not in notes and "Other paths seen recently" not in notes
+
+
+def test_offline_notes_state_the_git_checks_tracker_and_plan() -> None:
+    items = [
+        Entry.user("Ship the fix."),
+        Entry.assistant([call("Bash", command="bd update fx-1 --status in_progress") | {"id": "t1"}], message_id="a1"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+        Entry.assistant([call("Bash", command="bd ready") | {"id": "r0"}], message_id="r0"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "r0", "content": "1. [● P1] [task] fx-1: This one\n2. [● P2] [task] fx-2: The next one"}]),
+        Entry.assistant([call("Bash", command="bd close fx-0") | {"id": "t0"}], message_id="a0"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "t0", "content": "ok"}]),
+        Entry.assistant([call("Bash", command="git commit -m fix") | {"id": "g1"}], message_id="a2"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "g1", "content": "[main 1234567] fix"}]),
+        Entry.assistant([{"type": "text", "text": "Next:\n1. update parser.py\n2. done"}, call("Edit", file_path="/r/a.py", old_string="a", new_string="b") | {"id": "e1"}], message_id="a3"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "e1", "content": "ok"}]),
+        Entry.assistant([call("Bash", command="pytest -q") | {"id": "p1"}], message_id="a4"),
+        Entry.user([{"type": "tool_result", "tool_use_id": "p1", "content": "1 failed"}]),
+    ]
+    state = parse_notes(offline_notes(None, items, policy=Policy())).get("Current State")
+    assert state is not None
+    body = state.body_text
+    assert "- In progress in the tracker: fx-1" in body and "- Tracker: fx-0 is closed" in body
+    assert '- Last commit: 1234567 "fix"' in body and "- Changed after it: /r/a.py" in body
+    assert "- Last `pytest` failed" in body
+    assert "- Planned, no file change yet: update parser.py" in body
+    assert "- Next ready in the tracker: fx-2 — The next one" in body

@@ -157,11 +157,11 @@ def test_the_hand_over_names_the_task_state() -> None:
     assert handover.request_items[:2] == ["fix test_3", "fix test_9"]
     assert [t["content"] for t in handover.todos_with("in_progress")] == ["fix test_3"]
     assert [(i.id, i.state) for i in handover.tracker_items] == [("app-12", "in progress")]
-    assert handover.next_step == "Next I will fix test_3 in tests/test_3.py first."
+    assert handover.next_step is not None and handover.next_step[1] == "Next I will fix test_3 in tests/test_3.py first."
     assert any("instead of sleeps because" in d for d in handover.decisions)
     assert not any(r.text.startswith("<task-notification>") for r in handover.requests)
     text = extractive_summary(messages)
-    for expected in ("[in_progress] fix test_3", "app-12: in progress", "Next step as the assistant last stated it", "instead of sleeps because"):
+    for expected in ("[in_progress] fix test_3", "app-12: in progress", "Next I will fix test_3 in tests/test_3.py first.", "instead of sleeps because"):
         assert expected in text
 
 
@@ -179,13 +179,13 @@ def test_errors_are_split_into_resolved_and_unresolved() -> None:
     assert [e.call.result for e in handover.resolved_errors] == ["error: missing ;"]
     assert [e.call.result for e in handover.unresolved_errors] == ["E501 line too long"]
     text = extractive_summary(messages)
-    assert text.index("Still unresolved (1)") < text.index("E501") < text.index("Resolved (1)")
+    assert text.index("Unresolved: Bash `ruff check src` failed:") < text.index("E501") < text.index("Fixed: Bash `pytest tests/test_1.py` failed:")
 
 
 def test_a_slash_command_is_the_request_not_its_template() -> None:
     transcript = load_transcript(SESSIONS / "slash_commands.jsonl")
     text = extractive_summary(normalize_messages(transcript.main_thread()))
-    assert 'The user\'s first request: "/orchestrator create TODO app by Next.js"' in text
+    assert "/orchestrator create TODO app by Next.js" in text.split("2. Key Technical")[0]
     assert "Split complex tasks" not in text.split("6. All user messages:")[1].split("7.")[0]
 
 
@@ -193,10 +193,10 @@ def test_offline_notes_carry_the_task_state() -> None:
     transcript = load_transcript(SESSIONS / "notifications.jsonl")
     notes = offline_notes(None, transcript.main_thread(), policy=Policy())
     state = notes.split("# Current State", 1)[1].split("\n# ", 1)[0]
-    assert "Latest request:" in state and "Go on with all three" in state
+    assert "The user's latest request (verbatim):" in state and "Go on with all three" in state
     assert "asks for:" in state and "Next step, as last stated:" in state
     assert "<summary>" not in notes  # quoted notification tags are escaped
-    assert "Names in the recent work:" in notes
+    assert "Names in the recent work" not in notes
 
 
 def test_hand_over_names_come_in_a_fixed_order() -> None:
@@ -221,7 +221,7 @@ def test_corpus_summaries_at_the_boundary_and_the_end(path: Path) -> None:
     for before in [p.before for p in points] + [main]:
         result = asyncio.run(compact_conversation(before, ExtractiveSummarizer(), params=CacheSafeParams(model="claude-opus-4-6")))
         assert not missing_sections(result.summary_text)
-        assert summary_floor(result.pre_tokens) <= result.summary_tokens <= 8_000
+        assert result.summary_tokens <= 4_000  # and the guard, which compact_conversation runs, passed
 
 
 def test_notes_are_guarded_on_their_current_state() -> None:

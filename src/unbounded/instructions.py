@@ -11,7 +11,11 @@ Each instruction file is attached once: a read-file state remembers it (and ever
 agent read itself; an instruction file the agent read directly is not attached again).
 After a compaction the attachments that were summarized away are gone from the view, so the
 state is reset to the instruction files still in the new view (post-compact cleanup, seed
-004); they are attached again the next time a file under them is read.
+004). Claude Code attaches such a file again only when a file under it is read; here every
+instruction file that was attached before the compaction is attached again right after it,
+as it is on disk now, so the request that follows the compaction already holds it and the
+rules survive any number of compactions verbatim, even when the agent reads nothing under
+them afterwards (a file that is gone is skipped).
 
 Safety and I/O. Paths are resolved (`resolve`, default `os.path.realpath`, so symlinks are
 followed) and only files inside the working directory are considered; a read outside it
@@ -212,6 +216,20 @@ class NestedMemory:
             self.state.record(target, now)
         return attachments
 
+    def reattachments(self, paths: Iterable[str]) -> list[dict[str, Any]]:
+        """Instruction files (resolved paths) read again and recorded as attached, those not
+        attached already; a file that is no longer there is skipped."""
+        attachments: list[dict[str, Any]] = []
+        now = self.clock()
+        for path in paths:
+            if path in self.state:
+                continue
+            text = self.read_file(path)
+            if text is not None:
+                self.state.record(path, now, instructions=True)
+                attachments.append(self._payload(path, text))
+        return attachments
+
     def attachments_for_entries(self, entries: Iterable[Entry]) -> list[dict[str, Any]]:
         """`attachments_for` every file read in these entries, in order."""
         attachments: list[dict[str, Any]] = []
@@ -232,7 +250,8 @@ class NestedMemory:
 
     # -- session glue ----------------------------------------------------------------------
     def attach(self, session: Session) -> None:
-        """Attach instruction files at each `prepare()`; reset after each compaction."""
+        """Attach instruction files at each `prepare()`; after each compaction, reset and
+        attach again the ones it summarized away."""
         if self._session is not None and self._session is not session:
             raise ConfigError("a NestedMemory belongs to one session; create one per session")
         self._session = session
@@ -250,7 +269,11 @@ class NestedMemory:
             self._scanned = len(session.entries)
 
     def _on_compaction(self, session: Session, result: CompactionResult) -> None:
+        attached = [path for path, record in self.state.files.items() if record.instructions]
         self.remember_view(session.view)
+        payloads = self.reattachments(attached)
+        if payloads:
+            session.append([Entry.attachment_record(payload) for payload in payloads])
         self._scanned = len(session.entries)
 
 

@@ -1,68 +1,135 @@
-"""The offline summary: the nine sections, written from a hand-over read without a model.
+"""The offline summary: a hand-over under the nine headings, written without a model.
 
-`extractive_summary(messages)` turns `read_handover(messages)` into the summary text the
-next context starts with, under the nine headings the summary prompt asks a model for, so
-an agent reads both the same way:
+`extractive_summary(messages)` turns `read_handover(messages)` into the summary the next
+context starts with, under the nine headings the summary prompt asks a model for, so an agent
+reads both the same way. It spends its words on what an agent continuing the work must know:
+the state, the next step, the errors and the recent code, not on lists of names.
 
-1. Primary Request and Intent: the first request, the latest one (a slash command with its
-   arguments, never its expanded template), and the items the latest one lists.
-2. Key Technical Concepts: languages, tools used, and the names the recent work revolves
-   around (most recent and frequent first).
-3. Files and Code Sections: files modified (with the last change of the most recent ones),
-   files read, files mentioned but not opened yet, other paths seen recently.
-4. Errors and fixes: errors still unresolved first, with the action that followed; then
-   errors a later call fixed, with that call.
-5. Problem Solving: decisions and their reasons in the assistant's words, every command run,
-   task-tracker commands with the first line of their output.
-6. All user messages: every request, verbatim up to a length; background notifications
-   listed apart, as events.
-7. Pending Tasks: the todo list as the agent last left it, and what the latest request lists.
-8. Current Work: the last assistant message, what it reported done since the latest request,
-   the last tool calls and their outcome.
-9. Optional Next Step: the next step as the agent last stated it, the task in progress, and
-   the latest request verbatim.
+1. Primary Request and Intent: the user's latest request, whole (`compaction.carried`), the
+   first request of this part, the tracker item being worked on, the user's standing
+   instructions verbatim (from every earlier part too), the instruction files attached, and
+   what the previous summary said the intent was.
+2. Key Technical Concepts: the working directory the paths are relative to, languages, the
+   branch.
+3. Files and Code Sections: each file written, the most recent first: created or edited, by
+   which tools, whether it changed after the last commit, the agent's words before its latest
+   change; the code of the latest ones (a whole file, a long one outlined by its definition
+   lines, an edit with what it replaced), the definitions of the others; the files only read.
+4. Errors and fixes: each failed call (flagged, or a failing output such as a compiler error,
+   failing tests or a JSON error reply), unresolved first: the failure's lines, the agent's
+   first words after it, what it tried since, and the call that fixed it; then the problems
+   the agent reported in its own words.
+5. Problem Solving: commits (sha, message, files changed), pushes, files changed after the
+   last commit, the last `git status` (or that no commit was seen); the last run of each
+   check and how it went; the agent's decisions with its reasons.
+6. All user messages: every request, quoted (the latest whole in section 1); the user
+   messages an earlier summary listed.
+7. Pending Tasks: the tracker items as the agent's commands left them, with their
+   dependencies; what the current one asks for and which files it names changed since it
+   started; the todo list; the items of the latest request.
+8. Current Work: the findings the agent stated in its older messages, its latest words (its
+   status reports), its latest plan with the files changed since per item, the last tool
+   calls with their outcome, what the last result showed, background-task notifications.
+9. Optional Next Step: one action, then the follow-ups (`_Renderer._next_actions`); the
+   agent's last stated intention; then "continue without asking", unless the last reply may
+   have finished everything.
 
-The text is final: it carries no `<summary>` tags and goes through no tag parser, and any
-`<summary>` / `<analysis>` text quoted from the conversation (a task notification holds
-one) is escaped, so nothing downstream can mistake a quote for the end of the summary.
+After an earlier summary, sections 2, 3, 4, 5 and 7 also keep what it said there
+(`carried_sections`, `CARRIED_SECTIONS`), its newest items first, within the level's
+`carried_chars`.
 
-Size. The summary aims at `target_ratio` (5 %) of the conversation's tokens, at least
+Nothing is invented: every line quotes the conversation or lists what it holds. Commands are
+shown whole up to `COMMAND_CHARS` or by their program alone, never cut in the middle. Text
+quoted from the conversation has its `<summary>` / `<analysis>` tags made inert; the text is
+final (no tags, no tag parser).
+
+Size. The summary aims at `target_ratio` (10 %) of the conversation's tokens, at least
 `min_tokens` (1,000; never more than the conversation) or 1,500 tokens for a conversation
-over 6,000 (the most the compaction guard asks of a summary), at most `max_tokens` (8,000),
-and never below what the facts need. It renders at a ladder of levels, from rich (long quotes,
-code excerpts, many names) to lean, and keeps the first that fits; past the lean level the
-longest fact lists are cut with "(N more)" markers. Token counts are length / 4.
+over 6,000 (the most the compaction guard asks of a summary), at most `max_tokens` (4,000:
+Claude Code's own summaries of the same points hold 2,000 to 4,000). It renders at a ladder of
+levels, from rich (long quotes, code excerpts) to lean, and keeps the first that fits; past
+the lean level the longest lists are cut with "(N more)" markers. Token counts are length / 4.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from unbounded.compaction.facts import (
-    PROMPT_SCORE_CHARS,
-    clip,
-    normalize_text,
-    shown_items,
+from unbounded.compaction.carried import (
+    LATEST_REQUEST_CHARS,
+    carried_user_messages,
+    escape_tags,
+    previous_sections,
+    quoted_request,
+    render_latest,
+    render_standing,
 )
-from unbounded.compaction.handover import Call, ErrorRecord, Handover, read_handover
+from unbounded.compaction.command_results import command_key
+from unbounded.compaction.facts import clip, normalize_text, shown_items
+from unbounded.compaction.handover import (
+    Call,
+    ErrorRecord,
+    FileChange,
+    Handover,
+    Plan,
+    TrackerItem,
+    definition_lines,
+    mentioned_paths,
+    push_target,
+    read_handover,
+    replaced_code,
+    writes_whole_file,
+    written_code,
+)
 from unbounded.compaction.summary_guard import FLOOR_MAX_TOKENS
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import notification_summary
 from unbounded.tokens.estimate import rough_token_count
 
-DEFAULT_MAX_SUMMARY_TOKENS = 8_000
+DEFAULT_MAX_SUMMARY_TOKENS = 4_000
 """Hard cap of the summary, in rough tokens."""
-DEFAULT_TARGET_RATIO = 0.05
+DEFAULT_TARGET_RATIO = 0.10
 """The summary aims at this share of the conversation's tokens."""
 DEFAULT_MIN_SUMMARY_TOKENS = 1_000
 """Short conversations may use up to this many tokens (never more than the conversation)."""
 SUMMARY_HEADER = "Summary:"
+COMMAND_CHARS = 300
+"""A command is shown whole up to this many characters, else by its program alone."""
+LINE_CHARS = 200
+"""A one-line quote (a title, a todo, an outcome, an item) is cut to this many characters."""
+LONG_LINE_CHARS = 300
+"""Lines of an error, of a plan, of a decision: cut to this many characters."""
+QUOTE_CHARS = 400
+"""The agent's words quoted as they are (its reading of an error, its next step)."""
+DEFINITIONS_SHOWN = 12
+TRACKER_SHOWN = 12
+NOTIFICATIONS_SHOWN = 4
+PENDING_SHOWN = 3
+"""Pending todo items named as follow-ups in section 9."""
+UNRESOLVED_SHOWN = 2
+"""Unresolved errors always shown in section 4, and repeated in section 9."""
+STATUS_LINES = 10
+"""Lines of the last `git status` shown (about 60 characters each)."""
+LATEST_PREVIEW_CHARS = 200
+"""Section 6 shows the latest request this far (section 1 quotes it whole)."""
+REPORT_MIN_CHARS = 400
+"""An agent message this long before the latest request is quoted as its last report."""
+SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
+"""Tools that run a sub-agent: their result is the sub-agent's own report."""
+PLAN_ONLY_SLACK = 200
+"""A text holding its plan and less than this much more is shown as the plan alone."""
+OUTLINE_HEAD = 4
+"""Lines a long file's outline starts with (section 3)."""
+OUTLINE_MIN_DEFINITIONS = 3
+"""A long file is outlined when this many definitions follow its head, else its head shown."""
+ROOT_MIN_DEPTH = 3
+"""A common folder is used as the working directory from this many levels down."""
 
-_TAGS = re.compile(r"<(/?)(summary|analysis)>", re.I)
 _LANGUAGES: dict[str, str] = {
     ".py": "Python", ".pyi": "Python", ".ipynb": "Jupyter notebooks", ".js": "JavaScript",
     ".mjs": "JavaScript", ".cjs": "JavaScript", ".jsx": "JavaScript (JSX)",
@@ -75,126 +142,202 @@ _LANGUAGES: dict[str, str] = {
     ".md": "Markdown", ".json": "JSON", ".yaml": "YAML", ".yml": "YAML", ".toml": "TOML",
     ".tf": "Terraform", ".lua": "Lua", ".dart": "Dart", ".zig": "Zig",
 }  # fmt: skip
-
-
-def escape_tags(text: str) -> str:
-    """`text` with `<summary>`, `</summary>`, `<analysis>`, `</analysis>` made inert."""
-    return _TAGS.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}&gt;", text)
-
-
-def _quote(text: str, chars: int) -> str:
-    return '"' + escape_tags(clip(text, max(chars, PROMPT_SCORE_CHARS))) + '"'
-
-
-def _line(text: str, chars: int) -> str:
-    return escape_tags(clip(text, chars))
+CARRIED_SECTIONS: tuple[tuple[int, float], ...] = ((4, 0.3), (2, 0.2), (3, 0.2), (7, 0.2), (5, 0.1))
+"""The previous summary's sections kept beside this part's, each with its share of the
+level's `carried_chars`; a share a section does not use goes to the others in this order."""
+CARRIED_HEADING = "From the previous summary (the work before this part):"
+CARRIED_PENDING_HEADING = "Pending in the previous summary (some may be done since):"
+_FENCE = re.compile(r"^\s*```")
+_SECTION_ONE = re.compile(r"^\s*1\.\s*Primary Request[^\n]*\n(.*?)(?=^\s*2\.\s)", re.M | re.S)
 
 
 @dataclass(frozen=True, slots=True)
 class _Level:
     """How much of each section one rendering shows."""
 
+    latest_chars: int
     request_chars: int
-    prompt_chars: int
-    excerpt_files: int
+    previous_chars: int
+    reports: int
+    report_chars: int
+    excerpts: int
     excerpt_lines: int
     excerpt_chars: int
-    error_chars: int
-    command_chars: int
+    files: int
+    read_files: int
+    errors: int
+    error_lines: int
     decisions: int
-    decision_chars: int
-    current_chars: int
-    done: int
     last_calls: int
-    identifiers: int
-    paths: int
-    previous_chars: int
-    todo_chars: int
-    tracker: int
-    noted_commands: int
-    error_actions: bool = True
+    result_lines: int
+    spec_lines: int
+    follow_ups: int = 8
+    """Follow-up actions listed after the next one (section 9)."""
+    findings: int = 12
+    """Sentences stating findings kept from the agent's older texts (section 8)."""
+    carried_chars: int = 5_600
+    """Characters of the previous summary's sections kept (about 35 % of the 4,000-token cap
+    at the richest level)."""
+    details: bool = True
+    """Per-error readings and attempts, per-file definitions."""
 
 
 _LEVELS: tuple[_Level, ...] = (
-    _Level(1_200, 400, 5, 15, 900, 300, 80, 8, 300, 1_500, 6, 8, 260, 60, 2_000, 200, 10, 20),
-    _Level(800, 300, 3, 10, 600, 200, 80, 6, 260, 1_000, 5, 6, 220, 50, 1_200, 160, 8, 18),
-    _Level(500, 220, 2, 8, 400, 160, 80, 5, 220, 600, 4, 5, 180, 40, 800, 140, 6, 16),
-    _Level(300, 160, 1, 6, 300, 120, 80, 4, 200, 400, 3, 4, 140, 30, 400, 120, 5, 14),
-    _Level(200, 110, 0, 0, 0, 100, 80, 3, 160, 250, 2, 3, 100, 25, 200, 100, 4, 12),
-    _Level(120, PROMPT_SCORE_CHARS, 0, 0, 0, 60, 44, 2, 140, 150, 2, 2, 70, 20, 0, 80, 3, 10),
+    _Level(3_000, 1_000, 1_500, 4, 1_200, 3, 25, 1_500, 14, 15, 8, 8, 6, 8, 8, 40),
+    _Level(
+        3_000,
+        700,
+        1_000,
+        3,
+        800,
+        2,
+        15,
+        900,
+        12,
+        10,
+        6,
+        6,
+        4,
+        6,
+        6,
+        25,
+        findings=8,
+        carried_chars=4_000,
+    ),
+    _Level(
+        2_000,
+        400,
+        600,
+        2,
+        500,
+        1,
+        10,
+        500,
+        10,
+        6,
+        4,
+        4,
+        3,
+        4,
+        4,
+        15,
+        findings=5,
+        carried_chars=2_400,
+    ),
+    _Level(
+        1_500,
+        250,
+        300,
+        1,
+        400,
+        0,
+        0,
+        0,
+        8,
+        0,
+        3,
+        3,
+        2,
+        3,
+        3,
+        8,
+        follow_ups=4,
+        findings=2,
+        carried_chars=800,
+        details=False,
+    ),
 )
-"""From rich to lean; the lean level keeps what retention scores and the task state."""
+"""From rich to lean; the lean level keeps the request, the state and the next step."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Cuts:
     """How many items of the long lists to show when even the lean level is too long."""
 
+    files: int | None = None
     prompts: int | None = None
-    commands: int | None = None
-    read: int | None = None
-    modified: int | None = None
     errors: int | None = None
+    spec_lines: int | None = None
 
 
-def _limit(items: Sequence[str], keep: int | None) -> list[str]:
-    return list(items) if keep is None else shown_items(items, keep)
+def _title(title: str) -> str:
+    """A tracker item's title after a dash, or nothing."""
+    return f" — {_line(title, LINE_CHARS)}" if title else ""
 
 
-def _extension(path: str) -> str:
-    name = path.replace("\\", "/").rsplit("/", 1)[-1].lower()
-    return "." + name.rsplit(".", 1)[-1] if "." in name.lstrip(".") else ""
+def _relation_marks(item: TrackerItem) -> str:
+    """What an item depends on (with their states) and blocks, as its `bd show` listed."""
+    marks: list[str] = []
+    if item.depends_on:
+        marks.append("depends on " + ", ".join(f"{i} ({state})" for i, state in item.depends_on))
+    if item.blocks:
+        marks.append("blocks " + ", ".join(item.blocks))
+    return f" [{'; '.join(marks)}]" if marks else ""
 
 
-def describe_call(block: Mapping[str, Any], chars: int = 80) -> str:
-    """A tool call in one line: its name and the file it writes or reads, else its command
-    (up to `chars`), else the first telling input (a description, pattern, query, URL...).
-    Shared by the offline summary and the offline session notes."""
+def _todo_text(todo: Mapping[str, Any]) -> str:
+    return str(todo.get("content") or todo.get("title") or todo.get("description") or "")
+
+
+def _line(text: str, chars: int) -> str:
+    return escape_tags(clip(text, chars))
+
+
+def _quote(text: str, chars: int) -> str:
+    return '"' + _line(text, chars) + '"'
+
+
+def command_text(command: str, chars: int = COMMAND_CHARS) -> str:
+    """A command whole (whitespace collapsed) up to `chars`, else its program and length:
+    never cut in the middle of an argument."""
+    flat = " ".join(command.split())
+    if len(flat) <= chars:
+        return f"`{escape_tags(flat)}`"
+    key = command_key(command) or flat.split(" ", 1)[0]
+    return f"a `{escape_tags(key)}` command of {len(flat):,} characters"
+
+
+def describe_call(block: Mapping[str, Any], chars: int = COMMAND_CHARS, root: str = "") -> str:
+    """A tool call in one line: its name and the file it writes or reads (relative to `root`
+    when under it), else its command (whole up to `chars`, see `command_text`), else its first
+    telling input (a description, pattern, query, URL...). Shared by the offline summary and
+    the offline session notes."""
     name = str(block.get("name", "tool"))
-    written = file_write_path(block)
-    if written:
-        return f"{name} {written}"
-    read = file_read_path(block)
-    if read:
-        return f"{name} {read}"
+    path = file_write_path(block) or file_read_path(block)
+    if path:
+        return f"{name} {relative(path, root)}"
     command = shell_command(block)
     if command:
-        return f"{name}: `{_line(command, chars)}`"
+        return f"{name} {command_text(command, chars)}"
     tool_input = block.get("input")
     if isinstance(tool_input, Mapping):
         for key in ("description", "pattern", "query", "url", "prompt", "skill", "path"):
             value = tool_input.get(key)
             if isinstance(value, str) and value.strip():
-                return f"{name}: {_line(value, 60)}"
+                return f"{name}: {_line(value, LINE_CHARS)}"
     return name
+
+
+def relative(path: str, root: str) -> str:
+    """`path` relative to `root` when it is under it, else as it is."""
+    if root and path.startswith(root + "/"):
+        return path[len(root) + 1 :]
+    return path
 
 
 def _outcome(call: Call) -> str:
     if call.is_error is None:
         return "no result recorded"
-    if call.is_error:
-        return "error: " + _line(call.result, 120)
-    first = next((line for line in call.result.splitlines() if line.strip()), "")
-    return "ok" + (f" ({_line(first, 80)})" if first and call.command else "")
+    if call.failed:
+        return "failed: " + _line(call.failure.splitlines()[0], LINE_CHARS)
+    return "ok"
 
 
-def _todo(item: Mapping[str, Any], chars: int) -> str:
-    text = item.get("content") or item.get("title") or item.get("description") or ""
-    return f"[{item.get('status', 'pending')}] {_line(str(text), chars)}"
-
-
-def _edit_excerpt(block: Mapping[str, Any]) -> str:
-    tool_input = block.get("input")
-    if not isinstance(tool_input, Mapping):
-        return ""
-    edits = tool_input.get("edits")
-    if isinstance(edits, list) and edits and isinstance(edits[-1], Mapping):
-        tool_input = edits[-1]
-    for key in ("new_string", "content", "new_source", "new_str", "file_text", "text"):
-        value = tool_input.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return ""
+def _text_block(text: str, chars: int) -> list[str]:
+    """A text's lines (empty ones dropped) up to about `chars`, cut at a line end with a
+    count of the lines left out; tags made inert."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return _excerpt_lines("\n".join(lines), len(lines), chars)
 
 
 def _excerpt_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
@@ -211,29 +354,127 @@ def _excerpt_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     return shown
 
 
-_SECTION_6 = re.compile(r"^\s*6\.\s*All user messages\s*:?\s*$", re.I | re.M)
-_NEXT_SECTION = re.compile(r"^\s*7\.\s", re.M)
+def _root(handover: Handover) -> str:
+    """The deepest folder (at least `ROOT_MIN_DEPTH` levels down) above the folders of two
+    thirds of the absolute paths written and read (so a path keeps its own folder:
+    `shop/exporter.py`), or "" when there is none."""
+    paths = [*handover.facts.files_modified, *handover.facts.files_read]
+    absolute = [p for p in dict.fromkeys(paths) if p.startswith("/")]
+    if len(absolute) < 2:
+        return ""
+    counts: Counter[str] = Counter()
+    for path in absolute:
+        folders = path.split("/")[1:-2]
+        for depth in range(ROOT_MIN_DEPTH, len(folders) + 1):
+            counts["/" + "/".join(folders[:depth])] += 1
+    shared = [folder for folder, count in counts.items() if 3 * count >= 2 * len(absolute)]
+    return max(shared, key=lambda folder: (folder.count("/"), folder), default="")
 
 
-def _previous_user_lines(summary: str) -> list[str]:
-    """The "All user messages" lines of an earlier summary (any summarizer's)."""
-    match = _SECTION_6.search(summary)
+def _outline(code: str, max_lines: int, max_chars: int) -> list[str]:
+    """A long file in `max_lines`: its first `OUTLINE_HEAD` lines, then its definition lines
+    with their line numbers, up to `max_chars`; gaps marked."""
+    lines = code.splitlines()
+    head = min(OUTLINE_HEAD, len(lines))
+    shown = [escape_tags(line.rstrip()) for line in lines[:head]]
+    used = sum(len(line) + 1 for line in shown)
+    last = head - 1
+    for index in definition_lines(code):
+        line = f"{index + 1:>4}: {lines[index].rstrip()}"
+        if index <= last:
+            continue
+        if len(shown) >= max_lines or used + len(line) > max_chars:
+            break
+        if index > last + 1:
+            shown.append("     …")
+        shown.append(escape_tags(line))
+        used += len(line) + 1
+        last = index
+    if last < len(lines) - 1:
+        shown.append(f"… ({len(lines) - 1 - last} more lines)")
+    return shown
+
+
+def _edit_summary(change: FileChange) -> str:
+    """An edit in one line: how many lines it replaced, from which first line, with how many,
+    and which definitions it touched (old → new)."""
+    old = [line for line in replaced_code(change.last.block).splitlines() if line.strip()]
+    new = [line for line in written_code(change.last.block).splitlines() if line.strip()]
+    first = f" from {_quote(old[0].strip(), LINE_CHARS)}" if old else ""
+    return f"{len(old)} line(s){first} → {len(new)} line(s), the new code:"
+
+
+def _previous_intent(summary: str) -> str:
+    """The first section of an earlier summary, without the blocks carried separately."""
+    match = _SECTION_ONE.search(summary)
     if not match:
+        return ""
+    kept = [
+        line
+        for line in match.group(1).splitlines()
+        if not line.strip().startswith((">", '- "')) and not line.strip().endswith("(verbatim):")
+    ]
+    return " ".join(" ".join(kept).split())
+
+
+def _groups(lines: Sequence[str]) -> list[list[str]]:
+    """Lines grouped by item: a line with its more indented lines after it; fenced code left
+    out (the previous summary's code is the least of what it carries)."""
+    kept: list[str] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    if not kept:
         return []
-    rest = summary[match.end() :]
-    end = _NEXT_SECTION.search(rest)
-    block = rest[: end.start()] if end else rest
-    lines = []
-    for line in block.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(("-", "*")) or re.match(r"^\d+[.)]\s", stripped):
-            lines.append(stripped.lstrip("-* ").strip())
-    return [line for line in lines if line and not line.endswith(":")]
+    base = min(len(line) - len(line.lstrip()) for line in kept)
+    groups: list[list[str]] = []
+    for line in kept:
+        text = " " * (len(line) - len(line.lstrip()) - base) + line.strip()
+        if groups and text.startswith(" "):
+            groups[-1].append(text)
+        else:
+            groups.append([text])
+    return groups
 
 
-def _summary_body(summary: str) -> str:
-    index = summary.find(SUMMARY_HEADER)
-    return summary[index + len(SUMMARY_HEADER) :] if index >= 0 else summary
+def _newest_within(groups: list[list[str]], chars: int) -> list[str]:
+    """The items that fit in `chars`, the last (newest) first, shown in their order; an item
+    too long keeps its first lines that fit."""
+    chosen: dict[int, list[str]] = {}
+    left = chars
+    for index in range(len(groups) - 1, -1, -1):
+        lines: list[str] = []
+        for line in groups[index]:
+            indent = len(line) - len(line.lstrip())
+            line = " " * indent + clip(line, LONG_LINE_CHARS)
+            if len(line) + 1 > left:
+                break
+            lines.append(line)
+            left -= len(line) + 1
+        if lines:
+            chosen[index] = lines
+        if left <= 0:
+            break
+    return [line for index in sorted(chosen) for line in chosen[index]]
+
+
+def carried_sections(summary: str, chars: int) -> dict[int, list[str]]:
+    """What of a previous summary's sections (`CARRIED_SECTIONS`) fits in `chars`: per
+    section its newest items first, within its share and what the others leave."""
+    sections = previous_sections(summary)
+    groups = {n: _groups(sections.get(n, [])) for n, _ in CARRIED_SECTIONS}
+    need = {n: sum(len(line) + 1 for g in groups[n] for line in g) for n in groups}
+    allowance = {n: int(chars * share) for n, share in CARRIED_SECTIONS}
+    spare = sum(max(0, allowance[n] - need[n]) for n in groups)
+    for number, _ in CARRIED_SECTIONS:
+        extra = min(spare, max(0, need[number] - allowance[number]))
+        allowance[number] += extra
+        spare -= extra
+    carried = {n: _newest_within(groups[n], allowance[n]) for n in groups}
+    return {n: lines for n, lines in carried.items() if lines}
 
 
 class _Renderer:
@@ -242,312 +483,556 @@ class _Renderer:
     def __init__(self, handover: Handover, *, up_to: bool) -> None:
         self.h = handover
         self.up_to = up_to
-        self.previous_lines: list[str] = []
-        for summary in handover.previous_summaries:
-            self.previous_lines.extend(_previous_user_lines(summary))
+        self.root = _root(handover)
         self.errors = self._distinct_errors()
+        self.previous_messages = [
+            m for summary in handover.previous_summaries for m in carried_user_messages(summary)
+        ]
+        # Each request once, at its latest place, so the last one is the latest request.
+        self.requests = list(dict.fromkeys(r.text for r in reversed(handover.requests)))[::-1]
+
+    def carried(self, level: _Level, number: int, heading: str = CARRIED_HEADING) -> list[str]:
+        """The previous summary's lines of one section kept at this level, under a heading."""
+        if not self.h.previous_summaries or not level.carried_chars:
+            return []
+        lines = carried_sections(self.h.previous_summaries[-1], level.carried_chars).get(number)
+        if not lines:
+            return []
+        return ["   " + heading, *(f"     {escape_tags(line)}" for line in lines)]
+
+    def path(self, path: str) -> str:
+        """A path relative to the working directory when it is under it."""
+        return relative(path, self.root)
+
+    def call(self, call: Call, chars: int = COMMAND_CHARS) -> str:
+        """A call described with its path relative to the working directory."""
+        return describe_call(call.block, chars, self.root)
 
     def _distinct_errors(self) -> list[ErrorRecord]:
-        """One record per error text, the latest occurrence deciding whether it is open."""
+        """One record per failure text, the latest occurrence deciding whether it is open;
+        unresolved first, newest first within each."""
         latest: dict[str, ErrorRecord] = {}
         for record in self.h.errors:
-            key = normalize_text(record.call.result)
-            if key:
-                latest.pop(key, None)
-                latest[key] = record
-        return list(latest.values())
+            key = normalize_text(record.call.failure)
+            latest.pop(key, None)
+            latest[key] = record
+        records = list(reversed(latest.values()))
+        return [r for r in records if r.resolved_by is None] + [
+            r for r in records if r.resolved_by is not None
+        ]
 
-    def _distinct_requests(self) -> list[str]:
-        seen: set[str] = set()
-        texts: list[str] = []
-        for request in self.h.requests:
-            key = normalize_text(request.text)
-            if key not in seen:
-                seen.add(key)
-                texts.append(request.text)
-        return texts
+    def _calls_after(self, position: int) -> int:
+        return sum(1 for call in self.h.calls if call.position > position)
 
     # -- sections ------------------------------------------------------------------------
     def primary(self, level: _Level) -> list[str]:
-        lines: list[str] = []
-        if self.h.previous_summaries and level.previous_chars:
-            body = _summary_body(self.h.previous_summaries[-1])
-            lines.append(
-                "   Earlier context (from the previous summary, abridged): "
-                + _line(body, level.previous_chars)
-            )
-        requests = self.h.requests
-        if not requests:
+        lines = render_latest(self.h.latest_request_text, "   ", level.latest_chars)
+        if not lines:
             lines.append("   No user request is recorded in this part of the conversation.")
-            return lines
-        first = _quote(requests[0].text, level.request_chars)
-        lines.append("   The user's first request: " + first)
-        if len(requests) > 2:
-            lines.append(f"   {len(requests) - 2} further request(s) are listed in section 6.")
-        if len(requests) > 1:
+        requests = self.h.requests
+        if len(self.requests) > 1:
             lines.append(
-                "   The latest request (what the work is for now): "
-                + _quote(requests[-1].text, level.request_chars)
+                "   The first request in this part: "
+                + _quote(requests[0].text, level.request_chars)
             )
-        if self.h.request_items:
-            lines.append("   It asks for these items:")
-            lines.extend(f"   - {_line(item, 200)}" for item in self.h.request_items)
+        task = self.h.current_task
+        if task is not None:
+            title = _title(task.title)
+            lines.append(f"   Being worked on: {task.id} ({task.state}){title}")
+        lines.extend(render_standing(self.h.standing, "   "))
+        if self.h.instruction_files:
+            files = ", ".join(self.path(p) for p in self.h.instruction_files)
+            lines.append(f"   Instruction files attached in the conversation: {files}")
+        if self.h.previous_summaries and level.previous_chars:
+            intent = _previous_intent(self.h.previous_summaries[-1])
+            if intent:
+                lines.append(
+                    "   The previous summary's account of the intent: "
+                    + _quote(intent, level.previous_chars)
+                )
         return lines
 
     def concepts(self, level: _Level) -> list[str]:
         lines: list[str] = []
+        if self.root:
+            lines.append(f"   - Working directory (paths below are relative to it): {self.root}")
         counts: Counter[str] = Counter()
         for path in (*self.h.facts.files_modified, *self.h.facts.files_read):
-            language = _LANGUAGES.get(_extension(path))
+            language = _LANGUAGES.get(os.path.splitext(path)[1].lower())
             if language:
                 counts[language] += 1
         if counts:
-            lines.append("   - Languages: " + ", ".join(n for n, _ in counts.most_common()))
-        if self.h.facts.tool_counts:
-            tools = ", ".join(
-                f"{name} ×{count}" if count > 1 else name
-                for name, count in self.h.facts.tool_counts
-            )
-            lines.append("   - Tools used: " + tools)
-        names = self.h.identifiers[: level.identifiers]
-        if names:
-            lines.append(
-                "   - Names in the recent work (most recent and frequent first): "
-                + escape_tags(", ".join(names))
-            )
+            ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            lines.append("   - Languages: " + ", ".join(name for name, _ in ranked))
+        if self.h.branch:
+            lines.append(f"   - Git branch: {escape_tags(self.h.branch)}")
+        lines += self.carried(level, 2)
         return lines or ["   - None recorded."]
 
-    def files(self, level: _Level, cuts: _Cuts) -> list[str]:
-        facts = self.h.facts
-        lines: list[str] = []
-        if facts.files_modified:
-            tools_by_path: dict[str, list[str]] = {}
-            last_edit: dict[str, Call] = {}
-            for call in self.h.calls:
-                path = call.path_written
-                if path:
-                    tools_by_path.setdefault(path, []).append(call.name)
-                    last_edit[path] = call
-            recent = sorted(last_edit, key=lambda p: -last_edit[p].position)[: level.excerpt_files]
-            lines.append(f"   Modified ({len(facts.files_modified)}):")
-            for path in _limit(facts.files_modified, cuts.modified):
-                tools = tools_by_path.get(path)
-                if not tools:
-                    lines.append(f"   - {path}")
-                    continue
-                how = ", ".join(f"{t} ×{n}" if n > 1 else t for t, n in Counter(tools).items())
-                lines.append(f"   - {path} ({how})")
-                if path in recent and level.excerpt_lines:
-                    excerpt = _excerpt_lines(
-                        _edit_excerpt(last_edit[path].block),
-                        level.excerpt_lines,
-                        level.excerpt_chars,
-                    )
-                    if excerpt:
-                        lines.append(f"     Last change ({last_edit[path].name}):")
-                        lines.append("     ```")
-                        lines.extend(f"     {line}" for line in excerpt)
-                        lines.append("     ```")
-        if facts.files_read:
-            read = _limit(facts.files_read, cuts.read)
-            lines.append(f"   Read ({len(facts.files_read)}): " + ", ".join(read))
-        if self.h.planned_files:
+    def _file_lines(self, change: FileChange, level: _Level, excerpt: bool) -> list[str]:
+        counts = Counter(call.name for call in change.calls)
+        how = ", ".join(f"{t} ×{n}" if n > 1 else t for t, n in counts.items())
+        marks = ["created" if change.created else "edited", how]
+        last_commit = self.h.last_commit
+        if last_commit is not None and change.last.position > last_commit[0].position:
+            marks.append("changed after the last commit")
+        lines = [f"   - {escape_tags(self.path(change.path))} ({'; '.join(marks)})"]
+        said = self.h.said_before(change.last)
+        if said and level.details:
             lines.append(
-                "   Mentioned for the work ahead but not opened yet: "
-                + ", ".join(self.h.planned_files[:20])
+                "     The agent, before its latest change: " + _quote(said, LONG_LINE_CHARS)
             )
-        paths = [p for p in self.h.recent_paths if p not in self.h.planned_files]
-        if paths and level.paths:
-            lines.append("   Other paths seen recently: " + ", ".join(paths[: level.paths]))
-        return lines or ["   None."]
+        whole = writes_whole_file(change.last.block)
+        code = written_code(change.last.block) if excerpt else ""
+        shown = _excerpt_lines(code, level.excerpt_lines, level.excerpt_chars) if code else []
+        cut = bool(shown) and shown[-1].startswith("… (")
+        defined_later = [i for i in definition_lines(code) if i >= OUTLINE_HEAD]
+        outlined = whole and cut and len(defined_later) >= OUTLINE_MIN_DEFINITIONS
+        names = change.definitions[:DEFINITIONS_SHOWN] if level.details else []
+        # A file shown whole or outlined names its definitions itself.
+        if names and not (whole and shown and (outlined or not cut)):
+            lines.append("     Defines: " + escape_tags(", ".join(names)))
+        if not shown:
+            return lines
+        if outlined:
+            shown = _outline(code, level.excerpt_lines, level.excerpt_chars)
+            lines.append(
+                f"     Its content as last written ({change.last.name}), its first lines and "
+                "then each line that defines something:"
+            )
+        elif whole:
+            lines.append(f"     Its content as last written ({change.last.name}):")
+        else:
+            lines.append(f"     Its latest change ({change.last.name}): {_edit_summary(change)}")
+        lines.append("     ```")
+        lines.extend(f"     {line}" for line in shown)
+        lines.append("     ```")
+        return lines
 
-    def _after(self, position: int) -> Call | None:
-        return next(
-            (
-                call
-                for call in self.h.calls
-                if call.position > position and (call.path_written or call.command)
-            ),
-            None,
-        )
+    def files(self, level: _Level, cuts: _Cuts) -> list[str]:
+        lines: list[str] = []
+        changes = self.h.changes
+        if changes:
+            keep = level.files if cuts.files is None else cuts.files
+            lines.append(f"   Changed ({len(changes)}), the most recent first:")
+            for index, change in enumerate(changes[:keep]):
+                lines.extend(self._file_lines(change, level, index < level.excerpts))
+            if len(changes) > keep:
+                rest = ", ".join(escape_tags(self.path(c.path)) for c in changes[keep:])
+                lines.append(f"   - Also changed, earlier: {rest}")
+        written = {c.path for c in changes}
+        read = [p for p in reversed(self.h.facts.files_read) if p not in written]
+        if read and level.read_files:
+            shown = [escape_tags(self.path(p)) for p in read[: level.read_files]]
+            more = f" ({len(read) - level.read_files} more)" if len(read) > level.read_files else ""
+            lines.append(
+                f"   Read, not changed ({len(read)}), the most recent first: "
+                + ", ".join(shown)
+                + more
+            )
+        elif read:
+            lines.append(f"   {len(read)} other file(s) were read, not changed.")
+        lines += self.carried(level, 3)
+        return lines or ["   No file was read or changed."]
 
-    @staticmethod
-    def _error_line(call: Call, level: _Level) -> str:
-        return f"   - [{describe_call(call.block, 60)}] {_line(call.result, level.error_chars)}"
+    def _error_lines(self, record: ErrorRecord, level: _Level) -> list[str]:
+        call = record.call
+        if record.resolved_by is not None:
+            state = "Fixed"
+        elif call.position >= self.h.work_start:
+            state = "Unresolved"
+        else:
+            state = "Not seen fixed (before the current work began)"
+        lines = [f"   - {state}: {self.call(call)} failed:"]
+        failure = call.failure.splitlines()[: level.error_lines]
+        lines.extend(f"       {_line(line, LONG_LINE_CHARS)}" for line in failure)
+        if level.details and record.reading:
+            lines.append("     The agent's next words: " + _quote(record.reading, QUOTE_CHARS))
+        if level.details and record.tried:
+            tried = "; ".join(f"{self.call(c)} ({_outcome(c)})" for c in record.tried)
+            lines.append(f"     Done after it: {tried}")
+        if record.resolved_by is not None:
+            lines.append(f"     Fixed by: {self.call(record.resolved_by)} (succeeded)")
+        return lines
 
     def errors_section(self, level: _Level, cuts: _Cuts) -> list[str]:
-        records = self.errors
-        if not records:
-            return ["   None recorded."]
-        open_records = [r for r in records if r.resolved_by is None]
-        fixed = [r for r in records if r.resolved_by is not None]
-        keep = len(records) if cuts.errors is None else cuts.errors
+        carried = self.carried(level, 4)
+        noted = self._noted_lines(level)
+        if noted:
+            carried = noted + carried
+        if not self.errors:
+            if carried:
+                return [
+                    "   In this part no call failed and no output reported a failure.",
+                    *carried,
+                ]
+            return ["   None: no call failed, no output reported a failure."]
+        keep = level.errors if cuts.errors is None else cuts.errors
+        unresolved = [r for r in self.errors if r.resolved_by is None]
+        shown = self.errors[: max(keep, min(len(unresolved), UNRESOLVED_SHOWN))]
         lines: list[str] = []
-        if open_records:
-            lines.append(f"   Still unresolved ({len(open_records)}):")
-            for record in open_records[-max(1, keep) :]:
-                call = record.call
-                lines.append(self._error_line(call, level))
-                following = self._after(call.position) if level.error_actions else None
-                if following is not None:
-                    lines.append(f"     Next action taken: {describe_call(following.block)}")
-            hidden = len(open_records) - max(1, keep)
-            if hidden > 0:
-                lines.append(f"   - ({hidden} more)")
-        if fixed:
-            shown = fixed[-max(0, keep - len(open_records)) :] if cuts.errors is not None else fixed
-            lines.append(f"   Resolved ({len(fixed)}):")
-            for record in shown:
-                call, fix = record.call, record.resolved_by
-                assert fix is not None
-                lines.append(self._error_line(call, level))
-                if level.error_actions:
-                    lines.append(f"     Fixed: {describe_call(fix.block)} succeeded afterwards")
-            if len(shown) < len(fixed):
-                lines.append(f"   - ({len(fixed) - len(shown)} more)")
+        for record in shown:
+            lines.extend(self._error_lines(record, level))
+        if len(shown) < len(self.errors):
+            lines.append(f"   - ({len(self.errors) - len(shown)} earlier errors not shown)")
+        return lines + carried
+
+    def _noted_lines(self, level: _Level) -> list[str]:
+        """The problems the agent reported in its own words, the newest `level.errors`, each
+        with the first file change or command after it."""
+        noted = self.h.noted_problems[-level.errors :] if level.errors else []
+        if not noted:
+            return []
+        lines = ["   Problems the agent reported in its own words (newest last):"]
+        for position, sentence in noted:
+            after = next(
+                (
+                    c
+                    for c in self.h.calls
+                    if c.position > position and (c.path_written or c.command)
+                ),
+                None,
+            )
+            then = f" Then: {self.call(after)} ({_outcome(after)})." if after else ""
+            lines.append(f"   - {_quote(sentence, LONG_LINE_CHARS)}{then}")
         return lines
 
-    def problem_solving(self, level: _Level, cuts: _Cuts) -> list[str]:
-        facts = self.h.facts
-        calls = sum(count for _, count in facts.tool_counts)
-        lines = [
-            f"   {calls} tool call(s): {len(facts.files_modified)} file(s) modified, "
-            f"{len(facts.files_read)} read, {len(facts.commands)} distinct command(s), "
-            f"{len(self.errors)} error(s), {len(self.h.unresolved_errors)} of them unresolved."
-        ]
+    def _git_lines(self) -> list[str]:
+        h = self.h
+        lines: list[str] = []
+        for _, commit in h.commits:
+            stat = f" ({escape_tags(commit.stat)})" if commit.stat else ""
+            lines.append(
+                f"   - Committed {commit.sha} on {commit.branch}: "
+                f"{_quote(commit.message, LINE_CHARS)}{stat}"
+            )
+        for push in h.pushes:
+            target = push_target(push)
+            lines.append(
+                "   - Pushed"
+                + (f": {_line(target, LINE_CHARS)}" if target else f" ({self.call(push)})")
+            )
+        last = h.last_commit
+        if last is not None:
+            pending = h.written_after(last[0].position)
+            if pending:
+                files = ", ".join(escape_tags(self.path(p)) for p in pending)
+                lines.append(
+                    f"   - Changed after the last commit ({last[1].sha}), so not in it: {files}"
+                )
+            else:
+                lines.append(f"   - No file was changed after the last commit ({last[1].sha}).")
+            if not h.pushes or h.pushes[-1].position < last[0].position:
+                lines.append(f"   - No push recorded after the last commit ({last[1].sha}).")
+        if last is None and any(command_key(c.command or "").startswith("git ") for c in h.calls):
+            lines.append("   - No commit seen in this part.")
+        status = h.git_status
+        if status is not None:
+            later = len(h.written_after(status.position))
+            when = (
+                f", before {later} later file change(s)"
+                if later
+                else ", after the last file change"
+            )
+            lines.append(
+                f"   - The last {command_text(status.command or 'git status')} ({when[2:]}):"
+            )
+            lines.extend(
+                f"       {line}"
+                for line in _excerpt_lines(status.result, STATUS_LINES, STATUS_LINES * 60)
+            )
+        return lines
+
+    def problem_solving(self, level: _Level) -> list[str]:
+        lines: list[str] = []
+        git = self._git_lines()
+        if git:
+            lines.append("   Git:")
+            lines.extend(git)
+        if self.h.checks:
+            lines.append("   Checks, the last run of each:")
+            for check in self.h.checks:
+                verdict = "failed" if check.call.failed else "passed"
+                since = f"; {check.writes_after} file change(s) since" if check.writes_after else ""
+                lines.append(
+                    f"   - {command_text(check.call.command or check.key)} {verdict}: "
+                    f"{_quote(check.outcome, LINE_CHARS)}{since}"
+                )
         decisions = self.h.decisions[-level.decisions :] if level.decisions else []
         if decisions:
-            lines.append("   Decisions and reasons (the assistant's words, latest last):")
-            lines.extend(f"   - {_line(d, level.decision_chars)}" for d in decisions)
-        if self.h.tracker:
-            lines.append("   Task tracker:")
-            for call in self.h.tracker[-level.tracker :]:
-                lines.append(f"   - `{_line(call.command or '', 100)}` -> {_outcome(call)}")
-        if facts.commands:
-            lines.append("   Commands run, in order:")
-            commands = [f"`{_line(c, level.command_chars)}`" for c in facts.commands]
-            lines.extend(f"   - {c}" for c in _limit(commands, cuts.commands))
-        noted = self.h.noted_commands[: level.noted_commands]
-        if noted:
-            lines.append("   Commands written down in the conversation (docs, plans), not run:")
-            lines.extend(f"   - `{_line(c, level.command_chars)}`" for c in noted)
-        return lines
+            lines.append("   Decisions and reasons, in the agent's words (latest last):")
+            lines.extend(f"   - {_line(d, LONG_LINE_CHARS)}" for d in decisions)
+        lines += self.carried(level, 5)
+        return lines or ["   None."]
 
     def user_messages(self, level: _Level, cuts: _Cuts) -> list[str]:
         lines: list[str] = []
-        if self.previous_lines:
-            lines.append("   Before the previous summary:")
-            lines.extend(
-                f"   - {_line(line, max(level.prompt_chars, PROMPT_SCORE_CHARS))}"
-                for line in self.previous_lines
-            )
-        prompts = [_quote(p, level.prompt_chars) for p in self._distinct_requests()]
-        lines.extend(f"   - {p}" for p in _limit(prompts, cuts.prompts))
-        if self.h.notifications:
-            lines.append("   Background task notifications (events, not requests):")
-            for note in self.h.notifications[-6:]:
-                what = notification_summary(note) or note.status or "notification"
-                lines.append(f"   - task {note.task_id or '?'}: {_line(what, 160)}")
-        return lines or ["   None."]
+        if self.previous_messages:
+            lines.append("   Listed by the previous summary:")
+            lines.extend(f"   - {_quote(m, level.request_chars)}" for m in self.previous_messages)
+        quoted = [_quote(text, level.request_chars) for text in self.requests[:-1]]
+        if self.requests:
+            quoted.append(_quote(self.requests[-1], LATEST_PREVIEW_CHARS))
+        keep = len(quoted) if cuts.prompts is None else cuts.prompts
+        lines.extend(f"   - {q}" for q in shown_items(quoted, keep))
+        if self.requests:
+            lines.append("   (The last of them is the latest request, quoted whole in section 1.)")
+        return lines or ["   None in this part."]
 
-    def pending(self, level: _Level) -> list[str]:
+    def _spec_lines(self, level: _Level, cuts: _Cuts) -> list[str]:
+        task = self.h.current_task
+        if task is None or not task.spec:
+            return []
+        keep = level.spec_lines if cuts.spec_lines is None else cuts.spec_lines
+        lines: list[str] = []
+        if keep:
+            lines.append(f"   What {task.id} asks for (its tracker entry):")
+            lines.extend(f"     {line}" for line in _excerpt_lines(task.spec, keep, keep * 100))
+        named = list(dict.fromkeys(p for p in mentioned_paths(task.spec) if "/" in p))
+        if named:
+            marks: list[str] = []
+            for path in named:
+                change = next(
+                    (c for c in self.h.changes if c.path.endswith(path.lstrip("./"))), None
+                )
+                if change is None:
+                    marks.append(f"{escape_tags(path)} (not changed)")
+                elif change.last.position > task.started:
+                    marks.append(f"{escape_tags(path)} (changed since {task.id} started)")
+                else:
+                    marks.append(f"{escape_tags(path)} (changed before {task.id} started)")
+            lines.append("   Files its entry names: " + "; ".join(marks))
+        return lines
+
+    def pending(self, level: _Level, cuts: _Cuts) -> list[str]:
         lines: list[str] = []
         items = self.h.tracker_items
         if items:
-            lines.append("   Task tracker, as the agent's commands left it:")
-            for item in items[-12:]:
-                title = f" — {_line(item.title, 120)}" if item.title else ""
-                lines.append(f"   - {item.id}: {item.state}{title}")
-            shown = [i for i in reversed(items) if i.spec and i.state != "closed"]
-            current = next((i for i in shown if "progress" in i.state), None) or next(
-                iter(shown), None
-            )
-            if current is not None and level.excerpt_lines:
-                spec_lines = _excerpt_lines(
-                    current.spec, level.excerpt_lines * 2, level.excerpt_chars * 2
-                )
-                lines.append(f"   What {current.id} asks for (its tracker entry):")
-                lines.extend(f"     {line}" for line in spec_lines)
-        open_items = self.h.todos_with("in_progress", "pending", "open", "todo")
-        done = self.h.todos_with("completed", "done", "complete")
+            lines.append("   Tracker, as the agent's commands left it:")
+            for item in items[-TRACKER_SHOWN:]:
+                title = _title(item.title)
+                lines.append(f"   - {item.id}: {item.state}{title}{_relation_marks(item)}")
+            lines.extend(self._spec_lines(level, cuts))
+        open_items = self.h.open_todos
+        done = self.h.done_todos
         if self.h.todos:
             lines.append(
                 f"   Todo list as last written ({len(done)} done, {len(open_items)} open):"
             )
-            lines.extend(f"   - {_todo(item, level.todo_chars)}" for item in open_items)
+            for todo in open_items:
+                lines.append(
+                    f"   - [{todo.get('status', 'pending')}] {_line(_todo_text(todo), LINE_CHARS)}"
+                )
             if done:
                 lines.append(
-                    "   Done: " + "; ".join(_line(str(t.get("content", "")), 80) for t in done)
+                    "   Done: " + "; ".join(_line(_todo_text(t), LINE_CHARS) for t in done)
                 )
-        if self.h.request_items and not open_items:
-            lines.append("   Items of the latest request (check each against section 8):")
-            lines.extend(f"   - {_line(item, 200)}" for item in self.h.request_items)
-        unresolved = self.h.unresolved_errors
-        if unresolved:
-            lines.append(f"   {len(unresolved)} error(s) still unresolved (section 4).")
+        if self.h.request_items:
+            lines.append("   Items of the latest request:")
+            lines.extend(f"   - {_line(item, LINE_CHARS)}" for item in self.h.request_items)
+        if self._untouched_plan_items():
+            lines.append("   The agent's plan has items no file change answers yet (section 9).")
+        if self._open_errors():
+            lines.append(f"   {len(self._open_errors())} error(s) unresolved (section 4).")
         if not lines:
-            latest = self.h.latest_request
+            latest = self.h.latest_request_text
             if latest is not None and not self.h.last_event_is_answer:
                 lines.append(
-                    "   The latest request was still being worked on: "
-                    + _quote(latest.text, level.request_chars)
+                    "   No task list was kept; the latest request (section 1) was still being "
+                    "worked on."
                 )
             else:
                 lines.append("   No task list was kept; see sections 8 and 9.")
+        return lines + self.carried(level, 7, CARRIED_PENDING_HEADING)
+
+    def _open_errors(self) -> list[ErrorRecord]:
+        """Errors of the current work (since `work_start`) no later call fixed."""
+        since = self.h.work_start
+        return [r for r in self.errors if r.resolved_by is None and r.call.position >= since]
+
+    def _untouched_plan_items(self) -> list[str]:
+        plan = self.h.plan
+        if plan is None:
+            return []
+        return [item.text for item in plan.items if item.names_files and not item.changed]
+
+    def _plan_lines(self, plan: Plan) -> list[str]:
+        calls = self._calls_after(plan.position)
+        lines = [
+            f"   Its latest plan ({calls} tool call(s) ago), each item with the files changed "
+            "since:"
+        ]
+        lines.append("     " + _quote(plan.intro, QUOTE_CHARS))
+        for number, item in enumerate(plan.items, 1):
+            if item.changed:
+                mark = "changed since: " + ", ".join(
+                    escape_tags(self.path(p)) for p in item.changed
+                )
+            elif item.names_files:
+                mark = "no change since"
+            else:
+                mark = ""
+            lines.append(
+                f"     {number}. {_line(item.text, LONG_LINE_CHARS)}"
+                + (f" [{mark}]" if mark else "")
+            )
         return lines
 
     def current(self, level: _Level) -> list[str]:
         lines: list[str] = []
-        if self.h.assistant_texts:
-            lines.append(
-                "   Last assistant message: "
-                + _quote(self.h.assistant_texts[-1][1], level.current_chars)
-            )
-        done = self.h.reported_done[-level.done :] if level.done else []
-        if done:
-            lines.append("   Reported done since the latest request:")
-            lines.extend(f"   - {_line(s, 200)}" for s in done)
+        latest = self.h.latest_request
+        since = latest.position if latest is not None else 0
+        plan = self.h.plan
+        texts = [(p, t) for p, t in self.h.assistant_texts if not self._only_the_plan(p, t)]
+        reports = (
+            [(p, t) for p, t in texts if p >= since][-level.reports :] if level.reports else []
+        )
+        earlier = next(
+            ((p, t) for p, t in reversed(texts) if p < since and len(t) >= REPORT_MIN_CHARS), None
+        )
+        shown = {p for p, _ in reports} | ({earlier[0]} if earlier and level.reports else set())
+        findings = [(p, f) for p, f in self.h.findings if p not in shown]
+        findings = findings[-level.findings :] if level.findings else []
+        if findings:
+            lines.append("   Findings and results the agent stated earlier (newest last):")
+            lines.extend(f"   - {_line(f, LONG_LINE_CHARS)}" for _, f in findings)
+        if earlier is not None and level.reports:
+            lines.append("   The agent's last full report before the latest request:")
+            lines.extend(f"     {line}" for line in _text_block(earlier[1], level.report_chars))
+        if reports:
+            lines.append("   The agent's latest words (newest last):")
+            for position, text in reports:
+                calls = self._calls_after(position)
+                ago = f"{calls} tool call(s) ago" if calls else "its last message"
+                block = _text_block(text, level.report_chars)
+                lines.append(f"   - ({ago}) {block[0]}")
+                lines.extend(f"     {line}" for line in block[1:])
+        if plan is not None:
+            lines.extend(self._plan_lines(plan))
+        agents = [c for c in self.h.calls if c.name in SUBAGENT_TOOLS and c.position >= since]
+        for call in agents[-level.reports :] if level.reports else []:
+            lines.append(f"   Report of the sub-agent {self.call(call)}:")
+            lines.extend(f"     {line}" for line in _text_block(call.result, level.report_chars))
         if self.h.calls and level.last_calls:
-            lines.append("   Last tool calls:")
+            lines.append("   Last tool calls (newest last):")
             for call in self.h.calls[-level.last_calls :]:
-                lines.append(f"   - {describe_call(call.block)} -> {_outcome(call)}")
-        recent_files: list[str] = []
-        for call in reversed(self.h.calls[-20:]):
-            path = file_write_path(call.block)
-            if path and path not in recent_files:
-                recent_files.append(path)
-        if recent_files:
-            lines.append("   Files changed most recently: " + ", ".join(recent_files[:6]))
+                lines.append(f"   - {self.call(call)} -> {_outcome(call)}")
+            last = self.h.calls[-1]
+            if last.command and last.result and not last.failed and level.result_lines:
+                tail = [line for line in last.result.splitlines() if line.strip()][
+                    -level.result_lines :
+                ]
+                lines.append("   Its output ended with:")
+                lines.extend(f"       {_line(line, LINE_CHARS)}" for line in tail)
+        if self.h.notifications:
+            lines.append("   Background task notifications (events, not requests):")
+            for note in self.h.notifications[-NOTIFICATIONS_SHOWN:]:
+                what = notification_summary(note) or note.status or "notification"
+                lines.append(f"   - task {note.task_id or '?'}: {_line(what, LINE_CHARS)}")
         return lines or ["   Nothing recorded."]
+
+    def _only_the_plan(self, position: int, text: str) -> bool:
+        """Whether an agent text is little more than its plan (shown apart)."""
+        plan = self.h.plan
+        if plan is None or position != plan.position:
+            return False
+        planned = len(plan.intro) + sum(len(item.text) for item in plan.items)
+        return len(text) - planned < PLAN_ONLY_SLACK
+
+    def _next_actions(self) -> list[str]:
+        """What is left to do, the most pressing first: the open errors, what the agent said
+        it was about to do (nothing done since), the latest request's steps not reported
+        yet, the plan items no change answers, the todo list, the tracker, the checks not
+        run since the last change, the files not committed."""
+        actions: list[str] = []
+        for record in self._open_errors()[:UNRESOLVED_SHOWN]:
+            first = record.call.failure.splitlines()[0]
+            actions.append(
+                f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
+                "(section 4), and run it again"
+            )
+        if self.h.next_step is not None and not self._calls_after(self.h.next_step[0]):
+            actions.append(
+                "what the agent said it would do next: " + _quote(self.h.next_step[1], QUOTE_CHARS)
+            )
+        steps = self.h.request_steps
+        if any(step.reported for step in steps):
+            reported = max(i for i, step in enumerate(steps) if step.reported)
+            actions.extend(
+                "the latest request's next step: " + _quote(step.text, LINE_CHARS)
+                for step in steps[reported + 1 :]
+            )
+        elif steps:
+            actions.append(
+                "the latest request's steps, in this order (its words, none reported done in "
+                "the agent's words since): "
+                + " ".join(f"({n}) {_quote(s.text, LINE_CHARS)}" for n, s in enumerate(steps, 1))
+            )
+        plan = self.h.plan
+        for number, item in enumerate(plan.items if plan else (), 1):
+            if item.names_files and not item.changed:
+                files = ", ".join(escape_tags(self.path(p)) for p in item.files)
+                actions.append(
+                    f"item {number} of its plan: {_line(item.text, LINE_CHARS)}"
+                    + (f" ({files})" if files else "")
+                )
+        for todo in self.h.todos_with("in_progress"):
+            actions.append("finish the todo in progress: " + _line(_todo_text(todo), LINE_CHARS))
+        for todo in self.h.todos_with("pending", "open", "todo")[:PENDING_SHOWN]:
+            actions.append("the next todo: " + _line(_todo_text(todo), LINE_CHARS))
+        task = self.h.current_task
+        if task is not None:
+            actions.append(f"finish and close the tracker item {task.id}" + _title(task.title))
+        ready = self.h.next_ready
+        if ready is not None:
+            actions.append(
+                f"start the next task the tracker lists as ready: {ready.id}" + _title(ready.title)
+            )
+        for check in self.h.checks:
+            if check.writes_after:
+                actions.append(
+                    f"run {command_text(check.call.command or check.key)} again "
+                    f"({check.writes_after} file change(s) since its last run)"
+                )
+        last_commit = self.h.last_commit
+        if last_commit is not None:
+            pending = self.h.written_after(last_commit[0].position)
+            if pending:
+                actions.append(
+                    f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} "
+                    "(section 5)"
+                )
+        return actions
 
     def next_step(self, level: _Level) -> list[str]:
         if self.up_to:
             return ["   The messages that follow this summary continue the work; read them next."]
         lines: list[str] = []
-        if self.h.next_step:
+        actions = self._next_actions()
+        if actions:
+            lines.append("   Next: " + actions[0][0].upper() + actions[0][1:] + ".")
+            if len(actions) > 1:
+                lines.append("   Then:")
+                lines.extend(f"   - {action}" for action in actions[1 : 1 + level.follow_ups])
+                if len(actions) > 1 + level.follow_ups:
+                    lines.append(f"   - ({len(actions) - 1 - level.follow_ups} more, sections 7–8)")
+        if self.h.next_step is not None and self._calls_after(self.h.next_step[0]):
+            position, step = self.h.next_step
             lines.append(
-                "   Next step as the assistant last stated it: "
-                + _quote(self.h.next_step, max(200, level.request_chars))
+                f"   The agent's last stated intention ({self._calls_after(position)} tool "
+                f"call(s) ago, so possibly done): " + _quote(step, QUOTE_CHARS)
             )
-        in_progress = self.h.todos_with("in_progress")
-        if in_progress:
-            lines.append("   In progress: " + _todo(in_progress[0], level.todo_chars))
-        latest = self.h.latest_request
-        if latest is not None:
-            verbatim = _quote(latest.text, level.request_chars)
-            lines.append("   The user's latest request, verbatim: " + verbatim)
-        open_work = (
-            self.h.todos_with("in_progress", "pending", "open", "todo")
-            or self.h.unresolved_errors
-            or self.h.request_items
-        )
-        if self.h.last_event_is_answer and not open_work:
+        if self.h.last_event_is_answer and not actions and not self.h.request_items:
             lines.append(
-                "   The last reply may have finished it: check the request against sections "
-                "7 and 8; if nothing remains, report the result and wait for the user."
+                "   The last reply may have finished the latest request (section 1): check it "
+                "against sections 7 and 8; if nothing remains, report the result and wait for "
+                "the user."
             )
         else:
-            lines.append("   Continue from there without asking the user to repeat anything.")
+            lines.append(
+                "   Continue with the latest request (section 1) from there, without asking the "
+                "user to repeat anything."
+            )
         return lines
 
     # -- whole text ----------------------------------------------------------------------
@@ -562,9 +1047,9 @@ class _Renderer:
             ("2. Key Technical Concepts:", self.concepts(level)),
             ("3. Files and Code Sections:", self.files(level, cuts)),
             ("4. Errors and fixes:", self.errors_section(level, cuts)),
-            ("5. Problem Solving:", self.problem_solving(level, cuts)),
+            ("5. Problem Solving:", self.problem_solving(level)),
             ("6. All user messages:", self.user_messages(level, cuts)),
-            ("7. Pending Tasks:", self.pending(level)),
+            ("7. Pending Tasks:", self.pending(level, cuts)),
             (f"8. {eighth}:", self.current(level)),
             (f"9. {ninth}:", self.next_step(level)),
         ]
@@ -572,36 +1057,18 @@ class _Renderer:
         return f"{SUMMARY_HEADER}\n{body}"
 
 
-_AUSTERE = replace(
-    _LEVELS[-1],
-    decisions=0,
-    done=1,
-    last_calls=1,
-    identifiers=25,
-    paths=8,
-    tracker=2,
-    noted_commands=3,
-    error_actions=False,
-)
-"""The lean level with the extras cut to a minimum: tried before any fact list is cut."""
-
-
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
-    """Shorten the extras, then the longest fact lists one step at a time, until it fits."""
-    if rough_token_count(renderer.render(level, _Cuts())) > max_tokens:
-        level = _AUSTERE
-    facts = renderer.h.facts
+    """Shorten the longest lists one step at a time until the text fits."""
     sizes = {
-        "commands": len(facts.commands),
-        "read": len(facts.files_read),
-        "prompts": len(renderer._distinct_requests()),
-        "modified": len(facts.files_modified),
-        "errors": len(renderer.errors),
+        "files": min(level.files, len(renderer.h.changes)),
+        "prompts": len(renderer.requests),
+        "errors": min(level.errors, len(renderer.errors)),
+        "spec_lines": level.spec_lines,
     }
     cuts = _Cuts()
     text = renderer.render(level, cuts)
     while rough_token_count(text) > max_tokens and any(size > 0 for size in sizes.values()):
-        name = max(sizes, key=lambda key: sizes[key])
+        name = max(sorted(sizes), key=lambda key: sizes[key])
         sizes[name] = max(0, sizes[name] - max(1, (sizes[name] - 1) // 8))
         cuts = replace(cuts, **{name: sizes[name]})
         text = renderer.render(level, cuts)
@@ -625,11 +1092,17 @@ def summary_budget(
     )
 
 
+BARE = _Cuts(files=0, prompts=0, errors=0, spec_lines=0)
+"""The lean level with every long list cut away: the least the offline summary says."""
+
+
 def lean_summary_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Tokens of the leanest offline summary of these messages: what a summary of them holds
-    at the least without losing a fact (the guard's floor never asks for more)."""
+    """Tokens of the barest offline summary of these messages (the lean level, with its long
+    lists cut away or whole, whichever is shorter): the guard's floor never asks a summary
+    for more."""
     renderer = _Renderer(read_handover(messages), up_to=False)
-    return rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
+    # A cut list leaves a "(N more)" line, which can be longer than a short list it replaces.
+    return min(rough_token_count(renderer.render(_LEVELS[-1], cuts)) for cuts in (BARE, _Cuts()))
 
 
 def extractive_summary(
@@ -659,13 +1132,17 @@ def extractive_summary(
 
 
 __all__ = [
+    "COMMAND_CHARS",
     "DEFAULT_MAX_SUMMARY_TOKENS",
     "DEFAULT_MIN_SUMMARY_TOKENS",
     "DEFAULT_TARGET_RATIO",
+    "LATEST_REQUEST_CHARS",
     "SUMMARY_HEADER",
+    "command_text",
     "describe_call",
     "escape_tags",
     "extractive_summary",
     "lean_summary_tokens",
+    "quoted_request",
     "summary_budget",
 ]

@@ -18,14 +18,18 @@ does the appending).
 | commands        | `shell_command` of tool calls (Bash and equivalents)                     |
 | open todos      | the latest todo list (TodoWrite input or a `todo` attachment): the       |
 |                 | items not completed                                                      |
+| standing,       | the user's standing instructions and latest request                      |
+| latest request  | (`compaction.carried`), with those a previous summary among the records  |
+|                 | carries (its blocks are read back; so are the user messages it lists)    |
 
 Each list keeps the first occurrence of a fact and drops later duplicates (RETENTION.md:
 "each fact is counted once per session"). Prompts, errors and commands are compared after
 normalization (whitespace collapsed, trimmed, lower-cased); paths as written.
 
 Input is Anthropic-shaped messages (`{"role", "content"}`), transcript entries, or both
-mixed. With plain messages nothing says a user text was meta or a previous summary, so those
-are counted as prompts; pass entries when they are available. In a plain message, each text
+mixed. With plain messages nothing says a user text was meta, so it is counted as a prompt
+(pass entries when they are available); a previous summary is recognised by its opening
+words (`compaction.prompts.is_previous_summary`). In a plain message, each text
 block is a prompt of its own (normalization merges consecutive user records into one
 message); in an entry, the record's text blocks together are one prompt.
 """
@@ -37,8 +41,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from unbounded.compaction.carried import (
+    carried_latest,
+    carried_standing,
+    carried_user_messages,
+    render_latest,
+    render_standing,
+    standing_instructions,
+)
+from unbounded.compaction.prompts import is_previous_summary
 from unbounded.model.entries import Entry
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
+from unbounded.model.user_messages import classify_message_texts, classify_user_entry
 from unbounded.tokens.estimate import rough_token_count
 
 PROMPT_EXCLUDED_PREFIXES: tuple[str, ...] = (
@@ -123,6 +137,13 @@ class Facts:
     open_todos: tuple[dict[str, Any], ...] = ()
     tool_counts: tuple[tuple[str, int], ...] = field(default=())
     """How often each tool was called, in first-call order."""
+    standing: tuple[str, ...] = ()
+    """The user's standing instructions, verbatim (`compaction.carried`), earlier summaries'
+    included."""
+    latest_request: str | None = None
+    """The user's latest request (a previous summary's when no request followed it)."""
+    carried_messages: tuple[str, ...] = ()
+    """The user messages earlier summaries in the conversation list."""
 
     def counts(self) -> dict[str, int]:
         """How many facts of each kind (FACT_KINDS plus open_todos)."""
@@ -199,6 +220,8 @@ class _Collector:
         self.todos: list[Any] | None = None
         self.tool_names: dict[str, str] = {}
         self.tool_counts: dict[str, int] = {}
+        self.requests: list[str] = []
+        self.summaries: list[str] = []
         self._seen: dict[str, set[str]] = {
             "prompt": set(),
             "modified": set(),
@@ -248,7 +271,9 @@ class _Collector:
 
     def content(self, role: str | None, content: Any, *, one_prompt: bool) -> None:
         if isinstance(content, str):
-            if role == "user":
+            if role == "user" and is_previous_summary(content):
+                self.summaries.append(content)
+            elif role == "user":
                 self.prompt(content)
             return
         if not isinstance(content, list):
@@ -263,7 +288,11 @@ class _Collector:
             elif kind == "tool_result":
                 self.tool_result(block)
             elif kind == "text" and role == "user":
-                texts.append(str(block.get("text", "")))
+                text = str(block.get("text", ""))
+                if is_previous_summary(text):
+                    self.summaries.append(text)
+                else:
+                    texts.append(text)
         if one_prompt:
             kept = [text for text in texts if is_prompt_text(text)]
             if kept:
@@ -281,6 +310,12 @@ class _Collector:
         if entry.type not in ("user", "assistant"):
             return
         role = entry.role or entry.type
+        if entry.is_compact_summary:
+            self.summaries.append(text_of(entry.content))
+        elif role == "user":
+            request = classify_user_entry(entry).request
+            if request:
+                self.requests.append(request)
         if role == "user" and (entry.is_meta or entry.is_compact_summary):
             # Meta and summary messages are not prompts, but tool results in them still count.
             content = entry.content
@@ -293,11 +328,20 @@ class _Collector:
 
     def message(self, message: Mapping[str, Any]) -> None:
         role = message.get("role")
+        if role == "user":
+            for sorted_text in classify_message_texts(message.get("content")):
+                if sorted_text.request and not is_previous_summary(sorted_text.request):
+                    self.requests.append(sorted_text.request)
         self.content(
             role if isinstance(role, str) else None, message.get("content"), one_prompt=False
         )
 
     def facts(self) -> Facts:
+        carried_rules = [rule for text in self.summaries for rule in carried_standing(text)]
+        latest = self.requests[-1] if self.requests else None
+        if latest is None and self.summaries:
+            latest = carried_latest(self.summaries[-1])
+        carried_messages = [m for text in self.summaries for m in carried_user_messages(text)]
         return Facts(
             user_prompts=tuple(self.prompts),
             files_modified=tuple(self.modified),
@@ -306,6 +350,9 @@ class _Collector:
             commands=tuple(self.commands),
             open_todos=open_todo_items(self.todos),
             tool_counts=tuple(self.tool_counts.items()),
+            standing=tuple(standing_instructions(self.requests, carried_rules)),
+            latest_request=latest,
+            carried_messages=tuple(dict.fromkeys(carried_messages)),
         )
 
 
@@ -350,7 +397,10 @@ def _ledger_sections(facts: Facts, prompt_chars: int) -> list[tuple[str, list[st
         ("Open todos", [_todo_line(item) for item in facts.open_todos], False),
         (
             "User messages",
-            [f'"{clip(p, max(prompt_chars, PROMPT_SCORE_CHARS))}"' for p in facts.user_prompts],
+            [
+                f'"{clip(p, max(prompt_chars, PROMPT_SCORE_CHARS))}"'
+                for p in dict.fromkeys([*facts.carried_messages, *facts.user_prompts])
+            ],
             False,
         ),
     ]
@@ -368,8 +418,10 @@ def shown_items(items: Sequence[str], keep: int) -> list[str]:
     return [items[0], f"({hidden} more)", *tail]
 
 
-def _render_ledger(sections: list[tuple[str, list[str], bool]], keeps: list[int]) -> str:
-    lines = [LEDGER_TITLE]
+def _render_ledger(
+    carried: list[str], sections: list[tuple[str, list[str], bool]], keeps: list[int]
+) -> str:
+    lines = [LEDGER_TITLE, *carried]
     for (title, items, inline), keep in zip(sections, keeps, strict=True):
         shown = shown_items(items, keep)
         if inline:
@@ -388,21 +440,24 @@ def render_facts_ledger(
 ) -> str:
     """A compact "Facts ledger" text within `max_tokens` ("" when there are no facts).
 
-    Over budget, the longest list shown loses one item at a time (ties: files read, commands,
-    files modified, errors, todos, user messages, in that order), keeping its first item and
-    its most recent ones and saying "(N more)" where it was cut. Deterministic.
+    It opens with the user's standing instructions and latest request, verbatim
+    (`compaction.carried`): these are never cut. Over budget, the longest list shown loses
+    one item at a time (ties: files read, commands, files modified, errors, todos, user
+    messages, in that order), keeping its first item and its most recent ones and saying
+    "(N more)" where it was cut. Deterministic.
     """
+    carried = [*render_standing(facts.standing), *render_latest(facts.latest_request)]
     sections = _ledger_sections(facts, prompt_chars)
-    if not sections:
+    if not sections and not carried:
         return ""
     keeps = [len(items) for _, items, _ in sections]
-    text = _render_ledger(sections, keeps)
+    text = _render_ledger(carried, sections, keeps)
     while rough_token_count(text) > max_tokens and any(keep > 0 for keep in keeps):
         longest = max(range(len(keeps)), key=lambda i: (keeps[i], -i))
         # Cut big lists in large steps so a huge ledger does not take thousands of renders.
         step = max(1, (keeps[longest] - 1) // 8)
         keeps[longest] = max(0, keeps[longest] - step)
-        text = _render_ledger(sections, keeps)
+        text = _render_ledger(carried, sections, keeps)
     return text
 
 

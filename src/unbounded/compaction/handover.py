@@ -1,179 +1,174 @@
 """What an agent needs to go on with a task, read from a conversation without a model.
 
 A summary that lists every path and command is an index; an agent continuing from it still
-has to work out what was done, what remains, what it was about to do, and why it chose what
-it chose. `read_handover(messages)` reads those from the conversation's own structure and the
-assistant's own words, deterministically, for the offline summarizer and the offline session
-notes:
+has to work out what was done, what remains, what it was about to do and why. Most of that is
+already in the transcript, written by the agent or its tools, and `read_handover(messages)`
+reads it deterministically, for the offline summary and the offline session notes:
 
 - **requests**: what the user asked, in order: typed prompts and slash commands with their
-  arguments (`/orchestrator create TODO app`); never a command's expanded template, a skill
-  body, a background-task notification, hook output or a system reminder
-  (`unbounded.model.user_messages`). Notifications are kept apart, as events.
-- **task state**: the todo list as the agent last left it (TodoWrite and alike), with the
-  items done, in progress and pending; task-tracker commands it ran (`bd`, `gh issue`,
-  `gh pr`, new `git` branches) with the first line of their output; the items the latest
-  request enumerates (`1) …`, `- …`).
-- **the agent's own words**: the next step as it last stated it ("Next I split
-  test_db_roundtrip…"), what it reported done, and its decisions with their reasons
-  (sentences with "because", "instead of", "so that"…).
-- **errors**: each failed tool call, resolved when a later call of the same command (or of
-  the same program and first argument), or a later successful write of the same file,
-  succeeded; unresolved otherwise.
-- **files**: modified and read files; files the latest request or the later replies mention
-  that no tool has touched yet (planned); other paths seen recently in outputs.
-- **identifiers**: the names the recent work revolves around (functions, modules, classes,
-  CSS classes, task ids), ranked by how often and how recently they appear, so the agent can
-  search for them instead of rediscovering them.
+  arguments, never a command's expanded template, a skill body, a notification, hook output
+  or a system reminder (`unbounded.model.user_messages`); notifications are kept apart, as
+  events. With them the user's **standing instructions** (`compaction.carried`), and what
+  earlier summaries carried (their latest request, instructions, user messages).
+- **task state**: the todo list as last written (TodoWrite and alike); the tracker items the
+  agent's commands named (`bd`, `gh issue`, TaskCreate / TaskUpdate) with their last state,
+  the output that showed each, what each depends on and blocks (`bd show`), and where the
+  current one was started; the tasks the last `bd ready` listed; the items the latest
+  request enumerates, and its steps when it orders them ("A, then B") with whether the
+  agent's words since report each.
+- **git**: the commits made (branch, sha, message, files changed), the pushes, the last
+  `git status` / `git diff --stat`, and the files written after the last commit.
+- **checks**: the last run of each test, build or lint command (`mix test`, `pytest`…) with
+  the line that says how it went and how many file writes came after it.
+- **errors**: every failed call: flagged as an error, or a command whose output says it
+  failed (`compaction.command_results`). Each with the agent's first words after it (its
+  reading of the cause), what it did next, and the later call that succeeded at the same
+  thing (the same command key, a write of the same file, a read of the same file), or none.
+- **the agent's own words**: its texts in order (status reports and plans are summaries a
+  model already wrote), its latest numbered plan with, per item, the files written since
+  that the item names, its stated next step, its decisions with their reasons, the
+  sentences stating a finding or result, and the problems it reported in its own words.
+- **files**: each file written, newest change first, with the calls that wrote it and the
+  definitions (functions, classes, modules, CSS selectors) in the code it wrote.
 
-Everything is quoted or listed, never paraphrased: nothing is invented.
+Everything is quoted or listed, never paraphrased, and every list keeps conversation order
+or an explicit sort: the same messages give the same hand-over.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from unbounded.compaction.facts import Facts, extract_facts, normalize_text, text_of
-from unbounded.model.names import identifiers_in, strings_in
+from unbounded.compaction.carried import (
+    carried_latest,
+    carried_standing,
+    carried_user_messages,
+    sentences,
+    standing_instructions,
+)
+from unbounded.compaction.command_results import (
+    Commit,
+    command_key,
+    commits_in,
+    failure_excerpt,
+    is_check,
+    outcome_line,
+)
+from unbounded.compaction.facts import (
+    Facts,
+    extract_facts,
+    normalize_text,
+    text_of,
+    todo_list_from_tool,
+)
+from unbounded.compaction.prompts import PREVIOUS_SUMMARY_PREFIXES, is_previous_summary
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import UserMessage, classify_message_texts
 from unbounded.tokens.estimate import content_tokens
-
-PREVIOUS_SUMMARY_PREFIXES: tuple[str, ...] = (
-    "This session is being continued from a previous conversation",
-    "This session continues an earlier conversation",
-)
-"""How a compaction summary message begins (Claude Code's wording, then unbounded's)."""
 
 TRACKER_COMMAND = re.compile(
     r"^\s*(?:bd|beads|gh\s+(?:issue|pr)|git\s+(?:checkout\s+-b|switch\s+-c|branch\s+\S)|"
     r"jira|linear|glab\s+issue|todo)\b"
 )
 """Shell commands that read or change a task tracker (or start a branch for a task)."""
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*])|\n+")
+TASK_CREATE_TOOLS = frozenset({"TaskCreate", "task_create"})
+TASK_UPDATE_TOOLS = frozenset({"TaskUpdate", "task_update"})
+
 _DECISION = re.compile(
     r"\b(because|since the|so that|instead of|rather than|in order to|to avoid|decided|"
     r"the (?:root )?cause|the reason|which means|chose|choosing|prefer|trade-?off|"
     r"approach)\b",
     re.I,
 )
+_PROBLEM = re.compile(
+    r"\b(?:errors?|fails?|failed|failing|failures?|warnings?|undefined|unused|broken|"
+    r"crash(?:es|ed)?|exception|not found|doesn[’']t work|does not work|too deep|complain\w*|"
+    r"fehler|funktioniert nicht|schl[äa]gt fehl)\b",
+    re.I,
+)
+_NO_PROBLEM = re.compile(
+    r"\b(?:no|0|zero|without|keine?n?|fixed|resolved|behoben)\s+(?:new\s+|more\s+)?"
+    r"(?:errors?|warnings?|issues|failures?|fehler)\b|\ball\b.{0,20}\bpass|\bclean\b|"
+    r"\bnothing\s+(?:is\s+)?broken",
+    re.I,
+)
+_FINDING = re.compile(
+    r"`[^`]+`|\d|\b(?:found|finds|shows?|turns out|has no|have no|contains?|returns?|works|"
+    r"passe[sd]|is done|are done|complete[d]?|created|fixed|confirmed|means|exists?|missing|"
+    r"gefunden|zeigt|fertig|erledigt|erstellt|funktioniert|enthält|fehlt|läuft)\b",
+    re.I,
+)
+_PROSE_START = re.compile(r"^[*_`\"'(]*[^\W\d_]")
+"""A sentence of prose starts with a word (not a table row, a tree line or a heading)."""
+FINDING_MIN_WORDS = 4
+FINDING_MAX_CHARS = 300
+"""A longer sentence is prose or a pasted list, not one finding."""
+NOTED_MIN_CHARS = 20
+"""A shorter sentence about a problem says too little to carry."""
 _NEXT_STEP = re.compile(
     r"^(?:next,?|now,?|then,?|after that,?|finally,?)?\s*(?:i'll|i will|let me|let's|i'm going to|"
-    r"i need to|next step|we still need|still need to|remaining:?|next:|the next)\b",
+    r"i need to|next step|we still need|still need to|remaining:?|next:|the next|"
+    r"jetzt \w+ ich|nun \w+ ich|lass mich|lass uns|ich werde|als n[äa]chstes)\b",
     re.I,
 )
-_DONE = re.compile(
-    r"\b(?:is|are|now)\s+(?:done|complete|completed|finished|fixed|in place|passing|green)\b|"
-    r"\b(?:all\s+\d+\s+tests?\s+pass(?:ed)?|tests?\s+pass(?:ed|es)?|completed|closed|fixed|"
-    r"implemented|done)\b",
+_FUTURE = re.compile(
+    r"\b(?:i'll|i will|let me|let's|next|plan|need to|going to|remaining|still|to do|todo|"
+    r"n[äa]chsten?|als n[äa]chstes)\b",
     re.I,
 )
+_PLAN_ITEM = re.compile(r"^\s{0,3}(\d+)[.)]\s+(.+?)\s*$")
 _ENUMERATED = re.compile(r"(?:^|\s)(?:\d+[.)]|[-*•])\s+(.+?)(?=(?:\s\d+[.)]\s)|$)", re.M)
 _PATH = re.compile(
     r"(?<![\w/.-])(?:~/|\.{1,2}/|/)?(?:[\w@.+-]+/)*[\w@+-][\w@.+-]*\.[A-Za-z][A-Za-z0-9]{0,7}"
     r"(?![\w/-])"
 )
-_SOURCE_EXTENSIONS = frozenset(
-    {
-        "py",
-        "pyi",
-        "js",
-        "jsx",
-        "ts",
-        "tsx",
-        "mjs",
-        "cjs",
-        "ex",
-        "exs",
-        "heex",
-        "eex",
-        "erl",
-        "go",
-        "rs",
-        "java",
-        "kt",
-        "rb",
-        "php",
-        "c",
-        "h",
-        "cc",
-        "cpp",
-        "hpp",
-        "cs",
-        "swift",
-        "sh",
-        "md",
-        "json",
-        "jsonl",
-        "yaml",
-        "yml",
-        "toml",
-        "css",
-        "scss",
-        "html",
-        "sql",
-        "txt",
-        "xml",
-        "vue",
-        "svelte",
-        "lua",
-        "dart",
-        "zig",
-        "csv",
-        "ipynb",
-        "lock",
-        "cfg",
-        "ini",
-        "env",
-        "rst",
-        "tf",
-        "proto",
-        "graphql",
-    }
+_CAMEL = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b")
+_EMPHASIZED = re.compile(r"\*\*([A-Za-z][\w-]*)\*\*")
+_SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+_DEFINITION = re.compile(
+    r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?(?:pub(?:\(\w+\))?\s+)?"
+    r"(?:def|defp|defmacro|defmodule|class|function|func|fn|interface|struct|enum|trait|"
+    r"module|type)\s+([A-Za-z_][\w.?!]*)"
+    r"|^\s*(?:export\s+)?const\s+([A-Za-z_]\w*)\s*=\s*(?:async\s*)?(?:\(|function\b)"
+    r"|^([.#][A-Za-z_][\w-]*)[^{\n]*\{",
+    re.M,
 )
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*(?:\s+#.*)?$")
-_SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell|console|zsh)\s*\n(.*?)```", re.S)
-_LONG_TOKEN = re.compile(r"\S{400,}")
-"""Runs this long are data, not paths: dropped before matching (keeps it linear)."""
-_RESULT_CHARS = 6_000
-"""Of each tool result, the first this many characters are read for names and paths."""
-_INPUT_CHARS = 20_000
-"""Of each tool call's input (a written file), the first this many characters."""
-_TEST_OR_BUILD = frozenset(
-    {
-        "pytest",
-        "python",
-        "python3",
-        "mix",
-        "npm",
-        "npx",
-        "pnpm",
-        "yarn",
-        "cargo",
-        "go",
-        "make",
-        "uv",
-        "poetry",
-        "bundle",
-        "rake",
-        "gradle",
-        "mvn",
-        "dotnet",
-        "swift",
-        "jest",
-        "vitest",
-        "tox",
-        "nox",
-        "ruff",
-        "mypy",
-        "eslint",
-        "tsc",
-    }
+_TASK_NUMBER = re.compile(r"#(\w+)")
+_INSTRUCTION_FILE = re.compile(
+    r"^Instructions from (\S.*?):$|^# AGENTS\.md instructions for (\S+)", re.M
 )
+_TRACKER_VERBS = (
+    re.compile(r"^\s*(?:bd|beads)\s+(show|update|close|reopen|create)\s+([\w.-]+)(.*)$"),
+    re.compile(r"^\s*gh\s+issue\s+(view|edit|close|reopen)\s+(\d+)(.*)$"),
+)
+_READY_LINE = re.compile(r"^\s*\d+\.\s+((?:\[[^\]]*\]\s*)*)([\w.-]+):\s+(.+?)\s*$", re.M)
+_SEQUENCE = re.compile(
+    r"(?:[,;.!?]\s*(?:and\s+|und\s+)?|\s+(?:and|und)\s+)(?:then|after\s+that|afterwards|"
+    r"dann|danach|anschlie(?:ß|ss)end)\b\s*",
+    re.I,
+)
+"""A word that orders a request's steps, after a comma or sentence end or an "and" ("A, then
+B", "A. Dann B", "A und dann B"): a bare "then" inside a sentence orders nothing."""
+_CONTENT_WORD = re.compile(r"[^\W\d_]{4,}")
+STEP_MIN_WORDS = 2
+"""A part of a request shorter than this (in words) is no step of its own."""
+STEP_REQUEST_CHARS = 1_500
+"""A longer request is a document: its "then"s are not the user's order of work."""
+_RELATION_HEADING = re.compile(r"^(DEPENDS ON|BLOCKS|CHILDREN|PARENT)\s*$")
+_RELATION_LINE = re.compile(r"^\s+[→←↳↑]\s+(\S)\s+([\w.-]+):\s+(.*?)(?:\s+●\s*P\d)?\s*$")
+RELATION_STATES = {"✓": "closed", "◐": "in progress", "○": "open", "●": "blocked"}
+"""The state a `bd show` relation line's mark gives the item it names."""
+_STATUS_FLAG = re.compile(r"--status[= ]+([\w-]+)")
+_BD_STATE = re.compile(r"\[[^\]]*·\s*([A-Z_]+)\]\s*$")
+_BD_TITLE = re.compile(r"^\S+\s+[\w.-]+(?:\s+\[[^\]]*\])?\s+·\s+(.*?)\s+\[")
+_GIT_BRANCH = re.compile(r"^\s*git\s+(?:checkout\s+-b|switch\s+-c)\s+(\S+)")
+_ON_BRANCH = re.compile(r"^On branch (\S+)", re.M)
+_PUSH_TARGET = re.compile(r"^.*->.*$", re.M)
+IN_PROGRESS = "in progress"
+"""A tracker item's state while it is worked on (tracker spellings normalized to this)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +182,10 @@ class Call:
     is_error: bool | None = None
     """True / False once its result is known; None when no result was recorded."""
     result: str = ""
+    result_position: int = 0
+    """Where its result sits (0 when none was recorded)."""
+    failure: str = ""
+    """The lines saying it failed ("" when it did not): flagged, or a failing output."""
 
     @property
     def path_written(self) -> str | None:
@@ -203,6 +202,11 @@ class Call:
         """The shell command it runs, if any."""
         return shell_command(self.block)
 
+    @property
+    def failed(self) -> bool:
+        """Whether it failed (flagged or by its output)."""
+        return bool(self.failure)
+
 
 @dataclass(slots=True)
 class TrackerItem:
@@ -212,15 +216,32 @@ class TrackerItem:
     state: str
     title: str = ""
     spec: str = ""
-    """The output of the latest command that showed it (`bd show`, `gh issue view`)."""
+    """The output that last showed it (`bd show`, `gh issue view`) or its description."""
+    started: int = 0
+    """Where it was last set in progress (0 when it was not)."""
+    depends_on: list[tuple[str, str]] = field(default_factory=list)
+    """The items it depends on with their state, as its last `bd show` listed them."""
+    blocks: list[str] = field(default_factory=list)
+    """The items it blocks, as its last `bd show` listed them."""
 
 
-_TRACKER_VERB = re.compile(
-    r"^\s*(?:bd|beads)\s+(show|update|close|reopen|create)\s+([\w.-]+)(.*)$|"
-    r"^\s*gh\s+issue\s+(view|edit|close|reopen)\s+(\d+)(.*)$"
-)
-_STATUS_FLAG = re.compile(r"--status[= ]+([\w-]+)")
-_BD_TITLE = re.compile(r"^\S+\s+[\w.-]+(?:\s+\[[^\]]*\])?\s+·\s+(.*?)\s+\[")
+@dataclass(frozen=True, slots=True)
+class ReadyItem:
+    """A task the tracker's last `bd ready` listed as ready to start."""
+
+    id: str
+    title: str
+    tags: str = ""
+    """Its bracketed marks (`[● P1] [task]`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStep:
+    """One step of a request that orders its work ("do A, then B"), and whether the agent's
+    words since the request name most of its content words."""
+
+    text: str
+    reported: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,10 +254,81 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class ErrorRecord:
-    """A failed tool call and whether a later call succeeded at the same thing."""
+    """A failed call, what the agent made of it and did next, and the call that fixed it."""
 
     call: Call
     resolved_by: Call | None
+    reading: str = ""
+    """The agent's first words after the failure (its reading of the cause)."""
+    tried: tuple[Call, ...] = ()
+    """Writes and commands after it, up to the fix (or the end), at most `TRIED_CALLS`."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """The last run of one test, build or lint command."""
+
+    key: str
+    call: Call
+    outcome: str
+    writes_after: int
+    """File writes after it: its result may no longer hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    """One item of the agent's plan, and the files written since that it names."""
+
+    text: str
+    names_files: bool
+    changed: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    """The files read or written in the conversation that it names."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The agent's latest numbered plan."""
+
+    position: int
+    intro: str
+    """The line that introduces the list."""
+    items: tuple[PlanItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """A file written in the conversation: the calls that wrote it, in order."""
+
+    path: str
+    calls: tuple[Call, ...]
+
+    @property
+    def last(self) -> Call:
+        """Its latest write."""
+        return self.calls[-1]
+
+    @property
+    def created(self) -> bool:
+        """Whether its first write wrote the whole file (Write, an editor's create)."""
+        return writes_whole_file(self.calls[0].block)
+
+    @property
+    def definitions(self) -> list[str]:
+        """Names defined in the code it was given, newest write first, each once."""
+        names: list[str] = []
+        for call in reversed(self.calls):
+            for match in _DEFINITION.finditer(written_code(call.block)):
+                name = next(group for group in match.groups() if group)
+                if name not in names:
+                    names.append(name)
+        return names
+
+
+OPEN_TODO_STATUSES = ("in_progress", "pending", "open", "todo")
+DONE_TODO_STATUSES = ("completed", "done", "complete")
+TRIED_CALLS = 4
+READING_CHARS = 400
 
 
 @dataclass(slots=True)
@@ -254,14 +346,32 @@ class Handover:
     """Tasks the tracker commands named, in the order first seen, with their last state."""
     errors: list[ErrorRecord] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
-    reported_done: list[str] = field(default_factory=list)
-    next_step: str | None = None
+    findings: list[tuple[int, str]] = field(default_factory=list)
+    """Sentences of the agent stating a finding or result (a number, an id, code, "found",
+    "works", "is done"…), not an intention ("Let me…", a line ending in a colon), with where
+    it said so, each once."""
+    noted_problems: list[tuple[int, str]] = field(default_factory=list)
+    """Sentences in which the agent reports a problem (a check's complaint, an error a hook or
+    a tool showed it), with where it said so: failures no tool output holds."""
+    next_step: tuple[int, str] | None = None
+    """The next step as the agent last stated it, with where it said so."""
+    plan: Plan | None = None
     request_items: list[str] = field(default_factory=list)
-    planned_files: list[str] = field(default_factory=list)
-    recent_paths: list[str] = field(default_factory=list)
-    noted_commands: list[str] = field(default_factory=list)
-    """Commands written in shell code blocks (docs, plans, replies) but never run."""
-    identifiers: list[str] = field(default_factory=list)
+    request_steps: list[RequestStep] = field(default_factory=list)
+    """The latest request's steps when it orders them ("A, then B") or enumerates them."""
+    ready: list[ReadyItem] = field(default_factory=list)
+    """The tasks the last `bd ready` listed, in its order."""
+    standing: list[str] = field(default_factory=list)
+    instruction_files: list[str] = field(default_factory=list)
+    carried_latest: str | None = None
+    """The latest request an earlier summary carries (when none followed it)."""
+    commits: list[tuple[Call, Commit]] = field(default_factory=list)
+    pushes: list[Call] = field(default_factory=list)
+    git_status: Call | None = None
+    branch: str | None = None
+    checks: list[CheckRun] = field(default_factory=list)
+    changes: list[FileChange] = field(default_factory=list)
+    """Files written, the most recently changed first."""
     previous_summaries: list[str] = field(default_factory=list)
     last_event_is_answer: bool = False
     tokens: int = 0
@@ -270,13 +380,29 @@ class Handover:
 
     @property
     def latest_request(self) -> Request | None:
-        """The last thing the user asked."""
+        """The last thing the user asked in these messages."""
         return self.requests[-1] if self.requests else None
 
+    @property
+    def latest_request_text(self) -> str | None:
+        """The last thing the user asked, here or (without a request here) as carried."""
+        latest = self.latest_request
+        return latest.text if latest is not None else self.carried_latest
+
     def todos_with(self, *statuses: str) -> list[dict[str, Any]]:
-        """Todo items whose status is one of these."""
+        """Todo items whose status is one of these (an item without one is pending)."""
         wanted = {s.lower() for s in statuses}
         return [t for t in self.todos if str(t.get("status", "pending")).lower() in wanted]
+
+    @property
+    def open_todos(self) -> list[dict[str, Any]]:
+        """Todo items not done yet (`OPEN_TODO_STATUSES`)."""
+        return self.todos_with(*OPEN_TODO_STATUSES)
+
+    @property
+    def done_todos(self) -> list[dict[str, Any]]:
+        """Todo items done (`DONE_TODO_STATUSES`)."""
+        return self.todos_with(*DONE_TODO_STATUSES)
 
     @property
     def unresolved_errors(self) -> list[ErrorRecord]:
@@ -288,15 +414,108 @@ class Handover:
         """Errors a later call fixed."""
         return [e for e in self.errors if e.resolved_by is not None]
 
+    @property
+    def last_commit(self) -> tuple[Call, Commit] | None:
+        """The latest commit made, with the call that made it."""
+        return self.commits[-1] if self.commits else None
 
-def is_previous_summary(text: str) -> bool:
-    """A compaction summary message (not something the user typed)."""
-    return text.lstrip().startswith(PREVIOUS_SUMMARY_PREFIXES)
+    def said_before(self, call: Call) -> str:
+        """The agent's text right before a call (no other call between), or ""."""
+        earlier = [c.position for c in self.calls if c.position < call.position]
+        since = max(earlier, default=0)
+        texts = [t for p, t in self.assistant_texts if since < p < call.position]
+        return texts[-1] if texts else ""
+
+    def written_after(self, position: int) -> list[str]:
+        """Files written after `position`, the most recently changed first."""
+        return [c.path for c in self.changes if c.last.position > position]
+
+    @property
+    def work_start(self) -> int:
+        """Where the current piece of work began: the latest request, or the current tracker
+        item's start when that came later."""
+        latest = self.latest_request.position if self.latest_request else 0
+        task = self.current_task
+        return max(latest, task.started if task is not None else 0)
+
+    @property
+    def next_ready(self) -> ReadyItem | None:
+        """The first task `bd ready` listed that is not an epic, not the one in progress and
+        not closed or started since."""
+        task = self.current_task
+        states = {item.id: item.state for item in self.tracker_items}
+        return next(
+            (
+                item
+                for item in self.ready
+                if "[epic]" not in item.tags.lower()
+                and (task is None or item.id != task.id)
+                and states.get(item.id) not in ("closed", IN_PROGRESS)
+            ),
+            None,
+        )
+
+    @property
+    def current_task(self) -> TrackerItem | None:
+        """The tracker item last set in progress and not closed since, if any."""
+        active = [i for i in self.tracker_items if i.state == IN_PROGRESS and i.started]
+        return max(active, key=lambda item: item.started, default=None)
 
 
-def sentences(text: str) -> list[str]:
-    """The sentences (and lines) of a text, stripped, without empty ones."""
-    return [s.strip(" -*\t") for s in _SENTENCE.split(text) if s.strip(" -*\t")]
+def writes_whole_file(block: Mapping[str, Any]) -> bool:
+    """Whether a write call gives the whole file (Write, an editor's create), not an edit."""
+    tool_input = block.get("input")
+    return isinstance(tool_input, Mapping) and any(
+        isinstance(tool_input.get(key), str) for key in ("content", "file_text")
+    )
+
+
+def definition_lines(code: str) -> list[int]:
+    """The indexes of the lines of `code` that define something (`_DEFINITION`), in order."""
+    # `^\s*` may start a match at the blank lines before the definition: count from its text.
+    starts = [
+        m.start() + len(m.group(0)) - len(m.group(0).lstrip()) for m in _DEFINITION.finditer(code)
+    ]
+    return sorted({code.count("\n", 0, start) for start in starts})
+
+
+def replaced_code(block: Mapping[str, Any]) -> str:
+    """The code an edit call replaces (an edit's old text, all of a MultiEdit's); "" for a
+    write of a whole file."""
+    tool_input = block.get("input")
+    if not isinstance(tool_input, Mapping):
+        return ""
+    edits = tool_input.get("edits")
+    parts = (
+        [e for e in edits if isinstance(e, Mapping)] if isinstance(edits, list) else [tool_input]
+    )
+    texts: list[str] = []
+    for part in parts:
+        for key in ("old_string", "old_str", "old_source"):
+            value = part.get(key)
+            if isinstance(value, str) and value.strip():
+                texts.append(value)
+                break
+    return "\n".join(texts)
+
+
+def written_code(block: Mapping[str, Any]) -> str:
+    """The code a write call gives (an edit's new text, all of a MultiEdit's, a file's)."""
+    tool_input = block.get("input")
+    if not isinstance(tool_input, Mapping):
+        return ""
+    parts = [tool_input]
+    edits = tool_input.get("edits")
+    if isinstance(edits, list):
+        parts = [e for e in edits if isinstance(e, Mapping)]
+    texts: list[str] = []
+    for part in parts:
+        for key in ("new_string", "content", "new_source", "new_str", "file_text"):
+            value = part.get(key)
+            if isinstance(value, str) and value.strip():
+                texts.append(value)
+                break
+    return "\n".join(texts)
 
 
 def _without_previous_summaries(
@@ -316,12 +535,9 @@ def _without_previous_summaries(
         elif isinstance(content, list):
             blocks: list[Any] = []
             for block in content:
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "text"
-                    and is_previous_summary(str(block.get("text", "")))
-                ):
-                    summaries.append(str(block.get("text", "")))
+                text = block.get("text") if isinstance(block, dict) else None
+                if isinstance(text, str) and is_previous_summary(text):
+                    summaries.append(text)
                 else:
                     blocks.append(block)
             if blocks:
@@ -331,101 +547,52 @@ def _without_previous_summaries(
     return kept, summaries
 
 
-def _resolution_keys(call: Call) -> set[str]:
-    """What a later success must share with a failed call to count as its fix."""
-    keys: set[str] = set()
-    written = call.path_written
-    if written:
-        keys.add("file:" + written)
-    command = call.command
-    if command:
-        normalized = normalize_text(command)
-        keys.add("cmd:" + normalized)
-        words = normalized.replace("&&", " ").split()
-        program = next((w for w in words if "=" not in w and w not in ("cd", "sudo")), "")
-        if program in _TEST_OR_BUILD and len(words) >= 2:
-            index = words.index(program)
-            keys.add("run:" + " ".join(words[index : index + 2]))
-    if not keys:
-        keys.add("tool:" + call.name + ":" + normalize_text(str(call.block.get("input")))[:200])
-    return keys
+def _does_again(later: Call, failed: Call) -> bool:
+    """Whether a later call does what a failed one tried: writes or reads the same file, runs
+    the same program and subcommand (the same command, when it runs no program), or calls
+    the same tool with the same input."""
+    if failed.path_written or failed.path_read:
+        return (later.path_written, later.path_read) == (failed.path_written, failed.path_read)
+    if failed.command:
+        key = command_key(failed.command)
+        if key:
+            return command_key(later.command or "") == key
+        return normalize_text(later.command or "") == normalize_text(failed.command)
+    return (later.name, later.block.get("input")) == (failed.name, failed.block.get("input"))
 
 
-def _resolve_errors(calls: Sequence[Call]) -> list[ErrorRecord]:
+def _reading_after(handover: Handover, call: Call) -> str:
+    """The agent's first text after a failed call's result, when no call came between."""
+    after = call.result_position
+    text = next(((p, t) for p, t in handover.assistant_texts if p > after), None)
+    if text is None or any(after < c.position < text[0] for c in handover.calls):
+        return ""
+    return text[1]
+
+
+def _resolve_errors(handover: Handover) -> list[ErrorRecord]:
+    calls = handover.calls
     records: list[ErrorRecord] = []
     for index, call in enumerate(calls):
-        if call.is_error is not True:
+        if not call.failed:
             continue
-        keys = _resolution_keys(call)
-        fix = next(
-            (
-                later
-                for later in calls[index + 1 :]
-                if later.is_error is False and keys & _resolution_keys(later)
-            ),
-            None,
+        later = calls[index + 1 :]
+        answered = [c for c in later if c.is_error is not None]
+        fix = next((c for c in answered if not c.failed and _does_again(c, call)), None)
+        tried = [
+            c
+            for c in later
+            if (fix is None or c.position < fix.position) and (c.path_written or c.command)
+        ]
+        records.append(
+            ErrorRecord(
+                call=call,
+                resolved_by=fix,
+                reading=_reading_after(handover, call),
+                tried=tuple(tried[:TRIED_CALLS]),
+            )
         )
-        records.append(ErrorRecord(call=call, resolved_by=fix))
     return records
-
-
-def _weight(position: int, total: int) -> float:
-    """Recent mentions count more: weight halves every quarter of the conversation back."""
-    if total <= 0:
-        return 1.0
-    return float(math.pow(0.5, (total - position) / max(1.0, total / 4)))
-
-
-def _rank(scores: Mapping[str, float], first_seen: Mapping[str, int]) -> list[str]:
-    # The name itself breaks the last ties: the order never depends on how they were found.
-    return sorted(scores, key=lambda name: (-scores[name], first_seen[name], name))
-
-
-def _mentioned_paths(text: str) -> list[str]:
-    found: list[str] = []
-    for match in _PATH.findall(_LONG_TOKEN.sub(" ", text)):
-        extension = match.rsplit(".", 1)[-1].lower()
-        if extension in _SOURCE_EXTENSIONS and not match.startswith("http"):
-            found.append(match)
-    return found
-
-
-def _one_per_file(paths: Sequence[str]) -> list[str]:
-    """Ranked paths with one entry per file name: the most complete spelling, at the rank of
-    its best-ranked spelling."""
-    best: dict[str, str] = {}
-    order: list[str] = []
-    for path in paths:
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        if name not in best:
-            order.append(name)
-            best[name] = path
-        elif len(path) > len(best[name]):
-            best[name] = path
-    return [best[name] for name in order]
-
-
-def _shell_lines(text: str) -> list[str]:
-    """Commands written in shell code blocks (```bash / ```sh / ```shell / ```console), with
-    continued lines joined; comments, option lines and bare variable assignments left out."""
-    lines: list[str] = []
-    for block in _SHELL_BLOCK.findall(text):
-        pending = ""
-        for line in block.splitlines():
-            stripped = line.strip().removeprefix("$ ").strip()
-            if stripped.endswith("\\"):
-                pending += stripped[:-1] + " "
-                continue
-            command = (pending + stripped).strip()
-            pending = ""
-            if (
-                command
-                and (command[0].isalnum() or command[0] in "~./_")
-                and not _ASSIGNMENT.match(command)
-                and len(command) <= 300
-            ):
-                lines.append(command)
-    return lines
 
 
 def _request_items(text: str) -> list[str]:
@@ -434,15 +601,327 @@ def _request_items(text: str) -> list[str]:
     return items if len(items) >= 2 else []
 
 
+def mentioned_paths(text: str) -> list[str]:
+    """File paths a text mentions (a name with an extension), in order; the path of a URL
+    does not count (the pattern never starts after a `/`)."""
+    return list(_PATH.findall(text))
+
+
+def _name(path: str) -> str:
+    """A path's file name, lower-cased."""
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def _stem(path: str) -> str:
+    """A file name without its extensions (`parser.spec.ts` is `parser`)."""
+    return _name(path).split(".", 1)[0]
+
+
+def _named_files(text: str) -> tuple[set[str], set[str]]:
+    """File names and file stems a plan item names: paths, CamelCase words and words in
+    bold (as snake_case: `SessionLive` is `session_live`), snake_case words."""
+    names = {_name(p) for p in mentioned_paths(text)}
+    words = [*_CAMEL.findall(text), *_EMPHASIZED.findall(text)]
+    stems = {re.sub(r"(?<!^)(?=[A-Z])", "_", word).lower() for word in words}
+    stems |= set(_SNAKE.findall(text))
+    return names, stems
+
+
+def plan_runs(text: str) -> list[tuple[str, list[str]]]:
+    """The numbered lists of a text, each with the line that introduces it: items numbered
+    1, 2, 3… in order; indented lines and sub-items inside an item belong to it."""
+    runs: list[tuple[str, list[str]]] = []
+    intro = ""
+    items: list[str] = []
+    for line in text.splitlines():
+        item = _PLAN_ITEM.match(line)
+        if item and int(item.group(1)) == len(items) + 1:
+            items.append(item.group(2))
+            continue
+        if items and (not line.strip() or line[:1].isspace() or line.lstrip().startswith("-")):
+            continue
+        if len(items) >= 2:
+            runs.append((intro, items))
+        items = []
+        if item and item.group(1) == "1":
+            items = [item.group(2)]
+        elif line.strip():
+            intro = line.strip()
+    if len(items) >= 2:
+        runs.append((intro, items))
+    return runs
+
+
+def _plan(handover: Handover) -> Plan | None:
+    """The agent's latest numbered list since the latest request, introduced by words about
+    what comes next ("Let me …", "Next:", "I'll update:"); each item with the files written
+    since that it names. A plan from before the latest request answered an older one."""
+    since = handover.latest_request.position if handover.latest_request else 0
+    for position, text in reversed(handover.assistant_texts):
+        if position < since:
+            break
+        runs = [(intro, items) for intro, items in plan_runs(text) if _FUTURE.search(intro)]
+        if not runs:
+            continue
+        intro, items = runs[-1]
+        written = [c for c in handover.changes if c.last.position > position]
+        known = list(dict.fromkeys((*handover.facts.files_modified, *handover.facts.files_read)))
+        planned: list[PlanItem] = []
+        for item in items:
+            names, stems = _named_files(item)
+            changed = tuple(
+                c.path for c in written if _name(c.path) in names or _stem(c.path) in stems
+            )
+            files = tuple(p for p in known if _name(p) in names or _stem(p) in stems)
+            planned.append(PlanItem(item, bool(names or stems), changed, files))
+        return Plan(position, intro, tuple(planned))
+    return None
+
+
+def _own_words(handover: Handover) -> None:
+    """Decisions, problems the agent reported and the stated next step, from its texts."""
+    seen: set[str] = set()
+    for _, text in handover.assistant_texts:
+        for sentence in sentences(text):
+            key = normalize_text(sentence)
+            if key not in seen and len(sentence) >= 20 and _DECISION.search(sentence):
+                seen.add(key)
+                handover.decisions.append(sentence)
+    said: set[str] = set(seen)
+    for position, text in handover.assistant_texts:
+        for sentence in sentences(text):
+            key = normalize_text(sentence)
+            intention = sentence.endswith(":") or bool(_NEXT_STEP.search(sentence))
+            if (
+                key not in said
+                and NOTED_MIN_CHARS <= len(sentence) <= FINDING_MAX_CHARS
+                and len(sentence.split()) >= FINDING_MIN_WORDS
+                and _PROSE_START.match(sentence)
+                and _FINDING.search(sentence)
+                and not intention
+            ):
+                said.add(key)
+                handover.findings.append((position, sentence))
+            if (
+                len(sentence) >= NOTED_MIN_CHARS
+                and _PROBLEM.search(sentence)
+                and not _NO_PROBLEM.search(sentence)
+                and not intention
+            ):
+                handover.noted_problems.append((position, sentence))
+    for position, text in reversed(handover.assistant_texts):
+        stated = [s for s in sentences(text) if _NEXT_STEP.search(s) and len(s.split()) >= 5]
+        if stated:
+            handover.next_step = (position, stated[-1])
+            break
+
+
+def _track(handover: Handover, command: str, call: Call) -> None:
+    """Update the tracker items from one tracker command and its output."""
+    if call.failed:
+        return
+    line = command.splitlines()[0]
+    match = next((m for m in (p.match(line) for p in _TRACKER_VERBS) if m), None)
+    if match is None:
+        return
+    verb, item_id, rest = match.groups()
+    item = _tracker_item(handover, item_id)
+    if verb in ("show", "view"):
+        item.spec = call.result.strip()
+        title = _BD_TITLE.match(item.spec)
+        if title:
+            item.title = title.group(1)
+        shown_state = _BD_STATE.search(item.spec.split("\n", 1)[0])
+        if shown_state:
+            _set_state(item, shown_state.group(1).lower().replace("_", " "), call.position)
+        _relations(handover, item)
+    elif verb == "close":
+        item.state = "closed"
+    elif verb == "reopen":
+        item.state = "open"
+    elif verb == "create":
+        item.state = "created"
+    else:
+        status = _STATUS_FLAG.search(rest)
+        if status:
+            _set_state(item, status.group(1).replace("_", " "), call.position)
+
+
+def _relations(handover: Handover, item: TrackerItem) -> None:
+    """The dependencies, blocked items and children a `bd show` output lists: each named item
+    is known to the tracker with the state its mark gives, unless a command set it since."""
+    item.depends_on, item.blocks = [], []
+    heading = ""
+    for line in item.spec.splitlines():
+        found = _RELATION_HEADING.match(line)
+        if found:
+            heading = found.group(1)
+            continue
+        relation = _RELATION_LINE.match(line)
+        if relation is None:
+            if line.strip():
+                heading = ""
+            continue
+        mark, other_id, title = relation.groups()
+        state = RELATION_STATES.get(mark, "seen")
+        if heading == "DEPENDS ON":
+            item.depends_on.append((other_id, state))
+        elif heading == "BLOCKS":
+            item.blocks.append(other_id)
+        if heading in ("DEPENDS ON", "BLOCKS", "CHILDREN"):
+            other = _tracker_item(handover, other_id)
+            if other.state == "seen":
+                other.state = state
+            other.title = other.title or title
+
+
+def _tracker_item(handover: Handover, item_id: str) -> TrackerItem:
+    item = next((i for i in handover.tracker_items if i.id == item_id), None)
+    if item is None:
+        item = TrackerItem(item_id, "seen")
+        handover.tracker_items.append(item)
+    return item
+
+
+def _set_state(item: TrackerItem, state: str, position: int) -> None:
+    item.state = state
+    if state == IN_PROGRESS:
+        item.started = position
+
+
+def _task_tool(handover: Handover, call: Call) -> None:
+    """A TaskCreate / TaskUpdate call as a tracker change."""
+    tool_input = call.block.get("input")
+    if not isinstance(tool_input, Mapping) or call.failed:
+        return
+    if call.name in TASK_CREATE_TOOLS:
+        number = _TASK_NUMBER.search(call.result)
+        item_id = number.group(1) if number else str(len(handover.tracker_items) + 1)
+        item = _tracker_item(handover, item_id)
+        item.state = "pending"
+        item.title = str(tool_input.get("subject") or "")
+        item.spec = str(tool_input.get("description") or "")
+    elif call.name in TASK_UPDATE_TOOLS and tool_input.get("taskId") is not None:
+        item = _tracker_item(handover, str(tool_input["taskId"]))
+        if tool_input.get("status"):
+            _set_state(item, str(tool_input["status"]).replace("_", " "), call.position)
+        if tool_input.get("subject"):
+            item.title = str(tool_input["subject"])
+
+
+def _task_state(handover: Handover) -> None:
+    """The todo list as last left, tracker items, and the latest request's items."""
+    for call in handover.calls:
+        todos = todo_list_from_tool(call.block)
+        if todos is not None:
+            handover.todos = [
+                dict(item) if isinstance(item, Mapping) else {"content": str(item)}
+                for item in todos
+            ]
+        if call.name in TASK_CREATE_TOOLS | TASK_UPDATE_TOOLS:
+            handover.tracker.append(call)
+            _task_tool(handover, call)
+        command = call.command
+        if command and TRACKER_COMMAND.search(command):
+            handover.tracker.append(call)
+            _track(handover, command, call)
+            if command_key(command) in ("bd ready", "beads ready") and not call.failed:
+                handover.ready = ready_items(call.result)
+    latest = handover.latest_request
+    if latest is not None:
+        handover.request_items = _request_items(latest.text)
+        said = " ".join(t for p, t in handover.assistant_texts if p > latest.position)
+        handover.request_steps = request_steps(latest.text, said) or [
+            RequestStep(item, _reported(item, said)) for item in handover.request_items
+        ]
+
+
+def ready_items(output: str) -> list[ReadyItem]:
+    """The tasks a `bd ready` output lists (`1. [● P1] [task] id: title`), in its order."""
+    return [
+        ReadyItem(match.group(2), match.group(3), " ".join(match.group(1).split()))
+        for match in _READY_LINE.finditer(output)
+    ]
+
+
+def _content_words(text: str) -> set[str]:
+    return {word.lower() for word in _CONTENT_WORD.findall(text)}
+
+
+def request_steps(text: str, said: str) -> list[RequestStep]:
+    """The steps of a request that orders its work ("A, then B", "A und dann B"), each marked
+    reported when the agent's words since (`said`) hold at least half its content words;
+    none for a request without such an order, or too long to be an instruction."""
+    if len(text) > STEP_REQUEST_CHARS:
+        return []
+    parts = [part.strip(" ,;.") for part in _SEQUENCE.split(" ".join(text.split()))]
+    parts = [part for part in parts if len(part.split()) >= STEP_MIN_WORDS]
+    if len(parts) < 2:
+        return []
+    return [RequestStep(part, _reported(part, said)) for part in parts]
+
+
+def _reported(step: str, said: str) -> bool:
+    """Whether `said` holds at least half the content words of `step`."""
+    words = _content_words(step)
+    return bool(words) and 2 * len(words & _content_words(said)) >= len(words)
+
+
+def _git_and_checks(handover: Handover) -> None:
+    """Commits, pushes, the last status, the branch, and the last run of each check."""
+    last_checks: dict[str, Call] = {}
+    for call in handover.calls:
+        command = call.command
+        if not command or call.is_error is None:
+            continue
+        branch = _GIT_BRANCH.match(command)
+        if branch and not call.failed:
+            handover.branch = branch.group(1)
+        if re.search(r"\bgit\s+commit\b", command) and not call.failed:
+            for commit in commits_in(call.result):
+                handover.commits.append((call, commit))
+                handover.branch = commit.branch
+        if re.search(r"\bgit\s+push\b", command) and not call.failed:
+            handover.pushes.append(call)
+        key = command_key(command)
+        if key in ("git status", "git diff") and not call.failed:
+            handover.git_status = call
+            on_branch = _ON_BRANCH.search(call.result)
+            if on_branch:
+                handover.branch = on_branch.group(1)
+        if is_check(command):
+            last_checks.pop(key, None)  # keep the order of the last runs
+            last_checks[key] = call
+    for key, call in last_checks.items():
+        writes = sum(1 for c in handover.calls if c.path_written and c.position > call.position)
+        outcome = outcome_line(call.result, call.failure)
+        handover.checks.append(CheckRun(key, call, outcome, writes))
+
+
+def push_target(call: Call) -> str:
+    """What a push output says went where (its `a -> b` line), or ""."""
+    match = _PUSH_TARGET.search(call.result)
+    return match.group(0).strip() if match else ""
+
+
+def _changes(handover: Handover) -> None:
+    by_path: dict[str, list[Call]] = {}
+    for call in handover.calls:
+        path = call.path_written
+        if path and not call.failed:
+            by_path.setdefault(path, []).append(call)
+    changes = [FileChange(path, tuple(calls)) for path, calls in by_path.items()]
+    handover.changes = sorted(changes, key=lambda change: -change.last.position)
+
+
 def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     """Read a conversation (plain API messages) for a hand-over (see the module docstring)."""
     plain, previous = _without_previous_summaries(messages)
     handover = Handover(facts=extract_facts(_only_requests(plain)), previous_summaries=previous)
-    results: dict[str, tuple[bool, str]] = {}
+    results: dict[str, tuple[bool, str, int]] = {}
     raw_calls: list[Call] = []
-    texts: list[tuple[int, str, float]] = []  # (position, text, weight) for names and paths
     position = 0
-    last_kind = ""
+    last_is_answer = False
     for message in plain:
         role = message.get("role")
         content = message.get("content")
@@ -461,49 +940,59 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
                 text = str(block.get("text", "")).strip()
                 if text:
                     handover.assistant_texts.append((position, text))
-                    texts.append((position, text, 2.0))
-                    last_kind = "answer"
+                    last_is_answer = True
             elif role == "assistant" and kind == "tool_use":
                 raw_calls.append(
                     Call(position, str(block.get("id", "")), str(block.get("name", "")), block)
                 )
-                arguments = " ".join(strings_in(block.get("input")))
-                texts.append((position, arguments[:_INPUT_CHARS], 2.0))
-                last_kind = "tool_use"
+                last_is_answer = False
             elif kind == "tool_result":
                 text = text_of(block.get("content")).strip()
-                results[str(block.get("tool_use_id", ""))] = (bool(block.get("is_error")), text)
-                texts.append((position, text[:_RESULT_CHARS], 1.0))
-                last_kind = "tool_result"
+                tool_id = str(block.get("tool_use_id", ""))
+                results[tool_id] = (bool(block.get("is_error")), text, position)
+                last_is_answer = False
             elif role == "user" and kind == "text":
-                message_kind = next(sorted_texts, None)
-                if message_kind is None:
+                sorted_text = next(sorted_texts, None)
+                if sorted_text is None:
                     continue
-                if message_kind.is_request and message_kind.request:
-                    handover.requests.append(Request(position, message_kind.request))
-                    texts.append((position, message_kind.request, 3.0))
-                    last_kind = "prompt"
-                elif message_kind.kind == "notification":
-                    handover.notifications.append(message_kind)
+                if sorted_text.is_request and sorted_text.request:
+                    handover.requests.append(Request(position, sorted_text.request))
+                    last_is_answer = False
+                elif sorted_text.kind == "notification":
+                    handover.notifications.append(sorted_text)
+                else:
+                    for match in _INSTRUCTION_FILE.finditer(str(block.get("text", ""))):
+                        path = match.group(1) or match.group(2)
+                        if path not in handover.instruction_files:
+                            handover.instruction_files.append(path)
     handover.positions = position
-    handover.calls = [
-        Call(
-            c.position,
-            c.tool_id,
-            c.name,
-            c.block,
-            results[c.tool_id][0] if c.tool_id in results else None,
-            results[c.tool_id][1] if c.tool_id in results else "",
+    for call in raw_calls:
+        if call.tool_id not in results:
+            handover.calls.append(call)
+            continue
+        flagged, text, at = results[call.tool_id]
+        failure = failure_excerpt(text, flagged=flagged, command=call.command)
+        handover.calls.append(
+            Call(call.position, call.tool_id, call.name, call.block, flagged, text, at, failure)
         )
-        for c in raw_calls
-    ]
-    handover.last_event_is_answer = last_kind == "answer"
+    handover.last_event_is_answer = last_is_answer
     handover.tokens = sum(content_tokens(m.get("content")) for m in messages)
     handover.messages = len(messages)
+    # Rules from every earlier part: those a summary carries as such, and those in the user
+    # messages it lists (a model's summary lists the messages but has no rules block).
+    carried = [rule for summary in previous for rule in carried_standing(summary)]
+    earlier = [m for summary in previous for m in carried_user_messages(summary)]
+    handover.standing = standing_instructions(
+        [*earlier, *(r.text for r in handover.requests)], carried
+    )
+    if previous:
+        handover.carried_latest = carried_latest(previous[-1])
     _task_state(handover)
+    _changes(handover)
+    _git_and_checks(handover)
     _own_words(handover)
-    handover.errors = _resolve_errors(handover.calls)
-    _files_and_names(handover, texts)
+    handover.plan = _plan(handover)
+    handover.errors = _resolve_errors(handover)
     return handover
 
 
@@ -532,136 +1021,32 @@ def _only_requests(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
     return out
 
 
-def _task_state(handover: Handover) -> None:
-    """The todo list as last left, tracker commands, and the latest request's items."""
-    from unbounded.compaction.facts import todo_list_from_tool
-
-    for call in handover.calls:
-        todos = todo_list_from_tool(call.block)
-        if todos is not None:
-            handover.todos = [
-                dict(item) if isinstance(item, Mapping) else {"content": str(item)}
-                for item in todos
-            ]
-        command = call.command
-        if command and TRACKER_COMMAND.search(command):
-            handover.tracker.append(call)
-            _track(handover, command, call)
-    latest = handover.latest_request
-    if latest is not None:
-        handover.request_items = _request_items(latest.text)
-
-
-def _track(handover: Handover, command: str, call: Call) -> None:
-    """Update the tracker items from one tracker command and its output."""
-    if call.is_error:
-        return
-    match = _TRACKER_VERB.match(command.splitlines()[0] if command else "")
-    if match is None:
-        return
-    verb, item_id, rest = (
-        (match.group(1), match.group(2), match.group(3))
-        if match.group(1)
-        else (match.group(4), match.group(5), match.group(6))
-    )
-    item = next((i for i in handover.tracker_items if i.id == item_id), None)
-    if item is None:
-        item = TrackerItem(item_id, "seen")
-        handover.tracker_items.append(item)
-    if verb in ("show", "view"):
-        item.spec = call.result.strip()
-        title = _BD_TITLE.match(item.spec.splitlines()[0]) if item.spec else None
-        if title:
-            item.title = title.group(1)
-    elif verb == "close":
-        item.state = "closed"
-    elif verb == "reopen":
-        item.state = "open"
-    elif verb == "create":
-        item.state = "created"
-    else:
-        status = _STATUS_FLAG.search(rest)
-        if status:
-            item.state = status.group(1).replace("_", " ")
-
-
-def _own_words(handover: Handover) -> None:
-    """Decisions, reported progress and the stated next step, from the assistant's texts."""
-    since = handover.latest_request.position if handover.latest_request else 0
-    seen: set[str] = set()
-    for _, text in handover.assistant_texts:
-        for sentence in sentences(text):
-            key = normalize_text(sentence)
-            if key in seen or len(sentence) < 20:
-                continue
-            if _DECISION.search(sentence):
-                seen.add(key)
-                handover.decisions.append(sentence)
-    for position, text in handover.assistant_texts:
-        if position < since:
-            continue
-        for sentence in sentences(text):
-            if _DONE.search(sentence) and len(sentence) >= 15:
-                handover.reported_done.append(sentence)
-    for _, text in reversed(handover.assistant_texts):
-        stated = [s for s in sentences(text) if _NEXT_STEP.search(s) and len(s.split()) >= 5]
-        if stated:
-            handover.next_step = stated[-1]
-            break
-
-
-def _files_and_names(handover: Handover, texts: Sequence[tuple[int, str, float]]) -> None:
-    """Planned files, recent paths and the ranked identifiers of the recent work."""
-    touched = {*handover.facts.files_modified, *handover.facts.files_read}
-    touched_names = {p.rstrip("/").rsplit("/", 1)[-1] for p in touched}
-    total = handover.positions
-    name_scores: dict[str, float] = {}
-    name_first: dict[str, int] = {}
-    path_scores: dict[str, float] = {}
-    path_first: dict[str, int] = {}
-    for position, text, weight in texts:
-        factor = weight * _weight(position, total)
-        for name in identifiers_in(text):
-            name_scores[name] = name_scores.get(name, 0.0) + factor
-            name_first.setdefault(name, position)
-        for path in _mentioned_paths(text):
-            if path in touched or (path.rsplit("/", 1)[-1] in touched_names and "/" not in path):
-                continue
-            path_scores[path] = path_scores.get(path, 0.0) + factor
-            path_first.setdefault(path, position)
-    handover.identifiers = _rank(name_scores, name_first)
-    handover.recent_paths = _one_per_file(_rank(path_scores, path_first))
-    ran = {normalize_text(command) for command in handover.facts.commands}
-    noted: dict[str, float] = {}
-    noted_first: dict[str, int] = {}
-    for position, text, weight in texts:
-        for command in _shell_lines(text):
-            if normalize_text(command) in ran:
-                continue
-            noted[command] = noted.get(command, 0.0) + weight * _weight(position, total)
-            noted_first.setdefault(command, position)
-    handover.noted_commands = _rank(noted, noted_first)
-    since = handover.latest_request.position if handover.latest_request else 0
-    planned: list[str] = []
-    sources = [r.text for r in handover.requests[-1:]] + [
-        text for position, text in handover.assistant_texts if position >= since
-    ]
-    for text in sources:
-        for path in _mentioned_paths(text):
-            name = path.rstrip("/").rsplit("/", 1)[-1]
-            if path not in touched and name not in touched_names and path not in planned:
-                planned.append(path)
-    handover.planned_files = planned
-
-
 __all__ = [
+    "DONE_TODO_STATUSES",
+    "IN_PROGRESS",
+    "OPEN_TODO_STATUSES",
     "PREVIOUS_SUMMARY_PREFIXES",
     "TRACKER_COMMAND",
     "Call",
+    "CheckRun",
     "ErrorRecord",
+    "FileChange",
     "Handover",
+    "Plan",
+    "PlanItem",
+    "ReadyItem",
     "Request",
+    "RequestStep",
+    "TrackerItem",
+    "definition_lines",
     "is_previous_summary",
+    "mentioned_paths",
+    "push_target",
     "read_handover",
+    "ready_items",
+    "replaced_code",
+    "request_steps",
     "sentences",
+    "writes_whole_file",
+    "written_code",
 ]

@@ -3,7 +3,8 @@
 The facts of the messages the notes do not cover yet (`compaction.facts`, the hand-over of
 `compaction.handover`) are merged into the notes deterministically: the user's requests,
 files read and edited, commands, errors and what followed them, decisions, final answers, a
-worklog line per update. Current State is rewritten from the task state of the new messages.
+worklog line per update. Current State is rewritten from the task state of the new messages,
+and keeps the user's standing instructions and latest request verbatim (`compaction.carried`).
 Each section is then condensed to `Policy.session_memory_section_tokens` and the file to
 `session_memory_total_tokens` (oldest lines first, the first line kept, a count of what
 went). This makes session memory, and compactions without a summary call, work without an
@@ -18,9 +19,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from unbounded.compaction.extractive import describe_call, escape_tags
+from unbounded.compaction.carried import (
+    carried_latest,
+    carried_standing,
+    carried_user_messages,
+    escape_tags,
+    render_latest,
+    render_standing,
+    standing_instructions,
+)
+from unbounded.compaction.extractive import command_text, describe_call
 from unbounded.compaction.facts import clip, extract_facts, text_of
-from unbounded.compaction.handover import PREVIOUS_SUMMARY_PREFIXES, Handover, read_handover
+from unbounded.compaction.handover import Handover, read_handover
 from unbounded.compaction.notes import (
     SECTIONS,
     NotesSection,
@@ -28,6 +38,7 @@ from unbounded.compaction.notes import (
     parse_notes,
     session_memory_template,
 )
+from unbounded.compaction.prompts import is_previous_summary
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.policy import Policy
@@ -76,30 +87,8 @@ def _blocks(content: Any) -> list[Mapping[str, Any]]:
     return []
 
 
-_USER_MESSAGES_HEADING = re.compile(r"user messages", re.I)
-_LIST_ITEM = re.compile(r"^\s*[-*]\s+(.*\S)\s*$")
-
-
-def _is_summary_text(text: str) -> bool:
-    return text.lstrip().startswith(PREVIOUS_SUMMARY_PREFIXES)
-
-
-def summary_user_messages(summary: str) -> list[str]:
-    """The user messages an earlier compaction summary lists (its "All user messages"
-    section or its facts ledger), so chained compactions keep the user's words."""
-    found: list[str] = []
-    inside = False
-    for line in summary.splitlines():
-        item = _LIST_ITEM.match(line)
-        if inside and item:
-            text = item.group(1).strip()
-            if len(text) >= 2 and text[0] == text[-1] == '"':
-                text = text[1:-1]
-            if text and not re.fullmatch(r"\(\d+ more\)", text):
-                found.append(text)
-            continue
-        inside = bool(_USER_MESSAGES_HEADING.search(line)) and not item
-    return found
+summary_user_messages = carried_user_messages
+"""The user messages an earlier compaction summary lists (kept under its former name)."""
 
 
 def _read_delta(items: Sequence[Entry | Mapping[str, Any]]) -> _Delta:
@@ -111,10 +100,10 @@ def _read_delta(items: Sequence[Entry | Mapping[str, Any]]) -> _Delta:
             summary = text_of(item.content) if item.is_compact_summary else ""
         else:
             text = text_of(item.get("content")) if item.get("role") == "user" else ""
-            summary = text if _is_summary_text(text) else ""
+            summary = text if is_previous_summary(text) else ""
         if summary:
             carried.extend(summary_user_messages(summary))
-    prompts = [*carried, *(p for p in facts.user_prompts if not _is_summary_text(p))]
+    prompts = [*carried, *(p for p in facts.user_prompts if not is_previous_summary(p))]
     delta.prompts = list(dict.fromkeys(f'- "{clip(prompt, PROMPT_CHARS)}"' for prompt in prompts))
     for path in facts.files_modified:
         delta.files.append(f"- `{path}` (edited)")
@@ -171,7 +160,7 @@ def _error_lines(handover: Handover) -> list[str]:
     lines: list[str] = []
     for record in handover.errors:
         call = record.call
-        head = f"- [{call.name}] {escape_tags(clip(call.result, LINE_CHARS))}"
+        head = f"- [{call.name}] {escape_tags(clip(call.failure, LINE_CHARS))}"
         fix = record.resolved_by
         later = (c for c in handover.calls if c.position > call.position)
         following = next((c for c in later if c.path_written or c.command), None)
@@ -206,15 +195,6 @@ def _folders(file_lines: Iterable[str]) -> list[str]:
     return [f"- `{folder}/`: {count} file(s) involved" for folder, count in counts.items()]
 
 
-NAMES_PREFIX = "- Names in the recent work: "
-PATHS_PREFIX = "- Other paths seen recently: "
-"""The Files and Functions line that lists the names the recent work revolves around."""
-PATHS_KEPT = 40
-"""How many recent paths the paths line keeps."""
-NAMES_KEPT = 120
-"""How many names the names line keeps (newest ranking first, then earlier ones)."""
-
-
 def _as_messages(items: Sequence[Entry | Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     normalizer = MessageNormalizer()
     for item in items:
@@ -230,28 +210,54 @@ def _quote(text: str, chars: int = PROMPT_CHARS) -> str:
     return '"' + escape_tags(clip(text, chars)) + '"'
 
 
-def handover_state(handover: Handover) -> list[str]:
-    """Current State lines: the task as it stands, from the hand-over of the new messages."""
-    lines: list[str] = []
-    latest = handover.latest_request
-    if latest is not None:
-        lines.append(f"- Latest request: {_quote(latest.text)}")
-        for item in handover.request_items:
-            lines.append(f"  - asks for: {escape_tags(clip(item, LINE_CHARS))}")
-    open_items = handover.todos_with("in_progress", "pending", "open", "todo")
+def handover_state(handover: Handover, previous: str = "") -> list[str]:
+    """Current State lines: the task as it stands, from the hand-over of the new messages;
+    the standing instructions and the latest request of `previous` (the notes so far) are
+    carried when the new messages change nothing about them."""
+    rules = standing_instructions(
+        [r.text for r in handover.requests], [*carried_standing(previous), *handover.standing]
+    )
+    lines = render_standing(rules)
+    latest = handover.latest_request_text or carried_latest(previous)
+    lines.extend(render_latest(latest))
+    for asked in handover.request_items:
+        lines.append(f"  - asks for: {escape_tags(clip(asked, LINE_CHARS))}")
+    task = handover.current_task
+    if task is not None:
+        title = f" — {escape_tags(clip(task.title, LINE_CHARS))}" if task.title else ""
+        lines.append(f"- In progress in the tracker: {task.id}{title}")
+    for item in handover.tracker_items:
+        if item is not task and item.state != "seen":
+            lines.append(f"- Tracker: {item.id} is {item.state}")
+    ready = handover.next_ready
+    if ready is not None:
+        title = f" — {escape_tags(clip(ready.title, LINE_CHARS))}" if ready.title else ""
+        lines.append(f"- Next ready in the tracker: {ready.id}{title}")
+    open_items = handover.open_todos
     for todo in open_items:
         text = escape_tags(clip(str(todo.get("content") or todo.get("title") or ""), LINE_CHARS))
         lines.append(f"- [{todo.get('status', 'pending')}] {text}")
-    done = handover.todos_with("completed", "done", "complete")
+    done = handover.done_todos
     if done:
         names = "; ".join(clip(str(t.get("content", "")), 80) for t in done)
         lines.append(f"- Done: {escape_tags(names)}")
-    for call in handover.tracker[-4:]:
-        first = next((line for line in call.result.splitlines() if line.strip()), "")
-        command = clip(call.command or "", 100)
-        lines.append(f"- Tracker: `{command}` -> {escape_tags(clip(first, 100))}")
+    last = handover.last_commit
+    if last is not None:
+        lines.append(f"- Last commit: {last[1].sha} {_quote(last[1].message, LINE_CHARS)}")
+        after = handover.written_after(last[0].position)
+        if after:
+            lines.append("- Changed after it: " + escape_tags(", ".join(after)))
+    for check in handover.checks:
+        verdict = "failed" if check.call.failed else "passed"
+        since = f", {check.writes_after} file change(s) since" if check.writes_after else ""
+        lines.append(f"- Last {command_text(check.key)} {verdict}{since}")
+    if handover.plan is not None:
+        for step in handover.plan.items:
+            if step.names_files and not step.changed:
+                planned = escape_tags(clip(step.text, LINE_CHARS))
+                lines.append(f"- Planned, no file change yet: {planned}")
     if handover.next_step:
-        lines.append(f"- Next step, as last stated: {_quote(handover.next_step, ANSWER_CHARS)}")
+        lines.append(f"- Next step, as last stated: {_quote(handover.next_step[1], ANSWER_CHARS)}")
     unresolved = handover.unresolved_errors
     if unresolved:
         lines.append(f"- {len(unresolved)} error(s) not resolved yet (see Errors & Corrections)")
@@ -266,9 +272,11 @@ def offline_notes(
     `items` are the messages the notes do not cover yet (entries or plain messages). Lists
     grow (requests, files, commands, errors with what followed, decisions, answers, one
     worklog line per update); Current State is rewritten from the task state of the new
-    messages (latest request, todo list, tracker, stated next step, unresolved errors); the
-    names the recent work revolves around are re-ranked, newest first; the title is set
-    once from the first request. Text quoted from the conversation has its `<summary>` and
+    messages (the user's standing instructions and latest request, verbatim and carried from
+    the notes so far when the new messages hold none, never condensed away; the tracker, the
+    todo list, the last commit and what changed after it, the last check runs, the plan's
+    items not started, the stated next step, unresolved errors); the title is set once from
+    the first request. Text quoted from the conversation has its `<summary>` and
     `<analysis>` tags escaped.
     """
     parsed = parse_notes(notes if notes and notes.strip() else session_memory_template())
@@ -288,14 +296,14 @@ def offline_notes(
         words = delta.prompts[0][3:-1].split()
         title.body = [" ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")]
 
-    state = handover_state(handover)
+    state = handover_state(handover, section("Current State").body_text)
     if not handover.todos:
         state = [*delta.todos, *state]
     if delta.last_was_answer and delta.last_answer:
         state.append(f"- Last answer given: {escape_tags(delta.last_answer)}")
     elif delta.last_call:
         state.append(f"- Last step: {delta.last_call}")
-    if state:
+    if state and handover.messages:
         section("Current State").body = state
 
     requests = [f"- {_quote(r.text)}" for r in handover.requests]
@@ -323,23 +331,6 @@ def offline_notes(
             parts.append(f"{len(delta.prompts)} new request(s)")
         worklog = section("Worklog")
         worklog.body = [*worklog.body, "- " + "; ".join(parts)]
-    files = section("Files and Functions")
-    old: dict[str, list[str]] = {NAMES_PREFIX: [], PATHS_PREFIX: []}
-    kept_lines: list[str] = []
-    for line in files.body:
-        prefix = next((p for p in old if line.startswith(p)), None)
-        if prefix is None:
-            kept_lines.append(line)
-        else:
-            old[prefix] = [n.strip() for n in line[len(prefix) :].split(",") if n.strip()]
-    for prefix, new, limit in (
-        (NAMES_PREFIX, handover.identifiers, NAMES_KEPT),
-        (PATHS_PREFIX, handover.recent_paths, PATHS_KEPT),
-    ):
-        ranked = list(dict.fromkeys([*new, *old[prefix]]))[:limit]
-        if ranked:
-            kept_lines.append(prefix + escape_tags(", ".join(ranked)))
-    files.body = kept_lines
     folders = _folders(section("Files and Functions").body)
     if folders:
         section("Codebase and System Documentation").body = folders
@@ -348,8 +339,17 @@ def offline_notes(
     for name in _ACCUMULATING:
         target = section(name)
         target.body = condense_lines(target.body, cap)
-    for other in (section("Current State"), section("Codebase and System Documentation")):
-        other.body = condense_lines(other.body, cap)
+    current = section("Current State")
+    # The user's standing instructions and latest request are never condensed away.
+    kept = [
+        *render_standing(carried_standing(current.body_text)),
+        *render_latest(carried_latest(current.body_text)),
+    ]
+    others = [line for line in current.body if line not in kept]
+    room = max(1, cap - rough_token_count("\n".join(kept)))
+    current.body = [*kept, *condense_lines(others, room)]
+    codebase = section("Codebase and System Documentation")
+    codebase.body = condense_lines(codebase.body, cap)
     total_cap = policy.session_memory_total_tokens
     text = parsed.render()
     budget = cap

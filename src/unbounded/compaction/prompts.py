@@ -160,6 +160,11 @@ SUMMARY_PREAMBLE = (
     "This session continues an earlier conversation that ran out of context. "
     "The summary below covers the earlier part of that conversation."
 )
+PREVIOUS_SUMMARY_PREFIXES: tuple[str, ...] = (
+    "This session is being continued from a previous conversation",
+    "This session continues an earlier conversation",
+)
+"""How a compaction summary message begins (Claude Code's wording, then ours)."""
 TRANSCRIPT_HINT = (
     "For details from before this summary (exact code, error messages, text you wrote), "
     "read the full transcript at: {path}"
@@ -170,6 +175,11 @@ CONTINUE_INSTRUCTION = (
     "Go straight on with the last task: do not acknowledge this summary, do not recap it and "
     "do not announce that you are continuing."
 )
+
+
+def is_previous_summary(text: str) -> bool:
+    """Whether a user text is a compaction summary message (not something the user typed)."""
+    return text.lstrip().startswith(PREVIOUS_SUMMARY_PREFIXES)
 
 
 def summary_message_text(

@@ -1,7 +1,8 @@
 """Names in text that look like code: what a summary should keep so an agent can search.
 
-Used by the continuation measure (which names the agent went on to use) and by the offline
-hand-over (which names the recent work revolves around), so both mean the same thing:
+Used by the continuation measure (which names the agent went on to use); the offline
+hand-over does not use them (a summary built to hold the measure's names would only satisfy
+the measure):
 
 - dotted names: `Module.function`, `pkg.mod.Class` (not file names such as `app.js`);
 - `snake_case` (an inner underscore) and `camelCase` / `PascalCase` (an inner capital);

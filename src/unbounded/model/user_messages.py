@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from unbounded.model.entries import Entry
+from unbounded.model.normalize import MISSING_START_TEXT
 
 UserMessageKind = Literal[
     "prompt",
@@ -62,7 +63,8 @@ _CONTEXT_PREFIXES = (
     "<user_instructions>",
     "# AGENTS.md instructions",
 )
-"""Context an agent writes in the user role (Codex CLI's environment and instructions)."""
+"""Context an agent writes in the user role (Codex CLI's environment and instructions); the
+placeholder normalization puts before a conversation that starts with a reply is meta too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,7 @@ def classify_user_content(
         return UserMessage("interrupt", stripped)
     if stripped.startswith(_HOOK_PREFIXES):
         return UserMessage("hook", stripped)
-    if stripped.startswith(_CONTEXT_PREFIXES):
+    if stripped.startswith(_CONTEXT_PREFIXES) or stripped == MISSING_START_TEXT:
         return UserMessage("meta", stripped)
     without_reminders = _REMINDER.sub("", stripped).strip()
     if not without_reminders:

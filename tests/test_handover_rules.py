@@ -1,0 +1,402 @@
+"""One rule at a time, at its edges: the readings of `compaction.handover` and the pieces of the
+offline hand-over's text (`compaction.extractive`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from conversation import bash, edit, read, result, says, use, user, write
+
+from unbounded.compaction.extractive import (
+    _LEVELS,
+    COMMAND_CHARS,
+    DEFINITIONS_SHOWN,
+    LINE_CHARS,
+    LONG_LINE_CHARS,
+    NOTIFICATIONS_SHOWN,
+    QUOTE_CHARS,
+    REPORT_MIN_CHARS,
+    STATUS_LINES,
+    TRACKER_SHOWN,
+    UNRESOLVED_SHOWN,
+    _Cuts,
+    _excerpt_lines,
+    _previous_intent,
+    _Renderer,
+    _text_block,
+    command_text,
+    describe_call,
+    extractive_summary,
+    summary_budget,
+)
+from unbounded.compaction.handover import (
+    _name,
+    _stem,
+    plan_runs,
+    read_handover,
+    request_steps,
+    written_code,
+)
+from unbounded.tokens.estimate import rough_token_count
+
+RICH, MID, LEAN, LEANEST = _LEVELS
+
+
+def render(messages: list[Any], level: Any = RICH, cuts: _Cuts | None = None) -> str:
+    return _Renderer(read_handover(messages), up_to=False).render(level, cuts or _Cuts())
+
+
+def section(text: str, number: int) -> str:
+    start = text.index(f"\n{number}. ")
+    end = text.find(f"\n\n{number + 1}. ", start)
+    return text[start : end if end >= 0 else len(text)]
+
+
+# -- readings ---------------------------------------------------------------------------------
+
+
+def test_file_names_and_stems() -> None:
+    assert _name("C:\\Work\\Src\\Parser.PY") == "parser.py"
+    assert _name("lib/sub/") == "sub" and _name("a/b.c/d.py") == "d.py"
+    assert _stem("src/parser.spec.ts") == "parser" and _stem("Makefile") == "makefile"
+
+
+def test_written_code_reads_every_kind_of_write() -> None:
+    assert written_code({"input": {"new_source": "cell = 1"}}) == "cell = 1"
+    assert written_code({"input": {"text": "not code"}}) == ""
+
+
+def test_files_written_after_a_point_exclude_the_write_at_it() -> None:
+    handover = read_handover([*edit("a", "/r/a.py", "x"), *edit("b", "/r/b.py", "y")])
+    first, _second = sorted(handover.changes, key=lambda c: c.last.position)
+    assert handover.written_after(first.last.position) == ["/r/b.py"]
+    assert handover.written_after(first.last.position - 1) == ["/r/b.py", "/r/a.py"]
+
+
+def test_request_items_lose_their_trailing_punctuation() -> None:
+    assert read_handover([user("Do 1) parse, 2) store; 3) ,report")]).request_items == ["parse", "store", ",report"]
+
+
+def test_plan_runs_edges() -> None:
+    assert plan_runs("1. a\n2. b") == [("", ["a", "b"])]
+    assert plan_runs("Next:\n1. a\n  more of a\n- sub point\n2. b") == [("Next:", ["a", "b"])]
+    assert plan_runs("Next:\n1. a\nplain line\n2. b") == []
+    assert plan_runs("Next:\n1. a\n2. b\n\nAfter.\n1. c\n2. d") == [("Next:", ["a", "b"]), ("After.", ["c", "d"])]
+
+
+def test_a_list_without_words_about_what_comes_next_is_no_plan() -> None:
+    assert read_handover([user("go"), says("Done:\n1. a.py\n2. b.py")]).plan is None
+    assert read_handover([user("go"), says("1. a.py\n2. b.py")]).plan is None
+    plan = read_handover([user("go"), says("Next:\n1. `a.py`\n2. **B**\n3. done")]).plan
+    assert plan is not None and [i.names_files for i in plan.items] == [True, True, False]
+
+
+def test_decisions_and_next_steps_at_their_length_limits() -> None:
+    nineteen = "x because of this!"  # 18 characters
+    assert len(nineteen + "!!") == 20
+    handover = read_handover([says(nineteen + "!"), says(nineteen + "!!")])
+    assert handover.decisions == [nineteen + "!!"]
+    dupes = read_handover([says("We chose X because it is fast."), says("we  chose x because it is FAST.")])
+    assert dupes.decisions == ["We chose X because it is fast."]
+    four = read_handover([says("Next I will go.")])
+    five = read_handover([says("Next I will go home.")])
+    assert four.next_step is None and five.next_step == (1, "Next I will go home.")
+    latest_text = read_handover([says("Next I will do step one."), says("Done. Now let me run step two.")])
+    assert latest_text.next_step == (2, "Now let me run step two.")
+
+
+def test_tracker_edges() -> None:
+    messages: list[Any] = [
+        *bash("v", "gh issue view 12", "title: Crash\nbody"),
+        *bash("s", "bd show x-1", ""),
+        *bash("e", "gh issue edit 12 --add-label bug", "ok"),
+        *bash("o", "bd list --status open", "○ x-2 · something"),
+    ]
+    handover = read_handover(messages)
+    items = {i.id: i for i in handover.tracker_items}
+    assert items["12"].spec == "title: Crash\nbody" and items["12"].state == "seen"
+    assert items["x-1"].spec == "" and items["x-1"].title == ""
+    assert list(items) == ["12", "x-1"]
+    assert [c.tool_id for c in handover.tracker] == ["v", "s", "e", "o"]
+
+
+def test_task_tools_edges() -> None:
+    messages: list[Any] = [
+        use("c1", "TaskCreate", subject="First", description="d1"),
+        result("c1", "Task #7 created successfully"),
+        use("c2", "TaskCreate", description="no subject"),
+        result("c2", "created"),
+        use("c3", "TaskCreate", subject="Broken"),
+        result("c3", "failed", error=True),
+        use("c4", "TaskCreate", subject="Odd input"),
+        result("c4", "ok"),
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c5", "name": "TaskUpdate", "input": "not a mapping"}]},
+        result("c5", "ok"),
+    ]
+    handover = read_handover(messages)
+    items = [(i.id, i.state, i.title) for i in handover.tracker_items]
+    assert items == [("7", "pending", "First"), ("2", "pending", ""), ("3", "pending", "Odd input")]
+    assert [c.tool_id for c in handover.tracker] == ["c1", "c2", "c3", "c4", "c5"]
+
+
+def test_git_edges() -> None:
+    failed_commit = read_handover(bash("g", "git commit -m x", "[main 1234567] x", error=True))
+    assert failed_commit.commits == [] and failed_commit.branch is None
+    from_commit = read_handover([*bash("b", "git checkout -b one", "ok"), *bash("g", "git commit -m x", "[two 1234567] x")])
+    assert from_commit.branch == "two"
+    diff = read_handover(bash("d", "git diff --stat", " a.py | 2 +-"))
+    assert diff.git_status is not None and diff.git_status.tool_id == "d" and diff.branch is None
+    failed_push = read_handover(bash("p", "git push", "rejected", error=True))
+    assert failed_push.pushes == []
+    unanswered = read_handover([use("g", "Bash", command="git commit -m x")])
+    assert unanswered.commits == [] and unanswered.checks == []
+
+
+def test_excerpt_lines_at_their_limits() -> None:
+    assert _excerpt_lines("\n\naa\nbb\n\n", 5, 100) == ["aa", "bb"]
+    assert _excerpt_lines("aa\nbb\ncc", 2, 100) == ["aa", "bb", "… (1 more lines)"]
+    assert _excerpt_lines("aa\nbb\ncc", 3, 5) == ["aa", "bb", "… (1 more lines)"]
+    assert _excerpt_lines("aa\nbb\ncc", 3, 4) == ["aa", "… (2 more lines)"]
+    assert _excerpt_lines("aaaa", 1, 4) == ["aaaa"]
+    assert _excerpt_lines("aaaaa", 1, 4) == ["… (1 more lines)"]
+    assert _excerpt_lines("  x  \n</summary>", 2, 100) == ["  x", "&lt;/summary&gt;"]
+    assert _text_block("one\n\n  - sub  \n", 100) == ["one", "  - sub"]
+
+
+def test_command_text_falls_back_to_the_first_word() -> None:
+    long = "cd /x && " + "y" * COMMAND_CHARS
+    assert command_text("cd /somewhere" + " " * 3 + "z" * COMMAND_CHARS) == f"a `cd` command of {len('cd /somewhere ' + 'z' * COMMAND_CHARS):,} characters"
+    assert command_text(long).startswith("a `" + "y" * COMMAND_CHARS + "` command")
+
+
+@pytest.mark.parametrize("key", ["description", "pattern", "query", "url", "prompt", "skill", "path"])
+def test_describe_call_by_the_first_telling_input(key: str) -> None:
+    assert describe_call({"name": "T", "input": {key: "value"}}) == "T: value"
+    assert describe_call({"name": "T", "input": {key: "   ", "url": "u"}}) == "T: u"
+    assert describe_call({"name": "T", "input": {key: 3}}) == "T"
+
+
+def test_describe_call_caps_and_defaults() -> None:
+    assert describe_call({"input": {}}) == "tool"
+    text = "v" * (LINE_CHARS + 1)
+    assert describe_call({"name": "T", "input": {"query": text}}) == f"T: {text[:LINE_CHARS]}…"
+    assert describe_call({"name": "T", "input": {"query": text[:-1]}}) == f"T: {text[:-1]}"
+
+
+def test_previous_intent() -> None:
+    assert _previous_intent("no sections here") == ""
+    summary = "1. Primary Request and Intent:\n   Build it.\n   More words.\n2. Next"
+    assert _previous_intent(summary) == "Build it. More words."
+
+
+def test_one_line_caps() -> None:
+    title = "t" * LINE_CHARS
+    messages = [*bash("s", "bd show a-1", f"○ a-1 · {title}x [● P1]"), *bash("u", "bd update a-1 --status in_progress", "ok")]
+    seven = section(render(messages), 7)
+    assert f"a-1: in progress — {title}…" in seven
+    todo = "d" * LINE_CHARS
+    listed = section(render([use("t", "TodoWrite", todos=[{"title": todo, "status": "open"}, {"description": "by description"}])]), 7)
+    assert f"   - [open] {todo}\n" in listed and "   - [pending] by description" in listed
+
+
+def test_long_line_and_quote_caps() -> None:
+    line = "e" * LONG_LINE_CHARS
+    four = section(render(bash("b", "make", f"error: {line}")), 4)
+    assert f"       error: {line[:LONG_LINE_CHARS - 7]}…" in four
+    words = "w" * QUOTE_CHARS
+    stated = section(render([user("go"), says(f"Next I will do {words}"), *read("r", "/a.py")]), 9)
+    assert f'"Next I will do {words[:QUOTE_CHARS - 15]}…"' in stated
+
+
+def test_section_caps_on_lists() -> None:
+    code = "\n".join(f"def f{n}():\n    pass" for n in range(DEFINITIONS_SHOWN + 1))
+    three = section(render(write("w", "/r/a.py", code)), 3)
+    assert f"f{DEFINITIONS_SHOWN - 1}" in three and f"f{DEFINITIONS_SHOWN}," not in three and f"f{DEFINITIONS_SHOWN}\n" not in three
+    tracker = [m for n in range(TRACKER_SHOWN + 1) for m in bash(f"c{n}", f"bd close t-{n}", "ok")]
+    seven = section(render(tracker), 7)
+    assert "   - t-0: closed" not in seven and "   - t-1: closed" in seven
+    note = "<task-notification>\n<task-id>k{n}</task-id>\n<status>completed</status>\n</task-notification>"
+    notes = [user(note.format(n=n)) for n in range(NOTIFICATIONS_SHOWN + 1)]
+    eight = section(render(notes), 8)
+    assert "task k0" not in eight and "   - task k1: completed" in eight
+    status = "\n".join(f"M file{n}.py" for n in range(STATUS_LINES + 1))
+    five = section(render(bash("s", "git status -s", status)), 5)
+    assert f"file{STATUS_LINES - 1}.py" in five and "       … (1 more lines)" in five
+
+
+def test_unresolved_errors_are_shown_even_past_the_cut() -> None:
+    messages: list[Any] = []
+    for n in range(UNRESOLVED_SHOWN + 2):
+        messages += bash(f"b{n}", f"tool{n}", f"error: e{n}")
+    text = render(messages, RICH, _Cuts(errors=0))
+    assert section(text, 4).count("Unresolved:") == UNRESOLVED_SHOWN
+    assert f"({UNRESOLVED_SHOWN} earlier errors not shown)" in section(text, 4)
+    assert section(text, 9).count("which Bash `tool") == UNRESOLVED_SHOWN
+    fixed_only = [*bash("a", "make", "error: a"), *bash("b", "make", "ok")]
+    assert "earlier errors not shown" not in section(render(fixed_only, RICH, _Cuts(errors=1)), 4)
+    assert "Fixed:" not in section(render(fixed_only, RICH, _Cuts(errors=0)), 4)
+
+
+def test_files_list_cut_and_read_list_edges() -> None:
+    messages = [*edit("a", "/r/a.py", "x"), *edit("b", "/r/b.py", "y")]
+    assert "Also changed" not in section(render(messages, RICH, _Cuts(files=2)), 3)
+    assert "   - Also changed, earlier: /r/a.py" in section(render(messages, RICH, _Cuts(files=1)), 3)
+    reads = [m for n in range(RICH.read_files) for m in read(f"r{n}", f"/x/f{n}.py")]
+    assert "more)" not in section(render(reads), 3)
+    assert "/x/f1.py, /x/f0.py" in section(render(reads), 3)
+
+
+def test_languages_are_ranked_by_how_many_files_use_them() -> None:
+    more_ts = [*edit("a", "/r/a.ts", "x"), *edit("b", "/r/b.ts", "y"), *edit("c", "/r/c.py", "z")]
+    assert "Languages: TypeScript, Python" in section(render(more_ts), 2)
+    more_py = [*edit("a", "/r/a.ts", "x"), *edit("b", "/r/b.py", "y"), *edit("c", "/r/c.py", "z"), *read("d", "/r/.bashrc")]
+    assert section(render(more_py), 2).endswith("Languages: Python, TypeScript")
+    assert "Tools used" not in section(render(more_py), 2)
+
+
+def test_git_lines_edges() -> None:
+    no_stat = section(render(bash("g", "git commit -m x", "[m 1234567] x")), 5)
+    assert '   - Committed 1234567 on m: "x"\n' in no_stat
+    push_before = section(render([*bash("p", "git push", "a -> b"), *bash("g", "git commit -m x", "[m 1234567] x")]), 5)
+    assert "No push recorded after the last commit (1234567)." in push_before
+    no_command = section(render([*bash("s", "git status", "clean")]), 5)
+    assert "   - The last `git status` (after the last file change):\n       clean" in no_command
+
+
+def test_checks_and_decisions_cut_by_level() -> None:
+    decisions = [says(f"Decision {n} was made because of reason {n}.") for n in range(RICH.decisions + 1)]
+    five = section(render(decisions), 5)
+    assert "Decision 0 " not in five and "Decision 1 " in five
+    none = section(render(decisions, replace(RICH, decisions=0)), 5)
+    assert "Decision" not in none
+
+
+def test_previous_messages_are_quoted_at_the_level_length() -> None:
+    long_message = "m" * (LEANEST.request_chars + 5)
+    previous = "This session continues an earlier conversation.\n6. All user messages:\n" + f'   - "{long_message}"\n7. Pending'
+    six = section(render([user(previous), user("go")], LEANEST), 6)
+    assert f'   - "{long_message[:LEANEST.request_chars]}…"' in six
+
+
+def test_the_agents_words_since_the_latest_request_and_its_last_report() -> None:
+    short_report = "r" * (REPORT_MIN_CHARS - 1)
+    full_report = "R" * REPORT_MIN_CHARS
+    messages = [user("first"), says(full_report), says(short_report), user("second"), says("After the request.")]
+    eight = section(render(messages), 8)
+    assert f"     {full_report}" in eight and short_report not in eight
+    assert "   - (its last message) After the request." in eight
+    few = section(render([user("go"), *[says(f"word {n} here") for n in range(RICH.reports + 1)]]), 8)
+    assert "word 0 here" not in few and "word 1 here" in few
+    no_reports = section(render(messages, replace(RICH, reports=0)), 8)
+    assert "latest words" not in no_reports and "full report" not in no_reports
+
+
+def test_a_plan_alone_is_not_quoted_twice_but_a_report_with_a_plan_is() -> None:
+    plan = "Next:\n1. a.py\n2. b.py"
+    only = section(render([user("go"), says(plan)]), 8)
+    assert "latest words" not in only and '     "Next:"' in only
+    padded = plan + "\n" + "x" * 200
+    both = section(render([user("go"), says(padded)]), 8)
+    assert "latest words" in both and '     "Next:"' in both
+
+
+def test_the_last_output_and_calls_without_a_result() -> None:
+    messages = [*bash("b", "ls", "a\nb"), use("p", "Bash", command="sleep 9")]
+    eight = section(render(messages), 8)
+    assert "   - Bash `sleep 9` -> no result recorded" in eight and "Its output ended with" not in eight
+    failed = section(render(bash("b", "make", "error: x")), 8)
+    assert "Its output ended with" not in failed
+    read_last = section(render(read("r", "/a.py", "text")), 8)
+    assert "Its output ended with" not in read_last
+    lean = section(render(bash("b", "ls", "a"), replace(RICH, result_lines=0)), 8)
+    assert "Its output ended with" not in lean
+    no_calls = section(render(bash("b", "ls", "a"), replace(RICH, last_calls=0)), 8)
+    assert "Last tool calls" not in no_calls
+
+
+def test_what_counts_as_open_work() -> None:
+    def finished(messages: list[Any]) -> bool:
+        return "may have finished" in section(render(messages), 9)
+
+    answered = [user("go"), says("Done.")]
+    assert finished(answered)
+    assert not finished([*answered[:1], *bash("b", "make", "error: x"), says("Done.")])
+    assert not finished([user("do 1) a 2) b"), says("Done.")])
+    assert not finished([user("go"), says("Next:\n1. a.py\n2. b.py")])
+    assert not finished([user("go"), *bash("u", "bd update t-1 --status in_progress", "ok"), says("Done.")])
+    todo = [use("t", "TodoWrite", todos=[{"content": "a", "status": "pending"}]), result("t", "ok")]
+    assert not finished([user("go"), *todo, says("Done.")])
+    assert not finished([user("go"), *read("r", "/a.py")])
+
+
+def test_the_budget_where_the_guard_term_binds() -> None:
+    assert summary_budget(4_000, 0, max_tokens=4_000, target_ratio=0.0, min_tokens=0) == 1_000
+    assert summary_budget(4_003, 0, max_tokens=4_000, target_ratio=0.0, min_tokens=0) == 1_000
+
+
+def test_the_lean_level_is_cut_to_the_cap_list_by_list() -> None:
+    messages: list[Any] = [user(f"request {n} " + "word " * 40) for n in range(50)]
+    for n in range(40):
+        messages += edit(f"e{n}", f"/r/m{n}.py", "x")
+        messages += bash(f"b{n}", f"tool{n}", f"error: e{n}")
+    spec = "\n".join(f"line {n}" for n in range(60))
+    messages += [*bash("s", "bd show t-1", spec), *bash("u", "bd update t-1 --status in_progress", "ok")]
+    text = extractive_summary(messages, max_tokens=1_500)
+    assert rough_token_count(text) <= 1_500
+    assert "request 49" in section(text, 1)
+    assert "more)" in section(text, 6) and "earlier errors not shown" in section(text, 4)
+    generous = extractive_summary(messages, max_tokens=100_000, target_ratio=1.0)
+    assert rough_token_count(generous) > 1_500
+
+
+def test_todo_statuses_open_and_done() -> None:
+    statuses = ["in_progress", "pending", "open", "todo", "completed", "done", "complete", "cancelled"]
+    todos = [{"content": f"item {status}", "status": status.upper()} for status in statuses]
+    handover = read_handover([use("t", "TodoWrite", todos=todos), result("t", "ok")])
+    assert [t["content"] for t in handover.open_todos] == [f"item {s}" for s in statuses[:4]]
+    assert [t["content"] for t in handover.done_todos] == [f"item {s}" for s in statuses[4:7]]
+    seven = section(render([use("t", "TodoWrite", todos=todos), result("t", "ok")]), 7)
+    assert "(3 done, 4 open)" in seven and "   Done: item completed; item done; item complete" in seven
+    nine = section(render([user("go"), use("t", "TodoWrite", todos=todos), result("t", "ok"), says("ok")]), 9)
+    assert "   Next: Finish the todo in progress: item in_progress.\n" in nine and "may have finished" not in nine
+
+
+def test_the_last_event_is_an_answer_only_after_a_text_of_the_agent() -> None:
+    assert read_handover([user("x"), says("done")]).last_event_is_answer
+    assert not read_handover([says("done"), user("more")]).last_event_is_answer
+    assert not read_handover([says("done"), *read("r", "/a.py")]).last_event_is_answer
+    assert not read_handover([says("done"), use("r", "Read", file_path="/a.py")]).last_event_is_answer
+    assert not read_handover([{"role": "assistant", "content": [{"type": "text", "text": "  "}]}]).last_event_is_answer
+
+
+def test_a_cap_below_the_lean_level_cuts_every_list() -> None:
+    messages: list[Any] = [user(f"request {n} " + "word " * 40) for n in range(30)]
+    for n in range(30):
+        messages += edit(f"e{n}", f"/r/m{n}.py", "x")
+        messages += bash(f"b{n}", f"tool{n}", f"error: e{n}")
+    spec = "\n".join(f"line {n}" for n in range(60))
+    messages += [*bash("s", "bd show t-1", spec), *bash("u", "bd update t-1 --status in_progress", "ok")]
+    text = extractive_summary(messages, max_tokens=200)
+    assert "What t-1 asks for" not in text and "   Changed (30), the most recent first:\n   - Also changed, earlier:" in text
+    assert "   - (30 more)" in section(text, 6) and "earlier errors not shown" in section(text, 4)
+
+
+def test_a_request_step_is_reported_when_the_agent_s_words_hold_half_its_words() -> None:
+    steps = request_steps("Back up server config files, then switch voice", "the server config is saved")
+    assert [(s.text, s.reported) for s in steps] == [("Back up server config files", True), ("switch voice", False)]
+    third = request_steps("Save server configs, then switch voice", "the server is up")
+    assert [s.reported for s in third] == [False, False]  # one word of three
+
+
+def test_only_a_marked_then_orders_a_request() -> None:
+    assert request_steps("Okay, können wir dann einen Test machen? Ja bitte", "") == []
+    assert [s.text for s in request_steps("Save it. Dann probieren wir Ottie aus", "")] == ["Save it", "probieren wir Ottie aus"]
+    assert [s.text for s in request_steps("Save the file and then run the tests", "")] == ["Save the file", "run the tests"]
+    assert request_steps("Save the file then run the tests", "") == []
+
+
+def test_an_enumerating_request_gives_its_items_as_steps() -> None:
+    handover = read_handover([user("Do this: 1) read the gemini report 2) write the concept"), says("The gemini report is read.")])
+    assert [(s.text, s.reported) for s in handover.request_steps] == [("read the gemini report", True), ("write the concept", False)]
