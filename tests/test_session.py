@@ -18,7 +18,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
 from unbounded.session import Session, SessionConfig, SyncSession
-from unbounded.storage import FolderStore, SessionLockedError
+from unbounded.storage import FolderStore, MemoryStore, SessionLockedError
 from unbounded.tokens.estimate import estimate_messages_tokens
 
 SUMMARY = nine_section_summary("build it", analysis=False)
@@ -363,3 +363,55 @@ def test_compaction_error_is_an_unbounded_error() -> None:
     from unbounded.errors import UnboundedError
 
     assert issubclass(CompactionError, UnboundedError)
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts the saves of each state document."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saves: dict[str, int] = {}
+
+    def save_state(self, name: str, data: dict[str, Any]) -> None:
+        self.saves[name] = self.saves.get(name, 0) + 1
+        super().save_state(name, data)
+
+
+def test_the_cleared_ids_are_saved_apart_and_only_when_they_change() -> None:
+    """A turn's save does not carry the cleared ids (they grow with the history): their own
+    document is written when ids are added, and a resumed session has them all."""
+    store = CountingStore()
+    session = Session(CONFIG, policy=Policy(auto_compact_enabled=False), store=store)
+    session.add_user("Please build the thing.")
+    asyncio.run(drive(session, 30))
+    assert session.micro.cleared, "the drive clears results"
+    assert "cleared" not in (store.load_state("session") or {})["microcompact"]
+    assert store.load_state("session_cleared") == {"version": 1, "cleared": session.micro.cleared_pairs()}
+    changes = store.saves["session_cleared"]
+    cleared = dict(session.micro.cleared)
+    saves = store.saves["session"]
+    for turn in range(30, 32):  # tool results of 6 tokens: nothing more to clear
+        request = asyncio.run(session.prepare())
+        session.record(answer(turn, request))
+        session.add_tool_results([{"type": "tool_result", "tool_use_id": f"t{turn}", "content": "ok"}])
+    assert session.micro.cleared == cleared and store.saves["session"] > saves
+    assert store.saves["session_cleared"] == changes
+    again = Session(CONFIG, policy=Policy(auto_compact_enabled=False), store=store)
+    assert again.micro.to_dict() == session.micro.to_dict()
+
+
+def test_a_state_saved_with_the_cleared_ids_inside_still_loads() -> None:
+    """Sessions saved before the cleared ids had their own document keep them on resume."""
+    store = MemoryStore()
+    session = Session(CONFIG, policy=Policy(auto_compact_enabled=False), store=store)
+    session.add_user("Please build the thing.")
+    asyncio.run(drive(session, 30))
+    assert session.micro.cleared
+    data = store.load_state("session") or {}
+    store.save_state("session", {**data, "microcompact": session.micro.to_dict()})
+    del store.states["session_cleared"]
+    again = Session(CONFIG, policy=Policy(auto_compact_enabled=False), store=store)
+    assert again.micro.cleared == session.micro.cleared
+    store.save_state("session_cleared", {"version": 2, "cleared": []})
+    with pytest.raises(ConfigError, match=r"session_cleared.*version 2.*delete that state document"):
+        Session(CONFIG, policy=Policy(auto_compact_enabled=False), store=store)

@@ -163,6 +163,10 @@ from unbounded.turn import TurnContext, TurnStep
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
 STATE_NAME = "session"
+CLEARED_STATE_NAME = "session_cleared"
+"""The state document holding the tool ids microcompaction cleared, apart from `STATE_NAME`:
+it grows with the history but changes only when results are cleared, so a turn's save does
+not compare or write it again."""
 CALIBRATION_MIN = 0.75
 CALIBRATION_MAX = 3.0
 """Bounds of the reported/estimated ratio: outside them a usage is more likely wrong (a
@@ -349,6 +353,22 @@ class _Tracking:
         return tracking
 
 
+def _load_micro(state: Mapping[str, Any], cleared: Mapping[str, Any] | None) -> MicrocompactState:
+    """The stored microcompaction state: the session document's, with the cleared ids of
+    their own document (a document saved before they were apart holds them itself)."""
+    if "microcompact" not in state:
+        return MicrocompactState()
+    data = state["microcompact"]
+    if cleared is not None and isinstance(data, Mapping):
+        if cleared.get("version") != 1:
+            raise ConfigError(
+                f"the stored state {CLEARED_STATE_NAME!r} has version "
+                f"{cleared.get('version')!r}, not 1; delete that state document to start it afresh"
+            )
+        data = {**data, "cleared": cleared.get("cleared", [])}
+    return MicrocompactState.from_dict(data)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -461,11 +481,7 @@ class Session:
         self._compacted_before = any(e.is_compact_boundary for e in self.entries)
         """The history holds a compaction (recall has something to bring back)."""
         state = self.store.load_state(STATE_NAME) or {}
-        self.micro = (
-            MicrocompactState.from_dict(state["microcompact"])
-            if "microcompact" in state
-            else MicrocompactState()
-        )
+        self.micro = _load_micro(state, self.store.load_state(CLEARED_STATE_NAME))
         self.tracking = _Tracking.from_dict(state.get("tracking", {}))
         stored_ttl = CacheTtlLatch.from_dict(state["ttl"]) if "ttl" in state else None
         self.ttl_latch: CacheTtlLatch = latch_cache_ttl(
@@ -487,6 +503,9 @@ class Session:
         """The parameters of the session's own requests, while config and policy stay."""
         self._saved_state: dict[str, Any] | None = None
         """What was last written to the store's state document."""
+        self._saved_cleared: tuple[dict[str, int], int] | None = None
+        """The cleared-ids dict last written (and its size then): ids are only ever added to
+        it until a compaction replaces it, so this tells whether it changed."""
         self.prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
         """What `prepare` runs, in order (an extension may insert a step of its own)."""
         self._rebuild_view()
@@ -1616,8 +1635,15 @@ class Session:
 
     # -- persistence ---------------------------------------------------------------------------
     def _save_state(self) -> None:
+        cleared = self.micro.cleared
+        saved = self._saved_cleared
+        if saved is None or saved[0] is not cleared or saved[1] != len(cleared):
+            # Written first: a crash before the main document keeps ids known as cleared.
+            pairs = self.micro.cleared_pairs()
+            self.store.save_state(CLEARED_STATE_NAME, {"version": 1, "cleared": pairs})
+            self._saved_cleared = (cleared, len(cleared))
         state = {
-            "microcompact": self.micro.to_dict(),
+            "microcompact": self.micro.to_dict(with_cleared=False),
             "tracking": self.tracking.to_dict(),
             "ttl": self.ttl_latch.to_dict(),
             "calibration": self.calibration,

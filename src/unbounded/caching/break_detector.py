@@ -390,12 +390,14 @@ def _snapshot(
     previous_digests: tuple[tuple[str, ...], ...] = (),
     ttls_in_unchanged: frozenset[str] = frozenset(),
     prefix: Mapping[str, Any] | None = None,
+    reuse: bool = False,
 ) -> tuple[PromptStateSnapshot, list[_MessageDigests]]:
     """`snapshot_request`, reusing the message digests of `previous` where they apply; also
     returns this request's message digests (the `previous` of the next call). The first
     `unchanged` messages are the previous request's, unmodified (`previous_digests` is that
     request's `message_digests`; `ttls_in_unchanged`: the TTLs their markers ask for).
-    `prefix`: the `_prefix_fields` of a request equal to this one but for its messages."""
+    `prefix`: the `_prefix_fields` of a request equal to this one but for its messages.
+    `reuse`: `previous` is the caller's to change (it becomes the returned list)."""
     body = cast(Mapping[str, Any], request)
     if prefix is None:
         prefix = _prefix_fields(body)
@@ -404,9 +406,13 @@ def _snapshot(
     # Reused messages were dicts already; only what follows them is filtered and digested.
     unchanged = min(unchanged, len(previous), len(previous_digests), len(raw))
     tail = [m for m in raw[unchanged:] if type(m) is dict or isinstance(m, Mapping)]
-    head = previous[:unchanged]  # a list's slice is a new list already
-    digested = head if isinstance(head, list) else list(head)
-    digested.extend(_messages_digests(tail, previous[unchanged:]))
+    added = _messages_digests(tail, previous[unchanged:])
+    if reuse and isinstance(previous, list):
+        digested = previous  # the caller's own list, brought up to date in place: O(added)
+        del digested[unchanged:]
+    else:
+        digested = list(previous[:unchanged])
+    digested.extend(added)
     message_ttls = set(ttls_in_unchanged)
     for entry in digested[unchanged:]:
         message_ttls.update(entry.ttls)
@@ -662,13 +668,16 @@ class PromptCacheBreakDetector:
         previous = state.snapshot
         raw = cast(Mapping[str, Any], request).get("messages") or []
         unchanged = 0
-        if self.messages_immutable and previous is not None:
-            unchanged = min(
-                shared_prefix_length(raw, state.inputs),
-                len(state.digested),
-                len(previous.message_digests),
+        if self.messages_immutable:
+            same = shared_prefix_length(raw, state.inputs) if previous is not None else 0
+            unchanged = (
+                min(same, len(state.digested), len(previous.message_digests)) if previous else 0
             )
-        state.inputs = list(raw) if self.messages_immutable else []
+            # Kept up to date in place (not copied): a turn costs the messages it added.
+            del state.inputs[same:]
+            state.inputs.extend(raw[same:])
+        else:
+            state.inputs = []
         first_marked = state.first_marked
         rest = _without_messages(cast(Mapping[str, Any], request))
         # Compared by value (C speed): system and tools hashed again only when they changed.
@@ -685,6 +694,7 @@ class PromptCacheBreakDetector:
                 if same_prefix and previous is not None
                 else None
             ),
+            reuse=True,
         )
         # Only the messages after the unchanged ones are looked at: O(what changed).
         kept = {ttl: at for ttl, at in first_marked.items() if at < unchanged}

@@ -236,17 +236,18 @@ class MicrocompactState:
         self.cached.reset()
         self.stats.compactions += 1
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (the ledger is derived from messages and not saved)."""
-        return {
-            "version": STATE_VERSION,
-            "tools": self.tools.to_dict(),
-            "cleared": self._cleared_pairs(),
-            "cached": self.cached.to_dict(),
-            "stats": self.stats.to_dict(),
-        }
+    def to_dict(self, *, with_cleared: bool = True) -> dict[str, Any]:
+        """Plain JSON-ready data (the ledger is derived from messages and not saved);
+        `with_cleared=False` leaves out the cleared ids (their owner saves them apart, as
+        they grow with the history and change only when results are cleared)."""
+        data: dict[str, Any] = {"version": STATE_VERSION, "tools": self.tools.to_dict()}
+        if with_cleared:
+            data["cleared"] = self.cleared_pairs()
+        data["cached"] = self.cached.to_dict()
+        data["stats"] = self.stats.to_dict()
+        return data
 
-    def _cleared_pairs(self) -> list[list[Any]]:
+    def cleared_pairs(self) -> list[list[Any]]:
         """`cleared` as [id, tokens] pairs (a new list; the pairs made before are reused: ids
         are only ever added, until a compaction replaces the dict)."""
         pairs, source = self._pairs
@@ -491,7 +492,12 @@ def _apply_since(
     same = shared_prefix_length(messages, last.source)
     if last.top >= same:
         return None  # a message a clear changed is not the same any more
-    view = last.view[:same]
+    # The last view's lists are this state's own: brought up to date in place, a turn costs
+    # the messages it added (and one copy for the caller).
+    source, view = last.source, last.view
+    del source[same:]
+    source.extend(messages[same:])
+    del view[same:]
     view.extend(messages[same:])
     top = last.top
     new_ids = list(islice(state.cleared, last.cleared, None))
@@ -509,9 +515,9 @@ def _apply_since(
             return None
         top = max(top, *indices)
     state._applied = _AppliedView(
-        list(messages), list(view), len(state.cleared), top, state.name_handles, last.ledger
+        source, view, len(state.cleared), top, state.name_handles, last.ledger
     )
-    return view
+    return list(view)
 
 
 def _apply_all(state: MicrocompactState, messages: Sequence[Any]) -> list[MessageParam]:
