@@ -222,3 +222,23 @@ def test_a_prefix_over_the_threshold_is_refused_only_when_the_session_compacts()
         Session(config)
     session = Session(config, policy=Policy(auto_compact_enabled=False))
     assert session.estimate_request_tokens([]) == 180_000
+
+
+def test_appended_since_reads_only_what_was_added_at_the_end() -> None:
+    from unbounded.compaction.recorded_files import AppendedSince
+    from unbounded.model.entries import Entry
+
+    def entry(n: int) -> Entry:
+        return Entry({"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": str(n)}})
+
+    since = AppendedSince()
+    entries = [entry(0), entry(1)]
+    assert since.start(entries) is None  # a first read: from scratch
+    entries.append(entry(2))
+    assert since.start(entries) == 2  # grown at its end: only the new entry
+    assert since.start(entries) == 3  # nothing new
+    entries[-1] = entry(9)
+    assert since.start(entries) is None  # its last seen entry replaced: start over
+    del entries[-1]
+    assert since.start(entries) is None  # shrunk: start over
+    assert since.start(list(entries)) is None  # another list, even with the same entries

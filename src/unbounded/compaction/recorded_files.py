@@ -34,6 +34,28 @@ _REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTAL
 _RANGE_KEYS = ("offset", "limit", "view_range", "line_range")
 
 
+class AppendedSince:
+    """Which entries of a list are new since the last call: the list must be the same object,
+    grown only at its end (its last seen entry still in place); anything else starts over."""
+
+    def __init__(self) -> None:
+        self._seen: Sequence[Entry] | None = None
+        self._count = 0
+        self._last: Entry | None = None
+
+    def start(self, entries: Sequence[Entry]) -> int | None:
+        """The index the new entries start at, or None when the caller must start over."""
+        count = self._count
+        grown = (
+            entries is self._seen
+            and len(entries) >= count
+            and (count == 0 or entries[count - 1] is self._last)
+        )
+        self._seen, self._count = entries, len(entries)
+        self._last = entries[-1] if entries else None
+        return count if grown else None
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedFile:
     """What the transcript last showed of one file."""
@@ -118,25 +140,16 @@ class RecordedFilesReader:
     def _reset(self) -> None:
         self.files: dict[str, RecordedFile] = {}
         self._pending: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
-        self._seen: Sequence[Entry] | None = None
-        self._count = 0
-        self._last: Entry | None = None
+        self._since = AppendedSince()
 
     def read(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
         """path -> what these entries last showed of it (a new dict)."""
-        count = self._count
-        grown = (
-            entries is self._seen
-            and len(entries) >= count
-            and (count == 0 or entries[count - 1] is self._last)
-        )
-        if not grown:
+        start = self._since.start(entries)
+        if start is None:
             self._reset()
-            count = 0
-        for index in range(count, len(entries)):
+            start = 0
+        for index in range(start, len(entries)):
             self._feed(entries[index])
-        self._seen, self._count = entries, len(entries)
-        self._last = entries[-1] if entries else None
         return dict(self.files)
 
     def _feed(self, entry: Entry) -> None:

@@ -47,7 +47,7 @@ from typing import Any
 import orjson
 
 from unbounded.compaction.facts import text_of, todo_list_from_tool
-from unbounded.compaction.recorded_files import UNCHANGED_STUB_PREFIX
+from unbounded.compaction.recorded_files import UNCHANGED_STUB_PREFIX, AppendedSince
 from unbounded.model.attachments import RENDERERS
 from unbounded.model.entries import Entry
 from unbounded.model.tools import file_read_path, file_write_path
@@ -523,25 +523,16 @@ class WorkingStateReader:
         self.state = WorkingState()
         self._call_paths: dict[str, str] = {}
         self._pending_skill: str | None = None
-        self._seen: Sequence[Entry] | None = None
-        self._count = 0
-        self._last: Entry | None = None
+        self._since = AppendedSince()
 
     def read(self, entries: Sequence[Entry]) -> WorkingState:
         """The working state of these entries."""
-        count = self._count
-        grown = (
-            entries is self._seen
-            and len(entries) >= count
-            and (count == 0 or entries[count - 1] is self._last)
-        )
-        if not grown:
+        start = self._since.start(entries)
+        if start is None:
             self._reset()
-            count = 0
-        for index in range(count, len(entries)):
+            start = 0
+        for index in range(start, len(entries)):
             self._feed(index, entries[index])
-        self._seen, self._count = entries, len(entries)
-        self._last = entries[-1] if entries else None
         return copy.deepcopy(self.state)
 
     def _feed(self, index: int, entry: Entry) -> None:
