@@ -26,6 +26,7 @@ from unbounded.errors import ConfigError
 from unbounded.events import Event, GenericEvent
 from unbounded.hooks import HookRunner
 from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
@@ -232,6 +233,7 @@ class Summarizer:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail

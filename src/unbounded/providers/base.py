@@ -27,6 +27,7 @@ from unbounded.errors import (
     RetryableError,
     ServerError,
 )
+from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse, Provider
 
@@ -68,6 +69,9 @@ def is_prompt_too_long_message(message: str) -> bool:
 
 class SdkProvider(ABC):
     """`create` and its blocking twin `create_sync`, over one `_create` the SDK adapters write."""
+
+    profile: ProviderProfile = MODEL_PROFILE
+    """A model behind an SDK: its replies are parsed for the summary and checked in full."""
 
     async def create(
         self,
