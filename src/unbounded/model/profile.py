@@ -41,12 +41,8 @@ class ProviderProfile:
         for flag in ("writes_final_summary", "includes_facts", "offline"):
             value = getattr(self, flag)
             if not isinstance(value, bool):
-                raise ConfigError(
-                    f"ProviderProfile.{flag} must be True or False, not {value!r}"
-                )
-        if self.summary_sections is not None and not isinstance(
-            self.summary_sections, SectionSpec
-        ):
+                raise ConfigError(f"ProviderProfile.{flag} must be True or False, not {value!r}")
+        if self.summary_sections is not None and not isinstance(self.summary_sections, SectionSpec):
             raise ConfigError(
                 "ProviderProfile.summary_sections must be a SectionSpec or None, "
                 f"not {type(self.summary_sections).__name__}"

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
 """Seconds between heartbeat calls while a model call runs."""
 
+
 def _import_sdk() -> Any:
     try:
         import anthropic

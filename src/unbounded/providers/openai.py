@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 LOCAL_SERVER_API_KEY = "unbounded-no-key"
 """Sent when a base_url is given without any API key (local servers ignore it)."""
 
+
 def _import_sdk() -> Any:
     try:
         import openai

@@ -54,6 +54,7 @@ FINISH_REASONS = {
 }
 """Chat Completions finish_reason -> Anthropic stop_reason."""
 
+
 def _text_of(system: str | list[Any] | None) -> str:
     if system is None:
         return ""
@@ -216,7 +217,6 @@ def convert_tool_choice(choice: Mapping[str, Any]) -> Any:
     if kind == "none":
         return "none"
     return "auto"
-
 
 
 # --------------------------------------------------------------------------- inbound
@@ -423,7 +423,6 @@ class OpenAIChat:
         if isinstance(exc, sdk.OpenAIError):
             return AuthenticationError(str(exc), status=None)
         return _generic_error(exc)
-
 
     def stream_assembler(self) -> ChatStreamAssembler:
         """A fresh fold for the chunks of one streamed reply."""
