@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import uuid as uuid_module
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,6 +83,11 @@ from unbounded.compaction.glue import RecordedState, RehydrateSource, default_fa
 from unbounded.compaction.large_output import cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
 from unbounded.compaction.prompts import PartialDirection
+from unbounded.configuration import (
+    DerivedSettings,
+    SessionConfig,
+    derive_settings,
+)
 from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
     CacheTtlUpgraded,
@@ -107,18 +112,16 @@ from unbounded.model.normalize import (
     is_tool_result_only,
     validate_request,
 )
-from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import is_offline
 from unbounded.model.text import repair_value
 from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
 from unbounded.policy import (
     GUARDED_QUERY_SOURCES,
-    MIN_COMPACTION_ROOM,
     Policy,
     Thresholds,
     WarningLevel,
-    compute_thresholds,
 )
 from unbounded.providers.base import (
     ModelResponse,
@@ -132,7 +135,6 @@ from unbounded.recall.offer import (
     answer_tokens,
     offers_recall,
     recall_tool_result,
-    with_recall_tool,
 )
 from unbounded.recall.receipts import (
     RECEIPT_KEY,
@@ -157,11 +159,9 @@ from unbounded.tokens.estimate import (
     ContextCounter,
     content_tokens,
     pad_estimate,
-    rough_token_count,
 )
 from unbounded.turn import TurnContext, TurnStep
 
-MAIN_QUERY_SOURCE = "repl_main_thread"
 STATE_NAME = "session"
 CLEARED_STATE_NAME = "session_cleared"
 """The state document holding the tool ids microcompaction cleared, apart from `STATE_NAME`:
@@ -249,37 +249,6 @@ class SessionExtension(Protocol):
     def attach(self, session: Session) -> None:
         """Register listeners (and a memory compactor) on `session`."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class SessionConfig:
-    """What the main requests are made of. These are the cache-safe parameters."""
-
-    model: str
-    system: str | list[SystemBlock] | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    thinking: dict[str, Any] | None = None
-    max_tokens: int | None = None
-    query_source: str = MAIN_QUERY_SOURCE
-    cache_edits_supported: bool = False
-    context_window: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    validate_requests: bool = False
-    """Check every prepared request with validate_request (costs O(history) per turn)."""
-    system_tokens: int | None = None
-    """The tokens the system prompt and tools take, when you know them (counted once with
-    the provider's token counter, or a prompt a proxy adds that `system` does not show): used
-    as they are instead of a length estimate, so only the messages' estimate is calibrated."""
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ConfigError("SessionConfig needs a model")
-        if self.system_tokens is not None and self.system_tokens < 0:
-            raise ConfigError("SessionConfig.system_tokens must be >= 0")
-        if self.max_tokens is not None and self.max_tokens <= 0:
-            raise ConfigError("SessionConfig.max_tokens must be > 0")
-        if not self.query_source:
-            raise ConfigError("SessionConfig.query_source must not be empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +379,6 @@ class Session:
         if compaction_tiers is not None and not callable(compaction_tiers):
             compaction_tiers = tier_slots(compaction_tiers, name="compaction_tiers")
         self._compaction_tiers: TierChoice | None = compaction_tiers
-        self.config = config
         self.redactor = redactor_for(redact_secrets)
         """Redacts what the session writes (None: `redact_secrets` off)."""
         self.telemetry = telemetry or default_telemetry()
@@ -419,45 +387,17 @@ class Session:
             # Events and spans leave the process too: their text is redacted on the way out.
             events = redacting_sink(events, self.redactor)
             self.telemetry = self.telemetry.redacting(self.redactor.redact)
-        table = model_table or load_model_table()
-        info = table.get(config.model)
-        self.model_info: ModelInfo = (
-            info.with_window(config.context_window) if config.context_window else info
-        )
-        # Budgets scaled for a small window (and a window too small refused) before anything
-        # is opened, so a bad configuration holds no lock.
+        self._model_table = model_table or load_model_table()
         if isinstance(policy, (str, Path)):
             policy = Policy.from_file(policy)  # a policy file, e.g. one `unbounded tune` wrote
-        self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
-        self.thresholds = compute_thresholds(self.model_info, self.policy)
-        # The system prompt and tools are in every request but in no entry.
-        # Counted with `recall` whether or not it is offered yet: the estimate errs high.
-        offered_tools = with_recall_tool(config.tools, self.policy)
-        self._overhead_raw = rough_token_count(
-            orjson.dumps([config.system or "", offered_tools]).decode()
+        self._base_policy = policy or Policy.from_env()
+        # Budgets scaled for a small window (and a window too small refused) before anything
+        # is opened, so a bad configuration holds no lock.
+        self._settings: DerivedSettings = derive_settings(
+            config, self._base_policy, self._model_table
         )
-        overhead = (
-            config.system_tokens
-            if config.system_tokens is not None
-            else pad_estimate(self._overhead_raw)
-        )
-        # Only a session that compacts needs room under the threshold; one that never does
-        # (auto-compaction off) runs until the window is full.
-        room = self.thresholds.autocompact - overhead
-        if room < self.policy.compaction_room_needed() and self.policy.auto_compact_enabled:
-            raise ConfigError(
-                f"the system prompt and tools alone take about "
-                f"{overhead:,} tokens of the {self.thresholds.autocompact:,} a "
-                f"{self.model_info.context_window:,}-token window holds before compacting, "
-                f"leaving {max(room, 0):,} for the conversation: no compaction can make room "
-                f"for a summary and one more turn ({MIN_COMPACTION_ROOM:,}), so every call "
-                "would compact; use a larger context_window or a shorter system prompt"
-            )
         self.store: SessionStore = store or MemoryStore()
         self._closed = False
-        # Built once: the policy of turns whose count-based clearing is held back.
-        self._hold_clears_policy = self.policy.with_changes(microcompact_enabled=False)
-        self._cold_clears_policy = self.policy.with_changes(microcompact_min_savings=0)
         self.summarizer = summarizer
         """The summarizer chosen for this session (None: the model given to `call`)."""
         self._call_provider: Provider | None = None
@@ -519,6 +459,44 @@ class Session:
         self._resumed_pending = bool(self.pending_tool_use_ids())
         for extension in extensions:
             extension.attach(self)
+
+    # -- configuration ---------------------------------------------------------------------------
+    @property
+    def config(self) -> SessionConfig:
+        """What the main requests are made of (change it with `reconfigure`)."""
+        return self._settings.config
+
+    @property
+    def model_info(self) -> ModelInfo:
+        """The model's limits, with the config's context window."""
+        return self._settings.model_info
+
+    @property
+    def policy(self) -> Policy:
+        """The session's policy, its token budgets scaled for the window."""
+        return self._settings.policy
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The warning, error and auto-compact thresholds of the window."""
+        return self._settings.thresholds
+
+    def reconfigure(
+        self, config: SessionConfig | None = None, *, policy: Policy | None = None
+    ) -> None:
+        """Change the config (model, window, system prompt, tools...) or the policy; every
+        value derived from them is computed again (the model's limits, the scaled policy, the
+        thresholds, the system prompt and tools' overhead that estimates and calibration
+        start from). A config the window cannot hold raises `ConfigError` and changes nothing.
+
+        The calibration measured so far is kept: it compared a usage against the request
+        that was then sent; the next usage is compared against the new overhead."""
+        self._check_open()
+        base = policy if policy is not None else self._base_policy
+        settings = derive_settings(config or self.config, base, self._model_table)
+        self._base_policy = base
+        self._settings = settings
+        self.detector.policy = settings.policy
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -1086,14 +1064,14 @@ class Session:
         if self._cache_expired():
             # The cache has expired: changing the prefix now costs nothing extra, so stale
             # results are cleared without waiting for a batch's minimum saving.
-            return self._cold_clears_policy
+            return self._settings.cold_clears_policy
         if (
             self.config.cache_edits_supported
             or cache_is_cold(now, last_assistant_at, self.policy)
             or self._counter.total >= self.thresholds.warning
         ):
             return self.policy
-        return self._hold_clears_policy
+        return self._settings.hold_clears_policy
 
     def _last_assistant_time(self) -> datetime | None:
         for entry in reversed(self.view):
@@ -1108,7 +1086,7 @@ class Session:
             return
         exact = self.config.system_tokens
         if exact is None:
-            estimate = self._overhead_raw + counter.raw_estimate_at_anchor
+            estimate = self._settings.overhead_raw + counter.raw_estimate_at_anchor
             reported = counter.anchor_tokens
         else:  # a known system size is not estimated, so only the messages are calibrated
             estimate = counter.raw_estimate_at_anchor
@@ -1124,7 +1102,7 @@ class Session:
         raw = sum(content_tokens(m.get("content")) for m in messages)
         exact = self.config.system_tokens
         if exact is None:
-            raw += self._overhead_raw
+            raw += self._settings.overhead_raw
         if self.calibration is None:
             return pad_estimate(raw) + (exact or 0)
         return math.ceil(raw * self.calibration) + (exact or 0)

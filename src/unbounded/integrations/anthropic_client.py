@@ -68,7 +68,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from unbounded.blocking import BlockingRunner
-from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
 from unbounded.integrations._anthropic_blocks import (
@@ -105,7 +104,7 @@ from unbounded.integrations._anthropic_streams import (
 from unbounded.integrations._support import as_session, compact_after_prompt_too_long
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
-from unbounded.policy import Policy, compute_thresholds
+from unbounded.policy import Policy
 from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
@@ -234,7 +233,6 @@ class ClientPipeline:
         self._summarizer = summarizer
         self._events = events
         self._options = session_options
-        self._model_table: ModelTable | None = session_options.get("model_table")
         self._session: Session | None = None
         self._owns_session = session is None
         self._sent_params: dict[str, Any] | None = None
@@ -332,14 +330,7 @@ class ClientPipeline:
         current = session.config
         wanted = dataclasses.replace(current, **fields)
         if wanted != current:
-            if wanted.model != current.model:
-                table = self._model_table or load_model_table()
-                info = table.get(wanted.model)
-                session.model_info = (
-                    info.with_window(wanted.context_window) if wanted.context_window else info
-                )
-                session.thresholds = compute_thresholds(session.model_info, session.policy)
-            session.config = wanted
+            session.reconfigure(wanted)
         self._check_sent(session)
         return session
 
