@@ -79,6 +79,7 @@ from unbounded.compaction.conversation import (
     FallbackReason,
     SummaryAuthor,
 )
+from unbounded.compaction.cut import turn_tail_start
 from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
@@ -191,35 +192,6 @@ def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
             "unbounded.compaction.summary_tokens": result.summary_tokens,
         },
     )
-
-
-def _has_tool_results(entries: Sequence[Entry]) -> bool:
-    return any(
-        e.type == "user"
-        and isinstance(e.content, list)
-        and any(b.get("type") == "tool_result" for b in e.content)
-        for e in entries
-    )
-
-
-def _reply_start(view: Sequence[Entry], end: int) -> int:
-    """Index of the first line of the reply that ends just before `end` (lines of one response
-    share a message id; their tool results may sit between them)."""
-    reply_id = view[end - 1].message_id
-    start = end - 1
-    index = start
-    while reply_id is not None and index > 0:
-        entry = view[index - 1]
-        if entry.type == "assistant":
-            if entry.message_id != reply_id:
-                break
-            start = index - 1
-        elif entry.type not in ("attachment", "progress") and not (
-            entry.type == "user" and _has_tool_results([entry])
-        ):
-            break
-        index -= 1
-    return start
 
 
 class MemoryCompactor(Protocol):
@@ -1397,44 +1369,8 @@ class Session:
                 request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
             ),
             facts_ledger=default_facts_ledger,
-            keep_from=self._turn_tail_start(),
+            keep_from=turn_tail_start(self.entries, self.view),
         )
-
-    def _turn_tail_start(self) -> str | None:
-        """The uuid of the first record an automatic compaction keeps verbatim: the messages
-        that trigger the next turn (the last user message; with tool results, the reply whose
-        calls they answer too), so the newest message is never known only through a summary.
-        None when the view does not end with a user message (nothing to keep); "" when those
-        messages are all there is (nothing to summarize)."""
-        view = self.view
-        start = len(view)
-        while start > 0:
-            entry = view[start - 1]
-            if entry.type == "assistant" or entry.is_compact_boundary or entry.is_compact_summary:
-                break
-            start -= 1
-        tail = view[start:]
-        if not any(e.type == "user" and not e.is_meta for e in tail):
-            return None
-        candidates = [start]
-        if start > 0 and view[start - 1].type == "assistant" and _has_tool_results(tail):
-            candidates.insert(0, _reply_start(view, start))
-        for index in candidates:
-            if not any(e.type in ("user", "assistant") for e in view[:index]):
-                continue
-            if self._is_one_run(view[index:]):
-                return view[index].uuid or None
-        return ""
-
-    def _is_one_run(self, kept: Sequence[Entry]) -> bool:
-        """Whether these records are one run of the transcript (a boundary relinks only one)."""
-        if not kept or kept[0].uuid is None:
-            return False
-        for position in range(len(self.entries) - len(kept), -1, -1):
-            if self.entries[position].uuid == kept[0].uuid:
-                run = self.entries[position : position + len(kept)]
-                return [e.uuid for e in run] == [e.uuid for e in kept]
-        return False
 
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
