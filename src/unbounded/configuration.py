@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from unbounded.catalog import ModelInfo, ModelTable
+from unbounded.compaction.decisions import ClearingPolicies
 from unbounded.errors import ConfigError
 from unbounded.model.request import SystemBlock
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
@@ -69,10 +70,8 @@ class DerivedSettings:
     overhead_raw: int
     """The length estimate of the system prompt and tools (with `recall`, offered or not:
     the estimate errs high), unpadded: the base calibration compares usage against."""
-    hold_clears_policy: Policy
-    """`policy` with count-based clearing held back (a warm cache below the warning level)."""
-    cold_clears_policy: Policy
-    """`policy` clearing without a batch's minimum saving (the cache has expired)."""
+    clearing: ClearingPolicies
+    """`policy` and its microcompaction variants (`compaction.decisions.microcompact_policy`)."""
 
     @property
     def overhead_tokens(self) -> int:
@@ -99,8 +98,7 @@ def derive_settings(
         policy=policy,
         thresholds=thresholds,
         overhead_raw=overhead_raw,
-        hold_clears_policy=policy.with_changes(microcompact_enabled=False),
-        cold_clears_policy=policy.with_changes(microcompact_min_savings=0),
+        clearing=ClearingPolicies.of(policy),
     )
     # Only a session that compacts needs room under the threshold; one that never does
     # (auto-compaction off) runs until the window is full.

@@ -56,7 +56,6 @@ from unbounded.caching.ttl import (
     CacheTtlLatch,
     latch_cache_ttl,
     prefix_cache_ttl,
-    ttl_seconds,
 )
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
@@ -80,9 +79,17 @@ from unbounded.compaction.conversation import (
     SummaryAuthor,
 )
 from unbounded.compaction.cut import turn_tail_start
+from unbounded.compaction.decisions import (
+    auto_compaction_allowed,
+    cache_expired,
+    decide_ttl_upgrade,
+    early_compaction_reason,
+    microcompact_policy,
+    should_auto_compact,
+)
 from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import cap_block_texts
-from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
+from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.configuration import (
     DerivedSettings,
@@ -119,7 +126,6 @@ from unbounded.model.response import is_offline
 from unbounded.model.text import repair_value
 from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
 from unbounded.policy import (
-    GUARDED_QUERY_SOURCES,
     Policy,
     Thresholds,
     WarningLevel,
@@ -1026,24 +1032,16 @@ class Session:
         self._reported_repairs = repairs
 
     def _microcompact_policy(self, now: datetime, last_assistant_at: datetime | None) -> Policy:
-        """The policy for this turn's microcompaction.
-
-        While the cache is warm and the provider cannot delete from it, every count-based
-        clear rewrites the cached prefix; the count tier therefore only clears once the
-        context is above the warning level (seed 000: microcompaction fires when the warning
-        threshold is hit). Time-based clearing (cold cache) and cache edits are not held back.
-        """
-        if self._cache_expired():
-            # The cache has expired: changing the prefix now costs nothing extra, so stale
-            # results are cleared without waiting for a batch's minimum saving.
-            return self._settings.cold_clears_policy
-        if (
-            self.config.cache_edits_supported
-            or cache_is_cold(now, last_assistant_at, self.policy)
-            or self._counter.total >= self.thresholds.warning
-        ):
-            return self.policy
-        return self._settings.hold_clears_policy
+        """The policy for this turn's microcompaction (`compaction.decisions`)."""
+        return microcompact_policy(
+            self._settings.clearing,
+            now=now,
+            last_reply_at=last_assistant_at,
+            ttl=self.ttl_latch.ttl_for(self.config.query_source),
+            tokens=self._counter.total,
+            warning_threshold=self.thresholds.warning,
+            cache_edits_supported=self.config.cache_edits_supported,
+        )
 
     def _last_assistant_time(self) -> datetime | None:
         for entry in reversed(self.view):
@@ -1086,96 +1084,53 @@ class Session:
         self._level = status.level
 
     async def _maybe_auto_compact(self) -> None:
-        policy = self.policy
-        if not (policy.compact_enabled and policy.auto_compact_enabled):
-            return
-        if self.config.query_source in GUARDED_QUERY_SOURCES:
-            return
         tokens = self._counter.total
-        if self.thresholds.should_autocompact(tokens):
+        query_source = self.config.query_source
+        if should_auto_compact(self.policy, self.thresholds, tokens, query_source=query_source):
             await self.auto_compact()
             return
-        reason = self._early_compaction_reason(tokens)
+        if not auto_compaction_allowed(self.policy, query_source=query_source):
+            return
+        reason = early_compaction_reason(
+            self.policy,
+            self.thresholds,
+            tokens=tokens,
+            overhead=self.estimate_request_tokens([]),
+            cache_expired=self._cache_expired(),
+            cache_edits_supported=self.config.cache_edits_supported,
+            refused_at=self._early_refused_at,
+            free_compaction_available=self._free_compaction_available,
+        )
         if reason is None:
             return
         if await self._compact_early(reason) is None:
             self._early_refused_at = tokens
 
-    def _early_compaction_reason(self, tokens: int) -> str | None:
-        """Why compacting before the threshold pays now (docs/policy.md), or None.
-
-        Only when the compaction costs no summary call (session notes to compact from). The
-        shares are of the room the conversation has below the threshold (the system prompt and
-        tools are left out: no compaction makes them smaller): `cold_cache` when the prompt
-        cache has expired and the conversation fills `cold_cache_compact_fraction` of it,
-        `early` when it fills `early_compact_fraction`,
-        `instead_of_clear` at the warning level, where the count tier would break the cache.
-        """
-        policy = self.policy
-        refused = self._early_refused_at
-        if refused is not None and tokens < refused + policy.early_compact_retry_tokens:
-            return None
-        # Shares of the room the conversation has: the system prompt and tools stay anyway.
-        overhead = self.estimate_request_tokens([])
-        room = max(1, self.thresholds.autocompact - overhead)
-        used = tokens - overhead
-        cold = (
-            policy.cold_cache_compact_fraction > 0
-            and used >= policy.cold_cache_compact_fraction * room
-            and self._cache_expired()
-        )
-        early = policy.early_compact_fraction < 1 and used >= policy.early_compact_fraction * room
-        # At the warning level the count tier clears results and breaks the warm cache; a
-        # compaction without a summary call breaks it once and frees much more.
-        instead_of_clear = (
-            policy.compact_instead_of_clearing
-            and policy.microcompact_enabled
-            and not self.config.cache_edits_supported
-            and tokens >= self.thresholds.warning
-        )
-        if not (cold or early or instead_of_clear) or not self._free_compaction_available():
-            return None
-        return "cold_cache" if cold else "early" if early else "instead_of_clear"
-
     def _maybe_upgrade_ttl(self) -> None:
-        """Switch to the 1-hour cache TTL at a cold moment, once pauses have shown it pays.
-
-        A pause that expired the 5-minute cache but was shorter than an hour (the 1-hour
-        cache would have survived it) is counted. The tools and system prompt take the
-        1-hour TTL after `Policy.prefix_ttl_1h_after_pauses` such pauses, every marker
-        after `Policy.cache_ttl_upgrade_after_idle` (the latch). Each 1-hour write costs 2x
-        the input price instead of 1.25x, against a rewrite after every such pause; the
-        switch happens now, when the cache has expired anyway, so it breaks nothing warm.
-        """
-        policy = self.policy
-        latch = self.ttl_latch
-        query_source = self.config.query_source
-        if latch.ttl_for(query_source) == "1h" or self.model_info.cache_write_1h_multiplier is None:
+        """Count a pause towards the 1-hour cache TTL, and switch to it when it pays
+        (`compaction.decisions.decide_ttl_upgrade`)."""
+        upgrade = decide_ttl_upgrade(
+            self.ttl_latch,
+            query_source=self.config.query_source,
+            model=self.model_info,
+            policy=self.policy,
+            now=self._clock(),
+            last_reply_at=self._last_assistant_time(),
+            idle_expiries=self.tracking.idle_expiries,
+        )
+        if upgrade is None:
             return
-        if not self._cache_expired():
-            return
-        last = self._last_assistant_time()
-        if last is None or (self._clock() - last).total_seconds() > ttl_seconds("1h"):
-            return
-        pauses = self.tracking.idle_expiries = self.tracking.idle_expiries + 1
-        if policy.prefix_ttl_1h and pauses == policy.prefix_ttl_1h_after_pauses:
-            emit(self._events, CacheTtlUpgraded(pauses, part="prefix"))
-        after = policy.cache_ttl_upgrade_after_idle
-        if after <= 0 or pauses < after:
-            return
-        upgraded = CacheTtlLatch(True, latch.allowlist)
-        if upgraded.ttl_for(query_source) != "1h":
-            return  # this query source is not on the 1-hour allowlist
-        self.ttl_latch = upgraded
-        emit(self._events, CacheTtlUpgraded(pauses))
+        self.tracking.idle_expiries = upgrade.idle_expiries
+        if upgrade.prefix_upgraded:
+            emit(self._events, CacheTtlUpgraded(upgrade.idle_expiries, part="prefix"))
+        if upgrade.latch is not None:
+            self.ttl_latch = upgrade.latch
+            emit(self._events, CacheTtlUpgraded(upgrade.idle_expiries))
 
     def _cache_expired(self) -> bool:
         """The gap since the last response is over the session's cache TTL."""
-        last = self._last_assistant_time()
-        if last is None:
-            return False
-        ttl = ttl_seconds(self.ttl_latch.ttl_for(self.config.query_source))
-        return (self._clock() - last).total_seconds() > ttl
+        ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        return cache_expired(self._clock(), self._last_assistant_time(), ttl)
 
     def _free_compaction_available(self) -> bool:
         """A compaction without a summary call: session notes exist to compact from."""
