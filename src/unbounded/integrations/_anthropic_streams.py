@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from unbounded.integrations._support import compact_after_prompt_too_long
+from unbounded.engine import reactive_compaction as compact_after_prompt_too_long
 
 if TYPE_CHECKING:
     from anthropic.lib.streaming import AsyncMessageStream, MessageStream
