@@ -14,7 +14,7 @@ from unbounded.engine import reactive_compaction as compact_after_prompt_too_lon
 if TYPE_CHECKING:
     from anthropic.lib.streaming import AsyncMessageStream, MessageStream
 
-    from unbounded.integrations.anthropic_client import ClientPipeline
+    from unbounded.integrations._drop_in import DropInPipeline as ClientPipeline
 
 
 def _final_snapshot(stream: Any) -> Any | None:
