@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import math
 import uuid as uuid_module
+from collections import ChainMap
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import orjson
 
@@ -820,7 +821,11 @@ class Session:
     ) -> tuple[list[Any], dict[str, str]]:
         """The reply's blocks with each tool_use id that is taken in this session, or that the
         API would refuse, renamed (`renamed_tool_id`), and {new name: id the provider gave}."""
-        taken = set(self.recall_index.update(self.entries).calls)
+        # The index's own dict, read in place (a set of it per reply would cost O(history)),
+        # with this reply's names beside it.
+        taken = ChainMap[str, object](
+            {}, cast(dict[str, object], self.recall_index.update(self.entries).calls)
+        )
         renamed: dict[str, str] = {}
         out: list[Any] = []
         for block in content:
@@ -830,7 +835,7 @@ class Session:
                 if name != tool_id:
                     renamed[name] = tool_id
                     block = {**block, "id": name}
-                taken.add(name)
+                taken[name] = block
             out.append(block)
         return out, renamed
 
