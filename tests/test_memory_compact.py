@@ -28,6 +28,7 @@ from unbounded.errors import ConfigError
 from unbounded.events import CompactionFinished, Event, GenericEvent
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -121,6 +122,7 @@ def test_the_first_uncovered_message_and_one_run_of_the_file() -> None:
 class Summarizer:
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0

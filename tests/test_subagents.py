@@ -15,6 +15,7 @@ from unbounded.compaction.session_memory import SessionMemory
 from unbounded.errors import ConfigError
 from unbounded.events import CompactionFinished, Event
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -42,6 +43,7 @@ CONFIG = SessionConfig(
 class Summarizer:
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.requests: list[ProviderRequest] = []
@@ -179,4 +181,4 @@ def test_a_child_of_a_parent_that_called_its_model_summarizes_with_that_model() 
     parent.add_user("Find every error in the logs.")
     asyncio.run(parent.call(model))
     child = fork_subagent(parent, "auditor", "Audit all logs.")
-    assert isinstance(child.summarizer, ContinuationSummarizer) and child.summarizer.provider is model
+    assert isinstance(child.summarizer, ContinuationSummarizer) and child.summarizer.inner is model

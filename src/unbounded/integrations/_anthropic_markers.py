@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from unbounded.integrations._anthropic_blocks import _block_dict, _plain
 from unbounded.model.request import ProviderRequest
+from unbounded.wire.anthropic import block_dict, plain_data
 
 
 def _marker_ttl(block: Any) -> str | None:
     if block is None:
         return None
-    # A dict's marker read in place; anything else as `_block_dict` reads it (SDK blocks dumped).
-    marker = (block if isinstance(block, Mapping) else _block_dict(block)).get("cache_control")
+    # A dict's marker read in place; anything else as `block_dict` reads it (SDK blocks dumped).
+    marker = (block if isinstance(block, Mapping) else block_dict(block)).get("cache_control")
     if not isinstance(marker, Mapping):
         return None
     return "1h" if marker.get("ttl") == "1h" else "5m"
@@ -25,7 +25,7 @@ def _message_markers(messages: Sequence[Any]) -> list[str]:
     """The TTLs of the cache markers a caller put on message blocks."""
     found: list[str] = []
     for message in messages:
-        data = _plain(message)
+        data = plain_data(message)
         content = data.get("content") if isinstance(data, Mapping) else None
         if isinstance(content, str) or not content:
             continue
@@ -111,7 +111,7 @@ def honor_caller_markers(
         for index, block in enumerate(sent_system):
             if not isinstance(block.get("cache_control"), Mapping):
                 continue
-            own = _block_dict(given[index]).get("cache_control") if index < len(given) else None
+            own = block_dict(given[index]).get("cache_control") if index < len(given) else None
             new = {**block, "cache_control": dict(own)} if isinstance(own, Mapping) else block
             slots.append([("system", index), block, new])
     sent_messages = body.get("messages")

@@ -15,11 +15,12 @@ from typing import Any, Literal, cast
 import orjson
 
 from unbounded.errors import ConfigError
-from unbounded.integrations._anthropic_blocks import _canonical_content, _plain
+from unbounded.integrations._anthropic_blocks import _canonical_content
 from unbounded.integrations._anthropic_markers import _content_ttls, _sdk_block_ttls
 from unbounded.model.entries import Entry
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.recall.schema import RECALL_TOOL_NAME
+from unbounded.wire.anthropic import plain_data
 
 HistoryMode = Literal["auto", "full", "new"]
 """How `messages=` is read: detected (auto), always the whole conversation, or only new ones."""
@@ -89,14 +90,14 @@ def _print_of_canonical(
 
 
 def _message_fields(message: Any) -> tuple[str, Any]:
-    data = _plain(message)
+    data = plain_data(message)
     if not isinstance(data, Mapping) or data.get("role") not in ("user", "assistant"):
         raise ConfigError(
             "every message must be a dict with role 'user' or 'assistant' and a content"
         )
     content = data.get("content")
     if isinstance(content, list):  # SDK blocks dumped once here, not again by each reader
-        content = [_plain(block) for block in content]
+        content = [plain_data(block) for block in content]
     return str(data["role"]), content
 
 

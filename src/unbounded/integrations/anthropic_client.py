@@ -71,13 +71,7 @@ from unbounded.blocking import BlockingRunner
 from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
-from unbounded.integrations._anthropic_blocks import (
-    _block_dict,
-    _canonical_system,
-    _canonical_tools,
-    _plain,
-    stored_content,
-)
+from unbounded.integrations._anthropic_blocks import _canonical_system, _canonical_tools
 from unbounded.integrations._anthropic_markers import (
     _longest_ttl as _longest_ttl,
 )
@@ -111,6 +105,7 @@ from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
+from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 
 if TYPE_CHECKING:
     import anthropic
@@ -157,13 +152,13 @@ def _config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
     """The `SessionConfig` fields a call's cache-safe parameters give (plain dicts)."""
     system = params.get("system")
     if system is not None and not isinstance(system, str):
-        system = [_block_dict(b) for b in system]
+        system = [block_dict(b) for b in system]
     thinking = params.get("thinking")
     return {
         "model": params.get("model"),
         "system": system,
-        "tools": [_block_dict(t) for t in params.get("tools") or []],
-        "thinking": dict(_plain(thinking)) if thinking is not None else None,
+        "tools": [block_dict(t) for t in params.get("tools") or []],
+        "thinking": dict(plain_data(thinking)) if thinking is not None else None,
         "max_tokens": params.get("max_tokens"),
     }
 
@@ -453,7 +448,7 @@ class ClientPipeline:
                 return "no message in common with the conversation"
             if params.get("model") != session.config.model:
                 return "a different model and no message in common with the conversation"
-            tools = [_block_dict(t) for t in params.get("tools") or []]
+            tools = [block_dict(t) for t in params.get("tools") or []]
             if _canonical_tools(tools) != _canonical_tools(session.config.tools):
                 return "different tools and no message in common with the conversation"
         pending = [i for i in session.pending_tool_use_ids() if i not in self.recall_ids]
@@ -541,7 +536,7 @@ class ClientPipeline:
 
     def is_prompt_too_long(self, error: BaseException) -> bool:
         """Whether an SDK exception is the API refusing the prompt as over the window."""
-        return isinstance(self.provider.map_error(error), PromptTooLongError)
+        return isinstance(self.provider.wire.map_error(error), PromptTooLongError)
 
     def record(self, message: Any, *, answer_recall: bool = False) -> bool:
         """Record an SDK message (whole or accumulated from a stream) as the reply.
@@ -549,7 +544,7 @@ class ClientPipeline:
         With `answer_recall`, a reply whose only tool calls are `recall` is answered here as
         a recall round; True then: ask the model again.
         """
-        response = self.provider.to_response(message)
+        response = self.provider.wire.from_response(message)
         session = self.session
         uses = response.tool_uses
         recalls = [u for u in uses if u.get("name") == RECALL_TOOL_NAME]
