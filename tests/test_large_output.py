@@ -9,6 +9,7 @@ from unbounded.compaction.large_output import (
     CHARS_PER_TOKEN,
     MIN_CAP_TOKENS,
     _cut_at_line,
+    _marker,
     cap_block_texts,
     cap_text,
     is_kept_copy_of,
@@ -110,3 +111,13 @@ def test_redaction_comes_before_the_cut_and_the_keeping() -> None:
     assert "SECRET" not in kept[side_output_name("r", 0)] and "SECRET" not in new["text"]
     assert is_kept_copy_of(kept[side_output_name("r", 0)], new["text"])
     assert cut[0].original_chars == len(secret_log.replace("SECRET", "[R]"))
+
+
+def test_a_marker_that_takes_the_whole_cap_is_the_whole_answer() -> None:
+    # A kept-copy path so long that the marker alone takes the whole cap (length / 4 rounds
+    # up to it): no character of the output is kept beside it.
+    text = "\n".join(f"line {n} of the output" for n in range(3_000))
+    saved_to = "d/" + "a" * (CHARS_PER_TOKEN * MIN_CAP_TOKENS - 2 - len(_marker(text, "d/")))
+    capped = cap_text(text, MIN_CAP_TOKENS, saved_to)
+    assert capped is not None and capped.text == _marker(text, saved_to)
+    assert capped.text.startswith(f"\n[... {len(text):,} characters (2,999 lines)")
