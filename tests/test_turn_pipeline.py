@@ -319,7 +319,7 @@ def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> N
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    figures = module.run((12, 30), samples=2)
+    figures = module.run((12, 20, 30), samples=2)
     names = ["session", "dropin"]
     try:
         import langchain_core  # noqa: F401
@@ -327,11 +327,18 @@ def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> N
         names += ["middleware", "langchain"]
     except ImportError:
         pass
-    keys = [f"{name}_{kind}_at_{mark}" for name in names for kind in ("us", "max_us") for mark in (12, 30)]
+    marks = (12, 20, 30)
+    keys = [f"{name}_{kind}_at_{mark}" for name in names for kind in ("us", "max_us") for mark in marks]
     keys += [f"{name}_growth" for name in names]
+    # Every later mark against the first (the Must-show compares 3,000 with 200 in one run).
+    keys += [f"{name}_ratio_{mark}_to_12" for name in names for mark in (20, 30)]
     if "middleware" in names:
-        keys += ["middleware_first_call_us_at_12", "middleware_first_call_us_at_30"]
+        keys += [f"middleware_first_call_us_at_{mark}" for mark in marks]
     assert sorted(figures) == sorted(keys)
     assert all(math.isfinite(figures[key]) and figures[key] > 0 for key in keys)
+    for name in names:
+        for mark in (20, 30):
+            ratio = figures[f"{name}_us_at_{mark}"] / figures[f"{name}_us_at_12"]
+            assert figures[f"{name}_ratio_{mark}_to_12"] == pytest.approx(ratio, rel=0.02, abs=0.01)
     # The messages really grew to each mark: the slowest call of a mark is one of its own.
     assert all(figures[f"{name}_us_at_30"] <= figures[f"{name}_max_us_at_30"] for name in names)

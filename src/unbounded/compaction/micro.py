@@ -500,7 +500,13 @@ def _apply_since(
     del view[same:]
     view.extend(messages[same:])
     top = last.top
-    new_ids = list(islice(state.cleared, last.cleared, None))
+    # Clears come in batches, most turns add none: the ids are skipped to only when some
+    # were added (walking past the old ones costs O(cleared)).
+    new_ids = (
+        list(islice(state.cleared, last.cleared, None))
+        if len(state.cleared) != last.cleared
+        else []
+    )
     if new_ids:
         indices: list[int] = []
         for tool_id in new_ids:
