@@ -9,6 +9,7 @@ dict), and on every turn of replayed sessions.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable
 from typing import Any, cast
@@ -26,7 +27,7 @@ from unbounded.caching.breakpoints import (
     plan_cache_breakpoints,
 )
 from unbounded.evaluation.replay import ReplayOptions, replay_session
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length, shared_prefix_length_own
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
@@ -43,6 +44,40 @@ def test_shared_prefix_length_is_the_first_difference() -> None:
         while expected < min(len(new), len(old)) and new[expected] == old[expected]:
             expected += 1
         assert shared_prefix_length(new, old) == expected
+
+
+@SETTINGS
+@given(
+    size=st.integers(0, 300),
+    changes=st.lists(st.integers(0, 299), max_size=3),
+    cut=st.one_of(st.none(), st.integers(0, 300)),
+    added=st.integers(0, 4),
+    as_tuple=st.booleans(),
+)
+def test_the_copy_free_prefix_is_the_first_difference_and_leaves_its_list_alone(
+    size: int, changes: list[int], cut: int | None, added: int, as_tuple: bool
+) -> None:
+    """`shared_prefix_length_own` (the caller's own list grown for one comparison, then put
+    back) finds what `shared_prefix_length` finds: a change near the end or far from it, a
+    shorter or longer input, a tuple."""
+    own = [object() for _ in range(size)]
+    before = list(own)
+    new = list(own)
+    for index in changes:
+        if index < len(new):
+            new[index] = object()  # a replaced message: a new object at that position
+    if cut is not None:
+        new = new[:cut]
+    new += [object() for _ in range(added)]
+    given: Any = tuple(new) if as_tuple else new
+    expected = 0  # counted one by one; a tuple never equals a list (nothing is reused)
+    while (
+        not as_tuple and expected < min(len(new), size) and new[expected] is before[expected]
+    ):
+        expected += 1
+    assert shared_prefix_length_own(given, own) == expected
+    assert shared_prefix_length(given, before) == expected
+    assert len(own) == len(before) and all(map(operator.is_, own, before))
 
 
 def assert_same(planner: CacheBreakpointPlanner, request: ProviderRequest, ttl: Any) -> None:

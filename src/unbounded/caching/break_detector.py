@@ -71,7 +71,7 @@ from unbounded.caching.ttl import (
 from unbounded.errors import ConfigError
 from unbounded.events import Event, EventSink, emit
 from unbounded.model.content import Usage
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 
@@ -669,7 +669,7 @@ class PromptCacheBreakDetector:
         raw = cast(Mapping[str, Any], request).get("messages") or []
         unchanged = 0
         if self.messages_immutable:
-            same = shared_prefix_length(raw, state.inputs) if previous is not None else 0
+            same = shared_prefix_length_own(raw, state.inputs) if previous is not None else 0
             unchanged = (
                 min(same, len(state.digested), len(previous.message_digests)) if previous else 0
             )
