@@ -20,10 +20,11 @@ from unbounded.compaction.auto import (
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionHooks, CompactionResult
 from unbounded.compaction.memory_compact import try_session_memory_compaction
-from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+from unbounded.compaction.memory_updaters import OfflineNotesUpdater
 from unbounded.compaction.summary_text import CompactionError
 from unbounded.errors import ConfigError
-from unbounded.events import Event, GenericEvent
+from unbounded.events import Event, SessionMemoryCompactionSkipped
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.hooks import HookRunner
 from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.model.request import ProviderRequest
@@ -304,7 +305,7 @@ def test_notes_compaction_reads_only_the_context() -> None:
         events=events.append,
     )
     assert asyncio.run(try_session_memory_compaction(by_hand, memory)) is None
-    assert [e.data for e in events if isinstance(e, GenericEvent)] == [{"reason": "there are no notes yet"}]
+    assert [e for e in events if isinstance(e, SessionMemoryCompactionSkipped)] == [SessionMemoryCompactionSkipped("there are no notes yet")]
 
 
 # -- one breaker for the Session and the LangChain middleware ------------------------------------

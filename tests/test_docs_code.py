@@ -448,7 +448,7 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     # docs/session.md
     (
         "docs/session.md",
-        "from unbounded.compaction.session_memory import ModelNotesUpdater, SessionMemory",
+        "from unbounded.compaction.memory_updaters import ModelNotesUpdater",
     ): Run(
         prelude=(
             "from unbounded.providers import AnthropicProvider\n"

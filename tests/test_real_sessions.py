@@ -512,7 +512,8 @@ def test_compact_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
 
 
 def test_memory_compaction_counts_the_system_prompt_and_calibrates(tmp_path: Path) -> None:
-    from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+    from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+    from unbounded.extensions.session_memory import SessionMemory
 
     system = "Rules of this repository. " * 4_000  # ~25K tokens by length/4
     config = SessionConfig(model="claude-sonnet-4-5", system=system, context_window=100_000)
@@ -537,7 +538,8 @@ def test_memory_compaction_counts_the_system_prompt_and_calibrates(tmp_path: Pat
 
 
 def test_session_notes_are_redacted(tmp_path: Path) -> None:
-    from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+    from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+    from unbounded.extensions.session_memory import SessionMemory
 
     key = "sk-ant-api03-" + "A1b2C3d4" * 10
     aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -22,6 +22,7 @@ from unbounded.compaction.summary_guard import CONTINUATION_SECTIONS
 from unbounded.errors import ConfigError
 from unbounded.evaluation.replay import RecordingProvider
 from unbounded.events import CompactionFinished, Event, SummaryRequestsSpent
+from unbounded.extensions.subagents import ContinuationSummarizer
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget, take_retry
@@ -30,7 +31,6 @@ from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, OverloadedError
 from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.providers.retry import RetryingProvider
-from unbounded.subagents import ContinuationSummarizer
 from unbounded.telemetry import Telemetry
 
 

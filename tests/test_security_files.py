@@ -99,7 +99,8 @@ def test_everything_a_session_writes_is_private(tmp_path: Path, open_umask: None
     hooks = HookRunner({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": hook}]}]}}, session_id="s", cwd=project)
     extensions: list[Any] = []
     try:
-        from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+        from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+        from unbounded.extensions.session_memory import SessionMemory
 
         extensions.append(SessionMemory(OfflineNotesUpdater(), background=False))
     except ImportError:  # session memory not built: the notes file is written below instead

@@ -8,30 +8,29 @@ from typing import Any
 
 import pytest
 
-from unbounded.compaction.session_memory import (
+from unbounded.compaction.memory_trigger import UpdateProgress, progress_since, should_update
+from unbounded.compaction.memory_updaters import (
     NOTES_TOOL_NAME,
-    SECTION_TITLES,
-    SECTIONS,
     ModelNotesUpdater,
     OfflineNotesUpdater,
-    SessionMemory,
-    UpdateProgress,
     apply_notes_edits,
     build_update_prompt,
     choose_notes_tool,
+)
+from unbounded.compaction.notes import (
+    SECTION_TITLES,
+    SECTIONS,
     missing_sections,
     notes_are_empty,
-    offline_notes,
     parse_notes,
-    progress_since,
     session_memory_template,
-    should_update,
     size_reminders,
-    summary_user_messages,
     truncate_notes_for_compact,
 )
+from unbounded.compaction.offline_notes import offline_notes, summary_user_messages
 from unbounded.errors import ConfigError
-from unbounded.events import Event, GenericEvent
+from unbounded.events import Event, SessionMemoryUpdated, SessionMemoryUpdateFailed
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
@@ -311,8 +310,8 @@ def test_model_update_shares_the_cache_and_edits_only_the_notes(tmp_path: Path) 
     assert "SESSION NOTES UPDATE" in str(fork["messages"][-1]) and notes_path in str(fork["messages"][-1])
     assert session.store.read_memory() == new
     assert memory.updated_through == session.view[-1].uuid
-    updated = [e for e in events if isinstance(e, GenericEvent) and e.name == "session_memory_updated"]
-    assert updated and updated[0].data["applied"] == 1 and "'Bash' is not allowed" in updated[0].data["refused"][0]
+    updated = [e for e in events if isinstance(e, SessionMemoryUpdated)]
+    assert updated and updated[0].applied == 1 and "'Bash' is not allowed" in updated[0].refused[0]
     # nothing new: no second update
     asyncio.run(session.prepare())
     assert len(model.requests) == 1
@@ -353,7 +352,7 @@ def test_refused_failed_and_timed_out_updates_leave_the_pointer(tmp_path: Path) 
         asyncio.run(session.prepare())
         assert memory.updated_through is None and memory.state.failures == 1
         assert session.store.read_memory() is None
-        assert any(isinstance(e, GenericEvent) and e.name == "session_memory_update_failed" for e in events)
+        assert any(isinstance(e, SessionMemoryUpdateFailed) for e in events)
 
 
 VIRTUAL = "session-memory/summary.md"
@@ -398,7 +397,7 @@ def test_guarded_query_sources_and_construction_errors() -> None:
     with pytest.raises(ConfigError):
         SessionMemory(object())  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
-        memory.attach(Session(CONFIG, store=MemoryStore(), policy=POLICY))
+        Session(CONFIG, store=MemoryStore(), policy=POLICY, extensions=[memory])
     with pytest.raises(ConfigError):
         ModelNotesUpdater(object())  # type: ignore[arg-type]
     with pytest.raises(ConfigError):

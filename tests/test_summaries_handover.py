@@ -16,7 +16,7 @@ from unbounded.compaction.conversation import CacheSafeParams, compact_conversat
 from unbounded.compaction.extractive import extractive_summary
 from unbounded.compaction.facts import compaction_points
 from unbounded.compaction.handover import read_handover
-from unbounded.compaction.session_memory import offline_notes
+from unbounded.compaction.offline_notes import offline_notes
 from unbounded.compaction.summary_guard import check_summary, missing_sections, summary_floor
 from unbounded.compaction.summary_text import (
     CompactionError,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +221,46 @@ class RecallServed(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class GenericEvent(Event):
-    """An event from a component that defines no class of its own."""
+class SessionMemoryUpdated(Event):
+    """The session notes were brought up to date (`unbounded.extensions.SessionMemory`)."""
 
-    name: str
-    data: dict[str, Any] = field(default_factory=dict)
+    updater: str
+    """Who wrote them: the session's model (`model`), the offline updater (`offline`)…"""
+    fallback: str | None
+    """Why the offline updater wrote them (`asked_for`, `no_model`, `model_failed`); None:
+    the updater chosen."""
+    through: str | None
+    """uuid of the last message the notes now cover."""
+    applied: int
+    """Edits applied to the notes."""
+    refused: tuple[str, ...]
+    """Why the edits that were not applied were refused."""
+    tokens: int
+    """The notes' length now (estimated tokens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemoryUpdateFailed(Event):
+    """A notes update failed or timed out; the notes are unchanged."""
+
+    updater: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemoryWaitTimedOut(Event):
+    """A compaction waited `seconds` for a notes update in flight and uses the notes as
+    they are."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemoryCompactionSkipped(Event):
+    """Session-memory compaction refused (no notes, disabled, too large…): a summary is
+    written instead."""
+
+    reason: str
 
 
 EventSink = Callable[[Event], None]

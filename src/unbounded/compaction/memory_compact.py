@@ -1,7 +1,7 @@
 """Session-memory compaction: the notes become the summary, so no summary call is made.
 
-`try_session_memory_compaction(context, memory)` is what `SessionMemory.compact` runs as the
-session's `memory_compactor` (the first tier of `Session.auto_compact`, seed 004 "Tier 3").
+`try_session_memory_compaction(context, memory)` is what `SessionMemory.compact_from_memory`
+runs for the session (the first tier of `Session.auto_compact`, seed 004 "Tier 3").
 It reads the conversation from a `CompactionContext` (`Session.compaction_context()`), and
 of the notes' keeper only the pointer, the rehydrate switch and the wait (`NotesState`):
 
@@ -42,7 +42,7 @@ of the notes' keeper only the pointer, the rehydrate switch and the wait (`Notes
 
 The result is a `CompactionResult` of the same shape as `compact_conversation`'s, with
 `summarizer == "session_memory"`, no request, no usage and `attempts == 0`. Each refusal
-emits a `session_memory_compaction_skipped` event with its reason.
+emits a `SessionMemoryCompactionSkipped` event with its reason.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ from unbounded.errors import ConfigError
 from unbounded.events import (
     CompactionFinished,
     CompactionStarted,
-    GenericEvent,
+    SessionMemoryCompactionSkipped,
+    SessionMemoryWaitTimedOut,
     SummaryRejected,
     emit,
 )
@@ -339,19 +340,13 @@ async def try_session_memory_compaction(
     sink = context.events
 
     def skip(reason: str) -> None:
-        emit(sink, GenericEvent("session_memory_compaction_skipped", {"reason": reason}))
+        emit(sink, SessionMemoryCompactionSkipped(reason))
 
     if not policy.session_memory_enabled:
         skip("session memory is disabled")
         return None
     if not await memory.wait_for_update(policy.session_memory_wait_seconds):
-        emit(
-            sink,
-            GenericEvent(
-                "session_memory_wait_timed_out",
-                {"seconds": policy.session_memory_wait_seconds},
-            ),
-        )
+        emit(sink, SessionMemoryWaitTimedOut(policy.session_memory_wait_seconds))
     notes = context.read_notes()
     if notes is None:
         skip("there are no notes yet")
