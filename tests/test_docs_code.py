@@ -129,10 +129,12 @@ REQUEST = (
 )
 
 
-def _step_tags_request(session: Any) -> None:
+def _extension_tags_request(session: Any, tags: Any) -> None:
     session.add_user("hello")
     request = asyncio.run(session.prepare())
     assert request["metadata"] == {"user_id": "u-42"} and session.last_request is request
+    session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 9}})
+    assert tags.replies == 1
 
 
 def _readme_session(namespace: dict[str, Any], out: str, api: ApiServer) -> None:
@@ -464,11 +466,8 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ): Run(
         prelude=SESSION_PRELUDE,
     ),
-    ("docs/session.md", "from unbounded.turn import TurnContext"): Run(
-        prelude=SESSION_PRELUDE
-        + "from unbounded.storage import MemoryStore\n"
-        + "session = Session(SessionConfig(model='claude-sonnet-4-6'), store=MemoryStore())\n",
-        check=lambda ns, out, api: _step_tags_request(ns["session"]),
+    ("docs/session.md", "from unbounded import Extension"): Run(
+        check=lambda ns, out, api: _extension_tags_request(ns["session"], ns["tags"]),
     ),
     # docs/storage.md
     ("docs/storage.md", "from unbounded.postgres import PostgresStore"): Run(
