@@ -24,15 +24,10 @@ from apiserver import (
     message,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event
+from unbounded.events import CacheParamsChanged, Event
 from unbounded.integrations._anthropic_markers import _message_markers, honor_caller_markers
 from unbounded.integrations._anthropic_prints import _SeenMessages, message_print
-from unbounded.integrations.anthropic_client import (
-    CacheParamsChanged,
-    _config_fields,
-    _same_config,
-    wrap,
-)
+from unbounded.integrations.anthropic_client import _config_fields, _same_config, wrap
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.session import SessionConfig

@@ -26,8 +26,8 @@ from apiserver import (
     tool_use_block,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event
-from unbounded.integrations import CacheParamsChanged, wrap
+from unbounded.events import CacheParamsChanged, Event
+from unbounded.integrations import wrap
 from unbounded.integrations.anthropic_client import message_print, new_messages
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from unbounded.caching.break_detector import CacheBreak
-from unbounded.events import Event
+from unbounded.events import CacheBreak, Event
 from unbounded.fileio import atomic_write_json, private_folder
 from unbounded.hooks import HookRunner
 from unbounded.model.entries import Entry

@@ -50,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
+from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import (
     CacheTtl,
@@ -86,10 +86,10 @@ from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microco
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
+    CacheBreak,
     CacheTtlUpgraded,
     ContextWarning,
     EarlyCompaction,
-    Event,
     EventSink,
     MicrocompactApplied,
     ReactiveCompaction,
@@ -1767,7 +1767,6 @@ class SyncSession:
 
 __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
-    "Event",
     "Extension",
     "Session",
     "SessionClosedError",

@@ -40,7 +40,6 @@ from datetime import datetime, timezone
 from typing import Any, Literal, cast
 
 from unbounded.blocking import run_blocking
-from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl
@@ -72,10 +71,12 @@ from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_repl
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
+    CacheBreak,
     CompactionFailed,
     CompactionRetried,
     ContextWarning,
     Event,
+    ExpectedCacheDrop,
     MicrocompactApplied,
     SessionMemoryCompactionSkipped,
     SessionMemoryUpdated,

@@ -62,7 +62,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
@@ -70,7 +69,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 from unbounded.blocking import BlockingRunner
 from unbounded.catalog import ModelTable, load_model_table
 from unbounded.errors import ConfigError
-from unbounded.events import Event, EventSink, emit
+from unbounded.events import (
+    CacheParamsChanged,
+    EventSink,
+    LastReplyDiscarded,
+    SideCallPassed,
+    emit,
+)
 from unbounded.integrations._anthropic_blocks import (
     _block_dict,
     _canonical_system,
@@ -127,30 +132,6 @@ CACHE_SAFE_PARAMETERS = ("model", "system", "tools", "thinking", "max_tokens")
 
 MAX_RECALL_ROUNDS = 3
 """Recall-only replies answered in a row before the reply goes to the caller as it is."""
-
-
-@dataclass(frozen=True, slots=True)
-class CacheParamsChanged(Event):
-    """A cache-safe parameter changed after a request went out: the prompt cache is re-written."""
-
-    fields: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SideCallPassed(Event):
-    """A call that does not continue the conversation (a title, a classifier, a judge) went to
-    the SDK as given: nothing recorded, nothing compacted."""
-
-    reason: str
-    messages: int
-
-
-@dataclass(frozen=True, slots=True)
-class LastReplyDiscarded(Event):
-    """The caller asked again with the list that preceded the last reply (regenerate, or a
-    retry after a crash): that reply left the conversation and a new one is asked for."""
-
-    message_id: str | None
 
 
 def _config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -954,13 +935,10 @@ __all__ = [
     "AsyncRecordingStream",
     "AsyncStreamManager",
     "AsyncUnboundedAnthropic",
-    "CacheParamsChanged",
     "Continuation",
     "HistoryMode",
-    "LastReplyDiscarded",
     "MessagePrint",
     "RecordingStream",
-    "SideCallPassed",
     "StreamManager",
     "UnboundedAnthropic",
     "conversation_prints",

@@ -31,7 +31,7 @@ from typing import Any
 
 from unbounded.blocking import run_blocking
 from unbounded.errors import ConfigError
-from unbounded.events import Event, EventSink, emit
+from unbounded.events import EventSink, ProviderRetried, emit
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import take_retry
 from unbounded.model.response import forward_capabilities
@@ -53,18 +53,6 @@ DEFAULT_JITTER = 0.25
 
 Sleep = Callable[[float], Awaitable[Any]]
 """An awaitable sleep, `asyncio.sleep` by default."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderRetried(Event):
-    """A provider call failed with a transient error and will be sent again after `delay`."""
-
-    provider: str
-    attempt: int
-    delay: float
-    error: str
-    status: int | None
-    retry_after: float | None
 
 
 @dataclass(slots=True)
@@ -208,4 +196,4 @@ class RetryingProvider:
         return run_blocking(self.create(request, stream=stream, heartbeat=heartbeat))
 
 
-__all__ = ["ProviderRetried", "RetryStats", "RetryingProvider"]
+__all__ = ["RetryStats", "RetryingProvider"]
