@@ -21,8 +21,7 @@ from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionHooks, CompactionResult
 from unbounded.compaction.memory_compact import try_session_memory_compaction
 from unbounded.compaction.memory_updaters import OfflineNotesUpdater
-from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError
+from unbounded.errors import CompactionError, ConfigError
 from unbounded.events import Event, SessionMemoryCompactionSkipped
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.hooks import HookRunner

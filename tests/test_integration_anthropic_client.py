@@ -28,7 +28,7 @@ from apiserver import (
 from unbounded.errors import ConfigError
 from unbounded.events import CacheParamsChanged, Event
 from unbounded.integrations import wrap
-from unbounded.integrations.anthropic_client import message_print, new_messages
+from unbounded.integrations._anthropic_prints import message_print, new_messages
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import FolderStore

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from unbounded.catalog import load_model_table
 from unbounded.cli import app
 from unbounded.compaction.large_output import cap_text
-from unbounded.errors import ConfigError, InvalidRequestError
+from unbounded.errors import ConfigError, InvalidRequestError, SessionLockedError
 from unbounded.events import Event, RequestRepaired, ToolCallsInterrupted, ToolOutputCapped
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import (
@@ -38,7 +38,7 @@ from unbounded.model.user_messages import classify_user_content, latest_user_req
 from unbounded.policy import MIN_CONTEXT_WINDOW, Policy, compute_thresholds
 from unbounded.session import Session, SessionConfig
 from unbounded.side_outputs import side_output_name
-from unbounded.storage import FolderStore, MemoryStore, SessionLockedError
+from unbounded.storage import FolderStore, MemoryStore
 from unbounded.transcripts.loader import load_transcript
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -19,7 +19,7 @@ import pytest
 from unbounded import storage
 from unbounded.compaction.memory_updaters import OfflineNotesUpdater
 from unbounded.compaction.notes import missing_sections, parse_notes
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, SessionLockedError
 from unbounded.events import (
     CompactionFinished,
     Event,
@@ -32,7 +32,7 @@ from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.session import Session, SessionConfig
-from unbounded.storage import FolderStore, SessionLockedError
+from unbounded.storage import FolderStore
 from unbounded.tokens.estimate import estimate_messages_tokens
 from unbounded.transcripts.claude_code import read_claude_code
 

@@ -1769,7 +1769,6 @@ __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "Extension",
     "Session",
-    "SessionClosedError",
     "SessionConfig",
     "SessionStatus",
     "SyncSession",

@@ -62,7 +62,6 @@ from unbounded.compaction.tools_registry import (
     DEFAULT_COMPACTABLE_TOOLS,
     CompactableTools,
 )
-from unbounded.errors import CompactionError
 from unbounded.fileio import atomic_write_json
 
 __all__ = [
@@ -77,7 +76,6 @@ __all__ = [
     "ClearToolUses",
     "Compact",
     "CompactableTools",
-    "CompactionError",
     "CompactionResult",
     "ContextManagement",
     "ContextManagementBuilder",

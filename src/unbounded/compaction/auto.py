@@ -49,8 +49,7 @@ from unbounded.compaction.conversation import (
     start_summary,
 )
 from unbounded.compaction.prompts import PartialDirection
-from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError, ProviderError
+from unbounded.errors import CompactionError, ConfigError, ProviderError
 from unbounded.events import (
     CircuitBreakerTripped,
     CompactionFailed,

@@ -52,12 +52,8 @@ from unbounded.compaction.prompts import (
 )
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
 from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
-from unbounded.compaction.summary_text import (
-    CompactionError,
-    check_summary_reply,
-    format_compact_summary,
-)
-from unbounded.errors import ConfigError, PromptTooLongError, ProviderError
+from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
+from unbounded.errors import CompactionError, ConfigError, PromptTooLongError, ProviderError
 from unbounded.events import (
     CompactionFailed,
     CompactionFinished,

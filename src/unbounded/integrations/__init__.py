@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from unbounded.integrations._schema import tool_schema
 from unbounded.integrations.agent_loop import (
     AgentResult,
     Tool,
@@ -20,7 +21,6 @@ from unbounded.integrations.agent_loop import (
     iter_agent,
     run_agent,
     tool,
-    tool_schema,
 )
 from unbounded.integrations.anthropic_client import (
     AsyncUnboundedAnthropic,

@@ -21,7 +21,7 @@ _BLOCK_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _plain(value: Any) -> Any:
+def plain_data(value: Any) -> Any:
     """SDK objects (pydantic models) as plain JSON-ready data; other values unchanged."""
     if type(value) is dict:  # the usual message or block: nothing to look up
         return value
@@ -31,8 +31,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _block_dict(block: Any) -> dict[str, Any]:
-    data = _plain(block)
+def block_dict(block: Any) -> dict[str, Any]:
+    data = plain_data(block)
     if isinstance(data, str):
         return {"type": "text", "text": data}
     if not isinstance(data, Mapping):
@@ -48,10 +48,10 @@ def stored_content(content: Any) -> str | list[dict[str, Any]]:
         return []
     blocks: list[dict[str, Any]] = []
     for block in content:
-        data = {k: v for k, v in _block_dict(block).items() if k != "cache_control"}
+        data = {k: v for k, v in block_dict(block).items() if k != "cache_control"}
         if data.get("type") == "tool_result" and isinstance(data.get("content"), list):
             data["content"] = [
-                {k: v for k, v in _block_dict(b).items() if k != "cache_control"}
+                {k: v for k, v in block_dict(b).items() if k != "cache_control"}
                 for b in data["content"]
             ]
         blocks.append(data)
@@ -59,7 +59,7 @@ def stored_content(content: Any) -> str | list[dict[str, Any]]:
 
 
 def _canonical_block(block: Any) -> dict[str, Any]:
-    data = _block_dict(block)
+    data = block_dict(block)
     kind = data.get("type")
     keys = _BLOCK_KEYS.get(str(kind))
     if keys is None:
@@ -70,18 +70,18 @@ def _canonical_block(block: Any) -> dict[str, Any]:
         if value is None or (key == "is_error" and value is False):
             continue
         if key == "content":
-            value = _canonical_content(value)
+            value = canonical_content(value)
         out[key] = value
     return out
 
 
-def _canonical_content(content: Any) -> list[dict[str, Any]]:
+def canonical_content(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     return [_canonical_block(b) for b in content or []]
 
 
-def _canonical_system(system: Any) -> list[dict[str, Any]]:
+def canonical_system(system: Any) -> list[dict[str, Any]]:
     """A system prompt for comparison: text blocks, cache markers and None fields left out."""
     if system is None:
         return []
@@ -90,5 +90,5 @@ def _canonical_system(system: Any) -> list[dict[str, Any]]:
     return [_canonical_block(b) for b in system]
 
 
-def _canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in t.items() if k != "cache_control"} for t in tools]

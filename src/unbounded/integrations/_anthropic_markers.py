@@ -7,25 +7,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from unbounded.integrations._anthropic_blocks import _block_dict, _plain
+from unbounded.integrations._anthropic_blocks import block_dict, plain_data
 from unbounded.model.request import ProviderRequest
 
 
 def _marker_ttl(block: Any) -> str | None:
     if block is None:
         return None
-    # A dict's marker read in place; anything else as `_block_dict` reads it (SDK blocks dumped).
-    marker = (block if isinstance(block, Mapping) else _block_dict(block)).get("cache_control")
+    # A dict's marker read in place; anything else as `block_dict` reads it (SDK blocks dumped).
+    marker = (block if isinstance(block, Mapping) else block_dict(block)).get("cache_control")
     if not isinstance(marker, Mapping):
         return None
     return "1h" if marker.get("ttl") == "1h" else "5m"
 
 
-def _message_markers(messages: Sequence[Any]) -> list[str]:
+def message_markers(messages: Sequence[Any]) -> list[str]:
     """The TTLs of the cache markers a caller put on message blocks."""
     found: list[str] = []
     for message in messages:
-        data = _plain(message)
+        data = plain_data(message)
         content = data.get("content") if isinstance(data, Mapping) else None
         if isinstance(content, str) or not content:
             continue
@@ -36,15 +36,15 @@ def _message_markers(messages: Sequence[Any]) -> list[str]:
     return found
 
 
-def _content_ttls(content: Any) -> list[str]:
+def content_ttls(content: Any) -> list[str]:
     """The TTLs of the cache markers on a message content's blocks."""
     if isinstance(content, str) or not content:
         return []
     return [ttl for ttl in map(_marker_ttl, content) if ttl is not None]
 
 
-def _sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
-    """The marker TTLs on a reply's blocks (`_content_ttls`), without dumping the SDK blocks
+def sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
+    """The marker TTLs on a reply's blocks (`content_ttls`), without dumping the SDK blocks
     (pydantic models) that hold no marker, as a reply's blocks never do."""
     for block in blocks:
         fields = getattr(type(block), "model_fields", None)
@@ -55,11 +55,11 @@ def _sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
             or "cache_control" in fields
             or (extra and "cache_control" in extra)
         ):
-            return _content_ttls(list(blocks))
+            return content_ttls(list(blocks))
     return []
 
 
-def _longest_ttl(ttls: Sequence[str]) -> str | None:
+def longest_ttl(ttls: Sequence[str]) -> str | None:
     if not ttls:
         return None
     return "1h" if "1h" in ttls else "5m"
@@ -100,7 +100,7 @@ def honor_caller_markers(
     if isinstance(sent_tools, list) and sent_tools:
         last = sent_tools[-1]
         if isinstance(last.get("cache_control"), Mapping):
-            wanted = _longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
+            wanted = longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
             new = last
             if wanted is not None:
                 new = {**last, "cache_control": _with_ttl(last["cache_control"], wanted)}
@@ -111,7 +111,7 @@ def honor_caller_markers(
         for index, block in enumerate(sent_system):
             if not isinstance(block.get("cache_control"), Mapping):
                 continue
-            own = _block_dict(given[index]).get("cache_control") if index < len(given) else None
+            own = block_dict(given[index]).get("cache_control") if index < len(given) else None
             new = {**block, "cache_control": dict(own)} if isinstance(own, Mapping) else block
             slots.append([("system", index), block, new])
     sent_messages = body.get("messages")

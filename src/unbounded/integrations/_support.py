@@ -1,12 +1,10 @@
 """What the integrations share: reactive compaction, session coercion and tool registration
-for microcompaction. `run_blocking` and `BlockingRunner` live in `unbounded.blocking` now
-(importable from here as before)."""
+for microcompaction."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from unbounded.blocking import BlockingRunner, run_blocking
 from unbounded.errors import ConfigError
 from unbounded.events import ReactiveCompaction, emit
 from unbounded.session import Session, SyncSession
@@ -39,9 +37,7 @@ def register_compactable_tools(session: Session, names: Iterable[str]) -> None:
 
 
 __all__ = [
-    "BlockingRunner",
     "as_session",
     "compact_after_prompt_too_long",
     "register_compactable_tools",
-    "run_blocking",
 ]

@@ -51,12 +51,7 @@ from typing import Any, overload
 from unbounded.blocking import BlockingRunner
 from unbounded.errors import ConfigError, ToolArgumentError
 from unbounded.events import AgentFinished, Event, EventSink, ModelTurn, ToolExecuted
-from unbounded.integrations._schema import (
-    ArgumentConverter,
-    json_schema_for,
-    parse_docstring,
-    tool_schema,
-)
+from unbounded.integrations._schema import ArgumentConverter, tool_schema
 from unbounded.integrations._support import as_session, register_compactable_tools
 from unbounded.model.normalize import interrupted_result
 from unbounded.policy import Policy
@@ -576,16 +571,11 @@ def run_agent(
 
 __all__ = [
     "AgentResult",
-    "ArgumentConverter",
     "Tool",
-    "ToolArgumentError",
     "aiter_agent",
     "arun_agent",
     "as_tools",
     "iter_agent",
-    "json_schema_for",
-    "parse_docstring",
     "run_agent",
     "tool",
-    "tool_schema",
 ]

@@ -77,17 +77,11 @@ from unbounded.events import (
     emit,
 )
 from unbounded.integrations._anthropic_blocks import (
-    _block_dict,
-    _canonical_system,
-    _canonical_tools,
-    _plain,
+    block_dict,
+    canonical_system,
+    canonical_tools,
+    plain_data,
     stored_content,
-)
-from unbounded.integrations._anthropic_markers import (
-    _longest_ttl as _longest_ttl,
-)
-from unbounded.integrations._anthropic_markers import (
-    _message_markers as _message_markers,
 )
 from unbounded.integrations._anthropic_markers import honor_caller_markers
 from unbounded.integrations._anthropic_prints import (
@@ -95,9 +89,8 @@ from unbounded.integrations._anthropic_prints import (
     Continuation,
     HistoryMode,
     MessagePrint,
-    _SeenMessages,
+    SeenMessages,
     conversation_prints,
-    message_print,
     new_messages,
     recall_call_ids,
 )
@@ -138,21 +131,21 @@ def _config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
     """The `SessionConfig` fields a call's cache-safe parameters give (plain dicts)."""
     system = params.get("system")
     if system is not None and not isinstance(system, str):
-        system = [_block_dict(b) for b in system]
+        system = [block_dict(b) for b in system]
     thinking = params.get("thinking")
     return {
         "model": params.get("model"),
         "system": system,
-        "tools": [_block_dict(t) for t in params.get("tools") or []],
-        "thinking": dict(_plain(thinking)) if thinking is not None else None,
+        "tools": [block_dict(t) for t in params.get("tools") or []],
+        "thinking": dict(plain_data(thinking)) if thinking is not None else None,
         "max_tokens": params.get("max_tokens"),
     }
 
 
 def _same_system(given: Any, system: Any) -> bool:
-    """Whether a call's `system` is the config's, as `_canonical_system` compares them (an
+    """Whether a call's `system` is the config's, as `canonical_system` compares them (an
     equal value, a str or dicts, is the same without canonicalising either)."""
-    return bool(given == system) or _canonical_system(given) == _canonical_system(system)
+    return bool(given == system) or canonical_system(given) == canonical_system(system)
 
 
 def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
@@ -230,7 +223,7 @@ class ClientPipeline:
         """Ids of the recall calls in the conversation (their results are the wrapper's)."""
         self.runner = BlockingRunner()
         """The event loop the blocking client's calls run the pipeline on."""
-        self._seen = _SeenMessages()
+        self._seen = SeenMessages()
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
         if session is not None:
@@ -352,7 +345,7 @@ class ClientPipeline:
         if "messages" not in rest:
             raise ConfigError("messages.create/stream needs messages=")
         given = rest.pop("messages")
-        # Only read during this call (`_SeenMessages` keeps its own copy): a list is not copied.
+        # Only read during this call (`SeenMessages` keeps its own copy): a list is not copied.
         messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
         relation: Continuation | None = None
@@ -434,8 +427,8 @@ class ClientPipeline:
                 return "no message in common with the conversation"
             if params.get("model") != session.config.model:
                 return "a different model and no message in common with the conversation"
-            tools = [_block_dict(t) for t in params.get("tools") or []]
-            if _canonical_tools(tools) != _canonical_tools(session.config.tools):
+            tools = [block_dict(t) for t in params.get("tools") or []]
+            if canonical_tools(tools) != canonical_tools(session.config.tools):
                 return "different tools and no message in common with the conversation"
         pending = [i for i in session.pending_tool_use_ids() if i not in self.recall_ids]
         fresh = messages[relation.start :]
@@ -927,24 +920,16 @@ def wrap(
     return wrapper(pipeline)
 
 
-# Content, markers, prints and streams live in the `_anthropic_*` modules; the names this
-# module defined before the split stay importable from it (tests use `_longest_ttl`,
-# `_message_markers` and `_SeenMessages`, imported above with `as` to mark the re-export).
+# Content, markers, prints and streams live in the `_anthropic_*` modules; listed here are the
+# drop-in and the types its methods take and return.
 __all__ = [
     "CACHE_SAFE_PARAMETERS",
     "AsyncRecordingStream",
     "AsyncStreamManager",
     "AsyncUnboundedAnthropic",
-    "Continuation",
     "HistoryMode",
-    "MessagePrint",
     "RecordingStream",
     "StreamManager",
     "UnboundedAnthropic",
-    "conversation_prints",
-    "honor_caller_markers",
-    "message_print",
-    "new_messages",
-    "stored_content",
     "wrap",
 ]
