@@ -377,20 +377,6 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         files={"session.jsonl": "session_2_1.jsonl"},
         check=lambda ns, out, api: ns["request"]["messages"],
     ),
-    (
-        "docs/microcompaction.md",
-        "from unbounded.compaction import ContextManagementBuilder, applied_edits",
-    ): Run(
-        prelude=(
-            "import anthropic\n" + REQUEST + "request = {**request, 'max_tokens': 4096,"
-            " 'thinking': {'type': 'enabled', 'budget_tokens': 2048}}\n"
-            "client = anthropic.Anthropic()\n"
-        ),
-        replies=lambda: [message("ok")],
-        check=lambda ns, out, api: (
-            "context_management" in api.last.json and "anthropic-beta" in api.last.headers
-        ),
-    ),
     # docs/providers.md
     (
         "docs/providers.md",
