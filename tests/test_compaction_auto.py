@@ -279,17 +279,17 @@ def test_the_session_context_is_the_session_as_data(tmp_path: Path) -> None:
 
 
 def test_notes_compaction_reads_only_the_context() -> None:
-    """The same compaction from the context a Session builds and from the Session itself (the
-    old call, still accepted); and a context built by hand, with no Session, is enough."""
+    """The same compaction from the context a Session builds and from the extension's hook;
+    and a context built by hand, with no Session, is enough."""
     memory = SessionMemory(OfflineNotesUpdater(), background=False)
     session = Session(CONFIG, store=MemoryStore(), policy=POLICY, extensions=[memory])
     session.add_user("Build it.")
     grow(session, 8)
     asyncio.run(memory.update_now(session))
     from_context = asyncio.run(try_session_memory_compaction(session.compaction_context(), memory))
-    from_session = asyncio.run(try_session_memory_compaction(session, memory))
-    assert from_context is not None and from_session is not None
-    assert from_context.summary_text == from_session.summary_text and from_context.post_tokens == from_session.post_tokens
+    from_hook = asyncio.run(memory.compact_from_memory(session))
+    assert from_context is not None and from_hook is not None
+    assert from_context.summary_text == from_hook.summary_text and from_context.post_tokens == from_hook.post_tokens
     assert from_context.boundary.compact_metadata["notesUpdatedThrough"] == memory.updated_through
     built = session.compaction_context()
     events: list[Event] = []

@@ -94,14 +94,6 @@ class NotesState(Protocol):
         ...
 
 
-class ContextSource(Protocol):
-    """Something that describes its conversation as a `CompactionContext` (a `Session`)."""
-
-    def compaction_context(self) -> CompactionContext:
-        """The context a compaction of this conversation reads."""
-        ...
-
-
 def has_text_blocks(entry: Entry) -> bool:
     """A user or assistant message with some non-blank text."""
     if entry.type not in ("user", "assistant"):
@@ -324,7 +316,7 @@ def build_session_memory_result(
 
 
 async def try_session_memory_compaction(
-    context: CompactionContext | ContextSource,
+    context: CompactionContext,
     memory: NotesState,
     *,
     max_post_tokens: int | None = None,
@@ -332,10 +324,7 @@ async def try_session_memory_compaction(
     """A compaction built from the notes, or None to fall through to a summary call (also
     when the result would hold more than `max_post_tokens`, default under the threshold).
 
-    `context` is what the conversation looks like now (a `Session` is still accepted: its
-    `compaction_context()` is used)."""
-    if not isinstance(context, CompactionContext):
-        context = context.compaction_context()
+    `context` is what the conversation looks like now (`Session.compaction_context()`)."""
     policy = context.policy
     sink = context.events
 
@@ -478,7 +467,6 @@ async def try_session_memory_compaction(
 
 
 __all__ = [
-    "ContextSource",
     "NotesState",
     "adjust_index_to_preserve_api_invariants",
     "api_invariants_hold",
