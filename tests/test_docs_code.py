@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
@@ -127,6 +128,16 @@ REQUEST = (
     " 'system': 'You are a coding agent.',"
     " 'messages': [{'role': 'user', 'content': 'Add a --verbose flag to cli.py'}]}\n"
 )
+
+
+def _logs_at_info() -> None:
+    """The logging block set `unbounded` to INFO; undone so later tests log as before."""
+    package, root = logging.getLogger("unbounded"), logging.getLogger()
+    assert package.getEffectiveLevel() == logging.INFO
+    package.setLevel(logging.NOTSET)
+    for handler in root.handlers[:]:
+        if type(handler) is logging.StreamHandler:  # the one basicConfig added
+            root.removeHandler(handler)
 
 
 def _extension_tags_request(session: Any, tags: Any) -> None:
@@ -371,6 +382,7 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         needs=("langchain", "langchain_anthropic"),
         check=lambda ns, out, api: ns["agent"] is not None,
     ),
+    ("docs/integrations.md", "import logging"): Run(check=lambda ns, out, api: _logs_at_info()),
     # docs/microcompaction.md
     ("docs/microcompaction.md", "from datetime import datetime, timezone"): Run(
         prelude="read_file_state = {}\n",

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,6 +76,7 @@ from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 
+logger = logging.getLogger(__name__)
 DEFAULT_EXCLUDED_MODELS: tuple[str, ...] = ("*haiku*",)
 """Model patterns whose cache reads are not tracked (seed 001: Haiku caches differently)."""
 NOT_CACHE_KEYS = frozenset(
@@ -759,6 +761,14 @@ class PromptCacheBreakDetector:
         state.deletion_tokens = None
         state.pending_changes = []
         state.pending_diff = ""
+        if isinstance(result, CacheBreak):
+            logger.info(
+                "prompt cache break (%s): %d -> %d tokens read, %s",
+                query_source,
+                result.previous_read,
+                result.current_read,
+                result.reason,
+            )
         if result is not None:
             emit(self._sink, result)
         return result

@@ -47,6 +47,7 @@ emits a `SessionMemoryCompactionSkipped` event with its reason.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -74,6 +75,8 @@ from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import entry_tokens, estimate_messages_tokens, rough_token_count
+
+logger = logging.getLogger(__name__)
 
 
 class NotesState(Protocol):
@@ -453,6 +456,11 @@ async def try_session_memory_compaction(
     emit(sink, CompactionStarted(trigger="auto", pre_tokens=pre_tokens, partial=None))
     if hooks is not None:
         await hooks.arun_post_compact("auto", summary)
+    logger.info(
+        "auto compaction: %d -> %d tokens, summary from the session notes",
+        pre_tokens,
+        result.post_tokens,
+    )
     emit(
         sink,
         CompactionFinished(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,7 @@ from unbounded.policy import GUARDED_QUERY_SOURCES
 from unbounded.session import Extension, Session
 from unbounded.tokens.estimate import rough_token_count
 
+logger = logging.getLogger(__name__)
 STATE_NAME = "session_memory"
 """Name of the state document holding the pointer and counters."""
 VIRTUAL_NOTES_PATH = "session-memory/summary.md"
@@ -253,6 +255,7 @@ class SessionMemory(Extension):
         outcome = await self._run(session, updater, job)
         if outcome is None and self.updater is None and not is_offline(updater):
             # The session's model failed: the offline notes cover these messages instead.
+            logger.warning("the model's notes update failed: the offline updater writes them")
             updater, fallback = OfflineNotesUpdater(), "model_failed"
             outcome = await self._run(session, updater, job)
         if outcome is None:
@@ -303,6 +306,7 @@ class SessionMemory(Extension):
         return outcome
 
     def _failed(self, session: Session, reason: str, updater: NotesUpdater) -> None:
+        logger.warning("session notes update by %s failed: %s", updater.name, reason)
         self.state.failures += 1
         self._save(session)
         emit(session.events_sink(), SessionMemoryUpdateFailed(updater.name, reason))

@@ -23,6 +23,7 @@ run without waiting; `stats` counts attempts, retries, give-ups and every delay 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,7 @@ from unbounded.providers.base import (
     RetryableError,
 )
 
+logger = logging.getLogger(__name__)
 DEFAULT_MAX_RETRIES = 4
 """Retries after the first attempt (so at most five calls)."""
 DEFAULT_BASE_DELAY = 0.5
@@ -168,6 +170,13 @@ class RetryingProvider:
                     raise
                 self.stats.retries += 1
                 self.stats.delays.append(delay)
+                logger.warning(
+                    "%s call failed (%s), retry %d in %.1f s",
+                    self.name,
+                    type(error).__name__,
+                    retry,
+                    delay,
+                )
                 emit(
                     self.events,
                     ProviderRetried(
