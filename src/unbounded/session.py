@@ -61,7 +61,6 @@ from unbounded.caching.ttl import (
 )
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
-    CIRCUIT_BREAKER_FAILURES,
     CacheSharingSummaryTier,
     DirectSummaryTier,
     SessionMemoryTier,
@@ -1766,7 +1765,6 @@ class SyncSession:
 
 
 __all__ = [
-    "CIRCUIT_BREAKER_FAILURES",
     "Extension",
     "Session",
     "SessionConfig",
