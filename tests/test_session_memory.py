@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from unbounded.compaction.carried import carried_user_messages
 from unbounded.compaction.memory_trigger import UpdateProgress, progress_since, should_update
 from unbounded.compaction.memory_updaters import (
     NOTES_TOOL_NAME,
@@ -27,7 +28,7 @@ from unbounded.compaction.notes import (
     size_reminders,
     truncate_notes_for_compact,
 )
-from unbounded.compaction.offline_notes import offline_notes, summary_user_messages
+from unbounded.compaction.offline_notes import offline_notes
 from unbounded.errors import ConfigError
 from unbounded.events import Event, SessionMemoryUpdated, SessionMemoryUpdateFailed
 from unbounded.extensions.session_memory import SessionMemory
@@ -258,7 +259,7 @@ def test_offline_notes_stay_within_the_caps() -> None:
 
 def test_user_messages_of_an_earlier_summary_are_carried() -> None:
     summary = 'Summary:\n6. All user messages:\n   - "Build the exporter"\n   - Keep CSV output\n7. Pending Tasks:\n   - none\nUser messages (1):\n- "Use tabs"'
-    assert summary_user_messages(summary) == ["Build the exporter", "Keep CSV output", "Use tabs"]
+    assert carried_user_messages(summary) == ["Build the exporter", "Keep CSV output", "Use tabs"]
     entry = Entry.user("This session continues an earlier conversation that ran out of context.\n\n" + summary, is_compact_summary=True)
     notes = offline_notes(None, [entry], policy=Policy())
     assert '"Build the exporter"' in notes and "This session continues" not in notes

@@ -431,7 +431,6 @@ __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "BreakerState",
     "CacheSharingSummaryTier",
-    "CompactionContext",
     "CompactionOutcome",
     "CompactionTier",
     "DirectSummaryTier",
