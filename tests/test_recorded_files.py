@@ -198,7 +198,7 @@ def test_a_refused_early_compaction_announces_nothing() -> None:
     refusals = [
         e for e in events
         if isinstance(e, SessionMemoryCompactionSkipped)
-        and "before the threshold" in str(e.data.get("reason"))
+        and "before the threshold" in e.reason
     ]
     assert refusals
     finished = [e for e in events if isinstance(e, CompactionFinished)]
