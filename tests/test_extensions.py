@@ -149,6 +149,14 @@ def test_without_an_extension_offering_notes_there_is_no_notes_tier_and_no_early
     assert offering._free_compaction_available()
 
 
+def test_one_extension_class_under_its_public_names() -> None:
+    import unbounded
+    import unbounded.session
+
+    assert unbounded.Extension is unbounded.session.Extension is Extension
+    assert "Extension" in unbounded.__all__
+
+
 def test_the_packaged_extensions_are_extensions() -> None:
     memory, instructions = SessionMemory(background=False), NestedMemory(".")
     session = Session(CONFIG, store=MemoryStore(), policy=Policy(), extensions=[memory, instructions])
