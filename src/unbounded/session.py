@@ -271,6 +271,7 @@ def _offers_memory_compaction(extension: Extension) -> bool:
 
 def _checked_extensions(extensions: Sequence[object]) -> tuple[Extension, ...]:
     """The extensions, each an `Extension` (a ConfigError names the first that is not)."""
+    checked: list[Extension] = []
     for position, extension in enumerate(extensions):
         if not isinstance(extension, Extension):
             raise ConfigError(
@@ -279,7 +280,8 @@ def _checked_extensions(extensions: Sequence[object]) -> tuple[Extension, ...]:
                 "(an attach(session) that appends to the session's listener lists is no "
                 "longer called; docs/session.md, Extensions)"
             )
-    return tuple(extensions)  # type: ignore[arg-type]
+        checked.append(extension)
+    return tuple(checked)
 
 
 @dataclass(frozen=True, slots=True)
