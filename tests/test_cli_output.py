@@ -203,5 +203,21 @@ def test_eval_llm_errors_name_the_llm_option(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = runner.invoke(app, ["eval", str(session_2_1), "--llm", "claude-sonnet-4-6"])
     assert result.exit_code == 2
-    assert "--llm anthropic needs ANTHROPIC_API_KEY" in result.stderr
+    assert (
+        "--llm claude-sonnet-4-6 (an Anthropic model) needs ANTHROPIC_API_KEY in the environment: "
+        "export ANTHROPIC_API_KEY=<your key>" in result.stderr
+    )
     assert "--summarizer" not in result.stderr
+
+
+def test_a_summarizer_without_its_key_says_how_to_go_on_offline(
+    session_2_1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = runner.invoke(app, ["compact", str(session_2_1), "--summarizer", "openai"])
+    assert result.exit_code == 2
+    assert (
+        "--summarizer openai needs OPENAI_API_KEY (or OPENAI_BASE_URL) in the environment: "
+        "export OPENAI_API_KEY=<your key>, or --summarizer extractive to summarize offline"
+    ) in " ".join(result.stderr.split())

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import corpus_files
 from unbounded import load_transcript, normalize_messages
+from unbounded.compaction import conversation, prompts
 from unbounded.compaction.facts import (
     add_scores,
     compaction_points,
@@ -168,7 +169,6 @@ def test_up_to_prompt_renames_sections_8_and_9() -> None:
 
 
 def test_works_with_the_project_summary_prompt(session_2_1: Path) -> None:
-    prompts = pytest.importorskip("unbounded.compaction.prompts")
     before, request = _fixture_request(session_2_1)
     request["messages"][-1] = {"role": "user", "content": prompts.full_compact_prompt("keep paths")}
     text = ExtractiveSummarizer().create_sync(request).text
@@ -215,7 +215,6 @@ def test_corpus_points_keep_the_requests_and_the_changed_files() -> None:
 
 def test_compact_conversation_end_to_end(session_2_1: Path, tmp_path: Path) -> None:
     """The orchestrator with the extractive summarizer, hooks, rehydration and the ledger."""
-    conversation = pytest.importorskip("unbounded.compaction.conversation")
     from unbounded.compaction.facts import facts_ledger_for
     from unbounded.compaction.rehydrate import make_rehydrator, working_state_from_entries
     from unbounded.hooks import HookRunner, HookSettings

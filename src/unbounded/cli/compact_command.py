@@ -35,20 +35,26 @@ SummarizerName = Literal["extractive", "anthropic", "openai"]
 
 def make_provider(name: str, model: str, *, option: str = "--summarizer") -> Provider:
     """The summarizer (or probe model) by name: extractive (offline), anthropic or openai
-    (keys from the environment); `option` is the flag errors name."""
+    (keys from the environment); `option` is the flag and value errors name."""
     if name == "extractive":
         from unbounded.providers.extractive import ExtractiveSummarizer
 
         return ExtractiveSummarizer()
     if name == "anthropic":
         if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise ConfigError(f"{option} anthropic needs ANTHROPIC_API_KEY in the environment")
+            raise ConfigError(
+                f"{_flag(option, name)} needs ANTHROPIC_API_KEY in the environment: "
+                f"export ANTHROPIC_API_KEY=<your key>{_offline_hint(option)}"
+            )
         from unbounded.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(base_url=os.environ.get("ANTHROPIC_BASE_URL"))
     if name == "openai":
         if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
-            raise ConfigError(f"{option} openai needs OPENAI_API_KEY (or OPENAI_BASE_URL)")
+            raise ConfigError(
+                f"{_flag(option, name)} needs OPENAI_API_KEY (or OPENAI_BASE_URL) in the "
+                f"environment: export OPENAI_API_KEY=<your key>{_offline_hint(option)}"
+            )
         from unbounded.providers.openai import OpenAIProvider
 
         return OpenAIProvider(
@@ -56,6 +62,16 @@ def make_provider(name: str, model: str, *, option: str = "--summarizer") -> Pro
             base_url=os.environ.get("OPENAI_BASE_URL"),
         )
     raise ConfigError(f"unknown {option} {name!r}: use extractive, anthropic or openai")
+
+
+def _flag(option: str, name: str) -> str:
+    """The flag as the user wrote it: `--summarizer anthropic`, or `--llm claude-…` as given."""
+    return option if " " in option else f"{option} {name}"
+
+
+def _offline_hint(option: str) -> str:
+    """How to go on without a key, where the option allows it (a summarizer can be offline)."""
+    return ", or --summarizer extractive to summarize offline" if option == "--summarizer" else ""
 
 
 def entries_to_compact(transcript: Transcript, at: str) -> tuple[list[Entry], list[Entry]]:

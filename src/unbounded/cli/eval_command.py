@@ -215,7 +215,8 @@ def exam_provider(model: str, option: str) -> Provider:
             f"{option} {model}: the exam runs on an Anthropic or OpenAI model, and the model "
             f"table says this one is {info.provider!r}"
         )
-    return make_provider(info.provider, model, option=option)
+    vendor = "an Anthropic" if info.provider == "anthropic" else "an OpenAI"
+    return make_provider(info.provider, model, option=f"{option} {model} ({vendor} model)")
 
 
 def make_exam(llm: str, grader_model: str | None, *, probes: int, seed: int) -> ProbeExam:
