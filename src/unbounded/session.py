@@ -241,7 +241,9 @@ class Extension:
         self, session: Session, tools: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """The tools the requests declare, given those the extensions before this one left;
-        asked when the session builds its request parameters, not on every turn."""
+        asked when the session builds its request parameters, not on every turn. The size
+        estimate made at construction counts the configured tools only: the first reported
+        usage calibrates the count for what an extension adds."""
         return tools
 
     async def before_request(self, session: Session, turn: TurnContext) -> None:
