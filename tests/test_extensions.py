@@ -103,7 +103,8 @@ def test_an_extension_overriding_one_hook_works_and_the_rest_stay_no_ops() -> No
     entry = session.record({"id": "msg_1", "content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 9}})
     assert recorded == ["msg_1"] and entry.message_id == "msg_1"
     session.add_user("Again.")
-    assert asyncio.run(session.compact()).summarizer  # the no-op after_compact is harmless
+    result = asyncio.run(session.compact())  # the no-op after_compact is harmless
+    assert result.summarizer == "extractive" and session.status().compactions == 1 and recorded == ["msg_1"]
 
 
 def notes_result(session: Session, name: str) -> CompactionResult:
