@@ -23,7 +23,7 @@ from typing import Any
 from unbounded.events import Event
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
-from unbounded.providers import ModelResponse
+from unbounded.providers import MODEL_PROFILE, ModelResponse
 from unbounded.session import Session, SessionConfig
 from unbounded.tokens.estimate import estimate_messages_tokens
 
@@ -36,6 +36,7 @@ class ScriptedModel:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.turn = 0

@@ -116,7 +116,7 @@ def test_the_kept_reply_print_is_the_print_of_its_echo(blocks: list[dict[str, An
     from unbounded.providers.anthropic import AnthropicProvider
 
     reply = sdk_reply(blocks)
-    plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).to_response(reply).content
+    plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).wire.from_response(reply).content
     seen = SeenMessages()
     assert seen.remember_reply(reply.content, plain) == message_print("assistant", dumped(reply.content))
 
@@ -129,7 +129,7 @@ def test_reading_an_echo_gives_what_reading_it_from_scratch_gives(
     from unbounded.providers.anthropic import AnthropicProvider
 
     reply = sdk_reply(blocks)
-    plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).to_response(reply).content
+    plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).wire.from_response(reply).content
     prompt = {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
     answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r", "content": "x"}]}
     kept, scratch = SeenMessages(), SeenMessages()

@@ -22,6 +22,7 @@ from apiserver import (
 from unbounded.blocking import BlockingRunner, loop_running_here, run_blocking
 from unbounded.events import Event
 from unbounded.hooks import HookRunner, HookSettings
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse
 from unbounded.policy import Policy
@@ -143,6 +144,7 @@ class ThreadProvider(SdkProvider):
 
     name = "thread"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def _create(
         self,

@@ -34,6 +34,7 @@ from unbounded.events import CompactionFailed, CompactionFinished, CompactionRet
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
@@ -230,6 +231,7 @@ class ScriptedProvider:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, script: list[Any]) -> None:
         self.script = list(script)

@@ -22,10 +22,11 @@ from unbounded.compaction.conversation import CacheSafeParams, CompactionHooks, 
 from unbounded.compaction.memory_compact import try_session_memory_compaction
 from unbounded.compaction.memory_updaters import OfflineNotesUpdater
 from unbounded.errors import CompactionError, ConfigError
-from unbounded.events import Event, SessionMemoryCompactionSkipped
+from unbounded.events import Event, SessionMemoryCompactionSkipped, SessionMemoryUpdated
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.hooks import HookRunner
 from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
@@ -232,6 +233,7 @@ class Summarizer:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail
@@ -361,3 +363,22 @@ def test_the_session_and_the_langchain_middleware_share_the_breaker(monkeypatch:
 
     assert tripped(session_events) == tripped(middleware_events) == [CIRCUIT_BREAKER_FAILURES]
     assert runs == ["hand over"] * (2 * CIRCUIT_BREAKER_FAILURES)
+
+
+class DeclaredOnline(OfflineNotesUpdater):
+    """The offline notes, declared as a model's: a failure of it would be a model's."""
+
+    name = "declared-online"
+    offline = False
+
+
+@pytest.mark.parametrize(("updater", "fallback"), [(OfflineNotesUpdater(), "asked_for"), (DeclaredOnline(), None)])
+def test_the_notes_updater_given_says_by_its_offline_flag_whether_the_offline_notes_were_asked_for(updater: OfflineNotesUpdater, fallback: str | None) -> None:
+    events: list[Event] = []
+    memory = SessionMemory(updater, background=False)
+    session = Session(CONFIG, store=MemoryStore(), policy=POLICY, extensions=[memory], events=events.append)
+    session.add_user("Build it.")
+    grow(session, 8)
+    asyncio.run(memory.update_now(session))
+    updates = [e for e in events if isinstance(e, SessionMemoryUpdated)]
+    assert [(u.updater, u.fallback) for u in updates] == [(updater.name, fallback)]

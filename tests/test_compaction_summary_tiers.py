@@ -39,6 +39,7 @@ from unbounded.events import (
 )
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
@@ -62,6 +63,7 @@ class Scripted:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, *script: ModelResponse | Exception) -> None:
         self.script = list(script)

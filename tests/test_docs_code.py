@@ -158,6 +158,12 @@ def _sent_once(namespace: dict[str, Any], out: str, api: ApiServer) -> None:
     assert len(api.requests) == 1 and api.requests[0].path.startswith("/v1/messages")
 
 
+def _is_provider(value: Any) -> bool:
+    from unbounded.model.response import Provider
+
+    return isinstance(value, Provider)
+
+
 def _model_file(path: Path) -> None:
     from unbounded import load_model_table
 
@@ -417,6 +423,9 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         check=lambda ns, out, api: ns["response"].text == "second" and api.last.stream,
     ),
     ("docs/providers.md", "import anthropic"): Run(),
+    ("docs/providers.md", "from unbounded.model.profile import MODEL_PROFILE"): Run(
+        check=lambda ns, out, api: _is_provider(ns["MyModel"]()) and ns["MyModel"].profile is ns["MODEL_PROFILE"],
+    ),
     (
         "docs/providers.md",
         "from apiserver import api_server_fixture, message, prompt_too_long, tool_use_block  # registers the `api_server` fixture",

@@ -31,6 +31,7 @@ from unbounded.evaluation.probes import (
     parse_probes,
 )
 from unbounded.model.entries import Entry
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.providers.base import ModelResponse
 from unbounded.providers.extractive import ExtractiveSummarizer
@@ -56,6 +57,7 @@ class Roles:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.requests: dict[str, list[ProviderRequest]] = {"examiner": [], "answerer": [], "grader": [], "naive": []}

@@ -14,6 +14,7 @@ from summaries import nine_section_summary
 from unbounded.compaction.facts import text_of
 from unbounded.extensions.instructions import NestedMemory
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -44,6 +45,7 @@ class ForgetfulModel:
 
     name = "forgetful"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0

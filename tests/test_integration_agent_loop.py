@@ -32,6 +32,7 @@ from unbounded.integrations import (
     tool_schema,
 )
 from unbounded.integrations._schema import json_schema_for, parse_docstring
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 
@@ -233,6 +234,7 @@ def test_tools_decorator_and_misuse() -> None:
     class Dummy:
         name = "dummy"
         supports_cache_edits = False
+        profile = MODEL_PROFILE
 
         async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
             raise AssertionError("not called")

@@ -36,6 +36,7 @@ from unbounded.integrations.langchain import (
     usage_from_metadata,
 )
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.policy import Policy
 
 MODEL = "claude-sonnet-4-6"
@@ -186,7 +187,7 @@ def test_compaction_update_replaces_the_state() -> None:
 def test_a_chat_model_can_write_the_summary_async() -> None:
     summary_model = ScriptedChat(messages=iter([]))
     middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=summary_model)
-    assert isinstance(getattr(middleware.summarizer, "provider", None), ChatModelSummarizer)  # retried
+    assert isinstance(getattr(middleware.summarizer, "inner", None), ChatModelSummarizer)  # retried
     update = asyncio.run(middleware.abefore_model({"messages": conversation_with_results(12)}, None))  # type: ignore[arg-type]
     assert update is not None and "summary 1 by the agent's model" in update["messages"][1].content
     prompt = summary_model.summaries[0]
@@ -197,6 +198,7 @@ def test_a_failing_summarizer_leaves_the_messages_and_trips_the_breaker() -> Non
     class Broken:
         name = "broken"
         supports_cache_edits = False
+        profile = MODEL_PROFILE
 
         async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
             from unbounded.providers.base import ServerError

@@ -21,6 +21,7 @@ from unbounded.errors import ServerError
 from unbounded.events import CacheBreak
 from unbounded.extensions import SessionMemory
 from unbounded.model.entries import Entry
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
@@ -37,6 +38,7 @@ class Model:
 
     name = "model"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail
@@ -113,6 +115,7 @@ class RefusingUpdater:
     """A notes updater whose every update fails."""
 
     name = "refusing"
+    offline = False
 
     async def update(self, job: UpdateJob) -> UpdateOutcome:
         raise ServerError("notes down", status=500)
@@ -141,6 +144,7 @@ def test_a_retried_call_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     class Flaky:
         name = "flaky"
         supports_cache_edits = False
+        profile = MODEL_PROFILE
 
         def __init__(self) -> None:
             self.calls = 0

@@ -25,6 +25,7 @@ from unbounded.events import CompactionFinished, Event, SessionMemoryCompactionS
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -118,6 +119,7 @@ def test_the_first_uncovered_message_and_one_run_of_the_file() -> None:
 class Summarizer:
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0

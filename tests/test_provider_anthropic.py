@@ -42,7 +42,8 @@ from unbounded.providers import (
     RetryableError,
     ServerError,
 )
-from unbounded.providers.anthropic import AnthropicProvider, retry_after_seconds
+from unbounded.providers.anthropic import AnthropicProvider
+from unbounded.wire.base import retry_after_seconds
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -395,7 +396,7 @@ def test_connection_refused_is_a_server_error() -> None:
 
 
 def test_unrelated_exceptions_are_not_mapped() -> None:
-    assert AnthropicProvider(api_key="k").map_error(KeyError("x")) is None
+    assert AnthropicProvider(api_key="k").wire.map_error(KeyError("x")) is None
 
 
 # --------------------------------------------------------------------------- clients and facades

@@ -39,11 +39,8 @@ from unbounded.providers import (
     RetryableError,
     ServerError,
 )
-from unbounded.providers.openai import (
-    LOCAL_SERVER_API_KEY,
-    OpenAIProvider,
-    convert_tool_choice,
-)
+from unbounded.providers.openai import LOCAL_SERVER_API_KEY, OpenAIProvider
+from unbounded.wire.openai_chat import convert_tool_choice
 
 openai = pytest.importorskip("openai")
 

@@ -19,6 +19,7 @@ from unbounded.errors import RecallArgumentError
 from unbounded.events import Event, RecallServed, ReceiptWritten
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -158,6 +159,7 @@ def test_search_reads_only_what_left_the_context() -> None:
 class Summarizer:
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
         return ModelResponse([{"type": "text", "text": nine_section_summary("the parser")}], "end_turn", {"input_tokens": 1, "output_tokens": 1}, MODEL)

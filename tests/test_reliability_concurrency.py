@@ -170,6 +170,7 @@ class GatedUpdater:
     """The offline updater, held at a gate until the test opens it; marks its notes."""
 
     name = "gated"
+    offline = False
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()

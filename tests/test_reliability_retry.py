@@ -26,6 +26,7 @@ from apiserver import (
 )
 from unbounded.errors import ConfigError
 from unbounded.events import Event, ProviderRetried
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.providers.base import (
     AuthenticationError,
@@ -53,6 +54,7 @@ class Scripted:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, *script: BaseException | ModelResponse) -> None:
         self.script = list(script)

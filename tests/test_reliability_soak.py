@@ -41,6 +41,7 @@ from unbounded.compaction.auto import CIRCUIT_BREAKER_FAILURES
 from unbounded.events import CompactionFinished, CompactionStarted, Event, ProviderRetried
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import (
@@ -163,6 +164,7 @@ class InProcessProvider:
 
     name = "anthropic"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, script: FaultScript) -> None:
         self.script = script
@@ -287,7 +289,7 @@ def run_soak(folder: Path, api: ApiServer, *, turns: int = TURNS, http_turns: in
         for turn in range(turns):
             script.turn = turn
             if turn == http_turns:  # the rest in process: same session, same retry wrappers
-                main.provider = summarizer.provider = in_process
+                main.inner = summarizer.inner = in_process
             for kind, start in OUTAGES.items():
                 if turn == start:
                     script.outage = kind

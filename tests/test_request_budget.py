@@ -1,5 +1,5 @@
-"""The summary-request budget of a compaction, and the summarizer capabilities every provider
-wrapper must carry (a wrapper that drops them changes how a summary is read)."""
+"""The summary-request budget of a compaction, and a wrapped offline summary read as the bare one
+(the profiles themselves: tests/test_provider_profile.py)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,14 @@ from unbounded.compaction.auto import (
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
 from unbounded.compaction.glue import default_facts_ledger
-from unbounded.compaction.summary_guard import CONTINUATION_SECTIONS
 from unbounded.errors import ConfigError
 from unbounded.evaluation.replay import RecordingProvider
 from unbounded.events import CompactionFinished, Event, SummaryRequestsSpent
 from unbounded.extensions.subagents import ContinuationSummarizer
 from unbounded.model.entries import Entry
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget, take_retry
-from unbounded.model.response import SUMMARY_CAPABILITIES, is_offline
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, OverloadedError
 from unbounded.providers.extractive import ExtractiveSummarizer
@@ -43,6 +42,7 @@ class Flaky:
 
     name = "flaky"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
@@ -163,7 +163,7 @@ def test_without_a_budget_nothing_is_counted() -> None:
     assert outcome.result is not None and outcome.summary_requests == 0
 
 
-# -- capabilities through wrappers ------------------------------------------------------------------
+# -- a wrapped offline summary --------------------------------------------------------------------
 
 
 def wrappers(inner: Any) -> dict[str, Any]:
@@ -177,19 +177,6 @@ def wrappers(inner: Any) -> dict[str, Any]:
         "continuation": ContinuationSummarizer(inner),
         "nested": RecordingProvider(RetryingProvider(inner, sleep=no_wait)),
     }
-
-
-def test_every_wrapper_carries_the_offline_summarizers_capabilities() -> None:
-    offline = ExtractiveSummarizer()
-    for name, wrapper in wrappers(offline).items():
-        for flag in ("writes_final_summary", "includes_facts", "offline"):
-            assert getattr(wrapper, flag) is True, (name, flag)
-        assert is_offline(wrapper), name
-        assert wrapper.name == "extractive", name
-    # The continuation wrapper declares its own sections; the others pass theirs on.
-    sections = ContinuationSummarizer(ExtractiveSummarizer())
-    assert RetryingProvider(sections).summary_sections is CONTINUATION_SECTIONS
-    assert set(SUMMARY_CAPABILITIES) == {"writes_final_summary", "includes_facts", "summary_sections", "offline"}
 
 
 def test_a_wrapped_offline_summary_is_read_as_the_bare_one() -> None:
@@ -217,4 +204,4 @@ def test_a_wrapped_offline_summary_is_read_as_the_bare_one() -> None:
 
 def test_a_retrying_wrapper_of_a_model_is_not_offline() -> None:
     model = Flaky(failures=0)
-    assert not is_offline(RetryingProvider(model)) and not hasattr(RetryingProvider(model), "includes_facts")
+    assert RetryingProvider(model).profile == MODEL_PROFILE

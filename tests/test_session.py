@@ -13,6 +13,7 @@ from unbounded.compaction.conversation import SummaryAuthor
 from unbounded.errors import CompactionError, ConfigError, SessionLockedError
 from unbounded.events import Event
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
@@ -33,6 +34,7 @@ CONFIG = SessionConfig(
 class Summarizer:
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, script: list[Any]) -> None:
         self.script = script
@@ -240,6 +242,7 @@ def test_auto_compaction_fires_at_exactly_the_threshold(tmp_path: Path) -> None:
 class PtlOnce:
     name = "main"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0

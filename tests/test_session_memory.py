@@ -33,6 +33,7 @@ from unbounded.errors import ConfigError
 from unbounded.events import Event, SessionMemoryUpdated, SessionMemoryUpdateFailed
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, ServerError
@@ -271,6 +272,7 @@ def test_user_messages_of_an_earlier_summary_are_carried() -> None:
 class NotesModel:
     name = "notes"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, reply: list[dict[str, Any]] | Exception, delay: float = 0.0) -> None:
         self.reply = reply

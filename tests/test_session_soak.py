@@ -43,6 +43,7 @@ from unbounded.storage import FolderStore
 from unbounded.tokens.estimate import estimate_messages_tokens
 
 pytest.importorskip("anthropic")
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.providers.anthropic import AnthropicProvider
 
 TURNS = 300
@@ -146,6 +147,7 @@ class NotesModel:
 
     name = "scripted-notes"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0
@@ -179,6 +181,7 @@ class Summarizer:
 
     name = "scripted-summary"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0

@@ -24,6 +24,7 @@ from unbounded.extensions.subagents import (
     subagent_result,
 )
 from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -43,6 +44,7 @@ CONFIG = SessionConfig(
 class Summarizer:
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.requests: list[ProviderRequest] = []
@@ -184,4 +186,4 @@ def test_a_child_of_a_parent_that_called_its_model_summarizes_with_that_model() 
     parent.add_user("Find every error in the logs.")
     asyncio.run(parent.call(model))
     child = fork_subagent(parent, "auditor", "Audit all logs.")
-    assert isinstance(child.summarizer, ContinuationSummarizer) and child.summarizer.provider is model
+    assert isinstance(child.summarizer, ContinuationSummarizer) and child.summarizer.inner is model

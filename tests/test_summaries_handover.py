@@ -24,6 +24,7 @@ from unbounded.events import Event, SummaryRejected
 from unbounded.model.entries import Entry
 from unbounded.model.names import identifiers_in
 from unbounded.model.normalize import normalize_messages
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.providers.extractive import ExtractiveSummarizer
@@ -113,6 +114,7 @@ class TwoLiner:
 
     name = "two-liner"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self) -> None:
         self.calls = 0

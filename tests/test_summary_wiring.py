@@ -38,6 +38,7 @@ from unbounded.events import (
 )
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.integrations import Tool, run_agent, wrap
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.anthropic import AnthropicProvider
@@ -74,6 +75,7 @@ class Model:
 
     name = "scripted-model"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, *, summaries_fail: bool = False, notes_fail: bool = False) -> None:
         self.summaries_fail = summaries_fail

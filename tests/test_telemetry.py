@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from summaries import nine_section_summary
 
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
@@ -40,6 +41,7 @@ class Summarizer:
 
     name = "scripted"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None) -> ModelResponse:
         usage = {"input_tokens": 120, "cache_read_input_tokens": 30_000, "output_tokens": 1_700}

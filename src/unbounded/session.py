@@ -109,7 +109,6 @@ from unbounded.model.normalize import (
 )
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.request_budget import RequestBudget
-from unbounded.model.response import is_offline
 from unbounded.model.text import repair_value
 from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
 from unbounded.policy import (
@@ -1327,12 +1326,12 @@ class Session:
         model); None when there is none yet, or the offline hand-over was chosen
         (`summarizer=ExtractiveSummarizer()`)."""
         chosen = self.summarizer if self.summarizer is not None else self._call_provider
-        return None if chosen is None or is_offline(chosen) else chosen
+        return None if chosen is None or chosen.profile.offline else chosen
 
     def _offline_summarizer(self) -> tuple[Provider, FallbackReason]:
         """The offline hand-over this session falls back to, and why it runs when there is
         no model: the one given as `summarizer` (asked for), else a default one."""
-        if self.summarizer is not None and is_offline(self.summarizer):
+        if self.summarizer is not None and self.summarizer.profile.offline:
             return self.summarizer, "asked_for"
         return self._extractive(), "no_model"
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from unbounded.model.request import ProviderRequest
-from unbounded.model.response import forward_capabilities
+from unbounded.model.response import ProviderWrapper
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 
 try:
@@ -180,15 +180,12 @@ def set_attributes(span: Any, attributes: Attributes) -> None:
         span.set_attributes(dict(attributes))
 
 
-class _TracedProvider:
+class _TracedProvider(ProviderWrapper):
     """A provider whose calls are GenAI client spans; everything else is the provider's."""
 
     def __init__(self, inner: Provider, telemetry: Telemetry) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._telemetry = telemetry
-        self.name = inner.name
-        self.supports_cache_edits = bool(getattr(inner, "supports_cache_edits", False))
-        forward_capabilities(inner, self)
 
     async def create(
         self,
@@ -201,7 +198,7 @@ class _TracedProvider:
         model = str(request.get("model", ""))
         attributes: dict[str, str | int | float | bool] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": self._inner.name,
+            "gen_ai.provider.name": self.inner.name,
             "gen_ai.request.model": model,
             "unbounded.purpose": "compaction_summary",
         }
@@ -210,9 +207,9 @@ class _TracedProvider:
             attributes["gen_ai.request.max_tokens"] = max_tokens
         with self._telemetry.span(f"chat {model}", attributes) as span:
             if heartbeat is None:
-                response = await self._inner.create(request, stream=stream)
+                response = await self.inner.create(request, stream=stream)
             else:
-                response = await self._inner.create(request, stream=stream, heartbeat=heartbeat)
+                response = await self.inner.create(request, stream=stream, heartbeat=heartbeat)
             done: dict[str, str | int | float | bool] = dict(usage_attributes(response.usage))
             if response.model:
                 done["gen_ai.response.model"] = response.model
@@ -224,7 +221,7 @@ class _TracedProvider:
             return response
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
 
 _DEFAULT: Telemetry | None = None

@@ -70,7 +70,7 @@ from unbounded.model.entries import Entry, create_compact_boundary, messages_aft
 from unbounded.model.normalize import normalize_messages
 from unbounded.model.request import ProviderRequest, SystemBlock
 from unbounded.model.request_budget import RequestBudget
-from unbounded.model.response import ModelResponse, Provider, call_with_heartbeat, is_offline
+from unbounded.model.response import ModelResponse, Provider, call_with_heartbeat
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import (
     estimate_messages_tokens,
@@ -605,7 +605,7 @@ class SummaryJob:
     def _take_request(self) -> None:
         """Count the request about to be sent; CompactionError when the budget is spent."""
         budget = self.budget
-        if budget is None or is_offline(self.provider) or budget.take():
+        if budget is None or self.provider.profile.offline or budget.take():
             return
         raise CompactionError(
             f"this compaction has sent its {budget.limit} summary requests "
@@ -616,7 +616,7 @@ class SummaryJob:
     async def _send(self, request: ProviderRequest) -> ModelResponse:
         """One summary request; retries inside it are taken from the same budget."""
         self._take_request()
-        if self.budget is None or is_offline(self.provider):
+        if self.budget is None or self.provider.profile.offline:
             return await _call_with_heartbeat(self.provider, request, self.policy, self.events)
         with self.budget.active():
             return await _call_with_heartbeat(self.provider, request, self.policy, self.events)
@@ -664,11 +664,11 @@ class SummaryJob:
         """The summary in `response`, checked by the guard; `room` is the output budget the
         request gave it (the guard never asks for more)."""
         provider = self.provider
-        if getattr(provider, "writes_final_summary", False):
+        if provider.profile.writes_final_summary:
             text = response.text.strip()  # final text: never through a tag parser
         else:
             text = format_compact_summary(check_summary_reply(response))
-        spec = getattr(provider, "summary_sections", None) or NINE_SECTIONS
+        spec = provider.profile.summary_sections or NINE_SECTIONS
         lean_source = self._lean_source
         verdict = check_summary(
             text,
@@ -784,7 +784,7 @@ class SummaryJob:
         if (
             active.facts_ledger
             and self.facts_ledger is not None
-            and not getattr(self.provider, "includes_facts", False)
+            and not self.provider.profile.includes_facts
         ):
             try:
                 ledger = self.facts_ledger(self.summarized).strip()

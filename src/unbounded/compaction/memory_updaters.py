@@ -291,6 +291,8 @@ class NotesUpdater(Protocol):
     """Turns the current notes and the new messages into updated notes."""
 
     name: str
+    offline: bool
+    """It asks no model (a failure of it is not a model's, so nothing falls back)."""
 
     async def update(self, job: UpdateJob) -> UpdateOutcome:
         """One update; raise ProviderError when the model call fails."""
@@ -314,6 +316,7 @@ class ModelNotesUpdater:
     """Updates the notes with a forked model call that may only edit the notes file."""
 
     name = "model"
+    offline = False
 
     def __init__(self, provider: Provider) -> None:
         if not isinstance(provider, Provider):

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from unbounded.model.profile import SectionSpec
 from unbounded.tokens.estimate import rough_token_count
 
 FLOOR_SHARE = 0.02
@@ -52,15 +53,6 @@ SECTIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 """The nine sections a summary is asked for, and how each heading is recognised."""
 REQUIRED_SECTIONS = ("Primary Request and Intent", "Pending Tasks", "Current Work")
-
-
-@dataclass(frozen=True, slots=True)
-class SectionSpec:
-    """The headings a summary prompt asks for, those it must have, and how many at least."""
-
-    sections: tuple[tuple[str, re.Pattern[str]], ...]
-    required: tuple[str, ...]
-    minimum: int
 
 
 NINE_SECTIONS = SectionSpec(SECTIONS, REQUIRED_SECTIONS, MIN_SECTIONS)

@@ -87,7 +87,7 @@ from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
 from unbounded.model.request import ProviderRequest
-from unbounded.model.response import forward_capabilities, is_offline
+from unbounded.model.response import ProviderWrapper
 from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
@@ -399,14 +399,11 @@ class ReplayClock:
         return datetime.fromtimestamp(self.seconds, tz=timezone.utc)
 
 
-class RecordingProvider:
+class RecordingProvider(ProviderWrapper):
     """Wraps the summarizer so that every summary call can be priced afterwards."""
 
     def __init__(self, inner: Provider) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.supports_cache_edits = inner.supports_cache_edits
-        forward_capabilities(inner, self)
+        super().__init__(inner)
         self.calls: list[tuple[ProviderRequest, ModelResponse]] = []
 
     async def create(
@@ -431,7 +428,7 @@ def _summary_output_tokens(
     provider: RecordingProvider, response: ModelResponse, scale: float
 ) -> int:
     reported = response.usage.get("output_tokens") if response.usage else None
-    if not is_offline(provider) and isinstance(reported, int) and reported > 0:
+    if not provider.profile.offline and isinstance(reported, int) and reported > 0:
         return reported
     return round(rough_token_count(response.text) * scale)
 

@@ -61,7 +61,6 @@ from unbounded.compaction.notes import QUERY_SOURCE, notes_are_empty, session_me
 from unbounded.errors import ConfigError, ProviderError
 from unbounded.events import SessionMemoryUpdated, SessionMemoryUpdateFailed, emit
 from unbounded.model.entries import Entry
-from unbounded.model.response import is_offline
 from unbounded.policy import GUARDED_QUERY_SOURCES
 from unbounded.session import Extension, Session
 from unbounded.tokens.estimate import rough_token_count
@@ -253,7 +252,7 @@ class SessionMemory(Extension):
         sink = session.events_sink()
         updater, fallback = self._updater_for(session)
         outcome = await self._run(session, updater, job)
-        if outcome is None and self.updater is None and not is_offline(updater):
+        if outcome is None and self.updater is None and not updater.offline:
             # The session's model failed: the offline notes cover these messages instead.
             logger.warning("the model's notes update failed: the offline updater writes them")
             updater, fallback = OfflineNotesUpdater(), "model_failed"
@@ -283,7 +282,7 @@ class SessionMemory(Extension):
         """The updater of this update and why the offline one writes (None: a model does):
         the one given, else the session's model, else the offline updater."""
         if self.updater is not None:
-            return self.updater, "asked_for" if is_offline(self.updater) else None
+            return self.updater, "asked_for" if self.updater.offline else None
         model = session.model_provider()
         if model is not None:
             return ModelNotesUpdater(model), None

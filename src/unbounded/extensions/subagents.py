@@ -39,8 +39,9 @@ from unbounded.compaction.prompts import SUBAGENT_CONTINUATION_PROMPT
 from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIONS
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
+from unbounded.model.profile import ProviderProfile
 from unbounded.model.request import ProviderRequest
-from unbounded.model.response import forward_capabilities
+from unbounded.model.response import ProviderWrapper
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.session import Extension, Session
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
@@ -66,7 +67,7 @@ def subagent_query_source(name: str) -> str:
     return QUERY_SOURCE_PREFIX + check_agent_name(name)
 
 
-class ContinuationSummarizer:
+class ContinuationSummarizer(ProviderWrapper):
     """A provider that asks for the sub-agent continuation summary instead of the full one.
 
     The summary request's last user message (the summary prompt) is replaced by
@@ -79,15 +80,17 @@ class ContinuationSummarizer:
             raise ConfigError("ContinuationSummarizer needs a Provider (an object with create())")
         if not prompt.strip():
             raise ConfigError("the continuation prompt must not be empty")
-        self.provider = provider
+        super().__init__(provider)
         self.prompt = prompt
-        forward_capabilities(provider, self)
-        # The guard checks the continuation's five parts (a prompt of your own: size only).
-        self.summary_sections = (
-            CONTINUATION_SECTIONS if prompt == SUBAGENT_CONTINUATION_PROMPT else ANY_SECTIONS
+
+    @property
+    def profile(self) -> ProviderProfile:
+        """The wrapped provider's profile, with the sections its own prompt asks for: the
+        continuation's five parts, or, for a prompt of the caller's own, none (size only)."""
+        sections = (
+            CONTINUATION_SECTIONS if self.prompt == SUBAGENT_CONTINUATION_PROMPT else ANY_SECTIONS
         )
-        self.name = provider.name
-        self.supports_cache_edits = provider.supports_cache_edits
+        return dataclasses.replace(self.inner.profile, summary_sections=sections)
 
     def rewrite(self, request: ProviderRequest) -> ProviderRequest:
         """The request with its summary prompt replaced (a copy; the input is untouched)."""
@@ -123,7 +126,7 @@ class ContinuationSummarizer:
         heartbeat: Heartbeat | None = None,
     ) -> ModelResponse:
         """Send the rewritten request to the wrapped provider."""
-        return await self.provider.create(self.rewrite(request), stream=stream, heartbeat=heartbeat)
+        return await self.inner.create(self.rewrite(request), stream=stream, heartbeat=heartbeat)
 
 
 def _child_store(parent: Session, name: str, store: SessionStore | None) -> SessionStore:

@@ -1,13 +1,13 @@
-"""Message content as the drop-in reads it: SDK objects as plain dicts, the form the session
-stores (caller cache markers left out), and the canonical form prints and comparisons use
-(only the fields that identify a block, `None` fields and markers left out)."""
+"""Message content in the canonical form the drop-in's prints and comparisons use (only the
+fields that identify a block, `None` fields and markers left out). The stored form, and SDK
+objects as plain dicts, are the Messages wire format's (`unbounded.wire.anthropic`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from unbounded.errors import ConfigError
+from unbounded.wire.anthropic import block_dict
 
 _BLOCK_KEYS: dict[str, tuple[str, ...]] = {
     "text": ("text",),
@@ -19,43 +19,6 @@ _BLOCK_KEYS: dict[str, tuple[str, ...]] = {
     "image": ("source",),
     "document": ("source",),
 }
-
-
-def plain_data(value: Any) -> Any:
-    """SDK objects (pydantic models) as plain JSON-ready data; other values unchanged."""
-    if type(value) is dict:  # the usual message or block: nothing to look up
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    return value
-
-
-def block_dict(block: Any) -> dict[str, Any]:
-    data = plain_data(block)
-    if isinstance(data, str):
-        return {"type": "text", "text": data}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"a content block must be a dict or an SDK block, not {type(block)}")
-    return dict(data)
-
-
-def stored_content(content: Any) -> str | list[dict[str, Any]]:
-    """Message content as the session stores it: plain dicts, caller cache markers removed."""
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return []
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        data = {k: v for k, v in block_dict(block).items() if k != "cache_control"}
-        if data.get("type") == "tool_result" and isinstance(data.get("content"), list):
-            data["content"] = [
-                {k: v for k, v in block_dict(b).items() if k != "cache_control"}
-                for b in data["content"]
-            ]
-        blocks.append(data)
-    return blocks
 
 
 def _canonical_block(block: Any) -> dict[str, Any]:

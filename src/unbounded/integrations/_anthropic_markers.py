@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from unbounded.integrations._anthropic_blocks import block_dict, plain_data
 from unbounded.model.request import ProviderRequest
+from unbounded.wire.anthropic import block_dict, plain_data
 
 
 def _marker_ttl(block: Any) -> str | None:

@@ -15,11 +15,12 @@ from typing import Any, Literal, cast
 import orjson
 
 from unbounded.errors import ConfigError
-from unbounded.integrations._anthropic_blocks import canonical_content, plain_data
+from unbounded.integrations._anthropic_blocks import canonical_content
 from unbounded.integrations._anthropic_markers import content_ttls, sdk_block_ttls
 from unbounded.model.entries import Entry
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.recall.schema import RECALL_TOOL_NAME
+from unbounded.wire.anthropic import plain_data
 
 HistoryMode = Literal["auto", "full", "new"]
 """How `messages=` is read: detected (auto), always the whole conversation, or only new ones."""

@@ -4,12 +4,12 @@ managers `messages.stream(...)` returns, sync and async."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from unbounded.integrations._support import compact_after_prompt_too_long
+from unbounded.wire.anthropic import AnthropicMessages
 
 if TYPE_CHECKING:
     from anthropic.lib.streaming import AsyncMessageStream, MessageStream
@@ -33,32 +33,20 @@ def _final_snapshot(stream: Any) -> Any | None:
     return snapshot
 
 
-def _accumulator() -> tuple[Callable[..., Any], bool]:
-    from anthropic.lib.streaming._messages import accumulate_event
-
-    takes_buffers = "json_bufs" in inspect.signature(accumulate_event).parameters
-    return accumulate_event, takes_buffers
-
-
 class _Accumulated:
-    """A reply rebuilt from raw stream events with the SDK's own accumulator."""
+    """A reply rebuilt from raw stream events by the Messages format's fold, handed to
+    `on_message` once its `message_stop` arrives."""
 
     def __init__(self, on_message: Callable[[Any], None]) -> None:
-        self._accumulate, self._takes_buffers = _accumulator()
-        self._buffers: dict[int, bytes] = {}
-        self._snapshot: Any = None
+        self._fold = AnthropicMessages().stream_assembler()
         self._on_message = on_message
         self.recorded = False
 
     def observe(self, event: Any) -> None:
-        kind = getattr(event, "type", None)
-        if self._snapshot is None and kind != "message_start":
-            return
-        extra = {"json_bufs": self._buffers} if self._takes_buffers else {}
-        self._snapshot = self._accumulate(event=event, current_snapshot=self._snapshot, **extra)
-        if kind == "message_stop" and not self.recorded:
+        self._fold.add(event)
+        if self._fold.stopped and not self.recorded:
             self.recorded = True
-            self._on_message(self._snapshot)
+            self._on_message(self._fold.snapshot)
 
 
 class RecordingStream:

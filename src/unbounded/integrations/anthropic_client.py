@@ -76,13 +76,7 @@ from unbounded.events import (
     SideCallPassed,
     emit,
 )
-from unbounded.integrations._anthropic_blocks import (
-    block_dict,
-    canonical_system,
-    canonical_tools,
-    plain_data,
-    stored_content,
-)
+from unbounded.integrations._anthropic_blocks import canonical_system, canonical_tools
 from unbounded.integrations._anthropic_markers import honor_caller_markers
 from unbounded.integrations._anthropic_prints import (
     RECALL_ROUND_FIELD,
@@ -109,6 +103,7 @@ from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
+from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 
 if TYPE_CHECKING:
     import anthropic
@@ -515,7 +510,7 @@ class ClientPipeline:
 
     def is_prompt_too_long(self, error: BaseException) -> bool:
         """Whether an SDK exception is the API refusing the prompt as over the window."""
-        return isinstance(self.provider.map_error(error), PromptTooLongError)
+        return isinstance(self.provider.wire.map_error(error), PromptTooLongError)
 
     def record(self, message: Any, *, answer_recall: bool = False) -> bool:
         """Record an SDK message (whole or accumulated from a stream) as the reply.
@@ -523,7 +518,7 @@ class ClientPipeline:
         With `answer_recall`, a reply whose only tool calls are `recall` is answered here as
         a recall round; True then: ask the model again.
         """
-        response = self.provider.to_response(message)
+        response = self.provider.wire.from_response(message)
         session = self.session
         uses = response.tool_uses
         recalls = [u for u in uses if u.get("name") == RECALL_TOOL_NAME]

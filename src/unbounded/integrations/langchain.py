@@ -124,9 +124,9 @@ from unbounded.integrations._langchain_recall import (
 from unbounded.integrations._langchain_view import ConversationView
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
-from unbounded.model.response import is_offline
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import (
     Heartbeat,
@@ -411,6 +411,7 @@ class ChatModelSummarizer:
 
     name = "langchain"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, model: Any, *, context_window: int | None = None) -> None:
         if not callable(getattr(model, "ainvoke", None)):
@@ -506,6 +507,7 @@ class FunctionSummarizer:
 
     name = "function"
     supports_cache_edits = False
+    profile = MODEL_PROFILE
 
     def __init__(self, function: Any, *, context_window: int | None = None) -> None:
         if not callable(function) and not callable(getattr(function, "ainvoke", None)):
@@ -584,7 +586,7 @@ def summarizer_provider(
             f"summarizer must be None, 'extractive', a Provider, a chat model, a "
             f"'provider:model' string or a function, not {type(summarizer).__name__}"
         )
-    if isinstance(provider, RetryingProvider) or is_offline(provider):
+    if isinstance(provider, RetryingProvider) or provider.profile.offline:
         return provider
     if retries <= 0:
         return provider
@@ -735,7 +737,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         """The model the summaries are written by: the summarizer chosen, else the agent's own
         model; None when there is none yet, or the offline hand-over was chosen."""
         chosen = self.summarizer if self.summarizer is not None else self.agent_summarizer
-        return None if chosen is None or is_offline(chosen) else chosen
+        return None if chosen is None or chosen.profile.offline else chosen
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Learn the agent's model (it writes the summaries unless a summarizer was given),

@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from unbounded.errors import ConfigError
 from unbounded.model.content import ContentBlock, Usage
+from unbounded.model.profile import ProviderProfile
 from unbounded.model.request import ProviderRequest
 
 
@@ -79,6 +81,11 @@ class Provider(Protocol):
     name: str
     supports_cache_edits: bool
 
+    @property
+    def profile(self) -> ProviderProfile:
+        """What it declares about its replies (`MODEL_PROFILE` for a plain model)."""
+        ...
+
     async def create(
         self,
         request: ProviderRequest,
@@ -90,29 +97,27 @@ class Provider(Protocol):
         ...
 
 
-SUMMARY_CAPABILITIES: tuple[str, ...] = (
-    "writes_final_summary",
-    "includes_facts",
-    "summary_sections",
-    "offline",
-)
-"""What a summarizer may declare about its replies, beside `name` and `supports_cache_edits`:
-`writes_final_summary` (its text is the summary itself, never parsed for tags),
-`includes_facts` (it lists the transcript's facts already: no facts ledger is appended),
-`summary_sections` (the headings the guard checks, a `SectionSpec`) and `offline` (it sends
-no request to a model: the offline hand-over, which costs nothing and never fails)."""
+class ProviderWrapper:
+    """A provider that sends through another one (retrying, tracing, recording it...).
 
+    Its `name`, `supports_cache_edits` and `profile` are the wrapped provider's, so what
+    compaction reads of a summarizer is the same wrapped as bare; a subclass writes `create`
+    and overrides `profile` only when it changes what the replies are (the sub-agent
+    continuation asks for other sections).
+    """
 
-def forward_capabilities(inner: object, wrapper: object) -> None:
-    """Give `wrapper`, a provider that wraps `inner`, the capabilities `inner` declares
-    (`SUMMARY_CAPABILITIES`), so what compaction reads of a summarizer is the same through a
-    retrying, tracing or recording wrapper as on the provider itself (the wrapper sets its
-    `name` and `supports_cache_edits` itself)."""
-    for flag in SUMMARY_CAPABILITIES:
-        if hasattr(inner, flag):
-            setattr(wrapper, flag, getattr(inner, flag))
+    def __init__(self, inner: Provider) -> None:
+        if not isinstance(inner, Provider):
+            raise ConfigError(
+                f"{type(self).__name__} wraps a Provider (name, supports_cache_edits, profile "
+                f"and create()), not {type(inner).__name__}"
+            )
+        self.inner = inner
+        """The provider it sends through."""
+        self.name = inner.name
+        self.supports_cache_edits = inner.supports_cache_edits
 
-
-def is_offline(provider: object) -> bool:
-    """Whether `provider` is the offline hand-over (sends nothing to a model)."""
-    return bool(getattr(provider, "offline", False))
+    @property
+    def profile(self) -> ProviderProfile:
+        """The wrapped provider's profile."""
+        return self.inner.profile

@@ -4,6 +4,8 @@
 are optional extras, and importing this package never needs them.
 """
 
+from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
+from unbounded.model.response import ProviderWrapper
 from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import (
     AuthenticationError,
@@ -21,6 +23,7 @@ from unbounded.providers.base import (
 from unbounded.providers.openai import OpenAIProvider
 
 __all__ = [
+    "MODEL_PROFILE",
     "AnthropicProvider",
     "AuthenticationError",
     "BadRequestError",
@@ -30,6 +33,8 @@ __all__ = [
     "PromptTooLongError",
     "Provider",
     "ProviderError",
+    "ProviderProfile",
+    "ProviderWrapper",
     "RateLimitedError",
     "RetryableError",
     "ServerError",

@@ -1,68 +1,41 @@
 """The Anthropic provider: a `ProviderRequest` through the official `anthropic` SDK.
 
-The request is already in Messages API shape, so the mapping is direct: every field the SDK
-method accepts is passed as a keyword (model, max_tokens, system, tools, messages, thinking,
-metadata, tool_choice…), and fields this SDK version does not name (`temperature` in recent
-versions, `context_management` outside the beta endpoint) go through `extra_body`, so the
-wire body is the same whatever the SDK version. `betas` selects `client.beta.messages` and
-becomes the `anthropic-beta` header. `cache_edits` is dropped unless the provider was built
-with `supports_cache_edits=True`, and then sent as a top-level `cache_edits` body field.
+The request and reply mapping and the error mapping are the `AnthropicMessages` wire format
+(`unbounded.wire.anthropic`); this module holds the SDK clients (`SdkClients`, shared with the
+OpenAI provider) and makes the calls: `client.beta.messages` when the request has `betas`,
+streamed when asked or when the SDK requires it for a large `max_tokens`.
 
-SDK errors are mapped onto the hierarchy in `unbounded.providers.base`. The SDK is an optional
-extra (`pip install unbounded[anthropic]`): it is imported when a provider is built, never when
-this module is imported.
-
-`retry_after_seconds` is shared with the OpenAI provider, and so is `call_with_heartbeat`
-(defined in `unbounded.model.response`, importable from here).
+The SDK is an optional extra (`pip install unbounded[anthropic]`): it is imported when a
+provider is built, never when this module is imported.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import functools
 import importlib
 import inspect
-import json
-import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from unbounded.errors import ConfigError
-from unbounded.model.content import ContentBlock, Usage
 from unbounded.model.request import ProviderRequest
-from unbounded.model.response import call_with_heartbeat as call_with_heartbeat
+from unbounded.model.response import call_with_heartbeat
 from unbounded.providers.base import (
-    AuthenticationError,
-    BadRequestError,
     Heartbeat,
     ModelResponse,
-    OverloadedError,
-    PromptTooLongError,
     ProviderError,
-    RateLimitedError,
     SdkProvider,
     ServerError,
-    is_prompt_too_long_message,
-    parse_prompt_too_long,
 )
+from unbounded.wire.anthropic import NO_API_KEY, AnthropicMessages
 
 if TYPE_CHECKING:
     import anthropic
 
-T = TypeVar("T")
-
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
 """Seconds between heartbeat calls while a model call runs."""
-
-_UNBOUNDED_ONLY = ("betas", "cache_edits")
-
-NO_API_KEY = (
-    "no Anthropic API key: set ANTHROPIC_API_KEY in the environment, or pass "
-    "AnthropicProvider(api_key=...) or a client of your own"
-)
-"""What a call without any credentials fails with."""
 
 
 def _import_sdk() -> Any:
@@ -73,57 +46,6 @@ def _import_sdk() -> Any:
             "the Anthropic provider needs the anthropic SDK: pip install 'unbounded[anthropic]'"
         ) from None
     return anthropic
-
-
-# --------------------------------------------------------------------------- shared helpers
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _response_headers(exc: BaseException) -> Mapping[str, str] | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    return cast("Mapping[str, str] | None", headers)
-
-
-def is_transport_error(exc: BaseException) -> bool:
-    """Whether `exc` comes from the HTTP stack (httpx/httpcore, any major version)."""
-    return any(cls.__module__.startswith(("httpx", "httpcore")) for cls in type(exc).__mro__)
-
-
-def _error_details(body: Any) -> tuple[str | None, str | None]:
-    """(error type, message) from an Anthropic error body."""
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping):
-            kind, message = error.get("type"), error.get("message")
-            return (
-                kind if isinstance(kind, str) else None,
-                message if isinstance(message, str) else None,
-            )
-    return None, None
 
 
 def _signature_names(method: Callable[..., Any]) -> frozenset[str]:
@@ -145,11 +67,6 @@ def _function_parameters(method: Callable[..., Any]) -> frozenset[str]:
 def _has_credentials(client: Any) -> bool:
     """Whether an Anthropic client has a key, a token or a credentials provider to send."""
     return any(getattr(client, name, None) for name in ("api_key", "auth_token", "credentials"))
-
-
-def _is_missing_credentials(exc: BaseException) -> bool:
-    """The SDK's refusal to send a request that has no authentication at all."""
-    return isinstance(exc, TypeError) and "Could not resolve authentication method" in str(exc)
 
 
 def _streaming_required(exc: BaseException) -> bool:
@@ -263,6 +180,8 @@ class AnthropicProvider(SdkProvider):
     ) -> None:
         self._sdk = _import_sdk()
         self.supports_cache_edits = supports_cache_edits
+        self.wire = AnthropicMessages(cache_edits=supports_cache_edits)
+        """The Messages format the requests and replies go through."""
         self.heartbeat_interval = heartbeat_interval
         options: dict[str, Any] | None = None
         if client is None:
@@ -278,34 +197,16 @@ class AnthropicProvider(SdkProvider):
         if client is None and not _has_credentials(self._clients.prebuild()):
             raise ConfigError(NO_API_KEY)
 
-    # -- request mapping
+    # -- calls
 
     def request_kwargs(
         self, request: ProviderRequest, method: Callable[..., Any]
     ) -> dict[str, Any]:
-        """SDK keyword arguments for `method`: accepted fields by name, the rest in extra_body."""
-        accepted = _signature_names(method)
-        kwargs: dict[str, Any] = {}
-        extra_body: dict[str, Any] = {}
-        for key, value in request.items():
-            if key in _UNBOUNDED_ONLY:
-                continue
-            if key in accepted or "*" in accepted:
-                kwargs[key] = value
-            else:
-                extra_body[key] = value
-        if request.get("betas"):
-            kwargs["betas"] = list(request["betas"])
-        if self.supports_cache_edits and request.get("cache_edits"):
-            extra_body["cache_edits"] = [dict(edit) for edit in request["cache_edits"]]
-        if extra_body:
-            kwargs["extra_body"] = extra_body
-        return kwargs
+        """The keyword arguments of the SDK `method` (`create` or `stream`) for `request`."""
+        return self.wire.to_request(request, stream=False, accepted=_signature_names(method))
 
     def _messages_api(self, client: Any, request: ProviderRequest) -> Any:
         return client.beta.messages if request.get("betas") else client.messages
-
-    # -- calls
 
     async def _create(
         self,
@@ -334,7 +235,7 @@ class AnthropicProvider(SdkProvider):
         except ProviderError:
             raise
         except Exception as exc:
-            mapped = self.map_error(exc)
+            mapped = self.wire.map_error(exc)
             if mapped is None:
                 raise
             if mapped.request_id is None:
@@ -343,7 +244,7 @@ class AnthropicProvider(SdkProvider):
         finally:
             if borrowed:
                 await client.close()
-        return self.to_response(message)
+        return self.wire.from_response(message)
 
     async def _once_async(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
         try:
@@ -384,120 +285,3 @@ class AnthropicProvider(SdkProvider):
                 "the stream ended before message_stop (connection cut mid-reply)",
                 request_id=seen.get("request_id"),
             )
-
-    # -- response mapping
-
-    def to_response(self, message: Any) -> ModelResponse:
-        """A ModelResponse from an SDK `Message` (or `BetaMessage`)."""
-        return ModelResponse(
-            content=[_block(b) for b in message.content],
-            stop_reason=message.stop_reason,
-            usage=_usage(message.usage),
-            model=str(message.model),
-            id=str(message.id),
-            raw=message.model_dump(mode="json"),
-        )
-
-    # -- error mapping
-
-    def map_error(self, exc: BaseException) -> ProviderError | None:
-        """The unbounded error for an SDK or transport exception (None: not a provider error)."""
-        sdk = self._sdk
-        if isinstance(exc, sdk.APIStatusError):
-            return _status_error(
-                exc.status_code,
-                exc.body,
-                str(exc),
-                request_id=exc.request_id,
-                headers=_response_headers(exc),
-            )
-        if isinstance(exc, sdk.APITimeoutError):
-            return ServerError(f"request timed out: {exc}")
-        if isinstance(exc, sdk.APIConnectionError):
-            cause = exc.__cause__
-            return ServerError(f"connection error: {cause or exc}")
-        if isinstance(exc, sdk.APIResponseValidationError):
-            return ServerError(f"malformed response: {exc}", status=exc.status_code, body=exc.body)
-        if is_transport_error(exc):
-            return ServerError(f"connection error: {type(exc).__name__}: {exc}")
-        if isinstance(exc, json.JSONDecodeError):
-            return ServerError(f"malformed response (not JSON): {exc}")
-        if _is_missing_credentials(exc):
-            return AuthenticationError(NO_API_KEY, status=None)
-        if isinstance(exc, ValueError):
-            text = str(exc)
-            if "Unable to parse" in text:
-                return ServerError(f"malformed response: {text}")
-            return BadRequestError(text, status=None)
-        credentials_error = getattr(sdk, "CredentialsError", None)
-        if credentials_error is not None and isinstance(exc, credentials_error):
-            return AuthenticationError(str(exc), status=None)
-        if isinstance(exc, RuntimeError) and "Unexpected event order" in str(exc):
-            return ServerError(f"malformed stream: {exc}")
-        return None
-
-
-def _status_error(
-    status: int,
-    body: Any,
-    text: str,
-    *,
-    request_id: str | None,
-    headers: Mapping[str, str] | None,
-) -> ProviderError:
-    kind, api_message = _error_details(body)
-    message = api_message or text
-    retry_after = retry_after_seconds(headers)
-    common: dict[str, Any] = {"status": status, "request_id": request_id, "body": body}
-    if status in (400, 413, 422) or (status == 200 and kind == "invalid_request_error"):
-        if is_prompt_too_long_message(message):
-            parsed = parse_prompt_too_long(message)
-            return PromptTooLongError(
-                message,
-                actual_tokens=parsed[0] if parsed else None,
-                limit_tokens=parsed[1] if parsed else None,
-                **common,
-            )
-        return BadRequestError(message, **common)
-    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
-        return AuthenticationError(message, **common)
-    if status == 429 or kind == "rate_limit_error":
-        return RateLimitedError(message, retry_after=retry_after, **common)
-    if status in (503, 529) or kind == "overloaded_error":
-        return OverloadedError(message, retry_after=retry_after, **common)
-    if status >= 500 or status in (200, 408, 409) or kind in ("api_error", "timeout_error"):
-        return ServerError(message, retry_after=retry_after, **common)
-    return BadRequestError(message, **common)
-
-
-def _block(block: Any) -> ContentBlock:
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        text: dict[str, Any] = {"type": "text", "text": block.text}
-        if getattr(block, "citations", None):
-            text["citations"] = [c.model_dump(mode="json") for c in block.citations]
-        return cast(ContentBlock, text)
-    if kind == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    if kind == "thinking":
-        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-    if kind == "redacted_thinking":
-        return {"type": "redacted_thinking", "data": block.data}
-    return cast(ContentBlock, block.model_dump(mode="json", exclude_none=True))
-
-
-def _usage(usage: Any) -> Usage:
-    data: dict[str, Any] = usage.model_dump(mode="json") if usage is not None else {}
-    out: Usage = {
-        "input_tokens": int(data.get("input_tokens") or 0),
-        "output_tokens": int(data.get("output_tokens") or 0),
-        "cache_creation_input_tokens": int(data.get("cache_creation_input_tokens") or 0),
-        "cache_read_input_tokens": int(data.get("cache_read_input_tokens") or 0),
-    }
-    split = data.get("cache_creation")
-    if isinstance(split, Mapping):
-        out["cache_creation"] = {k: int(v or 0) for k, v in split.items()}
-    deleted = data.get("cache_deleted_input_tokens")
-    if deleted is not None:
-        out["cache_deleted_input_tokens"] = int(deleted)
-    return out

@@ -24,6 +24,7 @@ from unbounded.compaction.extractive import (
 from unbounded.compaction.prompts import PREVIOUS_SUMMARY_PREFIXES
 from unbounded.errors import ConfigError
 from unbounded.model.content import ContentBlock, Usage
+from unbounded.model.profile import ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.providers.base import Heartbeat, ModelResponse
 from unbounded.tokens.estimate import content_tokens, rough_token_count
@@ -82,12 +83,10 @@ class ExtractiveSummarizer:
     """A Provider that writes a nine-section summary offline, deterministically, without a model."""
 
     name = "extractive"
-    includes_facts = True
-    """Its summary is built from the facts, so no separate facts ledger is appended."""
-    writes_final_summary = True
-    """Its answer is the summary text itself: no tags to parse."""
-    offline = True
-    """It sends nothing to a model: the fallback when there is none, or it failed."""
+    profile = ProviderProfile(writes_final_summary=True, includes_facts=True, offline=True)
+    """Its answer is the summary text itself (no tags to parse), built from the facts (no
+    separate facts ledger is appended), and it sends nothing to a model: the fallback when
+    there is none, or it failed."""
     supports_cache_edits = False
 
     def __init__(

@@ -35,7 +35,7 @@ from unbounded.errors import ConfigError
 from unbounded.events import EventSink, ProviderRetried, emit
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import take_retry
-from unbounded.model.response import forward_capabilities
+from unbounded.model.response import ProviderWrapper
 from unbounded.providers.base import (
     Heartbeat,
     ModelResponse,
@@ -75,7 +75,7 @@ class RetryStats:
         self.errors[name] = self.errors.get(name, 0) + 1
 
 
-class RetryingProvider:
+class RetryingProvider(ProviderWrapper):
     """A `Provider` that retries another provider's transient failures (see the module doc)."""
 
     def __init__(
@@ -104,11 +104,7 @@ class RetryingProvider:
             raise ConfigError("max_retry_after must be >= 0")
         if max_elapsed is not None and max_elapsed < 0:
             raise ConfigError("max_elapsed must be >= 0")
-        self.provider = provider
-        self.name = provider.name
-        """The wrapped provider's name (compaction records which summarizer ran)."""
-        self.supports_cache_edits = provider.supports_cache_edits
-        forward_capabilities(provider, self)
+        super().__init__(provider)
         self.max_retries = max_retries
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -151,7 +147,7 @@ class RetryingProvider:
         while True:
             self.stats.attempts += 1
             try:
-                response = await self.provider.create(request, stream=stream, heartbeat=heartbeat)
+                response = await self.inner.create(request, stream=stream, heartbeat=heartbeat)
             except RetryableError as error:
                 self.stats.note_error(error)
                 retry += 1

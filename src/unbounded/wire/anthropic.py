@@ -1,0 +1,331 @@
+"""The Anthropic Messages wire format: the project's request is already in Messages shape, so
+the request mapping is direct; the reply, its raw stream events and the SDK's errors come back
+as the project's.
+
+Every field the SDK method names is passed as a keyword (model, max_tokens, system, tools,
+messages, thinking, metadata, tool_choice...); fields this SDK version does not name
+(`temperature` in recent versions, `context_management` outside the beta endpoint) go through
+`extra_body`, so the wire body is the same whatever the SDK version. `betas` becomes the
+`anthropic-beta` list (the provider then calls `client.beta.messages`). `cache_edits` is sent
+as a top-level body field only by a format built with `cache_edits=True`.
+
+`inbound` takes the caller's messages (SDK objects or dicts) as plain dicts without the
+caller's cache markers, the form a session stores.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from unbounded.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigError,
+    OverloadedError,
+    PromptTooLongError,
+    ProviderError,
+    RateLimitedError,
+    ServerError,
+)
+from unbounded.model.content import ContentBlock, MessageParam, Usage
+from unbounded.model.request import ProviderRequest
+from unbounded.model.response import ModelResponse
+from unbounded.wire.base import (
+    ALL_FIELDS,
+    InboundMessages,
+    is_prompt_too_long_message,
+    is_transport_error,
+    parse_prompt_too_long,
+    response_headers,
+    retry_after_seconds,
+)
+
+NO_API_KEY = (
+    "no Anthropic API key: set ANTHROPIC_API_KEY in the environment, or pass "
+    "AnthropicProvider(api_key=...) or a client of your own"
+)
+"""What a call without any credentials fails with."""
+
+_UNBOUNDED_ONLY = ("betas", "cache_edits")
+
+
+@dataclass(frozen=True, slots=True)
+class AnthropicMessages:
+    """The Messages format of `messages.create` / `messages.stream` (and their beta twins)."""
+
+    cache_edits: bool = False
+    """Send a request's `cache_edits` (the server must support them); else they are dropped."""
+    name: str = "anthropic-messages"
+
+    def to_request(
+        self, request: ProviderRequest, *, stream: bool, accepted: frozenset[str] = ALL_FIELDS
+    ) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` or `messages.stream` (which one `stream`
+        says, and neither takes `stream=` itself): the fields `accepted` names by name, the
+        others in `extra_body`, unbounded's own `betas` as the beta header's list and
+        `cache_edits` only when this format sends them."""
+        kwargs: dict[str, Any] = {}
+        extra_body: dict[str, Any] = {}
+        for key, value in request.items():
+            if key in _UNBOUNDED_ONLY:
+                continue
+            if key in accepted or "*" in accepted:
+                kwargs[key] = value
+            else:
+                extra_body[key] = value
+        if request.get("betas"):
+            kwargs["betas"] = list(request["betas"])
+        if self.cache_edits and request.get("cache_edits"):
+            extra_body["cache_edits"] = [dict(edit) for edit in request["cache_edits"]]
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        return kwargs
+
+    def from_response(self, message: Any) -> ModelResponse:
+        """A ModelResponse from an SDK `Message` (or `BetaMessage`)."""
+        return ModelResponse(
+            content=[_block(b) for b in message.content],
+            stop_reason=message.stop_reason,
+            usage=_usage(message.usage),
+            model=str(message.model),
+            id=str(message.id),
+            raw=message.model_dump(mode="json"),
+        )
+
+    def map_error(self, exc: BaseException) -> ProviderError | None:
+        """The unbounded error for an SDK or transport exception (None: not a provider error)."""
+        sdk = sys.modules.get("anthropic")  # never imported: no exception is the SDK's own
+        if sdk is not None:
+            mapped = _sdk_error(sdk, exc)
+            if mapped is not None:
+                return mapped
+        if is_transport_error(exc):
+            return ServerError(f"connection error: {type(exc).__name__}: {exc}")
+        if isinstance(exc, json.JSONDecodeError):
+            return ServerError(f"malformed response (not JSON): {exc}")
+        if _is_missing_credentials(exc):
+            return AuthenticationError(NO_API_KEY, status=None)
+        if isinstance(exc, ValueError):
+            text = str(exc)
+            if "Unable to parse" in text:
+                return ServerError(f"malformed response: {text}")
+            return BadRequestError(text, status=None)
+        credentials_error = getattr(sdk, "CredentialsError", None)  # newer SDKs only
+        if credentials_error is not None and isinstance(exc, credentials_error):
+            return AuthenticationError(str(exc), status=None)
+        if isinstance(exc, RuntimeError) and "Unexpected event order" in str(exc):
+            return ServerError(f"malformed stream: {exc}")
+        return None
+
+    def stream_assembler(self) -> AnthropicStreamAssembler:
+        """A fresh fold for the raw events of one `create(stream=True)` reply."""
+        return AnthropicStreamAssembler(self)
+
+    def inbound(self, messages: Sequence[Any]) -> InboundMessages:
+        """The caller's messages as plain dicts, their cache markers left out (the system
+        prompt travels apart in this format: it is never among the messages)."""
+        out: list[MessageParam] = []
+        for index, message in enumerate(messages):
+            data = plain_data(message)
+            if not isinstance(data, Mapping) or data.get("role") not in ("user", "assistant"):
+                raise ConfigError(
+                    f"message {index}: a Messages API message is a dict with role user or "
+                    f"assistant, not {message!r:.80}"
+                )
+            out.append(
+                cast(
+                    MessageParam,
+                    {"role": data["role"], "content": stored_content(data.get("content"))},
+                )
+            )
+        return InboundMessages("", out)
+
+
+def _sdk_error(sdk: Any, exc: BaseException) -> ProviderError | None:
+    """The mapping of the SDK's own exception classes."""
+    if isinstance(exc, sdk.APIStatusError):
+        return _status_error(
+            exc.status_code,
+            exc.body,
+            str(exc),
+            request_id=exc.request_id,
+            headers=response_headers(exc),
+        )
+    if isinstance(exc, sdk.APITimeoutError):
+        return ServerError(f"request timed out: {exc}")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__
+        return ServerError(f"connection error: {cause or exc}")
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return ServerError(f"malformed response: {exc}", status=exc.status_code, body=exc.body)
+    return None
+
+
+@dataclass(slots=True)
+class AnthropicStreamAssembler:
+    """Folds the raw events of a streamed reply (`message_start` ... `message_stop`) into the
+    SDK's `Message`, with the SDK's own accumulator; events before `message_start` are
+    ignored."""
+
+    wire: AnthropicMessages
+    snapshot: Any = None
+    """The `Message` so far (None before `message_start`)."""
+    stopped: bool = False
+    """Whether `message_stop` has arrived."""
+    _buffers: dict[int, bytes] = field(default_factory=dict)
+
+    def add(self, event: Any) -> None:
+        """Take the next raw event."""
+        kind = getattr(event, "type", None)
+        if self.snapshot is None and kind != "message_start":
+            return
+        accumulate, takes_buffers = _accumulator()
+        extra = {"json_bufs": self._buffers} if takes_buffers else {}
+        self.snapshot = accumulate(event=event, current_snapshot=self.snapshot, **extra)
+        if kind == "message_stop":
+            self.stopped = True
+
+    def finish(self, request_id: str | None) -> ModelResponse:
+        """The whole reply; a `ServerError` when the stream ended before `message_stop`."""
+        if not self.stopped:
+            raise ServerError(
+                "the stream ended before message_stop (connection cut mid-reply)",
+                request_id=request_id,
+            )
+        return self.wire.from_response(self.snapshot)
+
+
+@functools.cache
+def _accumulator() -> tuple[Callable[..., Any], bool]:
+    """The SDK's event fold, and whether this SDK version threads JSON buffers through it."""
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    return accumulate_event, "json_bufs" in inspect.signature(accumulate_event).parameters
+
+
+def plain_data(value: Any) -> Any:
+    """SDK objects (pydantic models) as plain JSON-ready data; other values unchanged."""
+    if type(value) is dict:  # the usual message or block: nothing to look up
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    return value
+
+
+def block_dict(block: Any) -> dict[str, Any]:
+    """A content block (an SDK block, a dict, or a bare string for text) as a plain dict."""
+    data = plain_data(block)
+    if isinstance(data, str):
+        return {"type": "text", "text": data}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a content block must be a dict or an SDK block, not {type(block)}")
+    return dict(data)
+
+
+def stored_content(content: Any) -> str | list[dict[str, Any]]:
+    """Message content as the session stores it: plain dicts, caller cache markers removed."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return []
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        data = {k: v for k, v in block_dict(block).items() if k != "cache_control"}
+        if data.get("type") == "tool_result" and isinstance(data.get("content"), list):
+            data["content"] = [
+                {k: v for k, v in block_dict(b).items() if k != "cache_control"}
+                for b in data["content"]
+            ]
+        blocks.append(data)
+    return blocks
+
+
+def _status_error(
+    status: int,
+    body: Any,
+    text: str,
+    *,
+    request_id: str | None,
+    headers: Mapping[str, str] | None,
+) -> ProviderError:
+    kind, api_message = _error_details(body)
+    message = api_message or text
+    retry_after = retry_after_seconds(headers)
+    common: dict[str, Any] = {"status": status, "request_id": request_id, "body": body}
+    if status in (400, 413, 422) or (status == 200 and kind == "invalid_request_error"):
+        if is_prompt_too_long_message(message):
+            parsed = parse_prompt_too_long(message)
+            return PromptTooLongError(
+                message,
+                actual_tokens=parsed[0] if parsed else None,
+                limit_tokens=parsed[1] if parsed else None,
+                **common,
+            )
+        return BadRequestError(message, **common)
+    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
+        return AuthenticationError(message, **common)
+    if status == 429 or kind == "rate_limit_error":
+        return RateLimitedError(message, retry_after=retry_after, **common)
+    if status in (503, 529) or kind == "overloaded_error":
+        return OverloadedError(message, retry_after=retry_after, **common)
+    if status >= 500 or status in (200, 408, 409) or kind in ("api_error", "timeout_error"):
+        return ServerError(message, retry_after=retry_after, **common)
+    return BadRequestError(message, **common)
+
+
+def _block(block: Any) -> ContentBlock:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        text: dict[str, Any] = {"type": "text", "text": block.text}
+        if getattr(block, "citations", None):
+            text["citations"] = [c.model_dump(mode="json") for c in block.citations]
+        return cast(ContentBlock, text)
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.data}
+    return cast(ContentBlock, block.model_dump(mode="json", exclude_none=True))
+
+
+def _usage(usage: Any) -> Usage:
+    data: dict[str, Any] = usage.model_dump(mode="json") if usage is not None else {}
+    out: Usage = {
+        "input_tokens": int(data.get("input_tokens") or 0),
+        "output_tokens": int(data.get("output_tokens") or 0),
+        "cache_creation_input_tokens": int(data.get("cache_creation_input_tokens") or 0),
+        "cache_read_input_tokens": int(data.get("cache_read_input_tokens") or 0),
+    }
+    split = data.get("cache_creation")
+    if isinstance(split, Mapping):
+        out["cache_creation"] = {k: int(v or 0) for k, v in split.items()}
+    deleted = data.get("cache_deleted_input_tokens")
+    if deleted is not None:
+        out["cache_deleted_input_tokens"] = int(deleted)
+    return out
+
+
+def _error_details(body: Any) -> tuple[str | None, str | None]:
+    """(error type, message) from an Anthropic error body."""
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            kind, message = error.get("type"), error.get("message")
+            return (
+                kind if isinstance(kind, str) else None,
+                message if isinstance(message, str) else None,
+            )
+    return None, None
+
+
+def _is_missing_credentials(exc: BaseException) -> bool:
+    """The SDK's refusal to send a request that has no authentication at all."""
+    return isinstance(exc, TypeError) and "Could not resolve authentication method" in str(exc)
