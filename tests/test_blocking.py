@@ -282,3 +282,33 @@ def test_the_langchain_sync_hook_follows_the_rule() -> None:
 
     outside, inside = both_ways(compact)
     assert outside == inside and "Summary:" in outside
+
+
+def test_a_runner_collected_inside_a_running_loop_never_waits_there() -> None:
+    # The collector may run a runner's finalizer at any point, even where a thread pool's
+    # submit holds the pools' shared lock: closing the loop must not need that lock here.
+    import concurrent.futures.thread as pool_threads
+
+    holder = [BlockingRunner()]
+    holder[0].run(asyncio.sleep(0))
+    loop = holder[0]._loop
+    assert loop is not None
+    finished = threading.Event()
+
+    def collect_inside_a_loop() -> None:
+        async def main() -> None:
+            with pool_threads._global_shutdown_lock:  # type: ignore[attr-defined]
+                holder.clear()  # the last reference: the finalizer runs now
+            finished.set()
+
+        asyncio.run(main())
+
+    worker = threading.Thread(target=collect_inside_a_loop, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert finished.is_set(), "the finalizer waited for a lock its own thread holds"
+    for _ in range(100):  # closed on a thread of its own, soon after
+        if loop.is_closed():
+            break
+        threading.Event().wait(0.05)
+    assert loop.is_closed()

@@ -135,8 +135,23 @@ def conversation_with_results(count: int) -> list[BaseMessage]:
     return messages
 
 
-def test_microcompaction_clears_in_batches_and_keeps_the_recent_results() -> None:
+def test_microcompaction_holds_count_clears_while_the_cache_is_warm_below_the_warning_level() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
     policy = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000)
+    context = {"last_model_at": (now - timedelta(minutes=1)).isoformat()}
+    messages = conversation_with_results(8)
+    warm = UnboundedMiddleware(MODEL, policy=policy, exclude_tools=("write_file",), clock=lambda: now)
+    assert warm.before_model({"messages": messages, "unbounded": context}, None) is None  # type: ignore[arg-type]
+    # The same conversation at the warning level: clearing now pays for the rewrite.
+    at_warning = policy.with_changes(warning_buffer=10**9)
+    busy = UnboundedMiddleware(MODEL, policy=at_warning, exclude_tools=("write_file",), clock=lambda: now)
+    update = busy.before_model({"messages": messages, "unbounded": context}, None)  # type: ignore[arg-type]
+    assert update is not None and any(isinstance(m, ToolMessage) for m in update["messages"])
+
+
+def test_microcompaction_clears_in_batches_and_keeps_the_recent_results() -> None:
+    # At the warning level (a huge buffer), where clearing may rewrite a warm cache.
+    policy = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000, warning_buffer=10**9)
     middleware = UnboundedMiddleware(MODEL, policy=policy, exclude_tools=("write_file",))
     messages = conversation_with_results(8)
     update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]

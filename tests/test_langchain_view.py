@@ -20,7 +20,8 @@ from unbounded.integrations import UnboundedMiddleware
 from unbounded.policy import Policy
 
 MODEL = "claude-sonnet-4-6"
-SMALL_BATCHES = Policy(microcompact_min_savings=3_000, microcompact_protect_recent_tokens=4_000)
+# At the warning level from the first token (a huge buffer), where a warm cache may be rewritten.
+SMALL_BATCHES = Policy(microcompact_min_savings=3_000, microcompact_protect_recent_tokens=4_000, warning_buffer=10**9)
 
 
 def history(rounds: int, *, usage: bool = True) -> list[BaseMessage]:

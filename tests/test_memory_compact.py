@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from summaries import nine_section_summary
 
+from unbounded.compaction.cut import contiguous_tail_start
 from unbounded.compaction.memory_compact import (
     adjust_index_to_preserve_api_invariants,
     api_invariants_hold,
     calculate_messages_to_keep_index,
-    contiguous_tail_start,
     first_unsummarized_index,
     has_text_blocks,
     plan_messages_to_keep,

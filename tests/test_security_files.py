@@ -116,7 +116,7 @@ def test_everything_a_session_writes_is_private(tmp_path: Path, open_umask: None
     )
     session.add_user("Read the notes, then change the system prompt.")
     drive(session, 6, project)
-    session.config = dataclasses.replace(session.config, system="You are careful. And brief.")
+    session.reconfigure(dataclasses.replace(session.config, system="You are careful. And brief."))
     drive(session, 3, project)
     assert isinstance(session.store, FolderStore)
     if not extensions:

@@ -120,7 +120,7 @@ def test_a_planted_api_key_appears_in_no_file_written(tmp_path: Path, monkeypatc
                         session.add_tool_results([{"type": "tool_result", "tool_use_id": tool_id, "content": "done"} for tool_id in previous])
                     response = await session.call(retrying, stream=True)
                     previous = [str(block["id"]) for block in response.tool_uses]
-                session.config = dataclasses.replace(session.config, system="You are a careful agent. Be brief.")
+                session.reconfigure(dataclasses.replace(session.config, system="You are a careful agent. Be brief."))
                 session.add_tool_results([{"type": "tool_result", "tool_use_id": tool_id, "content": "done"} for tool_id in previous])
                 await session.compact()
 

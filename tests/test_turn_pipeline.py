@@ -263,6 +263,7 @@ def test_the_middleware_decides_as_a_fresh_one_on_every_step(seed: int) -> None:
         microcompact_protect_recent_tokens=3_000,
         microcompact_min_savings=2_000,
         auto_compact_enabled=False,
+        warning_buffer=10**9,  # at the warning level: clearing may rewrite a warm cache
     )
 
     def fresh() -> UnboundedMiddleware:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -64,7 +65,7 @@ class BlockingRunner:
         loop = self._loop
         if loop is None or loop.is_closed():
             loop = self._loop = asyncio.new_event_loop()
-            weakref.finalize(self, _close_loop, loop)
+            weakref.finalize(self, _close_collected_loop, loop)
         if not loop_running_here():
             return loop.run_until_complete(coroutine)
         if loop.is_running():  # called from a coroutine on this very loop: it cannot nest
@@ -101,6 +102,18 @@ def _as_coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
 
 async def _await(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+def _close_collected_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """`_close_loop` for a runner the garbage collector took: a collection can run at any
+    point, even inside a thread pool's submit holding its lock, so the closing is handed to
+    a thread of its own and never waited for here when a loop runs in this thread."""
+    if loop.is_closed():
+        return
+    if loop_running_here():
+        threading.Thread(target=_close_loop, args=(loop,), daemon=True).start()
+        return
+    _close_loop(loop)
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:

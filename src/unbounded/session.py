@@ -42,14 +42,16 @@ from __future__ import annotations
 
 import math
 import uuid as uuid_module
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections import ChainMap
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 
+from unbounded.blocking import BlockingRunner
 from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import (
@@ -57,7 +59,6 @@ from unbounded.caching.ttl import (
     CacheTtlLatch,
     latch_cache_ttl,
     prefix_cache_ttl,
-    ttl_seconds,
 )
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
@@ -79,10 +80,25 @@ from unbounded.compaction.conversation import (
     FallbackReason,
     SummaryAuthor,
 )
+from unbounded.compaction.cut import turn_tail_start
+from unbounded.compaction.decisions import (
+    auto_compaction_allowed,
+    cache_expired,
+    decide_ttl_upgrade,
+    early_compaction_reason,
+    microcompact_policy,
+    should_auto_compact,
+)
 from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
 from unbounded.compaction.large_output import cap_block_texts
-from unbounded.compaction.micro import MicrocompactState, cache_is_cold, microcompact
+from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import PartialDirection
+from unbounded.configuration import (
+    DerivedSettings,
+    SessionConfig,
+    derive_settings,
+)
+from unbounded.engine import drive_turn, turn_flow
 from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
     CacheBreak,
@@ -91,7 +107,6 @@ from unbounded.events import (
     EarlyCompaction,
     EventSink,
     MicrocompactApplied,
-    ReactiveCompaction,
     RecallServed,
     ReceiptWritten,
     RequestRepaired,
@@ -107,23 +122,18 @@ from unbounded.model.normalize import (
     is_tool_result_only,
     validate_request,
 )
-from unbounded.model.request import ProviderRequest, SystemBlock
+from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.text import repair_value
 from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
 from unbounded.policy import (
-    GUARDED_QUERY_SOURCES,
-    MIN_COMPACTION_ROOM,
     Policy,
     Thresholds,
     WarningLevel,
-    compute_thresholds,
 )
 from unbounded.providers.base import (
     ModelResponse,
-    PromptTooLongError,
     Provider,
-    run_sync,
 )
 from unbounded.recall.index import TranscriptIndex
 from unbounded.recall.lookup import RecallContext
@@ -131,7 +141,6 @@ from unbounded.recall.offer import (
     answer_tokens,
     offers_recall,
     recall_tool_result,
-    with_recall_tool,
 )
 from unbounded.recall.receipts import (
     RECEIPT_KEY,
@@ -156,11 +165,9 @@ from unbounded.tokens.estimate import (
     ContextCounter,
     content_tokens,
     pad_estimate,
-    rough_token_count,
 )
 from unbounded.turn import TurnContext, TurnStep
 
-MAIN_QUERY_SOURCE = "repl_main_thread"
 STATE_NAME = "session"
 CLEARED_STATE_NAME = "session_cleared"
 """The state document holding the tool ids microcompaction cleared, apart from `STATE_NAME`:
@@ -190,35 +197,6 @@ def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
             "unbounded.compaction.summary_tokens": result.summary_tokens,
         },
     )
-
-
-def _has_tool_results(entries: Sequence[Entry]) -> bool:
-    return any(
-        e.type == "user"
-        and isinstance(e.content, list)
-        and any(b.get("type") == "tool_result" for b in e.content)
-        for e in entries
-    )
-
-
-def _reply_start(view: Sequence[Entry], end: int) -> int:
-    """Index of the first line of the reply that ends just before `end` (lines of one response
-    share a message id; their tool results may sit between them)."""
-    reply_id = view[end - 1].message_id
-    start = end - 1
-    index = start
-    while reply_id is not None and index > 0:
-        entry = view[index - 1]
-        if entry.type == "assistant":
-            if entry.message_id != reply_id:
-                break
-            start = index - 1
-        elif entry.type not in ("attachment", "progress") and not (
-            entry.type == "user" and _has_tool_results([entry])
-        ):
-            break
-        index -= 1
-    return start
 
 
 class Extension:
@@ -283,37 +261,6 @@ def _checked_extensions(extensions: Sequence[object]) -> tuple[Extension, ...]:
             )
         checked.append(extension)
     return tuple(checked)
-
-
-@dataclass(frozen=True, slots=True)
-class SessionConfig:
-    """What the main requests are made of. These are the cache-safe parameters."""
-
-    model: str
-    system: str | list[SystemBlock] | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    thinking: dict[str, Any] | None = None
-    max_tokens: int | None = None
-    query_source: str = MAIN_QUERY_SOURCE
-    cache_edits_supported: bool = False
-    context_window: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    validate_requests: bool = False
-    """Check every prepared request with validate_request (costs O(history) per turn)."""
-    system_tokens: int | None = None
-    """The tokens the system prompt and tools take, when you know them (counted once with
-    the provider's token counter, or a prompt a proxy adds that `system` does not show): used
-    as they are instead of a length estimate, so only the messages' estimate is calibrated."""
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ConfigError("SessionConfig needs a model")
-        if self.system_tokens is not None and self.system_tokens < 0:
-            raise ConfigError("SessionConfig.system_tokens must be >= 0")
-        if self.max_tokens is not None and self.max_tokens <= 0:
-            raise ConfigError("SessionConfig.max_tokens must be > 0")
-        if not self.query_source:
-            raise ConfigError("SessionConfig.query_source must not be empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +350,9 @@ def _load_micro(state: Mapping[str, Any], cleared: Mapping[str, Any] | None) -> 
     return MicrocompactState.from_dict(data)
 
 
+T = TypeVar("T")
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -443,7 +393,6 @@ class Session:
         if compaction_tiers is not None and not callable(compaction_tiers):
             compaction_tiers = tier_slots(compaction_tiers, name="compaction_tiers")
         self._compaction_tiers: TierChoice | None = compaction_tiers
-        self.config = config
         self.redactor = redactor_for(redact_secrets)
         """Redacts what the session writes (None: `redact_secrets` off)."""
         self.telemetry = telemetry or default_telemetry()
@@ -452,45 +401,17 @@ class Session:
             # Events and spans leave the process too: their text is redacted on the way out.
             events = redacting_sink(events, self.redactor)
             self.telemetry = self.telemetry.redacting(self.redactor.redact)
-        table = model_table or load_model_table()
-        info = table.get(config.model)
-        self.model_info: ModelInfo = (
-            info.with_window(config.context_window) if config.context_window else info
-        )
-        # Budgets scaled for a small window (and a window too small refused) before anything
-        # is opened, so a bad configuration holds no lock.
+        self._model_table = model_table or load_model_table()
         if isinstance(policy, (str, Path)):
             policy = Policy.from_file(policy)  # a policy file, e.g. one `unbounded tune` wrote
-        self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
-        self.thresholds = compute_thresholds(self.model_info, self.policy)
-        # The system prompt and tools are in every request but in no entry.
-        # Counted with `recall` whether or not it is offered yet: the estimate errs high.
-        offered_tools = with_recall_tool(config.tools, self.policy)
-        self._overhead_raw = rough_token_count(
-            orjson.dumps([config.system or "", offered_tools]).decode()
+        self._base_policy = policy or Policy.from_env()
+        # Budgets scaled for a small window (and a window too small refused) before anything
+        # is opened, so a bad configuration holds no lock.
+        self._settings: DerivedSettings = derive_settings(
+            config, self._base_policy, self._model_table
         )
-        overhead = (
-            config.system_tokens
-            if config.system_tokens is not None
-            else pad_estimate(self._overhead_raw)
-        )
-        # Only a session that compacts needs room under the threshold; one that never does
-        # (auto-compaction off) runs until the window is full.
-        room = self.thresholds.autocompact - overhead
-        if room < self.policy.compaction_room_needed() and self.policy.auto_compact_enabled:
-            raise ConfigError(
-                f"the system prompt and tools alone take about "
-                f"{overhead:,} tokens of the {self.thresholds.autocompact:,} a "
-                f"{self.model_info.context_window:,}-token window holds before compacting, "
-                f"leaving {max(room, 0):,} for the conversation: no compaction can make room "
-                f"for a summary and one more turn ({MIN_COMPACTION_ROOM:,}), so every call "
-                "would compact; use a larger context_window or a shorter system prompt"
-            )
         self.store: SessionStore = store or MemoryStore()
         self._closed = False
-        # Built once: the policy of turns whose count-based clearing is held back.
-        self._hold_clears_policy = self.policy.with_changes(microcompact_enabled=False)
-        self._cold_clears_policy = self.policy.with_changes(microcompact_min_savings=0)
         self.summarizer = summarizer
         """The summarizer chosen for this session (None: the model given to `call`)."""
         self._call_provider: Provider | None = None
@@ -550,6 +471,44 @@ class Session:
         self._resumed_pending = bool(self.pending_tool_use_ids())
         for extension in self.extensions:
             extension.attached(self)
+
+    # -- configuration ---------------------------------------------------------------------------
+    @property
+    def config(self) -> SessionConfig:
+        """What the main requests are made of (change it with `reconfigure`)."""
+        return self._settings.config
+
+    @property
+    def model_info(self) -> ModelInfo:
+        """The model's limits, with the config's context window."""
+        return self._settings.model_info
+
+    @property
+    def policy(self) -> Policy:
+        """The session's policy, its token budgets scaled for the window."""
+        return self._settings.policy
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The warning, error and auto-compact thresholds of the window."""
+        return self._settings.thresholds
+
+    def reconfigure(
+        self, config: SessionConfig | None = None, *, policy: Policy | None = None
+    ) -> None:
+        """Change the config (model, window, system prompt, tools...) or the policy; every
+        value derived from them is computed again (the model's limits, the scaled policy, the
+        thresholds, the system prompt and tools' overhead that estimates and calibration
+        start from). A config the window cannot hold raises `ConfigError` and changes nothing.
+
+        The calibration measured so far is kept: it compared a usage against the request
+        that was then sent; the next usage is compared against the new overhead."""
+        self._check_open()
+        base = policy if policy is not None else self._base_policy
+        settings = derive_settings(config or self.config, base, self._model_table)
+        self._base_policy = base
+        self._settings = settings
+        self.detector.policy = settings.policy
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -893,7 +852,11 @@ class Session:
     ) -> tuple[list[Any], dict[str, str]]:
         """The reply's blocks with each tool_use id that is taken in this session, or that the
         API would refuse, renamed (`renamed_tool_id`), and {new name: id the provider gave}."""
-        taken = set(self.recall_index.update(self.entries).calls)
+        # The index's own dict, read in place (a set of it per reply would cost O(history)),
+        # with this reply's names beside it.
+        taken = ChainMap[str, object](
+            {}, cast(dict[str, object], self.recall_index.update(self.entries).calls)
+        )
         renamed: dict[str, str] = {}
         out: list[Any] = []
         for block in content:
@@ -903,7 +866,7 @@ class Session:
                 if name != tool_id:
                     renamed[name] = tool_id
                     block = {**block, "id": name}
-                taken.add(name)
+                taken[name] = block
             out.append(block)
         return out, renamed
 
@@ -1112,24 +1075,16 @@ class Session:
         self._reported_repairs = repairs
 
     def _microcompact_policy(self, now: datetime, last_assistant_at: datetime | None) -> Policy:
-        """The policy for this turn's microcompaction.
-
-        While the cache is warm and the provider cannot delete from it, every count-based
-        clear rewrites the cached prefix; the count tier therefore only clears once the
-        context is above the warning level (seed 000: microcompaction fires when the warning
-        threshold is hit). Time-based clearing (cold cache) and cache edits are not held back.
-        """
-        if self._cache_expired():
-            # The cache has expired: changing the prefix now costs nothing extra, so stale
-            # results are cleared without waiting for a batch's minimum saving.
-            return self._cold_clears_policy
-        if (
-            self.config.cache_edits_supported
-            or cache_is_cold(now, last_assistant_at, self.policy)
-            or self._counter.total >= self.thresholds.warning
-        ):
-            return self.policy
-        return self._hold_clears_policy
+        """The policy for this turn's microcompaction (`compaction.decisions`)."""
+        return microcompact_policy(
+            self._settings.clearing,
+            now=now,
+            last_reply_at=last_assistant_at,
+            ttl=self.ttl_latch.ttl_for(self.config.query_source),
+            tokens=self._counter.total,
+            warning_threshold=self.thresholds.warning,
+            cache_edits_supported=self.config.cache_edits_supported,
+        )
 
     def _last_assistant_time(self) -> datetime | None:
         for entry in reversed(self.view):
@@ -1144,7 +1099,7 @@ class Session:
             return
         exact = self.config.system_tokens
         if exact is None:
-            estimate = self._overhead_raw + counter.raw_estimate_at_anchor
+            estimate = self._settings.overhead_raw + counter.raw_estimate_at_anchor
             reported = counter.anchor_tokens
         else:  # a known system size is not estimated, so only the messages are calibrated
             estimate = counter.raw_estimate_at_anchor
@@ -1160,7 +1115,7 @@ class Session:
         raw = sum(content_tokens(m.get("content")) for m in messages)
         exact = self.config.system_tokens
         if exact is None:
-            raw += self._overhead_raw
+            raw += self._settings.overhead_raw
         if self.calibration is None:
             return pad_estimate(raw) + (exact or 0)
         return math.ceil(raw * self.calibration) + (exact or 0)
@@ -1172,96 +1127,53 @@ class Session:
         self._level = status.level
 
     async def _maybe_auto_compact(self) -> None:
-        policy = self.policy
-        if not (policy.compact_enabled and policy.auto_compact_enabled):
-            return
-        if self.config.query_source in GUARDED_QUERY_SOURCES:
-            return
         tokens = self._counter.total
-        if self.thresholds.should_autocompact(tokens):
+        query_source = self.config.query_source
+        if should_auto_compact(self.policy, self.thresholds, tokens, query_source=query_source):
             await self.auto_compact()
             return
-        reason = self._early_compaction_reason(tokens)
+        if not auto_compaction_allowed(self.policy, query_source=query_source):
+            return
+        reason = early_compaction_reason(
+            self.policy,
+            self.thresholds,
+            tokens=tokens,
+            overhead=self.estimate_request_tokens([]),
+            cache_expired=self._cache_expired(),
+            cache_edits_supported=self.config.cache_edits_supported,
+            refused_at=self._early_refused_at,
+            free_compaction_available=self._free_compaction_available,
+        )
         if reason is None:
             return
         if await self._compact_early(reason) is None:
             self._early_refused_at = tokens
 
-    def _early_compaction_reason(self, tokens: int) -> str | None:
-        """Why compacting before the threshold pays now (docs/policy.md), or None.
-
-        Only when the compaction costs no summary call (session notes to compact from). The
-        shares are of the room the conversation has below the threshold (the system prompt and
-        tools are left out: no compaction makes them smaller): `cold_cache` when the prompt
-        cache has expired and the conversation fills `cold_cache_compact_fraction` of it,
-        `early` when it fills `early_compact_fraction`,
-        `instead_of_clear` at the warning level, where the count tier would break the cache.
-        """
-        policy = self.policy
-        refused = self._early_refused_at
-        if refused is not None and tokens < refused + policy.early_compact_retry_tokens:
-            return None
-        # Shares of the room the conversation has: the system prompt and tools stay anyway.
-        overhead = self.estimate_request_tokens([])
-        room = max(1, self.thresholds.autocompact - overhead)
-        used = tokens - overhead
-        cold = (
-            policy.cold_cache_compact_fraction > 0
-            and used >= policy.cold_cache_compact_fraction * room
-            and self._cache_expired()
-        )
-        early = policy.early_compact_fraction < 1 and used >= policy.early_compact_fraction * room
-        # At the warning level the count tier clears results and breaks the warm cache; a
-        # compaction without a summary call breaks it once and frees much more.
-        instead_of_clear = (
-            policy.compact_instead_of_clearing
-            and policy.microcompact_enabled
-            and not self.config.cache_edits_supported
-            and tokens >= self.thresholds.warning
-        )
-        if not (cold or early or instead_of_clear) or not self._free_compaction_available():
-            return None
-        return "cold_cache" if cold else "early" if early else "instead_of_clear"
-
     def _maybe_upgrade_ttl(self) -> None:
-        """Switch to the 1-hour cache TTL at a cold moment, once pauses have shown it pays.
-
-        A pause that expired the 5-minute cache but was shorter than an hour (the 1-hour
-        cache would have survived it) is counted. The tools and system prompt take the
-        1-hour TTL after `Policy.prefix_ttl_1h_after_pauses` such pauses, every marker
-        after `Policy.cache_ttl_upgrade_after_idle` (the latch). Each 1-hour write costs 2x
-        the input price instead of 1.25x, against a rewrite after every such pause; the
-        switch happens now, when the cache has expired anyway, so it breaks nothing warm.
-        """
-        policy = self.policy
-        latch = self.ttl_latch
-        query_source = self.config.query_source
-        if latch.ttl_for(query_source) == "1h" or self.model_info.cache_write_1h_multiplier is None:
+        """Count a pause towards the 1-hour cache TTL, and switch to it when it pays
+        (`compaction.decisions.decide_ttl_upgrade`)."""
+        upgrade = decide_ttl_upgrade(
+            self.ttl_latch,
+            query_source=self.config.query_source,
+            model=self.model_info,
+            policy=self.policy,
+            now=self._clock(),
+            last_reply_at=self._last_assistant_time(),
+            idle_expiries=self.tracking.idle_expiries,
+        )
+        if upgrade is None:
             return
-        if not self._cache_expired():
-            return
-        last = self._last_assistant_time()
-        if last is None or (self._clock() - last).total_seconds() > ttl_seconds("1h"):
-            return
-        pauses = self.tracking.idle_expiries = self.tracking.idle_expiries + 1
-        if policy.prefix_ttl_1h and pauses == policy.prefix_ttl_1h_after_pauses:
-            emit(self._events, CacheTtlUpgraded(pauses, part="prefix"))
-        after = policy.cache_ttl_upgrade_after_idle
-        if after <= 0 or pauses < after:
-            return
-        upgraded = CacheTtlLatch(True, latch.allowlist)
-        if upgraded.ttl_for(query_source) != "1h":
-            return  # this query source is not on the 1-hour allowlist
-        self.ttl_latch = upgraded
-        emit(self._events, CacheTtlUpgraded(pauses))
+        self.tracking.idle_expiries = upgrade.idle_expiries
+        if upgrade.prefix_upgraded:
+            emit(self._events, CacheTtlUpgraded(upgrade.idle_expiries, part="prefix"))
+        if upgrade.latch is not None:
+            self.ttl_latch = upgrade.latch
+            emit(self._events, CacheTtlUpgraded(upgrade.idle_expiries))
 
     def _cache_expired(self) -> bool:
         """The gap since the last response is over the session's cache TTL."""
-        last = self._last_assistant_time()
-        if last is None:
-            return False
-        ttl = ttl_seconds(self.ttl_latch.ttl_for(self.config.query_source))
-        return (self._clock() - last).total_seconds() > ttl
+        ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        return cache_expired(self._clock(), self._last_assistant_time(), ttl)
 
     def _free_compaction_available(self) -> bool:
         """A compaction without a summary call: session notes exist to compact from."""
@@ -1460,44 +1372,8 @@ class Session:
                 request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
             ),
             facts_ledger=default_facts_ledger,
-            keep_from=self._turn_tail_start(),
+            keep_from=turn_tail_start(self.entries, self.view),
         )
-
-    def _turn_tail_start(self) -> str | None:
-        """The uuid of the first record an automatic compaction keeps verbatim: the messages
-        that trigger the next turn (the last user message; with tool results, the reply whose
-        calls they answer too), so the newest message is never known only through a summary.
-        None when the view does not end with a user message (nothing to keep); "" when those
-        messages are all there is (nothing to summarize)."""
-        view = self.view
-        start = len(view)
-        while start > 0:
-            entry = view[start - 1]
-            if entry.type == "assistant" or entry.is_compact_boundary or entry.is_compact_summary:
-                break
-            start -= 1
-        tail = view[start:]
-        if not any(e.type == "user" and not e.is_meta for e in tail):
-            return None
-        candidates = [start]
-        if start > 0 and view[start - 1].type == "assistant" and _has_tool_results(tail):
-            candidates.insert(0, _reply_start(view, start))
-        for index in candidates:
-            if not any(e.type in ("user", "assistant") for e in view[:index]):
-                continue
-            if self._is_one_run(view[index:]):
-                return view[index].uuid or None
-        return ""
-
-    def _is_one_run(self, kept: Sequence[Entry]) -> bool:
-        """Whether these records are one run of the transcript (a boundary relinks only one)."""
-        if not kept or kept[0].uuid is None:
-            return False
-        for position in range(len(self.entries) - len(kept), -1, -1):
-            if self.entries[position].uuid == kept[0].uuid:
-                run = self.entries[position : position + len(kept)]
-                return [e.uuid for e in run] == [e.uuid for e in kept]
-        return False
 
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
@@ -1663,18 +1539,12 @@ class Session:
         Without a `summarizer` of its own, the session writes its summaries (and a
         `SessionMemory` without an updater its notes) with `provider` from now on."""
         self._call_provider = provider
-        request = await self.prepare()
-        try:
-            response = await provider.create(request, stream=stream)
-        except PromptTooLongError as error:
-            emit(self._events, ReactiveCompaction(str(error)))
-            compacted = await self.auto_compact() if self.policy.compact_enabled else None
-            if compacted is None:
-                raise
-            request = await self.prepare()
-            response = await provider.create(request, stream=stream)
-        self.record(response)
-        return response
+        flow = turn_flow(self)
+
+        async def send(request: ProviderRequest) -> ModelResponse:
+            return await provider.create(request, stream=stream)
+
+        return await drive_turn(flow, send, lambda response: response)
 
     # -- persistence ---------------------------------------------------------------------------
     def _save_state(self) -> None:
@@ -1708,16 +1578,118 @@ class Session:
 
 
 class SyncSession:
-    """`Session` with blocking methods (called inside a running event loop, each runs on a
-    worker thread with a loop of its own: `unbounded.blocking`)."""
+    """`Session` with blocking methods: each async step runs to completion on one event loop
+    kept for the session's life (`unbounded.blocking.BlockingRunner`: a loop per call costs
+    more than a turn, and would strand what an extension started on the previous one).
+    Inside a running event loop the kept loop runs on a worker thread (the blocking rule)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self._runner = BlockingRunner()
 
     @classmethod
     def open(cls, folder: str | Path, config: SessionConfig, **options: Any) -> SyncSession:
-        """A folder-backed session."""
+        """A folder-backed session (`Session.open`)."""
         return cls(Session.open(folder, config, **options))
+
+    @classmethod
+    def from_transcript(
+        cls, path: str | Path, folder: str | Path, config: SessionConfig | None = None,
+        **options: Any,
+    ) -> SyncSession:
+        """A new session continuing a transcript (`Session.from_transcript`)."""
+        return cls(Session.from_transcript(path, folder, config, **options))
+
+    # -- configuration and state (no waiting: passed through)
+    @property
+    def config(self) -> SessionConfig:
+        """`Session.config`."""
+        return self.session.config
+
+    @property
+    def model_info(self) -> ModelInfo:
+        """`Session.model_info`."""
+        return self.session.model_info
+
+    @property
+    def policy(self) -> Policy:
+        """`Session.policy`."""
+        return self.session.policy
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """`Session.thresholds`."""
+        return self.session.thresholds
+
+    def reconfigure(
+        self, config: SessionConfig | None = None, *, policy: Policy | None = None
+    ) -> None:
+        """`Session.reconfigure`."""
+        self.session.reconfigure(config, policy=policy)
+
+    @property
+    def closed(self) -> bool:
+        """True after `close()`."""
+        return self.session.closed
+
+    @property
+    def messages(self) -> list[MessageParam]:
+        """`Session.messages`."""
+        return self.session.messages
+
+    @property
+    def offers_recall(self) -> bool:
+        """`Session.offers_recall`."""
+        return self.session.offers_recall
+
+    def status(self) -> SessionStatus:
+        """Where the context stands."""
+        return self.session.status()
+
+    def estimate_request_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """`Session.estimate_request_tokens`."""
+        return self.session.estimate_request_tokens(messages)
+
+    def cache_safe_params(self) -> CacheSafeParams:
+        """`Session.cache_safe_params`."""
+        return self.session.cache_safe_params()
+
+    def cache_ttls(self) -> tuple[CacheTtl, CacheTtl]:
+        """`Session.cache_ttls`."""
+        return self.session.cache_ttls()
+
+    def offered_tools(self) -> list[dict[str, Any]]:
+        """`Session.offered_tools`."""
+        return self.session.offered_tools()
+
+    def model_provider(self) -> Provider | None:
+        """`Session.model_provider`."""
+        return self.session.model_provider()
+
+    def compaction_tiers(self) -> tuple[TierEntry, ...]:
+        """`Session.compaction_tiers`."""
+        return self.session.compaction_tiers()
+
+    def default_compaction_tiers(self) -> tuple[TierEntry, ...]:
+        """`Session.default_compaction_tiers`."""
+        return self.session.default_compaction_tiers()
+
+    def compaction_context(self) -> CompactionContext:
+        """`Session.compaction_context`."""
+        return self.session.compaction_context()
+
+    def events_sink(self) -> EventSink | None:
+        """`Session.events_sink`."""
+        return self.session.events_sink()
+
+    def pending_tool_use_ids(self) -> list[str]:
+        """`Session.pending_tool_use_ids`."""
+        return self.session.pending_tool_use_ids()
+
+    # -- input and output
+    def append(self, entries: Sequence[Entry]) -> None:
+        """`Session.append`."""
+        self.session.append(entries)
 
     def add_user(
         self, content: str | Sequence[ContentBlock] | Sequence[dict[str, Any]], **flags: Any
@@ -1729,36 +1701,63 @@ class SyncSession:
         """Add tool results."""
         return self.session.add_tool_results(results)
 
+    def interrupt(self, *, for_tool_use: bool | None = None) -> Entry:
+        """Record a user interrupt (pending tool calls answered)."""
+        return self.session.interrupt(for_tool_use=for_tool_use)
+
+    def discard_last_reply(self) -> list[Entry]:
+        """`Session.discard_last_reply`."""
+        return self.session.discard_last_reply()
+
+    def record(
+        self, response: ModelResponse | Mapping[str, Any], *, extra: Mapping[str, Any] | None = None
+    ) -> Entry:
+        """Record the model's answer."""
+        return self.session.record(response, extra=extra)
+
+    def run_recall(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer a `recall` call (`Session.run_recall`)."""
+        return self.session.run_recall(tool_use)
+
+    def write_notes(self, text: str) -> None:
+        """`Session.write_notes`."""
+        self.session.write_notes(text)
+
+    # -- what waits (on the kept loop)
     def prepare(self) -> ProviderRequest:
         """Run the pipeline and return the request."""
-        result: ProviderRequest = run_sync(self.session.prepare())
-        return result
-
-    def record(self, response: ModelResponse | Mapping[str, Any]) -> Entry:
-        """Record the model's answer."""
-        return self.session.record(response)
-
-    def compact(self, **options: Any) -> CompactionResult:
-        """Manual compaction."""
-        result: CompactionResult = run_sync(self.session.compact(**options))
-        return result
-
-    def status(self) -> SessionStatus:
-        """Where the context stands."""
-        return self.session.status()
-
-    def interrupt(self) -> Entry:
-        """Record a user interrupt (pending tool calls answered)."""
-        return self.session.interrupt()
+        return self._runner.run(self.session.prepare())
 
     def call(self, provider: Provider, *, stream: bool = False) -> ModelResponse:
         """Prepare, send, record (see `Session.call`)."""
-        result: ModelResponse = run_sync(self.session.call(provider, stream=stream))
-        return result
+        return self._runner.run(self.session.call(provider, stream=stream))
+
+    def compact(
+        self,
+        *,
+        instructions: str | None = None,
+        pivot: str | None = None,
+        direction: PartialDirection | None = None,
+    ) -> CompactionResult:
+        """Manual compaction (`Session.compact`)."""
+        return self._runner.run(
+            self.session.compact(instructions=instructions, pivot=pivot, direction=direction)
+        )
+
+    def auto_compact(self) -> CompactionResult | None:
+        """`Session.auto_compact`."""
+        return self._runner.run(self.session.auto_compact())
+
+    def run(self, awaitable: Awaitable[T]) -> T:
+        """Run another coroutine on this session's loop (an extension's, a provider's)."""
+        return self._runner.run(awaitable)
 
     def close(self) -> None:
-        """Release the store."""
-        self.session.close()
+        """Release the store and the kept event loop."""
+        try:
+            self.session.close()
+        finally:
+            self._runner.close()
 
     def __enter__(self) -> SyncSession:
         return self

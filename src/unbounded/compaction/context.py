@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from unbounded.compaction.conversation import (
     CachePlanner,
@@ -18,6 +18,7 @@ from unbounded.compaction.conversation import (
     CompactionHooks,
     FallbackReason,
     PostCompactionFit,
+    SummaryJob,
 )
 from unbounded.compaction.glue import (
     RecordedState,
@@ -33,8 +34,19 @@ from unbounded.model.request_budget import RequestBudget
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import estimate_messages_tokens
 
-if TYPE_CHECKING:
-    from unbounded.compaction.auto import SummaryHandover
+
+class Handover(Protocol):
+    """A summary one tier passes on to the next (`compaction.auto.SummaryHandover`)."""
+
+    @property
+    def job(self) -> SummaryJob | None:
+        """The summary in progress, or None when there was nothing to summarize."""
+        ...
+
+    def taken_by(self, tier: object) -> bool:
+        """Whether `tier` finishes this summary."""
+        ...
+
 
 RequestEstimator = Callable[[Sequence[Mapping[str, Any]]], int]
 """The tokens a request of these messages will count (system prompt and tools included)."""
@@ -90,7 +102,7 @@ class CompactionContext:
     keep_from: str | None = None
     """An automatic compaction keeps the records from this uuid on verbatim (the messages of
     the current turn); "" when those are all there is (nothing to summarize)."""
-    handover: SummaryHandover | None = None
+    handover: Handover | None = None
     """A summary the previous tier of this run handed over for the tier given this context to
     finish (`compaction.auto`: the cache-sharing request failed, the direct one goes on)."""
     budget: RequestBudget | None = None

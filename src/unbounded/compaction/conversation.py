@@ -42,6 +42,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from unbounded.compaction.cut import discovered_tools, is_one_run
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.prompts import (
     SUMMARY_SYSTEM_PROMPT,
@@ -388,26 +389,14 @@ def _require_contiguous(entries: Sequence[Entry], kept: Sequence[Entry]) -> None
     """
     if not kept:
         return
-    positions = {entry.uuid: index for index, entry in enumerate(entries) if entry.uuid}
-    indices = [positions.get(entry.uuid or "") for entry in kept]
-    if any(index is None for index in indices):
+    known = {entry.uuid for entry in entries if entry.uuid}
+    if any(entry.uuid not in known for entry in kept):
         raise ConfigError("the kept messages are not all in the transcript")
-    first = indices[0]
-    assert first is not None
-    expected = [e.uuid for e in entries[first : first + len(kept)]]
-    if expected != [e.uuid for e in kept]:
+    if not is_one_run(entries, kept):
         raise ConfigError(
             "this pivot would keep messages from both sides of an earlier partial compaction; "
             "choose a pivot after that compaction's summary"
         )
-
-
-def _discovered_tools(entries: Sequence[Entry]) -> list[str]:
-    names: set[str] = set()
-    for entry in entries:
-        if entry.type == "assistant" and isinstance(entry.content, list):
-            names.update(str(b.get("name")) for b in entry.content if b.get("type") == "tool_use")
-    return sorted(names)
 
 
 # -- the call -----------------------------------------------------------------------------------
@@ -822,7 +811,7 @@ class SummaryJob:
             self.pre_tokens,
             logical_parent_uuid=last_before,
             messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
-            pre_compact_discovered_tools=_discovered_tools(view),
+            pre_compact_discovered_tools=discovered_tools(view),
             session_id=session_id,
             extra_metadata={
                 **(self.boundary_metadata or {}),

@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CompactionResult, drop_attachments_to_fit
+from unbounded.compaction.cut import contiguous_tail_start, discovered_tools
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.notes import (
     QUERY_SOURCE,
@@ -193,29 +194,6 @@ def api_invariants_hold(view: Sequence[Entry], index: int) -> bool:
     return not any(e.message_id in kept_ids for e in view[:index] if e.message_id is not None)
 
 
-def contiguous_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> int:
-    """The smallest view index from which the view is one run of `entries` (file order).
-
-    A `preservedSegment` can only name such a run; the entries an earlier compaction spliced
-    back into the view are a separate run.
-    """
-    if not view:
-        return 0
-    positions: dict[str | None, int] = {
-        entry.uuid: i for i, entry in enumerate(entries) if entry.uuid
-    }
-    start = len(view) - 1
-    if positions.get(view[start].uuid) is None:
-        return len(view)
-    while start > 0:
-        here = positions.get(view[start].uuid)
-        before = positions.get(view[start - 1].uuid)
-        if here is None or before is None or before != here - 1:
-            break
-        start -= 1
-    return start
-
-
 def plan_messages_to_keep(
     entries: Sequence[Entry], view: Sequence[Entry], updated_through: str | None, policy: Policy
 ) -> int | str:
@@ -245,14 +223,6 @@ def plan_messages_to_keep(
     if kept and (kept[0].uuid is None or kept[-1].uuid is None):
         return "the messages to keep have no uuids to relink them by"
     return index
-
-
-def _discovered_tools(entries: Sequence[Entry]) -> list[str]:
-    names: set[str] = set()
-    for entry in entries:
-        if entry.type == "assistant" and isinstance(entry.content, list):
-            names.update(str(b.get("name")) for b in entry.content if b.get("type") == "tool_use")
-    return sorted(names)
 
 
 def build_session_memory_result(
@@ -287,7 +257,7 @@ def build_session_memory_result(
         pre_tokens,
         logical_parent_uuid=next((e.uuid for e in reversed(entries) if e.uuid), None),
         messages_summarized=sum(1 for e in summarized if e.type in ("user", "assistant")),
-        pre_compact_discovered_tools=_discovered_tools(view),
+        pre_compact_discovered_tools=discovered_tools(view),
         extra_metadata={**(boundary_metadata or {}), "sessionMemory": True},
     )
     if kept:
@@ -480,7 +450,6 @@ __all__ = [
     "api_invariants_hold",
     "build_session_memory_result",
     "calculate_messages_to_keep_index",
-    "contiguous_tail_start",
     "first_unsummarized_index",
     "has_text_blocks",
     "plan_messages_to_keep",

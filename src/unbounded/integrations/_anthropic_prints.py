@@ -14,6 +14,7 @@ from typing import Any, Literal, cast
 
 import orjson
 
+from unbounded.engine import RECALL_ROUND_FIELD
 from unbounded.errors import ConfigError
 from unbounded.integrations._anthropic_blocks import canonical_content
 from unbounded.integrations._anthropic_markers import content_ttls, sdk_block_ttls
@@ -26,9 +27,6 @@ HistoryMode = Literal["auto", "full", "new"]
 """How `messages=` is read: detected (auto), always the whole conversation, or only new ones."""
 
 
-RECALL_ROUND_FIELD = "isRecallRound"
-"""Marks the records of a recall round the wrapper answered itself (never sent back by the
-caller, so left out when the caller's messages are matched against the transcript)."""
 
 
 def _digest(value: Any) -> str:

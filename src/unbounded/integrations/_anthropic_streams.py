@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from unbounded.integrations._support import compact_after_prompt_too_long
+from unbounded.engine import reactive_compaction as compact_after_prompt_too_long
 from unbounded.wire.anthropic import AnthropicMessages
 
 if TYPE_CHECKING:
     from anthropic.lib.streaming import AsyncMessageStream, MessageStream
 
-    from unbounded.integrations.anthropic_client import ClientPipeline
+    from unbounded.integrations._drop_in import DropInPipeline as ClientPipeline
 
 
 def _final_snapshot(stream: Any) -> Any | None:

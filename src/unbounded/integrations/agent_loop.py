@@ -293,7 +293,7 @@ def _install_tools(session: Session, tools: Sequence[Tool]) -> None:
     kept = [t for t in session.config.tools if t.get("name") not in names]
     merged = [*kept, *(t.definition() for t in tools)]
     if merged != session.config.tools:
-        session.config = dataclasses.replace(session.config, tools=merged)
+        session.reconfigure(dataclasses.replace(session.config, tools=merged))
     register_compactable_tools(session, [t.name for t in tools if t.compactable])
 
 

@@ -67,7 +67,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from unbounded.blocking import BlockingRunner
-from unbounded.catalog import ModelTable, load_model_table
+from unbounded.engine import (
+    TurnOptions,
+    drive_turn,
+    drive_turn_blocking,
+    open_turn,
+    open_turn_blocking,
+    turn_flow,
+)
 from unbounded.errors import ConfigError
 from unbounded.events import (
     CacheParamsChanged,
@@ -79,7 +86,6 @@ from unbounded.events import (
 from unbounded.integrations._anthropic_blocks import canonical_system, canonical_tools
 from unbounded.integrations._anthropic_markers import honor_caller_markers
 from unbounded.integrations._anthropic_prints import (
-    RECALL_ROUND_FIELD,
     Continuation,
     HistoryMode,
     MessagePrint,
@@ -94,10 +100,10 @@ from unbounded.integrations._anthropic_streams import (
     RecordingStream,
     StreamManager,
 )
-from unbounded.integrations._support import as_session, compact_after_prompt_too_long
+from unbounded.integrations._support import as_session
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
-from unbounded.policy import Policy, compute_thresholds
+from unbounded.policy import Policy
 from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
@@ -203,7 +209,6 @@ class ClientPipeline:
         self._summarizer = summarizer
         self._events = events
         self._options = session_options
-        self._model_table: ModelTable | None = session_options.get("model_table")
         self._session: Session | None = None
         self._owns_session = session is None
         self._sent_params: dict[str, Any] | None = None
@@ -218,6 +223,8 @@ class ClientPipeline:
         """Ids of the recall calls in the conversation (their results are the wrapper's)."""
         self.runner = BlockingRunner()
         """The event loop the blocking client's calls run the pipeline on."""
+        self._last_read: tuple[Any, ModelResponse] | None = None
+        """The last SDK reply read, and how the session read it."""
         self._seen = SeenMessages()
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
@@ -301,14 +308,7 @@ class ClientPipeline:
         current = session.config
         wanted = dataclasses.replace(current, **fields)
         if wanted != current:
-            if wanted.model != current.model:
-                table = self._model_table or load_model_table()
-                info = table.get(wanted.model)
-                session.model_info = (
-                    info.with_window(wanted.context_window) if wanted.context_window else info
-                )
-                session.thresholds = compute_thresholds(session.model_info, session.policy)
-            session.config = wanted
+            session.reconfigure(wanted)
         self._check_sent(session)
         return session
 
@@ -512,39 +512,38 @@ class ClientPipeline:
         """Whether an SDK exception is the API refusing the prompt as over the window."""
         return isinstance(self.provider.wire.map_error(error), PromptTooLongError)
 
-    def record(self, message: Any, *, answer_recall: bool = False) -> bool:
-        """Record an SDK message (whole or accumulated from a stream) as the reply.
-
-        With `answer_recall`, a reply whose only tool calls are `recall` is answered here as
-        a recall round; True then: ask the model again.
-        """
-        response = self.provider.wire.from_response(message)
-        session = self.session
-        uses = response.tool_uses
-        recalls = [u for u in uses if u.get("name") == RECALL_TOOL_NAME]
-        if session.offers_recall:
-            self.recall_ids.update(str(u.get("id")) for u in recalls)
-        internal = (
-            answer_recall and bool(uses) and len(recalls) == len(uses) and session.offers_recall
+    @property
+    def turn_options(self) -> TurnOptions:
+        """How the drop-in runs a turn: recall rounds answered inside (the caller never sees
+        them), the SDK's prompt-too-long errors recognized."""
+        return TurnOptions(
+            recall_rounds=MAX_RECALL_ROUNDS, is_prompt_too_long=self.is_prompt_too_long
         )
-        if not internal:
-            session.record(response)
-            sdk_content = getattr(message, "content", None)
-            self.known.append(self._seen.remember_reply(sdk_content, response.content))
-            return False
-        self._answer_recall_round(session, response)
-        return True
 
-    def record_reply(self, message: Any) -> None:
-        """Record a reply the caller receives as it is (a stream's)."""
-        self.record(message)
+    def read_reply(self, message: Any) -> ModelResponse:
+        """An SDK message (whole, or accumulated from a stream) as the session reads it; its
+        `recall` calls are noted as the wrapper's."""
+        response = self.provider.wire.from_response(message)
+        if self.session.offers_recall:
+            calls = response.tool_uses
+            self.recall_ids.update(
+                str(use.get("id")) for use in calls if use.get("name") == RECALL_TOOL_NAME
+            )
+        self._last_read = (message, response)
+        return response
 
-    @staticmethod
-    def _answer_recall_round(session: Session, response: ModelResponse) -> None:
-        mark = {RECALL_ROUND_FIELD: True}
-        session.record(response, extra=mark)
-        answers = [session.run_recall(use) for use in response.tool_uses]
-        session.append([Entry.user(answers, extra=mark)])
+    def remember_reply(self) -> None:
+        """The reply just recorded is what the caller will send back as the assistant turn."""
+        if self._last_read is None:
+            raise RuntimeError("remember_reply needs a reply read first (read_reply)")
+        message, response = self._last_read
+        sdk_content = getattr(message, "content", None)
+        self.known.append(self._seen.remember_reply(sdk_content, response.content))
+
+    def record(self, message: Any) -> None:
+        """Record a reply the caller receives as it is (a stream's, once read)."""
+        self.session.record(self.read_reply(message))
+        self.remember_reply()
 
     def close_store(self) -> None:
         """Close the store of a session the wrapper opened from a folder (releases its lock),
@@ -581,9 +580,8 @@ class Messages:
         self._sdk = sdk
         self._raw = raw
 
-    def _send(self, passthrough: Mapping[str, Any]) -> Any:
+    def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
-        request = pipeline.runner.run(pipeline.session.prepare())
         method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
         result = method(**pipeline.call_kwargs(request, method, passthrough))
         pipeline.mark_sent()
@@ -603,27 +601,21 @@ class Messages:
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
             return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
-        result = self._send_or_compact(passthrough)
-        if passthrough.get("stream") is True:
-            return RecordingStream(result, pipeline.record_reply)
-        rounds = 0
-        while pipeline.record(
-            result.parse() if self._raw else result, answer_recall=rounds < MAX_RECALL_ROUNDS
-        ):
-            rounds += 1
-            result = self._send_or_compact(passthrough)
-        return cast("Message", result)
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+        run = pipeline.runner.run
 
-    def _send_or_compact(self, passthrough: Mapping[str, Any]) -> Any:
-        pipeline = self._pipeline
-        try:
-            return self._send(passthrough)
-        except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not pipeline.runner.run(
-                compact_after_prompt_too_long(pipeline.session, error)
-            ):
-                raise
-            return self._send(passthrough)
+        def send(request: ProviderRequest) -> Any:
+            return self._send(request, passthrough)
+
+        if passthrough.get("stream") is True:
+            return RecordingStream(open_turn_blocking(flow, send, run), pipeline.record)
+
+        def read(result: Any) -> ModelResponse:
+            return pipeline.read_reply(result.parse() if self._raw else result)
+
+        result = drive_turn_blocking(flow, send, read, run)
+        pipeline.remember_reply()
+        return cast("Message", result)
 
     def stream(self, **kwargs: Any) -> StreamManager:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
@@ -653,9 +645,8 @@ class AsyncMessages:
         self._sdk = sdk
         self._raw = raw
 
-    async def _send(self, passthrough: Mapping[str, Any]) -> Any:
+    async def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
-        request = await pipeline.session.prepare()
         method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
         result = await method(**pipeline.call_kwargs(request, method, passthrough))
         pipeline.mark_sent()
@@ -676,30 +667,24 @@ class AsyncMessages:
         if passthrough is None:
             side = _create_method(self._sdk.messages, self._raw)(**kwargs)
             return cast("Message", await side)
-        result = await self._send_or_compact(passthrough)
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        async def send(request: ProviderRequest) -> Any:
+            return await self._send(request, passthrough)
+
         if passthrough.get("stream") is True:
-            return AsyncRecordingStream(result, pipeline.record_reply)
-        rounds = 0
-        while True:
+            return AsyncRecordingStream(await open_turn(flow, send), pipeline.record)
+
+        async def read(result: Any) -> ModelResponse:
             message = result
             if self._raw:
                 parsed = result.parse()  # a coroutine in recent SDKs, a value in older ones
                 message = await parsed if inspect.isawaitable(parsed) else parsed
-            if not pipeline.record(message, answer_recall=rounds < MAX_RECALL_ROUNDS):
-                return cast("Message", result)
-            rounds += 1
-            result = await self._send_or_compact(passthrough)
+            return pipeline.read_reply(message)
 
-    async def _send_or_compact(self, passthrough: Mapping[str, Any]) -> Any:
-        pipeline = self._pipeline
-        try:
-            return await self._send(passthrough)
-        except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
-                pipeline.session, error
-            ):
-                raise
-            return await self._send(passthrough)
+        result = await drive_turn(flow, send, read)
+        pipeline.remember_reply()
+        return cast("Message", result)
 
     def stream(self, **kwargs: Any) -> AsyncStreamManager:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""

@@ -105,6 +105,11 @@ from unbounded.compaction.conversation import (
     SummaryAuthor,
     media_placeholder,
 )
+from unbounded.compaction.decisions import (
+    ClearingPolicies,
+    microcompact_policy,
+    should_auto_compact,
+)
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
@@ -680,6 +685,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         # Budgets scaled for a small window, as a Session does (a window too small: ConfigError).
         self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
         self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
+        self._clearing = ClearingPolicies.of(self.policy)
         if keep_messages < 0:
             raise ConfigError("keep_messages must be >= 0")
         if keep_tokens is not None and keep_tokens < 0:
@@ -806,12 +812,25 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             names = self._compactable_names(view.names)
             if names:
                 view.use_tools(names)
+                now = self._clock()
+                last_reply_at = parse_timestamp(plan.context.get("last_model_at"))
+                # The rule a Session follows: a warm cache is not rewritten below the warning
+                # level (the agent's model caches its prefix for the default 5 minutes).
+                policy = microcompact_policy(
+                    self._clearing,
+                    now=now,
+                    last_reply_at=last_reply_at,
+                    ttl="5m",
+                    tokens=tokens,
+                    warning_threshold=self.thresholds.warning,
+                    cache_edits_supported=False,
+                )
                 result = microcompact(
                     view.normalizer.messages,
                     view.micro,
-                    policy=self.policy,
-                    now=self._clock(),
-                    last_assistant_at=parse_timestamp(plan.context.get("last_model_at")),
+                    policy=policy,
+                    now=now,
+                    last_assistant_at=last_reply_at,
                     apply=False,  # the agent's state holds the cleared messages
                 )
                 if result.cleared_ids:
@@ -840,11 +859,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                     )
         plan.tokens = tokens
         policy = self.policy
-        if (
-            policy.compact_enabled
-            and policy.auto_compact_enabled
-            and self.thresholds.should_autocompact(tokens)
-        ):
+        if should_auto_compact(policy, self.thresholds, tokens):
             plan.compact_at = self._cut(messages, lead, plan.entries)
         return plan
 

@@ -1,0 +1,128 @@
+"""Where a compaction cuts: which records stay verbatim after its summary.
+
+One definition each, used by every compaction:
+
+- `turn_tail_start`: the records an automatic compaction keeps (the messages that trigger
+  the next turn), as the uuid `compact_conversation(keep_from=...)` takes.
+- `is_one_run` / `contiguous_tail_start`: whether kept records are one run of the
+  transcript, and from where the view is one. A compact boundary relinks one segment only,
+  so the records after an earlier partial compaction's splice cannot be kept with those
+  before it (`compaction/conversation.py`, `compaction/memory_compact.py`, `Session`).
+- `discovered_tools`: the tools the summarized records called, which a boundary lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from unbounded.model.entries import Entry
+
+
+def has_tool_results(entries: Sequence[Entry]) -> bool:
+    """Whether any of these records is a user message carrying a tool_result."""
+    return any(
+        e.type == "user"
+        and isinstance(e.content, list)
+        and any(b.get("type") == "tool_result" for b in e.content)
+        for e in entries
+    )
+
+
+def is_one_run(entries: Sequence[Entry], kept: Sequence[Entry]) -> bool:
+    """Whether `kept` is one run of `entries` in file order (each record with a uuid)."""
+    if not kept or kept[0].uuid is None:
+        return False
+    first = kept[0].uuid
+    for position in range(len(entries) - len(kept), -1, -1):
+        if entries[position].uuid == first:
+            run = entries[position : position + len(kept)]
+            return [e.uuid for e in run] == [e.uuid for e in kept]
+    return False
+
+
+def contiguous_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> int:
+    """The smallest view index from which the view is one run of `entries` (file order):
+    `len(view)` when its last record is not in `entries` at all."""
+    if not view:
+        return 0
+    positions: dict[str | None, int] = {
+        entry.uuid: i for i, entry in enumerate(entries) if entry.uuid
+    }
+    start = len(view) - 1
+    if positions.get(view[start].uuid) is None:
+        return len(view)
+    while start > 0:
+        here = positions.get(view[start].uuid)
+        before = positions.get(view[start - 1].uuid)
+        if here is None or before is None or before != here - 1:
+            break
+        start -= 1
+    return start
+
+
+def reply_start(view: Sequence[Entry], end: int) -> int:
+    """Index of the first line of the reply that ends just before `end` (lines of one
+    response share a message id; their tool results may sit between them)."""
+    reply_id = view[end - 1].message_id
+    start = end - 1
+    index = start
+    while reply_id is not None and index > 0:
+        entry = view[index - 1]
+        if entry.type == "assistant":
+            if entry.message_id != reply_id:
+                break
+            start = index - 1
+        elif entry.type not in ("attachment", "progress") and not (
+            entry.type == "user" and has_tool_results([entry])
+        ):
+            break
+        index -= 1
+    return start
+
+
+def turn_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> str | None:
+    """The uuid of the first record an automatic compaction keeps verbatim: the messages
+    that trigger the next turn (the last user message; with tool results, the reply whose
+    calls they answer too), so the newest message is never known only through a summary.
+
+    None when the view does not end with a user message (nothing to keep); "" when those
+    messages are all there is (nothing to summarize), or they are not one run of the
+    transcript (a boundary could not relink them).
+    """
+    start = len(view)
+    while start > 0:
+        entry = view[start - 1]
+        if entry.type == "assistant" or entry.is_compact_boundary or entry.is_compact_summary:
+            break
+        start -= 1
+    tail = view[start:]
+    if not any(e.type == "user" and not e.is_meta for e in tail):
+        return None
+    candidates = [start]
+    if start > 0 and view[start - 1].type == "assistant" and has_tool_results(tail):
+        candidates.insert(0, reply_start(view, start))
+    for index in candidates:
+        if not any(e.type in ("user", "assistant") for e in view[:index]):
+            continue
+        if is_one_run(entries, view[index:]):
+            return view[index].uuid or None
+    return ""
+
+
+def discovered_tools(entries: Sequence[Entry]) -> list[str]:
+    """The names of the tools these records called, sorted."""
+    names: set[str] = set()
+    for entry in entries:
+        if entry.type == "assistant" and isinstance(entry.content, list):
+            names.update(str(b.get("name")) for b in entry.content if b.get("type") == "tool_use")
+    return sorted(names)
+
+
+__all__ = [
+    "contiguous_tail_start",
+    "discovered_tools",
+    "has_tool_results",
+    "is_one_run",
+    "reply_start",
+    "turn_tail_start",
+]

@@ -1,0 +1,119 @@
+"""What a session's requests are made of (`SessionConfig`), and everything derived from it.
+
+`derive_settings` is the one place that turns a config, a policy and the model table into
+the values the pipeline reads: the model's limits (the window overridden by
+`SessionConfig.context_window`), the policy scaled for that window, the thresholds, and the
+tokens the system prompt and tools add to every request. `Session.__init__` and
+`Session.reconfigure` both call it, so a change of model, window, system prompt or tools can
+never leave a derived value stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from unbounded.catalog import ModelInfo, ModelTable
+from unbounded.compaction.decisions import ClearingPolicies
+from unbounded.errors import ConfigError
+from unbounded.model.request import SystemBlock
+from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
+from unbounded.recall.offer import with_recall_tool
+from unbounded.tokens.estimate import pad_estimate, rough_token_count
+
+MAIN_QUERY_SOURCE = "repl_main_thread"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """What the main requests are made of. These are the cache-safe parameters."""
+
+    model: str
+    system: str | list[SystemBlock] | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    thinking: dict[str, Any] | None = None
+    max_tokens: int | None = None
+    query_source: str = MAIN_QUERY_SOURCE
+    cache_edits_supported: bool = False
+    context_window: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    validate_requests: bool = False
+    """Check every prepared request with validate_request (costs O(history) per turn)."""
+    system_tokens: int | None = None
+    """The tokens the system prompt and tools take, when you know them (counted once with
+    the provider's token counter, or a prompt a proxy adds that `system` does not show): used
+    as they are instead of a length estimate, so only the messages' estimate is calibrated."""
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ConfigError("SessionConfig needs a model")
+        if self.system_tokens is not None and self.system_tokens < 0:
+            raise ConfigError("SessionConfig.system_tokens must be >= 0")
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ConfigError("SessionConfig.max_tokens must be > 0")
+        if not self.query_source:
+            raise ConfigError("SessionConfig.query_source must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedSettings:
+    """A config with every value derived from it (built only by `derive_settings`)."""
+
+    config: SessionConfig
+    model_info: ModelInfo
+    """The model's limits, with the config's `context_window` when it gives one."""
+    policy: Policy
+    """The policy given, its token budgets scaled for the window."""
+    thresholds: Thresholds
+    overhead_raw: int
+    """The length estimate of the system prompt and tools (with `recall`, offered or not:
+    the estimate errs high), unpadded: the base calibration compares usage against."""
+    clearing: ClearingPolicies
+    """`policy` and its microcompaction variants (`compaction.decisions.microcompact_policy`)."""
+
+    @property
+    def overhead_tokens(self) -> int:
+        """What the system prompt and tools add to every request: `system_tokens` when the
+        config gives it, else the padded estimate."""
+        exact = self.config.system_tokens
+        return exact if exact is not None else pad_estimate(self.overhead_raw)
+
+
+def derive_settings(
+    config: SessionConfig, base_policy: Policy, model_table: ModelTable
+) -> DerivedSettings:
+    """Everything `config` implies under `base_policy`; raises `ConfigError` when the system
+    prompt and tools leave a compacting session no room under its threshold."""
+    info = model_table.get(config.model)
+    model_info = info.with_window(config.context_window) if config.context_window else info
+    policy = base_policy.for_window(model_info.context_window)
+    thresholds = compute_thresholds(model_info, policy)
+    offered_tools = with_recall_tool(config.tools, policy)
+    overhead_raw = rough_token_count(orjson.dumps([config.system or "", offered_tools]).decode())
+    settings = DerivedSettings(
+        config=config,
+        model_info=model_info,
+        policy=policy,
+        thresholds=thresholds,
+        overhead_raw=overhead_raw,
+        clearing=ClearingPolicies.of(policy),
+    )
+    # Only a session that compacts needs room under the threshold; one that never does
+    # (auto-compaction off) runs until the window is full.
+    overhead = settings.overhead_tokens
+    room = thresholds.autocompact - overhead
+    if room < policy.compaction_room_needed() and policy.auto_compact_enabled:
+        raise ConfigError(
+            f"the system prompt and tools alone take about "
+            f"{overhead:,} tokens of the {thresholds.autocompact:,} a "
+            f"{model_info.context_window:,}-token window holds before compacting, "
+            f"leaving {max(room, 0):,} for the conversation: no compaction can make room "
+            f"for a summary and one more turn ({MIN_COMPACTION_ROOM:,}), so every call "
+            "would compact; use a larger context_window or a shorter system prompt"
+        )
+    return settings
+
+
+__all__ = ["MAIN_QUERY_SOURCE", "DerivedSettings", "SessionConfig", "derive_settings"]

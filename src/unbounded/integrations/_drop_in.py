@@ -1,0 +1,54 @@
+"""What the drop-in's stream managers need of its pipeline (`ClientPipeline` is one), so the
+stream module depends on this shape rather than on `anthropic_client.py`, which imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from unbounded.blocking import BlockingRunner
+from unbounded.model.request import ProviderRequest
+from unbounded.session import Session
+
+
+class DropInPipeline(Protocol):
+    """The drop-in's per-client pipeline, as its stream managers use it."""
+
+    @property
+    def runner(self) -> BlockingRunner:
+        """The event loop the blocking client's calls run the pipeline on."""
+        ...
+
+    @property
+    def session(self) -> Session:
+        """The session the client runs."""
+        ...
+
+    def begin(self, kwargs: Mapping[str, Any], *, streaming_helper: bool) -> dict[str, Any] | None:
+        """Take a call's keywords; None for a side call."""
+        ...
+
+    def call_kwargs(
+        self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The SDK keywords of a prepared request."""
+        ...
+
+    def messages_api(self, request: ProviderRequest, sdk: Any) -> Any:
+        """`sdk.messages`, or `sdk.beta.messages` when the request carries betas."""
+        ...
+
+    def is_prompt_too_long(self, error: BaseException) -> bool:
+        """Whether an SDK exception is the API refusing the prompt as over the window."""
+        ...
+
+    def mark_sent(self) -> None:
+        """Remember the cache-safe parameters of the request that just went out."""
+        ...
+
+    def record(self, message: Any) -> None:
+        """Record a reply the caller received (a stream's, once read)."""
+        ...
+
+
+__all__ = ["DropInPipeline"]
