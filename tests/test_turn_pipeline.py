@@ -189,16 +189,15 @@ def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, s
     """However a caller's lists follow each other, the continuation computed from the kept
     prints (and the prefix a previous call verified) is the one computed from scratch."""
     from unbounded.errors import ConfigError
-    from unbounded.integrations.anthropic_client import (
+    from unbounded.integrations._anthropic_markers import longest_ttl, message_markers
+    from unbounded.integrations._anthropic_prints import (
         MessagePrint,
-        _longest_ttl,
-        _message_markers,
-        _SeenMessages,
+        SeenMessages,
         message_print,
         new_messages,
     )
 
-    seen = _SeenMessages()
+    seen = SeenMessages()
     known: list[MessagePrint] = []
     recall_ids: set[str] = set()
     verified = 0
@@ -223,7 +222,7 @@ def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, s
         else:
             messages = [*messages, data.draw(caller_message)]
         same = seen.read(list(messages), recall_ids)
-        assert seen.longest_ttl == _longest_ttl(_message_markers(messages))
+        assert seen.longest_ttl == longest_ttl(message_markers(messages))
         try:
             scratch = new_messages(messages, known, "auto", recall_ids)
         except ConfigError:
@@ -256,7 +255,7 @@ def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, s
 def test_the_blocking_runner_keeps_one_loop_and_closes_it() -> None:
     import asyncio
 
-    from unbounded.integrations._support import BlockingRunner
+    from unbounded.blocking import BlockingRunner
 
     runner = BlockingRunner()
 
