@@ -376,3 +376,60 @@ def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> N
             assert figures[f"{name}_ratio_{mark}_to_12"] == pytest.approx(ratio, rel=0.02, abs=0.01)
     # The messages really grew to each mark: the slowest call of a mark is one of its own.
     assert all(figures[f"{name}_us_at_30"] <= figures[f"{name}_max_us_at_30"] for name in names)
+
+
+def test_a_thousand_turn_session_snapshots_and_clears_as_from_scratch() -> None:
+    """1,000 turns of a tool loop through one `Session` (its detector and microcompaction
+    reuse the last turn's work, found without copying the history): every 25th request's
+    snapshot equals one taken from scratch, and its messages equal the history with every
+    clear applied from scratch."""
+    import asyncio
+    from datetime import datetime, timedelta, timezone
+
+    from unbounded.compaction.micro import _apply_all
+    from unbounded.session import Session, SessionConfig
+
+    moments = iter(datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=2 * n) for n in range(10**6))
+    session = Session(
+        SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent.", context_window=200_000),
+        policy=Policy(auto_compact_enabled=False),
+        clock=lambda: next(moments),
+    )
+    session.add_user("Refactor the modules one by one.")
+    checked = 0
+
+    async def run() -> None:
+        nonlocal checked
+        for turn in range(1, 1_001):
+            if turn > 1:
+                text = f"line {turn}\n" * (40 + turn % 60)
+                session.add_tool_results([{"type": "tool_result", "tool_use_id": f"toolu_{turn - 1:05d}", "content": text}])
+            request = await session.prepare()
+            if turn % 25 == 0:
+                snapshot = session.detector.snapshot(session.config.query_source)
+                assert snapshot == snapshot_request(request)
+                view = _apply_all(session.micro, session._normalizer.messages)
+                assert [m["content"] for m in view] == [
+                    [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]
+                    if isinstance(m["content"], list)
+                    else m["content"]
+                    for m in request["messages"]
+                ]
+                checked += 1
+            session.record(
+                {
+                    "id": f"msg_{turn:05d}",
+                    "model": "claude-sonnet-4-6",
+                    "stop_reason": "tool_use",
+                    "content": [
+                        {"type": "text", "text": f"Step {turn}."},
+                        {"type": "tool_use", "id": f"toolu_{turn:05d}", "name": "Read", "input": {"path": f"/m{turn % 300}.py"}},
+                    ],
+                    "usage": {"input_tokens": 10, "cache_read_input_tokens": 400 * turn, "output_tokens": 20},
+                }
+            )
+
+    asyncio.run(run())
+    session.close()
+    assert checked == 40
+    assert session.micro.stats.results_cleared > 0  # the clears were exercised too
