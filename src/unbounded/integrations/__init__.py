@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from unbounded.integrations.agent_loop import (
     AgentFinished,
+    AgentOptions,
     AgentResult,
     ModelTurn,
     Tool,
@@ -48,6 +49,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgentFinished",
+    "AgentOptions",
     "AgentResult",
     "AsyncUnboundedAnthropic",
     "CacheParamsChanged",
