@@ -147,3 +147,41 @@ def test_outputs_kept_under_an_earlier_name_are_found(postgres_url: str, pg: Any
         assert legacy_side_output_name(hashed) is None
         writer.save_tool_output(hashed, "long id")
         assert writer.load_tool_output(hashed) == "long id"
+
+
+class _CanceledOnce:
+    """The store's lock connection, whose next query is canceled (a statement timeout, or
+    pg_cancel_backend): an OperationalError that leaves the connection open and working."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.cancel_next = True
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        import psycopg
+
+        if self.cancel_next:
+            self.cancel_next = False
+            raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+        return self.connection.execute(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.connection, name)
+
+
+def test_after_a_failed_read_on_the_lock_connection_nothing_is_written_even_if_it_still_works(postgres_url: str, pg: Any) -> None:
+    store = pg.PostgresStore(postgres_url, "canceled")
+    store.append([Entry.user("kept")])
+    held = store._connection
+    store._connection = _CanceledOnce(held)
+    with pytest.raises(StoreDamagedError, match="lock is lost"):
+        store.load_state("session")
+    with pytest.raises(StoreDamagedError, match="lock is lost"):
+        store.append([Entry.user("not written")])  # the connection would take it
+    with pytest.raises(StoreDamagedError, match="lock is lost"):
+        store.save_state("session", {"n": 1})
+    store._connection = held
+    store.close()
+    with pg.PostgresStore(postgres_url, "canceled", wait=2) as again:
+        assert [entry.content for entry in again.load().entries] == ["kept"]
+        assert again.load_state("session") is None

@@ -89,3 +89,20 @@ def test_how_a_result_left_is_cut_to_160_characters() -> None:
     context = RecallContext(entries=entries, view=entries, cleared_ids=(), index=TranscriptIndex().update(entries), budget_tokens=2_000, receipts=receipts_in(entries))
     described = f"cleared by microcompaction ({'t' * 300} tier) at 2025-06-01T12:00:00Z"
     assert f"; {described[:159]}…]" in answer_recall(RecallRequest("id", "a"), context).text
+
+
+def test_an_answer_from_line_two_to_the_end_says_which_lines_it_holds() -> None:
+    entries = [Entry.user("go"), *call("a", "Bash", {"command": "seq 3"}, "one\ntwo\nthree")]
+    context = context_of(entries, view=entries)
+    from_two = answer_recall(RecallRequest("id", "a", start_line=2), context).text
+    assert from_two.endswith("\ntwo\nthree\n[lines 2-3 of 3]")
+    whole = answer_recall(RecallRequest("id", "a"), context).text
+    assert whole.endswith("\none\ntwo\nthree")
+
+
+def test_a_long_command_pages_on_by_its_latest_runs_id() -> None:
+    command = "make " + "target " * 30
+    long_output = "\n".join(f"line {n}" for n in range(3_000))
+    entries = [Entry.user("go"), *call("b1", "Bash", {"command": command}, long_output), *call("b2", "Bash", {"command": command}, long_output)]  # fmt: skip
+    answer = answer_recall(RecallRequest("command", command), context_of(entries, view=entries))
+    assert answer.tool_use_id == "b2" and "recall id=b2 with start_line=" in answer.text
