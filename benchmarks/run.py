@@ -11,10 +11,11 @@ cost of every entry point against history length.
 - `replay_cli_seconds`, `replay_calls`, `replay_calls_per_s`: `unbounded replay FILE --json`
   on that session in a fresh process, as a user runs it (reading the file included).
 - `session_us_at_N`, `dropin_us_at_N`, `middleware_us_at_N`, `langchain_us_at_N` (and their
-  `_max_`, `_growth`): the per-call time of `Session`, the Anthropic drop-in, the LangChain
-  middleware inside `create_agent` and LangChain's own stack on the same messages, at N
-  messages of a tool loop with 1-3 KB results (`benchmarks/turn_speed.py` says what each
-  times); `middleware_speedup_vs_langchain_at_N` is LangChain's time over ours there.
+  `_max_`, `_ratio_N_to_200`, `_growth`): the per-call time of `Session`, the Anthropic
+  drop-in, the LangChain middleware inside `create_agent` and LangChain's own stack on the
+  same messages, at N messages of a tool loop with 1-3 KB results
+  (`benchmarks/turn_speed.py` says what each times); `middleware_speedup_vs_langchain_at_N`
+  is LangChain's time over ours there.
 - `peak_rss_mb`: this process's peak resident memory.
 
 Without the corpus (../shared/corpus/raw) the built-in demo session is used.

@@ -59,13 +59,8 @@ def main() -> int:
         return 0
     import anthropic
 
-    from unbounded.integrations import (
-        AgentFinished,
-        ModelTurn,
-        Tool,
-        ToolExecuted,
-        iter_agent,
-    )
+    from unbounded.events import AgentFinished, ModelTurn, ToolExecuted
+    from unbounded.integrations import Tool, iter_agent
     from unbounded.providers import AnthropicProvider
     from unbounded.session import SessionConfig
 

@@ -24,15 +24,10 @@ from apiserver import (
     message,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event
-from unbounded.integrations._anthropic_markers import _message_markers, honor_caller_markers
-from unbounded.integrations._anthropic_prints import _SeenMessages, message_print
-from unbounded.integrations.anthropic_client import (
-    CacheParamsChanged,
-    _config_fields,
-    _same_config,
-    wrap,
-)
+from unbounded.events import CacheParamsChanged, Event
+from unbounded.integrations._anthropic_markers import honor_caller_markers, message_markers
+from unbounded.integrations._anthropic_prints import SeenMessages, message_print
+from unbounded.integrations.anthropic_client import _config_fields, _same_config, wrap
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.session import SessionConfig
@@ -122,7 +117,7 @@ def test_the_kept_reply_print_is_the_print_of_its_echo(blocks: list[dict[str, An
 
     reply = sdk_reply(blocks)
     plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).wire.from_response(reply).content
-    seen = _SeenMessages()
+    seen = SeenMessages()
     assert seen.remember_reply(reply.content, plain) == message_print("assistant", dumped(reply.content))
 
 
@@ -137,7 +132,7 @@ def test_reading_an_echo_gives_what_reading_it_from_scratch_gives(
     plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).wire.from_response(reply).content
     prompt = {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
     answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r", "content": "x"}]}
-    kept, scratch = _SeenMessages(), _SeenMessages()
+    kept, scratch = SeenMessages(), SeenMessages()
     for seen in (kept, scratch):
         seen.read([prompt], recall_ids)
     kept.remember_reply(reply.content, plain)
@@ -156,7 +151,7 @@ def test_reading_an_echo_gives_what_reading_it_from_scratch_gives(
 
 def test_only_the_very_reply_content_is_an_echo() -> None:
     reply = sdk_reply(REPLIES[1])
-    seen = _SeenMessages()
+    seen = SeenMessages()
     seen.remember_reply(reply.content, dumped(reply.content))
     echo = seen.reply
     assert echo is not None
@@ -179,13 +174,13 @@ def test_a_refused_list_leaves_the_kept_state_as_it_was() -> None:
     """A call whose new message is invalid raises, and the next call reads as if it had not
     happened (the copy extended for the comparison is cut back)."""
     first = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
-    seen = _SeenMessages()
+    seen = SeenMessages()
     seen.read(list(first), set())
     with pytest.raises(ConfigError):
         seen.read([*first, {"role": "system", "content": "c"}], set())
     assert seen.copies == first
     following = [*first, {"role": "user", "content": "c"}]
-    scratch = _SeenMessages()
+    scratch = SeenMessages()
     assert seen.read(following, set()) == 2
     scratch.read(following, set())
     assert seen.prints == scratch.prints and seen.markers == scratch.markers
@@ -193,7 +188,7 @@ def test_a_refused_list_leaves_the_kept_state_as_it_was() -> None:
 
 def test_a_list_that_only_grew_is_compared_without_a_new_copy() -> None:
     messages: list[Any] = [{"role": "user", "content": "a"}]
-    seen = _SeenMessages()
+    seen = SeenMessages()
     seen.read(messages, set())
     kept = seen.copies
     messages.append({"role": "assistant", "content": "b"})
@@ -391,7 +386,7 @@ def test_caller_markers_are_put_back_as_from_scratch(
     )
     assert request == before  # the input is untouched
     assert result == markers_put_back(request, system, tools, messages_ttl, marked)
-    # The message markers `_message_markers` reads are those the caller put on messages.
-    assert len(_message_markers(messages)) == sum(
+    # The message markers `message_markers` reads are those the caller put on messages.
+    assert len(message_markers(messages)) == sum(
         1 for m in messages if isinstance(m["content"], list) for b in m["content"] if "cache_control" in b
     )

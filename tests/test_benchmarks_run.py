@@ -87,6 +87,7 @@ def test_benchmark_prints_its_figures(tmp_path: Path) -> None:
         assert figures[f"{name}_growth"] == pytest.approx(
             figures[f"{name}_us_at_60"] / figures[f"{name}_us_at_20"], rel=0.02, abs=0.01
         )
+        assert figures[f"{name}_ratio_60_to_20"] == figures[f"{name}_growth"], name
 
 
 def test_fresh_clone_estimation_accuracy(tmp_path: Path) -> None:

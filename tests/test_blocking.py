@@ -130,12 +130,10 @@ def test_an_async_generator_steps_across_calls_inside_a_loop() -> None:
     assert [n for n, _ in steps] == [0, 1, 2] and len({id(loop) for _, loop in steps}) == 1
 
 
-def test_the_old_names_are_the_one_runner() -> None:
-    from unbounded.integrations import _support
+def test_the_providers_run_sync_is_the_one_runner() -> None:
     from unbounded.providers import base
 
     assert base.run_sync is run_blocking
-    assert _support.run_blocking is run_blocking and _support.BlockingRunner is BlockingRunner
 
 
 # -- providers ---------------------------------------------------------------------------

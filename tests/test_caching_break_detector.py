@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from unbounded.caching.break_detector import (
-    CacheBreak,
-    ExpectedCacheDrop,
     PromptCacheBreakDetector,
     compare_prompt_states,
     is_cache_break,
@@ -21,7 +19,7 @@ from unbounded.caching.simulator import CacheSimulator
 from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
-from unbounded.events import Event
+from unbounded.events import CacheBreak, Event, ExpectedCacheDrop
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 

@@ -28,11 +28,8 @@ from unbounded.compaction.ptl import (
     group_by_api_round,
     truncate_head_for_ptl_retry,
 )
-from unbounded.compaction.summary_text import (
-    CompactionError,
-    check_summary_reply,
-    format_compact_summary,
-)
+from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
+from unbounded.errors import CompactionError
 from unbounded.events import CompactionFailed, CompactionFinished, CompactionRetried, Event
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary

@@ -20,10 +20,10 @@ from unbounded.compaction.auto import (
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionHooks, CompactionResult
 from unbounded.compaction.memory_compact import try_session_memory_compaction
-from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
-from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError
-from unbounded.events import Event, GenericEvent
+from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+from unbounded.errors import CompactionError, ConfigError
+from unbounded.events import Event, SessionMemoryCompactionSkipped, SessionMemoryUpdated
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.hooks import HookRunner
 from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.model.profile import MODEL_PROFILE
@@ -281,17 +281,17 @@ def test_the_session_context_is_the_session_as_data(tmp_path: Path) -> None:
 
 
 def test_notes_compaction_reads_only_the_context() -> None:
-    """The same compaction from the context a Session builds and from the Session itself (the
-    old call, still accepted); and a context built by hand, with no Session, is enough."""
+    """The same compaction from the context a Session builds and from the extension's hook;
+    and a context built by hand, with no Session, is enough."""
     memory = SessionMemory(OfflineNotesUpdater(), background=False)
     session = Session(CONFIG, store=MemoryStore(), policy=POLICY, extensions=[memory])
     session.add_user("Build it.")
     grow(session, 8)
     asyncio.run(memory.update_now(session))
     from_context = asyncio.run(try_session_memory_compaction(session.compaction_context(), memory))
-    from_session = asyncio.run(try_session_memory_compaction(session, memory))
-    assert from_context is not None and from_session is not None
-    assert from_context.summary_text == from_session.summary_text and from_context.post_tokens == from_session.post_tokens
+    from_hook = asyncio.run(memory.compact_from_memory(session))
+    assert from_context is not None and from_hook is not None
+    assert from_context.summary_text == from_hook.summary_text and from_context.post_tokens == from_hook.post_tokens
     assert from_context.boundary.compact_metadata["notesUpdatedThrough"] == memory.updated_through
     built = session.compaction_context()
     events: list[Event] = []
@@ -306,7 +306,7 @@ def test_notes_compaction_reads_only_the_context() -> None:
         events=events.append,
     )
     assert asyncio.run(try_session_memory_compaction(by_hand, memory)) is None
-    assert [e.data for e in events if isinstance(e, GenericEvent)] == [{"reason": "there are no notes yet"}]
+    assert [e for e in events if isinstance(e, SessionMemoryCompactionSkipped)] == [SessionMemoryCompactionSkipped("there are no notes yet")]
 
 
 # -- one breaker for the Session and the LangChain middleware ------------------------------------
@@ -380,5 +380,5 @@ def test_the_notes_updater_given_says_by_its_offline_flag_whether_the_offline_no
     session.add_user("Build it.")
     grow(session, 8)
     asyncio.run(memory.update_now(session))
-    updates = [e.data for e in events if isinstance(e, GenericEvent) and e.name == "session_memory_updated"]
-    assert [(u["updater"], u["fallback"]) for u in updates] == [(updater.name, fallback)]
+    updates = [e for e in events if isinstance(e, SessionMemoryUpdated)]
+    assert [(u.updater, u.fallback) for u in updates] == [(updater.name, fallback)]

@@ -21,8 +21,8 @@ from unbounded.compaction.auto import (
 )
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
+from unbounded.compaction.memory_updaters import OfflineNotesUpdater
 from unbounded.compaction.prompts import SUMMARY_SYSTEM_PROMPT
-from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
 from unbounded.errors import (
     CompactionError,
     ConfigError,
@@ -37,6 +37,7 @@ from unbounded.events import (
     CompactionStarted,
     Event,
 )
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest

@@ -16,11 +16,12 @@ from typer.testing import CliRunner
 from conftest import corpus_files
 from unbounded.cli import app
 from unbounded.compaction.ledger import ToolLedger
+from unbounded.compaction.memory_updaters import OfflineNotesUpdater
 from unbounded.compaction.micro import MicrocompactState, count_based_microcompact, superseded_reads
-from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
 from unbounded.errors import ConfigError
 from unbounded.evaluation.tune import draw_candidates, tune_policy, with_keep
 from unbounded.events import EarlyCompaction, Event
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 

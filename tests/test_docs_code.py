@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
@@ -129,10 +130,22 @@ REQUEST = (
 )
 
 
-def _step_tags_request(session: Any) -> None:
+def _logs_at_info() -> None:
+    """The logging block set `unbounded` to INFO; undone so later tests log as before."""
+    package, root = logging.getLogger("unbounded"), logging.getLogger()
+    assert package.getEffectiveLevel() == logging.INFO
+    package.setLevel(logging.NOTSET)
+    for handler in root.handlers[:]:
+        if type(handler) is logging.StreamHandler:  # the one basicConfig added
+            root.removeHandler(handler)
+
+
+def _extension_tags_request(session: Any, tags: Any) -> None:
     session.add_user("hello")
     request = asyncio.run(session.prepare())
     assert request["metadata"] == {"user_id": "u-42"} and session.last_request is request
+    session.record({"content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 9}})
+    assert tags.replies == 1
 
 
 def _readme_session(namespace: dict[str, Any], out: str, api: ApiServer) -> None:
@@ -397,25 +410,12 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         needs=("langchain", "langchain_anthropic"),
         check=lambda ns, out, api: ns["agent"] is not None,
     ),
+    ("docs/integrations.md", "import logging"): Run(check=lambda ns, out, api: _logs_at_info()),
     # docs/microcompaction.md
     ("docs/microcompaction.md", "from datetime import datetime, timezone"): Run(
         prelude="read_file_state = {}\n",
         files={"session.jsonl": "session_2_1.jsonl"},
         check=lambda ns, out, api: ns["request"]["messages"],
-    ),
-    (
-        "docs/microcompaction.md",
-        "from unbounded.compaction import ContextManagementBuilder, applied_edits",
-    ): Run(
-        prelude=(
-            "import anthropic\n" + REQUEST + "request = {**request, 'max_tokens': 4096,"
-            " 'thinking': {'type': 'enabled', 'budget_tokens': 2048}}\n"
-            "client = anthropic.Anthropic()\n"
-        ),
-        replies=lambda: [message("ok")],
-        check=lambda ns, out, api: (
-            "context_management" in api.last.json and "anthropic-beta" in api.last.headers
-        ),
     ),
     # docs/providers.md
     (
@@ -479,7 +479,7 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     # docs/session.md
     (
         "docs/session.md",
-        "from unbounded.compaction.session_memory import ModelNotesUpdater, SessionMemory",
+        "from unbounded.compaction.memory_updaters import ModelNotesUpdater",
     ): Run(
         prelude=(
             "from unbounded.providers import AnthropicProvider\n"
@@ -495,11 +495,8 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ): Run(
         prelude=SESSION_PRELUDE,
     ),
-    ("docs/session.md", "from unbounded.turn import TurnContext"): Run(
-        prelude=SESSION_PRELUDE
-        + "from unbounded.storage import MemoryStore\n"
-        + "session = Session(SessionConfig(model='claude-sonnet-4-6'), store=MemoryStore())\n",
-        check=lambda ns, out, api: _step_tags_request(ns["session"]),
+    ("docs/session.md", "from unbounded import Extension"): Run(
+        check=lambda ns, out, api: _extension_tags_request(ns["session"], ns["tags"]),
     ),
     # docs/storage.md
     ("docs/storage.md", "from unbounded.postgres import PostgresStore"): Run(

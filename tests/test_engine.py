@@ -22,7 +22,7 @@ from unbounded.events import Event
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Extension, Session, SessionConfig, SyncSession
 
 MODEL = "claude-sonnet-4-6"
 TOOLS = [{"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {}}}]
@@ -38,8 +38,18 @@ def recall_call(tool_id: str) -> ModelResponse:
     return ModelResponse([use], "tool_use", USAGE, MODEL)
 
 
-def new_session(events: list[Event] | None = None, **policy: Any) -> Session:
-    session = Session(SessionConfig(model=MODEL, tools=TOOLS), policy=Policy(recall_from_start=True, **policy), events=events.append if events is not None else None)
+class LoopSpy(Extension):
+    """Notes the event loop each `prepare` runs on."""
+
+    def __init__(self) -> None:
+        self.loops: list[asyncio.AbstractEventLoop] = []
+
+    async def before_prepare(self, session: Session) -> None:
+        self.loops.append(asyncio.get_running_loop())
+
+
+def new_session(events: list[Event] | None = None, *, extensions: tuple[Extension, ...] = (), **policy: Any) -> Session:
+    session = Session(SessionConfig(model=MODEL, tools=TOOLS), policy=Policy(recall_from_start=True, **policy), events=events.append if events is not None else None, extensions=extensions)
     session.add_user("Fix the parser.")
     return session
 
@@ -161,13 +171,9 @@ def test_a_reply_read_asynchronously_is_awaited() -> None:
 
 
 def test_the_blocking_driver_keeps_the_flow_on_one_loop() -> None:
-    session = new_session()
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    async def listener(_: Session) -> None:
-        loops.append(asyncio.get_running_loop())
-
-    session.prepare_listeners.append(listener)
+    spy = LoopSpy()
+    session = new_session(extensions=(spy,))
+    loops = spy.loops
     script = Scripted(recall_call("toolu_r1"), text("done"))
     with BlockingRunner() as runner:
         reply = drive_turn_blocking(turn_flow(session, TurnOptions(recall_rounds=3)), script.send_now, lambda r: r, runner.run)
@@ -180,13 +186,9 @@ def test_negative_recall_rounds_are_refused() -> None:
 
 
 def test_the_sync_session_keeps_one_loop_for_its_life() -> None:
-    session = SyncSession(new_session())
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    async def listener(_: Session) -> None:
-        loops.append(asyncio.get_running_loop())
-
-    session.session.prepare_listeners.append(listener)
+    spy = LoopSpy()
+    session = SyncSession(new_session(extensions=(spy,)))
+    loops = spy.loops
 
     class Provider:
         name = "main"

@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, HookBlockingError
 from unbounded.hooks import (
     CommandHook,
-    HookBlockingError,
     HookRunner,
     HookSettings,
     command_argv,

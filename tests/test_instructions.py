@@ -11,7 +11,7 @@ import pytest
 
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
-from unbounded.instructions import (
+from unbounded.extensions.instructions import (
     NestedMemory,
     default_read_file,
     instruction_dirs,

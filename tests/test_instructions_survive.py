@@ -12,7 +12,7 @@ import pytest
 from summaries import nine_section_summary
 
 from unbounded.compaction.facts import text_of
-from unbounded.instructions import NestedMemory
+from unbounded.extensions.instructions import NestedMemory
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest

@@ -22,13 +22,10 @@ from apiserver import (
     tool_use_block,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import CompactionFinished, Event
+from unbounded.events import AgentFinished, CompactionFinished, Event, ModelTurn, ToolExecuted
 from unbounded.integrations import (
-    AgentFinished,
     AgentOptions,
-    ModelTurn,
     Tool,
-    ToolExecuted,
     aiter_agent,
     arun_agent,
     iter_agent,

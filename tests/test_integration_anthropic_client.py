@@ -26,9 +26,9 @@ from apiserver import (
     tool_use_block,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event
-from unbounded.integrations import CacheParamsChanged, wrap
-from unbounded.integrations.anthropic_client import message_print, new_messages
+from unbounded.events import CacheParamsChanged, Event
+from unbounded.integrations import wrap
+from unbounded.integrations._anthropic_prints import message_print, new_messages
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import FolderStore
@@ -170,7 +170,7 @@ def test_prompt_too_long_is_compacted_and_retried_once(api_server: ApiServer) ->
     assert "This session continues" in json.dumps(retried.json["messages"][0])
     assert retried.json["messages"][1:] == refused.json["messages"][1:]  # the tool round, verbatim
     assert any(e.kind == "reactive_compaction" for e in events)
-    assert not any(e.kind == "generic_event" for e in events)  # typed, not GenericEvent
+    assert all(type(e).__module__ == "unbounded.events" for e in events)  # typed, one home
 
     # A second refusal after the compaction reaches the caller as the SDK's exception.
     messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "More."}]

@@ -18,14 +18,11 @@ from unbounded.compaction.memory_compact import (
     has_text_blocks,
     plan_messages_to_keep,
 )
-from unbounded.compaction.session_memory import (
-    OfflineNotesUpdater,
-    SessionMemory,
-    parse_notes,
-    session_memory_template,
-)
+from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+from unbounded.compaction.notes import parse_notes, session_memory_template
 from unbounded.errors import ConfigError
-from unbounded.events import CompactionFinished, Event, GenericEvent
+from unbounded.events import CompactionFinished, Event, SessionMemoryCompactionSkipped
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.profile import MODEL_PROFILE
@@ -207,11 +204,11 @@ def test_refusals() -> None:
         step(session, turn)
 
     def reasons() -> list[str]:
-        return [str(e.data["reason"]) for e in events if isinstance(e, GenericEvent) and e.name == "session_memory_compaction_skipped"]
+        return [e.reason for e in events if isinstance(e, SessionMemoryCompactionSkipped)]
 
-    assert asyncio.run(memory.compact(session)) is None and "no notes" in reasons()[-1]
+    assert asyncio.run(memory.compact_from_memory(session)) is None and "no notes" in reasons()[-1]
     session.store.write_memory(session_memory_template())
-    assert asyncio.run(memory.compact(session)) is None and "empty template" in reasons()[-1]
+    assert asyncio.run(memory.compact_from_memory(session)) is None and "empty template" in reasons()[-1]
     asyncio.run(memory.update_now(session))
     # a context that would stay over the threshold after compaction
     tight = Session(CONFIG, store=MemoryStore(), policy=POLICY.with_changes(autocompact_pct_override=1), extensions=[tight_memory := SessionMemory(background=False)], events=events.append)
@@ -219,12 +216,12 @@ def test_refusals() -> None:
     for turn in range(6):
         step(tight, turn)
     asyncio.run(tight_memory.update_now(tight))
-    assert asyncio.run(tight_memory.compact(tight)) is None and "would still hold" in reasons()[-1]
+    assert asyncio.run(tight_memory.compact_from_memory(tight)) is None and "would still hold" in reasons()[-1]
     # switched off
     off = Session(CONFIG, store=MemoryStore(), policy=POLICY.with_changes(session_memory_enabled=False), extensions=[off_memory := SessionMemory(background=False)])
     off.add_user("x")
     off.store.write_memory(session.store.read_memory() or "")
-    assert asyncio.run(off_memory.compact(off)) is None
+    assert asyncio.run(off_memory.compact_from_memory(off)) is None
 
 
 def test_a_blocking_pre_compact_hook_refuses() -> None:
@@ -241,8 +238,8 @@ def test_a_blocking_pre_compact_hook_refuses() -> None:
     for turn in range(8):
         step(session, turn)
     asyncio.run(memory.update_now(session))
-    assert asyncio.run(memory.compact(session)) is None
-    assert any(isinstance(e, GenericEvent) and "not now" in str(e.data) for e in events)
+    assert asyncio.run(memory.compact_from_memory(session)) is None
+    assert any(isinstance(e, SessionMemoryCompactionSkipped) and "not now" in e.reason for e in events)
 
 
 def test_after_a_summary_compaction_the_notes_cover_nothing_yet() -> None:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from conftest import corpus_files
 from unbounded.compaction import memory_trigger
 from unbounded.compaction.memory_trigger import ProgressTracker, UpdateProgress, progress_since
-from unbounded.compaction.session_memory import SessionMemory
 from unbounded.evaluation.replay import ReplayOptions, replay_session
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import SYNTHETIC_MODEL, Entry, create_compact_boundary
 from unbounded.policy import Policy
 from unbounded.transcripts.loader import load_transcript

@@ -17,9 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import FIXTURES
-from unbounded.errors import ConfigError, TranscriptError
+from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError, TranscriptError
 from unbounded.model.entries import Entry
-from unbounded.storage import SessionLockedError, StoreDamagedError
 
 pytestmark = pytest.mark.postgres
 

@@ -21,6 +21,7 @@ from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIONS, NINE_SECTIONS
 from unbounded.errors import CompactionError, ConfigError
 from unbounded.evaluation.replay import RecordingProvider
+from unbounded.extensions.subagents import ContinuationSummarizer
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
@@ -28,7 +29,6 @@ from unbounded.model.response import ModelResponse, Provider, ProviderWrapper
 from unbounded.policy import Policy
 from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.providers.retry import RetryingProvider
-from unbounded.subagents import ContinuationSummarizer
 
 DECLARED = ProviderProfile(writes_final_summary=True, includes_facts=True, summary_sections=NINE_SECTIONS, offline=True)
 """A profile unlike the default in every field, so a wrapper that drops any one shows."""
@@ -62,11 +62,11 @@ WRAPS: dict[str, Callable[[Provider], Any]] = {
     "unbounded.evaluation.replay.RecordingProvider": RecordingProvider,
     "unbounded.providers.retry.RetryingProvider": lambda inner: RetryingProvider(inner, sleep=_no_wait),
     "unbounded.telemetry._TracedProvider": _traced,
-    "unbounded.subagents.ContinuationSummarizer": ContinuationSummarizer,
+    "unbounded.extensions.subagents.ContinuationSummarizer": ContinuationSummarizer,
 }
 """How to build each wrapper of the package around a provider (every one must be here)."""
 
-OWN_SECTIONS = {"unbounded.subagents.ContinuationSummarizer": CONTINUATION_SECTIONS}
+OWN_SECTIONS = {"unbounded.extensions.subagents.ContinuationSummarizer": CONTINUATION_SECTIONS}
 """Wrappers that declare the sections of their own prompt instead of the inner ones."""
 
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from unbounded.catalog import load_model_table
 from unbounded.cli import app
 from unbounded.compaction.large_output import cap_text
-from unbounded.errors import ConfigError, InvalidRequestError
+from unbounded.errors import ConfigError, InvalidRequestError, SessionLockedError
 from unbounded.events import Event, RequestRepaired, ToolCallsInterrupted, ToolOutputCapped
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import (
@@ -38,7 +38,7 @@ from unbounded.model.user_messages import classify_user_content, latest_user_req
 from unbounded.policy import MIN_CONTEXT_WINDOW, Policy, compute_thresholds
 from unbounded.session import Session, SessionConfig
 from unbounded.side_outputs import side_output_name
-from unbounded.storage import FolderStore, MemoryStore, SessionLockedError
+from unbounded.storage import FolderStore, MemoryStore
 from unbounded.transcripts.loader import load_transcript
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -512,7 +512,8 @@ def test_compact_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
 
 
 def test_memory_compaction_counts_the_system_prompt_and_calibrates(tmp_path: Path) -> None:
-    from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+    from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+    from unbounded.extensions.session_memory import SessionMemory
 
     system = "Rules of this repository. " * 4_000  # ~25K tokens by length/4
     config = SessionConfig(model="claude-sonnet-4-5", system=system, context_window=100_000)
@@ -537,7 +538,8 @@ def test_memory_compaction_counts_the_system_prompt_and_calibrates(tmp_path: Pat
 
 
 def test_session_notes_are_redacted(tmp_path: Path) -> None:
-    from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+    from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+    from unbounded.extensions.session_memory import SessionMemory
 
     key = "sk-ant-api03-" + "A1b2C3d4" * 10
     aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -15,6 +15,7 @@ from summaries import nine_section_summary
 from unbounded.compaction.large_output import cap_text
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.tools_registry import CLEARED_TOOL_RESULT, cleared_stub, is_cleared_text
+from unbounded.errors import RecallArgumentError
 from unbounded.events import Event, RecallServed, ReceiptWritten
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import validate_request
@@ -23,7 +24,6 @@ from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.recall import (
-    RecallArgumentError,
     RecallContext,
     RecallRequest,
     TranscriptIndex,

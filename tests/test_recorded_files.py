@@ -15,7 +15,12 @@ from unbounded.compaction.glue import rehydrator_for
 from unbounded.compaction.recorded_files import RecordedFile, recorded_files, strip_line_numbers
 from unbounded.compaction.rehydrate import WorkingState, rehydrate, working_state_from_entries
 from unbounded.errors import ConfigError
-from unbounded.events import CompactionFinished, EarlyCompaction, Event, GenericEvent
+from unbounded.events import (
+    CompactionFinished,
+    EarlyCompaction,
+    Event,
+    SessionMemoryCompactionSkipped,
+)
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
@@ -192,8 +197,8 @@ def test_a_refused_early_compaction_announces_nothing() -> None:
     assert not [e for e in events if isinstance(e, EarlyCompaction)]
     refusals = [
         e for e in events
-        if isinstance(e, GenericEvent) and e.name == "session_memory_compaction_skipped"
-        and "before the threshold" in str(e.data.get("reason"))
+        if isinstance(e, SessionMemoryCompactionSkipped)
+        and "before the threshold" in e.reason
     ]
     assert refusals
     finished = [e for e in events if isinstance(e, CompactionFinished)]

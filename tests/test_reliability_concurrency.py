@@ -17,15 +17,22 @@ from typing import Any
 import pytest
 
 from unbounded import storage
-from unbounded.compaction import session_memory
-from unbounded.errors import ConfigError
-from unbounded.events import CompactionFinished, Event, GenericEvent
+from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+from unbounded.compaction.notes import missing_sections, parse_notes
+from unbounded.errors import ConfigError, SessionLockedError
+from unbounded.events import (
+    CompactionFinished,
+    Event,
+    SessionMemoryUpdated,
+    SessionMemoryWaitTimedOut,
+)
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.session import Session, SessionConfig
-from unbounded.storage import FolderStore, SessionLockedError
+from unbounded.storage import FolderStore
 from unbounded.tokens.estimate import estimate_messages_tokens
 from unbounded.transcripts.claude_code import read_claude_code
 
@@ -167,13 +174,13 @@ class GatedUpdater:
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
-        self.inner = session_memory.OfflineNotesUpdater()
+        self.inner = OfflineNotesUpdater()
         self.finished_at: float | None = None
 
     async def update(self, job: Any) -> Any:
         await self.gate.wait()
         outcome = await self.inner.update(job)
-        notes = session_memory.parse_notes(outcome.notes or job.notes)
+        notes = parse_notes(outcome.notes or job.notes)
         for section in notes.sections:
             if section.title == "Current State":
                 section.body.append(MARKER)
@@ -197,7 +204,7 @@ async def setup(folder: Path, wait: float) -> tuple[Session, Any, GatedUpdater, 
     """A session whose notes cover its first steps, with an update in flight (held at the gate)."""
     events: list[Event] = []
     gated = GatedUpdater()
-    memory = session_memory.SessionMemory(session_memory.OfflineNotesUpdater(), background=True)
+    memory = SessionMemory(OfflineNotesUpdater(), background=True)
     session = Session.open(folder, CONFIG, policy=POLICY.with_changes(session_memory_wait_seconds=wait), events=events.append, extensions=[memory])
     session.add_user("Build the step runner.")
     for turn in range(12):
@@ -224,7 +231,7 @@ def consistent_on_disk(session: Session) -> None:
             assert entries[index + 1].is_compact_summary
     validate_request(normalize_messages(session.view))
     notes = session.store.read_memory() or ""
-    assert session_memory.missing_sections(notes) == []
+    assert missing_sections(notes) == []
 
 
 def test_compaction_waits_for_an_update_in_flight(tmp_path: Path) -> None:
@@ -235,11 +242,11 @@ def test_compaction_waits_for_an_update_in_flight(tmp_path: Path) -> None:
         result = await session.auto_compact()
         assert result is not None and result.summarizer == "session_memory"
         assert gated.finished_at is not None and started + 0.05 < gated.finished_at
-        updated = next(i for i, e in enumerate(events) if isinstance(e, GenericEvent) and e.name == "session_memory_updated" and e.data["updater"] == "gated")
+        updated = next(i for i, e in enumerate(events) if isinstance(e, SessionMemoryUpdated) and e.updater == "gated")
         finished = next(i for i, e in enumerate(events) if isinstance(e, CompactionFinished))
         assert updated < finished  # the update landed before the compaction was written
         assert MARKER in str(result.summary_messages[0].content)  # and the summary used it
-        assert not any(isinstance(e, GenericEvent) and e.name == "session_memory_wait_timed_out" for e in events)
+        assert not any(isinstance(e, SessionMemoryWaitTimedOut) for e in events)
         consistent_on_disk(session)
 
     asyncio.run(scenario())
@@ -252,7 +259,7 @@ def test_compaction_proceeds_after_the_wait_and_the_late_update_stays_consistent
         assert task is not None
         result = await session.auto_compact()
         assert result is not None and result.summarizer == "session_memory"
-        assert any(isinstance(e, GenericEvent) and e.name == "session_memory_wait_timed_out" for e in events)
+        assert any(isinstance(e, SessionMemoryWaitTimedOut) for e in events)
         assert MARKER not in str(result.summary_messages[0].content)  # the notes as they were
         assert memory.in_flight and gated.finished_at is None
         kept = {e.uuid for e in result.messages_to_keep}
@@ -268,7 +275,7 @@ def test_compaction_proceeds_after_the_wait_and_the_late_update_stays_consistent
         for turn in range(15, 21):
             added += step(session, turn)
         uncovered = [e.uuid for e in session.view[[e.uuid for e in session.view].index(pointer) + 1 :]]
-        memory.updater = session_memory.OfflineNotesUpdater()
+        memory.updater = OfflineNotesUpdater()
         second = await session.auto_compact()
         assert second is not None and second.summarizer == "session_memory"
         still_kept = {e.uuid for e in second.messages_to_keep}
@@ -298,7 +305,7 @@ def test_a_full_compaction_while_an_update_is_in_flight(tmp_path: Path) -> None:
     async def scenario() -> None:
         events: list[Event] = []
         gated = GatedUpdater()
-        memory = session_memory.SessionMemory(gated, background=True)
+        memory = SessionMemory(gated, background=True)
         session = Session.open(tmp_path / "s", CONFIG, policy=POLICY.with_changes(session_memory_wait_seconds=0.05), events=events.append, extensions=[memory])
         session.add_user("Build the step runner.")
         for turn in range(14):

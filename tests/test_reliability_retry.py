@@ -25,7 +25,7 @@ from apiserver import (
     stream_error,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event
+from unbounded.events import Event, ProviderRetried
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.providers.base import (
@@ -39,7 +39,7 @@ from unbounded.providers.base import (
     RetryableError,
     ServerError,
 )
-from unbounded.providers.retry import ProviderRetried, RetryingProvider
+from unbounded.providers.retry import RetryingProvider
 
 REQUEST: ProviderRequest = {
     "model": "claude-sonnet-5-5",

@@ -37,7 +37,8 @@ from apiserver import (
     start_server,
     tool_use_block,
 )
-from unbounded.events import CompactionFinished, CompactionStarted, Event
+from unbounded.compaction.auto import CIRCUIT_BREAKER_FAILURES
+from unbounded.events import CompactionFinished, CompactionStarted, Event, ProviderRetried
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.profile import MODEL_PROFILE
@@ -50,8 +51,8 @@ from unbounded.providers.base import (
     RateLimitedError,
     ServerError,
 )
-from unbounded.providers.retry import ProviderRetried, RetryingProvider
-from unbounded.session import CIRCUIT_BREAKER_FAILURES, Session, SessionConfig
+from unbounded.providers.retry import RetryingProvider
+from unbounded.session import Session, SessionConfig
 from unbounded.storage import FolderStore
 from unbounded.transcripts.claude_code import read_claude_code, validate_record
 

@@ -21,6 +21,7 @@ from unbounded.compaction.glue import default_facts_ledger
 from unbounded.errors import ConfigError
 from unbounded.evaluation.replay import RecordingProvider
 from unbounded.events import CompactionFinished, Event, SummaryRequestsSpent
+from unbounded.extensions.subagents import ContinuationSummarizer
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
@@ -29,7 +30,6 @@ from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, OverloadedError
 from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.providers.retry import RetryingProvider
-from unbounded.subagents import ContinuationSummarizer
 from unbounded.telemetry import Telemetry
 
 

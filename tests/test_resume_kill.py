@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from unbounded.compaction.session_memory import SessionMemory
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from unbounded.caching.break_detector import CacheBreak
-from unbounded.events import Event
+from unbounded.events import CacheBreak, Event
 from unbounded.fileio import atomic_write_json, private_folder
 from unbounded.hooks import HookRunner
 from unbounded.model.entries import Entry
@@ -99,7 +98,8 @@ def test_everything_a_session_writes_is_private(tmp_path: Path, open_umask: None
     hooks = HookRunner({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": hook}]}]}}, session_id="s", cwd=project)
     extensions: list[Any] = []
     try:
-        from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+        from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+        from unbounded.extensions.session_memory import SessionMemory
 
         extensions.append(SessionMemory(OfflineNotesUpdater(), background=False))
     except ImportError:  # session memory not built: the notes file is written below instead

@@ -17,17 +17,12 @@ from typing import Any
 import pytest
 
 from unbounded.compaction.large_output import cap_text, is_kept_copy_of
+from unbounded.errors import RecallArgumentError
 from unbounded.events import Event, RecallServed
 from unbounded.model.entries import Entry
 from unbounded.model.tool_ids import RENAMED_FIELD
 from unbounded.policy import Policy
-from unbounded.recall import (
-    RecallArgumentError,
-    RecallContext,
-    RecallRequest,
-    TranscriptIndex,
-    answer_recall,
-)
+from unbounded.recall import RecallContext, RecallRequest, TranscriptIndex, answer_recall
 from unbounded.recall.lookup import GONE_NOTE, MAX_QUERY_TERMS, _terms, _words
 from unbounded.recall.schema import MAX_ARGUMENT_CHARS
 from unbounded.session import Session, SessionConfig

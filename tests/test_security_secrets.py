@@ -32,7 +32,7 @@ from apiserver import (
     tool_use_block,
 )
 from unbounded.cli import app, compact_command, inspect_command  # noqa: F401  (registers them)
-from unbounded.events import Event, GenericEvent, ReceiptWritten
+from unbounded.events import Event, ReceiptWritten
 from unbounded.hooks import HookRunner
 from unbounded.policy import Policy
 from unbounded.providers.base import AuthenticationError
@@ -433,6 +433,13 @@ def test_redactor_for_each_option() -> None:
     assert isinstance(default, Redactor) and default.patterns == Redactor().patterns
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class NestedDataEvent(Event):
+    """An extension's own event, with nested data."""
+
+    data: dict[str, Any]
+
+
 def test_redacting_sink_redacts_text_lists_and_tuples_only_when_needed() -> None:
     seen: list[Event] = []
     sink = redacting_sink(seen.append, Redactor())
@@ -441,14 +448,14 @@ def test_redacting_sink_redacts_text_lists_and_tuples_only_when_needed() -> None
     clean = ReceiptWritten(source="compaction", trigger="auto", tool_results=1, tokens=5, files=("/a.py",), record_uuid="u")
     sink(clean)
     sink(ReceiptWritten(source="compaction", trigger=f"auto {key}", tool_results=1, tokens=5, files=(f"/{key}/a.py",), record_uuid=None))
-    sink(GenericEvent("x", {"nested": [key]}))
+    sink(NestedDataEvent({"nested": [key]}))
     assert seen[0] is clean  # nothing to redact: the event itself
     second = seen[1]
     assert isinstance(second, ReceiptWritten)
     assert second.trigger == "auto [REDACTED:anthropic_key]" and second.files == ("/[REDACTED:anthropic_key]/a.py",)
     assert second.tool_results == 1 and second.tokens == 5 and second.record_uuid is None
     third = seen[2]
-    assert isinstance(third, GenericEvent) and third.data == {"nested": ["[REDACTED:anthropic_key]"]}
+    assert isinstance(third, NestedDataEvent) and third.data == {"nested": ["[REDACTED:anthropic_key]"]}
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,7 @@ import pytest
 from summaries import nine_section_summary
 
 from unbounded.compaction.conversation import SummaryAuthor
-from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError
+from unbounded.errors import CompactionError, ConfigError, SessionLockedError
 from unbounded.events import Event
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.profile import MODEL_PROFILE
@@ -19,7 +18,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
 from unbounded.session import Session, SessionConfig, SyncSession
-from unbounded.storage import FolderStore, MemoryStore, SessionLockedError
+from unbounded.storage import FolderStore, MemoryStore
 from unbounded.tokens.estimate import estimate_messages_tokens
 
 SUMMARY = nine_section_summary("build it", analysis=False)

@@ -8,30 +8,30 @@ from typing import Any
 
 import pytest
 
-from unbounded.compaction.session_memory import (
+from unbounded.compaction.carried import carried_user_messages
+from unbounded.compaction.memory_trigger import UpdateProgress, progress_since, should_update
+from unbounded.compaction.memory_updaters import (
     NOTES_TOOL_NAME,
-    SECTION_TITLES,
-    SECTIONS,
     ModelNotesUpdater,
     OfflineNotesUpdater,
-    SessionMemory,
-    UpdateProgress,
     apply_notes_edits,
     build_update_prompt,
     choose_notes_tool,
+)
+from unbounded.compaction.notes import (
+    SECTION_TITLES,
+    SECTIONS,
     missing_sections,
     notes_are_empty,
-    offline_notes,
     parse_notes,
-    progress_since,
     session_memory_template,
-    should_update,
     size_reminders,
-    summary_user_messages,
     truncate_notes_for_compact,
 )
+from unbounded.compaction.offline_notes import offline_notes
 from unbounded.errors import ConfigError
-from unbounded.events import Event, GenericEvent
+from unbounded.events import Event, SessionMemoryUpdated, SessionMemoryUpdateFailed
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
@@ -260,7 +260,7 @@ def test_offline_notes_stay_within_the_caps() -> None:
 
 def test_user_messages_of_an_earlier_summary_are_carried() -> None:
     summary = 'Summary:\n6. All user messages:\n   - "Build the exporter"\n   - Keep CSV output\n7. Pending Tasks:\n   - none\nUser messages (1):\n- "Use tabs"'
-    assert summary_user_messages(summary) == ["Build the exporter", "Keep CSV output", "Use tabs"]
+    assert carried_user_messages(summary) == ["Build the exporter", "Keep CSV output", "Use tabs"]
     entry = Entry.user("This session continues an earlier conversation that ran out of context.\n\n" + summary, is_compact_summary=True)
     notes = offline_notes(None, [entry], policy=Policy())
     assert '"Build the exporter"' in notes and "This session continues" not in notes
@@ -313,8 +313,8 @@ def test_model_update_shares_the_cache_and_edits_only_the_notes(tmp_path: Path) 
     assert "SESSION NOTES UPDATE" in str(fork["messages"][-1]) and notes_path in str(fork["messages"][-1])
     assert session.store.read_memory() == new
     assert memory.updated_through == session.view[-1].uuid
-    updated = [e for e in events if isinstance(e, GenericEvent) and e.name == "session_memory_updated"]
-    assert updated and updated[0].data["applied"] == 1 and "'Bash' is not allowed" in updated[0].data["refused"][0]
+    updated = [e for e in events if isinstance(e, SessionMemoryUpdated)]
+    assert updated and updated[0].applied == 1 and "'Bash' is not allowed" in updated[0].refused[0]
     # nothing new: no second update
     asyncio.run(session.prepare())
     assert len(model.requests) == 1
@@ -355,7 +355,7 @@ def test_refused_failed_and_timed_out_updates_leave_the_pointer(tmp_path: Path) 
         asyncio.run(session.prepare())
         assert memory.updated_through is None and memory.state.failures == 1
         assert session.store.read_memory() is None
-        assert any(isinstance(e, GenericEvent) and e.name == "session_memory_update_failed" for e in events)
+        assert any(isinstance(e, SessionMemoryUpdateFailed) for e in events)
 
 
 VIRTUAL = "session-memory/summary.md"
@@ -400,7 +400,7 @@ def test_guarded_query_sources_and_construction_errors() -> None:
     with pytest.raises(ConfigError):
         SessionMemory(object())  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
-        memory.attach(Session(CONFIG, store=MemoryStore(), policy=POLICY))
+        Session(CONFIG, store=MemoryStore(), policy=POLICY, extensions=[memory])
     with pytest.raises(ConfigError):
         ModelNotesUpdater(object())  # type: ignore[arg-type]
     with pytest.raises(ConfigError):

@@ -29,14 +29,11 @@ from summaries import nine_section_summary
 
 import apiserver
 from apiserver import RecordedRequest, message, prompt_too_long, start_server, tool_use_block
-from unbounded.compaction.session_memory import (
-    SECTION_TITLES,
-    ModelNotesUpdater,
-    SessionMemory,
-    notes_are_empty,
-    offline_notes,
-)
-from unbounded.events import CompactionFinished, Event, GenericEvent
+from unbounded.compaction.memory_updaters import ModelNotesUpdater
+from unbounded.compaction.notes import SECTION_TITLES, notes_are_empty
+from unbounded.compaction.offline_notes import offline_notes
+from unbounded.events import CompactionFinished, Event, SessionMemoryUpdateFailed
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
@@ -299,7 +296,7 @@ def test_300_turn_session(fast_folder: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert after[0].summarizer == "extractive"
     assert "scripted-summary" in by  # the summary call works again after the breaker
     assert session.status().consecutive_failures == 0
-    assert any(isinstance(e, GenericEvent) and e.name == "session_memory_update_failed" for e in events)
+    assert any(isinstance(e, SessionMemoryUpdateFailed) for e in events)
 
     # the prompt-too-long answer was recovered by reactive compaction
     assert log["ptl"] == {"reactive": True, "compacted": 1, "answered": True}

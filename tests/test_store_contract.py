@@ -15,20 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import normalize_messages, validate_request
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.session import Session, SessionConfig
 from unbounded.side_outputs import side_output_name
-from unbounded.storage import (
-    FolderStore,
-    MemoryStore,
-    SessionLockedError,
-    SessionStore,
-    StoreDamagedError,
-)
+from unbounded.storage import FolderStore, MemoryStore, SessionStore
 from unbounded.transcripts.jsonl import dumps_line
 
 CONFIG = SessionConfig(model="claude-sonnet-4-5", system="sys", context_window=30_000)

@@ -10,18 +10,12 @@ from typing import Any
 import pytest
 from summaries import continuation_summary
 
+from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.prompts import SUBAGENT_CONTINUATION_PROMPT
-from unbounded.compaction.session_memory import SessionMemory
 from unbounded.errors import ConfigError
 from unbounded.events import CompactionFinished, Event
-from unbounded.model.normalize import normalize_messages, validate_request
-from unbounded.model.profile import MODEL_PROFILE
-from unbounded.model.request import ProviderRequest
-from unbounded.policy import Policy
-from unbounded.providers.base import ModelResponse
-from unbounded.session import Session, SessionConfig
-from unbounded.storage import FolderStore, MemoryStore
-from unbounded.subagents import (
+from unbounded.extensions.session_memory import SessionMemory
+from unbounded.extensions.subagents import (
     ContinuationSummarizer,
     check_agent_name,
     fork_subagent,
@@ -29,6 +23,13 @@ from unbounded.subagents import (
     subagent_query_source,
     subagent_result,
 )
+from unbounded.model.normalize import normalize_messages, validate_request
+from unbounded.model.profile import MODEL_PROFILE
+from unbounded.model.request import ProviderRequest
+from unbounded.policy import Policy
+from unbounded.providers.base import ModelResponse
+from unbounded.session import Extension, Session, SessionConfig
+from unbounded.storage import FolderStore, MemoryStore
 from unbounded.tokens.estimate import estimate_messages_tokens
 
 CONFIG = SessionConfig(
@@ -107,7 +108,13 @@ def test_child_compaction_uses_the_continuation_prompt_and_leaves_the_parent_alo
     summarizer = Summarizer()
     parent_memory = SessionMemory(background=False)
     parent_events: list[Event] = []
-    parent = Session(CONFIG, store=MemoryStore(), policy=Policy(), summarizer=summarizer, events=parent_events.append, extensions=[parent_memory])
+    parent_listener_calls: list[str] = []
+
+    class CompactionSpy(Extension):
+        def after_compact(self, session: Session, result: CompactionResult) -> None:
+            parent_listener_calls.append(result.summarizer)
+
+    parent = Session(CONFIG, store=MemoryStore(), policy=Policy(), summarizer=summarizer, events=parent_events.append, extensions=[parent_memory, CompactionSpy()])
     parent.add_user("Find every error in the logs.")
     asyncio.run(drive(parent, 3))
     asyncio.run(parent.prepare())
@@ -116,8 +123,6 @@ def test_child_compaction_uses_the_continuation_prompt_and_leaves_the_parent_alo
     assert parent_snapshot is not None
     parent_pointer = parent_memory.updated_through
     parent_view = list(parent.view)
-    parent_listener_calls: list[str] = []
-    parent.compaction_listeners.append(lambda session, result: parent_listener_calls.append(result.summarizer))
 
     child_events: list[Event] = []
     child = fork_subagent(parent, "auditor", "Audit all logs.", events=child_events.append)

@@ -16,13 +16,10 @@ from unbounded.compaction.conversation import CacheSafeParams, compact_conversat
 from unbounded.compaction.extractive import extractive_summary
 from unbounded.compaction.facts import compaction_points
 from unbounded.compaction.handover import read_handover
-from unbounded.compaction.session_memory import offline_notes
+from unbounded.compaction.offline_notes import offline_notes
 from unbounded.compaction.summary_guard import check_summary, missing_sections, summary_floor
-from unbounded.compaction.summary_text import (
-    CompactionError,
-    extract_summary,
-    format_compact_summary,
-)
+from unbounded.compaction.summary_text import extract_summary, format_compact_summary
+from unbounded.errors import CompactionError
 from unbounded.events import Event, SummaryRejected
 from unbounded.model.entries import Entry
 from unbounded.model.names import identifiers_in

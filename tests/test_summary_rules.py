@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from unbounded.compaction.summary_text import (
-    CompactionError,
     check_summary_reply,
     extract_summary,
     format_compact_summary,
 )
+from unbounded.errors import CompactionError
 from unbounded.model.response import ModelResponse
 
 

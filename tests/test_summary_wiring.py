@@ -29,14 +29,14 @@ from apiserver import (
 )
 from unbounded.compaction.conversation import SummaryAuthor
 from unbounded.compaction.notes import session_memory_template
-from unbounded.compaction.session_memory import SessionMemory
 from unbounded.events import (
     CompactionFailed,
     CompactionFinished,
     CompactionStarted,
     Event,
-    GenericEvent,
+    SessionMemoryUpdated,
 )
+from unbounded.extensions.session_memory import SessionMemory
 from unbounded.integrations import Tool, run_agent, wrap
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
@@ -61,9 +61,9 @@ MODEL_NOTES = session_memory_template().replace(
 )
 
 
-def notes_updates(events: list[Event]) -> list[dict[str, Any]]:
-    """The data of every session_memory_updated event."""
-    return [e.data for e in events if isinstance(e, GenericEvent) and e.name == "session_memory_updated"]
+def notes_updates(events: list[Event]) -> list[SessionMemoryUpdated]:
+    """Every notes update the session reported."""
+    return [e for e in events if isinstance(e, SessionMemoryUpdated)]
 
 
 # -- Session.call with an in-process model ------------------------------------------------------
@@ -190,7 +190,7 @@ def test_session_call_gives_its_provider_the_notes_and_falls_back_offline() -> N
         session.add_user("Read every file.")
         asyncio.run(converse(session, model, 6))
         updates = notes_updates(events)
-        assert updates and all(u["updater"] == writer and u["fallback"] == fallback for u in updates)
+        assert updates and all(u.updater == writer and u.fallback == fallback for u in updates)
         assert model.kinds["notes"] == len(updates)  # each update asked the model once
         notes = session.store.read_memory() or ""
         assert ("the model wrote these notes" in notes) is (not notes_fail)
@@ -207,7 +207,7 @@ def test_without_a_model_the_notes_are_offline() -> None:
         session.record({"content": [{"type": "tool_use", "id": f"t{n}", "name": "read_file", "input": {"path": f"f{n}.py"}}], "usage": usage})
         session.add_tool_results([{"type": "tool_result", "tool_use_id": f"t{n}", "content": "line of code\n" * 500}])
     updates = notes_updates(events)
-    assert updates and all(u["updater"] == "offline" and u["fallback"] == "no_model" for u in updates)
+    assert updates and all(u.updater == "offline" and u.fallback == "no_model" for u in updates)
 
 
 # -- run_agent and the drop-in against the local server, with the real SDK -----------------------
@@ -256,7 +256,7 @@ def test_run_agent_gives_its_provider_the_summaries_and_notes(api_server: ApiSer
     result = run_agent(session, provider, tools=[Tool.from_function(read_file)], prompt="Read every file.", max_turns=20, stream=False)
     assert result.text == "All read."
     updates = notes_updates(events)
-    assert updates and all(u["updater"] == "model" for u in updates)
+    assert updates and all(u.updater == "model" for u in updates)
     assert log.count("notes") == len(updates)
     finished = [e for e in events if isinstance(e, CompactionFinished)]
     assert finished  # from the model's notes, or by the model's summary
@@ -301,7 +301,7 @@ def test_the_drop_in_gives_its_client_the_summaries_and_notes(api_server: ApiSer
             messages.append({"role": "assistant", "content": reply.content})
             messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": reply.content[0].id, "content": read_file("x")}]})
         updates = notes_updates(events)
-        assert updates and all(u["updater"] == ("model" if notes == "ok" else "offline") for u in updates)
+        assert updates and all(u.updater == ("model" if notes == "ok" else "offline") for u in updates)
         finished = [e for e in events if isinstance(e, CompactionFinished)]
         summarized = [e for e in finished if e.summarizer != "session_memory"]
         if summaries == "ok":

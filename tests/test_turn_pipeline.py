@@ -9,6 +9,7 @@ dict), and on every turn of replayed sessions.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable
 from typing import Any, cast
@@ -26,7 +27,7 @@ from unbounded.caching.breakpoints import (
     plan_cache_breakpoints,
 )
 from unbounded.evaluation.replay import ReplayOptions, replay_session
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length, shared_prefix_length_own
 from unbounded.model.request import ProviderRequest
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
@@ -43,6 +44,40 @@ def test_shared_prefix_length_is_the_first_difference() -> None:
         while expected < min(len(new), len(old)) and new[expected] == old[expected]:
             expected += 1
         assert shared_prefix_length(new, old) == expected
+
+
+@SETTINGS
+@given(
+    size=st.integers(0, 300),
+    changes=st.lists(st.integers(0, 299), max_size=3),
+    cut=st.one_of(st.none(), st.integers(0, 300)),
+    added=st.integers(0, 4),
+    as_tuple=st.booleans(),
+)
+def test_the_copy_free_prefix_is_the_first_difference_and_leaves_its_list_alone(
+    size: int, changes: list[int], cut: int | None, added: int, as_tuple: bool
+) -> None:
+    """`shared_prefix_length_own` (the caller's own list grown for one comparison, then put
+    back) finds what `shared_prefix_length` finds: a change near the end or far from it, a
+    shorter or longer input, a tuple."""
+    own = [object() for _ in range(size)]
+    before = list(own)
+    new = list(own)
+    for index in changes:
+        if index < len(new):
+            new[index] = object()  # a replaced message: a new object at that position
+    if cut is not None:
+        new = new[:cut]
+    new += [object() for _ in range(added)]
+    given: Any = tuple(new) if as_tuple else new
+    expected = 0  # counted one by one; a tuple never equals a list (nothing is reused)
+    while (
+        not as_tuple and expected < min(len(new), size) and new[expected] is before[expected]
+    ):
+        expected += 1
+    assert shared_prefix_length_own(given, own) == expected
+    assert shared_prefix_length(given, before) == expected
+    assert len(own) == len(before) and all(map(operator.is_, own, before))
 
 
 def assert_same(planner: CacheBreakpointPlanner, request: ProviderRequest, ttl: Any) -> None:
@@ -154,16 +189,15 @@ def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, s
     """However a caller's lists follow each other, the continuation computed from the kept
     prints (and the prefix a previous call verified) is the one computed from scratch."""
     from unbounded.errors import ConfigError
-    from unbounded.integrations.anthropic_client import (
+    from unbounded.integrations._anthropic_markers import longest_ttl, message_markers
+    from unbounded.integrations._anthropic_prints import (
         MessagePrint,
-        _longest_ttl,
-        _message_markers,
-        _SeenMessages,
+        SeenMessages,
         message_print,
         new_messages,
     )
 
-    seen = _SeenMessages()
+    seen = SeenMessages()
     known: list[MessagePrint] = []
     recall_ids: set[str] = set()
     verified = 0
@@ -188,7 +222,7 @@ def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, s
         else:
             messages = [*messages, data.draw(caller_message)]
         same = seen.read(list(messages), recall_ids)
-        assert seen.longest_ttl == _longest_ttl(_message_markers(messages))
+        assert seen.longest_ttl == longest_ttl(message_markers(messages))
         try:
             scratch = new_messages(messages, known, "auto", recall_ids)
         except ConfigError:
@@ -221,7 +255,7 @@ def test_seen_messages_give_the_from_scratch_continuation(data: st.DataObject, s
 def test_the_blocking_runner_keeps_one_loop_and_closes_it() -> None:
     import asyncio
 
-    from unbounded.integrations._support import BlockingRunner
+    from unbounded.blocking import BlockingRunner
 
     runner = BlockingRunner()
 
@@ -319,7 +353,7 @@ def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> N
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    figures = module.run((12, 30), samples=2)
+    figures = module.run((12, 20, 30), samples=2)
     names = ["session", "dropin"]
     try:
         import langchain_core  # noqa: F401
@@ -327,11 +361,75 @@ def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> N
         names += ["middleware", "langchain"]
     except ImportError:
         pass
-    keys = [f"{name}_{kind}_at_{mark}" for name in names for kind in ("us", "max_us") for mark in (12, 30)]
+    marks = (12, 20, 30)
+    keys = [f"{name}_{kind}_at_{mark}" for name in names for kind in ("us", "max_us") for mark in marks]
     keys += [f"{name}_growth" for name in names]
+    # Every later mark against the first (the Must-show compares 3,000 with 200 in one run).
+    keys += [f"{name}_ratio_{mark}_to_12" for name in names for mark in (20, 30)]
     if "middleware" in names:
-        keys += ["middleware_first_call_us_at_12", "middleware_first_call_us_at_30"]
+        keys += [f"middleware_first_call_us_at_{mark}" for mark in marks]
     assert sorted(figures) == sorted(keys)
     assert all(math.isfinite(figures[key]) and figures[key] > 0 for key in keys)
+    for name in names:
+        for mark in (20, 30):
+            ratio = figures[f"{name}_us_at_{mark}"] / figures[f"{name}_us_at_12"]
+            assert figures[f"{name}_ratio_{mark}_to_12"] == pytest.approx(ratio, rel=0.02, abs=0.01)
     # The messages really grew to each mark: the slowest call of a mark is one of its own.
     assert all(figures[f"{name}_us_at_30"] <= figures[f"{name}_max_us_at_30"] for name in names)
+
+
+def test_a_thousand_turn_session_snapshots_and_clears_as_from_scratch() -> None:
+    """1,000 turns of a tool loop through one `Session` (its detector and microcompaction
+    reuse the last turn's work, found without copying the history): every 25th request's
+    snapshot equals one taken from scratch, and its messages equal the history with every
+    clear applied from scratch."""
+    import asyncio
+    from datetime import datetime, timedelta, timezone
+
+    from unbounded.compaction.micro import _apply_all
+    from unbounded.session import Session, SessionConfig
+
+    moments = iter(datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=2 * n) for n in range(10**6))
+    session = Session(
+        SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent.", context_window=200_000),
+        policy=Policy(auto_compact_enabled=False),
+        clock=lambda: next(moments),
+    )
+    session.add_user("Refactor the modules one by one.")
+    checked = 0
+
+    async def run() -> None:
+        nonlocal checked
+        for turn in range(1, 1_001):
+            if turn > 1:
+                text = f"line {turn}\n" * (40 + turn % 60)
+                session.add_tool_results([{"type": "tool_result", "tool_use_id": f"toolu_{turn - 1:05d}", "content": text}])
+            request = await session.prepare()
+            if turn % 25 == 0:
+                snapshot = session.detector.snapshot(session.config.query_source)
+                assert snapshot == snapshot_request(request)
+                view = _apply_all(session.micro, session._normalizer.messages)
+                assert [m["content"] for m in view] == [
+                    [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]
+                    if isinstance(m["content"], list)
+                    else m["content"]
+                    for m in request["messages"]
+                ]
+                checked += 1
+            session.record(
+                {
+                    "id": f"msg_{turn:05d}",
+                    "model": "claude-sonnet-4-6",
+                    "stop_reason": "tool_use",
+                    "content": [
+                        {"type": "text", "text": f"Step {turn}."},
+                        {"type": "tool_use", "id": f"toolu_{turn:05d}", "name": "Read", "input": {"path": f"/m{turn % 300}.py"}},
+                    ],
+                    "usage": {"input_tokens": 10, "cache_read_input_tokens": 400 * turn, "output_tokens": 20},
+                }
+            )
+
+    asyncio.run(run())
+    session.close()
+    assert checked == 40
+    assert session.micro.stats.results_cleared > 0  # the clears were exercised too

@@ -1,8 +1,8 @@
 """`Session.prepare` is its list of steps; every step that keeps state between turns does
 what its from-scratch twin does, on every turn of every recorded session.
 
-Checking steps are put between the session's own (`Session.prepare_steps` is the extension
-point): after `microcompact` the kept tool ledger equals a fresh scan and `first_changed`
+Checking steps are put between the session's own (by patching `_default_prepare_steps`):
+after `microcompact` the kept tool ledger equals a fresh scan and `first_changed`
 marks where the messages stop matching the previous turn's; after `place_breakpoints` the
 plan is `plan_cache_breakpoints` of the same request; after `record_prompt_state` the
 detector's snapshot (digests of unchanged messages reused) is `snapshot_request`'s.
@@ -128,22 +128,23 @@ def test_every_turn_of_every_session_steps_as_from_scratch(
     assert reused >= total * 0.6 or total < 200  # the prefix really is carried over
 
 
-def test_a_step_of_ones_own_shapes_the_request_sent() -> None:
-    """The documented extension point: a step put before the finishing one changes the
-    request `prepare` returns and the one the session keeps as sent."""
-    from unbounded.session import SessionConfig
+def test_an_extensions_before_request_shapes_the_request_sent() -> None:
+    """The documented extension point: `Extension.before_request` changes the request
+    `prepare` returns and the one the session keeps as sent."""
+    from unbounded.session import Extension, SessionConfig
     from unbounded.storage import MemoryStore
 
-    session = Session(SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore())
-    session.add_user("hello")
     seen: list[int] = []
 
-    async def tag_request(turn: TurnContext) -> None:
-        seen.append(turn.first_changed)
-        turn.request = {**turn.built_request(), "metadata": {"user_id": "u-42"}}  # type: ignore[typeddict-unknown-key]
+    class TagRequest(Extension):
+        async def before_request(self, session: Session, turn: TurnContext) -> None:
+            seen.append(turn.first_changed)
+            turn.request = {**turn.built_request(), "metadata": {"user_id": "u-42"}}  # type: ignore[typeddict-unknown-key]
 
-    steps = session.prepare_steps
-    session.prepare_steps = (*steps[:-1], tag_request, steps[-1])
+    session = Session(
+        SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore(), extensions=[TagRequest()]
+    )
+    session.add_user("hello")
     request = asyncio.run(session.prepare())
     assert request["metadata"] == {"user_id": "u-42"}  # type: ignore[typeddict-item]
     assert session.last_request is request

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         validate_request,
     )
     from unbounded.policy import Policy, Thresholds, compute_thresholds
+    from unbounded.session import Extension
     from unbounded.tokens import (
         ContextCounter,
         build_token_accounting,
@@ -57,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "unbounded.errors",
     "ContextCounter": "unbounded.tokens",
     "Entry": "unbounded.model",
+    "Extension": "unbounded.session",
     "HookBlockingError": "unbounded.errors",
     "InvalidRequestError": "unbounded.errors",
     "MessageNormalizer": "unbounded.model",
@@ -115,6 +117,7 @@ __all__ = [
     "ConfigError",
     "ContextCounter",
     "Entry",
+    "Extension",
     "HookBlockingError",
     "InvalidRequestError",
     "MessageNormalizer",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
 from unbounded.errors import ConfigError
-from unbounded.redaction import redact_url  # re-exported: its home before redaction.py
+from unbounded.redaction import redact_url
 
 if TYPE_CHECKING:
     from unbounded.model.transcript import Transcript

@@ -1,5 +1,5 @@
 """The model catalogue: per-model facts (window, output limit, prices, cache rules) loaded from
-a TOML table. (It used to be `unbounded.models`, which still re-exports it.)
+a TOML table.
 
 The packaged table is `unbounded/data/models.toml`. Users extend it with their own file in the
 same shape: `load_model_table(extra_files=[...])`, or the UNBOUNDED_MODELS_FILE environment

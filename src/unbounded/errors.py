@@ -20,10 +20,8 @@
     ├── RecallArgumentError                  the model's `recall` arguments name nothing
     └── ToolArgumentError (also ValueError)  the model's tool arguments misfit the signature
 
-Every class is importable from `unbounded`, and from the module that used to define it
-(`unbounded.providers.base`, `unbounded.compaction.summary_text`, `unbounded.session`,
-`unbounded.storage`, `unbounded.hooks`, `unbounded.recall.schema`,
-`unbounded.integrations.agent_loop`). `tests/test_errors_module.py` keeps every exception
+Every class is importable from `unbounded` and from here, and from nowhere else: no other
+module lists one among its public names. `tests/test_errors_module.py` keeps every exception
 class of the package in this module.
 """
 

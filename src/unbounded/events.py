@@ -1,10 +1,16 @@
-"""Typed events the pipeline emits instead of printing: a CLI, a UI or telemetry consumes them."""
+"""Every typed event the library emits instead of printing: a CLI, a UI or telemetry consumes
+them through an `EventSink`. All of them are defined here (an extension of your own may
+subclass `Event` too), so a consumer matches on classes, never on names."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from unbounded.model.response import ModelResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +227,167 @@ class RecallServed(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class GenericEvent(Event):
-    """An event from a component that defines no class of its own."""
+class SessionMemoryUpdated(Event):
+    """The session notes were brought up to date (`unbounded.extensions.SessionMemory`)."""
 
+    updater: str
+    """Who wrote them: the session's model (`model`), the offline updater (`offline`)…"""
+    fallback: str | None
+    """Why the offline updater wrote them (`asked_for`, `no_model`, `model_failed`); None:
+    the updater chosen."""
+    through: str | None
+    """uuid of the last message the notes now cover."""
+    applied: int
+    """Edits applied to the notes."""
+    refused: tuple[str, ...]
+    """Why the edits that were not applied were refused."""
+    tokens: int
+    """The notes' length now (estimated tokens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemoryUpdateFailed(Event):
+    """A notes update failed or timed out; the notes are unchanged."""
+
+    updater: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemoryWaitTimedOut(Event):
+    """A compaction waited `seconds` for a notes update in flight and uses the notes as
+    they are."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMemoryCompactionSkipped(Event):
+    """Session-memory compaction refused (no notes, disabled, too large…): a summary is
+    written instead."""
+
+    reason: str
+
+
+# -- prompt cache (caching/break_detector.py) ------------------------------------------------------
+
+
+BreakCause = Literal[
+    "model",
+    "system",
+    "tools",
+    "cache_control",
+    "betas",
+    "thinking",
+    "effort",
+    "extra_body",
+    "messages",
+    "ttl_expiry",
+    "server_side",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheBreak(Event):
+    """Cache reads dropped more than the thresholds allow, with why."""
+
+    reason: str
+    previous_read: int
+    current_read: int
+    changes: tuple[str, ...]
+    diff_path: Path | None
+    query_source: str
+    causes: tuple[BreakCause, ...] = ()
+    gap_seconds: float | None = None
+
+    @property
+    def drop(self) -> int:
+        """Tokens no longer read from the cache."""
+        return self.previous_read - self.current_read
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCacheDrop(Event):
+    """Cache reads dropped as announced (a compaction, or cache_edits deletions)."""
+
+    reason: Literal["compaction", "cache_deletion"]
+    previous_read: int
+    current_read: int
+    query_source: str
+    deleted_tokens: int | None = None
+
+
+# -- providers (providers/retry.py) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRetried(Event):
+    """A provider call failed with a transient error and will be sent again after `delay`."""
+
+    provider: str
+    attempt: int
+    delay: float
+    error: str
+    status: int | None
+    retry_after: float | None
+
+
+# -- the drop-in client (integrations/anthropic_client.py) -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CacheParamsChanged(Event):
+    """A cache-safe parameter changed after a request went out: the prompt cache is re-written."""
+
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SideCallPassed(Event):
+    """A call that does not continue the conversation (a title, a classifier, a judge) went to
+    the SDK as given: nothing recorded, nothing compacted."""
+
+    reason: str
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class LastReplyDiscarded(Event):
+    """The caller asked again with the list that preceded the last reply (regenerate, or a
+    retry after a crash): that reply left the conversation and a new one is asked for."""
+
+    message_id: str | None
+
+
+# -- the agent loop (integrations/agent_loop.py) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn(Event):
+    """The model answered (turn counts from 1)."""
+
+    turn: int
+    response: ModelResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecuted(Event):
+    """A tool call was run; `content` is the tool_result content sent back."""
+
+    tool_use_id: str
     name: str
-    data: dict[str, Any] = field(default_factory=dict)
+    input: dict[str, Any]
+    content: str | list[dict[str, Any]]
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFinished(Event):
+    """The loop ended: the model answered without tool calls, or `max_turns` was reached."""
+
+    text: str
+    stop_reason: str
+    turns: int
 
 
 EventSink = Callable[[Event], None]

@@ -703,7 +703,6 @@ __all__ = [
     "HOOK_EVENTS",
     "CallableHook",
     "CommandHook",
-    "HookBlockingError",
     "HookMatcher",
     "HookResult",
     "HookRunner",

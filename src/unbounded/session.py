@@ -1,23 +1,24 @@
 """`Session`: the per-turn pipeline of DESIGN.md around one conversation.
 
     add_user / add_tool_results / record(response)      -> the append-only transcript
-    prepare(): the steps of `prepare_steps` in order, over one `TurnContext` (unbounded/turn.py):
-      answer pending calls -> prepare listeners -> cache TTL
+    prepare(): its steps in order, over one `TurnContext` (unbounded/turn.py):
+      answer pending calls -> extensions' before_prepare -> cache TTL
       -> auto-compact? (tokens >= threshold, or early when it pays; the tiers of
                         `compaction_tiers()`: session memory, a cache-sharing summary and a
                         direct summary by the session's model, the offline hand-over once
                         the breaker tripped after 3 consecutive failures or the compaction
                         spent its summary requests; compaction/auto.py)
       -> microcompact (time | cached | count) -> build the request -> breakpoints
-      -> cache edits -> validate (optional) -> break-detector snapshot -> finish
+      -> cache edits -> extensions' before_request -> validate (optional)
+      -> break-detector snapshot -> finish
       -> the provider request
     record(response) -> usage anchors the count; cache-break check; state saved
     call(provider)   -> prepare, send, record; prompt-too-long: compact once and retry;
                         `provider` writes the summaries and notes unless a summarizer is given
 
-Extensions (`extensions=[...]`, e.g. session memory, instruction files) register listeners:
-`prepare_listeners` (awaited first in prepare), `turn_listeners` (after record) and
-`compaction_listeners` (post-compact cleanup of this session's own state); see docs/session.md.
+Extensions (`extensions=[...]`, e.g. session memory, instruction files) are `Extension`
+subclasses whose hooks the session runs in order: before_prepare, tools_offered,
+before_request, after_record, compact_from_memory, after_compact; see docs/session.md.
 
 Everything that must survive a restart is saved in the store after each step: the
 microcompaction state, the circuit breaker and compaction tracking, the latched cache TTL.
@@ -46,12 +47,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import orjson
 
 from unbounded.blocking import BlockingRunner
-from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
+from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
 from unbounded.caching.ttl import (
     CacheTtl,
@@ -61,7 +62,6 @@ from unbounded.caching.ttl import (
 )
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
-    CIRCUIT_BREAKER_FAILURES,
     CacheSharingSummaryTier,
     DirectSummaryTier,
     SessionMemoryTier,
@@ -101,10 +101,10 @@ from unbounded.configuration import (
 from unbounded.engine import drive_turn, turn_flow
 from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import (
+    CacheBreak,
     CacheTtlUpgraded,
     ContextWarning,
     EarlyCompaction,
-    Event,
     EventSink,
     MicrocompactApplied,
     RecallServed,
@@ -199,33 +199,68 @@ def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
     )
 
 
-class MemoryCompactor(Protocol):
-    """Session-memory compaction: a result built from the notes, or None to fall through."""
+class Extension:
+    """Something that plugs into a session (session memory, instruction files): subclass it
+    and override the hooks you need; each one here does nothing.
 
-    def __call__(
-        self, session: Session, /, *, max_post_tokens: int | None = None
-    ) -> Awaitable[CompactionResult | None]:
-        """Compact `session` from its notes; None when the result would hold more than
-        `max_post_tokens` (default: the auto-compact threshold) or there is nothing to use."""
-        ...
+    A session runs the hooks of its `extensions` in the order they were given, each with the
+    session and what the hook is about (docs/session.md, "Extensions"). The hooks belong to
+    one session: a sub-agent's compaction (its own Session) never reaches the parent's.
+    """
+
+    def attached(self, session: Session) -> None:
+        """Called once, when `session` is built with this extension (load saved state)."""
+
+    async def before_prepare(self, session: Session) -> None:
+        """Awaited at the start of every `prepare()`, before the auto-compact check."""
+
+    def tools_offered(
+        self, session: Session, tools: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The tools the requests declare, given those the extensions before this one left;
+        asked when the session builds its request parameters, not on every turn. The size
+        estimate made at construction counts the configured tools only: the first reported
+        usage calibrates the count for what an extension adds."""
+        return tools
+
+    async def before_request(self, session: Session, turn: TurnContext) -> None:
+        """Awaited once the request is built and its cache markers placed, before it is
+        validated and kept as sent: may replace `turn.request`."""
+
+    def after_record(self, session: Session, entry: Entry) -> None:
+        """Called after each recorded response, with its entry."""
+
+    async def compact_from_memory(
+        self, session: Session, *, max_post_tokens: int | None = None
+    ) -> CompactionResult | None:
+        """A compaction without a summary call (the first tier of `auto_compact`), or None to
+        fall through; None too when it would hold more than `max_post_tokens` (default: the
+        auto-compact threshold). Only extensions that override it are asked, in order."""
+        return None
+
+    def after_compact(self, session: Session, result: CompactionResult) -> None:
+        """Called after a compaction was appended: post-compact cleanup of state that referred
+        to the old messages."""
 
 
-PrepareListener = Callable[["Session"], Awaitable[None]]
-"""Awaited at the start of every `prepare()` (notes updates, instruction-file attachments)."""
-TurnListener = Callable[["Session", Entry], None]
-"""Called after each recorded response, with its entry."""
-CompactionListener = Callable[["Session", CompactionResult], None]
-"""Called after a compaction was appended: post-compact cleanup of state that referred to
-the old messages. Listeners belong to one session, so a sub-agent's compaction (its own
-Session) never reaches the main session's listeners."""
+def _offers_memory_compaction(extension: Extension) -> bool:
+    """Whether the extension overrides `compact_from_memory` (it holds notes to compact from)."""
+    return type(extension).compact_from_memory is not Extension.compact_from_memory
 
 
-class SessionExtension(Protocol):
-    """Something that plugs into a session (session memory, instruction files)."""
-
-    def attach(self, session: Session) -> None:
-        """Register listeners (and a memory compactor) on `session`."""
-        ...
+def _checked_extensions(extensions: Sequence[object]) -> tuple[Extension, ...]:
+    """The extensions, each an `Extension` (a ConfigError names the first that is not)."""
+    checked: list[Extension] = []
+    for position, extension in enumerate(extensions):
+        if not isinstance(extension, Extension):
+            raise ConfigError(
+                f"extensions[{position}] is a {type(extension).__name__}, not an "
+                "unbounded.Extension: subclass Extension and override the hooks you need "
+                "(an attach(session) that appends to the session's listener lists is no "
+                "longer called; docs/session.md, Extensions)"
+            )
+        checked.append(extension)
+    return tuple(checked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,13 +374,12 @@ class Session:
         model_table: ModelTable | None = None,
         events: EventSink | None = None,
         hooks: Any | None = None,
-        memory_compactor: MemoryCompactor | None = None,
         allowed_roots: Sequence[str | Path] | None = None,
         rehydrate_from: RehydrateSource = "disk",
         diff_dir: str | Path | None = None,
         ttl_eligible: bool | None = None,
         clock: Callable[[], datetime] = _now,
-        extensions: Sequence[SessionExtension] = (),
+        extensions: Sequence[Extension] = (),
         redact_secrets: bool | Redactor = False,
         telemetry: Telemetry | None = None,
         compaction_tiers: TierChoice | None = None,
@@ -355,7 +389,7 @@ class Session:
                 f"rehydrate_from must be 'disk' or 'transcript', not {rehydrate_from!r}"
             )
         # What auto_compact runs: None, the defaults; a list, checked here; a function of the
-        # defaults, checked on each use (its defaults follow summarizer and memory_compactor).
+        # defaults, checked on each use (its defaults follow summarizer and the extensions).
         if compaction_tiers is not None and not callable(compaction_tiers):
             compaction_tiers = tier_slots(compaction_tiers, name="compaction_tiers")
         self._compaction_tiers: TierChoice | None = compaction_tiers
@@ -383,7 +417,8 @@ class Session:
         self._call_provider: Provider | None = None
         """The provider of the last `call`: the model summaries and notes use by default."""
         self.hooks = hooks
-        self.memory_compactor = memory_compactor
+        self.extensions: tuple[Extension, ...] = _checked_extensions(extensions)
+        """The session's extensions, whose hooks run in this order."""
         self.allowed_roots = [str(r) for r in allowed_roots] if allowed_roots is not None else None
         self.rehydrate_from: RehydrateSource = rehydrate_from
         self._events = events
@@ -416,9 +451,6 @@ class Session:
         self.recall_index = TranscriptIndex()
         """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
         self._level: WarningLevel = "ok"
-        self.prepare_listeners: list[PrepareListener] = []
-        self.turn_listeners: list[TurnListener] = []
-        self.compaction_listeners: list[CompactionListener] = []
         self._request_params: tuple[tuple[object, ...], CacheSafeParams] | None = None
         """The parameters of the session's own requests, while config and policy stay."""
         self._saved_state: dict[str, Any] | None = None
@@ -426,8 +458,8 @@ class Session:
         self._saved_cleared: tuple[dict[str, int], int] | None = None
         """The cleared-ids dict last written (and its size then): ids are only ever added to
         it until a compaction replaces it, so this tells whether it changed."""
-        self.prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
-        """What `prepare` runs, in order (an extension may insert a step of its own)."""
+        self._prepare_steps: tuple[TurnStep, ...] = self._default_prepare_steps()
+        """What `prepare` runs, in order (extensions hook in through `Extension`)."""
         self._rebuild_view()
         self.calibration = _stored_calibration(state.get("calibration"))
         """Reported tokens / length estimate of the same request, from the last usage seen:
@@ -437,8 +469,8 @@ class Session:
         self._early_refused_at: int | None = None
         # Calls left unanswered by the previous process: answered when the session goes on.
         self._resumed_pending = bool(self.pending_tool_use_ids())
-        for extension in extensions:
-            extension.attach(self)
+        for extension in self.extensions:
+            extension.attached(self)
 
     # -- configuration ---------------------------------------------------------------------------
     @property
@@ -811,8 +843,8 @@ class Session:
                     ):
                         pass
         self._save_state()
-        for turn_listener in list(self.turn_listeners):
-            turn_listener(self, entry)
+        for extension in self.extensions:
+            extension.after_record(self, entry)
         return entry
 
     def _distinct_call_ids(
@@ -901,7 +933,7 @@ class Session:
     async def _prepare(self) -> ProviderRequest:
         self._check_open()
         turn = TurnContext(now=self._clock())
-        for step in self.prepare_steps:
+        for step in self._prepare_steps:
             await step(turn)
         return turn.built_request()
 
@@ -909,13 +941,14 @@ class Session:
         """The pipeline, in order (unbounded/turn.py says what each step does)."""
         return (
             self._answer_pending_calls_step,
-            self._run_prepare_listeners,
+            self._before_prepare,
             self._upgrade_cache_ttl,
             self._auto_compact_step,
             self._microcompact_step,
             self._build_request,
             self._place_breakpoints,
             self._attach_cache_edits,
+            self._before_request,
             self._validate_request,
             self._record_prompt_state,
             self._finish_turn,
@@ -924,9 +957,13 @@ class Session:
     async def _answer_pending_calls_step(self, turn: TurnContext) -> None:
         self._answer_pending_calls("prepare")
 
-    async def _run_prepare_listeners(self, turn: TurnContext) -> None:
-        for prepare_listener in list(self.prepare_listeners):
-            await prepare_listener(self)
+    async def _before_prepare(self, turn: TurnContext) -> None:
+        for extension in self.extensions:
+            await extension.before_prepare(self)
+
+    async def _before_request(self, turn: TurnContext) -> None:
+        for extension in self.extensions:
+            await extension.before_request(self, turn)
 
     async def _upgrade_cache_ttl(self, turn: TurnContext) -> None:
         self._maybe_upgrade_ttl()
@@ -1140,7 +1177,7 @@ class Session:
 
     def _free_compaction_available(self) -> bool:
         """A compaction without a summary call: session notes exist to compact from."""
-        if self.memory_compactor is None:
+        if not any(_offers_memory_compaction(e) for e in self.extensions):
             return False
         notes = self.store.read_memory()
         return bool(notes and notes.strip())
@@ -1223,8 +1260,8 @@ class Session:
         return tuple(chosen)
 
     def default_compaction_tiers(self) -> tuple[TierEntry, ...]:
-        """The tiers cheapest first: the session notes (with a `memory_compactor`), then the
-        model's cache-sharing request and its direct request (`model_provider()`) until the
+        """The tiers cheapest first: the session notes (an extension's `compact_from_memory`),
+        then the model's cache-sharing request and its direct request (`model_provider()`) until the
         circuit breaker trips or the summary requests are spent, the offline hand-over's two
         after (without a model, throughout)."""
         offline, reason = self._offline_summarizer()
@@ -1246,14 +1283,19 @@ class Session:
         )
 
     def _memory_tiers(self, *, max_post_tokens: int | None = None) -> tuple[SessionMemoryTier, ...]:
-        """The session-memory tier over `memory_compactor` (none without a compactor)."""
-        compactor = self.memory_compactor
-        if compactor is None:
+        """The session-memory tier over the extensions' `compact_from_memory` (none when no
+        extension offers one): the first that compacts wins."""
+        offering = [e for e in self.extensions if _offers_memory_compaction(e)]
+        if not offering:
             return ()
 
         async def from_notes(_: CompactionContext, limit: int | None) -> CompactionResult | None:
-            # The compactor's public signature takes the session (it builds the context).
-            return await compactor(self, max_post_tokens=limit)
+            # The hook takes the session (it builds the context it needs).
+            for extension in offering:
+                result = await extension.compact_from_memory(self, max_post_tokens=limit)
+                if result is not None:
+                    return result
+            return None
 
         return (SessionMemoryTier(from_notes, max_post_tokens=max_post_tokens),)
 
@@ -1361,8 +1403,8 @@ class Session:
         self.tracking.last_compaction_turn_id = result.boundary.uuid
         self.tracking.last_summary = result.author
         self.tracking.summary_requests = 0  # the next compaction has a budget of its own
-        for compaction_listener in list(self.compaction_listeners):
-            compaction_listener(self, result)
+        for extension in self.extensions:
+            extension.after_compact(self, result)
         self._save_state()
 
     # -- recall and receipts ----------------------------------------------------------------------
@@ -1389,6 +1431,8 @@ class Session:
         """The tools the next request declares: the configured ones, then `recall` while it is
         offered."""
         tools = [dict(tool) for tool in self.config.tools]
+        for extension in self.extensions:
+            tools = extension.tools_offered(self, tools)
         if self.offers_recall:
             tools.append(recall_tool_schema("anthropic"))
         return tools
@@ -1723,16 +1767,9 @@ class SyncSession:
 
 
 __all__ = [
-    "CIRCUIT_BREAKER_FAILURES",
-    "CompactionListener",
-    "Event",
-    "MemoryCompactor",
-    "PrepareListener",
+    "Extension",
     "Session",
-    "SessionClosedError",
     "SessionConfig",
-    "SessionExtension",
     "SessionStatus",
     "SyncSession",
-    "TurnListener",
 ]

@@ -44,9 +44,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import orjson
 
 # The two errors are defined in unbounded.errors, importable from here, where they used to live.
-from unbounded.errors import ConfigError
-from unbounded.errors import SessionLockedError as SessionLockedError
-from unbounded.errors import StoreDamagedError as StoreDamagedError
+from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError
 from unbounded.fileio import (
     FILE_MODE,
     append_private,

@@ -1,16 +1,17 @@
 """One turn of the pipeline: the context the prepare steps pass along, and the step shape.
 
-`Session.prepare` is a fold over `Session.prepare_steps`, each an async callable taking the
+`Session.prepare` is a fold over the session's steps, each an async callable taking the
 turn's `TurnContext`. In order (docs/session.md draws the same list):
 
     answer_pending_calls   tool calls left without a result get a synthetic one
-    run_prepare_listeners  extensions first (session notes, instruction files)
+    before_prepare         extensions first (session notes, instruction files)
     upgrade_cache_ttl      the 1-hour TTL at a cold moment, once pauses showed it pays
     auto_compact           compaction when the context is at the threshold (or early)
     microcompact           clear stale tool results, queue cache edits
     build_request          system, tools and the messages into one request
     place_breakpoints      cache markers (CacheBreakpointPlanner)
     attach_cache_edits     the queued cache deletions
+    before_request         extensions' `before_request` (may replace the request)
     validate               optional: the request checked against the API's rules
     record_prompt_state    the break detector's snapshot of what is sent
     finish                 the warning level, the saved state

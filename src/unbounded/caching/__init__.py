@@ -9,8 +9,6 @@ from unbounded.caching.blocks import (
     prefix_hashes,
 )
 from unbounded.caching.break_detector import (
-    CacheBreak,
-    ExpectedCacheDrop,
     PromptCacheBreakDetector,
     PromptChange,
     PromptStateSnapshot,
@@ -63,13 +61,11 @@ __all__ = [
     "SYSTEM_PROMPT_DYNAMIC_BOUNDARY",
     "BlockTokenCounter",
     "BreakpointPlan",
-    "CacheBreak",
     "CacheSimulator",
     "CacheTotals",
     "CacheTtl",
     "CacheTtlLatch",
     "EstimateBlockCounter",
-    "ExpectedCacheDrop",
     "FidelityCall",
     "FidelityReport",
     "FlatBlock",

@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import orjson
 
@@ -69,25 +70,13 @@ from unbounded.caching.ttl import (
     ttl_seconds,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event, EventSink, emit
+from unbounded.events import BreakCause, CacheBreak, EventSink, ExpectedCacheDrop, emit
 from unbounded.model.content import Usage
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 
-BreakCause = Literal[
-    "model",
-    "system",
-    "tools",
-    "cache_control",
-    "betas",
-    "thinking",
-    "effort",
-    "extra_body",
-    "messages",
-    "ttl_expiry",
-    "server_side",
-]
+logger = logging.getLogger(__name__)
 DEFAULT_EXCLUDED_MODELS: tuple[str, ...] = ("*haiku*",)
 """Model patterns whose cache reads are not tracked (seed 001: Haiku caches differently)."""
 NOT_CACHE_KEYS = frozenset(
@@ -532,36 +521,6 @@ def compare_prompt_states(
     return changes
 
 
-@dataclass(frozen=True, slots=True)
-class CacheBreak(Event):
-    """Cache reads dropped more than the thresholds allow, with why."""
-
-    reason: str
-    previous_read: int
-    current_read: int
-    changes: tuple[str, ...]
-    diff_path: Path | None
-    query_source: str
-    causes: tuple[BreakCause, ...] = ()
-    gap_seconds: float | None = None
-
-    @property
-    def drop(self) -> int:
-        """Tokens no longer read from the cache."""
-        return self.previous_read - self.current_read
-
-
-@dataclass(frozen=True, slots=True)
-class ExpectedCacheDrop(Event):
-    """Cache reads dropped as announced (a compaction, or cache_edits deletions)."""
-
-    reason: Literal["compaction", "cache_deletion"]
-    previous_read: int
-    current_read: int
-    query_source: str
-    deleted_tokens: int | None = None
-
-
 CacheCheck = CacheBreak | ExpectedCacheDrop
 
 
@@ -669,7 +628,7 @@ class PromptCacheBreakDetector:
         raw = cast(Mapping[str, Any], request).get("messages") or []
         unchanged = 0
         if self.messages_immutable:
-            same = shared_prefix_length(raw, state.inputs) if previous is not None else 0
+            same = shared_prefix_length_own(raw, state.inputs) if previous is not None else 0
             unchanged = (
                 min(same, len(state.digested), len(previous.message_digests)) if previous else 0
             )
@@ -802,6 +761,14 @@ class PromptCacheBreakDetector:
         state.deletion_tokens = None
         state.pending_changes = []
         state.pending_diff = ""
+        if isinstance(result, CacheBreak):
+            logger.info(
+                "prompt cache break (%s): %d -> %d tokens read, %s",
+                query_source,
+                result.previous_read,
+                result.current_read,
+                result.reason,
+            )
         if result is not None:
             emit(self._sink, result)
         return result

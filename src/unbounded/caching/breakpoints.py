@@ -57,7 +57,7 @@ from unbounded.caching.blocks import (
 from unbounded.caching.system_prompt import CacheScope, get_cache_control
 from unbounded.caching.ttl import CacheTtl, check_ttl
 from unbounded.errors import ConfigError
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.request import ProviderRequest
 
 
@@ -384,7 +384,7 @@ class CacheBreakpointPlanner:
         # Reuse is by position: only while every earlier input gave one output.
         if len(self._unmarked[0]) != len(self._inputs):
             return 0
-        return shared_prefix_length(messages, self._inputs)
+        return shared_prefix_length_own(messages, self._inputs)
 
     def plan(
         self,
@@ -400,7 +400,8 @@ class CacheBreakpointPlanner:
 
         `unchanged_prefix`: `reusable_prefix` of these messages when the caller has it
         already (the planner compares them otherwise)."""
-        inputs = list(cast(Mapping[str, Any], request).get("messages") or [])
+        given = cast(Mapping[str, Any], request).get("messages") or []
+        inputs = given if type(given) is list else list(given)
         done, counts, relative = self._unmarked
         if unchanged_prefix is None:
             same = self.reusable_prefix(inputs)
@@ -415,7 +416,9 @@ class CacheBreakpointPlanner:
         counts.extend(tail_counts)
         relative.extend(accumulate(tail_counts, initial=relative[-1]))
         del relative[same + 1]  # accumulate repeats its initial value
-        self._inputs = inputs
+        # The planner's own copy of the inputs, brought up to date in place (not copied).
+        del self._inputs[same:]
+        self._inputs.extend(inputs[same:])
         return _plan(
             request,
             self._unmarked,

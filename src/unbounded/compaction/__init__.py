@@ -1,9 +1,8 @@
-"""Compaction: microcompaction, full and partial compaction, provider-native context editing.
+"""Compaction: microcompaction, full and partial compaction.
 
 Microcompaction (docs/microcompaction.md): `tools_registry` (which tools' results may be
 cleared), `ledger` (tool calls registered turn by turn), `micro` (count-based and time-based
-tiers, the per-turn `microcompact` and its state), `cached_micro` (cache-edit deletions),
-`state_store` (atomic persistence) and `context_editing` (Anthropic `context_management`).
+tiers, the per-turn `microcompact` and its state) and `cached_micro` (cache-edit deletions).
 Full and partial compaction (docs/compaction.md): `conversation` (`compact_conversation`),
 `prompts`, `ptl`, `summary_text`, `facts`, `rehydrate` and `glue`.
 """
@@ -14,22 +13,6 @@ from unbounded.compaction.cached_micro import (
     delete_edit,
     select_cache_deletions,
     with_cache_edits,
-)
-from unbounded.compaction.context_editing import (
-    COMPACT_BETA,
-    CONTEXT_MANAGEMENT_BETA,
-    AppliedEdit,
-    ClearThinking,
-    ClearToolUses,
-    Compact,
-    ContextManagement,
-    ContextManagementBuilder,
-    InputTokens,
-    ThinkingTurns,
-    ToolUses,
-    applied_edits,
-    applied_edits_from_events,
-    seed_context_management,
 )
 from unbounded.compaction.conversation import (
     CacheSafeParams,
@@ -52,47 +35,24 @@ from unbounded.compaction.micro import (
     time_based_microcompact,
 )
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
-from unbounded.compaction.state_store import (
-    MicrocompactStateStore,
-    load_microcompact_state,
-    save_microcompact_state,
-)
 from unbounded.compaction.tools_registry import (
     CLEARED_TOOL_RESULT,
     DEFAULT_COMPACTABLE_TOOLS,
     CompactableTools,
 )
-from unbounded.errors import CompactionError
-from unbounded.fileio import atomic_write_json
 
 __all__ = [
     "CLEARED_TOOL_RESULT",
-    "COMPACT_BETA",
-    "CONTEXT_MANAGEMENT_BETA",
     "DEFAULT_COMPACTABLE_TOOLS",
-    "AppliedEdit",
     "CacheSafeParams",
     "CachedMicrocompactState",
-    "ClearThinking",
-    "ClearToolUses",
-    "Compact",
     "CompactableTools",
-    "CompactionError",
     "CompactionResult",
-    "ContextManagement",
-    "ContextManagementBuilder",
-    "InputTokens",
     "MicrocompactResult",
     "MicrocompactState",
-    "MicrocompactStateStore",
     "MicrocompactStats",
-    "ThinkingTurns",
     "ToolLedger",
     "ToolRecord",
-    "ToolUses",
-    "applied_edits",
-    "applied_edits_from_events",
-    "atomic_write_json",
     "cache_expired",
     "cache_is_cold",
     "cached_microcompact",
@@ -101,10 +61,7 @@ __all__ = [
     "count_based_microcompact",
     "delete_edit",
     "last_assistant_time",
-    "load_microcompact_state",
     "microcompact",
-    "save_microcompact_state",
-    "seed_context_management",
     "select_cache_deletions",
     "select_count_based",
     "select_time_based",

@@ -36,6 +36,7 @@ its store, the middleware in the agent state.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
@@ -49,8 +50,7 @@ from unbounded.compaction.conversation import (
     start_summary,
 )
 from unbounded.compaction.prompts import PartialDirection
-from unbounded.compaction.summary_text import CompactionError
-from unbounded.errors import ConfigError, ProviderError
+from unbounded.errors import CompactionError, ConfigError, ProviderError
 from unbounded.events import (
     CircuitBreakerTripped,
     CompactionFailed,
@@ -60,6 +60,7 @@ from unbounded.events import (
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import Provider
 
+logger = logging.getLogger(__name__)
 CIRCUIT_BREAKER_FAILURES = 3
 """Consecutive failed automatic compactions before the fallback tiers take over."""
 BreakerState = Literal["any", "closed", "open"]
@@ -406,6 +407,12 @@ class TieredCompaction:
             if slot.when_breaker == "closed":
                 reason = self._fallback(failures, budget)
                 if reason == "breaker_open" and not tripped:
+                    logger.warning(
+                        "circuit breaker tripped after %d failed summaries (%s): the offline "
+                        "hand-over writes them now",
+                        failures,
+                        error,
+                    )
                     emit(context.events, CircuitBreakerTripped(failures, str(error)))
                     tripped = True
                 elif reason == "request_budget" and budget is not None:
@@ -424,7 +431,6 @@ __all__ = [
     "CIRCUIT_BREAKER_FAILURES",
     "BreakerState",
     "CacheSharingSummaryTier",
-    "CompactionContext",
     "CompactionOutcome",
     "CompactionTier",
     "DirectSummaryTier",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -53,12 +54,8 @@ from unbounded.compaction.prompts import (
 )
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
 from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
-from unbounded.compaction.summary_text import (
-    CompactionError,
-    check_summary_reply,
-    format_compact_summary,
-)
-from unbounded.errors import ConfigError, PromptTooLongError, ProviderError
+from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
+from unbounded.errors import CompactionError, ConfigError, PromptTooLongError, ProviderError
 from unbounded.events import (
     CompactionFailed,
     CompactionFinished,
@@ -85,6 +82,7 @@ from unbounded.tokens.estimate import (
 
 Trigger = Literal["auto", "manual"]
 
+logger = logging.getLogger(__name__)
 REINJECTED_ATTACHMENT_TYPES = frozenset(
     {
         "file",
@@ -582,6 +580,7 @@ class SummaryJob:
 
     def _report(self, error: CompactionError | ProviderError) -> None:
         reason = error.reason if isinstance(error, CompactionError) else type(error).__name__
+        logger.warning("%s compaction failed (%s): %s", self.trigger, reason, error)
         emit(
             self.events,
             CompactionFailed(
@@ -861,6 +860,15 @@ class SummaryJob:
         if self.fits is not None:
             drop_attachments_to_fit(result, self.fits)
         result.post_tokens = estimate_messages_tokens(normalize_messages(result.view()))
+        logger.info(
+            "%s compaction: %d -> %d tokens, summary by %s",
+            trigger,
+            self.pre_tokens,
+            result.post_tokens,
+            provider_name,
+        )
+        if self.fallback is not None:
+            logger.warning("the %s summary was written by a fallback (%s)", trigger, self.fallback)
         emit(
             self.events,
             CompactionFinished(

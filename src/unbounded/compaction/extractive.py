@@ -70,7 +70,6 @@ from unbounded.compaction.carried import (
     carried_user_messages,
     escape_tags,
     previous_sections,
-    quoted_request,
     render_latest,
     render_standing,
 )
@@ -1351,9 +1350,7 @@ __all__ = [
     "SUMMARY_HEADER",
     "command_text",
     "describe_call",
-    "escape_tags",
     "extractive_summary",
     "lean_summary_tokens",
-    "quoted_request",
     "summary_budget",
 ]

@@ -69,7 +69,7 @@ from unbounded.compaction.facts import (
     text_of,
     todo_list_from_tool,
 )
-from unbounded.compaction.prompts import PREVIOUS_SUMMARY_PREFIXES, is_previous_summary
+from unbounded.compaction.prompts import is_previous_summary
 from unbounded.compaction.recorded_files import strip_line_numbers
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import UserMessage, classify_message_texts
@@ -1155,7 +1155,6 @@ __all__ = [
     "DONE_TODO_STATUSES",
     "IN_PROGRESS",
     "OPEN_TODO_STATUSES",
-    "PREVIOUS_SUMMARY_PREFIXES",
     "TRACKER_COMMAND",
     "Call",
     "CheckRun",
@@ -1169,14 +1168,12 @@ __all__ = [
     "RequestStep",
     "TrackerItem",
     "definition_lines",
-    "is_previous_summary",
     "mentioned_paths",
     "push_target",
     "read_handover",
     "ready_items",
     "replaced_code",
     "request_steps",
-    "sentences",
     "writes_whole_file",
     "written_code",
 ]

@@ -1,7 +1,7 @@
 """Session-memory compaction: the notes become the summary, so no summary call is made.
 
-`try_session_memory_compaction(context, memory)` is what `SessionMemory.compact` runs as the
-session's `memory_compactor` (the first tier of `Session.auto_compact`, seed 004 "Tier 3").
+`try_session_memory_compaction(context, memory)` is what `SessionMemory.compact_from_memory`
+runs for the session (the first tier of `Session.auto_compact`, seed 004 "Tier 3").
 It reads the conversation from a `CompactionContext` (`Session.compaction_context()`), and
 of the notes' keeper only the pointer, the rehydrate switch and the wait (`NotesState`):
 
@@ -42,11 +42,12 @@ of the notes' keeper only the pointer, the rehydrate switch and the wait (`Notes
 
 The result is a `CompactionResult` of the same shape as `compact_conversation`'s, with
 `summarizer == "session_memory"`, no request, no usage and `attempts == 0`. Each refusal
-emits a `session_memory_compaction_skipped` event with its reason.
+emits a `SessionMemoryCompactionSkipped` event with its reason.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -66,7 +67,8 @@ from unbounded.errors import ConfigError
 from unbounded.events import (
     CompactionFinished,
     CompactionStarted,
-    GenericEvent,
+    SessionMemoryCompactionSkipped,
+    SessionMemoryWaitTimedOut,
     SummaryRejected,
     emit,
 )
@@ -74,6 +76,8 @@ from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.model.normalize import normalize_messages
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import entry_tokens, estimate_messages_tokens, rough_token_count
+
+logger = logging.getLogger(__name__)
 
 
 class NotesState(Protocol):
@@ -91,14 +95,6 @@ class NotesState(Protocol):
 
     async def wait_for_update(self, timeout: float) -> bool:
         """Wait for an update in flight, at most `timeout` seconds; True when none is left."""
-        ...
-
-
-class ContextSource(Protocol):
-    """Something that describes its conversation as a `CompactionContext` (a `Session`)."""
-
-    def compaction_context(self) -> CompactionContext:
-        """The context a compaction of this conversation reads."""
         ...
 
 
@@ -293,7 +289,7 @@ def build_session_memory_result(
 
 
 async def try_session_memory_compaction(
-    context: CompactionContext | ContextSource,
+    context: CompactionContext,
     memory: NotesState,
     *,
     max_post_tokens: int | None = None,
@@ -301,27 +297,18 @@ async def try_session_memory_compaction(
     """A compaction built from the notes, or None to fall through to a summary call (also
     when the result would hold more than `max_post_tokens`, default under the threshold).
 
-    `context` is what the conversation looks like now (a `Session` is still accepted: its
-    `compaction_context()` is used)."""
-    if not isinstance(context, CompactionContext):
-        context = context.compaction_context()
+    `context` is what the conversation looks like now (`Session.compaction_context()`)."""
     policy = context.policy
     sink = context.events
 
     def skip(reason: str) -> None:
-        emit(sink, GenericEvent("session_memory_compaction_skipped", {"reason": reason}))
+        emit(sink, SessionMemoryCompactionSkipped(reason))
 
     if not policy.session_memory_enabled:
         skip("session memory is disabled")
         return None
     if not await memory.wait_for_update(policy.session_memory_wait_seconds):
-        emit(
-            sink,
-            GenericEvent(
-                "session_memory_wait_timed_out",
-                {"seconds": policy.session_memory_wait_seconds},
-            ),
-        )
+        emit(sink, SessionMemoryWaitTimedOut(policy.session_memory_wait_seconds))
     notes = context.read_notes()
     if notes is None:
         skip("there are no notes yet")
@@ -439,6 +426,11 @@ async def try_session_memory_compaction(
     emit(sink, CompactionStarted(trigger="auto", pre_tokens=pre_tokens, partial=None))
     if hooks is not None:
         await hooks.arun_post_compact("auto", summary)
+    logger.info(
+        "auto compaction: %d -> %d tokens, summary from the session notes",
+        pre_tokens,
+        result.post_tokens,
+    )
     emit(
         sink,
         CompactionFinished(
@@ -453,7 +445,6 @@ async def try_session_memory_compaction(
 
 
 __all__ = [
-    "ContextSource",
     "NotesState",
     "adjust_index_to_preserve_api_invariants",
     "api_invariants_hold",

@@ -57,7 +57,7 @@ from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.request import CacheEdit
 from unbounded.policy import Policy
 
@@ -489,7 +489,7 @@ def _apply_since(
         or last.cleared > len(state.cleared)
     ):
         return None
-    same = shared_prefix_length(messages, last.source)
+    same = shared_prefix_length_own(messages, last.source)
     if last.top >= same:
         return None  # a message a clear changed is not the same any more
     # The last view's lists are this state's own: brought up to date in place, a turn costs
@@ -500,7 +500,13 @@ def _apply_since(
     del view[same:]
     view.extend(messages[same:])
     top = last.top
-    new_ids = list(islice(state.cleared, last.cleared, None))
+    # Clears come in batches, most turns add none: the ids are skipped to only when some
+    # were added (walking past the old ones costs O(cleared)).
+    new_ids = (
+        list(islice(state.cleared, last.cleared, None))
+        if len(state.cleared) != last.cleared
+        else []
+    )
     if new_ids:
         indices: list[int] = []
         for tool_id in new_ids:

@@ -87,10 +87,6 @@ def _blocks(content: Any) -> list[Mapping[str, Any]]:
     return []
 
 
-summary_user_messages = carried_user_messages
-"""The user messages an earlier compaction summary lists (kept under its former name)."""
-
-
 def _read_delta(items: Sequence[Entry | Mapping[str, Any]]) -> _Delta:
     facts = extract_facts(items)
     delta = _Delta()
@@ -102,7 +98,7 @@ def _read_delta(items: Sequence[Entry | Mapping[str, Any]]) -> _Delta:
             text = text_of(item.get("content")) if item.get("role") == "user" else ""
             summary = text if is_previous_summary(text) else ""
         if summary:
-            carried.extend(summary_user_messages(summary))
+            carried.extend(carried_user_messages(summary))
     prompts = [*carried, *(p for p in facts.user_prompts if not is_previous_summary(p))]
     delta.prompts = list(dict.fromkeys(f'- "{clip(prompt, PROMPT_CHARS)}"' for prompt in prompts))
     for path in facts.files_modified:
@@ -365,4 +361,4 @@ def offline_notes(
     return text
 
 
-__all__ = ["handover_state", "offline_notes", "summary_user_messages"]
+__all__ = ["handover_state", "offline_notes"]

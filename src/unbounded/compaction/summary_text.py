@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 # Defined in unbounded.errors, importable from here, where it used to live.
-from unbounded.errors import CompactionError as CompactionError
+from unbounded.errors import CompactionError
 from unbounded.model.response import ModelResponse
 
 API_ERROR_PREFIXES = ("API Error", "API error:")

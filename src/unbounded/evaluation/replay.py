@@ -35,12 +35,11 @@ The library never prints: progress goes to a callback, everything else into `Rep
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
 
 from unbounded.blocking import run_blocking
-from unbounded.caching.break_detector import CacheBreak, ExpectedCacheDrop
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl
@@ -72,12 +71,17 @@ from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_repl
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
+    CacheBreak,
     CompactionFailed,
     CompactionRetried,
     ContextWarning,
     Event,
-    GenericEvent,
+    ExpectedCacheDrop,
     MicrocompactApplied,
+    SessionMemoryCompactionSkipped,
+    SessionMemoryUpdated,
+    SessionMemoryUpdateFailed,
+    SessionMemoryWaitTimedOut,
 )
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
@@ -88,7 +92,7 @@ from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.recall.receipts import Receipt
-from unbounded.session import Session, SessionConfig
+from unbounded.session import Extension, Session, SessionConfig
 from unbounded.storage import MemoryStore
 from unbounded.tokens.estimate import rough_token_count
 
@@ -131,7 +135,7 @@ class TimelineEvent:
     time: float
     kind: str
     """microcompact, compaction, compaction_failed, cache_break, expected_cache_drop, warning,
-    invalid_request, overflow, continuation, or a generic pipeline event's name."""
+    invalid_request, overflow, continuation, or a session-memory event's kind."""
     summary: str
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -523,8 +527,12 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
         return TimelineEvent(
             call, time, "compaction_retried", f"summary request too long: retry {event.attempt}"
         )
-    if isinstance(event, GenericEvent):
-        return TimelineEvent(call, time, event.name, event.name.replace("_", " "), event.data)
+    if isinstance(
+        event,
+        (SessionMemoryUpdateFailed, SessionMemoryCompactionSkipped, SessionMemoryWaitTimedOut),
+    ):
+        data = asdict(event)
+        return TimelineEvent(call, time, event.kind, event.kind.replace("_", " "), data)
     return None
 
 
@@ -634,9 +642,10 @@ class _Replayer:
         self.summarizer = RecordingProvider(summarizer)
         self.clock = ReplayClock(start)
         self.log = _EventLog()
-        extensions: list[Any] = []
+        extensions: list[Extension] = []
         if options.session_memory:
-            from unbounded.compaction.session_memory import OfflineNotesUpdater, SessionMemory
+            from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+            from unbounded.extensions.session_memory import SessionMemory
 
             extensions.append(SessionMemory(OfflineNotesUpdater(), background=False))
         self.session = Session(
@@ -909,7 +918,7 @@ class _Replayer:
 
         microcompacted = False
         for event in self.log.since(events_at):
-            if isinstance(event, GenericEvent) and event.name == "session_memory_updated":
+            if isinstance(event, SessionMemoryUpdated):
                 self.memory_updates += 1
                 continue
             line = _timeline_event(event, index, call.request_time)

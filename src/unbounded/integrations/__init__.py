@@ -12,23 +12,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from unbounded.integrations._schema import tool_schema
 from unbounded.integrations.agent_loop import (
-    AgentFinished,
     AgentOptions,
     AgentResult,
-    ModelTurn,
     Tool,
-    ToolExecuted,
     aiter_agent,
     arun_agent,
     iter_agent,
     run_agent,
     tool,
-    tool_schema,
 )
 from unbounded.integrations.anthropic_client import (
     AsyncUnboundedAnthropic,
-    CacheParamsChanged,
     UnboundedAnthropic,
     wrap,
 )
@@ -48,15 +44,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AgentFinished",
     "AgentOptions",
     "AgentResult",
     "AsyncUnboundedAnthropic",
-    "CacheParamsChanged",
     "ChatModelSummarizer",
-    "ModelTurn",
     "Tool",
-    "ToolExecuted",
     "UnboundedAnthropic",
     "UnboundedMiddleware",
     "aiter_agent",

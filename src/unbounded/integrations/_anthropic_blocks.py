@@ -33,18 +33,18 @@ def _canonical_block(block: Any) -> dict[str, Any]:
         if value is None or (key == "is_error" and value is False):
             continue
         if key == "content":
-            value = _canonical_content(value)
+            value = canonical_content(value)
         out[key] = value
     return out
 
 
-def _canonical_content(content: Any) -> list[dict[str, Any]]:
+def canonical_content(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     return [_canonical_block(b) for b in content or []]
 
 
-def _canonical_system(system: Any) -> list[dict[str, Any]]:
+def canonical_system(system: Any) -> list[dict[str, Any]]:
     """A system prompt for comparison: text blocks, cache markers and None fields left out."""
     if system is None:
         return []
@@ -53,5 +53,5 @@ def _canonical_system(system: Any) -> list[dict[str, Any]]:
     return [_canonical_block(b) for b in system]
 
 
-def _canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def canonical_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in t.items() if k != "cache_control"} for t in tools]

@@ -21,7 +21,7 @@ def _marker_ttl(block: Any) -> str | None:
     return "1h" if marker.get("ttl") == "1h" else "5m"
 
 
-def _message_markers(messages: Sequence[Any]) -> list[str]:
+def message_markers(messages: Sequence[Any]) -> list[str]:
     """The TTLs of the cache markers a caller put on message blocks."""
     found: list[str] = []
     for message in messages:
@@ -36,15 +36,15 @@ def _message_markers(messages: Sequence[Any]) -> list[str]:
     return found
 
 
-def _content_ttls(content: Any) -> list[str]:
+def content_ttls(content: Any) -> list[str]:
     """The TTLs of the cache markers on a message content's blocks."""
     if isinstance(content, str) or not content:
         return []
     return [ttl for ttl in map(_marker_ttl, content) if ttl is not None]
 
 
-def _sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
-    """The marker TTLs on a reply's blocks (`_content_ttls`), without dumping the SDK blocks
+def sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
+    """The marker TTLs on a reply's blocks (`content_ttls`), without dumping the SDK blocks
     (pydantic models) that hold no marker, as a reply's blocks never do."""
     for block in blocks:
         fields = getattr(type(block), "model_fields", None)
@@ -55,11 +55,11 @@ def _sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:
             or "cache_control" in fields
             or (extra and "cache_control" in extra)
         ):
-            return _content_ttls(list(blocks))
+            return content_ttls(list(blocks))
     return []
 
 
-def _longest_ttl(ttls: Sequence[str]) -> str | None:
+def longest_ttl(ttls: Sequence[str]) -> str | None:
     if not ttls:
         return None
     return "1h" if "1h" in ttls else "5m"
@@ -100,7 +100,7 @@ def honor_caller_markers(
     if isinstance(sent_tools, list) and sent_tools:
         last = sent_tools[-1]
         if isinstance(last.get("cache_control"), Mapping):
-            wanted = _longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
+            wanted = longest_ttl([t for t in (_marker_ttl(x) for x in tools) if t is not None])
             new = last
             if wanted is not None:
                 new = {**last, "cache_control": _with_ttl(last["cache_control"], wanted)}

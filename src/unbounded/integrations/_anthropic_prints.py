@@ -1,6 +1,6 @@
 """Which of a caller's messages are new: message prints, their comparison with the recorded
 conversation (`new_messages`, `Continuation`), and the state kept between calls so that a
-call prints only the messages it adds (`_SeenMessages`), the echo of the last reply not even
+call prints only the messages it adds (`SeenMessages`), the echo of the last reply not even
 those (`_ReplyEcho`)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import orjson
 
 from unbounded.engine import RECALL_ROUND_FIELD
 from unbounded.errors import ConfigError
-from unbounded.integrations._anthropic_blocks import _canonical_content
-from unbounded.integrations._anthropic_markers import _content_ttls, _sdk_block_ttls
+from unbounded.integrations._anthropic_blocks import canonical_content
+from unbounded.integrations._anthropic_markers import content_ttls, sdk_block_ttls
 from unbounded.model.entries import Entry
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.recall.schema import RECALL_TOOL_NAME
@@ -64,13 +64,13 @@ def message_print(
     """The print of one message (any content shape the SDK accepts). Calls of `recall` and
     the results of the `recall_ids` are left out: the wrapper answers them, so the caller's
     copy and the transcript may differ there."""
-    return _print_of_canonical(role, _canonical_content(content), recall_ids)
+    return _print_of_canonical(role, canonical_content(content), recall_ids)
 
 
 def _print_of_canonical(
     role: str, canonical: list[dict[str, Any]], recall_ids: frozenset[str] | set[str]
 ) -> MessagePrint:
-    """`message_print` of content already canonicalised (`_canonical_content`)."""
+    """`message_print` of content already canonicalised (`canonical_content`)."""
     blocks = [
         b
         for b in canonical
@@ -164,7 +164,7 @@ def _recall_calls(fields: Sequence[tuple[str, Any]]) -> set[str]:
     ids: set[str] = set()
     for role, content in fields:
         if role == "assistant" and not isinstance(content, str):
-            ids |= _recall_calls_in(_canonical_content(content))
+            ids |= _recall_calls_in(canonical_content(content))
     return ids
 
 
@@ -271,7 +271,7 @@ class _ReplyEcho:
         self.canonical = canonical
         self.print = printed
         self.recall_calls = _recall_calls_in(canonical)
-        self.ttls = _sdk_block_ttls(self.blocks)
+        self.ttls = sdk_block_ttls(self.blocks)
 
     def is_echoed_by(self, message: Any) -> bool:
         """Whether `message` is `{"role": "assistant", "content": <this reply's content>}`."""
@@ -289,7 +289,7 @@ class _ReplyEcho:
         return self.print
 
 
-class _SeenMessages:
+class SeenMessages:
     """The caller's messages of the last call, their prints and marker TTLs, kept so that a
     call that repeats them and adds a few (the usual SDK loop) prints only what it added.
 
@@ -320,9 +320,9 @@ class _SeenMessages:
     def remember_reply(self, sdk_content: Any, content: Sequence[Any]) -> MessagePrint:
         """Keep the reply just recorded (`sdk_content`: the SDK message's block list, which
         the caller may send back; `content`: the same blocks as plain dicts), and return its
-        print. Both read alike (`_canonical_content` keeps only what the SDK dump and the
+        print. Both read alike (`canonical_content` keeps only what the SDK dump and the
         plain form share), so the echo is printed from the plain blocks, without a dump."""
-        canonical = _canonical_content(content)
+        canonical = canonical_content(content)
         printed = _print_of_canonical("assistant", canonical, frozenset())
         self.reply = (
             _ReplyEcho(sdk_content, canonical, printed) if isinstance(sdk_content, list) else None
@@ -339,11 +339,11 @@ class _SeenMessages:
         return _message_fields(message)
 
     def canonical(self, index: int, message: Any) -> list[dict[str, Any]]:
-        """`_canonical_content` of `messages[index]` of the last call, made once."""
+        """`canonical_content` of `messages[index]` of the last call, made once."""
         offset = index - self._tail_start
         if 0 <= offset < len(self._tail_canonical):
             return self._tail_canonical[offset]
-        return _canonical_content(_message_fields(message)[1])
+        return canonical_content(_message_fields(message)[1])
 
     def _repeated(self, messages: list[Any]) -> tuple[int, bool]:
         """How many of `messages` open the last call's list (`shared_prefix_length`), and
@@ -368,7 +368,7 @@ class _SeenMessages:
             for m in tail
         ]
         canonical = [
-            _canonical_content(f[1]) if f is not None else cast(_ReplyEcho, reply).canonical
+            canonical_content(f[1]) if f is not None else cast(_ReplyEcho, reply).canonical
             for f in fields
         ]
         return fields, canonical
@@ -410,7 +410,7 @@ class _SeenMessages:
         del self.prints[same:], markers[same + 1 :], long_markers[same + 1 :]
         self.prints.extend(new_prints)
         for field_ in fields:
-            ttls = _content_ttls(field_[1]) if field_ is not None else cast(_ReplyEcho, reply).ttls
+            ttls = content_ttls(field_[1]) if field_ is not None else cast(_ReplyEcho, reply).ttls
             markers.append(markers[-1] + len(ttls))
             long_markers.append(long_markers[-1] + ttls.count("1h"))
         if not grown:

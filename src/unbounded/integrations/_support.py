@@ -1,12 +1,10 @@
 """What the integrations share: session coercion and tool registration for microcompaction
-(reactive compaction is the turn engine's, `unbounded.engine`). `run_blocking` and `BlockingRunner`
-live in `unbounded.blocking` now (importable from here as before)."""
+(reactive compaction is the turn engine's, `unbounded.engine`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from unbounded.blocking import BlockingRunner, run_blocking
 from unbounded.errors import ConfigError
 from unbounded.session import Session, SyncSession
 
@@ -26,8 +24,6 @@ def register_compactable_tools(session: Session, names: Iterable[str]) -> None:
 
 
 __all__ = [
-    "BlockingRunner",
     "as_session",
     "register_compactable_tools",
-    "run_blocking",
 ]

@@ -56,13 +56,8 @@ from typing_extensions import TypedDict, Unpack
 
 from unbounded.blocking import BlockingRunner
 from unbounded.errors import ConfigError, ToolArgumentError
-from unbounded.events import Event, EventSink
-from unbounded.integrations._schema import (
-    ArgumentConverter,
-    json_schema_for,
-    parse_docstring,
-    tool_schema,
-)
+from unbounded.events import AgentFinished, Event, EventSink, ModelTurn, ToolExecuted
+from unbounded.integrations._schema import ArgumentConverter, tool_schema
 from unbounded.integrations._support import as_session, register_compactable_tools
 from unbounded.model.normalize import interrupted_result
 from unbounded.policy import Policy
@@ -171,35 +166,7 @@ def as_tools(tools: Sequence[Callable[..., Any] | Tool]) -> list[Tool]:
     return out
 
 
-# --------------------------------------------------------------------------- events and result
-
-
-@dataclass(frozen=True, slots=True)
-class ModelTurn(Event):
-    """The model answered (turn counts from 1)."""
-
-    turn: int
-    response: ModelResponse
-
-
-@dataclass(frozen=True, slots=True)
-class ToolExecuted(Event):
-    """A tool call was run; `content` is the tool_result content sent back."""
-
-    tool_use_id: str
-    name: str
-    input: dict[str, Any]
-    content: str | list[dict[str, Any]]
-    is_error: bool
-
-
-@dataclass(frozen=True, slots=True)
-class AgentFinished(Event):
-    """The loop ended: the model answered without tool calls, or `max_turns` was reached."""
-
-    text: str
-    stop_reason: str
-    turns: int
+# --------------------------------------------------------------------------- the result
 
 
 @dataclass(frozen=True, slots=True)
@@ -625,22 +592,14 @@ def run_agent(
 
 
 __all__ = [
-    "AgentFinished",
     "AgentKeywords",
     "AgentOptions",
     "AgentResult",
-    "ArgumentConverter",
-    "ModelTurn",
     "Tool",
-    "ToolArgumentError",
-    "ToolExecuted",
     "aiter_agent",
     "arun_agent",
     "as_tools",
     "iter_agent",
-    "json_schema_for",
-    "parse_docstring",
     "run_agent",
     "tool",
-    "tool_schema",
 ]

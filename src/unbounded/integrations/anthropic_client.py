@@ -62,7 +62,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
@@ -77,22 +76,21 @@ from unbounded.engine import (
     turn_flow,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import Event, EventSink, emit
-from unbounded.integrations._anthropic_blocks import _canonical_system, _canonical_tools
-from unbounded.integrations._anthropic_markers import (
-    _longest_ttl as _longest_ttl,
+from unbounded.events import (
+    CacheParamsChanged,
+    EventSink,
+    LastReplyDiscarded,
+    SideCallPassed,
+    emit,
 )
-from unbounded.integrations._anthropic_markers import (
-    _message_markers as _message_markers,
-)
+from unbounded.integrations._anthropic_blocks import canonical_system, canonical_tools
 from unbounded.integrations._anthropic_markers import honor_caller_markers
 from unbounded.integrations._anthropic_prints import (
     Continuation,
     HistoryMode,
     MessagePrint,
-    _SeenMessages,
+    SeenMessages,
     conversation_prints,
-    message_print,
     new_messages,
     recall_call_ids,
 )
@@ -130,30 +128,6 @@ MAX_RECALL_ROUNDS = 3
 """Recall-only replies answered in a row before the reply goes to the caller as it is."""
 
 
-@dataclass(frozen=True, slots=True)
-class CacheParamsChanged(Event):
-    """A cache-safe parameter changed after a request went out: the prompt cache is re-written."""
-
-    fields: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SideCallPassed(Event):
-    """A call that does not continue the conversation (a title, a classifier, a judge) went to
-    the SDK as given: nothing recorded, nothing compacted."""
-
-    reason: str
-    messages: int
-
-
-@dataclass(frozen=True, slots=True)
-class LastReplyDiscarded(Event):
-    """The caller asked again with the list that preceded the last reply (regenerate, or a
-    retry after a crash): that reply left the conversation and a new one is asked for."""
-
-    message_id: str | None
-
-
 def _config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
     """The `SessionConfig` fields a call's cache-safe parameters give (plain dicts)."""
     system = params.get("system")
@@ -170,9 +144,9 @@ def _config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _same_system(given: Any, system: Any) -> bool:
-    """Whether a call's `system` is the config's, as `_canonical_system` compares them (an
+    """Whether a call's `system` is the config's, as `canonical_system` compares them (an
     equal value, a str or dicts, is the same without canonicalising either)."""
-    return bool(given == system) or _canonical_system(given) == _canonical_system(system)
+    return bool(given == system) or canonical_system(given) == canonical_system(system)
 
 
 def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
@@ -251,7 +225,7 @@ class ClientPipeline:
         """The event loop the blocking client's calls run the pipeline on."""
         self._last_read: tuple[Any, ModelResponse] | None = None
         """The last SDK reply read, and how the session read it."""
-        self._seen = _SeenMessages()
+        self._seen = SeenMessages()
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
         if session is not None:
@@ -366,7 +340,7 @@ class ClientPipeline:
         if "messages" not in rest:
             raise ConfigError("messages.create/stream needs messages=")
         given = rest.pop("messages")
-        # Only read during this call (`_SeenMessages` keeps its own copy): a list is not copied.
+        # Only read during this call (`SeenMessages` keeps its own copy): a list is not copied.
         messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
         relation: Continuation | None = None
@@ -449,7 +423,7 @@ class ClientPipeline:
             if params.get("model") != session.config.model:
                 return "a different model and no message in common with the conversation"
             tools = [block_dict(t) for t in params.get("tools") or []]
-            if _canonical_tools(tools) != _canonical_tools(session.config.tools):
+            if canonical_tools(tools) != canonical_tools(session.config.tools):
                 return "different tools and no message in common with the conversation"
         pending = [i for i in session.pending_tool_use_ids() if i not in self.recall_ids]
         fresh = messages[relation.start :]
@@ -926,27 +900,16 @@ def wrap(
     return wrapper(pipeline)
 
 
-# Content, markers, prints and streams live in the `_anthropic_*` modules; the names this
-# module defined before the split stay importable from it (tests use `_longest_ttl`,
-# `_message_markers` and `_SeenMessages`, imported above with `as` to mark the re-export).
+# Content, markers, prints and streams live in the `_anthropic_*` modules; listed here are the
+# drop-in and the types its methods take and return.
 __all__ = [
     "CACHE_SAFE_PARAMETERS",
     "AsyncRecordingStream",
     "AsyncStreamManager",
     "AsyncUnboundedAnthropic",
-    "CacheParamsChanged",
-    "Continuation",
     "HistoryMode",
-    "LastReplyDiscarded",
-    "MessagePrint",
     "RecordingStream",
-    "SideCallPassed",
     "StreamManager",
     "UnboundedAnthropic",
-    "conversation_prints",
-    "honor_caller_markers",
-    "message_print",
-    "new_messages",
-    "stored_content",
     "wrap",
 ]

@@ -21,7 +21,7 @@ from unbounded.compaction.extractive import (
     DEFAULT_TARGET_RATIO,
     extractive_summary,
 )
-from unbounded.compaction.handover import PREVIOUS_SUMMARY_PREFIXES
+from unbounded.compaction.prompts import PREVIOUS_SUMMARY_PREFIXES
 from unbounded.errors import ConfigError
 from unbounded.model.content import ContentBlock, Usage
 from unbounded.model.profile import ProviderProfile

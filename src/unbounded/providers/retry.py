@@ -23,6 +23,7 @@ run without waiting; `stats` counts attempts, retries, give-ups and every delay 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -31,7 +32,7 @@ from typing import Any
 
 from unbounded.blocking import run_blocking
 from unbounded.errors import ConfigError
-from unbounded.events import Event, EventSink, emit
+from unbounded.events import EventSink, ProviderRetried, emit
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import take_retry
 from unbounded.model.response import ProviderWrapper
@@ -42,6 +43,7 @@ from unbounded.providers.base import (
     RetryableError,
 )
 
+logger = logging.getLogger(__name__)
 DEFAULT_MAX_RETRIES = 4
 """Retries after the first attempt (so at most five calls)."""
 DEFAULT_BASE_DELAY = 0.5
@@ -53,18 +55,6 @@ DEFAULT_JITTER = 0.25
 
 Sleep = Callable[[float], Awaitable[Any]]
 """An awaitable sleep, `asyncio.sleep` by default."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderRetried(Event):
-    """A provider call failed with a transient error and will be sent again after `delay`."""
-
-    provider: str
-    attempt: int
-    delay: float
-    error: str
-    status: int | None
-    retry_after: float | None
 
 
 @dataclass(slots=True)
@@ -176,6 +166,13 @@ class RetryingProvider(ProviderWrapper):
                     raise
                 self.stats.retries += 1
                 self.stats.delays.append(delay)
+                logger.warning(
+                    "%s call failed (%s), retry %d in %.1f s",
+                    self.name,
+                    type(error).__name__,
+                    retry,
+                    delay,
+                )
                 emit(
                     self.events,
                     ProviderRetried(
@@ -204,4 +201,4 @@ class RetryingProvider(ProviderWrapper):
         return run_blocking(self.create(request, stream=stream, heartbeat=heartbeat))
 
 
-__all__ = ["ProviderRetried", "RetryStats", "RetryingProvider"]
+__all__ = ["RetryStats", "RetryingProvider"]

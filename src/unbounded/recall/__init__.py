@@ -21,7 +21,6 @@ from unbounded.recall.receipts import (
 )
 from unbounded.recall.schema import (
     RECALL_TOOL_NAME,
-    RecallArgumentError,
     RecallRequest,
     recall_tool_schema,
 )
@@ -30,7 +29,6 @@ __all__ = [
     "MICROCOMPACT_RECEIPT_SUBTYPE",
     "RECALL_TOOL_NAME",
     "RecallAnswer",
-    "RecallArgumentError",
     "RecallContext",
     "RecallRequest",
     "Receipt",

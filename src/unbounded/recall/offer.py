@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from unbounded.errors import RecallArgumentError
 from unbounded.policy import Policy
 from unbounded.recall.lookup import RecallAnswer, RecallContext, answer_recall
 from unbounded.recall.schema import (
     RECALL_TOOL_NAME,
-    RecallArgumentError,
     RecallRequest,
     recall_tool_schema,
 )

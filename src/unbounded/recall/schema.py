@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # Defined in unbounded.errors, importable from here, where it used to live.
-from unbounded.errors import RecallArgumentError as RecallArgumentError
+from unbounded.errors import RecallArgumentError
 
 RECALL_TOOL_NAME = "recall"
 """The tool's name in requests and in the model's tool calls."""

@@ -23,8 +23,8 @@ attaches nothing. Reading is injected (`read_file(path) -> text | None`, None wh
 no such file), as is the clock; the default reader refuses anything but a regular UTF-8
 file and cuts text at `max_chars`.
 
-Use: `NestedMemory(cwd).attach(session)` (or `Session(..., extensions=[NestedMemory(cwd)])`)
-appends the attachments at the start of each `prepare()`, after the tool results of the
+Use: `Session(..., extensions=[NestedMemory(cwd)])`, a session extension, appends the
+attachments at the start of each `prepare()`, after the tool results of the
 response that read the file; or call `attachments_for_entries(entries)` yourself.
 """
 
@@ -35,15 +35,13 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
 from unbounded.model.tools import file_read_path
-
-if TYPE_CHECKING:
-    from unbounded.session import Session
+from unbounded.session import Extension, Session
 
 DEFAULT_INSTRUCTION_FILE_NAMES: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 """Instruction file names looked for in each folder, in this order."""
@@ -144,8 +142,9 @@ def read_paths_of(entries: Iterable[Entry]) -> list[str]:
     return paths
 
 
-class NestedMemory:
-    """Attaches instruction files along the paths the agent reads, once each."""
+class NestedMemory(Extension):
+    """A session extension attaching instruction files along the paths the agent reads,
+    once each."""
 
     def __init__(
         self,
@@ -248,19 +247,17 @@ class NestedMemory:
                 if isinstance(path, str):
                     self.state.record(path, now, instructions=True)
 
-    # -- session glue ----------------------------------------------------------------------
-    def attach(self, session: Session) -> None:
-        """Attach instruction files at each `prepare()`; after each compaction, reset and
-        attach again the ones it summarized away."""
+    # -- hooks ----------------------------------------------------------------------------
+    def attached(self, session: Session) -> None:
+        """Remember the instruction files the session's view already holds."""
         if self._session is not None and self._session is not session:
             raise ConfigError("a NestedMemory belongs to one session; create one per session")
         self._session = session
         self.remember_view(session.view)
         self._scanned = len(session.entries)
-        session.prepare_listeners.append(self._on_prepare)
-        session.compaction_listeners.append(self._on_compaction)
 
-    async def _on_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: Session) -> None:
+        """Attach the instruction files over the files read since the last turn."""
         new = session.entries[self._scanned :]
         self._scanned = len(session.entries)
         payloads = self.attachments_for_entries(new)
@@ -268,7 +265,8 @@ class NestedMemory:
             session.append([Entry.attachment_record(payload) for payload in payloads])
             self._scanned = len(session.entries)
 
-    def _on_compaction(self, session: Session, result: CompactionResult) -> None:
+    def after_compact(self, session: Session, result: CompactionResult) -> None:
+        """Reset to the new view and attach again what the compaction summarized away."""
         attached = [path for path, record in self.state.files.items() if record.instructions]
         self.remember_view(session.view)
         payloads = self.reattachments(attached)

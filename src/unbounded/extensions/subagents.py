@@ -43,7 +43,7 @@ from unbounded.model.profile import ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ProviderWrapper
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
-from unbounded.session import Session, SessionExtension
+from unbounded.session import Extension, Session
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
 
 SUBAGENT_FOLDER = "subagents"
@@ -155,7 +155,7 @@ def fork_subagent(
     summarizer: Provider | None = None,
     inherit_messages: bool = True,
     store: SessionStore | None = None,
-    extensions: Sequence[SessionExtension] = (),
+    extensions: Sequence[Extension] = (),
     **options: Any,
 ) -> Session:
     """A child session of `parent` (module docstring); `prompt`, when given, is its first
@@ -195,7 +195,7 @@ def resume_subagent(
     *,
     summarizer: Provider | None = None,
     store: SessionStore | None = None,
-    extensions: Sequence[SessionExtension] = (),
+    extensions: Sequence[Extension] = (),
     **options: Any,
 ) -> Session:
     """Open an existing child of `parent` again (its folder under `subagents/<name>/`)."""

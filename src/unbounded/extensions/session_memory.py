@@ -22,74 +22,50 @@ Where. `<session folder>/session-memory/summary.md` (`SessionStore.read_memory` 
 notes cover ("updated through") and the update counters are saved as the `session_memory`
 state document, so a resumed session knows what the notes cover.
 
-`SessionMemory` ties it to a `Session` (`Session(..., extensions=[SessionMemory(...)])` or
-`memory.attach(session)`): an update starts in the background (an asyncio task) from
-`prepare()` and after a response without tool calls when the trigger holds; compaction waits
-for an update in flight up to `session_memory_wait_seconds` (15 s) and then uses the notes as
-they are; an update is abandoned after `session_memory_update_timeout_seconds` (60 s). With
-`SyncSession` (each call runs its own event loop, which would cancel a background task) use
-`SessionMemory(background=False)`: updates then run inside `prepare()`.
-
-The names of those modules that this one exported before the split are re-exported here.
+`SessionMemory` is the session extension that ties them to a `Session`
+(`Session(..., extensions=[SessionMemory(...)])`): an update starts in the background (an
+asyncio task) from `prepare()` and after a response without tool calls when the trigger
+holds; compaction waits for an update in flight up to `session_memory_wait_seconds` (15 s)
+and then uses the notes as they are; an update is abandoned after
+`session_memory_update_timeout_seconds` (60 s). With `SyncSession` (each call runs its own
+event loop, which would cancel a background task) use `SessionMemory(background=False)`:
+updates then run inside `prepare()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.memory_compact import try_session_memory_compaction
 from unbounded.compaction.memory_trigger import (
     ProgressTracker,
     UpdateProgress,
-    progress_since,
     should_update,
     tool_use_count,
 )
 from unbounded.compaction.memory_updaters import (
-    NOTES_TOOL,
-    NOTES_TOOL_NAME,
-    EditOutcome,
     ModelNotesUpdater,
     NotesUpdater,
     OfflineNotesUpdater,
     UpdateJob,
     UpdateOutcome,
-    apply_notes_edits,
-    build_update_prompt,
-    build_update_request,
-    choose_notes_tool,
 )
 from unbounded.compaction.micro import clear_tool_results
-from unbounded.compaction.notes import (
-    QUERY_SOURCE,
-    SECTION_TITLES,
-    SECTIONS,
-    NotesSection,
-    ParsedNotes,
-    missing_sections,
-    notes_are_empty,
-    parse_notes,
-    section_tokens,
-    session_memory_template,
-    size_reminders,
-    truncate_notes_for_compact,
-)
-from unbounded.compaction.offline_notes import handover_state as handover_state
-from unbounded.compaction.offline_notes import offline_notes, summary_user_messages
+from unbounded.compaction.notes import QUERY_SOURCE, notes_are_empty, session_memory_template
 from unbounded.errors import ConfigError, ProviderError
-from unbounded.events import GenericEvent, emit
+from unbounded.events import SessionMemoryUpdated, SessionMemoryUpdateFailed, emit
 from unbounded.model.entries import Entry
 from unbounded.policy import GUARDED_QUERY_SOURCES
+from unbounded.session import Extension, Session
 from unbounded.tokens.estimate import rough_token_count
 
-if TYPE_CHECKING:
-    from unbounded.session import Session
-
+logger = logging.getLogger(__name__)
 STATE_NAME = "session_memory"
 """Name of the state document holding the pointer and counters."""
 VIRTUAL_NOTES_PATH = "session-memory/summary.md"
@@ -127,8 +103,10 @@ class _MemoryState:
         return state
 
 
-class SessionMemory:
-    """A session's notes: background updates, the compaction waits, post-compact cleanup."""
+class SessionMemory(Extension):
+    """A session's notes, as a session extension: background updates (`before_prepare`,
+    `after_record`), the notes as the first compaction tier (`compact_from_memory`), the
+    pointer's post-compact cleanup (`after_compact`)."""
 
     def __init__(
         self,
@@ -149,20 +127,15 @@ class SessionMemory:
         self._session: Session | None = None
         self._tracker = ProgressTracker()
 
-    # -- wiring ----------------------------------------------------------------------------
-    def attach(self, session: Session) -> None:
-        """Load the saved pointer and register the listeners and the memory compactor."""
+    # -- hooks ----------------------------------------------------------------------------
+    def attached(self, session: Session) -> None:
+        """Load the saved pointer (a SessionMemory belongs to one session)."""
         if self._session is not None and self._session is not session:
             raise ConfigError("a SessionMemory belongs to one session; create one per session")
         self._session = session
         saved = session.store.load_state(STATE_NAME)
         if saved:
             self.state = _MemoryState.from_dict(saved)
-        session.prepare_listeners.append(self._on_prepare)
-        session.turn_listeners.append(self._on_turn)
-        session.compaction_listeners.append(self.after_compaction)
-        if session.memory_compactor is None:
-            session.memory_compactor = self.compact
 
     @property
     def updated_through(self) -> str | None:
@@ -231,10 +204,12 @@ class SessionMemory:
         self._task = asyncio.ensure_future(self.update_now(session))
         return self._task
 
-    async def _on_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: Session) -> None:
+        """Update the notes when the trigger holds (started in the background)."""
         await self.maybe_update(session)
 
-    def _on_turn(self, session: Session, entry: Entry) -> None:
+    def after_record(self, session: Session, entry: Entry) -> None:
+        """After a response without tool calls, start an update when the trigger holds."""
         # A response without tool calls ends the agent's turn: a good moment for notes.
         # With tool calls the results are still to come (a request now would be invalid);
         # prepare() picks it up once they are there.
@@ -279,6 +254,7 @@ class SessionMemory:
         outcome = await self._run(session, updater, job)
         if outcome is None and self.updater is None and not updater.offline:
             # The session's model failed: the offline notes cover these messages instead.
+            logger.warning("the model's notes update failed: the offline updater writes them")
             updater, fallback = OfflineNotesUpdater(), "model_failed"
             outcome = await self._run(session, updater, job)
         if outcome is None:
@@ -291,16 +267,13 @@ class SessionMemory:
         self._save(session)
         emit(
             sink,
-            GenericEvent(
-                "session_memory_updated",
-                {
-                    "updater": updater.name,
-                    "fallback": fallback,
-                    "through": progress.last_uuid,
-                    "applied": outcome.applied,
-                    "refused": list(outcome.refused),
-                    "tokens": rough_token_count(outcome.notes or notes),
-                },
+            SessionMemoryUpdated(
+                updater=updater.name,
+                fallback=fallback,
+                through=progress.last_uuid,
+                applied=outcome.applied,
+                refused=tuple(outcome.refused),
+                tokens=rough_token_count(outcome.notes or notes),
             ),
         )
         return outcome
@@ -332,26 +305,26 @@ class SessionMemory:
         return outcome
 
     def _failed(self, session: Session, reason: str, updater: NotesUpdater) -> None:
+        logger.warning("session notes update by %s failed: %s", updater.name, reason)
         self.state.failures += 1
         self._save(session)
-        data = {"reason": reason, "updater": updater.name}
-        emit(session.events_sink(), GenericEvent("session_memory_update_failed", data))
+        emit(session.events_sink(), SessionMemoryUpdateFailed(updater.name, reason))
 
     def _save(self, session: Session) -> None:
         session.store.save_state(STATE_NAME, self.state.to_dict())
 
     # -- compaction ------------------------------------------------------------------------------
-    async def compact(
-        self, session: Session, /, *, max_post_tokens: int | None = None
+    async def compact_from_memory(
+        self, session: Session, *, max_post_tokens: int | None = None
     ) -> CompactionResult | None:
-        """Session-memory compaction (the session's `memory_compactor`)."""
+        """Session-memory compaction: the notes as the summary (None to fall through)."""
         if not self._enabled_for(session):
             return None
         return await try_session_memory_compaction(
             session.compaction_context(), self, max_post_tokens=max_post_tokens
         )
 
-    def after_compaction(self, session: Session, result: CompactionResult) -> None:
+    def after_compact(self, session: Session, result: CompactionResult) -> None:
         """Post-compact cleanup of the pointer: keep it when the message it names is still in
         the view; after a session-memory compaction the notes cover everything the summary
         replaced; after a summary call they cover nothing of the new view yet."""
@@ -373,36 +346,4 @@ class SessionMemory:
                 await task
 
 
-__all__ = [
-    "NOTES_TOOL",
-    "NOTES_TOOL_NAME",
-    "QUERY_SOURCE",
-    "SECTIONS",
-    "SECTION_TITLES",
-    "EditOutcome",
-    "ModelNotesUpdater",
-    "NotesSection",
-    "NotesUpdater",
-    "OfflineNotesUpdater",
-    "ParsedNotes",
-    "ProgressTracker",
-    "SessionMemory",
-    "UpdateJob",
-    "UpdateOutcome",
-    "UpdateProgress",
-    "apply_notes_edits",
-    "build_update_prompt",
-    "build_update_request",
-    "choose_notes_tool",
-    "missing_sections",
-    "notes_are_empty",
-    "offline_notes",
-    "parse_notes",
-    "progress_since",
-    "section_tokens",
-    "session_memory_template",
-    "should_update",
-    "size_reminders",
-    "summary_user_messages",
-    "truncate_notes_for_compact",
-]
+__all__ = ["STATE_NAME", "VIRTUAL_NOTES_PATH", "SessionMemory"]

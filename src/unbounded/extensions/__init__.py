@@ -1,0 +1,32 @@
+"""Session extensions: what plugs into a `Session` through the hooks of `Extension`.
+
+- `session_memory.SessionMemory`: notes kept up to date while the session runs, used as the
+  summary of a compaction that needs no model call.
+- `instructions.NestedMemory`: instruction files (`CLAUDE.md`, `AGENTS.md`) attached along the
+  paths the agent reads, and attached again after each compaction.
+- `subagents`: child sessions forked from a parent, sharing its prompt cache
+  (`fork_subagent`, `resume_subagent`); they take extensions of their own.
+
+Write one by subclassing `Extension` and overriding the hooks you need (docs/session.md,
+"Extensions").
+"""
+
+from unbounded.extensions.instructions import NestedMemory
+from unbounded.extensions.session_memory import SessionMemory
+from unbounded.extensions.subagents import (
+    ContinuationSummarizer,
+    fork_subagent,
+    resume_subagent,
+    subagent_result,
+)
+from unbounded.session import Extension
+
+__all__ = [
+    "ContinuationSummarizer",
+    "Extension",
+    "NestedMemory",
+    "SessionMemory",
+    "fork_subagent",
+    "resume_subagent",
+    "subagent_result",
+]
