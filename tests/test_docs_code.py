@@ -377,6 +377,28 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
             and "packages=['demo']" in json.dumps(api.last.json["messages"])
         ),
     ),
+    ("docs/integrations.md", "from unbounded.integrations import AgentOptions"): Run(
+        prelude=(
+            "from unbounded.integrations import run_agent, tool\n"
+            "from unbounded.providers import AnthropicProvider\n"
+            "from unbounded.session import SessionConfig\n"
+            "@tool(compactable=True)\n"
+            "def read_file(path: str) -> str:\n"
+            "    '''Read a text file.'''\n"
+            "    return open(path).read()\n"
+        ),
+        files={"setup.py": "from setuptools import setup\nsetup(name='demo', packages=['demo'])\n"},
+        replies=lambda: [
+            message(tool_use_block("read_file", {"path": "setup.py"}, id="toolu_1"), id="msg_1"),
+            message("It installs the demo package.", id="msg_2"),
+        ],
+        check=lambda ns, out, api: (
+            ns["first"].text == "It installs the demo package."
+            and ns["options"].max_turns == 20
+            and "packages=['demo']" in json.dumps(api.last.json["messages"])
+            and api.last.json["tools"][0]["name"] == "read_file"
+        ),
+    ),
     ("docs/integrations.md", "from langchain.agents import create_agent"): Run(
         prelude=(
             "from langchain.tools import tool as _tool\n"

@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,6 +24,7 @@ from apiserver import (
 from unbounded.errors import ConfigError
 from unbounded.events import AgentFinished, CompactionFinished, Event, ModelTurn, ToolExecuted
 from unbounded.integrations import (
+    AgentOptions,
     Tool,
     aiter_agent,
     arun_agent,
@@ -32,6 +34,7 @@ from unbounded.integrations import (
     tool_schema,
 )
 from unbounded.integrations._schema import json_schema_for, parse_docstring
+from unbounded.integrations.agent_loop import AgentKeywords
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
@@ -371,3 +374,109 @@ def test_run_agent_twice_on_one_folder(api_server: ApiServer, tmp_path: Path) ->
     second = run_agent(config, provider, prompt="two", session_folder=tmp_path / "s", policy=Policy())
     assert first.session.closed and second.session.closed  # the loop opened them: it closed them
     assert second.text == "Two." and len(api_server.last.json["messages"]) == 3
+
+
+# -- AgentOptions: the one set of options the four entry points take ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("max_turns", 0, "max_turns must be at least 1, not 0"),
+        ("max_turns", -3, "max_turns must be at least 1"),
+        ("max_turns", True, "max_turns must be an int"),
+        ("max_turns", 2.0, "max_turns must be an int"),
+        ("stream", "yes", "stream must be True or False"),
+        ("tools", read_file, "tools must be a list"),
+        ("tools", "read_file", "tools must be a list"),
+        ("tools", [read_file, read_file], "tools: two tools are named 'read_file'"),
+        ("prompt", 5, "prompt must be a string or a list of content blocks"),
+        ("prompt", ["text"], "prompt must be a string or a list of content blocks"),
+        ("session_folder", 3, "session_folder must be a path"),
+        ("policy", {"compact_enabled": False}, "policy must be a Policy"),
+        ("summarizer", "extractive", "summarizer must be a Provider"),
+        ("events", "print", "events must be callable"),
+    ],
+)
+def test_agent_options_refuse_a_wrong_value_naming_the_field(field: str, value: Any, says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape("AgentOptions." + says)):
+        AgentOptions(**{field: value})
+    with pytest.raises(ConfigError, match="AgentOptions." + field):  # the keyword form checks too
+        run_agent(SessionConfig(model=MODEL), _NeverCalled(), **{field: value})
+
+
+def test_agent_options_take_their_edge_values(tmp_path: Path) -> None:
+    options = AgentOptions(
+        tools=[read_file],
+        prompt=[{"type": "text", "text": "hi"}],
+        max_turns=1,
+        stream=False,
+        session_folder=tmp_path,
+        policy=Policy(),
+        events=print,
+    )
+    assert options.max_turns == 1 and options.session_folder == tmp_path
+    assert [t.name for t in options.tools] == ["read_file"]  # made into Tools once, here
+    assert all(isinstance(t, Tool) for t in options.tools)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.max_turns = 3  # type: ignore[misc]
+
+
+def test_the_keywords_are_exactly_the_options_fields() -> None:
+    assert list(AgentKeywords.__annotations__) == [f.name for f in dataclasses.fields(AgentOptions)]
+    with pytest.raises(ConfigError, match=r"unknown agent option\(s\) max_turn: the options are tools, prompt, max_turns,"):
+        run_agent(SessionConfig(model=MODEL), _NeverCalled(), max_turn=3)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="options must be an AgentOptions, not dict"):
+        run_agent(SessionConfig(model=MODEL), _NeverCalled(), {"prompt": "x"})  # type: ignore[arg-type]
+
+
+class _NeverCalled:
+    name = "never"
+    supports_cache_edits = False
+    profile = MODEL_PROFILE
+
+    async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
+        raise AssertionError("not called")
+
+
+def _user_texts(request: RecordedRequest) -> list[str]:
+    texts: list[str] = []
+    for m in request.json["messages"]:
+        if m["role"] == "user":
+            content = m["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            texts += [b["text"] for b in blocks if b.get("type") == "text"]
+    return texts
+
+
+def test_all_four_entry_points_take_options_with_keywords_over_them(api_server: ApiServer) -> None:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    options = AgentOptions(tools=[add], prompt="from the options", max_turns=1, stream=False)
+
+    def turn() -> None:
+        api_server.anthropic.push(message(tool_use_block("add", {"a": 1, "b": 2}, id="toolu_1"), id="msg_1"))
+
+    turn()
+    result = run_agent(SessionConfig(model=MODEL, max_tokens=512), AnthropicProvider(api_server.anthropic_client(sync=True)), options)
+    assert result.stop_reason == "max_turns" and result.turns == 1  # the options' max_turns
+    assert _user_texts(api_server.requests[-1]) == ["from the options"]
+    assert not api_server.requests[-1].stream and api_server.requests[-1].json["tools"][0]["name"] == "add"
+
+    turn()
+    events = list(iter_agent(SessionConfig(model=MODEL, max_tokens=512), AnthropicProvider(api_server.anthropic_client(sync=True)), options, prompt="a keyword"))
+    assert isinstance(events[-1], AgentFinished) and events[-1].stop_reason == "max_turns"
+    assert _user_texts(api_server.requests[-1]) == ["a keyword"]  # the keyword wins
+    assert options.prompt == "from the options"  # and the options are left as they were
+
+    async def both_async() -> tuple[Any, list[Event]]:
+        provider = AnthropicProvider(api_server.anthropic_client())
+        turn()
+        ran = await arun_agent(SessionConfig(model=MODEL, max_tokens=512), provider, options, stream=True)
+        turn()
+        seen = [e async for e in aiter_agent(SessionConfig(model=MODEL, max_tokens=512), provider, options=options, max_turns=1, prompt="async")]
+        return ran, seen
+
+    ran, seen = asyncio.run(both_async())
+    assert ran.turns == 1 and api_server.requests[-2].stream  # stream=True over stream=False
+    assert _user_texts(api_server.requests[-1]) == ["async"] and isinstance(seen[-1], AgentFinished)

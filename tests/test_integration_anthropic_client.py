@@ -591,3 +591,82 @@ def test_the_message_that_triggers_a_compaction_is_sent_verbatim(api_server: Api
     sent = api_server.last.json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert sent[1]["content"][0]["id"] == "toolu_1" and sent[2]["content"][0]["content"] == log
+
+
+def _counting_turn_flows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the turns the stream managers take from the engine."""
+    from unbounded import engine
+    from unbounded.integrations import _anthropic_streams
+
+    opened: list[int] = []
+
+    def counted(session: Any, options: engine.TurnOptions) -> Any:
+        opened.append(1)
+        return engine.turn_flow(session, options)
+
+    monkeypatch.setattr(_anthropic_streams, "turn_flow", counted)
+    return opened
+
+
+def _after_a_tool_round(client: Any, api_server: ApiServer) -> list[Any]:
+    messages: list[Any] = [{"role": "user", "content": "Run the tests."}]
+    api_server.anthropic.push(message(tool_use_block("Bash", {"command": "pytest"}, id="toolu_1"), id="msg_1"))
+    reply = client.messages.create(**kwargs(messages))
+    return [
+        *messages,
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3 failed\n" * 200}]},
+    ]
+
+
+def test_the_streaming_helper_retries_a_prompt_too_long_once_through_the_engine(
+    api_server: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = _counting_turn_flows(monkeypatch)
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive", policy=Policy(), events=events.append)
+    messages = _after_a_tool_round(client, api_server)
+    api_server.anthropic.push(prompt_too_long(210_000, 200_000), message("Recovered.", id="msg_2"))
+    with client.messages.stream(**kwargs(messages)) as stream:
+        assert "".join(stream.text_stream) == "Recovered."
+        final = stream.get_final_message()
+    assert opened == [1] and client.status().compactions == 1
+    refused, retried = api_server.requests[1:]
+    assert refused.stream and retried.stream
+    assert "Run the tests." in json.dumps(retried.json["messages"][0])  # inside the summary now
+    assert retried.json["messages"][1:] == refused.json["messages"][1:]  # the tool round, verbatim
+    assert [e.kind for e in events].count("reactive_compaction") == 1
+    assert client.session.entries[-1].type == "assistant"
+
+    # Refused again after the compaction: the SDK's exception reaches the caller, one retry only.
+    messages += [{"role": "assistant", "content": final.content}, {"role": "user", "content": "More."}]
+    api_server.anthropic.push(prompt_too_long(), prompt_too_long(), message("never sent", id="msg_x"))
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long"), client.messages.stream(**kwargs(messages)):
+        pass
+    assert len(api_server.requests) == 5 and len(api_server.anthropic) == 1  # two sends, no third
+    assert client.status().compactions == 2
+
+
+def test_the_async_streaming_helper_raises_a_second_prompt_too_long(
+    api_server: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = _counting_turn_flows(monkeypatch)
+
+    async def main() -> None:
+        client = wrap(api_server.anthropic_client(), summarizer="extractive", policy=Policy())
+        messages: list[Any] = [{"role": "user", "content": "Run the tests."}]
+        api_server.anthropic.push(message(tool_use_block("Bash", {"command": "pytest"}, id="toolu_1"), id="msg_1"))
+        reply = await client.messages.create(**kwargs(messages))
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3 failed\n" * 200}]},
+        ]
+        api_server.anthropic.push(prompt_too_long(), prompt_too_long(), message("never sent", id="msg_x"))
+        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+            async with client.messages.stream(**kwargs(messages)):
+                pass
+        assert client.status().compactions == 1 and len(api_server.anthropic) == 1
+        assert client.session.entries[-1].type != "assistant"  # nothing recorded as a reply
+
+    asyncio.run(main())
+    assert opened == [1] and len(api_server.requests) == 3

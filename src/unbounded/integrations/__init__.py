@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from unbounded.integrations._schema import tool_schema
 from unbounded.integrations.agent_loop import (
+    AgentOptions,
     AgentResult,
     Tool,
     aiter_agent,
@@ -43,6 +44,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AgentOptions",
     "AgentResult",
     "AsyncUnboundedAnthropic",
     "ChatModelSummarizer",

@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from unbounded.engine import reactive_compaction as compact_after_prompt_too_long
+from unbounded.engine import open_turn, open_turn_blocking, turn_flow
+from unbounded.model.request import ProviderRequest
 from unbounded.wire.anthropic import AnthropicMessages
 
 if TYPE_CHECKING:
@@ -123,9 +124,9 @@ class AsyncRecordingStream:
 
 
 class StreamManager:
-    """What `messages.stream(...)` returns: entering it runs the pipeline and opens the SDK's
-    stream (retrying once after a prompt-too-long compaction); leaving it records the reply
-    when it was read to the end. A side call opens the SDK's stream as given."""
+    """What `messages.stream(...)` returns: entering it runs a turn of the engine until the
+    SDK's stream is open (the engine's one prompt-too-long retry included); leaving it records
+    the reply when it was read to the end. A side call opens the SDK's stream as given."""
 
     def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
         self._pipeline = pipeline
@@ -135,9 +136,8 @@ class StreamManager:
         self._stream: Any = None
         self._records = True
 
-    def _open(self, passthrough: Mapping[str, Any]) -> Any:
+    def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
-        request = pipeline.runner.run(pipeline.session.prepare())
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = self._inner.__enter__()
@@ -152,14 +152,12 @@ class StreamManager:
             self._inner = self._sdk.messages.stream(**self._kwargs)
             self._stream = self._inner.__enter__()
             return cast("MessageStream[Any]", self._stream)
-        try:
-            self._stream = self._open(passthrough)
-        except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not pipeline.runner.run(
-                compact_after_prompt_too_long(pipeline.session, error)
-            ):
-                raise
-            self._stream = self._open(passthrough)
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        def send(request: ProviderRequest) -> Any:
+            return self._open(request, passthrough)
+
+        self._stream = open_turn_blocking(flow, send, pipeline.runner.run)
         return cast("MessageStream[Any]", self._stream)
 
     def __exit__(
@@ -192,9 +190,8 @@ class AsyncStreamManager:
         self._stream: Any = None
         self._records = True
 
-    async def _open(self, passthrough: Mapping[str, Any]) -> Any:
+    async def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
-        request = await pipeline.session.prepare()
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = await self._inner.__aenter__()
@@ -209,14 +206,12 @@ class AsyncStreamManager:
             self._inner = self._sdk.messages.stream(**self._kwargs)
             self._stream = await self._inner.__aenter__()
             return cast("AsyncMessageStream[Any]", self._stream)
-        try:
-            self._stream = await self._open(passthrough)
-        except Exception as error:
-            if not pipeline.is_prompt_too_long(error) or not await compact_after_prompt_too_long(
-                pipeline.session, error
-            ):
-                raise
-            self._stream = await self._open(passthrough)
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        async def send(request: ProviderRequest) -> Any:
+            return await self._open(request, passthrough)
+
+        self._stream = await open_turn(flow, send)
         return cast("AsyncMessageStream[Any]", self._stream)
 
     async def __aexit__(

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from unbounded.blocking import BlockingRunner
+from unbounded.engine import TurnOptions
 from unbounded.model.request import ProviderRequest
 from unbounded.session import Session
 
@@ -38,8 +39,9 @@ class DropInPipeline(Protocol):
         """`sdk.messages`, or `sdk.beta.messages` when the request carries betas."""
         ...
 
-    def is_prompt_too_long(self, error: BaseException) -> bool:
-        """Whether an SDK exception is the API refusing the prompt as over the window."""
+    @property
+    def turn_options(self) -> TurnOptions:
+        """How the drop-in runs a turn (its SDK's prompt-too-long errors recognized)."""
         ...
 
     def mark_sent(self) -> None:

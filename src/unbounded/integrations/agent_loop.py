@@ -29,6 +29,9 @@ The session's own `recall` tool (offered when tools are in use, `Policy.recall_e
 answered by the session from its transcript (`Session.run_recall`); a tool of yours named
 `recall` takes its place.
 
+The four entry points take one `AgentOptions` (tools, prompt, max_turns, stream, ...),
+checked when it is made, or its fields as keywords, or both (the keywords win).
+
 `aiter_agent` / `iter_agent` yield the events as they happen (`ModelTurn`, `ToolExecuted`,
 the pipeline's own events when the loop built the session, then `AgentFinished`);
 `arun_agent` / `run_agent` return an `AgentResult`. The blocking variants also work inside a
@@ -43,10 +46,13 @@ import dataclasses
 import enum
 import inspect
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
+
+from typing_extensions import TypedDict, Unpack
 
 from unbounded.blocking import BlockingRunner
 from unbounded.errors import ConfigError, ToolArgumentError
@@ -177,6 +183,108 @@ class AgentResult:
     events: tuple[Event, ...] = field(default=(), repr=False)
 
 
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    """How an agent run goes, taken by all four entry points (checked when made)."""
+
+    tools: Sequence[Callable[..., Any] | Tool] = ()
+    """Functions (or `Tool`s) offered to the model; names must be unique."""
+    prompt: str | Sequence[Mapping[str, Any]] | None = None
+    """Added as a user message; without one the session must end with a user message."""
+    max_turns: int = 20
+    """Model replies at most (at least 1)."""
+    stream: bool = True
+    """Stream replies (the Anthropic SDK refuses long unstreamed calls)."""
+    session_folder: str | Path | None = None
+    """Where a session built from a SessionConfig is kept (else in memory)."""
+    policy: Policy | None = None
+    """The policy of a session built from a SessionConfig."""
+    summarizer: Provider | None = None
+    """Writes the summaries of a session built from a SessionConfig (else `provider`)."""
+    events: EventSink | None = None
+    """Receives every event the run yields."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, (str, bytes)) or not isinstance(self.tools, Sequence):
+            raise ConfigError(
+                f"AgentOptions.tools must be a list of functions or Tools, not "
+                f"{type(self.tools).__name__}"
+            )
+        try:
+            offered = tuple(as_tools(self.tools))
+        except ConfigError as error:
+            raise ConfigError(f"AgentOptions.tools: {error}") from error
+        object.__setattr__(self, "tools", offered)
+        prompt = self.prompt
+        if not (
+            prompt is None
+            or isinstance(prompt, str)
+            or (isinstance(prompt, Sequence) and all(isinstance(b, Mapping) for b in prompt))
+        ):
+            raise ConfigError(
+                "AgentOptions.prompt must be a string or a list of content blocks (dicts), not "
+                f"{type(prompt).__name__}"
+            )
+        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int):
+            raise ConfigError(
+                f"AgentOptions.max_turns must be an int, not {type(self.max_turns).__name__}"
+            )
+        if self.max_turns < 1:
+            raise ConfigError(f"AgentOptions.max_turns must be at least 1, not {self.max_turns}")
+        if not isinstance(self.stream, bool):
+            raise ConfigError(f"AgentOptions.stream must be True or False, not {self.stream!r}")
+        folder = self.session_folder
+        if folder is not None and not isinstance(folder, (str, os.PathLike)):
+            raise ConfigError(
+                f"AgentOptions.session_folder must be a path, not "
+                f"{type(self.session_folder).__name__}"
+            )
+        if self.policy is not None and not isinstance(self.policy, Policy):
+            raise ConfigError(
+                f"AgentOptions.policy must be a Policy, not {type(self.policy).__name__}"
+            )
+        if self.summarizer is not None and not isinstance(self.summarizer, Provider):
+            raise ConfigError(
+                f"AgentOptions.summarizer must be a Provider, not {type(self.summarizer).__name__}"
+            )
+        if self.events is not None and not callable(self.events):
+            raise ConfigError(
+                f"AgentOptions.events must be callable (an event sink), not "
+                f"{type(self.events).__name__}"
+            )
+
+
+class AgentKeywords(TypedDict, total=False):
+    """`AgentOptions`' fields as keywords of the entry points (`run_agent(..., prompt=...)`)."""
+
+    tools: Sequence[Callable[..., Any] | Tool]
+    prompt: str | Sequence[Mapping[str, Any]] | None
+    max_turns: int
+    stream: bool
+    session_folder: str | Path | None
+    policy: Policy | None
+    summarizer: Provider | None
+    events: EventSink | None
+
+
+def _agent_options(options: AgentOptions | None, keywords: AgentKeywords) -> AgentOptions:
+    """The options of a run: `options` (or the defaults) with the keywords given over them."""
+    unknown = sorted(set(keywords) - set(AgentKeywords.__annotations__))
+    if unknown:
+        raise ConfigError(
+            f"unknown agent option(s) {', '.join(unknown)}: the options are "
+            f"{', '.join(AgentKeywords.__annotations__)}"
+        )
+    if options is None:
+        return AgentOptions(**keywords)
+    if not isinstance(options, AgentOptions):
+        raise ConfigError(f"options must be an AgentOptions, not {type(options).__name__}")
+    return dataclasses.replace(options, **keywords) if keywords else options
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -268,19 +376,23 @@ async def _execute_or_recall(
 
 
 def _session_for(
-    session: Session | SyncSession | SessionConfig,
-    *,
-    session_folder: str | Path | None,
-    policy: Policy | None,
-    summarizer: Provider | None,
-    sink: EventSink,
+    session: Session | SyncSession | SessionConfig, options: AgentOptions, sink: EventSink
 ) -> Session:
     if isinstance(session, SessionConfig):
-        options: dict[str, Any] = {"policy": policy, "summarizer": summarizer, "events": sink}
-        if session_folder is not None:
-            return Session.open(Path(session_folder).expanduser(), session, **options)
-        return Session(session, **options)
-    if session_folder is not None or policy is not None or summarizer is not None:
+        built: dict[str, Any] = {
+            "policy": options.policy,
+            "summarizer": options.summarizer,
+            "events": sink,
+        }
+        if options.session_folder is not None:
+            folder = Path(options.session_folder).expanduser()
+            return Session.open(folder, session, **built)
+        return Session(session, **built)
+    if (
+        options.session_folder is not None
+        or options.policy is not None
+        or options.summarizer is not None
+    ):
         raise ConfigError(
             "session_folder, policy and summarizer apply to a session the loop builds from a "
             "SessionConfig; set them on the Session you pass instead"
@@ -300,35 +412,26 @@ def _install_tools(session: Session, tools: Sequence[Tool]) -> None:
 async def _agent_events(
     session: Session | SyncSession | SessionConfig,
     provider: Provider,
+    options: AgentOptions,
     *,
-    tools: Sequence[Callable[..., Any] | Tool],
-    prompt: str | Sequence[Mapping[str, Any]] | None,
-    max_turns: int,
-    stream: bool,
-    session_folder: str | Path | None,
-    policy: Policy | None,
-    summarizer: Provider | None,
-    events: EventSink | None,
     inline: bool,
     result_box: list[AgentResult],
 ) -> AsyncIterator[Event]:
-    if max_turns < 1:
-        raise ConfigError("max_turns must be at least 1")
     pending: list[Event] = []
+    events = options.events
 
     def sink(event: Event) -> None:
         pending.append(event)
         if events is not None:
             events(event)
 
-    active = _session_for(
-        session, session_folder=session_folder, policy=policy, summarizer=summarizer, sink=sink
-    )
+    active = _session_for(session, options, sink)
     # A session opened here in a folder holds its lock: released when the loop ends.
-    owned = isinstance(session, SessionConfig) and session_folder is not None
+    owned = isinstance(session, SessionConfig) and options.session_folder is not None
     results: list[dict[str, Any]] = []
+    prompt = options.prompt
     try:
-        offered = as_tools(tools)
+        offered = as_tools(options.tools)
         _install_tools(active, offered)
         by_name = {t.name: t for t in offered}
         if prompt is not None:
@@ -349,8 +452,8 @@ async def _agent_events(
         turns = 0
         response: ModelResponse | None = None
         stop_reason = "max_turns"
-        while turns < max_turns:
-            response = await active.call(provider, stream=stream)
+        while turns < options.max_turns:
+            response = await active.call(provider, stream=options.stream)
             turns += 1
             for event in drain():
                 yield event
@@ -401,25 +504,18 @@ def _answer_abandoned_calls(session: Session, results: Sequence[Mapping[str, Any
 def aiter_agent(
     session: Session | SyncSession | SessionConfig,
     provider: Provider,
-    *,
-    tools: Sequence[Callable[..., Any] | Tool] = (),
-    prompt: str | Sequence[Mapping[str, Any]] | None = None,
-    max_turns: int = 20,
-    stream: bool = True,
-    session_folder: str | Path | None = None,
-    policy: Policy | None = None,
-    summarizer: Provider | None = None,
-    events: EventSink | None = None,
+    options: AgentOptions | None = None,
+    **keywords: Unpack[AgentKeywords],
 ) -> AsyncIterator[Event]:
     """Run the loop, yielding each event as it happens (`async for event in aiter_agent(...)`).
 
     `session` is a Session (continued) or a SessionConfig (a new session, kept in
-    `session_folder` when given, else in memory). `prompt` is added as a user message; without
-    one the session must already end with a user message (a prompt or tool results). Replies
-    are streamed by default (`stream=False` to turn it off): the Anthropic SDK refuses an
-    unstreamed call whose `max_tokens` could take more than ten minutes. `events` receives
-    every event yielded; the pipeline's events are among them only for a session built here
-    (a Session you pass sends them to its own sink).
+    `session_folder` when given, else in memory). The run's options are `options` (an
+    `AgentOptions`) with any keyword given over it (`prompt=...`, `tools=...`, ...): see
+    `AgentOptions` for each. Without a prompt the session must already end with a user message
+    (a prompt or tool results). `events` receives every event yielded; the pipeline's events
+    are among them only for a session built here (a Session you pass sends them to its own
+    sink).
 
     Leaving the loop early (breaking out of the iterator, an exception, Ctrl-C) while tool
     calls wait for results records the results of the tools that ran, answers the others as
@@ -428,52 +524,21 @@ def aiter_agent(
     `result.session` can still be read; run again with the same folder to go on); a Session
     you pass is never closed.
     """
-    return _agent_events(
-        session,
-        provider,
-        tools=tools,
-        prompt=prompt,
-        max_turns=max_turns,
-        stream=stream,
-        session_folder=session_folder,
-        policy=policy,
-        summarizer=summarizer,
-        events=events,
-        inline=False,
-        result_box=[],
-    )
+    chosen = _agent_options(options, keywords)
+    return _agent_events(session, provider, chosen, inline=False, result_box=[])
 
 
 async def arun_agent(
     session: Session | SyncSession | SessionConfig,
     provider: Provider,
-    *,
-    tools: Sequence[Callable[..., Any] | Tool] = (),
-    prompt: str | Sequence[Mapping[str, Any]] | None = None,
-    max_turns: int = 20,
-    stream: bool = True,
-    session_folder: str | Path | None = None,
-    policy: Policy | None = None,
-    summarizer: Provider | None = None,
-    events: EventSink | None = None,
+    options: AgentOptions | None = None,
+    **keywords: Unpack[AgentKeywords],
 ) -> AgentResult:
     """Run the loop to the end and return the result (see `aiter_agent`)."""
+    chosen = _agent_options(options, keywords)
     box: list[AgentResult] = []
     collected: list[Event] = []
-    async for event in _agent_events(
-        session,
-        provider,
-        tools=tools,
-        prompt=prompt,
-        max_turns=max_turns,
-        stream=stream,
-        session_folder=session_folder,
-        policy=policy,
-        summarizer=summarizer,
-        events=events,
-        inline=False,
-        result_box=box,
-    ):
+    async for event in _agent_events(session, provider, chosen, inline=False, result_box=box):
         collected.append(event)
     return dataclasses.replace(box[0], events=tuple(collected))
 
@@ -503,73 +568,32 @@ def _blocking_events(agen: AsyncIterator[Event]) -> Iterator[Event]:
 def iter_agent(
     session: Session | SyncSession | SessionConfig,
     provider: Provider,
-    *,
-    tools: Sequence[Callable[..., Any] | Tool] = (),
-    prompt: str | Sequence[Mapping[str, Any]] | None = None,
-    max_turns: int = 20,
-    stream: bool = True,
-    session_folder: str | Path | None = None,
-    policy: Policy | None = None,
-    summarizer: Provider | None = None,
-    events: EventSink | None = None,
+    options: AgentOptions | None = None,
+    **keywords: Unpack[AgentKeywords],
 ) -> Iterator[Event]:
     """`aiter_agent` for blocking code: `for event in iter_agent(...)`; sync tools run on the
     caller's thread."""
-    return _blocking_events(
-        _agent_events(
-            session,
-            provider,
-            tools=tools,
-            prompt=prompt,
-            max_turns=max_turns,
-            stream=stream,
-            session_folder=session_folder,
-            policy=policy,
-            summarizer=summarizer,
-            events=events,
-            inline=True,
-            result_box=[],
-        )
-    )
+    chosen = _agent_options(options, keywords)
+    return _blocking_events(_agent_events(session, provider, chosen, inline=True, result_box=[]))
 
 
 def run_agent(
     session: Session | SyncSession | SessionConfig,
     provider: Provider,
-    *,
-    tools: Sequence[Callable[..., Any] | Tool] = (),
-    prompt: str | Sequence[Mapping[str, Any]] | None = None,
-    max_turns: int = 20,
-    stream: bool = True,
-    session_folder: str | Path | None = None,
-    policy: Policy | None = None,
-    summarizer: Provider | None = None,
-    events: EventSink | None = None,
+    options: AgentOptions | None = None,
+    **keywords: Unpack[AgentKeywords],
 ) -> AgentResult:
     """`arun_agent` for blocking code; sync tools run on the caller's thread."""
+    chosen = _agent_options(options, keywords)
     box: list[AgentResult] = []
-    collected = list(
-        _blocking_events(
-            _agent_events(
-                session,
-                provider,
-                tools=tools,
-                prompt=prompt,
-                max_turns=max_turns,
-                stream=stream,
-                session_folder=session_folder,
-                policy=policy,
-                summarizer=summarizer,
-                events=events,
-                inline=True,
-                result_box=box,
-            )
-        )
-    )
+    events = _agent_events(session, provider, chosen, inline=True, result_box=box)
+    collected = list(_blocking_events(events))
     return dataclasses.replace(box[0], events=tuple(collected))
 
 
 __all__ = [
+    "AgentKeywords",
+    "AgentOptions",
     "AgentResult",
     "Tool",
     "aiter_agent",
