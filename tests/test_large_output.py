@@ -121,3 +121,36 @@ def test_a_marker_that_takes_the_whole_cap_is_the_whole_answer() -> None:
     capped = cap_text(text, MIN_CAP_TOKENS, saved_to)
     assert capped is not None and capped.text == _marker(text, saved_to)
     assert capped.text.startswith(f"\n[... {len(text):,} characters (2,999 lines)")
+
+
+def test_a_kept_copy_path_longer_than_the_cap_is_left_out_of_the_marker() -> None:
+    # Regression: a marker naming a 2,400-character path is over the 500-token floor by
+    # itself, and the capped text came back over the cap (664 tokens) instead of within it.
+    saved_to = "d/" + "a" * 2_400
+    capped = cap_text(LOG, MIN_CAP_TOKENS, saved_to)
+    assert capped is not None and capped.saved_to == saved_to
+    assert cap_token_count(capped.text) <= MIN_CAP_TOKENS
+    assert saved_to not in capped.text and "complete output is kept" in capped.text
+    assert is_kept_copy_of(LOG, capped.text)
+    # A path that just fits is still shown, in a marker that is the whole answer.
+    fitting = "d/" + "a" * (CHARS_PER_TOKEN * MIN_CAP_TOKENS - 2 - len(_marker(LOG, "d/")))
+    shown = cap_text(LOG, MIN_CAP_TOKENS, fitting)
+    assert shown is not None and shown.text == _marker(LOG, fitting)
+    assert cap_token_count(shown.text) == MIN_CAP_TOKENS
+    # A token more and the path is left out, and some of the output is kept again.
+    over = fitting + "a" * CHARS_PER_TOKEN
+    assert cap_token_count(_marker(LOG, over)) == MIN_CAP_TOKENS + 1
+    longer = cap_text(LOG, MIN_CAP_TOKENS, over)
+    assert longer is not None and fitting not in longer.text and longer.text.startswith("line 00000")
+    assert cap_token_count(longer.text) <= MIN_CAP_TOKENS
+
+
+def test_shrinking_goes_on_to_the_marker_alone_when_one_character_is_over_the_cap() -> None:
+    # A 1,319-character path of digits (dense for the tokenizer) makes the marker exactly the
+    # cap: every cut down to one character is over it, and only the marker alone fits.
+    saved_to = ("/" + str(3**4_000))[:1_319]
+    text = "x" * 3_000 + "語語"
+    capped = cap_text(text, MIN_CAP_TOKENS, saved_to)
+    assert capped is not None and capped.text == _marker(text, saved_to)
+    assert cap_token_count(capped.text) == MIN_CAP_TOKENS
+    assert cap_token_count(_marker(text[:-1], saved_to) + text[-1]) == MIN_CAP_TOKENS + 1

@@ -72,23 +72,27 @@ def _cut_at_line(text: str, limit: int, *, from_end: bool) -> str:
     return piece
 
 
-def _marker(omitted: str, saved_to: str | None) -> str:
-    where = (
-        f"The complete output is saved in {saved_to}: read the part you need from that file "
-        "(by line range or with a search) instead of producing the whole output again."
-        if saved_to
-        else "The complete output was not kept."
-    )
+def _marker(omitted: str, saved_to: str | None, *, show_path: bool = True) -> str:
+    if saved_to and show_path:
+        where = (
+            f"The complete output is saved in {saved_to}: read the part you need from that "
+            "file (by line range or with a search) instead of producing the whole output again."
+        )
+    elif saved_to:
+        where = "The complete output is kept, under a path too long to show here."
+    else:
+        where = "The complete output was not kept."
     return (
         f"\n[... {len(omitted):,} characters ({omitted.count(chr(10)):,} lines) of this output "
         f"were left out here to fit the context window. {where} ...]\n"
     )
 
 
-def _head_and_tail(text: str, chars: int, saved_to: str | None) -> str:
+def _head_and_tail(text: str, chars: int, saved_to: str | None, *, show_path: bool) -> str:
     head = _cut_at_line(text, int(chars * HEAD_SHARE), from_end=False)
     tail = _cut_at_line(text, chars - len(head), from_end=True)
-    return head + _marker(text[len(head) : len(text) - len(tail)], saved_to) + tail
+    omitted = text[len(head) : len(text) - len(tail)]
+    return head + _marker(omitted, saved_to, show_path=show_path) + tail
 
 
 def cap_text(text: str, max_tokens: int, saved_to: str | None) -> CappedText | None:
@@ -97,10 +101,13 @@ def cap_text(text: str, max_tokens: int, saved_to: str | None) -> CappedText | N
     limit = max(max_tokens, MIN_CAP_TOKENS)
     if fits(text, limit):
         return None
-    room = limit - rough_token_count(_marker(text, saved_to))
+    # The marker omitting the whole text is the longest one: when it is over the cap by itself
+    # (a very long path), the path is left out so that the marker alone always fits.
+    show_path = cap_token_count(_marker(text, saved_to)) <= limit
+    room = limit - rough_token_count(_marker(text, saved_to, show_path=show_path))
     chars = min(len(text) - 1, max(0, room) * CHARS_PER_TOKEN)
     while True:
-        shortened = _head_and_tail(text, chars, saved_to)
+        shortened = _head_and_tail(text, chars, saved_to, show_path=show_path)
         count = cap_token_count(shortened)
         if count <= limit or chars == 0:
             break
