@@ -1,0 +1,136 @@
+"""Rules of `unbounded.model.thread` the mutation check found unheld: which side-branch
+records come back into the thread, and which repeated records are dropped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from unbounded.model.entries import Entry
+from unbounded.model.thread import LeftOutBranch, ThreadReport, rebuild_thread
+
+TS = "2026-01-01T00:00:00.000Z"
+
+
+def _call(tool_id: str, message_id: str, parent: str) -> Entry:
+    block: dict[str, Any] = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {}}
+    return Entry.assistant([block], message_id=message_id, parent_uuid=parent, timestamp=TS)
+
+
+def _result(tool_id: str, parent: str, text: str = "ok") -> Entry:
+    block = {"type": "tool_result", "tool_use_id": tool_id, "content": text}
+    return Entry.user([block], parent_uuid=parent, timestamp=TS)
+
+
+def test_side_records_of_a_turn_on_the_path_come_back_and_others_stay_out() -> None:
+    prompt = Entry.user("run both", timestamp=TS)
+    first = _call("t1", "m1", prompt.uuid or "")
+    # The same response's second call, written on a side branch, and its result under it.
+    second = _call("t2", "m1", first.uuid or "")
+    second_result = _result("t2", second.uuid or "")
+    first_result = _result("t1", first.uuid or "")
+    reply = Entry.assistant([{"type": "text", "text": "done"}], message_id="m2", parent_uuid=first_result.uuid)
+    note = Entry({"type": "system", "subtype": "informational", "uuid": "s1", "parentUuid": prompt.uuid, "content": "hook ran"})
+    other = Entry.assistant([{"type": "text", "text": "another response"}], message_id="m9", parent_uuid=first.uuid)
+    entries = [prompt, first, second, second_result, note, other, first_result, reply]
+    thread, report = rebuild_thread(entries)
+    assert thread == [prompt, first, second, second_result, note, first_result, reply]
+    assert report.rescued == 3
+    assert [(b.reason, b.responses) for b in report.branches] == [("rewound", 1)]
+    assert report.abandoned == 1
+
+
+def test_a_second_side_result_for_a_rescued_call_stays_out() -> None:
+    prompt = Entry.user("run both", timestamp=TS)
+    first = _call("t1", "m1", prompt.uuid or "")
+    second = _call("t2", "m1", first.uuid or "")
+    kept = _result("t2", second.uuid or "", "one")
+    again = _result("t2", second.uuid or "", "two")
+    first_result = _result("t1", first.uuid or "")
+    reply = Entry.assistant([{"type": "text", "text": "done"}], message_id="m2", parent_uuid=first_result.uuid)
+    thread, report = rebuild_thread([prompt, first, second, kept, again, first_result, reply])
+    assert [kept in thread, again in thread].count(True) == 1
+    assert second in thread and report.rescued == 2
+
+
+def test_repeated_records_on_the_path_are_kept_once_and_counted() -> None:
+    prompt = Entry.user("look", timestamp=TS)
+    call = _call("t1", "m1", prompt.uuid or "")
+    answer = _result("t1", call.uuid or "", "a")
+    answer_again = _result("t1", answer.uuid or "", "a")  # the same result under a new uuid
+    typed = Entry.user("and now?", parent_uuid=answer_again.uuid, timestamp=TS)
+    typed_again = Entry.user("and now?", parent_uuid=typed.uuid, timestamp=TS)
+    typed_later = Entry.user("and now?", parent_uuid=typed_again.uuid, timestamp="2026-01-01T00:00:09.000Z")
+    summary = Entry.user("summary", parent_uuid=typed_later.uuid, timestamp=TS, is_compact_summary=True)
+    summary_again = Entry.user("summary", parent_uuid=summary.uuid, timestamp=TS, is_compact_summary=True)
+    thread, report = rebuild_thread(
+        [prompt, call, answer, answer_again, typed, typed_again, typed_later, summary, summary_again]
+    )
+    assert thread == [prompt, call, answer, typed, typed_later, summary, summary_again]
+    assert report.duplicates == 2
+    assert report.warnings() == [
+        "2 repeated record(s) (history written again under new uuids on resume) were kept once"
+    ]
+
+
+def test_nothing_to_rebuild_gives_an_empty_report() -> None:
+    thread, report = rebuild_thread([])
+    assert thread == [] and (report.abandoned, report.copies, report.duplicates, report.rescued) == (0, 0, 0, 0)
+    assert report.leaf_uuid is None and report.warnings() == []
+
+
+def test_a_named_leaf_rebuilds_its_own_branch_and_an_unknown_one_the_newest() -> None:
+    prompt = Entry.user("start", timestamp=TS)
+    old = Entry.assistant([{"type": "text", "text": "first try"}], message_id="m1", parent_uuid=prompt.uuid)
+    new = Entry.assistant([{"type": "text", "text": "second try"}], message_id="m2", parent_uuid=prompt.uuid)
+    entries = [prompt, old, new]
+    assert rebuild_thread(entries, leaf_uuid=old.uuid)[0] == [prompt, old]
+    assert rebuild_thread(entries)[0] == [prompt, new]
+    thread, report = rebuild_thread(entries, leaf_uuid="not-in-the-file")
+    assert thread == [prompt, new] and report.leaf_uuid == new.uuid
+
+
+def test_a_summary_leaf_after_the_last_message_ends_the_thread() -> None:
+    prompt = Entry.user("start", timestamp=TS)
+    answer = Entry.assistant([{"type": "text", "text": "a"}], message_id="m1", parent_uuid=prompt.uuid)
+    side = Entry.user("aside", parent_uuid=prompt.uuid, timestamp=TS)
+    later = Entry({"type": "system", "subtype": "informational", "uuid": "s1", "parentUuid": side.uuid, "content": "x"})
+    thread, report = rebuild_thread([prompt, answer, side, later], summary_leaves=["s1", "unknown"])
+    assert thread == [prompt, side, later] and report.leaf_uuid == "s1"
+    assert rebuild_thread([prompt, answer, side, later], summary_leaves=[prompt.uuid or ""])[1].leaf_uuid == side.uuid
+
+
+def test_a_record_without_a_uuid_stays_in_the_thread() -> None:
+    prompt = Entry.user("start", timestamp=TS)
+    loose = Entry({"type": "user", "message": {"role": "user", "content": "typed"}, "timestamp": TS})
+    answer = Entry.assistant([{"type": "text", "text": "a"}], message_id="m1", parent_uuid=prompt.uuid)
+    assert rebuild_thread([prompt, loose, answer])[0] == [prompt, loose, answer]
+
+
+def test_a_side_prompt_of_text_blocks_is_not_brought_back() -> None:
+    prompt = Entry.user("start", timestamp=TS)
+    answer = Entry.assistant([{"type": "text", "text": "a"}], message_id="m1", parent_uuid=prompt.uuid)
+    aside = Entry.user([{"type": "text", "text": "edited prompt"}], parent_uuid=prompt.uuid, timestamp=TS)
+    reply = Entry.assistant([{"type": "text", "text": "b"}], message_id="m2", parent_uuid=answer.uuid)
+    thread, report = rebuild_thread([prompt, answer, aside, reply])
+    assert thread == [prompt, answer, reply] and report.rescued == 0
+    assert [(b.reason, b.prompts) for b in report.branches] == [("rewound", 1)]
+
+
+def test_a_branch_of_a_session_the_thread_does_not_hold_is_named_by_it() -> None:
+    prompt = Entry.user("mine", timestamp=TS, extra={"sessionId": "a"})
+    theirs = Entry.user("theirs", timestamp=TS, extra={"sessionId": "b"})
+    answer = Entry.assistant([{"type": "text", "text": "x"}], message_id="m1", parent_uuid=theirs.uuid, extra={"sessionId": "b"})
+    reply = Entry.assistant([{"type": "text", "text": "y"}], message_id="m2", parent_uuid=prompt.uuid, extra={"sessionId": "a"})
+    _, report = rebuild_thread([prompt, theirs, answer, reply])
+    assert [(b.reason, b.session, b.prompts, b.responses) for b in report.branches] == [("other_session", "b", 1, 1)]
+
+
+def test_the_note_lists_three_branches_of_a_reason_and_counts_the_rest() -> None:
+    def branches(count: int) -> list[LeftOutBranch]:
+        return [LeftOutBranch("rewound", 10 * n, 1, None, 1, 0, 0) for n in range(1, count + 1)]
+
+    (three,) = ThreadReport(branches=branches(3)).warnings()
+    assert "line 10, branching from line 1: 1 prompt; line 20, branching from line 1: 1 prompt; line 30" in three
+    assert "more" not in three and three.startswith("left out of the thread: 3 rewound branches (")
+    (five,) = ThreadReport(branches=branches(5)).warnings()
+    assert "line 30, branching from line 1: 1 prompt; 2 more)" in five and "line 40" not in five
