@@ -134,3 +134,35 @@ def test_the_note_lists_three_branches_of_a_reason_and_counts_the_rest() -> None
     assert "more" not in three and three.startswith("left out of the thread: 3 rewound branches (")
     (five,) = ThreadReport(branches=branches(5)).warnings()
     assert "line 30, branching from line 1: 1 prompt; 2 more)" in five and "line 40" not in five
+
+
+def test_a_compact_boundary_follows_its_logical_parent_not_the_record_before_it() -> None:
+    prompt = Entry.user("start", timestamp=TS)
+    answer = Entry.assistant([{"type": "text", "text": "a"}], message_id="m1", parent_uuid=prompt.uuid)
+    aside = Entry.user("a rewound prompt", parent_uuid=prompt.uuid, timestamp=TS)
+    boundary = Entry(
+        {"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": None,
+         "logicalParentUuid": answer.uuid, "content": "Conversation compacted"}
+    )
+    after = Entry.user("go on", parent_uuid="b1", timestamp=TS)
+    thread, _ = rebuild_thread([prompt, answer, aside, boundary, after])
+    assert thread == [prompt, answer, boundary, after]
+
+
+def test_records_without_a_parent_or_naming_a_missing_one_follow_the_record_before() -> None:
+    unlinked = [Entry.user("one", timestamp=TS), Entry.user("two", timestamp=TS), Entry.user("three", timestamp=TS)]
+    assert rebuild_thread(unlinked)[0] == unlinked
+    first = Entry.user("start", timestamp=TS)
+    orphan = Entry.user("parent gone", parent_uuid="missing", timestamp=TS)
+    assert rebuild_thread([first, orphan])[0] == [first, orphan]
+    answer = Entry.assistant([{"type": "text", "text": "a"}], message_id="m1", parent_uuid=first.uuid)
+    late = Entry.user("parent gone too", parent_uuid="missing", timestamp=TS)
+    assert rebuild_thread([first, answer, late])[0] == [first, answer, late]
+
+
+def test_a_record_without_a_parent_opens_a_chain_only_when_its_session_changes() -> None:
+    other = Entry.user("an older session", timestamp=TS, extra={"sessionId": "b"})
+    opening = Entry.user("resumed", timestamp=TS, extra={"sessionId": "a"})
+    follows = Entry.user("same session", timestamp=TS, extra={"sessionId": "a"})
+    thread, report = rebuild_thread([other, opening, follows])
+    assert thread == [opening, follows] and report.file_sessions == ["b", "a"]
