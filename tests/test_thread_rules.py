@@ -166,3 +166,15 @@ def test_a_record_without_a_parent_opens_a_chain_only_when_its_session_changes()
     follows = Entry.user("same session", timestamp=TS, extra={"sessionId": "a"})
     thread, report = rebuild_thread([other, opening, follows])
     assert thread == [opening, follows] and report.file_sessions == ["b", "a"]
+
+
+def test_four_branches_of_a_reason_show_three_and_one_more() -> None:
+    branches = [LeftOutBranch("rewound", 10 * n, 1, None, 1, 0, 0) for n in range(1, 5)]
+    (note,) = ThreadReport(branches=branches).warnings()
+    assert "line 30, branching from line 1: 1 prompt; 1 more)" in note and "line 40" not in note
+
+
+def test_records_without_a_message_to_end_on_are_kept_in_file_order() -> None:
+    notes = [Entry({"type": "system", "subtype": "informational", "uuid": f"s{n}", "content": "x"}) for n in range(2)]
+    thread, report = rebuild_thread(notes)
+    assert thread == notes and report.leaf_uuid is None
