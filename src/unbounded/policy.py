@@ -63,6 +63,7 @@ SCALED_BUDGETS: tuple[str, ...] = (
     "microcompact_protect_recent_tokens",
     "microcompact_min_savings",
     "compact_max_output_tokens",
+    "summary_floor_min_tokens",
     "tool_result_max_tokens",
     "rehydrate_tokens_per_file",
     "rehydrate_total_file_tokens",
@@ -171,6 +172,11 @@ class Policy:
     # -- full compaction (seeds 000, 002, 004) -----------------------------------------------
     compact_max_output_tokens: int = 20_000
     """Output cap of the fallback (non cache-sharing) summary call."""
+    summary_floor_min_tokens: int = 300
+    """The summary guard's smallest floor (`compaction/summary_guard.py`): a summary of a
+    long stretch holding fewer tokens is refused as collapsed. Sized for a 200K window, it
+    scales with a small one, where a summary of a few hundred tokens is all there is room
+    for."""
     ptl_max_retries: int = 3
     """Attempts of the summary call when it is itself over the window (prompt too long)."""
     compact_max_summary_requests: int = 4

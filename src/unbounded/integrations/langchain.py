@@ -105,11 +105,8 @@ from unbounded.compaction.conversation import (
     SummaryAuthor,
     media_placeholder,
 )
-from unbounded.compaction.decisions import (
-    ClearingPolicies,
-    microcompact_policy,
-    should_auto_compact,
-)
+from unbounded.compaction.cut import kept_rounds_start
+from unbounded.compaction.decisions import ClearingPolicies, microcompact_policy
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
@@ -125,14 +122,16 @@ from unbounded.integrations._langchain_recall import (
     build_recall_tool,
     keep_cleared,
     keep_summarized,
+    without_lone_recall,
 )
+from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
 from unbounded.integrations._langchain_view import ConversationView
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
-from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.policy import MIN_CONTEXT_WINDOW, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import (
     Heartbeat,
     ModelResponse,
@@ -145,16 +144,11 @@ from unbounded.providers.base import (
     parse_prompt_too_long,
 )
 from unbounded.providers.retry import RetryingProvider
-from unbounded.tokens.estimate import (
-    entry_tokens,
-    estimate_messages_tokens,
-    pad_estimate,
-)
+from unbounded.tokens.estimate import estimate_messages_tokens
 
 SUMMARY_SOURCE = "summarization"
 """`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
 STATE_KEY: Final = "unbounded"
-DEFAULT_KEEP_MESSAGES = 10
 SUMMARY_RETRIES = 2
 """Retries of a summary call that failed with a transient error (with backoff), by default."""
 
@@ -659,7 +653,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         context_window: int | None = None,
         policy: Policy | None = None,
         summarizer: Provider | Any | None = None,
-        keep_messages: int = DEFAULT_KEEP_MESSAGES,
+        trigger: Any = None,
+        keep: Any = None,
+        keep_messages: int | None = None,
         keep_tokens: int | None = None,
         compactable_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
@@ -675,24 +671,52 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         hand-over); by default the agent's own model writes the summaries (the model each
         model call is made with, or `model` when it is a chat model), and the offline
         hand-over until that model is known. A failed call is retried `summary_retries`
-        times with backoff. After a
-        compaction the newest round stays verbatim, with older ones while the kept messages
-        stay within `keep_messages` and `keep_tokens` (default: a fifth of the threshold, at
-        most 20,000). Results of `compactable_tools` (default: every tool, as
+        times with backoff.
+        `trigger`: when to compact, in the shapes LangChain's `SummarizationMiddleware`
+        takes (`("tokens", n)`, `("fraction", f)`, `("messages", n)`, a dict of them all to
+        be reached, a list of which any; `unbounded.integrations._langchain_trigger`), at any
+        size; by default the model's auto-compact threshold. After a compaction the newest
+        round stays verbatim, with older ones while the kept messages stay within
+        `keep=("messages", n)` / `("tokens", n)` / `("fraction", f)`, or `keep_messages`
+        and `keep_tokens` (default: 10 messages and a fifth of the threshold, at most
+        20,000 tokens). Results of `compactable_tools` (default: every tool, as
         `ClearToolUsesEdit` does) except `exclude_tools` may be cleared."""
         super().__init__()
         self.model_info = _model_info(model, context_window, model_table)
-        # Budgets scaled for a small window, as a Session does (a window too small: ConfigError).
-        self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
-        self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
+        window = self.model_info.context_window
+        chosen = policy or Policy.from_env()
+        if trigger is None:
+            # The model's window plans everything, as a Session's does (too small: ConfigError).
+            self.policy = chosen.for_window(window)
+            self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
+            self.trigger = CompactionTrigger.of_thresholds(self.thresholds)
+        else:
+            # A trigger the user set fires at its own level, whatever the window; the budgets
+            # (clearing batches, the summary's size and floor) are scaled for that level.
+            planned = self.model_info.with_window(max(window, MIN_CONTEXT_WINDOW))
+            base = compute_thresholds(planned, chosen)
+            self.trigger = CompactionTrigger.parse(trigger, base=base, context_window=window)
+            level = self.trigger.lowest_tokens() or window
+            self.policy = chosen.for_window(max(MIN_CONTEXT_WINDOW, min(window, level)))
+            base = compute_thresholds(planned, self.policy)
+            self.trigger = CompactionTrigger.parse(trigger, base=base, context_window=window)
+            # Its lowest level is the warning level too: clearing stops holding back there.
+            self.thresholds = self.trigger.lowest() or base
         self._clearing = ClearingPolicies.of(self.policy)
-        if keep_messages < 0:
+        if keep is not None and (keep_messages is not None or keep_tokens is not None):
+            raise ConfigError("give keep=, or keep_messages= / keep_tokens=, not both")
+        if keep_messages is not None and keep_messages < 0:
             raise ConfigError("keep_messages must be >= 0")
         if keep_tokens is not None and keep_tokens < 0:
             raise ConfigError("keep_tokens must be >= 0")
-        self.keep_messages = keep_messages
-        default_keep = min(20_000, self.thresholds.autocompact // 5)
-        self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
+        if keep is not None:
+            tail = KeptTail.parse(keep, context_window=window)
+            self.keep_messages: int | None = tail.messages
+            self.keep_tokens: int | None = tail.tokens
+        else:
+            self.keep_messages = keep_messages if keep_messages is not None else 10
+            default_keep = min(20_000, self.trigger_level() // 5)
+            self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
         if summary_retries < 0:
             raise ConfigError("summary_retries must be >= 0")
         self.summary_retries = summary_retries
@@ -747,14 +771,21 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Learn the agent's model (it writes the summaries unless a summarizer was given),
-        then make the call unchanged."""
+        then make the call (without `recall` when the agent has no tools of its own)."""
         self._remember_model(request.model, self.events)
-        return handler(request)
+        return handler(self._offered(request))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """`wrap_model_call` for async agents."""
         self._remember_model(request.model, self.events)
-        return await handler(request)
+        return await handler(self._offered(request))
+
+    @staticmethod
+    def _offered(request: Any) -> Any:
+        """The request with `recall` left out of a tool list it would be alone in: an agent
+        without tools of its own could not have called it."""
+        tools = without_lone_recall(list(getattr(request, "tools", None) or ()))
+        return request if tools is None else request.override(tools=tools)
 
     def before_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
@@ -858,42 +889,21 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                         ),
                     )
         plan.tokens = tokens
-        policy = self.policy
-        if should_auto_compact(policy, self.thresholds, tokens):
-            plan.compact_at = self._cut(messages, lead, plan.entries)
+        if self.trigger.reached(self.policy, tokens, len(messages)):
+            first = lead + 1 if is_summary_message(messages[lead]) else lead
+            start = kept_rounds_start(
+                plan.entries,
+                first=first - lead,
+                keep_messages=self.keep_messages,
+                keep_tokens=self.keep_tokens,
+            )
+            plan.compact_at = None if start is None else lead + start
         return plan
 
-    def _cut(
-        self, messages: Sequence[BaseMessage], lead: int, entries: Sequence[Entry | None]
-    ) -> int | None:
-        """Where the kept tail starts: at a human or AI message, never between a tool call and
-        its result. The newest round (the last human message, or the AI message whose tool
-        calls the last results answer) is always kept whole; older rounds join it while the
-        tail stays within `keep_messages` and `keep_tokens` (estimates padded as the trigger's
-        count is). None when nothing before the tail is left to summarize."""
-        starts = [i for i in range(lead, len(messages)) if not isinstance(messages[i], ToolMessage)]
-        if not starts:
-            return None
-        newest = starts[-1]
-        cut = newest
-        tokens = self._tail_tokens(entries, lead, newest, len(messages))
-        for start in reversed(starts[:-1]):
-            tokens += self._tail_tokens(entries, lead, start, cut)
-            if len(messages) - start > self.keep_messages or tokens > self.keep_tokens:
-                break
-            cut = start
-        first = lead + 1 if is_summary_message(messages[lead]) else lead  # a summary alone
-        if cut > first:
-            return cut
-        # Everything older fits the keep budget, yet the context is over the threshold (a
-        # large system prompt or tool set): summarize the oldest rounds still, never the newest.
-        later = [i for i in starts if first < i <= newest]
-        return later[0] if later else None
-
-    @staticmethod
-    def _tail_tokens(entries: Sequence[Entry | None], lead: int, start: int, end: int) -> int:
-        raw = sum(entry_tokens(e) for e in entries[start - lead : end - lead] if e is not None)
-        return pad_estimate(raw)
+    def trigger_level(self) -> int:
+        """The lowest token level the middleware compacts at (the trigger's, else the
+        model's auto-compact threshold)."""
+        return self.trigger.lowest_tokens() or self.thresholds.autocompact
 
     def _compaction(self) -> TieredCompaction:
         """The agent's model (or the summarizer chosen) until the breaker trips or the
