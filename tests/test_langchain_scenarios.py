@@ -605,3 +605,51 @@ def test_a_recall_error_goes_out_as_an_error_result(api_server: ApiServer) -> No
     assert answer.status == "error"
     (result,) = [b for b in api_server.last.json["messages"][-1]["content"] if b.get("type") == "tool_result"]
     assert result["is_error"] is True and result["tool_use_id"] == "toolu_recall"
+
+
+# ------------------------------------------------------------------ a long tool-using run
+
+
+def test_a_60_turn_agent_with_large_tool_outputs(api_server: ApiServer) -> None:
+    """create_agent on ChatAnthropic against the local server, which refuses every request the
+    API would (unanswered tool calls, too many cache markers, over the window): 60 turns of
+    ~3,000-token tool outputs under a 30,000-token trigger compact at least twice, and a
+    recall of a summarized-away output is answered with that output."""
+    summaries = 0
+
+    def reply(request: RecordedRequest) -> Any:
+        nonlocal summaries
+        usage = {"input_tokens": len(request.body) // 4, "output_tokens": 30}
+        if is_summary_request(request):  # the agent's own model writes the summaries
+            summaries += 1
+            return message(nine_section_summary(f"chapters read so far (summary {summaries})"), id=f"msg_s{summaries}", usage=usage)
+        turn = sum(1 for r in api_server.requests if not is_summary_request(r))
+        if turn == 50:
+            return message(tool_use_block("recall", {"id": "toolu_3"}, id="toolu_recall"), id=f"msg_{turn}", usage=usage)
+        if turn >= 60:
+            return message("All chapters read.", id="msg_end", usage=usage)
+        return message(tool_use_block("read_chapter", {"number": turn}, id=f"toolu_{turn}"), id=f"msg_{turn}", usage=usage)
+
+    def read_chapter(number: int) -> str:
+        """Read a chapter."""
+        return f"Chapter {number} begins.\n" + f"finding {number} holds in section {number}. " * 300
+
+    events: list[Event] = []
+    # Results never cleared (clearing alone would keep this run under the trigger), so
+    # compaction does the work.
+    middleware = UnboundedMiddleware(MODEL, trigger=("tokens", 30_000), keep=("messages", 6), exclude_tools=("read_chapter",), events=events.append)
+    api_server.anthropic.push(*([reply] * 80))
+    agent = create_agent(chat(api_server), tools=[read_chapter], middleware=[middleware])
+    state = agent.invoke({"messages": [HumanMessage("Read chapters 1 to 59, one at a time.")]}, {"recursion_limit": 400})
+
+    assert state["messages"][-1].content == "All chapters read."
+    calls = [r for r in api_server.requests if not is_summary_request(r)]
+    assert len(calls) == 60  # 59 tool turns (a recall among them) and the final answer
+    compactions = [e for e in events if e.kind == "langchain_compacted"]
+    assert len(compactions) >= 2 and summaries >= 2
+    (recalled,) = [b for b in calls[50].json["messages"][-1]["content"] if b.get("tool_use_id") == "toolu_recall"]
+    assert not recalled.get("is_error") and "Chapter 3 begins." in json.dumps(recalled)  # summarized away before
+    assert "Chapter 3 begins." not in sent_text(calls[49])
+    assert not [e for e in events if e.kind in ("provider_retried", "compaction_failed")]  # no dead connections
+    assert max(len(r.body) // 4 for r in calls) < 60_000  # kept near the trigger, far below the window
+    assert not api_server.rejected  # every request valid by the API's rules

@@ -96,7 +96,7 @@ try:  # recent langchain: keeps middleware-internal model calls out of run.messa
 except ImportError:  # pragma: no cover - older langchain
     _TRANSFORMERS = ()
 
-from unbounded.blocking import run_blocking
+from unbounded.blocking import BlockingRunner
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
 from unbounded.compaction.context import CompactionContext
@@ -744,6 +744,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             lambda message, anchored: message_to_entry(message, anchor_usage=anchored)
         )
         self._lock = threading.Lock()
+        self._runners = threading.local()
         if self.policy.recall_enabled:
             self.tools = [
                 build_recall_tool(STATE_KEY, message_to_entry, self.policy.recall_max_tokens)
@@ -794,8 +795,16 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan = self._plan(state)
         if plan.compact_at is None:
             return plan.update()
-        result = run_blocking(self._summarize(plan))
-        return plan.update(result)
+        return plan.update(self._runner().run(self._summarize(plan)))
+
+    def _runner(self) -> BlockingRunner:
+        """This thread's kept event loop for the sync hooks: an async chat-model client the
+        summaries reuse holds connections bound to the loop they were opened on, so a loop
+        per call would lose the first request of every compaction to a dead connection."""
+        runner: BlockingRunner | None = getattr(self._runners, "runner", None)
+        if runner is None:
+            runner = self._runners.runner = BlockingRunner()
+        return runner
 
     async def abefore_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
