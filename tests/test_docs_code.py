@@ -410,6 +410,15 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         needs=("langchain", "langchain_anthropic"),
         check=lambda ns, out, api: ns["agent"] is not None,
     ),
+    ("docs/integrations.md", "from langchain.chat_models import init_chat_model"): Run(
+        replies=lambda: [message("It builds the wheel.", id="msg_graph")],
+        needs=("langchain", "langchain_anthropic"),
+        check=lambda ns, out, api: (
+            out.strip() == "It builds the wheel."
+            and ns["context"].trigger_level() == 50_000
+            and "build script" in json.dumps(api.last.json["messages"])
+        ),
+    ),
     ("docs/integrations.md", "import logging"): Run(check=lambda ns, out, api: _logs_at_info()),
     # docs/microcompaction.md
     ("docs/microcompaction.md", "from datetime import datetime, timezone"): Run(
