@@ -653,3 +653,37 @@ def test_a_60_turn_agent_with_large_tool_outputs(api_server: ApiServer) -> None:
     assert not [e for e in events if e.kind in ("provider_retried", "compaction_failed")]  # no dead connections
     assert max(len(r.body) // 4 for r in calls) < 60_000  # kept near the trigger, far below the window
     assert not api_server.rejected  # every request valid by the API's rules
+
+
+# ----------------------------------------------------- the model refuses the prompt as too long
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_prompt_too_long_from_the_model_compacts_once_and_sends_again(api_server: ApiServer, run: str) -> None:
+    """The engine's reactive compaction (one per send), below the trigger: the model's own
+    refusal is what says the context is over."""
+    api_server.anthropic.push(
+        prompt_too_long(212_345, 200_000),
+        message(SUMMARY, id="msg_s"),  # the agent's own model writes the summary
+        message("Done.", id="msg_2"),
+    )
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(MODEL, events=events.append)
+    agent = create_agent(chat(api_server), tools=[read_module], middleware=[middleware])
+    given = {"messages": [*history(8), HumanMessage("Go on.", id="h_last")]}
+    state = agent.invoke(given) if run == "sync" else asyncio.run(agent.ainvoke(given))
+    refused, summary_request, retried = api_server.requests
+    assert is_summary_request(summary_request) and not is_summary_request(retried)
+    assert "This session continues" in json.dumps(retried.json["messages"][0])
+    assert len(retried.body) < len(refused.body) / 2
+    assert is_summary_message(state["messages"][0]) and state["messages"][-1].content == "Done."
+    assert [m.id for m in state["messages"]].count("h_last") == 1
+    assert [e.kind for e in events].count("reactive_compaction") == 1
+
+
+def test_a_second_prompt_too_long_is_raised(api_server: ApiServer) -> None:
+    api_server.anthropic.push(prompt_too_long(212_345, 200_000), message(SUMMARY, id="msg_s"), prompt_too_long(205_000, 200_000))
+    agent = create_agent(chat(api_server), tools=[read_module], middleware=[UnboundedMiddleware(MODEL)])
+    with pytest.raises(Exception, match="prompt is too long"):
+        agent.invoke({"messages": [*history(8), HumanMessage("Go on.", id="h_last")]})
+    assert len(api_server.requests) == 3

@@ -111,6 +111,7 @@ from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.tools_registry import cleared_stub
+from unbounded.engine import reactive_compaction
 from unbounded.events import (
     EventSink,
     LangchainCompacted,
@@ -772,14 +773,49 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Learn the agent's model (it writes the summaries unless a summarizer was given),
-        then make the call (without `recall` when the agent has no tools of its own)."""
+        then make the call (without `recall` when the agent has no tools of its own). When
+        the model refuses the prompt as too long, compact once (`engine.reactive_compaction`)
+        and send again; the compacted messages reach the state with the answer."""
         self._remember_model(request.model, self.events)
-        return handler(self._offered(request))
+        offered = self._offered(request)
+        try:
+            return handler(offered)
+        except Exception as error:
+            if not _is_prompt_too_long(error):
+                raise
+            retry = self._runner().run(self._reactive(request.state, error))
+            if retry is None:
+                raise
+            return _with_update(handler(offered.override(messages=retry[0])), retry[1])
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """`wrap_model_call` for async agents."""
         self._remember_model(request.model, self.events)
-        return await handler(self._offered(request))
+        offered = self._offered(request)
+        try:
+            return await handler(offered)
+        except Exception as error:
+            if not _is_prompt_too_long(error):
+                raise
+            retry = await self._reactive(request.state, error)
+            if retry is None:
+                raise
+            return _with_update(await handler(offered.override(messages=retry[0])), retry[1])
+
+    async def _reactive(
+        self, state: UnboundedAgentState, error: BaseException
+    ) -> tuple[list[AnyMessage], dict[str, Any]] | None:
+        """The one reactive compaction after a too-long refusal: the messages to send again
+        and the state update, or None when nothing could be compacted."""
+        plan = self._plan(state, force=True)
+        if plan.compact_at is None:
+            return None
+        call = _ReactiveCall(self, plan)
+        if not await reactive_compaction(call, error):
+            return None
+        update = plan.update(call.summary)
+        assert update is not None  # a summary always rewrites the messages
+        return list(update["messages"][1:]), update
 
     @staticmethod
     def _offered(request: Any) -> Any:
@@ -836,7 +872,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         names = self.compactable_tools if self.compactable_tools is not None else called
         return tuple(name for name in names if name not in self.exclude_tools)
 
-    def _plan(self, state: UnboundedAgentState) -> _Plan:
+    def _plan(self, state: UnboundedAgentState, *, force: bool = False) -> _Plan:
+        """What this call clears, and where it cuts when the trigger is reached (or `force`:
+        the model refused the prompt as too long)."""
         messages = list(state["messages"])
         plan = _Plan(self, messages, state.get(STATE_KEY) or ContextState())
         lead = 0
@@ -898,13 +936,15 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                         ),
                     )
         plan.tokens = tokens
-        if self.trigger.reached(self.policy, tokens, len(messages)):
+        if force or self.trigger.reached(self.policy, tokens, len(messages)):
             first = lead + 1 if is_summary_message(messages[lead]) else lead
+            # After a too-long refusal only the newest round is kept: the keep budget did not
+            # leave the prompt in the window.
             start = kept_rounds_start(
                 plan.entries,
                 first=first - lead,
-                keep_messages=self.keep_messages,
-                keep_tokens=self.keep_tokens,
+                keep_messages=0 if force else self.keep_messages,
+                keep_tokens=0 if force else self.keep_tokens,
             )
             plan.compact_at = None if start is None else lead + start
         return plan
@@ -967,6 +1007,52 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             pre_tokens=outcome.result.pre_tokens,
             author=outcome.result.author,
         )
+
+
+def _is_prompt_too_long(error: BaseException) -> bool:
+    """Whether a model call failed because its prompt is over the window."""
+    if _is_context_overflow(error):
+        return True
+    return parse_prompt_too_long(str(error)) is not None or "prompt is too long" in str(error)
+
+
+def _with_update(response: Any, update: dict[str, Any]) -> Any:
+    """The model's answer with the compaction's state update. LangGraph applies the update
+    after the answer, so the answer is listed again after the compacted messages (same ids):
+    otherwise the update's RemoveMessage would take it out of the state."""
+    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langgraph.types import Command
+
+    answer = list(getattr(response, "result", None) or [])
+    for message in answer:
+        if message.id is None:
+            message.id = str(uuid.uuid4())
+    update = {**update, "messages": [*update["messages"], *answer]}
+    return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+
+class _ReactiveCall:
+    """The middleware's call as the engine's `CompactingSession`: compacting summarizes the
+    plan's head, kept in `summary` for the state update."""
+
+    def __init__(self, middleware: UnboundedMiddleware, plan: _Plan) -> None:
+        self._middleware = middleware
+        self._plan = plan
+        self.summary: _Summary | None = None
+
+    @property
+    def policy(self) -> Policy:
+        """The middleware's policy."""
+        return self._middleware.policy
+
+    async def auto_compact(self) -> _Summary | None:
+        """Summarize the plan's head; None when the summary failed."""
+        self.summary = await self._middleware._summarize(self._plan)
+        return self.summary
+
+    def events_sink(self) -> EventSink | None:
+        """The middleware's events."""
+        return self._middleware.events
 
 
 class _Summary:
