@@ -21,27 +21,34 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    `[Old tool result content cleared — recall id=<tool call id>]` (`[Old tool result
    content cleared]` with `Policy.recall_enabled` off), and the clearing is written to the
    state so the next call sends the same prefix.
-3. **Compacts** when the count reaches the model's auto-compact threshold: the older
+3. **Compacts** when the count reaches the trigger (the model's auto-compact threshold, or
+   `trigger=` in the shapes `SummarizationMiddleware` takes, at any size): the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
    ledger) written by the agent's own chat model (the one `wrap_model_call` sees; the
    offline hand-over until it is known), or by the summarizer given — any unbounded
    `Provider`, a LangChain chat model or "provider:model" string, a function returning the
    summary text, "extractive" — and the most recent messages are kept verbatim: always the
    newest round (the last human message, or the tool calls the last results answer), older
-   ones within `keep_messages` / `keep_tokens`, cut between tool rounds so no tool call
-   loses its result. The state is rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)`
-   followed by the new list, as `SummarizationMiddleware` does; the summary is a
+   ones within `keep=` (or `keep_messages` / `keep_tokens`), cut between tool rounds so no
+   tool call loses its result (`compaction/cut.py::kept_rounds_start`). The state is
+   rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list, as
+   `SummarizationMiddleware` does; the summary is a
    `HumanMessage` marked with `additional_kwargs["lc_source"] = "summarization"`, and a
    later compaction summarizes it again (summaries chain). A transient summary failure is
    retried with backoff; a failed summary leaves the messages as they were (no exception);
    once the compaction has sent `Policy.compact_max_summary_requests` summary requests
    (retries included), or after 3 failures in a row, the offline hand-over summarizes at
    once. The state and `LangchainCompacted` say who wrote the summary and why.
+4. **Retries a prompt-too-long** refusal of the model once (`wrap_model_call`), after the
+   engine's reactive compaction (`engine.reactive_compaction`) with only the newest round
+   kept.
 
 **Recall.** With `Policy.recall_enabled` (the default) the middleware registers a `recall`
 tool with the agent: the original of every cleared result and the summarized messages are
 kept in the private state (`unbounded.archive`), and the tool brings them back by tool call
-id, file path, command or a text search (`unbounded.integrations._langchain_recall`).
+id, file path, command or a text search (`unbounded.integrations._langchain_recall`). A
+model call whose only tool would be `recall` (an agent without tools) is made without it;
+a recall error is a `ToolMessage` with `status="error"`.
 
 What the previous call converted, normalized and counted is kept and brought up to date with
 the messages each call adds (matched by message id, so the copies a checkpointed agent reloads
