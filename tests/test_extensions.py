@@ -144,10 +144,10 @@ def test_without_an_extension_offering_notes_there_is_no_notes_tier_and_no_early
     session = Session(CONFIG, store=MemoryStore(), summarizer=ExtractiveSummarizer(), extensions=[Recorder("plain", calls)])
     session.store.write_memory("# Current State\nWorking on it.")
     assert all(type(tier).__name__ != "SessionMemoryTier" for tier in session.default_compaction_tiers())
-    assert not session._free_compaction_available()
+    assert not session._compactor.free_compaction_available()
     offering = Session(CONFIG, store=MemoryStore(), extensions=[Notes("n", True, [])])
     offering.store.write_memory("# Current State\nWorking on it.")
-    assert offering._free_compaction_available()
+    assert offering._compactor.free_compaction_available()
 
 
 def test_one_extension_class_under_its_public_names() -> None:
