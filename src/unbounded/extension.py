@@ -120,9 +120,9 @@ class Extension:
         self, session: ExtensionHost, tools: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """The tools the requests declare, given those the extensions before this one left;
-        asked when the session builds its request parameters, not on every turn. The size
-        estimate made at construction counts the configured tools only: the first reported
-        usage calibrates the count for what an extension adds."""
+        asked when the session builds its request parameters, not on every turn, and when it
+        derives its settings (once the extensions are attached, and on `reconfigure`), so the
+        size estimate of the system prompt and tools counts what an extension adds."""
         return tools
 
     async def before_request(self, session: ExtensionHost, turn: TurnContext) -> None:

@@ -127,11 +127,13 @@ class Session:
             self, tiers=self._options.compaction_tiers, rehydrate_from=self._options.rehydrate_from
         )
         self._steps = PrepareSteps(self, self._compactor)
-        self._calibrate()
         # Calls left unanswered by the previous process: answered when the session goes on.
         self._resumed_pending = bool(self.pending_tool_use_ids())
         for extension in self._deps.extensions:
             extension.attached(self)
+        if self._deps.extensions:  # the tools they add are counted from the first estimate
+            self._settings = self._derive(config, self._base_policy)
+        self._calibrate()
 
     # -- configuration ---------------------------------------------------------------------------
     @property
@@ -176,12 +178,21 @@ class Session:
         that was then sent; the next usage is compared against the new overhead."""
         self._check_open()
         base = policy if policy is not None else self._base_policy
-        settings = derive_settings(config or self.config, base, self._deps.model_table)
+        settings = self._derive(config or self.config, base)
         self._base_policy = base
         self._settings = settings
         self.detector.policy = settings.policy
         if summarizer is not None:
             self._deps = replace(self._deps, summarizer=summarizer)
+
+    def _derive(self, config: SessionConfig, base: Policy) -> DerivedSettings:
+        """`derive_settings` of `config`, counting the tools the extensions add to it (their
+        `tools_offered`, asked with the session as it is) in the system prompt and tools'
+        overhead and the minimum-room check."""
+        tools = [dict(tool) for tool in config.tools]
+        for extension in self._deps.extensions:
+            tools = extension.tools_offered(self, tools)
+        return derive_settings(config, base, self._deps.model_table, tools=tools)
 
     # -- parts, dependencies and state -----------------------------------------------------------
     @property
