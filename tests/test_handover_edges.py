@@ -13,6 +13,7 @@ from unbounded.compaction.handover import (
     NOTED_MIN_CHARS,
     STEP_REQUEST_CHARS,
     definition_lines,
+    plan_runs,
     read_handover,
     replaced_code,
     request_steps,
@@ -91,3 +92,8 @@ def test_a_failed_command_that_runs_no_program_is_fixed_only_by_the_same_command
     )
     (error,) = handover.errors
     assert error.resolved_by is not None and error.resolved_by.tool_id == "c"
+
+
+def test_a_line_indented_by_one_space_belongs_to_the_plan_item_above() -> None:
+    text = "Next I will:\n1. fix the parser\n so it reads tabs\n2. run the tests"
+    assert plan_runs(text) == [("Next I will:", ["fix the parser", "run the tests"])]
