@@ -97,3 +97,20 @@ def test_a_failed_command_that_runs_no_program_is_fixed_only_by_the_same_command
 def test_a_line_indented_by_one_space_belongs_to_the_plan_item_above() -> None:
     text = "Next I will:\n1. fix the parser\n so it reads tabs\n2. run the tests"
     assert plan_runs(text) == [("Next I will:", ["fix the parser", "run the tests"])]
+
+
+def test_of_two_plans_in_one_text_the_later_is_the_plan() -> None:
+    text = "Next I will:\n1. fix the parser\n2. add a test\n\nThen I will:\n1. update the docs\n2. commit"
+    plan = read_handover([user("go"), says(text)]).plan
+    assert plan is not None and plan.intro == "Then I will:"
+    assert [item.text for item in plan.items] == ["update the docs", "commit"]
+
+
+def test_the_next_step_is_the_last_one_a_text_states() -> None:
+    text = "Next I will fix the parser first. Now let me run the whole suite."
+    assert read_handover([says(text)]).next_step == (1, "Now let me run the whole suite.")
+
+
+def test_a_tracker_command_is_read_from_the_first_line_of_a_script() -> None:
+    handover = read_handover([user("go"), *bash("c", "bd close p-1\necho closed", "ok")])
+    assert [(item.id, item.state) for item in handover.tracker_items] == [("p-1", "closed")]
