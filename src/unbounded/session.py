@@ -977,12 +977,13 @@ class Session:
         self._prepare_recall_handles()
         with self.telemetry.span("unbounded.microcompaction") as span:
             result = microcompact(
-                self._normalizer.messages,
+                self._normalizer.borrowed_messages(),  # read here, never kept: no copy
                 self.micro,
                 policy=self._microcompact_policy(now, last_assistant_at),
                 now=now,
                 last_assistant_at=last_assistant_at,
                 cache_edits_supported=self.config.cache_edits_supported,
+                share_view=True,  # the planner copies it into the request this turn
             )
             set_attributes(
                 span,
@@ -995,7 +996,9 @@ class Session:
                 },
             )
         turn.microcompaction = result
-        turn.messages = result.messages  # a new list each turn, never edited after
+        # Microcompaction's own list (no copy): read this turn only, and the planner's request
+        # is a new list.
+        turn.messages = result.messages
         # Compared at C speed with what the planner took last turn: what later steps reuse.
         turn.first_changed = self._breakpoints.reusable_prefix(turn.messages)
         if result.tier != "none":
@@ -1063,7 +1066,10 @@ class Session:
         )
 
     async def _finish_turn(self, turn: TurnContext) -> None:
-        self.last_request = turn.built_request()
+        request = turn.built_request()
+        if request.get("messages") is turn.messages:  # no step copied microcompaction's list
+            request = turn.request = {**request, "messages": list(turn.messages)}
+        self.last_request = request
         self._warn_if_needed()
         self._save_state()
 
