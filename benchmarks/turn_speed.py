@@ -3,10 +3,16 @@
 One generated conversation of real-session shape: an agent's tool loop where each turn is an
 assistant message (a line of text and one call of Read, Bash, Grep or Edit on changing paths)
 and its result of 1-3 KB (lines of code, seeded). Each entry point is measured at 200, 1,000,
-3,000 and 10,000 messages of it (the marks; `--marks` changes them); every figure is the
-median over `--samples` calls at the mark, in CPU time of the calling thread
-(`time.thread_time`: the other processes of a shared machine do not count), and `_max_` the
-slowest of those calls. What is timed, and only that:
+3,000 and 10,000 messages of it (the marks; `--marks` changes them). For each entry point one
+object per mark is first brought to its mark (untimed), then the marks are taken in turn,
+round after round, one call (the middleware: one invoke of `CALLS_PER_INVOKE` calls) per mark
+and round: a busy moment of a shared machine then slows every mark alike instead of the one
+that happened to run in it, which keeps the ratios between marks steady. The first
+`WARMUP_ROUNDS` rounds are left out; every figure is the median of the `--samples` calls
+kept at the mark, in CPU time of the calling thread (`time.thread_time`: other processes do
+not count), and `_max_` the slowest of them. Nothing between two timed calls walks the
+history either (the next reply's usage is the session's own count). What is timed, and only
+that:
 
 - `session`: one turn of `Session` (`add_tool_results` + `prepare` + `record`), in memory,
   auto-compaction off (the history keeps growing), a 1,000,000-token window; each reply's
@@ -17,10 +23,10 @@ slowest of those calls. What is timed, and only that:
   built beforehand, so only the wrapper's work is timed.
 - `middleware`: `UnboundedMiddleware`'s hooks (`before_model` + `after_model`) per model call
   inside a real `create_agent` with a checkpointer. The agent is invoked with the history up
-  to the mark, makes one call, then is invoked again on the same thread (its messages come
-  back from the checkpoint as copies) and makes `--samples` calls, which are timed (the
-  first hook of that second invoke included). The first hook of the first invoke, where a
-  new middleware converts the whole history, is reported apart (`_first_call_`).
+  to the mark and makes one call; each round invokes it again on the same thread (its
+  messages come back from the checkpoint as copies) for `CALLS_PER_INVOKE` calls, all timed
+  (the first hook of each invoke included). The first hook of the first invoke, where a new
+  middleware converts the whole history, is reported apart (`_first_call_`).
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
