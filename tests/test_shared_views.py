@@ -13,7 +13,7 @@ import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from test_micro_incremental import conversations
@@ -161,3 +161,80 @@ def test_a_turn_without_the_planner_still_hands_out_its_own_list() -> None:
     assert request["messages"] == [{"role": "user", "content": "Hello."}]
     assert request["messages"] is not session._normalizer._messages
     session.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(script=["big"] * 20 + ["compact", "tool", "big", "user"] * 4)  # clears, compactions
+@given(
+    script=st.lists(
+        st.sampled_from(["tool", "tool", "tool", "big", "user", "compact"]), min_size=5, max_size=60
+    )
+)
+def test_random_turns_give_the_from_scratch_request_and_never_change_it(script: list[str]) -> None:
+    """Tool turns with small and large results, user turns, manual compactions: each request
+    holds the history with every clear applied from scratch, its snapshot is the one taken
+    from scratch, and no request changes after it was returned."""
+    from unbounded.caching.break_detector import snapshot_request
+    from unbounded.compaction.micro import _apply_all
+    from unbounded.providers.extractive import ExtractiveSummarizer
+
+    moments = iter(
+        datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=2 * n) for n in range(10**4)
+    )
+    session = Session(
+        SessionConfig(model="claude-sonnet-4-6", system="You code.", context_window=100_000),
+        policy=Policy(auto_compact_enabled=False),
+        summarizer=ExtractiveSummarizer(),
+        clock=lambda: next(moments),
+    )
+    session.add_user("Start.")
+    kept: list[tuple[Any, Any]] = []
+
+    def unmarked(message: Any) -> Any:
+        content = message["content"]
+        if isinstance(content, str):  # the planner marks a string as one text block
+            content = [{"type": "text", "text": content}]
+        return [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+
+    async def run() -> None:
+        for turn, step in enumerate(script, start=1):
+            if step == "compact":
+                await session.compact()
+                continue
+            if step == "user":
+                session.add_user(f"Now step {turn}.")
+            request = await session.prepare()
+            kept.append((request, copy.deepcopy(request)))
+            assert session.detector.snapshot(session.config.query_source) == snapshot_request(
+                request
+            )
+            view = _apply_all(session.micro, session._normalizer.messages)
+            assert [unmarked(m) for m in request["messages"]] == [unmarked(m) for m in view]
+            tool_id = f"toolu_{turn:04d}"
+            call = {
+                "type": "tool_use",
+                "id": tool_id,
+                "name": "Read",
+                "input": {"path": f"/{turn}"},
+            }
+            session.record(
+                {
+                    "id": f"msg_{turn:04d}",
+                    "model": "claude-sonnet-4-6",
+                    "stop_reason": "tool_use",
+                    "content": [{"type": "text", "text": f"Step {turn}."}, call],
+                    "usage": {
+                        "input_tokens": 10,
+                        "cache_read_input_tokens": 9_000 * turn,
+                        "output_tokens": 20,
+                    },
+                }
+            )
+            size = 30_000 if step == "big" else 300
+            result = {"type": "tool_result", "tool_use_id": tool_id, "content": "x\n" * size}
+            session.add_tool_results([result])
+
+    asyncio.run(run())
+    session.close()
+    for request, snapshot in kept:
+        assert request == snapshot
