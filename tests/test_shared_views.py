@@ -153,13 +153,12 @@ def test_a_turn_without_the_planner_still_hands_out_its_own_list() -> None:
     """Steps that leave out the cache planner (the step that copies the messages) still
     return a request whose list is not microcompaction's."""
     session = Session(SessionConfig(model="claude-sonnet-4-6", system="You code."))
-    session._prepare_steps = tuple(
-        step for step in session._prepare_steps if step.__name__ != "_place_breakpoints"
-    )
+    steps = session._steps
+    steps.order = tuple(step for step in steps.order if step.__name__ != "place_breakpoints")
     session.add_user("Hello.")
     request = asyncio.run(session.prepare())
     assert request["messages"] == [{"role": "user", "content": "Hello."}]
-    assert request["messages"] is not session._normalizer._messages
+    assert request["messages"] is not session.transcript.normalizer._messages
     session.close()
 
 
@@ -208,7 +207,7 @@ def test_random_turns_give_the_from_scratch_request_and_never_change_it(script: 
             assert session.detector.snapshot(session.config.query_source) == snapshot_request(
                 request
             )
-            view = _apply_all(session.micro, session._normalizer.messages)
+            view = _apply_all(session.micro, session.transcript.normalizer.messages)
             assert [unmarked(m) for m in request["messages"]] == [unmarked(m) for m in view]
             tool_id = f"toolu_{turn:04d}"
             call = {
