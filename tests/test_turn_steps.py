@@ -78,7 +78,7 @@ class Checks:
         assert self.session.marked_messages == expected.marked_messages
 
     async def after_snapshot(self, turn: TurnContext) -> None:
-        self.previous = turn.messages
+        self.previous = list(turn.messages)  # the step's list is reused next turn
         self.turns += 1
 
     def steps(self, steps: tuple[TurnStep, ...]) -> tuple[TurnStep, ...]:

@@ -125,12 +125,13 @@ class PrepareSteps:
         session.recall.prepare_handles(micro, session.config.tools, session.policy)
         with session.deps.telemetry.span("unbounded.microcompaction") as span:
             result = microcompact(
-                session.transcript.messages,
+                session.transcript.normalizer.borrowed_messages(),  # read here, never kept
                 micro,
                 policy=self._microcompact_policy(now, last_reply_at),
                 now=now,
                 last_assistant_at=last_reply_at,
                 cache_edits_supported=session.config.cache_edits_supported,
+                share_view=True,  # the planner copies it into the request this turn
             )
             set_attributes(
                 span,
@@ -143,7 +144,9 @@ class PrepareSteps:
                 },
             )
         turn.microcompaction = result
-        turn.messages = result.messages  # a new list each turn, never edited after
+        # Microcompaction's own list (no copy): read this turn only; the planner's request is
+        # a new list.
+        turn.messages = result.messages
         # Compared at C speed with what the planner took last turn: what later steps reuse.
         turn.first_changed = self.planner.reusable_prefix(turn.messages)
         if result.tier != "none":
@@ -249,7 +252,10 @@ class PrepareSteps:
     async def finish_turn(self, turn: TurnContext) -> None:
         """The request kept as sent, a warning when the level rose, the state saved."""
         session = self.session
-        self.last_request = turn.built_request()
+        request = turn.built_request()
+        if request.get("messages") is turn.messages:  # no step copied microcompaction's list
+            request = turn.request = {**request, "messages": list(turn.messages)}
+        self.last_request = request
         status = session.status()
         if status.level != self._level and status.level != "ok":
             emit(

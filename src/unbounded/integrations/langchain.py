@@ -911,7 +911,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                     cache_edits_supported=False,
                 )
                 result = microcompact(
-                    view.normalizer.messages,
+                    view.normalizer.borrowed_messages(),  # only read here: no copy
                     view.micro,
                     policy=policy,
                     now=now,
