@@ -345,14 +345,27 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         check=lambda ns, out, api: "Hello from LangChain." in out,
     ),
     ("docs/index.md", "from unbounded.providers import AnthropicProvider"): Run(
+        # The model also calls `recall`, as it may once context was cleared: the loop answers it.
         replies=lambda: [
             message(tool_use_block("add", {"a": 2, "b": 3}, id="toolu_1"), id="msg_1"),
-            message("2 + 3 = 5.", id="msg_2"),
+            message(tool_use_block("recall", {"id": "toolu_1"}, id="toolu_2"), id="msg_2"),
+            message("2 + 3 = 5.", id="msg_3"),
         ],
         check=lambda ns, out, api: (
             "2 + 3 = 5." in out
-            and api.last.json["messages"][-1]["content"][0]["content"] == "5"
+            and api.requests[1].json["messages"][-1]["content"][0]["content"] == "5"
+            and api.last.json["messages"][-1]["content"][0]["tool_use_id"] == "toolu_2"
+            and "5" in json.dumps(api.last.json["messages"][-1]["content"][0]["content"])
             and api.last.stream
+        ),
+    ),
+    ("docs/index.md", "from pydantic_ai import Agent"): Run(
+        needs=("pydantic_ai",),
+        replies=lambda: [message("Hello from pydantic-ai.")],
+        check=lambda ns, out, api: (
+            "Hello from pydantic-ai." in out
+            and api.last.json["system"][-1]["text"].endswith("Be brief.")
+            and (Path(".sessions/pydantic-ai") / "transcript.jsonl").exists()
         ),
     ),
     # docs/integrations.md

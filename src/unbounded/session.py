@@ -122,6 +122,7 @@ from unbounded.model.normalize import (
     is_tool_result_only,
     validate_request,
 )
+from unbounded.model.repeated_prompt import unanswered_repeat
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.text import repair_value
@@ -659,9 +660,14 @@ class Session:
         """Add a user message (text or blocks).
 
         Tool calls still waiting for a result are answered first with a synthetic error result
-        (the user moved on), unless this message carries their results.
+        (the user moved on), unless this message carries their results. The same prompt again
+        while nothing answered it (its call failed) is not added twice: the entry already
+        there is returned (`unbounded.model.repeated_prompt`).
         """
         self._check_open()
+        repeated = None if flags else unanswered_repeat(self.entries, content)
+        if repeated is not None:  # its call failed: the next request carries it once
+            return repeated
         blocks = (
             [{"type": "text", "text": content}]
             if isinstance(content, str)
