@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from urllib.parse import urlsplit
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from unbounded.errors import ConfigError
 from unbounded.model.request import ProviderRequest
