@@ -369,6 +369,30 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         ),
     ),
     # docs/integrations.md
+    ("docs/integrations.md", "from pydantic_ai import Agent"): Run(
+        needs=("pydantic_ai",),
+        files={"setup.py": "from setuptools import setup\nsetup(name='demo')\n"},
+        replies=lambda: [
+            message(tool_use_block("read_file", {"path": "setup.py"}, id="toolu_1"), id="msg_1"),
+            message("It installs demo.", id="msg_2"),
+        ],
+        check=lambda ns, out, api: (
+            out.startswith("It installs demo. ")
+            and "setup(name='demo')" in json.dumps(api.last.json["messages"])
+        ),
+    ),
+    ("docs/integrations.md", "from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner"): Run(
+        needs=("agents",),
+        # The SDK would export traces to OpenAI: off for the test (tracing_disabled in real use).
+        prelude="from agents import set_tracing_disabled\nset_tracing_disabled(True)\n",
+        openai_replies=lambda: [message("Hello from the Agents SDK.")],
+        check=lambda ns, out, api: (
+            out.startswith("Hello from the Agents SDK. ")
+            and api.last.path == "/v1/chat/completions"
+            and (Path(".sessions") / "user-42" / "transcript.jsonl").exists()
+            and ns["session"].session.close() is None
+        ),
+    ),
     ("docs/integrations.md", "import anthropic"): Run(
         prelude=(
             "SYSTEM = 'You are a coding agent.'\n"
