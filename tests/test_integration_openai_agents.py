@@ -162,3 +162,23 @@ def test_wrong_parameters_fail_at_construction(tmp_path: Path) -> None:
         UnboundedSession("a", model=MODEL, folder=tmp_path, store=MemoryStore())
     with pytest.raises(ConfigError, match="summarizer"):
         UnboundedSession("a", model=MODEL, summarizer="extractive")  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_a_postgres_store_keeps_the_session_across_workers(postgres_url: str) -> None:
+    import asyncio
+
+    from unbounded.postgres import PostgresStore
+
+    async def main() -> None:
+        first = UnboundedSession("w1", model=MODEL, store=PostgresStore(postgres_url, "w1"))
+        await first.add_items([{"role": "user", "content": "Hi."}, {"role": "assistant", "content": [{"type": "output_text", "text": "Hello."}]}])
+        first.close()
+        second = UnboundedSession("w1", model=MODEL, store=PostgresStore(postgres_url, "w1"))
+        items = await second.get_items()
+        assert "Hi." in json.dumps(items[0]) and "Hello." in json.dumps(items[1])
+        with pytest.raises(ConfigError, match="store you gave"):
+            await second.clear_session()
+        second.close()
+
+    asyncio.run(main())
