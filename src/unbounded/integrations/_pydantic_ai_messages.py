@@ -59,12 +59,16 @@ def request_blocks(message: pai.ModelRequest) -> list[dict[str, Any]]:
                 if text:
                     blocks.append({"type": "text", "text": text})
         elif isinstance(part, pai.ToolReturnPart):
+            failed = getattr(part, "outcome", "success") != "success"
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": part.tool_call_id,
-                "content": part.model_response_str(),
+                # is_error is Anthropic's error channel: the text goes unwrapped.
+                "content": part.model_response_str(wrap_if_error=False)
+                if failed
+                else part.model_response_str(),
             }
-            if getattr(part, "outcome", "success") != "success":
+            if failed:
                 block["is_error"] = True
             blocks.append(block)
         elif _RETRY_FEEDBACK is not None and isinstance(part, _RETRY_FEEDBACK):
@@ -174,6 +178,8 @@ class MessageMap:
 
     originals: dict[str, pai.ModelMessage] = field(default_factory=dict)
     tool_names: dict[str, str] = field(default_factory=dict)
+    _previous: dict[int, tuple[Mapping[str, Any], pai.ModelMessage]] = field(default_factory=dict)
+    """The last call's messages by identity (each kept with its dict, so an id is not reused)."""
 
     def remember(
         self, role: str, blocks: Sequence[Mapping[str, Any]], original: pai.ModelMessage
@@ -186,25 +192,34 @@ class MessageMap:
 
     def to_pydantic(self, messages: Sequence[Mapping[str, Any]]) -> list[pai.ModelMessage]:
         """Anthropic-shaped messages as pydantic-ai's: the remembered original where the
-        message is unchanged, else one built from its blocks."""
+        message is unchanged, else one built from its blocks. A message dict given to the
+        previous call again (the pipeline keeps the ones it did not change) is not read
+        again: each call costs the messages new to it."""
         out: list[pai.ModelMessage] = []
+        current: dict[int, tuple[Mapping[str, Any], pai.ModelMessage]] = {}
         for message in messages:
-            role, content = str(message["role"]), message["content"]
-            original = self.originals.get(_key(role, content))
-            if original is not None:
-                out.append(original)
-                continue
-            blocks = (
-                [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-            )
-            for block in blocks:
-                if block.get("type") == "tool_use":
-                    self.tool_names[str(block["id"])] = str(block["name"])
-            if role == "assistant":
-                out.append(self.build_response(blocks))
-            else:
-                out.append(self.build_request(blocks))
+            hit = self._previous.get(id(message))
+            converted = hit[1] if hit is not None and hit[0] is message else None
+            if converted is None:
+                converted = self._convert(message)
+            current[id(message)] = (message, converted)
+            out.append(converted)
+        self._previous = current
         return out
+
+    def _convert(self, message: Mapping[str, Any]) -> pai.ModelMessage:
+        """One message: the remembered original, or one built from its blocks."""
+        role, content = str(message["role"]), message["content"]
+        original = self.originals.get(_key(role, content))
+        if original is not None:
+            return original
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        for block in blocks:
+            if block.get("type") == "tool_use":
+                self.tool_names[str(block["id"])] = str(block["name"])
+        if role == "assistant":
+            return self.build_response(blocks)
+        return self.build_request(blocks)
 
     def build_request(self, blocks: Sequence[Mapping[str, Any]]) -> pai.ModelRequest:
         """A pydantic-ai request of user blocks."""

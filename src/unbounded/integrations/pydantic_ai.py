@@ -362,8 +362,20 @@ class UnboundedHistory:
         request = await session.prepare()
         prepared = self._to_pydantic(request.get("messages", []), messages)
         kept = prepared if replaces_history else list(messages)
-        self._seen = [_Seen(message, _content_key(message)) for message in kept]
+        self._seen = self._seen_list(kept)
         return prepared
+
+    def _seen_list(self, kept: Sequence[pai.ModelMessage]) -> list[_Seen]:
+        """`kept` as the messages read, the keys of those already read reused (a message is
+        converted to its key once)."""
+        known = {id(seen.message): seen for seen in self._seen}
+        out: list[_Seen] = []
+        for message in kept:
+            seen = known.get(id(message))
+            if seen is None or seen.message is not message:
+                seen = _Seen(message, _content_key(message))
+            out.append(seen)
+        return out
 
     def record_reply(self, response: pai.ModelResponse) -> None:
         """Record a reply when it arrives (a run's last reply is then in the session folder
