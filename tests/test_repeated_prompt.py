@@ -49,3 +49,12 @@ def test_a_prompt_repeated_after_a_reply_is_a_new_message() -> None:
     assert session.add_user("no") is not second  # another prompt is appended
     session.add_user([{"type": "text", "text": "no"}])  # the same prompt as blocks: kept once
     assert [e.content for e in session.entries if e.type == "user"] == ["yes", "yes", "no"]
+
+
+def test_a_message_with_flags_is_always_appended() -> None:
+    session = Session(SessionConfig(model="claude-sonnet-4-6"))
+    first = session.add_user("reminder", is_meta=True)
+    second = session.add_user("reminder", is_meta=True)
+    assert second is not first
+    third = session.add_user("reminder")  # a prompt after the application's own message
+    assert third is not second and len([e for e in session.entries if e.type == "user"]) == 3

@@ -665,7 +665,7 @@ class Session:
         there is returned (`unbounded.model.repeated_prompt`).
         """
         self._check_open()
-        repeated = None if flags else unanswered_repeat(self.entries, content)
+        repeated = unanswered_repeat(self.entries, content)
         if repeated is not None:  # its call failed: the next request carries it once
             return repeated
         blocks = (

@@ -30,14 +30,12 @@ def unanswered_repeat(entries: Sequence[Entry], content: str | Sequence[Any]) ->
     """The last message of `entries` when it is a user prompt equal to `content` that nothing
     answered yet (None otherwise: append as usual)."""
     blocks = _as_blocks(content)
-    if not blocks or any(block.get("type") == "tool_result" for block in blocks):
-        return None
     last = next((entry for entry in reversed(entries) if entry.is_conversation), None)
     if (
-        last is None
+        not blocks
+        or last is None
         or last.type != "user"
-        or last.is_meta
-        or last.is_compact_summary
+        or last.is_meta  # the application's own message, not a prompt
         or _as_blocks(last.content) != blocks
     ):
         return None
