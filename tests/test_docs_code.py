@@ -368,6 +368,23 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
             and (Path(".sessions/pydantic-ai") / "transcript.jsonl").exists()
         ),
     ),
+    ("docs/index.md", "from agents import Agent, RunConfig, Runner"): Run(
+        needs=("agents",),
+        # The local server speaks Chat Completions, not Responses (the SDK's default API), and
+        # the SDK would export traces to OpenAI: both set for the test, undone in the check.
+        prelude=(
+            "from agents import set_default_openai_api, set_tracing_disabled\n"
+            "set_default_openai_api('chat_completions')\nset_tracing_disabled(True)\n"
+        ),
+        openai_replies=lambda: [message("Hello from an agent.")],
+        check=lambda ns, out, api: (
+            "Hello from an agent." in out
+            and api.last.path == "/v1/chat/completions"
+            and ns["session"].session.status().tokens > 0
+            and ns["session"].close() is None
+            and ns["set_default_openai_api"]("responses") is None
+        ),
+    ),
     # docs/integrations.md
     ("docs/integrations.md", "from pydantic_ai import Agent"): Run(
         needs=("pydantic_ai",),
