@@ -1,4 +1,4 @@
-"""A prompt given again before anything answered it is kept once (its call failed)."""
+"""A prompt the previous run left unanswered (its call failed), given again, is kept once."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from apiserver import ApiServer, api_server_fixture, message  # noqa: F401  (reg
 from unbounded.errors import ConfigError
 from unbounded.providers import OpenAIProvider
 from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.storage import MemoryStore
 
 pytest.importorskip("openai")
+
+CONFIG = SessionConfig(model="claude-sonnet-4-6")
 
 
 def test_the_openai_quick_start_run_again_after_a_missing_key_sends_the_prompt_once(
@@ -33,28 +36,39 @@ def test_the_openai_quick_start_run_again_after_a_missing_key_sends_the_prompt_o
     session.add_user("Say hello.")
     assert session.call(OpenAIProvider(), stream=True).text == "Hello."
     sent = api_server.last.json["messages"]
-    assert [m["role"] for m in sent] == ["user"]
-    assert "Say hello.\n\nSay hello." not in str(sent) and str(sent).count("Say hello.") == 1
+    assert [m["role"] for m in sent] == ["user"] and str(sent).count("Say hello.") == 1
     assert len([e for e in session.session.entries if e.type == "user"]) == 1
 
 
-def test_a_prompt_repeated_after_a_reply_is_a_new_message() -> None:
-    session = Session(SessionConfig(model="claude-sonnet-4-6"))
-    first = session.add_user("yes")
-    assert session.add_user("yes") is first  # nothing answered it yet: kept once
-    session.record({"content": [{"type": "text", "text": "Sure?"}], "usage": {"input_tokens": 10, "output_tokens": 2}})
-    second = session.add_user("yes")
-    assert second is not first
-    assert [m["role"] for m in session.messages] == ["user", "assistant", "user"]
-    assert session.add_user("no") is not second  # another prompt is appended
-    session.add_user([{"type": "text", "text": "no"}])  # the same prompt as blocks: kept once
-    assert [e.content for e in session.entries if e.type == "user"] == ["yes", "yes", "no"]
+def test_only_the_first_prompt_after_reopening_and_only_while_unanswered() -> None:
+    within = Session(CONFIG)
+    left = within.add_user("yes")
+    assert within.add_user("yes") is not left  # within one process: two messages
+
+    store = MemoryStore()
+    first = Session(CONFIG, store=store)
+    left = first.add_user("yes")
+    first.close()
+    reopened = Session(CONFIG, store=store)
+    again = reopened.add_user("yes")
+    assert again.uuid == left.uuid and len(reopened.entries) == 1  # kept once
+    assert reopened.add_user("yes").uuid != left.uuid and len(reopened.entries) == 2  # only the first
+
+    other = Session(CONFIG, store=MemoryStore([left]))
+    other.add_user("no")  # another prompt first: added
+    assert [e.content for e in other.entries] == ["yes", "no"]
+
+    answered = Session(CONFIG, store=MemoryStore([left]))
+    answered.record({"content": [{"type": "text", "text": "Sure?"}], "usage": {"input_tokens": 10, "output_tokens": 2}})
+    answered.add_user("yes")  # after a reply: a new message
+    assert [e.type for e in answered.entries] == ["user", "assistant", "user"]
 
 
-def test_a_message_with_flags_is_always_appended() -> None:
-    session = Session(SessionConfig(model="claude-sonnet-4-6"))
-    first = session.add_user("reminder", is_meta=True)
-    second = session.add_user("reminder", is_meta=True)
-    assert second is not first
-    third = session.add_user("reminder")  # a prompt after the application's own message
-    assert third is not second and len([e for e in session.entries if e.type == "user"]) == 3
+def test_a_meta_message_is_not_a_prompt_left_unanswered() -> None:
+    store = MemoryStore()
+    first = Session(CONFIG, store=store)
+    first.add_user("reminder", is_meta=True)
+    first.close()
+    reopened = Session(CONFIG, store=store)
+    reopened.add_user("reminder")
+    assert len([e for e in reopened.entries if e.type == "user"]) == 2

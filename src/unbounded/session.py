@@ -122,7 +122,7 @@ from unbounded.model.normalize import (
     is_tool_result_only,
     validate_request,
 )
-from unbounded.model.repeated_prompt import unanswered_repeat
+from unbounded.model.repeated_prompt import repeated_prompt, trailing_prompt
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.text import repair_value
@@ -470,6 +470,8 @@ class Session:
         self._early_refused_at: int | None = None
         # Calls left unanswered by the previous process: answered when the session goes on.
         self._resumed_pending = bool(self.pending_tool_use_ids())
+        # A prompt left unanswered by the previous process: given again first, it is kept once.
+        self._resumed_prompt = trailing_prompt(self.entries)
         for extension in self.extensions:
             extension.attached(self)
 
@@ -583,6 +585,7 @@ class Session:
             raise
         session.append(transcript.main_thread())
         session._resumed_pending = bool(session.pending_tool_use_ids())
+        session._resumed_prompt = trailing_prompt(session.entries)
         session._calibrate()
         return session
 
@@ -660,12 +663,14 @@ class Session:
         """Add a user message (text or blocks).
 
         Tool calls still waiting for a result are answered first with a synthetic error result
-        (the user moved on), unless this message carries their results. The same prompt again
-        while nothing answered it (its call failed) is not added twice: the entry already
-        there is returned (`unbounded.model.repeated_prompt`).
+        (the user moved on), unless this message carries their results. A reopened session
+        that ends with a prompt nothing answered (its call failed), given that same prompt
+        first, returns the entry already there instead of adding it twice
+        (`unbounded.model.repeated_prompt`).
         """
         self._check_open()
-        repeated = unanswered_repeat(self.entries, content)
+        resumed, self._resumed_prompt = self._resumed_prompt, None
+        repeated = repeated_prompt(self.entries, resumed, content)
         if repeated is not None:  # its call failed: the next request carries it once
             return repeated
         blocks = (
