@@ -10,9 +10,12 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
+from typing import Any
+
 from pydantic_ai import Agent
 from pydantic_ai import messages as pai
 from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from summaries import nine_section_summary
@@ -26,7 +29,16 @@ from apiserver import (
     text_block,
     tool_use_block,
 )
-from unbounded.errors import ConfigError
+from unbounded.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigError,
+    OverloadedError,
+    PromptTooLongError,
+    RateLimitedError,
+    RetryableError,
+    ServerError,
+)
 from unbounded.events import Event
 from unbounded.integrations._pydantic_ai_messages import (
     MessageMap,
@@ -35,7 +47,11 @@ from unbounded.integrations._pydantic_ai_messages import (
     request_blocks,
     response_blocks,
 )
-from unbounded.integrations.pydantic_ai import UnboundedCapability, UnboundedHistory
+from unbounded.integrations.pydantic_ai import (
+    UnboundedCapability,
+    UnboundedHistory,
+    _provider_error,
+)
 from unbounded.model.normalize import validate_request
 from unbounded.policy import Policy
 
@@ -236,3 +252,36 @@ def test_the_async_agent_works_too(api_server: ApiServer) -> None:
     agent = Agent(model_for(api_server), capabilities=[UnboundedCapability()])
     result = asyncio.run(agent.run("Hello."))
     assert result.output == "Async answer."
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (429, {"error": "slow down"}, RateLimitedError),
+        (529, None, OverloadedError),
+        (503, None, OverloadedError),
+        (500, None, ServerError),
+        (401, None, AuthenticationError),
+        (400, {"message": "prompt is too long: 212345 tokens > 200000 maximum"}, PromptTooLongError),
+        (400, {"message": "messages.0: bad"}, BadRequestError),
+    ],
+)
+def test_the_summarizers_http_errors_are_the_projects(status: int, body: Any, expected: type[Exception]) -> None:
+    error = _provider_error(ModelHTTPError(status, MODEL, body, retry_after=7.0))
+    assert type(error) is expected and error.status == status
+    if isinstance(error, RetryableError):
+        assert error.retry_after == 7.0
+    if isinstance(error, PromptTooLongError):
+        assert error.token_gap == 12_345
+
+
+def test_an_offline_summarizer_sends_no_summary_request(api_server: ApiServer) -> None:
+    script = Script(rounds_per_run=24)
+    api_server.anthropic.push(*[script.reply] * 60)
+    capability = UnboundedCapability(context_window=40_000, policy=Policy(), summarizer="extractive")
+    agent = Agent(model_for(api_server), system_prompt=SYSTEM, tools=[read_file], capabilities=[capability])
+    assert agent.run_sync("Read the modules.").output == "All modules read."
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    assert capability.session.status().compactions >= 1
+    assert script.summaries == 0 and capability.session.status().last_summary is not None

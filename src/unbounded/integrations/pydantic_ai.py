@@ -110,12 +110,13 @@ def _provider_error(error: ModelHTTPError) -> ProviderError:
         return PromptTooLongError(
             message, actual_tokens=actual, limit_tokens=limit, body=error.body
         )
+    wait = getattr(error, "retry_after", None)  # the server's retry-after, where it is read
     if status == 429:
-        return RateLimitedError(message, status=status, body=error.body)
+        return RateLimitedError(message, retry_after=wait, status=status, body=error.body)
     if status in (503, 529):
-        return OverloadedError(message, status=status, body=error.body)
+        return OverloadedError(message, retry_after=wait, status=status, body=error.body)
     if status >= 500:
-        return ServerError(message, status=status, body=error.body)
+        return ServerError(message, retry_after=wait, status=status, body=error.body)
     if status in (401, 403):
         return AuthenticationError(message, status=status, body=error.body)
     return BadRequestError(message, status=status, body=error.body)
