@@ -9,8 +9,9 @@ import pytest
 from apiserver import ApiServer, api_server_fixture, message  # noqa: F401  (registers the api_server fixture)
 from unbounded.errors import ConfigError
 from unbounded.providers import OpenAIProvider
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
+from unbounded.sync_session import SyncSession
 
 pytest.importorskip("openai")
 

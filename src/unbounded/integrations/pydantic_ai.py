@@ -90,7 +90,8 @@ from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.recall.schema import RECALL_DESCRIPTION, RECALL_INPUT_SCHEMA, RECALL_TOOL_NAME
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Session, SessionConfig
+from unbounded.sync_session import SyncSession
 from unbounded.wire.base import is_prompt_too_long_message, parse_prompt_too_long
 
 logger = logging.getLogger(__name__)
@@ -282,18 +283,25 @@ class UnboundedHistory:
         wanted = dataclasses.replace(session.config, **fields)
         if wanted != session.config:
             session.reconfigure(wanted)
-        if self._summarizer == "extractive":
-            if session.summarizer is None:
-                from unbounded.providers.extractive import ExtractiveSummarizer
-
-                session.summarizer = ExtractiveSummarizer()
-        elif self._summarizer == "model":
-            if self._summarizer_model is not model:
-                session.summarizer = PydanticAIModelProvider(model)
-                self._summarizer_model = model
-        else:
-            session.summarizer = self._summarizer
+        summarizer = self._summarizer_for(session, model)
+        if summarizer is not None:
+            session.reconfigure(summarizer=summarizer)
         return session
+
+    def _summarizer_for(self, session: Session, model: Model) -> Provider | None:
+        """The summarizer the session should get now (None: it has the right one)."""
+        if self._summarizer == "extractive":
+            if session.summarizer is not None:
+                return None
+            from unbounded.providers.extractive import ExtractiveSummarizer
+
+            return ExtractiveSummarizer()
+        if self._summarizer == "model":
+            if self._summarizer_model is model:
+                return None
+            self._summarizer_model = model
+            return PydanticAIModelProvider(model)
+        return None if session.summarizer is self._summarizer else self._summarizer
 
     def _new_messages(
         self, session: Session, messages: Sequence[pai.ModelMessage]
