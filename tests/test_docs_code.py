@@ -345,17 +345,71 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         check=lambda ns, out, api: "Hello from LangChain." in out,
     ),
     ("docs/index.md", "from unbounded.providers import AnthropicProvider"): Run(
+        # The model also calls `recall`, as it may once context was cleared: the loop answers it.
         replies=lambda: [
             message(tool_use_block("add", {"a": 2, "b": 3}, id="toolu_1"), id="msg_1"),
-            message("2 + 3 = 5.", id="msg_2"),
+            message(tool_use_block("recall", {"id": "toolu_1"}, id="toolu_2"), id="msg_2"),
+            message("2 + 3 = 5.", id="msg_3"),
         ],
         check=lambda ns, out, api: (
             "2 + 3 = 5." in out
-            and api.last.json["messages"][-1]["content"][0]["content"] == "5"
+            and api.requests[1].json["messages"][-1]["content"][0]["content"] == "5"
+            and api.last.json["messages"][-1]["content"][0]["tool_use_id"] == "toolu_2"
+            and "5" in json.dumps(api.last.json["messages"][-1]["content"][0]["content"])
             and api.last.stream
         ),
     ),
+    ("docs/index.md", "from pydantic_ai import Agent"): Run(
+        needs=("pydantic_ai",),
+        replies=lambda: [message("Hello from pydantic-ai.")],
+        check=lambda ns, out, api: (
+            "Hello from pydantic-ai." in out
+            and api.last.json["system"][-1]["text"].endswith("Be brief.")
+            and (Path(".sessions/pydantic-ai") / "transcript.jsonl").exists()
+        ),
+    ),
+    ("docs/index.md", "from agents import Agent, RunConfig, Runner"): Run(
+        needs=("agents",),
+        # The local server speaks Chat Completions, not Responses (the SDK's default API), and
+        # the SDK would export traces to OpenAI: both set for the test, undone in the check.
+        prelude=(
+            "from agents import set_default_openai_api, set_tracing_disabled\n"
+            "set_default_openai_api('chat_completions')\nset_tracing_disabled(True)\n"
+        ),
+        openai_replies=lambda: [message("Hello from an agent.")],
+        check=lambda ns, out, api: (
+            "Hello from an agent." in out
+            and api.last.path == "/v1/chat/completions"
+            and ns["session"].session.status().tokens > 0
+            and ns["session"].close() is None
+            and ns["set_default_openai_api"]("responses") is None
+        ),
+    ),
     # docs/integrations.md
+    ("docs/integrations.md", "from pydantic_ai import Agent"): Run(
+        needs=("pydantic_ai",),
+        files={"setup.py": "from setuptools import setup\nsetup(name='demo')\n"},
+        replies=lambda: [
+            message(tool_use_block("read_file", {"path": "setup.py"}, id="toolu_1"), id="msg_1"),
+            message("It installs demo.", id="msg_2"),
+        ],
+        check=lambda ns, out, api: (
+            out.startswith("It installs demo. ")
+            and "setup(name='demo')" in json.dumps(api.last.json["messages"])
+        ),
+    ),
+    ("docs/integrations.md", "from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner"): Run(
+        needs=("agents",),
+        # The SDK would export traces to OpenAI: off for the test (tracing_disabled in real use).
+        prelude="from agents import set_tracing_disabled\nset_tracing_disabled(True)\n",
+        openai_replies=lambda: [message("Hello from the Agents SDK.")],
+        check=lambda ns, out, api: (
+            out.startswith("Hello from the Agents SDK. ")
+            and api.last.path == "/v1/chat/completions"
+            and (Path(".sessions") / "user-42" / "transcript.jsonl").exists()
+            and ns["session"].session.close() is None
+        ),
+    ),
     ("docs/integrations.md", "import anthropic"): Run(
         prelude=(
             "SYSTEM = 'You are a coding agent.'\n"

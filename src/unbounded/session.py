@@ -57,6 +57,7 @@ from unbounded.extension import Extension
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import interrupted_result
+from unbounded.model.repeated_prompt import repeated_prompt, trailing_prompt
 from unbounded.model.request import ProviderRequest
 from unbounded.model.tool_ids import RENAMED_FIELD
 from unbounded.policy import Policy, Thresholds
@@ -129,6 +130,8 @@ class Session:
         self._steps = PrepareSteps(self, self._compactor)
         # Calls left unanswered by the previous process: answered when the session goes on.
         self._resumed_pending = bool(self.pending_tool_use_ids())
+        # A prompt left unanswered by the previous process: given again first, it is kept once.
+        self._resumed_prompt = trailing_prompt(self.entries)
         for extension in self._deps.extensions:
             extension.attached(self)
         if self._deps.extensions:  # the tools they add are counted from the first estimate
@@ -357,6 +360,7 @@ class Session:
             raise
         session.append(transcript.main_thread())
         session._resumed_pending = bool(session.pending_tool_use_ids())
+        session._resumed_prompt = trailing_prompt(session.entries)
         session._calibrate()
         return session
 
@@ -399,9 +403,16 @@ class Session:
         """Add a user message (text or blocks).
 
         Tool calls still waiting for a result are answered first with a synthetic error result
-        (the user moved on), unless this message carries their results.
+        (the user moved on), unless this message carries their results. A reopened session
+        that ends with a prompt nothing answered (its call failed), given that same prompt
+        first, returns the entry already there instead of adding it twice
+        (`unbounded.model.repeated_prompt`).
         """
         self._check_open()
+        resumed, self._resumed_prompt = self._resumed_prompt, None
+        repeated = repeated_prompt(self.entries, resumed, content)
+        if repeated is not None:  # its call failed: the next request carries it once
+            return repeated
         blocks = (
             [{"type": "text", "text": content}]
             if isinstance(content, str)

@@ -68,13 +68,9 @@ def recall_context(
         if entry is None:
             continue
         view.append(entry)
-        original = (
-            cleared.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
-        )
+        original = cleared.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
         whole.append(Entry(dict(original)) if isinstance(original, Mapping) else entry)
-    present = {
-        m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)
-    }
+    present = {m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)}
     return RecallContext(
         entries=whole,
         view=view,

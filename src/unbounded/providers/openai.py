@@ -15,6 +15,7 @@ import asyncio
 import os
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from unbounded.errors import ConfigError
 from unbounded.model.request import ProviderRequest
@@ -28,6 +29,19 @@ if TYPE_CHECKING:
 
 LOCAL_SERVER_API_KEY = "unbounded-no-key"
 """Sent when a base_url is given without any API key (local servers ignore it)."""
+
+OPENAI_API_HOST = "api.openai.com"
+
+
+def default_max_tokens_param(base_url: str | None) -> str:
+    """`max_completion_tokens` for OpenAI's own API (no `base_url`, or one on its host): its
+    reasoning models refuse `max_tokens` and every chat model takes the newer name;
+    `max_tokens` for other Chat Completions servers (vLLM, Ollama, llama.cpp), some of which
+    know only that one."""
+    if base_url is None:
+        return "max_completion_tokens"
+    host = urlsplit(str(base_url)).hostname or ""
+    return "max_completion_tokens" if host == OPENAI_API_HOST else "max_tokens"
 
 
 def _import_sdk() -> Any:
@@ -58,9 +72,13 @@ class OpenAIProvider(SdkProvider):
         timeout: float | None = None,
         max_retries: int = 0,
         heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
-        max_tokens_param: str = "max_tokens",
+        max_tokens_param: str | None = None,
         stream_usage: bool = True,
     ) -> None:
+        if max_tokens_param is None:  # by where the requests go: the client's, the argument's
+            where = getattr(client, "base_url", None) if client is not None else None
+            where = where or base_url or os.environ.get("OPENAI_BASE_URL")
+            max_tokens_param = default_max_tokens_param(where)
         self.wire = OpenAIChat(max_tokens_param=max_tokens_param, stream_usage=stream_usage)
         """The Chat Completions format the requests and replies go through."""
         self._sdk = _import_sdk()
