@@ -100,6 +100,7 @@ from unbounded.integrations._anthropic_streams import (
     RecordingStream,
     StreamManager,
 )
+from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._support import as_session
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
@@ -113,7 +114,10 @@ from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 
 if TYPE_CHECKING:
     import anthropic
+    import openai
     from anthropic.types import Message
+
+    from unbounded.integrations.openai_client import AsyncUnboundedOpenAI, UnboundedOpenAI
 
 
 SummarizerChoice = Literal["client", "extractive"]
@@ -201,7 +205,7 @@ class ClientPipeline:
         if history not in ("auto", "full", "new"):
             raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
         self.client = client
-        self.provider = AnthropicProvider(client)
+        self.provider = self._provider_for(client)
         self.history: HistoryMode = history
         self._folder = Path(folder).expanduser() if folder is not None else None
         self._context_window = context_window
@@ -275,8 +279,12 @@ class ClientPipeline:
         copy_with = getattr(self.client, "with_options", None)
         if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
             return self.provider
-        quiet = AnthropicProvider(copy_with(max_retries=0))
+        quiet = self._provider_for(copy_with(max_retries=0))
         return RetryingProvider(quiet, max_retries=retries, events=self._events)
+
+    def _provider_for(self, client: Any) -> WireProvider:
+        """The provider that sends the session's own requests (summaries) through `client`."""
+        return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
         options: dict[str, Any] = {
@@ -498,7 +506,8 @@ class ClientPipeline:
             )
         )
         merged.update((k, v) for k, v in passthrough.items() if k != "extra_body")
-        kwargs = self.provider.request_kwargs(cast(ProviderRequest, merged), method)
+        provider = cast(AnthropicProvider, self.provider)
+        kwargs = provider.request_kwargs(cast(ProviderRequest, merged), method)
         extra = passthrough.get("extra_body")
         if isinstance(extra, Mapping):
             kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra}
@@ -523,7 +532,7 @@ class ClientPipeline:
     def read_reply(self, message: Any) -> ModelResponse:
         """An SDK message (whole, or accumulated from a stream) as the session reads it; its
         `recall` calls are noted as the wrapper's."""
-        response = self.provider.wire.from_response(message)
+        response = self._response_of(message)
         if self.session.offers_recall:
             calls = response.tool_uses
             self.recall_ids.update(
@@ -531,6 +540,10 @@ class ClientPipeline:
             )
         self._last_read = (message, response)
         return response
+
+    def _response_of(self, message: Any) -> ModelResponse:
+        """How the session reads an SDK reply."""
+        return self.provider.wire.from_response(message)
 
     def remember_reply(self) -> None:
         """The reply just recorded is what the caller will send back as the assistant turn."""
@@ -815,6 +828,22 @@ class AsyncUnboundedAnthropic(_WrappedClient):
 
 @overload
 def wrap(
+    client: openai.AsyncOpenAI,
+    session: Session | SyncSession | None = None,
+    **options: Any,
+) -> AsyncUnboundedOpenAI: ...
+
+
+@overload
+def wrap(
+    client: openai.OpenAI,
+    session: Session | SyncSession | None = None,
+    **options: Any,
+) -> UnboundedOpenAI: ...
+
+
+@overload
+def wrap(
     client: anthropic.AsyncAnthropic,
     session: Session | SyncSession | None = None,
     *,
@@ -846,7 +875,7 @@ def wrap(
 
 
 def wrap(
-    client: anthropic.Anthropic | anthropic.AsyncAnthropic,
+    client: anthropic.Anthropic | anthropic.AsyncAnthropic | openai.OpenAI | openai.AsyncOpenAI,
     session: Session | SyncSession | None = None,
     *,
     session_folder: str | Path | None = None,
@@ -857,8 +886,10 @@ def wrap(
     events: EventSink | None = None,
     history: HistoryMode = "auto",
     **session_options: Any,
-) -> UnboundedAnthropic | AsyncUnboundedAnthropic:
-    """Wrap an Anthropic SDK client so its `messages.create/stream` run one unbounded session.
+) -> UnboundedAnthropic | AsyncUnboundedAnthropic | UnboundedOpenAI | AsyncUnboundedOpenAI:
+    """Wrap an Anthropic SDK client so its `messages.create/stream` run one unbounded session
+    (an OpenAI client: its `chat.completions.create` and `responses.create`, see
+    `unbounded.integrations.openai_client.wrap_openai` for its own arguments).
 
     `session` (a Session you built) or `session_folder` (opened, or resumed when it exists;
     without either the session lives in memory). `model`/`context_window` open the session
@@ -866,6 +897,22 @@ def wrap(
     client) and any other `Session` keyword apply to a session the wrapper opens; `summarizer`
     also replaces the summarizer of a session you give. `history`: see the module docstring.
     """
+    from unbounded.integrations.openai_client import is_openai_client, wrap_openai
+
+    if is_openai_client(client):
+        wrapped: UnboundedOpenAI | AsyncUnboundedOpenAI = wrap_openai(
+            cast(Any, client),
+            session,
+            session_folder=session_folder,
+            model=model,
+            context_window=context_window,
+            policy=policy,
+            summarizer=summarizer,
+            events=events,
+            history=history,
+            **session_options,
+        )
+        return wrapped
     try:
         import anthropic
     except ImportError:
@@ -882,8 +929,8 @@ def wrap(
         wrapper = UnboundedAnthropic
     else:
         raise ConfigError(
-            f"wrap() takes an anthropic.Anthropic or anthropic.AsyncAnthropic client, "
-            f"not {type(client).__name__}"
+            f"wrap() takes an anthropic.Anthropic, anthropic.AsyncAnthropic, openai.OpenAI or "
+            f"openai.AsyncOpenAI client, not {type(client).__name__}"
         )
     pipeline = ClientPipeline(
         client,
