@@ -709,7 +709,10 @@ def _responses_usage(reply: Message) -> dict[str, Any]:
     usage = _openai_usage(reply)
     return {
         "input_tokens": usage["prompt_tokens"],
-        "input_tokens_details": {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]},
+        "input_tokens_details": {
+            "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+            "cache_write_tokens": int(reply.usage.get("cache_creation_input_tokens") or 0),
+        },
         "output_tokens": usage["completion_tokens"],
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage["total_tokens"],

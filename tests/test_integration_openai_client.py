@@ -321,6 +321,16 @@ def test_reasoning_models_get_max_completion_tokens_and_the_callers_cache_key_is
     assert "max_completion_tokens" not in sent
 
 
+def test_without_a_limit_given_a_reasoning_model_never_gets_max_tokens(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("ok"), message("ok"))
+    client.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "Hi"}])
+    assert "max_tokens" not in api_server.last.json and api_server.last.json["max_completion_tokens"] > 0
+    other = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    other.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}])
+    assert "max_completion_tokens" not in api_server.last.json and api_server.last.json["max_tokens"] > 0
+
+
 def test_usage_cached_tokens_are_read_as_cache_reads(api_server: ApiServer) -> None:
     client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
     api_server.responses.push(message("ok", usage={"input_tokens": 300, "cache_read_input_tokens": 700}))

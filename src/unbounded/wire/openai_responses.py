@@ -13,8 +13,10 @@ The rules (docs/providers.md lists them with the Chat Completions ones):
 - cache_control, betas, cache_edits, context_management, thinking and metadata are dropped.
 
 A reply's output items become one assistant message: text from `message` items, `tool_use`
-from `function_call` items, everything else opaque. Usage: `input_tokens` counts the cached
-tokens (`input_tokens_details.cached_tokens`), which are moved to `cache_read_input_tokens`.
+from `function_call` items, everything else opaque. Usage: `input_tokens` counts the tokens
+read from the cache (`input_tokens_details.cached_tokens`) and written to it
+(`cache_write_tokens`), which are moved to `cache_read_input_tokens` and
+`cache_creation_input_tokens`.
 """
 
 from __future__ import annotations
@@ -105,9 +107,13 @@ def _usage(usage: Any) -> Usage:
     data = usage if isinstance(usage, Mapping) else plain_item(usage)
     total_in = int(data.get("input_tokens") or 0)
     details = data.get("input_tokens_details") or {}
-    cached = int(details.get("cached_tokens") or 0) if isinstance(details, Mapping) else 0
-    counts["input_tokens"] = max(0, total_in - cached)
+    if not isinstance(details, Mapping):
+        details = {}
+    cached = int(details.get("cached_tokens") or 0)
+    written = int(details.get("cache_write_tokens") or 0)
+    counts["input_tokens"] = max(0, total_in - cached - written)
     counts["cache_read_input_tokens"] = cached
+    counts["cache_creation_input_tokens"] = written
     counts["output_tokens"] = int(data.get("output_tokens") or 0)
     return counts
 
