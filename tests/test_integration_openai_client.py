@@ -368,3 +368,18 @@ def test_calls_that_would_bypass_the_session_are_refused(api_server: ApiServer) 
         getattr(client.responses, "parse")  # noqa: B009  (the attribute access is what is refused)
     with pytest.raises(ConfigError, match="past the session"):
         getattr(client, "with_raw_response")  # noqa: B009
+
+
+def test_an_sdk_method_without_prompt_cache_key_gets_it_in_extra_body() -> None:
+    from unbounded.providers.openai import with_cache_key
+
+    def old_create(*, model: str, messages: list[Any], extra_body: Any = None) -> None: ...
+
+    def new_create(*, model: str, messages: list[Any], prompt_cache_key: str = "") -> None: ...
+
+    kwargs: dict[str, Any] = {"model": "m", "extra_body": {"x": 1}}
+    with_cache_key(kwargs, old_create, "k")
+    assert kwargs == {"model": "m", "extra_body": {"x": 1, "prompt_cache_key": "k"}}
+    kwargs = {"model": "m"}
+    with_cache_key(kwargs, new_create, "k")
+    assert kwargs == {"model": "m", "prompt_cache_key": "k"}

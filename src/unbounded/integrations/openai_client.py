@@ -64,7 +64,7 @@ from unbounded.integrations.anthropic_client import (
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
-from unbounded.providers.openai import OpenAIApi, OpenAIProvider
+from unbounded.providers.openai import OpenAIApi, OpenAIProvider, with_cache_key
 from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
 from unbounded.wire.base import StreamAssembler
 from unbounded.wire.openai_chat import OpenAIChat
@@ -328,7 +328,7 @@ class OpenAIPipeline(ClientPipeline):
         if "tools" in kwargs:
             kwargs["tools"] = _openai_tools(request.get("tools") or [], api)
         kwargs.update(passthrough)
-        kwargs["prompt_cache_key"] = self.cache_key()
+        with_cache_key(kwargs, method, self.cache_key())
         return kwargs
 
     def cache_key(self) -> str:

@@ -13,6 +13,7 @@ built, never when this module is imported.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -112,7 +113,7 @@ class OpenAIProvider(SdkProvider):
         kwargs = self.wire.to_request(request, stream=stream)
         key = self.prompt_cache_key() if callable(self.prompt_cache_key) else self.prompt_cache_key
         if key:
-            kwargs["prompt_cache_key"] = key
+            with_cache_key(kwargs, self._endpoint(client).create, key)
         seen: dict[str, Any] = {}
         call: Awaitable[ModelResponse]
         if is_async:
@@ -167,6 +168,19 @@ class OpenAIProvider(SdkProvider):
         finally:
             result.close()
         return collector.finish(seen.get("request_id"))
+
+
+def with_cache_key(kwargs: dict[str, Any], method: Callable[..., Any], key: str) -> None:
+    """Put `prompt_cache_key` into an SDK call's keywords: by name when this SDK version's
+    method takes it, else in `extra_body` (the wire body is the same)."""
+    try:
+        named = "prompt_cache_key" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # not introspectable: trust the current SDK's name
+        named = True
+    if named:
+        kwargs["prompt_cache_key"] = key
+    else:
+        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "prompt_cache_key": key}
 
 
 def _request_id(stream: Any) -> str | None:
