@@ -383,3 +383,34 @@ def test_an_sdk_method_without_prompt_cache_key_gets_it_in_extra_body() -> None:
     kwargs = {"model": "m"}
     with_cache_key(kwargs, new_create, "k")
     assert kwargs == {"model": "m", "prompt_cache_key": "k"}
+
+
+def test_the_sdk_stream_helpers_run_the_pipeline_and_record_the_reply(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc=="}
+    api_server.responses.push(message(reasoning, tool_use_block("Bash", {"command": "ls"}, id="call_1")), message("Two files."))
+    items: list[Any] = [{"role": "user", "content": "List."}]
+    with client.responses.stream(model=MODEL, input=items, tools=RESPONSES_TOOLS) as stream:
+        final = stream.get_final_response()
+    assert api_server.last.json["prompt_cache_key"].startswith("unbounded-")
+    items += final.output
+    items.append({"type": "function_call_output", "call_id": "call_1", "output": "a.py b.py"})
+    with client.responses.stream(model=MODEL, input=items, tools=RESPONSES_TOOLS) as stream:
+        kinds = [event.type for event in stream]
+    assert kinds[-1] == "response.completed"
+    assert reasoning in api_server.last.json["input"]
+    assert client.session.messages[-1]["content"] == [{"type": "text", "text": "Two files."}]
+    assert len(client.session.messages) == 4
+
+
+def test_an_async_chat_stream_helper_records_once_read(api_server: ApiServer) -> None:
+    async def run() -> None:
+        client = wrap(api_server.openai_client(), policy=Policy(), summarizer="extractive")
+        api_server.openai.push(message("Hello there."))
+        async with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "Hi"}]) as stream:
+            completion = await stream.get_final_completion()
+        assert completion.choices[0].message.content == "Hello there."
+        assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+        await client.close()
+
+    asyncio.run(run())

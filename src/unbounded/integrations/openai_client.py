@@ -9,7 +9,8 @@ says what every call does) with OpenAI's shapes at the edges: the caller's `mess
 `input` items are read into the session's messages by the API's wire format
 (`unbounded.wire.openai_chat`, `unbounded.wire.openai_responses`), the prepared request goes
 out through the caller's own client in that API's shape, and the reply, the SDK's own object,
-is returned unchanged (or its stream passed through chunk by chunk and recorded once whole).
+is returned unchanged (or its stream passed through chunk by chunk and recorded once whole;
+the SDK's `stream(...)` helpers likewise).
 What is new, side calls and regenerates, compaction with the client's own model as the
 summarizer, recall rounds answered inside the call, and one reactive compaction on
 `context_length_exceeded` are the Anthropic drop-in's, shared code.
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -55,6 +56,12 @@ from unbounded.errors import ConfigError
 from unbounded.events import EventSink
 from unbounded.integrations._anthropic_prints import HistoryMode
 from unbounded.integrations._drop_in import WireProvider
+from unbounded.integrations._openai_streams import (
+    AsyncHelperStream,
+    AsyncOpenAIRecordingStream,
+    HelperStream,
+    OpenAIRecordingStream,
+)
 from unbounded.integrations._support import as_session
 from unbounded.integrations.anthropic_client import (
     ClientPipeline,
@@ -351,66 +358,38 @@ class OpenAIPipeline(ClientPipeline):
         return self.provider.wire.stream_assembler()
 
 
-# --------------------------------------------------------------------------- streams
+# --------------------------------------------------------------------------- stream managers
 
 
-class _Recorder:
-    """Folds a passing stream and records its reply once: at the terminal event when the
-    format has one (Responses), else when the stream is read to its end (Chat Completions,
-    whose usage chunk follows the finish)."""
+class HelperStreamManager:
+    """What `stream(...)` returns on a wrapped sync client: entering it runs the turn (the
+    request is sent when the SDK's own manager is entered) and gives a `HelperStream`."""
 
-    def __init__(
-        self, fold: StreamAssembler, on_reply: Callable[[Any], None], request_id: str | None
-    ) -> None:
-        self._fold = fold
-        self._on_reply = on_reply
-        self._request_id = request_id
-        self.recorded = False
+    def __init__(self, endpoint: Endpoint, kwargs: dict[str, Any]) -> None:
+        self._endpoint = endpoint
+        self._kwargs = kwargs
+        self._manager: Any = None
 
-    def observe(self, event: Any) -> None:
-        self._fold.add(event)
-        if getattr(self._fold, "stopped", False):
-            self.finish()
+    def __enter__(self) -> Any:
+        endpoint, pipeline = self._endpoint, self._endpoint._pipeline
+        passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
+        if passthrough is None:  # a side call: the SDK's own helper, as given
+            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+            return self._manager.__enter__()
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
 
-    def finish(self) -> None:
-        if self.recorded:
-            return
-        self.recorded = True
-        try:
-            reply = self._fold.finish(self._request_id)
-        except Exception as error:  # a cut stream: nothing whole to record
-            logger.warning("a streamed reply was not recorded: %s", error)
-            return
-        self._on_reply(reply)
+        def send(request: ProviderRequest) -> Any:
+            method = endpoint._sdk_endpoint().stream
+            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            opened = manager.__enter__()  # sends the request
+            pipeline.mark_sent()
+            self._manager = manager
+            return opened
 
-
-def _request_id(stream: Any) -> str | None:
-    headers = getattr(getattr(stream, "response", None), "headers", None)
-    return None if headers is None else headers.get("x-request-id")
-
-
-class OpenAIRecordingStream:
-    """The SDK's stream (`create(stream=True)`), passed through event by event; the reply
-    is recorded once whole."""
-
-    def __init__(self, stream: Any, pipeline: OpenAIPipeline) -> None:
-        self._stream = stream
-        self._recorder = _Recorder(pipeline.stream_fold(), pipeline.record, _request_id(stream))
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            event = next(self._stream)
-        except StopIteration:
-            self._recorder.finish()
-            raise
-        self._recorder.observe(event)
-        return event
-
-    def __enter__(self) -> OpenAIRecordingStream:
-        return self
+        opened = open_turn_blocking(flow, send, pipeline.runner.run)
+        return HelperStream(
+            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+        )
 
     def __exit__(
         self,
@@ -418,39 +397,38 @@ class OpenAIRecordingStream:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read whole)."""
-        self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
+        if self._manager is not None:
+            self._manager.__exit__(exc_type, exc, traceback)
 
 
-class AsyncOpenAIRecordingStream:
-    """`OpenAIRecordingStream` for the async client."""
+class AsyncHelperStreamManager:
+    """`HelperStreamManager` for the async client: `async with client.responses.stream(...)`."""
 
-    def __init__(self, stream: Any, pipeline: OpenAIPipeline) -> None:
-        self._stream = stream
-        self._recorder = _Recorder(pipeline.stream_fold(), pipeline.record, _request_id(stream))
+    def __init__(self, endpoint: AsyncEndpoint, kwargs: dict[str, Any]) -> None:
+        self._endpoint = endpoint
+        self._kwargs = kwargs
+        self._manager: Any = None
 
-    def __aiter__(self) -> AsyncOpenAIRecordingStream:
-        return self
+    async def __aenter__(self) -> Any:
+        endpoint, pipeline = self._endpoint, self._endpoint._pipeline
+        passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
+        if passthrough is None:
+            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+            return await self._manager.__aenter__()
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
 
-    async def __anext__(self) -> Any:
-        try:
-            event = await self._stream.__anext__()
-        except StopAsyncIteration:
-            self._recorder.finish()
-            raise
-        self._recorder.observe(event)
-        return event
+        async def send(request: ProviderRequest) -> Any:
+            method = endpoint._sdk_endpoint().stream
+            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            opened = await manager.__aenter__()
+            pipeline.mark_sent()
+            self._manager = manager
+            return opened
 
-    async def __aenter__(self) -> AsyncOpenAIRecordingStream:
-        return self
+        opened = await open_turn(flow, send)
+        return AsyncHelperStream(
+            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+        )
 
     async def __aexit__(
         self,
@@ -458,16 +436,8 @@ class AsyncOpenAIRecordingStream:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read whole)."""
-        await self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
+        if self._manager is not None:
+            await self._manager.__aexit__(exc_type, exc, traceback)
 
 
 # --------------------------------------------------------------------------- endpoints
@@ -476,7 +446,7 @@ _UNMANAGED = (
     "would send the call past the session (not recorded, not compacted): use create(...) "
     "(with stream=True for a stream), or client.client for an unmanaged call"
 )
-_REFUSED = ("stream", "parse", "with_raw_response", "with_streaming_response", "compact")
+_REFUSED = ("parse", "with_raw_response", "with_streaming_response", "compact")
 
 
 class _Endpoint:
@@ -522,10 +492,14 @@ class Endpoint(_Endpoint):
 
         if passthrough.get("stream") is True:
             stream = open_turn_blocking(flow, send, pipeline.runner.run)
-            return OpenAIRecordingStream(stream, pipeline)
+            return OpenAIRecordingStream(stream, pipeline.stream_fold(), pipeline.record)
         result = drive_turn_blocking(flow, send, pipeline.read_reply, pipeline.runner.run)
         pipeline.remember_reply()
         return result
+
+    def stream(self, **kwargs: Any) -> HelperStreamManager:
+        """The SDK's stream helper through the pipeline: `with client.responses.stream(...)`."""
+        return HelperStreamManager(self, dict(kwargs))
 
 
 class AsyncEndpoint(_Endpoint):
@@ -551,10 +525,16 @@ class AsyncEndpoint(_Endpoint):
             return result
 
         if passthrough.get("stream") is True:
-            return AsyncOpenAIRecordingStream(await open_turn(flow, send), pipeline)
+            return AsyncOpenAIRecordingStream(
+                await open_turn(flow, send), pipeline.stream_fold(), pipeline.record
+            )
         result = await drive_turn(flow, send, pipeline.read_reply)
         pipeline.remember_reply()
         return result
+
+    def stream(self, **kwargs: Any) -> AsyncHelperStreamManager:
+        """The SDK's stream helper through the pipeline: `async with ...stream(...)`."""
+        return AsyncHelperStreamManager(self, dict(kwargs))
 
 
 class _Chat:
@@ -732,8 +712,12 @@ def is_openai_client(client: Any) -> bool:
 
 __all__ = [
     "PRICE_FIELDS",
+    "AsyncHelperStream",
+    "AsyncHelperStreamManager",
     "AsyncOpenAIRecordingStream",
     "AsyncUnboundedOpenAI",
+    "HelperStream",
+    "HelperStreamManager",
     "OpenAIPipeline",
     "OpenAIRecordingStream",
     "UnboundedOpenAI",
