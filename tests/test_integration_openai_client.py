@@ -414,3 +414,56 @@ def test_an_async_chat_stream_helper_records_once_read(api_server: ApiServer) ->
         await client.close()
 
     asyncio.run(run())
+
+
+def test_a_resumed_folder_keeps_its_prompt_cache_key(api_server: ApiServer, tmp_path: Any) -> None:
+    folder = tmp_path / "session"
+    api_server.responses.push(message("One."), message("Two."))
+    with wrap(api_server.openai_client(sync=True), session_folder=folder, policy=Policy(), summarizer="extractive") as client:
+        first = client.responses.create(model=MODEL, input="Hi")
+    key = api_server.last.json["prompt_cache_key"]
+    with wrap(api_server.openai_client(sync=True), session_folder=folder, policy=Policy(), summarizer="extractive") as again:
+        again.responses.create(model=MODEL, input=[{"role": "user", "content": "Hi"}, *first.output, {"role": "user", "content": "More."}])
+        assert [m["role"] for m in again.session.messages] == ["user", "assistant", "user", "assistant"]
+    assert api_server.last.json["prompt_cache_key"] == key
+
+
+def test_a_responses_prompt_too_long_compacts_and_retries_once(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), summarizer="extractive", policy=Policy())
+    api_server.responses.push(message(tool_use_block("Bash", {"command": "pytest"}, id="call_1")))
+    items: list[Any] = [{"role": "user", "content": "Run the tests."}]
+    items += client.responses.create(model=MODEL, input=items, tools=RESPONSES_TOOLS).output
+    items.append({"type": "function_call_output", "call_id": "call_1", "output": "3 failed\n" * 200})
+    api_server.responses.push(prompt_too_long(), message("Recovered."))
+    reply = client.responses.create(model=MODEL, input=items, tools=RESPONSES_TOOLS)
+    assert reply.output_text == "Recovered."
+    assert client.status().compactions == 1
+    refused, retried = api_server.requests[-2:]
+    assert "This session continues" in json.dumps(retried.json["input"][0])
+    assert len(retried.json["input"]) < len(refused.json["input"]) + 1
+
+
+def test_a_60_turn_async_streamed_responses_agent(api_server: ApiServer) -> None:
+    api_server.context_window = WINDOW
+    agent = ScriptedAgent(responses=True)
+
+    async def run() -> AsyncUnboundedOpenAI:
+        client = wrap(api_server.openai_client(), context_window=WINDOW, policy=Policy())
+        items: list[Any] = [{"role": "user", "content": TASK}]
+        for _ in range(TURNS + 2):
+            api_server.responses.push(agent, agent, agent)
+            output: list[Any] = []
+            stream = await client.responses.create(model=MODEL, instructions=SYSTEM, input=items, tools=RESPONSES_TOOLS, stream=True)
+            async for event in stream:
+                if event.type == "response.output_item.done":
+                    output.append(event.item)
+            items += output
+            calls = [item for item in output if item.type == "function_call"]
+            items += [{"type": "function_call_output", "call_id": c.call_id, "output": run_tool(c.name, c.call_id)} for c in calls]
+            drain(api_server)
+            if not calls:
+                break
+        return client
+
+    client = asyncio.run(run())
+    checked_run(api_server, client, agent)
