@@ -467,3 +467,16 @@ def test_a_60_turn_async_streamed_responses_agent(api_server: ApiServer) -> None
 
     client = asyncio.run(run())
     checked_run(api_server, client, agent)
+
+
+def test_built_in_tools_and_strict_functions_go_out_as_given(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    tools = [{"type": "web_search"}, {"type": "function", "name": "ls", "parameters": {"type": "object", "properties": {}}, "strict": True}]
+    api_server.responses.push(message("ok"))
+    client.responses.create(model=MODEL, input="Hi", tools=tools)
+    assert api_server.last.json["tools"] == tools
+    chat_tools = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}, "strict": False}}]
+    other = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("ok"))
+    other.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], tools=chat_tools)
+    assert api_server.last.json["tools"] == chat_tools
