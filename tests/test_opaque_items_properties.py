@@ -14,7 +14,8 @@ from apiserver import responses_request_error
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
 from unbounded.providers.extractive import ExtractiveSummarizer
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Session, SessionConfig
+from unbounded.sync_session import SyncSession
 from unbounded.wire.openai_items import is_opaque_block, messages_to_items, opaque_block
 
 BASH = {"name": "Bash", "description": "Run", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}

@@ -72,7 +72,8 @@ from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.providers.openai import OpenAIApi, OpenAIProvider, with_cache_key
-from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
+from unbounded.session import Session, SessionConfig, SessionStatus
+from unbounded.sync_session import SyncSession
 from unbounded.wire.base import StreamAssembler
 from unbounded.wire.openai_chat import OpenAIChat
 from unbounded.wire.openai_responses import OpenAIResponses
