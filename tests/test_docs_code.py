@@ -92,6 +92,8 @@ class Run:
     """Anthropic replies the block's requests get, in order."""
     openai_replies: Callable[[], list[Any]] = list
     """Chat Completions replies, in order."""
+    responses_replies: Callable[[], list[Any]] = list
+    """Responses API replies, in order."""
     substitute: dict[str, str] = field(default_factory=dict)
     """Placeholders in the block -> values; `{fixtures}`, `{postgres}` are filled in."""
     needs: tuple[str, ...] = ()
@@ -333,10 +335,12 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         replies=lambda: [message("Hello!")],
         check=lambda ns, out, api: "Hello! (" in out and "% of the context left)" in out,
     ),
-    ("docs/index.md", "from unbounded.providers import OpenAIProvider"): Run(
-        openai_replies=lambda: [message("Hello from a chat model.")],
+    ("docs/index.md", "import openai"): Run(
+        responses_replies=lambda: [message("Hello from the Responses API.")],
         check=lambda ns, out, api: (
-            "Hello from a chat model." in out and api.last.path == "/v1/chat/completions"
+            "Hello from the Responses API. (" in out
+            and api.last.path == "/v1/responses"
+            and api.last.json["prompt_cache_key"].startswith("unbounded-")
         ),
     ),
     ("docs/index.md", "from langchain.agents import create_agent"): Run(
@@ -419,6 +423,43 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         ),
         replies=lambda: [message("It installs the package.")],
         check=lambda ns, out, api: "It installs the package." in ns["reply"].content[0].text,
+    ),
+    ("docs/integrations.md", "import openai"): Run(
+        prelude=(
+            "import os\n"
+            "BASE_URL = os.environ['OPENAI_BASE_URL']\n"
+            "TOOLS = [{'type': 'function', 'function': {'name': 'ls', 'description': 'List files',"
+            " 'parameters': {'type': 'object', 'properties': {}}}}]\n"
+            "def run(call):\n    return 'setup.py README.md'\n"
+        ),
+        openai_replies=lambda: [
+            message(tool_use_block("ls", {}, id="call_1")),
+            message("A setup.py and a README."),
+        ],
+        check=lambda ns, out, api: (
+            "A setup.py and a README." in out
+            and api.last.json["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "setup.py README.md"}
+            and ns["client"].session.model_info.input_per_mtok == 0.3
+        ),
+    ),
+    ("docs/integrations.md", "from openai import OpenAI"): Run(
+        prelude=(
+            "RESPONSE_TOOLS = [{'type': 'function', 'name': 'ls', 'description': 'List files',"
+            " 'parameters': {'type': 'object', 'properties': {}}}]\n"
+            "def run(call):\n    return 'setup.py README.md'\n"
+        ),
+        responses_replies=lambda: [
+            message(
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc=="},
+                tool_use_block("ls", {}, id="call_1"),
+            ),
+            message("A setup.py and a README."),
+        ],
+        check=lambda ns, out, api: (
+            "A setup.py and a README." in out
+            and {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc=="}
+            in api.last.json["input"]
+        ),
     ),
     ("docs/integrations.md", "from unbounded.integrations import run_agent, tool"): Run(
         files={"setup.py": "from setuptools import setup\nsetup(name='demo', packages=['demo'])\n"},
@@ -676,6 +717,7 @@ def _run_python(
     _write_files(folder, spec.files)
     api.anthropic.push(*spec.replies())
     api.openai.push(*spec.openai_replies())
+    api.responses.push(*spec.responses_replies())
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     exec(compile(spec.prelude, f"<prelude of {block.name}>", "exec"), namespace)
     source = _fill(block.source, {k: _fill(v, values) for k, v in spec.substitute.items()})
@@ -687,7 +729,7 @@ def _run_python(
     if spec.check is not None:
         outcome = spec.check(namespace, out, api)
         assert outcome is None or outcome, f"{block.name}: the check after the block failed"
-    unused = len(api.anthropic) + len(api.openai)
+    unused = len(api.anthropic) + len(api.openai) + len(api.responses)
     assert unused == 0, f"{block.name}: {unused} scripted replies unused"
 
 
