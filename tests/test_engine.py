@@ -209,7 +209,7 @@ def test_the_sync_session_keeps_one_loop_for_its_life() -> None:
 
 # The session's parts and state: read-only properties, reached through `SyncSession.session`.
 SESSION_PARTS = {
-    "calibration", "deps", "entries", "extensions", "last_request", "marked_messages", "micro",
+    "calibration", "deps", "detector", "entries", "extensions", "last_request", "marked_messages", "micro",
     "options", "recall", "recall_index", "settings", "state", "store", "summarizer",
     "tracking", "transcript", "ttl_latch", "view", "warnings",
 }

@@ -12,6 +12,7 @@ import pytest
 from unbounded.errors import ConfigError
 from unbounded.extension import Extension
 from unbounded.policy import Policy
+from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.session import Session, SessionConfig, SessionOptions
 from unbounded.session_options import resolve_deps
 from unbounded.storage import MemoryStore
@@ -91,3 +92,13 @@ def test_the_dependencies_resolve_each_default() -> None:
     assert isinstance(deps.store, MemoryStore)
     assert deps.policy == Policy() and deps.allowed_roots == ["/a"]
     assert deps.extensions == () and deps.redactor is None and deps.events is None
+
+
+def test_the_parts_and_state_of_a_session_are_read_only() -> None:
+    session = Session(CONFIG, policy=Policy())
+    for name in ("options", "deps", "state", "store", "micro", "calibration", "summarizer", "detector"):
+        with pytest.raises(AttributeError):
+            setattr(session, name, None)
+    session.reconfigure(summarizer=ExtractiveSummarizer())
+    assert isinstance(session.summarizer, ExtractiveSummarizer)
+    assert session.deps.summarizer is session.summarizer

@@ -111,7 +111,7 @@ class Session:
         self._closed = False
         self._call_provider: Provider | None = None
         """The provider of the last `call`: the model summaries and notes use by default."""
-        self.detector = PromptCacheBreakDetector(
+        self._detector = PromptCacheBreakDetector(
             self.policy,
             diff_dir=self._options.diff_dir,
             sink=self._deps.events,
@@ -184,7 +184,7 @@ class Session:
         settings = self._derive(config or self.config, base)
         self._base_policy = base
         self._settings = settings
-        self.detector.policy = settings.policy
+        self._detector.policy = settings.policy
         if summarizer is not None:
             self._deps = replace(self._deps, summarizer=summarizer)
 
@@ -272,6 +272,11 @@ class Session:
     def calibration(self) -> float | None:
         """Reported tokens / length estimate, from the last usage (`state.calibration`)."""
         return self._state.calibration
+
+    @property
+    def detector(self) -> PromptCacheBreakDetector:
+        """The prompt-cache break detector (its events go to the session's sink)."""
+        return self._detector
 
     @property
     def recall_index(self) -> TranscriptIndex:
@@ -419,7 +424,7 @@ class Session:
             else self._named_results([dict(b) for b in content])
         )
         answered = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
-        self._answer_pending_calls("user", except_ids=answered)
+        self.answer_pending_calls("user", except_ids=answered)
         capped = self._cap_blocks(blocks, key_prefix="user")
         stored: str | list[dict[str, Any]] = (
             capped[0]["text"] if isinstance(content, str) else capped
@@ -446,7 +451,7 @@ class Session:
         Claude Code's interrupt line is added (use it from a KeyboardInterrupt handler)."""
         self._check_open()
         pending = self.pending_tool_use_ids()
-        self._answer_pending_calls("user")
+        self.answer_pending_calls("user")
         text = INTERRUPT_FOR_TOOL_USE_TEXT if (for_tool_use or pending) else INTERRUPT_TEXT
         entry = Entry.user([{"type": "text", "text": text}], timestamp=self._timestamp())
         self.append([entry])
@@ -464,12 +469,10 @@ class Session:
         """Tool calls of the last response that have no result yet."""
         return self._transcript.pending_tool_use_ids()
 
-    def answer_pending_calls(self, reason: str) -> None:
-        """Answer each tool call still waiting for a result with a synthetic error result
-        (`reason`: why the conversation moved on, e.g. "prepare")."""
-        self._answer_pending_calls(reason)
-
-    def _answer_pending_calls(self, reason: str, *, except_ids: set[str] | None = None) -> None:
+    def answer_pending_calls(self, reason: str, *, except_ids: set[str] | None = None) -> None:
+        """Answer each tool call still waiting for a result (but those in `except_ids`) with a
+        synthetic error result; `reason` says why the conversation moved on ("user",
+        "prepare"), "resume" when the calls were left by an earlier process."""
         pending = [i for i in self.pending_tool_use_ids() if i not in (except_ids or set())]
         if not pending:
             return
@@ -658,7 +661,7 @@ class Session:
     ) -> CompactionResult:
         """Manual compaction (`/compact`), optionally partial around a pivot record."""
         self._check_open()
-        self._answer_pending_calls("prepare")
+        self.answer_pending_calls("prepare")
         return await self._compactor.compact(
             instructions=instructions, pivot=pivot, direction=direction
         )

@@ -76,7 +76,7 @@ class SessionCore(ExtensionHost, Protocol):
         """What a request of these messages will count."""
         ...
 
-    def answer_pending_calls(self, reason: str) -> None:
+    def answer_pending_calls(self, reason: str, *, except_ids: set[str] | None = None) -> None:
         """Answer each tool call still waiting for a result with a synthetic error."""
         ...
 

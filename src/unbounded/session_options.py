@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ class SessionOptions:
     hooks: Any | None = None
     """PreCompact / PostCompact / SessionStart hooks (`unbounded.hooks`)."""
     allowed_roots: Sequence[str | Path] | None = None
-    """Where files may be re-read from after a compaction (None: anywhere)."""
+    """Where files may be re-read from after a compaction (None: the working directories
+    the records name)."""
     rehydrate_from: RehydrateSource = "disk"
     """Re-read files from the disk, or from the transcript's last read of them."""
     diff_dir: str | Path | None = None
@@ -130,7 +131,9 @@ class SessionDeps:
     extensions: tuple[Extension, ...]
     redactor: Redactor | None
     telemetry: Telemetry
-    allowed_roots: list[str] | None = field(default=None)
+    allowed_roots: list[str] | None
+    """Where files may be re-read from after a compaction (None: the working directories
+    the records name)."""
 
 
 def resolve_deps(options: SessionOptions) -> SessionDeps:
@@ -142,8 +145,8 @@ def resolve_deps(options: SessionOptions) -> SessionDeps:
         # Events and spans leave the process too: their text is redacted on the way out.
         events = redacting_sink(events, redactor)
         telemetry = telemetry.redacting(redactor.redact)
-    policy = options.policy
-    assert policy is None or isinstance(policy, Policy)  # a file was read in __post_init__
+    # A policy file was read when the options were made: `policy` is a Policy or None.
+    policy = options.policy if isinstance(options.policy, Policy) else None
     roots = options.allowed_roots
     return SessionDeps(
         store=options.store or MemoryStore(),

@@ -181,9 +181,9 @@ class SyncSession:
         """`Session.write_notes`."""
         self.session.write_notes(text)
 
-    def answer_pending_calls(self, reason: str) -> None:
+    def answer_pending_calls(self, reason: str, *, except_ids: set[str] | None = None) -> None:
         """`Session.answer_pending_calls`."""
-        self.session.answer_pending_calls(reason)
+        self.session.answer_pending_calls(reason, except_ids=except_ids)
 
     def save_state(self) -> None:
         """`Session.save_state`."""
