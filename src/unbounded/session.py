@@ -40,12 +40,13 @@ microcompaction leaves a receipt of what it took out (`unbounded.recall.receipts
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid as uuid_module
 from collections import ChainMap
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -59,6 +60,7 @@ from unbounded.caching.ttl import (
     CacheTtlLatch,
     latch_cache_ttl,
     prefix_cache_ttl,
+    ttl_seconds,
 )
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import (
@@ -72,6 +74,7 @@ from unbounded.compaction.auto import (
     TierSlot,
     tier_slots,
 )
+from unbounded.compaction.background import BackgroundSummary
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import (
@@ -83,13 +86,16 @@ from unbounded.compaction.conversation import (
 from unbounded.compaction.cut import turn_tail_start
 from unbounded.compaction.decisions import (
     auto_compaction_allowed,
+    background_summary_due,
     cache_expired,
     decide_ttl_upgrade,
     early_compaction_reason,
     microcompact_policy,
     should_auto_compact,
+    summary_must_wait,
 )
 from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
+from unbounded.compaction.idle import cold_resume_pays, idle_compaction_pays
 from unbounded.compaction.large_output import cap_block_texts
 from unbounded.compaction.micro import MicrocompactState, microcompact
 from unbounded.compaction.prompts import PartialDirection
@@ -106,10 +112,12 @@ from unbounded.events import (
     ContextWarning,
     EarlyCompaction,
     EventSink,
+    IdleCompaction,
     MicrocompactApplied,
     RecallServed,
     ReceiptWritten,
     RequestRepaired,
+    SummaryStall,
     ToolCallsInterrupted,
     ToolOutputCapped,
     emit,
@@ -144,11 +152,11 @@ from unbounded.recall.offer import (
 )
 from unbounded.recall.receipts import (
     RECEIPT_KEY,
-    compaction_receipt,
     microcompact_receipt,
     microcompact_receipt_entry,
     recall_note,
     receipts_in,
+    write_compaction_receipt,
 )
 from unbounded.recall.schema import RECALL_TOOL_NAME, recall_tool_schema
 from unbounded.redaction import (
@@ -168,6 +176,7 @@ from unbounded.tokens.estimate import (
 )
 from unbounded.turn import TurnContext, TurnStep
 
+logger = logging.getLogger(__name__)
 STATE_NAME = "session"
 CLEARED_STATE_NAME = "session_cleared"
 """The state document holding the tool ids microcompaction cleared, apart from `STATE_NAME`:
@@ -423,6 +432,8 @@ class Session:
         self.rehydrate_from: RehydrateSource = rehydrate_from
         self._events = events
         self._clock = clock
+        self.background = BackgroundSummary(events=events)
+        """The summary written off the turn's path (`Policy.background_summary`)."""
         self.detector = PromptCacheBreakDetector(
             self.policy,
             diff_dir=diff_dir,
@@ -520,6 +531,7 @@ class Session:
         """Release the store (its folder lock). Safe to call twice."""
         if not self._closed:
             self._closed = True
+            self.background.discard("closed")  # no summary call runs on after close
             self.store.close()
 
     def __enter__(self) -> Session:
@@ -1130,7 +1142,11 @@ class Session:
         tokens = self._counter.total
         query_source = self.config.query_source
         if should_auto_compact(self.policy, self.thresholds, tokens, query_source=query_source):
-            await self.auto_compact()
+            if await self._background_at_threshold(tokens):
+                return
+            result = await self.auto_compact()
+            if result is not None and not result.boundary.compact_metadata.get("sessionMemory"):
+                emit(self._events, SummaryStall(tokens, background=self.policy.background_summary))
             return
         if not auto_compaction_allowed(self.policy, query_source=query_source):
             return
@@ -1143,11 +1159,120 @@ class Session:
             cache_edits_supported=self.config.cache_edits_supported,
             refused_at=self._early_refused_at,
             free_compaction_available=self._free_compaction_available,
+            summary_pays_on_cold_cache=self._cold_resume_pays,
         )
-        if reason is None:
+        if reason is not None and await self._compact_early(reason) is not None:
             return
-        if await self._compact_early(reason) is None:
+        if reason is not None:
             self._early_refused_at = tokens
+        overhead = self.estimate_request_tokens([])
+        running = self.background.pending
+        if background_summary_due(
+            self.policy, self.thresholds, tokens=tokens, overhead=overhead, running=running
+        ) and not self._free_compaction_available():
+            self._start_background_summary()
+
+    async def _background_at_threshold(self, tokens: int) -> bool:
+        """The background summary's step at the threshold (`compaction.background`): True
+        when it took the turn's compaction (swapped in, or the turn goes on without waiting),
+        False when the session compacts in the turn."""
+        if not (self.policy.background_summary or self.background.pending):
+            return False
+        if self._free_compaction_available():
+            return False  # the notes compact at once, without a call
+        must_wait = summary_must_wait(self.thresholds, tokens)
+        step = await self.background.at_threshold(
+            self.entries,
+            now=self._clock(),
+            must_wait=must_wait,
+            estimate=self.estimate_request_tokens,
+            threshold=self.thresholds.autocompact,
+            rehydrate=lambda: self.compaction_context().rehydrator(),
+        )
+        if step.waited:
+            emit(self._events, SummaryStall(tokens, background=True))
+        outcome = step.outcome
+        if outcome is not None:
+            self.tracking.consecutive_failures = outcome.failures
+            if outcome.result is not None:
+                self._apply(outcome.result)
+                return True
+            self.tracking.summary_requests = outcome.summary_requests
+        if step.deferred:
+            return True
+        if not must_wait and self.policy.background_summary:
+            self._start_background_summary()  # none ran, or it went stale: written again
+            return True
+        if not step.waited:
+            return False  # the caller compacts in the turn, and counts the stall
+        await self.auto_compact()  # the one it waited for is gone: compact in the turn
+        return True
+
+    def _start_background_summary(self) -> None:
+        """Start the summary tiers on the conversation as it is now, off the turn's path."""
+        budget = RequestBudget(
+            self.policy.compact_max_summary_requests, used=self.tracking.summary_requests
+        )
+        context = replace(self.compaction_context(), budget=budget)
+        if context.keep_from == "":
+            return  # only the turn's own messages: nothing to summarize
+        self.background.start(
+            context,
+            self.compaction_tiers(),
+            failures=self.tracking.consecutive_failures,
+            now=self._clock(),
+        )
+
+    def _cold_resume_pays(self) -> bool:
+        """A summary call before resuming on an expired cache costs less than the resume."""
+        return cold_resume_pays(
+            self.policy,
+            self.model_info,
+            tokens=self._counter.total,
+            overhead=self.estimate_request_tokens([]),
+            ttl=self.ttl_latch.ttl_for(self.config.query_source),
+        )
+
+    def idle_deadline(self) -> datetime | None:
+        """When a host should call `idle()`: `Policy.idle_compact_at_ttl_share` of the cache
+        TTL after the last reply, while the cache is warm (None before any reply)."""
+        last = self._last_assistant_time()
+        if last is None:
+            return None
+        ttl = ttl_seconds(self.ttl_latch.ttl_for(self.config.query_source))
+        return last + timedelta(seconds=ttl * self.policy.idle_compact_at_ttl_share)
+
+    async def idle(self) -> CompactionResult | None:
+        """The host is idle (the user stepped away): compact now, while the cache is warm,
+        when that costs less than resuming the whole context on an expired cache would
+        (`compaction.idle`); None when it does not pay, the cache has already expired (the
+        cold-resume guard decides at the next turn), calls are left unanswered, or
+        automatic compaction is off."""
+        self._check_open()
+        if not auto_compaction_allowed(self.policy, query_source=self.config.query_source):
+            return None
+        ttl = self.ttl_latch.ttl_for(self.config.query_source)
+        last = self._last_assistant_time()
+        if last is None or cache_expired(self._clock(), last, ttl) or self.pending_tool_use_ids():
+            return None
+        tokens = self._counter.total
+        costs = idle_compaction_pays(
+            self.policy,
+            self.model_info,
+            tokens=tokens,
+            overhead=self.estimate_request_tokens([]),
+            ttl=ttl,
+        )
+        if costs is None:
+            return None
+        logger.info(
+            "idle compaction at %d tokens: $%.4f to compact now against $%.4f to resume as is",
+            tokens,
+            costs.compact_usd,
+            costs.keep_usd,
+        )
+        emit(self._events, IdleCompaction(tokens, costs.keep_usd, costs.compact_usd))
+        return await self.auto_compact()
 
     def _maybe_upgrade_ttl(self) -> None:
         """Count a pause towards the 1-hour cache TTL, and switch to it when it pays
@@ -1185,9 +1310,14 @@ class Session:
     async def _compact_early(self, reason: str) -> CompactionResult | None:
         """A session-memory compaction before the threshold (None when it is refused: also
         when it would free less than `Policy.early_compact_min_saving` of the context, or
-        `cold_cache_compact_min_saving` at a cold-cache moment)."""
+        `cold_cache_compact_min_saving` at a cold-cache moment); at a `cold_resume`, the
+        summary tiers (the cold-resume guard found the summary call pays)."""
         tokens = self._counter.total
         policy = self.policy
+        if reason == "cold_resume":
+            logger.info("the cache expired at %d tokens: compacting before resuming pays", tokens)
+            emit(self._events, EarlyCompaction(reason, tokens, self.thresholds.autocompact))
+            return await self.auto_compact()
         saving = (
             policy.cold_cache_compact_min_saving
             if reason == "cold_cache"
@@ -1378,6 +1508,7 @@ class Session:
     def _apply(self, result: CompactionResult) -> None:
         """Append a compaction and clean up what referred to the old messages (seed 004)."""
         self._early_refused_at = None
+        self.background.discard("superseded")  # a summary of the history it replaces is stale
         receipt = self._compaction_receipt(result)
         if self.redactor is not None:
             # A summary may quote a secret cut short, or a piece of one: the secrets found in
@@ -1513,16 +1644,15 @@ class Session:
 
     def _compaction_receipt(self, result: CompactionResult) -> dict[str, Any]:
         """Write the receipt into the boundary, and the recall note into the summary."""
-        kept = {entry.uuid for entry in result.messages_to_keep if entry.uuid}
-        dropped = [e for e in self.view if e.uuid not in kept and not e.is_compact_boundary]
-        receipt = compaction_receipt(
-            dropped,
+        receipt = write_compaction_receipt(
+            result.boundary,
+            self.view,
+            result.messages_to_keep,
             index=self.recall_index.update(self.entries),
             summary_text=result.summary_text,
             summarizer=result.summarizer,
             already_cleared=self.micro.cleared_ids,
         )
-        result.boundary.compact_metadata[RECEIPT_KEY] = receipt
         # This compaction takes history out: recall is offered from now on (offers_recall).
         if offers_recall(self.config.tools, self.policy) and result.summary_messages:
             summary = result.summary_messages[0]
