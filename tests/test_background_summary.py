@@ -249,3 +249,55 @@ def test_closing_the_session_cancels_the_summary_call(api_server: ApiServer, tmp
     reopened = Session.open(tmp_path / "s", CONFIG, policy=POLICY)
     assert reopened.status().compactions == 0 and len(reopened.entries) == 3  # nothing half-written
     reopened.close()
+
+
+# -- any interleaving ----------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+STEP = st.tuples(
+    st.sampled_from(["tool", "text"]),
+    st.sampled_from([3_000, 5_000, 7_000, 9_500, 12_000, 185_000]),  # below, past the mark, at the threshold, at the edge
+    st.booleans(),  # the summary in flight finishes before the next request (or not)
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(STEP, min_size=2, max_size=12))
+def test_every_request_is_valid_and_keeps_each_record_once_whatever_the_interleaving(steps: list[tuple[str, int, bool]]) -> None:
+    """Records, finished summaries and swaps in any order: every request is valid, holds the
+    records of the turn that triggers it, and never holds a record twice."""
+    from unbounded.providers.extractive import ExtractiveSummarizer
+
+    events: list[Event] = []
+    session = Session(CONFIG, policy=POLICY, summarizer=ExtractiveSummarizer(), events=events.append)
+
+    async def scenario() -> None:
+        session.add_user(LOG)
+        for number, (kind, tokens, settle) in enumerate(steps):
+            said = f"reply number {number} here"
+            if kind == "tool":
+                call_id = f"toolu_{number:03d}"
+                session.record({"content": [{"type": "text", "text": said}, {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": f"make {number}"}}], "usage": {"input_tokens": tokens, "output_tokens": 10}})
+                session.add_tool_results([{"type": "tool_result", "tool_use_id": call_id, "content": f"result number {number} here"}])
+                latest = f"result number {number} here"
+            else:
+                _reply(session, said, tokens)
+                latest = f"prompt number {number} here"
+                session.add_user(latest)
+            if settle:
+                await session.background.settle()
+            request = await session.prepare()
+            validate_request(request["messages"])
+            assert latest in str(request["messages"][-1]["content"])
+            # The records themselves (the summary may name what it covers, kept tail included).
+            verbatim = str([m for m in request["messages"] if "This session continues" not in str(m["content"])])
+            for earlier in range(number + 1):
+                for text in (f"reply number {earlier} here", f"result number {earlier} here", f"prompt number {earlier} here"):
+                    assert verbatim.count(text) <= 1, text
+        session.background.discard("closed")
+
+    asyncio.run(scenario())
+    swaps = [e for e in events if isinstance(e, BackgroundSummarySwapped)]
+    assert all(s.kept_since >= 0 for s in swaps)
