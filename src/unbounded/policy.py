@@ -186,10 +186,13 @@ class Policy:
     compaction_summary_tokens: int = 4_000
     """What a summary is expected to hold (its output tokens), for the cost comparisons of
     idle compaction and the cold-resume guard."""
-    compaction_payback_turns: int = 5
+    compaction_payback_turns: int = 3
     """The turns after a resume that the cost comparisons count: each reads the whole context
     from the cache, so a compacted one is cheaper every turn. A resumed session is taken to
-    go on for at least this many turns (0: the resume alone)."""
+    go on for at least this many turns (0: the resume alone). 3 is cautious: with it a
+    summary call on an expired cache pays only near the threshold (from ~140,000 tokens of a
+    200K window on a 5-minute cache), where the session would compact within a few turns
+    anyway."""
     idle_compact_at_ttl_share: float = 0.9
     """When a host should run idle compaction: this share of the cache TTL after the last
     reply (54 minutes of the 1-hour cache, as Claude Code does), while the cache is warm."""
