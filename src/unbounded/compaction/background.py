@@ -62,6 +62,8 @@ from unbounded.model.normalize import normalize_messages
 
 logger = logging.getLogger(__name__)
 
+BACKGROUND_FIELD = "backgroundSummary"
+"""Set in the compactMetadata of a boundary whose summary was written in the background."""
 DiscardReason = Literal["stale", "failed", "too_large", "superseded", "closed"]
 RequestEstimator = Callable[[Sequence[MessageParam]], int]
 
@@ -295,6 +297,7 @@ def _with_kept(
             data = dict(summary.data)
             data["message"] = {**message, "content": f"{text}\n\n{PRESERVED_NOTE}"}
             summary_messages[0] = Entry(data, summary.line)
+    metadata[BACKGROUND_FIELD] = True
     boundary.data["compactMetadata"] = metadata
     boundary.data["logicalParentUuid"] = next((e.uuid for e in reversed(entries) if e.uuid), None)
     attachments, skipped = result.attachments, result.skipped_attachments
@@ -311,4 +314,10 @@ def _with_kept(
     )
 
 
-__all__ = ["BackgroundSummary", "DiscardReason", "ThresholdStep", "summary_tiers"]
+__all__ = [
+    "BACKGROUND_FIELD",
+    "BackgroundSummary",
+    "DiscardReason",
+    "ThresholdStep",
+    "summary_tiers",
+]
