@@ -115,6 +115,7 @@ class ReplaySettings:
     as_json: bool
     series: bool
     policy: Policy | None = None
+    variants: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,7 @@ def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> R
         source=source,
         model_table=table,
         policy=settings.policy,
+        variants=settings.variants,
     )
 
 
@@ -217,6 +219,14 @@ def replay_command(
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
     policy_file: PolicyOption = None,
+    variants: Annotated[
+        bool,
+        typer.Option(
+            "--variants/--no-variants",
+            help="Also replay with the background summary on (when a turn waited for a "
+            "summary) and with idle compaction (when the session pauses past the cache TTL).",
+        ),
+    ] = True,
 ) -> None:
     """Replay sessions through unbounded's pipeline and compare costs with baselines."""
     from unbounded.evaluation.replay import replay_session
@@ -231,7 +241,7 @@ def replay_command(
     sessions = expand_paths(paths or [])
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
     settings = ReplaySettings(
-        model, window, summarizer, skip_invalid, file_order, as_json, series, chosen_policy
+        model, window, summarizer, skip_invalid, file_order, as_json, series, chosen_policy, variants
     )
     if len(sessions) > 1:
         if report_file is not None:

@@ -1160,8 +1160,39 @@ async def replay_transcript(
     progress: Progress | None = None,
 ) -> ReplayReport:
     """Replay a recorded session through the pipeline and the baselines (module docstring)."""
-    replayer = _Replayer(transcript, options or ReplayOptions())
-    return await replayer.run(progress)
+    chosen = options or ReplayOptions()
+    replayer = _Replayer(transcript, chosen)
+    report = await replayer.run(progress)
+    if chosen.variants:
+        report.variants = await _variants(transcript, chosen, report)
+    return report
+
+
+async def _variants(
+    transcript: Transcript, options: ReplayOptions, report: ReplayReport
+) -> dict[str, VariantRun]:
+    """Our policy again with the background summary on, when this run waited for a summary,
+    and with idle compaction, when the recording pauses longer than the cache TTL."""
+    policy = options.policy or Policy.from_env()
+    plain = replace(options, baselines=False, variants=False)
+    chosen: dict[str, ReplayOptions] = {}
+    if not policy.background_summary and report.stalls:
+        chosen["background_summary"] = replace(
+            plain, policy=policy.with_changes(background_summary=True)
+        )
+    if not options.idle_compaction and report.pauses.get("over_ttl"):
+        chosen["idle_compaction"] = replace(plain, policy=policy, idle_compaction=True)
+    runs: dict[str, VariantRun] = {}
+    for name, variant in chosen.items():
+        done = await _Replayer(transcript, variant).run(None)
+        runs[name] = VariantRun(
+            run=done.ours,
+            stalls=done.stalls,
+            compactions=done.compactions,
+            idle_compactions=done.idle_compactions,
+            background=done.background,
+        )
+    return runs
 
 
 def replay_session(
