@@ -133,3 +133,22 @@ def test_a_cold_resume_below_the_break_even_is_resumed_as_it_is(tmp_path: Path) 
     assert not any(isinstance(e, EarlyCompaction) for e in events)
     assert session.status().compactions == 0
     session.close()
+
+
+def test_idle_leaves_a_session_with_notes_to_the_free_compaction_at_the_resume(tmp_path: Path) -> None:
+    from unbounded.compaction.memory_updaters import OfflineNotesUpdater
+    from unbounded.extensions.session_memory import SessionMemory
+
+    clock, events = Clock(), []  # type: ignore[var-annotated]
+    session = Session.open(
+        tmp_path / "s", CONFIG, policy=Policy(), summarizer=ExtractiveSummarizer(),
+        events=events.append, clock=clock, extensions=[SessionMemory(OfflineNotesUpdater(), background=False)],
+    )
+    session.add_user("Here is the log:\n" + "a line of the build log\n" * 2_000)
+    session.record({"content": [{"type": "text", "text": "The build fails."}], "usage": {"input_tokens": 120_000, "output_tokens": 10}})
+    session.write_notes("# Current State\nFixing the link step of the build.\n")
+    assert asyncio.run(session.idle()) is None
+    without_rule = Policy(cold_cache_compact_fraction=0.0)
+    session.reconfigure(policy=without_rule)
+    assert asyncio.run(session.idle()) is not None  # nothing else would compact the resume
+    session.close()

@@ -1246,11 +1246,13 @@ class Session:
         """The host is idle (the user stepped away): compact now, while the cache is warm,
         when that costs less than resuming the whole context on an expired cache would
         (`compaction.idle`); None when it does not pay, the cache has already expired (the
-        cold-resume guard decides at the next turn), calls are left unanswered, or
-        automatic compaction is off."""
+        cold-resume guard decides at the next turn), session notes can compact the resume
+        without a call, calls are left unanswered, or automatic compaction is off."""
         self._check_open()
         if not auto_compaction_allowed(self.policy, query_source=self.config.query_source):
             return None
+        if self.policy.cold_cache_compact_fraction > 0 and self._free_compaction_available():
+            return None  # the notes compact at the resume for free (the cold_cache rule)
         ttl = self.ttl_latch.ttl_for(self.config.query_source)
         last = self._last_assistant_time()
         if last is None or cache_expired(self._clock(), last, ttl) or self.pending_tool_use_ids():

@@ -73,6 +73,9 @@ from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_repl
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
+    BackgroundSummaryDiscarded,
+    BackgroundSummaryStarted,
+    BackgroundSummarySwapped,
     CacheBreak,
     CompactionFailed,
     CompactionRetried,
@@ -581,6 +584,25 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
         return TimelineEvent(
             call, time, "compaction_failed", f"compaction failed ({event.reason}): {event.message}"
         )
+    if isinstance(event, BackgroundSummaryStarted):
+        return TimelineEvent(
+            call,
+            time,
+            "background_summary",
+            f"background summary started at {event.tokens:,} tokens",
+        )
+    if isinstance(event, BackgroundSummarySwapped):
+        return TimelineEvent(
+            call,
+            time,
+            "background_summary",
+            f"background summary swapped in: {event.started_tokens:,} tokens when it started, "
+            f"{event.post_tokens:,} after, {event.kept_since:,} records since kept after it",
+        )
+    if isinstance(event, BackgroundSummaryDiscarded):
+        return TimelineEvent(
+            call, time, "background_summary", f"background summary discarded ({event.reason})"
+        )
     if isinstance(event, SummaryStall):
         return TimelineEvent(
             call,
@@ -913,16 +935,27 @@ class _Replayer:
             for summary_request, response in self.summarizer.take()
         ]
 
-    async def _idle_in_pause(self, call: RecordedCall) -> list[SimulatedCall]:
+    async def _idle_in_pause(
+        self, call: RecordedCall, before: Sequence[Entry]
+    ) -> tuple[list[SimulatedCall], Sequence[Entry]]:
         """`Session.idle()` in the pause before `call`, when it outlasts the cache TTL: at
-        `Policy.idle_compact_at_ttl_share` of the TTL after the call before it."""
+        `Policy.idle_compact_at_ttl_share` of the TTL after the call before it, the records
+        of `before` written by then appended first. Returns its summary calls, priced, and
+        the records of `before` still to append."""
         previous = self.previous_time
         if not self.idle or previous is None:
-            return []
+            return [], before
         ttl = ttl_seconds(self.session.cache_ttls()[0])
         if call.request_time - previous <= ttl:
-            return []
+            return [], before
         at = previous + ttl * self.policy.idle_compact_at_ttl_share
+        written = 0
+        while written < len(before) and (moment := before[written].time) is not None:
+            if moment.timestamp() > at:
+                break
+            written += 1
+        if written:
+            self.session.append(list(before[:written]))
         self.clock.set(at)
         result = await self.session.idle()
         if result is not None:
@@ -936,7 +969,7 @@ class _Replayer:
                     f"pause: {result.pre_tokens:,} tokens summarized before the cache expired",
                 )
             )
-        return self._price_summaries(at)
+        return self._price_summaries(at), before[written:]
 
     def _event(self, event: TimelineEvent) -> None:
         self.timeline.append(event)
@@ -947,9 +980,9 @@ class _Replayer:
         session = self.session
         index = call.index
         compactions_from = len(session.entries)  # an idle compaction's boundary included
-        idle_calls = await self._idle_in_pause(call)
-        if before:
-            session.append(list(before))
+        idle_calls, rest = await self._idle_in_pause(call, before)
+        if rest:
+            session.append(list(rest))
         for baseline in self.baselines:
             baseline.feed(before)
         messages = session.messages
