@@ -179,6 +179,30 @@ def test_a_stale_summary_is_not_swapped_in(api_server: ApiServer, tmp_path: Path
     session.close()
 
 
+def test_a_summary_that_would_leave_the_context_over_the_threshold_is_not_swapped_in(api_server: ApiServer, tmp_path: Path) -> None:
+    """What was recorded since the summary started is kept verbatim: when that alone keeps
+    the context over the threshold, the summary is dropped and written again."""
+    events: list[Event] = []
+    session = _open(api_server, tmp_path, events)
+    api_server.anthropic.push(_summary_reply(), _summary_reply())
+
+    async def scenario() -> Any:
+        await _past_the_mark(session)
+        await session.background.settle()
+        _reply(session, "Here is the whole module.", 9_500)
+        session.add_user("And its twin:\n" + "a long line of the second module\n" * 1_500)  # ~12,000 tokens
+        request = await session.prepare()
+        await session.background.settle()
+        return request
+
+    request = asyncio.run(scenario())
+    validate_request(request["messages"])
+    assert [e.reason for e in events if isinstance(e, BackgroundSummaryDiscarded)] == ["too_large"]
+    assert session.status().compactions == 0
+    assert [type(e) for e in events].count(BackgroundSummaryStarted) == 2
+    session.close()
+
+
 def test_a_turn_at_the_window_edge_waits_and_that_is_a_stall(api_server: ApiServer, tmp_path: Path) -> None:
     events: list[Event] = []
     session = _open(api_server, tmp_path, events)

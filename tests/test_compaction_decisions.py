@@ -143,16 +143,19 @@ def test_the_cold_resume_guard_compacts_with_a_summary_only_when_it_pays() -> No
     assert guard(cold_at, free=True) == "cold_cache"  # the notes cost no call: preferred
     assert guard(cold_at, expired=False) is None
     assert guard(cold_at - 2) is None  # under the cold share of the room
+    early_at = 10_000 + int(POLICY.early_compact_fraction * room) + 1
+    assert guard(early_at, expired=False) is None  # only a cold cache warrants a summary call
 
 
 def test_the_background_summary_starts_at_its_mark_and_once() -> None:
     policy = POLICY.with_changes(background_summary=True)
-    room = THRESHOLDS.autocompact - 10_000
-    mark = 10_000 + policy.background_summary_fraction * room
-    at = int(mark) + (0 if mark == int(mark) else 1)
+    overhead = 10_000 + (THRESHOLDS.autocompact - 10_000) % 10  # a room that 0.9 divides
+    room = THRESHOLDS.autocompact - overhead
+    at = overhead + room * 9 // 10
+    assert policy.background_summary_fraction == 0.9
 
     def due(tokens: int, *, running: bool = False, with_policy: Policy = policy) -> bool:
-        return background_summary_due(with_policy, THRESHOLDS, tokens=tokens, overhead=10_000, running=running)
+        return background_summary_due(with_policy, THRESHOLDS, tokens=tokens, overhead=overhead, running=running)
 
     assert due(at) and not due(at - 1)
     assert not due(at, running=True)

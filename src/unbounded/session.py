@@ -1880,6 +1880,14 @@ class SyncSession:
         """`Session.auto_compact`."""
         return self._runner.run(self.session.auto_compact())
 
+    def idle(self) -> CompactionResult | None:
+        """`Session.idle`: compact an idle session when that costs less than the resume."""
+        return self._runner.run(self.session.idle())
+
+    def idle_deadline(self) -> datetime | None:
+        """`Session.idle_deadline`."""
+        return self.session.idle_deadline()
+
     def run(self, awaitable: Awaitable[T]) -> T:
         """Run another coroutine on this session's loop (an extension's, a provider's)."""
         return self._runner.run(awaitable)
