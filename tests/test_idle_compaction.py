@@ -116,7 +116,7 @@ def test_a_cold_resume_compacts_first_when_it_pays_and_says_so(tmp_path: Path, c
     session = _session(clock, events, tmp_path, 150_000)
     session.add_user("I'm back. Go on.")
     clock.now += timedelta(hours=2)
-    with caplog.at_level("INFO", logger="unbounded.session"):
+    with caplog.at_level("INFO", logger="unbounded.session_compaction"):
         asyncio.run(session.prepare())
     assert [e.reason for e in events if isinstance(e, EarlyCompaction)] == ["cold_resume"]
     assert session.status().compactions == 1

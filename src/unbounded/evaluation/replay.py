@@ -89,6 +89,7 @@ from unbounded.events import (
     SessionMemoryWaitTimedOut,
     SummaryStall,
 )
+from unbounded.extension import Extension
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
@@ -98,7 +99,7 @@ from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.recall.receipts import Receipt
-from unbounded.session import Extension, Session, SessionConfig
+from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
 from unbounded.tokens.estimate import rough_token_count
 

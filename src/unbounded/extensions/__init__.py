@@ -11,6 +11,7 @@ Write one by subclassing `Extension` and overriding the hooks you need (docs/ses
 "Extensions").
 """
 
+from unbounded.extension import Extension
 from unbounded.extensions.instructions import NestedMemory
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.extensions.subagents import (
@@ -19,7 +20,6 @@ from unbounded.extensions.subagents import (
     resume_subagent,
     subagent_result,
 )
-from unbounded.session import Extension
 
 __all__ = [
     "ContinuationSummarizer",

@@ -108,7 +108,8 @@ from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
-from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
+from unbounded.session import Session, SessionConfig, SessionStatus
+from unbounded.sync_session import SyncSession
 from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 
 if TYPE_CHECKING:
@@ -230,7 +231,7 @@ class ClientPipeline:
         """The caller's first messages known to match `known` (its last call continued it)."""
         if session is not None:
             if summarizer is not None:
-                session.summarizer = self._summarizer_provider()
+                session.reconfigure(summarizer=self._summarizer_provider())
             self._attach(session)
         elif model is not None:
             self._attach(self._open(SessionConfig(model=model, context_window=context_window)))
