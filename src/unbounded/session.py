@@ -38,6 +38,7 @@ import math
 import uuid as uuid_module
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.ttl import CacheTtl, CacheTtlLatch, prefix_cache_ttl
 from unbounded.catalog import ModelInfo
 from unbounded.compaction.auto import TierEntry
+from unbounded.compaction.background import BackgroundSummary
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.micro import MicrocompactState
@@ -303,6 +305,7 @@ class Session:
         """Release the store (its folder lock). Safe to call twice."""
         if not self._closed:
             self._closed = True
+            self._compactor.background.discard("closed")  # no summary call runs on after close
             self.store.close()
 
     def __enter__(self) -> Session:
@@ -651,6 +654,27 @@ class Session:
         `Policy.compact_max_summary_requests` requests (counted across its failed runs).
         Returns the compaction, or None when it failed."""
         return await self._compactor.auto_compact()
+
+    @property
+    def background(self) -> BackgroundSummary:
+        """The summary written off the turn's path (`Policy.background_summary`)."""
+        return self._compactor.background
+
+    def idle_deadline(self) -> datetime | None:
+        """When a host should call `idle()`: `Policy.idle_compact_at_ttl_share` of the cache
+        TTL after the last reply, while the cache is warm (None before any reply)."""
+        return self._compactor.idle_deadline()
+
+    async def idle(self) -> CompactionResult | None:
+        """The host is idle (the user stepped away): compact now, while the cache is warm,
+        when that costs less than resuming the whole context on an expired cache would
+        (`compaction.idle`); None when it does not pay, the cache has already expired (the
+        cold-resume guard decides at the next turn), session notes can compact the resume
+        without a call, calls are left unanswered, or automatic compaction is off."""
+        self._check_open()
+        if self.pending_tool_use_ids():
+            return None
+        return await self._compactor.idle()
 
     async def compact(
         self,

@@ -8,6 +8,9 @@ applying one does to the session.
     compact              a manual compaction (`/compact`), optionally partial
     apply                append the compaction with its receipt; reset what referred to
                          the old messages; run the extensions' `after_compact`; save
+    background           the summary written off the turn's path (`compaction/background.py`)
+                         and swapped in at the threshold; `idle` compacts before a resume
+                         when that pays (`compaction/idle.py`)
 
 `SessionCompactor` serves one session through `SessionCore`; the decisions themselves are the
 pure functions of `compaction/decisions.py`, the tiers those of `compaction/auto.py`.
@@ -15,10 +18,13 @@ pure functions of `compaction/decisions.py`, the tiers those of `compaction/auto
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from unbounded.caching.breakpoints import place_cache_breakpoints
+from unbounded.caching.ttl import ttl_seconds
 from unbounded.compaction.auto import (
     CacheSharingSummaryTier,
     DirectSummaryTier,
@@ -30,18 +36,22 @@ from unbounded.compaction.auto import (
     TierSlot,
     tier_slots,
 )
+from unbounded.compaction.background import BackgroundSummary
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CompactionResult, FallbackReason
 from unbounded.compaction.cut import turn_tail_start
 from unbounded.compaction.decisions import (
     auto_compaction_allowed,
+    background_summary_due,
     cache_expired,
     early_compaction_reason,
     should_auto_compact,
+    summary_must_wait,
 )
 from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
+from unbounded.compaction.idle import cold_resume_pays, idle_compaction_pays
 from unbounded.compaction.prompts import PartialDirection
-from unbounded.events import EarlyCompaction, emit
+from unbounded.events import EarlyCompaction, IdleCompaction, SummaryStall, emit
 from unbounded.extension import offers_memory_compaction
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import Provider
@@ -50,6 +60,8 @@ from unbounded.redaction import redact_compaction, strings_in
 from unbounded.session_core import SessionCore
 from unbounded.session_recall import compaction_receipt_event
 from unbounded.telemetry import set_attributes
+
+logger = logging.getLogger(__name__)
 
 
 def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
@@ -89,6 +101,8 @@ class SessionCompactor:
         self.early_refused_at: int | None = None
         """The token count at which an early compaction was last refused (not tried again
         until the context grows past it, or a compaction lands)."""
+        self.background = BackgroundSummary(events=session.events_sink())
+        """The summary written off the turn's path (`Policy.background_summary`)."""
 
     # -- when ---------------------------------------------------------------------------------
     async def maybe_auto_compact(self) -> None:
@@ -99,24 +113,144 @@ class SessionCompactor:
         policy, thresholds = session.policy, session.thresholds
         query_source = session.config.query_source
         if should_auto_compact(policy, thresholds, tokens, query_source=query_source):
-            await self.auto_compact()
+            if await self._background_at_threshold(tokens):
+                return
+            result = await self.auto_compact()
+            if result is not None and not result.boundary.compact_metadata.get("sessionMemory"):
+                stall = SummaryStall(tokens, background=policy.background_summary)
+                emit(session.events_sink(), stall)
             return
         if not auto_compaction_allowed(policy, query_source=query_source):
             return
+        overhead = session.estimate_request_tokens([])
         reason = early_compaction_reason(
             policy,
             thresholds,
             tokens=tokens,
-            overhead=session.estimate_request_tokens([]),
+            overhead=overhead,
             cache_expired=self._cache_expired(),
             cache_edits_supported=session.config.cache_edits_supported,
             refused_at=self.early_refused_at,
             free_compaction_available=self.free_compaction_available,
+            summary_pays_on_cold_cache=self._cold_resume_pays,
         )
-        if reason is None:
+        if reason is not None and await self._compact_early(reason) is not None:
             return
-        if await self._compact_early(reason) is None:
+        if reason is not None:
             self.early_refused_at = tokens
+        running = self.background.pending
+        if background_summary_due(
+            policy, thresholds, tokens=tokens, overhead=overhead, running=running
+        ) and not self.free_compaction_available():
+            self._start_background_summary()
+
+    async def _background_at_threshold(self, tokens: int) -> bool:
+        """The background summary's step at the threshold (`compaction.background`): True
+        when it took the turn's compaction (swapped in, or the turn goes on without waiting),
+        False when the session compacts in the turn."""
+        session = self.session
+        if not (session.policy.background_summary or self.background.pending):
+            return False
+        if self.free_compaction_available():
+            return False  # the notes compact at once, without a call
+        must_wait = summary_must_wait(session.thresholds, tokens)
+        step = await self.background.at_threshold(
+            session.transcript.entries,
+            now=session.deps.clock(),
+            must_wait=must_wait,
+            estimate=session.estimate_request_tokens,
+            threshold=session.thresholds.autocompact,
+            rehydrate=lambda: self.context().rehydrator(),
+        )
+        if step.waited:
+            emit(session.events_sink(), SummaryStall(tokens, background=True))
+        outcome = step.outcome
+        tracking = session.state.tracking
+        if outcome is not None:
+            tracking.consecutive_failures = outcome.failures
+            if outcome.result is not None:
+                self.apply(outcome.result)
+                return True
+            tracking.summary_requests = outcome.summary_requests
+        if step.deferred:
+            return True
+        if not must_wait and session.policy.background_summary:
+            self._start_background_summary()  # none ran, or it went stale: written again
+            return True
+        if not step.waited:
+            return False  # the caller compacts in the turn, and counts the stall
+        await self.auto_compact()  # the one it waited for is gone: compact in the turn
+        return True
+
+    def _start_background_summary(self) -> None:
+        """Start the summary tiers on the conversation as it is now, off the turn's path."""
+        session = self.session
+        tracking = session.state.tracking
+        budget = RequestBudget(
+            session.policy.compact_max_summary_requests, used=tracking.summary_requests
+        )
+        context = replace(self.context(), budget=budget)
+        if context.keep_from == "":
+            return  # only the turn's own messages: nothing to summarize
+        self.background.start(
+            context,
+            self.compaction_tiers(),
+            failures=tracking.consecutive_failures,
+            now=session.deps.clock(),
+        )
+
+    def _cold_resume_pays(self) -> bool:
+        """A summary call before resuming on an expired cache costs less than the resume."""
+        session = self.session
+        return cold_resume_pays(
+            session.policy,
+            session.model_info,
+            tokens=session.transcript.counter.total,
+            overhead=session.estimate_request_tokens([]),
+            ttl=session.state.ttl_latch.ttl_for(session.config.query_source),
+        )
+
+    def idle_deadline(self) -> datetime | None:
+        """When a host should call `idle()`: `Policy.idle_compact_at_ttl_share` of the cache
+        TTL after the last reply (None before any reply)."""
+        session = self.session
+        last = session.transcript.last_reply_time()
+        if last is None:
+            return None
+        ttl = ttl_seconds(session.state.ttl_latch.ttl_for(session.config.query_source))
+        return last + timedelta(seconds=ttl * session.policy.idle_compact_at_ttl_share)
+
+    async def idle(self) -> CompactionResult | None:
+        """Compact an idle session while its cache is warm when that costs less than the
+        resume would (`compaction.idle`); None otherwise (see `Session.idle`)."""
+        session = self.session
+        policy = session.policy
+        if not auto_compaction_allowed(policy, query_source=session.config.query_source):
+            return None
+        if policy.cold_cache_compact_fraction > 0 and self.free_compaction_available():
+            return None  # the notes compact at the resume for free (the cold_cache rule)
+        ttl = session.state.ttl_latch.ttl_for(session.config.query_source)
+        last = session.transcript.last_reply_time()
+        if last is None or cache_expired(session.deps.clock(), last, ttl):
+            return None
+        tokens = session.transcript.counter.total
+        costs = idle_compaction_pays(
+            policy,
+            session.model_info,
+            tokens=tokens,
+            overhead=session.estimate_request_tokens([]),
+            ttl=ttl,
+        )
+        if costs is None:
+            return None
+        logger.info(
+            "idle compaction at %d tokens: $%.4f to compact now against $%.4f to resume as is",
+            tokens,
+            costs.compact_usd,
+            costs.keep_usd,
+        )
+        emit(session.events_sink(), IdleCompaction(tokens, costs.keep_usd, costs.compact_usd))
+        return await self.auto_compact()
 
     def _cache_expired(self) -> bool:
         """The gap since the last response is over the session's cache TTL."""
@@ -135,10 +269,16 @@ class SessionCompactor:
     async def _compact_early(self, reason: str) -> CompactionResult | None:
         """A session-memory compaction before the threshold (None when it is refused: also
         when it would free less than `Policy.early_compact_min_saving` of the context, or
-        `cold_cache_compact_min_saving` at a cold-cache moment)."""
+        `cold_cache_compact_min_saving` at a cold-cache moment); at a `cold_resume`, the
+        summary tiers (the cold-resume guard found the summary call pays)."""
         session = self.session
         tokens = session.transcript.counter.total
         policy = session.policy
+        if reason == "cold_resume":
+            logger.info("the cache expired at %d tokens: compacting before resuming pays", tokens)
+            event = EarlyCompaction(reason, tokens, session.thresholds.autocompact)
+            emit(session.events_sink(), event)
+            return await self.auto_compact()
         saving = (
             policy.cold_cache_compact_min_saving
             if reason == "cold_cache"
@@ -326,6 +466,7 @@ class SessionCompactor:
         session = self.session
         state, transcript = session.state, session.transcript
         self.early_refused_at = None
+        self.background.discard("superseded")  # a summary of the history it replaces is stale
         receipt = session.recall.compaction_receipt(
             result,
             entries=transcript.entries,

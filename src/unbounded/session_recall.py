@@ -22,12 +22,11 @@ from unbounded.recall.index import TranscriptIndex
 from unbounded.recall.lookup import RecallContext
 from unbounded.recall.offer import answer_tokens, offers_recall, recall_tool_result
 from unbounded.recall.receipts import (
-    RECEIPT_KEY,
-    compaction_receipt,
     microcompact_receipt,
     microcompact_receipt_entry,
     recall_note,
     receipts_in,
+    write_compaction_receipt,
 )
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.redaction import Redactor
@@ -134,16 +133,15 @@ class SessionRecall:
     ) -> dict[str, Any]:
         """Write the receipt into the compaction's boundary, and the recall note into its
         summary while recall can be offered; returns the receipt."""
-        kept = {entry.uuid for entry in result.messages_to_keep if entry.uuid}
-        dropped = [e for e in view if e.uuid not in kept and not e.is_compact_boundary]
-        receipt = compaction_receipt(
-            dropped,
+        receipt = write_compaction_receipt(
+            result.boundary,
+            view,
+            result.messages_to_keep,
             index=self.index.update(entries),
             summary_text=result.summary_text,
             summarizer=result.summarizer,
             already_cleared=micro.cleared_ids,
         )
-        result.boundary.compact_metadata[RECEIPT_KEY] = receipt
         # This compaction takes history out: recall is offered from now on (offers_recall).
         if offers_recall(tools, policy) and result.summary_messages:
             summary = result.summary_messages[0]

@@ -8,6 +8,7 @@ Each async step runs to completion on one event loop kept for the session's life
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ from unbounded.blocking import BlockingRunner
 from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import ModelInfo
 from unbounded.compaction.auto import TierEntry
+from unbounded.compaction.background import BackgroundSummary
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.prompts import PartialDirection
@@ -213,6 +215,19 @@ class SyncSession:
     def auto_compact(self) -> CompactionResult | None:
         """`Session.auto_compact`."""
         return self._runner.run(self.session.auto_compact())
+
+    def idle(self) -> CompactionResult | None:
+        """`Session.idle`: compact an idle session when that costs less than the resume."""
+        return self._runner.run(self.session.idle())
+
+    def idle_deadline(self) -> datetime | None:
+        """`Session.idle_deadline`."""
+        return self.session.idle_deadline()
+
+    @property
+    def background(self) -> BackgroundSummary:
+        """`Session.background`."""
+        return self.session.background
 
     def run(self, awaitable: Awaitable[T]) -> T:
         """Run another coroutine on this session's loop (an extension's, a provider's)."""
