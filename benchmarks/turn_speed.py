@@ -234,7 +234,7 @@ class _DropinDriver:
     def __init__(self, mark: int) -> None:
         import anthropic
 
-        from unbounded.integrations.anthropic_client import wrap
+        from unbounded.integrations import wrap
 
         sdk = anthropic.Anthropic(api_key="benchmark", base_url="http://127.0.0.1:9")
         self.pending: list[Any] = []
