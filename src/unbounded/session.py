@@ -1273,13 +1273,23 @@ class Session:
                 CacheSharingSummaryTier(extractive, fallback=reason),
                 DirectSummaryTier(extractive, fallback=reason),
             )
+        from unbounded.compaction.native import arrange_tiers, native_tiers
+
         summarizer = self.telemetry.traced(model)  # one wrapper: the two share a summary
         return (
             *self._memory_tiers(),
-            TierSlot(CacheSharingSummaryTier(summarizer), "closed"),
-            TierSlot(DirectSummaryTier(summarizer), "closed"),
-            TierSlot(CacheSharingSummaryTier(extractive), "open"),
-            TierSlot(DirectSummaryTier(extractive), "open"),
+            *arrange_tiers(
+                self.policy.compaction_tier_order,
+                native=native_tiers(summarizer, self.model_info),
+                summary=(
+                    TierSlot(CacheSharingSummaryTier(summarizer), "closed"),
+                    TierSlot(DirectSummaryTier(summarizer), "closed"),
+                ),
+                offline=(
+                    TierSlot(CacheSharingSummaryTier(extractive), "open"),
+                    TierSlot(DirectSummaryTier(extractive), "open"),
+                ),
+            ),
         )
 
     def _memory_tiers(self, *, max_post_tokens: int | None = None) -> tuple[SessionMemoryTier, ...]:
