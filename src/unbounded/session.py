@@ -218,10 +218,16 @@ class Extension:
         self, session: Session, tools: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """The tools the requests declare, given those the extensions before this one left;
-        asked when the session builds its request parameters, not on every turn. The size
-        estimate made at construction counts the configured tools only: the first reported
-        usage calibrates the count for what an extension adds."""
+        asked when the session builds its request parameters, not on every turn (again
+        whenever `tools_state` changes). The size estimate made at construction counts the
+        configured tools only: the first reported usage calibrates the count for what an
+        extension adds."""
         return tools
+
+    def tools_state(self, session: Session) -> object:
+        """A small comparable value that changes when `tools_offered` would give other tools
+        (asked every turn; the default never changes)."""
+        return None
 
     async def before_request(self, session: Session, turn: TurnContext) -> None:
         """Awaited once the request is built and its cache markers placed, before it is
@@ -229,6 +235,15 @@ class Extension:
 
     def after_record(self, session: Session, entry: Entry) -> None:
         """Called after each recorded response, with its entry."""
+
+    def answers_tool(self, session: Session, name: str) -> bool:
+        """Whether this extension answers calls of the tool `name` (one it offers in
+        `tools_offered`); the session then asks `answer_tool` for their results."""
+        return False
+
+    async def answer_tool(self, session: Session, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """The tool_result block for a call of a tool this extension answers."""
+        raise NotImplementedError(f"{type(self).__name__} answers no tool calls")
 
     async def compact_from_memory(
         self, session: Session, *, max_post_tokens: int | None = None
@@ -451,7 +466,9 @@ class Session:
         self.recall_index = TranscriptIndex()
         """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
         self._level: WarningLevel = "ok"
-        self._request_params: tuple[tuple[object, ...], CacheSafeParams] | None = None
+        self._request_params: (
+            tuple[tuple[object, ...], CacheSafeParams, tuple[object, ...]] | None
+        ) = None
         """The parameters of the session's own requests, while config and policy stay."""
         self._saved_state: dict[str, Any] | None = None
         """What was last written to the store's state document."""
@@ -1012,9 +1029,14 @@ class Session:
 
     async def _build_request(self, turn: TurnContext) -> None:
         key = (self.config, self.policy, self.model_info, self.offers_recall)
+        tools = tuple(extension.tools_state(self) for extension in self.extensions)
         memo = self._request_params
-        if memo is None or any(a is not b for a, b in zip(memo[0], key, strict=True)):
-            memo = self._request_params = (key, self.cache_safe_params())
+        if (
+            memo is None
+            or any(a is not b for a, b in zip(memo[0], key, strict=True))
+            or memo[2] != tools
+        ):
+            memo = self._request_params = (key, self.cache_safe_params(), tools)
         turn.request = memo[1].request(turn.messages, shared=True)
 
     def cache_ttls(self) -> tuple[CacheTtl, CacheTtl]:
@@ -1446,6 +1468,24 @@ class Session:
         if self.offers_recall:
             tools.append(recall_tool_schema("anthropic"))
         return tools
+
+    def answers_tool(self, name: str) -> bool:
+        """Whether this session answers calls of the tool `name` itself: `recall` while it is
+        offered, or a tool an extension answers (`Extension.answers_tool`)."""
+        if name == RECALL_TOOL_NAME and self.offers_recall:
+            return True
+        return any(extension.answers_tool(self, name) for extension in self.extensions)
+
+    async def answer_tool(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """The tool_result block for a call this session answers itself (`answers_tool`):
+        `run_recall`, or the extension's answer. Add it with the other results of its reply."""
+        name = str(tool_use.get("name"))
+        if name == RECALL_TOOL_NAME and self.offers_recall:
+            return self.run_recall(tool_use)
+        for extension in self.extensions:
+            if extension.answers_tool(self, name):
+                return await extension.answer_tool(self, tool_use)
+        raise ConfigError(f"this session answers no calls of the tool {name!r}")
 
     def run_recall(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
         """Answer a `recall` tool_use block from this session's transcript.
