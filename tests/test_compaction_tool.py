@@ -20,6 +20,7 @@ from unbounded.errors import ConfigError
 from unbounded.extensions.budget_reminders import BudgetReminders, reminder_text
 from unbounded.extensions.compaction_tool import (
     COMPACTION_TOOL_NAME,
+    FOCUS_INSTRUCTIONS,
     FOCUS_NOTE,
     CompactionTool,
 )
@@ -105,8 +106,8 @@ def test_a_scripted_agent_calls_the_compaction_tool_with_a_focus(api_server: Api
     # Appended, never rewriting what was sent before (cache markers aside).
     assert _texts_of(sent[1].json["messages"][0]) == _texts_of(sent[0].json["messages"][0])
     assert "Context budget" in _texts_of(sent[1].json["messages"][-1])
-    # The summary request carried the focus in its prompt.
-    assert FOCUS in _texts(sent[2])
+    # The summary request carried the focus in its prompt (the last message).
+    assert FOCUS_INSTRUCTIONS.format(focus=FOCUS) in _texts_of(sent[2].json["messages"][-1])
     # After the compaction: the focus kept verbatim after the summary, the tool no longer offered.
     after = _texts(sent[3])
     assert FOCUS_NOTE.format(focus=FOCUS) in after
@@ -152,8 +153,9 @@ def test_the_tool_is_not_offered_below_the_share_or_when_switched_off() -> None:
     assert COMPACTION_TOOL_NAME in [t["name"] for t in session.offered_tools()]
     off = CompactionTool()
     switched = _session(off, policy=Policy(compaction_tool_enabled=False, compaction_tool_share=0.01))
-    switched.add_user("hi " * 500)
+    switched.add_user("hi " * 5000)
     assert off.tools_state(switched) is False
+    assert CompactionTool().tools_state(_session(policy=Policy(compaction_tool_share=0.01))) is False
 
 
 @pytest.mark.parametrize("arguments", [{"focus": 3}, "not an object"])
@@ -211,6 +213,17 @@ def test_each_mark_is_announced_once_and_again_after_a_compaction() -> None:
     assert reminders.announced == 0.75 and len(_reminders(session)) == 2
     reminders.after_compact(session, None)  # type: ignore[arg-type]
     assert reminders.announced == 0.0
+
+
+def test_a_jump_past_several_marks_is_one_reminder_for_the_highest() -> None:
+    reminders = BudgetReminders()
+    session = _session(reminders, policy=Policy(budget_reminder_marks=(0.5, 0.75)))
+    session.add_user("start")
+    _at_share(session, 0.8)
+    _run(reminders.before_prepare(session))
+    _at_share(session, 0.82)
+    _run(reminders.before_prepare(session))
+    assert len(_reminders(session)) == 1 and reminders.announced == 0.75
 
 
 def test_a_reminder_waits_for_a_user_turn_and_respects_the_switch() -> None:
