@@ -36,6 +36,11 @@ from unbounded.compaction.native import (
     native_tiers,
     with_context_edits,
 )
+from unbounded.compaction.server_blocks import (
+    NO_SERVER_SUMMARY,
+    SERVER_SUMMARY_HEADER,
+    compaction_blocks_as_text,
+)
 from unbounded.errors import ConfigError
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import normalize_messages
@@ -170,6 +175,33 @@ def test_a_reply_with_a_compaction_block_is_sent_back_byte_for_byte(api_server: 
     notes = [b["text"] for b in second["messages"][2]["content"] if b.get("type") == "text"]
     assert any("Fix the parser in src/parse.py" in text and "server compacted" in text for text in notes)
     assert COMPACTION_BETA in _betas(api_server, 1)
+
+
+def test_our_summary_reads_a_server_compaction_as_its_text(api_server: ApiServer) -> None:
+    block = compaction_block(SUMMARY)
+    api_server.anthropic.push(message(block, "Going on."), message(nine_section_summary("the parser, again")))
+    provider = AnthropicProvider(api_server.anthropic_client())
+    session = _session(ServerCompaction(), summarizer=provider)
+    session.add_user("Fix the parser in src/parse.py")
+    _run(session.call(provider))
+    session.add_user("Summarize now.")
+    _run(session.compact())
+    summary_request = api_server.requests[1]
+    blocks = [b for m in summary_request.json["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert "compaction" not in [b["type"] for b in blocks]
+    assert any(b.get("text") == f"{SERVER_SUMMARY_HEADER}\n{SUMMARY}" for b in blocks)
+    assert "anthropic-beta" not in summary_request.headers
+    assert not api_server.rejected
+
+
+def test_a_compaction_block_without_a_summary_becomes_a_note() -> None:
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [compaction_block(None), {"type": "text", "text": "ok"}]},
+    ]
+    converted = compaction_blocks_as_text(messages)  # type: ignore[arg-type]
+    assert converted[0] is messages[0]
+    assert converted[1]["content"] == [{"type": "text", "text": NO_SERVER_SUMMARY}, {"type": "text", "text": "ok"}]
 
 
 def test_an_altered_compaction_block_is_refused_by_the_server(api_server: ApiServer) -> None:

@@ -44,6 +44,7 @@ from unbounded.compaction.auto import (
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.glue import default_facts_ledger
+from unbounded.compaction.server_blocks import compaction_blocks, last_compaction
 from unbounded.errors import CompactionError, ConfigError, ProviderError
 from unbounded.model.content import ContentBlock, Usage
 from unbounded.model.entries import Entry
@@ -167,25 +168,6 @@ def with_context_edits(
     out["context_management"] = {"edits": [dict(edit) for edit in edits]}
     out["betas"] = betas
     return cast(ProviderRequest, out)
-
-
-def compaction_blocks(content: object) -> list[Mapping[str, Any]]:
-    """The compaction blocks of a message's content, in order."""
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, Mapping) and b.get("type") == COMPACTION_BLOCK]
-
-
-def last_compaction(messages: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
-    """(message index, block index) of the last compaction block, None when there is none."""
-    for index in range(len(messages) - 1, -1, -1):
-        content = messages[index].get("content")
-        if isinstance(content, list):
-            for position in range(len(content) - 1, -1, -1):
-                block = content[position]
-                if isinstance(block, Mapping) and block.get("type") == COMPACTION_BLOCK:
-                    return index, position
-    return None
 
 
 def compaction_iterations(usage: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
