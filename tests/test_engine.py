@@ -210,7 +210,7 @@ def test_the_sync_session_has_every_public_method_of_session() -> None:
     # Listener lists and slots are the session's own attributes, reached through `.session`.
     missing = sorted(name for name in public if not hasattr(SyncSession, name))
     assert missing == []
-    for name in ("prepare", "call", "compact", "auto_compact"):
+    for name in ("prepare", "call", "compact", "auto_compact", "answer_tool"):
         assert inspect.iscoroutinefunction(getattr(Session, name))
         assert not inspect.iscoroutinefunction(getattr(SyncSession, name))
 

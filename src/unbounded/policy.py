@@ -84,6 +84,8 @@ _MIN_SCALED = {
 }
 MIN_RECALL_TOKENS = 100
 """The smallest `Policy.recall_max_tokens`: an answer's header and a few lines."""
+COMPACTION_TIERS: tuple[str, ...] = ("native", "summary", "offline")
+"""The tiers `Policy.compaction_tier_order` may name (docs/compaction.md, "Tiers")."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -91,7 +93,7 @@ _FALSE = frozenset({"0", "false", "no", "off", ""})
 def _check_compaction_choices(policy: Policy) -> None:
     """The tier order, the compaction tool's share and the reminder marks."""
     order = policy.compaction_tier_order
-    known = ("native", "summary", "offline")
+    known = COMPACTION_TIERS
     if not order or any(name not in known for name in order) or len(set(order)) != len(order):
         raise ConfigError(
             f"Policy.compaction_tier_order must name each of {list(known)} at most once, "

@@ -51,6 +51,7 @@ from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse, Provider
+from unbounded.policy import COMPACTION_TIERS
 from unbounded.session import Extension
 from unbounded.wire.context_edits import (
     ANTHROPIC_CONTEXT_EDITS,
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TIER_NAMES = ("native", "summary", "offline")
+TIER_NAMES = COMPACTION_TIERS
 """The tiers `Policy.compaction_tier_order` may name."""
 LEDGER_NOTE = "The server compacted the conversation above. Facts it closed, kept verbatim:"
 
