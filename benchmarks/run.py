@@ -13,9 +13,11 @@ cost of every entry point against history length.
 - `session_us_at_N`, `dropin_us_at_N`, `middleware_us_at_N`, `langchain_us_at_N` (and their
   `_max_`, `_ratio_N_to_200`, `_growth`): the per-call time of `Session`, the Anthropic
   drop-in, the LangChain middleware inside `create_agent` and LangChain's own stack on the
-  same messages, at N messages of a tool loop with 1-3 KB results
-  (`benchmarks/turn_speed.py` says what each times); `middleware_speedup_vs_langchain_at_N`
-  is LangChain's time over ours there.
+  same messages, at N messages of a tool loop with 1-3 KB results, all in this one run: the
+  median of the timed calls, warm-up rounds left out, the marks interleaved so that load on
+  the machine falls on all of them alike (`benchmarks/turn_speed.py` says what each times);
+  `_ratio_3000_to_200` is the figure the per-turn target reads (at most 1.5);
+  `middleware_speedup_vs_langchain_at_N` is LangChain's time over ours there.
 - `peak_rss_mb`: this process's peak resident memory.
 
 Without the corpus (../shared/corpus/raw) the built-in demo session is used.

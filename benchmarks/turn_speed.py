@@ -3,10 +3,16 @@
 One generated conversation of real-session shape: an agent's tool loop where each turn is an
 assistant message (a line of text and one call of Read, Bash, Grep or Edit on changing paths)
 and its result of 1-3 KB (lines of code, seeded). Each entry point is measured at 200, 1,000,
-3,000 and 10,000 messages of it (the marks; `--marks` changes them); every figure is the
-median over `--samples` calls at the mark, in CPU time of the calling thread
-(`time.thread_time`: the other processes of a shared machine do not count), and `_max_` the
-slowest of those calls. What is timed, and only that:
+3,000 and 10,000 messages of it (the marks; `--marks` changes them). For each entry point one
+object per mark is first brought to its mark (untimed), then the marks are taken in turn,
+round after round, one call (the middleware: one invoke of `CALLS_PER_INVOKE` calls) per mark
+and round: a busy moment of a shared machine then slows every mark alike instead of the one
+that happened to run in it, which keeps the ratios between marks steady. The first
+`WARMUP_ROUNDS` rounds are left out; every figure is the median of the `--samples` calls
+kept at the mark, in CPU time of the calling thread (`time.thread_time`: other processes do
+not count), and `_max_` the slowest of them. Nothing between two timed calls walks the
+history either (the next reply's usage is the session's own count). What is timed, and only
+that:
 
 - `session`: one turn of `Session` (`add_tool_results` + `prepare` + `record`), in memory,
   auto-compaction off (the history keeps growing), a 1,000,000-token window; each reply's
@@ -17,10 +23,10 @@ slowest of those calls. What is timed, and only that:
   built beforehand, so only the wrapper's work is timed.
 - `middleware`: `UnboundedMiddleware`'s hooks (`before_model` + `after_model`) per model call
   inside a real `create_agent` with a checkpointer. The agent is invoked with the history up
-  to the mark, makes one call, then is invoked again on the same thread (its messages come
-  back from the checkpoint as copies) and makes `--samples` calls, which are timed (the
-  first hook of that second invoke included). The first hook of the first invoke, where a
-  new middleware converts the whole history, is reported apart (`_first_call_`).
+  to the mark and makes one call; each round invokes it again on the same thread (its
+  messages come back from the checkpoint as copies) for `CALLS_PER_INVOKE` calls, all timed
+  (the first hook of each invoke included). The first hook of the first invoke, where a new
+  middleware converts the whole history, is reported apart (`_first_call_`).
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
@@ -49,7 +55,6 @@ from typing import Any
 
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
-from unbounded.tokens.estimate import estimate_messages_tokens
 
 MODEL = "claude-sonnet-4-6"
 WINDOW = 1_000_000
@@ -64,6 +69,10 @@ TOOLS = [
 ]
 MARKS = (200, 1_000, 3_000, 10_000)
 SAMPLES = 15
+WARMUP_ROUNDS = 2
+"""Rounds of every mark run before the timed ones (caches, first-call conversions)."""
+CALLS_PER_INVOKE = 5
+"""Model calls per invoke of a LangChain agent (a round of the middleware's figures)."""
 CODE_LINES = [
     f"    def step_{n}(self, value: int) -> int:\n        return self.helper(value) * {n}\n"
     for n in range(200)
@@ -151,89 +160,133 @@ def _figures(prefix: str, timed: dict[int, list[float]]) -> dict[str, float]:
     return figures
 
 
-def _timed_at(marks: Sequence[int], samples: int, size: int) -> int | None:
-    """The mark a call at this history size is timed for (the first `samples` past it)."""
-    for mark in marks:
-        if mark <= size < mark + 2 * samples:
-            return mark
-    return None
+def _interleaved(
+    drivers: dict[int, Callable[[], list[float]]], samples: int
+) -> dict[int, list[float]]:
+    """Round-robin over the marks: each round takes one step of every mark's driver, and the
+    first `WARMUP_ROUNDS` rounds are not kept.
+
+    Each driver already holds its history at its mark, so what a mark's figure measures is
+    that history's per-call cost. Taking the marks in turn puts them under the same load (a
+    shared machine's busy minute slows every mark alike, not the one that ran in it), which
+    is what makes their ratio steady; the median of the kept steps is the figure."""
+    timed: dict[int, list[float]] = {mark: [] for mark in drivers}
+    for round_index in range(WARMUP_ROUNDS + samples):
+        for mark, step in drivers.items():
+            elapsed = step()
+            if round_index >= WARMUP_ROUNDS:
+                timed[mark].extend(elapsed)
+    return timed
+
+
+class _SessionDriver:
+    """A `Session` whose history is at a mark; `step` times one more turn of it."""
+
+    def __init__(self, mark: int) -> None:
+        self.session = Session(
+            SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS, context_window=WINDOW),
+            policy=Policy(auto_compact_enabled=False),
+            clock=StepClock(),
+        )
+        self.session.add_user("Refactor the modules one by one.")
+        self.loop = asyncio.new_event_loop()
+        self.index = 0
+        self.prompt = 2_000
+        while len(self.session.messages) < mark:
+            self.step()
+
+    def step(self) -> list[float]:
+        """One turn (`add_tool_results` + `prepare` + `record`), in thread CPU seconds."""
+        self.index += 1
+        answer = reply(self.index, self.prompt)
+        result = [tool_result(self.index - 1)] if self.index > 1 else []
+        started = time.thread_time()
+        if result:
+            self.session.add_tool_results(result)
+        self.loop.run_until_complete(self.session.prepare())
+        self.session.record(answer)
+        elapsed = time.thread_time() - started
+        # The next reply's usage: the session's own count (kept per turn, not a walk of the
+        # request), so nothing between the timed turns costs O(history) either.
+        self.prompt = self.session.status().tokens
+        return [elapsed]
+
+    def close(self) -> None:
+        """Close the session and its loop."""
+        self.session.close()
+        self.loop.close()
 
 
 def session_per_turn(marks: Sequence[int], samples: int) -> dict[str, float]:
-    """`Session` turns timed around each mark."""
-    session = Session(
-        SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS, context_window=WINDOW),
-        policy=Policy(auto_compact_enabled=False),
-        clock=StepClock(),
-    )
-    session.add_user("Refactor the modules one by one.")
-    timed: dict[int, list[float]] = {mark: [] for mark in marks}
-
-    async def run() -> None:
-        index = 0
-        prompt = 2_000
-        while len(session.messages) < marks[-1] + 2 * samples:
-            index += 1
-            answer = reply(index, prompt)
-            result = [tool_result(index - 1)] if index > 1 else []
-            started = time.thread_time()
-            if result:
-                session.add_tool_results(result)
-            request = await session.prepare()
-            session.record(answer)
-            elapsed = time.thread_time() - started
-            prompt = estimate_messages_tokens(request["messages"])  # the next reply's usage
-            mark = _timed_at(marks, samples, len(session.messages))
-            if mark is not None and len(timed[mark]) < samples:
-                timed[mark].append(elapsed)
-
-    asyncio.run(run())
-    session.close()
+    """`Session` turns at each mark, the marks interleaved."""
+    drivers = {mark: _SessionDriver(mark) for mark in marks}
+    try:
+        timed = _interleaved({mark: d.step for mark, d in drivers.items()}, samples)
+    finally:
+        for driver in drivers.values():
+            driver.close()
     return _figures("session", timed)
 
 
-def dropin_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
-    """Wrapped `messages.create` calls timed around each mark (no HTTP)."""
-    try:
+class _DropinDriver:
+    """A wrapped Anthropic client whose caller's history is at a mark (no HTTP)."""
+
+    def __init__(self, mark: int) -> None:
         import anthropic
+
+        from unbounded.integrations.anthropic_client import wrap
+
+        sdk = anthropic.Anthropic(api_key="benchmark", base_url="http://127.0.0.1:9")
+        self.pending: list[Any] = []
+
+        @functools.wraps(sdk.messages.create)
+        def create(**kwargs: Any) -> Any:
+            return self.pending.pop()
+
+        sdk.messages.create = create  # type: ignore[method-assign]
+        self.client = wrap(
+            sdk, policy=Policy(auto_compact_enabled=False), context_window=WINDOW, clock=StepClock()
+        )
+        self.history: list[Any] = [{"role": "user", "content": "Refactor the modules one by one."}]
+        self.prompt = 2_000
+        self.index = 0
+        while len(self.history) < mark:
+            self.step()
+
+    def step(self) -> list[float]:
+        """One `messages.create` with the whole history, in thread CPU seconds."""
         from anthropic.types import Message
-    except ImportError:
-        return {}
-    from unbounded.integrations.anthropic_client import wrap
 
-    sdk = anthropic.Anthropic(api_key="benchmark", base_url="http://127.0.0.1:9")
-    pending: list[Any] = []
-
-    @functools.wraps(sdk.messages.create)
-    def create(**kwargs: Any) -> Any:
-        return pending.pop()
-
-    sdk.messages.create = create  # type: ignore[method-assign]
-    client = wrap(
-        sdk, policy=Policy(auto_compact_enabled=False), context_window=WINDOW, clock=StepClock()
-    )
-    history: list[Any] = [{"role": "user", "content": "Refactor the modules one by one."}]
-    timed: dict[int, list[float]] = {mark: [] for mark in marks}
-    prompt = 2_000
-    index = 0
-    while len(history) < marks[-1] + 2 * samples:
-        index += 1
+        self.index += 1
         # Parsed beforehand: the SDK's own work is not the wrapper's.
-        pending.append(
-            Message.model_validate({**reply(index, prompt), "type": "message", "role": "assistant"})
+        self.pending.append(
+            Message.model_validate(
+                {**reply(self.index, self.prompt), "type": "message", "role": "assistant"}
+            )
         )
         started = time.thread_time()
-        message = client.messages.create(
-            model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=history
+        message = self.client.messages.create(
+            model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=self.history
         )
         elapsed = time.thread_time() - started
-        mark = _timed_at(marks, samples, len(history))
-        if mark is not None and len(timed[mark]) < samples:
-            timed[mark].append(elapsed)
-        history.append({"role": "assistant", "content": message.content})
-        history.append({"role": "user", "content": [tool_result(index)]})
-        prompt = client.session.status().tokens
-    client.close()
+        self.history.append({"role": "assistant", "content": message.content})
+        self.history.append({"role": "user", "content": [tool_result(self.index)]})
+        self.prompt = self.client.session.status().tokens
+        return [elapsed]
+
+
+def dropin_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
+    """Wrapped `messages.create` calls at each mark, the marks interleaved (no HTTP)."""
+    try:
+        import anthropic  # noqa: F401
+    except ImportError:
+        return {}
+    drivers = {mark: _DropinDriver(mark) for mark in marks}
+    try:
+        timed = _interleaved({mark: d.step for mark, d in drivers.items()}, samples)
+    finally:
+        for driver in drivers.values():
+            driver.client.close()
     return _figures("dropin", timed)
 
 
@@ -308,33 +361,56 @@ def read_file(path: str) -> str:
     return result_text(sum(map(ord, path)))
 
 
-def _agent_run(
-    middleware: list[Any], history: list[Any], samples: int, timings: list[float]
-) -> float:
-    """Invoke an agent with `history` (one model call), then again on the same thread for
-    `samples` calls; `timings` collects the hooks' time per call of the second invoke; the
-    first invoke's first call is returned."""
-    from langchain.agents import create_agent
-    from langchain_core.messages import HumanMessage
-    from langgraph.checkpoint.memory import InMemorySaver
+class _AgentDriver:
+    """An agent thread (`create_agent` with a checkpointer) whose history is at a mark.
 
-    start = len(history)
-    saver = InMemorySaver()
-    agent = create_agent(
-        _scripted_model(start, 1), tools=[read_file], middleware=middleware, checkpointer=saver
-    )
-    config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 10 * samples + 20}
-    agent.invoke({"messages": history}, config)
-    opening = timings[0] if timings else 0.0
-    timings.clear()
-    second = create_agent(
-        _scripted_model(start + 10, samples),
-        tools=[read_file],
-        middleware=middleware,
-        checkpointer=saver,
-    )
-    second.invoke({"messages": [HumanMessage("Go on.", id=f"human-{start}")]}, config)
-    return opening
+    Made by one invoke with the history (one model call: the first hook, where a new
+    middleware converts the whole history, is kept as `opening`); each `step` invokes the
+    agent again on the same thread (its messages come back from the checkpoint as copies) for
+    `CALLS_PER_INVOKE` model calls and returns the hooks' time of each call, the first hook of
+    that invoke included."""
+
+    def __init__(self, middleware: list[Any], history: list[Any], timings: list[float]) -> None:
+        from langchain.agents import create_agent
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        self.middleware = middleware
+        self.timings = timings
+        self.start = len(history)
+        self.invokes = 0
+        self.saver = InMemorySaver()
+        self.config: Any = {
+            "configurable": {"thread_id": "bench"},
+            "recursion_limit": 10 * CALLS_PER_INVOKE + 20,
+        }
+        agent = create_agent(
+            _scripted_model(self.start, 1),
+            tools=[read_file],
+            middleware=middleware,
+            checkpointer=self.saver,
+        )
+        timings.clear()
+        agent.invoke({"messages": history}, self.config)
+        self.opening = timings[0] if timings else 0.0
+
+    def step(self) -> list[float]:
+        """One more invoke of `CALLS_PER_INVOKE` model calls; the hooks' time per call."""
+        from langchain.agents import create_agent
+        from langchain_core.messages import HumanMessage
+
+        self.invokes += 1
+        # Ids of each invoke's messages apart from every other invoke's.
+        first_id = self.start + 10 * self.invokes * (CALLS_PER_INVOKE + 1)
+        agent = create_agent(
+            _scripted_model(first_id, CALLS_PER_INVOKE),
+            tools=[read_file],
+            middleware=self.middleware,
+            checkpointer=self.saver,
+        )
+        self.timings.clear()
+        go_on = HumanMessage("Go on.", id=f"human-{first_id}")
+        agent.invoke({"messages": [go_on]}, self.config)
+        return list(self.timings)
 
 
 def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
@@ -394,24 +470,24 @@ def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
                 calls.append(pending[0] + time.thread_time() - started - inner[0])
 
     figures: dict[str, float] = {}
-    ours: dict[int, list[float]] = {}
-    theirs: dict[int, list[float]] = {}
+    ours: dict[int, Callable[[], list[float]]] = {}
+    theirs: dict[int, Callable[[], list[float]]] = {}
     for mark in marks:
         history = _langchain_messages(mark)
-        calls.clear()
-        first = _agent_run([TimedOurs(MODEL, context_window=WINDOW)], list(history), samples, calls)
-        figures[f"middleware_first_call_us_at_{mark}"] = round(first * 1e6, 1)
-        ours[mark] = list(calls)
-        calls.clear()
+        driver = _AgentDriver([TimedOurs(MODEL, context_window=WINDOW)], list(history), calls)
+        figures[f"middleware_first_call_us_at_{mark}"] = round(driver.opening * 1e6, 1)
+        ours[mark] = driver.step
         summary_model = FakeListChatModel(responses=["summary"])
         stack = [
             TimedSummarization(model=summary_model, trigger=("tokens", 100_000_000)),
             TimedEditing(edits=[ClearToolUsesEdit()]),
         ]
-        _agent_run(stack, list(history), samples, calls)
-        theirs[mark] = list(calls)
-    figures.update(_figures("middleware", ours))
-    figures.update(_figures("langchain", theirs))
+        theirs[mark] = _AgentDriver(stack, list(history), calls).step
+    rounds = -(-samples // CALLS_PER_INVOKE)  # enough invokes for `samples` calls
+    timed_ours = _interleaved(ours, rounds)
+    timed_theirs = _interleaved(theirs, rounds)
+    figures.update(_figures("middleware", timed_ours))
+    figures.update(_figures("langchain", timed_theirs))
     return figures
 
 

@@ -19,6 +19,10 @@ Docstrings, `assert` statements, type annotations and the `__all__` list are lef
     python scripts/mutation_check.py                      # every module in the map
     python scripts/mutation_check.py --module redaction.py --jobs 2
     python scripts/mutation_check.py --module recall/lookup.py --list   # the mutants only
+    python scripts/mutation_check.py --module compaction/extractive.py --lines 1-400  # a part
+
+A module whose run takes hours can be run in parts with `--lines` (the mutants on those lines
+only); the parts' figures add up to the module's.
 
 It prints each survivor as `path:line: mutation`, then killed / total per module and overall.
 Mutants the map argues are equivalent (they change no behaviour) are printed apart and still
@@ -415,9 +419,20 @@ def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
     return [test for test, seen in lines.items() if test.startswith("tests/") and seen & span]
 
 
-def check_module(target: Target, jobs: int, timeout: float | None, work: Path) -> list[Outcome]:
-    """Run every mutant of one module against the tests that reach it; progress to stderr."""
-    found = list(mutants(target.module))
+def check_module(
+    target: Target,
+    jobs: int,
+    timeout: float | None,
+    work: Path,
+    on_lines: tuple[int, int] | None = None,
+) -> list[Outcome]:
+    """Run every mutant of one module (on `on_lines`, first and last, when given) against the
+    tests that reach it; progress to stderr."""
+    found = [
+        m
+        for m in mutants(target.module)
+        if on_lines is None or on_lines[0] <= m.line <= on_lines[1]
+    ]
     sources = [_copy_of_src(work / f"job{n}") for n in range(jobs)]
     started = time.monotonic()
     lines, seconds = _baseline(target, sources[0], work)
@@ -487,11 +502,26 @@ def _run_queue(
             print("." if outcome.killed else "S", end="", file=sys.stderr, flush=True)
 
 
+def _line_range(text: str) -> tuple[int, int]:
+    """`FIRST-LAST` (line numbers, FIRST <= LAST) as a pair; argparse reports a bad one."""
+    first, _, last = text.partition("-")
+    try:
+        pair = (int(first), int(last))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST-LAST, e.g. 1-400") from None
+    if not 1 <= pair[0] <= pair[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: FIRST must be at least 1 and at most LAST")
+    return pair
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--module", action="append", help="a module of the map (repeatable)")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument(
+        "--lines", type=_line_range, help="only the mutants on lines FIRST-LAST (a run in parts)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     parser.add_argument("--timeout", type=float, help="seconds per mutant (default: 4x baseline)")
     parser.add_argument("--json", type=Path, help="also write the outcomes to this file")
@@ -507,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.list:
         for target in targets:
             for mutant in mutants(target.module):
+                if options.lines and not options.lines[0] <= mutant.line <= options.lines[1]:
+                    continue
                 print(f"src/unbounded/{mutant.module}:{mutant.line}: {mutant.description}")
         return 0
     _warm_imports()
@@ -518,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
             folder = Path(work) / target.module.replace("/", "_")
             folder.mkdir()
             results[target.module] = check_module(
-                target, max(1, options.jobs), options.timeout, folder
+                target, max(1, options.jobs), options.timeout, folder, options.lines
             )
     total = killed = 0
     report: dict[str, object] = {}

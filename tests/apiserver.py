@@ -1,4 +1,5 @@
-"""A scripted local server speaking the Anthropic Messages and OpenAI Chat Completions APIs.
+"""A scripted local server speaking the Anthropic Messages, OpenAI Chat Completions and OpenAI
+Responses APIs.
 
 Tests start it on 127.0.0.1 (ephemeral port, one thread per connection), queue the replies
 each API should give, point the real SDKs at it and then assert on what the SDKs sent: every
@@ -13,7 +14,10 @@ request is recorded with its path, headers and raw body bytes.
 
 Replies are API-neutral where they can be: the same `message(...)` renders as an Anthropic
 message (JSON or the real SSE event sequence) or as an OpenAI chat completion (JSON or
-`data:` chunks ending in `data: [DONE]`), depending on the path it answers. Errors use each
+`data:` chunks ending in `data: [DONE]`) or as an OpenAI response (JSON or the Responses
+API's typed SSE events, `response.created` to `response.completed`), depending on the path it
+answers. For the Responses API, a content block of any other type (`reasoning`, `compaction`)
+is an output item sent as it is. Errors use each
 API's exact body shape. A reply may also be a callable taking the `RecordedRequest` and
 returning a reply, for dynamic behaviour.
 
@@ -30,6 +34,11 @@ prompt over
 `ApiServer.context_window` (estimated as body bytes / 4; "prompt is too long"). Each such
 request is kept in `ApiServer.rejected`, and the fixture fails a test that got one without
 saying so (`api.rejected.clear()` once checked); `api.validate = False` turns the checks off.
+The OpenAI APIs are checked the same way, in their own wording: a Chat Completions `tool`
+message answering no call of the assistant message before it, or tool calls left without
+their `tool` messages; a Responses `function_call_output` without its `function_call`, a
+`function_call` without its output, a `reasoning` item with no item after it; and a prompt
+over the window (`context_length_exceeded`).
 
 The `api_server` pytest fixture is defined here (as `api_server_fixture`, so that test
 parameters do not shadow an import): `from apiserver import api_server_fixture` registers it.
@@ -56,6 +65,7 @@ import pytest
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
+RESPONSES = "responses"
 COUNT_TOKENS = "count_tokens"
 
 ANTHROPIC_PTL_DEFAULT = (212_345, 200_000)
@@ -299,7 +309,7 @@ def prompt_too_long(actual: int | None = None, limit: int | None = None) -> Call
     """400 prompt-too-long in each API's wording (defaults 212345 > 200000 / 130000 > 128000)."""
 
     def reply(request: RecordedRequest) -> Reply:
-        if request.api == OPENAI:
+        if request.api in (OPENAI, RESPONSES):
             got, most = actual or OPENAI_PTL_DEFAULT[0], limit or OPENAI_PTL_DEFAULT[1]
         else:
             got, most = actual or ANTHROPIC_PTL_DEFAULT[0], limit or ANTHROPIC_PTL_DEFAULT[1]
@@ -452,6 +462,7 @@ class ApiServer:
     base_url: str = ""
     anthropic: ReplyQueue = field(default_factory=lambda: ReplyQueue(ANTHROPIC))
     openai: ReplyQueue = field(default_factory=lambda: ReplyQueue(OPENAI))
+    responses: ReplyQueue = field(default_factory=lambda: ReplyQueue(RESPONSES))
     count_tokens: ReplyQueue = field(default_factory=lambda: ReplyQueue(COUNT_TOKENS))
     requests: list[RecordedRequest] = field(default_factory=list)
     unscripted: list[RecordedRequest] = field(default_factory=list)
@@ -765,7 +776,7 @@ def _openai_chunks(reply: Message, model: str, include_usage: bool) -> list[byte
 
 
 def _error_body(api: str, error: ApiError, request_id: str) -> tuple[int, dict[str, Any]]:
-    if api == OPENAI:
+    if api in (OPENAI, RESPONSES):
         return error.openai_status, {
             "error": {
                 "message": error.openai_message or error.message,
@@ -779,6 +790,186 @@ def _error_body(api: str, error: ApiError, request_id: str) -> tuple[int, dict[s
         "error": {"type": error.anthropic_type, "message": error.message},
         "request_id": request_id,
     }
+
+
+# --------------------------------------------------------------------------- Responses API
+
+_INCOMPLETE = {"max_tokens": "max_output_tokens", "refusal": "content_filter"}
+
+
+def _responses_usage(reply: Message) -> dict[str, Any]:
+    usage = _openai_usage(reply)
+    return {
+        "input_tokens": usage["prompt_tokens"],
+        "input_tokens_details": {
+            "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+            "cache_write_tokens": int(reply.usage.get("cache_creation_input_tokens") or 0),
+        },
+        "output_tokens": usage["completion_tokens"],
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage["total_tokens"],
+    }
+
+
+def _output_items(reply: Message) -> list[dict[str, Any]]:
+    """The reply's content as Responses output items, in order: text as message items, calls
+    as function_call items, any other block type as an item sent as it is."""
+    items: list[dict[str, Any]] = []
+    for index, block in enumerate(reply.content):
+        kind = block["type"]
+        if kind == "text":
+            items.append(
+                {
+                    "id": f"msg_{reply.id}_{index}",
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": block["text"], "annotations": [], "logprobs": []}],
+                }
+            )
+        elif kind == "tool_use":
+            arguments = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            items.append(
+                {
+                    "id": f"fc_{block['id']}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": block["id"],
+                    "name": block["name"],
+                    "arguments": arguments,
+                }
+            )
+        elif kind != "thinking":
+            items.append(dict(block))
+    return items
+
+
+def _response_json(reply: Message, model: str, *, status: str | None = None) -> dict[str, Any]:
+    stop = reply.effective_stop_reason
+    final = "incomplete" if stop in _INCOMPLETE else "completed"
+    current = status or final
+    return {
+        "id": reply.id.replace("msg_", "resp_"),
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": current,
+        "model": model,
+        "output": _output_items(reply) if current != "in_progress" else [],
+        "usage": _responses_usage(reply) if current != "in_progress" else None,
+        "incomplete_details": {"reason": _INCOMPLETE[stop]} if current == "incomplete" else None,
+        "error": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+    }
+
+
+def _responses_events(reply: Message, model: str) -> list[bytes]:
+    """The typed SSE events the Responses API streams for a reply."""
+    events: list[dict[str, Any]] = []
+
+    def add(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **fields})
+
+    add("response.created", response=_response_json(reply, model, status="in_progress"))
+    add("response.in_progress", response=_response_json(reply, model, status="in_progress"))
+    for index, item in enumerate(_output_items(reply)):
+        kind = item["type"]
+        if kind == "message":
+            text = item["content"][0]["text"]
+            add("response.output_item.added", output_index=index, item={**item, "status": "in_progress", "content": []})
+            empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            add("response.content_part.added", item_id=item["id"], output_index=index, content_index=0, part=empty_part)
+            for part in _chunks(text, reply.chunk_size):
+                add("response.output_text.delta", item_id=item["id"], output_index=index, content_index=0, delta=part, logprobs=[])
+            add("response.output_text.done", item_id=item["id"], output_index=index, content_index=0, text=text, logprobs=[])
+            add("response.content_part.done", item_id=item["id"], output_index=index, content_index=0, part=item["content"][0])
+        elif kind == "function_call":
+            add("response.output_item.added", output_index=index, item={**item, "status": "in_progress", "arguments": ""})
+            for part in _chunks(item["arguments"], reply.chunk_size):
+                add("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=part)
+            add("response.function_call_arguments.done", item_id=item["id"], output_index=index, arguments=item["arguments"])
+        else:
+            add("response.output_item.added", output_index=index, item=item)
+        add("response.output_item.done", output_index=index, item=item)
+    final = _response_json(reply, model)
+    add(f"response.{final['status']}", response=final)
+    return [_sse(event["type"], event) for event in events]
+
+
+def _openai_invalid(message: str, code: str | None = None, param: str | None = "input") -> ApiError:
+    return ApiError(400, 400, "invalid_request_error", "invalid_request_error", code, message, openai_param=param)
+
+
+def _over_window(context_window: int | None, size: int) -> ApiError | None:
+    if context_window is not None and size // 4 > context_window:
+        got = size // 4
+        return _openai_invalid(
+            f"This model's maximum context length is {context_window} tokens. However, your messages "
+            f"resulted in {got} tokens. Please reduce the length of the messages.",
+            code="context_length_exceeded",
+        )
+    return None
+
+
+def openai_chat_request_error(body: Any, context_window: int | None, size: int) -> ApiError | None:
+    """The API's 400 for a Chat Completions request that can never succeed, else None."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return _openai_invalid("[] is too short - 'messages'", param="messages")
+    pending: list[str] = []
+    for index, message in enumerate(body["messages"]):
+        role = message.get("role")
+        if role == "tool":
+            call_id = str(message.get("tool_call_id"))
+            if call_id not in pending:
+                return _openai_invalid(
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                    "message with 'tool_calls'.",
+                    param=f"messages.[{index}].role",
+                )
+            pending.remove(call_id)
+            continue
+        if pending:
+            return _openai_invalid(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                f"{', '.join(pending)}",
+                param="messages",
+            )
+        if role == "assistant":
+            pending = [str(call.get("id")) for call in message.get("tool_calls") or []]
+    return _over_window(context_window, size)
+
+
+def responses_request_error(body: Any, context_window: int | None, size: int) -> ApiError | None:
+    """The API's 400 for a Responses request that can never succeed, else None."""
+    if not isinstance(body, dict) or "input" not in body:
+        return _openai_invalid("Missing required parameter: 'input'.", code="missing_required_parameter")
+    items = body["input"]
+    if isinstance(items, list):
+        calls: set[str] = set()
+        answered: set[str] = set()
+        for index, item in enumerate(items):
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "function_call_output":
+                call_id = str(item.get("call_id"))
+                if call_id not in calls:
+                    return _openai_invalid(f"No tool call found for function call output with call_id {call_id}.")
+                answered.add(call_id)
+            elif kind == "function_call":
+                calls.add(str(item.get("call_id")))
+            elif kind == "reasoning" and index == len(items) - 1:
+                return _openai_invalid(
+                    f"Item '{item.get('id')}' of type 'reasoning' was provided without its required following item."
+                )
+        missing = sorted(calls - answered)
+        if missing:
+            return _openai_invalid(f"No tool output found for function call {missing[0]}.")
+    return _over_window(context_window, size)
 
 
 # --------------------------------------------------------------------------- validation
@@ -916,6 +1107,8 @@ def _route(path: str) -> str | None:
         return COUNT_TOKENS
     if path in ("/v1/chat/completions", "/chat/completions"):
         return OPENAI
+    if path in ("/v1/responses", "/responses"):
+        return RESPONSES
     return None
 
 
@@ -973,9 +1166,17 @@ class _Handler(BaseHTTPRequestHandler):
                 api_server.rejected.append((request, problem))
                 self._render(api, request, bad_request(problem))
                 return
+        if api in (OPENAI, RESPONSES) and api_server.validate:
+            check = openai_chat_request_error if api == OPENAI else responses_request_error
+            refusal = check(parsed, api_server.context_window, len(raw))
+            if refusal is not None:
+                api_server.rejected.append((request, refusal.message))
+                self._render(api, request, refusal)
+                return
         queue = {
             ANTHROPIC: api_server.anthropic,
             OPENAI: api_server.openai,
+            RESPONSES: api_server.responses,
             COUNT_TOKENS: api_server.count_tokens,
         }[api]
         reply = queue.pop()
@@ -990,7 +1191,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _common_headers(self, request: RecordedRequest) -> None:
         self.send_header(
-            "x-request-id" if request.api == OPENAI else "request-id", request.request_id
+            "x-request-id" if request.api in (OPENAI, RESPONSES) else "request-id",
+            request.request_id,
         )
 
     def _send_json(
@@ -1073,7 +1275,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(reply, Malformed):
             if request.stream:
                 self._start_sse(request, {})
-                event = "message_start" if api == ANTHROPIC else None
+                event = {ANTHROPIC: "message_start", RESPONSES: "response.created"}.get(api)
                 self._chunk(_sse(event, reply.body))
                 self._end_chunks()
             else:
@@ -1084,11 +1286,12 @@ class _Handler(BaseHTTPRequestHandler):
                 model = msg.model
             if request.stream:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                events = (
-                    _anthropic_events(msg, model)
-                    if api == ANTHROPIC
-                    else _openai_chunks(msg, model, include_usage)
-                )
+                if api == ANTHROPIC:
+                    events = _anthropic_events(msg, model)
+                elif api == RESPONSES:
+                    events = _responses_events(msg, model)
+                else:
+                    events = _openai_chunks(msg, model, include_usage)
                 if isinstance(reply, CutStream):
                     if self._stream(events, request, msg, reply.after_events):
                         if reply.clean_close:
@@ -1102,6 +1305,11 @@ class _Handler(BaseHTTPRequestHandler):
                     error = {"type": reply.error_type, "message": reply.error_message}
                     if api == ANTHROPIC:
                         self._chunk(_sse("error", {"type": "error", "error": error}))
+                    elif api == RESPONSES:
+                        payload = {"type": "error", "code": reply.error_type,
+                                   "message": reply.error_message, "param": None,
+                                   "sequence_number": len(events)}
+                        self._chunk(_sse("error", payload))
                     else:
                         self._chunk(_sse(None, {"error": {**error, "param": None, "code": None}}))
                     self._end_chunks()
@@ -1111,11 +1319,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if msg.delay:
                 time.sleep(msg.delay)
-            payload = (
-                _anthropic_message_json(msg, model)
-                if api == ANTHROPIC
-                else _openai_completion_json(msg, model)
-            )
+            if api == ANTHROPIC:
+                payload = _anthropic_message_json(msg, model)
+            elif api == RESPONSES:
+                payload = _response_json(msg, model)
+            else:
+                payload = _openai_completion_json(msg, model)
             self._send_json(
                 200, payload, request, msg.headers, truncate=isinstance(reply, CutStream)
             )

@@ -25,9 +25,10 @@ from apiserver import (
 )
 from unbounded.errors import ConfigError
 from unbounded.events import CacheParamsChanged, Event
+from unbounded.integrations import wrap
 from unbounded.integrations._anthropic_markers import honor_caller_markers, message_markers
 from unbounded.integrations._anthropic_prints import SeenMessages, message_print
-from unbounded.integrations.anthropic_client import _config_fields, _same_config, wrap
+from unbounded.integrations.anthropic_client import _config_fields, _same_config
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.session import SessionConfig
@@ -118,7 +119,9 @@ def test_the_kept_reply_print_is_the_print_of_its_echo(blocks: list[dict[str, An
     reply = sdk_reply(blocks)
     plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).wire.from_response(reply).content
     seen = SeenMessages()
-    assert seen.remember_reply(reply.content, plain) == message_print("assistant", dumped(reply.content))
+    assert seen.remember_reply(reply.content, plain) == message_print(
+        "assistant", dumped(reply.content)
+    )
 
 
 @pytest.mark.parametrize("blocks", REPLIES)
@@ -130,8 +133,16 @@ def test_reading_an_echo_gives_what_reading_it_from_scratch_gives(
 
     reply = sdk_reply(blocks)
     plain = AnthropicProvider(anthropic.Anthropic(api_key="x")).wire.from_response(reply).content
-    prompt = {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
-    answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r", "content": "x"}]}
+    prompt = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "go", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+        ],
+    }
+    answer = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_r", "content": "x"}],
+    }
     kept, scratch = SeenMessages(), SeenMessages()
     for seen in (kept, scratch):
         seen.read([prompt], recall_ids)
@@ -238,7 +249,9 @@ def test_the_config_is_kept_only_when_rebuilding_it_gives_it_back(
     config_values: tuple[Any, ...], call: tuple[Any, ...], shapes: tuple[str, str], same: bool
 ) -> None:
     system, tools, thinking, max_tokens = config_values
-    config = SessionConfig(model=MODEL, system=system, tools=tools, thinking=thinking, max_tokens=max_tokens)
+    config = SessionConfig(
+        model=MODEL, system=system, tools=tools, thinking=thinking, max_tokens=max_tokens
+    )
     if same:  # the usual call: the very values the config was built from
         call = (MODEL, system, tools, thinking, max_tokens)
     model, system, tools, thinking, max_tokens = call
@@ -266,7 +279,10 @@ def test_a_tool_list_changed_in_place_still_changes_the_config(api_server: ApiSe
     messages: list[Any] = [{"role": "user", "content": "first"}]
     call = {"model": MODEL, "max_tokens": 1024, "system": "sys", "tools": tools}
     reply = client.messages.create(**call, messages=messages)
-    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "next"}]
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "next"},
+    ]
     tools.append(dict(OTHER_TOOL))
     client.messages.create(**call, messages=messages)
     assert [e.fields for e in events if isinstance(e, CacheParamsChanged)] == [("tools",)]
@@ -290,7 +306,9 @@ def with_marker(block: dict[str, Any], marker: dict[str, Any] | None) -> dict[st
 
 
 blocks = st.builds(with_marker, st.just({"type": "text", "text": "x"}), markers)
-tools_given = st.lists(st.builds(with_marker, st.sampled_from([TOOL, OTHER_TOOL]), markers), max_size=3)
+tools_given = st.lists(
+    st.builds(with_marker, st.sampled_from([TOOL, OTHER_TOOL]), markers), max_size=3
+)
 messages_sent = st.lists(
     st.builds(
         lambda role, content: {"role": role, "content": content},
@@ -332,7 +350,11 @@ def markers_put_back(
     sent_system = body.get("system")
     for index, block in enumerate(sent_system if isinstance(sent_system, list) else []):
         if isinstance(block.get("cache_control"), Mapping):
-            own = system[index].get("cache_control") if isinstance(system, list) and index < len(system) else None
+            own = (
+                system[index].get("cache_control")
+                if isinstance(system, list) and index < len(system)
+                else None
+            )
             if isinstance(own, Mapping):
                 block["cache_control"] = dict(own)
             slots.append(block)
@@ -355,7 +377,9 @@ def markers_put_back(
 @SETTINGS
 @given(
     tools=tools_given,
-    tools_sent=st.lists(st.builds(with_marker, st.sampled_from([TOOL, OTHER_TOOL]), markers), max_size=3),
+    tools_sent=st.lists(
+        st.builds(with_marker, st.sampled_from([TOOL, OTHER_TOOL]), markers), max_size=3
+    ),
     system=st.one_of(st.none(), st.just("sys"), st.lists(blocks, min_size=1, max_size=3)),
     system_sent=st.one_of(st.none(), st.lists(blocks, min_size=1, max_size=3)),
     messages=messages_sent,
@@ -388,5 +412,9 @@ def test_caller_markers_are_put_back_as_from_scratch(
     assert result == markers_put_back(request, system, tools, messages_ttl, marked)
     # The message markers `message_markers` reads are those the caller put on messages.
     assert len(message_markers(messages)) == sum(
-        1 for m in messages if isinstance(m["content"], list) for b in m["content"] if "cache_control" in b
+        1
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if "cache_control" in b
     )

@@ -18,9 +18,11 @@ from apiserver import (
     empty,
     malformed,
     message,
+    openai_chat_request_error,
     overloaded,
     prompt_too_long,
     rate_limited,
+    responses_request_error,
     server_error,
     start_server,
     stream_error,
@@ -363,3 +365,59 @@ def test_unknown_paths_are_404(api_server: ApiServer) -> None:
     with pytest.raises(anthropic.NotFoundError):
         _anthropic(api_server).models.list()
     assert api_server.last.method == "GET"
+
+
+# -- the OpenAI APIs' refusals ------------------------------------------------------------------
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}
+OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "a.py"}
+
+
+@pytest.mark.parametrize(
+    ("items", "refusal"),
+    [
+        ([{"role": "user", "content": "hi"}, OUTPUT], "No tool call found for function call output with call_id c1."),
+        ([{"role": "user", "content": "hi"}, CALL], "No tool output found for function call c1."),
+        (
+            [{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []}],
+            "Item 'rs_1' of type 'reasoning' was provided without its required following item.",
+        ),
+        ([{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []}, CALL, OUTPUT], None),
+    ],
+)
+def test_the_responses_api_refuses_broken_item_lists(items: list[Any], refusal: str | None) -> None:
+    error = responses_request_error({"model": "m", "input": items}, None, 10)
+    assert (error.message if error else None) == refusal
+
+
+def test_the_openai_apis_refuse_a_prompt_over_the_window() -> None:
+    error = responses_request_error({"model": "m", "input": "hi"}, 100, 404)
+    assert error is not None and error.openai_code == "context_length_exceeded"
+    assert responses_request_error({"model": "m", "input": "hi"}, 100, 403) is None
+    chat = openai_chat_request_error({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, 100, 404)
+    assert chat is not None and "maximum context length is 100 tokens" in chat.message
+
+
+@pytest.mark.parametrize(
+    ("messages", "refusal"),
+    [
+        ([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "x"}], "must be a response to a preceeding message"),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "c1"}, {"id": "c2"}]}, {"role": "tool", "tool_call_id": "c1", "content": "x"}, {"role": "user", "content": "go"}],
+            "did not have response messages: c2",
+        ),
+        ([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "c1"}]}, {"role": "tool", "tool_call_id": "c1", "content": "x"}], None),
+    ],
+)
+def test_chat_completions_refuses_unpaired_tool_messages(messages: list[Any], refusal: str | None) -> None:
+    error = openai_chat_request_error({"model": "m", "messages": messages}, None, 10)
+    assert (error.message if error else None) == refusal or (refusal is not None and error is not None and refusal in error.message)
+
+
+def test_a_refused_responses_request_is_an_sdk_error_and_is_kept(api_server: ApiServer) -> None:
+    openai = pytest.importorskip("openai")
+    client = api_server.openai_client(sync=True)
+    with pytest.raises(openai.BadRequestError, match="No tool call found"):
+        client.responses.create(model="m", input=[{"role": "user", "content": "hi"}, OUTPUT])
+    assert [why for _, why in api_server.rejected] == ["No tool call found for function call output with call_id c1."]
+    api_server.rejected.clear()

@@ -28,7 +28,8 @@ from unbounded.model.response import Heartbeat, ModelResponse
 from unbounded.policy import Policy
 from unbounded.providers.base import SdkProvider
 from unbounded.providers.retry import RetryingProvider
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Session, SessionConfig
+from unbounded.sync_session import SyncSession
 
 MODEL = "claude-sonnet-4-6"
 T = TypeVar("T")

@@ -112,3 +112,20 @@ def test_two_runs_of_compact_write_the_same_records(name: str, session_2_1: Path
         outputs.append(_without_ids(out))
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) > 2
+
+
+def test_compact_writes_its_receipt(session_2_1: Path, tmp_path: Path) -> None:
+    """`compact -o` leaves a receipt in its boundary, as every session compaction does."""
+    from unbounded.recall.receipts import receipts_in
+
+    out = tmp_path / "compacted.jsonl"
+    data = compact(str(session_2_1), "--at", "end", "-o", str(out))
+    written = load_transcript(out)
+    receipts = receipts_in(written.entries)
+    assert [r.uuid for r in receipts if r.kind == "compaction"][-1:] == [data["boundary_uuid"]]
+    receipt = data["receipt"]
+    assert isinstance(receipt, dict)
+    thread = load_transcript(session_2_1).view_entries()
+    summarized = [e for e in thread if e.type in ("user", "assistant")]
+    assert receipt["messages"] == len(summarized) - int(data["kept_messages"])  # type: ignore[call-overload]
+    assert receipt["covered"]["by"] == data["summarizer"]

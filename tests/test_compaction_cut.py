@@ -9,6 +9,7 @@ from unbounded.compaction.cut import (
     contiguous_tail_start,
     discovered_tools,
     is_one_run,
+    kept_rounds_start,
     reply_start,
     turn_tail_start,
 )
@@ -96,3 +97,44 @@ def test_a_turn_tail_across_an_earlier_splice_is_not_kept() -> None:
     # "b" and "c" trigger the next turn, but they are two runs of the file: a boundary could
     # relink only one, so nothing is kept verbatim.
     assert turn_tail_start(entries, view) == ""
+
+
+def rounds_view() -> list[Entry | None]:
+    """A prompt, then three rounds of a call and its result, then a user message."""
+    view: list[Entry | None] = [user("read the modules " + "x" * 400)]
+    for n in range(3):
+        view += [reply(call(f"t{n}"), message_id=f"m{n}"), result(f"t{n}")]
+    return [*view, user("go on")]
+
+
+def test_kept_rounds_start_keeps_the_newest_round_whatever_the_budget() -> None:
+    assert kept_rounds_start(rounds_view(), keep_messages=0, keep_tokens=0) == 7
+
+
+def test_kept_rounds_start_adds_older_rounds_within_the_message_budget() -> None:
+    view = rounds_view()
+    assert kept_rounds_start(view, keep_messages=3, keep_tokens=None) == 5  # a round and "go on"
+    assert kept_rounds_start(view, keep_messages=2, keep_tokens=None) == 7  # a round is 2
+    assert kept_rounds_start(view, keep_messages=5, keep_tokens=None) == 3
+
+
+def test_kept_rounds_start_never_cuts_between_a_call_and_its_result() -> None:
+    for keep in range(8):
+        start = kept_rounds_start(rounds_view(), keep_messages=keep, keep_tokens=None)
+        assert start in (1, 3, 5, 7)
+
+
+def test_kept_rounds_start_summarizes_the_oldest_round_when_all_fits() -> None:
+    """Over the trigger with everything inside the budget: the oldest round after `first`
+    goes into the summary, never the newest; a lone summary is not summarized alone."""
+    view = rounds_view()
+    assert kept_rounds_start(view, keep_messages=None, keep_tokens=None) == 1
+    assert kept_rounds_start(view, first=1, keep_messages=None, keep_tokens=None) == 3
+    assert kept_rounds_start([user("only this")], keep_messages=None, keep_tokens=None) is None
+
+
+def test_kept_rounds_start_stops_at_the_token_budget() -> None:
+    view = rounds_view()  # rounds of 3 to 4 tokens (padded) after a ~104-token prompt
+    assert kept_rounds_start(view, keep_messages=None, keep_tokens=0) == 7
+    assert kept_rounds_start(view, keep_messages=None, keep_tokens=10) == 3
+    assert kept_rounds_start(view, keep_messages=None, keep_tokens=20) == 1  # the prompt: over

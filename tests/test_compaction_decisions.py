@@ -10,11 +10,13 @@ from unbounded.catalog import load_model_table
 from unbounded.compaction.decisions import (
     ClearingPolicies,
     auto_compaction_allowed,
+    background_summary_due,
     cache_expired,
     decide_ttl_upgrade,
     early_compaction_reason,
     microcompact_policy,
     should_auto_compact,
+    summary_must_wait,
 )
 from unbounded.policy import Policy, Thresholds, compute_thresholds
 
@@ -123,3 +125,45 @@ def test_the_latch_switches_after_its_pauses_for_allowed_sources_only() -> None:
     assert off_list is not None and off_list.latch is None
     no_1h = dataclasses.replace(MODEL, cache_write_1h_multiplier=None)
     assert decide_ttl_upgrade(CacheTtlLatch(False, ()), query_source="repl_main_thread", model=no_1h, policy=after, now=NOW, last_reply_at=ago(minutes=10), idle_expiries=2) is None
+
+
+def test_the_cold_resume_guard_compacts_with_a_summary_only_when_it_pays() -> None:
+    room = THRESHOLDS.autocompact - 10_000
+    cold_at = 10_000 + int(POLICY.cold_cache_compact_fraction * room) + 1
+
+    def guard(tokens: int, *, expired: bool = True, free: bool = False, pays: bool = True) -> str | None:
+        return early_compaction_reason(
+            POLICY, THRESHOLDS, tokens=tokens, overhead=10_000, cache_expired=expired,
+            cache_edits_supported=False, refused_at=None, free_compaction_available=lambda: free,
+            summary_pays_on_cold_cache=lambda: pays,
+        )
+
+    assert guard(cold_at) == "cold_resume"
+    assert guard(cold_at, pays=False) is None
+    assert guard(cold_at, free=True) == "cold_cache"  # the notes cost no call: preferred
+    assert guard(cold_at, expired=False) is None
+    assert guard(cold_at - 2) is None  # under the cold share of the room
+    early_at = 10_000 + int(POLICY.early_compact_fraction * room) + 1
+    assert guard(early_at, expired=False) is None  # only a cold cache warrants a summary call
+
+
+def test_the_background_summary_starts_at_its_mark_and_once() -> None:
+    policy = POLICY.with_changes(background_summary=True)
+    overhead = 10_000 + (THRESHOLDS.autocompact - 10_000) % 10  # a room that 0.9 divides
+    room = THRESHOLDS.autocompact - overhead
+    at = overhead + room * 9 // 10
+    assert policy.background_summary_fraction == 0.9
+
+    def due(tokens: int, *, running: bool = False, with_policy: Policy = policy) -> bool:
+        return background_summary_due(with_policy, THRESHOLDS, tokens=tokens, overhead=overhead, running=running)
+
+    assert due(at) and not due(at - 1)
+    assert not due(at, running=True)
+    assert not due(at, with_policy=POLICY)  # off by default
+    assert not due(at, with_policy=policy.with_changes(auto_compact_enabled=False))
+
+
+def test_a_turn_waits_for_the_summary_only_at_the_effective_window() -> None:
+    assert summary_must_wait(THRESHOLDS, THRESHOLDS.effective_window)
+    assert not summary_must_wait(THRESHOLDS, THRESHOLDS.effective_window - 1)
+    assert THRESHOLDS.autocompact < THRESHOLDS.effective_window

@@ -92,6 +92,8 @@ class Run:
     """Anthropic replies the block's requests get, in order."""
     openai_replies: Callable[[], list[Any]] = list
     """Chat Completions replies, in order."""
+    responses_replies: Callable[[], list[Any]] = list
+    """Responses API replies, in order."""
     substitute: dict[str, str] = field(default_factory=dict)
     """Placeholders in the block -> values; `{fixtures}`, `{postgres}` are filled in."""
     needs: tuple[str, ...] = ()
@@ -336,10 +338,12 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         replies=lambda: [message("Hello!")],
         check=lambda ns, out, api: "Hello! (" in out and "% of the context left)" in out,
     ),
-    ("docs/index.md", "from unbounded.providers import OpenAIProvider"): Run(
-        openai_replies=lambda: [message("Hello from a chat model.")],
+    ("docs/index.md", "import openai"): Run(
+        responses_replies=lambda: [message("Hello from the Responses API.")],
         check=lambda ns, out, api: (
-            "Hello from a chat model." in out and api.last.path == "/v1/chat/completions"
+            "Hello from the Responses API. (" in out
+            and api.last.path == "/v1/responses"
+            and api.last.json["prompt_cache_key"].startswith("unbounded-")
         ),
     ),
     ("docs/index.md", "from langchain.agents import create_agent"): Run(
@@ -348,17 +352,71 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         check=lambda ns, out, api: "Hello from LangChain." in out,
     ),
     ("docs/index.md", "from unbounded.providers import AnthropicProvider"): Run(
+        # The model also calls `recall`, as it may once context was cleared: the loop answers it.
         replies=lambda: [
             message(tool_use_block("add", {"a": 2, "b": 3}, id="toolu_1"), id="msg_1"),
-            message("2 + 3 = 5.", id="msg_2"),
+            message(tool_use_block("recall", {"id": "toolu_1"}, id="toolu_2"), id="msg_2"),
+            message("2 + 3 = 5.", id="msg_3"),
         ],
         check=lambda ns, out, api: (
             "2 + 3 = 5." in out
-            and api.last.json["messages"][-1]["content"][0]["content"] == "5"
+            and api.requests[1].json["messages"][-1]["content"][0]["content"] == "5"
+            and api.last.json["messages"][-1]["content"][0]["tool_use_id"] == "toolu_2"
+            and "5" in json.dumps(api.last.json["messages"][-1]["content"][0]["content"])
             and api.last.stream
         ),
     ),
+    ("docs/index.md", "from pydantic_ai import Agent"): Run(
+        needs=("pydantic_ai",),
+        replies=lambda: [message("Hello from pydantic-ai.")],
+        check=lambda ns, out, api: (
+            "Hello from pydantic-ai." in out
+            and api.last.json["system"][-1]["text"].endswith("Be brief.")
+            and (Path(".sessions/pydantic-ai") / "transcript.jsonl").exists()
+        ),
+    ),
+    ("docs/index.md", "from agents import Agent, RunConfig, Runner"): Run(
+        needs=("agents",),
+        # The local server speaks Chat Completions, not Responses (the SDK's default API), and
+        # the SDK would export traces to OpenAI: both set for the test, undone in the check.
+        prelude=(
+            "from agents import set_default_openai_api, set_tracing_disabled\n"
+            "set_default_openai_api('chat_completions')\nset_tracing_disabled(True)\n"
+        ),
+        openai_replies=lambda: [message("Hello from an agent.")],
+        check=lambda ns, out, api: (
+            "Hello from an agent." in out
+            and api.last.path == "/v1/chat/completions"
+            and ns["session"].session.status().tokens > 0
+            and ns["session"].close() is None
+            and ns["set_default_openai_api"]("responses") is None
+        ),
+    ),
     # docs/integrations.md
+    ("docs/integrations.md", "from pydantic_ai import Agent"): Run(
+        needs=("pydantic_ai",),
+        files={"setup.py": "from setuptools import setup\nsetup(name='demo')\n"},
+        replies=lambda: [
+            message(tool_use_block("read_file", {"path": "setup.py"}, id="toolu_1"), id="msg_1"),
+            message("It installs demo.", id="msg_2"),
+        ],
+        check=lambda ns, out, api: (
+            out.startswith("It installs demo. ")
+            and "setup(name='demo')" in json.dumps(api.last.json["messages"])
+        ),
+    ),
+    ("docs/integrations.md", "from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner"): Run(
+        needs=("agents",),
+        # The SDK would export traces to OpenAI: off for the test (tracing_disabled in real use).
+        prelude="from agents import set_tracing_disabled\nset_tracing_disabled(True)\n",
+        openai_replies=lambda: [message("Hello from the Agents SDK.")],
+        check=lambda ns, out, api: (
+            out.startswith("Hello from the Agents SDK. ")
+            and api.last.path == "/v1/chat/completions"
+            and (Path(".sessions") / "user-42" / "transcript.jsonl").exists()
+            and ns["session"].session.close() is None
+        ),
+    ),
     ("docs/integrations.md", "import anthropic"): Run(
         prelude=(
             "SYSTEM = 'You are a coding agent.'\n"
@@ -368,6 +426,43 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         ),
         replies=lambda: [message("It installs the package.")],
         check=lambda ns, out, api: "It installs the package." in ns["reply"].content[0].text,
+    ),
+    ("docs/integrations.md", "import openai"): Run(
+        prelude=(
+            "import os\n"
+            "BASE_URL = os.environ['OPENAI_BASE_URL']\n"
+            "TOOLS = [{'type': 'function', 'function': {'name': 'ls', 'description': 'List files',"
+            " 'parameters': {'type': 'object', 'properties': {}}}}]\n"
+            "def run(call):\n    return 'setup.py README.md'\n"
+        ),
+        openai_replies=lambda: [
+            message(tool_use_block("ls", {}, id="call_1")),
+            message("A setup.py and a README."),
+        ],
+        check=lambda ns, out, api: (
+            "A setup.py and a README." in out
+            and api.last.json["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "setup.py README.md"}
+            and ns["client"].session.model_info.input_per_mtok == 0.3
+        ),
+    ),
+    ("docs/integrations.md", "from openai import OpenAI"): Run(
+        prelude=(
+            "RESPONSE_TOOLS = [{'type': 'function', 'name': 'ls', 'description': 'List files',"
+            " 'parameters': {'type': 'object', 'properties': {}}}]\n"
+            "def run(call):\n    return 'setup.py README.md'\n"
+        ),
+        responses_replies=lambda: [
+            message(
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc=="},
+                tool_use_block("ls", {}, id="call_1"),
+            ),
+            message("A setup.py and a README."),
+        ],
+        check=lambda ns, out, api: (
+            "A setup.py and a README." in out
+            and {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc=="}
+            in api.last.json["input"]
+        ),
     ),
     ("docs/integrations.md", "from unbounded.integrations import run_agent, tool"): Run(
         files={"setup.py": "from setuptools import setup\nsetup(name='demo', packages=['demo'])\n"},
@@ -412,6 +507,15 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         ),
         needs=("langchain", "langchain_anthropic"),
         check=lambda ns, out, api: ns["agent"] is not None,
+    ),
+    ("docs/integrations.md", "from langchain.chat_models import init_chat_model"): Run(
+        replies=lambda: [message("It builds the wheel.", id="msg_graph")],
+        needs=("langchain", "langchain_anthropic"),
+        check=lambda ns, out, api: (
+            out.strip() == "It builds the wheel."
+            and ns["context"].trigger_level() == 50_000
+            and "build script" in json.dumps(api.last.json["messages"])
+        ),
     ),
     ("docs/integrations.md", "import logging"): Run(check=lambda ns, out, api: _logs_at_info()),
     # docs/microcompaction.md
@@ -616,6 +720,7 @@ def _run_python(
     _write_files(folder, spec.files)
     api.anthropic.push(*spec.replies())
     api.openai.push(*spec.openai_replies())
+    api.responses.push(*spec.responses_replies())
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     exec(compile(spec.prelude, f"<prelude of {block.name}>", "exec"), namespace)
     source = _fill(block.source, {k: _fill(v, values) for k, v in spec.substitute.items()})
@@ -627,7 +732,7 @@ def _run_python(
     if spec.check is not None:
         outcome = spec.check(namespace, out, api)
         assert outcome is None or outcome, f"{block.name}: the check after the block failed"
-    unused = len(api.anthropic) + len(api.openai)
+    unused = len(api.anthropic) + len(api.openai) + len(api.responses)
     assert unused == 0, f"{block.name}: {unused} scripted replies unused"
 
 

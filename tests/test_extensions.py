@@ -6,6 +6,7 @@ overrides one hook works; the old doors (an `attach` object, listener lists, the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -73,8 +74,9 @@ def test_each_hook_fires_once_in_the_order_given_with_its_typed_argument() -> No
     request = asyncio.run(session.prepare())
     assert hooks_of(calls, "before_prepare") == [("first", 1), ("second", 1)]
     assert hooks_of(calls, "before_request") == [("first", CONFIG.model), ("second", CONFIG.model)]
-    # folded: the second sees what the first left, and the request declares both
-    assert hooks_of(calls, "tools_offered") == [("first", []), ("second", ["tool_of_first"])]
+    # folded: the second sees what the first left, and the request declares both; asked
+    # once when the settings were derived (the size estimate), once for the request
+    assert hooks_of(calls, "tools_offered") == [("first", []), ("second", ["tool_of_first"])] * 2
     assert [t["name"] for t in request.get("tools", [])] == ["tool_of_first", "tool_of_second"]
 
     entry = session.record({"content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 50}})
@@ -144,10 +146,10 @@ def test_without_an_extension_offering_notes_there_is_no_notes_tier_and_no_early
     session = Session(CONFIG, store=MemoryStore(), summarizer=ExtractiveSummarizer(), extensions=[Recorder("plain", calls)])
     session.store.write_memory("# Current State\nWorking on it.")
     assert all(type(tier).__name__ != "SessionMemoryTier" for tier in session.default_compaction_tiers())
-    assert not session._free_compaction_available()
+    assert not session._compactor.free_compaction_available()
     offering = Session(CONFIG, store=MemoryStore(), extensions=[Notes("n", True, [])])
     offering.store.write_memory("# Current State\nWorking on it.")
-    assert offering._free_compaction_available()
+    assert offering._compactor.free_compaction_available()
 
 
 def test_one_extension_class_under_its_public_names() -> None:
@@ -181,3 +183,47 @@ def test_the_old_doors_are_gone() -> None:
     session = Session(CONFIG, store=MemoryStore())
     for door in ("prepare_listeners", "turn_listeners", "compaction_listeners", "memory_compactor", "prepare_steps"):
         assert not hasattr(session, door), door
+
+
+BIG_TOOLS = [
+    {"name": f"tool_{i}", "description": "Does one thing well. " * 40, "input_schema": {"type": "object"}}
+    for i in range(20)
+]
+
+
+class AddsTools(Extension):
+    """Declares tools of its own in every request."""
+
+    def __init__(self, tools: list[dict[str, Any]] = BIG_TOOLS) -> None:
+        self.tools = tools
+
+    def tools_offered(self, session: Any, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [*tools, *self.tools]
+
+
+def test_the_tools_an_extension_adds_are_in_the_estimate_from_construction() -> None:
+    extended = Session(CONFIG, store=MemoryStore(), policy=Policy(), extensions=[AddsTools()])
+    configured = Session(
+        dataclasses.replace(CONFIG, tools=BIG_TOOLS), store=MemoryStore(), policy=Policy()
+    )
+    bare = Session(CONFIG, store=MemoryStore(), policy=Policy())
+    assert configured.estimate_request_tokens([]) > bare.estimate_request_tokens([]) + 3_000
+    assert extended.estimate_request_tokens([]) == configured.estimate_request_tokens([])
+    assert extended.settings.overhead_raw == configured.settings.overhead_raw
+
+
+def test_the_tools_an_extension_adds_stay_counted_after_reconfigure() -> None:
+    extended = Session(CONFIG, store=MemoryStore(), policy=Policy(), extensions=[AddsTools()])
+    brief = dataclasses.replace(CONFIG, system="Be brief. " * 200)
+    extended.reconfigure(brief)
+    configured = Session(
+        dataclasses.replace(brief, tools=BIG_TOOLS), store=MemoryStore(), policy=Policy()
+    )
+    assert extended.estimate_request_tokens([]) == configured.estimate_request_tokens([])
+
+
+def test_the_tools_an_extension_adds_count_in_the_minimum_room_check() -> None:
+    small = SessionConfig(model="claude-sonnet-4-5", context_window=16_000)
+    Session(small, store=MemoryStore(), policy=Policy())  # room enough without them
+    with pytest.raises(ConfigError, match="the system prompt and tools alone take about"):
+        Session(small, store=MemoryStore(), policy=Policy(), extensions=[AddsTools(BIG_TOOLS * 2)])

@@ -344,7 +344,7 @@ def test_a_given_session_and_misuse(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), session)
     assert client.session is session
     assert client.models is client.client.models  # everything else is the SDK's
-    with pytest.raises(ConfigError, match=r"anthropic\.Anthropic or anthropic\.AsyncAnthropic"):
+    with pytest.raises(ConfigError, match=r"anthropic\.Anthropic, anthropic\.AsyncAnthropic, openai\.OpenAI or openai\.AsyncOpenAI"):
         wrap(object())  # type: ignore[call-overload]
     with pytest.raises(ConfigError, match="not both"):
         wrap(api_server.anthropic_client(sync=True), session, session_folder="x")

@@ -264,6 +264,21 @@ def test_max_completion_tokens_and_plain_requests(api_server: ApiServer) -> None
         OpenAIProvider(api_key="k", max_tokens_param="max_output_tokens")
 
 
+def test_the_token_limit_is_named_for_where_requests_go(api_server: ApiServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenAI's own API gets `max_completion_tokens` (its reasoning models refuse `max_tokens`);
+    another Chat Completions server gets `max_tokens`; an explicit choice wins."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert OpenAIProvider(api_key="k").wire.max_tokens_param == "max_completion_tokens"
+    assert OpenAIProvider(openai.OpenAI(api_key="k")).wire.max_tokens_param == "max_completion_tokens"
+    assert OpenAIProvider(api_key="k", base_url="https://api.openai.com/v1").wire.max_tokens_param == "max_completion_tokens"
+    assert OpenAIProvider(base_url="http://localhost:11434/v1").wire.max_tokens_param == "max_tokens"
+    assert OpenAIProvider(api_key="k", max_tokens_param="max_tokens").wire.max_tokens_param == "max_tokens"
+    monkeypatch.setenv("OPENAI_BASE_URL", api_server.openai_base_url)
+    api_server.openai.push(message("ok"))
+    _run(OpenAIProvider(api_key="k").create({"model": "m", "max_tokens": 7, "messages": [{"role": "user", "content": "hi"}]}))
+    assert api_server.last.json["max_tokens"] == 7  # a local server: the older name
+
+
 def test_tool_choice_mapping() -> None:
     assert convert_tool_choice({"type": "auto"}) == "auto"
     assert convert_tool_choice({"type": "any"}) == "required"

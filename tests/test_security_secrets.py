@@ -297,7 +297,9 @@ def test_strings_in_walks_keys_and_values() -> None:
     assert sorted(strings_in({"a": ["b", {"c": 1, "d": "e"}], "f": None})) == ["a", "b", "c", "d", "e", "f"]
 
 
-def _redacting_session(tmp_path: Path, events: list[Event], telemetry: Any = None) -> Session:
+def _redacting_session(
+    tmp_path: Path, events: list[Event], telemetry: Any = None, clock: Any = None
+) -> Session:
     return Session.open(
         tmp_path / "s",
         SessionConfig(model="claude-sonnet-4-5", tools=[{"name": "Bash", "input_schema": {"type": "object"}}], context_window=200_000),
@@ -305,6 +307,7 @@ def _redacting_session(tmp_path: Path, events: list[Event], telemetry: Any = Non
         redact_secrets=Redactor(),
         events=events.append,
         telemetry=telemetry,
+        **({"clock": clock} if clock is not None else {}),
     )
 
 
@@ -336,7 +339,8 @@ def test_receipts_side_files_and_events_are_redacted(tmp_path: Path) -> None:
 
 def test_a_microcompaction_receipt_is_redacted(tmp_path: Path) -> None:
     events: list[Event] = []
-    session = _redacting_session(tmp_path, events)
+    now = [datetime.now(timezone.utc)]
+    session = _redacting_session(tmp_path, events, clock=lambda: now[0])
     session.add_user("go")
     for turn in range(3):
         asyncio.run(session.prepare())
@@ -344,7 +348,7 @@ def test_a_microcompaction_receipt_is_redacted(tmp_path: Path) -> None:
         session.record({"content": [use], "usage": {"input_tokens": 10, "output_tokens": 2}})
         session.add_tool_results([{"type": "tool_result", "tool_use_id": f"t{turn}", "content": f"row {turn}\n" * 300}])
     session.micro.cleared_ids  # noqa: B018 - nothing cleared yet
-    session._clock = lambda: datetime(2030, 1, 1, tzinfo=timezone.utc)  # an hour later: the time tier clears
+    now[0] = datetime(2030, 1, 1, tzinfo=timezone.utc)  # an hour later: the time tier clears
     asyncio.run(session.prepare())
     receipts = [e for e in session.entries if e.subtype == "microcompact_receipt"]
     assert receipts, "the time tier cleared nothing"

@@ -17,8 +17,9 @@ from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, PromptTooLongError, ServerError
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Session, SessionConfig
 from unbounded.storage import FolderStore, MemoryStore
+from unbounded.sync_session import SyncSession
 from unbounded.tokens.estimate import estimate_messages_tokens
 
 SUMMARY = nine_section_summary("build it", analysis=False)

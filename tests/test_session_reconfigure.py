@@ -55,7 +55,7 @@ def test_the_drop_in_installing_tools_counts_them_like_a_fresh_session(api_serve
     session = client.session
     assert session.config.tools == TOOLS
     fresh = Session(SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS, max_tokens=1024), policy=Policy())
-    fresh.calibration = session.calibration
+    fresh.state.calibration = session.calibration
     assert session.estimate_request_tokens([]) == fresh.estimate_request_tokens([])
 
 

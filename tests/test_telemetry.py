@@ -133,7 +133,7 @@ session = Session(SessionConfig(model="claude-sonnet-4-5", tools=[{"name": "Bash
 session.add_user("hi")
 request = asyncio.run(session.prepare())
 session.record({"content": [{"type": "text", "text": "hello"}], "usage": {"input_tokens": 10, "output_tokens": 2}})
-assert not session.telemetry.enabled and [t["name"] for t in request["tools"]] == ["Bash"]
+assert not session.deps.telemetry.enabled and [t["name"] for t in request["tools"]] == ["Bash"]
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)

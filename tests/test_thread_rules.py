@@ -178,3 +178,51 @@ def test_records_without_a_message_to_end_on_are_kept_in_file_order() -> None:
     notes = [Entry({"type": "system", "subtype": "informational", "uuid": f"s{n}", "content": "x"}) for n in range(2)]
     thread, report = rebuild_thread(notes)
     assert thread == notes and report.leaf_uuid is None
+
+
+def _progress(uuid: str, parent: str | None) -> Entry:
+    return Entry({"type": "progress", "uuid": uuid, "parentUuid": parent, "data": {"type": "hook_progress"}, "timestamp": TS})
+
+
+def test_a_message_named_after_a_tool_calls_progress_follows_the_turns_real_end() -> None:
+    prompt = Entry.user("run it", timestamp=TS)
+    call = _call("t1", "m1", prompt.uuid or "")
+    hook = _progress("p1", call.uuid)  # one progress record, hanging off the call itself
+    answer = _result("t1", call.uuid or "")
+    done = Entry.assistant([{"type": "text", "text": "done"}], message_id="m2", parent_uuid=answer.uuid)
+    typed = Entry.user("next", parent_uuid="p1", timestamp=TS)
+    reply = Entry.assistant([{"type": "text", "text": "ok"}], message_id="m3", parent_uuid=typed.uuid)
+    thread, report = rebuild_thread([prompt, call, hook, answer, done, typed, reply])
+    assert thread == [prompt, call, hook, answer, done, typed, reply] and report.branches == []
+
+
+def test_a_progress_chain_hanging_off_a_record_written_later_keeps_the_named_parent() -> None:
+    prompt = Entry.user("run it", timestamp=TS)
+    call = _call("t1", "m1", prompt.uuid or "")
+    hook = _progress("p1", "p2")  # names a progress record the file holds only further down
+    typed = Entry.user("next", parent_uuid="p1", timestamp=TS)
+    later = _progress("p2", call.uuid)
+    thread, _ = rebuild_thread([prompt, call, hook, typed, later])
+    assert thread == [prompt, call, hook, typed, later]
+
+
+def test_a_progress_chain_reaching_no_message_keeps_the_named_parent() -> None:
+    # A fragment that opens on a progress record: the chain climbs to no tool call at all.
+    hook = _progress("p1", None)
+    answer = Entry.assistant([{"type": "text", "text": "earlier"}], message_id="m1", parent_uuid="gone")
+    typed = Entry.user("next", parent_uuid="p1", timestamp=TS)
+    thread, _ = rebuild_thread([hook, answer, typed])
+    assert thread == [hook, typed]
+
+
+def test_a_repeated_result_that_carries_the_users_words_is_kept() -> None:
+    prompt = Entry.user("look", timestamp=TS)
+    call = _call("t1", "m1", prompt.uuid or "")
+    answer = _result("t1", call.uuid or "", "a")
+    # The same call's result again, now with what the user typed next to it: the words are
+    # not a repeat, so the record stays (the request's repair handles the second result).
+    words = [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}, {"type": "text", "text": "stop there"}]
+    interrupted = Entry.user(words, parent_uuid=answer.uuid, timestamp=TS)
+    again = _result("t1", interrupted.uuid or "", "b")  # a bare repeat under another text
+    thread, report = rebuild_thread([prompt, call, answer, interrupted, again])
+    assert thread == [prompt, call, answer, interrupted] and report.duplicates == 1

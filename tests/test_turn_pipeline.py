@@ -408,7 +408,7 @@ def test_a_thousand_turn_session_snapshots_and_clears_as_from_scratch() -> None:
             if turn % 25 == 0:
                 snapshot = session.detector.snapshot(session.config.query_source)
                 assert snapshot == snapshot_request(request)
-                view = _apply_all(session.micro, session._normalizer.messages)
+                view = _apply_all(session.micro, session.transcript.messages)
                 assert [m["content"] for m in view] == [
                     [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]
                     if isinstance(m["content"], list)

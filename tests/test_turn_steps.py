@@ -1,7 +1,7 @@
 """`Session.prepare` is its list of steps; every step that keeps state between turns does
 what its from-scratch twin does, on every turn of every recorded session.
 
-Checking steps are put between the session's own (by patching `_default_prepare_steps`):
+Checking steps are put between the session's own (by patching `PrepareSteps.in_order`):
 after `microcompact` the kept tool ledger equals a fresh scan and `first_changed`
 marks where the messages stop matching the previous turn's; after `place_breakpoints` the
 plan is `plan_cache_breakpoints` of the same request; after `record_prompt_state` the
@@ -24,7 +24,8 @@ from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.compaction.ledger import ToolLedger
 from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.policy import Policy
-from unbounded.session import Session
+from unbounded.session_core import SessionCore
+from unbounded.session_steps import PrepareSteps
 from unbounded.transcripts.loader import load_transcript
 from unbounded.turn import TurnContext, TurnStep
 
@@ -45,7 +46,7 @@ def _paths() -> Iterator[Any]:
 class Checks:
     """Steps that compare the session's kept state with a from-scratch computation."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionCore) -> None:
         self.session = session
         self.previous: list[Any] = []
         self.unplanned: Any = None
@@ -57,7 +58,7 @@ class Checks:
     async def after_microcompact(self, turn: TurnContext) -> None:
         kept = self.session.micro.ledger
         fresh = ToolLedger(kept.tools)
-        fresh.observe(self.session._normalizer.messages)
+        fresh.observe(self.session.transcript.messages)
         assert kept._records == fresh._records
         first = turn.first_changed
         assert turn.messages[:first] == self.previous[:first]
@@ -77,7 +78,7 @@ class Checks:
         assert self.session.marked_messages == expected.marked_messages
 
     async def after_snapshot(self, turn: TurnContext) -> None:
-        self.previous = turn.messages
+        self.previous = list(turn.messages)  # the step's list is reused next turn
         self.turns += 1
 
     def steps(self, steps: tuple[TurnStep, ...]) -> tuple[TurnStep, ...]:
@@ -85,14 +86,14 @@ class Checks:
         names = [getattr(step, "__name__", "") for step in steps]
         checked: list[TurnStep] = []
         for name, step in zip(names, steps, strict=True):
-            if name == "_place_breakpoints":
+            if name == "place_breakpoints":
                 checked.append(self.before_breakpoints)
             checked.append(step)
-            if name == "_microcompact_step":
+            if name == "microcompact":
                 checked.append(self.after_microcompact)
-            elif name == "_place_breakpoints":
+            elif name == "place_breakpoints":
                 checked.append(self.after_breakpoints)
-            elif name == "_record_prompt_state":
+            elif name == "record_prompt_state":
                 checked.append(self.after_snapshot)
         assert len(checked) == len(steps) + 4, names
         return tuple(checked)
@@ -104,19 +105,19 @@ def test_every_turn_of_every_session_steps_as_from_scratch(
 ) -> None:
     """Ledger, plan and snapshot equal their twins on every prepared turn; reuse happens."""
     checks: list[Checks] = []
-    real_steps = Session._default_prepare_steps
+    real_steps = PrepareSteps.in_order
     real_record = PromptCacheBreakDetector.record_prompt_state
 
-    def with_checks(session: Session) -> tuple[TurnStep, ...]:
-        checks.append(Checks(session))
-        return checks[-1].steps(real_steps(session))
+    def with_checks(steps: PrepareSteps) -> tuple[TurnStep, ...]:
+        checks.append(Checks(steps.session))
+        return checks[-1].steps(real_steps(steps))
 
     def recorded(self: PromptCacheBreakDetector, request: Any, **options: Any) -> Any:
         snapshot = real_record(self, request, **options)
         assert snapshot == snapshot_request(request)
         return snapshot
 
-    monkeypatch.setattr(Session, "_default_prepare_steps", with_checks)
+    monkeypatch.setattr(PrepareSteps, "in_order", with_checks)
     monkeypatch.setattr(PromptCacheBreakDetector, "record_prompt_state", recorded)
     report = replay_session(
         load_transcript(path), ReplayOptions(policy=Policy(), baselines=False)
@@ -131,13 +132,14 @@ def test_every_turn_of_every_session_steps_as_from_scratch(
 def test_an_extensions_before_request_shapes_the_request_sent() -> None:
     """The documented extension point: `Extension.before_request` changes the request
     `prepare` returns and the one the session keeps as sent."""
-    from unbounded.session import Extension, SessionConfig
+    from unbounded.extension import Extension, ExtensionHost
+    from unbounded.session import Session, SessionConfig
     from unbounded.storage import MemoryStore
 
     seen: list[int] = []
 
     class TagRequest(Extension):
-        async def before_request(self, session: Session, turn: TurnContext) -> None:
+        async def before_request(self, session: ExtensionHost, turn: TurnContext) -> None:
             seen.append(turn.first_changed)
             turn.request = {**turn.built_request(), "metadata": {"user_id": "u-42"}}  # type: ignore[typeddict-unknown-key]
 

@@ -29,7 +29,7 @@ def test_every_registered_format_is_found_by_its_name_and_is_complete(name: str)
 
 
 def test_an_unknown_format_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="no wire format 'soap'; the formats are: anthropic-messages, openai-chat"):
+    with pytest.raises(ConfigError, match="no wire format 'soap'; the formats are: anthropic-messages, openai-chat, openai-responses"):
         wire_format("soap")
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         TranscriptError,
         UnboundedError,
     )
+    from unbounded.extension import Extension
     from unbounded.model import (
         Entry,
         MessageNormalizer,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
         validate_request,
     )
     from unbounded.policy import Policy, Thresholds, compute_thresholds
-    from unbounded.session import Extension
     from unbounded.tokens import (
         ContextCounter,
         build_token_accounting,
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "unbounded.errors",
     "ContextCounter": "unbounded.tokens",
     "Entry": "unbounded.model",
-    "Extension": "unbounded.session",
+    "Extension": "unbounded.extension",
     "HookBlockingError": "unbounded.errors",
     "InvalidRequestError": "unbounded.errors",
     "MessageNormalizer": "unbounded.model",

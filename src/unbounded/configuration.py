@@ -10,6 +10,7 @@ never leave a derived value stale.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,15 +83,20 @@ class DerivedSettings:
 
 
 def derive_settings(
-    config: SessionConfig, base_policy: Policy, model_table: ModelTable
+    config: SessionConfig,
+    base_policy: Policy,
+    model_table: ModelTable,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> DerivedSettings:
     """Everything `config` implies under `base_policy`; raises `ConfigError` when the system
-    prompt and tools leave a compacting session no room under its threshold."""
+    prompt and tools leave a compacting session no room under its threshold. `tools` are
+    the tools the requests declare when extensions change the config's (default: those)."""
     info = model_table.get(config.model)
     model_info = info.with_window(config.context_window) if config.context_window else info
     policy = base_policy.for_window(model_info.context_window)
     thresholds = compute_thresholds(model_info, policy)
-    offered_tools = with_recall_tool(config.tools, policy)
+    offered_tools = with_recall_tool(config.tools if tools is None else tools, policy)
     overhead_raw = rough_token_count(orjson.dumps([config.system or "", offered_tools]).decode())
     settings = DerivedSettings(
         config=config,

@@ -40,13 +40,26 @@ so a drop-in leaves them out when it matches the caller's messages against the t
 T = TypeVar("T")
 
 
-class TurnSession(Protocol):
-    """What a turn needs of a session (`Session` is one)."""
+class CompactingSession(Protocol):
+    """What the reactive compaction needs: a policy, a way to compact, where events go (a
+    `Session`, or the LangChain middleware's call)."""
 
     @property
     def policy(self) -> Policy:
         """The session's policy."""
         ...
+
+    async def auto_compact(self) -> Any:
+        """Compact now; None when it failed."""
+        ...
+
+    def events_sink(self) -> EventSink | None:
+        """Where the session's events go."""
+        ...
+
+
+class TurnSession(CompactingSession, Protocol):
+    """What a turn needs of a session (`Session` is one)."""
 
     @property
     def offers_recall(self) -> bool:
@@ -61,10 +74,6 @@ class TurnSession(Protocol):
         self, response: ModelResponse | Mapping[str, Any], *, extra: Mapping[str, Any] | None = ...
     ) -> Entry:
         """Record the model's answer."""
-        ...
-
-    async def auto_compact(self) -> Any:
-        """Compact now; None when it failed."""
         ...
 
     def run_recall(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
@@ -82,10 +91,6 @@ class TurnSession(Protocol):
 
     def append(self, entries: Sequence[Entry]) -> None:
         """Append records to the transcript."""
-        ...
-
-    def events_sink(self) -> EventSink | None:
-        """Where the session's events go."""
         ...
 
 
@@ -107,7 +112,7 @@ class TurnOptions:
             raise ConfigError(f"recall_rounds must be >= 0, not {self.recall_rounds}")
 
 
-async def reactive_compaction(session: TurnSession, error: BaseException) -> bool:
+async def reactive_compaction(session: CompactingSession, error: BaseException) -> bool:
     """The one reactive compaction after a prompt-too-long answer: True when the conversation
     was compacted (send again, once), False when compaction is off or failed."""
     emit(session.events_sink(), ReactiveCompaction(str(error)))
@@ -238,6 +243,7 @@ def open_turn_blocking(
 
 __all__ = [
     "RECALL_ROUND_FIELD",
+    "CompactingSession",
     "TurnFlow",
     "TurnOptions",
     "TurnSession",

@@ -108,6 +108,52 @@ class EarlyCompaction(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class BackgroundSummaryStarted(Event):
+    """The context passed the background mark: the summary is being written off the turn's
+    path (`Policy.background_summary`)."""
+
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundSummarySwapped(Event):
+    """The background summary replaced the history it covers at the threshold; the records
+    appended since it started (`kept_since`) follow it verbatim."""
+
+    started_tokens: int
+    kept_since: int
+    post_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundSummaryDiscarded(Event):
+    """A background summary was dropped: `stale` (what it replaced changed, or a compaction
+    came first), `failed`, `too_large` (with what was recorded since it would not end under
+    the threshold), `superseded` (another compaction was applied), `closed` (the session)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryStall(Event):
+    """A turn waited for a summary call: a compaction at the threshold with no background
+    summary ready (`background` False: none was running)."""
+
+    tokens: int
+    background: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IdleCompaction(Event):
+    """The host said the session is idle and compacting now costs less than the resume would
+    (`compaction.idle`): estimated costs of both, in USD."""
+
+    tokens: int
+    keep_cost_usd: float
+    compact_cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryRejected(Event):
     """A summary failed the sanity guard (too small for what it replaces, or missing
     sections): the compaction is retried or fails, and nothing is written."""

@@ -63,6 +63,7 @@ SCALED_BUDGETS: tuple[str, ...] = (
     "microcompact_protect_recent_tokens",
     "microcompact_min_savings",
     "compact_max_output_tokens",
+    "summary_floor_min_tokens",
     "tool_result_max_tokens",
     "rehydrate_tokens_per_file",
     "rehydrate_total_file_tokens",
@@ -75,6 +76,8 @@ SCALED_BUDGETS: tuple[str, ...] = (
     "session_memory_keep_min_tokens",
     "session_memory_keep_max_tokens",
     "recall_max_tokens",
+    "compaction_summary_tokens",
+    "idle_compact_min_tokens",
 )
 """Policy fields (token budgets) that scale with windows below `small_window_reference`."""
 _MIN_SCALED = {
@@ -191,9 +194,44 @@ class Policy:
     """After an early compaction was refused, wait for this many more tokens before trying
     again."""
 
+    # -- compaction off the critical path (docs/compaction.md "Background summary", "Idle
+    # compaction") ---------------------------------------------------------------------------
+    background_summary: bool = False
+    """Write the summary in the background once the conversation passes
+    `background_summary_fraction` of its room, and swap it in at the threshold, so a turn
+    waits on a summary call only when its request would leave no room for the reply. Off by
+    default: it sends the summary call earlier (and again when the summary went stale), and
+    what was recorded after the mark stays verbatim after the summary."""
+    background_summary_fraction: float = 0.9
+    """The mark, as a share of the room below the auto-compact threshold (the system prompt
+    and tools left out). 0.9 leaves a tenth of the room, ~16,000 tokens of a 200K window:
+    several turns of an agent run, as long as a summary call takes (30 s to a few minutes),
+    and no more than that is kept verbatim after the summary when it is swapped in."""
+    compaction_summary_tokens: int = 4_000
+    """What a summary is expected to hold (its output tokens), for the cost comparisons of
+    idle compaction and the cold-resume guard."""
+    compaction_payback_turns: int = 3
+    """The turns after a resume that the cost comparisons count: each reads the whole context
+    from the cache, so a compacted one is cheaper every turn. A resumed session is taken to
+    go on for at least this many turns (0: the resume alone). 3 is cautious: with it a
+    summary call on an expired cache pays only near the threshold (from ~140,000 tokens of a
+    200K window on a 5-minute cache), where the session would compact within a few turns
+    anyway."""
+    idle_compact_at_ttl_share: float = 0.9
+    """When a host should run idle compaction: this share of the cache TTL after the last
+    reply (54 minutes of the 1-hour cache, as Claude Code does), while the cache is warm."""
+    idle_compact_min_tokens: int = 50_000
+    """Idle compaction never runs on a smaller context, whatever the comparison says: the
+    saving is small and the pause may have no resume at all."""
+
     # -- full compaction (seeds 000, 002, 004) -----------------------------------------------
     compact_max_output_tokens: int = 20_000
     """Output cap of the fallback (non cache-sharing) summary call."""
+    summary_floor_min_tokens: int = 300
+    """The summary guard's smallest floor (`compaction/summary_guard.py`): a summary of a
+    long stretch holding fewer tokens is refused as collapsed. Sized for a 200K window, it
+    scales with a small one, where a summary of a few hundred tokens is all there is room
+    for."""
     ptl_max_retries: int = 3
     """Attempts of the summary call when it is itself over the window (prompt too long)."""
     compact_max_summary_requests: int = 4
@@ -332,6 +370,8 @@ class Policy:
             "early_compact_min_saving",
             "cold_cache_compact_min_saving",
             "rehydrate_max_room_share",
+            "background_summary_fraction",
+            "idle_compact_at_ttl_share",
         ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"Policy.{name} must be in [0, 1]")

@@ -45,7 +45,8 @@ class TurnContext:
     now: datetime
     """The turn's clock reading (every step sees the same time)."""
     messages: list[MessageParam] = field(default_factory=list)
-    """The messages to send, once `microcompact` has run."""
+    """The messages to send, once `microcompact` has run: microcompaction's own list, to read
+    during this turn only (it is brought up to date in place next turn: copy it to keep it)."""
     first_changed: int = 0
     """`messages[:first_changed]` are those of the previous turn's request (the same objects,
     or equal ones): what a step derived from them last turn still holds."""

@@ -61,6 +61,7 @@ from unbounded.caching.blocks import (
     text_block,
     without_cache_control,
 )
+from unbounded.caching.digest_run import DigestRun
 from unbounded.caching.ttl import (
     DEFAULT_QUERY_SOURCE,
     CacheTtl,
@@ -123,8 +124,9 @@ class PromptStateSnapshot:
     effort: str | None
     extra_body: tuple[tuple[str, str], ...]
     """(field, value hash) of other body fields that key the cache."""
-    message_digests: tuple[tuple[str, ...], ...]
-    """Per message, its block digests (cache_control excluded)."""
+    message_digests: Sequence[tuple[str, ...]]
+    """Per message, its block digests (cache_control excluded): a `DigestRun`, equal to the
+    tuple of the same digests, sharing its unchanged part with the previous snapshot's."""
     ttl: CacheTtl
     """The TTL that caches the conversation: the shortest one on the message markers (the
     tools and system markers' when no message carries one). A pause longer than it loses the
@@ -376,7 +378,7 @@ def _snapshot(
     request: ProviderRequest | Mapping[str, Any],
     previous: Sequence[_MessageDigests],
     unchanged: int = 0,
-    previous_digests: tuple[tuple[str, ...], ...] = (),
+    previous_digests: Sequence[tuple[str, ...]] = (),
     ttls_in_unchanged: frozenset[str] = frozenset(),
     prefix: Mapping[str, Any] | None = None,
     reuse: bool = False,
@@ -405,9 +407,13 @@ def _snapshot(
     message_ttls = set(ttls_in_unchanged)
     for entry in digested[unchanged:]:
         message_ttls.update(entry.ttls)
-    message_digests = previous_digests[:unchanged] + tuple(
-        entry.digests for entry in digested[unchanged:]
+    base = (
+        previous_digests
+        if isinstance(previous_digests, DigestRun)
+        else DigestRun(previous_digests[:unchanged])
     )
+    # The unchanged messages' chunks are shared, not copied: a turn costs what it changed.
+    message_digests = base.extended(unchanged, (entry.digests for entry in digested[unchanged:]))
     snapshot = PromptStateSnapshot(
         **prefix,
         message_digests=message_digests,
@@ -434,8 +440,8 @@ def _signed(value: int) -> str:
 
 
 def _messages_change(
-    previous: tuple[tuple[str, ...], ...],
-    current: tuple[tuple[str, ...], ...],
+    previous: Sequence[tuple[str, ...]],
+    current: Sequence[tuple[str, ...]],
     shared: int = 0,
 ) -> PromptChange | None:
     """The first message where the previous request's messages stop being a prefix (the

@@ -147,7 +147,10 @@ def compact_command(
     from unbounded.addresses import FileAddress, parse_address
     from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
     from unbounded.events import CompactionHeartbeat, CompactionRetried
+    from unbounded.model.entries import messages_after_compact_boundary
     from unbounded.model.normalize import normalize_messages, validate_request
+    from unbounded.recall.index import TranscriptIndex
+    from unbounded.recall.receipts import RECEIPT_KEY, write_compaction_receipt
     from unbounded.transcripts.claude_code import write_claude_code
 
     if partial not in (None, "up_to", "from"):
@@ -210,6 +213,15 @@ def compact_command(
                 events=show,
             )
         )
+    # The CLI's compaction leaves the same receipt as a session's (what it took out).
+    write_compaction_receipt(
+        result.boundary,
+        messages_after_compact_boundary(thread),
+        result.messages_to_keep,
+        index=TranscriptIndex().update(thread),
+        summary_text=result.summary_text,
+        summarizer=result.summarizer,
+    )
     messages = normalize_messages(result.view())
     validate_request(messages)
     if output is not None:
@@ -240,6 +252,7 @@ def compact_command(
         else 0.0,
         "output": str(output) if output else None,
         "skipped_attachments": result.skipped_attachments,
+        "receipt": result.boundary.compact_metadata[RECEIPT_KEY],
     }
     if as_json:
         print(json.dumps(report, indent=2))

@@ -115,6 +115,7 @@ class ReplaySettings:
     as_json: bool
     series: bool
     policy: Policy | None = None
+    variants: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,7 @@ def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> R
         source=source,
         model_table=table,
         policy=settings.policy,
+        variants=settings.variants,
     )
 
 
@@ -217,6 +219,14 @@ def replay_command(
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
     policy_file: PolicyOption = None,
+    variants: Annotated[
+        bool,
+        typer.Option(
+            "--variants/--no-variants",
+            help="Also replay with the background summary on (when a turn waited for a "
+            "summary) and with idle compaction (when the session pauses past the cache TTL).",
+        ),
+    ] = True,
 ) -> None:
     """Replay sessions through unbounded's pipeline and compare costs with baselines."""
     from unbounded.evaluation.replay import replay_session
@@ -231,7 +241,15 @@ def replay_command(
     sessions = expand_paths(paths or [])
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
     settings = ReplaySettings(
-        model, window, summarizer, skip_invalid, file_order, as_json, series, chosen_policy
+        model,
+        window,
+        summarizer,
+        skip_invalid,
+        file_order,
+        as_json,
+        series,
+        chosen_policy,
+        variants,
     )
     if len(sessions) > 1:
         if report_file is not None:
@@ -392,6 +410,7 @@ def render(report: ReplayReport) -> None:
         f"{plural(report.cache_breaks, 'cache break')} · "
         f"{plural(report.invalid_requests, 'invalid request')}",
     )
+    header.add_row("waits", _waits(report))
     header.add_row(
         "context",
         f"peak {report.ours.peak_context_tokens:,} tokens · cache read share "
@@ -403,6 +422,12 @@ def render(report: ReplayReport) -> None:
     console.print(Panel(header, title="unbounded replay", expand=False))
     render_timeline(report)
     render_costs(report)
+    for name, variant in report.variants.items():
+        console.print(
+            f"with {name.replace('_', ' ')}: ${variant.run.cost_usd:,.2f} "
+            f"(ours ${report.ours.cost_usd:,.2f}) · {plural(variant.stalls, 'stall')} · "
+            f"{plural(variant.idle_compactions, 'idle compaction')}"
+        )
     retention = report.retention()
     if report.compaction_records:
         kept = " · ".join(
@@ -435,6 +460,20 @@ def render(report: ReplayReport) -> None:
         f"[grey50]system prompt + tools modelled as {report.prefix.tokens:,} tokens "
         f"({report.prefix.source}); {simulated}[/]"
     )
+
+
+def _waits(report: ReplayReport) -> str:
+    """The header's line on turns that waited for a summary call."""
+    line = f"{plural(report.stalls, 'turn')} waited for a summary call"
+    background = report.background
+    if background.get("enabled"):
+        line += (
+            f" · background summary: {background.get('started', 0):,} started, "
+            f"{background.get('swapped', 0):,} swapped in"
+        )
+    if report.idle_compactions:
+        line += f" · {plural(report.idle_compactions, 'idle compaction')}"
+    return line
 
 
 STRATEGY_LINES = {

@@ -666,6 +666,7 @@ class SummaryJob:
             spec=spec,
             lean_tokens=lambda: lean_summary_tokens(lean_source),
             room_tokens=room,
+            min_tokens=self.policy.summary_floor_min_tokens,
         )
         if not verdict.ok:
             emit(

@@ -8,6 +8,8 @@ One definition each, used by every compaction:
   transcript, and from where the view is one. A compact boundary relinks one segment only,
   so the records after an earlier partial compaction's splice cannot be kept with those
   before it (`compaction/conversation.py`, `compaction/memory_compact.py`, `Session`).
+- `kept_rounds_start`: where the kept tail starts when older rounds join the newest one
+  within a budget of messages and tokens (the LangChain middleware's `keep`).
 - `discovered_tools`: the tools the summarized records called, which a boundary lists.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from unbounded.model.entries import Entry
+from unbounded.tokens.estimate import entry_tokens, pad_estimate
 
 
 def has_tool_results(entries: Sequence[Entry]) -> bool:
@@ -109,6 +112,52 @@ def turn_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> str | No
     return ""
 
 
+def round_starts(view: Sequence[Entry | None]) -> list[int]:
+    """Indexes where a round may start: every record but one carrying tool results (a cut
+    there would leave results whose calls were summarized)."""
+    return [i for i, entry in enumerate(view) if entry is None or not has_tool_results([entry])]
+
+
+def kept_rounds_start(
+    view: Sequence[Entry | None],
+    *,
+    first: int = 0,
+    keep_messages: int | None,
+    keep_tokens: int | None,
+) -> int | None:
+    """Index of the first record kept verbatim, never between a tool call and its result.
+
+    The newest round (from the last record that is not a tool result: the last user message,
+    or the reply whose calls the last results answer) is always kept whole; older rounds join
+    it while the kept records stay within `keep_messages` records and `keep_tokens` tokens
+    (estimates padded as the trigger's count is; None: no limit of that kind). Records before
+    `first` are never summarized alone (a summary already there). When everything older fits
+    the budget yet a compaction is due (a large system prompt or tool set), the oldest round
+    after `first` is summarized still, never the newest. None when nothing is left to
+    summarize.
+    """
+    starts = round_starts(view)
+    if not starts:
+        return None
+    newest = starts[-1]
+    cut = newest
+    tokens = _padded_tokens(view[newest:])
+    for start in reversed(starts[:-1]):
+        tokens += _padded_tokens(view[start:cut])
+        over_messages = keep_messages is not None and len(view) - start > keep_messages
+        if over_messages or (keep_tokens is not None and tokens > keep_tokens):
+            break
+        cut = start
+    if cut > first:
+        return cut
+    later = [i for i in starts if first < i <= newest]
+    return later[0] if later else None
+
+
+def _padded_tokens(entries: Sequence[Entry | None]) -> int:
+    return pad_estimate(sum(entry_tokens(e) for e in entries if e is not None))
+
+
 def discovered_tools(entries: Sequence[Entry]) -> list[str]:
     """The names of the tools these records called, sorted."""
     names: set[str] = set()
@@ -123,6 +172,8 @@ __all__ = [
     "discovered_tools",
     "has_tool_results",
     "is_one_run",
+    "kept_rounds_start",
     "reply_start",
+    "round_starts",
     "turn_tail_start",
 ]

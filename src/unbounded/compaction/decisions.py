@@ -9,6 +9,8 @@
   cannot be edited is warm, count-based clearing is held back below the warning level.
 - `decide_ttl_upgrade`: whether a pause counts towards the 1-hour cache TTL, and whether
   the prefix or every marker switches to it now.
+- `background_summary_due` / `summary_must_wait`: when the summary starts in the
+  background, and when a turn at the threshold must wait for it (`compaction.background`).
 
 Every function is pure: the caller passes the clock reading and the time of the last reply.
 """
@@ -25,7 +27,7 @@ from unbounded.catalog import ModelInfo
 from unbounded.compaction.micro import cache_is_cold
 from unbounded.policy import GUARDED_QUERY_SOURCES, Policy, Thresholds
 
-EarlyReason = Literal["cold_cache", "early", "instead_of_clear"]
+EarlyReason = Literal["cold_cache", "cold_resume", "early", "instead_of_clear"]
 
 
 def cache_expired(now: datetime, last_reply_at: datetime | None, ttl: CacheTtl) -> bool:
@@ -111,6 +113,7 @@ def early_compaction_reason(
     cache_edits_supported: bool,
     refused_at: int | None,
     free_compaction_available: Callable[[], bool],
+    summary_pays_on_cold_cache: Callable[[], bool] | None = None,
 ) -> EarlyReason | None:
     """Why compacting before the threshold pays now (docs/policy.md), or None.
 
@@ -122,6 +125,11 @@ def early_compaction_reason(
     `early_compact_fraction`, `instead_of_clear` at the warning level, where the count tier
     would break the cache. After a refused attempt at `refused_at` tokens, nothing until the
     context grew by `early_compact_retry_tokens`.
+
+    The cold-resume guard: at a `cold_cache` moment without notes to compact from,
+    `cold_resume` when a summary call costs less than sending the whole context again
+    (`summary_pays_on_cold_cache`, the break-even of `compaction.idle.cold_resume_pays`;
+    None: never).
     """
     if refused_at is not None and tokens < refused_at + policy.early_compact_retry_tokens:
         return None
@@ -141,9 +149,34 @@ def early_compaction_reason(
         and not cache_edits_supported
         and tokens >= thresholds.warning
     )
-    if not (cold or early or instead_of_clear) or not free_compaction_available():
+    if not (cold or early or instead_of_clear):
+        return None
+    if not free_compaction_available():
+        if cold and summary_pays_on_cold_cache is not None and summary_pays_on_cold_cache():
+            return "cold_resume"
         return None
     return "cold_cache" if cold else "early" if early else "instead_of_clear"
+
+
+def background_summary_due(
+    policy: Policy, thresholds: Thresholds, *, tokens: int, overhead: int, running: bool
+) -> bool:
+    """Whether to start writing the summary in the background now: it is on, none is
+    running, automatic compaction may run, and the conversation fills
+    `background_summary_fraction` of its room below the threshold (`overhead`, the system
+    prompt and tools, left out, as for the early shares)."""
+    if running or not policy.background_summary:
+        return False
+    if not auto_compaction_allowed(policy):
+        return False
+    room = max(1, thresholds.autocompact - overhead)
+    return tokens - overhead >= policy.background_summary_fraction * room
+
+
+def summary_must_wait(thresholds: Thresholds, tokens: int) -> bool:
+    """At the threshold, whether the turn must wait for a summary rather than go on: its
+    request would leave less than the output reserve for the reply (the effective window)."""
+    return tokens >= thresholds.effective_window
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +233,11 @@ __all__ = [
     "EarlyReason",
     "TtlUpgrade",
     "auto_compaction_allowed",
+    "background_summary_due",
     "cache_expired",
     "decide_ttl_upgrade",
     "early_compaction_reason",
     "microcompact_policy",
     "should_auto_compact",
+    "summary_must_wait",
 ]

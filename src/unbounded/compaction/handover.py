@@ -360,7 +360,6 @@ class FileChange:
 OPEN_TODO_STATUSES = ("in_progress", "pending", "open", "todo")
 DONE_TODO_STATUSES = ("completed", "done", "complete")
 TRIED_CALLS = 4
-READING_CHARS = 400
 
 
 @dataclass(slots=True)

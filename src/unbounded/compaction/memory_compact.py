@@ -356,6 +356,7 @@ async def try_session_memory_compaction(
         replaced,
         kind="notes",
         lean_tokens=lambda: lean_summary_tokens(normalize_messages(summarized)),
+        min_tokens=policy.summary_floor_min_tokens,
     )
     if not verdict.ok:
         emit(

@@ -447,16 +447,19 @@ class _AppliedView:
     ledger: tuple[ToolLedger, int]
 
 
-def _apply(state: MicrocompactState, messages: Sequence[Any]) -> list[MessageParam]:
+def _apply(
+    state: MicrocompactState, messages: Sequence[Any], *, share: bool = False
+) -> list[MessageParam]:
     """The view with every id in `state.cleared` cleared (located through the ledger).
 
     The last view is reused while the messages only grew and the ledger did not start over:
     the clears made since are applied to it, and the new messages appended, so a turn costs
-    what changed. `_apply_all` is the from-scratch definition."""
+    what changed. `_apply_all` is the from-scratch definition. `share`: return the state's own
+    view (or the input when nothing is cleared) instead of a copy (`_ViewMode` "shared")."""
     if not state.cleared:
         state._applied = None
-        return cast(list[MessageParam], list(messages))
-    reused = _apply_since(state, messages, state._applied)
+        return cast(list[MessageParam], messages if share else list(messages))
+    reused = _apply_since(state, messages, state._applied, share=share)
     if reused is not None:
         return reused
     out = _apply_all(state, messages)
@@ -467,7 +470,7 @@ def _apply(state: MicrocompactState, messages: Sequence[Any]) -> list[MessagePar
     ]
     state._applied = _AppliedView(
         list(messages),
-        list(out),
+        out if share else list(out),
         len(state.cleared),
         max(indices, default=-1),
         state.name_handles,
@@ -477,7 +480,11 @@ def _apply(state: MicrocompactState, messages: Sequence[Any]) -> list[MessagePar
 
 
 def _apply_since(
-    state: MicrocompactState, messages: Sequence[Any], last: _AppliedView | None
+    state: MicrocompactState,
+    messages: Sequence[Any],
+    last: _AppliedView | None,
+    *,
+    share: bool = False,
 ) -> list[MessageParam] | None:
     """`_apply` from the last view (None when it cannot be reused)."""
     ledger = state.ledger
@@ -523,7 +530,7 @@ def _apply_since(
     state._applied = _AppliedView(
         source, view, len(state.cleared), top, state.name_handles, last.ledger
     )
-    return list(view)
+    return view if share else list(view)
 
 
 def _apply_all(state: MicrocompactState, messages: Sequence[Any]) -> list[MessageParam]:
@@ -568,19 +575,27 @@ def _settings(policy: Policy | None) -> Policy:
     return policy if policy is not None else Policy()
 
 
-def _view(state: MicrocompactState, messages: Sequence[Any], apply: bool) -> list[MessageParam]:
-    """The messages to send (every clear applied), or the input as it is (`apply=False`)."""
-    return _apply(state, messages) if apply else cast(list[MessageParam], messages)
+_ViewMode = Literal["copy", "shared", "as_given"]
+"""What a tier returns as its messages: a new list with every clear applied ("copy"), the
+state's own such list or the input itself when nothing is cleared ("shared": to be read
+before the next call, never edited or kept), or the input as it is ("as_given")."""
+
+
+def _view(state: MicrocompactState, messages: Sequence[Any], view: _ViewMode) -> list[MessageParam]:
+    """The messages a tier returns (see `_ViewMode`)."""
+    if view == "as_given":
+        return cast(list[MessageParam], messages)
+    return _apply(state, messages, share=view == "shared")
 
 
 def _passthrough(
     state: MicrocompactState,
     messages: Sequence[Any],
     edits: Sequence[CacheEdit] = (),
-    apply: bool = True,
+    view: _ViewMode = "copy",
 ) -> MicrocompactResult:
     return MicrocompactResult(
-        messages=_view(state, messages, apply), tier="none", cache_edits=tuple(edits)
+        messages=_view(state, messages, view), tier="none", cache_edits=tuple(edits)
     )
 
 
@@ -596,7 +611,7 @@ def count_based_microcompact(
 
 
 def _count_based(
-    messages: Sequence[Any], state: MicrocompactState, policy: Policy, apply: bool = True
+    messages: Sequence[Any], state: MicrocompactState, policy: Policy, view: _ViewMode = "copy"
 ) -> MicrocompactResult:
     # Kept by the ledger as calls arrive (`compactable_results` filtered, from scratch).
     candidates = [r for r in state.ledger.open_results() if r.tool_use_id not in state.cleared]
@@ -613,14 +628,14 @@ def _count_based(
         chosen = [*chosen, *(r.tool_use_id for r in extra)]
         saved += sum(r.tokens for r in extra)
     if not chosen or saved < policy.microcompact_min_savings:
-        return _passthrough(state, messages, apply=apply)
+        return _passthrough(state, messages, view=view)
     chosen_set = set(chosen)
     records = [r for r in candidates if r.tool_use_id in chosen_set]
     _record_clears(state, records)
     state.stats.count_clear_events += 1
     state.stats.cache_breaking_changes += 1
     return MicrocompactResult(
-        messages=_view(state, messages, apply),
+        messages=_view(state, messages, view),
         tier="count",
         cleared_ids=tuple(chosen),
         tokens_saved=saved,
@@ -645,7 +660,7 @@ def time_based_microcompact(
 
 
 def _time_based(
-    messages: Sequence[Any], state: MicrocompactState, policy: Policy, apply: bool = True
+    messages: Sequence[Any], state: MicrocompactState, policy: Policy, view: _ViewMode = "copy"
 ) -> MicrocompactResult:
     state.cached.drop_edits()  # the cache expired: pinned edits refer to nothing
     records = state.ledger.compactable_results()
@@ -656,13 +671,13 @@ def _time_based(
         already_cleared=already,
     )
     if not chosen:
-        return _passthrough(state, messages, apply=apply)
+        return _passthrough(state, messages, view=view)
     chosen_set = set(chosen)
     cleared = [r for r in records if r.tool_use_id in chosen_set]
     _record_clears(state, cleared)
     state.stats.time_clear_events += 1
     return MicrocompactResult(
-        messages=_view(state, messages, apply),
+        messages=_view(state, messages, view),
         tier="time",
         cleared_ids=tuple(chosen),
         tokens_saved=sum(r.tokens for r in cleared),
@@ -690,7 +705,7 @@ def cached_microcompact(
 
 
 def _cached(
-    messages: Sequence[Any], state: MicrocompactState, policy: Policy, apply: bool = True
+    messages: Sequence[Any], state: MicrocompactState, policy: Policy, view: _ViewMode = "copy"
 ) -> MicrocompactResult:
     records = state.ledger.compactable_results()
     cached = state.cached
@@ -706,17 +721,17 @@ def _cached(
         exclude=exclude,
         tokens={tool_id: record.tokens for tool_id, record in by_id.items()},
     )
-    view = _view(state, messages, apply)
+    sent = _view(state, messages, view)
     all_edits = tuple(cached.edits_for_request())
     if not new_edits:
-        return MicrocompactResult(messages=view, tier="none", cache_edits=all_edits)
+        return MicrocompactResult(messages=sent, tier="none", cache_edits=all_edits)
     deleted = [by_id[e["cache_reference"]] for e in new_edits if e["cache_reference"] in by_id]
     saved = sum(r.tokens for r in deleted)
     state.stats.cache_edit_batches += 1
     state.stats.cache_refs_deleted += len(new_edits)
     state.stats.cache_tokens_deleted += saved
     return MicrocompactResult(
-        messages=view,
+        messages=sent,
         tier="cached",
         tokens_saved=saved,
         cleared_read_paths=_read_paths(deleted),
@@ -735,6 +750,7 @@ def microcompact(
     last_assistant_at: datetime | None = None,
     cache_edits_supported: bool = False,
     apply: bool = True,
+    share_view: bool = False,
 ) -> MicrocompactResult:
     """Run the tier that applies this turn: time-based when the cache is cold by the idle gap,
     else cached when the provider supports cache edits, else count-based.
@@ -742,15 +758,19 @@ def microcompact(
     With `Policy.microcompact_enabled` false nothing new is cleared or deleted, but earlier
     clears and pinned edits stay (taking them back would change the cached prefix again).
     `apply=False`: decide and remember the clears, but return the messages as given (a caller
-    that keeps its own view skips building the cleared one).
+    that keeps its own view skips building the cleared one). `share_view`: the result's
+    messages are this state's own list (or `messages` itself when nothing is cleared), not a
+    copy: for a caller that reads them before the next call and neither edits nor keeps them
+    (a copy touches every message: at thousands of messages, a large share of a turn).
     """
     active = _settings(policy)
+    view: _ViewMode = "as_given" if not apply else ("shared" if share_view else "copy")
     _start(state, messages)
     if not active.microcompact_enabled:
         edits = state.cached.edits_for_request() if cache_edits_supported else []
-        return _passthrough(state, messages, edits, apply)
+        return _passthrough(state, messages, edits, view)
     if cache_is_cold(now, last_assistant_at, active):
-        return _time_based(messages, state, active, apply)
+        return _time_based(messages, state, active, view)
     if cache_edits_supported:
-        return _cached(messages, state, active, apply)
-    return _count_based(messages, state, active, apply)
+        return _cached(messages, state, active, view)
+    return _count_based(messages, state, active, view)

@@ -46,13 +46,13 @@ from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.server_blocks import compaction_blocks, last_compaction
 from unbounded.errors import CompactionError, ConfigError, ProviderError
+from unbounded.extension import Extension, ExtensionHost
 from unbounded.model.content import ContentBlock, Usage
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse, Provider
 from unbounded.policy import COMPACTION_TIERS
-from unbounded.session import Extension
 from unbounded.wire.context_edits import (
     ANTHROPIC_CONTEXT_EDITS,
     CLEAR_THINKING_EDIT,
@@ -66,7 +66,6 @@ from unbounded.wire.context_edits import (
 )
 
 if TYPE_CHECKING:
-    from unbounded.session import Session
     from unbounded.turn import TurnContext
 
 logger = logging.getLogger(__name__)
@@ -354,7 +353,7 @@ class ServerCompaction(Extension):
         """Server compactions seen in replies."""
         self._ledger_due: int | None = None  # entries before the compaction still to note
 
-    def supported(self, session: Session) -> frozenset[str]:
+    def supported(self, session: ExtensionHost) -> frozenset[str]:
         """The native edits the provider and the session's model support now."""
         profile = self.profile
         if profile is None:
@@ -364,14 +363,14 @@ class ServerCompaction(Extension):
             profile = provider.profile
         return native_edits(profile, session.model_info)
 
-    def trigger_tokens(self, session: Session) -> int:
+    def trigger_tokens(self, session: ExtensionHost) -> int:
         """The server's trigger: the setting, else the session's warning level (at least the
         server's minimum)."""
         if self.settings.trigger_tokens is not None:
             return self.settings.trigger_tokens
         return max(MIN_COMPACTION_TRIGGER, session.thresholds.warning)
 
-    async def before_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: ExtensionHost) -> None:
         """Note the facts ledger of the history a server compaction closed (once per
         compaction, after the reply that carried it)."""
         due = self._ledger_due
@@ -382,7 +381,7 @@ class ServerCompaction(Extension):
         if ledger:
             session.append([Entry.user(f"{LEDGER_NOTE}\n\n{ledger}", is_meta=True)])
 
-    async def before_request(self, session: Session, turn: TurnContext) -> None:
+    async def before_request(self, session: ExtensionHost, turn: TurnContext) -> None:
         """Add the edits the provider and model support to the request."""
         supported = self.supported(session)
         if not supported:
@@ -390,7 +389,7 @@ class ServerCompaction(Extension):
         edits = self.settings.edits(supported, trigger_tokens=self.trigger_tokens(session))
         turn.request = with_context_edits(turn.built_request(), edits)
 
-    def after_record(self, session: Session, entry: Entry) -> None:
+    def after_record(self, session: ExtensionHost, entry: Entry) -> None:
         """Count a reply that carries a compaction block and schedule its ledger note."""
         if compaction_blocks(entry.message.get("content") if entry.message else None):
             self.compactions += 1

@@ -10,8 +10,9 @@ the history is never replaced by it.
 The rule:
 
 - **Size floor**: at least 2 % of the tokens it replaces, never asked to exceed 1,500 tokens
-  nor below 300, never more than a quarter of what it replaces (a short conversation may
-  have a short summary), never more than the leanest offline summary of the same
+  nor below 300 (`Policy.summary_floor_min_tokens`, scaled down with a small window like
+  the policy's other budgets), never more than a quarter of what it replaces (a short
+  conversation may have a short summary), never more than the leanest offline summary of the same
   conversation (a conversation of a few huge tool outputs holds few facts: a short summary
   of it lost nothing), and never more than the output budget the summary request gave
   (`max_tokens`: in a small window that room is small, and a summary, the offline fallback
@@ -87,9 +88,11 @@ class SummaryVerdict:
     reason: str = ""
 
 
-def summary_floor(replaced_tokens: int) -> int:
-    """The smallest plausible summary of `replaced_tokens` tokens (see the module doc)."""
-    floor = min(FLOOR_MAX_TOKENS, max(FLOOR_MIN_TOKENS, round(replaced_tokens * FLOOR_SHARE)))
+def summary_floor(replaced_tokens: int, *, min_tokens: int = FLOOR_MIN_TOKENS) -> int:
+    """The smallest plausible summary of `replaced_tokens` tokens (see the module doc);
+    `min_tokens` is the floor's own minimum (`Policy.summary_floor_min_tokens`, scaled for a
+    small window)."""
+    floor = min(FLOOR_MAX_TOKENS, max(min_tokens, round(replaced_tokens * FLOOR_SHARE)))
     return min(floor, max(1, replaced_tokens // 4))
 
 
@@ -113,13 +116,15 @@ def check_summary(
     spec: SectionSpec = NINE_SECTIONS,
     lean_tokens: Callable[[], int] | None = None,
     room_tokens: int | None = None,
+    min_tokens: int = FLOOR_MIN_TOKENS,
 ) -> SummaryVerdict:
     """Check a compaction's summary (or session notes) against the rule above; `spec` names
     the sections the prompt asked for (a provider may declare its own, `summary_sections`);
     `lean_tokens` gives the leanest offline summary's size, asked only for a small summary;
-    `room_tokens` is the output budget the summary request gave (the floor stays under it)."""
+    `room_tokens` is the output budget the summary request gave (the floor stays under it);
+    `min_tokens` the floor's minimum (`Policy.summary_floor_min_tokens`)."""
     tokens = rough_token_count(text)
-    floor = summary_floor(replaced_tokens)
+    floor = summary_floor(replaced_tokens, min_tokens=min_tokens)
     if room_tokens is not None and room_tokens > 0:
         floor = min(floor, room_tokens)
     if tokens < floor and lean_tokens is not None:

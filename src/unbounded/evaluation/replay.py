@@ -36,13 +36,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from typing import Any, Literal, cast
 
 from unbounded.blocking import run_blocking
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
-from unbounded.caching.ttl import CacheTtl
+from unbounded.caching.ttl import CacheTtl, ttl_seconds
 from unbounded.catalog import (
     ModelInfo,
     ModelTable,
@@ -50,6 +51,7 @@ from unbounded.catalog import (
     load_model_table,
     resolve_recorded_model,
 )
+from unbounded.compaction.background import BACKGROUND_FIELD
 from unbounded.compaction.facts import text_of
 from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.evaluation.baselines import (
@@ -72,6 +74,9 @@ from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_repl
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
+    BackgroundSummaryDiscarded,
+    BackgroundSummaryStarted,
+    BackgroundSummarySwapped,
     CacheBreak,
     CompactionFailed,
     CompactionRetried,
@@ -83,7 +88,9 @@ from unbounded.events import (
     SessionMemoryUpdated,
     SessionMemoryUpdateFailed,
     SessionMemoryWaitTimedOut,
+    SummaryStall,
 )
+from unbounded.extension import Extension
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MISSING_START_TEXT, validate_request
@@ -93,7 +100,7 @@ from unbounded.model.transcript import Transcript
 from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.recall.receipts import Receipt
-from unbounded.session import Extension, Session, SessionConfig
+from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
 from unbounded.tokens.estimate import rough_token_count
 
@@ -126,6 +133,21 @@ class ReplayOptions:
     """How reports name the session (default: the transcript's file name)."""
     session_memory: bool = True
     """Keep session-memory notes (offline updater) so compaction can skip the summary call."""
+    summary_seconds: float = 60.0
+    """How long a summary call is taken to last (the offline summarizer writes at once; a
+    model takes 30 s to a few minutes): a background summary is ready this long after it
+    started, on the recorded clock."""
+    idle_compaction: bool = False
+    """Call `Session.idle()` in every recorded pause longer than the cache TTL, at
+    `Policy.idle_compact_at_ttl_share` of the TTL after the call before it."""
+    variants: bool = False
+    """Also replay our policy with the background summary on (when this run waited for a
+    summary) and with idle compaction (when the recording pauses longer than the cache TTL),
+    reported as strategies beside ours (`ReplayReport.variants`)."""
+
+    def __post_init__(self) -> None:
+        if self.summary_seconds < 0:
+            raise ConfigError(f"summary_seconds must be >= 0, not {self.summary_seconds}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +250,28 @@ class CallPoint:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class VariantRun:
+    """Our policy replayed with one change: its cost, stalls and compactions."""
+
+    run: StrategyRun
+    stalls: int
+    compactions: int
+    idle_compactions: int
+    background: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "cost": round(self.run.cost_usd, 6),
+            "summary_calls": len(self.run.side_calls),
+            "stalls": self.stalls,
+            "compactions": self.compactions,
+            "idle_compactions": self.idle_compactions,
+            "background_summary": dict(self.background),
+        }
+
+
 @dataclass(slots=True)
 class ReplayReport:
     """Everything a replay found: per-call figures, the timeline, costs and retention."""
@@ -270,6 +314,18 @@ class ReplayReport:
     """Re-fetches of results our policy took out, and what recalls would have cost."""
     receipts: list[tuple[int, Receipt]] = field(default_factory=list)
     """(call, receipt) of each compaction and microcompaction of our replay."""
+    stalls: int = 0
+    """Turns that waited for a summary call (`SummaryStall`)."""
+    background: dict[str, int] = field(default_factory=dict)
+    """The background summary: on (1/0), started, swapped, discarded, its summary calls."""
+    idle_compactions: int = 0
+    """Compactions `Session.idle()` made in the recorded pauses (`ReplayOptions.idle_compaction`
+    on)."""
+    pauses: dict[str, int] = field(default_factory=dict)
+    """Recorded pauses between calls longer than the cache TTL (`over_ttl`) and than an hour
+    (`over_1h`)."""
+    variants: dict[str, VariantRun] = field(default_factory=dict)
+    """Our policy replayed again with one change (`background_summary`, `idle_compaction`)."""
 
     @property
     def calls(self) -> int:
@@ -354,8 +410,14 @@ class ReplayReport:
             "peak_context_tokens": self.ours.peak_context_tokens,
             "cache_read_share": round(self.ours.cache_read_share, 5),
             "cost": self.costs(),
+            "stalls": self.stalls,
+            "background_summary": dict(self.background),
+            "idle_compactions": self.idle_compactions,
+            "pauses": dict(self.pauses),
+            "variants": {name: variant.to_dict() for name, variant in self.variants.items()},
             "strategies": {
                 "unbounded": self.ours.to_dict(),
+                **{f"unbounded+{name}": v.run.to_dict() for name, v in self.variants.items()},
                 **{name: run.to_dict() for name, run in self.baselines.items()},
             },
             "fidelity": {
@@ -523,6 +585,33 @@ def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | Non
     if isinstance(event, CompactionFailed):
         return TimelineEvent(
             call, time, "compaction_failed", f"compaction failed ({event.reason}): {event.message}"
+        )
+    if isinstance(event, BackgroundSummaryStarted):
+        return TimelineEvent(
+            call,
+            time,
+            "background_summary",
+            f"background summary started at {event.tokens:,} tokens",
+        )
+    if isinstance(event, BackgroundSummarySwapped):
+        return TimelineEvent(
+            call,
+            time,
+            "background_summary",
+            f"background summary swapped in: {event.started_tokens:,} tokens when it started, "
+            f"{event.post_tokens:,} after, {event.kept_since:,} records since kept after it",
+        )
+    if isinstance(event, BackgroundSummaryDiscarded):
+        return TimelineEvent(
+            call, time, "background_summary", f"background summary discarded ({event.reason})"
+        )
+    if isinstance(event, SummaryStall):
+        return TimelineEvent(
+            call,
+            time,
+            "stall",
+            f"the turn waited for a summary call at {event.tokens:,} tokens"
+            + (" (the background summary was not ready)" if event.background else ""),
         )
     if isinstance(event, CompactionRetried):
         return TimelineEvent(
@@ -692,6 +781,12 @@ class _Replayer:
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
         self.refetch = RefetchCounter()
         self.receipts: list[tuple[int, Receipt]] = []
+        self.session.background.assumed_latency = timedelta(seconds=options.summary_seconds)
+        self.idle = options.idle_compaction
+        self.stalls = 0
+        self.background_calls = 0
+        self.idle_compactions = 0
+        self.previous_time: float | None = None
 
     def _recorded_pricing(self, recorded_model: str | None) -> ModelInfo:
         """The model whose prices a recorded call's usage is priced at (module docstring):
@@ -808,7 +903,79 @@ class _Replayer:
             models=self.models_called,
             recall=self.refetch.finish(self.session),
             receipts=self.receipts,
+            stalls=self.stalls,
+            background=self._background_figures(),
+            idle_compactions=self.idle_compactions,
+            pauses=self._pauses(),
         )
+
+    def _background_figures(self) -> dict[str, int]:
+        background = self.session.background
+        return {
+            "enabled": int(self.policy.background_summary),
+            "started": background.started,
+            "swapped": background.swapped,
+            "discarded": background.discarded,
+            "summary_calls": self.background_calls,
+        }
+
+    def _pauses(self) -> dict[str, int]:
+        """Recorded pauses between calls over the cache TTL and over an hour."""
+        times = [call.request_time for call in self.script.calls]
+        gaps = [after - before for before, after in pairwise(times)]
+        return {
+            "over_ttl": sum(1 for gap in gaps if gap > ttl_seconds(self.ttl)),
+            "over_1h": sum(1 for gap in gaps if gap > ttl_seconds("1h")),
+        }
+
+    def _price_summaries(self, at: float) -> list[SimulatedCall]:
+        """The summary calls made since the last take, priced at recorded time `at`."""
+        scale = self.prefix.scale
+        return [
+            self.simulator.step(
+                at,
+                summary_request,
+                query_source="compact",
+                output_tokens=_summary_output_tokens(self.summarizer, response, scale),
+            )
+            for summary_request, response in self.summarizer.take()
+        ]
+
+    async def _idle_in_pause(
+        self, call: RecordedCall, before: Sequence[Entry]
+    ) -> tuple[list[SimulatedCall], Sequence[Entry]]:
+        """`Session.idle()` in the pause before `call`, when it outlasts the cache TTL: at
+        `Policy.idle_compact_at_ttl_share` of the TTL after the call before it, the records
+        of `before` written by then appended first. Returns its summary calls, priced, and
+        the records of `before` still to append."""
+        previous = self.previous_time
+        if not self.idle or previous is None:
+            return [], before
+        ttl = ttl_seconds(self.session.cache_ttls()[0])
+        if call.request_time - previous <= ttl:
+            return [], before
+        at = previous + ttl * self.policy.idle_compact_at_ttl_share
+        written = 0
+        while written < len(before) and (moment := before[written].time) is not None:
+            if moment.timestamp() > at:
+                break
+            written += 1
+        if written:
+            self.session.append(list(before[:written]))
+        self.clock.set(at)
+        result = await self.session.idle()
+        if result is not None:
+            self.idle_compactions += 1
+            self._event(
+                TimelineEvent(
+                    call.index,
+                    at,
+                    "idle_compaction",
+                    f"idle compaction in a {(call.request_time - previous) / 60:,.0f}-minute "
+                    f"pause: {result.pre_tokens:,} tokens summarized before the cache expired",
+                )
+            )
+        return self._price_summaries(at), before[written:]
 
     def _event(self, event: TimelineEvent) -> None:
         self.timeline.append(event)
@@ -818,8 +985,10 @@ class _Replayer:
     ) -> None:
         session = self.session
         index = call.index
-        if before:
-            session.append(list(before))
+        compactions_from = len(session.entries)  # an idle compaction's boundary included
+        idle_calls, rest = await self._idle_in_pause(call, before)
+        if rest:
+            session.append(list(rest))
         for baseline in self.baselines:
             baseline.feed(before)
         messages = session.messages
@@ -854,10 +1023,18 @@ class _Replayer:
 
         self.clock.set(call.request_time)
         events_at = len(self.log.events)
-        entries_at = len(session.entries)
         request = await session.prepare()
+        side = idle_calls + self._price_summaries(call.request_time)
+        summarized = bool(side)
+        if session.background.pending:
+            # Written now (the offline summarizer takes no time); ready on the recorded clock
+            # `summary_seconds` later (`BackgroundSummary.assumed_latency`).
+            await session.background.settle()
+            background_calls = self._price_summaries(call.request_time)
+            self.background_calls += len(background_calls)
+            side += background_calls
         self.refetch.observe(session, request, call.content)
-        for entry in session.entries[entries_at:]:
+        for entry in session.entries[compactions_from:]:
             receipt = Receipt.from_entry(entry) if entry.type == "system" else None
             if receipt is not None:
                 self.receipts.append((index, receipt))
@@ -867,17 +1044,6 @@ class _Replayer:
             self.invalid += 1
             self._event(TimelineEvent(index, call.request_time, "invalid_request", str(error)))
 
-        scale = self.prefix.scale
-        summary_calls = self.summarizer.take()
-        side: list[SimulatedCall] = [
-            self.simulator.step(
-                call.request_time,
-                summary_request,
-                query_source="compact",
-                output_tokens=_summary_output_tokens(self.summarizer, response, scale),
-            )
-            for summary_request, response in summary_calls
-        ]
         call_model = self.settings.model_for(call)
         if call_model != request.get("model"):
             request = cast(ProviderRequest, {**request, "model": call_model})
@@ -893,7 +1059,7 @@ class _Replayer:
                     f"{self.window:,}-token window",
                 )
             )
-        compaction = self._compactions(entries_at, index, call, main, bool(summary_calls))
+        compaction = self._compactions(compactions_from, index, call, main, summarized)
 
         # The response is recorded at its request's start: the cache simulator counts a
         # cache entry's life from the request that used it, and the break detector measures
@@ -926,6 +1092,8 @@ class _Replayer:
             if isinstance(event, SessionMemoryUpdated):
                 self.memory_updates += 1
                 continue
+            if isinstance(event, SummaryStall):
+                self.stalls += 1
             line = _timeline_event(event, index, call.request_time)
             if line is None:
                 continue
@@ -958,6 +1126,7 @@ class _Replayer:
                 microcompact=microcompacted,
             )
         )
+        self.previous_time = call.request_time
 
     def _compactions(
         self,
@@ -974,8 +1143,10 @@ class _Replayer:
             boundary = entries[position]
             if not boundary.is_compact_boundary:
                 continue
-            memory = bool(boundary.compact_metadata.get("sessionMemory"))
-            kind = "session_memory" if memory or not summarized else "full"
+            metadata = boundary.compact_metadata
+            memory = bool(metadata.get("sessionMemory"))
+            written_before = bool(metadata.get(BACKGROUND_FIELD))  # its calls priced then
+            kind = "session_memory" if memory or not (summarized or written_before) else "full"
             before = messages_after_compact_boundary(entries[:position])
             summary = "\n".join(
                 text_of(e.content) for e in entries[position + 1 :] if e.is_compact_summary
@@ -1028,8 +1199,39 @@ async def replay_transcript(
     progress: Progress | None = None,
 ) -> ReplayReport:
     """Replay a recorded session through the pipeline and the baselines (module docstring)."""
-    replayer = _Replayer(transcript, options or ReplayOptions())
-    return await replayer.run(progress)
+    chosen = options or ReplayOptions()
+    replayer = _Replayer(transcript, chosen)
+    report = await replayer.run(progress)
+    if chosen.variants:
+        report.variants = await _variants(transcript, chosen, report)
+    return report
+
+
+async def _variants(
+    transcript: Transcript, options: ReplayOptions, report: ReplayReport
+) -> dict[str, VariantRun]:
+    """Our policy again with the background summary on, when this run waited for a summary,
+    and with idle compaction, when the recording pauses longer than the cache TTL."""
+    policy = options.policy or Policy.from_env()
+    plain = replace(options, baselines=False, variants=False)
+    chosen: dict[str, ReplayOptions] = {}
+    if not policy.background_summary and report.stalls:
+        chosen["background_summary"] = replace(
+            plain, policy=policy.with_changes(background_summary=True)
+        )
+    if not options.idle_compaction and report.pauses.get("over_ttl"):
+        chosen["idle_compaction"] = replace(plain, policy=policy, idle_compaction=True)
+    runs: dict[str, VariantRun] = {}
+    for name, variant in chosen.items():
+        done = await _Replayer(transcript, variant).run(None)
+        runs[name] = VariantRun(
+            run=done.ours,
+            stalls=done.stalls,
+            compactions=done.compactions,
+            idle_compactions=done.idle_compactions,
+            background=done.background,
+        )
+    return runs
 
 
 def replay_session(

@@ -14,6 +14,7 @@ Write one by subclassing `Extension` and overriding the hooks you need (docs/ses
 "Extensions").
 """
 
+from unbounded.extension import Extension
 from unbounded.extensions.budget_reminders import BudgetReminders
 from unbounded.extensions.compaction_tool import CompactionTool
 from unbounded.extensions.instructions import NestedMemory
@@ -24,7 +25,6 @@ from unbounded.extensions.subagents import (
     resume_subagent,
     subagent_result,
 )
-from unbounded.session import Extension
 
 __all__ = [
     "BudgetReminders",

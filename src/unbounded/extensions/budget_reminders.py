@@ -12,8 +12,8 @@ switches it.
 from __future__ import annotations
 
 from unbounded.compaction.conversation import CompactionResult
+from unbounded.extension import Extension, ExtensionHost
 from unbounded.model.entries import Entry
-from unbounded.session import Extension, Session
 
 REMINDER = (
     "<system-reminder>Context budget: {share:.0%} of the room before this conversation is "
@@ -39,7 +39,7 @@ class BudgetReminders(Extension):
         self.announced = 0.0
         """The highest mark announced since the last compaction (0: none)."""
 
-    async def before_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: ExtensionHost) -> None:
         """Note the highest mark passed and not yet announced."""
         policy = session.policy
         if not policy.budget_reminders_enabled:
@@ -56,7 +56,7 @@ class BudgetReminders(Extension):
         self.announced = passed[-1]
         session.append([Entry.user(reminder_text(tokens, threshold), is_meta=True)])
 
-    def after_compact(self, session: Session, result: CompactionResult) -> None:
+    def after_compact(self, session: ExtensionHost, result: CompactionResult) -> None:
         """Start the marks over."""
         self.announced = 0.0
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import CompactionError, ProviderError
+from unbounded.extension import Extension, ExtensionHost
 from unbounded.model.entries import Entry
-from unbounded.session import Extension, Session
 
 logger = logging.getLogger(__name__)
 
@@ -85,30 +85,32 @@ class CompactionTool(Extension):
         self._due: list[str | None] = []  # focuses of calls answered, compacted at the next prepare
         self._note: str | None = None
 
-    def _reached(self, session: Session) -> bool:
+    def _reached(self, session: ExtensionHost) -> bool:
         policy = session.policy
         if not (policy.compaction_tool_enabled and policy.compact_enabled):
             return False
         mark = policy.compaction_tool_share * session.thresholds.autocompact
         return session.status().tokens >= mark
 
-    def tools_state(self, session: Session) -> object:
+    def tools_state(self, session: ExtensionHost) -> object:
         """Whether the tool is offered: from the share on, until the next compaction."""
         if not self._offered and self._reached(session):
             self._offered = True
         return self._offered
 
     def tools_offered(
-        self, session: Session, tools: list[dict[str, Any]]
+        self, session: ExtensionHost, tools: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """The tools, with `compact_context` while it is offered."""
         return [*tools, compaction_tool_schema()] if self._offered else tools
 
-    def answers_tool(self, session: Session, name: str) -> bool:
+    def answers_tool(self, session: ExtensionHost, name: str) -> bool:
         """Calls of `compact_context` while it is offered."""
         return name == COMPACTION_TOOL_NAME and self._offered
 
-    async def answer_tool(self, session: Session, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+    async def answer_tool(
+        self, session: ExtensionHost, tool_use: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """The result of a call (the compaction itself runs at the next prepare)."""
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use.get("id")}
         try:
@@ -119,7 +121,7 @@ class CompactionTool(Extension):
         kept = f"; the summary will keep: {focus}" if focus else ""
         return {**result, "content": f"The context will be compacted before your next turn{kept}."}
 
-    async def before_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: ExtensionHost) -> None:
         """Compact when the model asked for it (the focuses of its calls, in order)."""
         if not self._due:
             return
@@ -134,7 +136,7 @@ class CompactionTool(Extension):
             self._note = None
             logger.warning("the compaction the model asked for failed (%s): going on", error)
 
-    def after_compact(self, session: Session, result: CompactionResult) -> None:
+    def after_compact(self, session: ExtensionHost, result: CompactionResult) -> None:
         """Stop offering the tool until the share is passed again; note the focus kept."""
         self._offered = False
         note, self._note = self._note, None

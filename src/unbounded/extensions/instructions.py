@@ -39,9 +39,9 @@ from typing import Any
 
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
+from unbounded.extension import Extension, ExtensionHost
 from unbounded.model.entries import Entry
 from unbounded.model.tools import file_read_path
-from unbounded.session import Extension, Session
 
 DEFAULT_INSTRUCTION_FILE_NAMES: tuple[str, ...] = ("CLAUDE.md", "AGENTS.md")
 """Instruction file names looked for in each folder, in this order."""
@@ -173,7 +173,7 @@ class NestedMemory(Extension):
         self.clock = clock
         self.state = ReadFileState()
         self._scanned = 0
-        self._session: Session | None = None
+        self._session: ExtensionHost | None = None
 
     def _absolute(self, path: str) -> str:
         joined = path if os.path.isabs(path) else os.path.join(self.cwd, path)
@@ -248,7 +248,7 @@ class NestedMemory(Extension):
                     self.state.record(path, now, instructions=True)
 
     # -- hooks ----------------------------------------------------------------------------
-    def attached(self, session: Session) -> None:
+    def attached(self, session: ExtensionHost) -> None:
         """Remember the instruction files the session's view already holds."""
         if self._session is not None and self._session is not session:
             raise ConfigError("a NestedMemory belongs to one session; create one per session")
@@ -256,7 +256,7 @@ class NestedMemory(Extension):
         self.remember_view(session.view)
         self._scanned = len(session.entries)
 
-    async def before_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: ExtensionHost) -> None:
         """Attach the instruction files over the files read since the last turn."""
         new = session.entries[self._scanned :]
         self._scanned = len(session.entries)
@@ -265,7 +265,7 @@ class NestedMemory(Extension):
             session.append([Entry.attachment_record(payload) for payload in payloads])
             self._scanned = len(session.entries)
 
-    def after_compact(self, session: Session, result: CompactionResult) -> None:
+    def after_compact(self, session: ExtensionHost, result: CompactionResult) -> None:
         """Reset to the new view and attach again what the compaction summarized away."""
         attached = [path for path, record in self.state.files.items() if record.instructions]
         self.remember_view(session.view)

@@ -60,9 +60,9 @@ from unbounded.compaction.micro import clear_tool_results
 from unbounded.compaction.notes import QUERY_SOURCE, notes_are_empty, session_memory_template
 from unbounded.errors import ConfigError, ProviderError
 from unbounded.events import SessionMemoryUpdated, SessionMemoryUpdateFailed, emit
+from unbounded.extension import Extension, ExtensionHost
 from unbounded.model.entries import Entry
 from unbounded.policy import GUARDED_QUERY_SOURCES
-from unbounded.session import Extension, Session
 from unbounded.tokens.estimate import rough_token_count
 
 logger = logging.getLogger(__name__)
@@ -124,11 +124,11 @@ class SessionMemory(Extension):
         self.rehydrate = rehydrate
         self.state = _MemoryState()
         self._task: asyncio.Task[UpdateOutcome | None] | None = None
-        self._session: Session | None = None
+        self._session: ExtensionHost | None = None
         self._tracker = ProgressTracker()
 
     # -- hooks ----------------------------------------------------------------------------
-    def attached(self, session: Session) -> None:
+    def attached(self, session: ExtensionHost) -> None:
         """Load the saved pointer (a SessionMemory belongs to one session)."""
         if self._session is not None and self._session is not session:
             raise ConfigError("a SessionMemory belongs to one session; create one per session")
@@ -147,25 +147,25 @@ class SessionMemory(Extension):
         """Whether an update is running now."""
         return self._live_task() is not None
 
-    def notes_path(self, session: Session) -> str:
+    def notes_path(self, session: ExtensionHost) -> str:
         """Where the notes are (a virtual path for a memory store)."""
         return session.store.memory_path or VIRTUAL_NOTES_PATH
 
-    def read(self, session: Session) -> str | None:
+    def read(self, session: ExtensionHost) -> str | None:
         """The notes as stored (None when never written)."""
         return session.store.read_memory()
 
-    def progress(self, session: Session) -> UpdateProgress:
+    def progress(self, session: ExtensionHost) -> UpdateProgress:
         """What the notes do not cover yet (O(entries appended since the last call))."""
         return self._tracker.progress(session.view, self.state.updated_through)
 
-    def _enabled_for(self, session: Session) -> bool:
+    def _enabled_for(self, session: ExtensionHost) -> bool:
         return (
             session.policy.session_memory_enabled
             and session.config.query_source not in GUARDED_QUERY_SOURCES
         )
 
-    def should_update(self, session: Session) -> bool:
+    def should_update(self, session: ExtensionHost) -> bool:
         """The trigger rule applied to the session now."""
         if not self._enabled_for(session):
             return False
@@ -190,7 +190,9 @@ class SessionMemory(Extension):
             return None
         return task
 
-    async def maybe_update(self, session: Session) -> asyncio.Task[UpdateOutcome | None] | None:
+    async def maybe_update(
+        self, session: ExtensionHost
+    ) -> asyncio.Task[UpdateOutcome | None] | None:
         """Start an update when the trigger holds and none is running (inline when not
         `background`). Returns the running task, if any."""
         running = self._live_task()
@@ -204,11 +206,11 @@ class SessionMemory(Extension):
         self._task = asyncio.ensure_future(self.update_now(session))
         return self._task
 
-    async def before_prepare(self, session: Session) -> None:
+    async def before_prepare(self, session: ExtensionHost) -> None:
         """Update the notes when the trigger holds (started in the background)."""
         await self.maybe_update(session)
 
-    def after_record(self, session: Session, entry: Entry) -> None:
+    def after_record(self, session: ExtensionHost, entry: Entry) -> None:
         """After a response without tool calls, start an update when the trigger holds."""
         # A response without tool calls ends the agent's turn: a good moment for notes.
         # With tool calls the results are still to come (a request now would be invalid);
@@ -230,7 +232,7 @@ class SessionMemory(Extension):
         done, _ = await asyncio.wait({task}, timeout=timeout)
         return bool(done)
 
-    async def update_now(self, session: Session) -> UpdateOutcome | None:
+    async def update_now(self, session: ExtensionHost) -> UpdateOutcome | None:
         """Run one update now, whatever the trigger says; None when it failed or timed out."""
         policy = session.policy
         view = list(session.view)
@@ -278,7 +280,7 @@ class SessionMemory(Extension):
         )
         return outcome
 
-    def _updater_for(self, session: Session) -> tuple[NotesUpdater, str | None]:
+    def _updater_for(self, session: ExtensionHost) -> tuple[NotesUpdater, str | None]:
         """The updater of this update and why the offline one writes (None: a model does):
         the one given, else the session's model, else the offline updater."""
         if self.updater is not None:
@@ -289,7 +291,7 @@ class SessionMemory(Extension):
         return OfflineNotesUpdater(), "no_model"
 
     async def _run(
-        self, session: Session, updater: NotesUpdater, job: UpdateJob
+        self, session: ExtensionHost, updater: NotesUpdater, job: UpdateJob
     ) -> UpdateOutcome | None:
         """One update by `updater`; None (reported, counted) when it failed or timed out."""
         timeout = session.policy.session_memory_update_timeout_seconds
@@ -304,18 +306,18 @@ class SessionMemory(Extension):
             return None
         return outcome
 
-    def _failed(self, session: Session, reason: str, updater: NotesUpdater) -> None:
+    def _failed(self, session: ExtensionHost, reason: str, updater: NotesUpdater) -> None:
         logger.warning("session notes update by %s failed: %s", updater.name, reason)
         self.state.failures += 1
         self._save(session)
         emit(session.events_sink(), SessionMemoryUpdateFailed(updater.name, reason))
 
-    def _save(self, session: Session) -> None:
+    def _save(self, session: ExtensionHost) -> None:
         session.store.save_state(STATE_NAME, self.state.to_dict())
 
     # -- compaction ------------------------------------------------------------------------------
     async def compact_from_memory(
-        self, session: Session, *, max_post_tokens: int | None = None
+        self, session: ExtensionHost, *, max_post_tokens: int | None = None
     ) -> CompactionResult | None:
         """Session-memory compaction: the notes as the summary (None to fall through)."""
         if not self._enabled_for(session):
@@ -324,7 +326,7 @@ class SessionMemory(Extension):
             session.compaction_context(), self, max_post_tokens=max_post_tokens
         )
 
-    def after_compact(self, session: Session, result: CompactionResult) -> None:
+    def after_compact(self, session: ExtensionHost, result: CompactionResult) -> None:
         """Post-compact cleanup of the pointer: keep it when the message it names is still in
         the view; after a session-memory compaction the notes cover everything the summary
         replaced; after a summary call they cover nothing of the new view yet."""

@@ -38,12 +38,13 @@ from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.prompts import SUBAGENT_CONTINUATION_PROMPT
 from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIONS
 from unbounded.errors import ConfigError
+from unbounded.extension import Extension
 from unbounded.model.entries import Entry
 from unbounded.model.profile import ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ProviderWrapper
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
-from unbounded.session import Extension, Session
+from unbounded.session import Session
 from unbounded.storage import FolderStore, MemoryStore, SessionStore
 
 SUBAGENT_FOLDER = "subagents"
@@ -173,7 +174,7 @@ def fork_subagent(
         child_store.append(_prefix_entries(parent))
     provider = summarizer if summarizer is not None else _parents_summarizer(parent)
     options.setdefault("policy", parent.policy)
-    options.setdefault("allowed_roots", parent.allowed_roots)
+    options.setdefault("allowed_roots", parent.options.allowed_roots)
     options.setdefault("ttl_eligible", parent.ttl_latch.eligible)
     child = Session(
         config,
@@ -183,7 +184,7 @@ def fork_subagent(
         **options,
     )
     if inherit_messages:
-        child.micro = MicrocompactState.from_dict(parent.micro.to_dict())
+        child.state.micro = MicrocompactState.from_dict(parent.micro.to_dict())
     if prompt is not None:
         child.add_user(prompt)
     return child
@@ -203,7 +204,7 @@ def resume_subagent(
     config = dataclasses.replace(parent.config, query_source=subagent_query_source(name))
     provider = summarizer if summarizer is not None else _parents_summarizer(parent)
     options.setdefault("policy", parent.policy)
-    options.setdefault("allowed_roots", parent.allowed_roots)
+    options.setdefault("allowed_roots", parent.options.allowed_roots)
     options.setdefault("ttl_eligible", parent.ttl_latch.eligible)
     return Session(
         config,

@@ -23,11 +23,8 @@ from unbounded.integrations.agent_loop import (
     run_agent,
     tool,
 )
-from unbounded.integrations.anthropic_client import (
-    AsyncUnboundedAnthropic,
-    UnboundedAnthropic,
-    wrap,
-)
+from unbounded.integrations.anthropic_client import AsyncUnboundedAnthropic, UnboundedAnthropic
+from unbounded.integrations.dropin import wrap
 
 if TYPE_CHECKING:
     from unbounded.integrations.langchain import ChatModelSummarizer, UnboundedMiddleware

@@ -27,8 +27,6 @@ HistoryMode = Literal["auto", "full", "new"]
 """How `messages=` is read: detected (auto), always the whole conversation, or only new ones."""
 
 
-
-
 def _digest(value: Any) -> str:
     try:
         text = orjson.dumps(value, option=_DIGEST_OPTIONS, default=str)

@@ -9,7 +9,19 @@ from typing import Any, Protocol
 from unbounded.blocking import BlockingRunner
 from unbounded.engine import TurnOptions
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import Provider
 from unbounded.session import Session
+from unbounded.wire.base import WireFormat
+
+
+class WireProvider(Provider, Protocol):
+    """A provider sending through an SDK client in one wire format: the drop-in reads the
+    client's replies and errors with that format."""
+
+    @property
+    def wire(self) -> WireFormat:
+        """The format its requests and replies go through."""
+        ...
 
 
 class DropInPipeline(Protocol):
@@ -53,4 +65,4 @@ class DropInPipeline(Protocol):
         ...
 
 
-__all__ = ["DropInPipeline"]
+__all__ = ["DropInPipeline", "WireProvider"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from unbounded.model.entries import Entry
 from unbounded.recall.index import TranscriptIndex
@@ -68,13 +68,9 @@ def recall_context(
         if entry is None:
             continue
         view.append(entry)
-        original = (
-            cleared.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
-        )
+        original = cleared.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
         whole.append(Entry(dict(original)) if isinstance(original, Mapping) else entry)
-    present = {
-        m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)
-    }
+    present = {m.tool_call_id for m in state.get("messages") or [] if isinstance(m, ToolMessage)}
     return RecallContext(
         entries=whole,
         view=view,
@@ -93,6 +89,24 @@ def _original(data: Mapping[str, Any], cleared: Mapping[str, Any]) -> Mapping[st
         if isinstance(kept, Mapping):
             return kept
     return data
+
+
+def tool_name(tool: Any) -> str | None:
+    """The name of a tool as a model request lists it (a LangChain tool or a dict)."""
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        return str(name) if name is not None else None
+    name = getattr(tool, "name", None)
+    return str(name) if name is not None else None
+
+
+def without_lone_recall(tools: Sequence[Any]) -> list[Any] | None:
+    """The tools with `recall` left out when it is the only one (a conversation without
+    tools never offers it); None when the list stays as it is."""
+    if tools and all(tool_name(tool) == RECALL_TOOL_NAME for tool in tools):
+        return []
+    return None
 
 
 def build_recall_tool(state_key: str, convert: Convert, budget_tokens: int) -> BaseTool:
@@ -122,8 +136,15 @@ def build_recall_tool(state_key: str, convert: Convert, budget_tokens: int) -> B
         context = recall_context(runtime.state, state_key, convert, budget_tokens)
         call = {"type": "tool_use", "id": runtime.tool_call_id or "", "input": arguments}
         result, _ = recall_tool_result(call, context)
+        if result.get("is_error"):
+            # The agent's ToolMessage then has status="error" (is_error on the wire).
+            raise ToolException(str(result["content"]))
         return str(result["content"])
 
     return StructuredTool.from_function(
-        recall, name=RECALL_TOOL_NAME, description=RECALL_DESCRIPTION, parse_docstring=True
+        recall,
+        name=RECALL_TOOL_NAME,
+        description=RECALL_DESCRIPTION,
+        parse_docstring=True,
+        handle_tool_error=True,
     )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from unbounded.errors import ConfigError
-from unbounded.session import Session, SyncSession
+from unbounded.session import Session
+from unbounded.sync_session import SyncSession
 
 
 def as_session(value: Session | SyncSession) -> Session:

@@ -63,7 +63,8 @@ from unbounded.model.normalize import interrupted_result
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, Provider
 from unbounded.recall.schema import RECALL_TOOL_NAME
-from unbounded.session import Session, SessionConfig, SyncSession
+from unbounded.session import Session, SessionConfig
+from unbounded.sync_session import SyncSession
 
 
 @dataclass(frozen=True, slots=True)

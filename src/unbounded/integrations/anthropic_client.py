@@ -100,6 +100,7 @@ from unbounded.integrations._anthropic_streams import (
     RecordingStream,
     StreamManager,
 )
+from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._support import as_session
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
@@ -108,7 +109,8 @@ from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
-from unbounded.session import Session, SessionConfig, SessionStatus, SyncSession
+from unbounded.session import Session, SessionConfig, SessionStatus
+from unbounded.sync_session import SyncSession
 from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 
 if TYPE_CHECKING:
@@ -201,7 +203,7 @@ class ClientPipeline:
         if history not in ("auto", "full", "new"):
             raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
         self.client = client
-        self.provider = AnthropicProvider(client)
+        self.provider = self._provider_for(client)
         self.history: HistoryMode = history
         self._folder = Path(folder).expanduser() if folder is not None else None
         self._context_window = context_window
@@ -230,7 +232,7 @@ class ClientPipeline:
         """The caller's first messages known to match `known` (its last call continued it)."""
         if session is not None:
             if summarizer is not None:
-                session.summarizer = self._summarizer_provider()
+                session.reconfigure(summarizer=self._summarizer_provider())
             self._attach(session)
         elif model is not None:
             self._attach(self._open(SessionConfig(model=model, context_window=context_window)))
@@ -275,8 +277,12 @@ class ClientPipeline:
         copy_with = getattr(self.client, "with_options", None)
         if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
             return self.provider
-        quiet = AnthropicProvider(copy_with(max_retries=0))
+        quiet = self._provider_for(copy_with(max_retries=0))
         return RetryingProvider(quiet, max_retries=retries, events=self._events)
+
+    def _provider_for(self, client: Any) -> WireProvider:
+        """The provider that sends the session's own requests (summaries) through `client`."""
+        return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
         options: dict[str, Any] = {
@@ -498,7 +504,8 @@ class ClientPipeline:
             )
         )
         merged.update((k, v) for k, v in passthrough.items() if k != "extra_body")
-        kwargs = self.provider.request_kwargs(cast(ProviderRequest, merged), method)
+        provider = cast(AnthropicProvider, self.provider)
+        kwargs = provider.request_kwargs(cast(ProviderRequest, merged), method)
         extra = passthrough.get("extra_body")
         if isinstance(extra, Mapping):
             kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra}
@@ -523,7 +530,7 @@ class ClientPipeline:
     def read_reply(self, message: Any) -> ModelResponse:
         """An SDK message (whole, or accumulated from a stream) as the session reads it; its
         `recall` calls are noted as the wrapper's."""
-        response = self.provider.wire.from_response(message)
+        response = self._response_of(message)
         if self.session.offers_recall:
             calls = response.tool_uses
             self.recall_ids.update(
@@ -531,6 +538,10 @@ class ClientPipeline:
             )
         self._last_read = (message, response)
         return response
+
+    def _response_of(self, message: Any) -> ModelResponse:
+        """How the session reads an SDK reply."""
+        return self.provider.wire.from_response(message)
 
     def remember_reply(self) -> None:
         """The reply just recorded is what the caller will send back as the assistant turn."""
@@ -814,7 +825,7 @@ class AsyncUnboundedAnthropic(_WrappedClient):
 
 
 @overload
-def wrap(
+def wrap_anthropic(
     client: anthropic.AsyncAnthropic,
     session: Session | SyncSession | None = None,
     *,
@@ -830,7 +841,7 @@ def wrap(
 
 
 @overload
-def wrap(
+def wrap_anthropic(
     client: anthropic.Anthropic,
     session: Session | SyncSession | None = None,
     *,
@@ -845,7 +856,7 @@ def wrap(
 ) -> UnboundedAnthropic: ...
 
 
-def wrap(
+def wrap_anthropic(
     client: anthropic.Anthropic | anthropic.AsyncAnthropic,
     session: Session | SyncSession | None = None,
     *,
@@ -882,8 +893,8 @@ def wrap(
         wrapper = UnboundedAnthropic
     else:
         raise ConfigError(
-            f"wrap() takes an anthropic.Anthropic or anthropic.AsyncAnthropic client, "
-            f"not {type(client).__name__}"
+            f"wrap() takes an anthropic.Anthropic, anthropic.AsyncAnthropic, openai.OpenAI or "
+            f"openai.AsyncOpenAI client, not {type(client).__name__}"
         )
     pipeline = ClientPipeline(
         client,
@@ -911,5 +922,5 @@ __all__ = [
     "RecordingStream",
     "StreamManager",
     "UnboundedAnthropic",
-    "wrap",
+    "wrap_anthropic",
 ]

@@ -21,27 +21,34 @@ and usage, `ToolMessage` -> Anthropic-shaped blocks) and:
    `[Old tool result content cleared — recall id=<tool call id>]` (`[Old tool result
    content cleared]` with `Policy.recall_enabled` off), and the clearing is written to the
    state so the next call sends the same prefix.
-3. **Compacts** when the count reaches the model's auto-compact threshold: the older
+3. **Compacts** when the count reaches the trigger (the model's auto-compact threshold, or
+   `trigger=` in the shapes `SummarizationMiddleware` takes, at any size): the older
    messages are replaced by unbounded's structured summary (nine sections plus the facts
    ledger) written by the agent's own chat model (the one `wrap_model_call` sees; the
    offline hand-over until it is known), or by the summarizer given — any unbounded
    `Provider`, a LangChain chat model or "provider:model" string, a function returning the
    summary text, "extractive" — and the most recent messages are kept verbatim: always the
    newest round (the last human message, or the tool calls the last results answer), older
-   ones within `keep_messages` / `keep_tokens`, cut between tool rounds so no tool call
-   loses its result. The state is rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)`
-   followed by the new list, as `SummarizationMiddleware` does; the summary is a
+   ones within `keep=` (or `keep_messages` / `keep_tokens`), cut between tool rounds so no
+   tool call loses its result (`compaction/cut.py::kept_rounds_start`). The state is
+   rewritten with `RemoveMessage(REMOVE_ALL_MESSAGES)` followed by the new list, as
+   `SummarizationMiddleware` does; the summary is a
    `HumanMessage` marked with `additional_kwargs["lc_source"] = "summarization"`, and a
    later compaction summarizes it again (summaries chain). A transient summary failure is
    retried with backoff; a failed summary leaves the messages as they were (no exception);
    once the compaction has sent `Policy.compact_max_summary_requests` summary requests
    (retries included), or after 3 failures in a row, the offline hand-over summarizes at
    once. The state and `LangchainCompacted` say who wrote the summary and why.
+4. **Retries a prompt-too-long** refusal of the model once (`wrap_model_call`), after the
+   engine's reactive compaction (`engine.reactive_compaction`) with only the newest round
+   kept.
 
 **Recall.** With `Policy.recall_enabled` (the default) the middleware registers a `recall`
 tool with the agent: the original of every cleared result and the summarized messages are
 kept in the private state (`unbounded.archive`), and the tool brings them back by tool call
-id, file path, command or a text search (`unbounded.integrations._langchain_recall`).
+id, file path, command or a text search (`unbounded.integrations._langchain_recall`). A
+model call whose only tool would be `recall` (an agent without tools) is made without it;
+a recall error is a `ToolMessage` with `status="error"`.
 
 What the previous call converted, normalized and counted is kept and brought up to date with
 the messages each call adds (matched by message id, so the copies a checkpointed agent reloads
@@ -96,7 +103,7 @@ try:  # recent langchain: keeps middleware-internal model calls out of run.messa
 except ImportError:  # pragma: no cover - older langchain
     _TRANSFORMERS = ()
 
-from unbounded.blocking import run_blocking
+from unbounded.blocking import BlockingRunner
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
 from unbounded.compaction.context import CompactionContext
@@ -105,15 +112,13 @@ from unbounded.compaction.conversation import (
     SummaryAuthor,
     media_placeholder,
 )
-from unbounded.compaction.decisions import (
-    ClearingPolicies,
-    microcompact_policy,
-    should_auto_compact,
-)
+from unbounded.compaction.cut import kept_rounds_start
+from unbounded.compaction.decisions import ClearingPolicies, microcompact_policy
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.tools_registry import cleared_stub
+from unbounded.engine import reactive_compaction
 from unbounded.events import (
     EventSink,
     LangchainCompacted,
@@ -125,14 +130,16 @@ from unbounded.integrations._langchain_recall import (
     build_recall_tool,
     keep_cleared,
     keep_summarized,
+    without_lone_recall,
 )
+from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
 from unbounded.integrations._langchain_view import ConversationView
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
-from unbounded.policy import Policy, Thresholds, compute_thresholds
+from unbounded.policy import MIN_CONTEXT_WINDOW, Policy, Thresholds, compute_thresholds
 from unbounded.providers.base import (
     Heartbeat,
     ModelResponse,
@@ -145,16 +152,11 @@ from unbounded.providers.base import (
     parse_prompt_too_long,
 )
 from unbounded.providers.retry import RetryingProvider
-from unbounded.tokens.estimate import (
-    entry_tokens,
-    estimate_messages_tokens,
-    pad_estimate,
-)
+from unbounded.tokens.estimate import estimate_messages_tokens
 
 SUMMARY_SOURCE = "summarization"
 """`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
 STATE_KEY: Final = "unbounded"
-DEFAULT_KEEP_MESSAGES = 10
 SUMMARY_RETRIES = 2
 """Retries of a summary call that failed with a transient error (with backoff), by default."""
 
@@ -659,7 +661,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         context_window: int | None = None,
         policy: Policy | None = None,
         summarizer: Provider | Any | None = None,
-        keep_messages: int = DEFAULT_KEEP_MESSAGES,
+        trigger: Any = None,
+        keep: Any = None,
+        keep_messages: int | None = None,
         keep_tokens: int | None = None,
         compactable_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
@@ -675,24 +679,52 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         hand-over); by default the agent's own model writes the summaries (the model each
         model call is made with, or `model` when it is a chat model), and the offline
         hand-over until that model is known. A failed call is retried `summary_retries`
-        times with backoff. After a
-        compaction the newest round stays verbatim, with older ones while the kept messages
-        stay within `keep_messages` and `keep_tokens` (default: a fifth of the threshold, at
-        most 20,000). Results of `compactable_tools` (default: every tool, as
+        times with backoff.
+        `trigger`: when to compact, in the shapes LangChain's `SummarizationMiddleware`
+        takes (`("tokens", n)`, `("fraction", f)`, `("messages", n)`, a dict of them all to
+        be reached, a list of which any; `unbounded.integrations._langchain_trigger`), at any
+        size; by default the model's auto-compact threshold. After a compaction the newest
+        round stays verbatim, with older ones while the kept messages stay within
+        `keep=("messages", n)` / `("tokens", n)` / `("fraction", f)`, or `keep_messages`
+        and `keep_tokens` (default: 10 messages and a fifth of the threshold, at most
+        20,000 tokens). Results of `compactable_tools` (default: every tool, as
         `ClearToolUsesEdit` does) except `exclude_tools` may be cleared."""
         super().__init__()
         self.model_info = _model_info(model, context_window, model_table)
-        # Budgets scaled for a small window, as a Session does (a window too small: ConfigError).
-        self.policy = (policy or Policy.from_env()).for_window(self.model_info.context_window)
-        self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
+        window = self.model_info.context_window
+        chosen = policy or Policy.from_env()
+        if trigger is None:
+            # The model's window plans everything, as a Session's does (too small: ConfigError).
+            self.policy = chosen.for_window(window)
+            self.thresholds: Thresholds = compute_thresholds(self.model_info, self.policy)
+            self.trigger = CompactionTrigger.of_thresholds(self.thresholds)
+        else:
+            # A trigger the user set fires at its own level, whatever the window; the budgets
+            # (clearing batches, the summary's size and floor) are scaled for that level.
+            planned = self.model_info.with_window(max(window, MIN_CONTEXT_WINDOW))
+            base = compute_thresholds(planned, chosen)
+            self.trigger = CompactionTrigger.parse(trigger, base=base, context_window=window)
+            level = self.trigger.lowest_tokens() or window
+            self.policy = chosen.for_window(max(MIN_CONTEXT_WINDOW, min(window, level)))
+            base = compute_thresholds(planned, self.policy)
+            self.trigger = CompactionTrigger.parse(trigger, base=base, context_window=window)
+            # Its lowest level is the warning level too: clearing stops holding back there.
+            self.thresholds = self.trigger.lowest() or base
         self._clearing = ClearingPolicies.of(self.policy)
-        if keep_messages < 0:
+        if keep is not None and (keep_messages is not None or keep_tokens is not None):
+            raise ConfigError("give keep=, or keep_messages= / keep_tokens=, not both")
+        if keep_messages is not None and keep_messages < 0:
             raise ConfigError("keep_messages must be >= 0")
         if keep_tokens is not None and keep_tokens < 0:
             raise ConfigError("keep_tokens must be >= 0")
-        self.keep_messages = keep_messages
-        default_keep = min(20_000, self.thresholds.autocompact // 5)
-        self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
+        if keep is not None:
+            tail = KeptTail.parse(keep, context_window=window)
+            self.keep_messages: int | None = tail.messages
+            self.keep_tokens: int | None = tail.tokens
+        else:
+            self.keep_messages = keep_messages if keep_messages is not None else 10
+            default_keep = min(20_000, self.trigger_level() // 5)
+            self.keep_tokens = keep_tokens if keep_tokens is not None else default_keep
         if summary_retries < 0:
             raise ConfigError("summary_retries must be >= 0")
         self.summary_retries = summary_retries
@@ -720,6 +752,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             lambda message, anchored: message_to_entry(message, anchor_usage=anchored)
         )
         self._lock = threading.Lock()
+        self._runners = threading.local()
         if self.policy.recall_enabled:
             self.tools = [
                 build_recall_tool(STATE_KEY, message_to_entry, self.policy.recall_max_tokens)
@@ -747,14 +780,56 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Learn the agent's model (it writes the summaries unless a summarizer was given),
-        then make the call unchanged."""
+        then make the call (without `recall` when the agent has no tools of its own). When
+        the model refuses the prompt as too long, compact once (`engine.reactive_compaction`)
+        and send again; the compacted messages reach the state with the answer."""
         self._remember_model(request.model, self.events)
-        return handler(request)
+        offered = self._offered(request)
+        try:
+            return handler(offered)
+        except Exception as error:
+            if not _is_prompt_too_long(error):
+                raise
+            retry = self._runner().run(self._reactive(request.state, error))
+            if retry is None:
+                raise
+            return _with_update(handler(offered.override(messages=retry[0])), retry[1])
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """`wrap_model_call` for async agents."""
         self._remember_model(request.model, self.events)
-        return await handler(request)
+        offered = self._offered(request)
+        try:
+            return await handler(offered)
+        except Exception as error:
+            if not _is_prompt_too_long(error):
+                raise
+            retry = await self._reactive(request.state, error)
+            if retry is None:
+                raise
+            return _with_update(await handler(offered.override(messages=retry[0])), retry[1])
+
+    async def _reactive(
+        self, state: UnboundedAgentState, error: BaseException
+    ) -> tuple[list[AnyMessage], dict[str, Any]] | None:
+        """The one reactive compaction after a too-long refusal: the messages to send again
+        and the state update, or None when nothing could be compacted."""
+        plan = self._plan(state, force=True)
+        if plan.compact_at is None:
+            return None
+        call = _ReactiveCall(self, plan)
+        if not await reactive_compaction(call, error):
+            return None
+        update = plan.update(call.summary)
+        assert update is not None  # a summary always rewrites the messages
+        return list(update["messages"][1:]), update
+
+    @staticmethod
+    def _offered(request: Any) -> Any:
+        """The request with `recall` left out of a tool list it would be alone in: an agent
+        without tools of its own could not have called it."""
+        tools = without_lone_recall(list(getattr(request, "tools", None) or ()))
+        return request if tools is None else request.override(tools=tools)
 
     def before_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
@@ -763,8 +838,16 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan = self._plan(state)
         if plan.compact_at is None:
             return plan.update()
-        result = run_blocking(self._summarize(plan))
-        return plan.update(result)
+        return plan.update(self._runner().run(self._summarize(plan)))
+
+    def _runner(self) -> BlockingRunner:
+        """This thread's kept event loop for the sync hooks: an async chat-model client the
+        summaries reuse holds connections bound to the loop they were opened on, so a loop
+        per call would lose the first request of every compaction to a dead connection."""
+        runner: BlockingRunner | None = getattr(self._runners, "runner", None)
+        if runner is None:
+            runner = self._runners.runner = BlockingRunner()
+        return runner
 
     async def abefore_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
@@ -796,7 +879,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         names = self.compactable_tools if self.compactable_tools is not None else called
         return tuple(name for name in names if name not in self.exclude_tools)
 
-    def _plan(self, state: UnboundedAgentState) -> _Plan:
+    def _plan(self, state: UnboundedAgentState, *, force: bool = False) -> _Plan:
+        """What this call clears, and where it cuts when the trigger is reached (or `force`:
+        the model refused the prompt as too long)."""
         messages = list(state["messages"])
         plan = _Plan(self, messages, state.get(STATE_KEY) or ContextState())
         lead = 0
@@ -826,7 +911,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                     cache_edits_supported=False,
                 )
                 result = microcompact(
-                    view.normalizer.messages,
+                    view.normalizer.borrowed_messages(),  # only read here: no copy
                     view.micro,
                     policy=policy,
                     now=now,
@@ -858,42 +943,23 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                         ),
                     )
         plan.tokens = tokens
-        policy = self.policy
-        if should_auto_compact(policy, self.thresholds, tokens):
-            plan.compact_at = self._cut(messages, lead, plan.entries)
+        if force or self.trigger.reached(self.policy, tokens, len(messages)):
+            first = lead + 1 if is_summary_message(messages[lead]) else lead
+            # After a too-long refusal only the newest round is kept: the keep budget did not
+            # leave the prompt in the window.
+            start = kept_rounds_start(
+                plan.entries,
+                first=first - lead,
+                keep_messages=0 if force else self.keep_messages,
+                keep_tokens=0 if force else self.keep_tokens,
+            )
+            plan.compact_at = None if start is None else lead + start
         return plan
 
-    def _cut(
-        self, messages: Sequence[BaseMessage], lead: int, entries: Sequence[Entry | None]
-    ) -> int | None:
-        """Where the kept tail starts: at a human or AI message, never between a tool call and
-        its result. The newest round (the last human message, or the AI message whose tool
-        calls the last results answer) is always kept whole; older rounds join it while the
-        tail stays within `keep_messages` and `keep_tokens` (estimates padded as the trigger's
-        count is). None when nothing before the tail is left to summarize."""
-        starts = [i for i in range(lead, len(messages)) if not isinstance(messages[i], ToolMessage)]
-        if not starts:
-            return None
-        newest = starts[-1]
-        cut = newest
-        tokens = self._tail_tokens(entries, lead, newest, len(messages))
-        for start in reversed(starts[:-1]):
-            tokens += self._tail_tokens(entries, lead, start, cut)
-            if len(messages) - start > self.keep_messages or tokens > self.keep_tokens:
-                break
-            cut = start
-        first = lead + 1 if is_summary_message(messages[lead]) else lead  # a summary alone
-        if cut > first:
-            return cut
-        # Everything older fits the keep budget, yet the context is over the threshold (a
-        # large system prompt or tool set): summarize the oldest rounds still, never the newest.
-        later = [i for i in starts if first < i <= newest]
-        return later[0] if later else None
-
-    @staticmethod
-    def _tail_tokens(entries: Sequence[Entry | None], lead: int, start: int, end: int) -> int:
-        raw = sum(entry_tokens(e) for e in entries[start - lead : end - lead] if e is not None)
-        return pad_estimate(raw)
+    def trigger_level(self) -> int:
+        """The lowest token level the middleware compacts at (the trigger's, else the
+        model's auto-compact threshold)."""
+        return self.trigger.lowest_tokens() or self.thresholds.autocompact
 
     def _compaction(self) -> TieredCompaction:
         """The agent's model (or the summarizer chosen) until the breaker trips or the
@@ -948,6 +1014,52 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             pre_tokens=outcome.result.pre_tokens,
             author=outcome.result.author,
         )
+
+
+def _is_prompt_too_long(error: BaseException) -> bool:
+    """Whether a model call failed because its prompt is over the window."""
+    if _is_context_overflow(error):
+        return True
+    return parse_prompt_too_long(str(error)) is not None or "prompt is too long" in str(error)
+
+
+def _with_update(response: Any, update: dict[str, Any]) -> Any:
+    """The model's answer with the compaction's state update. LangGraph applies the update
+    after the answer, so the answer is listed again after the compacted messages (same ids):
+    otherwise the update's RemoveMessage would take it out of the state."""
+    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langgraph.types import Command
+
+    answer = list(getattr(response, "result", None) or [])
+    for message in answer:
+        if message.id is None:
+            message.id = str(uuid.uuid4())
+    update = {**update, "messages": [*update["messages"], *answer]}
+    return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+
+class _ReactiveCall:
+    """The middleware's call as the engine's `CompactingSession`: compacting summarizes the
+    plan's head, kept in `summary` for the state update."""
+
+    def __init__(self, middleware: UnboundedMiddleware, plan: _Plan) -> None:
+        self._middleware = middleware
+        self._plan = plan
+        self.summary: _Summary | None = None
+
+    @property
+    def policy(self) -> Policy:
+        """The middleware's policy."""
+        return self._middleware.policy
+
+    async def auto_compact(self) -> _Summary | None:
+        """Summarize the plan's head; None when the summary failed."""
+        self.summary = await self._middleware._summarize(self._plan)
+        return self.summary
+
+    def events_sink(self) -> EventSink | None:
+        """The middleware's events."""
+        return self._middleware.events
 
 
 class _Summary:

@@ -111,8 +111,9 @@ def usage_from_openai(raw: Any) -> Usage | None:
     """OpenAI / litellm usage (prompt_tokens, completion_tokens, cached details) in Anthropic
     names; None when it holds neither count.
 
-    litellm counts cache reads and writes inside prompt_tokens, so both are subtracted from
-    the uncached input.
+    litellm and OpenAI count cache reads and writes inside prompt_tokens, so both are
+    subtracted from the uncached input (writes: litellm's `cache_creation_input_tokens`, or
+    OpenAI's `prompt_tokens_details.cache_write_tokens`).
     """
     if not isinstance(raw, dict):
         return None
@@ -127,6 +128,8 @@ def usage_from_openai(raw: Any) -> Usage | None:
             cached = raw.get("cache_read_input_tokens")
         cached = cached if isinstance(cached, int) else 0
         creation = raw.get("cache_creation_input_tokens")
+        if not isinstance(creation, int) and isinstance(details, dict):
+            creation = details.get("cache_write_tokens")  # OpenAI's own name for cache writes
         creation = creation if isinstance(creation, int) else 0
         usage["input_tokens"] = max(0, prompt - cached - creation)
         usage["cache_creation_input_tokens"] = creation

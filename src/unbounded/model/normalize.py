@@ -388,6 +388,22 @@ class MessageNormalizer:
             messages = [*messages[:-1], _stripped_end(messages[-1])]
         return cast(list[MessageParam], messages)
 
+    def borrowed_messages(self) -> list[MessageParam]:
+        """`messages` without the copy when nothing needs repairing or trimming: the view's
+        own list, to be read before the next append and never edited or kept."""
+        # A copy touches every message's reference count: at thousands of messages that is a
+        # large share of a turn, for a list a caller such as microcompaction only reads.
+        kept = self._messages
+        if self._suspects or self._joined or (kept and kept[0]["role"] == "assistant"):
+            return self.messages
+        last = kept[-1] if kept else None
+        if last is not None and (
+            _thinking_only(last)
+            or (last["role"] == "assistant" and _ends_with_whitespace(last["content"]))
+        ):
+            return self.messages
+        return cast(list[MessageParam], kept)
+
     def last(self) -> MessageParam | None:
         """The last of `messages`, without copying the list (None when there is none)."""
         if self._suspects or self._joined or (

@@ -1,9 +1,10 @@
-"""The OpenAI-compatible provider: a `ProviderRequest` sent as a Chat Completions call.
+"""The OpenAI-compatible provider: a `ProviderRequest` sent as a Chat Completions call, or as
+a Responses API call (`api="responses"`).
 
 Works with OpenAI and with any server speaking Chat Completions (vLLM, Ollama, llama.cpp
 server, LiteLLM...) through the official `openai` SDK and a `base_url`. The conversion, both
-ways, and the error mapping are the `OpenAIChat` wire format (`unbounded.wire.openai_chat`);
-this module holds the SDK clients and makes the calls.
+ways, and the error mapping are the `OpenAIChat` and `OpenAIResponses` wire formats
+(`unbounded.wire`); this module holds the SDK clients and makes the calls.
 
 The SDK is an optional extra (`pip install unbounded[openai]`), imported when a provider is
 built, never when this module is imported.
@@ -12,9 +13,11 @@ built, never when this module is imported.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from unbounded.errors import ConfigError
 from unbounded.model.request import ProviderRequest
@@ -22,12 +25,29 @@ from unbounded.model.response import call_with_heartbeat
 from unbounded.providers.anthropic import DEFAULT_HEARTBEAT_INTERVAL, SdkClients
 from unbounded.providers.base import Heartbeat, ModelResponse, ProviderError, SdkProvider
 from unbounded.wire.openai_chat import OpenAIChat
+from unbounded.wire.openai_responses import OpenAIResponses
+
+OpenAIApi = Literal["chat", "responses"]
+"""Which OpenAI endpoint a provider calls: Chat Completions or the Responses API."""
 
 if TYPE_CHECKING:
     import openai
 
 LOCAL_SERVER_API_KEY = "unbounded-no-key"
 """Sent when a base_url is given without any API key (local servers ignore it)."""
+
+OPENAI_API_HOST = "api.openai.com"
+
+
+def default_max_tokens_param(base_url: str | None) -> str:
+    """`max_completion_tokens` for OpenAI's own API (no `base_url`, or one on its host): its
+    reasoning models refuse `max_tokens` and every chat model takes the newer name;
+    `max_tokens` for other Chat Completions servers (vLLM, Ollama, llama.cpp), some of which
+    know only that one."""
+    if base_url is None:
+        return "max_completion_tokens"
+    host = urlsplit(str(base_url)).hostname or ""
+    return "max_completion_tokens" if host == OPENAI_API_HOST else "max_tokens"
 
 
 def _import_sdk() -> Any:
@@ -58,11 +78,27 @@ class OpenAIProvider(SdkProvider):
         timeout: float | None = None,
         max_retries: int = 0,
         heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
-        max_tokens_param: str = "max_tokens",
+        max_tokens_param: str | None = None,
         stream_usage: bool = True,
+        api: OpenAIApi = "chat",
+        prompt_cache_key: str | Callable[[], str] | None = None,
     ) -> None:
-        self.wire = OpenAIChat(max_tokens_param=max_tokens_param, stream_usage=stream_usage)
-        """The Chat Completions format the requests and replies go through."""
+        if max_tokens_param is None:  # by where the requests go: the client's, the argument's
+            where = getattr(client, "base_url", None) if client is not None else None
+            where = where or base_url or os.environ.get("OPENAI_BASE_URL")
+            max_tokens_param = default_max_tokens_param(where)
+        if api not in ("chat", "responses"):
+            raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
+        self.api: OpenAIApi = api
+        self.wire: OpenAIChat | OpenAIResponses = (
+            OpenAIChat(max_tokens_param=max_tokens_param, stream_usage=stream_usage)
+            if api == "chat"
+            else OpenAIResponses()
+        )
+        """The format the requests and replies go through (`api` chooses it)."""
+        self.prompt_cache_key = prompt_cache_key
+        """Sent with every request so OpenAI routes them to one cache (a callable: read at
+        each request, for a key known only later, such as a session's)."""
         self._sdk = _import_sdk()
         self.heartbeat_interval = heartbeat_interval
         options: dict[str, Any] | None = None
@@ -93,6 +129,9 @@ class OpenAIProvider(SdkProvider):
     ) -> ModelResponse:
         client, is_async, borrowed = self._clients.acquire(want_async)
         kwargs = self.wire.to_request(request, stream=stream)
+        key = self.prompt_cache_key() if callable(self.prompt_cache_key) else self.prompt_cache_key
+        if key:
+            with_cache_key(kwargs, self._endpoint(client).create, key)
         seen: dict[str, Any] = {}
         call: Awaitable[ModelResponse]
         if is_async:
@@ -114,10 +153,14 @@ class OpenAIProvider(SdkProvider):
             if borrowed:
                 await client.close()
 
+    def _endpoint(self, client: Any) -> Any:
+        """`client.chat.completions` or `client.responses`, as `api` says."""
+        return client.chat.completions if self.api == "chat" else client.responses
+
     async def _async_call(
         self, client: Any, kwargs: dict[str, Any], stream: bool, seen: dict[str, Any]
     ) -> ModelResponse:
-        result = await client.chat.completions.create(**kwargs)
+        result = await self._endpoint(client).create(**kwargs)
         if not stream:
             return self.wire.from_response(result)
         collector = self.wire.stream_assembler()
@@ -132,7 +175,7 @@ class OpenAIProvider(SdkProvider):
     def _sync_call(
         self, client: Any, kwargs: dict[str, Any], stream: bool, seen: dict[str, Any]
     ) -> ModelResponse:
-        result = client.chat.completions.create(**kwargs)
+        result = self._endpoint(client).create(**kwargs)
         if not stream:
             return self.wire.from_response(result)
         collector = self.wire.stream_assembler()
@@ -143,6 +186,19 @@ class OpenAIProvider(SdkProvider):
         finally:
             result.close()
         return collector.finish(seen.get("request_id"))
+
+
+def with_cache_key(kwargs: dict[str, Any], method: Callable[..., Any], key: str) -> None:
+    """Put `prompt_cache_key` into an SDK call's keywords: by name when this SDK version's
+    method takes it, else in `extra_body` (the wire body is the same)."""
+    try:
+        named = "prompt_cache_key" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # not introspectable: trust the current SDK's name
+        named = True
+    if named:
+        kwargs["prompt_cache_key"] = key
+    else:
+        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "prompt_cache_key": key}
 
 
 def _request_id(stream: Any) -> str | None:

@@ -150,6 +150,32 @@ def compaction_receipt(
     }
 
 
+def write_compaction_receipt(
+    boundary: Entry,
+    view: Sequence[Entry],
+    kept: Sequence[Entry],
+    *,
+    index: TranscriptIndex,
+    summary_text: str,
+    summarizer: str,
+    already_cleared: Collection[str] = (),
+) -> dict[str, Any]:
+    """Write the receipt of a compaction into its boundary (`compactMetadata.receipt`) and
+    return it: what it dropped is the view before it (`view`) less the records it keeps
+    verbatim (`kept`). Every compaction writes one: the session's and the CLI's alike."""
+    kept_ids = {entry.uuid for entry in kept if entry.uuid}
+    dropped = [e for e in view if e.uuid not in kept_ids and not e.is_compact_boundary]
+    receipt = compaction_receipt(
+        dropped,
+        index=index,
+        summary_text=summary_text,
+        summarizer=summarizer,
+        already_cleared=already_cleared,
+    )
+    boundary.compact_metadata[RECEIPT_KEY] = receipt
+    return receipt
+
+
 def _mentions(text: str, path: str) -> bool:
     if path in text:
         return True

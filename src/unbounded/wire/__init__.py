@@ -15,10 +15,12 @@ from unbounded.errors import ConfigError
 from unbounded.wire.anthropic import AnthropicMessages
 from unbounded.wire.base import InboundMessages, StreamAssembler, WireFormat
 from unbounded.wire.openai_chat import OpenAIChat
+from unbounded.wire.openai_responses import OpenAIResponses
 
 FORMATS: dict[str, Callable[[], WireFormat]] = {
     "anthropic-messages": AnthropicMessages,
     "openai-chat": OpenAIChat,
+    "openai-responses": OpenAIResponses,
 }
 """Every wire format by name, each built with its default options (the conformance tests run
 over this table)."""
@@ -39,6 +41,7 @@ __all__ = [
     "AnthropicMessages",
     "InboundMessages",
     "OpenAIChat",
+    "OpenAIResponses",
     "StreamAssembler",
     "WireFormat",
     "wire_format",

@@ -229,7 +229,9 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
     system: list[str] = []
     out: list[MessageParam] = []
     results_open = False  # the last user message holds tool results a user message may join
-    for index, message in enumerate(messages):
+    for index, given in enumerate(messages):
+        # SDK messages (a reply's `choices[0].message` appended as it is) read as their dicts.
+        message = given if isinstance(given, Mapping) else _sdk_dict(given)
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise ConfigError(
                 f"message {index}: a Chat Completions message is a dict with a role, "
@@ -268,6 +270,12 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
             )
         results_open = False
     return InboundMessages("\n\n".join(t for t in system if t), out)
+
+
+def _sdk_dict(value: Any) -> Any:
+    """An SDK model as the dict of the fields it was given; anything else unchanged."""
+    to_dict = getattr(value, "to_dict", None)
+    return to_dict(mode="json") if callable(to_dict) else value
 
 
 def _blocks(message: MessageParam) -> list[Any]:

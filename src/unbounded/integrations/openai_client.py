@@ -1,0 +1,729 @@
+"""A drop-in around the official OpenAI client, for Chat Completions and the Responses API.
+
+    client = wrap(openai.OpenAI(), session_folder="~/.myagent/session-1")
+    reply = client.chat.completions.create(model=..., messages=messages, tools=...)
+    # or: client.responses.create(model=..., input=items, tools=...)
+
+It is the Anthropic drop-in (`unbounded.integrations.anthropic_client`, whose module docstring
+says what every call does) with OpenAI's shapes at the edges: the caller's `messages` or
+`input` items are read into the session's messages by the API's wire format
+(`unbounded.wire.openai_chat`, `unbounded.wire.openai_responses`), the prepared request goes
+out through the caller's own client in that API's shape, and the reply, the SDK's own object,
+is returned unchanged (or its stream passed through chunk by chunk and recorded once whole;
+the SDK's `stream(...)` helpers likewise).
+What is new, side calls and regenerates, compaction with the client's own model as the
+summarizer, recall rounds answered inside the call, and one reactive compaction on
+`context_length_exceeded` are the Anthropic drop-in's, shared code.
+
+OpenAI's own parts:
+
+- **One API per conversation**: the first call (`chat.completions.create` or
+  `responses.create`) fixes it, or `wrap(..., api=...)`; a call on the other API is refused.
+- **Prompt caching**: every request carries a `prompt_cache_key` stable for the session
+  (the caller's own when given), so OpenAI routes its turns to the same cache; the cached
+  tokens are read from the usage (`cached_tokens`) as cache reads.
+- **Reasoning models**: the caller's `max_completion_tokens` (or `max_tokens`) is kept under
+  the name the caller used, and the session's own requests (summaries) use
+  `max_completion_tokens` for the o-series and gpt-5 models; `temperature` is only ever the
+  caller's. Responses reasoning items (encrypted or not), compaction items and every item
+  the library does not read stay in the conversation as they came and are sent back unchanged.
+- **The Responses API's server-side state** (`previous_response_id`, `conversation`) is
+  refused: the wrapper sends the whole conversation itself.
+- **OpenAI-compatible servers** (vLLM, Ollama, OpenRouter…): a model the model table does
+  not know needs `context_window=` (else a `ConfigError`), and takes its prices from
+  `prices=` (else it is priced at zero, with a logged warning).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, overload
+
+from unbounded.catalog import ASSUMED_MODELS, ModelInfo, load_model_table
+from unbounded.engine import (
+    drive_turn,
+    drive_turn_blocking,
+    open_turn,
+    open_turn_blocking,
+    turn_flow,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import EventSink
+from unbounded.integrations._anthropic_prints import HistoryMode
+from unbounded.integrations._drop_in import WireProvider
+from unbounded.integrations._openai_streams import (
+    AsyncHelperStream,
+    AsyncOpenAIRecordingStream,
+    HelperStream,
+    OpenAIRecordingStream,
+)
+from unbounded.integrations._support import as_session
+from unbounded.integrations.anthropic_client import (
+    ClientPipeline,
+    SummarizerChoice,
+    _given,
+)
+from unbounded.model.request import ProviderRequest
+from unbounded.model.response import ModelResponse, Provider
+from unbounded.policy import Policy
+from unbounded.providers.openai import OpenAIApi, OpenAIProvider, with_cache_key
+from unbounded.session import Session, SessionConfig, SessionStatus
+from unbounded.sync_session import SyncSession
+from unbounded.wire.base import StreamAssembler
+from unbounded.wire.openai_chat import OpenAIChat
+from unbounded.wire.openai_responses import OpenAIResponses
+
+if TYPE_CHECKING:
+    import openai
+
+logger = logging.getLogger(__name__)
+
+PRICE_FIELDS = ("input_per_mtok", "output_per_mtok", "cache_read_multiplier")
+"""The keys `prices=` takes: dollars per million input and output tokens, and the share of
+the input price a cached token costs."""
+
+REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "openai/o", "openai/gpt-5")
+"""Model names whose Chat Completions refuse `max_tokens` (they take `max_completion_tokens`)."""
+
+_CONVERSATION_KEY = {"chat": "messages", "responses": "input"}
+_TOKEN_PARAMS: dict[str, tuple[str, ...]] = {
+    "chat": ("max_completion_tokens", "max_tokens"),
+    "responses": ("max_output_tokens",),
+}
+_SERVER_STATE = ("previous_response_id", "conversation")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether a model name is one of OpenAI's reasoning models (o-series, gpt-5)."""
+    return model.strip().lower().startswith(REASONING_PREFIXES)
+
+
+def model_from_arguments(
+    model: str,
+    context_window: int | None,
+    prices: Mapping[str, float] | None,
+    known: ModelInfo | None,
+) -> ModelInfo | None:
+    """The model's figures for a model the table may not know: the table's, with `prices`
+    applied; for an unknown model, `context_window` and `prices` on the caching rules of
+    OpenAI's current model (a `ConfigError` without a window, a logged warning without
+    prices). None when the table's figures stand unchanged."""
+    if known is not None:
+        return _priced(known, prices) if prices else None
+    if context_window is None:
+        raise ConfigError(
+            f"model {model!r} is not in the model table, so its context window is unknown: "
+            f"pass wrap(client, context_window=...) (and prices={{...}} for costs), or add it "
+            "to a models file (UNBOUNDED_MODELS_FILE)"
+        )
+    if not prices:
+        logger.warning(
+            "model %r is not in the model table: its window is %s tokens (context_window=) "
+            "and its costs are counted as 0 (pass prices= to price it)",
+            model,
+            f"{context_window:,}",
+        )
+    else:
+        logger.info("model %r is not in the model table: window and prices from wrap()", model)
+    assumed = load_model_table().get(ASSUMED_MODELS["openai"])
+    unknown = replace(
+        assumed,
+        name=model,
+        provider="other",
+        context_window=context_window,
+        max_output=min(assumed.max_output, max(1, context_window // 2)),
+        input_per_mtok=0.0,
+        output_per_mtok=0.0,
+        aliases=(),
+        source="wrap() arguments",
+    )
+    return _priced(unknown, prices or {})
+
+
+def _priced(info: ModelInfo, prices: Mapping[str, float]) -> ModelInfo:
+    """`info` with the prices given (`PRICE_FIELDS`), the others unchanged."""
+    return replace(
+        info,
+        input_per_mtok=float(prices.get("input_per_mtok", info.input_per_mtok)),
+        output_per_mtok=float(prices.get("output_per_mtok", info.output_per_mtok)),
+        cache_read_multiplier=float(
+            prices.get("cache_read_multiplier", info.cache_read_multiplier)
+        ),
+    )
+
+
+def _check_prices(prices: Mapping[str, float] | None) -> None:
+    for key, value in (prices or {}).items():
+        if key not in PRICE_FIELDS:
+            raise ConfigError(
+                f"prices: unknown key {key!r}; the keys are {', '.join(PRICE_FIELDS)}"
+            )
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"prices[{key!r}] must be a number >= 0, not {value!r}")
+
+
+def _anthropic_tool(tool: Any, api: OpenAIApi) -> dict[str, Any]:
+    """A caller's OpenAI tool as the session keeps it: a function as an Anthropic tool (its
+    `strict` kept), any other tool as it is (sent back unchanged)."""
+    data = tool if isinstance(tool, Mapping) else tool.to_dict(mode="json")
+    if data.get("type") != "function":
+        return dict(data)
+    function = data.get("function") if api == "chat" else data
+    if not isinstance(function, Mapping) or not function.get("name"):
+        raise ConfigError(f"a function tool needs a name: {data!r:.120}")
+    out: dict[str, Any] = {"name": str(function["name"])}
+    if function.get("description"):
+        out["description"] = function["description"]
+    out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+    if function.get("strict") is not None:
+        out["strict"] = function["strict"]
+    return out
+
+
+def _openai_tools(request_tools: Sequence[Mapping[str, Any]], api: OpenAIApi) -> list[Any]:
+    """The session's tools in the API's shape (`strict` given back where it was set)."""
+    out: list[Any] = []
+    for tool in request_tools:
+        if "input_schema" not in tool:
+            out.append(dict(tool))
+            continue
+        function: dict[str, Any] = {"name": tool["name"]}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        function["parameters"] = tool["input_schema"]
+        if "strict" in tool:
+            function["strict"] = tool["strict"]
+        out.append(
+            {"type": "function", "function": function}
+            if api == "chat"
+            else {"type": "function", **function}
+        )
+    return out
+
+
+class OpenAIPipeline(ClientPipeline):
+    """The session side of a wrapped OpenAI client: the Anthropic drop-in's pipeline reading
+    and writing one OpenAI API."""
+
+    def __init__(
+        self,
+        client: Any,
+        session: Session | None,
+        *,
+        api: OpenAIApi | None,
+        prices: Mapping[str, float] | None,
+        context_window: int | None,
+        model: str | None,
+        **options: Any,
+    ) -> None:
+        if api is not None and api not in ("chat", "responses"):
+            raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
+        _check_prices(prices)
+        self.api: OpenAIApi | None = api if api is not None or model is None else "chat"
+        self._prices = dict(prices) if prices else None
+        self._max_param: str | None = None
+        """The name the caller gives the output limit (`max_completion_tokens`...)."""
+        self._cache_key: str | None = None
+        super().__init__(client, session, context_window=context_window, model=model, **options)
+
+    # -- what the Anthropic pipeline asks of its subclass
+
+    def _provider_for(self, client: Any) -> WireProvider:
+        api: OpenAIApi = self.api or "chat"
+        session: Session | None = getattr(self, "_session", None)  # None while __init__ runs
+        model = session.config.model if session is not None else ""
+        param = self._max_param or (
+            "max_completion_tokens" if model and is_reasoning_model(model) else "max_tokens"
+        )
+        if api == "responses":
+            param = "max_tokens"  # the Responses format always says max_output_tokens
+        return OpenAIProvider(
+            client, api=api, max_tokens_param=param, prompt_cache_key=self.cache_key
+        )
+
+    def _open(self, config: SessionConfig) -> Session:
+        table = self._options.get("model_table") or load_model_table()
+        info = model_from_arguments(
+            config.model, self._context_window, self._prices, table.find(config.model)
+        )
+        if info is not None:
+            self._options = {**self._options, "model_table": table.with_model(info)}
+        self.provider = self._provider_for(self.client)
+        return super()._open(config)
+
+    def _response_of(self, message: Any) -> ModelResponse:
+        if isinstance(message, ModelResponse):  # a stream's reply, folded by the wire format
+            return message
+        return self.provider.wire.from_response(message)
+
+    # -- a call
+
+    def take_api(self, api: OpenAIApi) -> None:
+        """Bind the conversation to `api` at its first call; refuse the other API after."""
+        if self.api is None:
+            self.api = api
+            self.provider = self._provider_for(self.client)
+            return
+        if self.api != api:
+            other = "client.chat.completions.create" if api == "chat" else "client.responses.create"
+            raise ConfigError(
+                f"this wrapped client's conversation runs on the {self.api} API; {other} is "
+                f"another API (pass wrap(..., api={api!r}) for a conversation on it, or call "
+                "client.client for an unmanaged call)"
+            )
+
+    def begin_openai(self, kwargs: Mapping[str, Any], api: OpenAIApi) -> dict[str, Any] | None:
+        """Take a call's keywords (see `ClientPipeline.begin`): the caller's conversation in
+        the session's shape, the cache-safe parameters read from the API's names; returns
+        the keywords to pass through, or None for a side call."""
+        self.take_api(api)
+        rest = {key: value for key, value in kwargs.items() if _given(value)}
+        for name in _SERVER_STATE:
+            if name in rest and api == "responses":
+                raise ConfigError(
+                    f"responses.create({name}=...) keeps the conversation on OpenAI's servers; "
+                    "the wrapper sends the whole conversation itself: pass the items in input= "
+                    f"and leave out {name}"
+                )
+        key = _CONVERSATION_KEY[api]
+        if key not in rest:
+            raise ConfigError(
+                f"{'chat.completions' if api == 'chat' else 'responses'}.create needs {key}="
+            )
+        given = rest.pop(key)
+        wire = self.provider.wire
+        inbound = wire.inbound(given if isinstance(given, str) else list(given))
+        system = inbound.system
+        if api == "responses" and rest.get("instructions"):
+            system = "\n\n".join(t for t in (str(rest.pop("instructions")), system) if t)
+        params: dict[str, Any] = {"messages": inbound.messages, "system": system or None}
+        if "model" in rest:
+            params["model"] = rest.pop("model")
+        if "tools" in rest:
+            params["tools"] = [_anthropic_tool(t, api) for t in rest.pop("tools")]
+        given_params = [name for name in _TOKEN_PARAMS[api] if name in rest]
+        if len(given_params) > 1:
+            raise ConfigError("give max_completion_tokens or max_tokens, not both")
+        if given_params:
+            self._max_param = given_params[0]
+            params["max_tokens"] = rest.pop(given_params[0])
+        if "prompt_cache_key" in rest:
+            self._cache_key = str(rest.pop("prompt_cache_key"))
+        return self.begin({**params, **rest}, streaming_helper=False)
+
+    def call_kwargs(
+        self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The SDK keywords: the prepared request in the API's shape, the caller's other
+        keywords as given, and the session's `prompt_cache_key`."""
+        api = self.api or "chat"
+        stream = passthrough.get("stream") is True
+        wire: OpenAIChat | OpenAIResponses
+        if api == "chat":
+            model = str(request.get("model", ""))
+            param = self._max_param or (
+                "max_completion_tokens" if is_reasoning_model(model) else "max_tokens"
+            )
+            wire = OpenAIChat(max_tokens_param=param)
+        else:
+            wire = OpenAIResponses()
+        kwargs = wire.to_request(request, stream=stream)
+        if "tools" in kwargs:
+            kwargs["tools"] = _openai_tools(request.get("tools") or [], api)
+        kwargs.update(passthrough)
+        with_cache_key(kwargs, method, self.cache_key())
+        return kwargs
+
+    def cache_key(self) -> str:
+        """The caller's `prompt_cache_key`, else one made from the session's first record:
+        the same for every request of the session, resumed ones included."""
+        if self._cache_key is None:
+            entries = self.session.entries
+            seed = (
+                entries[0].uuid if entries and entries[0].uuid else ""
+            ) or self.session.config.model
+            self._cache_key = "unbounded-" + hashlib.sha256(seed.encode()).hexdigest()[:24]
+        return self._cache_key
+
+    def messages_api(self, request: ProviderRequest, sdk: Any) -> Any:
+        """`sdk.chat.completions` or `sdk.responses`."""
+        return sdk.chat.completions if self.api == "chat" else sdk.responses
+
+    def stream_fold(self) -> StreamAssembler:
+        """A fresh fold for one streamed reply of the conversation's API."""
+        return self.provider.wire.stream_assembler()
+
+
+# --------------------------------------------------------------------------- stream managers
+
+
+class HelperStreamManager:
+    """What `stream(...)` returns on a wrapped sync client: entering it runs the turn (the
+    request is sent when the SDK's own manager is entered) and gives a `HelperStream`."""
+
+    def __init__(self, endpoint: Endpoint, kwargs: dict[str, Any]) -> None:
+        self._endpoint = endpoint
+        self._kwargs = kwargs
+        self._manager: Any = None
+
+    def __enter__(self) -> Any:
+        endpoint, pipeline = self._endpoint, self._endpoint._pipeline
+        passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
+        if passthrough is None:  # a side call: the SDK's own helper, as given
+            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+            return self._manager.__enter__()
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        def send(request: ProviderRequest) -> Any:
+            method = endpoint._sdk_endpoint().stream
+            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            opened = manager.__enter__()  # sends the request
+            pipeline.mark_sent()
+            self._manager = manager
+            return opened
+
+        opened = open_turn_blocking(flow, send, pipeline.runner.run)
+        return HelperStream(
+            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+        )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._manager is not None:
+            self._manager.__exit__(exc_type, exc, traceback)
+
+
+class AsyncHelperStreamManager:
+    """`HelperStreamManager` for the async client: `async with client.responses.stream(...)`."""
+
+    def __init__(self, endpoint: AsyncEndpoint, kwargs: dict[str, Any]) -> None:
+        self._endpoint = endpoint
+        self._kwargs = kwargs
+        self._manager: Any = None
+
+    async def __aenter__(self) -> Any:
+        endpoint, pipeline = self._endpoint, self._endpoint._pipeline
+        passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
+        if passthrough is None:
+            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+            return await self._manager.__aenter__()
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        async def send(request: ProviderRequest) -> Any:
+            method = endpoint._sdk_endpoint().stream
+            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            opened = await manager.__aenter__()
+            pipeline.mark_sent()
+            self._manager = manager
+            return opened
+
+        opened = await open_turn(flow, send)
+        return AsyncHelperStream(
+            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+        )
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._manager is not None:
+            await self._manager.__aexit__(exc_type, exc, traceback)
+
+
+# --------------------------------------------------------------------------- endpoints
+
+_UNMANAGED = (
+    "would send the call past the session (not recorded, not compacted): use create(...) "
+    "(with stream=True for a stream), or client.client for an unmanaged call"
+)
+_REFUSED = ("parse", "with_raw_response", "with_streaming_response", "compact")
+
+
+class _Endpoint:
+    """What the sync and async endpoints share: the SDK endpoint's other methods, with the
+    ones that would bypass the session refused."""
+
+    _api: OpenAIApi
+    _pipeline: OpenAIPipeline
+    _sdk: Any
+
+    def _sdk_endpoint(self) -> Any:
+        return self._sdk.chat.completions if self._api == "chat" else self._sdk.responses
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in _REFUSED:
+            raise ConfigError(f"{name} {_UNMANAGED}")
+        return getattr(self._sdk_endpoint(), name)
+
+
+class Endpoint(_Endpoint):
+    """`client.chat.completions` or `client.responses` of a wrapped sync client."""
+
+    def __init__(self, pipeline: OpenAIPipeline, sdk: Any, api: OpenAIApi) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk
+        self._api = api
+
+    def create(self, **kwargs: Any) -> Any:
+        """`create` through the pipeline; returns the SDK's reply (or its stream)."""
+        pipeline = self._pipeline
+        passthrough = pipeline.begin_openai(kwargs, self._api)
+        if passthrough is None:
+            return self._sdk_endpoint().create(**kwargs)
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        def send(request: ProviderRequest) -> Any:
+            method = self._sdk_endpoint().create
+            result = method(**pipeline.call_kwargs(request, method, passthrough))
+            pipeline.mark_sent()
+            return result
+
+        if passthrough.get("stream") is True:
+            stream = open_turn_blocking(flow, send, pipeline.runner.run)
+            return OpenAIRecordingStream(stream, pipeline.stream_fold(), pipeline.record)
+        result = drive_turn_blocking(flow, send, pipeline.read_reply, pipeline.runner.run)
+        pipeline.remember_reply()
+        return result
+
+    def stream(self, **kwargs: Any) -> HelperStreamManager:
+        """The SDK's stream helper through the pipeline: `with client.responses.stream(...)`."""
+        return HelperStreamManager(self, dict(kwargs))
+
+
+class AsyncEndpoint(_Endpoint):
+    """`client.chat.completions` or `client.responses` of a wrapped async client."""
+
+    def __init__(self, pipeline: OpenAIPipeline, sdk: Any, api: OpenAIApi) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk
+        self._api = api
+
+    async def create(self, **kwargs: Any) -> Any:
+        """`create` through the pipeline; returns the SDK's reply (or its stream)."""
+        pipeline = self._pipeline
+        passthrough = pipeline.begin_openai(kwargs, self._api)
+        if passthrough is None:
+            return await self._sdk_endpoint().create(**kwargs)
+        flow = turn_flow(pipeline.session, pipeline.turn_options)
+
+        async def send(request: ProviderRequest) -> Any:
+            method = self._sdk_endpoint().create
+            result = await method(**pipeline.call_kwargs(request, method, passthrough))
+            pipeline.mark_sent()
+            return result
+
+        if passthrough.get("stream") is True:
+            return AsyncOpenAIRecordingStream(
+                await open_turn(flow, send), pipeline.stream_fold(), pipeline.record
+            )
+        result = await drive_turn(flow, send, pipeline.read_reply)
+        pipeline.remember_reply()
+        return result
+
+    def stream(self, **kwargs: Any) -> AsyncHelperStreamManager:
+        """The SDK's stream helper through the pipeline: `async with ...stream(...)`."""
+        return AsyncHelperStreamManager(self, dict(kwargs))
+
+
+class _Chat:
+    """`client.chat`: its `completions` run the pipeline."""
+
+    def __init__(self, completions: Endpoint | AsyncEndpoint, sdk: Any) -> None:
+        self.completions = completions
+        self._sdk = sdk
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._sdk.chat, name)
+
+
+# --------------------------------------------------------------------------- the clients
+
+
+class _WrappedOpenAI:
+    """What both wrapped clients share: the session, its status, the SDK client underneath."""
+
+    _pipeline: OpenAIPipeline
+    _sdk: Any
+
+    @property
+    def session(self) -> Session:
+        """The unbounded session behind this client."""
+        return self._pipeline.session
+
+    @property
+    def client(self) -> Any:
+        """The SDK client underneath (calls on it bypass the pipeline)."""
+        return self._sdk
+
+    def status(self) -> SessionStatus:
+        """Tokens, percent left and warning level of the conversation now."""
+        return self._pipeline.session.status()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in ("with_raw_response", "with_streaming_response"):
+            raise ConfigError(f"client.{name} {_UNMANAGED}")
+        return getattr(self._sdk, name)
+
+
+class UnboundedOpenAI(_WrappedOpenAI):
+    """An `openai.OpenAI` whose `chat.completions.create` and `responses.create` run the
+    unbounded pipeline."""
+
+    def __init__(self, pipeline: OpenAIPipeline, sdk: Any | None = None) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk if sdk is not None else pipeline.client
+        self.chat = _Chat(Endpoint(pipeline, self._sdk, "chat"), self._sdk)
+        self.responses = Endpoint(pipeline, self._sdk, "responses")
+
+    def with_options(self, **options: Any) -> UnboundedOpenAI:
+        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
+        return UnboundedOpenAI(self._pipeline, self._sdk.with_options(**options))
+
+    def close(self) -> None:
+        """Release the session folder the wrapper opened (its lock) and the SDK client."""
+        self._pipeline.close_store()
+        self._pipeline.client.close()
+
+    def __enter__(self) -> UnboundedOpenAI:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncUnboundedOpenAI(_WrappedOpenAI):
+    """An `openai.AsyncOpenAI` whose `chat.completions.create` and `responses.create` run the
+    unbounded pipeline."""
+
+    def __init__(self, pipeline: OpenAIPipeline, sdk: Any | None = None) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk if sdk is not None else pipeline.client
+        self.chat = _Chat(AsyncEndpoint(pipeline, self._sdk, "chat"), self._sdk)
+        self.responses = AsyncEndpoint(pipeline, self._sdk, "responses")
+
+    def with_options(self, **options: Any) -> AsyncUnboundedOpenAI:
+        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
+        return AsyncUnboundedOpenAI(self._pipeline, self._sdk.with_options(**options))
+
+    async def close(self) -> None:
+        """Release the session folder the wrapper opened (its lock) and the SDK client."""
+        self._pipeline.close_store()
+        await self._pipeline.client.close()
+
+    async def __aenter__(self) -> AsyncUnboundedOpenAI:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@overload
+def wrap_openai(
+    client: openai.AsyncOpenAI, session: Session | SyncSession | None = None, **options: Any
+) -> AsyncUnboundedOpenAI: ...
+
+
+@overload
+def wrap_openai(
+    client: openai.OpenAI, session: Session | SyncSession | None = None, **options: Any
+) -> UnboundedOpenAI: ...
+
+
+def wrap_openai(
+    client: openai.OpenAI | openai.AsyncOpenAI,
+    session: Session | SyncSession | None = None,
+    *,
+    session_folder: str | Path | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    prices: Mapping[str, float] | None = None,
+    api: OpenAIApi | None = None,
+    policy: Policy | None = None,
+    summarizer: Provider | SummarizerChoice | None = None,
+    events: EventSink | None = None,
+    history: HistoryMode = "auto",
+    **session_options: Any,
+) -> UnboundedOpenAI | AsyncUnboundedOpenAI:
+    """Wrap an OpenAI SDK client (`unbounded.wrap` calls this for one): the arguments are
+    `wrap`'s, plus `prices` (`PRICE_FIELDS`) for a model the table does not know and `api`
+    ("chat" or "responses"; default: the first call's, or "chat" when `model` opens the
+    session now)."""
+    import openai
+
+    if session is not None and session_folder is not None:
+        raise ConfigError("give wrap() a session or a session_folder, not both")
+    if session is not None and (model is not None or context_window is not None):
+        raise ConfigError("model and context_window come from the session you gave wrap()")
+    if session is not None and prices is not None:
+        raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
+    pipeline = OpenAIPipeline(
+        client,
+        as_session(session) if session is not None else None,
+        api=api,
+        prices=prices,
+        context_window=context_window,
+        model=model,
+        folder=session_folder,
+        policy=policy,
+        summarizer=summarizer,
+        events=events,
+        history=history,
+        session_options=session_options,
+    )
+    if isinstance(client, openai.AsyncOpenAI):
+        return AsyncUnboundedOpenAI(pipeline)
+    return UnboundedOpenAI(pipeline)
+
+
+def is_openai_client(client: Any) -> bool:
+    """Whether `client` is an `openai.OpenAI` or `openai.AsyncOpenAI` (without importing the
+    SDK when the caller never did)."""
+    import sys
+
+    sdk = sys.modules.get("openai")
+    return sdk is not None and isinstance(client, (sdk.OpenAI, sdk.AsyncOpenAI))
+
+
+__all__ = [
+    "PRICE_FIELDS",
+    "AsyncHelperStream",
+    "AsyncHelperStreamManager",
+    "AsyncOpenAIRecordingStream",
+    "AsyncUnboundedOpenAI",
+    "HelperStream",
+    "HelperStreamManager",
+    "OpenAIPipeline",
+    "OpenAIRecordingStream",
+    "UnboundedOpenAI",
+    "is_openai_client",
+    "is_reasoning_model",
+    "model_from_arguments",
+    "wrap_openai",
+]

@@ -1,0 +1,115 @@
+"""What a session does to the messages it is given before it records them (pure functions).
+
+- `capped_blocks`: an oversized tool result or user text cut to its head and tail, the whole
+  text kept on the side (`Policy.tool_result_max_tokens`).
+- `distinct_call_ids`: a reply's tool_use ids that repeat one of this session's, or that the
+  API would refuse, renamed; `named_results` names the host's results to match.
+- `repeats_previous_response_id`: a reply that reuses the previous reply's message id (read
+  back, it would merge into that reply).
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from collections import ChainMap
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from unbounded.compaction.large_output import cap_block_texts
+from unbounded.events import ToolOutputCapped
+from unbounded.model.entries import Entry
+from unbounded.model.normalize import is_tool_result_only
+from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
+
+
+def capped_blocks(
+    blocks: list[dict[str, Any]],
+    *,
+    limit: int,
+    save: Callable[[str, str], Any],
+    redact: Callable[[str], str] | None,
+    key_prefix: str = "",
+) -> tuple[list[dict[str, Any]], list[ToolOutputCapped]]:
+    """The blocks with every text over `limit` tokens cut to head and tail (the full text
+    saved under the block's tool id, or a new key), and an event for each cut."""
+    if limit <= 0:
+        return blocks, []
+    out: list[dict[str, Any]] = []
+    events: list[ToolOutputCapped] = []
+    for block in blocks:
+        tool_id = block.get("tool_use_id")
+        key = str(tool_id) if tool_id else f"{key_prefix or 'text'}-{uuid_module.uuid4().hex}"
+        new, capped = cap_block_texts(block, limit, key, save, redact=redact)
+        for item in capped:
+            events.append(
+                ToolOutputCapped(
+                    tool_use_id=str(tool_id) if tool_id else None,
+                    original_chars=item.original_chars,
+                    kept_chars=len(item.text),
+                    saved_to=item.saved_to,
+                )
+            )
+        out.append(new)
+    return out, events
+
+
+def distinct_call_ids(
+    content: list[Any], taken_ids: Mapping[str, object]
+) -> tuple[list[Any], dict[str, str]]:
+    """The reply's blocks with each tool_use id that is in `taken_ids` (the session's calls),
+    or that the API would refuse, renamed (`renamed_tool_id`), and {new name: id the provider
+    gave}."""
+    # The caller's dict, read in place (a set of it per reply would cost O(history)), with
+    # this reply's names beside it.
+    # (ChainMap writes to its first map only: the caller's is never changed.)
+    taken = ChainMap[str, object]({}, cast("dict[str, object]", taken_ids))
+    renamed: dict[str, str] = {}
+    out: list[Any] = []
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            tool_id = str(block.get("id"))
+            name = renamed_tool_id(tool_id, taken)
+            if name != tool_id:
+                renamed[name] = tool_id
+                block = {**block, "id": name}
+            taken[name] = block
+        out.append(block)
+    return out, renamed
+
+
+def named_results(
+    blocks: list[dict[str, Any]], entries: Sequence[Entry], pending_ids: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Results for renamed calls named as the calls are: a host answers with the ids the
+    provider gave (`distinct_call_ids`)."""
+    renamed: Mapping[str, str] = {}
+    for entry in reversed(entries):
+        if entry.type == "assistant":
+            found = entry.data.get(RENAMED_FIELD)
+            renamed = found if isinstance(found, Mapping) else {}
+            break
+    if not renamed:
+        return blocks
+    calls = [(str(renamed.get(name, name)), name) for name in pending_ids]
+    return name_results(blocks, calls)
+
+
+def repeats_previous_response_id(entries: Sequence[Entry], message_id: str) -> bool:
+    """Whether the last response recorded has this id, with only its tool results after it:
+    the transcript would read the next lines with that id as the same response."""
+    for entry in reversed(entries):
+        if entry.type == "assistant":
+            return entry.message_id == message_id
+        if entry.type in ("system", "progress"):
+            continue
+        if entry.type != "user" or not is_tool_result_only(entry.content):
+            return False
+    return False
+
+
+__all__ = [
+    "capped_blocks",
+    "distinct_call_ids",
+    "named_results",
+    "repeats_previous_response_id",
+]
