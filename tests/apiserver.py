@@ -26,7 +26,11 @@ scripted reply is used: a `tool_use` without its `tool_result` in the next messa
 result answering no call, or two results for one call), a tool_use id with characters other
 than letters, digits, `_` and `-`, a final assistant message ending with whitespace, more
 than 4 `cache_control` markers, a 1-hour marker after a
-5-minute one, `max_tokens` not above the thinking budget, and a prompt over
+5-minute one, `max_tokens` not above the thinking budget, server compaction asked for or
+compaction blocks sent without the `compact-2026-01-12` beta, a compaction trigger under
+50,000 tokens, `clear_thinking_20251015` not first among several edits, a compaction block
+with empty content or one altered since the server signed it (`compaction_block`), and a
+prompt over
 `ApiServer.context_window` (estimated as body bytes / 4; "prompt is too long"). Each such
 request is kept in `ApiServer.rejected`, and the fixture fails a test that got one without
 saying so (`api.rejected.clear()` once checked); `api.validate = False` turns the checks off.
@@ -42,6 +46,7 @@ parameters do not shadow an import): `from apiserver import api_server_fixture` 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -205,6 +210,93 @@ def message(
         chunk_size=chunk_size,
         headers=dict(headers or {}),
     )
+
+
+COMPACTION_BETA = "compact-2026-01-12"
+CONTEXT_EDITING_BETA = "context-management-2025-06-27"
+MIN_COMPACTION_TRIGGER = 50_000
+
+
+def compaction_signature(content: str | None, encrypted: str | None) -> str:
+    """The signature this server puts on a compaction block (checked when it comes back)."""
+    digest = hashlib.sha256(json.dumps([content, encrypted]).encode()).hexdigest()
+    return f"sig_compaction_{digest[:24]}"
+
+
+def compaction_block(summary: str | None, encrypted: str | None = "opaque-state-1") -> dict[str, Any]:
+    """A server compaction block, signed over its content."""
+    return {
+        "type": "compaction",
+        "content": summary,
+        "encrypted_content": encrypted,
+        "signature": compaction_signature(summary, encrypted),
+    }
+
+
+def compaction_usage(
+    compaction: Mapping[str, int], message: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """A usage whose `iterations` hold a compaction step and a message step; the top-level
+    fields are the message step's (the compaction step is not in them)."""
+    step = {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        **dict(message or DEFAULT_USAGE),
+    }
+    compacting = {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        **dict(compaction),
+    }
+    return {
+        **{k: v for k, v in step.items()},
+        "iterations": [{"type": "compaction", **compacting}, {"type": "message", **step}],
+    }
+
+
+def anthropic_compaction_error(body: Any, headers: Mapping[str, str]) -> str | None:
+    """The API's 400 message for a request whose compaction or context edits it refuses."""
+    if not isinstance(body, dict):
+        return None
+    betas = {b.strip() for b in headers.get("anthropic-beta", "").split(",") if b.strip()}
+    edits = (body.get("context_management") or {}).get("edits") or []
+    kinds = [str(edit.get("type")) for edit in edits if isinstance(edit, dict)]
+    for index, edit in enumerate(edits):
+        if edit.get("type") == "compact_20260112":
+            if COMPACTION_BETA not in betas:
+                return f"context_management.edits.{index}: compact_20260112 requires the {COMPACTION_BETA} beta"
+            trigger = edit.get("trigger") or {}
+            if isinstance(trigger, dict) and int(trigger.get("value", MIN_COMPACTION_TRIGGER)) < MIN_COMPACTION_TRIGGER:
+                return (
+                    f"context_management.edits.{index}.trigger.value: must be greater than or "
+                    f"equal to {MIN_COMPACTION_TRIGGER}"
+                )
+        elif (
+            edit.get("type") in ("clear_tool_uses_20250919", "clear_thinking_20251015")
+            and CONTEXT_EDITING_BETA not in betas
+        ):
+            return f"context_management.edits.{index}: {edit.get('type')} requires the {CONTEXT_EDITING_BETA} beta"
+    if "clear_thinking_20251015" in kinds and len(kinds) > 1 and kinds[0] != "clear_thinking_20251015":
+        return "context_management.edits: clear_thinking_20251015 must be the first edit when several are given"
+    for m, message in enumerate(body.get("messages") or []):
+        for b, block in enumerate(_blocks(message.get("content"))):
+            if block.get("type") != "compaction":
+                continue
+            where = f"messages.{m}.content.{b}"
+            if COMPACTION_BETA not in betas:
+                return f"{where}: compaction blocks require the {COMPACTION_BETA} beta"
+            if message.get("role") != "assistant":
+                return f"{where}: a compaction block must be in an assistant message"
+            if block.get("content") == "":
+                return f"{where}.content: empty string content is not allowed"
+            expected = compaction_signature(block.get("content"), block.get("encrypted_content"))
+            if block.get("signature") != expected:
+                return f"{where}: invalid compaction signature (send the block back unchanged)"
+    return None
 
 
 def empty(**kwargs: Any) -> Message:
@@ -1067,7 +1159,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         if api == ANTHROPIC and api_server.validate:
-            problem = anthropic_request_error(parsed, api_server.context_window, len(raw))
+            problem = anthropic_compaction_error(parsed, request.headers) or anthropic_request_error(
+                parsed, api_server.context_window, len(raw)
+            )
             if problem is not None:
                 api_server.rejected.append((request, problem))
                 self._render(api, request, bad_request(problem))

@@ -317,6 +317,9 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
         demo_as="SESSION.jsonl",
         substitute={"<uuid>": "054d875b-93ba-4603-a80f-9fafa788858e"},  # the demo's last prompt
     ),
+    ("docs/compaction.md", "from unbounded.compaction.native import ServerCompaction, ServerCompactionSettings"): Run(
+        check=lambda ns, out, api: out.strip() == "None 147000" and ns["session"].extensions == (ns["server"],),
+    ),
     ("docs/compaction.md", "import asyncio"): Run(
         check=lambda ns, out, api: out.strip() == "extractive 0" and ns["outcome"].result.boundary.is_compact_boundary,
     ),

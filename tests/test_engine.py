@@ -221,7 +221,7 @@ def test_the_sync_session_has_every_public_method_of_session() -> None:
     assert parts == sorted(SESSION_PARTS)  # only properties may be left to `.session`
     missing = sorted(name for name in public - SESSION_PARTS if not hasattr(SyncSession, name))
     assert missing == []
-    for name in ("prepare", "call", "compact", "auto_compact"):
+    for name in ("prepare", "call", "compact", "auto_compact", "answer_tool"):
         assert inspect.iscoroutinefunction(getattr(Session, name))
         assert not inspect.iscoroutinefunction(getattr(SyncSession, name))
 

@@ -42,7 +42,7 @@ REQUIRED = {
     "fidelity",
     "retention",
 }
-BASELINES = {"none", "truncate", "summarize_no_cache", "clear_every_turn"}
+BASELINES = {"none", "truncate", "summarize_no_cache", "clear_every_turn", "server_compaction"}
 LONG_SESSIONS = (
     "marot-spotter_4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
     "marot-spotter_8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl",

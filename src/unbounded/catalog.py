@@ -56,6 +56,9 @@ class ModelInfo:
     keeps_previous_thinking: bool = True
     """False for models whose API drops the thinking blocks of earlier turns once a new user
     turn starts (Claude models before Opus 4.5): the cached prefix then ends before them."""
+    native_compaction: bool = False
+    """The provider compacts this model's context on its own server when asked (Anthropic's
+    `compact_20260112`; the provider must declare it too, `ProviderProfile`)."""
     aliases: tuple[str, ...] = ()
     source: str = ""
 
@@ -88,6 +91,7 @@ _FIELDS = {
     "encoding": str,
     "long_context_window": int,
     "keeps_previous_thinking": bool,
+    "native_compaction": bool,
     "aliases": list,
     "source": str,
 }

@@ -3,8 +3,8 @@
     prepare -> yield the request -> (the driver sends it) -> receive the reply or the error
       error, prompt too long, first time this send: compact (reactive), prepare, yield again
       error, otherwise: raised to the driver
-      reply whose only tool calls are `recall`, rounds left: answered from the transcript,
-      recorded as a recall round, prepare, yield again
+      reply whose tool calls the session all answers itself (`recall`, an extension's tool),
+      rounds left: answered, recorded as a recall round, prepare, yield again
       reply: recorded; the turn is over
 
 `TurnFlow` is that flow as an async generator in the manner of httpx's `auth_flow`: it never
@@ -32,7 +32,6 @@ from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.policy import Policy
-from unbounded.recall.schema import RECALL_TOOL_NAME
 
 RECALL_ROUND_FIELD = "isRecallRound"
 """Marks the records of a recall round answered inside the flow: the caller never saw them,
@@ -81,6 +80,15 @@ class TurnSession(CompactingSession, Protocol):
         """Answer a `recall` call."""
         ...
 
+    def answers_tool(self, name: str) -> bool:
+        """Whether the session answers calls of the tool `name` itself (`recall` while it is
+        offered, an extension's tool)."""
+        ...
+
+    async def answer_tool(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """The tool_result for a call the session answers itself."""
+        ...
+
     def append(self, entries: Sequence[Entry]) -> None:
         """Append records to the transcript."""
         ...
@@ -114,21 +122,18 @@ async def reactive_compaction(session: CompactingSession, error: BaseException) 
 
 
 def is_recall_round(session: TurnSession, response: ModelResponse) -> bool:
-    """Whether a reply calls tools and every call is the session's own `recall`."""
+    """Whether a reply calls tools and the session answers every call itself (its own
+    `recall`, an extension's tool such as `compact_context`)."""
     uses = response.tool_uses
-    return (
-        bool(uses)
-        and all(use.get("name") == RECALL_TOOL_NAME for use in uses)
-        and session.offers_recall
-    )
+    return bool(uses) and all(session.answers_tool(str(use.get("name"))) for use in uses)
 
 
-def answer_recall_round(session: TurnSession, response: ModelResponse) -> None:
-    """Record a recall-only reply and the session's answers to it, both marked as a round
-    the caller did not see."""
+async def answer_recall_round(session: TurnSession, response: ModelResponse) -> None:
+    """Record a reply whose calls the session answers itself and its answers to them, both
+    marked as a round the caller did not see."""
     mark = {RECALL_ROUND_FIELD: True}
     session.record(response, extra=mark)
-    answers = [session.run_recall(use) for use in response.tool_uses]
+    answers = [await session.answer_tool(use) for use in response.tool_uses]
     session.append([Entry.user(answers, extra=mark)])
 
 
@@ -153,7 +158,7 @@ async def turn_flow(session: TurnSession, options: TurnOptions = TurnOptions()) 
                 raise outcome
             compacted = True
         elif rounds < options.recall_rounds and is_recall_round(session, outcome):
-            answer_recall_round(session, outcome)
+            await answer_recall_round(session, outcome)
             rounds += 1
             compacted = False
         else:

@@ -9,13 +9,14 @@ below `session.py` and imports nothing of it (`Session` is an `ExtensionHost`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:
     from unbounded.caching.ttl import CacheTtl
+    from unbounded.catalog import ModelInfo
     from unbounded.compaction.context import CompactionContext
     from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
     from unbounded.compaction.micro import MicrocompactState
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from unbounded.model.content import MessageParam
     from unbounded.model.entries import Entry
     from unbounded.model.response import Provider
-    from unbounded.policy import Policy
+    from unbounded.policy import Policy, Thresholds
     from unbounded.session_state import SessionStatus
     from unbounded.storage import SessionStore
     from unbounded.turn import TurnContext
@@ -41,6 +42,16 @@ class ExtensionHost(Protocol):
     @property
     def policy(self) -> Policy:
         """The session's policy, scaled for the window."""
+        ...
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The window's warning, error and auto-compact thresholds."""
+        ...
+
+    @property
+    def model_info(self) -> ModelInfo:
+        """The model's limits, with the config's window."""
         ...
 
     @property
@@ -88,6 +99,10 @@ class ExtensionHost(Protocol):
         """What a compaction of this conversation reads now."""
         ...
 
+    async def compact(self, *, instructions: str | None = None) -> CompactionResult:
+        """Compact the conversation now, the summary prompt given `instructions`."""
+        ...
+
     def model_provider(self) -> Provider | None:
         """The model the session's summaries and notes are written by (None: none yet)."""
         ...
@@ -122,8 +137,14 @@ class Extension:
         """The tools the requests declare, given those the extensions before this one left;
         asked when the session builds its request parameters, not on every turn, and when it
         derives its settings (once the extensions are attached, and on `reconfigure`), so the
-        size estimate of the system prompt and tools counts what an extension adds."""
+        size estimate of the system prompt and tools counts what an extension adds; again
+        whenever `tools_state` changes."""
         return tools
+
+    def tools_state(self, session: ExtensionHost) -> object:
+        """A small comparable value that changes when `tools_offered` would give other tools
+        (asked every turn; the default never changes)."""
+        return None
 
     async def before_request(self, session: ExtensionHost, turn: TurnContext) -> None:
         """Awaited once the request is built and its cache markers placed, before it is
@@ -131,6 +152,17 @@ class Extension:
 
     def after_record(self, session: ExtensionHost, entry: Entry) -> None:
         """Called after each recorded response, with its entry."""
+
+    def answers_tool(self, session: ExtensionHost, name: str) -> bool:
+        """Whether this extension answers calls of the tool `name` (one it offers in
+        `tools_offered`); the session then asks `answer_tool` for their results."""
+        return False
+
+    async def answer_tool(
+        self, session: ExtensionHost, tool_use: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The tool_result block for a call of a tool this extension answers."""
+        raise NotImplementedError(f"{type(self).__name__} answers no tool calls")
 
     async def compact_from_memory(
         self, session: ExtensionHost, *, max_post_tokens: int | None = None

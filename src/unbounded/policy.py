@@ -87,8 +87,31 @@ _MIN_SCALED = {
 }
 MIN_RECALL_TOKENS = 100
 """The smallest `Policy.recall_max_tokens`: an answer's header and a few lines."""
+COMPACTION_TIERS: tuple[str, ...] = ("native", "summary", "offline")
+"""The tiers `Policy.compaction_tier_order` may name (docs/compaction.md, "Tiers")."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def _check_compaction_choices(policy: Policy) -> None:
+    """The tier order, the compaction tool's share and the reminder marks."""
+    order = policy.compaction_tier_order
+    known = COMPACTION_TIERS
+    if not order or any(name not in known for name in order) or len(set(order)) != len(order):
+        raise ConfigError(
+            f"Policy.compaction_tier_order must name each of {list(known)} at most once, "
+            f"at least one, not {list(order)}"
+        )
+    if not 0 < policy.compaction_tool_share <= 1:
+        raise ConfigError(
+            f"Policy.compaction_tool_share must be in (0, 1], not {policy.compaction_tool_share}"
+        )
+    marks = policy.budget_reminder_marks
+    if any(not 0 < mark <= 1 for mark in marks) or list(marks) != sorted(set(marks)):
+        raise ConfigError(
+            "Policy.budget_reminder_marks must be rising shares in (0, 1], each once, "
+            f"not {list(marks)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +241,22 @@ class Policy:
     the tries of later turns after a failure. Once they are spent, the offline hand-over
     writes that summary. 4 covers a request and its direct fallback, each retried once, and
     stops a failing model from being sent the whole conversation turn after turn."""
+    compaction_tier_order: tuple[str, ...] = ("native", "summary", "offline")
+    """The automatic compaction's tiers, in the order tried (after the session notes): the
+    provider's own compaction where provider and model declare it, our summary by the model,
+    the offline hand-over (docs/compaction.md, "Tiers")."""
+
+    # -- what the model sees and may ask for (docs/compaction.md) ---------------------------
+    compaction_tool_enabled: bool = True
+    """Offer a `compact_context` tool (with the `CompactionTool` extension) once the context
+    passes `compaction_tool_share` of the auto-compact threshold."""
+    compaction_tool_share: float = 0.8
+    """The share of the auto-compact threshold from which the compaction tool is offered."""
+    budget_reminders_enabled: bool = True
+    """Append a short context-budget note (with the `BudgetReminders` extension) each time
+    the context passes one of `budget_reminder_marks`."""
+    budget_reminder_marks: tuple[float, ...] = (0.5, 0.75, 0.9)
+    """Shares of the auto-compact threshold at which the model is told how full it is."""
     ptl_fallback_drop_fraction: float = 0.2
     """Share of the oldest API-round groups dropped when the error gives no token gap."""
     compact_heartbeat_seconds: float = 30.0
@@ -342,6 +381,7 @@ class Policy:
             raise ConfigError("Policy.ptl_max_retries must be >= 1")
         if self.compact_max_summary_requests < 1:
             raise ConfigError("Policy.compact_max_summary_requests must be >= 1")
+        _check_compaction_choices(self)
         if self.hook_timeout_seconds <= 0 or self.compact_heartbeat_seconds <= 0:
             raise ConfigError("Policy timeouts and intervals must be > 0")
         if not (0 <= self.cache_break_min_drop_fraction < 1):

@@ -66,7 +66,7 @@ from unbounded.policy import Policy, Thresholds
 from unbounded.providers.base import ModelResponse, Provider
 from unbounded.recall.index import TranscriptIndex
 from unbounded.recall.offer import offers_recall
-from unbounded.recall.schema import recall_tool_schema
+from unbounded.recall.schema import RECALL_TOOL_NAME, recall_tool_schema
 from unbounded.redaction import private_diff_writer
 from unbounded.session_compaction import SessionCompactor
 from unbounded.session_input import (
@@ -762,6 +762,24 @@ class Session:
         )
         emit(self.events_sink(), served)
         return result
+
+    def answers_tool(self, name: str) -> bool:
+        """Whether this session answers calls of the tool `name` itself: `recall` while it is
+        offered, or a tool an extension answers (`Extension.answers_tool`)."""
+        if name == RECALL_TOOL_NAME and self.offers_recall:
+            return True
+        return any(extension.answers_tool(self, name) for extension in self.extensions)
+
+    async def answer_tool(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """The tool_result block for a call this session answers itself (`answers_tool`):
+        `run_recall`, or the extension's answer. Add it with the other results of its reply."""
+        name = str(tool_use.get("name"))
+        if name == RECALL_TOOL_NAME and self.offers_recall:
+            return self.run_recall(tool_use)
+        for extension in self.extensions:
+            if extension.answers_tool(self, name):
+                return await extension.answer_tool(self, tool_use)
+        raise ConfigError(f"this session answers no calls of the tool {name!r}")
 
     # -- one whole turn ---------------------------------------------------------------------------
     async def call(self, provider: Provider, *, stream: bool = False) -> ModelResponse:

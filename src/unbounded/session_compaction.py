@@ -50,6 +50,7 @@ from unbounded.compaction.decisions import (
 )
 from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
 from unbounded.compaction.idle import cold_resume_pays, idle_compaction_pays
+from unbounded.compaction.native import arrange_tiers, native_tiers
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.events import EarlyCompaction, IdleCompaction, SummaryStall, emit
 from unbounded.extension import offers_memory_compaction
@@ -375,9 +376,10 @@ class SessionCompactor:
         return tuple(chosen)
 
     def default_compaction_tiers(self) -> tuple[TierEntry, ...]:
-        """The tiers cheapest first: the session notes, then the model's cache-sharing and
-        direct requests until the breaker trips or the summary requests are spent, the
-        offline hand-over's two after (without a model, throughout)."""
+        """The session notes first, then in `Policy.compaction_tier_order`: the provider's own
+        compaction where provider and model declare it, the model's cache-sharing and direct
+        requests until the breaker trips or the summary requests are spent, the offline
+        hand-over's two (without a model, only those, throughout)."""
         offline, reason = self.offline_summarizer()
         telemetry = self.session.deps.telemetry
         extractive = telemetry.traced(offline)
@@ -391,10 +393,18 @@ class SessionCompactor:
         summarizer = telemetry.traced(model)  # one wrapper: the two share a summary
         return (
             *self._memory_tiers(),
-            TierSlot(CacheSharingSummaryTier(summarizer), "closed"),
-            TierSlot(DirectSummaryTier(summarizer), "closed"),
-            TierSlot(CacheSharingSummaryTier(extractive), "open"),
-            TierSlot(DirectSummaryTier(extractive), "open"),
+            *arrange_tiers(
+                self.session.policy.compaction_tier_order,
+                native=native_tiers(summarizer, self.session.model_info),
+                summary=(
+                    TierSlot(CacheSharingSummaryTier(summarizer), "closed"),
+                    TierSlot(DirectSummaryTier(summarizer), "closed"),
+                ),
+                offline=(
+                    TierSlot(CacheSharingSummaryTier(extractive), "open"),
+                    TierSlot(DirectSummaryTier(extractive), "open"),
+                ),
+            ),
         )
 
     def _memory_tiers(self, *, max_post_tokens: int | None = None) -> tuple[SessionMemoryTier, ...]:

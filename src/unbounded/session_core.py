@@ -15,9 +15,7 @@ from unbounded.extension import ExtensionHost
 
 if TYPE_CHECKING:
     from unbounded.caching.break_detector import PromptCacheBreakDetector
-    from unbounded.catalog import ModelInfo
     from unbounded.configuration import DerivedSettings
-    from unbounded.policy import Thresholds
     from unbounded.session_options import SessionDeps
     from unbounded.session_recall import SessionRecall
     from unbounded.session_state import SessionState
@@ -26,16 +24,6 @@ if TYPE_CHECKING:
 
 class SessionCore(ExtensionHost, Protocol):
     """What a session's prepare steps and compactor use of it."""
-
-    @property
-    def thresholds(self) -> Thresholds:
-        """The window's warning, error and auto-compact thresholds."""
-        ...
-
-    @property
-    def model_info(self) -> ModelInfo:
-        """The model's limits, with the config's window."""
-        ...
 
     @property
     def settings(self) -> DerivedSettings:

@@ -50,8 +50,11 @@ class PrepareSteps:
         """Indices of the last request's messages that carry a cache marker."""
         self._level: WarningLevel = "ok"
         self._reported_repairs: tuple[str, ...] = ()
-        self._request_params: tuple[tuple[object, ...], CacheSafeParams] | None = None
-        """The parameters of the session's own requests, while config and policy stay."""
+        self._request_params: (
+            tuple[tuple[object, ...], CacheSafeParams, tuple[object, ...]] | None
+        ) = None
+        """The parameters of the session's own requests, while config, policy and the
+        extensions' `tools_state` stay."""
         self.order: tuple[TurnStep, ...] = self.in_order()
         """What `prepare` runs (extensions hook in through `Extension`)."""
 
@@ -194,9 +197,14 @@ class PrepareSteps:
         """System, tools and the turn's messages into one request."""
         session = self.session
         key = (session.config, session.policy, session.model_info, session.offers_recall)
+        tools = tuple(extension.tools_state(session) for extension in session.deps.extensions)
         memo = self._request_params
-        if memo is None or any(a is not b for a, b in zip(memo[0], key, strict=True)):
-            memo = self._request_params = (key, session.cache_safe_params())
+        if (
+            memo is None
+            or any(a is not b for a, b in zip(memo[0], key, strict=True))
+            or memo[2] != tools
+        ):
+            memo = self._request_params = (key, session.cache_safe_params(), tools)
         turn.request = memo[1].request(turn.messages, shared=True)
 
     async def place_breakpoints(self, turn: TurnContext) -> None:

@@ -179,6 +179,14 @@ class SyncSession:
         """Answer a `recall` call (`Session.run_recall`)."""
         return self.session.run_recall(tool_use)
 
+    def answers_tool(self, name: str) -> bool:
+        """`Session.answers_tool`."""
+        return self.session.answers_tool(name)
+
+    def answer_tool(self, tool_use: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer a call the session answers itself (`Session.answer_tool`)."""
+        return self._runner.run(self.session.answer_tool(tool_use))
+
     def write_notes(self, text: str) -> None:
         """`Session.write_notes`."""
         self.session.write_notes(text)

@@ -53,6 +53,7 @@ from unbounded.compaction.prompts import (
     summary_message_text,
 )
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
+from unbounded.compaction.server_blocks import compaction_blocks_as_text
 from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
 from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
 from unbounded.errors import CompactionError, ConfigError, PromptTooLongError, ProviderError
@@ -645,7 +646,7 @@ class SummaryJob:
             to_send = list(sent_messages)
         else:
             to_send = normalize_messages(_without_reinjected(self.view))
-        self.messages = strip_images_and_documents(to_send)
+        self.messages = compaction_blocks_as_text(strip_images_and_documents(to_send))
         self._replaced_tokens = token_count_with_estimation(self.summarized)
         self._lean_source = self.messages
 

@@ -68,6 +68,7 @@ from unbounded.evaluation.continuation import (
     TextIndex,
     continuation_scores,
 )
+from unbounded.evaluation.native_strategies import NATIVE_STRATEGIES, native_strategies
 from unbounded.evaluation.prefix import RECORDED_TOOLS, OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
@@ -761,7 +762,11 @@ class _Replayer:
         # Primed with the tools of our first request: recall joins later (Session.offers_recall).
         self.simulator = self.settings.simulator(self.session.offered_tools())
         self.ours = StrategyRun("unbounded")
-        self.baselines: list[Baseline] = make_baselines(self.settings) if options.baselines else []
+        self.baselines: list[Baseline] = (
+            [*make_baselines(self.settings), *native_strategies(self.settings)]
+            if options.baselines
+            else []
+        )
         self.source = options.source or (
             transcript.path.name if transcript.path is not None else "session"
         )
@@ -1242,7 +1247,7 @@ def replay_session(
 
 def strategy_names() -> tuple[str, ...]:
     """Strategies a report compares, in order: ours, then the baselines."""
-    return ("unbounded", *BASELINES)
+    return ("unbounded", *BASELINES, *NATIVE_STRATEGIES)
 
 
 def cumulative(values: Sequence[float]) -> list[float]:

@@ -4,6 +4,9 @@
   summary of a compaction that needs no model call.
 - `instructions.NestedMemory`: instruction files (`CLAUDE.md`, `AGENTS.md`) attached along the
   paths the agent reads, and attached again after each compaction.
+- `compaction_tool.CompactionTool`: a `compact_context` tool the model may call, with a
+  focus the summary keeps, offered above a share of the auto-compact threshold.
+- `budget_reminders.BudgetReminders`: context-budget notes the model sees at stated marks.
 - `subagents`: child sessions forked from a parent, sharing its prompt cache
   (`fork_subagent`, `resume_subagent`); they take extensions of their own.
 
@@ -12,6 +15,8 @@ Write one by subclassing `Extension` and overriding the hooks you need (docs/ses
 """
 
 from unbounded.extension import Extension
+from unbounded.extensions.budget_reminders import BudgetReminders
+from unbounded.extensions.compaction_tool import CompactionTool
 from unbounded.extensions.instructions import NestedMemory
 from unbounded.extensions.session_memory import SessionMemory
 from unbounded.extensions.subagents import (
@@ -22,6 +27,8 @@ from unbounded.extensions.subagents import (
 )
 
 __all__ = [
+    "BudgetReminders",
+    "CompactionTool",
     "ContinuationSummarizer",
     "Extension",
     "NestedMemory",

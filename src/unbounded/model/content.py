@@ -102,6 +102,9 @@ class Usage(TypedDict, total=False):
     cache_read_input_tokens: int
     cache_creation: dict[str, int]
     cache_deleted_input_tokens: int
+    iterations: list[dict[str, Any]]
+    """Anthropic's per-iteration usage (`usage.iterations`): a server-side compaction's own
+    step is a `compaction` entry, billed but not counted in the fields above."""
 
 
 def usage_from_openai(raw: Any) -> Usage | None:

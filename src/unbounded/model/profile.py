@@ -36,12 +36,23 @@ class ProviderProfile:
     """The headings the guard checks in its summaries (None: the prompt's nine sections)."""
     offline: bool = False
     """It sends no request to a model (the offline hand-over: costs nothing, never fails)."""
+    native_context_edits: frozenset[str] = frozenset()
+    """The provider's own context-management edits its API takes (Anthropic:
+    `compact_20260112`, `clear_tool_uses_20250919`, `clear_thinking_20251015`); a model must
+    also declare them (`ModelInfo.native_compaction`). Empty: none (`compaction.native`)."""
 
     def __post_init__(self) -> None:
         for flag in ("writes_final_summary", "includes_facts", "offline"):
             value = getattr(self, flag)
             if not isinstance(value, bool):
                 raise ConfigError(f"ProviderProfile.{flag} must be True or False, not {value!r}")
+        if not isinstance(self.native_context_edits, frozenset) or not all(
+            isinstance(edit, str) for edit in self.native_context_edits
+        ):
+            raise ConfigError(
+                "ProviderProfile.native_context_edits must be a frozenset of edit type names, "
+                f"not {self.native_context_edits!r}"
+            )
         if self.summary_sections is not None and not isinstance(self.summary_sections, SectionSpec):
             raise ConfigError(
                 "ProviderProfile.summary_sections must be a SectionSpec or None, "

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from unbounded.errors import ConfigError
+from unbounded.model.profile import ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import call_with_heartbeat
 from unbounded.providers.base import (
@@ -30,6 +31,7 @@ from unbounded.providers.base import (
     ServerError,
 )
 from unbounded.wire.anthropic import NO_API_KEY, AnthropicMessages
+from unbounded.wire.context_edits import ANTHROPIC_CONTEXT_EDITS
 
 if TYPE_CHECKING:
     import anthropic
@@ -166,6 +168,8 @@ class AnthropicProvider(SdkProvider):
     """Sends `ProviderRequest`s to Claude with the official SDK (async or sync client)."""
 
     name = "anthropic"
+    profile = ProviderProfile(native_context_edits=ANTHROPIC_CONTEXT_EDITS)
+    """Its API compacts and edits context on the server (`compaction.native`)."""
 
     def __init__(
         self,
@@ -206,7 +210,7 @@ class AnthropicProvider(SdkProvider):
         return self.wire.to_request(request, stream=False, accepted=_signature_names(method))
 
     def _messages_api(self, client: Any, request: ProviderRequest) -> Any:
-        return client.beta.messages if request.get("betas") else client.messages
+        return client.beta.messages if self.wire.betas(request) else client.messages
 
     async def _create(
         self,

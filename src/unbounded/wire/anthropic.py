@@ -6,8 +6,10 @@ Every field the SDK method names is passed as a keyword (model, max_tokens, syst
 messages, thinking, metadata, tool_choice...); fields this SDK version does not name
 (`temperature` in recent versions, `context_management` outside the beta endpoint) go through
 `extra_body`, so the wire body is the same whatever the SDK version. `betas` becomes the
-`anthropic-beta` list (the provider then calls `client.beta.messages`). `cache_edits` is sent
-as a top-level body field only by a format built with `cache_edits=True`.
+`anthropic-beta` list (the provider then calls `client.beta.messages`), with the compaction
+beta added when the messages carry a server compaction block, which goes back unchanged.
+`cache_edits` is sent as a top-level body field only by a format built with
+`cache_edits=True`.
 
 `inbound` takes the caller's messages (SDK objects or dicts) as plain dicts without the
 caller's cache markers, the form a session stores.
@@ -45,6 +47,7 @@ from unbounded.wire.base import (
     response_headers,
     retry_after_seconds,
 )
+from unbounded.wire.context_edits import COMPACTION_BETA, COMPACTION_BLOCK
 
 NO_API_KEY = (
     "no Anthropic API key: set ANTHROPIC_API_KEY in the environment, or pass "
@@ -79,13 +82,23 @@ class AnthropicMessages:
                 kwargs[key] = value
             else:
                 extra_body[key] = value
-        if request.get("betas"):
-            kwargs["betas"] = list(request["betas"])
+        betas = self.betas(request)
+        if betas:
+            kwargs["betas"] = betas
         if self.cache_edits and request.get("cache_edits"):
             extra_body["cache_edits"] = [dict(edit) for edit in request["cache_edits"]]
         if extra_body:
             kwargs["extra_body"] = extra_body
         return kwargs
+
+    def betas(self, request: ProviderRequest) -> list[str]:
+        """The request's beta headers, with the compaction beta added when its messages carry
+        a server compaction block (the API refuses them without it, whichever path sends
+        them: the main request, a summary fork, a drop-in's)."""
+        betas = [str(beta) for beta in request.get("betas") or ()]
+        if COMPACTION_BETA not in betas and _has_compaction_block(request.get("messages")):
+            betas.append(COMPACTION_BETA)
+        return betas
 
     def from_response(self, message: Any) -> ModelResponse:
         """A ModelResponse from an SDK `Message` (or `BetaMessage`)."""
@@ -145,6 +158,18 @@ class AnthropicMessages:
                 )
             )
         return InboundMessages("", out)
+
+
+def _has_compaction_block(messages: object) -> bool:
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == COMPACTION_BLOCK for b in content
+        ):
+            return True
+    return False
 
 
 def _sdk_error(sdk: Any, exc: BaseException) -> ProviderError | None:
@@ -221,6 +246,10 @@ def plain_data(value: Any) -> Any:
 
 def block_dict(block: Any) -> dict[str, Any]:
     """A content block (an SDK block, a dict, or a bare string for text) as a plain dict."""
+    dump = getattr(block, "model_dump", None)
+    if getattr(block, "type", None) == "compaction" and callable(dump):
+        # A compaction block goes back exactly as the server sent it, its nulls included.
+        return dict(dump(mode="json", exclude_unset=True))
     data = plain_data(block)
     if isinstance(data, str):
         return {"type": "text", "text": data}
@@ -293,6 +322,9 @@ def _block(block: Any) -> ContentBlock:
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
     if kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.data}
+    if kind == "compaction":
+        # Sent back verbatim: exactly the fields the server sent, nulls included.
+        return cast(ContentBlock, block.model_dump(mode="json", exclude_unset=True))
     return cast(ContentBlock, block.model_dump(mode="json", exclude_none=True))
 
 
@@ -310,6 +342,9 @@ def _usage(usage: Any) -> Usage:
     deleted = data.get("cache_deleted_input_tokens")
     if deleted is not None:
         out["cache_deleted_input_tokens"] = int(deleted)
+    iterations = data.get("iterations")
+    if isinstance(iterations, list) and iterations:
+        out["iterations"] = [dict(item) for item in iterations if isinstance(item, Mapping)]
     return out
 
 
