@@ -152,3 +152,14 @@ def test_idle_leaves_a_session_with_notes_to_the_free_compaction_at_the_resume(t
     session.reconfigure(policy=without_rule)
     assert asyncio.run(session.idle()) is not None  # nothing else would compact the resume
     session.close()
+
+
+def test_an_unpriced_model_never_pays_to_compact() -> None:
+    # The drop-ins price a model they have no prices for at 0: no division by it.
+    from unbounded.integrations.openai_client import model_from_arguments
+
+    unpriced = model_from_arguments("qwen3-coder", 131072, None, None)
+    assert unpriced.input_per_mtok == 0
+    assert not cold_resume_pays(Policy(), unpriced, tokens=120_000, overhead=1_000, ttl="5m")
+    low = Policy(idle_compact_min_tokens=0)
+    assert idle_compaction_pays(low, unpriced, tokens=120_000, overhead=1_000, ttl="5m") is None
