@@ -163,3 +163,24 @@ def test_an_unpriced_model_never_pays_to_compact() -> None:
     assert not cold_resume_pays(Policy(), unpriced, tokens=120_000, overhead=1_000, ttl="5m")
     low = Policy(idle_compact_min_tokens=0)
     assert idle_compaction_pays(low, unpriced, tokens=120_000, overhead=1_000, ttl="5m") is None
+
+
+def test_no_idle_or_cold_resume_event_when_the_compaction_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unbounded.session_compaction import SessionCompactor
+
+    async def fails(self: SessionCompactor) -> None:
+        return None
+
+    monkeypatch.setattr(SessionCompactor, "auto_compact", fails)
+    clock, events = Clock(), []  # type: ignore[var-annotated]
+    idle = _session(clock, events, tmp_path / "a", 120_000)
+    clock.now += timedelta(seconds=270)
+    assert asyncio.run(idle.idle()) is None
+    idle.close()
+    cold = _session(clock, events, tmp_path / "b", 150_000)
+    cold.add_user("I'm back. Go on.")
+    clock.now += timedelta(hours=2)
+    asyncio.run(cold.prepare())
+    assert cold.status().compactions == 0
+    assert not [e for e in events if isinstance(e, (IdleCompaction, EarlyCompaction))]
+    cold.close()
