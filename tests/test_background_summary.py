@@ -325,3 +325,26 @@ def test_every_request_is_valid_and_keeps_each_record_once_whatever_the_interlea
     asyncio.run(scenario())
     swaps = [e for e in events if isinstance(e, BackgroundSummarySwapped)]
     assert all(s.kept_since >= 0 for s in swaps)
+
+
+def test_idle_swaps_in_the_background_summary_instead_of_paying_for_another(api_server: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unbounded.compaction.idle import ResumeCosts
+
+    # The break-even is tested in test_idle_compaction.py; here idle compaction is due.
+    monkeypatch.setattr("unbounded.session_compaction.idle_compaction_pays", lambda *a, **k: ResumeCosts(1.0, 0.5))
+    events: list[Event] = []
+    session = _open(api_server, tmp_path, events)
+    api_server.anthropic.push(_summary_reply())
+    api_server.anthropic.push(_summary_reply())
+
+    async def scenario() -> Any:
+        await _past_the_mark(session)
+        await session.background.settle()
+        return await session.idle()
+
+    result = asyncio.run(scenario())
+    assert result is not None and session.status().compactions == 1
+    assert len(api_server.requests) == 1  # the background summary's call, and no second one
+    assert [type(e) for e in events].count(BackgroundSummarySwapped) == 1
+    assert not any(isinstance(e, BackgroundSummaryDiscarded) for e in events)
+    session.close()

@@ -313,3 +313,16 @@ def test_a_runner_collected_inside_a_running_loop_never_waits_there() -> None:
             break
         threading.Event().wait(0.05)
     assert loop.is_closed()
+
+
+def test_a_sync_session_refuses_the_background_summary(tmp_path: Path) -> None:
+    from unbounded.errors import ConfigError
+
+    config = SessionConfig(model="claude-sonnet-4-6", system="You are careful.", context_window=200_000)
+    with pytest.raises(ConfigError, match="use the async Session"):
+        SyncSession.open(tmp_path / "a", config, policy=Policy(background_summary=True))
+    sync = SyncSession.open(tmp_path / "b", config, policy=Policy())
+    with pytest.raises(ConfigError, match="background_summary"):
+        sync.reconfigure(policy=Policy(background_summary=True))
+    assert not sync.policy.background_summary  # refused before anything changed
+    sync.close()

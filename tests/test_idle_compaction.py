@@ -152,3 +152,35 @@ def test_idle_leaves_a_session_with_notes_to_the_free_compaction_at_the_resume(t
     session.reconfigure(policy=without_rule)
     assert asyncio.run(session.idle()) is not None  # nothing else would compact the resume
     session.close()
+
+
+def test_an_unpriced_model_never_pays_to_compact() -> None:
+    # The drop-ins price a model they have no prices for at 0: no division by it.
+    from unbounded.integrations.openai_client import model_from_arguments
+
+    unpriced = model_from_arguments("qwen3-coder", 131072, None, None)
+    assert unpriced.input_per_mtok == 0
+    assert not cold_resume_pays(Policy(), unpriced, tokens=120_000, overhead=1_000, ttl="5m")
+    low = Policy(idle_compact_min_tokens=0)
+    assert idle_compaction_pays(low, unpriced, tokens=120_000, overhead=1_000, ttl="5m") is None
+
+
+def test_no_idle_or_cold_resume_event_when_the_compaction_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unbounded.session_compaction import SessionCompactor
+
+    async def fails(self: SessionCompactor) -> None:
+        return None
+
+    monkeypatch.setattr(SessionCompactor, "auto_compact", fails)
+    clock, events = Clock(), []  # type: ignore[var-annotated]
+    idle = _session(clock, events, tmp_path / "a", 120_000)
+    clock.now += timedelta(seconds=270)
+    assert asyncio.run(idle.idle()) is None
+    idle.close()
+    cold = _session(clock, events, tmp_path / "b", 150_000)
+    cold.add_user("I'm back. Go on.")
+    clock.now += timedelta(hours=2)
+    asyncio.run(cold.prepare())
+    assert cold.status().compactions == 0
+    assert not [e for e in events if isinstance(e, (IdleCompaction, EarlyCompaction))]
+    cold.close()

@@ -27,6 +27,7 @@ from unbounded.caching.breakpoints import place_cache_breakpoints
 from unbounded.caching.ttl import ttl_seconds
 from unbounded.compaction.auto import (
     CacheSharingSummaryTier,
+    CompactionOutcome,
     DirectSummaryTier,
     SessionMemoryTier,
     SummaryTier,
@@ -165,14 +166,8 @@ class SessionCompactor:
         )
         if step.waited:
             emit(session.events_sink(), SummaryStall(tokens, background=True))
-        outcome = step.outcome
-        tracking = session.state.tracking
-        if outcome is not None:
-            tracking.consecutive_failures = outcome.failures
-            if outcome.result is not None:
-                self.apply(outcome.result)
-                return True
-            tracking.summary_requests = outcome.summary_requests
+        if step.outcome is not None and self._apply_background(step.outcome) is not None:
+            return True
         if step.deferred:
             return True
         if not must_wait and session.policy.background_summary:
@@ -182,6 +177,31 @@ class SessionCompactor:
             return False  # the caller compacts in the turn, and counts the stall
         await self.auto_compact()  # the one it waited for is gone: compact in the turn
         return True
+
+    def _apply_background(self, outcome: CompactionOutcome) -> CompactionResult | None:
+        """Apply a taken background summary; None when it failed (its counts are kept)."""
+        tracking = self.session.state.tracking
+        tracking.consecutive_failures = outcome.failures
+        if outcome.result is None:
+            tracking.summary_requests = outcome.summary_requests
+            return None
+        self.apply(outcome.result)
+        return outcome.result
+
+    async def _take_background(self) -> CompactionResult | None:
+        """The background summary in flight, waited for and swapped in (None when there is
+        none, or it failed or went stale): a summary already paid for is used first."""
+        if not self.background.pending:
+            return None
+        session = self.session
+        await self.background.settle()
+        outcome = self.background.take(
+            session.transcript.entries,
+            estimate=session.estimate_request_tokens,
+            threshold=session.thresholds.autocompact,
+            rehydrate=lambda: self.context().rehydrator(),
+        )
+        return None if outcome is None else self._apply_background(outcome)
 
     def _start_background_summary(self) -> None:
         """Start the summary tiers on the conversation as it is now, off the turn's path."""
@@ -250,8 +270,10 @@ class SessionCompactor:
             costs.compact_usd,
             costs.keep_usd,
         )
-        emit(session.events_sink(), IdleCompaction(tokens, costs.keep_usd, costs.compact_usd))
-        return await self.auto_compact()
+        result = await self._take_background() or await self.auto_compact()
+        if result is not None:
+            emit(session.events_sink(), IdleCompaction(tokens, costs.keep_usd, costs.compact_usd))
+        return result
 
     def _cache_expired(self) -> bool:
         """The gap since the last response is over the session's cache TTL."""
@@ -277,9 +299,11 @@ class SessionCompactor:
         policy = session.policy
         if reason == "cold_resume":
             logger.info("the cache expired at %d tokens: compacting before resuming pays", tokens)
-            event = EarlyCompaction(reason, tokens, session.thresholds.autocompact)
-            emit(session.events_sink(), event)
-            return await self.auto_compact()
+            result = await self.auto_compact()
+            if result is not None:
+                event = EarlyCompaction(reason, tokens, session.thresholds.autocompact)
+                emit(session.events_sink(), event)
+            return result
         saving = (
             policy.cold_cache_compact_min_saving
             if reason == "cold_cache"

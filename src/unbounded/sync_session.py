@@ -21,6 +21,7 @@ from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.configuration import SessionConfig
+from unbounded.errors import ConfigError
 from unbounded.events import EventSink
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry
@@ -33,6 +34,18 @@ from unbounded.session_state import SessionStatus
 T = TypeVar("T")
 
 
+def refuse_background_summary(policy: Policy) -> None:
+    """ConfigError for `Policy.background_summary`: the kept loop runs only inside a blocking
+    call, so the summary's task would be frozen between turns and the turn at the threshold
+    would wait for it anyway."""
+    if policy.background_summary:
+        raise ConfigError(
+            "Policy.background_summary needs a running event loop between turns; a SyncSession "
+            "runs its loop only inside each blocking call, so the summary would never be written "
+            "off the turn's path: use the async Session, or set background_summary=False"
+        )
+
+
 class SyncSession:
     """`Session` with blocking methods: each async step runs to completion on one event loop
     kept for the session's life (`unbounded.blocking.BlockingRunner`: a loop per call costs
@@ -40,6 +53,7 @@ class SyncSession:
     Inside a running event loop the kept loop runs on a worker thread (the blocking rule)."""
 
     def __init__(self, session: Session) -> None:
+        refuse_background_summary(session.policy)
         self.session = session
         self._runner = BlockingRunner()
 
@@ -84,7 +98,9 @@ class SyncSession:
         policy: Policy | None = None,
         summarizer: Provider | None = None,
     ) -> None:
-        """`Session.reconfigure`."""
+        """`Session.reconfigure` (`Policy.background_summary` refused, as at construction)."""
+        if policy is not None:
+            refuse_background_summary(policy)
         self.session.reconfigure(config, policy=policy, summarizer=summarizer)
 
     @property
@@ -255,4 +271,4 @@ class SyncSession:
         self.close()
 
 
-__all__ = ["SyncSession"]
+__all__ = ["SyncSession", "refuse_background_summary"]

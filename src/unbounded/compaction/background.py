@@ -14,9 +14,11 @@
                              session compacts in the turn: a stall)
 
 Concurrency: the task reads a snapshot (copies of the entry lists; the records themselves are
-never edited), writes nothing and appends nothing; the session applies its result in a prepare
-step, so a turn recorded while it runs is after the snapshot and is kept verbatim, never
-summarized and never lost. A task that fails or is cancelled leaves nothing behind (logged,
+never edited) and appends nothing; the session applies its result in a prepare step, so a turn
+recorded while it runs is after the snapshot and is kept verbatim, never summarized and never
+lost. It runs the compaction a turn runs, hooks (PreCompact, SessionStart, PostCompact) and
+`CompactionStarted`/`CompactionFinished` included, when it runs, also for a summary later
+discarded. A task that fails or is cancelled changes nothing in the session (logged,
 `BackgroundSummaryDiscarded`); closing the session cancels it, and the summary call with it.
 
 Validity (`take`): the snapshot's records are still the transcript's first records (the same

@@ -17,6 +17,9 @@ and a cache write (`w`) when it has expired (the cold-resume guard: the summary 
 send the whole context again). Compacting pays when `compact < keep`; idle compaction also
 needs `Policy.idle_compact_min_tokens`, because the pause may end the session, and then the
 summary bought nothing.
+
+An unpriced model (input price 0, as the drop-ins give a model they have no prices for) never
+pays to compact: with nothing to save, both sides are 0 and the context is kept.
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ def resume_costs(
     cache_warm: bool,
 ) -> ResumeCosts:
     """The break-even's two sides (module docstring) for a context of `tokens`, of which
-    `overhead` is the system prompt and tools."""
+    `overhead` is the system prompt and tools; both 0 for an unpriced model."""
+    if model.input_per_mtok <= 0:
+        return ResumeCosts(keep_usd=0.0, compact_usd=0.0)  # nothing to save: never compacts
     per_token = model.input_per_mtok / 1_000_000
     write = write_multiplier(model, ttl)
     read = model.cache_read_multiplier
