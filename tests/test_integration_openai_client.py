@@ -28,6 +28,8 @@ from unbounded.integrations.openai_client import (
     is_reasoning_model,
 )
 from unbounded.policy import Policy
+from unbounded.providers.extractive import ExtractiveSummarizer
+from unbounded.session import Session, SessionConfig
 
 openai = pytest.importorskip("openai")
 
@@ -480,3 +482,16 @@ def test_built_in_tools_and_strict_functions_go_out_as_given(api_server: ApiServ
     api_server.openai.push(message("ok"))
     other.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], tools=chat_tools)
     assert api_server.last.json["tools"] == chat_tools
+
+
+def test_a_responses_conversation_is_summarized_on_the_responses_api(api_server: ApiServer) -> None:
+    # given a session, the client's summarizer is built before the first call names the API
+    session = Session(SessionConfig(model=MODEL), summarizer=ExtractiveSummarizer())
+    client = wrap(api_server.openai_client(sync=True), session=session, summarizer="client", policy=Policy())
+    api_server.responses.push(message("Read it."))
+    client.responses.create(model=MODEL, input="Read the log.")
+    api_server.responses.push(message(SUMMARY))
+    api_server.openai.push(message(SUMMARY))
+    asyncio.run(client.session.compact())
+    summaries = [r.path for r in api_server.requests if is_summary_request(r)]
+    assert summaries == ["/v1/responses"]
