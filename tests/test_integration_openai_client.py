@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -495,3 +497,13 @@ def test_a_responses_conversation_is_summarized_on_the_responses_api(api_server:
     asyncio.run(client.session.compact())
     summaries = [r.path for r in api_server.requests if is_summary_request(r)]
     assert summaries == ["/v1/responses"]
+
+
+def test_the_package_exports_the_openai_drop_in_without_importing_an_sdk() -> None:
+    code = (
+        "import sys, unbounded.integrations as i, unbounded.integrations.openai_client as o; "
+        "assert (i.UnboundedOpenAI, i.AsyncUnboundedOpenAI) == (o.UnboundedOpenAI, o.AsyncUnboundedOpenAI); "
+        "print(sorted(m for m in ('anthropic', 'openai', 'langchain', 'pydantic_ai', 'agents') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
