@@ -499,6 +499,16 @@ def test_a_responses_conversation_is_summarized_on_the_responses_api(api_server:
     assert summaries == ["/v1/responses"]
 
 
+
+def test_a_given_sessions_own_summarizer_is_kept_when_the_api_is_bound(api_server: ApiServer) -> None:
+    own = ExtractiveSummarizer()
+    session = Session(SessionConfig(model=MODEL), summarizer=own)
+    client = wrap(api_server.openai_client(sync=True), session=session, policy=Policy())
+    api_server.responses.push(message("Read it."))
+    client.responses.create(model=MODEL, input="Read the log.")
+    assert client.session.summarizer is own
+
+
 def test_the_package_exports_the_openai_drop_in_without_importing_an_sdk() -> None:
     code = (
         "import sys, unbounded.integrations as i, unbounded.integrations.openai_client as o; "

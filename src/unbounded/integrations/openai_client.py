@@ -268,9 +268,10 @@ class OpenAIPipeline(ClientPipeline):
         if self.api is None:
             self.api = api
             self.provider = self._provider_for(self.client)
-            if self._session is not None and self._summarizes_with_client():
-                # built on Chat Completions before the API was known: summaries go out on
-                # the conversation's API, as its own requests do
+            if self._session is not None and self._summarizer == "client":
+                # a given session's client summarizer was built on Chat Completions before
+                # the API was known: summaries go out on the conversation's API, as its
+                # requests do (a session the wrapper opens here is not open yet)
                 self._session.reconfigure(summarizer=self._summarizer_provider())
             return
         if self.api != api:
@@ -280,12 +281,6 @@ class OpenAIPipeline(ClientPipeline):
                 f"another API (pass wrap(..., api={api!r}) for a conversation on it, or call "
                 "client.client for an unmanaged call)"
             )
-
-    def _summarizes_with_client(self) -> bool:
-        """Whether the session's summarizer is the wrapped client (not a caller's own)."""
-        if self._summarizer == "client":
-            return True
-        return self._summarizer is None and self._owns_session
 
     def begin_openai(self, kwargs: Mapping[str, Any], api: OpenAIApi) -> dict[str, Any] | None:
         """Take a call's keywords (see `ClientPipeline.begin`): the caller's conversation in
