@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -31,6 +32,7 @@ from unbounded.events import Event
 from unbounded.integrations import UnboundedMiddleware
 from unbounded.integrations.langchain import (
     ChatModelSummarizer,
+    FunctionSummarizer,
     is_summary_message,
     message_to_entry,
     usage_from_metadata,
@@ -295,3 +297,21 @@ def test_reusing_the_last_calls_work_changes_nothing() -> None:
                 by_id = {m.id: m for m in new}
                 state["messages"] = [by_id.get(m.id, m) for m in state["messages"]]
     assert decisions >= 2  # it cleared and compacted on the way
+
+
+def test_close_closes_the_loops_the_sync_hooks_kept() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def summarize(messages: list[BaseMessage]) -> str:
+        loops.append(asyncio.get_running_loop())
+        return nine_section_summary("reading modules")
+
+    summarizer = FunctionSummarizer(summarize)
+    with UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), summarizer=summarizer) as middleware:
+        middleware.before_model({"messages": conversation_with_results(12)}, None)  # type: ignore[arg-type]
+        worker = threading.Thread(target=middleware.before_model, args=({"messages": conversation_with_results(12)}, None))
+        worker.start()
+        worker.join()
+        assert len(loops) == 2 and loops[0] is not loops[1]  # a loop per thread
+        assert not any(loop.is_closed() for loop in loops)
+    assert all(loop.is_closed() for loop in loops)

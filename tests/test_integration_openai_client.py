@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -28,6 +30,8 @@ from unbounded.integrations.openai_client import (
     is_reasoning_model,
 )
 from unbounded.policy import Policy
+from unbounded.providers.extractive import ExtractiveSummarizer
+from unbounded.session import Session, SessionConfig
 
 openai = pytest.importorskip("openai")
 
@@ -480,3 +484,36 @@ def test_built_in_tools_and_strict_functions_go_out_as_given(api_server: ApiServ
     api_server.openai.push(message("ok"))
     other.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], tools=chat_tools)
     assert api_server.last.json["tools"] == chat_tools
+
+
+def test_a_responses_conversation_is_summarized_on_the_responses_api(api_server: ApiServer) -> None:
+    # given a session, the client's summarizer is built before the first call names the API
+    session = Session(SessionConfig(model=MODEL), summarizer=ExtractiveSummarizer())
+    client = wrap(api_server.openai_client(sync=True), session=session, summarizer="client", policy=Policy())
+    api_server.responses.push(message("Read it."))
+    client.responses.create(model=MODEL, input="Read the log.")
+    api_server.responses.push(message(SUMMARY))
+    api_server.openai.push(message(SUMMARY))
+    asyncio.run(client.session.compact())
+    summaries = [r.path for r in api_server.requests if is_summary_request(r)]
+    assert summaries == ["/v1/responses"]
+
+
+
+def test_a_given_sessions_own_summarizer_is_kept_when_the_api_is_bound(api_server: ApiServer) -> None:
+    own = ExtractiveSummarizer()
+    session = Session(SessionConfig(model=MODEL), summarizer=own)
+    client = wrap(api_server.openai_client(sync=True), session=session, policy=Policy())
+    api_server.responses.push(message("Read it."))
+    client.responses.create(model=MODEL, input="Read the log.")
+    assert client.session.summarizer is own
+
+
+def test_the_package_exports_the_openai_drop_in_without_importing_an_sdk() -> None:
+    code = (
+        "import sys, unbounded.integrations as i, unbounded.integrations.openai_client as o; "
+        "assert (i.UnboundedOpenAI, i.AsyncUnboundedOpenAI) == (o.UnboundedOpenAI, o.AsyncUnboundedOpenAI); "
+        "print(sorted(m for m in ('anthropic', 'openai', 'langchain', 'pydantic_ai', 'agents') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr

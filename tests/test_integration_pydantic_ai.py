@@ -212,6 +212,16 @@ def test_a_resumed_folder_continues_with_the_new_prompt_only(api_server: ApiServ
         again.run_sync("More.", message_history=result.all_messages())
 
 
+def test_a_second_run_without_history_continues_the_conversation(api_server: ApiServer) -> None:
+    api_server.anthropic.push(message("First answer."), message("Second answer."))
+    agent = Agent(model_for(api_server), system_prompt=SYSTEM, capabilities=[UnboundedCapability()])
+    agent.run_sync("Hello.")
+    assert agent.run_sync("Go on.").output == "Second answer."
+    sent = api_server.requests[-1].json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert "Hello." in json.dumps(sent[0]) and "First answer." in json.dumps(sent[1]) and "Go on." in json.dumps(sent[2])
+
+
 def test_an_edited_history_is_refused(api_server: ApiServer) -> None:
     api_server.anthropic.push(message("One."), message("Two."))
     agent = Agent(model_for(api_server), capabilities=[UnboundedCapability()])

@@ -1,11 +1,15 @@
-"""Drop-ins for the code people already have: the Anthropic SDK client, a tool-calling agent
-loop over Python functions, and a LangChain agent middleware.
+"""Drop-ins for the code people already have: the Anthropic and OpenAI SDK clients (`wrap`
+returns an `UnboundedAnthropic` / `UnboundedOpenAI`, or their async twins), a tool-calling
+agent loop over Python functions, and a LangChain agent middleware. The pydantic-ai
+capability and the OpenAI Agents SDK session are in their modules
+(`unbounded.integrations.pydantic_ai`, `unbounded.integrations.openai_agents`).
 
     from unbounded.integrations import wrap, run_agent, UnboundedMiddleware
 
-Nothing here imports an SDK or a framework until it is used: `wrap` needs `anthropic`,
-`UnboundedMiddleware` needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`); without
-them a `ConfigError` names the pip command.
+Importing this package imports no SDK or framework: `wrap` uses the client you give it
+(`anthropic` or `openai`), `UnboundedMiddleware` needs `langchain>=1.0` (`pip install
+'unbounded[langchain]'`), loaded when first named; without it a `ConfigError` names the pip
+command.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from unbounded.integrations.agent_loop import (
 )
 from unbounded.integrations.anthropic_client import AsyncUnboundedAnthropic, UnboundedAnthropic
 from unbounded.integrations.dropin import wrap
+from unbounded.integrations.openai_client import AsyncUnboundedOpenAI, UnboundedOpenAI
 
 if TYPE_CHECKING:
     from unbounded.integrations.langchain import ChatModelSummarizer, UnboundedMiddleware
@@ -44,10 +49,12 @@ __all__ = [
     "AgentOptions",
     "AgentResult",
     "AsyncUnboundedAnthropic",
+    "AsyncUnboundedOpenAI",
     "ChatModelSummarizer",
     "Tool",
     "UnboundedAnthropic",
     "UnboundedMiddleware",
+    "UnboundedOpenAI",
     "aiter_agent",
     "arun_agent",
     "iter_agent",

@@ -753,6 +753,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         )
         self._lock = threading.Lock()
         self._runners = threading.local()
+        self._made_runners: list[BlockingRunner] = []
+        """Every thread's runner, for `close()` (a thread-local cannot be listed)."""
         if self.policy.recall_enabled:
             self.tools = [
                 build_recall_tool(STATE_KEY, message_to_entry, self.policy.recall_max_tokens)
@@ -847,7 +849,23 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         runner: BlockingRunner | None = getattr(self._runners, "runner", None)
         if runner is None:
             runner = self._runners.runner = BlockingRunner()
+            with self._lock:
+                self._made_runners.append(runner)
         return runner
+
+    def close(self) -> None:
+        """Close the event loops the sync hooks kept (one per thread that compacted); a
+        later sync call opens a new one."""
+        with self._lock:
+            runners = list(self._made_runners)
+        for runner in runners:
+            runner.close()
+
+    def __enter__(self) -> UnboundedMiddleware:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     async def abefore_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]

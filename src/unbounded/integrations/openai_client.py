@@ -268,6 +268,11 @@ class OpenAIPipeline(ClientPipeline):
         if self.api is None:
             self.api = api
             self.provider = self._provider_for(self.client)
+            if self._session is not None and self._summarizer == "client":
+                # a given session's client summarizer was built on Chat Completions before
+                # the API was known: summaries go out on the conversation's API, as its
+                # requests do (a session the wrapper opens here is not open yet)
+                self._session.reconfigure(summarizer=self._summarizer_provider())
             return
         if self.api != api:
             other = "client.chat.completions.create" if api == "chat" else "client.responses.create"

@@ -312,6 +312,8 @@ class UnboundedHistory:
             given is known.message or _content_key(given) == known.key
             for given, known in zip(messages, seen, strict=False)
         ):
+            if not any(isinstance(m, pai.ModelResponse) for m in messages):
+                return messages  # a run with the new prompt only: it continues the session
             raise ConfigError(
                 "the agent's message history no longer starts with the messages this session "
                 "read (an edited or shortened history): the transcript is append-only; start "
