@@ -66,6 +66,10 @@ WRAPS: dict[str, Callable[[Provider], Any]] = {
 }
 """How to build each wrapper of the package around a provider (every one must be here)."""
 
+BUILT_ON = {"unbounded.compaction.native.ServerCompactor"}
+"""Providers built on another that are not wrappers: they send something else (a server-side
+compaction instead of a summary request) and declare a profile of their own."""
+
 OWN_SECTIONS = {"unbounded.extensions.subagents.ContinuationSummarizer": CONTINUATION_SECTIONS}
 """Wrappers that declare the sections of their own prompt instead of the inner ones."""
 
@@ -103,7 +107,7 @@ def _wrappers() -> list[str]:
 
 
 def test_every_provider_wrapper_in_the_package_is_a_provider_wrapper_and_listed_here() -> None:
-    found = _wrappers()
+    found = [name for name in _wrappers() if name not in BUILT_ON]
     assert found == sorted(WRAPS), "a new wrapper: subclass ProviderWrapper and add it to WRAPS"
     by_name = {_qualified(c): c for c in _package_classes()}
     assert [name for name in found if not issubclass(by_name[name], ProviderWrapper)] == []
@@ -145,7 +149,14 @@ def test_what_the_shipped_providers_declare() -> None:
     pytest.importorskip("openai")
     from unbounded.providers import AnthropicProvider, OpenAIProvider
 
-    assert AnthropicProvider(api_key="k").profile == OpenAIProvider(api_key="k").profile == MODEL_PROFILE
+    assert OpenAIProvider(api_key="k").profile == MODEL_PROFILE
+    # The Anthropic API also runs context edits and compaction on the server (a tier of ours).
+    assert AnthropicProvider(api_key="k").profile == dataclasses.replace(
+        MODEL_PROFILE,
+        native_context_edits=frozenset(
+            {"compact_20260112", "clear_thinking_20251015", "clear_tool_uses_20250919"}
+        ),
+    )
     assert ProviderProfile(writes_final_summary=False, includes_facts=False, summary_sections=None, offline=False) == MODEL_PROFILE
 
 
@@ -234,3 +245,11 @@ def test_the_guard_checks_the_sections_the_profile_declares() -> None:
     assert _summary(ProviderProfile(includes_facts=True, summary_sections=CONTINUATION_SECTIONS), continuation)
     with pytest.raises(CompactionError):
         _summary(ProviderProfile(includes_facts=True), continuation)
+
+
+def test_a_provider_built_on_another_declares_its_own_profile_whatever_it_wraps() -> None:
+    from unbounded.compaction.native import ServerCompactor
+
+    assert [name for name in BUILT_ON if name in _wrappers()] == sorted(BUILT_ON)
+    assert not issubclass(ServerCompactor, ProviderWrapper)
+    assert ServerCompactor(Declaring()).profile == MODEL_PROFILE != DECLARED
