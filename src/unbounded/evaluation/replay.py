@@ -1023,6 +1023,7 @@ class _Replayer:
 
         self.clock.set(call.request_time)
         events_at = len(self.log.events)
+        prepared_from = len(session.entries)
         request = await session.prepare()
         side = idle_calls + self._price_summaries(call.request_time)
         summarized = bool(side)
@@ -1088,12 +1089,13 @@ class _Replayer:
                 baseline_cost[baseline.name] = baseline.run.cost_per_call[-1]
 
         microcompacted = False
-        for event in self.log.since(events_at):
+        turn_events = self.log.since(events_at)
+        if _turn_waited(session.entries[prepared_from:], turn_events):
+            self.stalls += 1
+        for event in turn_events:
             if isinstance(event, SessionMemoryUpdated):
                 self.memory_updates += 1
                 continue
-            if isinstance(event, SummaryStall):
-                self.stalls += 1
             line = _timeline_event(event, index, call.request_time)
             if line is None:
                 continue
@@ -1232,6 +1234,21 @@ async def _variants(
             background=done.background,
         )
     return runs
+
+
+def _turn_waited(appended: Sequence[Entry], events: Sequence[Event]) -> bool:
+    """The replayed turn waited for a summary (a stall): it compacted in the turn with a
+    summary, whose stand-in summarizer writes at once where a model takes tens of seconds
+    (so the session itself, seeing no call, reports no `SummaryStall`), or it waited for the
+    background summary (`SummaryStall`). A compaction from the notes, or a background summary
+    swapped in when ready, kept the turn from waiting."""
+    for entry in appended:
+        metadata = entry.compact_metadata if entry.is_compact_boundary else {}
+        if entry.is_compact_boundary and not (
+            metadata.get("sessionMemory") or metadata.get(BACKGROUND_FIELD)
+        ):
+            return True
+    return any(isinstance(event, SummaryStall) for event in events)
 
 
 def replay_session(
