@@ -5,16 +5,19 @@ Anthropic and OpenAI drop-ins specialize these classes only by the endpoints the
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from typing_extensions import Self
 
+from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
+from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
-from unbounded.sync_session import SyncSession
+from unbounded.sync_session import SyncSession, refuse_background_summary
 
 if TYPE_CHECKING:
     from unbounded.integrations.anthropic_client import ClientPipeline
@@ -39,6 +42,17 @@ def bound_session(
     if session is not None and (model is not None or context_window is not None):
         raise ConfigError("model and context_window come from the session you gave wrap()")
     return as_session(session) if session is not None else None
+
+
+def refuse_blocking_background_summary(session: Session | None, policy: Policy | None) -> None:
+    """ConfigError when `wrap()` of a blocking SDK client would run `Policy.background_summary`
+    (the session's given, else the policy it opens one with), before anything is opened."""
+    chosen = session.policy if session is not None else policy or Policy.from_env()
+    refuse_background_summary(
+        chosen,
+        "a drop-in wrapping a blocking SDK client",
+        "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
+    )
 
 
 class WrappedClient(Generic[PipelineT]):
@@ -67,6 +81,12 @@ class WrappedClient(Generic[PipelineT]):
         """Tokens, percent left and warning level of the conversation now."""
         return self._pipeline.session.status()
 
+    def idle_deadline(self) -> datetime | None:
+        """When the host, idle since the last reply, should call `idle()` (`Session.idle_deadline`:
+        a share of the cache TTL after that reply); None before the session has a reply."""
+        session = self._pipeline.opened_session
+        return None if session is None else session.idle_deadline()
+
     def with_options(self, **options: Any) -> Self:
         """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
         return type(self)(self._pipeline, self._sdk.with_options(**options))
@@ -81,6 +101,12 @@ class WrappedClient(Generic[PipelineT]):
 
 class SyncWrappedClient(WrappedClient[PipelineT]):
     """A wrapped blocking client: `close()` or `with` releases the session and the SDK client."""
+
+    def idle(self) -> CompactionResult | None:
+        """Compact the idle conversation when that costs less than resuming it would
+        (`Session.idle`); None when it does not pay, or before the session is opened."""
+        session = self._pipeline.opened_session
+        return None if session is None else self._pipeline.runner.run(session.idle())
 
     def close(self) -> None:
         """Release the session folder the wrapper opened (its lock) and the SDK client."""
@@ -103,6 +129,12 @@ class AsyncWrappedClient(WrappedClient[PipelineT]):
     """A wrapped async client: `await close()` or `async with` releases the session and the
     SDK client."""
 
+    async def idle(self) -> CompactionResult | None:
+        """Compact the idle conversation when that costs less than resuming it would
+        (`Session.idle`); None when it does not pay, or before the session is opened."""
+        session = self._pipeline.opened_session
+        return None if session is None else await session.idle()
+
     async def close(self) -> None:
         """Release the session folder the wrapper opened (its lock) and the SDK client."""
         self._pipeline.close_store()
@@ -120,4 +152,10 @@ class AsyncWrappedClient(WrappedClient[PipelineT]):
         await self.close()
 
 
-__all__ = ["AsyncWrappedClient", "SyncWrappedClient", "WrappedClient", "bound_session"]
+__all__ = [
+    "AsyncWrappedClient",
+    "SyncWrappedClient",
+    "WrappedClient",
+    "bound_session",
+    "refuse_blocking_background_summary",
+]
