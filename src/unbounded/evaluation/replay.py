@@ -81,6 +81,7 @@ from unbounded.events import (
     CompactionFailed,
     CompactionRetried,
     ContextWarning,
+    EarlyCompaction,
     Event,
     ExpectedCacheDrop,
     MicrocompactApplied,
@@ -1237,18 +1238,23 @@ async def _variants(
 
 
 def _turn_waited(appended: Sequence[Entry], events: Sequence[Event]) -> bool:
-    """The replayed turn waited for a summary (a stall): it compacted in the turn with a
-    summary, whose stand-in summarizer writes at once where a model takes tens of seconds
-    (so the session itself, seeing no call, reports no `SummaryStall`), or it waited for the
-    background summary (`SummaryStall`). A compaction from the notes, or a background summary
-    swapped in when ready, kept the turn from waiting."""
+    """The replayed turn waited for a summary at the threshold (a stall), as `SummaryStall`
+    counts it: it waited for the background summary, or compacted in the turn with a summary,
+    whose stand-in summarizer writes at once where a model takes tens of seconds (so the
+    session, seeing no call, reports no `SummaryStall`). A compaction from the notes, a
+    background summary swapped in when ready, or one before the threshold (`EarlyCompaction`:
+    the cold-resume guard after a pause) is no stall."""
+    if any(isinstance(event, SummaryStall) for event in events):
+        return True
+    if any(isinstance(event, EarlyCompaction) for event in events):
+        return False
     for entry in appended:
         metadata = entry.compact_metadata if entry.is_compact_boundary else {}
         if entry.is_compact_boundary and not (
             metadata.get("sessionMemory") or metadata.get(BACKGROUND_FIELD)
         ):
             return True
-    return any(isinstance(event, SummaryStall) for event in events)
+    return False
 
 
 def replay_session(
