@@ -16,12 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
-from apiserver import ApiServer, api_server_fixture, message  # noqa: F401  (registers the api_server fixture)
+from apiserver import ApiServer, Message, RecordedRequest, api_server_fixture, message  # noqa: F401  (registers the api_server fixture)
 from unbounded.errors import ConfigError
-from unbounded.events import IdleCompaction
+from unbounded.events import (
+    BackgroundSummaryStarted,
+    BackgroundSummarySwapped,
+    Event,
+    IdleCompaction,
+    SummaryStall,
+)
 from unbounded.integrations import iter_agent, run_agent, wrap
 from unbounded.integrations.agent_loop import arun_agent
+from unbounded.model.normalize import validate_request
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
 
@@ -124,7 +132,7 @@ def test_the_blocking_drop_in_tells_the_host_when_to_call_idle_and_compacts_then
     history += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "Run the tests."}]
     _create(client, history)
     sent = api_server.requests[-1].json["messages"]
-    assert "a line of the build log\na line" not in str(sent)  # the resume reads the summary
+    assert "a line of the build log\\na line" not in str(sent)  # the resume reads the summary
     assert "Run the tests." in str(sent[-1]["content"])
     client.close()
 
@@ -151,3 +159,45 @@ def test_the_async_drop_in_idles_the_same_way(api_server: ApiServer) -> None:
 
     compactions, result = asyncio.run(scenario())
     assert compactions == 1 and result is not None
+
+
+def test_the_async_drop_in_swaps_in_the_background_summary_and_keeps_the_turns_recorded_meanwhile(api_server: ApiServer) -> None:
+    """The caller's own loop over `AsyncAnthropic`: the summary starts past the mark and is
+    written while the next turns run; at the threshold it is swapped in without a wait, those
+    turns kept verbatim after it, once."""
+    events: list[Event] = []
+    policy = Policy(autocompact_pct_override=5, background_summary=True, background_summary_fraction=0.5)
+    turns = iter([("The build fails at the link step.", 5_000), ("Linker flags updated.", 6_000), ("Tests: 3 failures in test_io.", 9_500), ("Fixed test_io.", 4_000)])
+
+    def answer(request: RecordedRequest) -> Message:
+        if "<summary>" in str(request.json["messages"][-1]):
+            return message(nine_section_summary("the build"), delay=0.01)
+        text, tokens = next(turns)
+        return message(text, usage={"input_tokens": tokens, "output_tokens": 10})
+
+    api_server.anthropic.push(*[answer] * 5)
+    prompts = [LOG, "Fix it.", "Now run the tests, please.", "Fix test_io."]
+
+    async def scenario() -> Any:
+        client = wrap(api_server.anthropic_client(), model=MODEL, context_window=200_000, policy=policy, events=events.append)
+        history: list[dict[str, Any]] = []
+        for prompt in prompts:
+            history.append({"role": "user", "content": prompt})
+            reply = await client.messages.create(model=MODEL, max_tokens=1024, messages=history)
+            history.append({"role": "assistant", "content": reply.content})
+            if client.session.background.pending and prompt == prompts[2]:
+                await client.session.background.settle()  # written while the turns ran
+        await client.close()
+        return client.status().compactions
+
+    compactions = asyncio.run(scenario())
+    assert [type(e) for e in events].count(BackgroundSummaryStarted) == 1
+    [swapped] = [e for e in events if isinstance(e, BackgroundSummarySwapped)]
+    assert swapped.kept_since >= 2 and compactions == 1
+    assert not any(isinstance(e, SummaryStall) for e in events)
+    last = api_server.requests[-1].json["messages"]
+    validate_request(last)
+    sent = str(last)
+    assert "a line of the build log\\na line" not in sent  # summarized away
+    for said in ("Now run the tests, please.", "Tests: 3 failures in test_io.", "Fix test_io."):
+        assert sent.count(said) == 1, said
