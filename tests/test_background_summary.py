@@ -510,3 +510,30 @@ def test_an_offline_summary_in_the_turn_is_no_stall(tmp_path: Path) -> None:
     assert session.status().compactions == 1
     assert not any(isinstance(e, SummaryStall) for e in events)
     session.close()
+
+
+def test_a_failed_summary_sends_its_failure_at_the_threshold_and_fires_no_hook(api_server: ApiServer, tmp_path: Path) -> None:
+    from apiserver import server_error
+
+    from unbounded.events import CompactionFailed
+
+    log: list[object] = []
+    session = _open_with_hooks(api_server, tmp_path, log)
+    api_server.anthropic.push(server_error(), server_error(), _summary_reply())
+
+    async def scenario() -> list[object]:
+        await _past_the_mark(session)
+        await session.background.settle()  # failed: nothing said yet
+        held = [e for e in log if isinstance(e, (CompactionStarted, CompactionFailed))]
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        await session.prepare()  # taken: its failure reported, the summary started again
+        session.background.discard("closed")
+        return held
+
+    held = asyncio.run(scenario())
+    assert held == []
+    assert [type(e).__name__ for e in log if isinstance(e, (CompactionStarted, CompactionFailed, BackgroundSummaryDiscarded))][:3] == ["CompactionStarted", "CompactionFailed", "BackgroundSummaryDiscarded"]
+    assert not any(isinstance(item, tuple) for item in log)  # no hook fired
+    assert [e.reason for e in log if isinstance(e, BackgroundSummaryDiscarded)][0] == "failed"
+    session.close()
