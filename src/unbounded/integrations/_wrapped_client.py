@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from typing_extensions import Self
 
@@ -16,10 +16,27 @@ from unbounded.integrations._support import as_session
 from unbounded.session import Session, SessionStatus
 from unbounded.sync_session import SyncSession
 
-if TYPE_CHECKING:
-    from unbounded.integrations.anthropic_client import ClientPipeline
 
-PipelineT = TypeVar("PipelineT", bound="ClientPipeline")
+class ClientSide(Protocol):
+    """What a wrapped client needs of its pipeline (`ClientPipeline` is one), so this module
+    does not import the drop-ins that build on it."""
+
+    @property
+    def session(self) -> Session:
+        """The session the client runs."""
+        ...
+
+    @property
+    def client(self) -> Any:
+        """The SDK client `wrap()` was given."""
+        ...
+
+    def close_store(self) -> None:
+        """Release what the wrapper opened (the session folder's lock, its event loop)."""
+        ...
+
+
+PipelineT = TypeVar("PipelineT", bound=ClientSide)
 
 _CLIENT_BYPASSES = ("with_raw_response", "with_streaming_response")
 """The client's attributes that would send calls past the session."""
@@ -120,4 +137,10 @@ class AsyncWrappedClient(WrappedClient[PipelineT]):
         await self.close()
 
 
-__all__ = ["AsyncWrappedClient", "SyncWrappedClient", "WrappedClient", "bound_session"]
+__all__ = [
+    "AsyncWrappedClient",
+    "ClientSide",
+    "SyncWrappedClient",
+    "WrappedClient",
+    "bound_session",
+]
