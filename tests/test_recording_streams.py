@@ -70,16 +70,6 @@ def test_sync_stream_left_early_does_not_tell_the_end() -> None:
     assert (recorder.seen, recorder.finished, sdk.closed) == (["a"], 0, True)
 
 
-def test_sync_stream_subclass_picks_what_the_recorder_reads() -> None:
-    class Upper(BaseRecordingStream):
-        def _observe(self, event: Any) -> None:
-            self._recorder.observe(str(event).upper())
-
-    recorder = _Recorder()
-    assert list(Upper(_SdkStream(["a", "b"]), recorder)) == ["a", "b"]
-    assert recorder.seen == ["A", "B"]
-
-
 def test_sync_stream_other_attributes_are_the_sdk_streams() -> None:
     stream = BaseRecordingStream(_SdkStream([]), _Recorder())
     assert stream.response == "the HTTP response"

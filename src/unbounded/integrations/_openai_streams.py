@@ -8,11 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from unbounded.integrations._recording_streams import (
-    AsyncBaseRecordingStream,
-    BaseRecordingStream,
-    StreamRecorder,
-)
+from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.wire.base import StreamAssembler
 
 logger = logging.getLogger(__name__)
@@ -50,6 +46,25 @@ class _Recorder:
         self._on_reply(reply)
 
 
+class _HelperRecorder(_Recorder):
+    """A `_Recorder` reading the events of the SDK's stream helpers: Chat Completions helpers
+    wrap each raw chunk in a `chunk` event (their other events repeat what the chunks say);
+    Responses helpers yield the API's events, `response.completed` carrying the reply."""
+
+    def __init__(
+        self, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+    ) -> None:
+        super().__init__(fold, on_reply, None)
+        self._chat = chat
+
+    def observe(self, event: Any) -> None:
+        """Fold the raw event the helper's event carries."""
+        if not self._chat:
+            super().observe(event)
+        elif getattr(event, "type", None) == "chunk":
+            super().observe(event.chunk)
+
+
 def _request_id(stream: Any) -> str | None:
     headers = getattr(getattr(stream, "response", None), "headers", None)
     return None if headers is None else headers.get("x-request-id")
@@ -70,16 +85,6 @@ class AsyncOpenAIRecordingStream(AsyncBaseRecordingStream):
         super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream)))
 
 
-def _observe_helper_event(recorder: StreamRecorder, event: Any, *, chat: bool) -> None:
-    """Feed the fold an event of the SDK's stream helper: Chat Completions helpers wrap each
-    raw chunk in a `chunk` event (their other events repeat what the chunks say); Responses
-    helpers yield the API's events, `response.completed` carrying the reply."""
-    if not chat:
-        recorder.observe(event)
-    elif getattr(event, "type", None) == "chunk":
-        recorder.observe(event.chunk)
-
-
 class HelperStream(BaseRecordingStream):
     """The SDK helper's stream (`chat.completions.stream`, `responses.stream`), passed
     through event by event; the reply is recorded once read whole (by iterating it, or by
@@ -88,11 +93,7 @@ class HelperStream(BaseRecordingStream):
     def __init__(
         self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
     ) -> None:
-        super().__init__(stream, _Recorder(fold, on_reply, None))
-        self._chat = chat
-
-    def _observe(self, event: Any) -> None:
-        _observe_helper_event(self._recorder, event, chat=self._chat)
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat))
 
     def until_done(self) -> HelperStream:
         """Read the stream to its end (recording the reply)."""
@@ -117,11 +118,7 @@ class AsyncHelperStream(AsyncBaseRecordingStream):
     def __init__(
         self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
     ) -> None:
-        super().__init__(stream, _Recorder(fold, on_reply, None))
-        self._chat = chat
-
-    def _observe(self, event: Any) -> None:
-        _observe_helper_event(self._recorder, event, chat=self._chat)
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat))
 
     async def until_done(self) -> AsyncHelperStream:
         """Read the stream to its end (recording the reply)."""

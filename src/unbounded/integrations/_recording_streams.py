@@ -32,10 +32,6 @@ class BaseRecordingStream:
         self._stream = stream
         self._recorder = recorder
 
-    def _observe(self, event: Any) -> None:
-        """Give an event to the recorder (a subclass may pick what it reads of it)."""
-        self._recorder.observe(event)
-
     def __iter__(self) -> Iterator[Any]:
         return self
 
@@ -45,7 +41,7 @@ class BaseRecordingStream:
         except StopIteration:
             self._recorder.finish()
             raise
-        self._observe(event)
+        self._recorder.observe(event)
         return event
 
     def __enter__(self) -> Self:
@@ -76,10 +72,6 @@ class AsyncBaseRecordingStream:
         self._stream = stream
         self._recorder = recorder
 
-    def _observe(self, event: Any) -> None:
-        """Give an event to the recorder (a subclass may pick what it reads of it)."""
-        self._recorder.observe(event)
-
     def __aiter__(self) -> Self:
         return self
 
@@ -89,7 +81,7 @@ class AsyncBaseRecordingStream:
         except StopAsyncIteration:
             self._recorder.finish()
             raise
-        self._observe(event)
+        self._recorder.observe(event)
         return event
 
     async def __aenter__(self) -> Self:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from typing_extensions import Self
 
+from unbounded.blocking import BlockingRunner
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
@@ -19,10 +20,37 @@ from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
 from unbounded.sync_session import SyncSession, refuse_background_summary
 
-if TYPE_CHECKING:
-    from unbounded.integrations.anthropic_client import ClientPipeline
 
-PipelineT = TypeVar("PipelineT", bound="ClientPipeline")
+class ClientSide(Protocol):
+    """What a wrapped client needs of its pipeline (`ClientPipeline` is one), so this module
+    does not import the drop-ins that build on it."""
+
+    @property
+    def session(self) -> Session:
+        """The session the client runs."""
+        ...
+
+    @property
+    def client(self) -> Any:
+        """The SDK client `wrap()` was given."""
+        ...
+
+    @property
+    def opened_session(self) -> Session | None:
+        """The session, or None before the first call opens it."""
+        ...
+
+    @property
+    def runner(self) -> BlockingRunner:
+        """The event loop the blocking client's calls run the pipeline on."""
+        ...
+
+    def close_store(self) -> None:
+        """Release what the wrapper opened (the session folder's lock, its event loop)."""
+        ...
+
+
+PipelineT = TypeVar("PipelineT", bound=ClientSide)
 
 _CLIENT_BYPASSES = ("with_raw_response", "with_streaming_response")
 """The client's attributes that would send calls past the session."""
@@ -154,6 +182,7 @@ class AsyncWrappedClient(WrappedClient[PipelineT]):
 
 __all__ = [
     "AsyncWrappedClient",
+    "ClientSide",
     "SyncWrappedClient",
     "WrappedClient",
     "bound_session",
