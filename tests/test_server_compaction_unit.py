@@ -130,7 +130,7 @@ def test_our_cut_never_splits_a_server_compaction_from_what_it_stands_for(histor
     assert sent[0]["role"] == "user"
     assert f"{SERVER_SUMMARY_HEADER}\\n{original['content']}" in _texts(sent)
     assert '"compaction"' not in _texts(sent)
-    for n, entry in enumerate(entries[:block_at]):
+    for n in range(block_at):
         assert f"marker-{n} " not in _texts(sent), f"record {n}, before the block, was sent again"
     _valid(sent)
 

@@ -17,10 +17,17 @@ from `function_call` items, everything else opaque. Usage: `input_tokens` counts
 read from the cache (`input_tokens_details.cached_tokens`) and written to it
 (`cache_write_tokens`), which are moved to `cache_read_input_tokens` and
 `cache_creation_input_tokens`.
+
+Byte-for-byte: an SDK model re-orders an item's keys (its fields' order, not the server's),
+so the provider reads a reply from its raw JSON (`response_of` takes the parsed body, and
+`SseDecoder` a stream's raw lines): the opaque items keep the server's keys, order and
+values, and go back as the same bytes. A reply given as an SDK object (the drop-ins') is
+read the same way, the order its model gives.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,15 +136,23 @@ def _stop_reason(status: str | None, incomplete: Any, content: Sequence[Any]) ->
     return "end_turn" if status in ("completed", None) else status
 
 
+def _field(value: Any, name: str) -> Any:
+    """A field of an SDK object or of its raw JSON (a mapping)."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
 def response_of(reply: Any) -> ModelResponse:
-    """A ModelResponse (Anthropic shape) from an SDK `Response`."""
-    content = reply_content(reply.output or [])
+    """A ModelResponse (Anthropic shape) from a response: its raw JSON (the server's key order
+    kept in the opaque items) or an SDK `Response`."""
+    content = reply_content(_field(reply, "output") or [])
     return ModelResponse(
         content=content,
-        stop_reason=_stop_reason(reply.status, reply.incomplete_details, content),
-        usage=_usage(reply.usage),
-        model=str(reply.model or ""),
-        id=str(reply.id or ""),
+        stop_reason=_stop_reason(
+            _field(reply, "status"), _field(reply, "incomplete_details"), content
+        ),
+        usage=_usage(_field(reply, "usage")),
+        model=str(_field(reply, "model") or ""),
+        id=str(_field(reply, "id") or ""),
         raw=plain_item(reply),
     )
 
@@ -194,7 +209,7 @@ class OpenAIResponses:
         return kwargs
 
     def from_response(self, reply: Any) -> ModelResponse:
-        """A ModelResponse (Anthropic shape) from an SDK `Response`."""
+        """A ModelResponse (Anthropic shape) from a response's raw JSON or SDK `Response`."""
         return response_of(reply)
 
     def stream_assembler(self) -> ResponsesStreamAssembler:
@@ -211,10 +226,38 @@ class OpenAIResponses:
         return items_to_messages(messages)
 
 
+class SseDecoder:
+    """Server-sent events from a stream's raw lines: `feed` each line (without its line end);
+    an event's `data` lines, parsed as JSON when a blank line ends it, come back as a dict
+    in the server's key order (comments, `event:` and `id:` lines are not needed: a
+    Responses event names its type in its data)."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> dict[str, Any] | None:
+        """The event a blank line completes, else None; ServerError for data that is not a
+        JSON object."""
+        if line:
+            if line.startswith("data:"):
+                self._data.append(line[5:].removeprefix(" "))
+            return None
+        if not self._data:
+            return None
+        text, self._data = "\n".join(self._data), []
+        try:
+            event = json.loads(text)
+        except ValueError:
+            raise ServerError(f"malformed stream event (not JSON): {text[:200]!r}") from None
+        if not isinstance(event, dict):
+            raise ServerError(f"malformed stream event (not an object): {text[:200]!r}")
+        return event
+
+
 class ResponsesStreamAssembler:
-    """Folds Responses stream events into one reply: the terminal event
-    (`response.completed` or `response.incomplete`) carries the whole response; a
-    `response.failed` or `error` event is its error."""
+    """Folds Responses stream events (raw JSON dicts or SDK events) into one reply: the
+    terminal event (`response.completed` or `response.incomplete`) carries the whole
+    response; a `response.failed` or `error` event is its error."""
 
     def __init__(self) -> None:
         self.final: Any = None
@@ -229,13 +272,16 @@ class ResponsesStreamAssembler:
     def add(self, event: Any) -> None:
         """Take the next event."""
         self.events += 1
-        kind = getattr(event, "type", None)
+        kind = _field(event, "type")
         if kind in ("response.completed", "response.incomplete"):
-            self.final = event.response
+            self.final = _field(event, "response")
         elif kind == "response.failed":
-            self.failure = getattr(event.response, "error", None) or {"message": "failed"}
+            self.failure = _field(_field(event, "response"), "error") or {"message": "failed"}
         elif kind == "error":
-            self.failure = {"message": getattr(event, "message", ""), "code": event.code}
+            self.failure = {
+                "message": _field(event, "message") or "",
+                "code": _field(event, "code"),
+            }
 
     def finish(self, request_id: str | None) -> ModelResponse:
         """The whole reply; the failure's error, or a `ServerError` when the stream was cut
@@ -255,6 +301,7 @@ __all__ = [
     "RESPONSES_FORMAT",
     "OpenAIResponses",
     "ResponsesStreamAssembler",
+    "SseDecoder",
     "convert_tool_choice",
     "convert_tools",
     "failure_error",
