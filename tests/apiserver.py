@@ -626,6 +626,16 @@ def _anthropic_events(reply: Message, model: str) -> list[bytes]:
                 {"type": "input_json_delta", "partial_json": part}
                 for part in _chunks(raw, reply.chunk_size)
             ]
+        elif kind == "compaction":
+            # As the API streams it: the block opens empty, one compaction_delta fills it.
+            start = {**block, "content": "", "encrypted_content": ""}
+            deltas = [
+                {
+                    "type": "compaction_delta",
+                    "content": block.get("content"),
+                    "encrypted_content": block.get("encrypted_content"),
+                }
+            ]
         else:
             start = dict(block)
         events.append(

@@ -11,10 +11,13 @@ import json
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 from apiserver import (  # noqa: F401  (api_server_fixture registers the api_server fixture)
     ApiServer,
     api_server_fixture,
+    compaction_block,
+    compaction_usage,
     cut_stream,
     malformed,
     message,
@@ -106,3 +109,38 @@ def test_the_sse_decoder_joins_data_lines_and_refuses_what_is_not_a_json_object(
     decoder.feed("data: {nope")
     with pytest.raises(ServerError, match="not JSON"):
         decoder.feed("")
+
+
+# -- Anthropic: a compaction block, non-streamed or streamed (one compaction_delta) ----------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("full_history", [True, False])
+def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: bool, full_history: bool) -> None:
+    """`wrap(client, session)` with `ServerCompaction`: the compact edit goes out, the reply's
+    block (streamed as the API streams it) comes back to the caller, and the next request
+    carries it unchanged, whether the caller sends the whole history or only the new turn."""
+    pytest.importorskip("anthropic")
+    from unbounded.compaction.native import ServerCompaction
+    from unbounded.integrations.dropin import wrap
+
+    block = compaction_block(nine_section_summary("the parser"))
+    api_server.anthropic.push(message(block, "Going on with the parser.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
+    session = Session(SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent."), store=MemoryStore(), extensions=[ServerCompaction()])
+    client = wrap(api_server.anthropic_client(sync=True), session, summarizer="client")  # the session's model, known
+    history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
+    options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
+    if stream:
+        with client.messages.stream(messages=history, **options) as events:
+            reply = events.get_final_message()
+    else:
+        reply = client.messages.create(messages=history, **options)
+    returned = reply.content[0].model_dump(mode="json", exclude_unset=True)
+    assert returned == block  # the caller gets the block whole
+    assert api_server.requests[0].json["context_management"]["edits"][0]["type"] == "compact_20260112"
+    turn = {"role": "user", "content": "And the tests?"}
+    history += [{"role": "assistant", "content": reply.content}, turn]
+    client.messages.create(messages=history if full_history else [turn], **options)
+    assert not api_server.rejected  # the server checked the block's signature
+    sent = api_server.requests[1].json["messages"][1]["content"][0]
+    assert {k: v for k, v in sent.items() if k != "cache_control"} == block
