@@ -213,6 +213,7 @@ class AnthropicStreamAssembler:
         accumulate, takes_buffers = _accumulator()
         extra = {"json_bufs": self._buffers} if takes_buffers else {}
         self.snapshot = accumulate(event=event, current_snapshot=self.snapshot, **extra)
+        _fill_compaction(self.snapshot, event)
         if kind == "message_stop":
             self.stopped = True
 
@@ -224,6 +225,25 @@ class AnthropicStreamAssembler:
                 request_id=request_id,
             )
         return self.wire.from_response(self.snapshot)
+
+
+def _part(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
+def _fill_compaction(snapshot: Any, event: Any) -> None:
+    """Apply a `compaction_delta` to its block: a server compaction streams its block empty,
+    then the summary and state whole in one such delta, which the SDK's plain-Messages fold
+    leaves out (its beta fold applies it the same way: the values replace, never append)."""
+    if _part(event, "type") != "content_block_delta":
+        return
+    delta = _part(event, "delta")
+    if _part(delta, "type") != "compaction_delta":
+        return
+    block = snapshot.content[int(_part(event, "index"))]
+    if _part(block, "type") == COMPACTION_BLOCK:
+        block.content = _part(delta, "content")
+        block.encrypted_content = _part(delta, "encrypted_content")
 
 
 @functools.cache
