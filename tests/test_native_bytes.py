@@ -114,9 +114,9 @@ def test_the_sse_decoder_joins_data_lines_and_refuses_what_is_not_a_json_object(
 # -- Anthropic: a compaction block, non-streamed or streamed (one compaction_delta) ----------------
 
 
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stream", ["no", "create", "helper"])
 @pytest.mark.parametrize("full_history", [True, False])
-def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: bool, full_history: bool) -> None:
+def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: str, full_history: bool) -> None:
     """`wrap(client, session)` with `ServerCompaction`: the compact edit goes out, the reply's
     block (streamed as the API streams it) comes back to the caller, and the next request
     carries it unchanged, whether the caller sends the whole history or only the new turn."""
@@ -130,16 +130,23 @@ def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(a
     client = wrap(api_server.anthropic_client(sync=True), session, summarizer="client")  # the session's model, known
     history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
     options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
-    if stream:
+    if stream == "helper":
         with client.messages.stream(messages=history, **options) as events:
             reply = events.get_final_message()
+    elif stream == "create":  # the raw events, folded by the drop-in
+        with client.messages.create(messages=history, stream=True, **options) as events:
+            kinds = [event.type for event in events]
+        assert "content_block_delta" in kinds
     else:
         reply = client.messages.create(messages=history, **options)
-    returned = reply.content[0].model_dump(mode="json", exclude_unset=True)
-    assert returned == block  # the caller gets the block whole
+    recorded = session.entries[-1].content
+    assert isinstance(recorded, list) and recorded[0] == block  # recorded whole
+    content: Any = recorded if stream == "create" else reply.content  # what the caller has
+    if stream != "create":
+        assert reply.content[0].model_dump(mode="json", exclude_unset=True) == block
     assert api_server.requests[0].json["context_management"]["edits"][0]["type"] == "compact_20260112"
     turn = {"role": "user", "content": "And the tests?"}
-    history += [{"role": "assistant", "content": reply.content}, turn]
+    history += [{"role": "assistant", "content": content}, turn]
     client.messages.create(messages=history if full_history else [turn], **options)
     assert not api_server.rejected  # the server checked the block's signature
     sent = api_server.requests[1].json["messages"][1]["content"][0]
