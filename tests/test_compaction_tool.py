@@ -301,3 +301,16 @@ def test_a_resumed_session_offers_the_tool_as_before_and_runs_the_compaction_it_
     assert COMPACTION_TOOL_NAME not in [t["name"] for t in last.cache_safe_params().tools or []]
     assert tool.answers_tool(last, COMPACTION_TOOL_NAME) is False
     last.close()
+
+
+@pytest.mark.parametrize("stored", [[1], {"budget_reminders": 0.5}, "x"])
+def test_a_stored_extension_state_that_is_not_objects_by_name_is_refused(stored: Any) -> None:
+    store = MemoryStore()
+    store.save_state("session", {"extensions": stored})
+    with pytest.raises(ConfigError, match=r"extensions .* not an object of objects by extension name"):
+        Session(SessionConfig(model=MODEL), store=store)
+    fine = MemoryStore()
+    fine.save_state("session", {"extensions": {"budget_reminders": {"announced": 0.5}}})
+    reminders = BudgetReminders()
+    Session(SessionConfig(model=MODEL), store=fine, extensions=[reminders])
+    assert reminders.announced == 0.5
