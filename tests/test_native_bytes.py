@@ -97,7 +97,7 @@ def test_a_raw_responses_reply_that_is_malformed_cut_or_failed_is_a_server_error
 
 def test_the_sse_decoder_joins_data_lines_and_refuses_what_is_not_a_json_object() -> None:
     from unbounded.errors import ServerError
-    from unbounded.wire.openai_responses import SseDecoder
+    from unbounded.wire.sse import SseDecoder
 
     decoder = SseDecoder()
     lines = ["event: response.created", 'data: {"type":"response.created",', 'data: "b":1}', ""]

@@ -26,7 +26,8 @@ from unbounded.model.response import call_with_heartbeat
 from unbounded.providers.anthropic import DEFAULT_HEARTBEAT_INTERVAL, SdkClients
 from unbounded.providers.base import Heartbeat, ModelResponse, ProviderError, SdkProvider
 from unbounded.wire.openai_chat import OpenAIChat
-from unbounded.wire.openai_responses import OpenAIResponses, SseDecoder
+from unbounded.wire.openai_responses import OpenAIResponses
+from unbounded.wire.sse import SseDecoder
 
 OpenAIApi = Literal["chat", "responses"]
 """Which OpenAI endpoint a provider calls: Chat Completions or the Responses API."""

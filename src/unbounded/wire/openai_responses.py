@@ -19,15 +19,14 @@ read from the cache (`input_tokens_details.cached_tokens`) and written to it
 `cache_creation_input_tokens`.
 
 Byte-for-byte: an SDK model re-orders an item's keys (its fields' order, not the server's),
-so the provider reads a reply from its raw JSON (`response_of` takes the parsed body, and
-`SseDecoder` a stream's raw lines): the opaque items keep the server's keys, order and
-values, and go back as the same bytes. A reply given as an SDK object (the drop-ins') is
-read the same way, the order its model gives.
+so the provider reads a reply from its raw JSON (`response_of` takes the parsed body,
+`unbounded.wire.sse.SseDecoder` a stream's raw lines): the opaque items keep the server's
+keys, order and values, and go back as the same bytes. A reply given as an SDK object (the
+drop-ins') is read the same way, in the order its model gives.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -226,34 +225,6 @@ class OpenAIResponses:
         return items_to_messages(messages)
 
 
-class SseDecoder:
-    """Server-sent events from a stream's raw lines: `feed` each line (without its line end);
-    an event's `data` lines, parsed as JSON when a blank line ends it, come back as a dict
-    in the server's key order (comments, `event:` and `id:` lines are not needed: a
-    Responses event names its type in its data)."""
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> dict[str, Any] | None:
-        """The event a blank line completes, else None; ServerError for data that is not a
-        JSON object."""
-        if line:
-            if line.startswith("data:"):
-                self._data.append(line[5:].removeprefix(" "))
-            return None
-        if not self._data:
-            return None
-        text, self._data = "\n".join(self._data), []
-        try:
-            event = json.loads(text)
-        except ValueError:
-            raise ServerError(f"malformed stream event (not JSON): {text[:200]!r}") from None
-        if not isinstance(event, dict):
-            raise ServerError(f"malformed stream event (not an object): {text[:200]!r}")
-        return event
-
-
 class ResponsesStreamAssembler:
     """Folds Responses stream events (raw JSON dicts or SDK events) into one reply: the
     terminal event (`response.completed` or `response.incomplete`) carries the whole
@@ -301,7 +272,6 @@ __all__ = [
     "RESPONSES_FORMAT",
     "OpenAIResponses",
     "ResponsesStreamAssembler",
-    "SseDecoder",
     "convert_tool_choice",
     "convert_tools",
     "failure_error",
