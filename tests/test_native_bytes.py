@@ -151,3 +151,30 @@ def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(a
     assert not api_server.rejected  # the server checked the block's signature
     sent = api_server.requests[1].json["messages"][1]["content"][0]
     assert {k: v for k, v in sent.items() if k != "cache_control"} == block
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool) -> None:
+    """The server writes the block type first (the SDK model would put `content` first); a
+    stream opens it empty and fills it with one compaction_delta. Either way the next
+    request carries the bytes a non-streamed reply holds."""
+    pytest.importorskip("anthropic")
+    from unbounded.compaction.native import ServerCompaction
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    block = compaction_block(nine_section_summary("the parser"), None)  # a null kept as null
+    api_server.anthropic.push(message(block, "Going on.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
+    config = SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent.", max_tokens=4_000)
+    session = Session(config, store=MemoryStore(), extensions=[ServerCompaction()])
+    provider = AnthropicProvider(api_server.anthropic_client())
+    session.add_user("Fix the parser in src/parse.py")
+    asyncio.run(session.call(provider, stream=stream))
+    assert api_server.requests[0].stream is stream
+    session.add_user("And the tests?")
+    asyncio.run(session.call(provider, stream=stream))
+    sent = _compact(block)
+    if not stream:
+        assert sent in api_server.requests[0].reply  # as the server wrote it
+    # The cache marker the pipeline may add goes after the block's own keys.
+    assert sent[:-1] in api_server.requests[1].body, "the compaction block was not sent back as received"
+    assert not api_server.rejected

@@ -11,6 +11,11 @@ beta added when the messages carry a server compaction block, which goes back un
 `cache_edits` is sent as a top-level body field only by a format built with
 `cache_edits=True`.
 
+A compaction block goes back byte-for-byte: an SDK model re-orders a block's keys (its
+fields' order, not the server's), so `from_response` takes the block as the raw JSON held it
+when the provider read that (`raw_blocks`), and the stream fold keeps each compaction block
+of raw events in the server's order, its values from the `compaction_delta` that fills it.
+
 `inbound` takes the caller's messages (SDK objects or dicts) as plain dicts without the
 caller's cache markers, the form a session stores.
 """
@@ -100,10 +105,17 @@ class AnthropicMessages:
             betas.append(COMPACTION_BETA)
         return betas
 
-    def from_response(self, message: Any) -> ModelResponse:
-        """A ModelResponse from an SDK `Message` (or `BetaMessage`)."""
+    def from_response(
+        self, message: Any, *, raw_blocks: Mapping[int, Mapping[str, Any]] | None = None
+    ) -> ModelResponse:
+        """A ModelResponse from an SDK `Message` (or `BetaMessage`); `raw_blocks`: content
+        blocks by index as the server's JSON held them (compaction blocks), taken as they are."""
+        raw = raw_blocks or {}
         return ModelResponse(
-            content=[_block(b) for b in message.content],
+            content=[
+                cast(ContentBlock, dict(raw[i])) if i in raw else _block(b)
+                for i, b in enumerate(message.content)
+            ],
             stop_reason=message.stop_reason,
             usage=_usage(message.usage),
             model=str(message.model),
@@ -135,6 +147,24 @@ class AnthropicMessages:
         if isinstance(exc, RuntimeError) and "Unexpected event order" in str(exc):
             return ServerError(f"malformed stream: {exc}")
         return None
+
+    def raw_compaction_blocks(self, body: Any) -> dict[int, Mapping[str, Any]]:
+        """The compaction blocks of a reply's raw JSON body, by index (`from_response`)."""
+        content = body.get("content") if isinstance(body, Mapping) else None
+        if not isinstance(content, list):
+            return {}
+        return {
+            index: block
+            for index, block in enumerate(content)
+            if isinstance(block, Mapping) and block.get("type") == COMPACTION_BLOCK
+        }
+
+    def stream_error(
+        self, event: Mapping[str, Any], request_id: str | None, headers: Mapping[str, str]
+    ) -> ProviderError:
+        """The error an `error` event of a raw stream carries (the stream's status was 200)."""
+        body = dict(event)
+        return _status_error(200, body, "the stream failed", request_id=request_id, headers=headers)
 
     def stream_assembler(self) -> AnthropicStreamAssembler:
         """A fresh fold for the raw events of one `create(stream=True)` reply."""
@@ -204,18 +234,35 @@ class AnthropicStreamAssembler:
     stopped: bool = False
     """Whether `message_stop` has arrived."""
     _buffers: dict[int, bytes] = field(default_factory=dict)
+    _raw_blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Compaction blocks of raw (JSON) events, in the server's key order, by index."""
 
     def add(self, event: Any) -> None:
-        """Take the next raw event."""
-        kind = getattr(event, "type", None)
+        """Take the next event (an SDK event, or a raw one as a JSON dict)."""
+        kind = _part(event, "type")
         if self.snapshot is None and kind != "message_start":
             return
         accumulate, takes_buffers = _accumulator()
         extra = {"json_bufs": self._buffers} if takes_buffers else {}
         self.snapshot = accumulate(event=event, current_snapshot=self.snapshot, **extra)
         _fill_compaction(self.snapshot, event)
+        if isinstance(event, Mapping):
+            self._keep_raw_compaction(event)
         if kind == "message_stop":
             self.stopped = True
+
+    def _keep_raw_compaction(self, event: Mapping[str, Any]) -> None:
+        block = event.get("content_block")
+        if event.get("type") == "content_block_start" and isinstance(block, Mapping):
+            if block.get("type") == COMPACTION_BLOCK:
+                self._raw_blocks[int(event["index"])] = dict(block)
+            return
+        delta = event.get("delta")
+        raw = self._raw_blocks.get(int(event.get("index") or 0))
+        if raw is None or not isinstance(delta, Mapping):
+            return
+        if delta.get("type") == "compaction_delta":
+            raw.update((k, v) for k, v in delta.items() if k != "type")
 
     def finish(self, request_id: str | None) -> ModelResponse:
         """The whole reply; a `ServerError` when the stream ended before `message_stop`."""
@@ -224,7 +271,7 @@ class AnthropicStreamAssembler:
                 "the stream ended before message_stop (connection cut mid-reply)",
                 request_id=request_id,
             )
-        return self.wire.from_response(self.snapshot)
+        return self.wire.from_response(self.snapshot, raw_blocks=self._raw_blocks)
 
 
 def _part(value: Any, name: str) -> Any:
