@@ -13,8 +13,10 @@ beta added when the messages carry a server compaction block, which goes back un
 
 A compaction block goes back byte-for-byte: an SDK model re-orders a block's keys (its
 fields' order, not the server's), so `from_response` takes the block as the raw JSON held it
-when the provider read that (`raw_blocks`), and the stream fold keeps each compaction block
-of raw events in the server's order, its values from the `compaction_delta` that fills it.
+when the provider read that (`raw_blocks`). In a stream the SDK's plain-Messages fold does
+not know the compaction type, so it keeps the block's keys in the order the raw
+`content_block_start` gave them, its values from the `compaction_delta` that fills it
+(`tests/test_native_bytes.py` fails if an SDK version changes that).
 
 `inbound` takes the caller's messages (SDK objects or dicts) as plain dicts without the
 caller's cache markers, the form a session stores.
@@ -234,8 +236,6 @@ class AnthropicStreamAssembler:
     stopped: bool = False
     """Whether `message_stop` has arrived."""
     _buffers: dict[int, bytes] = field(default_factory=dict)
-    _raw_blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Compaction blocks of raw (JSON) events, in the server's key order, by index."""
 
     def add(self, event: Any) -> None:
         """Take the next event (an SDK event, or a raw one as a JSON dict)."""
@@ -246,23 +246,8 @@ class AnthropicStreamAssembler:
         extra = {"json_bufs": self._buffers} if takes_buffers else {}
         self.snapshot = accumulate(event=event, current_snapshot=self.snapshot, **extra)
         _fill_compaction(self.snapshot, event)
-        if isinstance(event, Mapping):
-            self._keep_raw_compaction(event)
         if kind == "message_stop":
             self.stopped = True
-
-    def _keep_raw_compaction(self, event: Mapping[str, Any]) -> None:
-        block = event.get("content_block")
-        if event.get("type") == "content_block_start" and isinstance(block, Mapping):
-            if block.get("type") == COMPACTION_BLOCK:
-                self._raw_blocks[int(event["index"])] = dict(block)
-            return
-        delta = event.get("delta")
-        raw = self._raw_blocks.get(int(event.get("index") or 0))
-        if raw is None or not isinstance(delta, Mapping):
-            return
-        if delta.get("type") == "compaction_delta":
-            raw.update((k, v) for k, v in delta.items() if k != "type")
 
     def finish(self, request_id: str | None) -> ModelResponse:
         """The whole reply; a `ServerError` when the stream ended before `message_stop`."""
@@ -271,7 +256,7 @@ class AnthropicStreamAssembler:
                 "the stream ended before message_stop (connection cut mid-reply)",
                 request_id=request_id,
             )
-        return self.wire.from_response(self.snapshot, raw_blocks=self._raw_blocks)
+        return self.wire.from_response(self.snapshot)
 
 
 def _part(value: Any, name: str) -> Any:
