@@ -207,6 +207,7 @@ def rebuild_thread(
     leaf = position.get(leaf_uuid) if leaf_uuid is not None else None
     if leaf is None:
         leaf = _leaf(candidates, position, summary_leaves)
+    del position  # a dict the size of the file, not needed past here (the peak comes later)
     if leaf is None:
         return _dedupe(candidates, report), report
     report.leaf_uuid = candidates[leaf].uuid
