@@ -2,9 +2,10 @@
 
 Two passes over the file, neither holding message contents:
 
-1. `scan_records` streams every line and keeps a small `RecordInfo` per record: where it is
-   (line, byte offset, size), its type, uuid and parent, flags, response id, model and usage
-   total. A boundary's metadata is kept too (there are few).
+1. `scan_records` streams every line and keeps a small summary per record (a row of a
+   `RecordTable`, read through `RecordInfo`): where it is (line, byte offset), its type,
+   uuid and parent, flags, response id, model and usage total. A boundary's metadata is
+   kept too (there are few).
 2. The main thread is chosen from those summaries by a `ThreadSelector`: by default
    `rebuilt_main_thread`, which runs `unbounded.model.thread.rebuild_thread` (what
    `Transcript.main_thread` does) over light stand-ins built from the summaries; or
@@ -20,9 +21,10 @@ records apart) instead of the content.
 A compact boundary's `counted_pre_tokens` reads the records since the boundary before it
 again, one view at a time.
 
-Memory: O(records) small summaries (about 0.4 KB each) + the longest line + the current
-view's API messages: what the model would be sent next, which a session that compacts keeps
-within its context window (a file that never compacted has its whole main thread as view).
+Memory: O(records) small summaries (about 230 bytes each, kept by column) + the longest
+line + what rebuilding the thread holds while it runs + the current view's API messages:
+what the model would be sent next, which a session that compacts keeps within its context
+window (a file that never compacted has its whole main thread as view).
 """
 
 from __future__ import annotations
@@ -481,7 +483,7 @@ class FileScan:
 
 
 def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
-    """Pass 1: stream the file and keep a `RecordInfo` per record (see the module docstring)."""
+    """Pass 1: stream the file and keep a summary per record (see the module docstring)."""
     source = Path(path)
     report = ReadReport()
     records = RecordTable()
