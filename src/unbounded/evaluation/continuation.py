@@ -302,10 +302,14 @@ def after_point(main_thread: Sequence[Entry], boundary_index: int) -> list[Entry
     for entry in main_thread[boundary_index + 1 :]:
         if entry.is_compact_boundary:
             break
-        if entry.is_compact_summary or entry.type == "attachment" or entry.is_meta:
-            continue
-        after.append(entry)
+        if is_agent_record(entry):
+            after.append(entry)
     return after
+
+
+def is_agent_record(entry: Entry) -> bool:
+    """A record the agent produced: not a compaction's summary or re-injected context."""
+    return not (entry.is_compact_summary or entry.type == "attachment" or entry.is_meta)
 
 
 __all__ = [
@@ -321,6 +325,7 @@ __all__ = [
     "code_tokens",
     "continuation_scores",
     "horizon_label",
+    "is_agent_record",
     "used_in_turns",
     "word_tokens",
 ]
