@@ -20,9 +20,15 @@ Docstrings, `assert` statements, type annotations and the `__all__` list are lef
     python scripts/mutation_check.py --module redaction.py --jobs 2
     python scripts/mutation_check.py --module recall/lookup.py --list   # the mutants only
     python scripts/mutation_check.py --module compaction/extractive.py --lines 1-400  # a part
+    python scripts/mutation_check.py --module compaction/handover.py --lines 801-end
+    python scripts/mutation_check.py --module redaction.py --fresh-imports  # no swapped code
 
 A module whose run takes hours can be run in parts with `--lines` (the mutants on those lines
 only); the parts' figures add up to the module's.
+
+A mutant of a function body runs in a child forked from one collected pytest session, its
+functions given the mutated code (`mutation_swap.py`); a mutant of code run at import or
+collection runs in a fresh pytest, as every mutant does with `--fresh-imports`.
 
 It prints each survivor as `path:line: mutation`, then killed / total per module and overall.
 Mutants the map argues are equivalent (they change no behaviour) are printed apart and still
@@ -257,10 +263,11 @@ def mutants(module: str) -> Iterator[Mutant]:
 # -- running the tests ----------------------------------------------------------------------------
 #
 # Starting pytest and importing the SDKs costs far more than most mapped tests: so the checker
-# imports them once and forks a child per mutant. The child forgets every `unbounded` module,
-# puts the mutated copy of `src/` first on sys.path and runs pytest in-process. A first child
-# runs the mapped tests on the unmutated copy with a line tracer on the module, so each mutant
-# runs only the tests that execute its statement (a mutant no test reaches survives unrun).
+# imports them once and forks a child per mutant. Most mutants run in a collected session (see
+# below); the others in a child that forgets every `unbounded` module, puts the mutated copy of
+# `src/` first on sys.path and runs pytest in-process. A baseline run of the mapped tests on the
+# unmutated copy, with a line tracer on the module, tells which tests execute each statement: a
+# mutant runs only those (a mutant no test reaches survives unrun).
 
 
 def load_targets(path: Path = TARGETS) -> list[Target]:
