@@ -424,6 +424,8 @@ class RecordedRequest:
     body: bytes
     json: Any
     request_id: str
+    reply: bytearray = field(default_factory=bytearray, compare=False)
+    """The bytes of the reply body the server wrote (a stream's events, in order)."""
 
     @property
     def stream(self) -> bool:
@@ -537,8 +539,13 @@ class ApiServer:
 # --------------------------------------------------------------------------- rendering
 
 
+def compact_json(data: Any) -> bytes:
+    """JSON as the APIs and the SDKs write it: no spaces, UTF-8 as it is."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _sse(event: str | None, data: Any) -> bytes:
-    payload = data if isinstance(data, bytes) else json.dumps(data).encode()
+    payload = data if isinstance(data, bytes) else compact_json(data)
     head = f"event: {event}\n".encode() if event else b""
     return head + b"data: " + payload + b"\n\n"
 
@@ -618,6 +625,16 @@ def _anthropic_events(reply: Message, model: str) -> list[bytes]:
             deltas = [
                 {"type": "input_json_delta", "partial_json": part}
                 for part in _chunks(raw, reply.chunk_size)
+            ]
+        elif kind == "compaction":
+            # As the API streams it: the block opens empty, one compaction_delta fills it.
+            start = {**block, "content": "", "encrypted_content": ""}
+            deltas = [
+                {
+                    "type": "compaction_delta",
+                    "content": block.get("content"),
+                    "encrypted_content": block.get("encrypted_content"),
+                }
             ]
         else:
             start = dict(block)
@@ -1204,7 +1221,8 @@ class _Handler(BaseHTTPRequestHandler):
         *,
         truncate: bool = False,
     ) -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        data = payload if isinstance(payload, bytes) else compact_json(payload)
+        request.reply.extend(data)
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -1229,8 +1247,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.flush()
+        self._replying = request
 
     def _chunk(self, data: bytes) -> None:
+        replying: RecordedRequest | None = getattr(self, "_replying", None)
+        if replying is not None:
+            replying.reply.extend(data)
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 

@@ -4,6 +4,7 @@ extensions/budget_reminders.py): a scripted agent against the local server."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -245,3 +246,71 @@ def test_reminder_text_says_what_is_left() -> None:
     assert reminder_text(150_000, 200_000).startswith("<system-reminder>Context budget: 75%")
     assert "50,000 left" in reminder_text(150_000, 200_000)
     assert "0 left" in reminder_text(250_000, 200_000)
+
+
+# -- kept across a resume (the session's saved state) -----------------------------------------
+
+
+def _open(folder: Path, *extensions: Any, policy: Policy | None = None) -> Session:
+    config = SessionConfig(model=MODEL, system="You are a coding agent.", tools=TOOLS, context_window=100_000)
+    return Session.open(folder, config, extensions=list(extensions), policy=policy)
+
+
+def test_a_resumed_session_does_not_remind_again_of_a_mark_it_gave(tmp_path: Path) -> None:
+    policy = Policy(budget_reminder_marks=(0.5, 0.75))
+    session = _open(tmp_path / "s", BudgetReminders(), policy=policy)
+    session.add_user("start")
+    _at_share(session, 0.8)
+    _run(session.prepare())
+    assert len(_reminders(session)) == 1
+    session.close()
+
+    resumed = _open(tmp_path / "s", reminders := BudgetReminders(), policy=policy)
+    assert reminders.announced == 0.75
+    _at_share(resumed, 0.82)
+    _run(resumed.prepare())
+    assert len(_reminders(resumed)) == 1  # the 0.75 mark is not given twice
+    reminders.after_compact(resumed, None)  # type: ignore[arg-type]
+    resumed.save_state()
+    resumed.close()
+    again = _open(tmp_path / "s", fresh := BudgetReminders(), policy=policy)
+    assert fresh.announced == 0.0  # a compaction started the marks over, and that was kept
+    again.close()
+
+
+def test_a_resumed_session_offers_the_tool_as_before_and_runs_the_compaction_it_promised(tmp_path: Path) -> None:
+    session = _open(tmp_path / "s", CompactionTool())
+    session.add_user("start")
+    _at_share(session, 0.85)
+    assert COMPACTION_TOOL_NAME in [t["name"] for t in _run(session.prepare())["tools"]]
+    _at_share(session, 0.3)  # microcompaction, say, took it back under the share
+    assert COMPACTION_TOOL_NAME in [t["name"] for t in _run(session.prepare())["tools"]]
+    session.close()
+
+    resumed = _open(tmp_path / "s", CompactionTool())
+    assert COMPACTION_TOOL_NAME in [t["name"] for t in _run(resumed.prepare())["tools"]]  # the tool list unchanged
+    call = tool_use_block(COMPACTION_TOOL_NAME, {"focus": FOCUS}, id="toolu_c1")
+    resumed.record(ModelResponse([call], "tool_use", {"input_tokens": 30_000}, MODEL))
+    resumed.add_tool_results([_run(resumed.answer_tool(call))])
+    resumed.close()  # stopped before the compaction it promised
+
+    last = _open(tmp_path / "s", tool := CompactionTool())
+    _run(last.prepare())
+    assert last.status().compactions == 1  # the promised compaction ran, with the focus
+    assert any(FOCUS_NOTE.format(focus=FOCUS) == e.content for e in last.view)
+    assert COMPACTION_TOOL_NAME not in [t["name"] for t in last.cache_safe_params().tools or []]
+    assert tool.answers_tool(last, COMPACTION_TOOL_NAME) is False
+    last.close()
+
+
+@pytest.mark.parametrize("stored", [[1], {"budget_reminders": 0.5}, "x"])
+def test_a_stored_extension_state_that_is_not_objects_by_name_is_refused(stored: Any) -> None:
+    store = MemoryStore()
+    store.save_state("session", {"extensions": stored})
+    with pytest.raises(ConfigError, match=r"extensions .* not an object of objects by extension name"):
+        Session(SessionConfig(model=MODEL), store=store)
+    fine = MemoryStore()
+    fine.save_state("session", {"extensions": {"budget_reminders": {"announced": 0.5}}})
+    reminders = BudgetReminders()
+    Session(SessionConfig(model=MODEL), store=fine, extensions=[reminders])
+    assert reminders.announced == 0.5

@@ -320,6 +320,10 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ("docs/compaction.md", "from unbounded.compaction.native import ServerCompaction, ServerCompactionSettings"): Run(
         check=lambda ns, out, api: out.strip() == "None 147000" and ns["session"].extensions == (ns["server"],),
     ),
+    ("docs/compaction.md", "import anthropic"): Run(
+        check=lambda ns, out, api: "'compact_20260112']" in out and not api.requests,
+        needs=("anthropic",),
+    ),
     ("docs/compaction.md", "import asyncio"): Run(
         check=lambda ns, out, api: out.strip() == "extractive 0" and ns["outcome"].result.boundary.is_compact_boundary,
     ),

@@ -115,6 +115,11 @@ class ExtensionHost(Protocol):
         """Replace the session notes in the store."""
         ...
 
+    def extension_state(self, name: str) -> dict[str, Any]:
+        """The values the extension `name` keeps across a resume: a dict of JSON values it
+        changes in place, saved with the session's state after each step."""
+        ...
+
 
 class Extension:
     """Something that plugs into a session (session memory, instruction files): subclass it

@@ -778,7 +778,9 @@ class Session:
             return self.run_recall(tool_use)
         for extension in self.extensions:
             if extension.answers_tool(self, name):
-                return await extension.answer_tool(self, tool_use)
+                answer = await extension.answer_tool(self, tool_use)
+                self.save_state()  # what the answer promised (a compaction) survives a restart
+                return answer
         raise ConfigError(f"this session answers no calls of the tool {name!r}")
 
     # -- one whole turn ---------------------------------------------------------------------------
@@ -806,6 +808,11 @@ class Session:
         if self._deps.redactor is not None:
             text = self._deps.redactor.redact(text)
         self.store.write_memory(text)
+
+    def extension_state(self, name: str) -> dict[str, Any]:
+        """The values the extension `name` keeps across a resume (`SessionState.extensions`),
+        saved with the session's state."""
+        return self._state.extensions.setdefault(name, {})
 
     def events_sink(self) -> EventSink | None:
         """Where this session's events go (extensions emit through it)."""

@@ -6,6 +6,7 @@
                    summary's author, summary requests spent on a compaction not landed yet
       ttl_latch    the latched cache TTL
       calibration  reported tokens / length estimate, from the last usage seen
+      extensions   each extension's own saved values, by its name (`extension_state`)
 
 `StateFile` loads it from a store and saves it after each step: the cleared tool ids in a
 document of their own (`CLEARED_STATE_NAME`), written only when they change, the rest in
@@ -17,7 +18,7 @@ session holds is derived (from the transcript, the config and the policy) or a d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from unbounded.caching.ttl import CacheTtlLatch, latch_cache_ttl
@@ -111,15 +112,22 @@ class SessionState:
     calibration: float | None = None
     """Reported tokens / length estimate of the same request, from the last usage seen: how
     far length/4 is off for this session's content (None until a usage arrives)."""
+    extensions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What extensions keep across a resume (e.g. the compaction tool offered, the budget
+    marks announced), a JSON object per extension name; empty ones are not saved."""
 
     def to_dict(self) -> dict[str, Any]:
         """The main state document (the cleared ids are saved apart)."""
-        return {
+        document: dict[str, Any] = {
             "microcompact": self.micro.to_dict(with_cleared=False),
             "tracking": self.tracking.to_dict(),
             "ttl": self.ttl_latch.to_dict(),
             "calibration": self.calibration,
         }
+        kept = {name: dict(values) for name, values in sorted(self.extensions.items()) if values}
+        if kept:
+            document["extensions"] = kept
+        return document
 
     def calibrate(
         self, counter: ContextCounter, *, overhead_raw: int, system_tokens: int | None
@@ -150,6 +158,18 @@ def _stored_calibration(value: object) -> float | None:
             "not a number or null; delete that state document to start it afresh"
         )
     return float(value) if value > 0 else None
+
+
+def _stored_extensions(value: object) -> dict[str, dict[str, Any]]:
+    """The extensions' saved values a state document holds (none before they were saved)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise ConfigError(
+            f"the stored session state ({STATE_NAME!r}) has extensions {value!r:.80}, not an "
+            "object of objects by extension name; delete that state document to start it afresh"
+        )
+    return {str(name): dict(values) for name, values in value.items()}
 
 
 def _load_micro(state: Mapping[str, Any], cleared: Mapping[str, Any] | None) -> MicrocompactState:
@@ -192,6 +212,7 @@ class StateFile:
                 stored_ttl, policy=policy, model=model, eligible=ttl_eligible
             ),
             calibration=_stored_calibration(state.get("calibration")),
+            extensions=_stored_extensions(state.get("extensions")),
         )
 
     def save(self, state: SessionState) -> None:

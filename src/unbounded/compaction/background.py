@@ -50,6 +50,7 @@ from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.cut import is_one_run
 from unbounded.compaction.glue import Rehydrator
 from unbounded.compaction.prompts import PRESERVED_NOTE
+from unbounded.compaction.server_blocks import kept_holds_server_compaction
 from unbounded.errors import ConfigError
 from unbounded.events import (
     BackgroundSummaryDiscarded,
@@ -228,7 +229,11 @@ class BackgroundSummary:
             return outcome
         result = outcome.result
         since = list(entries[snapshot.length :])
-        if not _unchanged(entries, snapshot) or any(e.is_compact_boundary for e in since):
+        if (
+            not _unchanged(entries, snapshot)
+            or any(e.is_compact_boundary for e in since)
+            or kept_holds_server_compaction(since)  # the server compacted since: superseded
+        ):
             self._discard("stale")
             return None
         kept = [*result.messages_to_keep, *since]

@@ -53,7 +53,12 @@ from unbounded.compaction.prompts import (
     summary_message_text,
 )
 from unbounded.compaction.ptl import truncate_head_for_ptl_retry
-from unbounded.compaction.server_blocks import compaction_blocks_as_text
+from unbounded.compaction.server_blocks import (
+    check_cut_after_server_compaction,
+    compaction_blocks_as_text,
+    from_last_server_compaction,
+    kept_holds_server_compaction,
+)
 from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
 from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
 from unbounded.errors import CompactionError, ConfigError, PromptTooLongError, ProviderError
@@ -646,6 +651,8 @@ class SummaryJob:
             to_send = list(sent_messages)
         else:
             to_send = normalize_messages(_without_reinjected(self.view))
+        # What a server compaction stands for is the server's summary alone (server_blocks).
+        to_send = from_last_server_compaction(to_send)
         self.messages = compaction_blocks_as_text(strip_images_and_documents(to_send))
         self._replaced_tokens = token_count_with_estimation(self.summarized)
         self._lean_source = self.messages
@@ -943,11 +950,16 @@ async def start_summary(
         if keep_from is not None:
             kept = _kept_tail(view, keep_from)
             _require_contiguous(entries, kept)
+            if kept_holds_server_compaction(kept):
+                # Kept after our summary, the block would have the server drop the summary.
+                logger.info("the turn to keep holds a server compaction: summarizing it too")
+                kept, keep_from = [], None
     else:
         if keep_from is not None:
             raise ConfigError("keep_from applies to a full compaction, not a partial one")
         assert pivot_uuid is not None
         pivot = safe_pivot(view, pivot_uuid)
+        check_cut_after_server_compaction(view, pivot, f"pivot {pivot_uuid}")
         if direction == "up_to":
             summarized, kept = list(view[:pivot]), list(view[pivot:])
         else:

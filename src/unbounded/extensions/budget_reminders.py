@@ -6,10 +6,13 @@
 `compact_context`, before the window decides for it. The note is a new user record after
 the last one: the cached prefix is never rewritten. It waits for a turn that ends with a
 user record (a reply still being answered is left alone). `Policy.budget_reminders_enabled`
-switches it.
+switches it. The highest mark announced is kept in the session's state (`STATE_KEY`), so a
+resumed session does not remind again of a mark it already gave.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.extension import Extension, ExtensionHost
@@ -20,6 +23,10 @@ REMINDER = (
     "compacted is used ({tokens:,} of {threshold:,} tokens; {left:,} left). Finish the "
     "current step and keep notes of what must survive a summary.</system-reminder>"
 )
+
+
+STATE_KEY = "budget_reminders"
+"""The extension's name in the session's saved state."""
 
 
 def reminder_text(tokens: int, threshold: int) -> str:
@@ -38,6 +45,20 @@ class BudgetReminders(Extension):
     def __init__(self) -> None:
         self.announced = 0.0
         """The highest mark announced since the last compaction (0: none)."""
+        self._saved: dict[str, Any] = {}
+
+    def attached(self, session: ExtensionHost) -> None:
+        """Take up the marks a resumed session already announced."""
+        self._saved = session.extension_state(STATE_KEY)
+        announced = self._saved.get("announced")
+        if isinstance(announced, (int, float)) and not isinstance(announced, bool):
+            self.announced = float(announced)
+
+    def _announce(self, mark: float) -> None:
+        self.announced = mark
+        self._saved.clear()
+        if mark:
+            self._saved["announced"] = mark
 
     async def before_prepare(self, session: ExtensionHost) -> None:
         """Note the highest mark passed and not yet announced."""
@@ -53,12 +74,12 @@ class BudgetReminders(Extension):
         view = session.view
         if not passed or not view or view[-1].type != "user":
             return
-        self.announced = passed[-1]
+        self._announce(passed[-1])
         session.append([Entry.user(reminder_text(tokens, threshold), is_meta=True)])
 
     def after_compact(self, session: ExtensionHost, result: CompactionResult) -> None:
         """Start the marks over."""
-        self.announced = 0.0
+        self._announce(0.0)
 
 
-__all__ = ["REMINDER", "BudgetReminders", "reminder_text"]
+__all__ = ["REMINDER", "STATE_KEY", "BudgetReminders", "reminder_text"]

@@ -11,6 +11,10 @@ compacted; the next `prepare()` compacts (a manual compaction) with the focus in
 summary prompt's instructions, and puts the focus, verbatim, in a note right after the
 summary, so it survives whatever the summary kept. A failed compaction is logged and the
 turn goes on (the automatic compaction still guards the window).
+
+Whether the tool is offered, and the focuses of calls answered but not yet compacted, are
+kept in the session's state (`STATE_KEY`): a resumed session offers the tool as it did
+before (the tool list, and so the cache, unchanged) and still runs a compaction it promised.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ FOCUS_INSTRUCTIONS = (
 )
 PLAIN_INSTRUCTIONS = "The agent asked for this compaction itself, at a natural break in its work."
 FOCUS_NOTE = "Focus the agent asked this compaction to keep: {focus}"
+STATE_KEY = "compaction_tool"
+"""The extension's name in the session's saved state."""
 
 
 def compaction_tool_schema() -> dict[str, Any]:
@@ -84,6 +90,23 @@ class CompactionTool(Extension):
         self._offered = False
         self._due: list[str | None] = []  # focuses of calls answered, compacted at the next prepare
         self._note: str | None = None
+        self._saved: dict[str, Any] = {}
+
+    def attached(self, session: ExtensionHost) -> None:
+        """Take up where a resumed session left off (offered or not, compactions promised)."""
+        self._saved = session.extension_state(STATE_KEY)
+        self._offered = self._saved.get("offered") is True
+        due = self._saved.get("due")
+        if isinstance(due, list):
+            self._due = [focus if isinstance(focus, str) else None for focus in due]
+
+    def _save(self) -> None:
+        """Keep the offer and the promised compactions in the session's state."""
+        self._saved.clear()
+        if self._offered:
+            self._saved["offered"] = True
+        if self._due:
+            self._saved["due"] = list(self._due)
 
     def _reached(self, session: ExtensionHost) -> bool:
         policy = session.policy
@@ -96,6 +119,7 @@ class CompactionTool(Extension):
         """Whether the tool is offered: from the share on, until the next compaction."""
         if not self._offered and self._reached(session):
             self._offered = True
+            self._save()
         return self._offered
 
     def tools_offered(
@@ -118,6 +142,7 @@ class CompactionTool(Extension):
         except ValueError as problem:
             return {**result, "is_error": True, "content": f"compact_context: {problem}"}
         self._due.append(focus)
+        self._save()
         kept = f"; the summary will keep: {focus}" if focus else ""
         return {**result, "content": f"The context will be compacted before your next turn{kept}."}
 
@@ -128,6 +153,7 @@ class CompactionTool(Extension):
         focuses = [f for f in self._due if f]
         self._due = []
         focus = "; ".join(focuses) or None
+        self._save()
         instructions = FOCUS_INSTRUCTIONS.format(focus=focus) if focus else PLAIN_INSTRUCTIONS
         self._note = focus
         try:
@@ -139,6 +165,7 @@ class CompactionTool(Extension):
     def after_compact(self, session: ExtensionHost, result: CompactionResult) -> None:
         """Stop offering the tool until the share is passed again; note the focus kept."""
         self._offered = False
+        self._save()
         note, self._note = self._note, None
         if note:
             session.append([Entry.user(FOCUS_NOTE.format(focus=note), is_meta=True)])
@@ -146,6 +173,7 @@ class CompactionTool(Extension):
 
 __all__ = [
     "COMPACTION_TOOL_NAME",
+    "STATE_KEY",
     "CompactionTool",
     "compaction_tool_schema",
 ]

@@ -28,10 +28,10 @@ from unbounded.providers.base import (
     ModelResponse,
     ProviderError,
     SdkProvider,
-    ServerError,
 )
-from unbounded.wire.anthropic import NO_API_KEY, AnthropicMessages
+from unbounded.wire.anthropic import NO_API_KEY, AnthropicMessages, AnthropicStreamAssembler
 from unbounded.wire.context_edits import ANTHROPIC_CONTEXT_EDITS
+from unbounded.wire.sse import SseDecoder
 
 if TYPE_CHECKING:
     import anthropic
@@ -223,7 +223,7 @@ class AnthropicProvider(SdkProvider):
         client, is_async, borrowed = self._clients.acquire(want_async)
         api = self._messages_api(client, request)
         seen: dict[str, Any] = {}
-        call: Awaitable[Any]
+        call: Awaitable[ModelResponse]
         if is_async:
             call = (
                 self._stream_async(api, request, seen)
@@ -235,8 +235,10 @@ class AnthropicProvider(SdkProvider):
                 self._stream_sync if stream else self._once_sync, api, request, seen
             )
         try:
-            message = await call_with_heartbeat(call, heartbeat, self.heartbeat_interval)
-        except ProviderError:
+            return await call_with_heartbeat(call, heartbeat, self.heartbeat_interval)
+        except ProviderError as error:
+            if error.request_id is None:
+                error.request_id = seen.get("request_id")
             raise
         except Exception as exc:
             mapped = self.wire.map_error(exc)
@@ -248,44 +250,73 @@ class AnthropicProvider(SdkProvider):
         finally:
             if borrowed:
                 await client.close()
-        return self.wire.from_response(message)
 
-    async def _once_async(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
+    # Replies are read from their raw JSON (the body, or the stream's raw events) so that a
+    # compaction block keeps the server's bytes (`unbounded.wire.anthropic`).
+
+    def _reply(self, raw: Any, message: Any) -> ModelResponse:
+        blocks = self.wire.raw_compaction_blocks(raw.http_response.json())
+        return self.wire.from_response(message, raw_blocks=blocks)
+
+    async def _once_async(
+        self, api: Any, request: ProviderRequest, seen: dict[str, Any]
+    ) -> ModelResponse:
         try:
-            return await api.create(**self.request_kwargs(request, api.create))
+            raw = await api.with_raw_response.create(**self.request_kwargs(request, api.create))
         except ValueError as exc:
             if not _streaming_required(exc):
                 raise
-        return await self._stream_async(api, request, seen)
+            return await self._stream_async(api, request, seen)
+        message = raw.parse()  # awaitable on the SDK's async responses
+        return self._reply(raw, await message if inspect.isawaitable(message) else message)
 
-    def _once_sync(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
+    def _once_sync(
+        self, api: Any, request: ProviderRequest, seen: dict[str, Any]
+    ) -> ModelResponse:
         try:
-            return api.create(**self.request_kwargs(request, api.create))
+            raw = api.with_raw_response.create(**self.request_kwargs(request, api.create))
         except ValueError as exc:
             if not _streaming_required(exc):
                 raise
-        return self._stream_sync(api, request, seen)
+            return self._stream_sync(api, request, seen)
+        return self._reply(raw, raw.parse())
 
-    async def _stream_async(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
-        async with api.stream(**self.request_kwargs(request, api.stream)) as events:
-            seen["request_id"] = getattr(events, "request_id", None)
-            async for event in events:
-                seen["last"] = event.type
-            self._check_complete(seen)
-            return await events.get_final_message()
+    async def _stream_async(
+        self, api: Any, request: ProviderRequest, seen: dict[str, Any]
+    ) -> ModelResponse:
+        kwargs = {**self.request_kwargs(request, api.create), "stream": True}
+        async with api.with_streaming_response.create(**kwargs) as raw:
+            fold, decoder = self._open_stream(raw, seen)
+            async for line in raw.iter_lines():
+                self._take(fold, decoder.feed(line), raw, seen)
+            return fold.finish(seen.get("request_id"))
 
-    def _stream_sync(self, api: Any, request: ProviderRequest, seen: dict[str, Any]) -> Any:
-        with api.stream(**self.request_kwargs(request, api.stream)) as events:
-            seen["request_id"] = getattr(events, "request_id", None)
-            for event in events:
-                seen["last"] = event.type
-            self._check_complete(seen)
-            return events.get_final_message()
+    def _stream_sync(
+        self, api: Any, request: ProviderRequest, seen: dict[str, Any]
+    ) -> ModelResponse:
+        kwargs = {**self.request_kwargs(request, api.create), "stream": True}
+        with api.with_streaming_response.create(**kwargs) as raw:
+            fold, decoder = self._open_stream(raw, seen)
+            for line in raw.iter_lines():
+                self._take(fold, decoder.feed(line), raw, seen)
+            return fold.finish(seen.get("request_id"))
 
-    @staticmethod
-    def _check_complete(seen: dict[str, Any]) -> None:
-        if seen.get("last") != "message_stop":
-            raise ServerError(
-                "the stream ended before message_stop (connection cut mid-reply)",
-                request_id=seen.get("request_id"),
-            )
+    def _open_stream(
+        self, raw: Any, seen: dict[str, Any]
+    ) -> tuple[AnthropicStreamAssembler, SseDecoder]:
+        seen["request_id"] = raw.headers.get("request-id")
+        return self.wire.stream_assembler(), SseDecoder()
+
+    def _take(
+        self,
+        fold: AnthropicStreamAssembler,
+        event: dict[str, Any] | None,
+        raw: Any,
+        seen: dict[str, Any],
+    ) -> None:
+        """Fold one raw event; an `error` event raises its error."""
+        if event is None:
+            return
+        if event.get("type") == "error":
+            raise self.wire.stream_error(event, seen.get("request_id"), raw.headers)
+        fold.add(event)

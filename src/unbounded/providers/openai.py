@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,6 +27,7 @@ from unbounded.providers.anthropic import DEFAULT_HEARTBEAT_INTERVAL, SdkClients
 from unbounded.providers.base import Heartbeat, ModelResponse, ProviderError, SdkProvider
 from unbounded.wire.openai_chat import OpenAIChat
 from unbounded.wire.openai_responses import OpenAIResponses
+from unbounded.wire.sse import SseDecoder
 
 OpenAIApi = Literal["chat", "responses"]
 """Which OpenAI endpoint a provider calls: Chat Completions or the Responses API."""
@@ -160,6 +162,8 @@ class OpenAIProvider(SdkProvider):
     async def _async_call(
         self, client: Any, kwargs: dict[str, Any], stream: bool, seen: dict[str, Any]
     ) -> ModelResponse:
+        if self.api == "responses":
+            return await self._async_raw_call(client, kwargs, stream, seen)
         result = await self._endpoint(client).create(**kwargs)
         if not stream:
             return self.wire.from_response(result)
@@ -172,9 +176,42 @@ class OpenAIProvider(SdkProvider):
             await result.close()
         return collector.finish(seen.get("request_id"))
 
+    async def _async_raw_call(
+        self, client: Any, kwargs: dict[str, Any], stream: bool, seen: dict[str, Any]
+    ) -> ModelResponse:
+        """A Responses call read from its raw body, so the items the library does not read
+        keep the server's bytes (`unbounded.wire.openai_responses`)."""
+        async with client.responses.with_streaming_response.create(**kwargs) as raw:
+            seen["request_id"] = raw.headers.get("x-request-id")
+            if not stream:
+                return self.wire.from_response(json.loads(await raw.read()))
+            collector, decoder = self.wire.stream_assembler(), SseDecoder()
+            async for line in raw.iter_lines():
+                event = decoder.feed(line)
+                if event is not None:
+                    collector.add(event)
+            return collector.finish(seen.get("request_id"))
+
+    def _sync_raw_call(
+        self, client: Any, kwargs: dict[str, Any], stream: bool, seen: dict[str, Any]
+    ) -> ModelResponse:
+        """`_async_raw_call` on a blocking client."""
+        with client.responses.with_streaming_response.create(**kwargs) as raw:
+            seen["request_id"] = raw.headers.get("x-request-id")
+            if not stream:
+                return self.wire.from_response(json.loads(raw.read()))
+            collector, decoder = self.wire.stream_assembler(), SseDecoder()
+            for line in raw.iter_lines():
+                event = decoder.feed(line)
+                if event is not None:
+                    collector.add(event)
+            return collector.finish(seen.get("request_id"))
+
     def _sync_call(
         self, client: Any, kwargs: dict[str, Any], stream: bool, seen: dict[str, Any]
     ) -> ModelResponse:
+        if self.api == "responses":
+            return self._sync_raw_call(client, kwargs, stream, seen)
         result = self._endpoint(client).create(**kwargs)
         if not stream:
             return self.wire.from_response(result)

@@ -11,6 +11,13 @@ beta added when the messages carry a server compaction block, which goes back un
 `cache_edits` is sent as a top-level body field only by a format built with
 `cache_edits=True`.
 
+A compaction block goes back byte-for-byte: an SDK model re-orders a block's keys (its
+fields' order, not the server's), so `from_response` takes the block as the raw JSON held it
+when the provider read that (`raw_blocks`). In a stream the SDK's plain-Messages fold does
+not know the compaction type, so it keeps the block's keys in the order the raw
+`content_block_start` gave them, its values from the `compaction_delta` that fills it
+(`tests/test_native_bytes.py` fails if an SDK version changes that).
+
 `inbound` takes the caller's messages (SDK objects or dicts) as plain dicts without the
 caller's cache markers, the form a session stores.
 """
@@ -21,6 +28,7 @@ import functools
 import inspect
 import json
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -36,6 +44,7 @@ from unbounded.errors import (
     ServerError,
 )
 from unbounded.model.content import ContentBlock, MessageParam, Usage
+from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.wire.base import (
@@ -65,6 +74,9 @@ class AnthropicMessages:
     cache_edits: bool = False
     """Send a request's `cache_edits` (the server must support them); else they are dropped."""
     name: str = "anthropic-messages"
+    _compaction_scan: _CompactionScan = field(
+        default_factory=lambda: _CompactionScan(), compare=False, repr=False
+    )
 
     def to_request(
         self, request: ProviderRequest, *, stream: bool, accepted: frozenset[str] = ALL_FIELDS
@@ -96,14 +108,21 @@ class AnthropicMessages:
         a server compaction block (the API refuses them without it, whichever path sends
         them: the main request, a summary fork, a drop-in's)."""
         betas = [str(beta) for beta in request.get("betas") or ()]
-        if COMPACTION_BETA not in betas and _has_compaction_block(request.get("messages")):
+        if COMPACTION_BETA not in betas and self._compaction_scan.found(request.get("messages")):
             betas.append(COMPACTION_BETA)
         return betas
 
-    def from_response(self, message: Any) -> ModelResponse:
-        """A ModelResponse from an SDK `Message` (or `BetaMessage`)."""
+    def from_response(
+        self, message: Any, *, raw_blocks: Mapping[int, Mapping[str, Any]] | None = None
+    ) -> ModelResponse:
+        """A ModelResponse from an SDK `Message` (or `BetaMessage`); `raw_blocks`: content
+        blocks by index as the server's JSON held them (compaction blocks), taken as they are."""
+        raw = raw_blocks or {}
         return ModelResponse(
-            content=[_block(b) for b in message.content],
+            content=[
+                cast(ContentBlock, dict(raw[i])) if i in raw else _block(b)
+                for i, b in enumerate(message.content)
+            ],
             stop_reason=message.stop_reason,
             usage=_usage(message.usage),
             model=str(message.model),
@@ -136,6 +155,24 @@ class AnthropicMessages:
             return ServerError(f"malformed stream: {exc}")
         return None
 
+    def raw_compaction_blocks(self, body: Any) -> dict[int, Mapping[str, Any]]:
+        """The compaction blocks of a reply's raw JSON body, by index (`from_response`)."""
+        content = body.get("content") if isinstance(body, Mapping) else None
+        if not isinstance(content, list):
+            return {}
+        return {
+            index: block
+            for index, block in enumerate(content)
+            if isinstance(block, Mapping) and block.get("type") == COMPACTION_BLOCK
+        }
+
+    def stream_error(
+        self, event: Mapping[str, Any], request_id: str | None, headers: Mapping[str, str]
+    ) -> ProviderError:
+        """The error an `error` event of a raw stream carries (the stream's status was 200)."""
+        body = dict(event)
+        return _status_error(200, body, "the stream failed", request_id=request_id, headers=headers)
+
     def stream_assembler(self) -> AnthropicStreamAssembler:
         """A fresh fold for the raw events of one `create(stream=True)` reply."""
         return AnthropicStreamAssembler(self)
@@ -160,9 +197,7 @@ class AnthropicMessages:
         return InboundMessages("", out)
 
 
-def _has_compaction_block(messages: object) -> bool:
-    if not isinstance(messages, list):
-        return False
+def _has_compaction_block(messages: Sequence[Any]) -> bool:
     for message in messages:
         content = message.get("content") if isinstance(message, Mapping) else None
         if isinstance(content, list) and any(
@@ -170,6 +205,36 @@ def _has_compaction_block(messages: object) -> bool:
         ):
             return True
     return False
+
+
+class _CompactionScan:
+    """Whether a request's messages carry a server compaction block, reading only the
+    messages the last request without one did not have: a conversation sends its whole
+    history every call, and walking every block of it was the drop-in's largest cost at
+    thousands of messages (~20 ms a call at 10,000). Messages are matched with the last
+    ones by identity or equality (`shared_prefix_length_own`), so a message changed into
+    a new dict is read again."""
+
+    def __init__(self) -> None:
+        self._plain: list[Any] = []
+        """The last messages found without a compaction block (the project's own copy)."""
+        self._lock = threading.Lock()
+
+    def found(self, messages: object) -> bool:
+        """Whether `messages` (a request's list) holds a compaction block."""
+        if not isinstance(messages, list):
+            return False
+        with self._lock:
+            same = shared_prefix_length_own(messages, self._plain)
+            del self._plain[same:]
+            if _has_compaction_block(messages[same:]):
+                return True
+            self._plain.extend(messages[same:])
+            return False
+
+    def __reduce__(self) -> tuple[type[_CompactionScan], tuple[()]]:
+        # A copy (a pickled or copied format) starts with nothing seen: the lock cannot go.
+        return (_CompactionScan, ())
 
 
 def _sdk_error(sdk: Any, exc: BaseException) -> ProviderError | None:
@@ -206,13 +271,14 @@ class AnthropicStreamAssembler:
     _buffers: dict[int, bytes] = field(default_factory=dict)
 
     def add(self, event: Any) -> None:
-        """Take the next raw event."""
-        kind = getattr(event, "type", None)
+        """Take the next event (an SDK event, or a raw one as a JSON dict)."""
+        kind = _part(event, "type")
         if self.snapshot is None and kind != "message_start":
             return
         accumulate, takes_buffers = _accumulator()
         extra = {"json_bufs": self._buffers} if takes_buffers else {}
         self.snapshot = accumulate(event=event, current_snapshot=self.snapshot, **extra)
+        _fill_compaction(self.snapshot, event)
         if kind == "message_stop":
             self.stopped = True
 
@@ -224,6 +290,25 @@ class AnthropicStreamAssembler:
                 request_id=request_id,
             )
         return self.wire.from_response(self.snapshot)
+
+
+def _part(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
+def _fill_compaction(snapshot: Any, event: Any) -> None:
+    """Apply a `compaction_delta` to its block: a server compaction streams its block empty,
+    then the summary and state whole in one such delta, which the SDK's plain-Messages fold
+    leaves out (its beta fold applies it the same way: the values replace, never append)."""
+    if _part(event, "type") != "content_block_delta":
+        return
+    delta = _part(event, "delta")
+    if _part(delta, "type") != "compaction_delta":
+        return
+    block = snapshot.content[int(_part(event, "index"))]
+    if _part(block, "type") == COMPACTION_BLOCK:
+        block.content = _part(delta, "content")
+        block.encrypted_content = _part(delta, "encrypted_content")
 
 
 @functools.cache

@@ -17,6 +17,12 @@ from `function_call` items, everything else opaque. Usage: `input_tokens` counts
 read from the cache (`input_tokens_details.cached_tokens`) and written to it
 (`cache_write_tokens`), which are moved to `cache_read_input_tokens` and
 `cache_creation_input_tokens`.
+
+Byte-for-byte: an SDK model re-orders an item's keys (its fields' order, not the server's),
+so the provider reads a reply from its raw JSON (`response_of` takes the parsed body,
+`unbounded.wire.sse.SseDecoder` a stream's raw lines): the opaque items keep the server's
+keys, order and values, and go back as the same bytes. A reply given as an SDK object (the
+drop-ins') is read the same way, in the order its model gives.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unbounded.errors import PromptTooLongError, ProviderError, ServerError
-from unbounded.model.content import ContentBlock, Usage
+from unbounded.model.content import ContentBlock, Usage, usage_from_openai_responses
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.wire.base import (
@@ -96,26 +102,10 @@ def reply_content(output: Sequence[Any]) -> list[ContentBlock]:
 
 
 def _usage(usage: Any) -> Usage:
-    counts: Usage = {
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    }
+    """An SDK reply's usage (an object or its dict) in Anthropic names."""
     if usage is None:
-        return counts
-    data = usage if isinstance(usage, Mapping) else plain_item(usage)
-    total_in = int(data.get("input_tokens") or 0)
-    details = data.get("input_tokens_details") or {}
-    if not isinstance(details, Mapping):
-        details = {}
-    cached = int(details.get("cached_tokens") or 0)
-    written = int(details.get("cache_write_tokens") or 0)
-    counts["input_tokens"] = max(0, total_in - cached - written)
-    counts["cache_read_input_tokens"] = cached
-    counts["cache_creation_input_tokens"] = written
-    counts["output_tokens"] = int(data.get("output_tokens") or 0)
-    return counts
+        return usage_from_openai_responses(None)
+    return usage_from_openai_responses(usage if isinstance(usage, Mapping) else plain_item(usage))
 
 
 def _stop_reason(status: str | None, incomplete: Any, content: Sequence[Any]) -> str | None:
@@ -129,15 +119,23 @@ def _stop_reason(status: str | None, incomplete: Any, content: Sequence[Any]) ->
     return "end_turn" if status in ("completed", None) else status
 
 
+def _field(value: Any, name: str) -> Any:
+    """A field of an SDK object or of its raw JSON (a mapping)."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
 def response_of(reply: Any) -> ModelResponse:
-    """A ModelResponse (Anthropic shape) from an SDK `Response`."""
-    content = reply_content(reply.output or [])
+    """A ModelResponse (Anthropic shape) from a response: its raw JSON (the server's key order
+    kept in the opaque items) or an SDK `Response`."""
+    content = reply_content(_field(reply, "output") or [])
     return ModelResponse(
         content=content,
-        stop_reason=_stop_reason(reply.status, reply.incomplete_details, content),
-        usage=_usage(reply.usage),
-        model=str(reply.model or ""),
-        id=str(reply.id or ""),
+        stop_reason=_stop_reason(
+            _field(reply, "status"), _field(reply, "incomplete_details"), content
+        ),
+        usage=_usage(_field(reply, "usage")),
+        model=str(_field(reply, "model") or ""),
+        id=str(_field(reply, "id") or ""),
         raw=plain_item(reply),
     )
 
@@ -194,7 +192,7 @@ class OpenAIResponses:
         return kwargs
 
     def from_response(self, reply: Any) -> ModelResponse:
-        """A ModelResponse (Anthropic shape) from an SDK `Response`."""
+        """A ModelResponse (Anthropic shape) from a response's raw JSON or SDK `Response`."""
         return response_of(reply)
 
     def stream_assembler(self) -> ResponsesStreamAssembler:
@@ -212,9 +210,9 @@ class OpenAIResponses:
 
 
 class ResponsesStreamAssembler:
-    """Folds Responses stream events into one reply: the terminal event
-    (`response.completed` or `response.incomplete`) carries the whole response; a
-    `response.failed` or `error` event is its error."""
+    """Folds Responses stream events (raw JSON dicts or SDK events) into one reply: the
+    terminal event (`response.completed` or `response.incomplete`) carries the whole
+    response; a `response.failed` or `error` event is its error."""
 
     def __init__(self) -> None:
         self.final: Any = None
@@ -229,13 +227,16 @@ class ResponsesStreamAssembler:
     def add(self, event: Any) -> None:
         """Take the next event."""
         self.events += 1
-        kind = getattr(event, "type", None)
+        kind = _field(event, "type")
         if kind in ("response.completed", "response.incomplete"):
-            self.final = event.response
+            self.final = _field(event, "response")
         elif kind == "response.failed":
-            self.failure = getattr(event.response, "error", None) or {"message": "failed"}
+            self.failure = _field(_field(event, "response"), "error") or {"message": "failed"}
         elif kind == "error":
-            self.failure = {"message": getattr(event, "message", ""), "code": event.code}
+            self.failure = {
+                "message": _field(event, "message") or "",
+                "code": _field(event, "code"),
+            }
 
     def finish(self, request_id: str | None) -> ModelResponse:
         """The whole reply; the failure's error, or a `ServerError` when the stream was cut
