@@ -119,7 +119,7 @@ class RefetchCounter:
             return
         index = session.recall_index.update(session.entries)
         self._count_results(session)
-        calls = list(index.calls.values())
+        calls = index.calls
         visible: set[str] | None = None
         for use in uses:
             earlier = _earlier_fetch(calls, use)
@@ -152,16 +152,18 @@ class RefetchCounter:
         self._waiting = waiting
 
 
-def _earlier_fetch(calls: Sequence[ToolCall], use: Mapping[str, Any]) -> ToolCall | None:
-    """The latest earlier call with the same read or command whose output still holds."""
+def _earlier_fetch(calls: dict[str, ToolCall], use: Mapping[str, Any]) -> ToolCall | None:
+    """The latest earlier call with the same read or command whose output still holds.
+
+    `calls` is in call order; it is walked from the newest back and only as far as the answer
+    (never copied: a copy per recorded call made a long replay quadratic)."""
     path = read_path_of(use)
     command = command_of(use) if path is None else None
     if path is None and command is None:
         return None
     wanted = normalize_command(command) if command is not None else None
     arguments = _other_arguments(use.get("input"))
-    for position in range(len(calls) - 1, -1, -1):
-        call = calls[position]
+    for call in reversed(calls.values()):
         if call.write_path is not None and (path is None or same_path(call.write_path, path)):
             return None  # the file (or, for a command, some file) changed since
         if call.result_position is None or call.is_error:
