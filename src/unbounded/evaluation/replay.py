@@ -7,9 +7,10 @@ For each recorded API call, in order:
    appended to a `Session` (its store, `ReplayStore`, keeps no second copy), whose clock
    follows the recorded times;
 2. `await session.prepare()` builds the request our pipeline would send (microcompaction,
-   auto-compaction, cache planning), which is checked with `validate_request` and priced by
-   the cache simulator at the recorded time; the summary calls of compactions made in that
-   step are priced too (they share the main conversation's cache);
+   auto-compaction, cache planning), which is checked with `validate_request` (through a
+   `RequestValidator`: each message once, not once per call) and priced by the cache
+   simulator at the recorded time; the summary calls of compactions made in that step are
+   priced too (they share the main conversation's cache);
 3. the recorded response is recorded as the model's answer with the usage re-derived for OUR
    request (the simulator's input / cache figures plus the recorded output tokens), so token
    counting, thresholds and cache-break detection follow our context, not the recorded one;
@@ -97,7 +98,7 @@ from unbounded.events import (
 from unbounded.extension import Extension
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
-from unbounded.model.normalize import MISSING_START_TEXT, validate_request
+from unbounded.model.normalize import MISSING_START_TEXT, RequestValidator
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ProviderWrapper
 from unbounded.model.transcript import Transcript
@@ -796,6 +797,7 @@ class _Replayer:
         self.invalid = 0
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
         self.refetch = RefetchCounter()
+        self.validator = RequestValidator()  # each message checked once, not once per call
         self.receipts: list[tuple[int, Receipt]] = []
         self.session.background.assumed_latency = timedelta(seconds=options.summary_seconds)
         self.idle = options.idle_compaction
@@ -1052,7 +1054,7 @@ class _Replayer:
             if receipt is not None:
                 self.receipts.append((index, receipt))
         try:
-            validate_request(request["messages"])
+            self.validator.check(request["messages"])
         except InvalidRequestError as error:
             self.invalid += 1
             self._event(TimelineEvent(index, call.request_time, "invalid_request", str(error)))
