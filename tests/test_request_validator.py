@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from unbounded.errors import InvalidRequestError
 from unbounded.model.normalize import RequestValidator, validate_request
 
+
 def _verdict(check: Any, messages: list[dict[str, Any]]) -> tuple[str, int | None] | None:
     try:
         check(messages)
