@@ -1,14 +1,15 @@
 """Streamed replies of the drop-in: the raw event stream of `create(stream=True)`, recorded
-when its `message_stop` arrives (the SDK's own accumulator rebuilds the reply), and the
+when its `message_stop` arrives (the Messages format's fold rebuilds the reply), and the
 managers `messages.stream(...)` returns, sync and async."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from unbounded.engine import open_turn, open_turn_blocking, turn_flow
+from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.model.request import ProviderRequest
 from unbounded.wire.anthropic import AnthropicMessages
 
@@ -44,83 +45,29 @@ class _Accumulated:
         self.recorded = False
 
     def observe(self, event: Any) -> None:
+        """Fold an event; record the reply at its `message_stop`."""
         self._fold.add(event)
         if self._fold.stopped and not self.recorded:
             self.recorded = True
             self._on_message(self._fold.snapshot)
 
+    def finish(self) -> None:
+        """Nothing more to record: a stream that ended before its `message_stop` was cut."""
 
-class RecordingStream:
+
+class RecordingStream(BaseRecordingStream):
     """The SDK's raw event stream (`create(stream=True)`), passed through event by event; the
     reply is recorded when its `message_stop` arrives."""
 
     def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
-        self._stream = stream
-        self._accumulated = _Accumulated(on_message)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        event = next(self._stream)
-        self._accumulated.observe(event)
-        return event
-
-    def __enter__(self) -> RecordingStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read to the end)."""
-        self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
+        super().__init__(stream, _Accumulated(on_message))
 
 
-class AsyncRecordingStream:
+class AsyncRecordingStream(AsyncBaseRecordingStream):
     """`RecordingStream` for the async client."""
 
     def __init__(self, stream: Any, on_message: Callable[[Any], None]) -> None:
-        self._stream = stream
-        self._accumulated = _Accumulated(on_message)
-
-    def __aiter__(self) -> AsyncRecordingStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        event = await self._stream.__anext__()
-        self._accumulated.observe(event)
-        return event
-
-    async def __aenter__(self) -> AsyncRecordingStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read to the end)."""
-        await self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
+        super().__init__(stream, _Accumulated(on_message))
 
 
 class StreamManager:

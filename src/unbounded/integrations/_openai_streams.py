@@ -5,10 +5,10 @@ event by event while the wire format's fold rebuilds the reply, which is recorde
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from types import TracebackType
+from collections.abc import Callable
 from typing import Any
 
+from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.wire.base import StreamAssembler
 
 logger = logging.getLogger(__name__)
@@ -28,11 +28,13 @@ class _Recorder:
         self.recorded = False
 
     def observe(self, event: Any) -> None:
+        """Fold an event; record the reply at the format's terminal event."""
         self._fold.add(event)
         if getattr(self._fold, "stopped", False):
             self.finish()
 
     def finish(self) -> None:
+        """Record the reply, once (a stream cut short records nothing)."""
         if self.recorded:
             return
         self.recorded = True
@@ -44,132 +46,54 @@ class _Recorder:
         self._on_reply(reply)
 
 
+class _HelperRecorder(_Recorder):
+    """A `_Recorder` reading the events of the SDK's stream helpers: Chat Completions helpers
+    wrap each raw chunk in a `chunk` event (their other events repeat what the chunks say);
+    Responses helpers yield the API's events, `response.completed` carrying the reply."""
+
+    def __init__(
+        self, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+    ) -> None:
+        super().__init__(fold, on_reply, None)
+        self._chat = chat
+
+    def observe(self, event: Any) -> None:
+        """Fold the raw event the helper's event carries."""
+        if not self._chat:
+            super().observe(event)
+        elif getattr(event, "type", None) == "chunk":
+            super().observe(event.chunk)
+
+
 def _request_id(stream: Any) -> str | None:
     headers = getattr(getattr(stream, "response", None), "headers", None)
     return None if headers is None else headers.get("x-request-id")
 
 
-class OpenAIRecordingStream:
+class OpenAIRecordingStream(BaseRecordingStream):
     """The SDK's stream (`create(stream=True)`), passed through event by event; the reply
     is recorded once whole."""
 
     def __init__(self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None]) -> None:
-        self._stream = stream
-        self._recorder = _Recorder(fold, on_reply, _request_id(stream))
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            event = next(self._stream)
-        except StopIteration:
-            self._recorder.finish()
-            raise
-        self._recorder.observe(event)
-        return event
-
-    def __enter__(self) -> OpenAIRecordingStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read whole)."""
-        self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
+        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream)))
 
 
-class AsyncOpenAIRecordingStream:
+class AsyncOpenAIRecordingStream(AsyncBaseRecordingStream):
     """`OpenAIRecordingStream` for the async client."""
 
     def __init__(self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None]) -> None:
-        self._stream = stream
-        self._recorder = _Recorder(fold, on_reply, _request_id(stream))
-
-    def __aiter__(self) -> AsyncOpenAIRecordingStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            event = await self._stream.__anext__()
-        except StopAsyncIteration:
-            self._recorder.finish()
-            raise
-        self._recorder.observe(event)
-        return event
-
-    async def __aenter__(self) -> AsyncOpenAIRecordingStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the response (the reply is recorded only if it was read whole)."""
-        await self._stream.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
+        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream)))
 
 
-class _HelperEvents:
-    """What the sync and async helper streams share: how an event of the SDK's stream
-    helper feeds the fold (Chat Completions helpers wrap each raw chunk in a `chunk` event;
-    Responses helpers yield the API's events, `response.completed` carrying the reply)."""
-
-    def __init__(
-        self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
-    ) -> None:
-        self._stream = stream
-        self._chat = chat
-        self._recorder = _Recorder(fold, on_reply, None)
-
-    def _observe(self, event: Any) -> None:
-        if not self._chat:
-            self._recorder.observe(event)
-        elif getattr(event, "type", None) == "chunk":
-            self._recorder.observe(event.chunk)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._stream, name)
-
-
-class HelperStream(_HelperEvents):
+class HelperStream(BaseRecordingStream):
     """The SDK helper's stream (`chat.completions.stream`, `responses.stream`), passed
     through event by event; the reply is recorded once read whole (by iterating it, or by
     `get_final_completion` / `get_final_response` / `until_done`)."""
 
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            event = next(self._stream)
-        except StopIteration:
-            self._recorder.finish()
-            raise
-        self._observe(event)
-        return event
+    def __init__(
+        self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+    ) -> None:
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat))
 
     def until_done(self) -> HelperStream:
         """Read the stream to its end (recording the reply)."""
@@ -188,20 +112,13 @@ class HelperStream(_HelperEvents):
         return self._stream.get_final_response()
 
 
-class AsyncHelperStream(_HelperEvents):
+class AsyncHelperStream(AsyncBaseRecordingStream):
     """`HelperStream` for the async client."""
 
-    def __aiter__(self) -> AsyncHelperStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            event = await self._stream.__anext__()
-        except StopAsyncIteration:
-            self._recorder.finish()
-            raise
-        self._observe(event)
-        return event
+    def __init__(
+        self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+    ) -> None:
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat))
 
     async def until_done(self) -> AsyncHelperStream:
         """Read the stream to its end (recording the reply)."""

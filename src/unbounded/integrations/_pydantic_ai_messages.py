@@ -26,7 +26,7 @@ from pydantic_ai import messages as pai
 from pydantic_ai.usage import RequestUsage
 
 from unbounded.compaction.conversation import media_placeholder
-from unbounded.model.content import Usage
+from unbounded.model.content import Usage, usage_from_inclusive_counts
 
 
 def _user_content_text(item: object) -> str:
@@ -126,12 +126,8 @@ def system_prompt(messages: Sequence[pai.ModelMessage]) -> str:
 def anthropic_usage(usage: RequestUsage) -> Usage:
     """pydantic-ai's usage (whose input count includes cache reads and writes) in Anthropic's
     names (where it does not)."""
-    cached = usage.cache_read_tokens + usage.cache_write_tokens
-    return Usage(
-        input_tokens=max(0, usage.input_tokens - cached),
-        cache_read_input_tokens=usage.cache_read_tokens,
-        cache_creation_input_tokens=usage.cache_write_tokens,
-        output_tokens=usage.output_tokens,
+    return usage_from_inclusive_counts(
+        usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens
     )
 
 

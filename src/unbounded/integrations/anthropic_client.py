@@ -63,7 +63,6 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from unbounded.blocking import BlockingRunner
@@ -101,7 +100,11 @@ from unbounded.integrations._anthropic_streams import (
     StreamManager,
 )
 from unbounded.integrations._drop_in import WireProvider
-from unbounded.integrations._support import as_session
+from unbounded.integrations._wrapped_client import (
+    AsyncWrappedClient,
+    SyncWrappedClient,
+    bound_session,
+)
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
@@ -109,7 +112,7 @@ from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
-from unbounded.session import Session, SessionConfig, SessionStatus
+from unbounded.session import Session, SessionConfig
 from unbounded.sync_session import SyncSession
 from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 
@@ -726,102 +729,38 @@ def _create_method(messages_api: Any, raw: bool) -> Any:
     return messages_api.with_raw_response.create if raw else messages_api.create
 
 
-class _WrappedClient:
-    """What both wrapped clients share: the session, its status, the SDK client underneath."""
-
-    _pipeline: ClientPipeline
-    _sdk: Any
-
-    @property
-    def session(self) -> Session:
-        """The unbounded session behind this client."""
-        return self._pipeline.session
-
-    @property
-    def client(self) -> Any:
-        """The SDK client underneath (calls on it bypass the pipeline)."""
-        return self._sdk
-
-    def status(self) -> SessionStatus:
-        """Tokens, percent left and warning level of the conversation now."""
-        return self._pipeline.session.status()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if name in ("with_raw_response", "with_streaming_response"):
-            raise ConfigError(
-                f"client.{name} would send calls past the session (not recorded, not "
-                "compacted): use client.messages.with_raw_response for a raw response, or "
-                "client.client for unmanaged calls"
-            )
-        return getattr(self._sdk, name)
+_CLIENT_BYPASS_ADVICE = (
+    "would send calls past the session (not recorded, not compacted): use "
+    "client.messages.with_raw_response for a raw response, or client.client for unmanaged calls"
+)
 
 
-class UnboundedAnthropic(_WrappedClient):
+class UnboundedAnthropic(SyncWrappedClient[ClientPipeline]):
     """An `anthropic.Anthropic` whose `messages.create/stream` run the unbounded pipeline."""
 
-    def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk if sdk is not None else pipeline.client
-        self.messages = Messages(pipeline, self._sdk)
+    bypass_advice = _CLIENT_BYPASS_ADVICE
 
-    def with_options(self, **options: Any) -> UnboundedAnthropic:
-        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
-        return UnboundedAnthropic(self._pipeline, self._sdk.with_options(**options))
+    def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
+        super().__init__(pipeline, sdk)
+        self.messages = Messages(pipeline, self._sdk)
 
     def copy(self, **options: Any) -> UnboundedAnthropic:
         """Same as `with_options`."""
         return self.with_options(**options)
 
-    def close(self) -> None:
-        """Release the session folder the wrapper opened (its lock) and the SDK client."""
-        self._pipeline.close_store()
-        self._pipeline.client.close()
 
-    def __enter__(self) -> UnboundedAnthropic:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncUnboundedAnthropic(_WrappedClient):
+class AsyncUnboundedAnthropic(AsyncWrappedClient[ClientPipeline]):
     """An `anthropic.AsyncAnthropic` whose `messages.create/stream` run the unbounded pipeline."""
 
-    def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk if sdk is not None else pipeline.client
-        self.messages = AsyncMessages(pipeline, self._sdk)
+    bypass_advice = _CLIENT_BYPASS_ADVICE
 
-    def with_options(self, **options: Any) -> AsyncUnboundedAnthropic:
-        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
-        return AsyncUnboundedAnthropic(self._pipeline, self._sdk.with_options(**options))
+    def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
+        super().__init__(pipeline, sdk)
+        self.messages = AsyncMessages(pipeline, self._sdk)
 
     def copy(self, **options: Any) -> AsyncUnboundedAnthropic:
         """Same as `with_options`."""
         return self.with_options(**options)
-
-    async def close(self) -> None:
-        """Release the session folder the wrapper opened (its lock) and the SDK client."""
-        self._pipeline.close_store()
-        await self._pipeline.client.close()
-
-    async def __aenter__(self) -> AsyncUnboundedAnthropic:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 @overload
@@ -883,10 +822,9 @@ def wrap_anthropic(
         raise ConfigError(
             "wrap() needs the anthropic SDK: pip install 'unbounded[anthropic]'"
         ) from None
-    if session is not None and session_folder is not None:
-        raise ConfigError("give wrap() a session or a session_folder, not both")
-    if session is not None and (model is not None or context_window is not None):
-        raise ConfigError("model and context_window come from the session you gave wrap()")
+    given = bound_session(
+        session, session_folder=session_folder, model=model, context_window=context_window
+    )
     if isinstance(client, anthropic.AsyncAnthropic):
         wrapper: type[UnboundedAnthropic] | type[AsyncUnboundedAnthropic] = AsyncUnboundedAnthropic
     elif isinstance(client, anthropic.Anthropic):
@@ -898,7 +836,7 @@ def wrap_anthropic(
         )
     pipeline = ClientPipeline(
         client,
-        as_session(session) if session is not None else None,
+        given,
         folder=session_folder,
         model=model,
         context_window=context_window,

@@ -55,6 +55,7 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     ) from None
 
 from unbounded.events import EventSink
+from unbounded.integrations._support import answer_recall, append_message
 from unbounded.model.content import MessageParam
 from unbounded.model.response import Provider
 from unbounded.policy import Policy
@@ -220,11 +221,7 @@ class UnboundedSession:
                 parsed = json.loads(arguments or "{}")
             except json.JSONDecodeError:
                 parsed = {"invalid": arguments}
-            result = self.session.run_recall(
-                {"type": "tool_use", "id": call_id, "name": RECALL_TOOL_NAME, "input": parsed}
-            )
-            content = result.get("content", "")
-            return content if isinstance(content, str) else json.dumps(content)
+            return answer_recall(self.session, call_id, parsed).text
 
         return FunctionTool(
             name=RECALL_TOOL_NAME,
@@ -247,12 +244,7 @@ class UnboundedSession:
             if isinstance(content, str)
             else [dict(block) for block in content]
         )
-        if message["role"] == "assistant":
-            self.session.record({"content": list(blocks)})
-        elif all(block.get("type") == "tool_result" for block in blocks):
-            self.session.add_tool_results(list(blocks))
-        else:
-            self.session.add_user(list(blocks))
+        append_message(self.session, message["role"], blocks)
 
     async def _prepared_items(self) -> list[Any]:
         request = await self.session.prepare()

@@ -62,7 +62,11 @@ from unbounded.integrations._openai_streams import (
     HelperStream,
     OpenAIRecordingStream,
 )
-from unbounded.integrations._support import as_session
+from unbounded.integrations._wrapped_client import (
+    AsyncWrappedClient,
+    SyncWrappedClient,
+    bound_session,
+)
 from unbounded.integrations.anthropic_client import (
     ClientPipeline,
     SummarizerChoice,
@@ -72,7 +76,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.providers.openai import OpenAIApi, OpenAIProvider, with_cache_key
-from unbounded.session import Session, SessionConfig, SessionStatus
+from unbounded.session import Session, SessionConfig
 from unbounded.sync_session import SyncSession
 from unbounded.wire.base import StreamAssembler
 from unbounded.wire.openai_chat import OpenAIChat
@@ -559,94 +563,28 @@ class _Chat:
 # --------------------------------------------------------------------------- the clients
 
 
-class _WrappedOpenAI:
-    """What both wrapped clients share: the session, its status, the SDK client underneath."""
-
-    _pipeline: OpenAIPipeline
-    _sdk: Any
-
-    @property
-    def session(self) -> Session:
-        """The unbounded session behind this client."""
-        return self._pipeline.session
-
-    @property
-    def client(self) -> Any:
-        """The SDK client underneath (calls on it bypass the pipeline)."""
-        return self._sdk
-
-    def status(self) -> SessionStatus:
-        """Tokens, percent left and warning level of the conversation now."""
-        return self._pipeline.session.status()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if name in ("with_raw_response", "with_streaming_response"):
-            raise ConfigError(f"client.{name} {_UNMANAGED}")
-        return getattr(self._sdk, name)
-
-
-class UnboundedOpenAI(_WrappedOpenAI):
+class UnboundedOpenAI(SyncWrappedClient[OpenAIPipeline]):
     """An `openai.OpenAI` whose `chat.completions.create` and `responses.create` run the
     unbounded pipeline."""
 
+    bypass_advice = _UNMANAGED
+
     def __init__(self, pipeline: OpenAIPipeline, sdk: Any | None = None) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk if sdk is not None else pipeline.client
+        super().__init__(pipeline, sdk)
         self.chat = _Chat(Endpoint(pipeline, self._sdk, "chat"), self._sdk)
         self.responses = Endpoint(pipeline, self._sdk, "responses")
 
-    def with_options(self, **options: Any) -> UnboundedOpenAI:
-        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
-        return UnboundedOpenAI(self._pipeline, self._sdk.with_options(**options))
 
-    def close(self) -> None:
-        """Release the session folder the wrapper opened (its lock) and the SDK client."""
-        self._pipeline.close_store()
-        self._pipeline.client.close()
-
-    def __enter__(self) -> UnboundedOpenAI:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncUnboundedOpenAI(_WrappedOpenAI):
+class AsyncUnboundedOpenAI(AsyncWrappedClient[OpenAIPipeline]):
     """An `openai.AsyncOpenAI` whose `chat.completions.create` and `responses.create` run the
     unbounded pipeline."""
 
+    bypass_advice = _UNMANAGED
+
     def __init__(self, pipeline: OpenAIPipeline, sdk: Any | None = None) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk if sdk is not None else pipeline.client
+        super().__init__(pipeline, sdk)
         self.chat = _Chat(AsyncEndpoint(pipeline, self._sdk, "chat"), self._sdk)
         self.responses = AsyncEndpoint(pipeline, self._sdk, "responses")
-
-    def with_options(self, **options: Any) -> AsyncUnboundedOpenAI:
-        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
-        return AsyncUnboundedOpenAI(self._pipeline, self._sdk.with_options(**options))
-
-    async def close(self) -> None:
-        """Release the session folder the wrapper opened (its lock) and the SDK client."""
-        self._pipeline.close_store()
-        await self._pipeline.client.close()
-
-    async def __aenter__(self) -> AsyncUnboundedOpenAI:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 @overload
@@ -682,15 +620,14 @@ def wrap_openai(
     session now)."""
     import openai
 
-    if session is not None and session_folder is not None:
-        raise ConfigError("give wrap() a session or a session_folder, not both")
-    if session is not None and (model is not None or context_window is not None):
-        raise ConfigError("model and context_window come from the session you gave wrap()")
+    given = bound_session(
+        session, session_folder=session_folder, model=model, context_window=context_window
+    )
     if session is not None and prices is not None:
         raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
     pipeline = OpenAIPipeline(
         client,
-        as_session(session) if session is not None else None,
+        given,
         api=api,
         prices=prices,
         context_window=context_window,

@@ -83,8 +83,8 @@ from unbounded.integrations._pydantic_ai_messages import (
     response_blocks,
     system_prompt,
 )
-from unbounded.integrations._support import as_session
-from unbounded.model.content import ContentBlock, MessageParam
+from unbounded.integrations._support import answer_recall, append_message, as_session
+from unbounded.model.content import ContentBlock, MessageParam, Role
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse, Provider
@@ -329,28 +329,21 @@ class UnboundedHistory:
 
     def _append(self, session: Session, message: pai.ModelMessage) -> None:
         """Append one pydantic-ai message to the session."""
+        reply: dict[str, Any] | None = None
         if isinstance(message, pai.ModelResponse):
+            role: Role = "assistant"
             blocks = response_blocks(message)
-            if blocks:
-                session.record(
-                    {
-                        "content": blocks,
-                        "usage": dict(anthropic_usage(message.usage)),
-                        "model": message.model_name,
-                        "id": message.provider_response_id,
-                        "stop_reason": _STOP_REASONS.get(str(message.finish_reason)),
-                    }
-                )
-                self._map.remember("assistant", blocks, message)
+            reply = {
+                "usage": dict(anthropic_usage(message.usage)),
+                "model": message.model_name,
+                "id": message.provider_response_id,
+                "stop_reason": _STOP_REASONS.get(str(message.finish_reason)),
+            }
         else:
-            blocks = request_blocks(message)
-            if not blocks:
-                return
-            if all(block["type"] == "tool_result" for block in blocks):
-                session.add_tool_results(blocks)
-            else:
-                session.add_user(blocks)
-            self._map.remember("user", blocks, message)
+            role, blocks = "user", request_blocks(message)
+        if blocks:
+            append_message(session, role, blocks, reply)
+            self._map.remember(role, blocks, message)
 
     async def process(
         self,
@@ -426,19 +419,10 @@ class UnboundedHistory:
         back to the model as a retry, which pydantic-ai sends as an error result)."""
 
         def recall(ctx: RunContext[Any], **arguments: Any) -> str:
-            result = self.session.run_recall(
-                {
-                    "type": "tool_use",
-                    "id": ctx.tool_call_id or "",
-                    "name": RECALL_TOOL_NAME,
-                    "input": arguments,
-                }
-            )
-            content = result.get("content", "")
-            text = content if isinstance(content, str) else json.dumps(content)
-            if result.get("is_error"):
-                raise ModelRetry(text)
-            return text
+            answer = answer_recall(self.session, ctx.tool_call_id or "", arguments)
+            if answer.is_error:
+                raise ModelRetry(answer.text)
+            return answer.text
 
         tool: Tool[Any] = Tool.from_schema(
             recall,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
@@ -107,9 +108,25 @@ class Usage(TypedDict, total=False):
     step is a `compaction` entry, billed but not counted in the fields above."""
 
 
+def usage_from_inclusive_counts(
+    prompt: int, cache_read: int, cache_write: int, output: int | None = None
+) -> Usage:
+    """Usage counted OpenAI's way (the prompt count includes the tokens read from the cache
+    and written to it) in Anthropic's names, where `input_tokens` is only the uncached rest;
+    `output_tokens` when `output` is given. Every OpenAI-style usage shape comes through here."""
+    usage: Usage = {
+        "input_tokens": max(0, prompt - cache_read - cache_write),
+        "cache_creation_input_tokens": cache_write,
+        "cache_read_input_tokens": cache_read,
+    }
+    if output is not None:
+        usage["output_tokens"] = output
+    return usage
+
+
 def usage_from_openai(raw: Any) -> Usage | None:
-    """OpenAI / litellm usage (prompt_tokens, completion_tokens, cached details) in Anthropic
-    names; None when it holds neither count.
+    """Chat Completions / litellm usage (prompt_tokens, completion_tokens, cached details) in
+    Anthropic names; None when it holds neither count.
 
     litellm and OpenAI count cache reads and writes inside prompt_tokens, so both are
     subtracted from the uncached input (writes: litellm's `cache_creation_input_tokens`, or
@@ -118,25 +135,43 @@ def usage_from_openai(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not isinstance(prompt, int) and not isinstance(completion, int):
-        return None
-    usage: Usage = {}
-    if isinstance(prompt, int):
-        details = raw.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if not isinstance(cached, int):
-            cached = raw.get("cache_read_input_tokens")
-        cached = cached if isinstance(cached, int) else 0
-        creation = raw.get("cache_creation_input_tokens")
-        if not isinstance(creation, int) and isinstance(details, dict):
-            creation = details.get("cache_write_tokens")  # OpenAI's own name for cache writes
-        creation = creation if isinstance(creation, int) else 0
-        usage["input_tokens"] = max(0, prompt - cached - creation)
-        usage["cache_creation_input_tokens"] = creation
-        usage["cache_read_input_tokens"] = cached
-    if isinstance(completion, int):
-        usage["output_tokens"] = completion
-    return usage
+    output = completion if isinstance(completion, int) else None
+    if not isinstance(prompt, int):
+        if output is None:
+            return None
+        only_output: Usage = {"output_tokens": output}
+        return only_output
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if not isinstance(cached, int):
+        cached = raw.get("cache_read_input_tokens")
+    creation = raw.get("cache_creation_input_tokens")
+    if not isinstance(creation, int) and isinstance(details, dict):
+        creation = details.get("cache_write_tokens")  # OpenAI's own name for cache writes
+    return usage_from_inclusive_counts(
+        prompt,
+        cached if isinstance(cached, int) else 0,
+        creation if isinstance(creation, int) else 0,
+        output,
+    )
+
+
+def usage_from_openai_responses(raw: Mapping[str, Any] | None) -> Usage:
+    """Responses API usage (input_tokens, output_tokens, `input_tokens_details` with
+    cached_tokens and cache_write_tokens) in Anthropic names; zeros when there is none.
+
+    The Responses input count includes the tokens read from the cache and written to it."""
+    if raw is None:
+        return usage_from_inclusive_counts(0, 0, 0, 0)
+    details = raw.get("input_tokens_details") or {}
+    if not isinstance(details, Mapping):
+        details = {}
+    return usage_from_inclusive_counts(
+        int(raw.get("input_tokens") or 0),
+        int(details.get("cached_tokens") or 0),
+        int(details.get("cache_write_tokens") or 0),
+        int(raw.get("output_tokens") or 0),
+    )
 
 
 def usage_context_total(usage: Usage | dict[str, Any]) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unbounded.errors import PromptTooLongError, ProviderError, ServerError
-from unbounded.model.content import ContentBlock, Usage
+from unbounded.model.content import ContentBlock, Usage, usage_from_openai_responses
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse
 from unbounded.wire.base import (
@@ -96,26 +96,10 @@ def reply_content(output: Sequence[Any]) -> list[ContentBlock]:
 
 
 def _usage(usage: Any) -> Usage:
-    counts: Usage = {
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    }
+    """An SDK reply's usage (an object or its dict) in Anthropic names."""
     if usage is None:
-        return counts
-    data = usage if isinstance(usage, Mapping) else plain_item(usage)
-    total_in = int(data.get("input_tokens") or 0)
-    details = data.get("input_tokens_details") or {}
-    if not isinstance(details, Mapping):
-        details = {}
-    cached = int(details.get("cached_tokens") or 0)
-    written = int(details.get("cache_write_tokens") or 0)
-    counts["input_tokens"] = max(0, total_in - cached - written)
-    counts["cache_read_input_tokens"] = cached
-    counts["cache_creation_input_tokens"] = written
-    counts["output_tokens"] = int(data.get("output_tokens") or 0)
-    return counts
+        return usage_from_openai_responses(None)
+    return usage_from_openai_responses(usage if isinstance(usage, Mapping) else plain_item(usage))
 
 
 def _stop_reason(status: str | None, incomplete: Any, content: Sequence[Any]) -> str | None:

@@ -1,0 +1,146 @@
+"""What every wrapped SDK client shares, whichever SDK it wraps: the session it is bound to,
+the SDK client underneath (its other attributes passed through, the ones that would bypass
+the session refused), `with_options`, and closing (`close`, `with` / `async with`). The
+Anthropic and OpenAI drop-ins specialize these classes only by the endpoints they manage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from typing_extensions import Self
+
+from unbounded.errors import ConfigError
+from unbounded.integrations._support import as_session
+from unbounded.session import Session, SessionStatus
+from unbounded.sync_session import SyncSession
+
+
+class ClientSide(Protocol):
+    """What a wrapped client needs of its pipeline (`ClientPipeline` is one), so this module
+    does not import the drop-ins that build on it."""
+
+    @property
+    def session(self) -> Session:
+        """The session the client runs."""
+        ...
+
+    @property
+    def client(self) -> Any:
+        """The SDK client `wrap()` was given."""
+        ...
+
+    def close_store(self) -> None:
+        """Release what the wrapper opened (the session folder's lock, its event loop)."""
+        ...
+
+
+PipelineT = TypeVar("PipelineT", bound=ClientSide)
+
+_CLIENT_BYPASSES = ("with_raw_response", "with_streaming_response")
+"""The client's attributes that would send calls past the session."""
+
+
+def bound_session(
+    session: Session | SyncSession | None,
+    *,
+    session_folder: str | Path | None,
+    model: str | None,
+    context_window: int | None,
+) -> Session | None:
+    """The session `wrap()` binds the client to (None: the wrapper opens one), its arguments
+    checked: a session you give comes with its own folder, model and window."""
+    if session is not None and session_folder is not None:
+        raise ConfigError("give wrap() a session or a session_folder, not both")
+    if session is not None and (model is not None or context_window is not None):
+        raise ConfigError("model and context_window come from the session you gave wrap()")
+    return as_session(session) if session is not None else None
+
+
+class WrappedClient(Generic[PipelineT]):
+    """A wrapped SDK client: its pipeline (the session side) and the SDK client its calls go
+    through. `with_options` gives the same conversation on the SDK's `with_options` copy."""
+
+    bypass_advice: ClassVar[str]
+    """Why `client.with_raw_response` and the like are refused, and what to use instead
+    (the error names the attribute first)."""
+
+    def __init__(self, pipeline: PipelineT, sdk: Any | None = None) -> None:
+        self._pipeline = pipeline
+        self._sdk = sdk if sdk is not None else pipeline.client
+
+    @property
+    def session(self) -> Session:
+        """The unbounded session behind this client."""
+        return self._pipeline.session
+
+    @property
+    def client(self) -> Any:
+        """The SDK client underneath (calls on it bypass the pipeline)."""
+        return self._sdk
+
+    def status(self) -> SessionStatus:
+        """Tokens, percent left and warning level of the conversation now."""
+        return self._pipeline.session.status()
+
+    def with_options(self, **options: Any) -> Self:
+        """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
+        return type(self)(self._pipeline, self._sdk.with_options(**options))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in _CLIENT_BYPASSES:
+            raise ConfigError(f"client.{name} {self.bypass_advice}")
+        return getattr(self._sdk, name)
+
+
+class SyncWrappedClient(WrappedClient[PipelineT]):
+    """A wrapped blocking client: `close()` or `with` releases the session and the SDK client."""
+
+    def close(self) -> None:
+        """Release the session folder the wrapper opened (its lock) and the SDK client."""
+        self._pipeline.close_store()
+        self._pipeline.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncWrappedClient(WrappedClient[PipelineT]):
+    """A wrapped async client: `await close()` or `async with` releases the session and the
+    SDK client."""
+
+    async def close(self) -> None:
+        """Release the session folder the wrapper opened (its lock) and the SDK client."""
+        self._pipeline.close_store()
+        await self._pipeline.client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+__all__ = [
+    "AsyncWrappedClient",
+    "ClientSide",
+    "SyncWrappedClient",
+    "WrappedClient",
+    "bound_session",
+]
