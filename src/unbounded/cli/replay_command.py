@@ -135,10 +135,15 @@ class ReplayRow:
 def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     """Replay one file of a batch (runs in a worker process with --jobs)."""
     from unbounded.evaluation.replay import replay_session
+    from unbounded.evaluation.replay_recording import ReplayRecording
 
     transcript, source = _read_quietly(path, settings)
     require_conversation(transcript, source)
-    report = replay_session(transcript, _options(settings, transcript, source))
+    options = _options(settings, transcript, source)
+    warnings = (*transcript.warnings, *_skipped(transcript.skipped_lines))
+    recording = ReplayRecording.of(transcript)
+    del transcript  # the replay keeps what it reads of it (`ReplayRecording`)
+    report = replay_session(recording, options)
     return ReplayRow(
         source=source,
         calls=report.calls,
@@ -146,7 +151,7 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
         cost=report.ours.cost_usd,
         recorded_cost=report.recorded_cost if report.recorded_comparable else None,
         cache_read_share=report.ours.cache_read_share,
-        warnings=(*transcript.warnings, *_skipped(transcript.skipped_lines)),
+        warnings=warnings,
         data=report.to_dict(series=settings.series) if settings.as_json else None,
     )
 
@@ -230,6 +235,7 @@ def replay_command(
 ) -> None:
     """Replay sessions through unbounded's pipeline and compare costs with baselines."""
     from unbounded.evaluation.replay import replay_session
+    from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.evaluation.report import render_report_html
 
     if series and not as_json:
@@ -262,8 +268,10 @@ def replay_command(
         sessions[0] if sessions else None, skip_invalid=skip_invalid, file_order=file_order
     )
     options = _options(settings, transcript, source)
+    recording = ReplayRecording.of(transcript)
+    del transcript  # the replay keeps what it reads of it (`ReplayRecording`)
     if as_json:
-        report = replay_session(transcript, options)
+        report = replay_session(recording, options)
     else:
         with Progress(
             TextColumn("[bold]replaying[/] {task.description}"),
@@ -281,7 +289,7 @@ def replay_command(
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            report = replay_session(transcript, options, progress=advance)
+            report = replay_session(recording, options, progress=advance)
     if report_file is not None:
         report_file.write_text(render_report_html(report), encoding="utf-8")
     if as_json:

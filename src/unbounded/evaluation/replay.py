@@ -43,7 +43,7 @@ from itertools import pairwise
 from typing import Any, Literal, cast
 
 from unbounded.blocking import run_blocking
-from unbounded.caching.fidelity import FidelityReport, RecordedUsage, simulate_recorded_session
+from unbounded.caching.fidelity import FidelityReport, RecordedUsage
 from unbounded.caching.simulator import SimulatedCall, usage_cost_usd
 from unbounded.caching.ttl import CacheTtl, ttl_seconds
 from unbounded.catalog import (
@@ -74,8 +74,9 @@ from unbounded.evaluation.continuation import (
 )
 from unbounded.evaluation.native_strategies import NATIVE_STRATEGIES, native_strategies
 from unbounded.evaluation.prefix import RECORDED_TOOLS, OpaquePrefix
-from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
+from unbounded.evaluation.recorded import RecordedCall, ReplayScript
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
+from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
@@ -646,20 +647,15 @@ _LEVEL_WORDS = {
 class _Replayer:
     """State of one replay in progress."""
 
-    def __init__(
-        self,
-        transcript: Transcript,
-        options: ReplayOptions,
-        fidelity: dict[str, FidelityReport] | None = None,
-    ) -> None:
-        """`fidelity`: the recording's simulation by model name, shared by the replays of one
-        transcript (the variants replay it again: the recording is simulated once)."""
+    def __init__(self, recording: ReplayRecording, options: ReplayOptions) -> None:
+        """`recording` is shared by the replays of one transcript (the variants replay it
+        again: the recording is simulated once)."""
         table = options.model_table or load_model_table()
         self.notes: list[str] = []
         # A recorded model the table lacks gets its provider's figures under its own name
         # (an OpenAI rollout is never priced as a Claude model), added to this replay's table.
         recorded, how, notes = resolve_recorded_model(
-            table, transcript.model, provider=as_provider(transcript.provider)
+            table, recording.model, provider=as_provider(recording.provider)
         )
         self.model_assumed = how == "assumed"
         if self.model_assumed:
@@ -669,7 +665,7 @@ class _Replayer:
         self.table = table
         self.model_name = options.model or recorded.name
         self.model = table.get(self.model_name)
-        self.recorded_model: ModelInfo = recorded if transcript.model else self.model
+        self.recorded_model: ModelInfo = recorded if recording.model else self.model
         self.recorded_comparable = self.recorded_model.provider == self.model.provider
         if not self.recorded_comparable:
             self.notes.append(
@@ -679,16 +675,11 @@ class _Replayer:
                 f"priced at {self.recorded_model.name} and not comparable with ours"
             )
         self.unpriced_calls = 0
-        self.script: ReplayScript = build_replay_script(transcript)
-        self.main = transcript.main_thread()  # the recorded future, for continuation
+        self.script: ReplayScript = recording.script
+        self.future = recording.future  # what the recording did next, for continuation
         # The simulator checks itself against the recording on the recording's own model.
         fidelity_model = self.model if self.recorded_comparable else self.recorded_model
-        self.fidelities = {} if fidelity is None else fidelity
-        if fidelity_model.name not in self.fidelities:
-            self.fidelities[fidelity_model.name] = simulate_recorded_session(
-                transcript, fidelity_model
-            )
-        self.fidelity = self.fidelities[fidelity_model.name]
+        self.fidelity = recording.fidelity(fidelity_model)
         if self.fidelity.untimed_calls:
             self.notes.append(
                 f"{_calls(self.fidelity.untimed_calls, 'recorded call')} without a timestamp: "
@@ -698,7 +689,7 @@ class _Replayer:
         self.prefix = OpaquePrefix.from_fidelity(self.fidelity)
         self.ttl = _recording_ttl(self.fidelity)
         self.policy = options.policy or Policy.from_env()
-        window = options.window or self._reported_window(transcript) or self.model.context_window
+        window = options.window or self._reported_window(recording) or self.model.context_window
         self.window = window
         self.thresholds = compute_thresholds(self.model.with_window(window), self.policy)
         room = self.thresholds.autocompact - self.prefix.tokens
@@ -722,13 +713,13 @@ class _Replayer:
         # Each recorded call is planned and priced with its own model when the table knows it;
         # `options.model` replaces the session's main model only.
         self.call_models: dict[str, ModelInfo] = {}
-        replaced = transcript.model if options.model is not None else None
-        for name in transcript.models():
+        replaced = recording.model if options.model is not None else None
+        for name in recording.models:
             info = table.find(name)
             if info is not None and name not in (self.model_name, replaced):
                 self.call_models[name] = info
-        self.models_called = transcript.models()
-        self.billed = transcript.billed_calls()
+        self.models_called = recording.models
+        self.billed = recording.billed
         self.not_replayed: dict[str, int] = {}
         self.settings = ReplaySettings(
             model=self.model,
@@ -785,9 +776,7 @@ class _Replayer:
             if options.baselines
             else []
         )
-        self.source = options.source or (
-            transcript.path.name if transcript.path is not None else "session"
-        )
+        self.source = options.source or recording.name or "session"
         self.points: list[CallPoint] = []
         self.timeline: list[TimelineEvent] = []
         self.records: list[CompactionRecord] = []
@@ -865,10 +854,10 @@ class _Replayer:
                 "the recorded cost only"
             )
 
-    def _reported_window(self, transcript: Transcript) -> int | None:
-        """The window the agent itself reported for the transcript's model, if any."""
-        reported = transcript.reported_window
-        if reported is None or self.model_name != transcript.model:
+    def _reported_window(self, recording: ReplayRecording) -> int | None:
+        """The window the agent itself reported for the recording's model, if any."""
+        reported = recording.reported_window
+        if reported is None or self.model_name != recording.model:
             return None
         if reported == self.model.context_window:
             return None
@@ -1171,7 +1160,7 @@ class _Replayer:
             full_text = messages_text(self.session.messages)
             summary_scores = score_text(before, summary)
             full_scores = score_text(before, full_text)
-            after = self.main[call.first :]
+            after = self.future.after(call.first)
             knowable = KnownItems.of_entries(before)
             continuation = {
                 context: continuation_scores(knowable, after, TextIndex(text), 30)
@@ -1210,25 +1199,29 @@ class _Replayer:
 
 
 async def replay_transcript(
-    transcript: Transcript,
+    transcript: Transcript | ReplayRecording,
     options: ReplayOptions | None = None,
     *,
     progress: Progress | None = None,
 ) -> ReplayReport:
     """Replay a recorded session through the pipeline and the baselines (module docstring)."""
     chosen = options or ReplayOptions()
-    replayer = _Replayer(transcript, chosen)
+    # A recording prepared by the caller lets the loaded transcript go once simulated.
+    recording = (
+        transcript if isinstance(transcript, ReplayRecording) else ReplayRecording.of(transcript)
+    )
+    del transcript
+    replayer = _Replayer(recording, chosen)
     report = await replayer.run(progress)
     if chosen.variants:
-        report.variants = await _variants(transcript, chosen, report, replayer.fidelities)
+        report.variants = await _variants(recording, chosen, report)
     return report
 
 
 async def _variants(
-    transcript: Transcript,
+    recording: ReplayRecording,
     options: ReplayOptions,
     report: ReplayReport,
-    fidelity: dict[str, FidelityReport],
 ) -> dict[str, VariantRun]:
     """Our policy again with the background summary on, when this run waited for a summary,
     and with idle compaction, when the recording pauses longer than the cache TTL."""
@@ -1243,7 +1236,7 @@ async def _variants(
         chosen["idle_compaction"] = replace(plain, policy=policy, idle_compaction=True)
     runs: dict[str, VariantRun] = {}
     for name, variant in chosen.items():
-        done = await _Replayer(transcript, variant, fidelity).run(None)
+        done = await _Replayer(recording, variant).run(None)
         runs[name] = VariantRun(
             run=done.ours,
             stalls=done.stalls,
@@ -1275,7 +1268,7 @@ def _turn_waited(appended: Sequence[Entry], events: Sequence[Event]) -> bool:
 
 
 def replay_session(
-    transcript: Transcript,
+    transcript: Transcript | ReplayRecording,
     options: ReplayOptions | None = None,
     *,
     progress: Progress | None = None,

@@ -1,0 +1,106 @@
+"""What a replay keeps of a recorded session: its script and facts, not the loaded transcript.
+
+A loaded transcript holds every record of the file, progress and hook records included, and
+most of them are not fed to a replay. `ReplayRecording.of` takes what a replay reads from
+it (the replay script, the facts priced or reported, and the recorded future the
+continuation scores look ahead into) and, once the recording has been simulated for the
+replayed model, lets the transcript go: a caller that drops its own reference frees it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from unbounded.caching.fidelity import FidelityReport, simulate_recorded_session
+from unbounded.catalog import ModelInfo
+from unbounded.errors import ConfigError
+from unbounded.evaluation.recorded import ReplayScript, build_replay_script
+from unbounded.model.entries import Entry
+from unbounded.model.transcript import BilledCall, Transcript
+
+
+def _looked_ahead(entry: Entry) -> bool:
+    """A record `used_in_turns` reads: a boundary (where it stops) or a real response."""
+    if entry.is_compact_boundary:
+        return True
+    return entry.type == "assistant" and not entry.is_synthetic_api_error
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedFuture:
+    """The main thread's boundaries and responses, found by main-thread index: all that the
+    continuation scores read of what the recording did next."""
+
+    positions: tuple[int, ...]
+    """Main-thread index of each kept record, ascending."""
+    entries: tuple[Entry, ...]
+
+    @classmethod
+    def of(cls, main: Sequence[Entry]) -> RecordedFuture:
+        """The looked-ahead records of a main thread."""
+        kept = [(index, entry) for index, entry in enumerate(main) if _looked_ahead(entry)]
+        return cls(tuple(index for index, _ in kept), tuple(entry for _, entry in kept))
+
+    def after(self, first: int) -> Sequence[Entry]:
+        """The kept records at main-thread index `first` and later, in order."""
+        return self.entries[bisect_left(self.positions, first) :]
+
+
+@dataclass(slots=True)
+class ReplayRecording:
+    """A recorded session prepared for replay (module docstring)."""
+
+    script: ReplayScript
+    future: RecordedFuture
+    model: str | None
+    provider: str | None
+    models: dict[str, int]
+    billed: list[BilledCall]
+    reported_window: int | None
+    name: str | None
+    """The file name, when the transcript came from a file."""
+    _transcript: Transcript | None
+    _fidelity: dict[str, FidelityReport] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, transcript: Transcript) -> ReplayRecording:
+        """Prepare a transcript; it is kept only until `fidelity` has run once."""
+        return cls(
+            script=build_replay_script(transcript),
+            future=RecordedFuture.of(transcript.main_thread()),
+            model=transcript.model,
+            provider=transcript.provider,
+            models=transcript.models(),
+            billed=transcript.billed_calls(),
+            reported_window=transcript.reported_window,
+            name=transcript.path.name if transcript.path is not None else None,
+            _transcript=transcript,
+        )
+
+    @property
+    def holds_transcript(self) -> bool:
+        """The loaded transcript is still referenced (before the first `fidelity`)."""
+        return self._transcript is not None
+
+    def fidelity(self, model: ModelInfo) -> FidelityReport:
+        """The recording simulated on `model`, computed once per model name. The first call
+        lets the transcript go: a replay and its variants simulate on one model."""
+        known = self._fidelity.get(model.name)
+        if known is not None:
+            return known
+        if self._transcript is None:
+            simulated = ", ".join(sorted(self._fidelity))
+            raise ConfigError(
+                f"this replay recording was simulated on {simulated} and has let its "
+                f"transcript go: prepare it again with ReplayRecording.of(transcript) to "
+                f"replay it on {model.name}"
+            )
+        report = simulate_recorded_session(self._transcript, model)
+        self._fidelity[model.name] = report
+        self._transcript = None
+        return report
+
+
+__all__ = ["RecordedFuture", "ReplayRecording"]
