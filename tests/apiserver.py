@@ -37,8 +37,15 @@ saying so (`api.rejected.clear()` once checked); `api.validate = False` turns th
 The OpenAI APIs are checked the same way, in their own wording: a Chat Completions `tool`
 message answering no call of the assistant message before it, or tool calls left without
 their `tool` messages; a Responses `function_call_output` without its `function_call`, a
-`function_call` without its output, a `reasoning` item with no item after it; and a prompt
+`function_call` without its output, a `reasoning` item with no item after it, a
+`context_management` that is not a list of `compaction` entries, a compaction item this
+server signed (`responses_compaction_item`, id `cmpsig_...`) sent back altered; and a prompt
 over the window (`context_length_exceeded`).
+
+Responses compaction: past a request's `compact_threshold` (body bytes / 4) the scripted
+reply opens with a compaction item, as the server compacts first; `POST /v1/responses/compact`
+needs no script and answers with the input's user messages and one compaction item
+(`compacted_response`).
 
 The `api_server` pytest fixture is defined here (as `api_server_fixture`, so that test
 parameters do not shadow an import): `from apiserver import api_server_fixture` registers it.
