@@ -127,7 +127,7 @@ def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(a
     block = compaction_block(nine_section_summary("the parser"))
     api_server.anthropic.push(message(block, "Going on with the parser.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
     session = Session(SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent."), store=MemoryStore(), extensions=[ServerCompaction()])
-    client = wrap(api_server.anthropic_client(sync=True), session, summarizer="client")  # the session's model, known
+    client = wrap(api_server.anthropic_client(sync=True), session)  # the drop-in names its provider
     history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
     options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
     if stream == "helper":
@@ -178,3 +178,21 @@ def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: Ap
     # The cache marker the pipeline may add goes after the block's own keys.
     assert sent[:-1] in api_server.requests[1].body, "the compaction block was not sent back as received"
     assert not api_server.rejected
+
+
+@pytest.mark.parametrize("summarizer", [None, "extractive"])
+def test_the_anthropic_drop_in_asks_for_server_compaction_whatever_writes_the_summaries(api_server: ApiServer, summarizer: str | None) -> None:
+    """The compact edit follows the provider the requests go to, not the summarizer: an
+    offline summarizer (or none, on a session the caller built) still gets the edit sent."""
+    pytest.importorskip("anthropic")
+    from unbounded.compaction.native import ServerCompaction
+    from unbounded.integrations.dropin import wrap
+
+    api_server.anthropic.push(message("Looking."))
+    session = Session(SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore(), extensions=[ServerCompaction()])
+    client = wrap(api_server.anthropic_client(sync=True), session, summarizer=summarizer)
+    client.messages.create(model="claude-sonnet-4-6", max_tokens=1_000, messages=[{"role": "user", "content": "Fix the parser"}])
+    edits = api_server.requests[0].json["context_management"]["edits"]
+    assert [edit["type"] for edit in edits] == ["compact_20260112"]
+    provider = session.call_provider()
+    assert provider is not None and "compact_20260112" in provider.profile.native_context_edits

@@ -254,6 +254,10 @@ class ClientPipeline:
 
     def _attach(self, session: Session) -> None:
         self._session = session
+        # The drop-in sends the requests itself: the session learns where they go, as `call`
+        # would teach it (the native tiers read the provider's profile). `begin` binds it
+        # again at each call, the provider following the API an OpenAI conversation takes.
+        session.bind_call_provider(self.provider)
         self._verified = 0
         self.known = conversation_prints(session.entries)
         self.recall_ids = recall_call_ids(session.entries)
@@ -382,6 +386,7 @@ class ClientPipeline:
                 self._side_call(reason, messages)
                 return None
         session = self._configure(params)  # may load what a session folder already knows
+        session.bind_call_provider(self.provider)
         if relation is None:
             relation = continuation()
         if relation.relation == "retry":
