@@ -749,10 +749,6 @@ class UnboundedAnthropic(SyncWrappedClient[ClientPipeline]):
         super().__init__(pipeline, sdk)
         self.messages = Messages(pipeline, self._sdk)
 
-    def copy(self, **options: Any) -> UnboundedAnthropic:
-        """Same as `with_options`."""
-        return self.with_options(**options)
-
 
 class AsyncUnboundedAnthropic(AsyncWrappedClient[ClientPipeline]):
     """An `anthropic.AsyncAnthropic` whose `messages.create/stream` run the unbounded pipeline."""
@@ -762,10 +758,6 @@ class AsyncUnboundedAnthropic(AsyncWrappedClient[ClientPipeline]):
     def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
         super().__init__(pipeline, sdk)
         self.messages = AsyncMessages(pipeline, self._sdk)
-
-    def copy(self, **options: Any) -> AsyncUnboundedAnthropic:
-        """Same as `with_options`."""
-        return self.with_options(**options)
 
 
 @overload
