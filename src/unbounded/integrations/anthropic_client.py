@@ -535,10 +535,11 @@ class ClientPipeline:
             recall_rounds=MAX_RECALL_ROUNDS, is_prompt_too_long=self.is_prompt_too_long
         )
 
-    def read_reply(self, message: Any) -> ModelResponse:
+    def read_reply(self, message: Any, body: Any = None) -> ModelResponse:
         """An SDK message (whole, or accumulated from a stream) as the session reads it; its
-        `recall` calls are noted as the wrapper's."""
-        response = self._response_of(message)
+        `recall` calls are noted as the wrapper's. `body`: the reply's raw JSON, when read,
+        so the blocks the library does not read are kept as the server wrote them."""
+        response = self._response_of(message, body)
         if self.session.offers_recall:
             calls = response.tool_uses
             self.recall_ids.update(
@@ -547,9 +548,13 @@ class ClientPipeline:
         self._last_read = (message, response)
         return response
 
-    def _response_of(self, message: Any) -> ModelResponse:
-        """How the session reads an SDK reply."""
-        return self.provider.wire.from_response(message)
+    def _response_of(self, message: Any, body: Any = None) -> ModelResponse:
+        """How the session reads an SDK reply: compaction blocks from the raw body (its key
+        order is what the server signed and cached; the SDK model's is not)."""
+        wire = cast(AnthropicProvider, self.provider).wire
+        if body is None:
+            return wire.from_response(message)
+        return wire.from_response(message, raw_blocks=wire.raw_compaction_blocks(body))
 
     def remember_reply(self) -> None:
         """The reply just recorded is what the caller will send back as the assistant turn."""
@@ -599,10 +604,11 @@ class Messages:
         self._sdk = sdk
         self._raw = raw
 
-    def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
+    def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any], *, raw: bool) -> Any:
         pipeline = self._pipeline
-        method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
-        result = method(**pipeline.call_kwargs(request, method, passthrough))
+        api = pipeline.messages_api(request, self._sdk)
+        kwargs = pipeline.call_kwargs(request, api.create, passthrough)
+        result = _create_method(api, raw)(**kwargs)
         pipeline.mark_sent()
         return result
 
@@ -623,18 +629,21 @@ class Messages:
         flow = turn_flow(pipeline.session, pipeline.turn_options)
         run = pipeline.runner.run
 
-        def send(request: ProviderRequest) -> Any:
-            return self._send(request, passthrough)
+        streams = passthrough.get("stream") is True
 
-        if passthrough.get("stream") is True:
+        def send(request: ProviderRequest) -> Any:
+            # A whole reply is read raw: its body is what the next request sends back.
+            return self._send(request, passthrough, raw=not streams)
+
+        if streams:
             return RecordingStream(open_turn_blocking(flow, send, run), pipeline.record)
 
         def read(result: Any) -> ModelResponse:
-            return pipeline.read_reply(result.parse() if self._raw else result)
+            return pipeline.read_reply(result.parse(), result.http_response.json())
 
         result = drive_turn_blocking(flow, send, read, run)
         pipeline.remember_reply()
-        return cast("Message", result)
+        return cast("Message", result if self._raw else result.parse())
 
     def stream(self, **kwargs: Any) -> StreamManager:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
@@ -664,10 +673,13 @@ class AsyncMessages:
         self._sdk = sdk
         self._raw = raw
 
-    async def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
+    async def _send(
+        self, request: ProviderRequest, passthrough: Mapping[str, Any], *, raw: bool
+    ) -> Any:
         pipeline = self._pipeline
-        method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
-        result = await method(**pipeline.call_kwargs(request, method, passthrough))
+        api = pipeline.messages_api(request, self._sdk)
+        kwargs = pipeline.call_kwargs(request, api.create, passthrough)
+        result = await _create_method(api, raw)(**kwargs)
         pipeline.mark_sent()
         return result
 
@@ -688,22 +700,21 @@ class AsyncMessages:
             return cast("Message", await side)
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
-        async def send(request: ProviderRequest) -> Any:
-            return await self._send(request, passthrough)
+        streams = passthrough.get("stream") is True
 
-        if passthrough.get("stream") is True:
+        async def send(request: ProviderRequest) -> Any:
+            # A whole reply is read raw: its body is what the next request sends back.
+            return await self._send(request, passthrough, raw=not streams)
+
+        if streams:
             return AsyncRecordingStream(await open_turn(flow, send), pipeline.record)
 
         async def read(result: Any) -> ModelResponse:
-            message = result
-            if self._raw:
-                parsed = result.parse()  # a coroutine in recent SDKs, a value in older ones
-                message = await parsed if inspect.isawaitable(parsed) else parsed
-            return pipeline.read_reply(message)
+            return pipeline.read_reply(await _parsed(result), result.http_response.json())
 
         result = await drive_turn(flow, send, read)
         pipeline.remember_reply()
-        return cast("Message", result)
+        return cast("Message", result if self._raw else await _parsed(result))
 
     def stream(self, **kwargs: Any) -> AsyncStreamManager:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""
@@ -732,6 +743,13 @@ _RAW_STREAM = (
 
 def _create_method(messages_api: Any, raw: bool) -> Any:
     return messages_api.with_raw_response.create if raw else messages_api.create
+
+
+async def _parsed(raw: Any) -> Any:
+    """The SDK object of an async raw response (`parse()` is a coroutine in recent SDKs, a
+    value in older ones; the SDK keeps what it parsed)."""
+    parsed = raw.parse()
+    return await parsed if inspect.isawaitable(parsed) else parsed
 
 
 _CLIENT_BYPASS_ADVICE = (
