@@ -18,8 +18,13 @@
 3. `--fsync-cost`: what a turn writes (2 transcript appends and 2 state saves) with fsync and
    with fsync made a no-op; and a whole Session turn, folder-backed and in memory.
 
+Each mode's line gives its `seconds`, `peak_rss_mib` and `us_per_record` (its time over the
+file's lines); replay adds `us_per_call`. `--only MODE` runs some modes, `--skip MODE` leaves
+some out, and `--file PATH` measures an existing transcript (writing 1 GiB takes a while;
+`--keep` keeps the written one for the next run).
+
 Run: python benchmarks/big_transcript.py [--size-gb 1.0] [--source corpus|generated]
-     [--skip MODE] [--corpus DIR] [--fsync-cost]
+     [--skip MODE] [--only MODE] [--file PATH] [--keep] [--corpus DIR] [--fsync-cost]
 """
 
 from __future__ import annotations
@@ -413,6 +418,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", choices=["corpus", "generated"], default="corpus")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="sessions to concatenate")
     parser.add_argument("--skip", action="append", default=[], choices=list(MODES))
+    parser.add_argument(
+        "--only", action="append", default=[], choices=list(MODES), help="run only these modes"
+    )
+    parser.add_argument(
+        "--file", type=Path, help="measure this transcript instead of writing one (kept)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated file")
     parser.add_argument(
         "--fsync-cost", action="store_true", help="only measure what fsync costs per turn"
@@ -424,6 +435,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.fsync_cost:
         print(json.dumps(fsync_cost(), indent=2))
+        return
+    if args.file is not None:
+        records = sum(1 for _ in args.file.open("rb"))
+        print(json.dumps({"file": str(args.file), "mib": round(args.file.stat().st_size / 2**20)}))
+        run_modes(args.file, records, args.only, args.skip)
         return
     folder = Path(tempfile.mkdtemp(prefix="unbounded-big-"))
     path = folder / "big.jsonl"
@@ -447,17 +463,24 @@ def main(argv: list[str] | None = None) -> None:
                 }
             )
         )
-        for mode in MODES:
-            if mode in args.skip:
-                continue
-            figures = run_child(mode, path)
-            print(json.dumps(figures), flush=True)
+        run_modes(path, counts["records"], args.only, args.skip)
     finally:
         if args.keep:
             print(f"kept {path}")
         else:
             path.unlink(missing_ok=True)
             folder.rmdir()
+
+
+def run_modes(path: Path, records: int, only: list[str], skip: list[str]) -> None:
+    """Measure each chosen mode in its own process and print its figures, with the time per
+    record of the file (lines) beside the time per call replay reports."""
+    for mode in MODES:
+        if mode in skip or (only and mode not in only):
+            continue
+        figures = run_child(mode, path)
+        figures["us_per_record"] = round(figures["seconds"] / max(1, records) * 1e6, 1)
+        print(json.dumps(figures), flush=True)
 
 
 if __name__ == "__main__":

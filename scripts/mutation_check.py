@@ -20,9 +20,15 @@ Docstrings, `assert` statements, type annotations and the `__all__` list are lef
     python scripts/mutation_check.py --module redaction.py --jobs 2
     python scripts/mutation_check.py --module recall/lookup.py --list   # the mutants only
     python scripts/mutation_check.py --module compaction/extractive.py --lines 1-400  # a part
+    python scripts/mutation_check.py --module compaction/handover.py --lines 801-end
+    python scripts/mutation_check.py --module redaction.py --fresh-imports  # no swapped code
 
 A module whose run takes hours can be run in parts with `--lines` (the mutants on those lines
 only); the parts' figures add up to the module's.
+
+A mutant of a function body runs in a child forked from one collected pytest session, its
+functions given the mutated code (`mutation_swap.py`); a mutant of code run at import or
+collection runs in a fresh pytest, as every mutant does with `--fresh-imports`.
 
 It prints each survivor as `path:line: mutation`, then killed / total per module and overall.
 Mutants the map argues are equivalent (they change no behaviour) are printed apart and still
@@ -50,6 +56,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import mutation_swap  # scripts/mutation_swap.py, beside this file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -255,10 +263,11 @@ def mutants(module: str) -> Iterator[Mutant]:
 # -- running the tests ----------------------------------------------------------------------------
 #
 # Starting pytest and importing the SDKs costs far more than most mapped tests: so the checker
-# imports them once and forks a child per mutant. The child forgets every `unbounded` module,
-# puts the mutated copy of `src/` first on sys.path and runs pytest in-process. A first child
-# runs the mapped tests on the unmutated copy with a line tracer on the module, so each mutant
-# runs only the tests that execute its statement (a mutant no test reaches survives unrun).
+# imports them once and forks a child per mutant. Most mutants run in a collected session (see
+# below); the others in a child that forgets every `unbounded` module, puts the mutated copy of
+# `src/` first on sys.path and runs pytest in-process. A baseline run of the mapped tests on the
+# unmutated copy, with a line tracer on the module, tells which tests execute each statement: a
+# mutant runs only those (a mutant no test reaches survives unrun).
 
 
 def load_targets(path: Path = TARGETS) -> list[Target]:
@@ -378,38 +387,6 @@ class _LineTracer:
         self.current = "<between>"
 
 
-def _baseline(
-    target: Target, src: Path, work: Path
-) -> tuple[dict[str, set[int]], dict[str, float]]:
-    """Run the mapped tests on the unmutated copy with the tracer; fail loudly if they fail."""
-    result = work / "baseline.json"
-    log = work / "baseline.log"
-    filename = str(src / "unbounded" / target.module)
-
-    def run() -> int:
-        tracer = _LineTracer(filename)
-        sys.settrace(tracer.trace)
-        threading.settrace(tracer.trace)
-        code = _in_child(src, target.tests, [tracer])
-        sys.settrace(None)
-        payload = {
-            "lines": {k: sorted(v) for k, v in tracer.lines.items()},
-            "seconds": tracer.seconds,
-        }
-        result.write_text(json.dumps(payload), encoding="utf-8")
-        return code
-
-    pid = _fork(run, log)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0 or not result.exists():
-        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-        raise SystemExit(f"{target.module}: the mapped tests fail without any mutation: {tail}")
-    data = json.loads(result.read_text(encoding="utf-8"))
-    lines = {k: set(v) for k, v in data["lines"].items()}
-    return lines, {k: float(v) for k, v in data["seconds"].items()}
-
-
 def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
     """The tests that run the mutant's statement; None when module-level code holds it (run
     every mapped test); [] when no test reaches it."""
@@ -419,12 +396,313 @@ def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
     return [test for test, seen in lines.items() if test.startswith("tests/") and seen & span]
 
 
+@dataclass
+class _Odds:
+    """Which tests killed mutants so far: they run first on the next mutants."""
+
+    kills: dict[str, int] = field(default_factory=dict)
+    by_statement: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    def order(self, mutant: Mutant, tests: list[str], seconds: dict[str, float]) -> list[str]:
+        """The test that killed a mutant of the same statement first, then the tests that
+        killed most, then the quickest (with -x, the first failure ends the run)."""
+        last = self.by_statement.get((mutant.first_line, mutant.last_line))
+        return sorted(
+            tests,
+            key=lambda t: (t != last, -self.kills.get(t, 0), seconds.get(t, 1.0), t),
+        )
+
+    def killed(self, mutant: Mutant, test: str) -> None:
+        """`test` killed `mutant`."""
+        self.kills[test] = self.kills.get(test, 0) + 1
+        self.by_statement[(mutant.first_line, mutant.last_line)] = test
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A mutant waiting to run: its covering tests (None: every mapped file) and time limit."""
+
+    index: int
+    mutant: Mutant
+    tests: list[str] | None
+    limit: float
+
+
+def _limit(tests: list[str] | None, seconds: dict[str, float], timeout: float | None) -> float:
+    budget = sum(seconds.values()) if tests is None else sum(seconds.get(t, 1.0) for t in tests)
+    return timeout if timeout is not None else max(60.0, 5 * budget + 30)
+
+
+def _run_queue(
+    queue: list[_Job],
+    free: list[Path],
+    start: Callable[[_Job, Path, int], int],
+    finish: Callable[[_Job, bool, str, str], None],
+) -> None:
+    """Run each job in a child `start` forks (given a copy of src/ of its own, with the
+    mutant written into it, and a pipe to name the test that failed), as many at once as
+    there are copies, until done; `finish` gets each outcome."""
+    running: dict[int, tuple[_Job, Path, float, int]] = {}
+    try:
+        while queue or running:
+            while queue and free:
+                job = queue.pop(0)
+                src = free.pop()
+                (src / "unbounded" / job.mutant.module).write_text(job.mutant.source, "utf-8")
+                read, write = os.pipe()
+                pid = start(job, src, write)
+                os.close(write)
+                running[pid] = (job, src, time.monotonic() + job.limit, read)
+            time.sleep(0.02)
+            for pid, (job, src, deadline, read) in list(running.items()):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done == 0 and time.monotonic() < deadline:
+                    continue
+                if done == 0:
+                    _stop(pid)
+                    killed, detail = True, "timed out"
+                else:
+                    code = os.waitstatus_to_exitcode(status)
+                    killed, detail = code != 0, f"exit {code}"
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)  # anything a test left running
+                with os.fdopen(read, "rb") as pipe:
+                    test = pipe.read().decode("utf-8", "replace")
+                original = (PACKAGE / job.mutant.module).read_text(encoding="utf-8")
+                (src / "unbounded" / job.mutant.module).write_text(original, encoding="utf-8")
+                del running[pid]
+                free.append(src)
+                finish(job, killed, detail, test)
+    finally:
+        for pid, (*_, read) in running.items():  # interrupted: no child outlives the checker
+            _stop(pid)
+            os.close(read)
+
+
+# -- one collected session for the mutants of function bodies ------------------------------------
+#
+# Most mutants change only a function's body. For them a process imports the package and the
+# mapped test files once, from an unmutated copy, and has pytest collect them (with the line
+# tracer on: what runs during import and collection is "<import>"). A first child runs every
+# test traced: the baseline. Then each mutant runs in a child forked from that collected
+# session, which gives the changed functions their mutated code (mutation_swap.py) and runs the
+# covering test items in process: no import, no collection per mutant. Mutants of code run at
+# import or collection, and any mutant the swap cannot apply exactly, are left to the slower
+# path (a fresh pytest per mutant), as are all mutants with --fresh-imports.
+
+
+@dataclass
+class _Results:
+    """What the collected session found: the baseline, outcomes, and the mutants it left."""
+
+    lines: dict[str, set[int]]
+    seconds: dict[str, float]
+    outcomes: dict[int, tuple[bool, str]]
+    left: list[int]
+    odds: _Odds
+
+
+class _SessionDriver:
+    """A pytest plugin that takes over the test loop of the collected session."""
+
+    def __init__(
+        self,
+        target: Target,
+        found: list[Mutant],
+        sources: list[Path],
+        timeout: float | None,
+        tracer: _LineTracer,
+        options: tuple[Path, int, bool],
+    ) -> None:
+        self.target, self.found, self.sources, self.timeout = target, found, sources, timeout
+        self.tracer = tracer
+        self.result, self.progress, self.swapping = options
+
+    def _baseline(self, session: Any) -> tuple[dict[str, set[int]], dict[str, float]] | str:
+        """Every item traced in a child; the lines each test runs, or why the tests fail."""
+        read, write = os.pipe()
+        tracer = self.tracer
+
+        def run() -> int:
+            code = _run_items(session, list(session.items), write)
+            sys.settrace(None)
+            payload = {
+                "lines": {k: sorted(v) for k, v in tracer.lines.items()},
+                "seconds": tracer.seconds,
+            }
+            os.write(write, b"\0" + json.dumps(payload).encode())
+            return code
+
+        pid = _fork(run, None)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            failed, _, data = pipe.read().partition(b"\0")
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0 or not data:
+            return failed.decode("utf-8", "replace") or f"exit {status}"
+        loaded = json.loads(data)
+        lines = {k: set(v) for k, v in loaded["lines"].items()}
+        return lines, {k: float(v) for k, v in loaded["seconds"].items()}
+
+    def pytest_runtestloop(self, session: Any) -> bool:
+        """Baseline, then every swappable mutant; the outcomes go to the result file."""
+        sys.settrace(None)
+        threading.settrace(None)
+        baseline = self._baseline(session)
+        if isinstance(baseline, str):
+            self.result.write_text(json.dumps({"error": baseline}), encoding="utf-8")
+            return True
+        lines, seconds = baseline
+        session.config.pluginmanager.unregister(self.tracer)
+        filename = str(self.sources[0] / "unbounded" / self.target.module)
+        live = mutation_swap.live_functions(filename)
+        original = (PACKAGE / self.target.module).read_text(encoding="utf-8")
+        items = {item.nodeid: item for item in session.items}
+        odds = _Odds()
+        outcomes: dict[int, tuple[bool, str]] = {}
+        left: list[int] = []
+        swaps: dict[int, mutation_swap.Swap] = {}
+        queue: list[_Job] = []
+        for index, mutant in enumerate(self.found):
+            tests = _covering(mutant, lines)
+            if tests == []:
+                outcomes[index] = (False, "no mapped test reaches it")
+                continue
+            swap = None
+            if self.swapping and tests is not None:
+                swap = mutation_swap.plan(original, mutant.source, filename, live)
+            if swap is None:
+                left.append(index)
+                continue
+            swaps[index] = swap
+            queue.append(_Job(index, mutant, tests, _limit(tests, seconds, self.timeout)))
+
+        def start(job: _Job, src: Path, write: int) -> int:
+            assert job.tests is not None
+            chosen = [items[t] for t in odds.order(job.mutant, job.tests, seconds)]
+            return _fork(
+                functools.partial(_swapped, session, swaps[job.index], chosen, src, write), None
+            )
+
+        def finish(job: _Job, killed: bool, detail: str, test: str) -> None:
+            if detail == f"exit {_UNSWAPPABLE}":
+                left.append(job.index)  # the swap failed: a fresh pytest will run it
+                return
+            if killed and test:
+                odds.killed(job.mutant, test)
+            outcomes[job.index] = (killed, detail)
+            os.write(self.progress, b"." if killed else b"S")
+
+        def stop(*_: object) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        _run_queue(queue, list(self.sources), start, finish)
+        payload = {
+            "lines": {k: sorted(v) for k, v in lines.items()},
+            "seconds": seconds,
+            "outcomes": {str(k): v for k, v in outcomes.items()},
+            "left": sorted(left),
+            "kills": odds.kills,
+            "by_statement": [[*k, v] for k, v in odds.by_statement.items()],
+        }
+        self.result.write_text(json.dumps(payload), encoding="utf-8")
+        return True
+
+
+_UNSWAPPABLE = 72
+"""A swap child's exit code when the mutated code could not be put in place."""
+
+
+def _run_items(session: Any, items: list[Any], write: int) -> int:
+    """Run `items` in order, stopping at the first failure (whose id goes to `write`)."""
+    failed = session.testsfailed
+    for position, item in enumerate(items):
+        following = items[position + 1] if position + 1 < len(items) else None
+        item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
+        if session.testsfailed > failed or session.shouldstop:
+            os.write(write, item.nodeid.encode("utf-8"))
+            return 1
+    return 0
+
+
+def _swapped(
+    session: Any, swap: mutation_swap.Swap, items: list[Any], src: Path, write: int
+) -> int:
+    """In a forked child of the collected session: put the mutant in place, run `items`."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(src), _PYTHONPATH) if p
+    )  # subprocesses the tests start import the mutated copy from disk
+    try:
+        swap.apply()
+    except (TypeError, ValueError):
+        return _UNSWAPPABLE
+    return _run_items(session, items, write)
+
+
+_PYTHONPATH = os.environ.get("PYTHONPATH", "")
+
+
+def _collected_session(
+    target: Target,
+    found: list[Mutant],
+    sources: list[Path],
+    timeout: float | None,
+    work: Path,
+    swapping: bool,
+) -> _Results:
+    """Run the baseline and the swappable mutants in one collected session (a child)."""
+    result = work / "session.json"
+    progress = os.dup(2)
+
+    def run() -> int:
+        src = sources[0]
+        tracer = _LineTracer(str(src / "unbounded" / target.module))
+        driver = _SessionDriver(
+            target, found, sources, timeout, tracer, (result, progress, swapping)
+        )
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), _PYTHONPATH) if p)
+        sys.path.insert(0, str(src))
+        for name in [m for m in sys.modules if m == "unbounded" or m.startswith("unbounded.")]:
+            del sys.modules[name]
+        sys.settrace(tracer.trace)
+        threading.settrace(tracer.trace)
+        import pytest
+
+        args = ["-q", "-p", "no:cacheprovider", *target.tests]
+        return int(pytest.main(args, plugins=[tracer, driver]))
+
+    pid = _fork(run, work / "session.log")
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)  # interrupted: it stops its children on the way out
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os.close(progress)
+    data = json.loads(result.read_text(encoding="utf-8")) if result.exists() else None
+    if data is None or "error" in data:
+        log = (work / "session.log").read_text(errors="replace").strip().splitlines()[-3:]
+        why = data["error"] if data else " | ".join(log) or f"exit {status}"
+        raise SystemExit(f"{target.module}: the mapped tests fail without any mutation: {why}")
+    odds = _Odds(dict(data["kills"]), {(a, b): t for a, b, t in data["by_statement"]})
+    return _Results(
+        {k: set(v) for k, v in data["lines"].items()},
+        {k: float(v) for k, v in data["seconds"].items()},
+        {int(k): (bool(v[0]), str(v[1])) for k, v in data["outcomes"].items()},
+        [int(i) for i in data["left"]],
+        odds,
+    )
+
+
 def check_module(
     target: Target,
     jobs: int,
     timeout: float | None,
     work: Path,
     on_lines: tuple[int, int] | None = None,
+    swapping: bool = True,
 ) -> list[Outcome]:
     """Run every mutant of one module (on `on_lines`, first and last, when given) against the
     tests that reach it; progress to stderr."""
@@ -435,80 +713,67 @@ def check_module(
     ]
     sources = [_copy_of_src(work / f"job{n}") for n in range(jobs)]
     started = time.monotonic()
-    lines, seconds = _baseline(target, sources[0], work)
+    print(f"{target.module}: {len(found)} mutants", file=sys.stderr, flush=True)
+    results = _collected_session(target, found, sources, timeout, work, swapping)
+    outcomes = dict(results.outcomes)
+    queue = []
+    for index in results.left:
+        tests = _covering(found[index], results.lines)
+        queue.append(_Job(index, found[index], tests, _limit(tests, results.seconds, timeout)))
+
+    def start(job: _Job, src: Path, write: int) -> int:
+        chosen = (
+            target.tests
+            if job.tests is None
+            else results.odds.order(job.mutant, job.tests, results.seconds)
+        )
+        return _fork(
+            functools.partial(_in_child, src, ["-x", *chosen], [_NameFailure(write)]), None
+        )
+
+    def finish(job: _Job, killed: bool, detail: str, test: str) -> None:
+        if killed and test:
+            results.odds.killed(job.mutant, test)
+        outcomes[job.index] = (killed, detail)
+        print("." if killed else "S", end="", file=sys.stderr, flush=True)
+
+    _run_queue(queue, list(sources), start, finish)
+    elapsed = time.monotonic() - started
     print(
-        f"{target.module}: {len(found)} mutants; the mapped tests take "
-        f"{time.monotonic() - started:.0f} s traced",
+        f"\n{target.module}: {len(found)} mutants in {elapsed:.0f} s "
+        f"({elapsed / max(1, len(found)):.1f} s a mutant; {len(results.left)} in a fresh pytest)",
         file=sys.stderr,
         flush=True,
     )
-    outcomes: list[Outcome] = []
-    queue: list[tuple[Mutant, list[str], float]] = []
-    for mutant in found:
-        tests = _covering(mutant, lines)
-        if tests == []:
-            outcomes.append(Outcome(mutant, False, "no mapped test reaches it"))
-            continue
-        # The quickest tests first: with -x, the first failure ends the run.
-        chosen = (
-            target.tests if tests is None else sorted(tests, key=lambda t: (seconds.get(t, 1.0), t))
-        )
-        budget = sum(seconds.values()) if tests is None else sum(seconds.get(t, 1.0) for t in tests)
-        limit = timeout if timeout is not None else max(60.0, 5 * budget + 30)
-        queue.append((mutant, chosen, limit))
-    free = list(sources)
-    running: dict[int, tuple[Mutant, Path, float]] = {}
-    try:
-        _run_queue(queue, free, running, outcomes)
-    finally:
-        for pid in running:  # interrupted: no child outlives the checker
-            _stop(pid)
-    print(file=sys.stderr)
-    return sorted(outcomes, key=lambda o: (o.mutant.line, o.mutant.description))
+    return sorted(
+        (Outcome(found[i], *outcomes[i]) for i in outcomes),
+        key=lambda o: (o.mutant.line, o.mutant.description),
+    )
 
 
-def _run_queue(
-    queue: list[tuple[Mutant, list[str], float]],
-    free: list[Path],
-    running: dict[int, tuple[Mutant, Path, float]],
-    outcomes: list[Outcome],
-) -> None:
-    """Fork a child per mutant, as many at once as there are copies of src/, until done."""
-    while queue or running:
-        while queue and free:
-            mutant, tests, limit = queue.pop(0)
-            src = free.pop()
-            (src / "unbounded" / mutant.module).write_text(mutant.source, encoding="utf-8")
-            pid = _fork(functools.partial(_in_child, src, ["-x", *tests], []), None)
-            running[pid] = (mutant, src, time.monotonic() + limit)
-        time.sleep(0.05)
-        for pid, (mutant, src, deadline) in list(running.items()):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done == 0 and time.monotonic() < deadline:
-                continue
-            if done == 0:
-                _stop(pid)
-                outcome = Outcome(mutant, True, "timed out")
-            else:
-                code = os.waitstatus_to_exitcode(status)
-                outcome = Outcome(mutant, code != 0, f"exit {code}")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)  # anything a test left running
-            original = (PACKAGE / mutant.module).read_text(encoding="utf-8")
-            (src / "unbounded" / mutant.module).write_text(original, encoding="utf-8")
-            del running[pid]
-            free.append(src)
-            outcomes.append(outcome)
-            print("." if outcome.killed else "S", end="", file=sys.stderr, flush=True)
+class _NameFailure:
+    """A pytest plugin: the first failing test's id goes to a pipe."""
+
+    def __init__(self, write: int) -> None:
+        self.write = write
+        self.named = False
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        """Name the test of the first failed report."""
+        if report.failed and not self.named:
+            os.write(self.write, report.nodeid.encode("utf-8"))
+            self.named = True
 
 
 def _line_range(text: str) -> tuple[int, int]:
-    """`FIRST-LAST` (line numbers, FIRST <= LAST) as a pair; argparse reports a bad one."""
+    """`FIRST-LAST` (line numbers, FIRST <= LAST; LAST may be `end`) as a pair; argparse
+    reports a bad one."""
     first, _, last = text.partition("-")
     try:
-        pair = (int(first), int(last))
+        pair = (int(first), sys.maxsize if last == "end" else int(last))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST-LAST, e.g. 1-400") from None
+        example = "e.g. 1-400 or 801-end"
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST-LAST, {example}") from None
     if not 1 <= pair[0] <= pair[1]:
         raise argparse.ArgumentTypeError(f"{text!r}: FIRST must be at least 1 and at most LAST")
     return pair
@@ -524,6 +789,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     parser.add_argument("--timeout", type=float, help="seconds per mutant (default: 4x baseline)")
+    parser.add_argument(
+        "--fresh-imports",
+        action="store_true",
+        help="run every mutant in a fresh pytest, none in the collected session (slower)",
+    )
     parser.add_argument("--json", type=Path, help="also write the outcomes to this file")
     parser.add_argument("--fail-under", type=float, help="exit 1 below this percentage killed")
     options = parser.parse_args(argv)
@@ -550,7 +820,12 @@ def main(argv: list[str] | None = None) -> int:
             folder = Path(work) / target.module.replace("/", "_")
             folder.mkdir()
             results[target.module] = check_module(
-                target, max(1, options.jobs), options.timeout, folder, options.lines
+                target,
+                max(1, options.jobs),
+                options.timeout,
+                folder,
+                options.lines,
+                swapping=not options.fresh_imports,
             )
     total = killed = 0
     report: dict[str, object] = {}

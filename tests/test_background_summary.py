@@ -348,3 +348,191 @@ def test_idle_swaps_in_the_background_summary_instead_of_paying_for_another(api_
     assert [type(e) for e in events].count(BackgroundSummarySwapped) == 1
     assert not any(isinstance(e, BackgroundSummaryDiscarded) for e in events)
     session.close()
+
+
+# -- hooks and events at the swap ----------------------------------------------------------------
+
+from dataclasses import dataclass  # noqa: E402
+
+from unbounded.events import CompactionFinished, CompactionStarted  # noqa: E402
+
+
+@dataclass(frozen=True)
+class _Answer:
+    blocked: bool = False
+    block_reason: str | None = None
+    new_custom_instructions: str | None = None
+    user_display_message: str | None = None
+
+
+class _Hooks:
+    """Compaction hooks writing each call into `log` (beside the session's events)."""
+
+    def __init__(self, log: list[object], answer: _Answer = _Answer()) -> None:
+        self.log = log
+        self.answer = answer
+
+    async def arun_pre_compact(self, trigger: str, custom_instructions: str | None = None, /) -> _Answer:
+        self.log.append(("PreCompact", trigger))
+        return self.answer
+
+    async def arun_session_start(self, source: str = "compact", /) -> list[str]:
+        self.log.append(("SessionStart", source))
+        return ["Project context reloaded after the compaction."]
+
+    async def arun_post_compact(self, trigger: str, compact_summary: str = "", /) -> object:
+        self.log.append(("PostCompact", "the build" in compact_summary))
+        return None
+
+
+def _open_with_hooks(api_server: ApiServer, tmp_path: Path, log: list[object], answer: _Answer = _Answer()) -> Session:
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    provider = AnthropicProvider(api_server.anthropic_client())
+    return Session.open(tmp_path / "s", CONFIG, policy=POLICY, summarizer=provider, events=log.append, hooks=_Hooks(log, answer))
+
+
+def _compaction_log(log: list[object]) -> list[object]:
+    """The hook calls and compaction events, in order, by name."""
+    names: list[object] = []
+    for item in log:
+        if isinstance(item, tuple):
+            names.append(item[0])
+        elif isinstance(item, (CompactionStarted, CompactionFinished, BackgroundSummarySwapped, BackgroundSummaryDiscarded)):
+            names.append(type(item).__name__)
+    return names
+
+
+def test_the_hooks_and_compaction_events_fire_at_the_swap_not_when_the_summary_is_written(api_server: ApiServer, tmp_path: Path) -> None:
+    log: list[object] = []
+    session = _open_with_hooks(api_server, tmp_path, log)
+    api_server.anthropic.push(_summary_reply())
+
+    async def scenario() -> tuple[list[object], Any]:
+        await _past_the_mark(session)
+        await session.background.settle()  # written: nothing is compacted yet
+        before_swap = _compaction_log(log)
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        return before_swap, await session.prepare()
+
+    before_swap, request = asyncio.run(scenario())
+    assert before_swap == []
+    assert _compaction_log(log) == ["PreCompact", "CompactionStarted", "SessionStart", "PostCompact", "CompactionFinished", "BackgroundSummarySwapped"]
+    assert ("PostCompact", True) in log  # told the summary it swapped in
+    assert "Project context reloaded after the compaction." in str(request["messages"])
+    finished = next(e for e in log if isinstance(e, CompactionFinished))
+    assert finished.post_tokens == next(e for e in log if isinstance(e, BackgroundSummarySwapped)).post_tokens
+    validate_request(request["messages"])
+    session.close()
+
+
+def test_a_stale_summary_fires_no_hook_and_sends_none_of_its_events(api_server: ApiServer, tmp_path: Path) -> None:
+    log: list[object] = []
+    session = _open_with_hooks(api_server, tmp_path, log)
+    api_server.anthropic.push(_summary_reply(), _summary_reply())
+
+    async def scenario() -> None:
+        await _past_the_mark(session)
+        await session.background.settle()
+        last = session.entries[-1]
+        session.entries[-1] = type(last)(dict(last.data), last.line)  # the same record, rewritten
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        await session.prepare()  # stale: discarded, written again
+        await session.background.settle()
+        session.background.discard("closed")
+
+    asyncio.run(scenario())
+    assert _compaction_log(log) == ["BackgroundSummaryDiscarded", "BackgroundSummaryDiscarded"]
+    assert [e.reason for e in log if isinstance(e, BackgroundSummaryDiscarded)] == ["stale", "closed"]
+    assert session.status().compactions == 0
+    session.close()
+
+
+def test_a_precompact_hook_that_adds_instructions_at_the_swap_gets_them_in_a_summary_asked_once(api_server: ApiServer, tmp_path: Path) -> None:
+    """The background summary was written without the hook's instructions: it is discarded
+    and the turn compacts with them; the hook is asked once."""
+    log: list[object] = []
+    session = _open_with_hooks(api_server, tmp_path, log, _Answer(new_custom_instructions="Keep the failing test names."))
+    api_server.anthropic.push(_summary_reply(), _summary_reply())
+
+    async def scenario() -> None:
+        await _past_the_mark(session)
+        await session.background.settle()
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        await session.prepare()
+
+    asyncio.run(scenario())
+    assert _compaction_log(log) == ["PreCompact", "BackgroundSummaryDiscarded", "CompactionStarted", "SessionStart", "PostCompact", "CompactionFinished"]
+    assert [e.reason for e in log if isinstance(e, BackgroundSummaryDiscarded)] == ["hook"]
+    assert len(api_server.requests) == 2 and "Keep the failing test names." in str(api_server.requests[1].body)
+    assert "Keep the failing test names." not in str(api_server.requests[0].body)
+    assert session.status().compactions == 1
+    assert [e.background for e in log if isinstance(e, SummaryStall)] == [True]  # the turn waited for that call
+    session.close()
+
+
+def test_a_precompact_hook_that_blocks_at_the_swap_stops_the_compaction_asked_once(api_server: ApiServer, tmp_path: Path) -> None:
+    log: list[object] = []
+    session = _open_with_hooks(api_server, tmp_path, log, _Answer(blocked=True, block_reason="not now"))
+    api_server.anthropic.push(_summary_reply())
+
+    async def scenario() -> None:
+        await _past_the_mark(session)
+        await session.background.settle()
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        await session.prepare()
+
+    asyncio.run(scenario())
+    assert [n for n in _compaction_log(log) if n != "CompactionStarted"] == ["PreCompact", "BackgroundSummaryDiscarded"]
+    assert session.status().compactions == 0 and len(api_server.requests) == 1
+    session.close()
+
+
+def test_an_offline_summary_in_the_turn_is_no_stall(tmp_path: Path) -> None:
+    """The offline hand-over writes without a call: the turn that compacts waits for nothing."""
+    from unbounded.providers.extractive import ExtractiveSummarizer
+
+    events: list[Event] = []
+    policy = POLICY.with_changes(background_summary=False)
+    session = Session.open(tmp_path / "s", CONFIG, policy=policy, summarizer=ExtractiveSummarizer(), events=events.append)
+
+    async def scenario() -> None:
+        await _past_the_mark(session)
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        await session.prepare()
+
+    asyncio.run(scenario())
+    assert session.status().compactions == 1
+    assert not any(isinstance(e, SummaryStall) for e in events)
+    session.close()
+
+
+def test_a_failed_summary_sends_its_failure_at_the_threshold_and_fires_no_hook(api_server: ApiServer, tmp_path: Path) -> None:
+    from apiserver import server_error
+    from unbounded.events import CompactionFailed
+
+    log: list[object] = []
+    session = _open_with_hooks(api_server, tmp_path, log)
+    api_server.anthropic.push(server_error(), server_error(), _summary_reply())
+
+    async def scenario() -> list[object]:
+        await _past_the_mark(session)
+        await session.background.settle()  # failed: nothing said yet
+        held = [e for e in log if isinstance(e, (CompactionStarted, CompactionFailed))]
+        _reply(session, "Done.", 9_500)
+        session.add_user("Next.")
+        await session.prepare()  # taken: its failure reported, the summary started again
+        session.background.discard("closed")
+        return held
+
+    held = asyncio.run(scenario())
+    assert held == []
+    assert [type(e).__name__ for e in log if isinstance(e, (CompactionStarted, CompactionFailed, BackgroundSummaryDiscarded))][:3] == ["CompactionStarted", "CompactionFailed", "BackgroundSummaryDiscarded"]
+    assert not any(isinstance(item, tuple) for item in log)  # no hook fired
+    assert [e.reason for e in log if isinstance(e, BackgroundSummaryDiscarded)] == ["failed", "closed"]  # written again, then closed
+    session.close()

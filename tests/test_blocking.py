@@ -321,6 +321,7 @@ def test_a_sync_session_refuses_the_background_summary(tmp_path: Path) -> None:
     config = SessionConfig(model="claude-sonnet-4-6", system="You are careful.", context_window=200_000)
     with pytest.raises(ConfigError, match="use the async Session"):
         SyncSession.open(tmp_path / "a", config, policy=Policy(background_summary=True))
+    SyncSession.open(tmp_path / "a", config, policy=Policy()).close()  # refused before the folder's lock was taken
     sync = SyncSession.open(tmp_path / "b", config, policy=Policy())
     with pytest.raises(ConfigError, match="background_summary"):
         sync.reconfigure(policy=Policy(background_summary=True))

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -335,6 +336,23 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
             out.splitlines()
             == ["['Measure', 'CacheSharingSummaryTier', 'DirectSummaryTier']", "extractive True 1"]
             and ns["direct_only"].view[0].is_compact_boundary
+        ),
+    ),
+    ("docs/compaction.md", "from datetime import datetime, timezone"): Run(
+        prelude=(
+            "import anthropic\n"
+            "from datetime import datetime as _at, timezone as _utc\n"
+            "from unbounded.integrations import wrap\n"
+            "_replied = _at(2026, 1, 1, tzinfo=_utc.utc)\n"
+            "client = wrap(anthropic.Anthropic(), model='claude-sonnet-4-6',"
+            " summarizer='extractive', clock=lambda: _replied)\n"
+            "client.messages.create(model='claude-sonnet-4-6', max_tokens=100,"
+            " messages=[{'role': 'user', 'content': 'Hi'}])\n"
+        ),
+        replies=lambda: [message("Hello!")],
+        check=lambda ns, out, api: (
+            ns["deadline"] == ns["_replied"] + timedelta(seconds=270)  # 0.9 of the 5-minute TTL
+            and ns["client"].status().compactions == 0  # called: a small context never pays
         ),
     ),
     # docs/index.md: the quick start

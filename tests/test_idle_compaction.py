@@ -168,7 +168,7 @@ def test_an_unpriced_model_never_pays_to_compact() -> None:
 def test_no_idle_or_cold_resume_event_when_the_compaction_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from unbounded.session_compaction import SessionCompactor
 
-    async def fails(self: SessionCompactor) -> None:
+    async def fails(self: SessionCompactor, **_: object) -> None:
         return None
 
     monkeypatch.setattr(SessionCompactor, "auto_compact", fails)

@@ -14,6 +14,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mutation_check.py"
 
 
 def _script() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # it imports mutation_swap.py from beside it
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("mutation_check", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -25,7 +27,8 @@ def _script() -> ModuleType:
 def test_a_line_range_is_first_to_last_inclusive() -> None:
     script = _script()
     assert script._line_range("1-400") == (1, 400) and script._line_range("7-7") == (7, 7)
-    for bad in ("0-3", "5-4", "12", "a-b"):
+    assert script._line_range("801-end") == (801, sys.maxsize)
+    for bad in ("0-3", "5-4", "12", "a-b", "end-9", "9-ending"):
         with pytest.raises(argparse.ArgumentTypeError):
             script._line_range(bad)
 

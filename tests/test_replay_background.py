@@ -121,3 +121,13 @@ def test_idle_compaction_in_the_long_pause_is_priced_as_a_strategy(agent_session
     assert set(data["strategies"]) >= {"unbounded", "unbounded+idle_compaction", "unbounded+background_summary"}
     assert data["variants"]["idle_compaction"]["cost"] == round(idle.run.cost_usd, 6)
     assert idle.run.cost_usd < report.ours.cost_usd  # the resume reads a small context
+
+
+def test_a_compaction_at_a_cold_resume_is_no_stall(agent_session: Transcript) -> None:
+    """Counting 30 turns after the resume, the cold-resume guard compacts after the two-hour
+    pause, below the threshold: a cost the session chose then, not a wait at the threshold."""
+    report = _replay(agent_session, NO_NOTES.with_changes(compaction_payback_turns=30))
+    full = [r for r in report.compaction_records if r.kind == "full"]
+    resumed = [r for r in full if r.pre_tokens < report.thresholds.autocompact]
+    assert len(resumed) == 1 and len(full) >= 3
+    assert report.stalls == len(full) - 1

@@ -129,15 +129,19 @@ class BackgroundSummarySwapped(Event):
 class BackgroundSummaryDiscarded(Event):
     """A background summary was dropped: `stale` (what it replaced changed, or a compaction
     came first), `failed`, `too_large` (with what was recorded since it would not end under
-    the threshold), `superseded` (another compaction was applied), `closed` (the session)."""
+    the threshold), `superseded` (another compaction was applied), `closed` (the session),
+    `hook` (at the swap a PreCompact hook blocked, or added instructions it was not written
+    with: the turn compacts with that answer)."""
 
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
 class SummaryStall(Event):
-    """A turn waited for a summary call: a compaction at the threshold with no background
-    summary ready (`background` False: none was running)."""
+    """A turn waited for a summary call: a compaction at the threshold that sent a model
+    request in the turn, or waited for the background summary (`background` False: the
+    background summary is off). A compaction from the notes or by the offline hand-over
+    alone sends no request: no stall."""
 
     tokens: int
     background: bool

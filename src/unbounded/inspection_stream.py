@@ -2,9 +2,10 @@
 
 Two passes over the file, neither holding message contents:
 
-1. `scan_records` streams every line and keeps a small `RecordInfo` per record: where it is
-   (line, byte offset, size), its type, uuid and parent, flags, response id, model and usage
-   total. A boundary's metadata is kept too (there are few).
+1. `scan_records` streams every line and keeps a small summary per record (a row of a
+   `RecordTable`, read through `RecordInfo`): where it is (line, byte offset), its type,
+   uuid and parent, flags, response id, model and usage total. A boundary's metadata is
+   kept too (there are few).
 2. The main thread is chosen from those summaries by a `ThreadSelector`: by default
    `rebuilt_main_thread`, which runs `unbounded.model.thread.rebuild_thread` (what
    `Transcript.main_thread` does) over light stand-ins built from the summaries; or
@@ -20,19 +21,20 @@ records apart) instead of the content.
 A compact boundary's `counted_pre_tokens` reads the records since the boundary before it
 again, one view at a time.
 
-Memory: O(records) small summaries (about 0.4 KB each) + the longest line + the current
-view's API messages: what the model would be sent next, which a session that compacts keeps
-within its context window (a file that never compacted has its whole main thread as view).
+Memory: O(records) small summaries (about 230 bytes each, kept by column) + the longest
+line + what rebuilding the thread holds while it runs + the current view's API messages:
+what the model would be sent next, which a session that compacts keeps within its context
+window (a file that never compacted has its whole main thread as view).
 """
 
 from __future__ import annotations
 
 import hashlib
-import sys
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import orjson
 
@@ -70,35 +72,105 @@ _SIDECHAIN, _META, _COMPACT_SUMMARY, _SYNTHETIC, _OTHER_BLOCKS, _STR, _LIST = (
 )
 
 
-@dataclass(slots=True)
 class RecordInfo:
-    """What pass 1 keeps of one record: no message content.
+    """What pass 1 keeps of one record, no message content: a view of one row of a
+    `RecordTable`.
 
-    Flags are packed in one small int, and a parent uuid or tool result id equal to the
-    record before's uuid or tool call id shares its string: a summary stays near 0.4 KB.
+    The fields: `line` and `offset` (where the record's line starts, for pass 2), `type`,
+    `subtype`, `uuid`, `parent_uuid`, `logical_parent_uuid`, `session_id`, `flags`,
+    `message_id` (an assistant record's response id), `usage_total` (input + cache creation +
+    cache read + output of a real response's usage), `model`, `tool_use_ids`,
+    `tool_result_ids`, `user_kind` (how a user message classifies, `classify_user_entry`) and
+    `digest` (64 bits of the content and the time, standing for them when records are
+    compared).
     """
 
-    line: int
-    offset: int
-    """Where the record's line starts in the file (pass 2 reads it again from there)."""
-    type: str
-    subtype: str | None
-    uuid: str | None
-    parent_uuid: str | None
-    logical_parent_uuid: str | None
-    session_id: str | None
-    flags: int
-    message_id: str | None
-    """The response id of an assistant record."""
-    usage_total: int | None
-    """input + cache creation + cache read + output of a real response's usage."""
-    model: str | None
-    tool_use_ids: tuple[str, ...]
-    tool_result_ids: tuple[str, ...]
-    user_kind: str | None
-    """How a user message classifies (`classify_user_entry`)."""
-    digest: int
-    """64-bit digest of the content and the time, standing for them when records are compared."""
+    __slots__ = ("index", "table")
+
+    def __init__(self, table: RecordTable, index: int) -> None:
+        self.table = table
+        self.index = index
+
+    @property
+    def line(self) -> int:
+        """The record's 1-based line in the file."""
+        return self.table.lines[self.index]
+
+    @property
+    def offset(self) -> int:
+        """Where the record's line starts in the file (pass 2 reads it again from there)."""
+        return self.table.offsets[self.index]
+
+    @property
+    def type(self) -> str:
+        """The record type."""
+        return cast(str, self.table.types.get(self.index))
+
+    @property
+    def subtype(self) -> str | None:
+        """A system record's subtype."""
+        return self.table.subtypes.get(self.index)
+
+    @property
+    def uuid(self) -> str | None:
+        """The record's uuid."""
+        return self.table.uuids[self.index]
+
+    @property
+    def parent_uuid(self) -> str | None:
+        """`parentUuid`."""
+        return self.table.parent_uuids[self.index]
+
+    @property
+    def logical_parent_uuid(self) -> str | None:
+        """`logicalParentUuid` (a compact boundary's)."""
+        return self.table.logical_parent_uuids.get(self.index)
+
+    @property
+    def session_id(self) -> str | None:
+        """`sessionId`."""
+        return self.table.session_ids.get(self.index)
+
+    @property
+    def flags(self) -> int:
+        """The record's flags, packed (see the `is_*` properties)."""
+        return self.table.flags[self.index]
+
+    @property
+    def message_id(self) -> str | None:
+        """The response id of an assistant record."""
+        return self.table.message_ids[self.index]
+
+    @property
+    def usage_total(self) -> int | None:
+        """input + cache creation + cache read + output of a real response's usage."""
+        total = self.table.usage_totals[self.index]
+        return None if total < 0 else total
+
+    @property
+    def model(self) -> str | None:
+        """The model of an assistant record."""
+        return self.table.models.get(self.index)
+
+    @property
+    def tool_use_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls in the content."""
+        return self.table.tool_use_ids[self.index]
+
+    @property
+    def tool_result_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls the content's tool results answer."""
+        return self.table.tool_result_ids[self.index]
+
+    @property
+    def user_kind(self) -> str | None:
+        """How a user message classifies (`classify_user_entry`)."""
+        return self.table.user_kinds.get(self.index)
+
+    @property
+    def digest(self) -> int:
+        """64-bit digest of the content and the time."""
+        return self.table.digests[self.index]
 
     @property
     def is_conversation(self) -> bool:
@@ -139,6 +211,122 @@ class RecordInfo:
     def content_shape(self) -> str:
         """`str`, `list` or `none`: the type of the message content."""
         return "str" if self.flags & _STR else "list" if self.flags & _LIST else "none"
+
+
+class _Codes:
+    """A column of few distinct strings (types, sessions, models): a 4-byte code per row."""
+
+    __slots__ = ("codes", "index", "values")
+
+    def __init__(self) -> None:
+        self.codes = array("I")
+        self.values: list[str | None] = [None]
+        self.index: dict[str | None, int] = {None: 0}
+
+    def append(self, value: str | None) -> None:
+        """Add a row."""
+        code = self.index.get(value)
+        if code is None:
+            code = self.index[value] = len(self.values)
+            self.values.append(value)
+        self.codes.append(code)
+
+    def get(self, row: int) -> str | None:
+        """The value of a row."""
+        return self.values[self.codes[row]]
+
+
+class RecordTable(Sequence[RecordInfo]):
+    """Pass 1's summaries of a file's records, stored by column.
+
+    Numbers sit in arrays and repeated strings in code columns, so a row costs about 90 bytes
+    plus its uuid and ids (a record object per row cost 400): at 1 GiB of real sessions,
+    half a million records, that is what decides inspect's and eval's peak memory. A
+    `RecordInfo` is made on access.
+    """
+
+    def __init__(self) -> None:
+        self.lines = array("q")
+        self.offsets = array("q")
+        self.digests = array("Q")
+        self.usage_totals = array("q")
+        """-1 where a record has no usage."""
+        self.flags = bytearray()
+        self.types, self.subtypes, self.session_ids = _Codes(), _Codes(), _Codes()
+        self.models, self.user_kinds = _Codes(), _Codes()
+        self.uuids: list[str | None] = []
+        self.parent_uuids: list[str | None] = []
+        self.message_ids: list[str | None] = []
+        self.tool_use_ids: list[tuple[str, ...]] = []
+        self.tool_result_ids: list[tuple[str, ...]] = []
+        self.logical_parent_uuids: dict[int, str] = {}
+        """Only compact boundaries have one: by row."""
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, index: int) -> RecordInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RecordInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> RecordInfo | list[RecordInfo]:
+        if isinstance(index, slice):
+            return [RecordInfo(self, row) for row in range(len(self))[index]]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return RecordInfo(self, index % len(self))
+
+    def __iter__(self) -> Iterator[RecordInfo]:
+        return (RecordInfo(self, row) for row in range(len(self)))
+
+    def append(self, entry: Entry, offset: int) -> None:
+        """Summarize one entry as the next row (its line starts at `offset`)."""
+        row = len(self)
+        usage = entry.usage
+        message = entry.message
+        content = message.get("content") if message else None
+        flags = (
+            (_SIDECHAIN if entry.is_sidechain else 0)
+            | (_META if entry.is_meta else 0)
+            | (_COMPACT_SUMMARY if entry.is_compact_summary else 0)
+            | (_SYNTHETIC if entry.is_synthetic_api_error else 0)
+            | (_STR if isinstance(content, str) else _LIST if isinstance(content, list) else 0)
+        )
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") not in ("tool_use", "tool_result")
+            for b in content
+        ):
+            flags |= _OTHER_BLOCKS
+        # A parent uuid or tool result id equal to the row before's uuid or tool call id
+        # shares its string.
+        parent = entry.parent_uuid
+        results = _ids(content, "tool_result", "tool_use_id")
+        if row:
+            previous_uuid = self.uuids[-1]
+            if parent is not None and parent == previous_uuid:
+                parent = previous_uuid
+            calls = {tool_id: tool_id for tool_id in self.tool_use_ids[-1]}
+            results = tuple(calls.get(tool_id, tool_id) for tool_id in results)
+        self.lines.append(entry.line or 0)
+        self.offsets.append(offset)
+        self.digests.append(_digest(entry))
+        self.usage_totals.append(usage_context_total(usage) if usage is not None else -1)
+        self.flags.append(flags)
+        self.types.append(entry.type)
+        self.subtypes.append(entry.subtype)
+        session = entry.data.get("sessionId")
+        self.session_ids.append(session if isinstance(session, str) else None)
+        self.models.append(entry.model)
+        self.user_kinds.append(classify_user_entry(entry).kind if entry.type == "user" else None)
+        self.uuids.append(entry.uuid)
+        self.parent_uuids.append(parent)
+        self.message_ids.append(entry.message_id)
+        self.tool_use_ids.append(_ids(content, "tool_use", "id"))
+        self.tool_result_ids.append(results)
+        if entry.logical_parent_uuid is not None:
+            self.logical_parent_uuids[row] = entry.logical_parent_uuid
 
 
 ThreadSelector = Callable[[Sequence[RecordInfo], Sequence[str]], "SelectedThread"]
@@ -193,7 +381,7 @@ _KIND_WITNESS = {
 }
 
 
-class _Standin:
+class _Standin(RecordInfo):
     """An `Entry` look-alike built from a summary, for `rebuild_thread`.
 
     It answers what thread rebuilding asks of an entry: links, flags, tool ids, the session,
@@ -202,14 +390,7 @@ class _Standin:
     is folded into the digest.
     """
 
-    __slots__ = ("index", "record")
-
-    def __init__(self, record: RecordInfo, index: int) -> None:
-        self.record = record
-        self.index = index
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.record, name)
+    __slots__ = ()
 
     @property
     def timestamp(self) -> str:
@@ -219,12 +400,12 @@ class _Standin:
     @property
     def data(self) -> dict[str, Any]:
         """The raw fields thread rebuilding reads."""
-        return {"sessionId": self.record.session_id}
+        return {"sessionId": self.session_id}
 
     @property
     def content(self) -> Any:
         """Content standing for the real one (see the class docstring)."""
-        record = self.record
+        record = self
         digest = f"{record.digest:016x}"
         if record.content_shape == "none":
             return []
@@ -246,7 +427,7 @@ def rebuilt_main_thread(
     records: Sequence[RecordInfo], summary_leaves: Sequence[str] = ()
 ) -> SelectedThread:
     """The thread `Transcript.main_thread` rebuilds from parent links, on summaries."""
-    standins = [_Standin(record, index) for index, record in enumerate(records)]
+    standins = [_Standin(record.table, record.index) for record in records]
     thread, report = rebuild_thread(
         cast(Sequence[Entry], standins),
         include_sidechains=_is_subagent_file(records),
@@ -255,10 +436,6 @@ def rebuilt_main_thread(
     return SelectedThread(
         [cast(_Standin, entry).index for entry in thread], report.warnings()
     )
-
-
-def _intern(value: Any) -> str | None:
-    return sys.intern(value) if isinstance(value, str) else None
 
 
 def _ids(content: Any, kind: str, key: str) -> tuple[str, ...]:
@@ -288,58 +465,12 @@ def _digest(entry: Entry) -> int:
     return int.from_bytes(hasher.digest(), "big")
 
 
-def summarize_record(
-    entry: Entry, offset: int, previous: RecordInfo | None = None
-) -> RecordInfo:
-    """The small summary of one entry (`previous`: the record before, to share strings)."""
-    usage = entry.usage
-    message = entry.message
-    content = message.get("content") if message else None
-    tool_kinds = ("tool_use", "tool_result")
-    flags = (
-        (_SIDECHAIN if entry.is_sidechain else 0)
-        | (_META if entry.is_meta else 0)
-        | (_COMPACT_SUMMARY if entry.is_compact_summary else 0)
-        | (_SYNTHETIC if entry.is_synthetic_api_error else 0)
-        | (_STR if isinstance(content, str) else _LIST if isinstance(content, list) else 0)
-    )
-    if isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") not in tool_kinds for b in content
-    ):
-        flags |= _OTHER_BLOCKS
-    parent = entry.parent_uuid
-    results = _ids(content, "tool_result", "tool_use_id")
-    if previous is not None:
-        if parent is not None and parent == previous.uuid:
-            parent = previous.uuid
-        calls = {tool_id: tool_id for tool_id in previous.tool_use_ids}
-        results = tuple(calls.get(tool_id, tool_id) for tool_id in results)
-    return RecordInfo(
-        line=entry.line or 0,
-        offset=offset,
-        type=sys.intern(entry.type),
-        subtype=_intern(entry.subtype),
-        uuid=entry.uuid,
-        parent_uuid=parent,
-        logical_parent_uuid=entry.logical_parent_uuid,
-        session_id=_intern(entry.data.get("sessionId")),
-        flags=flags,
-        message_id=entry.message_id,
-        usage_total=usage_context_total(usage) if usage is not None else None,
-        model=_intern(entry.model),
-        tool_use_ids=_ids(content, "tool_use", "id"),
-        tool_result_ids=results,
-        user_kind=sys.intern(classify_user_entry(entry).kind) if entry.type == "user" else None,
-        digest=_digest(entry),
-    )
-
-
 @dataclass(slots=True)
 class FileScan:
     """Pass 1's result: a summary per record, the boundaries' metadata, what the reader saw."""
 
     path: Path
-    records: list[RecordInfo]
+    records: RecordTable
     boundaries: dict[int, dict[str, Any]]
     """compactMetadata of each boundary, by record index."""
     summary_leaves: list[str]
@@ -352,10 +483,10 @@ class FileScan:
 
 
 def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
-    """Pass 1: stream the file and keep a `RecordInfo` per record (see the module docstring)."""
+    """Pass 1: stream the file and keep a summary per record (see the module docstring)."""
     source = Path(path)
     report = ReadReport()
-    records: list[RecordInfo] = []
+    records = RecordTable()
     boundaries: dict[int, dict[str, Any]] = {}
     leaves: list[str] = []
     receipts: dict[int, Receipt] = {}
@@ -374,8 +505,7 @@ def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
             leaves.append(entry.data["leafUuid"])
         if entry.type not in RECORD_TYPES:
             count_unknown(unknown, [entry.type])
-        previous = records[-1] if records else None
-        records.append(summarize_record(entry, item.offset, previous))
+        records.append(entry, item.offset)
     return FileScan(
         source, records, boundaries, leaves, report, receipts, unknown.get(UNKNOWN_RECORDS, {})
     )

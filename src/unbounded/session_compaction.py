@@ -37,9 +37,13 @@ from unbounded.compaction.auto import (
     TierSlot,
     tier_slots,
 )
-from unbounded.compaction.background import BackgroundSummary
+from unbounded.compaction.background import BackgroundSummary, ThresholdStep, answered_hooks
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CompactionResult, FallbackReason
+from unbounded.compaction.conversation import (
+    CompactionResult,
+    FallbackReason,
+    PreCompactDecision,
+)
 from unbounded.compaction.cut import turn_tail_start
 from unbounded.compaction.decisions import (
     auto_compaction_allowed,
@@ -83,6 +87,13 @@ def _compaction_attributes(span: Any, result: CompactionResult | None) -> None:
     )
 
 
+def _sent_a_summary_request(result: CompactionResult, requests_before: int) -> bool:
+    """The compaction sent a model request for its summary in this turn, so the turn waited
+    for a call: its count of requests (which carries the earlier failed runs') grew. A summary
+    from the session notes, or by the offline hand-over alone, sends none."""
+    return result.summary_requests > requests_before
+
+
 class SessionCompactor:
     """The compactions of one session."""
 
@@ -115,10 +126,12 @@ class SessionCompactor:
         policy, thresholds = session.policy, session.thresholds
         query_source = session.config.query_source
         if should_auto_compact(policy, thresholds, tokens, query_source=query_source):
-            if await self._background_at_threshold(tokens):
+            step = await self._background_at_threshold(tokens)
+            if step is None:
                 return
-            result = await self.auto_compact()
-            if result is not None and not result.boundary.compact_metadata.get("sessionMemory"):
+            requests_before = session.state.tracking.summary_requests
+            result = await self.auto_compact(pre_compact=step.pre_compact)
+            if result is not None and _sent_a_summary_request(result, requests_before):
                 stall = SummaryStall(tokens, background=policy.background_summary)
                 emit(session.events_sink(), stall)
             return
@@ -146,15 +159,16 @@ class SessionCompactor:
         ) and not self.free_compaction_available():
             self._start_background_summary()
 
-    async def _background_at_threshold(self, tokens: int) -> bool:
-        """The background summary's step at the threshold (`compaction.background`): True
+    async def _background_at_threshold(self, tokens: int) -> ThresholdStep | None:
+        """The background summary's step at the threshold (`compaction.background`): None
         when it took the turn's compaction (swapped in, or the turn goes on without waiting),
-        False when the session compacts in the turn."""
+        else the step after which the session compacts in the turn (its `pre_compact`: the
+        hooks' answer at a refused swap)."""
         session = self.session
         if not (session.policy.background_summary or self.background.pending):
-            return False
+            return ThresholdStep()
         if self.free_compaction_available():
-            return False  # the notes compact at once, without a call
+            return ThresholdStep()  # the notes compact at once, without a call
         must_wait = summary_must_wait(session.thresholds, tokens)
         step = await self.background.at_threshold(
             session.transcript.entries,
@@ -167,16 +181,16 @@ class SessionCompactor:
         if step.waited:
             emit(session.events_sink(), SummaryStall(tokens, background=True))
         if step.outcome is not None and self._apply_background(step.outcome) is not None:
-            return True
+            return None
         if step.deferred:
-            return True
-        if not must_wait and session.policy.background_summary:
+            return None
+        if step.pre_compact is None and not must_wait and session.policy.background_summary:
             self._start_background_summary()  # none ran, or it went stale: written again
-            return True
+            return None
         if not step.waited:
-            return False  # the caller compacts in the turn, and counts the stall
-        await self.auto_compact()  # the one it waited for is gone: compact in the turn
-        return True
+            return step  # the caller compacts in the turn, and counts the stall
+        await self.auto_compact(pre_compact=step.pre_compact)  # the one it waited for is gone
+        return None
 
     def _apply_background(self, outcome: CompactionOutcome) -> CompactionResult | None:
         """Apply a taken background summary; None when it failed (its counts are kept)."""
@@ -188,20 +202,23 @@ class SessionCompactor:
         self.apply(outcome.result)
         return outcome.result
 
-    async def _take_background(self) -> CompactionResult | None:
+    async def _take_background(self) -> CompactionResult | PreCompactDecision | None:
         """The background summary in flight, waited for and swapped in (None when there is
-        none, or it failed or went stale): a summary already paid for is used first."""
+        none, or it failed or went stale; the hooks' answer when they refused the swap): a
+        summary already paid for is used first."""
         if not self.background.pending:
             return None
         session = self.session
         await self.background.settle()
-        outcome = self.background.take(
+        step = await self.background.take(
             session.transcript.entries,
             estimate=session.estimate_request_tokens,
             threshold=session.thresholds.autocompact,
             rehydrate=lambda: self.context().rehydrator(),
         )
-        return None if outcome is None else self._apply_background(outcome)
+        if step.outcome is None:
+            return step.pre_compact
+        return self._apply_background(step.outcome)
 
     def _start_background_summary(self) -> None:
         """Start the summary tiers on the conversation as it is now, off the turn's path."""
@@ -270,7 +287,11 @@ class SessionCompactor:
             costs.compact_usd,
             costs.keep_usd,
         )
-        result = await self._take_background() or await self.auto_compact()
+        taken = await self._take_background()
+        if isinstance(taken, CompactionResult):
+            result: CompactionResult | None = taken
+        else:
+            result = await self.auto_compact(pre_compact=taken)
         if result is not None:
             emit(session.events_sink(), IdleCompaction(tokens, costs.keep_usd, costs.compact_usd))
         return result
@@ -324,8 +345,11 @@ class SessionCompactor:
         return outcome.result
 
     # -- what ---------------------------------------------------------------------------------
-    async def auto_compact(self) -> CompactionResult | None:
-        """The compaction tiers in order; the compaction, or None when it failed."""
+    async def auto_compact(
+        self, *, pre_compact: PreCompactDecision | None = None
+    ) -> CompactionResult | None:
+        """The compaction tiers in order; the compaction, or None when it failed.
+        `pre_compact`: the PreCompact hooks' answer already given (at a refused swap)."""
         session = self.session
         with session.deps.telemetry.span(
             "unbounded.compaction", {"unbounded.compaction.trigger": "auto"}
@@ -337,6 +361,7 @@ class SessionCompactor:
                 session.policy.compact_max_summary_requests, used=tracking.summary_requests
             )
             context = replace(self.context(), budget=budget)
+            context = replace(context, hooks=answered_hooks(context.hooks, pre_compact))
             outcome = await TieredCompaction(tiers).run(context, failures=before[0])
             tracking.consecutive_failures = outcome.failures
             if outcome.result is not None:

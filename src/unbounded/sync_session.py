@@ -34,15 +34,20 @@ from unbounded.session_state import SessionStatus
 T = TypeVar("T")
 
 
-def refuse_background_summary(policy: Policy) -> None:
-    """ConfigError for `Policy.background_summary`: the kept loop runs only inside a blocking
-    call, so the summary's task would be frozen between turns and the turn at the threshold
-    would wait for it anyway."""
+def refuse_background_summary(
+    policy: Policy,
+    entry_point: str = "a SyncSession",
+    instead: str = "use the async Session",
+) -> None:
+    """ConfigError for `Policy.background_summary` at a blocking entry point: its event loop
+    runs only inside each blocking call, so the summary's task would be frozen between turns
+    and the turn at the threshold would wait for it anyway. `entry_point` names the caller;
+    `instead` is its async twin."""
     if policy.background_summary:
         raise ConfigError(
-            "Policy.background_summary needs a running event loop between turns; a SyncSession "
-            "runs its loop only inside each blocking call, so the summary would never be written "
-            "off the turn's path: use the async Session, or set background_summary=False"
+            f"Policy.background_summary needs an event loop running between turns; "
+            f"{entry_point} runs its loop only inside each blocking call, so the summary would "
+            f"never be written off the turn's path: {instead}, or set background_summary=False"
         )
 
 
@@ -60,6 +65,7 @@ class SyncSession:
     @classmethod
     def open(cls, folder: str | Path, config: SessionConfig, **options: Any) -> SyncSession:
         """A folder-backed session (`Session.open`)."""
+        refuse_background_summary(options.get("policy") or Policy.from_env())  # before the lock
         return cls(Session.open(folder, config, **options))
 
     @classmethod
@@ -68,6 +74,7 @@ class SyncSession:
         **options: Any,
     ) -> SyncSession:
         """A new session continuing a transcript (`Session.from_transcript`)."""
+        refuse_background_summary(options.get("policy") or Policy.from_env())  # before writing
         return cls(Session.from_transcript(path, folder, config, **options))
 
     # -- configuration and state (no waiting: passed through)

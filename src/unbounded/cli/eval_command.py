@@ -61,30 +61,54 @@ class EvalSettings:
     skip_invalid: bool
     file_order: bool
     policy: Policy | None = None
+    keep_entries: bool = True
+    """Keep each point's records on the report: the probe exam reads them."""
 
 
 def evaluate_one(settings: EvalSettings, path: str) -> tuple[EvalReport, tuple[str, ...]]:
     """The deterministic evaluation of one file of a batch, and its reader's warnings (runs in
-    a worker process with --jobs)."""
-    from unbounded.addresses import parse_address
+    a worker process with --jobs). A Claude Code file is streamed (bounded memory, see
+    `unbounded.evaluation.streamed`); other formats and database sessions are loaded whole."""
+    from unbounded.addresses import FileAddress, parse_address
     from unbounded.evaluation.evaluate import evaluate_transcripts
+    from unbounded.evaluation.streamed import evaluate_stream, open_session
+    from unbounded.transcripts.loader import detect_format
 
-    transcript = read_transcript(
-        path, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
-    )
-    model_name = settings.model or transcript.model or DEFAULT_MODEL
-    providers = [make_provider(name, model_name) for name in settings.summarizers]
-    report = asyncio.run(
-        evaluate_transcripts(
-            [(parse_address(path).display, transcript)],
-            providers,
-            model=settings.model,
-            policy=settings.policy,
+    address = parse_address(path)
+    if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
+        session = open_session(
+            address.path, skip_invalid=settings.skip_invalid, file_order=settings.file_order
         )
-    )
-    skipped = transcript.skipped_lines
+        model_name = settings.model or session.model or DEFAULT_MODEL
+        providers = [make_provider(name, model_name) for name in settings.summarizers]
+        report = asyncio.run(
+            evaluate_stream(
+                session,
+                providers,
+                name=address.display,
+                model=settings.model,
+                policy=settings.policy,
+                keep_entries=settings.keep_entries,
+            )
+        )
+        warnings, skipped = session.warnings, session.skipped_lines
+    else:
+        transcript = read_transcript(
+            address, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
+        )
+        model_name = settings.model or transcript.model or DEFAULT_MODEL
+        providers = [make_provider(name, model_name) for name in settings.summarizers]
+        report = asyncio.run(
+            evaluate_transcripts(
+                [(address.display, transcript)],
+                providers,
+                model=settings.model,
+                policy=settings.policy,
+            )
+        )
+        warnings, skipped = transcript.warnings, transcript.skipped_lines
     notes = (f"skipped {skipped:,} invalid line(s) (--skip-invalid)",) if skipped else ()
-    return report, (*transcript.warnings, *notes)
+    return report, (*warnings, *notes)
 
 
 @app.command("eval")
@@ -154,7 +178,9 @@ def eval_command(
         raise ConfigError("--grader-model grades the probe exam: give --llm MODEL too")
     sessions = expand_paths(paths)
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
-    settings = EvalSettings(names, model, skip_invalid, file_order, chosen_policy)
+    settings = EvalSettings(
+        names, model, skip_invalid, file_order, chosen_policy, keep_entries=exam is not None
+    )
     reports: list[EvalReport] = []
     failed: list[tuple[str, str]] = []
     for outcome in run_each(partial(evaluate_one, settings), sessions, jobs):

@@ -16,10 +16,19 @@
 Concurrency: the task reads a snapshot (copies of the entry lists; the records themselves are
 never edited) and appends nothing; the session applies its result in a prepare step, so a turn
 recorded while it runs is after the snapshot and is kept verbatim, never summarized and never
-lost. It runs the compaction a turn runs, hooks (PreCompact, SessionStart, PostCompact) and
-`CompactionStarted`/`CompactionFinished` included, when it runs, also for a summary later
-discarded. A task that fails or is cancelled changes nothing in the session (logged,
+lost. A task that fails or is cancelled changes nothing in the session (logged,
 `BackgroundSummaryDiscarded`); closing the session cancels it, and the summary call with it.
+
+Hooks and events at the swap: the task runs the summary tiers without the session's hooks and
+holds their events, because until the swap nothing has been compacted. At the swap the
+PreCompact hooks are asked, the held events (`CompactionStarted`, ..., `CompactionFinished`)
+reach the session's sink, SessionStart's texts join the compaction and PostCompact is told the
+summary, as for a compaction in the turn. A summary discarded as stale, too large, superseded
+or closed fires no hook and sends none of its events (only `BackgroundSummaryDiscarded`); a
+failed one sends its events (`CompactionFailed` says why) and fires no hook. When PreCompact
+blocks at the swap, or adds instructions the summary was not written with, the summary is
+discarded (`hook`) and the session compacts in the turn with that answer
+(`ThresholdStep.pre_compact`), so the hooks are asked once per compaction.
 
 Validity (`take`): the snapshot's records are still the transcript's first records (the same
 objects: the transcript only grows), no compaction was appended since, and the records kept
@@ -46,7 +55,12 @@ from unbounded.compaction.auto import (
     TierSlot,
 )
 from unbounded.compaction.context import CompactionContext
-from unbounded.compaction.conversation import CompactionResult
+from unbounded.compaction.conversation import (
+    CompactionHooks,
+    CompactionResult,
+    PreCompactDecision,
+    Trigger,
+)
 from unbounded.compaction.cut import is_one_run
 from unbounded.compaction.glue import Rehydrator
 from unbounded.compaction.prompts import PRESERVED_NOTE
@@ -56,6 +70,8 @@ from unbounded.events import (
     BackgroundSummaryDiscarded,
     BackgroundSummaryStarted,
     BackgroundSummarySwapped,
+    CompactionFinished,
+    Event,
     EventSink,
     emit,
 )
@@ -67,7 +83,7 @@ logger = logging.getLogger(__name__)
 
 BACKGROUND_FIELD = "backgroundSummary"
 """Set in the compactMetadata of a boundary whose summary was written in the background."""
-DiscardReason = Literal["stale", "failed", "too_large", "superseded", "closed"]
+DiscardReason = Literal["stale", "failed", "too_large", "superseded", "closed", "hook"]
 RequestEstimator = Callable[[Sequence[MessageParam]], int]
 
 
@@ -81,6 +97,12 @@ class _Snapshot:
     """The last of them (the transcript only grows: it must still be there, the same object)."""
     started_at: datetime
     tokens: int
+    hooks: CompactionHooks | None
+    """The session's hooks, fired at the swap (the task runs without them)."""
+    sink: EventSink | None
+    """The session's sink, which the held events reach at the swap."""
+    held: list[Event]
+    """The task's events, held until the swap."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +115,42 @@ class ThresholdStep:
     deferred: bool = False
     waited: bool = False
     """The turn waited for the background summary (a stall)."""
+    pre_compact: PreCompactDecision | None = None
+    """The PreCompact hooks' answer at the swap when it refused the summary (they blocked, or
+    added instructions it was not written with): the turn's compaction takes this answer
+    instead of asking them again (`answered_hooks`)."""
+
+
+class _AnsweredHooks:
+    """`hooks` with the PreCompact answer already given (`ThresholdStep.pre_compact`)."""
+
+    def __init__(self, hooks: CompactionHooks, answer: PreCompactDecision) -> None:
+        self._hooks = hooks
+        self._answer = answer
+
+    async def arun_pre_compact(
+        self, trigger: Trigger, custom_instructions: str | None = None, /
+    ) -> PreCompactDecision:
+        """The answer the hooks gave at the swap."""
+        return self._answer
+
+    async def arun_session_start(self, source: str = "compact", /) -> list[str]:
+        """The hooks' own SessionStart."""
+        return await self._hooks.arun_session_start(source)
+
+    async def arun_post_compact(self, trigger: Trigger, compact_summary: str = "", /) -> object:
+        """The hooks' own PostCompact."""
+        return await self._hooks.arun_post_compact(trigger, compact_summary)
+
+
+def answered_hooks(
+    hooks: CompactionHooks | None, answer: PreCompactDecision | None
+) -> CompactionHooks | None:
+    """`hooks` for the compaction after a refused swap: PreCompact answered by `answer`
+    (the hooks are not asked twice for one compaction); `hooks` itself without an answer."""
+    if hooks is None or answer is None:
+        return hooks
+    return _AnsweredHooks(hooks, answer)
 
 
 def summary_tiers(tiers: Sequence[TierEntry]) -> tuple[TierEntry, ...]:
@@ -145,12 +203,18 @@ class BackgroundSummary:
         if self._task is not None:
             raise ConfigError("a background summary is already running: take or discard it first")
         entries = list(context.entries)
-        snapshot = replace(context, entries=entries, view=list(context.view))
+        held: list[Event] = []
+        snapshot = replace(
+            context, entries=entries, view=list(context.view), hooks=None, events=held.append
+        )
         self._snapshot = _Snapshot(
             length=len(entries),
             last=entries[-1] if entries else None,
             started_at=now,
             tokens=context.tokens,
+            hooks=context.hooks,
+            sink=context.events,
+            held=held,
         )
         runner = TieredCompaction(summary_tiers(tiers))
         self._task = asyncio.get_running_loop().create_task(
@@ -205,28 +269,31 @@ class BackgroundSummary:
                 return ThresholdStep(deferred=True)
             await self.settle()
             waited = True
-        outcome = self.take(entries, estimate=estimate, threshold=threshold, rehydrate=rehydrate)
-        return ThresholdStep(outcome=outcome, waited=waited)
+        step = await self.take(entries, estimate=estimate, threshold=threshold, rehydrate=rehydrate)
+        return replace(step, waited=waited)
 
-    def take(
+    async def take(
         self,
         entries: Sequence[Entry],
         *,
         estimate: RequestEstimator,
         threshold: int,
         rehydrate: Callable[[], Rehydrator | None],
-    ) -> CompactionOutcome | None:
+    ) -> ThresholdStep:
         """The finished summary made to fit `entries` as they are now (the records since the
-        snapshot kept after it; `rehydrate` gives what re-reads files for them). None when
-        there is none, or it was discarded; an outcome without a result when it failed."""
+        snapshot kept after it; `rehydrate` gives what re-reads files for them), its hooks
+        fired and its events sent (the module docstring). No outcome when there is none, or
+        it was discarded; an outcome without a result when it failed."""
         task, snapshot = self._task, self._snapshot
         if task is None or snapshot is None or not task.done():
-            return None
+            return ThresholdStep()
         self._task = self._snapshot = None
         outcome = None if task.cancelled() else task.result()
         if outcome is None or outcome.result is None:
+            for event in snapshot.held:  # why it failed (no hook ran: nothing was compacted)
+                emit(snapshot.sink, event)
             self._discard("failed")
-            return outcome
+            return ThresholdStep(outcome=outcome)
         result = outcome.result
         since = list(entries[snapshot.length :])
         if (
@@ -235,17 +302,36 @@ class BackgroundSummary:
             or kept_holds_server_compaction(since)  # the server compacted since: superseded
         ):
             self._discard("stale")
-            return None
+            return ThresholdStep()
         kept = [*result.messages_to_keep, *since]
         if since and (any(e.uuid is None for e in since) or not is_one_run(entries, kept)):
             self._discard("stale")
-            return None
+            return ThresholdStep()
         swapped = _with_kept(result, kept, entries, rehydrate())
         post = estimate(normalize_messages(swapped.view()))
         if post >= threshold:
             self._discard("too_large")
-            return None
+            return ThresholdStep()
+        hooks = snapshot.hooks
+        if hooks is not None:
+            answer = await hooks.arun_pre_compact("auto", None)
+            if answer.blocked or answer.new_custom_instructions:
+                self._discard("hook")
+                return ThresholdStep(pre_compact=answer)
+            swapped.user_display_message = answer.user_display_message
         swapped.post_tokens = post
+        finished = [e for e in snapshot.held if isinstance(e, CompactionFinished)]
+        for event in snapshot.held:
+            if not isinstance(event, CompactionFinished):
+                emit(snapshot.sink, event)
+        if hooks is not None:
+            texts = await hooks.arun_session_start("compact")
+            if texts:
+                swapped.hook_results = [Entry.user(text, is_meta=True) for text in texts]
+                post = swapped.post_tokens = estimate(normalize_messages(swapped.view()))
+            await hooks.arun_post_compact("auto", swapped.summary_text)
+        for event in finished:
+            emit(snapshot.sink, replace(event, post_tokens=post))
         self.swapped += 1
         emit(
             self._events,
@@ -256,7 +342,7 @@ class BackgroundSummary:
         logger.info(
             "background summary swapped in: %d records recorded since kept after it", len(since)
         )
-        return replace(outcome, result=swapped)
+        return ThresholdStep(outcome=replace(outcome, result=swapped))
 
     def discard(self, reason: DiscardReason) -> None:
         """Cancel the summary in flight (its call too) or drop the finished one."""
@@ -326,5 +412,6 @@ __all__ = [
     "BackgroundSummary",
     "DiscardReason",
     "ThresholdStep",
+    "answered_hooks",
     "summary_tiers",
 ]

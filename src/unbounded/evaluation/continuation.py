@@ -76,9 +76,10 @@ def _is_code_shaped(word: str) -> bool:
 def code_tokens(text: str) -> set[str]:
     """The parts of the identifier-shaped strings in `text` (see the module docstring)."""
     text = _LONG_RUN.sub(" ", text)
+    # Each distinct word once: a long text repeats its names thousands of times.
     return {
         part
-        for word in _WORD.findall(text)
+        for word in set(_WORD.findall(text))
         if _is_code_shaped(word.strip(".-"))
         for part in _parts(word)
     }
@@ -87,7 +88,7 @@ def code_tokens(text: str) -> set[str]:
 def word_tokens(text: str) -> set[str]:
     """The parts of every word in `text`, prose words included: what a context holds."""
     text = _LONG_RUN.sub(" ", text)
-    return {part for word in _WORD.findall(text) for part in _parts(word)}
+    return {part for word in set(_WORD.findall(text)) for part in _parts(word)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,10 +303,14 @@ def after_point(main_thread: Sequence[Entry], boundary_index: int) -> list[Entry
     for entry in main_thread[boundary_index + 1 :]:
         if entry.is_compact_boundary:
             break
-        if entry.is_compact_summary or entry.type == "attachment" or entry.is_meta:
-            continue
-        after.append(entry)
+        if is_agent_record(entry):
+            after.append(entry)
     return after
+
+
+def is_agent_record(entry: Entry) -> bool:
+    """A record the agent produced: not a compaction's summary or re-injected context."""
+    return not (entry.is_compact_summary or entry.type == "attachment" or entry.is_meta)
 
 
 __all__ = [
@@ -321,6 +326,7 @@ __all__ = [
     "code_tokens",
     "continuation_scores",
     "horizon_label",
+    "is_agent_record",
     "used_in_turns",
     "word_tokens",
 ]

@@ -30,7 +30,7 @@ whether an agent can act on a hand-over is what the probe exam (`--llm`) measure
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,7 +284,7 @@ def evaluation_points(transcript: Transcript) -> list[EvaluationPoint]:
                 before=point.before,
                 recorded_summary=point.recorded_summary,
                 after=after_point(main, point.boundary_index),
-                recorded_pre_tokens=_int_or_none(
+                recorded_pre_tokens=int_or_none(
                     main[point.boundary_index].compact_metadata.get("preTokens")
                 ),
             )
@@ -293,7 +293,8 @@ def evaluation_points(transcript: Transcript) -> list[EvaluationPoint]:
     return [EvaluationPoint("end", messages_after_compact_boundary(main), "", [])]
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """`value` when it is an int (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -366,31 +367,50 @@ async def evaluate_transcripts(
     for name, transcript in transcripts:
         report.sessions.append(name)
         report.calls[name] = len(transcript.billed_calls())
-        chosen = model or transcript.model or DEFAULT_MODEL
-        for point in evaluation_points(transcript):
-            label, before, recorded, after = (
-                point.label,
-                point.before,
-                point.recorded_summary,
-                point.after,
-            )
-            if not any(e.type in ("user", "assistant") for e in before):
-                continue
-            pre, results = await evaluate_point(before, summarizers, model=chosen, policy=policy)
+        await evaluate_session(
+            report,
+            name,
+            evaluation_points(transcript),
+            summarizers,
+            model=model or transcript.model or DEFAULT_MODEL,
+            policy=policy,
+        )
+    return report
+
+
+async def evaluate_session(
+    report: EvalReport,
+    name: str,
+    points: Iterable[EvaluationPoint],
+    summarizers: Sequence[Provider],
+    *,
+    model: str,
+    policy: Policy | None = None,
+    keep_entries: bool = True,
+) -> None:
+    """Evaluate one session's points, in order, adding them to `report`.
+
+    Without `keep_entries` the report keeps no records (`PointEvaluation.before` and `after`
+    are empty): a point's records are dropped once it is scored, so a lazy `points` (a
+    streamed file) is evaluated in the memory of one point.
+    """
+    for point in points:
+        before, recorded, after = point.before, point.recorded_summary, point.after
+        if any(e.type in ("user", "assistant") for e in before):
+            pre, results = await evaluate_point(before, summarizers, model=model, policy=policy)
             counts = extract_facts(before).counts()
-            facts = {
-                "user_prompts": counts["user_prompts"],
-                "modified_files": counts["files_modified"],
-                "read_files": counts["files_read"],
-                "errors": counts["errors"],
-                "commands": counts["commands"],
-            }
             report.points.append(
                 PointEvaluation(
                     session=name,
-                    point=label,
-                    before=list(before),
-                    facts=facts,
+                    point=point.label,
+                    before=list(before) if keep_entries else [],
+                    facts={
+                        "user_prompts": counts["user_prompts"],
+                        "modified_files": counts["files_modified"],
+                        "read_files": counts["files_read"],
+                        "errors": counts["errors"],
+                        "commands": counts["commands"],
+                    },
                     pre_tokens=pre,
                     ours=results,
                     recorded_scores=score_text(before, recorded) if recorded else None,
@@ -398,11 +418,12 @@ async def evaluate_transcripts(
                     continuation=point_continuation(
                         before, after, results.get(report.summarizers[0]), recorded
                     ),
-                    after=list(after),
+                    after=list(after) if keep_entries else [],
                     recorded_pre_tokens=point.recorded_pre_tokens,
                 )
             )
-    return report
+        # Dropped before the next point is read: a lazy source then holds one point at a time.
+        del point, before, after
 
 
 def evaluate_sync(

@@ -5,16 +5,20 @@ Anthropic and OpenAI drop-ins specialize these classes only by the endpoints the
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from typing_extensions import Self
 
+from unbounded.blocking import BlockingRunner
+from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
+from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
-from unbounded.sync_session import SyncSession
+from unbounded.sync_session import SyncSession, refuse_background_summary
 
 
 class ClientSide(Protocol):
@@ -29,6 +33,16 @@ class ClientSide(Protocol):
     @property
     def client(self) -> Any:
         """The SDK client `wrap()` was given."""
+        ...
+
+    @property
+    def opened_session(self) -> Session | None:
+        """The session, or None before the first call opens it."""
+        ...
+
+    @property
+    def runner(self) -> BlockingRunner:
+        """The event loop the blocking client's calls run the pipeline on."""
         ...
 
     def close_store(self) -> None:
@@ -58,6 +72,17 @@ def bound_session(
     return as_session(session) if session is not None else None
 
 
+def refuse_blocking_background_summary(session: Session | None, policy: Policy | None) -> None:
+    """ConfigError when `wrap()` of a blocking SDK client would run `Policy.background_summary`
+    (the session's given, else the policy it opens one with), before anything is opened."""
+    chosen = session.policy if session is not None else policy or Policy.from_env()
+    refuse_background_summary(
+        chosen,
+        "a drop-in wrapping a blocking SDK client",
+        "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
+    )
+
+
 class WrappedClient(Generic[PipelineT]):
     """A wrapped SDK client: its pipeline (the session side) and the SDK client its calls go
     through. `with_options` gives the same conversation on the SDK's `with_options` copy."""
@@ -84,6 +109,12 @@ class WrappedClient(Generic[PipelineT]):
         """Tokens, percent left and warning level of the conversation now."""
         return self._pipeline.session.status()
 
+    def idle_deadline(self) -> datetime | None:
+        """When the host, idle since the last reply, should call `idle()` (`Session.idle_deadline`:
+        a share of the cache TTL after that reply); None before the session has a reply."""
+        session = self._pipeline.opened_session
+        return None if session is None else session.idle_deadline()
+
     def with_options(self, **options: Any) -> Self:
         """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
         return type(self)(self._pipeline, self._sdk.with_options(**options))
@@ -102,6 +133,12 @@ class WrappedClient(Generic[PipelineT]):
 
 class SyncWrappedClient(WrappedClient[PipelineT]):
     """A wrapped blocking client: `close()` or `with` releases the session and the SDK client."""
+
+    def idle(self) -> CompactionResult | None:
+        """Compact the idle conversation when that costs less than resuming it would
+        (`Session.idle`); None when it does not pay, or before the session is opened."""
+        session = self._pipeline.opened_session
+        return None if session is None else self._pipeline.runner.run(session.idle())
 
     def close(self) -> None:
         """Release the session folder the wrapper opened (its lock) and the SDK client."""
@@ -123,6 +160,12 @@ class SyncWrappedClient(WrappedClient[PipelineT]):
 class AsyncWrappedClient(WrappedClient[PipelineT]):
     """A wrapped async client: `await close()` or `async with` releases the session and the
     SDK client."""
+
+    async def idle(self) -> CompactionResult | None:
+        """Compact the idle conversation when that costs less than resuming it would
+        (`Session.idle`); None when it does not pay, or before the session is opened."""
+        session = self._pipeline.opened_session
+        return None if session is None else await session.idle()
 
     async def close(self) -> None:
         """Release the session folder the wrapper opened (its lock) and the SDK client."""
@@ -147,4 +190,5 @@ __all__ = [
     "SyncWrappedClient",
     "WrappedClient",
     "bound_session",
+    "refuse_blocking_background_summary",
 ]

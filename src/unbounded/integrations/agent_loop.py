@@ -64,7 +64,7 @@ from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, Provider
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig
-from unbounded.sync_session import SyncSession
+from unbounded.sync_session import SyncSession, refuse_background_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -566,6 +566,21 @@ def _blocking_events(agen: AsyncIterator[Event]) -> Iterator[Event]:
         runner.close()
 
 
+def _refuse_blocking_background_summary(
+    session: Session | SyncSession | SessionConfig, options: AgentOptions
+) -> None:
+    """The blocking loop refuses `Policy.background_summary` (of the session given, else of
+    the policy it builds one with) before it starts: its event loop runs only inside each
+    step."""
+    if isinstance(session, SessionConfig):
+        policy = options.policy or Policy.from_env()
+    else:
+        policy = as_session(session).policy
+    refuse_background_summary(
+        policy, "the blocking agent loop (run_agent, iter_agent)", "use arun_agent or aiter_agent"
+    )
+
+
 def iter_agent(
     session: Session | SyncSession | SessionConfig,
     provider: Provider,
@@ -573,8 +588,9 @@ def iter_agent(
     **keywords: Unpack[AgentKeywords],
 ) -> Iterator[Event]:
     """`aiter_agent` for blocking code: `for event in iter_agent(...)`; sync tools run on the
-    caller's thread."""
+    caller's thread. `Policy.background_summary` is refused (`aiter_agent` runs it)."""
     chosen = _agent_options(options, keywords)
+    _refuse_blocking_background_summary(session, chosen)
     return _blocking_events(_agent_events(session, provider, chosen, inline=True, result_box=[]))
 
 
@@ -584,8 +600,10 @@ def run_agent(
     options: AgentOptions | None = None,
     **keywords: Unpack[AgentKeywords],
 ) -> AgentResult:
-    """`arun_agent` for blocking code; sync tools run on the caller's thread."""
+    """`arun_agent` for blocking code; sync tools run on the caller's thread.
+    `Policy.background_summary` is refused (`arun_agent` runs it)."""
     chosen = _agent_options(options, keywords)
+    _refuse_blocking_background_summary(session, chosen)
     box: list[AgentResult] = []
     events = _agent_events(session, provider, chosen, inline=True, result_box=box)
     collected = list(_blocking_events(events))

@@ -104,6 +104,7 @@ from unbounded.integrations._wrapped_client import (
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
+    refuse_blocking_background_summary,
 )
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
@@ -250,6 +251,11 @@ class ClientPipeline:
                 "the session opens at the first messages.create/stream call, which names the "
                 "model: pass model=... (or a Session) to wrap() to open it now"
             )
+        return self._session
+
+    @property
+    def opened_session(self) -> Session | None:
+        """The session, or None before the first call opens it."""
         return self._session
 
     def _attach(self, session: Session) -> None:
@@ -849,6 +855,8 @@ def wrap_anthropic(
             f"wrap() takes an anthropic.Anthropic, anthropic.AsyncAnthropic, openai.OpenAI or "
             f"openai.AsyncOpenAI client, not {type(client).__name__}"
         )
+    if wrapper is UnboundedAnthropic:
+        refuse_blocking_background_summary(given, policy)
     pipeline = ClientPipeline(
         client,
         given,

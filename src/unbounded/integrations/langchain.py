@@ -693,6 +693,11 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self.model_info = _model_info(model, context_window, model_table)
         window = self.model_info.context_window
         chosen = policy or Policy.from_env()
+        if chosen.background_summary:
+            raise ConfigError(
+                "Policy.background_summary: the LangChain middleware compacts inside the model "
+                "call's hook and has no background summary; set background_summary=False"
+            )
         if trigger is None:
             # The model's window plans everything, as a Session's does (too small: ConfigError).
             self.policy = chosen.for_window(window)

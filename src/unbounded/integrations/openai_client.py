@@ -66,6 +66,7 @@ from unbounded.integrations._wrapped_client import (
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
+    refuse_blocking_background_summary,
 )
 from unbounded.integrations.anthropic_client import (
     ClientPipeline,
@@ -645,6 +646,8 @@ def wrap_openai(
     )
     if session is not None and prices is not None:
         raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
+    if not isinstance(client, openai.AsyncOpenAI):
+        refuse_blocking_background_summary(given, policy)
     pipeline = OpenAIPipeline(
         client,
         given,

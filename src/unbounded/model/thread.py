@@ -41,7 +41,8 @@ one) are kept where they are. `file_order_thread` is the old behaviour, kept for
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -206,6 +207,7 @@ def rebuild_thread(
     leaf = position.get(leaf_uuid) if leaf_uuid is not None else None
     if leaf is None:
         leaf = _leaf(candidates, position, summary_leaves)
+    del position  # a dict the size of the file, not needed past here (the peak comes later)
     if leaf is None:
         return _dedupe(candidates, report), report
     report.leaf_uuid = candidates[leaf].uuid
@@ -380,10 +382,22 @@ def _rescue_siblings(
     candidates: Sequence[Entry], parents: Sequence[int | None], keep: set[int]
 ) -> int:
     """Add side-branch records that belong to turns on the path; returns how many."""
-    children: dict[int, list[int]] = {}
-    for index, parent in enumerate(parents):
+    # Each record's children in file order, as linked lists in two arrays (16 bytes a
+    # record, where a dict of lists took ~100: this is the peak of a streamed inspect).
+    first_child = array("q", [-1]) * len(parents)
+    next_sibling = array("q", [-1]) * len(parents)
+    for index in range(len(parents) - 1, -1, -1):
+        parent = parents[index]
         if parent is not None:
-            children.setdefault(parent, []).append(index)
+            next_sibling[index] = first_child[parent]
+            first_child[parent] = index
+
+    def children(node: int) -> Iterator[int]:
+        child = first_child[node]
+        while child >= 0:
+            yield child
+            child = next_sibling[child]
+
     response_ids: set[str] = set()
     called: set[str] = set()
     answered: set[str] = set()
@@ -410,7 +424,7 @@ def _rescue_siblings(
         return False
 
     rescued = 0
-    stack = [child for node in keep for child in children.get(node, ()) if child not in keep]
+    stack = [child for node in keep for child in children(node) if child not in keep]
     while stack:
         index = stack.pop()
         if index in keep:
@@ -424,7 +438,7 @@ def _rescue_siblings(
             answered.update(_tool_ids(entry, "tool_result", "tool_use_id"))
         elif entry.type == "assistant":
             called.update(_tool_ids(entry, "tool_use", "id"))
-        stack.extend(child for child in children.get(index, ()) if child not in keep)
+        stack.extend(child for child in children(index) if child not in keep)
     return rescued
 
 
