@@ -352,8 +352,8 @@ class ServerCompaction(Extension):
     """Asks the server to compact (and edit) on its own threshold in every request; keeps the
     compaction blocks it answers with, and notes the facts ledger after each.
 
-    `profile` is the provider's (None: the profile of the session's model provider, once
-    there is one)."""
+    `profile` is the provider's (None: the profile of the provider the conversation's requests
+    go to, once it is known; else of the session's model provider)."""
 
     def __init__(
         self,
@@ -375,7 +375,11 @@ class ServerCompaction(Extension):
         """The native edits the provider and the session's model support now."""
         profile = self.profile
         if profile is None:
-            provider = session.model_provider()
+            # The edits go into the conversation's own requests: its provider decides, and a
+            # summarizer from elsewhere (or the offline one) only when that is not known yet.
+            provider = session.call_provider()
+            if provider is None:
+                provider = session.model_provider()
             if provider is None:
                 return frozenset()
             profile = provider.profile

@@ -1,6 +1,6 @@
 """What every wrapped SDK client shares, whichever SDK it wraps: the session it is bound to,
 the SDK client underneath (its other attributes passed through, the ones that would bypass
-the session refused), `with_options`, and closing (`close`, `with` / `async with`). The
+the session refused), `with_options` / `copy`, and closing (`close`, `with` / `async with`). The
 Anthropic and OpenAI drop-ins specialize these classes only by the endpoints they manage."""
 
 from __future__ import annotations
@@ -118,6 +118,10 @@ class WrappedClient(Generic[PipelineT]):
     def with_options(self, **options: Any) -> Self:
         """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
         return type(self)(self._pipeline, self._sdk.with_options(**options))
+
+    def copy(self, **options: Any) -> Self:
+        """The SDK's `copy` (same as `with_options`) on the same conversation."""
+        return self.with_options(**options)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
