@@ -556,6 +556,9 @@ class ApiServer:
     """Requests refused as invalid (see the module docstring), with the error message."""
     abandoned: list[RecordedRequest] = field(default_factory=list)
     """Streamed requests whose client went away before the reply was sent whole."""
+    responses_done: bool = False
+    """End each streamed Responses reply with `data: [DONE]`, as OpenAI-compatible servers do
+    (the OpenAI API itself does not)."""
     validate: bool = True
     context_window: int | None = 200_000
     """Prompts estimated over this many tokens are refused as too long (None: no limit)."""
@@ -1409,6 +1412,8 @@ class _Handler(BaseHTTPRequestHandler):
                     events = _anthropic_events(msg, model)
                 elif api == RESPONSES:
                     events = _responses_events(msg, model)
+                    if self.server.api.responses_done:
+                        events.append(b"data: [DONE]\n\n")
                 else:
                     events = _openai_chunks(msg, model, include_usage)
                 if isinstance(reply, CutStream):

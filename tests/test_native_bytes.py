@@ -111,6 +111,25 @@ def test_the_sse_decoder_joins_data_lines_and_refuses_what_is_not_a_json_object(
         decoder.feed("")
 
 
+def test_the_sse_decoder_ends_the_stream_at_done() -> None:
+    from unbounded.wire.sse import SseDecoder
+
+    decoder = SseDecoder()
+    assert [decoder.feed(line) for line in ['data: {"type":"a"}', "", "data: [DONE]", ""]] == [None, {"type": "a"}, None, None]
+    assert decoder.finished
+    assert [decoder.feed(line) for line in ['data: {"type":"b"}', ""]] == [None, None]  # nothing after the end
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_streamed_responses_reply_ending_in_done_is_read_whole(api_server: ApiServer, sync: bool) -> None:
+    api_server.responses_done = True
+    api_server.responses.push(message("whole"))
+    provider = _responses_provider(api_server, sync=sync)
+    reply = provider.create_sync(REQUEST, stream=True) if sync else asyncio.run(provider.create(REQUEST, stream=True))
+    assert reply.text == "whole"
+    assert api_server.requests[0].reply.endswith(b"data: [DONE]\n\n")  # the server did send it
+
+
 # -- Anthropic: a compaction block, non-streamed or streamed (one compaction_delta) ----------------
 
 

@@ -298,10 +298,14 @@ class ClientPipeline:
         return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
-        options: dict[str, Any] = {
+        chosen = {
             "policy": self._policy,
             "summarizer": self._summarizer_provider(),
             "events": self._events,
+        }
+        # A keyword wrap() was not given must not blank the same field of an `options=`.
+        options: dict[str, Any] = {
+            **{name: value for name, value in chosen.items() if value is not None},
             **self._options,
         }
         if self._folder is not None:
@@ -856,7 +860,7 @@ def wrap_anthropic(
             f"openai.AsyncOpenAI client, not {type(client).__name__}"
         )
     if wrapper is UnboundedAnthropic:
-        refuse_blocking_background_summary(given, policy)
+        refuse_blocking_background_summary(given, policy, session_options)
     pipeline = ClientPipeline(
         client,
         given,

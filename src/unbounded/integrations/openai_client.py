@@ -647,7 +647,7 @@ def wrap_openai(
     if session is not None and prices is not None:
         raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
     if not isinstance(client, openai.AsyncOpenAI):
-        refuse_blocking_background_summary(given, policy)
+        refuse_blocking_background_summary(given, policy, session_options)
     pipeline = OpenAIPipeline(
         client,
         given,
