@@ -9,6 +9,7 @@ import pytest
 
 from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
+from unbounded.evaluation.continuation import used_in_turns
 from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.evaluation.replay_recording import RecordedFuture, ReplayRecording
 from unbounded.model.entries import Entry
@@ -65,8 +66,31 @@ def test_the_future_keeps_only_the_boundaries_and_responses(session_2_1: Path) -
     boundaries = [entry for entry in main if entry.is_compact_boundary]
     assert len(future.entries) == len(responses) + len(boundaries) == 10
     assert len(future.entries) < len(main)  # prompts, results and meta records are let go
+    assert [main[position] for position in future.positions] == _looked_ahead(main, 0)
     for first in range(len(main) + 1):
-        assert list(future.after(first)) == _looked_ahead(main, first)
+        assert len(future.after(first)) == len(_looked_ahead(main, first))
+        for turns in (1, 2, 30, None):
+            assert used_in_turns(future.after(first), turns) == used_in_turns(main[first:], turns)
+
+
+def test_the_future_keeps_ids_and_tool_calls_not_whole_records(session_2_1: Path) -> None:
+    main = load_transcript(session_2_1).main_thread()
+    future = RecordedFuture.of(main)
+    calls = 0
+    for position, slim in zip(future.positions, future.entries, strict=True):
+        whole = main[position]
+        assert (slim.type, slim.uuid, slim.message_id) == (whole.type, whole.uuid, whole.message_id)
+        assert set(slim.data) <= {"type", "subtype", "uuid", "isApiErrorMessage", "message"}
+        kept = slim.content
+        assert isinstance(kept, list) and all(block["type"] == "tool_use" for block in kept)
+        whole_calls = [
+            b for b in whole.content if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        assert kept == whole_calls
+        calls += len(kept)
+    assert calls > 0
+    texts = [b for e in main if e.type == "assistant" for b in e.content if b.get("type") == "text"]
+    assert texts  # the fixture's responses say something, which the future does not keep
 
 
 def test_the_future_stops_at_a_boundary_as_the_continuation_does() -> None:
@@ -76,8 +100,9 @@ def test_the_future_stops_at_a_boundary_as_the_continuation_does() -> None:
     main = [prompt, answer, boundary, prompt, answer]
     future = RecordedFuture.of(main)
     assert future.positions == (1, 2, 4)
-    assert list(future.after(2)) == [boundary, answer]
-    assert list(future.after(3)) == [answer]
+    assert [entry.type for entry in future.after(2)] == ["system", "assistant"]
+    assert future.after(2)[0].is_compact_boundary
+    assert [entry.message_id for entry in future.after(3)] == ["m1"]
     assert list(future.after(5)) == []
 
 

@@ -28,10 +28,30 @@ def _looked_ahead(entry: Entry) -> bool:
     return entry.type == "assistant" and not entry.is_synthetic_api_error
 
 
+_KEPT_FIELDS = ("type", "subtype", "uuid", "isApiErrorMessage")
+
+
+def _slim(entry: Entry) -> Entry:
+    """The fields `used_in_turns` reads of a record: its type, ids and tool calls (the
+    blocks themselves, shared with the script), not the whole record."""
+    data = {key: entry.data[key] for key in _KEPT_FIELDS if key in entry.data}
+    message = entry.message
+    if message is not None:
+        content = message.get("content")
+        calls = (
+            [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+            if isinstance(content, list)
+            else []
+        )
+        kept = {key: message[key] for key in ("id", "model") if key in message}
+        data["message"] = {**kept, "content": calls}
+    return Entry(data, entry.line)
+
+
 @dataclass(frozen=True, slots=True)
 class RecordedFuture:
-    """The main thread's boundaries and responses, found by main-thread index: all that the
-    continuation scores read of what the recording did next."""
+    """The main thread's boundaries and responses, found by main-thread index, each cut to
+    what the continuation scores read of what the recording did next (`_slim`)."""
 
     positions: tuple[int, ...]
     """Main-thread index of each kept record, ascending."""
@@ -41,7 +61,7 @@ class RecordedFuture:
     def of(cls, main: Sequence[Entry]) -> RecordedFuture:
         """The looked-ahead records of a main thread."""
         kept = [(index, entry) for index, entry in enumerate(main) if _looked_ahead(entry)]
-        return cls(tuple(index for index, _ in kept), tuple(entry for _, entry in kept))
+        return cls(tuple(index for index, _ in kept), tuple(_slim(entry) for _, entry in kept))
 
     def after(self, first: int) -> Sequence[Entry]:
         """The kept records at main-thread index `first` and later, in order."""
