@@ -1,0 +1,107 @@
+"""The extractive summary's parts, at their edges: the working directory it names, a long
+file's outline, an edit in one line, and what of a previous summary it carries."""
+
+from __future__ import annotations
+
+from conversation import edit, read, says, user, write
+
+from unbounded.compaction.extractive import (
+    _edit_summary,
+    _newest_within,
+    _outline,
+    _root,
+    carried_sections,
+    extractive_summary,
+)
+from unbounded.compaction.handover import read_handover
+
+PREVIOUS = "This session continues an earlier conversation that ran out of context."
+
+
+def _written(*paths: str) -> list[dict[str, object]]:
+    messages: list[dict[str, object]] = [user("go")]
+    for number, path in enumerate(paths):
+        messages.extend(write(f"w{number}", path, "x = 1\n"))
+    return messages
+
+
+def test_two_paths_in_different_folders_have_no_working_directory() -> None:
+    # Each of two folders holds one path of two: not two thirds, so neither is the root.
+    apart = read_handover(_written("/w/p/a/x/f1.py", "/w/p/b/y/f2.py"))
+    assert _root(apart) == ""
+    # Two of three paths in one folder are two thirds: that folder is the root.
+    together = read_handover(_written("/w/p/a/x/f1.py", "/w/p/b/y/f2.py", "/w/p/b/z/f3.py"))
+    assert _root(together) == "/w/p/b"
+
+
+CODE = "\n".join(
+    ["x0 = 0", "x1 = 1", "x2 = 2", "x3 = 3", "def f4():", "    pass", "def f6():", "    pass", "def f8():", "    pass"]
+)
+HEAD = ["x0 = 0", "x1 = 1", "x2 = 2", "x3 = 3"]
+
+
+def test_an_outline_stops_at_its_line_limit_and_marks_each_gap() -> None:
+    # f4 follows the head at once (no gap), f6 one line later (a gap), f8 is past the limit.
+    assert _outline(CODE, max_lines=7, max_chars=10_000) == [
+        *HEAD,
+        "   5: def f4():",
+        "     …",
+        "   7: def f6():",
+        "… (3 more lines)",
+    ]
+
+
+def test_an_outline_fills_its_characters_exactly() -> None:
+    # The head takes 4 * 7 characters (a newline each), f4 16: f6's 15 reach 59 exactly.
+    assert _outline(CODE, max_lines=100, max_chars=59) == [
+        *HEAD,
+        "   5: def f4():",
+        "     …",
+        "   7: def f6():",
+        "… (3 more lines)",
+    ]
+    assert _outline(CODE, max_lines=100, max_chars=58) == [*HEAD, "   5: def f4():", "… (5 more lines)"]
+
+
+def test_an_edit_is_told_by_the_first_line_it_replaced() -> None:
+    messages = [user("go"), *edit("e1", "/w/app.py", "new = 1", old="first = 1\n\nsecond = 2")]
+    (change,) = read_handover(messages).changes
+    assert _edit_summary(change) == '2 line(s) from "first = 1" → 1 line(s), the new code:'
+
+
+def test_an_item_that_fits_the_last_character_is_kept() -> None:
+    # Newest first: "ab" leaves one character, which the empty oldest item still fits in.
+    assert _newest_within([[""], ["ab"]], 4) == ["", "ab"]
+    assert _newest_within([[""], ["ab"]], 3) == ["ab"]
+
+
+def _previous(sections: dict[int, list[str]]) -> str:
+    titles = {1: "Primary Request and Intent", 2: "Key Technical Concepts", 3: "Files and Code Sections"}
+    titles |= {4: "Errors and fixes", 5: "Problem Solving", 7: "Pending Tasks", 8: "Current Work"}
+    lines = [PREVIOUS, "Summary:"]
+    for number, title in sorted(titles.items()):
+        lines.append(f"{number}. {title}:")
+        lines.extend(sections.get(number, []))
+    return "\n".join(lines)
+
+
+def test_a_section_takes_all_the_others_leave_and_not_one_character_more() -> None:
+    # Of 100 characters section 2 has 20 and needs 5, the empty ones (4, 3, 5) 30 + 20 + 10:
+    # 75 spare, so section 7 (20 of its own) carries 95 characters.
+    # 7 items of 12 characters (13 with the newline) are 91; an oldest of 3 fits 95 exactly.
+    newest = [f"- task {n:02}..." for n in range(7)]
+    exact = carried_sections(_previous({2: ["- ab"], 7: ["- t", *newest]}), 100)
+    assert exact[7] == ["- t", *newest]
+    over = carried_sections(_previous({2: ["- ab"], 7: ["- tt", *newest]}), 100)
+    assert over[7] == newest
+    assert exact[2] == over[2] == ["- ab"]
+
+
+def test_the_newest_previous_summary_is_carried() -> None:
+    older = _previous({1: ["The old intent: port to Rust."], 3: ["- notes-old.md: the old plan"]})
+    newer = _previous({1: ["The new intent: port to Go."], 3: ["- notes-new.md: the new plan"]})
+    messages = [user(older), says("Continuing."), user(newer), says("Continuing.")]
+    messages += [*read("r1", "/w/app.py"), user("Carry on.")]
+    text = extractive_summary(messages)
+    assert "The new intent: port to Go." in text and "notes-new.md: the new plan" in text
+    assert "The old intent" not in text and "notes-old.md" not in text
