@@ -3,12 +3,15 @@ file's outline, an edit in one line, and what of a previous summary it carries."
 
 from __future__ import annotations
 
-from conversation import edit, read, says, user, write
+from conversation import bash, edit, read, says, user, write
 
 from unbounded.compaction.extractive import (
+    _LEVELS,
+    _Cuts,
     _edit_summary,
     _newest_within,
     _outline,
+    _Renderer,
     _root,
     carried_sections,
     extractive_summary,
@@ -78,6 +81,7 @@ def test_an_item_that_fits_the_last_character_is_kept() -> None:
 def _previous(sections: dict[int, list[str]]) -> str:
     titles = {1: "Primary Request and Intent", 2: "Key Technical Concepts", 3: "Files and Code Sections"}
     titles |= {4: "Errors and fixes", 5: "Problem Solving", 7: "Pending Tasks", 8: "Current Work"}
+    titles |= {9: "Optional Next Step"}
     lines = [PREVIOUS, "Summary:"]
     for number, title in sorted(titles.items()):
         lines.append(f"{number}. {title}:")
@@ -98,10 +102,66 @@ def test_a_section_takes_all_the_others_leave_and_not_one_character_more() -> No
 
 
 def test_the_newest_previous_summary_is_carried() -> None:
-    older = _previous({1: ["The old intent: port to Rust."], 3: ["- notes-old.md: the old plan"]})
-    newer = _previous({1: ["The new intent: port to Go."], 3: ["- notes-new.md: the new plan"]})
+    older = _previous(
+        {1: ["The old intent: port to Rust."], 3: ["- notes-old.md: the old plan"], 9: ["build the Rust crate"]}
+    )
+    newer = _previous(
+        {1: ["The new intent: port to Go."], 3: ["- notes-new.md: the new plan"], 9: ["deploy the Go build"]}
+    )
     messages = [user(older), says("Continuing."), user(newer), says("Continuing.")]
     messages += [*read("r1", "/w/app.py"), user("Carry on.")]
     text = extractive_summary(messages)
     assert "The new intent: port to Go." in text and "notes-new.md: the new plan" in text
     assert "The old intent" not in text and "notes-old.md" not in text
+    assert '"deploy the Go build"' in text and "build the Rust crate" not in text
+
+
+def test_a_push_after_the_last_commit_is_a_push_whatever_came_before() -> None:
+    commit = [*bash("p1", "git push", "a -> b"), *bash("g", "git commit -m x", "[m 1234567] x")]
+    assert "No push recorded after the last commit" in extractive_summary([user("go"), *commit])
+    pushed = [user("go"), *commit, *bash("p2", "git push", "b -> c")]
+    assert "No push recorded" not in extractive_summary(pushed)
+
+
+def test_the_latest_words_show_every_line_in_order() -> None:
+    report = "The parser is rewritten.\nThe old cache is gone.\nThe docs still need a page."
+    text = extractive_summary([user("Rewrite the parser."), *read("r1", "/w/app.py"), says(report)])
+    assert (
+        "   - (its last message) The parser is rewritten.\n"
+        "     The old cache is gone.\n"
+        "     The docs still need a page.\n"
+    ) in text
+
+
+def test_a_finding_in_the_last_report_before_the_request_is_not_listed_twice() -> None:
+    finding = "The parser module contains 3 entry points for the old API."
+    report = finding + "\n" + "\n".join(f"Detail {n} of the report goes on here at length." for n in range(10))
+    messages = [user("Look at the tests."), says(report), user("Now fix the parser."), says("On it.")]
+    text = extractive_summary(messages)
+    assert "The agent's last full report before the latest request:" in text
+    # Its sentences are findings, shown once: in the report, not again in the findings list.
+    assert text.count(finding) == 1
+    assert "Findings and results the agent stated earlier" not in text
+
+
+
+def test_a_git_status_excerpt_holds_sixty_characters_a_line() -> None:
+    # Ten lines in 600 characters, a newline each: 9 * 60 + 60 fit, 9 * 60 + 61 do not.
+    nine = ["s" * 59] * 9
+    fits = extractive_summary([user("go"), *bash("s", "git status", "\n".join([*nine, "t" * 60]))])
+    assert "s" * 59 + "\n       " + "t" * 60 + "\n" in fits
+    over = extractive_summary([user("go"), *bash("s", "git status", "\n".join([*nine, "t" * 61]))])
+    assert "s" * 59 + "\n       … (1 more lines)\n" in over
+
+
+def test_a_summary_held_to_no_share_of_the_conversation_is_the_lean_level() -> None:
+    messages: list[dict[str, object]] = [user("Port the module.")]
+    for n in range(30):
+        messages += read(f"r{n}", f"/w/src/mod{n:02}.py")
+        if n % 3 == 0:
+            messages += edit(f"e{n}", f"/w/src/mod{n:02}.py", f"y = {n}")
+            messages.append(user(f"Now request number {n}, please."))
+    lean = _Renderer(read_handover(messages), up_to=False).render(_LEVELS[-1], _Cuts())
+    richer = _Renderer(read_handover(messages), up_to=False).render(_LEVELS[-2], _Cuts())
+    assert richer != lean
+    assert extractive_summary(messages, target_ratio=0.0, min_tokens=0) == lean
