@@ -15,8 +15,10 @@ from unbounded.compaction.extractive import (
     _root,
     carried_sections,
     extractive_summary,
+    lean_summary_tokens,
 )
 from unbounded.compaction.handover import read_handover
+from unbounded.tokens.estimate import rough_token_count
 
 PREVIOUS = "This session continues an earlier conversation that ran out of context."
 
@@ -165,3 +167,19 @@ def test_a_summary_held_to_no_share_of_the_conversation_is_the_lean_level() -> N
     richer = _Renderer(read_handover(messages), up_to=False).render(_LEVELS[-2], _Cuts())
     assert richer != lean
     assert extractive_summary(messages, target_ratio=0.0, min_tokens=0) == lean
+
+
+def test_the_barest_summary_cuts_every_long_list_to_nothing() -> None:
+    spec = "○ imp-2 · Port the module   [● P1 · OPEN]\nSteps:\n- move the parser\n- move the writer"
+    messages: list[dict[str, object]] = [user("Port the module."), *bash("t0", "bd show imp-2", spec)]
+    messages += bash("t1", "bd update imp-2 --status in_progress", "✓ Updated issue: imp-2")
+    for n in range(12):
+        messages += edit(f"e{n}", f"/w/src/mod{n:02}.py", f"y = {n}")
+        failure = f"FAILED tests/test_{n}.py::test_case - AssertionError: {n}"
+        messages += bash(f"f{n}", f"pytest tests/test_{n}.py", failure, error=True)
+        messages += bash(f"p{n}", f"pytest tests/test_{n}.py", "1 passed")
+        messages.append(user(f"Now request number {n}, please."))
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    bare = renderer.render(_LEVELS[-1], _Cuts(files=0, prompts=0, errors=0, spec_lines=0))
+    assert rough_token_count(bare) < rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
+    assert lean_summary_tokens(messages) == rough_token_count(bare)
