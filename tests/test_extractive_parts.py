@@ -1,5 +1,6 @@
 """The extractive summary's parts, at their edges: the working directory it names, a long
-file's outline, an edit in one line, and what of a previous summary it carries."""
+file's outline, an edit in one line, what of a previous summary it carries, git, the agent's
+latest words, excerpts' limits, and how it shrinks to its budget."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from conversation import bash, edit, read, says, user, write
 
 from unbounded.compaction.extractive import (
     _LEVELS,
+    _cut_to_fit,
     _Cuts,
     _edit_summary,
     _newest_within,
@@ -183,3 +185,36 @@ def test_the_barest_summary_cuts_every_long_list_to_nothing() -> None:
     bare = renderer.render(_LEVELS[-1], _Cuts(files=0, prompts=0, errors=0, spec_lines=0))
     assert rough_token_count(bare) < rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
     assert lean_summary_tokens(messages) == rough_token_count(bare)
+
+TASK = "○ imp-2 · Port the module   [● P1 · OPEN]"
+
+
+def _task_spec_lines(second: str) -> str:
+    spec = f"{TASK}\n{second}\nlast"
+    messages = [user("Port the module."), *bash("t0", "bd show imp-2", spec)]
+    messages += bash("t1", "bd update imp-2 --status in_progress", "✓ Updated issue: imp-2")
+    text = _Renderer(read_handover(messages), up_to=False).render(_LEVELS[0], _Cuts(spec_lines=2))
+    return text.split("asks for (its tracker entry):\n", 1)[1].split("\n\n", 1)[0]
+
+
+
+def test_a_task_s_spec_keeps_a_hundred_characters_a_line() -> None:
+    # Two lines in 200 characters, the first with its newline: the second fits to the last one.
+    fits = "x" * (200 - len(TASK) - 1)
+    assert _task_spec_lines(fits) == f"     {TASK}\n     {fits}\n     … (1 more lines)"
+    assert _task_spec_lines(fits + "x") == f"     {TASK}\n     … (2 more lines)"
+
+
+def _prompts_cut_to(count: int, fit: int) -> str:
+    """The lean summary of `count` requests cut to fit the tokens it takes with `fit` shown."""
+    messages = [user(f"Request number {n} asks for one more small change.") for n in range(count)]
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    limit = rough_token_count(renderer.render(_LEVELS[-1], _Cuts(prompts=fit)))
+    return _cut_to_fit(renderer, _LEVELS[-1], limit)
+
+
+def test_a_list_too_long_is_cut_by_an_eighth_at_least_one_item_a_step() -> None:
+    # 17 requests lose (17 - 1) // 8 = 2 at the first step, 9 lose 1: so 16 or 8 shown fit
+    # the limit yet the cut shows 15 and 8.
+    assert "(2 more)" in _prompts_cut_to(17, 16)
+    assert "(1 more)" in _prompts_cut_to(9, 8)
