@@ -49,6 +49,7 @@ import random
 import statistics
 import sys
 import time
+import types
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -228,6 +229,19 @@ def session_per_turn(marks: Sequence[int], samples: int) -> dict[str, float]:
     return _figures("session", timed)
 
 
+class _RawReply:
+    """What `messages.with_raw_response.create` returns, without HTTP: the parsed reply and
+    its body."""
+
+    def __init__(self, message: Any, body: dict[str, Any]) -> None:
+        self._message = message
+        self.http_response = types.SimpleNamespace(json=lambda: body)
+
+    def parse(self) -> Any:
+        """The SDK's `Message`."""
+        return self._message
+
+
 class _DropinDriver:
     """A wrapped Anthropic client whose caller's history is at a mark (no HTTP)."""
 
@@ -243,7 +257,8 @@ class _DropinDriver:
         def create(**kwargs: Any) -> Any:
             return self.pending.pop()
 
-        sdk.messages.create = create  # type: ignore[method-assign]
+        # The drop-in reads a whole reply raw (its body kept for byte identity).
+        sdk.messages.with_raw_response.create = create
         self.client = wrap(
             sdk, policy=Policy(auto_compact_enabled=False), context_window=WINDOW, clock=StepClock()
         )
@@ -259,11 +274,8 @@ class _DropinDriver:
 
         self.index += 1
         # Parsed beforehand: the SDK's own work is not the wrapper's.
-        self.pending.append(
-            Message.model_validate(
-                {**reply(self.index, self.prompt), "type": "message", "role": "assistant"}
-            )
-        )
+        body = {**reply(self.index, self.prompt), "type": "message", "role": "assistant"}
+        self.pending.append(_RawReply(Message.model_validate(body), body))
         started = time.thread_time()
         message = self.client.messages.create(
             model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=self.history

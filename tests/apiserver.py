@@ -37,8 +37,15 @@ saying so (`api.rejected.clear()` once checked); `api.validate = False` turns th
 The OpenAI APIs are checked the same way, in their own wording: a Chat Completions `tool`
 message answering no call of the assistant message before it, or tool calls left without
 their `tool` messages; a Responses `function_call_output` without its `function_call`, a
-`function_call` without its output, a `reasoning` item with no item after it; and a prompt
+`function_call` without its output, a `reasoning` item with no item after it, a
+`context_management` that is not a list of `compaction` entries, a compaction item this
+server signed (`responses_compaction_item`, id `cmpsig_...`) sent back altered; and a prompt
 over the window (`context_length_exceeded`).
+
+Responses compaction: past a request's `compact_threshold` (body bytes / 4) the scripted
+reply opens with a compaction item, as the server compacts first; `POST /v1/responses/compact`
+needs no script and answers with the input's user messages and one compaction item
+(`compacted_response`).
 
 The `api_server` pytest fixture is defined here (as `api_server_fixture`, so that test
 parameters do not shadow an import): `from apiserver import api_server_fixture` registers it.
@@ -66,6 +73,7 @@ import pytest
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
 RESPONSES = "responses"
+RESPONSES_COMPACT = "responses_compact"
 COUNT_TOKENS = "count_tokens"
 
 ANTHROPIC_PTL_DEFAULT = (212_345, 200_000)
@@ -230,6 +238,82 @@ def compaction_block(summary: str | None, encrypted: str | None = "opaque-state-
         "content": summary,
         "encrypted_content": encrypted,
         "signature": compaction_signature(summary, encrypted),
+    }
+
+
+RESPONSES_COMPACTION_PREFIX = "cmpsig_"
+
+
+def responses_compaction_item(state: str) -> dict[str, Any]:
+    """A Responses compaction item as this server writes it: its id signs its encrypted
+    content, so an item altered on the way back is refused."""
+    digest = hashlib.sha256(state.encode()).hexdigest()[:24]
+    return {"id": f"{RESPONSES_COMPACTION_PREFIX}{digest}", "type": "compaction", "encrypted_content": state, "created_by": None}
+
+
+def responses_compaction_error(body: Any) -> str | None:
+    """The Responses API's 400 message for a bad `context_management`, or a compaction item this
+    server signed that came back altered; None when the request is fine."""
+    if not isinstance(body, dict):
+        return None
+    management = body.get("context_management")
+    if management is not None:
+        if not isinstance(management, list):
+            return "Invalid type for 'context_management': expected an array."
+        for index, entry in enumerate(management):
+            if not isinstance(entry, dict) or entry.get("type") != "compaction":
+                return f"Invalid value for 'context_management[{index}].type': only 'compaction' is supported."
+            threshold = entry.get("compact_threshold")
+            if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1):
+                return f"Invalid 'context_management[{index}].compact_threshold': expected a positive integer."
+    items = body.get("input")
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(item, dict) or item.get("type") != "compaction":
+            continue
+        item_id = str(item.get("id") or "")
+        signed = responses_compaction_item(str(item.get("encrypted_content")))["id"]
+        if item_id.startswith(RESPONSES_COMPACTION_PREFIX) and signed != item_id:
+            return f"input[{index}]: invalid compaction item {item_id} (send it back unchanged)"
+    return None
+
+
+def responses_compact_threshold(body: Any) -> int | None:
+    """The `compact_threshold` a Responses request asks for (None: no server compaction)."""
+    management = body.get("context_management") if isinstance(body, dict) else None
+    for entry in management if isinstance(management, list) else []:
+        if isinstance(entry, dict) and entry.get("type") == "compaction":
+            threshold = entry.get("compact_threshold")
+            return threshold if isinstance(threshold, int) else DEFAULT_RESPONSES_COMPACT_THRESHOLD
+    return None
+
+
+DEFAULT_RESPONSES_COMPACT_THRESHOLD = 200_000
+"""The threshold this server uses for a compaction entry without one."""
+
+
+def compacted_response(body: Any, size: int) -> dict[str, Any]:
+    """What `POST /v1/responses/compact` answers: the input's user messages, then one compaction
+    item standing for everything else; its usage is the compaction pass's own."""
+    items = body.get("input") if isinstance(body, dict) else None
+    kept = [
+        {"type": "message", **item}
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message"
+    ]
+    state = "compacted:" + hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()[:32]
+    input_tokens = max(1, size // 4)
+    return {
+        "id": f"resp_compact_{state[-12:]}",
+        "object": "response.compaction",
+        "created_at": 1_700_000_000,
+        "output": [*kept, responses_compaction_item(state)],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 400,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + 400,
+        },
     }
 
 
@@ -472,6 +556,9 @@ class ApiServer:
     """Requests refused as invalid (see the module docstring), with the error message."""
     abandoned: list[RecordedRequest] = field(default_factory=list)
     """Streamed requests whose client went away before the reply was sent whole."""
+    responses_done: bool = False
+    """End each streamed Responses reply with `data: [DONE]`, as OpenAI-compatible servers do
+    (the OpenAI API itself does not)."""
     validate: bool = True
     context_window: int | None = 200_000
     """Prompts estimated over this many tokens are refused as too long (None: no limit)."""
@@ -793,7 +880,7 @@ def _openai_chunks(reply: Message, model: str, include_usage: bool) -> list[byte
 
 
 def _error_body(api: str, error: ApiError, request_id: str) -> tuple[int, dict[str, Any]]:
-    if api in (OPENAI, RESPONSES):
+    if api in (OPENAI, RESPONSES, RESPONSES_COMPACT):
         return error.openai_status, {
             "error": {
                 "message": error.openai_message or error.message,
@@ -1126,6 +1213,8 @@ def _route(path: str) -> str | None:
         return OPENAI
     if path in ("/v1/responses", "/responses"):
         return RESPONSES
+    if path in ("/v1/responses/compact", "/responses/compact"):
+        return RESPONSES_COMPACT
     return None
 
 
@@ -1183,13 +1272,19 @@ class _Handler(BaseHTTPRequestHandler):
                 api_server.rejected.append((request, problem))
                 self._render(api, request, bad_request(problem))
                 return
-        if api in (OPENAI, RESPONSES) and api_server.validate:
+        if api in (OPENAI, RESPONSES, RESPONSES_COMPACT) and api_server.validate:
             check = openai_chat_request_error if api == OPENAI else responses_request_error
             refusal = check(parsed, api_server.context_window, len(raw))
+            problem = None if api == OPENAI else responses_compaction_error(parsed)
+            if refusal is None and problem is not None:
+                refusal = _openai_invalid(problem)
             if refusal is not None:
                 api_server.rejected.append((request, refusal.message))
                 self._render(api, request, refusal)
                 return
+        if api == RESPONSES_COMPACT:
+            self._send_json(200, compacted_response(parsed, len(raw)), request)
+            return
         queue = {
             ANTHROPIC: api_server.anthropic,
             OPENAI: api_server.openai,
@@ -1204,11 +1299,16 @@ class _Handler(BaseHTTPRequestHandler):
             reply = replace(server_error(500), message=f"apiserver: no reply scripted for {path}")
         while callable(reply):
             reply = reply(request)
+        threshold = responses_compact_threshold(parsed) if api == RESPONSES else None
+        if isinstance(reply, Message) and threshold is not None and len(raw) // 4 >= threshold:
+            # Past its threshold the server compacts first: the item opens the output.
+            state = "auto:" + hashlib.sha256(raw).hexdigest()[:32]
+            reply = replace(reply, content=(responses_compaction_item(state), *reply.content))
         self._render(api, request, reply)
 
     def _common_headers(self, request: RecordedRequest) -> None:
         self.send_header(
-            "x-request-id" if request.api in (OPENAI, RESPONSES) else "request-id",
+            "x-request-id" if request.api in (OPENAI, RESPONSES, RESPONSES_COMPACT) else "request-id",
             request.request_id,
         )
 
@@ -1312,6 +1412,8 @@ class _Handler(BaseHTTPRequestHandler):
                     events = _anthropic_events(msg, model)
                 elif api == RESPONSES:
                     events = _responses_events(msg, model)
+                    if self.server.api.responses_done:
+                        events.append(b"data: [DONE]\n\n")
                 else:
                     events = _openai_chunks(msg, model, include_usage)
                 if isinstance(reply, CutStream):

@@ -327,3 +327,43 @@ def test_a_sync_session_refuses_the_background_summary(tmp_path: Path) -> None:
         sync.reconfigure(policy=Policy(background_summary=True))
     assert not sync.policy.background_summary  # refused before anything changed
     sync.close()
+
+
+def test_a_sync_session_opens_with_a_policy_file(tmp_path: Path) -> None:
+    from unbounded.errors import ConfigError
+
+    config = SessionConfig(model="claude-sonnet-4-6", context_window=200_000)
+    calm, eager = tmp_path / "calm.toml", tmp_path / "eager.toml"
+    calm.write_text("[policy]\nautocompact_pct_override = 40\n", encoding="utf-8")
+    eager.write_text("[policy]\nbackground_summary = true\n", encoding="utf-8")
+    with SyncSession.open(tmp_path / "a", config, policy=calm) as sync:
+        assert sync.session.options.policy == Policy.from_file(calm)
+    with pytest.raises(ConfigError, match="use the async Session"):
+        SyncSession.open(tmp_path / "b", config, policy=str(eager))
+
+
+def test_a_sync_session_refuses_a_background_summary_given_in_options_before_the_folder(tmp_path: Path) -> None:
+    from unbounded.errors import ConfigError
+    from unbounded.session_options import SessionOptions
+
+    config = SessionConfig(model="claude-sonnet-4-6", context_window=200_000)
+    options = SessionOptions(policy=Policy(background_summary=True))
+    with pytest.raises(ConfigError, match="use the async Session"):
+        SyncSession.open(tmp_path / "a", config, options=options)
+    SyncSession.open(tmp_path / "a", config).close()  # the folder's lock was never taken
+    transcript = Path(__file__).parent / "fixtures" / "sessions" / "resumed.jsonl"
+    with pytest.raises(ConfigError, match="use the async Session"):
+        SyncSession.from_transcript(transcript, tmp_path / "b", config, options=options)
+    # Nothing was written: the folder still takes a transcript (it refuses one holding a session).
+    with SyncSession.from_transcript(transcript, tmp_path / "b", config) as sync:
+        assert sync.messages
+
+
+def test_a_sync_session_given_a_policy_in_options_does_not_read_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unbounded.session_options import SessionOptions
+
+    monkeypatch.setenv("UNBOUNDED_AUTOCOMPACT_PCT_OVERRIDE", "500")  # Policy.from_env() refuses it
+    config = SessionConfig(model="claude-sonnet-4-6", context_window=200_000)
+    given = Policy(autocompact_pct_override=40)
+    with SyncSession.open(tmp_path / "a", config, options=SessionOptions(policy=given)) as sync:
+        assert sync.session.options.policy == given

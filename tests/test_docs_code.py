@@ -321,6 +321,9 @@ BLOCKS: dict[tuple[str, str], Run | Shell | Load] = {
     ("docs/compaction.md", "from unbounded.compaction.native import ServerCompaction, ServerCompactionSettings"): Run(
         check=lambda ns, out, api: out.strip() == "None 147000" and ns["session"].extensions == (ns["server"],),
     ),
+    ("docs/compaction.md", "from unbounded.compaction.native import ServerCompaction"): Run(
+        check=lambda ns, out, api: out.strip() == "['compaction'] 997000" and not api.requests,
+    ),
     ("docs/compaction.md", "import anthropic"): Run(
         check=lambda ns, out, api: "'compact_20260112']" in out and not api.requests,
         needs=("anthropic",),

@@ -32,6 +32,7 @@ from unbounded.integrations.agent_loop import arun_agent
 from unbounded.model.normalize import validate_request
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionConfig
+from unbounded.session_options import SessionOptions
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -63,6 +64,17 @@ def test_a_blocking_drop_in_refuses_the_background_summary_before_it_opens_the_f
     with pytest.raises(ConfigError, match="background_summary"):
         wrap(client, given)
     wrap(client, model=MODEL, policy=Policy()).close()  # without it: wrapped
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_a_drop_in_runs_the_policy_given_in_options(api_server: ApiServer, tmp_path: Path, sdk: str) -> None:
+    blocking = api_server.anthropic_client(sync=True) if sdk == "anthropic" else api_server.openai_client(sync=True)
+    with pytest.raises(ConfigError, match="wrap the SDK's async client"):
+        wrap(blocking, session_folder=tmp_path / "s", model=MODEL, options=SessionOptions(policy=BACKGROUND))
+    Session.open(tmp_path / "s", SessionConfig(model=MODEL)).close()  # its lock was never taken
+    asynchronous = api_server.anthropic_client(sync=False) if sdk == "anthropic" else api_server.openai_client(sync=False)
+    wrapped = wrap(asynchronous, model=MODEL, options=SessionOptions(policy=BACKGROUND))
+    assert wrapped.session.policy.background_summary  # not blanked by wrap()'s own policy=None
 
 
 def test_the_async_drop_ins_run_the_background_summary(api_server: ApiServer) -> None:

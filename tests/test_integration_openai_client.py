@@ -246,6 +246,31 @@ def test_the_async_client_runs_both_apis(api_server: ApiServer) -> None:
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_copy_of_the_wrapped_client_stays_in_the_session(api_server: ApiServer, sync: bool) -> None:
+    """`copy(...)`, like `with_options(...)`, is the SDK's copy on the same conversation: its
+    calls are recorded, and the copy keeps its own options."""
+    api_server.responses.push(message("One."), message("Two."))
+
+    async def run() -> None:
+        client = wrap(api_server.openai_client(sync=sync), policy=Policy(), summarizer="extractive")
+        quick = client.copy(timeout=30, max_retries=0)
+        assert type(quick) is type(client)
+        assert (quick.client.max_retries, quick.client.timeout) == (0, 30)
+        items: list[Any] = [{"role": "user", "content": "First."}]
+        create = quick.responses.create
+        reply = create(model=MODEL, input=items)
+        reply = await reply if not sync else reply
+        assert quick.session is client.session
+        items += [*reply.output, {"role": "user", "content": "Second."}]
+        again = client.copy().responses.create(model=MODEL, input=items)
+        await again if not sync else again
+        assert [m["role"] for m in client.session.messages] == ["user", "assistant", "user", "assistant"]
+        assert len(api_server.requests[1].json["input"]) == 3
+
+    asyncio.run(run())
+
+
 def test_an_async_chat_stream_is_recorded_once_read(api_server: ApiServer) -> None:
     async def run() -> None:
         client = wrap(api_server.openai_client(), policy=Policy(), summarizer="extractive")

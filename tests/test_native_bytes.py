@@ -111,6 +111,25 @@ def test_the_sse_decoder_joins_data_lines_and_refuses_what_is_not_a_json_object(
         decoder.feed("")
 
 
+def test_the_sse_decoder_ends_the_stream_at_done() -> None:
+    from unbounded.wire.sse import SseDecoder
+
+    decoder = SseDecoder()
+    assert [decoder.feed(line) for line in ['data: {"type":"a"}', "", "data: [DONE]", ""]] == [None, {"type": "a"}, None, None]
+    assert decoder.finished
+    assert [decoder.feed(line) for line in ['data: {"type":"b"}', ""]] == [None, None]  # nothing after the end
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_streamed_responses_reply_ending_in_done_is_read_whole(api_server: ApiServer, sync: bool) -> None:
+    api_server.responses_done = True
+    api_server.responses.push(message("whole"))
+    provider = _responses_provider(api_server, sync=sync)
+    reply = provider.create_sync(REQUEST, stream=True) if sync else asyncio.run(provider.create(REQUEST, stream=True))
+    assert reply.text == "whole"
+    assert api_server.requests[0].reply.endswith(b"data: [DONE]\n\n")  # the server did send it
+
+
 # -- Anthropic: a compaction block, non-streamed or streamed (one compaction_delta) ----------------
 
 
@@ -127,7 +146,7 @@ def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(a
     block = compaction_block(nine_section_summary("the parser"))
     api_server.anthropic.push(message(block, "Going on with the parser.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
     session = Session(SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent."), store=MemoryStore(), extensions=[ServerCompaction()])
-    client = wrap(api_server.anthropic_client(sync=True), session, summarizer="client")  # the session's model, known
+    client = wrap(api_server.anthropic_client(sync=True), session)  # the drop-in names its provider
     history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
     options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
     if stream == "helper":
@@ -178,3 +197,84 @@ def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: Ap
     # The cache marker the pipeline may add goes after the block's own keys.
     assert sent[:-1] in api_server.requests[1].body, "the compaction block was not sent back as received"
     assert not api_server.rejected
+
+
+@pytest.mark.parametrize("summarizer", [None, "extractive"])
+def test_the_anthropic_drop_in_asks_for_server_compaction_whatever_writes_the_summaries(api_server: ApiServer, summarizer: str | None) -> None:
+    """The compact edit follows the provider the requests go to, not the summarizer: an
+    offline summarizer (or none, on a session the caller built) still gets the edit sent."""
+    pytest.importorskip("anthropic")
+    from unbounded.compaction.native import ServerCompaction
+    from unbounded.integrations.dropin import wrap
+
+    api_server.anthropic.push(message("Looking."))
+    session = Session(SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore(), extensions=[ServerCompaction()])
+    client = wrap(api_server.anthropic_client(sync=True), session, summarizer=summarizer)
+    client.messages.create(model="claude-sonnet-4-6", max_tokens=1_000, messages=[{"role": "user", "content": "Fix the parser"}])
+    edits = api_server.requests[0].json["context_management"]["edits"]
+    assert [edit["type"] for edit in edits] == ["compact_20260112"]
+    provider = session.call_provider()
+    assert provider is not None and "compact_20260112" in provider.profile.native_context_edits
+
+
+# -- through the drop-ins: the caller holds SDK objects, the next request carries the server's bytes
+
+
+# Not yet: the SDK's stream helpers (and the OpenAI SDK's event stream) hand the drop-in SDK
+# objects only, built in the SDK model's field order; the raw events never reach it.
+_SDK_FOLDED = pytest.mark.xfail(strict=True, reason="the reply is read from SDK objects, not raw events")
+
+
+@pytest.mark.parametrize("stream", ["no", "create", pytest.param("helper", marks=_SDK_FOLDED)])
+def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
+    """The caller sends the SDK's content objects back (or, for raw events, what it folded
+    itself); the next request carries the block as the server wrote it, not in the SDK
+    model's key order."""
+    pytest.importorskip("anthropic")
+    from unbounded.compaction.native import ServerCompaction
+    from unbounded.integrations.dropin import wrap
+
+    block = compaction_block(nine_section_summary("the parser"), None)
+    api_server.anthropic.push(message(block, "Going on.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
+    session = Session(SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore(), extensions=[ServerCompaction()])
+    client = wrap(api_server.anthropic_client(sync=True), session)
+    history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
+    options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
+    if stream == "helper":
+        with client.messages.stream(messages=history, **options) as events:
+            content: Any = events.get_final_message().content
+    elif stream == "create":
+        with client.messages.create(messages=history, stream=True, **options) as events:
+            starts = [event.content_block for event in events if event.type == "content_block_start"]
+        content = [{"type": "compaction", "content": block["content"], "encrypted_content": None, "signature": block["signature"]}, starts[1]]
+        content[1].text = "Going on."
+    else:
+        content = client.messages.create(messages=history, **options).content
+    history += [{"role": "assistant", "content": content}, {"role": "user", "content": "And the tests?"}]
+    client.messages.create(messages=history, **options)
+    assert not api_server.rejected
+    assert _compact(block)[:-1] in api_server.requests[1].body, "the compaction block was not sent back as received"
+
+
+@pytest.mark.parametrize("stream", ["no", pytest.param("create", marks=_SDK_FOLDED), pytest.param("helper", marks=_SDK_FOLDED)])
+def test_the_openai_drop_in_sends_reasoning_and_compaction_items_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
+    """The caller sends the SDK's output items back (`reply.output`); the next request's
+    input carries them as the server wrote them."""
+    from unbounded.integrations.dropin import wrap
+
+    api_server.responses.push(message(REASONING_ITEM, COMPACTION_ITEM, "Going on with the parser."), message("Done."))
+    client = wrap(api_server.openai_client(sync=True), _session("gpt-5.4"))
+    items: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
+    if stream == "helper":
+        with client.responses.stream(model="gpt-5.4", input=items) as events:
+            output = events.get_final_response().output
+    elif stream == "create":
+        events = client.responses.create(model="gpt-5.4", input=items, stream=True)
+        output = next(event for event in events if event.type == "response.completed").response.output
+    else:
+        output = client.responses.create(model="gpt-5.4", input=items).output
+    items += [*output, {"role": "user", "content": "And the tests?"}]
+    client.responses.create(model="gpt-5.4", input=items)
+    assert not api_server.rejected
+    for item in (COMPACTION_ITEM, REASONING_ITEM):
+        assert _compact(item) in api_server.requests[1].body, f"{item['type']} item not sent back as received"

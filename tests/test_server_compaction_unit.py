@@ -28,6 +28,7 @@ from apiserver import (
 )
 from unbounded.compaction.conversation import CacheSafeParams, compact_conversation, safe_pivot
 from unbounded.compaction.cut import turn_tail_start
+from unbounded.compaction.memory_compact import plan_messages_to_keep
 from unbounded.compaction.server_blocks import (
     SERVER_SUMMARY_HEADER,
     from_last_server_compaction,
@@ -164,6 +165,47 @@ def test_an_automatic_compaction_whose_turn_holds_the_block_keeps_nothing_verbat
     result = asyncio.run(compact_conversation(entries, RecordingSummarizer(), params=PARAMS, trigger="auto", keep_from=keep_from))
     assert result.messages_to_keep == []
     assert "compaction" not in _texts(normalize_messages(result.view()))
+
+
+def _notes_history(calls: bool) -> list[Entry]:
+    """Three rounds, the second reply opening with a server compaction block (record 3) and,
+    with `calls`, calling a tool whose result is record 4."""
+    reply: list[dict[str, Any]] = [compaction_block("the parser so far"), text_block("marker-3 reading the tests")]
+    answer: Entry = Entry.user("marker-4 now the docs")
+    if calls:
+        reply.append(tool_use_block("Read", {"file_path": "/w/t.py"}, id="toolu_9"))
+        answer = Entry.user([{"type": "tool_result", "tool_use_id": "toolu_9", "content": "marker-4 tests"}])
+    return [
+        Entry.user("marker-0 fix the parser"),
+        Entry.assistant([text_block("marker-1 reading")], message_id="msg_0"),
+        Entry.user("marker-2 and the tests"),
+        Entry.assistant(reply, message_id="msg_1"),
+        answer,
+        Entry.assistant([text_block("marker-5 docs")], message_id="msg_2"),
+        Entry.user("marker-6 done?"),
+        Entry.assistant([text_block("marker-7 yes")], message_id="msg_3"),
+    ]
+
+
+@pytest.mark.parametrize(("calls", "start"), [(False, 4), (True, 5)])
+def test_the_notes_tier_keeps_only_records_after_the_block(calls: bool, start: int) -> None:
+    entries = _notes_history(calls)
+    # The notes cover records 0-5; the keep limits alone would keep everything, block and all.
+    plan = plan_messages_to_keep(entries, entries, entries[5].uuid, Policy())
+    assert plan == start  # the first start after the block with every tool call kept whole
+    assert not kept_holds_server_compaction(entries[start:])
+    _valid(normalize_messages(entries[start:]))
+
+
+def test_the_notes_tier_gives_way_when_the_notes_do_not_cover_the_block() -> None:
+    entries = _notes_history(calls=True)
+    # Through record 3 the notes cover the block, but its call's result (record 4) must stay
+    # with the call, and they do not cover the result: no start loses nothing.
+    assert isinstance(plan_messages_to_keep(entries, entries, entries[3].uuid, Policy()), str)
+    # Through record 2 they stop before it: only our summary tier can summarize the unit whole.
+    assert isinstance(plan_messages_to_keep(entries, entries, entries[2].uuid, Policy()), str)
+    # Through record 4 they cover the result too: keep from the next reply.
+    assert plan_messages_to_keep(entries, entries, entries[4].uuid, Policy()) == 5
 
 
 @pytest.mark.parametrize("direction", ["up_to", "from"])

@@ -107,6 +107,10 @@ class ExtensionHost(Protocol):
         """The model the session's summaries and notes are written by (None: none yet)."""
         ...
 
+    def call_provider(self) -> Provider | None:
+        """The provider the conversation's requests go to (None: not known yet)."""
+        ...
+
     def events_sink(self) -> EventSink | None:
         """Where the session's events go."""
         ...

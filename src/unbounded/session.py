@@ -690,6 +690,18 @@ class Session:
             instructions=instructions, pivot=pivot, direction=direction
         )
 
+    def bind_call_provider(self, provider: Provider) -> None:
+        """Name the provider the conversation's requests go to when they are sent by a caller
+        of `prepare()`/`record()` (a drop-in) rather than by `call`: what `call` would learn.
+        Without a `summarizer` of its own, the session then writes its summaries with it, and
+        the native tiers (`ServerCompaction`) read its profile."""
+        self._call_provider = provider
+
+    def call_provider(self) -> Provider | None:
+        """The provider the conversation's requests go to: the last one given to `call` or
+        `bind_call_provider` (None: not known yet)."""
+        return self._call_provider
+
     def model_provider(self) -> Provider | None:
         """The model this session's summaries and session notes are written by: the
         `summarizer` given, else the provider of the last `call` (the conversation's own
@@ -790,7 +802,7 @@ class Session:
 
         Without a `summarizer` of its own, the session writes its summaries (and a
         `SessionMemory` without an updater its notes) with `provider` from now on."""
-        self._call_provider = provider
+        self.bind_call_provider(provider)
         flow = turn_flow(self)
 
         async def send(request: ProviderRequest) -> ModelResponse:

@@ -136,6 +136,12 @@ class SessionDeps:
     the records name)."""
 
 
+def chosen_policy(options: SessionOptions) -> Policy:
+    """The base policy a session of `options` runs: the one they give (a policy file was read
+    when they were made), else the environment's (`Policy.from_env`)."""
+    return options.policy if isinstance(options.policy, Policy) else Policy.from_env()
+
+
 def resolve_deps(options: SessionOptions) -> SessionDeps:
     """The collaborators `options` ask for, each default made here (a new store per session)."""
     redactor = redactor_for(options.redact_secrets)
@@ -145,12 +151,10 @@ def resolve_deps(options: SessionOptions) -> SessionDeps:
         # Events and spans leave the process too: their text is redacted on the way out.
         events = redacting_sink(events, redactor)
         telemetry = telemetry.redacting(redactor.redact)
-    # A policy file was read when the options were made: `policy` is a Policy or None.
-    policy = options.policy if isinstance(options.policy, Policy) else None
     roots = options.allowed_roots
     return SessionDeps(
         store=options.store or MemoryStore(),
-        policy=policy or Policy.from_env(),
+        policy=chosen_policy(options),
         summarizer=options.summarizer,
         model_table=options.model_table or load_model_table(),
         events=events,
@@ -163,4 +167,4 @@ def resolve_deps(options: SessionOptions) -> SessionDeps:
     )
 
 
-__all__ = ["SessionDeps", "SessionOptions", "resolve_deps", "utc_now"]
+__all__ = ["SessionDeps", "SessionOptions", "chosen_policy", "resolve_deps", "utc_now"]

@@ -7,6 +7,7 @@ Each async step runs to completion on one event loop kept for the session's life
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy, Thresholds
 from unbounded.providers.base import ModelResponse, Provider
 from unbounded.session import Session
+from unbounded.session_options import SessionOptions, chosen_policy
 from unbounded.session_state import SessionStatus
 
 T = TypeVar("T")
@@ -51,6 +53,18 @@ def refuse_background_summary(
         )
 
 
+def blocking_options(keywords: Mapping[str, Any]) -> SessionOptions:
+    """The `SessionOptions` that `Session` keywords (`options=` among them) make, their policy
+    resolved (a policy file read, else `Policy.from_env`) and checked by
+    `refuse_background_summary` before any folder is opened."""
+    fields = dict(keywords)
+    resolved = SessionOptions.of(fields.pop("options", None), fields)
+    policy = chosen_policy(resolved)
+    refuse_background_summary(policy)
+    # The session runs the policy checked here, not a second read of the environment.
+    return dataclasses.replace(resolved, policy=policy)
+
+
 class SyncSession:
     """`Session` with blocking methods: each async step runs to completion on one event loop
     kept for the session's life (`unbounded.blocking.BlockingRunner`: a loop per call costs
@@ -65,8 +79,8 @@ class SyncSession:
     @classmethod
     def open(cls, folder: str | Path, config: SessionConfig, **options: Any) -> SyncSession:
         """A folder-backed session (`Session.open`)."""
-        refuse_background_summary(options.get("policy") or Policy.from_env())  # before the lock
-        return cls(Session.open(folder, config, **options))
+        checked = blocking_options(options)  # refused before the folder is locked
+        return cls(Session.open(folder, config, options=checked))
 
     @classmethod
     def from_transcript(
@@ -74,8 +88,8 @@ class SyncSession:
         **options: Any,
     ) -> SyncSession:
         """A new session continuing a transcript (`Session.from_transcript`)."""
-        refuse_background_summary(options.get("policy") or Policy.from_env())  # before writing
-        return cls(Session.from_transcript(path, folder, config, **options))
+        checked = blocking_options(options)  # refused before the folder is written
+        return cls(Session.from_transcript(path, folder, config, options=checked))
 
     # -- configuration and state (no waiting: passed through)
     @property

@@ -62,6 +62,7 @@ from unbounded.compaction.notes import (
     truncate_notes_for_compact,
 )
 from unbounded.compaction.prompts import summary_message_text
+from unbounded.compaction.server_blocks import server_compaction_record
 from unbounded.compaction.summary_guard import check_summary
 from unbounded.errors import ConfigError
 from unbounded.events import (
@@ -194,6 +195,18 @@ def api_invariants_hold(view: Sequence[Entry], index: int) -> bool:
     return not any(e.message_id in kept_ids for e in view[:index] if e.message_id is not None)
 
 
+def _start_after_server_compaction(
+    view: Sequence[Entry], block_at: int, first_open: int
+) -> int | None:
+    """The first view index after the record holding the latest server compaction block, and
+    not past `first_open` (the notes must cover what is dropped), where the kept part keeps
+    every tool call with its result; None when there is none."""
+    for index in range(block_at + 1, first_open + 1):
+        if api_invariants_hold(view, index):
+            return index
+    return None
+
+
 def plan_messages_to_keep(
     entries: Sequence[Entry], view: Sequence[Entry], updated_through: str | None, policy: Policy
 ) -> int | str:
@@ -217,6 +230,17 @@ def plan_messages_to_keep(
                 "compaction, which cannot be relinked as one run"
             )
         index = adjust_index_to_preserve_api_invariants(view, run_start, floor=run_start)
+    block_at = server_compaction_record(view)
+    if block_at is not None and index <= block_at:
+        # The server drops everything before its latest compaction block, our notes summary
+        # included: keep only records after the block (server_blocks.py, the unit rule).
+        after = _start_after_server_compaction(view, block_at, first_open)
+        if after is None:
+            return (
+                "no start after the latest server compaction keeps every tool call with its "
+                "result and loses nothing the notes do not cover"
+            )
+        index = after
     if not api_invariants_hold(view, index):
         return "no start keeps every tool call with its result"
     kept = view[index:]

@@ -21,6 +21,15 @@ edits (`ProviderProfile.native_context_edits`) and the model declares compaction
   model without it, a context under the server's 50,000-token minimum, or any error: None,
   and the next tier (our summary) runs.
 
+OpenAI's Responses API compacts on its server too, in the threshold form only through
+`ServerCompaction`: its provider profile declares the `compaction` entry
+(`OPENAI_CONTEXT_EDITS`), each request carries `context_management` with the session's
+trigger as `compact_threshold`, and the reply's compaction item (opaque, encrypted) travels
+as an `opaque_item` block sent back byte-for-byte; the facts ledger follows it the same way.
+The Responses API takes no instructions or pause, and its item has no text to read, so the
+on-demand tier is Anthropic's alone here (the `/responses/compact` endpoint is not used yet).
+Its usage is the reply's own (no separate iterations): priced once, as any reply.
+
 Billing: the compaction step is a `compaction` entry of `usage.iterations`, not counted in
 the top-level usage fields (`billed_usage` adds it, once).
 
@@ -44,7 +53,11 @@ from unbounded.compaction.auto import (
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.compaction.glue import default_facts_ledger
-from unbounded.compaction.server_blocks import compaction_blocks, last_compaction
+from unbounded.compaction.server_blocks import (
+    compaction_blocks,
+    last_compaction,
+    responses_compaction_items,
+)
 from unbounded.errors import CompactionError, ConfigError, ProviderError
 from unbounded.extension import Extension, ExtensionHost
 from unbounded.model.content import ContentBlock, Usage
@@ -63,6 +76,8 @@ from unbounded.wire.context_edits import (
     CONTEXT_EDITING_BETA,
     DEFAULT_COMPACTION_TRIGGER,
     MIN_COMPACTION_TRIGGER,
+    OPENAI_CONTEXT_EDITS,
+    RESPONSES_COMPACTION,
 )
 
 if TYPE_CHECKING:
@@ -81,7 +96,7 @@ def native_edits(profile: ProviderProfile, model: ModelInfo | None) -> frozenset
     if model is None:
         return frozenset()
     edits = profile.native_context_edits
-    return edits if model.native_compaction else edits - {COMPACT_EDIT}
+    return edits if model.native_compaction else edits - {COMPACT_EDIT, RESPONSES_COMPACTION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +145,9 @@ class ServerCompactionSettings:
         if COMPACT_EDIT in supported:
             pause = self.pause_after_compaction
             edits.append(compact_edit(trigger_tokens, self.instructions, pause))
+        if RESPONSES_COMPACTION in supported:
+            # The Responses API takes only the threshold: instructions and pause have no form.
+            edits.append({"type": RESPONSES_COMPACTION, "compact_threshold": trigger_tokens})
         return edits
 
 
@@ -161,7 +179,7 @@ def with_context_edits(
     betas = list(cast(Sequence[str], request.get("betas") or ()))
     kinds = {str(edit.get("type")) for edit in edits}
     wanted = [COMPACTION_BETA] if COMPACT_EDIT in kinds else []
-    if kinds - {COMPACT_EDIT}:
+    if kinds - {COMPACT_EDIT, RESPONSES_COMPACTION}:
         wanted.append(CONTEXT_EDITING_BETA)
     betas.extend(beta for beta in wanted if beta not in betas)
     out = dict(request)
@@ -334,8 +352,8 @@ class ServerCompaction(Extension):
     """Asks the server to compact (and edit) on its own threshold in every request; keeps the
     compaction blocks it answers with, and notes the facts ledger after each.
 
-    `profile` is the provider's (None: the profile of the session's model provider, once
-    there is one)."""
+    `profile` is the provider's (None: the profile of the provider the conversation's requests
+    go to, once it is known; else of the session's model provider)."""
 
     def __init__(
         self,
@@ -357,7 +375,11 @@ class ServerCompaction(Extension):
         """The native edits the provider and the session's model support now."""
         profile = self.profile
         if profile is None:
-            provider = session.model_provider()
+            # The edits go into the conversation's own requests: its provider decides, and a
+            # summarizer from elsewhere (or the offline one) only when that is not known yet.
+            provider = session.call_provider()
+            if provider is None:
+                provider = session.model_provider()
             if provider is None:
                 return frozenset()
             profile = provider.profile
@@ -390,8 +412,10 @@ class ServerCompaction(Extension):
         turn.request = with_context_edits(turn.built_request(), edits)
 
     def after_record(self, session: ExtensionHost, entry: Entry) -> None:
-        """Count a reply that carries a compaction block and schedule its ledger note."""
-        if compaction_blocks(entry.message.get("content") if entry.message else None):
+        """Count a reply that carries a compaction block (or a Responses compaction item) and
+        schedule its ledger note."""
+        content = entry.message.get("content") if entry.message else None
+        if compaction_blocks(content) or responses_compaction_items(content):
             self.compactions += 1
             self._ledger_due = len(session.entries) - 1
             logger.info("the server compacted the conversation (%d so far)", self.compactions)
@@ -406,6 +430,8 @@ __all__ = [
     "CONTEXT_EDITING_BETA",
     "DEFAULT_COMPACTION_TRIGGER",
     "MIN_COMPACTION_TRIGGER",
+    "OPENAI_CONTEXT_EDITS",
+    "RESPONSES_COMPACTION",
     "TIER_NAMES",
     "NativeCompactionTier",
     "ServerCompaction",
@@ -419,5 +445,6 @@ __all__ = [
     "last_compaction",
     "native_edits",
     "native_tiers",
+    "responses_compaction_items",
     "with_context_edits",
 ]

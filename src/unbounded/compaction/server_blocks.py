@@ -28,7 +28,8 @@ from typing import Any, cast
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
-from unbounded.wire.context_edits import COMPACTION_BLOCK
+from unbounded.wire.context_edits import COMPACTION_BLOCK, RESPONSES_COMPACTION
+from unbounded.wire.openai_items import is_opaque_block
 
 SERVER_SUMMARY_HEADER = "[Earlier conversation, as the server's compaction summarized it:]"
 NO_SERVER_SUMMARY = "[A server compaction here produced no summary.]"
@@ -39,6 +40,20 @@ def compaction_blocks(content: object) -> list[Mapping[str, Any]]:
     if not isinstance(content, list):
         return []
     return [b for b in content if isinstance(b, Mapping) and b.get("type") == COMPACTION_BLOCK]
+
+
+def responses_compaction_items(content: object) -> list[Mapping[str, Any]]:
+    """The Responses compaction items (opaque blocks) of a message's content, in order."""
+    if not isinstance(content, list):
+        return []
+    return [
+        b
+        for b in content
+        if isinstance(b, Mapping)
+        and is_opaque_block(b)
+        and isinstance(b.get("item"), Mapping)
+        and b["item"].get("type") == RESPONSES_COMPACTION
+    ]
 
 
 def last_compaction(messages: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
@@ -142,5 +157,6 @@ __all__ = [
     "from_last_server_compaction",
     "kept_holds_server_compaction",
     "last_compaction",
+    "responses_compaction_items",
     "server_compaction_record",
 ]

@@ -238,6 +238,21 @@ class CallPlan:
     """The strategy sent something other than the plain recorded history this call."""
 
 
+class History:
+    """A strategy's message history and its token counts.
+
+    The strategies that send the recorded history as it is (or cut a copy of it) share one
+    (`make_baselines`): it is normalized and counted once per call, not once per strategy,
+    and held once. A strategy that replaces its history (with a summary) takes its own.
+    """
+
+    __slots__ = ("normalizer", "tokens")
+
+    def __init__(self, scale: float, entries: Sequence[Entry] = ()) -> None:
+        self.normalizer = MessageNormalizer(entries)
+        self.tokens = MessageTokens(scale)
+
+
 class Baseline:
     """A strategy fed the recorded messages; plans, prices and records its request per call.
 
@@ -249,12 +264,26 @@ class Baseline:
 
     name = "baseline"
 
-    def __init__(self, settings: ReplaySettings) -> None:
+    def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
         self.settings = settings
         self.simulator: CacheSimulator | None = None
         self.run = StrategyRun(self.name)
-        self.normalizer = MessageNormalizer()
-        self.tokens = MessageTokens(settings.prefix.scale)
+        self.history = history if history is not None else History(settings.prefix.scale)
+        """Shared with other strategies when given (feed them with `feed_strategies`)."""
+
+    @property
+    def normalizer(self) -> MessageNormalizer:
+        """The history as API messages."""
+        return self.history.normalizer
+
+    @property
+    def tokens(self) -> MessageTokens:
+        """Token counts of the history's messages."""
+        return self.history.tokens
+
+    def replace_history(self, entries: Sequence[Entry]) -> None:
+        """Take a history of its own, holding these entries."""
+        self.history = History(self.settings.prefix.scale, entries)
 
     @property
     def diverged(self) -> bool:
@@ -262,12 +291,13 @@ class Baseline:
         return self.simulator is not None
 
     def feed(self, entries: Sequence[Entry]) -> None:
-        """Append recorded entries to the history."""
+        """Append recorded entries to the history (to one strategy alone: strategies that
+        share a history are fed with `feed_strategies`)."""
         for entry in entries:
             self.normalizer.append(entry)
 
     def respond(self, response: Entry) -> None:
-        """Append the recorded response to the history."""
+        """Append the recorded response to the history (one strategy alone, as `feed`)."""
         self.normalizer.append(response)
 
     def plan(self, call: RecordedCall) -> CallPlan:
@@ -302,6 +332,18 @@ class Baseline:
 
     def _context_tokens(self, messages: Sequence[MessageParam]) -> int:
         return self.settings.prefix.tokens + self.tokens.total(messages)
+
+
+def feed_strategies(strategies: Sequence[Baseline], entries: Sequence[Entry]) -> None:
+    """Append recorded entries to every strategy's history, each shared history once."""
+    fed: list[History] = []
+    for strategy in strategies:
+        history = strategy.history
+        if any(history is done for done in fed):
+            continue
+        fed.append(history)
+        for entry in entries:
+            history.normalizer.append(entry)
 
 
 def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str, SimulatedCall]:
@@ -339,8 +381,8 @@ class TruncateBaseline(Baseline):
 
     name = "truncate"
 
-    def __init__(self, settings: ReplaySettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
+        super().__init__(settings, history)
         self.cut = 0
         self._note_tokens = round(rough_token_count(TRUNCATION_NOTE) * settings.prefix.scale)
 
@@ -416,8 +458,8 @@ class SummarizeNoCacheBaseline(Baseline):
 
     name = "summarize_no_cache"
 
-    def __init__(self, settings: ReplaySettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
+        super().__init__(settings, history)
         self.summarizer = ExtractiveSummarizer()
         self.summaries = 0
 
@@ -439,7 +481,7 @@ class SummarizeNoCacheBaseline(Baseline):
         self.run.compactions += 1
         # Written as our compactions write a summary, so a later summary knows it for one.
         summary = summary_message_text(reply, transcript_path=None, messages_preserved=False)
-        self.normalizer = MessageNormalizer([Entry.user(summary, is_compact_summary=True)])
+        self.replace_history([Entry.user(summary, is_compact_summary=True)])
         return CallPlan(
             self.normalizer.messages, (SidePlan(summary_request, output),), changed=True
         )
@@ -450,8 +492,8 @@ class ClearEveryTurnBaseline(Baseline):
 
     name = "clear_every_turn"
 
-    def __init__(self, settings: ReplaySettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
+        super().__init__(settings, history)
         self.clearing = ToolResultClearing(CLEAR_KEEP)
 
     def plan(self, call: RecordedCall) -> CallPlan:
@@ -558,11 +600,13 @@ def clear_tool_results_copy(
     return result
 
 
-def make_baselines(settings: ReplaySettings) -> list[Baseline]:
-    """One instance of each baseline, in report order."""
+def make_baselines(settings: ReplaySettings, history: History | None = None) -> list[Baseline]:
+    """One instance of each baseline, in report order, sharing one history (`history`, or a
+    new one): feed them with `feed_strategies`."""
+    shared = history if history is not None else History(settings.prefix.scale)
     return [
-        NoneBaseline(settings),
-        TruncateBaseline(settings),
-        SummarizeNoCacheBaseline(settings),
-        ClearEveryTurnBaseline(settings),
+        NoneBaseline(settings, shared),
+        TruncateBaseline(settings, shared),
+        SummarizeNoCacheBaseline(settings, shared),
+        ClearEveryTurnBaseline(settings, shared),
     ]

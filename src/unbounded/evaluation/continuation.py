@@ -76,9 +76,10 @@ def _is_code_shaped(word: str) -> bool:
 def code_tokens(text: str) -> set[str]:
     """The parts of the identifier-shaped strings in `text` (see the module docstring)."""
     text = _LONG_RUN.sub(" ", text)
+    # Each distinct word once: a long text repeats its names thousands of times.
     return {
         part
-        for word in _WORD.findall(text)
+        for word in set(_WORD.findall(text))
         if _is_code_shaped(word.strip(".-"))
         for part in _parts(word)
     }
@@ -87,7 +88,7 @@ def code_tokens(text: str) -> set[str]:
 def word_tokens(text: str) -> set[str]:
     """The parts of every word in `text`, prose words included: what a context holds."""
     text = _LONG_RUN.sub(" ", text)
-    return {part for word in _WORD.findall(text) for part in _parts(word)}
+    return {part for word in set(_WORD.findall(text)) for part in _parts(word)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,12 @@ from unbounded.evaluation.baselines import (
     SUMMARY_MAX_TOKENS,
     Baseline,
     CallPlan,
+    History,
     ReplaySettings,
     SidePlan,
 )
 from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.entries import Entry
-from unbounded.model.normalize import MessageNormalizer
 from unbounded.policy import Policy
 from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.tokens.estimate import rough_token_count
@@ -51,8 +51,8 @@ class ServerCompactionStrategy(Baseline):
 
     name = "server_compaction"
 
-    def __init__(self, settings: ReplaySettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
+        super().__init__(settings, history)
         self.summarizer = ExtractiveSummarizer()
         self.trigger = server_trigger(settings.threshold)
         self.compacted = False
@@ -73,7 +73,7 @@ class ServerCompactionStrategy(Baseline):
         self.compacted = True
         self.run.compactions += 1
         summary = summary_message_text(reply, transcript_path=None, messages_preserved=False)
-        self.normalizer = MessageNormalizer([Entry.user(summary, is_compact_summary=True)])
+        self.replace_history([Entry.user(summary, is_compact_summary=True)])
         return CallPlan(
             self.normalizer.messages,
             (SidePlan(step, output, query_source="server_compaction"),),
@@ -81,9 +81,10 @@ class ServerCompactionStrategy(Baseline):
         )
 
 
-def native_strategies(settings: ReplaySettings) -> list[Baseline]:
-    """One instance of each native strategy, in report order."""
-    return [ServerCompactionStrategy(settings)]
+def native_strategies(settings: ReplaySettings, history: History | None = None) -> list[Baseline]:
+    """One instance of each native strategy, in report order (sharing `history` when given:
+    feed them with `feed_strategies`)."""
+    return [ServerCompactionStrategy(settings, history)]
 
 
 __all__ = [

@@ -23,8 +23,10 @@ have done.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -98,6 +100,82 @@ def _input_tokens(block: Mapping[str, Any]) -> int:
     return rough_token_count(str(block.get("name", "")) + text)
 
 
+class _CallLookup:
+    """The index's tool calls grouped by what a re-fetch search compares: the last part of
+    each path read or written, the command run, and the writes in order, so a search walks
+    only the calls that can answer it (walking every call made a long replay quadratic)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, ToolCall] = {}
+        """The index's dict these groups were made from (a new one: start again)."""
+        self.seen = 0
+        self.order: dict[int, int] = {}
+        """id(call) -> its place in call order."""
+        self.by_name: dict[str, list[ToolCall]] = {}
+        self.by_command: dict[str, list[ToolCall]] = {}
+        self.writes: list[ToolCall] = []
+
+    def sync(self, calls: dict[str, ToolCall]) -> None:
+        """Take in the calls added to the index since the last sync."""
+        if calls is not self.calls or len(calls) < self.seen:
+            self.calls, self.seen, self.order = calls, 0, {}
+            self.by_name, self.by_command, self.writes = {}, {}, []
+        added = len(calls) - self.seen
+        if not added:
+            return
+        fresh = list(islice(reversed(calls.values()), added))
+        for call in reversed(fresh):
+            self.order[id(call)] = self.seen
+            self.seen += 1
+            names = {_last_part(p) for p in (call.read_path, call.write_path) if p is not None}
+            for name in sorted(names):
+                self.by_name.setdefault(name, []).append(call)
+            if call.command:
+                self.by_command.setdefault(normalize_command(call.command), []).append(call)
+            if call.write_path is not None:
+                self.writes.append(call)
+
+    def earlier_fetch(self, use: Mapping[str, Any]) -> ToolCall | None:
+        """The latest earlier call with the same read or command whose output still holds."""
+        path = read_path_of(use)
+        if path is not None:
+            # Every call touching a file of this name, newest first: the first write to the
+            # file ends the search, the first good read with the same arguments answers it.
+            arguments = _other_arguments(use.get("input"))
+            for call in reversed(self.by_name.get(_last_part(path), [])):
+                if call.write_path is not None and same_path(call.write_path, path):
+                    return None
+                if call.result_position is None or call.is_error:
+                    continue
+                if (
+                    call.read_path is not None
+                    and same_path(call.read_path, path)
+                    and _other_arguments(call.input) == arguments
+                ):
+                    return call
+            return None
+        command = command_of(use)
+        if command is None:
+            return None
+        # The newest good run of the command after the last write to any file.
+        last_write = self.order[id(self.writes[-1])] if self.writes else -1
+        for call in reversed(self.by_command.get(normalize_command(command), [])):
+            if self.order[id(call)] <= last_write:
+                return None
+            if call.result_position is None or call.is_error:
+                continue
+            return call
+        return None
+
+
+def _last_part(path: str) -> str:
+    """What follows a path's last separator (two paths `same_path` matches share it)."""
+    return _SEPARATOR.split(path)[-1]
+
+
+_SEPARATOR = re.compile(r"[/\\]")
+
+
 class RefetchCounter:
     """Counts re-fetches over a replay (see the module docstring)."""
 
@@ -105,6 +183,7 @@ class RefetchCounter:
         self.tally = RecallTally()
         self._waiting: list[str] = []
         """Re-fetches whose result has not arrived yet."""
+        self._lookup = _CallLookup()
 
     def observe(
         self,
@@ -119,10 +198,10 @@ class RefetchCounter:
             return
         index = session.recall_index.update(session.entries)
         self._count_results(session)
-        calls = list(index.calls.values())
+        self._lookup.sync(index.calls)
         visible: set[str] | None = None
         for use in uses:
-            earlier = _earlier_fetch(calls, use)
+            earlier = self._lookup.earlier_fetch(use)
             if earlier is None:
                 continue
             if visible is None:
@@ -150,32 +229,6 @@ class RefetchCounter:
             else:
                 self.tally.refetch_tokens += call.result_tokens
         self._waiting = waiting
-
-
-def _earlier_fetch(calls: Sequence[ToolCall], use: Mapping[str, Any]) -> ToolCall | None:
-    """The latest earlier call with the same read or command whose output still holds."""
-    path = read_path_of(use)
-    command = command_of(use) if path is None else None
-    if path is None and command is None:
-        return None
-    wanted = normalize_command(command) if command is not None else None
-    arguments = _other_arguments(use.get("input"))
-    for position in range(len(calls) - 1, -1, -1):
-        call = calls[position]
-        if call.write_path is not None and (path is None or same_path(call.write_path, path)):
-            return None  # the file (or, for a command, some file) changed since
-        if call.result_position is None or call.is_error:
-            continue
-        if (
-            path is not None
-            and call.read_path is not None
-            and same_path(call.read_path, path)
-            and _other_arguments(call.input) == arguments
-        ):
-            return call
-        if wanted is not None and call.command and normalize_command(call.command) == wanted:
-            return call
-    return None
 
 
 def _recall_cost(session: Session, earlier: ToolCall) -> int:

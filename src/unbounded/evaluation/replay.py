@@ -4,11 +4,13 @@ baselines.
 For each recorded API call, in order:
 
 1. the records before it (user messages, tool results, attachments; see `recorded.py`) are
-   appended to a `Session` kept in a `MemoryStore`, whose clock follows the recorded times;
+   appended to a `Session` (its store, `ReplayStore`, keeps no second copy), whose clock
+   follows the recorded times;
 2. `await session.prepare()` builds the request our pipeline would send (microcompaction,
-   auto-compaction, cache planning), which is checked with `validate_request` and priced by
-   the cache simulator at the recorded time; the summary calls of compactions made in that
-   step are priced too (they share the main conversation's cache);
+   auto-compaction, cache planning), which is checked with `validate_request` (through a
+   `RequestValidator`: each message once, not once per call) and priced by the cache
+   simulator at the recorded time; the summary calls of compactions made in that step are
+   priced too (they share the main conversation's cache);
 3. the recorded response is recorded as the model's answer with the usage re-derived for OUR
    request (the simulator's input / cache figures plus the recorded output tokens), so token
    counting, thresholds and cache-break detection follow our context, not the recorded one;
@@ -57,8 +59,10 @@ from unbounded.errors import ConfigError, InvalidRequestError
 from unbounded.evaluation.baselines import (
     BASELINES,
     Baseline,
+    History,
     ReplaySettings,
     StrategyRun,
+    feed_strategies,
     make_baselines,
     run_baselines,
 )
@@ -72,6 +76,7 @@ from unbounded.evaluation.native_strategies import NATIVE_STRATEGIES, native_str
 from unbounded.evaluation.prefix import RECORDED_TOOLS, OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript, build_replay_script
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
+from unbounded.evaluation.replay_store import ReplayStore
 from unbounded.evaluation.retention import RetentionTally, Scores, messages_text, score_text
 from unbounded.events import (
     BackgroundSummaryDiscarded,
@@ -94,7 +99,7 @@ from unbounded.events import (
 from unbounded.extension import Extension
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, messages_after_compact_boundary
-from unbounded.model.normalize import MISSING_START_TEXT, validate_request
+from unbounded.model.normalize import MISSING_START_TEXT, RequestValidator
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ProviderWrapper
 from unbounded.model.transcript import Transcript
@@ -102,7 +107,6 @@ from unbounded.policy import MIN_COMPACTION_ROOM, Policy, Thresholds, compute_th
 from unbounded.providers.base import Heartbeat, ModelResponse, Provider
 from unbounded.recall.receipts import Receipt
 from unbounded.session import Session, SessionConfig
-from unbounded.storage import MemoryStore
 from unbounded.tokens.estimate import rough_token_count
 
 Progress = Callable[[int, int], None]
@@ -642,7 +646,14 @@ _LEVEL_WORDS = {
 class _Replayer:
     """State of one replay in progress."""
 
-    def __init__(self, transcript: Transcript, options: ReplayOptions) -> None:
+    def __init__(
+        self,
+        transcript: Transcript,
+        options: ReplayOptions,
+        fidelity: dict[str, FidelityReport] | None = None,
+    ) -> None:
+        """`fidelity`: the recording's simulation by model name, shared by the replays of one
+        transcript (the variants replay it again: the recording is simulated once)."""
         table = options.model_table or load_model_table()
         self.notes: list[str] = []
         # A recorded model the table lacks gets its provider's figures under its own name
@@ -672,7 +683,12 @@ class _Replayer:
         self.main = transcript.main_thread()  # the recorded future, for continuation
         # The simulator checks itself against the recording on the recording's own model.
         fidelity_model = self.model if self.recorded_comparable else self.recorded_model
-        self.fidelity = simulate_recorded_session(transcript, fidelity_model)
+        self.fidelities = {} if fidelity is None else fidelity
+        if fidelity_model.name not in self.fidelities:
+            self.fidelities[fidelity_model.name] = simulate_recorded_session(
+                transcript, fidelity_model
+            )
+        self.fidelity = self.fidelities[fidelity_model.name]
         if self.fidelity.untimed_calls:
             self.notes.append(
                 f"{_calls(self.fidelity.untimed_calls, 'recorded call')} without a timestamp: "
@@ -750,7 +766,7 @@ class _Replayer:
                 context_window=window,
                 validate_requests=False,
             ),
-            store=MemoryStore(),
+            store=ReplayStore(),
             policy=self.policy,
             summarizer=self.summarizer,
             model_table=table,
@@ -763,8 +779,9 @@ class _Replayer:
         # Primed with the tools of our first request: recall joins later (Session.offers_recall).
         self.simulator = self.settings.simulator(self.session.offered_tools())
         self.ours = StrategyRun("unbounded")
+        shared = History(self.prefix.scale)  # the recorded history, fed once for them all
         self.baselines: list[Baseline] = (
-            [*make_baselines(self.settings), *native_strategies(self.settings)]
+            [*make_baselines(self.settings, shared), *native_strategies(self.settings, shared)]
             if options.baselines
             else []
         )
@@ -781,6 +798,7 @@ class _Replayer:
         self.invalid = 0
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
         self.refetch = RefetchCounter()
+        self.validator = RequestValidator()  # each message checked once, not once per call
         self.receipts: list[tuple[int, Receipt]] = []
         self.session.background.assumed_latency = timedelta(seconds=options.summary_seconds)
         self.idle = options.idle_compaction
@@ -990,16 +1008,14 @@ class _Replayer:
         idle_calls, rest = await self._idle_in_pause(call, before)
         if rest:
             session.append(list(rest))
-        for baseline in self.baselines:
-            baseline.feed(before)
+        feed_strategies(self.baselines, before)
         messages = session.messages
         if not messages:
             # A sub-agent file can start with the agent's first response: its prompt was
             # never written. A placeholder stands in for it so the request is well formed.
             opening = Entry.user(MISSING_START_TEXT, is_meta=True)
             session.append([opening])
-            for baseline in self.baselines:
-                baseline.feed([opening])
+            feed_strategies(self.baselines, [opening])
             self._event(
                 TimelineEvent(
                     index,
@@ -1011,8 +1027,7 @@ class _Replayer:
         elif messages[-1]["role"] == "assistant":
             continuation = Entry.user(CONTINUE_PROMPT, is_meta=True)
             session.append([continuation])
-            for baseline in self.baselines:
-                baseline.feed([continuation])
+            feed_strategies(self.baselines, [continuation])
             self._event(
                 TimelineEvent(
                     index,
@@ -1041,7 +1056,7 @@ class _Replayer:
             if receipt is not None:
                 self.receipts.append((index, receipt))
         try:
-            validate_request(request["messages"])
+            self.validator.check(request["messages"])
         except InvalidRequestError as error:
             self.invalid += 1
             self._event(TimelineEvent(index, call.request_time, "invalid_request", str(error)))
@@ -1084,9 +1099,8 @@ class _Replayer:
             response = Entry.assistant(list(call.content), message_id=call.message_id)
             for name, simulated in run_baselines(self.baselines, call).items():
                 baseline_tokens[name] = simulated.prompt_tokens
+            feed_strategies(self.baselines, [response, *after])
             for baseline in self.baselines:
-                baseline.respond(response)
-                baseline.feed(after)
                 baseline_cost[baseline.name] = baseline.run.cost_per_call[-1]
 
         microcompacted = False
@@ -1206,12 +1220,15 @@ async def replay_transcript(
     replayer = _Replayer(transcript, chosen)
     report = await replayer.run(progress)
     if chosen.variants:
-        report.variants = await _variants(transcript, chosen, report)
+        report.variants = await _variants(transcript, chosen, report, replayer.fidelities)
     return report
 
 
 async def _variants(
-    transcript: Transcript, options: ReplayOptions, report: ReplayReport
+    transcript: Transcript,
+    options: ReplayOptions,
+    report: ReplayReport,
+    fidelity: dict[str, FidelityReport],
 ) -> dict[str, VariantRun]:
     """Our policy again with the background summary on, when this run waited for a summary,
     and with idle compaction, when the recording pauses longer than the cache TTL."""
@@ -1226,7 +1243,7 @@ async def _variants(
         chosen["idle_compaction"] = replace(plain, policy=policy, idle_compaction=True)
     runs: dict[str, VariantRun] = {}
     for name, variant in chosen.items():
-        done = await _Replayer(transcript, variant).run(None)
+        done = await _Replayer(transcript, variant, fidelity).run(None)
         runs[name] = VariantRun(
             run=done.ours,
             stalls=done.stalls,

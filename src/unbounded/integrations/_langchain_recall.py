@@ -6,7 +6,8 @@ therefore keeps what it takes out in its private state (`ContextState["archive"]
 original result of every cleared tool message (`cleared`, by tool call id) and the records of
 every summarized message (`messages`), as unbounded entries. The tool, registered by the
 middleware, reads that archive and the current messages through LangChain's `ToolRuntime`
-and answers with `unbounded.recall.answer_recall`; it never reads anything else.
+and answers with `unbounded.recall.answer_recall`, its result read as every integration's
+recall answer (`_support.recall_answer`); it never reads anything else.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
+from unbounded.integrations._support import recall_answer
 from unbounded.model.entries import Entry
 from unbounded.recall.index import TranscriptIndex
 from unbounded.recall.lookup import RecallContext
@@ -135,11 +137,11 @@ def build_recall_tool(state_key: str, convert: Convert, budget_tokens: int) -> B
             arguments["start_line"] = start_line
         context = recall_context(runtime.state, state_key, convert, budget_tokens)
         call = {"type": "tool_use", "id": runtime.tool_call_id or "", "input": arguments}
-        result, _ = recall_tool_result(call, context)
-        if result.get("is_error"):
+        answer = recall_answer(recall_tool_result(call, context)[0])
+        if answer.is_error:
             # The agent's ToolMessage then has status="error" (is_error on the wire).
-            raise ToolException(str(result["content"]))
-        return str(result["content"])
+            raise ToolException(answer.text)
+        return answer.text
 
     return StructuredTool.from_function(
         recall,

@@ -52,14 +52,20 @@ class RecallAnswer:
     """Whether the arguments were wrong (the text says what to fix)."""
 
 
-def answer_recall(session: Session, call_id: str, arguments: Any) -> RecallAnswer:
-    """Answer a `recall` call (its id and its parsed arguments) from the session's transcript."""
-    result = session.run_recall(
-        {"type": "tool_use", "id": call_id, "name": RECALL_TOOL_NAME, "input": arguments}
-    )
+def recall_answer(result: Mapping[str, Any]) -> RecallAnswer:
+    """A `recall` tool_result block as a framework's tool returns it."""
     content = result.get("content", "")
     text = content if isinstance(content, str) else json.dumps(content)
     return RecallAnswer(text, bool(result.get("is_error")))
+
+
+def answer_recall(session: Session, call_id: str, arguments: Any) -> RecallAnswer:
+    """Answer a `recall` call (its id and its parsed arguments) from the session's transcript."""
+    return recall_answer(
+        session.run_recall(
+            {"type": "tool_use", "id": call_id, "name": RECALL_TOOL_NAME, "input": arguments}
+        )
+    )
 
 
 def register_compactable_tools(session: Session, names: Iterable[str]) -> None:
@@ -72,5 +78,6 @@ __all__ = [
     "answer_recall",
     "append_message",
     "as_session",
+    "recall_answer",
     "register_compactable_tools",
 ]

@@ -1,10 +1,11 @@
 """What every wrapped SDK client shares, whichever SDK it wraps: the session it is bound to,
 the SDK client underneath (its other attributes passed through, the ones that would bypass
-the session refused), `with_options`, and closing (`close`, `with` / `async with`). The
+the session refused), `with_options` / `copy`, and closing (`close`, `with` / `async with`). The
 Anthropic and OpenAI drop-ins specialize these classes only by the endpoints they manage."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -18,6 +19,7 @@ from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
+from unbounded.session_options import SessionOptions, chosen_policy
 from unbounded.sync_session import SyncSession, refuse_background_summary
 
 
@@ -72,10 +74,19 @@ def bound_session(
     return as_session(session) if session is not None else None
 
 
-def refuse_blocking_background_summary(session: Session | None, policy: Policy | None) -> None:
+def refuse_blocking_background_summary(
+    session: Session | None, policy: Policy | None, session_options: Mapping[str, Any]
+) -> None:
     """ConfigError when `wrap()` of a blocking SDK client would run `Policy.background_summary`
-    (the session's given, else the policy it opens one with), before anything is opened."""
-    chosen = session.policy if session is not None else policy or Policy.from_env()
+    (the session's given, else the policy it opens one with: `policy`, else the one in the
+    `options=` among `session_options`, else the environment's), before anything is opened."""
+    if session is not None:
+        chosen = session.policy
+    elif policy is not None:
+        chosen = policy
+    else:
+        given = session_options.get("options")
+        chosen = chosen_policy(given if isinstance(given, SessionOptions) else SessionOptions())
     refuse_background_summary(
         chosen,
         "a drop-in wrapping a blocking SDK client",
@@ -118,6 +129,10 @@ class WrappedClient(Generic[PipelineT]):
     def with_options(self, **options: Any) -> Self:
         """The SDK's `with_options` (timeout, retries, headers…) on the same conversation."""
         return type(self)(self._pipeline, self._sdk.with_options(**options))
+
+    def copy(self, **options: Any) -> Self:
+        """The SDK's `copy` (same as `with_options`) on the same conversation."""
+        return self.with_options(**options)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -260,6 +260,10 @@ class ClientPipeline:
 
     def _attach(self, session: Session) -> None:
         self._session = session
+        # The drop-in sends the requests itself: the session learns where they go, as `call`
+        # would teach it (the native tiers read the provider's profile). `begin` binds it
+        # again at each call, the provider following the API an OpenAI conversation takes.
+        session.bind_call_provider(self.provider)
         self._verified = 0
         self.known = conversation_prints(session.entries)
         self.recall_ids = recall_call_ids(session.entries)
@@ -294,10 +298,14 @@ class ClientPipeline:
         return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
-        options: dict[str, Any] = {
+        chosen = {
             "policy": self._policy,
             "summarizer": self._summarizer_provider(),
             "events": self._events,
+        }
+        # A keyword wrap() was not given must not blank the same field of an `options=`.
+        options: dict[str, Any] = {
+            **{name: value for name, value in chosen.items() if value is not None},
             **self._options,
         }
         if self._folder is not None:
@@ -388,6 +396,7 @@ class ClientPipeline:
                 self._side_call(reason, messages)
                 return None
         session = self._configure(params)  # may load what a session folder already knows
+        session.bind_call_provider(self.provider)
         if relation is None:
             relation = continuation()
         if relation.relation == "retry":
@@ -536,10 +545,11 @@ class ClientPipeline:
             recall_rounds=MAX_RECALL_ROUNDS, is_prompt_too_long=self.is_prompt_too_long
         )
 
-    def read_reply(self, message: Any) -> ModelResponse:
+    def read_reply(self, message: Any, body: Any = None) -> ModelResponse:
         """An SDK message (whole, or accumulated from a stream) as the session reads it; its
-        `recall` calls are noted as the wrapper's."""
-        response = self._response_of(message)
+        `recall` calls are noted as the wrapper's. `body`: the reply's raw JSON, when read,
+        so the blocks the library does not read are kept as the server wrote them."""
+        response = self._response_of(message, body)
         if self.session.offers_recall:
             calls = response.tool_uses
             self.recall_ids.update(
@@ -548,9 +558,13 @@ class ClientPipeline:
         self._last_read = (message, response)
         return response
 
-    def _response_of(self, message: Any) -> ModelResponse:
-        """How the session reads an SDK reply."""
-        return self.provider.wire.from_response(message)
+    def _response_of(self, message: Any, body: Any = None) -> ModelResponse:
+        """How the session reads an SDK reply: compaction blocks from the raw body (its key
+        order is what the server signed and cached; the SDK model's is not)."""
+        wire = cast(AnthropicProvider, self.provider).wire
+        if body is None:
+            return wire.from_response(message)
+        return wire.from_response(message, raw_blocks=wire.raw_compaction_blocks(body))
 
     def remember_reply(self) -> None:
         """The reply just recorded is what the caller will send back as the assistant turn."""
@@ -600,10 +614,11 @@ class Messages:
         self._sdk = sdk
         self._raw = raw
 
-    def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
+    def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any], *, raw: bool) -> Any:
         pipeline = self._pipeline
-        method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
-        result = method(**pipeline.call_kwargs(request, method, passthrough))
+        api = pipeline.messages_api(request, self._sdk)
+        kwargs = pipeline.call_kwargs(request, api.create, passthrough)
+        result = _create_method(api, raw)(**kwargs)
         pipeline.mark_sent()
         return result
 
@@ -624,18 +639,21 @@ class Messages:
         flow = turn_flow(pipeline.session, pipeline.turn_options)
         run = pipeline.runner.run
 
-        def send(request: ProviderRequest) -> Any:
-            return self._send(request, passthrough)
+        streams = passthrough.get("stream") is True
 
-        if passthrough.get("stream") is True:
+        def send(request: ProviderRequest) -> Any:
+            # A whole reply is read raw: its body is what the next request sends back.
+            return self._send(request, passthrough, raw=not streams)
+
+        if streams:
             return RecordingStream(open_turn_blocking(flow, send, run), pipeline.record)
 
         def read(result: Any) -> ModelResponse:
-            return pipeline.read_reply(result.parse() if self._raw else result)
+            return pipeline.read_reply(result.parse(), result.http_response.json())
 
         result = drive_turn_blocking(flow, send, read, run)
         pipeline.remember_reply()
-        return cast("Message", result)
+        return cast("Message", result if self._raw else result.parse())
 
     def stream(self, **kwargs: Any) -> StreamManager:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
@@ -665,10 +683,13 @@ class AsyncMessages:
         self._sdk = sdk
         self._raw = raw
 
-    async def _send(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
+    async def _send(
+        self, request: ProviderRequest, passthrough: Mapping[str, Any], *, raw: bool
+    ) -> Any:
         pipeline = self._pipeline
-        method = _create_method(pipeline.messages_api(request, self._sdk), self._raw)
-        result = await method(**pipeline.call_kwargs(request, method, passthrough))
+        api = pipeline.messages_api(request, self._sdk)
+        kwargs = pipeline.call_kwargs(request, api.create, passthrough)
+        result = await _create_method(api, raw)(**kwargs)
         pipeline.mark_sent()
         return result
 
@@ -689,22 +710,21 @@ class AsyncMessages:
             return cast("Message", await side)
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
-        async def send(request: ProviderRequest) -> Any:
-            return await self._send(request, passthrough)
+        streams = passthrough.get("stream") is True
 
-        if passthrough.get("stream") is True:
+        async def send(request: ProviderRequest) -> Any:
+            # A whole reply is read raw: its body is what the next request sends back.
+            return await self._send(request, passthrough, raw=not streams)
+
+        if streams:
             return AsyncRecordingStream(await open_turn(flow, send), pipeline.record)
 
         async def read(result: Any) -> ModelResponse:
-            message = result
-            if self._raw:
-                parsed = result.parse()  # a coroutine in recent SDKs, a value in older ones
-                message = await parsed if inspect.isawaitable(parsed) else parsed
-            return pipeline.read_reply(message)
+            return pipeline.read_reply(await _parsed(result), result.http_response.json())
 
         result = await drive_turn(flow, send, read)
         pipeline.remember_reply()
-        return cast("Message", result)
+        return cast("Message", result if self._raw else await _parsed(result))
 
     def stream(self, **kwargs: Any) -> AsyncStreamManager:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""
@@ -735,6 +755,13 @@ def _create_method(messages_api: Any, raw: bool) -> Any:
     return messages_api.with_raw_response.create if raw else messages_api.create
 
 
+async def _parsed(raw: Any) -> Any:
+    """The SDK object of an async raw response (`parse()` is a coroutine in recent SDKs, a
+    value in older ones; the SDK keeps what it parsed)."""
+    parsed = raw.parse()
+    return await parsed if inspect.isawaitable(parsed) else parsed
+
+
 _CLIENT_BYPASS_ADVICE = (
     "would send calls past the session (not recorded, not compacted): use "
     "client.messages.with_raw_response for a raw response, or client.client for unmanaged calls"
@@ -750,10 +777,6 @@ class UnboundedAnthropic(SyncWrappedClient[ClientPipeline]):
         super().__init__(pipeline, sdk)
         self.messages = Messages(pipeline, self._sdk)
 
-    def copy(self, **options: Any) -> UnboundedAnthropic:
-        """Same as `with_options`."""
-        return self.with_options(**options)
-
 
 class AsyncUnboundedAnthropic(AsyncWrappedClient[ClientPipeline]):
     """An `anthropic.AsyncAnthropic` whose `messages.create/stream` run the unbounded pipeline."""
@@ -763,10 +786,6 @@ class AsyncUnboundedAnthropic(AsyncWrappedClient[ClientPipeline]):
     def __init__(self, pipeline: ClientPipeline, sdk: Any | None = None) -> None:
         super().__init__(pipeline, sdk)
         self.messages = AsyncMessages(pipeline, self._sdk)
-
-    def copy(self, **options: Any) -> AsyncUnboundedAnthropic:
-        """Same as `with_options`."""
-        return self.with_options(**options)
 
 
 @overload
@@ -841,7 +860,7 @@ def wrap_anthropic(
             f"openai.AsyncOpenAI client, not {type(client).__name__}"
         )
     if wrapper is UnboundedAnthropic:
-        refuse_blocking_background_summary(given, policy)
+        refuse_blocking_background_summary(given, policy, session_options)
     pipeline = ClientPipeline(
         client,
         given,

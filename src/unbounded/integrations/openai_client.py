@@ -261,9 +261,12 @@ class OpenAIPipeline(ClientPipeline):
         self.provider = self._provider_for(self.client)
         return super()._open(config)
 
-    def _response_of(self, message: Any) -> ModelResponse:
+    def _response_of(self, message: Any, body: Any = None) -> ModelResponse:
         if isinstance(message, ModelResponse):  # a stream's reply, folded by the wire format
             return message
+        if body is not None and self.api == "responses":
+            # The raw JSON: reasoning and compaction items keep the server's key order.
+            return self.provider.wire.from_response(body)
         return self.provider.wire.from_response(message)
 
     # -- a call
@@ -495,18 +498,26 @@ class Endpoint(_Endpoint):
             return self._sdk_endpoint().create(**kwargs)
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
+        streams = passthrough.get("stream") is True
+
         def send(request: ProviderRequest) -> Any:
-            method = self._sdk_endpoint().create
-            result = method(**pipeline.call_kwargs(request, method, passthrough))
+            endpoint = self._sdk_endpoint()
+            kwargs = pipeline.call_kwargs(request, endpoint.create, passthrough)
+            # A whole reply is read raw: its body is what the next request sends back.
+            result = (endpoint.create if streams else endpoint.with_raw_response.create)(**kwargs)
             pipeline.mark_sent()
             return result
 
-        if passthrough.get("stream") is True:
+        if streams:
             stream = open_turn_blocking(flow, send, pipeline.runner.run)
             return OpenAIRecordingStream(stream, pipeline.stream_fold(), pipeline.record)
-        result = drive_turn_blocking(flow, send, pipeline.read_reply, pipeline.runner.run)
+
+        def read(raw: Any) -> ModelResponse:
+            return pipeline.read_reply(raw.parse(), raw.http_response.json())
+
+        result = drive_turn_blocking(flow, send, read, pipeline.runner.run)
         pipeline.remember_reply()
-        return result
+        return result.parse()
 
     def stream(self, **kwargs: Any) -> HelperStreamManager:
         """The SDK's stream helper through the pipeline: `with client.responses.stream(...)`."""
@@ -529,19 +540,28 @@ class AsyncEndpoint(_Endpoint):
             return await self._sdk_endpoint().create(**kwargs)
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
+        streams = passthrough.get("stream") is True
+
         async def send(request: ProviderRequest) -> Any:
-            method = self._sdk_endpoint().create
-            result = await method(**pipeline.call_kwargs(request, method, passthrough))
+            endpoint = self._sdk_endpoint()
+            kwargs = pipeline.call_kwargs(request, endpoint.create, passthrough)
+            # A whole reply is read raw: its body is what the next request sends back.
+            create = endpoint.create if streams else endpoint.with_raw_response.create
+            result = await create(**kwargs)
             pipeline.mark_sent()
             return result
 
-        if passthrough.get("stream") is True:
+        if streams:
             return AsyncOpenAIRecordingStream(
                 await open_turn(flow, send), pipeline.stream_fold(), pipeline.record
             )
-        result = await drive_turn(flow, send, pipeline.read_reply)
+
+        def read(raw: Any) -> ModelResponse:
+            return pipeline.read_reply(raw.parse(), raw.http_response.json())
+
+        result = await drive_turn(flow, send, read)
         pipeline.remember_reply()
-        return result
+        return result.parse()
 
     def stream(self, **kwargs: Any) -> AsyncHelperStreamManager:
         """The SDK's stream helper through the pipeline: `async with ...stream(...)`."""
@@ -627,7 +647,7 @@ def wrap_openai(
     if session is not None and prices is not None:
         raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
     if not isinstance(client, openai.AsyncOpenAI):
-        refuse_blocking_background_summary(given, policy)
+        refuse_blocking_background_summary(given, policy, session_options)
     pipeline = OpenAIPipeline(
         client,
         given,

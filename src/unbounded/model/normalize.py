@@ -42,6 +42,7 @@ from unbounded.errors import InvalidRequestError
 from unbounded.model.attachments import attachment_to_content
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
+from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.tool_ids import TOOL_USE_ID, ToolCallNames, name_results
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
@@ -469,96 +470,119 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
     previous_tool_ids: set[str] = set()
     previous_role: str | None = None
     for index, message in enumerate(messages):
-        role = message.get("role")
-        if role not in ("user", "assistant"):
+        previous_tool_ids = _check_message(
+            index, message, seen_tool_ids, previous_tool_ids, previous_role
+        )
+        previous_role = message.get("role")
+    _check_end(messages, previous_tool_ids, previous_role)
+
+
+def _check_message(
+    index: int,
+    message: MessageParam | dict[str, Any],
+    seen_tool_ids: set[str],
+    previous_tool_ids: set[str],
+    previous_role: str | None,
+) -> set[str]:
+    """`validate_request`'s rules for one message, given what came before it (its tool_use
+    ids are added to `seen_tool_ids`); returns the ids the next message must answer."""
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        raise InvalidRequestError(
+            "role", index, f"role must be user or assistant, not {role!r}"
+        )
+    if index == 0 and role != "user":
+        raise InvalidRequestError(
+            "first-message-user", 0, "the first message must be a user message"
+        )
+    if role == previous_role:
+        raise InvalidRequestError(
+            "alternation", index, f"two {role} messages in a row (messages must alternate)"
+        )
+    content = message.get("content")
+    if isinstance(content, list) and not all(isinstance(b, dict) for b in content):
+        raise InvalidRequestError(
+            "invalid-block", index, "every content block must be an object"
+        )
+    blocks = _blocks(content)
+    if not blocks:
+        raise InvalidRequestError("empty-content", index, "message content is empty")
+    tool_ids: set[str] = set()
+    answered: set[str] = set()
+    seen_other = False
+    for position, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "text" and not str(block.get("text", "")).strip():
             raise InvalidRequestError(
-                "role", index, f"role must be user or assistant, not {role!r}"
+                "empty-content", index, f"text block {position} is empty or whitespace only"
             )
-        if index == 0 and role != "user":
-            raise InvalidRequestError(
-                "first-message-user", 0, "the first message must be a user message"
-            )
-        if role == previous_role:
-            raise InvalidRequestError(
-                "alternation", index, f"two {role} messages in a row (messages must alternate)"
-            )
-        content = message.get("content")
-        if isinstance(content, list) and not all(isinstance(b, dict) for b in content):
-            raise InvalidRequestError(
-                "invalid-block", index, "every content block must be an object"
-            )
-        blocks = _blocks(content)
-        if not blocks:
-            raise InvalidRequestError("empty-content", index, "message content is empty")
-        tool_ids: set[str] = set()
-        answered: set[str] = set()
-        seen_other = False
-        for position, block in enumerate(blocks):
-            kind = block.get("type")
-            if kind == "text" and not str(block.get("text", "")).strip():
+        if kind == "tool_use":
+            if role != "assistant":
                 raise InvalidRequestError(
-                    "empty-content", index, f"text block {position} is empty or whitespace only"
+                    "tool-use-in-user-message",
+                    index,
+                    "tool_use blocks belong in assistant messages",
                 )
-            if kind == "tool_use":
-                if role != "assistant":
-                    raise InvalidRequestError(
-                        "tool-use-in-user-message",
-                        index,
-                        "tool_use blocks belong in assistant messages",
-                    )
-                tool_id = str(block.get("id"))
-                if tool_id in seen_tool_ids:
-                    raise InvalidRequestError(
-                        "duplicate-tool-use-id", index, f"tool_use id {tool_id} appears twice"
-                    )
-                if not isinstance(block.get("id"), str) or not TOOL_USE_ID.fullmatch(tool_id):
-                    raise InvalidRequestError(
-                        "invalid-tool-use-id",
-                        index,
-                        f"tool_use id {tool_id[:80]!r} must be letters, digits, _ or - only",
-                    )
-                if not isinstance(block.get("input"), dict):
-                    raise InvalidRequestError(
-                        "invalid-block", index, f"the input of tool_use {tool_id} is not an object"
-                    )
-                seen_tool_ids.add(tool_id)
-                tool_ids.add(tool_id)
-            elif kind == "tool_result":
-                tool_use_id = str(block.get("tool_use_id"))
-                if role != "user":
-                    raise InvalidRequestError(
-                        "orphan-tool-result", index, "tool_result blocks belong in user messages"
-                    )
-                if tool_use_id not in previous_tool_ids:
-                    raise InvalidRequestError(
-                        "orphan-tool-result",
-                        index,
-                        f"tool_result {tool_use_id} answers no tool_use in the previous message",
-                    )
-                if seen_other:
-                    raise InvalidRequestError(
-                        "tool-result-order",
-                        index,
-                        f"tool_result {tool_use_id} follows other content; tool results go first",
-                    )
-                if tool_use_id in answered:
-                    raise InvalidRequestError(
-                        "duplicate-tool-result",
-                        index,
-                        f"tool_use {tool_use_id} has two tool_result blocks (one is allowed)",
-                    )
-                answered.add(tool_use_id)
-            else:
-                seen_other = True
-        if previous_tool_ids - answered:
-            missing = ", ".join(sorted(previous_tool_ids - answered))
-            raise InvalidRequestError(
-                "tool-use-unanswered",
-                index - 1,
-                f"tool_use {missing} has no tool_result in the next message",
-            )
-        previous_tool_ids = tool_ids if role == "assistant" else set()
-        previous_role = role
+            tool_id = str(block.get("id"))
+            if tool_id in seen_tool_ids:
+                raise InvalidRequestError(
+                    "duplicate-tool-use-id", index, f"tool_use id {tool_id} appears twice"
+                )
+            if not isinstance(block.get("id"), str) or not TOOL_USE_ID.fullmatch(tool_id):
+                raise InvalidRequestError(
+                    "invalid-tool-use-id",
+                    index,
+                    f"tool_use id {tool_id[:80]!r} must be letters, digits, _ or - only",
+                )
+            if not isinstance(block.get("input"), dict):
+                raise InvalidRequestError(
+                    "invalid-block", index, f"the input of tool_use {tool_id} is not an object"
+                )
+            seen_tool_ids.add(tool_id)
+            tool_ids.add(tool_id)
+        elif kind == "tool_result":
+            tool_use_id = str(block.get("tool_use_id"))
+            if role != "user":
+                raise InvalidRequestError(
+                    "orphan-tool-result", index, "tool_result blocks belong in user messages"
+                )
+            if tool_use_id not in previous_tool_ids:
+                raise InvalidRequestError(
+                    "orphan-tool-result",
+                    index,
+                    f"tool_result {tool_use_id} answers no tool_use in the previous message",
+                )
+            if seen_other:
+                raise InvalidRequestError(
+                    "tool-result-order",
+                    index,
+                    f"tool_result {tool_use_id} follows other content; tool results go first",
+                )
+            if tool_use_id in answered:
+                raise InvalidRequestError(
+                    "duplicate-tool-result",
+                    index,
+                    f"tool_use {tool_use_id} has two tool_result blocks (one is allowed)",
+                )
+            answered.add(tool_use_id)
+        else:
+            seen_other = True
+    if previous_tool_ids - answered:
+        missing = ", ".join(sorted(previous_tool_ids - answered))
+        raise InvalidRequestError(
+            "tool-use-unanswered",
+            index - 1,
+            f"tool_use {missing} has no tool_result in the next message",
+        )
+    return tool_ids if role == "assistant" else set()
+
+
+def _check_end(
+    messages: Sequence[MessageParam | dict[str, Any]],
+    previous_tool_ids: set[str],
+    previous_role: str | None,
+) -> None:
+    """`validate_request`'s rules for the end of the request."""
     if previous_tool_ids:
         missing = ", ".join(sorted(previous_tool_ids))
         raise InvalidRequestError(
@@ -572,6 +596,46 @@ def validate_request(messages: Sequence[MessageParam | dict[str, Any]]) -> None:
             len(messages) - 1,
             "the final assistant message (a prefill) ends with whitespace",
         )
+
+
+
+
+class RequestValidator:
+    """`validate_request` for successive requests that grow: a request that begins with the
+    messages of the last one it passed (the same objects, as a session's view hands them on)
+    is checked from its first new message, so a long run checks each message once rather
+    than once per call. A message changed in place is not seen again: the messages handed
+    in must be replaced, not edited, when they change (as `MessageNormalizer` does)."""
+
+    def __init__(self) -> None:
+        self._messages: list[Any] = []
+        """The messages of the last request passed (this validator's own list)."""
+        self._expected: list[set[str]] = []
+        """After each of them, the tool_use ids the next message must answer."""
+        self._seen: set[str] = set()
+
+    def check(self, messages: Sequence[MessageParam | dict[str, Any]]) -> None:
+        """Raise InvalidRequestError as `validate_request` does for these messages."""
+        if not messages:
+            raise InvalidRequestError("non-empty", None, "a request needs at least one message")
+        same = shared_prefix_length_own(messages, self._messages)
+        for expected in self._expected[same:]:
+            self._seen -= expected  # the tool_use ids of the assistant messages taken away
+        del self._messages[same:]
+        del self._expected[same:]
+        try:
+            previous = self._expected[-1] if same else set()
+            role = self._messages[-1].get("role") if same else None
+            for index in range(same, len(messages)):
+                message = messages[index]
+                previous = _check_message(index, message, self._seen, previous, role)
+                role = message.get("role")
+                self._messages.append(message)
+                self._expected.append(previous)
+            _check_end(messages, previous, role)
+        except InvalidRequestError:
+            self._messages, self._expected, self._seen = [], [], set()
+            raise
 
 
 def _stripped_end(message: Mapping[str, Any]) -> dict[str, Any]:

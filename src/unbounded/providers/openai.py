@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from unbounded.errors import ConfigError
+from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import call_with_heartbeat
 from unbounded.providers.anthropic import DEFAULT_HEARTBEAT_INTERVAL, SdkClients
 from unbounded.providers.base import Heartbeat, ModelResponse, ProviderError, SdkProvider
+from unbounded.wire.context_edits import OPENAI_CONTEXT_EDITS
 from unbounded.wire.openai_chat import OpenAIChat
 from unbounded.wire.openai_responses import OpenAIResponses
 from unbounded.wire.sse import SseDecoder
@@ -39,6 +41,9 @@ LOCAL_SERVER_API_KEY = "unbounded-no-key"
 """Sent when a base_url is given without any API key (local servers ignore it)."""
 
 OPENAI_API_HOST = "api.openai.com"
+RESPONSES_PROFILE = ProviderProfile(native_context_edits=OPENAI_CONTEXT_EDITS)
+"""The Responses API's profile: it compacts on the server (`compaction.native`) for a model
+that declares it; Chat Completions has no such thing (the plain model profile)."""
 
 
 def default_max_tokens_param(base_url: str | None) -> str:
@@ -92,6 +97,7 @@ class OpenAIProvider(SdkProvider):
         if api not in ("chat", "responses"):
             raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
         self.api: OpenAIApi = api
+        self.profile = RESPONSES_PROFILE if api == "responses" else MODEL_PROFILE
         self.wire: OpenAIChat | OpenAIResponses = (
             OpenAIChat(max_tokens_param=max_tokens_param, stream_usage=stream_usage)
             if api == "chat"

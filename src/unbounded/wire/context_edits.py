@@ -1,4 +1,4 @@
-"""Anthropic's context-management edits: their names, beta headers and the server's limits.
+"""The providers' context-management edits: their names, beta headers and the servers' limits.
 
 The facts `compaction.native` builds requests from, kept apart so a provider can declare the
 edits it takes (`ProviderProfile.native_context_edits`) without importing compaction.
@@ -24,6 +24,12 @@ DEFAULT_COMPACTION_TRIGGER = 150_000
 """The server's trigger when none is given."""
 COMPACTION_BLOCK = "compaction"
 """The type of the content block a server compaction answers with."""
+RESPONSES_COMPACTION = "compaction"
+"""OpenAI's Responses API: the `context_management` entry type asking the server to compact
+past a `compact_threshold`, and the type of the opaque item it answers with."""
+OPENAI_CONTEXT_EDITS = frozenset({RESPONSES_COMPACTION})
+"""The edits the Responses API takes: only threshold compaction (no instructions, no pause,
+no clear edits, and an opaque item no summary can be read from)."""
 
 __all__ = [
     "ANTHROPIC_CONTEXT_EDITS",
@@ -35,4 +41,6 @@ __all__ = [
     "CONTEXT_EDITING_BETA",
     "DEFAULT_COMPACTION_TRIGGER",
     "MIN_COMPACTION_TRIGGER",
+    "OPENAI_CONTEXT_EDITS",
+    "RESPONSES_COMPACTION",
 ]

@@ -10,7 +10,9 @@ The rules (docs/providers.md lists them with the Chat Completions ones):
   and go back exactly as the API returned them;
 - `max_tokens` -> `max_output_tokens`; tools with an `input_schema` -> function tools, other
   tools (the API's built-in ones, kept as the caller gave them) as they are;
-- cache_control, betas, cache_edits, context_management, thinking and metadata are dropped.
+- `context_management.edits` -> `context_management`: its Responses `compaction` entries
+  (`compaction.native`) as they are; Anthropic's edits have no Responses form and are dropped;
+- cache_control, betas, cache_edits, thinking and metadata are dropped.
 
 A reply's output items become one assistant message: text from `message` items, `tool_use`
 from `function_call` items, everything else opaque. Usage: `input_tokens` counts the tokens
@@ -41,6 +43,7 @@ from unbounded.wire.base import (
     is_prompt_too_long_message,
     parse_prompt_too_long,
 )
+from unbounded.wire.context_edits import RESPONSES_COMPACTION
 from unbounded.wire.openai_chat import OpenAIChat
 from unbounded.wire.openai_items import (
     OPAQUE_ITEM,
@@ -82,6 +85,18 @@ def convert_tool_choice(choice: Mapping[str, Any]) -> Any:
     if kind == "none":
         return "none"
     return "auto"
+
+
+def context_management(request: ProviderRequest) -> list[dict[str, Any]] | None:
+    """The Responses `context_management` of a request: its `compaction` edits; None when it
+    asks for none."""
+    edits = (request.get("context_management") or {}).get("edits") or []
+    kept = [
+        dict(edit)
+        for edit in edits
+        if isinstance(edit, Mapping) and edit.get("type") == RESPONSES_COMPACTION
+    ]
+    return kept or None
 
 
 def _instructions(system: Any) -> str:
@@ -187,6 +202,9 @@ class OpenAIResponses:
                 kwargs["tool_choice"] = convert_tool_choice(choice)
                 if choice.get("disable_parallel_tool_use"):
                     kwargs["parallel_tool_calls"] = False
+        compaction = context_management(request)
+        if compaction is not None:
+            kwargs["context_management"] = compaction
         if stream:
             kwargs["stream"] = True
         return kwargs
@@ -256,6 +274,7 @@ __all__ = [
     "RESPONSES_FORMAT",
     "OpenAIResponses",
     "ResponsesStreamAssembler",
+    "context_management",
     "convert_tool_choice",
     "convert_tools",
     "failure_error",

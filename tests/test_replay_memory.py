@@ -1,0 +1,134 @@
+"""What a replay holds while it runs: its session's store keeps no second copy of the entries
+(evaluation/replay_store.py), and the strategies that send the recorded history share one
+(evaluation/baselines.py `History`, `feed_strategies`)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from unbounded.catalog import ModelInfo
+from unbounded.errors import ConfigError
+from unbounded.evaluation.baselines import (
+    History,
+    NoneBaseline,
+    ReplaySettings,
+    feed_strategies,
+    make_baselines,
+    run_baselines,
+)
+from unbounded.evaluation.native_strategies import native_strategies
+from unbounded.evaluation.prefix import OpaquePrefix
+from unbounded.evaluation.recorded import RecordedCall
+from unbounded.evaluation.replay import ReplayOptions, _Replayer
+from unbounded.evaluation.replay_store import ReplayStore
+from unbounded.model.entries import Entry
+from unbounded.model.transcript import Transcript
+
+MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
+START = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def _long_session(calls: int) -> Transcript:
+    """A recorded session of `calls` API calls with tiny content: a prompt, then per call one
+    response with a tool call and its result."""
+    entries: list[Entry] = []
+    moment = START
+
+    def stamped(entry: Entry) -> Entry:
+        nonlocal moment
+        moment += timedelta(seconds=2)
+        entry.data["timestamp"] = moment.isoformat().replace("+00:00", "Z")
+        return entry
+
+    entries.append(stamped(Entry.user("Work through the tasks.")))
+    for call in range(calls):
+        tool_id = f"toolu_{call:06d}"
+        response = Entry.assistant(
+            [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": f"/a/{call}.py"}}],
+            message_id=f"msg_{call:06d}",
+        )
+        response.data["message"]["model"] = MODEL.name
+        response.data["message"]["usage"] = {
+            "input_tokens": 3,
+            "cache_creation_input_tokens": 40,
+            "cache_read_input_tokens": 3_000 + 40 * call,
+            "output_tokens": 20,
+        }
+        entries.append(stamped(response))
+        result = [{"type": "tool_result", "tool_use_id": tool_id, "content": f"line {call}"}]
+        entries.append(stamped(Entry.user(result)))
+    return Transcript(entries=entries, format="claude-code")
+
+
+def test_the_replayed_session_store_keeps_no_entry_however_long_the_session() -> None:
+    replayer = _Replayer(_long_session(500), ReplayOptions(baselines=False, session_memory=False))
+    asyncio.run(replayer.run(None))
+    session = replayer.session
+    store = session.store
+    assert isinstance(store, ReplayStore)
+    # Every recorded entry went through the store (the last result follows the last call).
+    assert len(session.entries) == 1 + 2 * 500 - 1
+    assert store.appended == len(session.entries)
+    assert store.entries == []  # and none of them is held a second time
+
+
+def test_a_replay_store_cannot_be_reopened_once_it_was_written() -> None:
+    store = ReplayStore()
+    assert store.load().entries == []
+    store.append([Entry.user("one"), Entry.user("two")])
+    assert store.appended == 2
+    with pytest.raises(ConfigError, match="kept none of its 2 entries"):
+        store.load()
+
+
+def _settings(threshold: int) -> ReplaySettings:
+    return ReplaySettings(
+        model=MODEL,
+        model_name=MODEL.name,
+        prefix=OpaquePrefix(2_000),
+        ttl="5m",
+        context_window=200_000,
+        threshold=threshold,
+        start_time=0.0,
+    )
+
+
+def _call(index: int) -> RecordedCall:
+    return RecordedCall(index, f"m{index}", (index,), index, index, None, MODEL.name, float(index), float(index), ())
+
+
+def test_strategies_share_one_history_fed_once_until_one_replaces_its_own() -> None:
+    settings = _settings(60_000)
+    history = History(settings.prefix.scale)
+    strategies = [*make_baselines(settings, history), *native_strategies(settings, history)]
+    alone = NoneBaseline(settings)  # fed on its own: what every shared strategy must see
+    chunk = "parser detail " * 1_500  # about 5,000 tokens a turn
+    opening = [Entry.user("Fix the parser.")]
+    feed_strategies(strategies, opening)
+    alone.feed(opening)
+    summarized = None
+    for n in range(16):
+        run_baselines(strategies, _call(n))
+        reply = [Entry.assistant([{"type": "text", "text": f"step {n} " + chunk}], message_id=f"m{n}"), Entry.user(f"go on {n}")]
+        feed_strategies(strategies, reply)
+        alone.feed(reply)
+        own = [s for s in strategies if s.history is not history]
+        if own and summarized is None:
+            summarized = n
+    # Every strategy still sending the recorded history reads the one shared history, fed
+    # once per entry (two messages a turn, not one per strategy), equal to a lone strategy's.
+    sharing = [s for s in strategies if s.history is history]
+    assert [s.name for s in sharing] == ["none", "truncate", "clear_every_turn"]
+    assert history.normalizer.messages == alone.normalizer.messages
+    assert len(history.normalizer.messages) == 1 + 2 * 16
+    # The two that summarized took a history of their own, fed from then on like the rest.
+    assert summarized is not None
+    replaced = {s.name: s for s in strategies if s.history is not history}
+    assert sorted(replaced) == ["server_compaction", "summarize_no_cache"]
+    for strategy in replaced.values():
+        messages = strategy.normalizer.messages
+        assert messages[-1] == {"role": "user", "content": "go on 15"}
+        assert len(messages) < len(history.normalizer.messages)
