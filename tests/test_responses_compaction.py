@@ -20,6 +20,7 @@ from apiserver import (  # noqa: F401  (api_server_fixture registers the api_ser
     message,
     responses_compaction_item,
 )
+from older_openai_sdk import with_older_responses
 from unbounded.compaction.native import (
     LEDGER_NOTE,
     ServerCompaction,
@@ -188,3 +189,33 @@ def test_compaction_items_survive_the_wire_in_place(kinds: list[str]) -> None:
     items = OpenAIResponses().to_request({"model": "m", "messages": messages}, stream=False)["input"]  # type: ignore[typeddict-item]
     assert [item for item in items if item.get("type") == "compaction"] == expected
     assert compacted_response({"input": items}, 400)["output"][-1]["type"] == "compaction"
+
+
+# -- an SDK before `context_management` (openai < 2.18) ------------------------------------------
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_an_sdk_without_the_keyword_sends_context_management_in_the_body(api_server: ApiServer, sync: bool, stream: bool) -> None:
+    from unbounded.providers.openai import OpenAIProvider
+
+    api_server.responses.push(message("ok"))
+    client = with_older_responses(api_server.openai_client(sync=sync), ("context_management", "prompt_cache_key"))
+    provider = OpenAIProvider(client, api="responses", prompt_cache_key="key-1")
+    edits = [{"type": RESPONSES_COMPACTION, "compact_threshold": 50_000}]
+    request: Any = {"model": NATIVE_MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}], "context_management": {"edits": edits}}
+    asyncio.run(provider.create(request, stream=stream))
+    sent = api_server.requests[0].json
+    assert sent["context_management"] == edits and sent["prompt_cache_key"] == "key-1"
+
+
+def test_the_openai_drop_in_on_an_sdk_without_the_keyword_asks_for_server_compaction(api_server: ApiServer) -> None:
+    from unbounded.integrations import wrap
+    from unbounded.providers.openai import RESPONSES_PROFILE
+
+    api_server.responses.push(message("ok"))
+    session = _session(ServerCompaction(ServerCompactionSettings(trigger_tokens=50_000), profile=RESPONSES_PROFILE))
+    client = wrap(with_older_responses(api_server.openai_client(sync=True)), session)
+    reply = client.responses.create(model=NATIVE_MODEL, input=[{"role": "user", "content": "hi"}])
+    assert reply.output_text == "ok"
+    assert api_server.requests[0].json["context_management"] == [{"type": RESPONSES_COMPACTION, "compact_threshold": 50_000}]

@@ -139,7 +139,8 @@ class OpenAIProvider(SdkProvider):
         kwargs = self.wire.to_request(request, stream=stream)
         key = self.prompt_cache_key() if callable(self.prompt_cache_key) else self.prompt_cache_key
         if key:
-            with_cache_key(kwargs, self._endpoint(client).create, key)
+            kwargs["prompt_cache_key"] = key
+        fit_body_fields(kwargs, self._endpoint(client).create)
         seen: dict[str, Any] = {}
         call: Awaitable[ModelResponse]
         if is_async:
@@ -231,17 +232,28 @@ class OpenAIProvider(SdkProvider):
         return collector.finish(seen.get("request_id"))
 
 
-def with_cache_key(kwargs: dict[str, Any], method: Callable[..., Any], key: str) -> None:
-    """Put `prompt_cache_key` into an SDK call's keywords: by name when this SDK version's
-    method takes it, else in `extra_body` (the wire body is the same)."""
+NEWER_BODY_FIELDS = ("prompt_cache_key", "context_management")
+"""Body fields unbounded sends that older `openai` SDKs do not name as keywords
+(`context_management` arrived in 2.18; the project allows `openai>=1.50`)."""
+
+
+def fit_body_fields(kwargs: dict[str, Any], method: Callable[..., Any]) -> None:
+    """Move each of `NEWER_BODY_FIELDS` in an SDK call's keywords that this SDK version's
+    `method` does not name into `extra_body` (the wire body is the same), so an older SDK
+    sends it instead of raising `TypeError`."""
     try:
-        named = "prompt_cache_key" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # not introspectable: trust the current SDK's name
-        named = True
-    if named:
-        kwargs["prompt_cache_key"] = key
-    else:
-        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "prompt_cache_key": key}
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # not introspectable: trust the current SDK's names
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    moved = {
+        name: kwargs.pop(name)
+        for name in NEWER_BODY_FIELDS
+        if name in kwargs and name not in parameters
+    }
+    if moved:
+        kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), **moved}
 
 
 def _request_id(stream: Any) -> str | None:
