@@ -115,9 +115,15 @@ class _CountingSummarizer(ExtractiveSummarizer):
     def __init__(self) -> None:
         super().__init__()
         self.alive: list[int] = []
+        # Records other tests left alive in this process are not this eval's.
+        self.baseline = _alive()
+
+    def note_alive(self) -> None:
+        """Note the records alive now beyond those alive before the eval began."""
+        self.alive.append(_alive() - self.baseline)
 
     def summarize(self, request: ProviderRequest) -> Any:
-        self.alive.append(_alive())
+        self.note_alive()
         return super().summarize(request)
 
 
@@ -130,7 +136,7 @@ def _records_alive(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[in
 
     def counted(*args: Any) -> Iterator[Entry]:
         yield from real(*args)
-        summarizer.alive.append(_alive())
+        summarizer.note_alive()
 
     monkeypatch.setattr(streamed, "read_records", counted)
     report = asyncio.run(evaluate_stream(open_session(path), [summarizer], name=path.name))

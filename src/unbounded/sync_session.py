@@ -163,6 +163,18 @@ class SyncSession:
         """`Session.model_provider`."""
         return self.session.model_provider()
 
+    def bind_call_provider(self, provider: Provider) -> None:
+        """`Session.bind_call_provider`."""
+        self.session.bind_call_provider(provider)
+
+    def call_provider(self) -> Provider | None:
+        """`Session.call_provider`."""
+        return self.session.call_provider()
+
+    def extension_state(self, name: str) -> dict[str, Any]:
+        """`Session.extension_state`."""
+        return self.session.extension_state(name)
+
     def compaction_tiers(self) -> tuple[TierEntry, ...]:
         """`Session.compaction_tiers`."""
         return self.session.compaction_tiers()
