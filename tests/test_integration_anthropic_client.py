@@ -179,6 +179,25 @@ def test_prompt_too_long_is_compacted_and_retried_once(api_server: ApiServer) ->
         client.messages.create(**kwargs(messages))
 
 
+def test_a_given_session_without_a_summarizer_still_compacts_offline(api_server: ApiServer) -> None:
+    """The drop-in names its client as where the requests go, not as the summaries' model:
+    a session built without a summarizer keeps compacting offline (no paid summary call)."""
+    session = Session(SessionConfig(model=MODEL, system=SYSTEM), policy=Policy())
+    client = wrap(api_server.anthropic_client(sync=True), session)
+    api_server.anthropic.push(message(tool_use_block("Bash", {"command": "pytest"}, id="toolu_1"), id="msg_1"))
+    messages: list[Any] = [{"role": "user", "content": "Run the tests."}]
+    reply = client.messages.create(**kwargs(messages))
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3 failed\n" * 200}]},
+    ]
+    api_server.anthropic.push(prompt_too_long(210_000, 200_000), message("Recovered.", id="msg_2"))
+    assert client.messages.create(**kwargs(messages)).content[0].text == "Recovered."
+    assert session.status().compactions == 1 and session.model_provider() is None
+    assert [is_summary_request(r) for r in api_server.requests] == [False, False, False]
+    assert "This session continues" in json.dumps(api_server.last.json["messages"][0])  # the hand-over
+
+
 def test_a_long_conversation_compacts_transparently(api_server: ApiServer) -> None:
     """The caller keeps sending its ever-growing list; the server sees a compacted one."""
     turn = {"n": 0}

@@ -399,19 +399,29 @@ def test_calls_that_would_bypass_the_session_are_refused(api_server: ApiServer) 
         getattr(client, "with_raw_response")  # noqa: B009
 
 
-def test_an_sdk_method_without_prompt_cache_key_gets_it_in_extra_body() -> None:
-    from unbounded.providers.openai import with_cache_key
+def test_fields_an_sdk_method_does_not_name_go_in_extra_body() -> None:
+    from unbounded.providers.openai import fit_body_fields
 
-    def old_create(*, model: str, messages: list[Any], extra_body: Any = None) -> None: ...
+    def old_create(*, model: str, input: list[Any], extra_body: Any = None) -> None: ...
 
-    def new_create(*, model: str, messages: list[Any], prompt_cache_key: str = "") -> None: ...
+    def mid_create(*, model: str, input: list[Any], prompt_cache_key: str = "", extra_body: Any = None) -> None: ...
 
-    kwargs: dict[str, Any] = {"model": "m", "extra_body": {"x": 1}}
-    with_cache_key(kwargs, old_create, "k")
-    assert kwargs == {"model": "m", "extra_body": {"x": 1, "prompt_cache_key": "k"}}
-    kwargs = {"model": "m"}
-    with_cache_key(kwargs, new_create, "k")
-    assert kwargs == {"model": "m", "prompt_cache_key": "k"}
+    def new_create(*, model: str, input: list[Any], prompt_cache_key: str = "", context_management: Any = None) -> None: ...
+
+    def any_create(**kwargs: Any) -> None: ...
+
+    management = [{"type": "compaction", "compact_threshold": 1000}]
+    given = {"model": "m", "prompt_cache_key": "k", "context_management": management}
+    kwargs: dict[str, Any] = {**given, "extra_body": {"x": 1}}
+    fit_body_fields(kwargs, old_create)
+    assert kwargs == {"model": "m", "extra_body": {"x": 1, "prompt_cache_key": "k", "context_management": management}}
+    kwargs = dict(given)
+    fit_body_fields(kwargs, mid_create)
+    assert kwargs == {"model": "m", "prompt_cache_key": "k", "extra_body": {"context_management": management}}
+    for create in (new_create, any_create):
+        kwargs = dict(given)
+        fit_body_fields(kwargs, create)
+        assert kwargs == given
 
 
 def test_the_sdk_stream_helpers_run_the_pipeline_and_record_the_reply(api_server: ApiServer) -> None:

@@ -20,6 +20,7 @@ from apiserver import (  # noqa: F401  (api_server_fixture registers the api_ser
     message,
     responses_compaction_item,
 )
+from older_openai_sdk import with_older_responses
 from unbounded.compaction.native import (
     LEDGER_NOTE,
     ServerCompaction,
@@ -29,6 +30,7 @@ from unbounded.compaction.native import (
     with_context_edits,
 )
 from unbounded.compaction.server_blocks import responses_compaction_items
+from unbounded.providers.openai import RESPONSES_PROFILE
 from unbounded.session import Session, SessionConfig
 from unbounded.storage import MemoryStore
 from unbounded.wire.context_edits import COMPACT_EDIT, OPENAI_CONTEXT_EDITS, RESPONSES_COMPACTION
@@ -59,10 +61,12 @@ def _compact(value: Any) -> bytes:
 # -- declared support -------------------------------------------------------------------------
 
 
-def test_the_responses_api_and_its_newer_models_declare_compaction(api_server: ApiServer) -> None:
-    from unbounded.providers.openai import RESPONSES_PROFILE
+def test_the_responses_api_and_its_newer_models_declare_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unbounded.providers.openai import OpenAIProvider
 
-    responses, chat = _provider(api_server), _provider(api_server, "chat")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    responses = OpenAIProvider(api="responses", api_key="sk-test")  # OpenAI's own API
+    chat = OpenAIProvider(api="chat", api_key="sk-test")
     assert responses.profile is RESPONSES_PROFILE
     native = _session(ServerCompaction()).model_info
     plain = _session(ServerCompaction(), PLAIN_MODEL).model_info
@@ -72,6 +76,41 @@ def test_the_responses_api_and_its_newer_models_declare_compaction(api_server: A
     assert native_edits(chat.profile, native) == frozenset()
     # The on-demand tier reads a summary from the reply; the Responses item has none to read.
     assert native_tiers(responses, native) == ()
+
+
+@pytest.mark.parametrize(
+    ("base_url", "env", "declared"),
+    [
+        (None, None, True),
+        ("https://api.openai.com/v1", None, True),
+        (None, "https://api.openai.com/v1/", True),
+        ("https://openrouter.ai/api/v1", None, False),
+        ("http://localhost:4000/v1", None, False),  # a LiteLLM proxy
+        (None, "https://openrouter.ai/api/v1", False),
+        ("https://api.openai.com.example.net/v1", None, False),
+    ],
+)
+def test_server_compaction_is_declared_on_openais_own_api_only(monkeypatch: pytest.MonkeyPatch, base_url: str | None, env: str | None, declared: bool) -> None:
+    from unbounded.providers.openai import OpenAIProvider
+
+    if env is None:
+        monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_BASE_URL", env)
+    provider = OpenAIProvider(api="responses", api_key="sk-test", base_url=base_url)
+    assert (provider.profile is RESPONSES_PROFILE) is declared
+    assert (native_edits(provider.profile, _session(ServerCompaction()).model_info) == OPENAI_CONTEXT_EDITS) is declared
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+def test_another_responses_server_gets_context_management_only_when_asked(api_server: ApiServer, opted_in: bool) -> None:
+    """The local server stands for OpenRouter or LiteLLM: not OpenAI's host, so nothing is
+    sent unless the extension is given the Responses profile."""
+    api_server.responses.push(message("ok"))
+    session = _session(ServerCompaction(profile=RESPONSES_PROFILE if opted_in else None))
+    session.add_user("hello")
+    asyncio.run(session.call(_provider(api_server)))
+    assert ("context_management" in api_server.requests[0].json) is opted_in
 
 
 def test_the_settings_ask_the_responses_api_for_its_threshold_only() -> None:
@@ -97,7 +136,7 @@ def test_anthropic_edits_never_reach_the_responses_api() -> None:
 @pytest.mark.parametrize("stream", [False, True])
 def test_past_its_threshold_the_server_compacts_and_the_item_goes_back_byte_for_byte(api_server: ApiServer, stream: bool) -> None:
     api_server.responses.push(message("Going on with the parser."), message("Done."))
-    extension = ServerCompaction(ServerCompactionSettings(trigger_tokens=50_000))
+    extension = ServerCompaction(ServerCompactionSettings(trigger_tokens=50_000), profile=RESPONSES_PROFILE)
     session = _session(extension)
     provider = _provider(api_server)
     for part in range(3):  # ~66,000 tokens as the server counts them (bytes / 4)
@@ -126,7 +165,7 @@ def test_past_its_threshold_the_server_compacts_and_the_item_goes_back_byte_for_
 
 def test_under_its_threshold_the_server_does_not_compact(api_server: ApiServer) -> None:
     api_server.responses.push(message("ok"))
-    extension = ServerCompaction()
+    extension = ServerCompaction(profile=RESPONSES_PROFILE)
     session = _session(extension)
     session.add_user("hello")
     reply = asyncio.run(session.call(_provider(api_server)))
@@ -188,3 +227,31 @@ def test_compaction_items_survive_the_wire_in_place(kinds: list[str]) -> None:
     items = OpenAIResponses().to_request({"model": "m", "messages": messages}, stream=False)["input"]  # type: ignore[typeddict-item]
     assert [item for item in items if item.get("type") == "compaction"] == expected
     assert compacted_response({"input": items}, 400)["output"][-1]["type"] == "compaction"
+
+
+# -- an SDK before `context_management` (openai < 2.18) ------------------------------------------
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_an_sdk_without_the_keyword_sends_context_management_in_the_body(api_server: ApiServer, sync: bool, stream: bool) -> None:
+    from unbounded.providers.openai import OpenAIProvider
+
+    api_server.responses.push(message("ok"))
+    client = with_older_responses(api_server.openai_client(sync=sync), ("context_management", "prompt_cache_key"))
+    provider = OpenAIProvider(client, api="responses", prompt_cache_key="key-1")
+    edits = [{"type": RESPONSES_COMPACTION, "compact_threshold": 50_000}]
+    request: Any = {"model": NATIVE_MODEL, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}], "context_management": {"edits": edits}}
+    asyncio.run(provider.create(request, stream=stream))
+    sent = api_server.requests[0].json
+    assert sent["context_management"] == edits and sent["prompt_cache_key"] == "key-1"
+
+
+def test_the_openai_drop_in_on_an_sdk_without_the_keyword_asks_for_server_compaction(api_server: ApiServer) -> None:
+    from unbounded.integrations import wrap
+    api_server.responses.push(message("ok"))
+    session = _session(ServerCompaction(ServerCompactionSettings(trigger_tokens=50_000), profile=RESPONSES_PROFILE))
+    client = wrap(with_older_responses(api_server.openai_client(sync=True)), session)
+    reply = client.responses.create(model=NATIVE_MODEL, input=[{"role": "user", "content": "hi"}])
+    assert reply.output_text == "ok"
+    assert api_server.requests[0].json["context_management"] == [{"type": RESPONSES_COMPACTION, "compact_threshold": 50_000}]

@@ -113,6 +113,10 @@ class Session:
         self._closed = False
         self._call_provider: Provider | None = None
         """The provider of the last `call`: the model summaries and notes use by default."""
+        self._requests_provider: Provider | None = None
+        """Where the conversation's requests go (`call_provider()`): the last `call`'s
+        provider, or one a drop-in binds; never the summaries' model on its own, so binding
+        a drop-in's client adds no paid summary calls to a session without a summarizer."""
         self._detector = PromptCacheBreakDetector(
             self.policy,
             diff_dir=self._options.diff_dir,
@@ -692,15 +696,15 @@ class Session:
 
     def bind_call_provider(self, provider: Provider) -> None:
         """Name the provider the conversation's requests go to when they are sent by a caller
-        of `prepare()`/`record()` (a drop-in) rather than by `call`: what `call` would learn.
-        Without a `summarizer` of its own, the session then writes its summaries with it, and
-        the native tiers (`ServerCompaction`) read its profile."""
-        self._call_provider = provider
+        of `prepare()`/`record()` (a drop-in) rather than by `call`. The native tiers
+        (`ServerCompaction`) read its profile; the summaries keep their own model
+        (`model_provider()`), so a session without a summarizer still compacts offline."""
+        self._requests_provider = provider
 
     def call_provider(self) -> Provider | None:
         """The provider the conversation's requests go to: the last one given to `call` or
         `bind_call_provider` (None: not known yet)."""
-        return self._call_provider
+        return self._requests_provider
 
     def model_provider(self) -> Provider | None:
         """The model this session's summaries and session notes are written by: the
@@ -802,6 +806,7 @@ class Session:
 
         Without a `summarizer` of its own, the session writes its summaries (and a
         `SessionMemory` without an updater its notes) with `provider` from now on."""
+        self._call_provider = provider
         self.bind_call_provider(provider)
         flow = turn_flow(self)
 

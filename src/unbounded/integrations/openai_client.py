@@ -76,7 +76,7 @@ from unbounded.integrations.anthropic_client import (
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
-from unbounded.providers.openai import OpenAIApi, OpenAIProvider, with_cache_key
+from unbounded.providers.openai import OpenAIApi, OpenAIProvider, fit_body_fields
 from unbounded.session import Session, SessionConfig
 from unbounded.sync_session import SyncSession
 from unbounded.wire.base import StreamAssembler
@@ -333,7 +333,8 @@ class OpenAIPipeline(ClientPipeline):
         self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The SDK keywords: the prepared request in the API's shape, the caller's other
-        keywords as given, and the session's `prompt_cache_key`."""
+        keywords as given, and the session's `prompt_cache_key`; the fields this SDK version
+        does not name in `extra_body` (`fit_body_fields`)."""
         api = self.api or "chat"
         stream = passthrough.get("stream") is True
         wire: OpenAIChat | OpenAIResponses
@@ -349,7 +350,8 @@ class OpenAIPipeline(ClientPipeline):
         if "tools" in kwargs:
             kwargs["tools"] = _openai_tools(request.get("tools") or [], api)
         kwargs.update(passthrough)
-        with_cache_key(kwargs, method, self.cache_key())
+        kwargs["prompt_cache_key"] = self.cache_key()
+        fit_body_fields(kwargs, method)
         return kwargs
 
     def cache_key(self) -> str:

@@ -43,7 +43,16 @@ LOCAL_SERVER_API_KEY = "unbounded-no-key"
 OPENAI_API_HOST = "api.openai.com"
 RESPONSES_PROFILE = ProviderProfile(native_context_edits=OPENAI_CONTEXT_EDITS)
 """The Responses API's profile: it compacts on the server (`compaction.native`) for a model
-that declares it; Chat Completions has no such thing (the plain model profile)."""
+that declares it; Chat Completions has no such thing (the plain model profile). Declared for
+OpenAI's own API only: another server speaking Responses may refuse `context_management`
+(opt in with `ServerCompaction(profile=RESPONSES_PROFILE)`)."""
+
+
+def is_openai_api(base_url: object) -> bool:
+    """Whether requests to `base_url` go to OpenAI's own API: none given, or one on its host."""
+    if base_url is None:
+        return True
+    return (urlsplit(str(base_url)).hostname or "") == OPENAI_API_HOST
 
 
 def default_max_tokens_param(base_url: str | None) -> str:
@@ -51,10 +60,7 @@ def default_max_tokens_param(base_url: str | None) -> str:
     reasoning models refuse `max_tokens` and every chat model takes the newer name;
     `max_tokens` for other Chat Completions servers (vLLM, Ollama, llama.cpp), some of which
     know only that one."""
-    if base_url is None:
-        return "max_completion_tokens"
-    host = urlsplit(str(base_url)).hostname or ""
-    return "max_completion_tokens" if host == OPENAI_API_HOST else "max_tokens"
+    return "max_completion_tokens" if is_openai_api(base_url) else "max_tokens"
 
 
 def _import_sdk() -> Any:
@@ -90,14 +96,19 @@ class OpenAIProvider(SdkProvider):
         api: OpenAIApi = "chat",
         prompt_cache_key: str | Callable[[], str] | None = None,
     ) -> None:
-        if max_tokens_param is None:  # by where the requests go: the client's, the argument's
-            where = getattr(client, "base_url", None) if client is not None else None
-            where = where or base_url or os.environ.get("OPENAI_BASE_URL")
+        # Where the requests go (the client's URL, else the argument's, else the
+        # environment's) decides the defaults that only OpenAI's own API is known to take.
+        where = getattr(client, "base_url", None) if client is not None else None
+        where = where or base_url or os.environ.get("OPENAI_BASE_URL")
+        if max_tokens_param is None:
             max_tokens_param = default_max_tokens_param(where)
         if api not in ("chat", "responses"):
             raise ConfigError(f"api must be 'chat' or 'responses', not {api!r}")
         self.api: OpenAIApi = api
-        self.profile = RESPONSES_PROFILE if api == "responses" else MODEL_PROFILE
+        self.profile = (
+            RESPONSES_PROFILE if api == "responses" and is_openai_api(where) else MODEL_PROFILE
+        )
+        """Server compaction declared on OpenAI's own Responses API only (`RESPONSES_PROFILE`)."""
         self.wire: OpenAIChat | OpenAIResponses = (
             OpenAIChat(max_tokens_param=max_tokens_param, stream_usage=stream_usage)
             if api == "chat"
@@ -139,7 +150,8 @@ class OpenAIProvider(SdkProvider):
         kwargs = self.wire.to_request(request, stream=stream)
         key = self.prompt_cache_key() if callable(self.prompt_cache_key) else self.prompt_cache_key
         if key:
-            with_cache_key(kwargs, self._endpoint(client).create, key)
+            kwargs["prompt_cache_key"] = key
+        fit_body_fields(kwargs, self._endpoint(client).create)
         seen: dict[str, Any] = {}
         call: Awaitable[ModelResponse]
         if is_async:
@@ -231,17 +243,28 @@ class OpenAIProvider(SdkProvider):
         return collector.finish(seen.get("request_id"))
 
 
-def with_cache_key(kwargs: dict[str, Any], method: Callable[..., Any], key: str) -> None:
-    """Put `prompt_cache_key` into an SDK call's keywords: by name when this SDK version's
-    method takes it, else in `extra_body` (the wire body is the same)."""
+NEWER_BODY_FIELDS = ("prompt_cache_key", "context_management")
+"""Body fields unbounded sends that older `openai` SDKs do not name as keywords
+(`context_management` arrived in 2.18; the project allows `openai>=1.50`)."""
+
+
+def fit_body_fields(kwargs: dict[str, Any], method: Callable[..., Any]) -> None:
+    """Move each of `NEWER_BODY_FIELDS` in an SDK call's keywords that this SDK version's
+    `method` does not name into `extra_body` (the wire body is the same), so an older SDK
+    sends it instead of raising `TypeError`."""
     try:
-        named = "prompt_cache_key" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # not introspectable: trust the current SDK's name
-        named = True
-    if named:
-        kwargs["prompt_cache_key"] = key
-    else:
-        kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "prompt_cache_key": key}
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # not introspectable: trust the current SDK's names
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    moved = {
+        name: kwargs.pop(name)
+        for name in NEWER_BODY_FIELDS
+        if name in kwargs and name not in parameters
+    }
+    if moved:
+        kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), **moved}
 
 
 def _request_id(stream: Any) -> str | None:
