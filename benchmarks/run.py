@@ -91,9 +91,10 @@ def per_turn(transcript: Transcript, turns: int, replays: int = 3) -> dict[str, 
 def _per_turn_once(transcript: Transcript, turns: int) -> dict[str, Any]:
     """One replay: median prepare + record over the `turns` largest turns, and json.dumps."""
     from unbounded.evaluation import replay as replay_module
+    from unbounded.evaluation.replay_recording import ReplayRecording
 
     replayer = replay_module._Replayer(  # the replay engine, driven step by step here
-        transcript, ReplayOptions(policy=Policy(), baselines=False)
+        ReplayRecording.of(transcript), ReplayOptions(policy=Policy(), baselines=False)
     )
     session = replayer.session
     samples: list[tuple[int, float, dict[str, Any]]] = []

@@ -23,6 +23,7 @@ from unbounded.evaluation.native_strategies import native_strategies
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
+from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
@@ -64,7 +65,8 @@ def _long_session(calls: int) -> Transcript:
 
 
 def test_the_replayed_session_store_keeps_no_entry_however_long_the_session() -> None:
-    replayer = _Replayer(_long_session(500), ReplayOptions(baselines=False, session_memory=False))
+    recording = ReplayRecording.of(_long_session(500))
+    replayer = _Replayer(recording, ReplayOptions(baselines=False, session_memory=False))
     asyncio.run(replayer.run(None))
     session = replayer.session
     store = session.store
