@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from math import isnan, nan
 from typing import Any, Protocol, TypeVar, cast
 
 from unbounded.compaction.conversation import REINJECTED_ATTACHMENT_TYPES
@@ -166,6 +167,11 @@ def _time(entry: Entry, fallback: float) -> float:
     return moment.timestamp() if moment is not None else fallback
 
 
+def _known(moment: float, fallback: float) -> float:
+    """A time read with `_time(entry, nan)`, or the fallback when the record had none."""
+    return fallback if isnan(moment) else moment
+
+
 def _call_groups(
     shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]
 ) -> list[tuple[str, list[int], int | None]]:
@@ -252,15 +258,16 @@ def plan_script(
         position = lines[-1] + 1
     ends = {i for _, lines, _ in kept for i in (lines[0] - 1, lines[0], lines[-1]) if i >= 0}
     timed = sorted(ends)
-    times: dict[int, Entry] = dict(zip(timed, read(timed), strict=True))
+    # The records' times only: the record before a call is often a large tool result.
+    times = {index: _time(entry, nan) for index, entry in zip(timed, read(timed), strict=True)}
     calls: list[PlannedCall] = []
     previous_request = float("-inf")
     for message_id, lines, usage_line in kept:
         first, last = lines[0], lines[-1]
-        response_time = _time(times[last], previous_request if calls else 0.0)
-        start = _time(times[first], response_time)
+        response_time = _known(times[last], previous_request if calls else 0.0)
+        start = _known(times[first], response_time)
         if first > 0:
-            start = min(start, _time(times[first - 1], start))
+            start = min(start, _known(times[first - 1], start))
         start = max(start, previous_request)
         previous_request = start
         calls.append(

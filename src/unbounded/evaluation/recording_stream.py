@@ -21,11 +21,12 @@ loaded file.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
 from unbounded.caching.fidelity import RecordedConversation
+from unbounded.evaluation.file_thread import FileThread
 from unbounded.evaluation.recorded import ReplayStep, ScriptPlan, plan_script, replay_steps
 from unbounded.evaluation.replay_recording import RecordedFuture, ReplayRecording
 from unbounded.inspection_stream import (
@@ -33,67 +34,12 @@ from unbounded.inspection_stream import (
     RecordTable,
     file_order_main_thread,
     is_subagent_file,
-    read_at,
     rebuilt_branch,
     rebuilt_main_thread,
     recorded_models,
     scan_records,
 )
-from unbounded.model.entries import Entry
 from unbounded.model.transcript import BilledCall, indexed_api_calls, responses_billed
-
-_RECENT = 8
-"""Records a thread keeps of its last single reads (a call's first line is asked for twice)."""
-
-
-class FileThread(Sequence[Entry]):
-    """Records of a file in a given order, read again by offset when asked for: only each
-    record's byte offset and line number are held."""
-
-    def __init__(self, path: Path, offsets: array[int], lines: array[int]) -> None:
-        """`offsets[i]` and `lines[i]`: where the i-th record's line starts, and its number."""
-        self.path = path
-        self._offsets = offsets
-        self._lines = lines
-        self._recent: dict[int, Entry] = {}
-
-    @classmethod
-    def of(cls, path: Path, table: RecordTable, rows: Iterable[int]) -> FileThread:
-        """The records at these rows of a file's summaries, in this order."""
-        offsets, lines = array("q"), array("q")
-        for row in rows:
-            offsets.append(table.offsets[row])
-            lines.append(table.lines[row])
-        return cls(path, offsets, lines)
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Entry]: ...
-
-    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
-        if isinstance(index, slice):
-            return list(self.read(range(len(self))[index]))
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
-        index %= len(self)
-        entry = self._recent.get(index)
-        if entry is None:
-            if len(self._recent) >= _RECENT:
-                self._recent.clear()
-            entry = self._recent[index] = next(self.read([index]))
-        return entry
-
-    def __iter__(self) -> Iterator[Entry]:
-        return self.read(range(len(self)))
-
-    def read(self, indices: Iterable[int]) -> Iterator[Entry]:
-        """The records at these indices, in the order given, one at a time."""
-        return read_at(self.path, ((self._offsets[i], self._lines[i]) for i in indices))
 
 
 class FileSteps(Collection[ReplayStep]):
@@ -183,7 +129,7 @@ def open_recording(
 
     return ReplayRecording(
         script=plan.script(FileSteps(plan, main), model),
-        future=RecordedFuture.read(shapes, main.read),
+        future=RecordedFuture.in_file(shapes, main),
         model=model,
         provider="anthropic",
         models=models,
@@ -205,4 +151,4 @@ def open_recording(
     )
 
 
-__all__ = ["FileSteps", "FileThread", "open_recording"]
+__all__ = ["FileSteps", "open_recording"]

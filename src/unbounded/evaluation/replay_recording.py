@@ -14,8 +14,9 @@ prepared with `of`.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from unbounded.caching.fidelity import (
 )
 from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
+from unbounded.evaluation.file_thread import FileThread
 from unbounded.evaluation.recorded import RecordShape, ReplayScript, build_replay_script
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import BilledCall, Transcript
@@ -63,29 +65,32 @@ class RecordedFuture:
     """The main thread's boundaries and responses, found by main-thread index, each cut to
     what the continuation scores read of what the recording did next (`_slim`)."""
 
-    positions: tuple[int, ...]
+    positions: Sequence[int]
     """Main-thread index of each kept record, ascending."""
-    entries: tuple[Entry, ...]
+    entries: Sequence[Entry]
 
     @classmethod
     def of(cls, main: Sequence[Entry]) -> RecordedFuture:
         """The looked-ahead records of a main thread."""
-        return cls.read(main, lambda indices: (main[i] for i in indices))
+        kept = [(index, entry) for index, entry in enumerate(main) if _looked_ahead(entry)]
+        return cls(tuple(index for index, _ in kept), tuple(_slim(entry) for _, entry in kept))
 
     @classmethod
-    def read(
-        cls,
-        shapes: Sequence[RecordShape],
-        read: Callable[[Iterable[int]], Iterator[Entry]],
-    ) -> RecordedFuture:
-        """The looked-ahead records of a main thread known by its records' shapes; `read`
-        gives the records at these main-thread indices (only the kept ones are read)."""
-        positions = tuple(index for index, shape in enumerate(shapes) if _looked_ahead(shape))
-        return cls(positions, tuple(_slim(entry) for entry in read(positions)))
+    def in_file(cls, shapes: Sequence[RecordShape], main: FileThread) -> RecordedFuture:
+        """The looked-ahead records of a main thread read from a file, known by the shapes
+        of its records: kept as places in the file and read when looked into, whole (what
+        `_slim` keeps of them reads the same)."""
+        positions = array(
+            "q", (index for index, shape in enumerate(shapes) if _looked_ahead(shape))
+        )
+        return cls(positions, main.subset(positions))
 
     def after(self, first: int) -> Sequence[Entry]:
         """The kept records at main-thread index `first` and later, in order."""
-        return self.entries[bisect_left(self.positions, first) :]
+        start = bisect_left(self.positions, first)
+        if isinstance(self.entries, FileThread):
+            return self.entries.tail(start)  # read as it is looked into
+        return self.entries[start:]
 
 
 @dataclass(slots=True)
