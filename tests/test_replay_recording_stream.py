@@ -210,3 +210,41 @@ def test_a_file_thread_reads_the_records_it_is_asked_for(tmp_path: Path) -> None
         thread[len(records)]
     with pytest.raises(ValueError, match="cannot start at"):
         FileThread(path, offsets, lines, start=len(offsets) + 1)
+
+
+@pytest.mark.parametrize("prepare", [ReplayRecording.open, _loaded], ids=["opened", "loaded"])
+def test_attachments_reinjected_after_a_recorded_compaction_are_not_fed(
+    tmp_path: Path, prepare: Callable[[Path], ReplayRecording]
+) -> None:
+    moment, parent, lines = START, None, []
+
+    def put(entry: Entry) -> None:
+        nonlocal moment, parent
+        moment += timedelta(seconds=5)
+        entry.data["timestamp"] = moment.isoformat().replace("+00:00", "Z")
+        lines.append(orjson.dumps(entry.data))
+        parent = entry.uuid
+
+    usage = {"input_tokens": 5, "cache_read_input_tokens": 3_000, "output_tokens": 9}
+    put(Entry.user("Start.", parent_uuid=parent))
+    put(
+        Entry.assistant(
+            [{"type": "text", "text": "a"}], message_id="msg_a", usage=usage, parent_uuid=parent
+        )
+    )
+    put(create_compact_boundary("auto", 9_000, logical_parent_uuid=parent))
+    put(Entry.user("Summary.", parent_uuid=parent, is_compact_summary=True))
+    for kind in ("file", "todo"):  # what Claude Code re-injects right after compacting
+        put(Entry.attachment_record({"type": kind, "filename": "re.py"}, parent_uuid=parent))
+    put(Entry.user("Next.", parent_uuid=parent))
+    put(Entry.attachment_record({"type": "file", "filename": "new.py"}, parent_uuid=parent))
+    put(
+        Entry.assistant(
+            [{"type": "text", "text": "b"}], message_id="msg_b", usage=usage, parent_uuid=parent
+        )
+    )
+    path = tmp_path / "compacted.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    second = list(prepare(path).script.steps)[1]
+    fed = [(e.type, (e.attachment or {}).get("filename")) for e in second.before]
+    assert fed == [("user", None), ("attachment", "new.py")]
