@@ -19,6 +19,7 @@ from unbounded.errors import TranscriptError
 from unbounded.evaluation.file_thread import FileThread
 from unbounded.evaluation.recording_stream import FileSteps
 from unbounded.evaluation.replay_recording import ReplayRecording, _slim
+from unbounded.inspection_stream import RecordTable
 from unbounded.model.entries import Entry, create_compact_boundary
 from unbounded.transcripts.loader import load_transcript
 
@@ -248,3 +249,21 @@ def test_attachments_reinjected_after_a_recorded_compaction_are_not_fed(
     second = list(prepare(path).script.steps)[1]
     fed = [(e.type, (e.attachment or {}).get("filename")) for e in second.before]
     assert fed == [("user", None), ("attachment", "new.py")]
+
+
+def _tables_alive() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, RecordTable))
+
+
+def test_the_record_summaries_go_before_the_simulation_unless_a_branch_needs_them(
+    tmp_path: Path,
+) -> None:
+    alive = _tables_alive()
+    plain = ReplayRecording.open(_write_session(tmp_path / "s.jsonl", 5))
+    assert _tables_alive() == alive
+    rewound = ReplayRecording.open(FIXTURES / "sessions" / "rewound.jsonl")
+    assert _tables_alive() == alive + 1  # its branch call's conversation is rebuilt from them
+    rewound.fidelity(MODEL)
+    plain.fidelity(MODEL)
+    assert _tables_alive() == alive

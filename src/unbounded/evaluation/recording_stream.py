@@ -13,7 +13,8 @@ reading records again by offset only where their content decides:
 - the fidelity simulation walks the main thread (and a branch call's conversation) record by
   record from the file.
 
-The summaries are let go once the recording has been simulated; the steps keep only each
+The summaries are let go once the recording is prepared (once it has been simulated when a
+billed call on a branch needs its conversation rebuilt from them); the steps keep only each
 main-thread record's byte offset and line. Output is that of `ReplayRecording.of` on the
 loaded file.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Collection, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import overload
 
@@ -104,6 +106,16 @@ def _billed_calls(path: Path, table: RecordTable, thread_ids: set[str]) -> list[
     return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
 
 
+def _branch_thread(path: Path, table: RecordTable, leaf_uuid: str) -> FileThread:
+    """The conversation ending at the record with this uuid (`Transcript.branch_thread`)."""
+    return FileThread.of(path, table, rebuilt_branch(table, leaf_uuid))
+
+
+def _no_branch(path: Path, leaf_uuid: str) -> FileThread:
+    """What a file without branch calls answers for a branch's conversation."""
+    raise ValueError(f"{path} has no billed call on a branch: no branch ends at {leaf_uuid}")
+
+
 def open_recording(
     path: str | Path, *, skip_invalid: bool = False, file_order: bool = False
 ) -> ReplayRecording:
@@ -124,8 +136,13 @@ def open_recording(
     thread_calls = indexed_api_calls(zip(with_usage, main.read(with_usage), strict=True))
     billed = _billed_calls(source, table, {call.message_id for call in thread_calls})
 
-    def branch_thread(leaf_uuid: str) -> FileThread:
-        return FileThread.of(source, table, rebuilt_branch(table, leaf_uuid))
+    # Only a branch call's conversation needs the summaries after this: without one, they go
+    # now, before the simulation walks the file.
+    branch_thread = (
+        partial(_branch_thread, source, table)
+        if any(call.place == "branch" for call in billed)
+        else partial(_no_branch, source)
+    )
 
     return ReplayRecording(
         script=plan.script(FileSteps(plan, main), model),
