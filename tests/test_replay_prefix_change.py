@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from unbounded.catalog import load_model_table
+from unbounded.errors import ConfigError
+from unbounded.evaluation.prefix import ChangingPrefixSimulator, ScaledBlockCounter
 from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
@@ -115,3 +118,37 @@ def test_a_model_change_is_left_to_the_model_key() -> None:
     report = replay_session(transcript, ReplayOptions())
     assert report.fidelity.calls[2].prefix_changed
     assert report.prefix.changes == ()
+
+
+@pytest.mark.parametrize("versions", [["v0"], ["v0", "v1", "v2"]])
+def test_one_version_text_per_change_or_a_config_error(versions: list[str]) -> None:
+    model = load_model_table().get(MODEL)
+    with pytest.raises(ConfigError, match="1 prefix change"):
+        ChangingPrefixSimulator(
+            model,
+            counter=ScaledBlockCounter(1.0, {}),
+            other_models=None,
+            changes=[10.0],
+            versions=versions,
+        )
+
+
+def test_from_the_change_time_on_the_prefix_is_sent_under_the_new_version() -> None:
+    simulator = ChangingPrefixSimulator(
+        load_model_table().get(MODEL),
+        counter=ScaledBlockCounter(1.0, {"v0": 5_000, "v1": 5_000}),
+        other_models=None,
+        changes=[10.0],
+        versions=["v0", "v1"],
+    )
+    request: Any = {
+        "model": MODEL,
+        "system": [{"type": "text", "text": "v0", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    assert simulator.step(0.0, request).cache_creation_input_tokens == 5_000
+    assert simulator.step(9.0, request).cache_read_input_tokens == 5_000
+    changed = simulator.step(10.0, request)  # at the change time itself
+    assert (changed.cache_read_input_tokens, changed.cache_creation_input_tokens) == (0, 5_000)
+    assert simulator.step(11.0, request).cache_read_input_tokens == 5_000
+    assert request["system"][0]["text"] == "v0"  # the caller's request is left as it was

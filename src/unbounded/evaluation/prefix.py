@@ -29,6 +29,7 @@ from unbounded.caching.simulator import CacheSimulator, EstimateBlockCounter, Si
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import DEFAULT_QUERY_SOURCE, CacheTtl, TimeLike, as_seconds
 from unbounded.catalog import ModelInfo
+from unbounded.errors import ConfigError
 from unbounded.model.request import ProviderRequest, SystemBlock
 
 DEFAULT_PREFIX_TOKENS = 15_000
@@ -83,7 +84,10 @@ class ChangingPrefixSimulator(CacheSimulator):
     ) -> None:
         super().__init__(model, counter=counter, other_models=other_models)
         if len(versions) != len(changes) + 1:
-            raise ValueError("one version text per change, after the original one")
+            raise ConfigError(
+                f"{len(changes)} prefix change(s) need {len(changes) + 1} version texts "
+                f"(the original first), not {len(versions)}"
+            )
         self._changes = list(changes)
         self._versions = list(versions)
 
@@ -103,7 +107,7 @@ class ChangingPrefixSimulator(CacheSimulator):
 
 
 def _with_system_text(request: ProviderRequest, old: str, new: str) -> ProviderRequest:
-    """The request with its system block reading `old` reading `new` (a shallow copy)."""
+    """A shallow copy of the request whose system block with text `old` has text `new`."""
     system = request.get("system")
     if not isinstance(system, list):
         return request
