@@ -220,6 +220,7 @@ def render(report: InspectReport) -> None:
     """Print the report with rich."""
     from rich.panel import Panel
     from rich.table import Table
+    from rich.text import Text
 
     source = report.source
     thresholds = report.thresholds
