@@ -480,7 +480,8 @@ def first_call_per_mark(marks: Sequence[int], samples: int) -> dict[str, float]:
     rows = (("middleware_first_call", None), ("middleware_first_call_clearing", CLEARING_DUE))
     for name, policy in rows:
         drivers = {mark: _FirstCallDriver(mark, policy) for mark in marks}
-        figures.update(_figures(name, _interleaved({m: d.step for m, d in drivers.items()}, samples)))
+        timed = _interleaved({mark: driver.step for mark, driver in drivers.items()}, samples)
+        figures.update(_figures(name, timed))
     return figures
 
 
@@ -608,7 +609,7 @@ def table(figures: dict[str, float], marks: Sequence[int]) -> str:
         if f"{name}_us_at_{marks[0]}" not in figures:
             continue
         cells = [
-            f"{figures[f'{name}_us_at_{m}']:,.0f} / {figures[f'{name}_max_us_at_{m}']:,.0f}".rjust(19)
+            f"{figures[f'{name}_us_at_{m}']:,.0f} / {figures[f'{name}_max_us_at_{m}']:,.0f}"
             for m in marks
         ]
         growth = figures.get(f"{name}_growth", 1.0)
@@ -619,9 +620,8 @@ def table(figures: dict[str, float], marks: Sequence[int]) -> str:
                 "ok" if growth <= GROWTH_LIMIT else "OVER",
                 "ok" if slowest <= STEP_LIMIT_US else "OVER",
             ]
-        lines.append(
-            "  ".join([label.ljust(42), *cells, f"{growth:.2f}x".rjust(7), checks[0].ljust(5), checks[1]])
-        )
+        row = [label.ljust(42), *(cell.rjust(19) for cell in cells), f"{growth:.2f}x".rjust(7)]
+        lines.append("  ".join([*row, checks[0].ljust(5), checks[1]]).rstrip())
     return "\n".join(lines)
 
 
