@@ -339,16 +339,21 @@ def _langchain_messages(count: int) -> list[Any]:
     index = 0
     while len(messages) < count:
         index += 1
-        # Usage as a run with clearing would have reported: calls and placeholders, plus the
-        # last 40,000 tokens of results.
-        prompt = 2_000 + 60 * index + min(40_000, 500 * index)
-        messages.append(_ai_message(index, prompt))
+        messages.append(_ai_message(index, reported_prompt(index)))
         messages.append(
             ToolMessage(
                 content=result_text(index), tool_call_id=f"toolu_{index:07d}", id=f"tool-{index}"
             )
         )
     return messages
+
+
+def reported_prompt(index: int) -> int:
+    """The prompt turn `index`'s reply reports: what a run with clearing sends (the calls and
+    placeholders, plus the last 40,000 tokens of results), below the warning level of the
+    1,000,000-token window at every mark (each mark's figure is then the regime its row names:
+    the `_clearing` rows set a policy where clearing is due from the first token)."""
+    return 2_000 + 60 * index + min(40_000, 500 * index)
 
 
 def _ai_message(index: int, prompt: int, final: bool = False) -> Any:
@@ -371,8 +376,8 @@ def _ai_message(index: int, prompt: int, final: bool = False) -> Any:
 
 
 def _scripted_model(start: int, calls: int) -> Any:
-    """A chat model that calls `read_file` `calls` times, then answers; its usage reports the
-    size of what it was sent."""
+    """A chat model that calls `read_file` `calls` times, then answers; its usage is the
+    conversation's own (`reported_prompt`)."""
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -386,9 +391,9 @@ def _scripted_model(start: int, calls: int) -> Any:
             self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
         ) -> Any:
             self.step += 1
-            prompt = sum(len(str(m.content)) for m in messages) // 4 + 60 * len(messages)
             final = self.step > calls
-            answer = _ai_message(start + self.step, prompt, final=final)
+            index = start + self.step
+            answer = _ai_message(index, reported_prompt(index), final=final)
             return ChatResult(generations=[ChatGeneration(message=answer)])
 
     return Scripted(messages=iter(()))

@@ -912,7 +912,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     def _plan(self, state: UnboundedAgentState, *, force: bool = False) -> _Plan:
         """What this call clears, and where it cuts when the trigger is reached (or `force`:
         the model refused the prompt as too long)."""
-        messages = list(state["messages"])
+        given = state["messages"]
+        # Only read (never changed) while the plan lives: a list is not copied.
+        messages = given if isinstance(given, list) else list(given)
         plan = _Plan(self, messages, state.get(STATE_KEY) or ContextState())
         lead = 0
         while lead < len(messages) and isinstance(messages[lead], SystemMessage):
@@ -920,7 +922,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
         last_reply_at = parse_timestamp(plan.context.get("last_model_at"))
-        conversation = messages[lead:]
+        conversation = messages[lead:] if lead else messages
         now: datetime | None = None
         with self._lock:
             view = self._view
