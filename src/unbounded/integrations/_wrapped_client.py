@@ -17,6 +17,7 @@ from unbounded.blocking import BlockingRunner
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
+from unbounded.model.response import Provider
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
 from unbounded.session_options import SessionOptions, chosen_policy
@@ -92,6 +93,30 @@ def refuse_blocking_background_summary(
         "a drop-in wrapping a blocking SDK client",
         "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
     )
+
+
+def session_option(session_options: Mapping[str, Any], name: str) -> Any:
+    """A `Session` option among `wrap()`'s session keywords: given as a keyword, else in
+    their `options=SessionOptions(...)`; None when neither sets it."""
+    if session_options.get(name) is not None:
+        return session_options[name]
+    given = session_options.get("options")
+    return getattr(given, name) if isinstance(given, SessionOptions) else None
+
+
+def summarizer_in_options(
+    summarizer: object, session_options: Mapping[str, Any]
+) -> Provider | None:
+    """The summarizer of the `options=` (a `SessionOptions`) among `wrap()`'s session keywords,
+    which a session the wrapper opens keeps (None: none there). Given there and as `wrap()`'s
+    own `summarizer=` too, it is a ConfigError: which one should write the summaries?"""
+    chosen: Provider | None = session_option(session_options, "summarizer")
+    if chosen is not None and summarizer is not None:
+        raise ConfigError(
+            "wrap() got a summarizer twice, as summarizer= and in options=SessionOptions("
+            "summarizer=...): give it in one place"
+        )
+    return chosen
 
 
 class WrappedClient(Generic[PipelineT]):
@@ -202,4 +227,6 @@ __all__ = [
     "WrappedClient",
     "bound_session",
     "refuse_blocking_background_summary",
+    "session_option",
+    "summarizer_in_options",
 ]

@@ -105,6 +105,7 @@ from unbounded.integrations._wrapped_client import (
     SyncWrappedClient,
     bound_session,
     refuse_blocking_background_summary,
+    summarizer_in_options,
 )
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
@@ -213,6 +214,8 @@ class ClientPipeline:
         self._context_window = context_window
         self._policy = policy
         self._summarizer = summarizer
+        self._options_summarizer = summarizer_in_options(summarizer, session_options)
+        """The summarizer given in `options=`: a session the wrapper opens keeps it."""
         self._events = events
         self._options = session_options
         self._session: Session | None = None
@@ -298,9 +301,11 @@ class ClientPipeline:
         return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
+        # The summarizer given in `options=` is the caller's: the drop-in's default yields to it.
+        kept = self._options_summarizer is not None
         chosen = {
             "policy": self._policy,
-            "summarizer": self._summarizer_provider(),
+            "summarizer": None if kept else self._summarizer_provider(),
             "events": self._events,
         }
         # A keyword wrap() was not given must not blank the same field of an `options=`.
@@ -838,8 +843,9 @@ def wrap_anthropic(
     `session` (a Session you built) or `session_folder` (opened, or resumed when it exists;
     without either the session lives in memory). `model`/`context_window` open the session
     now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
-    client) and any other `Session` keyword apply to a session the wrapper opens; `summarizer`
-    also replaces the summarizer of a session you give. `history`: see the module docstring.
+    client, or the one in `options=SessionOptions(...)`; not both) and any other `Session`
+    keyword apply to a session the wrapper opens; `summarizer` also replaces the summarizer of
+    a session you give. `history`: see the module docstring.
     """
     try:
         import anthropic

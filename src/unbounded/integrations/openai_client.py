@@ -67,6 +67,7 @@ from unbounded.integrations._wrapped_client import (
     SyncWrappedClient,
     bound_session,
     refuse_blocking_background_summary,
+    session_option,
 )
 from unbounded.integrations.anthropic_client import (
     ClientPipeline,
@@ -252,7 +253,8 @@ class OpenAIPipeline(ClientPipeline):
         )
 
     def _open(self, config: SessionConfig) -> Session:
-        table = self._options.get("model_table") or load_model_table()
+        # The table the caller gave, as a keyword or in `options=`, learns the model.
+        table = session_option(self._options, "model_table") or load_model_table()
         info = model_from_arguments(
             config.model, self._context_window, self._prices, table.find(config.model)
         )
