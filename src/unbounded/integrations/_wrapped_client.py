@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from typing_extensions import Self
 
-from unbounded.blocking import BlockingRunner
+from unbounded.blocking import BlockingDriver, BlockingRunner
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
@@ -21,7 +21,7 @@ from unbounded.model.response import Provider
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
 from unbounded.session_options import SessionOptions, chosen_policy
-from unbounded.sync_session import SyncSession, refuse_background_summary
+from unbounded.sync_session import SyncSession
 
 
 class ClientSide(Protocol):
@@ -75,6 +75,13 @@ def bound_session(
     return as_session(session) if session is not None else None
 
 
+BLOCKING_DROP_IN = BlockingDriver(
+    "a drop-in wrapping a blocking SDK client",
+    "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
+)
+"""The blocking drop-ins' name and advice when they refuse `Policy.background_summary`."""
+
+
 def refuse_blocking_background_summary(
     session: Session | None, policy: Policy | None, session_options: Mapping[str, Any]
 ) -> None:
@@ -88,11 +95,7 @@ def refuse_blocking_background_summary(
     else:
         given = session_options.get("options")
         chosen = chosen_policy(given if isinstance(given, SessionOptions) else SessionOptions())
-    refuse_background_summary(
-        chosen,
-        "a drop-in wrapping a blocking SDK client",
-        "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
-    )
+    BLOCKING_DROP_IN.refuse_background_summary(chosen)
 
 
 def session_option(session_options: Mapping[str, Any], name: str) -> Any:
@@ -221,6 +224,7 @@ class AsyncWrappedClient(WrappedClient[PipelineT]):
 
 
 __all__ = [
+    "BLOCKING_DROP_IN",
     "AsyncWrappedClient",
     "ClientSide",
     "SyncWrappedClient",

@@ -65,7 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from unbounded.blocking import BlockingRunner
+from unbounded.blocking import BlockingDriver, BlockingRunner
 from unbounded.engine import (
     TurnOptions,
     drive_turn,
@@ -101,6 +101,7 @@ from unbounded.integrations._anthropic_streams import (
 )
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._wrapped_client import (
+    BLOCKING_DROP_IN,
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
@@ -204,10 +205,13 @@ class ClientPipeline:
         events: EventSink | None,
         history: HistoryMode,
         session_options: dict[str, Any],
+        blocking: BlockingDriver | None = None,
     ) -> None:
         if history not in ("auto", "full", "new"):
             raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
         self.client = client
+        self._blocking = blocking
+        """The blocking entry point this pipeline is (None: an async client's)."""
         self.provider = self._provider_for(client)
         self.history: HistoryMode = history
         self._folder = Path(folder).expanduser() if folder is not None else None
@@ -262,6 +266,8 @@ class ClientPipeline:
         return self._session
 
     def _attach(self, session: Session) -> None:
+        if self._blocking is not None:
+            session.drive_blocking(self._blocking)  # a later background_summary is refused
         self._session = session
         # The drop-in sends the requests itself: the session learns where they go, as `call`
         # would teach it (the native tiers read the provider's profile). `begin` binds it
@@ -588,6 +594,8 @@ class ClientPipeline:
         """Close the store of a session the wrapper opened from a folder (releases its lock),
         and the blocking client's event loop."""
         self.runner.close()
+        if self._session is not None and self._blocking is not None:
+            self._session.release_blocking(self._blocking)
         if self._owns_session and self._session is not None:
             self._session.close()
 
@@ -878,6 +886,7 @@ def wrap_anthropic(
         events=events,
         history=history,
         session_options=session_options,
+        blocking=BLOCKING_DROP_IN if wrapper is UnboundedAnthropic else None,
     )
     return wrapper(pipeline)
 

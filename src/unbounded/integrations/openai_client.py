@@ -63,6 +63,7 @@ from unbounded.integrations._openai_streams import (
     OpenAIRecordingStream,
 )
 from unbounded.integrations._wrapped_client import (
+    BLOCKING_DROP_IN,
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
@@ -650,7 +651,8 @@ def wrap_openai(
     )
     if session is not None and prices is not None:
         raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
-    if not isinstance(client, openai.AsyncOpenAI):
+    blocking = not isinstance(client, openai.AsyncOpenAI)
+    if blocking:
         refuse_blocking_background_summary(given, policy, session_options)
     pipeline = OpenAIPipeline(
         client,
@@ -665,6 +667,7 @@ def wrap_openai(
         events=events,
         history=history,
         session_options=session_options,
+        blocking=BLOCKING_DROP_IN if blocking else None,
     )
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncUnboundedOpenAI(pipeline)
