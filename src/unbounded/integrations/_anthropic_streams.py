@@ -37,7 +37,8 @@ def _final_snapshot(stream: Any) -> Any | None:
 
 class _Accumulated:
     """A reply rebuilt from raw stream events by the Messages format's fold, handed to
-    `on_message` once its `message_stop` arrives."""
+    `on_message` as the session reads it (a `ModelResponse`, its compaction blocks as the
+    events wrote them) once its `message_stop` arrives."""
 
     def __init__(self, on_message: Callable[[Any], None]) -> None:
         self._fold = AnthropicMessages().stream_assembler()
@@ -49,7 +50,7 @@ class _Accumulated:
         self._fold.add(event)
         if self._fold.stopped and not self.recorded:
             self.recorded = True
-            self._on_message(self._fold.snapshot)
+            self._on_message(self._fold.response())
 
     def finish(self) -> None:
         """Nothing more to record: a stream that ended before its `message_stop` was cut."""

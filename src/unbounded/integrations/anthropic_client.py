@@ -572,6 +572,8 @@ class ClientPipeline:
     def _response_of(self, message: Any, body: Any = None) -> ModelResponse:
         """How the session reads an SDK reply: compaction blocks from the raw body (its key
         order is what the server signed and cached; the SDK model's is not)."""
+        if isinstance(message, ModelResponse):  # a raw stream's reply, folded by the format
+            return message
         wire = cast(AnthropicProvider, self.provider).wire
         if body is None:
             return wire.from_response(message)
