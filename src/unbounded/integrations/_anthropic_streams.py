@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from unbounded.engine import open_turn, open_turn_blocking, turn_flow
+from unbounded.integrations._raw_tap import RawEventTap, http_response, tap_response
 from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.model.request import ProviderRequest
 from unbounded.wire.anthropic import AnthropicMessages
@@ -33,6 +34,24 @@ def _final_snapshot(stream: Any) -> Any | None:
     if snapshot is None or getattr(snapshot, "stop_reason", None) is None:
         return None
     return snapshot
+
+
+class _RawReply:
+    """The reply under a `messages.stream(...)` the caller reads, folded from the same bytes
+    as they pass (`_raw_tap`), so what the session records keeps the server's key order."""
+
+    def __init__(self, stream: Any) -> None:
+        self._fold = AnthropicMessages().stream_assembler()
+        self._tap = RawEventTap(self._fold.add)
+        self._tapped = tap_response(http_response(stream), self._tap)
+
+    def reply(self, stream: Any) -> Any | None:
+        """What to record once the caller is done with `stream`: the raw fold's reply when the
+        SDK read the stream to its end, else the SDK's snapshot (None: not finished)."""
+        snapshot = _final_snapshot(stream)
+        if snapshot is None or not self._tapped or self._tap.failed or not self._fold.stopped:
+            return snapshot
+        return self._fold.response()
 
 
 class _Accumulated:
@@ -82,6 +101,7 @@ class StreamManager:
         self._kwargs = kwargs
         self._inner: Any = None
         self._stream: Any = None
+        self._raw: _RawReply | None = None
         self._records = True
 
     def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
@@ -89,6 +109,7 @@ class StreamManager:
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = self._inner.__enter__()
+        self._raw = _RawReply(stream)
         pipeline.mark_sent()
         return stream
 
@@ -116,8 +137,8 @@ class StreamManager:
     ) -> None:
         try:
             snapshot = (
-                _final_snapshot(self._stream)
-                if self._stream is not None and self._records
+                self._raw.reply(self._stream)
+                if self._stream is not None and self._raw is not None and self._records
                 else None
             )
             if snapshot is not None:
@@ -136,6 +157,7 @@ class AsyncStreamManager:
         self._kwargs = kwargs
         self._inner: Any = None
         self._stream: Any = None
+        self._raw: _RawReply | None = None
         self._records = True
 
     async def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
@@ -143,6 +165,7 @@ class AsyncStreamManager:
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = await self._inner.__aenter__()
+        self._raw = _RawReply(stream)
         pipeline.mark_sent()
         return stream
 
@@ -170,8 +193,8 @@ class AsyncStreamManager:
     ) -> None:
         try:
             snapshot = (
-                _final_snapshot(self._stream)
-                if self._stream is not None and self._records
+                self._raw.reply(self._stream)
+                if self._stream is not None and self._raw is not None and self._records
                 else None
             )
             if snapshot is not None:

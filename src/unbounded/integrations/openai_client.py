@@ -376,6 +376,11 @@ class OpenAIPipeline(ClientPipeline):
         """A fresh fold for one streamed reply of the conversation's API."""
         return self.provider.wire.stream_assembler()
 
+    def raw_stream_fold(self) -> StreamAssembler | None:
+        """A fresh fold for the raw events under a streamed Responses reply (`_raw_tap`): its
+        items keep the server's key order; None on Chat Completions (nothing to keep)."""
+        return self.provider.wire.stream_assembler() if self.api == "responses" else None
+
 
 # --------------------------------------------------------------------------- stream managers
 
@@ -407,7 +412,11 @@ class HelperStreamManager:
 
         opened = open_turn_blocking(flow, send, pipeline.runner.run)
         return HelperStream(
-            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+            opened,
+            pipeline.stream_fold(),
+            pipeline.record,
+            chat=pipeline.api == "chat",
+            raw_fold=pipeline.raw_stream_fold(),
         )
 
     def __exit__(
@@ -446,7 +455,11 @@ class AsyncHelperStreamManager:
 
         opened = await open_turn(flow, send)
         return AsyncHelperStream(
-            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+            opened,
+            pipeline.stream_fold(),
+            pipeline.record,
+            chat=pipeline.api == "chat",
+            raw_fold=pipeline.raw_stream_fold(),
         )
 
     async def __aexit__(
@@ -515,7 +528,9 @@ class Endpoint(_Endpoint):
 
         if streams:
             stream = open_turn_blocking(flow, send, pipeline.runner.run)
-            return OpenAIRecordingStream(stream, pipeline.stream_fold(), pipeline.record)
+            return OpenAIRecordingStream(
+                stream, pipeline.stream_fold(), pipeline.record, pipeline.raw_stream_fold()
+            )
 
         def read(raw: Any) -> ModelResponse:
             return pipeline.read_reply(raw.parse(), raw.http_response.json())
@@ -558,7 +573,10 @@ class AsyncEndpoint(_Endpoint):
 
         if streams:
             return AsyncOpenAIRecordingStream(
-                await open_turn(flow, send), pipeline.stream_fold(), pipeline.record
+                await open_turn(flow, send),
+                pipeline.stream_fold(),
+                pipeline.record,
+                pipeline.raw_stream_fold(),
             )
 
         def read(raw: Any) -> ModelResponse:
