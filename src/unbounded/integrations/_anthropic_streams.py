@@ -90,10 +90,9 @@ class AsyncRecordingStream(AsyncBaseRecordingStream):
         super().__init__(stream, _Accumulated(on_message))
 
 
-class StreamManager:
-    """What `messages.stream(...)` returns: entering it runs a turn of the engine until the
-    SDK's stream is open (the engine's one prompt-too-long retry included); leaving it records
-    the reply when it was read to the end. A side call opens the SDK's stream as given."""
+class _ManagerState:
+    """What the sync and async `messages.stream(...)` managers share: the call's keywords, the
+    SDK's manager and stream once open, and what to record when the `with` block ends."""
 
     def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
         self._pipeline = pipeline
@@ -103,6 +102,21 @@ class StreamManager:
         self._stream: Any = None
         self._raw: _RawReply | None = None
         self._records = True
+
+    def _record_read_reply(self) -> None:
+        """Record the reply if the caller read it to its end (a side call records nothing)."""
+        if self._stream is None or self._raw is None or not self._records:
+            return
+        reply = self._raw.reply(self._stream)
+        if reply is not None:
+            self._pipeline.record(reply)
+
+
+class StreamManager(_ManagerState):
+    """What `messages.stream(...)` returns: entering it runs a turn of the engine until the
+    SDK's stream is open (the engine's one prompt-too-long retry included); leaving it records
+    the reply when it was read to the end. A side call opens the SDK's stream as given."""
+
 
     def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
@@ -136,29 +150,15 @@ class StreamManager:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            snapshot = (
-                self._raw.reply(self._stream)
-                if self._stream is not None and self._raw is not None and self._records
-                else None
-            )
-            if snapshot is not None:
-                self._pipeline.record(snapshot)
+            self._record_read_reply()
         finally:
             if self._inner is not None:
                 self._inner.__exit__(exc_type, exc, traceback)
 
 
-class AsyncStreamManager:
+class AsyncStreamManager(_ManagerState):
     """`StreamManager` for the async client (`async with client.messages.stream(...)`)."""
 
-    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk
-        self._kwargs = kwargs
-        self._inner: Any = None
-        self._stream: Any = None
-        self._raw: _RawReply | None = None
-        self._records = True
 
     async def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
@@ -192,13 +192,7 @@ class AsyncStreamManager:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            snapshot = (
-                self._raw.reply(self._stream)
-                if self._stream is not None and self._raw is not None and self._records
-                else None
-            )
-            if snapshot is not None:
-                self._pipeline.record(snapshot)
+            self._record_read_reply()
         finally:
             if self._inner is not None:
                 await self._inner.__aexit__(exc_type, exc, traceback)
