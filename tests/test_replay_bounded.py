@@ -12,11 +12,14 @@ from typing import Any
 
 import pytest
 
+from unbounded.caching.simulator import SimulatedCall
 from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
+from unbounded.evaluation.baselines import StrategyRun
 from unbounded.evaluation.call_series import CallPoint, CallSeries
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
+from unbounded.evaluation.simulated_calls import SimulatedCalls
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
@@ -245,3 +248,53 @@ def test_compaction_scoring_reads_only_the_stretch_since_the_last_boundary() -> 
     # history it followed (the last one follows several hundred entries).
     assert scored[-1] > 300
     assert counted.largest <= 8
+
+
+def _simulated(n: int) -> SimulatedCall:
+    return SimulatedCall(
+        index=n,
+        time=1_770_000_000.5 + n,
+        query_source=("main", "compact")[n % 2],
+        model=("claude-opus-4-6", "claude-haiku-4-5", "gpt-5")[n % 3],
+        input_tokens=3 + n,
+        cache_creation_5m_input_tokens=100 * (n % 4),
+        cache_creation_1h_input_tokens=7 * (n % 5),
+        cache_read_input_tokens=20_000 + n,
+        output_tokens=40 + n,
+        cost_usd=0.001 * n + 1 / 7,
+        cache_deleted_input_tokens=n % 6,
+        breakpoints=tuple(range(n % 4)),
+        read_until=None if n % 3 == 0 else (n - 1) * 2,
+        cache_write_cost_usd=n / 9,
+        cache_read_cost_usd=n / 11,
+    )
+
+
+def test_simulated_calls_read_back_equal_to_what_was_added() -> None:
+    calls = [_simulated(n) for n in range(30)]
+    kept = SimulatedCalls()
+    kept.extend(calls)
+    assert len(kept) == 30 and list(kept) == calls
+    assert kept[-1] == calls[-1] and kept[4:20:3] == calls[4:20:3]
+    assert kept[0].read_until is None and kept[0].breakpoints == ()
+    assert kept[3].breakpoints == (0, 1, 2) and kept[4].read_until == 6 and kept[1].read_until == 0
+    with pytest.raises(IndexError, match="out of range"):
+        kept[30]
+
+
+def test_simulated_calls_hold_no_object_per_call() -> None:
+    small, large = SimulatedCalls(), SimulatedCalls()
+    small.extend([_simulated(n) for n in range(10)])
+    large.extend([_simulated(n) for n in range(2_000)])
+    assert _reachable(large) - _reachable(small) < 20
+
+
+def test_a_strategy_run_keeps_its_calls_in_columns() -> None:
+    run = StrategyRun("none")
+    for n in range(3):
+        run.add(_simulated(n), [_simulated(100 + n)], 200_000)
+    assert isinstance(run.main_calls, SimulatedCalls) and isinstance(run.side_calls, SimulatedCalls)
+    assert list(run.main_calls) == [_simulated(n) for n in range(3)]
+    assert list(run.cost_per_call) == [
+        _simulated(n).cost_usd + _simulated(100 + n).cost_usd for n in range(3)
+    ]
