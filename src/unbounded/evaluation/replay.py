@@ -662,8 +662,8 @@ class _Replayer:
                 )
             self.notes.append(f"{what}: there is nothing our policy could compact")
             self.policy = self.policy.with_changes(auto_compact_enabled=False)
-        calls = self.script.calls
-        start = calls[0].request_time if calls else 0.0
+        times = self.script.request_times
+        start = times[0] if times else 0.0
         # Each recorded call is planned and priced with its own model when the table knows it;
         # `options.model` replaces the session's main model only.
         self.call_models: dict[str, ModelInfo] = {}
@@ -772,7 +772,7 @@ class _Replayer:
         are priced as ours. A thread call the script could not replay in order goes into the
         recorded cost only.
         """
-        replayed = {call.message_id for call in self.script.calls}
+        replayed = set(self.script.message_ids)
         costs: dict[str, float] = {}
         counts: dict[str, int] = {}
         for call in self.billed:
@@ -885,8 +885,7 @@ class _Replayer:
 
     def _pauses(self) -> dict[str, int]:
         """Recorded pauses between calls over the cache TTL and over an hour."""
-        times = [call.request_time for call in self.script.calls]
-        gaps = [after - before for before, after in pairwise(times)]
+        gaps = [after - before for before, after in pairwise(self.script.request_times)]
         return {
             "over_ttl": sum(1 for gap in gaps if gap > ttl_seconds(self.ttl)),
             "over_1h": sum(1 for gap in gaps if gap > ttl_seconds("1h")),
