@@ -148,17 +148,23 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
     return skipped
 
 
-def _offsets(source: str) -> list[int]:
+def _offsets(data: bytes) -> list[int]:
+    """Where each line starts in the UTF-8 source: ast's column offsets count bytes, not
+    characters, so a line holding `×` or `…` must be cut in bytes."""
     starts = [0]
-    for line in source.splitlines(keepends=True):
+    for line in data.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     return starts
 
 
-def _replace(source: str, starts: list[int], node: ast.AST, text: str) -> str:
+def _splice(data: bytes, begin: int, end: int, text: str) -> str:
+    return (data[:begin] + text.encode("utf-8") + data[end:]).decode("utf-8")
+
+
+def _replace(data: bytes, starts: list[int], node: ast.AST, text: str) -> str:
     begin = starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
     end = starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
-    return source[:begin] + text + source[end:]
+    return _splice(data, begin, end, text)
 
 
 def _segment(source: str, node: ast.AST) -> str:
@@ -166,12 +172,15 @@ def _segment(source: str, node: ast.AST) -> str:
     return " ".join(text.split())[:70]
 
 
-def mutants(module: str) -> Iterator[Mutant]:
-    """Every mutant of one module (path relative to src/unbounded), in source order."""
-    source = (PACKAGE / module).read_text(encoding="utf-8")
+def mutants(module: str, source: str | None = None) -> Iterator[Mutant]:
+    """Every mutant of one module (path relative to src/unbounded; its text read from there
+    unless `source` is given), in source order."""
+    if source is None:
+        source = (PACKAGE / module).read_text(encoding="utf-8")
     tree = ast.parse(source)
     skipped = _skipped_nodes(tree)
-    starts = _offsets(source)
+    data = source.encode("utf-8")
+    starts = _offsets(data)
     found: list[tuple[int, int, str, str, int, int]] = []
     enclosing: dict[int, ast.stmt] = {}
 
@@ -195,7 +204,7 @@ def mutants(module: str) -> Iterator[Mutant]:
 
     def add(node: ast.AST, replacement: ast.AST | str, what: str) -> None:
         text = replacement if isinstance(replacement, str) else ast.unparse(replacement)
-        mutated = _replace(source, starts, node, text)
+        mutated = _replace(data, starts, node, text)
         try:
             ast.parse(mutated)
         except SyntaxError:
@@ -245,7 +254,7 @@ def mutants(module: str) -> Iterator[Mutant]:
                 first, last = node.body[0], node.body[-1]
                 begin = starts[first.lineno - 1] + first.col_offset
                 end = starts[last.end_lineno - 1] + last.end_col_offset  # type: ignore[operator]
-                mutated = source[:begin] + "pass" + source[end:]
+                mutated = _splice(data, begin, end, "pass")
                 try:
                     ast.parse(mutated)
                 except SyntaxError:
