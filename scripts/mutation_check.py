@@ -405,6 +405,12 @@ def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
     return [test for test, seen in lines.items() if test.startswith("tests/") and seen & span]
 
 
+def _baseline_tests(seconds: dict[str, float]) -> list[str]:
+    """The id of every test the baseline ran: a mutant of code run at import may change what
+    any of them sees, even one that runs no line of the module (it may read a constant)."""
+    return sorted(test for test in seconds if test.startswith("tests/"))
+
+
 @dataclass
 class _Odds:
     """Which tests killed mutants so far: they run first on the next mutants."""
@@ -429,16 +435,16 @@ class _Odds:
 
 @dataclass(frozen=True)
 class _Job:
-    """A mutant waiting to run: its covering tests (None: every mapped file) and time limit."""
+    """A mutant waiting to run: the ids of the tests to run on it, and its time limit."""
 
     index: int
     mutant: Mutant
-    tests: list[str] | None
+    tests: list[str]
     limit: float
 
 
-def _limit(tests: list[str] | None, seconds: dict[str, float], timeout: float | None) -> float:
-    budget = sum(seconds.values()) if tests is None else sum(seconds.get(t, 1.0) for t in tests)
+def _limit(tests: list[str], seconds: dict[str, float], timeout: float | None) -> float:
+    budget = sum(seconds.get(t, 1.0) for t in tests)
     return timeout if timeout is not None else max(60.0, 5 * budget + 30)
 
 
@@ -580,14 +586,13 @@ class _SessionDriver:
             swap = None
             if self.swapping and tests is not None:
                 swap = mutation_swap.plan(original, mutant.source, filename, live)
-            if swap is None:
+            if swap is None or tests is None:
                 left.append(index)
                 continue
             swaps[index] = swap
             queue.append(_Job(index, mutant, tests, _limit(tests, seconds, self.timeout)))
 
         def start(job: _Job, src: Path, write: int) -> int:
-            assert job.tests is not None
             chosen = [items[t] for t in odds.order(job.mutant, job.tests, seconds)]
             return _fork(
                 functools.partial(_swapped, session, swaps[job.index], chosen, src, write), None
@@ -728,14 +733,12 @@ def check_module(
     queue = []
     for index in results.left:
         tests = _covering(found[index], results.lines)
+        if tests is None:  # code run at import: every test of the baseline, by their ids
+            tests = _baseline_tests(results.seconds)
         queue.append(_Job(index, found[index], tests, _limit(tests, results.seconds, timeout)))
 
     def start(job: _Job, src: Path, write: int) -> int:
-        chosen = (
-            target.tests
-            if job.tests is None
-            else results.odds.order(job.mutant, job.tests, results.seconds)
-        )
+        chosen = results.odds.order(job.mutant, job.tests, results.seconds)
         return _fork(
             functools.partial(_in_child, src, ["-x", *chosen], [_NameFailure(write)]), None
         )
@@ -746,11 +749,14 @@ def check_module(
         outcomes[job.index] = (killed, detail)
         print("." if killed else "S", end="", file=sys.stderr, flush=True)
 
+    fresh_started = time.monotonic()
     _run_queue(queue, list(sources), start, finish)
+    fresh = (time.monotonic() - fresh_started) / max(1, len(queue))
     elapsed = time.monotonic() - started
     print(
         f"\n{target.module}: {len(found)} mutants in {elapsed:.0f} s "
-        f"({elapsed / max(1, len(found)):.1f} s a mutant; {len(results.left)} in a fresh pytest)",
+        f"({elapsed / max(1, len(found)):.1f} s a mutant; {len(queue)} in a fresh pytest, "
+        f"{fresh:.1f} s each)",
         file=sys.stderr,
         flush=True,
     )
