@@ -749,13 +749,13 @@ def check_module(
         outcomes[job.index] = (killed, detail)
         print("." if killed else "S", end="", file=sys.stderr, flush=True)
 
-    fresh_started = time.monotonic()
-    _run_queue(queue, list(sources), start, finish)
-    fresh = (time.monotonic() - fresh_started) / max(1, len(queue))
+    fresh_count, fresh_started = len(queue), time.monotonic()
+    _run_queue(queue, list(sources), start, finish)  # it empties the queue
+    fresh = (time.monotonic() - fresh_started) / max(1, fresh_count)
     elapsed = time.monotonic() - started
     print(
         f"\n{target.module}: {len(found)} mutants in {elapsed:.0f} s "
-        f"({elapsed / max(1, len(found)):.1f} s a mutant; {len(queue)} in a fresh pytest, "
+        f"({elapsed / max(1, len(found)):.1f} s a mutant; {fresh_count} in a fresh pytest, "
         f"{fresh:.1f} s each)",
         file=sys.stderr,
         flush=True,
