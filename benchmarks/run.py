@@ -17,7 +17,10 @@ cost of every entry point against history length.
   median of the timed calls, warm-up rounds left out, the marks interleaved so that load on
   the machine falls on all of them alike (`benchmarks/turn_speed.py` says what each times);
   `_ratio_3000_to_200` is the figure the per-turn target reads (at most 1.5);
-  `middleware_speedup_vs_langchain_at_N` is LangChain's time over ours there.
+  `middleware_speedup_vs_langchain_at_N` is LangChain's time over ours there. The rows
+  `middleware_clearing` (clearing due), `middleware_first_call` and
+  `middleware_first_call_clearing` (a new middleware's first call) are the same run's; without
+  --json they print as one table with the 3x and 20 ms checks.
 - `peak_rss_mb`: this process's peak resident memory.
 
 Without the corpus (../shared/corpus/raw) the built-in demo session is used.
@@ -202,7 +205,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         print(json.dumps(figures, indent=2))
     else:
         for key, value in figures.items():
-            print(f"{key:40s} {value}")
+            if key not in speeds:
+                print(f"{key:40s} {value}")
+        print(turn_speed.table(speeds, marks))
     return figures
 
 

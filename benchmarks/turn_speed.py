@@ -25,16 +25,27 @@ that:
   inside a real `create_agent` with a checkpointer. The agent is invoked with the history up
   to the mark and makes one call; each round invokes it again on the same thread (its
   messages come back from the checkpoint as copies) for `CALLS_PER_INVOKE` calls, all timed
-  (the first hook of each invoke included). The first hook of the first invoke, where a new
-  middleware converts the whole history, is reported apart (`_first_call_`).
+  (the first hook of each invoke included). The history is below the warning level, where
+  nothing may be cleared: each call reads the count from the last reported usage.
+- `middleware_clearing`: the same with clearing due (a policy at the warning level from the
+  first token): the middleware keeps its converted view and brings it up to date with what
+  each call adds, clearing old results in batches.
+- `middleware_first_call`: `before_model` of a NEW `UnboundedMiddleware` (a new process, or
+  another thread's conversation) on the agent's messages at the mark, one new middleware per
+  call (its construction not timed). Below the warning level with a warm cache nothing may be
+  cleared, so it reads the count from the last reported usage and what follows.
+- `middleware_first_call_clearing`: the same with clearing due (a policy at the warning level
+  from the first token): the new middleware converts and counts the whole history, then
+  clears a batch of old results.
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
   it wraps.
 
 `<entry>_ratio_<mark>_to_<first>` is each later mark's figure over the first mark's, and
-`<entry>_growth` the last mark's over the first's: ours aim at 1.5x at most from 200 to
-3,000 and 3x from 200 to 10,000, no call over 20 ms.
+`<entry>_growth` the last mark's over the first's: ours aim at 3x at most from 200 to 10,000,
+no call over 20 ms. Without --json the figures print as one table (median and slowest call
+per mark, the growth, and both checks for each of our entry points).
 
 Run: python benchmarks/turn_speed.py [--marks 200,1000,3000,10000] [--samples 15] [--json]
 """
@@ -74,6 +85,21 @@ WARMUP_ROUNDS = 2
 """Rounds of every mark run before the timed ones (caches, first-call conversions)."""
 CALLS_PER_INVOKE = 5
 """Model calls per invoke of a LangChain agent (a round of the middleware's figures)."""
+GROWTH_LIMIT = 3.0
+"""Ours: the median call at the last mark within this many times the first mark's."""
+STEP_LIMIT_US = 20_000.0
+"""Ours: no call slower than this (20 ms)."""
+ENTRY_POINTS = {
+    "session": "Session turn",
+    "dropin": "drop-in messages.create",
+    "middleware": "middleware in create_agent",
+    "middleware_clearing": "middleware in create_agent, clearing due",
+    "middleware_first_call": "middleware, new, first call",
+    "middleware_first_call_clearing": "middleware, new, first call, clearing due",
+    "langchain": "LangChain's own stack",
+}
+"""Every row of the table: the figures' prefix and what it times."""
+OURS = frozenset(ENTRY_POINTS) - {"langchain"}
 CODE_LINES = [
     f"    def step_{n}(self, value: int) -> int:\n        return self.helper(value) * {n}\n"
     for n in range(200)
@@ -313,16 +339,21 @@ def _langchain_messages(count: int) -> list[Any]:
     index = 0
     while len(messages) < count:
         index += 1
-        # Usage as a run with clearing would have reported: calls and placeholders, plus the
-        # last 40,000 tokens of results.
-        prompt = 2_000 + 60 * index + min(40_000, 500 * index)
-        messages.append(_ai_message(index, prompt))
+        messages.append(_ai_message(index, reported_prompt(index)))
         messages.append(
             ToolMessage(
                 content=result_text(index), tool_call_id=f"toolu_{index:07d}", id=f"tool-{index}"
             )
         )
     return messages
+
+
+def reported_prompt(index: int) -> int:
+    """The prompt turn `index`'s reply reports: what a run with clearing sends (the calls and
+    placeholders, plus the last 40,000 tokens of results), below the warning level of the
+    1,000,000-token window at every mark (each mark's figure is then the regime its row names:
+    the `_clearing` rows set a policy where clearing is due from the first token)."""
+    return 2_000 + 60 * index + min(40_000, 500 * index)
 
 
 def _ai_message(index: int, prompt: int, final: bool = False) -> Any:
@@ -345,8 +376,8 @@ def _ai_message(index: int, prompt: int, final: bool = False) -> Any:
 
 
 def _scripted_model(start: int, calls: int) -> Any:
-    """A chat model that calls `read_file` `calls` times, then answers; its usage reports the
-    size of what it was sent."""
+    """A chat model that calls `read_file` `calls` times, then answers; its usage is the
+    conversation's own (`reported_prompt`)."""
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -360,9 +391,9 @@ def _scripted_model(start: int, calls: int) -> Any:
             self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
         ) -> Any:
             self.step += 1
-            prompt = sum(len(str(m.content)) for m in messages) // 4 + 60 * len(messages)
             final = self.step > calls
-            answer = _ai_message(start + self.step, prompt, final=final)
+            index = start + self.step
+            answer = _ai_message(index, reported_prompt(index), final=final)
             return ChatResult(generations=[ChatGeneration(message=answer)])
 
     return Scripted(messages=iter(()))
@@ -376,8 +407,7 @@ def read_file(path: str) -> str:
 class _AgentDriver:
     """An agent thread (`create_agent` with a checkpointer) whose history is at a mark.
 
-    Made by one invoke with the history (one model call: the first hook, where a new
-    middleware converts the whole history, is kept as `opening`); each `step` invokes the
+    Made by one invoke with the history (one model call, not timed); each `step` invokes the
     agent again on the same thread (its messages come back from the checkpoint as copies) for
     `CALLS_PER_INVOKE` model calls and returns the hooks' time of each call, the first hook of
     that invoke included."""
@@ -403,7 +433,6 @@ class _AgentDriver:
         )
         timings.clear()
         agent.invoke({"messages": history}, self.config)
-        self.opening = timings[0] if timings else 0.0
 
     def step(self) -> list[float]:
         """One more invoke of `CALLS_PER_INVOKE` model calls; the hooks' time per call."""
@@ -423,6 +452,42 @@ class _AgentDriver:
         go_on = HumanMessage("Go on.", id=f"human-{first_id}")
         agent.invoke({"messages": [go_on]}, self.config)
         return list(self.timings)
+
+
+CLEARING_DUE = Policy(warning_buffer=10**9)
+"""At the warning level from the first token: count-based clearing is not held back."""
+
+
+class _FirstCallDriver:
+    """The agent's messages at a mark; `step` times `before_model` of a new middleware."""
+
+    def __init__(self, mark: int, policy: Policy | None) -> None:
+        self.state = {"messages": _langchain_messages(mark)}
+        self.policy = policy
+
+    def step(self) -> list[float]:
+        """One new middleware's first call, in thread CPU seconds (construction not timed)."""
+        from unbounded.integrations.langchain import UnboundedMiddleware
+
+        middleware = UnboundedMiddleware(MODEL, context_window=WINDOW, policy=self.policy)
+        started = time.thread_time()
+        middleware.before_model(self.state, None)  # type: ignore[arg-type]
+        return [time.thread_time() - started]
+
+
+def first_call_per_mark(marks: Sequence[int], samples: int) -> dict[str, float]:
+    """A new middleware's first call at each mark: with nothing to clear, and clearing due."""
+    try:
+        import langchain.agents.middleware  # noqa: F401
+    except ImportError:
+        return {}
+    figures: dict[str, float] = {}
+    rows = (("middleware_first_call", None), ("middleware_first_call_clearing", CLEARING_DUE))
+    for name, policy in rows:
+        drivers = {mark: _FirstCallDriver(mark, policy) for mark in marks}
+        timed = _interleaved({mark: driver.step for mark, driver in drivers.items()}, samples)
+        figures.update(_figures(name, timed))
+    return figures
 
 
 def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
@@ -483,12 +548,14 @@ def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
 
     figures: dict[str, float] = {}
     ours: dict[int, Callable[[], list[float]]] = {}
+    clearing: dict[int, Callable[[], list[float]]] = {}
     theirs: dict[int, Callable[[], list[float]]] = {}
     for mark in marks:
         history = _langchain_messages(mark)
         driver = _AgentDriver([TimedOurs(MODEL, context_window=WINDOW)], list(history), calls)
-        figures[f"middleware_first_call_us_at_{mark}"] = round(driver.opening * 1e6, 1)
         ours[mark] = driver.step
+        busy = TimedOurs(MODEL, context_window=WINDOW, policy=CLEARING_DUE)
+        clearing[mark] = _AgentDriver([busy], list(history), calls).step
         summary_model = FakeListChatModel(responses=["summary"])
         stack = [
             TimedSummarization(model=summary_model, trigger=("tokens", 100_000_000)),
@@ -497,8 +564,10 @@ def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
         theirs[mark] = _AgentDriver(stack, list(history), calls).step
     rounds = -(-samples // CALLS_PER_INVOKE)  # enough invokes for `samples` calls
     timed_ours = _interleaved(ours, rounds)
+    timed_clearing = _interleaved(clearing, rounds)
     timed_theirs = _interleaved(theirs, rounds)
     figures.update(_figures("middleware", timed_ours))
+    figures.update(_figures("middleware_clearing", timed_clearing))
     figures.update(_figures("langchain", timed_theirs))
     return figures
 
@@ -511,6 +580,7 @@ def run(marks: Sequence[int] = MARKS, samples: int = SAMPLES) -> dict[str, float
         session_per_turn,
         dropin_per_call,
         middleware_per_call,
+        first_call_per_mark,
     ]
     for step in steps:
         figures.update(step(marks, samples))
@@ -529,9 +599,35 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        for key, value in figures.items():
-            print(f"{key:40s} {value}")
+        print(table(figures, sorted(marks)))
     return figures
+
+
+def table(figures: dict[str, float], marks: Sequence[int]) -> str:
+    """The figures as one table: per entry point, the median and slowest call (µs) at each
+    mark, the growth from the first mark to the last, and for ours both checks (growth within
+    `GROWTH_LIMIT`, no call over `STEP_LIMIT_US`)."""
+    head = ["entry point".ljust(42), *(f"{mark:>7,} msgs".rjust(19) for mark in marks)]
+    lines = ["  ".join([*head, "growth".rjust(7), f"<={GROWTH_LIMIT:g}x", "<=20ms"])]
+    lines.append("  ".join(["".ljust(42), *("median / slowest µs".rjust(19) for _ in marks)]))
+    for name, label in ENTRY_POINTS.items():
+        if f"{name}_us_at_{marks[0]}" not in figures:
+            continue
+        cells = [
+            f"{figures[f'{name}_us_at_{m}']:,.0f} / {figures[f'{name}_max_us_at_{m}']:,.0f}"
+            for m in marks
+        ]
+        growth = figures.get(f"{name}_growth", 1.0)
+        checks = ["", ""]
+        if name in OURS:
+            slowest = max(figures[f"{name}_max_us_at_{m}"] for m in marks)
+            checks = [
+                "ok" if growth <= GROWTH_LIMIT else "OVER",
+                "ok" if slowest <= STEP_LIMIT_US else "OVER",
+            ]
+        row = [label.ljust(42), *(cell.rjust(19) for cell in cells), f"{growth:.2f}x".rjust(7)]
+        lines.append("  ".join([*row, checks[0].ljust(5), checks[1]]).rstrip())
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -541,6 +541,10 @@ class ReplyQueue:
             return len(self._items)
 
 
+HOLD_LIMIT = 10.0
+"""How long `ApiServer.hold_streams` keeps a finished stream open at most (seconds)."""
+
+
 @dataclass
 class ApiServer:
     """The running server: reply queues per API, requests received, base URLs."""
@@ -559,6 +563,13 @@ class ApiServer:
     responses_done: bool = False
     """End each streamed Responses reply with `data: [DONE]`, as OpenAI-compatible servers do
     (the OpenAI API itself does not)."""
+    hold_streams: threading.Event | None = None
+    """When given, a streamed reply, its last event ([DONE] included) sent, keeps its
+    connection open until the event is set (at most `HOLD_LIMIT` seconds), as a server may:
+    a reader that waits for the connection to close waits there."""
+    held_to_limit: list[RecordedRequest] = field(default_factory=list)
+    """Streamed requests whose reply was still held open when `HOLD_LIMIT` ran out (their
+    client read on past the last event instead of stopping)."""
     validate: bool = True
     context_window: int | None = 200_000
     """Prompts estimated over this many tokens are refused as too long (None: no limit)."""
@@ -1356,6 +1367,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def _hold(self, request: RecordedRequest) -> None:
+        """Keep a finished stream's connection open while `hold_streams` says so."""
+        hold = self.server.api.hold_streams
+        if hold is not None and not hold.wait(HOLD_LIMIT):
+            with self.server.api._lock:
+                self.server.api.held_to_limit.append(request)
+
     def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
@@ -1439,6 +1457,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._end_chunks()
                     return
                 if self._stream(events, request, msg, None):
+                    self._hold(request)
                     self._end_chunks()
                 return
             if msg.delay:

@@ -20,9 +20,27 @@ ENGINES = (
 """What a command imports when it runs (the message model is light: `--help` may load it)."""
 
 
-def imported_after(code: str) -> list[str]:
-    """The unbounded modules a fresh interpreter holds after running `code`."""
-    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('unbounded'))))"
+HEAVY = (
+    "unbounded.catalog",
+    "unbounded.policy",
+    "unbounded.model",
+    "unbounded.events",
+    "unbounded.addresses",
+    "unbounded.evaluation",
+    "unbounded.fileio",
+    "asyncio",
+    "concurrent.futures.process",
+    "rich.table",
+    "rich.panel",
+    "rich.progress",
+)
+"""What only running a command needs: the model table, the policy, the message model, the
+event loop, worker processes, the tables a command prints."""
+
+
+def imported_after(code: str, prefix: str = "unbounded") -> list[str]:
+    """The modules (under `prefix`) a fresh interpreter holds after running `code`."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith({prefix!r}))))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return list(json.loads(done.stdout.splitlines()[-1]))
 
@@ -31,6 +49,20 @@ def test_the_command_line_loads_no_engine() -> None:
     loaded = imported_after("import unbounded.cli")
     assert "unbounded.cli.replay_command" in loaded and "unbounded.cli.eval_command" in loaded
     assert [m for m in loaded if m.startswith(ENGINES)] == []
+
+
+def test_the_command_line_loads_what_only_a_command_run_needs_when_it_runs() -> None:
+    loaded = imported_after("import unbounded.cli", prefix="")
+    assert "unbounded.cli.compact_command" in loaded and "unbounded.cli.tune_command" in loaded
+    assert [m for m in loaded if m in HEAVY or m.startswith(tuple(f"{h}." for h in HEAVY))] == []
+
+
+def test_the_probes_default_is_the_exams() -> None:
+    """`eval --probes` defaults to the exam's own number, written apart for a fast `--help`."""
+    from unbounded.cli.eval_command import EXAM_PROBES
+    from unbounded.evaluation.probes import DEFAULT_PROBES
+
+    assert EXAM_PROBES == DEFAULT_PROBES
 
 
 def test_the_package_imports_a_name_when_it_is_used() -> None:

@@ -24,6 +24,9 @@ from unbounded.policy import Policy
 MODEL = "claude-sonnet-4-6"
 # At the warning level from the first token (a huge buffer), where a warm cache may be rewritten.
 SMALL_BATCHES = Policy(microcompact_min_savings=3_000, microcompact_protect_recent_tokens=4_000, warning_buffer=10**9)
+# At the warning level with the default batches: clearing may run, so the view is built (a call
+# that needs only the count reads the tail instead).
+AT_WARNING = Policy(warning_buffer=10**9)
 
 
 def history(rounds: int, *, usage: bool = True) -> list[BaseMessage]:
@@ -88,7 +91,7 @@ def test_the_previous_invokes_copies_are_not_kept_alive() -> None:
     """Each invoke of a checkpointed agent hands the middleware new copies of the history:
     holding the last ones kept two histories alive, and freeing them fell on the next call
     (~20 ms at 10,000 messages). The view keeps ids, so the copies die with the agent's state."""
-    middleware = UnboundedMiddleware(MODEL, context_window=200_000)
+    middleware = UnboundedMiddleware(MODEL, context_window=200_000, policy=AT_WARNING)
     copies = [message.model_copy() for message in history(20)]
     middleware.before_model({"messages": copies}, None)  # type: ignore[arg-type]
     watched = [weakref.ref(message) for message in copies]
@@ -111,7 +114,7 @@ def test_the_previous_invokes_copies_are_not_kept_alive() -> None:
 
 
 def test_messages_without_ids_are_still_matched_by_equality() -> None:
-    middleware = UnboundedMiddleware(MODEL, context_window=200_000)
+    middleware = UnboundedMiddleware(MODEL, context_window=200_000, policy=AT_WARNING)
     plain = history(5)
     for message in plain:
         message.id = None

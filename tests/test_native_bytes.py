@@ -220,12 +220,11 @@ def test_the_anthropic_drop_in_asks_for_server_compaction_whatever_writes_the_su
 # -- through the drop-ins: the caller holds SDK objects, the next request carries the server's bytes
 
 
-# Not yet: the SDK's stream helpers (and the OpenAI SDK's event stream) hand the drop-in SDK
-# objects only, built in the SDK model's field order; the raw events never reach it.
-_SDK_FOLDED = pytest.mark.xfail(strict=True, reason="the reply is read from SDK objects, not raw events")
+# The SDK's stream helpers (and the OpenAI SDK's event stream) hand the caller SDK objects in the
+# SDK model's field order; the drop-in reads the same bytes raw as they pass (`_raw_tap`).
 
 
-@pytest.mark.parametrize("stream", ["no", "create", pytest.param("helper", marks=_SDK_FOLDED)])
+@pytest.mark.parametrize("stream", ["no", "create", "helper"])
 def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
     """The caller sends the SDK's content objects back (or, for raw events, what it folded
     itself); the next request carries the block as the server wrote it, not in the SDK
@@ -256,7 +255,7 @@ def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_s
     assert _compact(block)[:-1] in api_server.requests[1].body, "the compaction block was not sent back as received"
 
 
-@pytest.mark.parametrize("stream", ["no", pytest.param("create", marks=_SDK_FOLDED), pytest.param("helper", marks=_SDK_FOLDED)])
+@pytest.mark.parametrize("stream", ["no", "create", "helper"])
 def test_the_openai_drop_in_sends_reasoning_and_compaction_items_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
     """The caller sends the SDK's output items back (`reply.output`); the next request's
     input carries them as the server wrote them."""

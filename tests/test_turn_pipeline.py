@@ -358,17 +358,24 @@ def test_the_turn_speed_benchmark_reports_every_entry_point_at_every_mark() -> N
     try:
         import langchain_core  # noqa: F401
 
-        names += ["middleware", "langchain"]
+        names += ["middleware", "middleware_clearing", "middleware_first_call", "middleware_first_call_clearing", "langchain"]
     except ImportError:
         pass
     marks = (12, 20, 30)
     keys = [f"{name}_{kind}_at_{mark}" for name in names for kind in ("us", "max_us") for mark in marks]
     keys += [f"{name}_growth" for name in names]
-    # Every later mark against the first (the Must-show compares 3,000 with 200 in one run).
+    # Every later mark against the first (the Must-show compares 10,000 with 200 in one run).
     keys += [f"{name}_ratio_{mark}_to_12" for name in names for mark in (20, 30)]
-    if "middleware" in names:
-        keys += [f"middleware_first_call_us_at_{mark}" for mark in marks]
     assert sorted(figures) == sorted(keys)
+    # One table, a row per entry point, the checks beside ours only.
+    rows = module.table(figures, marks).splitlines()[2:]
+    assert [row[:42].strip() for row in rows] == [module.ENTRY_POINTS[name] for name in module.ENTRY_POINTS if name in names]
+    for row in rows:
+        ends = row.split()[-2:]
+        if "LangChain" in row:
+            assert ends[-1].endswith("x")  # its growth: no check of ours applies to it
+        else:
+            assert {ends[0], ends[1]} <= {"ok", "OVER"}
     assert all(math.isfinite(figures[key]) and figures[key] > 0 for key in keys)
     for name in names:
         for mark in (20, 30):

@@ -27,9 +27,40 @@ import contextvars
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from unbounded.errors import ConfigError
+
+if TYPE_CHECKING:
+    from unbounded.policy import Policy
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockingDriver:
+    """A blocking entry point that drives a session: its name, and its async twin (what the
+    refusal of `Policy.background_summary` tells the caller to use instead)."""
+
+    entry_point: str
+    instead: str
+
+    def refuse_background_summary(self, policy: Policy) -> None:
+        """ConfigError when `policy` runs `Policy.background_summary`: this entry point runs its
+        event loop only inside each blocking call, so the summary's task would be frozen
+        between turns and the turn at the threshold would wait for it anyway."""
+        if policy.background_summary:
+            raise ConfigError(
+                f"Policy.background_summary needs an event loop running between turns; "
+                f"{self.entry_point} runs its loop only inside each blocking call, so the "
+                f"summary would never be written off the turn's path: {self.instead}, or set "
+                f"background_summary=False"
+            )
+
+
+SYNC_SESSION = BlockingDriver("a SyncSession", "use the async Session")
+"""`SyncSession`'s name and advice in the refusal."""
 
 
 def loop_running_here() -> bool:
@@ -136,4 +167,10 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
     loop.close()
 
 
-__all__ = ["BlockingRunner", "loop_running_here", "run_blocking"]
+__all__ = [
+    "SYNC_SESSION",
+    "BlockingDriver",
+    "BlockingRunner",
+    "loop_running_here",
+    "run_blocking",
+]

@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from unbounded.blocking import BlockingDriver
 from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.ttl import CacheTtl, CacheTtlLatch, prefix_cache_ttl
 from unbounded.catalog import ModelInfo
@@ -111,6 +112,8 @@ class Session:
             config, self._base_policy, self._deps.model_table
         )
         self._closed = False
+        self._blocking_drivers: list[BlockingDriver] = []
+        """The blocking entry points driving the session (`drive_blocking`)."""
         self._call_provider: Provider | None = None
         """The provider of the last `call`: the model summaries and notes use by default."""
         self._requests_provider: Provider | None = None
@@ -181,18 +184,33 @@ class Session:
         summarizer; every value derived from them is computed again (the model's limits, the
         scaled policy, the thresholds, the system prompt and tools' overhead that estimates
         and calibration start from). A config the window cannot hold raises `ConfigError` and
-        changes nothing.
+        changes nothing, as does a policy with `background_summary` while a blocking entry
+        point drives the session (`drive_blocking`).
 
         The calibration measured so far is kept: it compared a usage against the request
         that was then sent; the next usage is compared against the new overhead."""
         self._check_open()
         base = policy if policy is not None else self._base_policy
+        for driver in self._blocking_drivers:
+            driver.refuse_background_summary(base)
         settings = self._derive(config or self.config, base)
         self._base_policy = base
         self._settings = settings
         self._detector.policy = settings.policy
         if summarizer is not None:
             self._deps = replace(self._deps, summarizer=summarizer)
+
+    def drive_blocking(self, driver: BlockingDriver) -> None:
+        """Note that a blocking entry point drives the session until `release_blocking`:
+        `Policy.background_summary` is refused now (`ConfigError`) and by `reconfigure` while
+        it drives it, since its event loop runs only inside each of its calls."""
+        driver.refuse_background_summary(self._base_policy)
+        self._blocking_drivers.append(driver)
+
+    def release_blocking(self, driver: BlockingDriver) -> None:
+        """The blocking entry point `driver` no longer drives the session (`drive_blocking`)."""
+        if driver in self._blocking_drivers:
+            self._blocking_drivers.remove(driver)
 
     def _derive(self, config: SessionConfig, base: Policy) -> DerivedSettings:
         """`derive_settings` of `config`, counting the tools the extensions add to it (their

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from unbounded.blocking import BlockingRunner
+from unbounded.blocking import SYNC_SESSION, BlockingDriver, BlockingRunner
 from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import ModelInfo
 from unbounded.compaction.auto import TierEntry
@@ -22,7 +22,6 @@ from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import CacheSafeParams, CompactionResult
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.configuration import SessionConfig
-from unbounded.errors import ConfigError
 from unbounded.events import EventSink
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry
@@ -38,19 +37,13 @@ T = TypeVar("T")
 
 def refuse_background_summary(
     policy: Policy,
-    entry_point: str = "a SyncSession",
-    instead: str = "use the async Session",
+    entry_point: str = SYNC_SESSION.entry_point,
+    instead: str = SYNC_SESSION.instead,
 ) -> None:
-    """ConfigError for `Policy.background_summary` at a blocking entry point: its event loop
-    runs only inside each blocking call, so the summary's task would be frozen between turns
-    and the turn at the threshold would wait for it anyway. `entry_point` names the caller;
-    `instead` is its async twin."""
-    if policy.background_summary:
-        raise ConfigError(
-            f"Policy.background_summary needs an event loop running between turns; "
-            f"{entry_point} runs its loop only inside each blocking call, so the summary would "
-            f"never be written off the turn's path: {instead}, or set background_summary=False"
-        )
+    """ConfigError for `Policy.background_summary` at a blocking entry point
+    (`BlockingDriver.refuse_background_summary`): `entry_point` names the caller; `instead`
+    is its async twin."""
+    BlockingDriver(entry_point, instead).refuse_background_summary(policy)
 
 
 def blocking_options(keywords: Mapping[str, Any]) -> SessionOptions:
@@ -72,7 +65,7 @@ class SyncSession:
     Inside a running event loop the kept loop runs on a worker thread (the blocking rule)."""
 
     def __init__(self, session: Session) -> None:
-        refuse_background_summary(session.policy)
+        session.drive_blocking(SYNC_SESSION)  # background_summary refused, now and later
         self.session = session
         self._runner = BlockingRunner()
 
@@ -120,9 +113,15 @@ class SyncSession:
         summarizer: Provider | None = None,
     ) -> None:
         """`Session.reconfigure` (`Policy.background_summary` refused, as at construction)."""
-        if policy is not None:
-            refuse_background_summary(policy)
         self.session.reconfigure(config, policy=policy, summarizer=summarizer)
+
+    def drive_blocking(self, driver: BlockingDriver) -> None:
+        """`Session.drive_blocking` (a SyncSession drives its session already)."""
+        self.session.drive_blocking(driver)
+
+    def release_blocking(self, driver: BlockingDriver) -> None:
+        """`Session.release_blocking`."""
+        self.session.release_blocking(driver)
 
     @property
     def closed(self) -> bool:

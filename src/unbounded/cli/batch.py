@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import glob
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Generic, TypeVar
 
 import typer
 
-from unbounded.addresses import DatabaseAddress, parse_address
 from unbounded.errors import ConfigError, UnboundedError
 
 T = TypeVar("T")
@@ -49,6 +47,7 @@ def expand_paths(arguments: Sequence[str]) -> list[str]:
 
 def _expand_one(argument: str) -> list[str]:
     # Imported here: the readers are an engine `--help` does not load.
+    from unbounded.addresses import DatabaseAddress, parse_address
     from unbounded.transcripts.openhands_sdk import conversation_folder
 
     if isinstance(parse_address(argument), DatabaseAddress):
@@ -115,6 +114,8 @@ def run_each(work: Callable[[str], T], paths: Sequence[str], jobs: int) -> Itera
         for path in paths:
             yield _guarded(work, path)
         return
+    from concurrent.futures import ProcessPoolExecutor  # only for --jobs: a fast --help
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
         futures = [pool.submit(_guarded, work, path) for path in paths]
         for future in futures:

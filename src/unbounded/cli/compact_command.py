@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from contextlib import nullcontext
@@ -10,9 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.table import Table
 
-from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
@@ -22,7 +19,6 @@ from unbounded.cli.options import (
     read_transcript,
 )
 from unbounded.errors import ConfigError
-from unbounded.policy import Policy
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
     from unbounded.events import Event
@@ -144,11 +140,17 @@ def compact_command(
     file_order: FileOrderOption = False,
 ) -> None:
     """Summarize a session (or part of it) and show what the next context would hold."""
+    import asyncio
+
+    from rich.table import Table
+
     from unbounded.addresses import FileAddress, parse_address
+    from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.compaction.conversation import CacheSafeParams, compact_conversation
     from unbounded.events import CompactionHeartbeat, CompactionRetried
     from unbounded.model.entries import messages_after_compact_boundary
     from unbounded.model.normalize import normalize_messages, validate_request
+    from unbounded.policy import Policy
     from unbounded.recall.index import TranscriptIndex
     from unbounded.recall.receipts import RECEIPT_KEY, write_compaction_receipt
     from unbounded.transcripts.claude_code import write_claude_code

@@ -4,16 +4,13 @@ at once (folders, globs, `--jobs`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
@@ -25,14 +22,17 @@ from unbounded.cli.options import (
 )
 from unbounded.cli.text import plural, shorten_middle
 from unbounded.errors import ConfigError
-from unbounded.evaluation.probes import CATEGORIES, CATEGORY_LABELS, DEFAULT_PROBES
-from unbounded.policy import Policy
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
     from unbounded.evaluation.evaluate import EvalReport
     from unbounded.evaluation.probes import ProbeExam
     from unbounded.model.transcript import Transcript
+    from unbounded.policy import Policy
     from unbounded.providers.base import Provider
+
+EXAM_PROBES = 10
+"""`--probes`'s default: the exam's `DEFAULT_PROBES` (a test holds them equal; the exam's
+module is not imported for `--help`)."""
 
 
 async def run_eval(
@@ -69,7 +69,10 @@ def evaluate_one(settings: EvalSettings, path: str) -> tuple[EvalReport, tuple[s
     """The deterministic evaluation of one file of a batch, and its reader's warnings (runs in
     a worker process with --jobs). A Claude Code file is streamed (bounded memory, see
     `unbounded.evaluation.streamed`); other formats and database sessions are loaded whole."""
+    import asyncio
+
     from unbounded.addresses import FileAddress, parse_address
+    from unbounded.catalog import DEFAULT_MODEL
     from unbounded.evaluation.evaluate import evaluate_transcripts
     from unbounded.evaluation.streamed import evaluate_stream, open_session
     from unbounded.transcripts.loader import detect_format
@@ -150,7 +153,7 @@ def eval_command(
     ] = None,
     probes: Annotated[
         int, typer.Option("--probes", help="Questions the examiner writes per point.")
-    ] = DEFAULT_PROBES,
+    ] = EXAM_PROBES,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the order the grader sees the answers in.")
     ] = 0,
@@ -162,6 +165,11 @@ def eval_command(
 ) -> None:
     """Examine the hand-overs of recorded sessions' compaction points (--llm), and report
     what compaction keeps (deterministic diagnostics)."""
+    import asyncio
+
+    from unbounded.catalog import DEFAULT_MODEL, load_model_table
+    from unbounded.policy import Policy
+
     if not paths:
         raise ConfigError("give at least one session to evaluate")
     table = load_model_table()
@@ -235,6 +243,8 @@ def merge_reports(summarizers: list[str], reports: list[EvalReport]) -> EvalRepo
 
 def exam_provider(model: str, option: str) -> Provider:
     """The provider of a model of the model table (Anthropic or OpenAI)."""
+    from unbounded.catalog import load_model_table
+
     info = load_model_table().get(model)
     if info.provider not in ("anthropic", "openai"):
         raise ConfigError(
@@ -270,6 +280,8 @@ async def run_exam(report: EvalReport, exam: ProbeExam) -> None:
 
 def render_sessions(reports: list[EvalReport], failed: list[tuple[str, str]]) -> None:
     """One row per session: its points, compression, and the facts each summary kept."""
+    from rich.table import Table
+
     table = Table(
         title=f"{plural(len(reports), 'session')} evaluated"
         + (f" ({len(failed):,} failed, see above)" if failed else "")
@@ -315,6 +327,8 @@ def _recall_precision(figures: dict[str, Any]) -> str:
 def render_continuation(data: dict[str, Any]) -> None:
     """The continuation diagnostics: what the agent used next that each context holds, and
     what it lists that the agent used."""
+    from rich.table import Table
+
     table = Table(
         title=f"Continuation at {data['continuation_points']} recorded compaction(s), a "
         "diagnostic: of what the agent used in the next turns and could have known, the share "
@@ -342,6 +356,10 @@ def render_continuation(data: dict[str, Any]) -> None:
 
 def render_exam(llm: dict[str, Any]) -> None:
     """The probe exam: points earned per hand-over, overall and per category."""
+    from rich.table import Table
+
+    from unbounded.evaluation.probes import CATEGORIES, CATEGORY_LABELS
+
     table = Table(
         title=f"Probe exam at {llm['points_examined']} compaction point(s) ({llm['model']}; "
         f"graded by {llm['grader_model']}): share of the points earned, and mean points per "
@@ -369,6 +387,8 @@ def render_exam(llm: dict[str, Any]) -> None:
 def render(data: dict[str, Any]) -> None:
     """Print the evaluation with rich: the exam first when there is one, then the
     deterministic diagnostics."""
+    from rich.table import Table
+
     from unbounded.evaluation.retention import FACT_TYPES
 
     llm = data.get("llm")

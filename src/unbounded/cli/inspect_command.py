@@ -7,12 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
 
-from unbounded.addresses import Address, FileAddress, parse_address
-from unbounded.catalog import ModelTable, load_model_table
 from unbounded.cli.app import app, console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
@@ -24,6 +19,10 @@ from unbounded.cli.receipts_view import render_receipts
 from unbounded.cli.text import shorten_middle
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from rich.text import Text
+
+    from unbounded.addresses import Address
+    from unbounded.catalog import ModelTable
     from unbounded.inspection import InspectReport
 
 BAR_WIDTH = 60
@@ -78,6 +77,9 @@ def inspect_command(
     file_order: FileOrderOption = False,
 ) -> None:
     """Show where a session's tokens go and how close it is to compaction."""
+    from unbounded.addresses import parse_address
+    from unbounded.catalog import load_model_table
+
     report = inspect_address(
         parse_address(path),
         model=model,
@@ -106,6 +108,7 @@ def inspect_address(
     A Claude Code file is streamed (`inspect_file`: bounded memory); other formats and
     database sessions are loaded whole.
     """
+    from unbounded.addresses import FileAddress
     from unbounded.inspection import inspect_transcript
     from unbounded.inspection_stream import (
         file_order_main_thread,
@@ -132,6 +135,8 @@ def inspect_address(
 
 
 def _context_bar(report: InspectReport) -> Text:
+    from rich.text import Text
+
     thresholds = report.thresholds
     window = thresholds.context_window
     scale = BAR_WIDTH / window
@@ -159,6 +164,8 @@ def _context_bar(report: InspectReport) -> Text:
 
 def render_breakdown(report: InspectReport) -> None:
     """The context size in rows that add up to it, reported and estimated apart."""
+    from rich.table import Table
+
     from unbounded.tokens.breakdown import SYSTEM_AND_TOOLS
 
     labels = {SYSTEM_AND_TOOLS: "system prompt + tools"}
@@ -211,6 +218,10 @@ def render_breakdown(report: InspectReport) -> None:
 
 def render(report: InspectReport) -> None:
     """Print the report with rich."""
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     source = report.source
     thresholds = report.thresholds
     header = Table.grid(padding=(0, 2))

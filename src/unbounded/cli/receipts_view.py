@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
 from unbounded.cli.app import console
 from unbounded.cli.text import plural
 
@@ -49,6 +47,8 @@ def _covered(receipt: Receipt) -> str:
 
 def render_receipts(receipts: Sequence[Receipt]) -> None:
     """Print the receipts table (nothing when the transcript has none)."""
+    from rich.table import Table
+
     if not receipts:
         return
     table = Table(

@@ -10,13 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from unbounded.addresses import FileAddress, parse_address
-from unbounded.catalog import DEFAULT_MODEL, load_model_table
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
@@ -29,11 +23,11 @@ from unbounded.cli.options import (
 )
 from unbounded.cli.text import plural, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError
-from unbounded.policy import Policy
 
 if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
     from unbounded.evaluation.replay import ReplayOptions, ReplayReport
     from unbounded.model.transcript import Transcript
+    from unbounded.policy import Policy
 
 _KIND_STYLE = {
     "compaction": "bold magenta",
@@ -71,6 +65,7 @@ def pick_session(
     the newest session on this machine with a conversation (Claude Code's ~/.claude/projects
     or Codex CLI's $CODEX_HOME/sessions, by default ~/.codex/sessions), else the built-in
     demo session."""
+    from unbounded.addresses import FileAddress, parse_address
     from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
     from unbounded.evaluation.sources import sessions_newest_first
 
@@ -157,6 +152,8 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
 
 
 def _read_quietly(path: str, settings: ReplaySettings) -> tuple[Transcript, str]:
+    from unbounded.addresses import parse_address
+
     address = parse_address(path)
     transcript = read_transcript(
         address, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
@@ -169,6 +166,7 @@ def _skipped(lines: int) -> tuple[str, ...]:
 
 
 def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> ReplayOptions:
+    from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.evaluation.replay import ReplayOptions
 
     table = load_model_table()
@@ -234,9 +232,19 @@ def replay_command(
     ] = True,
 ) -> None:
     """Replay sessions through unbounded's pipeline and compare costs with baselines."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.evaluation.replay import replay_session
     from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.evaluation.report import render_report_html
+    from unbounded.policy import Policy
 
     if series and not as_json:
         raise ConfigError("--series adds the per-call figures to the JSON output: add --json")
@@ -303,6 +311,14 @@ def replay_command(
 def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> None:
     """Replay every session, then print a table across them (or one JSON object); a file that
     fails is reported and the others still run; exit status 2 when one failed."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     rows: list[ReplayRow] = []
     failed: list[tuple[str, str]] = []
     with Progress(
@@ -350,6 +366,9 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
 def render_batch(rows: list[ReplayRow], failed: list[tuple[str, str]]) -> None:
     """The table across sessions: calls, compactions, our cost against the recorded one (the
     baselines are in each session's own report)."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(
         title=f"Replayed {plural(len(rows), 'session')}"
         + (f" ({len(failed):,} failed, see above)" if failed else "")
@@ -395,6 +414,9 @@ def render_batch(rows: list[ReplayRow], failed: list[tuple[str, str]]) -> None:
 
 def render(report: ReplayReport) -> None:
     """Print the replay's timeline and cost table with rich."""
+    from rich.panel import Panel
+    from rich.table import Table
+
     header = Table.grid(padding=(0, 2))
     header.add_row("session", shorten_middle(report.source, max(20, console.width - 18)))
     header.add_row(
@@ -498,6 +520,9 @@ STRATEGY_LINES = {
 
 def render_cost_parts(report: ReplayReport) -> None:
     """Where each strategy's cost goes, and what each strategy is."""
+    from rich import box
+    from rich.table import Table
+
     parts = Table(
         title="Where the cost goes (USD)",
         title_justify="left",
@@ -526,6 +551,8 @@ def render_cost_parts(report: ReplayReport) -> None:
 
 def render_timeline(report: ReplayReport) -> None:
     """The replay's events, at most 60 of them (none: one line saying so)."""
+    from rich.table import Table
+
     shown = [e for e in report.timeline if e.kind != "expected_cache_drop"]
     if not shown:
         console.print("Timeline: no compaction, microcompaction, cache break or warning")
@@ -550,6 +577,9 @@ def render_timeline(report: ReplayReport) -> None:
 
 def render_costs(report: ReplayReport) -> None:
     """The cost table: the recorded session, ours and every baseline."""
+    from rich import box
+    from rich.table import Table
+
     names = ["unbounded", *report.baselines]
     # Lines between rows only: seven columns and every strategy name whole in 80 columns.
     costs = Table(

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from unbounded.addresses import DatabaseAddress, parse_address
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.errors import ConfigError
+
+if TYPE_CHECKING:  # imported when the command runs (a fast --help)
+    from unbounded.addresses import DatabaseAddress
 
 
 def database_address(text: str, what: str) -> DatabaseAddress:
     """`text` as a database address, or a clear error saying what was expected."""
+    from unbounded.addresses import DatabaseAddress, parse_address
+
     address = parse_address(text)
     if not isinstance(address, DatabaseAddress):
         raise ConfigError(
@@ -32,6 +35,8 @@ def sessions_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """List the sessions kept in a database (id, records, last update, size)."""
+    from rich.table import Table
+
     from unbounded.postgres.transfer import list_sessions
 
     address = database_address(url, "URL")

@@ -7,18 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import PolicyOption
 from unbounded.errors import ConfigError
-from unbounded.fileio import atomic_write_chunks
-from unbounded.policy import Policy
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
     from unbounded.evaluation.tune import Candidate, TuneReport
+    from unbounded.policy import Policy
 
 
 @app.command("tune")
@@ -39,6 +35,18 @@ def tune_command(
 ) -> None:
     """Find the cheapest policy for these sessions that keeps at least what the default
     keeps (the continuation measure), and write it as a policy file."""
+    from rich.markup import escape
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from unbounded.fileio import atomic_write_chunks
+    from unbounded.policy import Policy
+
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"{path}: no such session file")
@@ -104,6 +112,8 @@ def _label(candidate: Candidate, base: Policy) -> str:
 
 def render(report: TuneReport) -> None:
     """The table of every policy tried, cheapest first."""
+    from rich.table import Table
+
     table = Table(
         title="Policies tried (cost summed over the sessions; continuation: share of what the "
         "agent used next that the compacted context kept)",

@@ -716,7 +716,9 @@ class _Replayer:
         replaced = recording.model if options.model is not None else None
         for name in recording.models:
             info = table.find(name)
-            if info is not None and name not in (self.model_name, replaced):
+            # A dated id of the main model (`claude-sonnet-4-5-20250929`) is the main model: its
+            # requests carry the main name, the one the warm prefix is primed under.
+            if info is not None and info.name != self.model.name and name != replaced:
                 self.call_models[name] = info
         self.models_called = recording.models
         self.billed = recording.billed

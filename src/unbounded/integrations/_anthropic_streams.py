@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from unbounded.engine import open_turn, open_turn_blocking, turn_flow
+from unbounded.integrations._raw_tap import RawEventTap, http_response, tap_response
 from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.model.request import ProviderRequest
 from unbounded.wire.anthropic import AnthropicMessages
@@ -35,9 +36,28 @@ def _final_snapshot(stream: Any) -> Any | None:
     return snapshot
 
 
+class _RawReply:
+    """The reply under a `messages.stream(...)` the caller reads, folded from the same bytes
+    as they pass (`_raw_tap`), so what the session records keeps the server's key order."""
+
+    def __init__(self, stream: Any) -> None:
+        self._fold = AnthropicMessages().stream_assembler()
+        self._tap = RawEventTap(self._fold.add)
+        self._tapped = tap_response(http_response(stream), self._tap)
+
+    def reply(self, stream: Any) -> Any | None:
+        """What to record once the caller is done with `stream`: the raw fold's reply when the
+        SDK read the stream to its end, else the SDK's snapshot (None: not finished)."""
+        snapshot = _final_snapshot(stream)
+        if snapshot is None or not self._tapped or self._tap.failed or not self._fold.stopped:
+            return snapshot
+        return self._fold.response()
+
+
 class _Accumulated:
     """A reply rebuilt from raw stream events by the Messages format's fold, handed to
-    `on_message` once its `message_stop` arrives."""
+    `on_message` as the session reads it (a `ModelResponse`, its compaction blocks as the
+    events wrote them) once its `message_stop` arrives."""
 
     def __init__(self, on_message: Callable[[Any], None]) -> None:
         self._fold = AnthropicMessages().stream_assembler()
@@ -49,7 +69,7 @@ class _Accumulated:
         self._fold.add(event)
         if self._fold.stopped and not self.recorded:
             self.recorded = True
-            self._on_message(self._fold.snapshot)
+            self._on_message(self._fold.response())
 
     def finish(self) -> None:
         """Nothing more to record: a stream that ended before its `message_stop` was cut."""
@@ -70,10 +90,9 @@ class AsyncRecordingStream(AsyncBaseRecordingStream):
         super().__init__(stream, _Accumulated(on_message))
 
 
-class StreamManager:
-    """What `messages.stream(...)` returns: entering it runs a turn of the engine until the
-    SDK's stream is open (the engine's one prompt-too-long retry included); leaving it records
-    the reply when it was read to the end. A side call opens the SDK's stream as given."""
+class _ManagerState:
+    """What the sync and async `messages.stream(...)` managers share: the call's keywords, the
+    SDK's manager and stream once open, and what to record when the `with` block ends."""
 
     def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
         self._pipeline = pipeline
@@ -81,13 +100,30 @@ class StreamManager:
         self._kwargs = kwargs
         self._inner: Any = None
         self._stream: Any = None
+        self._raw: _RawReply | None = None
         self._records = True
+
+    def _record_read_reply(self) -> None:
+        """Record the reply if the caller read it to its end (a side call records nothing)."""
+        if self._stream is None or self._raw is None or not self._records:
+            return
+        reply = self._raw.reply(self._stream)
+        if reply is not None:
+            self._pipeline.record(reply)
+
+
+class StreamManager(_ManagerState):
+    """What `messages.stream(...)` returns: entering it runs a turn of the engine until the
+    SDK's stream is open (the engine's one prompt-too-long retry included); leaving it records
+    the reply when it was read to the end. A side call opens the SDK's stream as given."""
+
 
     def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = self._inner.__enter__()
+        self._raw = _RawReply(stream)
         pipeline.mark_sent()
         return stream
 
@@ -114,34 +150,22 @@ class StreamManager:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            snapshot = (
-                _final_snapshot(self._stream)
-                if self._stream is not None and self._records
-                else None
-            )
-            if snapshot is not None:
-                self._pipeline.record(snapshot)
+            self._record_read_reply()
         finally:
             if self._inner is not None:
                 self._inner.__exit__(exc_type, exc, traceback)
 
 
-class AsyncStreamManager:
+class AsyncStreamManager(_ManagerState):
     """`StreamManager` for the async client (`async with client.messages.stream(...)`)."""
 
-    def __init__(self, pipeline: ClientPipeline, sdk: Any, kwargs: dict[str, Any]) -> None:
-        self._pipeline = pipeline
-        self._sdk = sdk
-        self._kwargs = kwargs
-        self._inner: Any = None
-        self._stream: Any = None
-        self._records = True
 
     async def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
         pipeline = self._pipeline
         method = pipeline.messages_api(request, self._sdk).stream
         self._inner = method(**pipeline.call_kwargs(request, method, passthrough))
         stream = await self._inner.__aenter__()
+        self._raw = _RawReply(stream)
         pipeline.mark_sent()
         return stream
 
@@ -168,13 +192,7 @@ class AsyncStreamManager:
         traceback: TracebackType | None,
     ) -> None:
         try:
-            snapshot = (
-                _final_snapshot(self._stream)
-                if self._stream is not None and self._records
-                else None
-            )
-            if snapshot is not None:
-                self._pipeline.record(snapshot)
+            self._record_read_reply()
         finally:
             if self._inner is not None:
                 await self._inner.__aexit__(exc_type, exc, traceback)

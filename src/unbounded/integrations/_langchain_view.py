@@ -22,6 +22,10 @@ fresh conversion of the agent's messages would give (the placeholders), for the 
 summary. The next call checks that the agent applied the clears (each cleared message reads
 the placeholder); when it did not (the update was dropped, or the same state planned twice),
 the view is built again from the messages, which then say what is cleared.
+
+`tail_count` gives the view's count without the view: the last reported usage plus the
+estimate of what follows it, for a call on a conversation the view does not hold that needs
+nothing else.
 """
 
 from __future__ import annotations
@@ -68,11 +72,15 @@ class ConversationView:
         self._pending: dict[int, str] = {}
         """Index -> tool call id of the results the last call cleared (not yet seen cleared)."""
 
+    def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
+        """How many leading messages `sync` would keep from the last call (0: none, the view
+        would be built again from the messages)."""
+        same = self._reusable(messages, stale)
+        return same if same and self._clears_applied(messages) else 0
+
     def sync(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
         """Bring the view up to these messages; only what follows the reused ones is read."""
-        same = self._reusable(messages, stale)
-        if same and not self._clears_applied(messages):
-            same = 0
+        same = self.reused(messages, stale)
         self._pending = {}
         if same < len(self.keys) or not self.keys:
             self._restart(messages, same, stale)
@@ -158,6 +166,46 @@ class ConversationView:
             self.entries[index] = entry
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
+
+
+def tail_count(
+    messages: Sequence[BaseMessage], stale: frozenset[str], convert: Convert
+) -> int | None:
+    """The count a view of `messages` would hold (`ConversationView.counter.total`), reading
+    only the last message whose usage anchors it and what follows; None when no usage does
+    (the whole conversation is then estimated: build the view).
+
+    The anchor is the last AI message reporting usage whose id is not in `stale`: each
+    AIMessage is a response of its own (LangGraph gives every message its own id), so the
+    count is its reported total plus the padded estimate of every message after it, as the
+    view's `ContextCounter` sums them."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not (
+            isinstance(message, AIMessage)
+            and message.usage_metadata
+            and (message.id or "") not in stale
+        ):
+            continue
+        anchor = convert(message, True)
+        if anchor is None or anchor.usage is None:
+            continue  # a reply that never anchors a count (a synthetic one)
+        if _continues_a_response(messages, index):
+            return None
+        tail = [convert(later, (later.id or "") not in stale) for later in messages[index + 1 :]]
+        return ContextCounter([anchor, *(entry for entry in tail if entry is not None)]).total
+    return None
+
+
+def _continues_a_response(messages: Sequence[BaseMessage], index: int) -> bool:
+    """The AI message at `index` shares its id with the AI message before it (a later line of
+    one response): the count then also covers what came between, so build the view."""
+    own = messages[index].id
+    for earlier_index in range(index - 1, -1, -1):
+        earlier = messages[earlier_index]
+        if isinstance(earlier, AIMessage):
+            return own is not None and earlier.id == own
+    return False
 
 
 def _key(message: BaseMessage) -> object:

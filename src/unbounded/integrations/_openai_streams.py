@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from unbounded.integrations._raw_tap import RawEventTap, http_response, tap_response
 from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.wire.base import StreamAssembler
 
@@ -20,12 +21,25 @@ class _Recorder:
     whose usage chunk follows the finish)."""
 
     def __init__(
-        self, fold: StreamAssembler, on_reply: Callable[[Any], None], request_id: str | None
+        self,
+        fold: StreamAssembler,
+        on_reply: Callable[[Any], None],
+        request_id: str | None,
+        raw: tuple[Any, StreamAssembler] | None = None,
     ) -> None:
         self._fold = fold
         self._on_reply = on_reply
         self._request_id = request_id
         self.recorded = False
+        self._raw: tuple[RawEventTap, StreamAssembler] | None = None
+        """The tap on the stream's bytes and its fold of the raw events, when `raw` (the SDK
+        stream and a second fold) could be tapped: the reply is then read from the server's
+        JSON (Responses items keep its key order), the SDK's events being the fallback."""
+        if raw is not None:
+            stream, raw_fold = raw
+            tap = RawEventTap(raw_fold.add)
+            if tap_response(http_response(stream), tap):
+                self._raw = (tap, raw_fold)
 
     def observe(self, event: Any) -> None:
         """Fold an event; record the reply at the format's terminal event."""
@@ -38,8 +52,13 @@ class _Recorder:
         if self.recorded:
             return
         self.recorded = True
+        fold = self._fold
+        if self._raw is not None:
+            tap, raw_fold = self._raw
+            if not tap.failed and getattr(raw_fold, "stopped", False):
+                fold = raw_fold
         try:
-            reply = self._fold.finish(self._request_id)
+            reply = fold.finish(self._request_id)
         except Exception as error:  # a cut stream: nothing whole to record
             logger.warning("a streamed reply was not recorded: %s", error)
             return
@@ -52,9 +71,14 @@ class _HelperRecorder(_Recorder):
     Responses helpers yield the API's events, `response.completed` carrying the reply."""
 
     def __init__(
-        self, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+        self,
+        fold: StreamAssembler,
+        on_reply: Callable[[Any], None],
+        *,
+        chat: bool,
+        raw: tuple[Any, StreamAssembler] | None = None,
     ) -> None:
-        super().__init__(fold, on_reply, None)
+        super().__init__(fold, on_reply, None, raw)
         self._chat = chat
 
     def observe(self, event: Any) -> None:
@@ -74,15 +98,29 @@ class OpenAIRecordingStream(BaseRecordingStream):
     """The SDK's stream (`create(stream=True)`), passed through event by event; the reply
     is recorded once whole."""
 
-    def __init__(self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None]) -> None:
-        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream)))
+    def __init__(
+        self,
+        stream: Any,
+        fold: StreamAssembler,
+        on_reply: Callable[[Any], None],
+        raw_fold: StreamAssembler | None = None,
+    ) -> None:
+        raw = None if raw_fold is None else (stream, raw_fold)
+        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream), raw))
 
 
 class AsyncOpenAIRecordingStream(AsyncBaseRecordingStream):
     """`OpenAIRecordingStream` for the async client."""
 
-    def __init__(self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None]) -> None:
-        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream)))
+    def __init__(
+        self,
+        stream: Any,
+        fold: StreamAssembler,
+        on_reply: Callable[[Any], None],
+        raw_fold: StreamAssembler | None = None,
+    ) -> None:
+        raw = None if raw_fold is None else (stream, raw_fold)
+        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream), raw))
 
 
 class HelperStream(BaseRecordingStream):
@@ -91,9 +129,16 @@ class HelperStream(BaseRecordingStream):
     `get_final_completion` / `get_final_response` / `until_done`)."""
 
     def __init__(
-        self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+        self,
+        stream: Any,
+        fold: StreamAssembler,
+        on_reply: Callable[[Any], None],
+        *,
+        chat: bool,
+        raw_fold: StreamAssembler | None = None,
     ) -> None:
-        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat))
+        raw = None if raw_fold is None else (stream, raw_fold)
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat, raw=raw))
 
     def until_done(self) -> HelperStream:
         """Read the stream to its end (recording the reply)."""
@@ -116,9 +161,16 @@ class AsyncHelperStream(AsyncBaseRecordingStream):
     """`HelperStream` for the async client."""
 
     def __init__(
-        self, stream: Any, fold: StreamAssembler, on_reply: Callable[[Any], None], *, chat: bool
+        self,
+        stream: Any,
+        fold: StreamAssembler,
+        on_reply: Callable[[Any], None],
+        *,
+        chat: bool,
+        raw_fold: StreamAssembler | None = None,
     ) -> None:
-        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat))
+        raw = None if raw_fold is None else (stream, raw_fold)
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat, raw=raw))
 
     async def until_done(self) -> AsyncHelperStream:
         """Read the stream to its end (recording the reply)."""

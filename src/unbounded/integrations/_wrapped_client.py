@@ -13,14 +13,15 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from typing_extensions import Self
 
-from unbounded.blocking import BlockingRunner
+from unbounded.blocking import BlockingDriver, BlockingRunner
 from unbounded.compaction.conversation import CompactionResult
 from unbounded.errors import ConfigError
 from unbounded.integrations._support import as_session
+from unbounded.model.response import Provider
 from unbounded.policy import Policy
 from unbounded.session import Session, SessionStatus
 from unbounded.session_options import SessionOptions, chosen_policy
-from unbounded.sync_session import SyncSession, refuse_background_summary
+from unbounded.sync_session import SyncSession
 
 
 class ClientSide(Protocol):
@@ -74,6 +75,13 @@ def bound_session(
     return as_session(session) if session is not None else None
 
 
+BLOCKING_DROP_IN = BlockingDriver(
+    "a drop-in wrapping a blocking SDK client",
+    "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
+)
+"""The blocking drop-ins' name and advice when they refuse `Policy.background_summary`."""
+
+
 def refuse_blocking_background_summary(
     session: Session | None, policy: Policy | None, session_options: Mapping[str, Any]
 ) -> None:
@@ -87,11 +95,31 @@ def refuse_blocking_background_summary(
     else:
         given = session_options.get("options")
         chosen = chosen_policy(given if isinstance(given, SessionOptions) else SessionOptions())
-    refuse_background_summary(
-        chosen,
-        "a drop-in wrapping a blocking SDK client",
-        "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
-    )
+    BLOCKING_DROP_IN.refuse_background_summary(chosen)
+
+
+def session_option(session_options: Mapping[str, Any], name: str) -> Any:
+    """A `Session` option among `wrap()`'s session keywords: given as a keyword, else in
+    their `options=SessionOptions(...)`; None when neither sets it."""
+    if session_options.get(name) is not None:
+        return session_options[name]
+    given = session_options.get("options")
+    return getattr(given, name) if isinstance(given, SessionOptions) else None
+
+
+def summarizer_in_options(
+    summarizer: object, session_options: Mapping[str, Any]
+) -> Provider | None:
+    """The summarizer of the `options=` (a `SessionOptions`) among `wrap()`'s session keywords,
+    which a session the wrapper opens keeps (None: none there). Given there and as `wrap()`'s
+    own `summarizer=` too, it is a ConfigError: which one should write the summaries?"""
+    chosen: Provider | None = session_option(session_options, "summarizer")
+    if chosen is not None and summarizer is not None:
+        raise ConfigError(
+            "wrap() got a summarizer twice, as summarizer= and in options=SessionOptions("
+            "summarizer=...): give it in one place"
+        )
+    return chosen
 
 
 class WrappedClient(Generic[PipelineT]):
@@ -196,10 +224,13 @@ class AsyncWrappedClient(WrappedClient[PipelineT]):
 
 
 __all__ = [
+    "BLOCKING_DROP_IN",
     "AsyncWrappedClient",
     "ClientSide",
     "SyncWrappedClient",
     "WrappedClient",
     "bound_session",
     "refuse_blocking_background_summary",
+    "session_option",
+    "summarizer_in_options",
 ]

@@ -54,7 +54,7 @@ from typing import Any, overload
 
 from typing_extensions import TypedDict, Unpack
 
-from unbounded.blocking import BlockingRunner
+from unbounded.blocking import BlockingDriver, BlockingRunner
 from unbounded.errors import ConfigError, ToolArgumentError
 from unbounded.events import AgentFinished, Event, EventSink, ModelTurn, ToolExecuted
 from unbounded.integrations._schema import ArgumentConverter, tool_schema
@@ -64,7 +64,7 @@ from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse, Provider
 from unbounded.recall.schema import RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig
-from unbounded.sync_session import SyncSession, refuse_background_summary
+from unbounded.sync_session import SyncSession
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +432,8 @@ async def _agent_events(
     results: list[dict[str, Any]] = []
     prompt = options.prompt
     try:
+        if inline:  # the blocking loop: background_summary refused while it runs the session
+            active.drive_blocking(BLOCKING_AGENT_LOOP)
         offered = as_tools(options.tools)
         _install_tools(active, offered)
         by_name = {t.name: t for t in offered}
@@ -478,6 +480,8 @@ async def _agent_events(
         result_box.append(AgentResult(text, stop_reason, turns, response, active))
         yield publish(AgentFinished(text, stop_reason, turns))
     finally:
+        if inline:
+            active.release_blocking(BLOCKING_AGENT_LOOP)
         try:
             _answer_abandoned_calls(active, results)
         finally:
@@ -566,6 +570,12 @@ def _blocking_events(agen: AsyncIterator[Event]) -> Iterator[Event]:
         runner.close()
 
 
+BLOCKING_AGENT_LOOP = BlockingDriver(
+    "the blocking agent loop (run_agent, iter_agent)", "use arun_agent or aiter_agent"
+)
+"""The blocking loop's name and advice when it refuses `Policy.background_summary`."""
+
+
 def _refuse_blocking_background_summary(
     session: Session | SyncSession | SessionConfig, options: AgentOptions
 ) -> None:
@@ -576,9 +586,7 @@ def _refuse_blocking_background_summary(
         policy = options.policy or Policy.from_env()
     else:
         policy = as_session(session).policy
-    refuse_background_summary(
-        policy, "the blocking agent loop (run_agent, iter_agent)", "use arun_agent or aiter_agent"
-    )
+    BLOCKING_AGENT_LOOP.refuse_background_summary(policy)
 
 
 def iter_agent(

@@ -65,7 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from unbounded.blocking import BlockingRunner
+from unbounded.blocking import BlockingDriver, BlockingRunner
 from unbounded.engine import (
     TurnOptions,
     drive_turn,
@@ -101,10 +101,12 @@ from unbounded.integrations._anthropic_streams import (
 )
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._wrapped_client import (
+    BLOCKING_DROP_IN,
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
     refuse_blocking_background_summary,
+    summarizer_in_options,
 )
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
@@ -203,16 +205,21 @@ class ClientPipeline:
         events: EventSink | None,
         history: HistoryMode,
         session_options: dict[str, Any],
+        blocking: BlockingDriver | None = None,
     ) -> None:
         if history not in ("auto", "full", "new"):
             raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
         self.client = client
+        self._blocking = blocking
+        """The blocking entry point this pipeline is (None: an async client's)."""
         self.provider = self._provider_for(client)
         self.history: HistoryMode = history
         self._folder = Path(folder).expanduser() if folder is not None else None
         self._context_window = context_window
         self._policy = policy
         self._summarizer = summarizer
+        self._options_summarizer = summarizer_in_options(summarizer, session_options)
+        """The summarizer given in `options=`: a session the wrapper opens keeps it."""
         self._events = events
         self._options = session_options
         self._session: Session | None = None
@@ -259,6 +266,8 @@ class ClientPipeline:
         return self._session
 
     def _attach(self, session: Session) -> None:
+        if self._blocking is not None:
+            session.drive_blocking(self._blocking)  # a later background_summary is refused
         self._session = session
         # The drop-in sends the requests itself: the session learns where they go, as `call`
         # would teach it (the native tiers read the provider's profile). `begin` binds it
@@ -298,9 +307,11 @@ class ClientPipeline:
         return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
+        # The summarizer given in `options=` is the caller's: the drop-in's default yields to it.
+        kept = self._options_summarizer is not None
         chosen = {
             "policy": self._policy,
-            "summarizer": self._summarizer_provider(),
+            "summarizer": None if kept else self._summarizer_provider(),
             "events": self._events,
         }
         # A keyword wrap() was not given must not blank the same field of an `options=`.
@@ -561,6 +572,8 @@ class ClientPipeline:
     def _response_of(self, message: Any, body: Any = None) -> ModelResponse:
         """How the session reads an SDK reply: compaction blocks from the raw body (its key
         order is what the server signed and cached; the SDK model's is not)."""
+        if isinstance(message, ModelResponse):  # a raw stream's reply, folded by the format
+            return message
         wire = cast(AnthropicProvider, self.provider).wire
         if body is None:
             return wire.from_response(message)
@@ -583,6 +596,8 @@ class ClientPipeline:
         """Close the store of a session the wrapper opened from a folder (releases its lock),
         and the blocking client's event loop."""
         self.runner.close()
+        if self._session is not None and self._blocking is not None:
+            self._session.release_blocking(self._blocking)
         if self._owns_session and self._session is not None:
             self._session.close()
 
@@ -838,8 +853,9 @@ def wrap_anthropic(
     `session` (a Session you built) or `session_folder` (opened, or resumed when it exists;
     without either the session lives in memory). `model`/`context_window` open the session
     now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
-    client) and any other `Session` keyword apply to a session the wrapper opens; `summarizer`
-    also replaces the summarizer of a session you give. `history`: see the module docstring.
+    client, or the one in `options=SessionOptions(...)`; not both) and any other `Session`
+    keyword apply to a session the wrapper opens; `summarizer` also replaces the summarizer of
+    a session you give. `history`: see the module docstring.
     """
     try:
         import anthropic
@@ -872,6 +888,7 @@ def wrap_anthropic(
         events=events,
         history=history,
         session_options=session_options,
+        blocking=BLOCKING_DROP_IN if wrapper is UnboundedAnthropic else None,
     )
     return wrapper(pipeline)
 

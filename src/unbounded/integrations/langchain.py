@@ -53,7 +53,11 @@ a recall error is a `ToolMessage` with `status="error"`.
 What the previous call converted, normalized and counted is kept and brought up to date with
 the messages each call adds (matched by message id, so the copies a checkpointed agent reloads
 and this middleware's own cleared results are not read again): a call costs what is new, not
-the history (`unbounded.integrations._langchain_view`).
+the history (`unbounded.integrations._langchain_view`). A conversation the middleware has not
+seen (a new process, another thread) is not converted when the call needs only the count (no
+compaction due, and a warm cache below the warning level, where nothing is cleared): the count
+is then read from the last reported usage and the messages after it, so the first call on a
+long state costs its tail; a call that may clear or compact converts the whole history once.
 
 What survives between calls (when the last model call happened, which kept messages carry a
 stale usage, the failure count, the summary requests spent, who wrote the last summary)
@@ -133,7 +137,7 @@ from unbounded.integrations._langchain_recall import (
     without_lone_recall,
 )
 from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
-from unbounded.integrations._langchain_view import ConversationView
+from unbounded.integrations._langchain_view import ConversationView, tail_count
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.profile import MODEL_PROFILE
@@ -350,6 +354,11 @@ def message_to_entry(message: BaseMessage, *, anchor_usage: bool = True) -> Entr
     if isinstance(message, SystemMessage):
         return Entry.user(f"[system]\n{_text_of(message.content)}", is_meta=True)
     return Entry.user(_text_of(message.content))
+
+
+def _convert(message: BaseMessage, anchored: bool) -> Entry | None:
+    """`message_to_entry` as the view calls it (looked up at each call)."""
+    return message_to_entry(message, anchor_usage=anchored)
 
 
 def messages_to_entries(
@@ -753,9 +762,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         # The conversation as the last call left it (converted, normalized, counted, its
         # clears), brought up to date with what each call adds; the lock keeps agents sharing
         # this middleware across threads apart.
-        self._view = ConversationView(
-            lambda message, anchored: message_to_entry(message, anchor_usage=anchored)
-        )
+        self._view = ConversationView(_convert)
         self._lock = threading.Lock()
         self._runners = threading.local()
         self._made_runners: list[BlockingRunner] = []
@@ -905,34 +912,36 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     def _plan(self, state: UnboundedAgentState, *, force: bool = False) -> _Plan:
         """What this call clears, and where it cuts when the trigger is reached (or `force`:
         the model refused the prompt as too long)."""
-        messages = list(state["messages"])
+        given = state["messages"]
+        # Only read (never changed) while the plan lives: a list is not copied.
+        messages = given if isinstance(given, list) else list(given)
         plan = _Plan(self, messages, state.get(STATE_KEY) or ContextState())
         lead = 0
         while lead < len(messages) and isinstance(messages[lead], SystemMessage):
             lead += 1
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
+        last_reply_at = parse_timestamp(plan.context.get("last_model_at"))
+        conversation = messages[lead:] if lead else messages
+        now: datetime | None = None
         with self._lock:
             view = self._view
-            view.sync(messages[lead:], stale)
+            if not force and not view.reused(conversation, stale):
+                # Not the conversation the view holds (a new middleware, another thread).
+                count_only, now = self._count_only(
+                    conversation, stale, last_reply_at, len(messages)
+                )
+                if count_only is not None:
+                    plan.tokens = count_only
+                    return plan
+            view.sync(conversation, stale)
             tokens = view.counter.total
             plan.entries = list(view.entries)  # the originals of what this call clears
             names = self._compactable_names(view.names)
             if names:
                 view.use_tools(names)
-                now = self._clock()
-                last_reply_at = parse_timestamp(plan.context.get("last_model_at"))
-                # The rule a Session follows: a warm cache is not rewritten below the warning
-                # level (the agent's model caches its prefix for the default 5 minutes).
-                policy = microcompact_policy(
-                    self._clearing,
-                    now=now,
-                    last_reply_at=last_reply_at,
-                    ttl="5m",
-                    tokens=tokens,
-                    warning_threshold=self.thresholds.warning,
-                    cache_edits_supported=False,
-                )
+                now = self._clock() if now is None else now
+                policy = self._clearing_policy(now, last_reply_at, tokens)
                 result = microcompact(
                     view.normalizer.borrowed_messages(),  # only read here: no copy
                     view.micro,
@@ -978,6 +987,55 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             )
             plan.compact_at = None if start is None else lead + start
         return plan
+
+    def _count_only(
+        self,
+        conversation: Sequence[BaseMessage],
+        stale: frozenset[str],
+        last_reply_at: datetime | None,
+        message_count: int,
+    ) -> tuple[int | None, datetime | None]:
+        """The count, read from the tail since the last reported usage (`tail_count`), when it
+        is all this call needs: no compaction due and nothing the microcompaction policy may
+        clear (a warm cache below the warning level, or no tool to clear); else None, and the
+        view is built. The clock reading taken to tell is returned for the call to reuse."""
+        tokens = tail_count(conversation, stale, _convert)
+        if tokens is None or self.trigger.reached(self.policy, tokens, message_count):
+            return None, None
+        if not self._calls_compactable_tool(conversation):
+            return tokens, None
+        now = self._clock()
+        if self._clearing_policy(now, last_reply_at, tokens).microcompact_enabled:
+            return None, now
+        return tokens, now
+
+    def _clearing_policy(
+        self, now: datetime, last_reply_at: datetime | None, tokens: int
+    ) -> Policy:
+        """This call's microcompaction policy. The rule a Session follows: a warm cache is not
+        rewritten below the warning level (the agent's model caches its prefix for the
+        default 5 minutes)."""
+        return microcompact_policy(
+            self._clearing,
+            now=now,
+            last_reply_at=last_reply_at,
+            ttl="5m",
+            tokens=tokens,
+            warning_threshold=self.thresholds.warning,
+            cache_edits_supported=False,
+        )
+
+    def _calls_compactable_tool(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether microcompaction runs on these messages: some tool may be cleared (the
+        compactable tools given, else a tool an AI message called), newest first."""
+        if self.compactable_tools is not None:
+            return bool(self._compactable_names({}))
+        for message in reversed(messages):
+            if isinstance(message, AIMessage) and any(
+                call["name"] not in self.exclude_tools for call in message.tool_calls
+            ):
+                return True
+        return False
 
     def trigger_level(self) -> int:
         """The lowest token level the middleware compacts at (the trigger's, else the

@@ -63,10 +63,12 @@ from unbounded.integrations._openai_streams import (
     OpenAIRecordingStream,
 )
 from unbounded.integrations._wrapped_client import (
+    BLOCKING_DROP_IN,
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
     refuse_blocking_background_summary,
+    session_option,
 )
 from unbounded.integrations.anthropic_client import (
     ClientPipeline,
@@ -252,7 +254,8 @@ class OpenAIPipeline(ClientPipeline):
         )
 
     def _open(self, config: SessionConfig) -> Session:
-        table = self._options.get("model_table") or load_model_table()
+        # The table the caller gave, as a keyword or in `options=`, learns the model.
+        table = session_option(self._options, "model_table") or load_model_table()
         info = model_from_arguments(
             config.model, self._context_window, self._prices, table.find(config.model)
         )
@@ -373,6 +376,11 @@ class OpenAIPipeline(ClientPipeline):
         """A fresh fold for one streamed reply of the conversation's API."""
         return self.provider.wire.stream_assembler()
 
+    def raw_stream_fold(self) -> StreamAssembler | None:
+        """A fresh fold for the raw events under a streamed Responses reply (`_raw_tap`): its
+        items keep the server's key order; None on Chat Completions (nothing to keep)."""
+        return self.provider.wire.stream_assembler() if self.api == "responses" else None
+
 
 # --------------------------------------------------------------------------- stream managers
 
@@ -404,7 +412,11 @@ class HelperStreamManager:
 
         opened = open_turn_blocking(flow, send, pipeline.runner.run)
         return HelperStream(
-            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+            opened,
+            pipeline.stream_fold(),
+            pipeline.record,
+            chat=pipeline.api == "chat",
+            raw_fold=pipeline.raw_stream_fold(),
         )
 
     def __exit__(
@@ -443,7 +455,11 @@ class AsyncHelperStreamManager:
 
         opened = await open_turn(flow, send)
         return AsyncHelperStream(
-            opened, pipeline.stream_fold(), pipeline.record, chat=pipeline.api == "chat"
+            opened,
+            pipeline.stream_fold(),
+            pipeline.record,
+            chat=pipeline.api == "chat",
+            raw_fold=pipeline.raw_stream_fold(),
         )
 
     async def __aexit__(
@@ -512,7 +528,9 @@ class Endpoint(_Endpoint):
 
         if streams:
             stream = open_turn_blocking(flow, send, pipeline.runner.run)
-            return OpenAIRecordingStream(stream, pipeline.stream_fold(), pipeline.record)
+            return OpenAIRecordingStream(
+                stream, pipeline.stream_fold(), pipeline.record, pipeline.raw_stream_fold()
+            )
 
         def read(raw: Any) -> ModelResponse:
             return pipeline.read_reply(raw.parse(), raw.http_response.json())
@@ -555,7 +573,10 @@ class AsyncEndpoint(_Endpoint):
 
         if streams:
             return AsyncOpenAIRecordingStream(
-                await open_turn(flow, send), pipeline.stream_fold(), pipeline.record
+                await open_turn(flow, send),
+                pipeline.stream_fold(),
+                pipeline.record,
+                pipeline.raw_stream_fold(),
             )
 
         def read(raw: Any) -> ModelResponse:
@@ -648,7 +669,8 @@ def wrap_openai(
     )
     if session is not None and prices is not None:
         raise ConfigError("prices apply to a session the wrapper opens, not to one you gave")
-    if not isinstance(client, openai.AsyncOpenAI):
+    blocking = not isinstance(client, openai.AsyncOpenAI)
+    if blocking:
         refuse_blocking_background_summary(given, policy, session_options)
     pipeline = OpenAIPipeline(
         client,
@@ -663,6 +685,7 @@ def wrap_openai(
         events=events,
         history=history,
         session_options=session_options,
+        blocking=BLOCKING_DROP_IN if blocking else None,
     )
     if isinstance(client, openai.AsyncOpenAI):
         return AsyncUnboundedOpenAI(pipeline)

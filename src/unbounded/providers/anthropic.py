@@ -289,6 +289,8 @@ class AnthropicProvider(SdkProvider):
             fold, decoder = self._open_stream(raw, seen)
             async for line in raw.iter_lines():
                 self._take(fold, decoder.feed(line), raw, seen)
+                if fold.stopped or decoder.finished:  # the connection may stay open after it
+                    break
             return fold.finish(seen.get("request_id"))
 
     def _stream_sync(
@@ -299,6 +301,8 @@ class AnthropicProvider(SdkProvider):
             fold, decoder = self._open_stream(raw, seen)
             for line in raw.iter_lines():
                 self._take(fold, decoder.feed(line), raw, seen)
+                if fold.stopped or decoder.finished:  # the connection may stay open after it
+                    break
             return fold.finish(seen.get("request_id"))
 
     def _open_stream(

@@ -208,6 +208,8 @@ class OpenAIProvider(SdkProvider):
                 event = decoder.feed(line)
                 if event is not None:
                     collector.add(event)
+                if decoder.finished:  # [DONE]: a server may keep the connection open after it
+                    break
             return collector.finish(seen.get("request_id"))
 
     def _sync_raw_call(
@@ -223,6 +225,8 @@ class OpenAIProvider(SdkProvider):
                 event = decoder.feed(line)
                 if event is not None:
                     collector.add(event)
+                if decoder.finished:  # [DONE]: a server may keep the connection open after it
+                    break
             return collector.finish(seen.get("request_id"))
 
     def _sync_call(

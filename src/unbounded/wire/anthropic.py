@@ -260,27 +260,55 @@ def _sdk_error(sdk: Any, exc: BaseException) -> ProviderError | None:
 @dataclass(slots=True)
 class AnthropicStreamAssembler:
     """Folds the raw events of a streamed reply (`message_start` ... `message_stop`) into the
-    SDK's `Message`, with the SDK's own accumulator; events before `message_start` are
-    ignored."""
+    SDK's message, with the SDK's own accumulator; events before `message_start` are
+    ignored. Raw JSON events, and the SDK's beta events, are folded into the SDK's beta
+    message, whose blocks include the server's `compaction` block (the plain `Message` has
+    no such block: the SDK would type it as a text block and warn when dumping it); the
+    SDK's plain events into its plain `Message`. A compaction block is also kept as the
+    events wrote it (`raw_blocks`): its key order is what the server signed."""
 
     wire: AnthropicMessages
     snapshot: Any = None
-    """The `Message` so far (None before `message_start`)."""
+    """The SDK message so far (None before `message_start`)."""
     stopped: bool = False
     """Whether `message_stop` has arrived."""
+    raw_blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """The compaction blocks by index, as the events wrote them (their delta applied)."""
     _buffers: dict[int, bytes] = field(default_factory=dict)
+    _fold: Callable[..., Any] | None = None
 
     def add(self, event: Any) -> None:
         """Take the next event (an SDK event, or a raw one as a JSON dict)."""
         kind = _part(event, "type")
-        if self.snapshot is None and kind != "message_start":
-            return
-        accumulate, takes_buffers = _accumulator()
-        extra = {"json_bufs": self._buffers} if takes_buffers else {}
-        self.snapshot = accumulate(event=event, current_snapshot=self.snapshot, **extra)
+        if self._fold is None:
+            if kind != "message_start":
+                return
+            plain = not isinstance(event, Mapping) and not type(event).__name__.startswith("Beta")
+            self._fold = _accumulator(beta=not plain)
+        self.snapshot = self._fold(event, self.snapshot, self._buffers)
+        self._keep_compaction(event)
         _fill_compaction(self.snapshot, event)
         if kind == "message_stop":
             self.stopped = True
+
+    def _keep_compaction(self, event: Any) -> None:
+        """Keep a compaction block as it opens, and its delta's values in place."""
+        kind = _part(event, "type")
+        if kind == "content_block_start":
+            block = _part(event, "content_block")
+            if _part(block, "type") == COMPACTION_BLOCK:
+                self.raw_blocks[int(_part(event, "index"))] = _raw_block(block)
+        elif kind == "content_block_delta":
+            delta = _part(event, "delta")
+            kept = self.raw_blocks.get(int(_part(event, "index")))
+            if kept is not None and _part(delta, "type") == "compaction_delta":
+                kept["content"] = _part(delta, "content")
+                kept["encrypted_content"] = _part(delta, "encrypted_content")
+
+    def response(self) -> ModelResponse:
+        """The reply so far as the session reads it (compaction blocks as the events wrote
+        them)."""
+        return self.wire.from_response(self.snapshot, raw_blocks=self.raw_blocks)
 
     def finish(self, request_id: str | None) -> ModelResponse:
         """The whole reply; a `ServerError` when the stream ended before `message_stop`."""
@@ -289,11 +317,20 @@ class AnthropicStreamAssembler:
                 "the stream ended before message_stop (connection cut mid-reply)",
                 request_id=request_id,
             )
-        return self.wire.from_response(self.snapshot)
+        return self.response()
 
 
 def _part(value: Any, name: str) -> Any:
     return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
+def _raw_block(block: Any) -> dict[str, Any]:
+    """A block as its event wrote it: a raw event's JSON as it is; an SDK object's fields
+    after its `type`, first as the API writes it (the SDK's field order is its own)."""
+    if isinstance(block, Mapping):
+        return dict(block)
+    fields = block.model_dump(mode="json", exclude_unset=True)
+    return {"type": fields.pop("type", COMPACTION_BLOCK), **fields}
 
 
 def _fill_compaction(snapshot: Any, event: Any) -> None:
@@ -312,11 +349,25 @@ def _fill_compaction(snapshot: Any, event: Any) -> None:
 
 
 @functools.cache
-def _accumulator() -> tuple[Callable[..., Any], bool]:
-    """The SDK's event fold, and whether this SDK version threads JSON buffers through it."""
-    from anthropic.lib.streaming._messages import accumulate_event
+def _accumulator(*, beta: bool) -> Callable[[Any, Any, dict[int, bytes]], Any]:
+    """The SDK's event fold (its beta one, or its plain-Messages one) as
+    `fold(event, snapshot, json_buffers)`, whichever keywords this SDK version takes."""
+    accumulate_event: Callable[..., Any]
+    if beta:
+        from anthropic.lib.streaming._beta_messages import accumulate_event
+    else:
+        from anthropic.lib.streaming._messages import accumulate_event
+    accepted = inspect.signature(accumulate_event).parameters
+    # `request_headers` (beta): only its fine-grained tool streaming beta changes how partial
+    # tool input is parsed; a complete input parses the same either way.
+    extra: dict[str, Any] = {"request_headers": None} if "request_headers" in accepted else {}
+    buffered = "json_bufs" in accepted
 
-    return accumulate_event, "json_bufs" in inspect.signature(accumulate_event).parameters
+    def fold(event: Any, snapshot: Any, buffers: dict[int, bytes]) -> Any:
+        given: dict[str, Any] = {"json_bufs": buffers} if buffered else {}
+        return accumulate_event(event=event, current_snapshot=snapshot, **given, **extra)
+
+    return fold
 
 
 def plain_data(value: Any) -> Any:
