@@ -85,3 +85,13 @@ def test_a_request_that_shares_the_passed_messages_is_checked_from_the_first_new
     assert _verdict(validator.check, first) is None
     assert _verdict(validator.check, first[:1]) is None
     assert _verdict(validator.check, first) is None
+
+
+def test_an_empty_request_is_refused_after_a_valid_one_as_on_its_own() -> None:
+    # The validator's list is emptied by the shorter request: only the early check refuses it.
+    validator = RequestValidator()
+    validator.check([{"role": "user", "content": "go"}])
+    expected = _verdict(validate_request, [])
+    assert expected == ("non-empty", None)
+    assert _verdict(validator.check, []) == expected
+    assert _verdict(RequestValidator().check, []) == expected
