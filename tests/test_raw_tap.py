@@ -105,3 +105,41 @@ def test_the_async_openai_stream_helpers_send_the_compaction_item_back_as_the_se
     asyncio.run(run())
     assert not api_server.rejected
     assert _compact(COMPACTION_ITEM) in api_server.requests[1].body
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_the_echo_of_a_stream_helper_reply_is_known_without_reading_it_again(api_server: ApiServer, sync: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("anthropic")
+    from unbounded.integrations import _anthropic_prints
+    from unbounded.integrations.dropin import wrap
+
+    echoes: list[bool] = []
+    is_echoed_by = _anthropic_prints._ReplyEcho.is_echoed_by
+
+    def spy(echo: Any, sent: Any) -> bool:
+        echoes.append(is_echoed_by(echo, sent))
+        return echoes[-1]
+
+    monkeypatch.setattr(_anthropic_prints._ReplyEcho, "is_echoed_by", spy)
+    api_server.anthropic.push(message("Reading the parser."), message("Done."))
+    options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
+    history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
+    if sync:
+        client = wrap(api_server.anthropic_client(sync=True), Session(SessionConfig(model="claude-sonnet-4-6")))
+        with client.messages.stream(messages=history, **options) as events:
+            content = events.get_final_message().content
+        history += [{"role": "assistant", "content": content}, {"role": "user", "content": "And the tests?"}]
+        client.messages.create(messages=history, **options)
+    else:
+
+        async def run() -> None:
+            client = wrap(api_server.anthropic_client(), Session(SessionConfig(model="claude-sonnet-4-6")))
+            async with client.messages.stream(messages=history, **options) as events:
+                content = (await events.get_final_message()).content
+            history.extend([{"role": "assistant", "content": content}, {"role": "user", "content": "And the tests?"}])
+            await client.messages.create(messages=history, **options)
+
+        asyncio.run(run())
+    # The caller sends back the SDK's own content list: the echo is that very list, not read again.
+    assert echoes[0] is True, echoes
+    assert json.loads(api_server.requests[1].body)["messages"][1]["content"][0]["text"] == "Reading the parser."

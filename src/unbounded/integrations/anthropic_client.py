@@ -556,11 +556,15 @@ class ClientPipeline:
             recall_rounds=MAX_RECALL_ROUNDS, is_prompt_too_long=self.is_prompt_too_long
         )
 
-    def read_reply(self, message: Any, body: Any = None) -> ModelResponse:
+    def read_reply(
+        self, message: Any, body: Any = None, folded: ModelResponse | None = None
+    ) -> ModelResponse:
         """An SDK message (whole, or accumulated from a stream) as the session reads it; its
         `recall` calls are noted as the wrapper's. `body`: the reply's raw JSON, when read,
-        so the blocks the library does not read are kept as the server wrote them."""
-        response = self._response_of(message, body)
+        so the blocks the library does not read are kept as the server wrote them; `folded`:
+        the session's reading already made from the raw events (`message` stays the SDK's
+        object, whose `content` the caller sends back)."""
+        response = folded if folded is not None else self._response_of(message, body)
         if self.session.offers_recall:
             calls = response.tool_uses
             self.recall_ids.update(
@@ -587,9 +591,10 @@ class ClientPipeline:
         sdk_content = getattr(message, "content", None)
         self.known.append(self._seen.remember_reply(sdk_content, response.content))
 
-    def record(self, message: Any) -> None:
-        """Record a reply the caller receives as it is (a stream's, once read)."""
-        self.session.record(self.read_reply(message))
+    def record(self, message: Any, folded: ModelResponse | None = None) -> None:
+        """Record a reply the caller receives as it is (a stream's, once read); `folded`: as
+        in `read_reply`."""
+        self.session.record(self.read_reply(message, folded=folded))
         self.remember_reply()
 
     def close_store(self) -> None:
