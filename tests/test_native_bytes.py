@@ -135,7 +135,9 @@ def test_a_streamed_responses_reply_ending_in_done_is_read_whole(api_server: Api
 
 @pytest.mark.parametrize("stream", ["no", "create", "helper"])
 @pytest.mark.parametrize("full_history", [True, False])
-def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: str, full_history: bool) -> None:
+@pytest.mark.parametrize("gzip", [False, True])  # the real APIs gzip their streams
+def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: str, full_history: bool, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     """`wrap(client, session)` with `ServerCompaction`: the compact edit goes out, the reply's
     block (streamed as the API streams it) comes back to the caller, and the next request
     carries it unchanged, whether the caller sends the whole history or only the new turn."""
@@ -225,7 +227,9 @@ def test_the_anthropic_drop_in_asks_for_server_compaction_whatever_writes_the_su
 
 
 @pytest.mark.parametrize("stream", ["no", "create", "helper"])
-def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
+@pytest.mark.parametrize("gzip", [False, True])  # the real APIs gzip their streams
+def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_server: ApiServer, stream: str, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     """The caller sends the SDK's content objects back (or, for raw events, what it folded
     itself); the next request carries the block as the server wrote it, not in the SDK
     model's key order."""
@@ -256,7 +260,9 @@ def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_s
 
 
 @pytest.mark.parametrize("stream", ["no", "create", "helper"])
-def test_the_openai_drop_in_sends_reasoning_and_compaction_items_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
+@pytest.mark.parametrize("gzip", [False, True])  # the real APIs gzip their streams
+def test_the_openai_drop_in_sends_reasoning_and_compaction_items_back_byte_for_byte(api_server: ApiServer, stream: str, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     """The caller sends the SDK's output items back (`reply.output`); the next request's
     input carries them as the server wrote them."""
     from unbounded.integrations.dropin import wrap
