@@ -47,10 +47,11 @@ def _session(model: str) -> Session:
     return Session(SessionConfig(model=model, system="You are a coding agent."), store=MemoryStore())
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_openai_compaction_item_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool) -> None:
+@pytest.mark.parametrize(("stream", "gzip"), [(False, False), (True, False), (True, True)])
+def test_an_openai_compaction_item_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool, gzip: bool) -> None:
     from unbounded.providers.openai import OpenAIProvider
 
+    api_server.gzip_streams = gzip  # the real API gzips its streams
     api_server.responses.push(message(REASONING_ITEM, COMPACTION_ITEM, "Going on with the parser."), message("Done."))
     provider = OpenAIProvider(api_server.openai_client(), api="responses")
     session = _session("gpt-5.4")
@@ -174,8 +175,8 @@ def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(a
     assert {k: v for k, v in sent.items() if k != "cache_control"} == block
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool) -> None:
+@pytest.mark.parametrize(("stream", "gzip"), [(False, False), (True, False), (True, True)])
+def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool, gzip: bool) -> None:
     """The server writes the block type first (the SDK model would put `content` first); a
     stream opens it empty and fills it with one compaction_delta. Either way the next
     request carries the bytes a non-streamed reply holds."""
@@ -183,6 +184,7 @@ def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: Ap
     from unbounded.compaction.native import ServerCompaction
     from unbounded.providers.anthropic import AnthropicProvider
 
+    api_server.gzip_streams = gzip  # the real API gzips its streams
     block = compaction_block(nine_section_summary("the parser"), None)  # a null kept as null
     api_server.anthropic.push(message(block, "Going on.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
     config = SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent.", max_tokens=4_000)
