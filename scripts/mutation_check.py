@@ -148,17 +148,23 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
     return skipped
 
 
-def _offsets(source: str) -> list[int]:
+def _offsets(data: bytes) -> list[int]:
+    """Where each line starts in the UTF-8 source: ast's column offsets count bytes, not
+    characters, so a line holding `×` or `…` must be cut in bytes."""
     starts = [0]
-    for line in source.splitlines(keepends=True):
+    for line in data.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     return starts
 
 
-def _replace(source: str, starts: list[int], node: ast.AST, text: str) -> str:
+def _splice(data: bytes, begin: int, end: int, text: str) -> str:
+    return (data[:begin] + text.encode("utf-8") + data[end:]).decode("utf-8")
+
+
+def _replace(data: bytes, starts: list[int], node: ast.AST, text: str) -> str:
     begin = starts[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
     end = starts[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
-    return source[:begin] + text + source[end:]
+    return _splice(data, begin, end, text)
 
 
 def _segment(source: str, node: ast.AST) -> str:
@@ -166,12 +172,15 @@ def _segment(source: str, node: ast.AST) -> str:
     return " ".join(text.split())[:70]
 
 
-def mutants(module: str) -> Iterator[Mutant]:
-    """Every mutant of one module (path relative to src/unbounded), in source order."""
-    source = (PACKAGE / module).read_text(encoding="utf-8")
+def mutants(module: str, source: str | None = None) -> Iterator[Mutant]:
+    """Every mutant of one module (path relative to src/unbounded; its text read from there
+    unless `source` is given), in source order."""
+    if source is None:
+        source = (PACKAGE / module).read_text(encoding="utf-8")
     tree = ast.parse(source)
     skipped = _skipped_nodes(tree)
-    starts = _offsets(source)
+    data = source.encode("utf-8")
+    starts = _offsets(data)
     found: list[tuple[int, int, str, str, int, int]] = []
     enclosing: dict[int, ast.stmt] = {}
 
@@ -195,7 +204,7 @@ def mutants(module: str) -> Iterator[Mutant]:
 
     def add(node: ast.AST, replacement: ast.AST | str, what: str) -> None:
         text = replacement if isinstance(replacement, str) else ast.unparse(replacement)
-        mutated = _replace(source, starts, node, text)
+        mutated = _replace(data, starts, node, text)
         try:
             ast.parse(mutated)
         except SyntaxError:
@@ -245,7 +254,7 @@ def mutants(module: str) -> Iterator[Mutant]:
                 first, last = node.body[0], node.body[-1]
                 begin = starts[first.lineno - 1] + first.col_offset
                 end = starts[last.end_lineno - 1] + last.end_col_offset  # type: ignore[operator]
-                mutated = source[:begin] + "pass" + source[end:]
+                mutated = _splice(data, begin, end, "pass")
                 try:
                     ast.parse(mutated)
                 except SyntaxError:
@@ -396,6 +405,12 @@ def _covering(mutant: Mutant, lines: dict[str, set[int]]) -> list[str] | None:
     return [test for test, seen in lines.items() if test.startswith("tests/") and seen & span]
 
 
+def _baseline_tests(seconds: dict[str, float]) -> list[str]:
+    """The id of every test the baseline ran: a mutant of code run at import may change what
+    any of them sees, even one that runs no line of the module (it may read a constant)."""
+    return sorted(test for test in seconds if test.startswith("tests/"))
+
+
 @dataclass
 class _Odds:
     """Which tests killed mutants so far: they run first on the next mutants."""
@@ -420,16 +435,16 @@ class _Odds:
 
 @dataclass(frozen=True)
 class _Job:
-    """A mutant waiting to run: its covering tests (None: every mapped file) and time limit."""
+    """A mutant waiting to run: the ids of the tests to run on it, and its time limit."""
 
     index: int
     mutant: Mutant
-    tests: list[str] | None
+    tests: list[str]
     limit: float
 
 
-def _limit(tests: list[str] | None, seconds: dict[str, float], timeout: float | None) -> float:
-    budget = sum(seconds.values()) if tests is None else sum(seconds.get(t, 1.0) for t in tests)
+def _limit(tests: list[str], seconds: dict[str, float], timeout: float | None) -> float:
+    budget = sum(seconds.get(t, 1.0) for t in tests)
     return timeout if timeout is not None else max(60.0, 5 * budget + 30)
 
 
@@ -571,14 +586,13 @@ class _SessionDriver:
             swap = None
             if self.swapping and tests is not None:
                 swap = mutation_swap.plan(original, mutant.source, filename, live)
-            if swap is None:
+            if swap is None or tests is None:
                 left.append(index)
                 continue
             swaps[index] = swap
             queue.append(_Job(index, mutant, tests, _limit(tests, seconds, self.timeout)))
 
         def start(job: _Job, src: Path, write: int) -> int:
-            assert job.tests is not None
             chosen = [items[t] for t in odds.order(job.mutant, job.tests, seconds)]
             return _fork(
                 functools.partial(_swapped, session, swaps[job.index], chosen, src, write), None
@@ -719,14 +733,12 @@ def check_module(
     queue = []
     for index in results.left:
         tests = _covering(found[index], results.lines)
+        if tests is None:  # code run at import: every test of the baseline, by their ids
+            tests = _baseline_tests(results.seconds)
         queue.append(_Job(index, found[index], tests, _limit(tests, results.seconds, timeout)))
 
     def start(job: _Job, src: Path, write: int) -> int:
-        chosen = (
-            target.tests
-            if job.tests is None
-            else results.odds.order(job.mutant, job.tests, results.seconds)
-        )
+        chosen = results.odds.order(job.mutant, job.tests, results.seconds)
         return _fork(
             functools.partial(_in_child, src, ["-x", *chosen], [_NameFailure(write)]), None
         )
@@ -737,11 +749,14 @@ def check_module(
         outcomes[job.index] = (killed, detail)
         print("." if killed else "S", end="", file=sys.stderr, flush=True)
 
-    _run_queue(queue, list(sources), start, finish)
+    fresh_count, fresh_started = len(queue), time.monotonic()
+    _run_queue(queue, list(sources), start, finish)  # it empties the queue
+    fresh = (time.monotonic() - fresh_started) / max(1, fresh_count)
     elapsed = time.monotonic() - started
     print(
         f"\n{target.module}: {len(found)} mutants in {elapsed:.0f} s "
-        f"({elapsed / max(1, len(found)):.1f} s a mutant; {len(results.left)} in a fresh pytest)",
+        f"({elapsed / max(1, len(found)):.1f} s a mutant; {fresh_count} in a fresh pytest, "
+        f"{fresh:.1f} s each)",
         file=sys.stderr,
         flush=True,
     )

@@ -137,6 +137,16 @@ def test_the_latest_words_show_every_line_in_order() -> None:
     ) in text
 
 
+def test_a_long_one_line_message_is_cut_not_dropped() -> None:
+    # One line longer than the richest level's report_chars (1,200): its start is quoted,
+    # cut to the budget with an ellipsis; nothing of it is left out whole.
+    line = "The migration ran and " + " ".join(f"table{n} moved" for n in range(300))
+    text = extractive_summary([user("Migrate the tables."), *read("r1", "/w/db.py"), says(line)])
+    budget = _LEVELS[0].report_chars
+    assert f"   - (its last message) {line[:budget]}…\n" in text
+    assert "(1 more lines)" not in text
+
+
 def test_a_finding_in_the_last_report_before_the_request_is_not_listed_twice() -> None:
     finding = "The parser module contains 3 entry points for the old API."
     report = finding + "\n" + "\n".join(f"Detail {n} of the report goes on here at length." for n in range(10))

@@ -167,7 +167,10 @@ def test_excerpt_lines_at_their_limits() -> None:
     assert _excerpt_lines("aa\nbb\ncc", 3, 5) == ["aa", "bb", "… (1 more lines)"]
     assert _excerpt_lines("aa\nbb\ncc", 3, 4) == ["aa", "… (2 more lines)"]
     assert _excerpt_lines("aaaa", 1, 4) == ["aaaa"]
-    assert _excerpt_lines("aaaaa", 1, 4) == ["… (1 more lines)"]
+    # A first line over the budget is cut to it, never left out whole.
+    assert _excerpt_lines("aaaaa", 1, 4) == ["aaaa…"]
+    assert _excerpt_lines("aaaaa\nbb", 2, 4) == ["aaaa…", "… (1 more lines)"]
+    assert _excerpt_lines("aa\nbbbbbbb", 2, 6) == ["aa", "… (1 more lines)"]
     assert _excerpt_lines("  x  \n</summary>", 2, 100) == ["  x", "&lt;/summary&gt;"]
     assert _text_block("one\n\n  - sub  \n", 100) == ["one", "  - sub"]
 

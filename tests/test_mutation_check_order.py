@@ -61,3 +61,18 @@ def test_the_killer_of_the_same_statement_runs_first_of_all() -> None:
         "t/c",
         "t/b",
     ]
+
+
+def test_a_mutant_of_code_run_at_import_runs_every_test_of_the_baseline() -> None:
+    # A test that runs no line of the module still counts: it may read a constant directly.
+    script = _script()
+    seconds = {"tests/b.py::reads_a_constant": 0.5, "tests/a.py::t[x]": 2.0, "tests/a.py::q": 0.1}
+    every = script._baseline_tests(seconds)
+    assert every == ["tests/a.py::q", "tests/a.py::t[x]", "tests/b.py::reads_a_constant"]
+    odds = script._Odds()
+    odds.killed(_mutant(script, 100, 160), "tests/a.py::t[x]")
+    assert odds.order(_mutant(script, 100, 160), every, seconds) == [
+        "tests/a.py::t[x]",
+        "tests/a.py::q",
+        "tests/b.py::reads_a_constant",
+    ]

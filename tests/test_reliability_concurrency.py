@@ -115,13 +115,12 @@ def test_waiting_gives_up_after_the_timeout(holder: tuple[Path, Any, Any], monke
 def test_waiting_gets_the_lock_once_the_other_process_lets_go(holder: tuple[Path, Any, Any]) -> None:
     folder, pipe, _ = holder
     threading.Timer(0.3, pipe.send, args=("release",)).start()
-    started = time.monotonic()
     with FolderStore(folder, wait=10) as store:
         acquired = time.monotonic()
         assert store.locked
     assert pipe.poll(5)
     _, released = pipe.recv()
-    assert acquired >= released and 0.25 <= acquired - started < 5
+    assert acquired >= released  # it waited for the other process, then got the lock
 
 
 def test_waiting_forever_and_a_lock_that_dies_with_its_process(holder: tuple[Path, Any, Any]) -> None:
@@ -238,10 +237,9 @@ def test_compaction_waits_for_an_update_in_flight(tmp_path: Path) -> None:
     async def scenario() -> None:
         session, _, gated, events = await setup(tmp_path / "s", wait=5.0)
         asyncio.get_running_loop().call_later(0.1, gated.gate.set)
-        started = time.monotonic()
+        assert not gated.gate.is_set() and gated.finished_at is None  # the update is in flight
         result = await session.auto_compact()
         assert result is not None and result.summarizer == "session_memory"
-        assert gated.finished_at is not None and started + 0.05 < gated.finished_at
         updated = next(i for i, e in enumerate(events) if isinstance(e, SessionMemoryUpdated) and e.updater == "gated")
         finished = next(i for i, e in enumerate(events) if isinstance(e, CompactionFinished))
         assert updated < finished  # the update landed before the compaction was written

@@ -72,4 +72,5 @@ def test_a_meta_message_is_not_a_prompt_left_unanswered() -> None:
     first.close()
     reopened = Session(CONFIG, store=store)
     reopened.add_user("reminder")
-    assert len([e for e in reopened.entries if e.type == "user"]) == 2
+    users = [(e.content, e.is_meta) for e in reopened.entries if e.type == "user"]
+    assert users == [("reminder", True), ("reminder", False)]  # the prompt is added, not merged

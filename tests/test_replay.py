@@ -170,7 +170,8 @@ def test_script_skips_recorded_compactions_and_feeds_results_after_the_response(
     script = build_replay_script(transcript)
     fed = [e for step in script.steps for e in (*step.before, *step.after)]
     assert not any(e.is_compact_boundary or e.is_compact_summary for e in fed)
-    assert [c.message_id for c in script.calls] == [c.message_id for c in transcript.api_calls()]
+    assert list(script.message_ids) == [c.message_id for c in transcript.api_calls()]
+    assert [step.call.message_id for step in script.steps] == list(script.message_ids)
     for step in script.steps:
         uses = {b["id"] for b in step.call.content if b.get("type") == "tool_use"}
         for entry in step.after:

@@ -341,7 +341,8 @@ class SelectedThread:
     warnings: list[str]
 
 
-def _is_subagent_file(records: Sequence[RecordInfo]) -> bool:
+def is_subagent_file(records: Sequence[RecordInfo]) -> bool:
+    """`Transcript.is_subagent_file` on summaries: every conversation record is a sidechain."""
     conversation = [r for r in records if r.is_conversation]
     return bool(conversation) and all(r.is_sidechain for r in conversation)
 
@@ -351,7 +352,7 @@ def file_order_main_thread(
 ) -> SelectedThread:
     """Conversation records in file order, inline sub-agent records left out unless every
     conversation record is one (`--file-order`)."""
-    keep_sidechains = _is_subagent_file(records)
+    keep_sidechains = is_subagent_file(records)
     return SelectedThread(
         [
             index
@@ -423,6 +424,18 @@ class _Standin(RecordInfo):
         return blocks
 
 
+def rebuilt_branch(records: Sequence[RecordInfo], leaf_uuid: str) -> list[int]:
+    """`Transcript.branch_thread` on summaries: the conversation ending at the record with
+    this uuid, as indexes into the records."""
+    standins = [_Standin(record.table, record.index) for record in records]
+    thread, _ = rebuild_thread(
+        cast(Sequence[Entry], standins),
+        include_sidechains=is_subagent_file(records),
+        leaf_uuid=leaf_uuid,
+    )
+    return [cast(_Standin, entry).index for entry in thread]
+
+
 def rebuilt_main_thread(
     records: Sequence[RecordInfo], summary_leaves: Sequence[str] = ()
 ) -> SelectedThread:
@@ -430,7 +443,7 @@ def rebuilt_main_thread(
     standins = [_Standin(record.table, record.index) for record in records]
     thread, report = rebuild_thread(
         cast(Sequence[Entry], standins),
-        include_sidechains=_is_subagent_file(records),
+        include_sidechains=is_subagent_file(records),
         summary_leaves=summary_leaves,
     )
     return SelectedThread(
@@ -513,9 +526,15 @@ def scan_records(path: str | Path, *, skip_invalid: bool = False) -> FileScan:
 
 def read_records(path: Path, records: Iterable[RecordInfo]) -> Iterator[Entry]:
     """Pass 2: read these records again by offset (in the order given), one at a time."""
+    return read_at(path, ((record.offset, record.line) for record in records))
+
+
+def read_at(path: Path, places: Iterable[tuple[int, int]]) -> Iterator[Entry]:
+    """Read the records whose lines start at these (byte offset, line number) places, in the
+    order given, one at a time."""
     with path.open("rb") as handle:
-        for record in records:
-            handle.seek(record.offset)
+        for offset, line in places:
+            handle.seek(offset)
             raw = handle.readline()
             try:
                 value = orjson.loads(raw)
@@ -527,10 +546,10 @@ def read_records(path: Path, records: Iterable[RecordInfo]) -> Iterator[Entry]:
                 raise TranscriptError(
                     "the file changed while it was being inspected",
                     path=path,
-                    line=record.line,
-                    hint="inspect it again once the agent stopped writing, or inspect a copy",
+                    line=line,
+                    hint="read it again once the agent stopped writing, or read a copy",
                 )
-            yield Entry(value, record.line)
+            yield Entry(value, line)
 
 
 # -- counting a view ------------------------------------------------------------------------
@@ -624,7 +643,7 @@ def recorded_models(records: Sequence[RecordInfo], main: Sequence[int]) -> dict[
 def billed_call_counts(records: Sequence[RecordInfo], main: Sequence[int]) -> CallCounts:
     """`CallCounts.of` on summaries: each response id with usage once, on the thread or on a
     branch; inline sub-agents' apart."""
-    keep_sidechains = _is_subagent_file(records)
+    keep_sidechains = is_subagent_file(records)
     on_thread = {
         records[i].message_id for i in main if records[i].usage_total is not None
     }

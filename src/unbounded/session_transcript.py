@@ -8,6 +8,10 @@
 
 The view, its messages and its count are derived: appending an entry advances all three, a
 compaction boundary (or a discarded reply) derives them again from the entries.
+
+A caller that scores compactions (the replay) turns on `keep_stretches`: each boundary is then
+kept with the view it closed, so the caller reads that stretch instead of slicing and
+re-deriving the whole history at every compaction.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class SessionTranscript:
         self.compacted_before = any(e.is_compact_boundary for e in entries)
         """The history holds a compaction (recall has something to bring back)."""
         self.view: list[Entry] = []
+        self._stretches: list[tuple[Entry, list[Entry]]] | None = None
         self.normalizer = MessageNormalizer([])
         self.counter = ContextCounter([])
         self.rebuild_view()
@@ -72,6 +77,8 @@ class SessionTranscript:
         self.store.append(entries)
         self.entries.extend(entries)
         if any(e.is_compact_boundary for e in entries):
+            if self._stretches is not None:
+                self._stretches += self._stretches_of(entries)
             self.compacted_before = True
             self.rebuild_view()
             return
@@ -79,6 +86,37 @@ class SessionTranscript:
             self.view.append(entry)
             self.normalizer.append(entry)
             self.counter.append(entry)
+
+    def keep_stretches(self) -> None:
+        """From now on keep each compact boundary appended with the view it closed, until
+        `take_stretches` (a live session never turns this on: nothing would take them)."""
+        if self._stretches is None:
+            self._stretches = []
+
+    def take_stretches(self) -> list[tuple[Entry, list[Entry]]]:
+        """(boundary, the view just before it) of each compact boundary appended since the
+        last take, in order: the entries `messages_after_compact_boundary` gives of the
+        history up to the boundary, read from the view instead of the whole history."""
+        taken = self._stretches or []
+        if self._stretches is not None:
+            self._stretches = []
+        return taken
+
+    def _stretches_of(self, entries: Sequence[Entry]) -> list[tuple[Entry, list[Entry]]]:
+        """(boundary, the view before it) of each boundary of `entries`, about to be added."""
+        stretches: list[tuple[Entry, list[Entry]]] = []
+        # The view is already in its derived form (a partial compaction's kept messages
+        # spliced in): deriving it again with the batch's entries before each boundary gives
+        # what deriving the whole history up to the boundary gives.
+        pending: list[Entry] = list(self.view)
+        for entry in entries:
+            if entry.is_compact_boundary:
+                stretch = messages_after_compact_boundary(pending)
+                stretches.append((entry, stretch))
+                pending = messages_after_compact_boundary([*pending, entry])
+                continue
+            pending.append(entry)
+        return stretches
 
     def _repair_text(self, entry: Entry) -> None:
         """Replace lone surrogates (which neither the transcript nor the API can encode) with

@@ -59,7 +59,7 @@ simulated, so the cache the judged calls meet is the one the earlier calls left.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -82,7 +82,7 @@ from unbounded.model.entries import Entry, parse_timestamp
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.model.request import ProviderRequest, SystemBlock
-from unbounded.model.transcript import ApiCall, Transcript, api_calls
+from unbounded.model.transcript import ApiCall, BilledCall, Transcript, api_calls
 from unbounded.tokens.exact import TokenCounter
 
 _MCP_COMMAND = re.compile(r"<command-name>\s*/mcp\s*</command-name>")
@@ -254,6 +254,40 @@ class _SessionCounter:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedConversation:
+    """What simulating a recording reads of it: its main thread, its calls, and the
+    conversation of a branch call. From a loaded transcript (`of`), or from a file read by
+    offset (`unbounded.evaluation.recording_stream`), whose threads read their records again
+    when they are walked."""
+
+    main: Sequence[Entry]
+    thread_calls: Sequence[ApiCall]
+    """The main thread's calls (`Transcript.api_calls()`)."""
+    billed: Sequence[BilledCall]
+    """`Transcript.billed_calls()`."""
+    branch_thread: Callable[[str], Sequence[Entry]]
+    """`Transcript.branch_thread`: the conversation ending at a record's uuid."""
+    model: str | None
+    provider: str | None
+    session: str | None
+    """The file name, when there is one."""
+
+    @classmethod
+    def of(cls, transcript: Transcript) -> RecordedConversation:
+        """A loaded transcript's."""
+        main = transcript.main_thread()
+        return cls(
+            main=main,
+            thread_calls=api_calls(main),
+            billed=transcript.billed_calls(),
+            branch_thread=transcript.branch_thread,
+            model=transcript.model,
+            provider=transcript.provider,
+            session=transcript.path.name if transcript.path is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class _LaidCall:
     """A billed call laid out in the conversation it belongs to."""
 
@@ -272,7 +306,7 @@ class _LaidCall:
     on_thread: bool
 
 
-def _laid_out_calls(transcript: Transcript) -> list[_LaidCall]:
+def _laid_out_calls(recording: RecordedConversation) -> list[_LaidCall]:
     """Every billed call, in file order, with the conversation it sent (module docstring)."""
 
     def laid(chain: Sequence[Entry], call: ApiCall, on_thread: bool) -> _LaidCall:
@@ -288,17 +322,17 @@ def _laid_out_calls(transcript: Transcript) -> list[_LaidCall]:
             on_thread=on_thread,
         )
 
-    main = transcript.main_thread()
-    thread_calls = transcript.api_calls()
+    main = recording.main
+    thread_calls = recording.thread_calls
     calls = [laid(main, call, True) for call in thread_calls]
     done = {call.message_id for call in thread_calls}
-    billed = transcript.billed_calls()
+    billed = recording.billed
     for billed_call in reversed(billed):  # a branch's last call rebuilds the whole branch
         if billed_call.place != "branch" or billed_call.message_id in done:
             continue
         if billed_call.uuid is None:
             continue
-        chain = transcript.branch_thread(billed_call.uuid)
+        chain = recording.branch_thread(billed_call.uuid)
         for own in api_calls(chain):
             if own.message_id not in done:
                 done.add(own.message_id)
@@ -457,8 +491,7 @@ class _ViewBuilder:
             self.normalizer = MessageNormalizer()
             self.boundary = -1
             self.position = 0
-        for index in range(self.position, first):
-            entry = self.chain[index]
+        for index, entry in enumerate(self.chain[self.position : first], self.position):
             if entry.is_compact_boundary:
                 self.boundary = index
                 self.normalizer = MessageNormalizer()
@@ -506,7 +539,7 @@ class _ViewEstimates:
 
 
 def simulate_recorded_session(
-    transcript: Transcript,
+    transcript: Transcript | RecordedConversation,
     model_info: ModelInfo | None = None,
     *,
     counter: BlockTokenCounter | TokenCounter | None = None,
@@ -515,13 +548,18 @@ def simulate_recorded_session(
 ) -> FidelityReport:
     """Simulate a recorded session's calls and compare cache reads (see module doc); with
     `fit_calls`, fit on that many first calls and compare over the rest (held out)."""
+    recording = (
+        transcript
+        if isinstance(transcript, RecordedConversation)
+        else RecordedConversation.of(transcript)
+    )
     model = model_info or resolve_recorded_model(
-        load_model_table(), transcript.model, provider=as_provider(transcript.provider)
+        load_model_table(), recording.model, provider=as_provider(recording.provider)
     )[0]
     base = as_block_counter(counter)
-    main = transcript.main_thread()
-    calls = _laid_out_calls(transcript)
-    session = transcript.path.name if transcript.path is not None else None
+    main = recording.main
+    calls = _laid_out_calls(recording)
+    session = recording.session
     if not calls:
         return FidelityReport(session, model.name, base.name, (), 0, 0, 1.0, 0.0, 0.0, 0.0, 0.0)
 
@@ -571,7 +609,7 @@ def simulate_recorded_session(
     last_boundary: dict[int, int] = {}  # per conversation (by identity): its last boundary
     compactions = 0
     for (index, call), (_, messages) in zip(enumerate(calls), _views(calls), strict=True):
-        name = call.model or transcript.model or model.name
+        name = call.model or recording.model or model.name
         changed = False
         if index > 0:
             events: list[str] = []

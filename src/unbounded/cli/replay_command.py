@@ -18,6 +18,7 @@ from unbounded.cli.options import (
     FileOrderOption,
     PolicyOption,
     SkipInvalidOption,
+    print_source_warnings,
     print_warnings,
     read_transcript,
 )
@@ -25,7 +26,9 @@ from unbounded.cli.text import plural, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError
 
 if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
+    from unbounded.addresses import Address
     from unbounded.evaluation.replay import ReplayOptions, ReplayReport
+    from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.model.transcript import Transcript
     from unbounded.policy import Policy
 
@@ -49,32 +52,57 @@ def has_conversation(transcript: Transcript) -> bool:
     )
 
 
-def require_conversation(transcript: Transcript, name: str) -> None:
+def require_conversation(recording: ReplayRecording, name: str) -> None:
     """Refuse a session with nothing to replay, saying so (not an all-zero report)."""
-    if not has_conversation(transcript):
+    if not recording.replies:
         raise ConfigError(
             f"{name}: no conversation to replay (no model reply in it: an empty session, or "
             "file snapshots only)"
         )
 
 
+def open_address(
+    path: str | Path, *, skip_invalid: bool = False, file_order: bool = False, quiet: bool = False
+) -> tuple[ReplayRecording, Address]:
+    """The recording at an address, its reader's warnings printed (unless quiet): a Claude
+    Code file is read in two passes and never held whole (`ReplayRecording.open`); other
+    formats and database sessions are loaded."""
+    from unbounded.addresses import FileAddress, parse_address
+    from unbounded.evaluation.replay_recording import ReplayRecording
+    from unbounded.transcripts.loader import detect_format
+
+    address = parse_address(path)
+    if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
+        recording = ReplayRecording.open(
+            address.path, skip_invalid=skip_invalid, file_order=file_order
+        )
+        if not quiet:
+            print_source_warnings(list(recording.warnings), recording.skipped_lines)
+    else:
+        transcript = read_transcript(
+            address, skip_invalid=skip_invalid, file_order=file_order, quiet=quiet
+        )
+        recording = ReplayRecording.of(transcript)
+    require_conversation(recording, address.display)
+    return recording, address
+
+
 def pick_session(
     path: str | Path | None, *, skip_invalid: bool = False, file_order: bool = False
-) -> tuple[Transcript, str]:
-    """The transcript to replay and how to name it: PATH (a file or a database session), else
+) -> tuple[ReplayRecording, str]:
+    """The recording to replay and how to name it: PATH (a file or a database session), else
     the newest session on this machine with a conversation (Claude Code's ~/.claude/projects
     or Codex CLI's $CODEX_HOME/sessions, by default ~/.codex/sessions), else the built-in
     demo session."""
-    from unbounded.addresses import FileAddress, parse_address
+    from unbounded.addresses import FileAddress
     from unbounded.cli.demo import DEMO_SOURCE, demo_transcript
+    from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.evaluation.sources import sessions_newest_first
 
     if path is not None:
-        address = parse_address(path)
-        transcript = read_transcript(address, skip_invalid=skip_invalid, file_order=file_order)
-        require_conversation(transcript, address.display)
+        recording, address = open_address(path, skip_invalid=skip_invalid, file_order=file_order)
         name = address.path.name if isinstance(address, FileAddress) else address.require_session()
-        return transcript, name
+        return recording, name
     skipped = 0
     for candidate in sessions_newest_first():
         try:
@@ -94,8 +122,8 @@ def pick_session(
                 highlight=False,
             )
         print_warnings(transcript)
-        return transcript, f"{candidate.parent.name}/{candidate.name}"
-    return demo_transcript(), DEMO_SOURCE
+        return ReplayRecording.of(transcript), f"{candidate.parent.name}/{candidate.name}"
+    return ReplayRecording.of(demo_transcript()), DEMO_SOURCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +158,13 @@ class ReplayRow:
 def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     """Replay one file of a batch (runs in a worker process with --jobs)."""
     from unbounded.evaluation.replay import replay_session
-    from unbounded.evaluation.replay_recording import ReplayRecording
 
-    transcript, source = _read_quietly(path, settings)
-    require_conversation(transcript, source)
-    options = _options(settings, transcript, source)
-    warnings = (*transcript.warnings, *_skipped(transcript.skipped_lines))
-    recording = ReplayRecording.of(transcript)
-    del transcript  # the replay keeps what it reads of it (`ReplayRecording`)
+    recording, address = open_address(
+        path, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
+    )
+    source = address.display
+    options = _options(settings, recording.model, source)
+    warnings = (*recording.warnings, *_skipped(recording.skipped_lines))
     report = replay_session(recording, options)
     return ReplayRow(
         source=source,
@@ -151,28 +178,18 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     )
 
 
-def _read_quietly(path: str, settings: ReplaySettings) -> tuple[Transcript, str]:
-    from unbounded.addresses import parse_address
-
-    address = parse_address(path)
-    transcript = read_transcript(
-        address, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
-    )
-    return transcript, address.display
-
-
 def _skipped(lines: int) -> tuple[str, ...]:
     return (f"skipped {plural(lines, 'invalid line')} (--skip-invalid)",) if lines else ()
 
 
-def _options(settings: ReplaySettings, transcript: Transcript, source: str) -> ReplayOptions:
+def _options(settings: ReplaySettings, recorded_model: str | None, source: str) -> ReplayOptions:
     from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.evaluation.replay import ReplayOptions
 
     table = load_model_table()
     # An LLM summarizer asks for the recorded model by name, even one the table lacks (the
     # replay plans that one with its provider's figures).
-    model_name = settings.model or transcript.model or DEFAULT_MODEL
+    model_name = settings.model or recorded_model or DEFAULT_MODEL
     return ReplayOptions(
         model=settings.model,
         window=settings.window,
@@ -242,7 +259,6 @@ def replay_command(
 
     from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.evaluation.replay import replay_session
-    from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.evaluation.report import render_report_html
     from unbounded.policy import Policy
 
@@ -272,12 +288,10 @@ def replay_command(
             )
         replay_batch(sessions, settings, jobs)
         return
-    transcript, source = pick_session(
+    recording, source = pick_session(
         sessions[0] if sessions else None, skip_invalid=skip_invalid, file_order=file_order
     )
-    options = _options(settings, transcript, source)
-    recording = ReplayRecording.of(transcript)
-    del transcript  # the replay keeps what it reads of it (`ReplayRecording`)
+    options = _options(settings, recording.model, source)
     if as_json:
         report = replay_session(recording, options)
     else:

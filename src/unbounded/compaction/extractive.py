@@ -365,6 +365,8 @@ def _excerpt_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     used = 0
     for line in lines[:max_lines]:
         if used + len(line) > max_chars:
+            if not shown:  # a first line over the budget is cut, not lost whole
+                shown.append(_line(line, max_chars))
             break
         shown.append(escape_tags(line))
         used += len(line) + 1

@@ -27,6 +27,7 @@ to its history. All use the auto-compact threshold of the replayed model and win
 from __future__ import annotations
 
 import copy
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -39,6 +40,7 @@ from unbounded.catalog import ModelInfo
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
+from unbounded.evaluation.simulated_calls import SimulatedCalls
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
@@ -125,10 +127,11 @@ class StrategyRun:
     """What one strategy did and cost, call by call."""
 
     name: str
-    main_calls: list[SimulatedCall] = field(default_factory=list)
-    side_calls: list[SimulatedCall] = field(default_factory=list)
+    main_calls: SimulatedCalls = field(default_factory=SimulatedCalls)
+    """Each recorded call's main request (columns: `simulated_calls.py`)."""
+    side_calls: SimulatedCalls = field(default_factory=SimulatedCalls)
     """Summary calls (priced, not part of the conversation)."""
-    cost_per_call: list[float] = field(default_factory=list)
+    cost_per_call: array[float] = field(default_factory=lambda: array("d"))
     """Cost of each recorded call's step, side calls included."""
     overflows: int = 0
     compactions: int = 0

@@ -13,13 +13,20 @@ call's own response, and what to feed after it.
   after that response, so every tool_use is answered in the next message.
 - Times: a request starts at the last record before its response (progress included), never
   before the previous request; the response at its last line.
+
+The script is planned from what each record is (`RecordShape`: its type, response id, flags,
+whether it carries usage), then its steps are made from the records themselves. A loaded
+transcript gives both at once (`build_replay_script`); a file read in two passes gives the
+shapes from its first pass and reads each step's records again when the step is reached
+(`unbounded.evaluation.recording_stream`), so only one step is in memory at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from math import isnan, nan
+from typing import Any, Protocol, TypeVar, cast
 
 from unbounded.compaction.conversation import REINJECTED_ATTACHMENT_TYPES
 from unbounded.model.content import ContentBlock, Usage, usage_prompt_total
@@ -72,16 +79,79 @@ class ReplayStep:
 
 @dataclass(frozen=True, slots=True)
 class ReplayScript:
-    """A recorded session ready to replay."""
+    """A recorded session ready to replay.
 
-    steps: tuple[ReplayStep, ...]
+    `steps` can be iterated (once per replay) and counted, not indexed: a script opened from a
+    file reads each step's records again as it is reached. What a replay needs of every call
+    at once is kept per call: its request time and response id.
+    """
+
+    steps: Collection[ReplayStep]
     model: str | None
     has_usage: bool
+    request_times: tuple[float, ...]
+    """Each call's `request_time`, in order."""
+    message_ids: tuple[str, ...]
+    """Each call's `message_id`, in order."""
+
+
+class RecordShape(Protocol):
+    """What planning a script reads of a record (an `Entry`, or a file's record summary)."""
 
     @property
-    def calls(self) -> list[RecordedCall]:
-        """The recorded calls in order."""
-        return [step.call for step in self.steps]
+    def type(self) -> str:
+        """The record type."""
+
+    @property
+    def message_id(self) -> str | None:
+        """An assistant record's response id."""
+
+    @property
+    def is_synthetic_api_error(self) -> bool:
+        """A placeholder for an API error."""
+
+    @property
+    def is_compact_boundary(self) -> bool:
+        """A compact boundary."""
+
+    @property
+    def is_compact_summary(self) -> bool:
+        """The summary after a compact boundary."""
+
+
+Shape = TypeVar("Shape", bound=RecordShape)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    """A call of the script before its records are read: where its lines are and its times."""
+
+    message_id: str
+    lines: tuple[int, ...]
+    usage_line: int | None
+    """Main-thread index of the line whose usage is the call's (the last with usage)."""
+    request_time: float
+    response_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptPlan:
+    """The calls of a script in order, and which main-thread records are not fed."""
+
+    calls: tuple[PlannedCall, ...]
+    not_fed: frozenset[int]
+    """Response lines and the attachments re-injected after a recorded compaction."""
+    has_usage: bool
+
+    def script(self, steps: Collection[ReplayStep], model: str | None) -> ReplayScript:
+        """The script whose steps are `steps` (made by `replay_steps` from this plan)."""
+        return ReplayScript(
+            steps=steps,
+            model=model,
+            has_usage=self.has_usage,
+            request_times=tuple(call.request_time for call in self.calls),
+            message_ids=tuple(call.message_id for call in self.calls),
+        )
 
 
 def _blocks(content: Any) -> list[ContentBlock]:
@@ -97,47 +167,52 @@ def _time(entry: Entry, fallback: float) -> float:
     return moment.timestamp() if moment is not None else fallback
 
 
-def _call_groups(main: Sequence[Entry]) -> list[tuple[str, list[int], Usage | None]]:
-    """(message id, line indices, usage) of each response, in order.
+def _known(moment: float, fallback: float) -> float:
+    """A time read with `_time(entry, nan)`, or the fallback when the record had none."""
+    return fallback if isnan(moment) else moment
+
+
+def _call_groups(
+    shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]
+) -> list[tuple[str, list[int], int | None]]:
+    """(message id, line indices, line of its usage) of each response, in order.
 
     With usage in the transcript, a response is the lines of one message id of which at least
     one carries usage (as `Transcript.api_calls()` groups them). Without, each run of
     assistant lines sharing a message id (or each line without one) is a response.
     """
-    groups: dict[str, tuple[list[int], Usage | None]] = {}
+    if any(has_usage(shape) and shape.message_id for shape in shapes):
+        return _usage_calls(shapes, has_usage)
+    groups: dict[str, list[int]] = {}
     order: list[str] = []
-    with_usage = any(e.usage is not None and e.message_id for e in main)
-    if with_usage:
-        for call in _usage_calls(main):
-            groups[call[0]] = (call[1], call[2])
-            order.append(call[0])
-        return [(key, *groups[key]) for key in order]
-    for index, entry in enumerate(main):
-        if entry.type != "assistant" or entry.is_synthetic_api_error:
+    for index, shape in enumerate(shapes):
+        if shape.type != "assistant" or shape.is_synthetic_api_error:
             continue
-        message_id = entry.message_id
+        message_id = shape.message_id
         if message_id is None or (order and order[-1] != message_id and message_id in groups):
             message_id = f"msg_replay_{index}"
         if message_id not in groups:
-            groups[message_id] = ([], None)
+            groups[message_id] = []
             order.append(message_id)
-        groups[message_id][0].append(index)
-    return [(key, *groups[key]) for key in order]
+        groups[message_id].append(index)
+    return [(key, groups[key], None) for key in order]
 
 
-def _usage_calls(main: Sequence[Entry]) -> list[tuple[str, list[int], Usage | None]]:
-    calls: dict[str, tuple[list[int], Usage | None]] = {}
-    for index, entry in enumerate(main):
-        message_id = entry.message_id
-        if message_id is None or entry.is_synthetic_api_error:
+def _usage_calls(
+    shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]
+) -> list[tuple[str, list[int], int | None]]:
+    calls: dict[str, tuple[list[int], int | None]] = {}
+    for index, shape in enumerate(shapes):
+        message_id = shape.message_id
+        if message_id is None or shape.is_synthetic_api_error:
             continue
         if message_id not in calls:
             calls[message_id] = ([], None)
-        lines, usage = calls[message_id]
+        lines, usage_line = calls[message_id]
         lines.append(index)
-        calls[message_id] = (lines, entry.usage if entry.usage is not None else usage)
+        calls[message_id] = (lines, index if has_usage(shape) else usage_line)
     ordered = sorted(calls.items(), key=lambda item: item[1][0][0])
-    return [(key, lines, usage) for key, (lines, usage) in ordered if usage is not None]
+    return [(key, lines, line) for key, (lines, line) in ordered if line is not None]
 
 
 def _feedable(entry: Entry) -> bool:
@@ -146,75 +221,123 @@ def _feedable(entry: Entry) -> bool:
     return not (entry.is_compact_summary or entry.is_synthetic_api_error)
 
 
-def build_replay_script(transcript: Transcript) -> ReplayScript:
-    """The replay script of a transcript's main thread (see the module docstring)."""
-    main = transcript.main_thread()
-    groups = _call_groups(main)
-    line_owner: dict[int, str] = {}
-    for message_id, lines, _ in groups:
-        for line in lines:
-            line_owner[line] = message_id
-    has_usage = any(usage is not None for _, _, usage in groups)
-
-    skip: set[int] = set()
+def plan_script(
+    shapes: Sequence[Shape],
+    has_usage: Callable[[Shape], bool],
+    read: Callable[[Iterable[int]], Iterator[Entry]],
+) -> ScriptPlan:
+    """Plan the script of a main thread from its records' shapes; `read` gives the records at
+    these main-thread indices (ascending), for the few whose content decides (attachments
+    after a boundary) and those whose times place the calls."""
+    groups = _call_groups(shapes, has_usage)
+    not_fed: set[int] = {line for _, lines, _ in groups for line in lines}
     after_boundary = False
-    for index, entry in enumerate(main):
-        if entry.is_compact_boundary:
+    attachments: list[int] = []
+    for index, shape in enumerate(shapes):
+        if shape.is_compact_boundary:
             after_boundary = True
             continue
         if not after_boundary:
             continue
-        attachment = entry.attachment if entry.type == "attachment" else None
-        if attachment is not None and attachment.get("type") in REINJECTED_ATTACHMENT_TYPES:
-            skip.add(index)
-        elif entry.type in ("user", "assistant") and not entry.is_compact_summary:
+        if shape.type == "attachment":
+            attachments.append(index)
+        elif shape.type in ("user", "assistant") and not shape.is_compact_summary:
             after_boundary = False
+    for index, entry in zip(attachments, read(attachments), strict=True):
+        attachment = entry.attachment
+        if attachment is not None and attachment.get("type") in REINJECTED_ATTACHMENT_TYPES:
+            not_fed.add(index)
 
-    steps: list[ReplayStep] = []
+    kept: list[tuple[str, list[int], int | None]] = []
     position = 0
-    previous_request = float("-inf")
-    for message_id, lines, usage in groups:
-        first, last = lines[0], lines[-1]
-        if first < position:
+    for group in groups:
+        lines = group[1]
+        if lines[0] < position:
             continue  # overlaps a previous call: cannot be replayed in order
-        before = [
-            Entry(dict(main[i].data), main[i].line)
-            for i in range(position, first)
-            if i not in skip and i not in line_owner and _feedable(main[i])
-        ]
-        after = [
-            Entry(dict(main[i].data), main[i].line)
-            for i in range(first + 1, last + 1)
-            if i not in skip and i not in line_owner and _feedable(main[i])
-        ]
-        response_time = _time(main[last], previous_request if steps else 0.0)
-        start = _time(main[first], response_time)
+        kept.append(group)
+        position = lines[-1] + 1
+    ends = {i for _, lines, _ in kept for i in (lines[0] - 1, lines[0], lines[-1]) if i >= 0}
+    timed = sorted(ends)
+    # The records' times only: the record before a call is often a large tool result.
+    times = {index: _time(entry, nan) for index, entry in zip(timed, read(timed), strict=True)}
+    calls: list[PlannedCall] = []
+    previous_request = float("-inf")
+    for message_id, lines, usage_line in kept:
+        first, last = lines[0], lines[-1]
+        response_time = _known(times[last], previous_request if calls else 0.0)
+        start = _known(times[first], response_time)
         if first > 0:
-            start = min(start, _time(main[first - 1], start))
+            start = min(start, _known(times[first - 1], start))
         start = max(start, previous_request)
         previous_request = start
+        calls.append(
+            PlannedCall(message_id, tuple(lines), usage_line, start, max(response_time, start))
+        )
+    has = any(line is not None for _, _, line in groups)
+    return ScriptPlan(tuple(calls), frozenset(not_fed), has)
+
+
+def replay_steps(
+    plan: ScriptPlan, read: Callable[[int, int], Sequence[Entry]]
+) -> Iterator[ReplayStep]:
+    """The steps of a plan, each made when reached; `read(start, end)` gives the main-thread
+    records from index start up to end (excluded)."""
+    position = 0
+    for number, planned in enumerate(plan.calls):
+        first, last = planned.lines[0], planned.lines[-1]
+        records = _Span(read(position, last + 1), position)
         content: list[ContentBlock] = []
-        for line in lines:
-            content.extend(_blocks(main[line].content))
-        message = main[last].message or {}
-        steps.append(
-            ReplayStep(
-                before=tuple(before),
-                call=RecordedCall(
-                    index=len(steps),
-                    message_id=message_id,
-                    lines=tuple(lines),
-                    first=first,
-                    last=last,
-                    usage=usage,
-                    model=main[last].model,
-                    request_time=start,
-                    response_time=max(response_time, start),
-                    content=tuple(content),
-                    stop_reason=message.get("stop_reason"),
-                ),
-                after=tuple(after),
-            )
+        for line in planned.lines:
+            content.extend(_blocks(records[line].content))
+        final = records[last]
+        message = final.message or {}
+        usage = records[planned.usage_line].usage if planned.usage_line is not None else None
+        yield ReplayStep(
+            before=records.fed(position, first, plan.not_fed),
+            call=RecordedCall(
+                index=number,
+                message_id=planned.message_id,
+                lines=planned.lines,
+                first=first,
+                last=last,
+                usage=usage,
+                model=final.model,
+                request_time=planned.request_time,
+                response_time=planned.response_time,
+                content=tuple(content),
+                stop_reason=message.get("stop_reason"),
+            ),
+            after=records.fed(first + 1, last + 1, plan.not_fed),
         )
         position = last + 1
-    return ReplayScript(steps=tuple(steps), model=transcript.model, has_usage=has_usage)
+
+
+class _Span:
+    """Main-thread records read from index `origin` on, indexed by main-thread index."""
+
+    def __init__(self, records: Sequence[Entry], origin: int) -> None:
+        self._records = records
+        self._origin = origin
+
+    def __getitem__(self, index: int) -> Entry:
+        return self._records[index - self._origin]
+
+    def fed(self, start: int, end: int, not_fed: frozenset[int]) -> tuple[Entry, ...]:
+        """Copies of the records from start to end (excluded) a replay feeds."""
+        return tuple(
+            Entry(dict(self[i].data), self[i].line)
+            for i in range(start, end)
+            if i not in not_fed and _feedable(self[i])
+        )
+
+
+def _has_usage(entry: Entry) -> bool:
+    return entry.usage is not None
+
+
+def build_replay_script(transcript: Transcript) -> ReplayScript:
+    """The replay script of a transcript's main thread (see the module docstring)."""
+    main = transcript.main_thread()
+    plan = plan_script(main, _has_usage, lambda indices: (main[i] for i in indices))
+    steps = tuple(replay_steps(plan, lambda start, end: main[start:end]))
+    return plan.script(steps, transcript.model)

@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from unbounded.blocking import run_blocking
 from unbounded.caching.fidelity import FidelityReport, RecordedUsage
@@ -66,6 +66,8 @@ from unbounded.evaluation.baselines import (
     make_baselines,
     run_baselines,
 )
+from unbounded.evaluation.call_series import CallPoint, CallSeries, CompactionKind
+from unbounded.evaluation.call_series import iso_time as _iso
 from unbounded.evaluation.continuation import (
     Counts,
     KnownItems,
@@ -99,7 +101,7 @@ from unbounded.events import (
 )
 from unbounded.extension import Extension
 from unbounded.model.content import Usage
-from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.entries import Entry
 from unbounded.model.normalize import MISSING_START_TEXT, RequestValidator
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import ProviderWrapper
@@ -113,7 +115,6 @@ from unbounded.tokens.estimate import rough_token_count
 Progress = Callable[[int, int], None]
 """Called with (calls done, calls in all) after each replayed call."""
 
-CompactionKind = Literal["full", "session_memory"]
 CONTINUE_PROMPT = "[replay: the recorded session continued here without a user message]"
 """Added when a recorded call follows an assistant message with nothing in between."""
 
@@ -214,49 +215,6 @@ class CompactionRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class CallPoint:
-    """The figures of one replayed call, for charts and tables."""
-
-    index: int
-    time: float
-    context_tokens: int
-    """Our request's tokens (input + cache creation + cache read)."""
-    cache_read: int
-    cache_write: int
-    uncached_input: int
-    output_tokens: int
-    cost: float
-    """Our cost of this step, summary calls included."""
-    recorded_context_tokens: int | None
-    recorded_cost: float | None
-    baseline_context_tokens: dict[str, int]
-    baseline_cost: dict[str, float]
-    compaction: CompactionKind | None = None
-    microcompact: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "index": self.index,
-            "time": _iso(self.time),
-            "context_tokens": self.context_tokens,
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-            "uncached_input": self.uncached_input,
-            "output_tokens": self.output_tokens,
-            "cost": round(self.cost, 6),
-            "recorded_context_tokens": self.recorded_context_tokens,
-            "recorded_cost": round(self.recorded_cost, 6)
-            if self.recorded_cost is not None
-            else None,
-            "baseline_context_tokens": self.baseline_context_tokens,
-            "baseline_cost": {k: round(v, 6) for k, v in self.baseline_cost.items()},
-            "compaction": self.compaction,
-            "microcompact": self.microcompact,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class VariantRun:
     """Our policy replayed with one change: its cost, stalls and compactions."""
 
@@ -289,7 +247,8 @@ class ReplayReport:
     summarizer: str
     prefix: OpaquePrefix
     ttl: CacheTtl
-    points: list[CallPoint]
+    points: Sequence[CallPoint]
+    """Per-call figures (a `CallSeries`: columns, each row built when read)."""
     timeline: list[TimelineEvent]
     compaction_records: list[CompactionRecord]
     ours: StrategyRun
@@ -448,11 +407,6 @@ class ReplayReport:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _iso(seconds: float) -> str:
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 class ReplayClock:
     """The session's clock: it shows the recorded time the replay has reached."""
 
@@ -526,7 +480,7 @@ def _recorded_cost(recorded: Usage | None, model: ModelInfo, ttl: CacheTtl) -> f
 
 
 def _calls(count: int, word: str) -> str:
-    """"1 side call", "3 side calls"."""
+    """ "1 side call", "3 side calls"."""
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
@@ -708,8 +662,8 @@ class _Replayer:
                 )
             self.notes.append(f"{what}: there is nothing our policy could compact")
             self.policy = self.policy.with_changes(auto_compact_enabled=False)
-        calls = self.script.calls
-        start = calls[0].request_time if calls else 0.0
+        times = self.script.request_times
+        start = times[0] if times else 0.0
         # Each recorded call is planned and priced with its own model when the table knows it;
         # `options.model` replaces the session's main model only.
         self.call_models: dict[str, ModelInfo] = {}
@@ -769,6 +723,8 @@ class _Replayer:
             clock=self.clock,
             extensions=extensions,
         )
+        # Each compaction is scored on the stretch it closed, kept as the boundary came.
+        self.session.transcript.keep_stretches()
         # Primed with the tools of our first request: recall joins later (Session.offers_recall).
         self.simulator = self.settings.simulator(self.session.offered_tools())
         self.ours = StrategyRun("unbounded")
@@ -779,7 +735,7 @@ class _Replayer:
             else []
         )
         self.source = options.source or recording.name or "session"
-        self.points: list[CallPoint] = []
+        self.points = CallSeries()
         self.timeline: list[TimelineEvent] = []
         self.records: list[CompactionRecord] = []
         self.retention_summary = RetentionTally()
@@ -818,7 +774,7 @@ class _Replayer:
         are priced as ours. A thread call the script could not replay in order goes into the
         recorded cost only.
         """
-        replayed = {call.message_id for call in self.script.calls}
+        replayed = set(self.script.message_ids)
         costs: dict[str, float] = {}
         counts: dict[str, int] = {}
         for call in self.billed:
@@ -931,8 +887,7 @@ class _Replayer:
 
     def _pauses(self) -> dict[str, int]:
         """Recorded pauses between calls over the cache TTL and over an hour."""
-        times = [call.request_time for call in self.script.calls]
-        gaps = [after - before for before, after in pairwise(times)]
+        gaps = [after - before for before, after in pairwise(self.script.request_times)]
         return {
             "over_ttl": sum(1 for gap in gaps if gap > ttl_seconds(self.ttl)),
             "over_1h": sum(1 for gap in gaps if gap > ttl_seconds("1h")),
@@ -1144,18 +1099,20 @@ class _Replayer:
         main: SimulatedCall,
         summarized: bool,
     ) -> CompactionKind | None:
-        """Record the compactions `prepare()` appended (boundaries after `entries_at`)."""
+        """Record the compactions `prepare()` appended (boundaries after `entries_at`), each
+        scored on the stretch it closed (`SessionTranscript.take_stretches`), not on the
+        whole history."""
         entries = self.session.entries
+        closed = self.session.transcript.take_stretches()
         kind: CompactionKind | None = None
-        for position in range(entries_at, len(entries)):
-            boundary = entries[position]
-            if not boundary.is_compact_boundary:
-                continue
+        for boundary, before in closed:
+            position = _position_of(entries, boundary, entries_at)
+            if position is None:
+                continue  # appended outside a step's prepare: not one of this call's
             metadata = boundary.compact_metadata
             memory = bool(metadata.get("sessionMemory"))
             written_before = bool(metadata.get(BACKGROUND_FIELD))  # its calls priced then
             kind = "session_memory" if memory or not (summarized or written_before) else "full"
-            before = messages_after_compact_boundary(entries[:position])
             summary = "\n".join(
                 text_of(e.content) for e in entries[position + 1 :] if e.is_compact_summary
             )
@@ -1247,6 +1204,14 @@ async def _variants(
             background=done.background,
         )
     return runs
+
+
+def _position_of(entries: Sequence[Entry], entry: Entry, start: int) -> int | None:
+    """Where `entry` (the very object) is in `entries`, looking from `start` on."""
+    for position in range(start, len(entries)):
+        if entries[position] is entry:
+            return position
+    return None
 
 
 def _turn_waited(appended: Sequence[Entry], events: Sequence[Event]) -> bool:

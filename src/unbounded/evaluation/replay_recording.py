@@ -5,27 +5,39 @@ most of them are not fed to a replay. `ReplayRecording.of` takes what a replay r
 it (the replay script, the facts priced or reported, and the recorded future the
 continuation scores look ahead into) and, once the recording has been simulated for the
 replayed model, lets the transcript go: a caller that drops its own reference frees it.
+
+`ReplayRecording.open` prepares a file without loading it: a Claude Code file is read in two
+passes and its script's steps are read from the file as the replay reaches them
+(`unbounded.evaluation.recording_stream`); other formats, which are small, are loaded and
+prepared with `of`.
 """
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from unbounded.caching.fidelity import FidelityReport, simulate_recorded_session
+from unbounded.caching.fidelity import (
+    FidelityReport,
+    RecordedConversation,
+    simulate_recorded_session,
+)
 from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
-from unbounded.evaluation.recorded import ReplayScript, build_replay_script
+from unbounded.evaluation.file_thread import FileThread
+from unbounded.evaluation.recorded import RecordShape, ReplayScript, build_replay_script
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import BilledCall, Transcript
 
 
-def _looked_ahead(entry: Entry) -> bool:
+def _looked_ahead(record: RecordShape) -> bool:
     """A record `used_in_turns` reads: a boundary (where it stops) or a real response."""
-    if entry.is_compact_boundary:
+    if record.is_compact_boundary:
         return True
-    return entry.type == "assistant" and not entry.is_synthetic_api_error
+    return record.type == "assistant" and not record.is_synthetic_api_error
 
 
 _KEPT_FIELDS = ("type", "subtype", "uuid", "isApiErrorMessage")
@@ -53,9 +65,9 @@ class RecordedFuture:
     """The main thread's boundaries and responses, found by main-thread index, each cut to
     what the continuation scores read of what the recording did next (`_slim`)."""
 
-    positions: tuple[int, ...]
+    positions: Sequence[int]
     """Main-thread index of each kept record, ascending."""
-    entries: tuple[Entry, ...]
+    entries: Sequence[Entry]
 
     @classmethod
     def of(cls, main: Sequence[Entry]) -> RecordedFuture:
@@ -63,9 +75,22 @@ class RecordedFuture:
         kept = [(index, entry) for index, entry in enumerate(main) if _looked_ahead(entry)]
         return cls(tuple(index for index, _ in kept), tuple(_slim(entry) for _, entry in kept))
 
+    @classmethod
+    def in_file(cls, shapes: Sequence[RecordShape], main: FileThread) -> RecordedFuture:
+        """The looked-ahead records of a main thread read from a file, known by the shapes
+        of its records: kept as places in the file and read when looked into, whole (what
+        `_slim` keeps of them reads the same)."""
+        positions = array(
+            "q", (index for index, shape in enumerate(shapes) if _looked_ahead(shape))
+        )
+        return cls(positions, main.subset(positions))
+
     def after(self, first: int) -> Sequence[Entry]:
         """The kept records at main-thread index `first` and later, in order."""
-        return self.entries[bisect_left(self.positions, first) :]
+        start = bisect_left(self.positions, first)
+        if isinstance(self.entries, FileThread):
+            return self.entries.tail(start)  # read as it is looked into
+        return self.entries[start:]
 
 
 @dataclass(slots=True)
@@ -81,28 +106,54 @@ class ReplayRecording:
     reported_window: int | None
     name: str | None
     """The file name, when the transcript came from a file."""
-    _transcript: Transcript | None
+    replies: bool
+    """The main thread holds a model reply (else there is nothing to replay)."""
+    _source: Transcript | RecordedConversation | None
+    """What the fidelity simulation reads, until it has run once."""
+    warnings: tuple[str, ...] = ()
+    """What reading the file and choosing the thread noticed."""
+    skipped_lines: int = 0
+    """Invalid lines left out with `skip_invalid`."""
     _fidelity: dict[str, FidelityReport] = field(default_factory=dict)
 
     @classmethod
     def of(cls, transcript: Transcript) -> ReplayRecording:
         """Prepare a transcript; it is kept only until `fidelity` has run once."""
+        main = transcript.main_thread()
         return cls(
             script=build_replay_script(transcript),
-            future=RecordedFuture.of(transcript.main_thread()),
+            future=RecordedFuture.of(main),
             model=transcript.model,
             provider=transcript.provider,
             models=transcript.models(),
             billed=transcript.billed_calls(),
             reported_window=transcript.reported_window,
             name=transcript.path.name if transcript.path is not None else None,
-            _transcript=transcript,
+            replies=any(e.type == "assistant" and not e.is_synthetic_api_error for e in main),
+            _source=transcript,
+            warnings=tuple(transcript.warnings),
+            skipped_lines=transcript.skipped_lines,
         )
+
+    @classmethod
+    def open(
+        cls, path: str | Path, *, skip_invalid: bool = False, file_order: bool = False
+    ) -> ReplayRecording:
+        """Prepare a file without keeping it loaded (module docstring); `file_order` takes
+        its records in file order instead of rebuilding the thread from parent links."""
+        from unbounded.transcripts.loader import detect_format, load_transcript
+
+        if detect_format(path) == "claude-code":
+            from unbounded.evaluation.recording_stream import open_recording
+
+            return open_recording(path, skip_invalid=skip_invalid, file_order=file_order)
+        return cls.of(load_transcript(path, skip_invalid=skip_invalid, file_order=file_order))
 
     @property
     def holds_transcript(self) -> bool:
-        """The loaded transcript is still referenced (before the first `fidelity`)."""
-        return self._transcript is not None
+        """What the simulation reads (the loaded transcript, or the file's record summaries)
+        is still referenced (before the first `fidelity`)."""
+        return self._source is not None
 
     def fidelity(self, model: ModelInfo) -> FidelityReport:
         """The recording simulated on `model`, computed once per model name. The first call
@@ -110,16 +161,16 @@ class ReplayRecording:
         known = self._fidelity.get(model.name)
         if known is not None:
             return known
-        if self._transcript is None:
+        if self._source is None:
             simulated = ", ".join(sorted(self._fidelity))
             raise ConfigError(
                 f"this replay recording was simulated on {simulated} and has let its "
-                f"transcript go: prepare it again with ReplayRecording.of(transcript) to "
-                f"replay it on {model.name}"
+                f"transcript go: prepare it again with ReplayRecording.of(transcript) or "
+                f"ReplayRecording.open(path) to replay it on {model.name}"
             )
-        report = simulate_recorded_session(self._transcript, model)
+        report = simulate_recorded_session(self._source, model)
         self._fidelity[model.name] = report
-        self._transcript = None
+        self._source = None
         return report
 
 

@@ -167,7 +167,7 @@ class MessageNormalizer:
         # Messages that may need a repair (checked when the list is read), and repaired
         # copies cached by the identity of the message they were made from.
         self._suspects: set[int] = set()
-        self._cache: dict[int, tuple[int, dict[str, Any], tuple[Repair, ...]]] = {}
+        self._cache: dict[int, tuple[dict[str, Any], dict[str, Any], tuple[Repair, ...]]] = {}
         self._joined: list[int] = []
         self.extend(entries)
 
@@ -301,11 +301,11 @@ class MessageNormalizer:
                 continue
             source = messages[index]
             cached = self._cache.get(index)
-            if cached is not None and cached[0] == id(source):
+            if cached is not None and cached[0] is source:
                 fixed, done = cached[1], cached[2]
             else:
                 fixed, done = self._repair(index, messages)
-                self._cache[index] = (id(source), fixed, done)
+                self._cache[index] = (source, fixed, done)
             messages[index] = fixed
             repairs.extend(done)
         if messages and messages[0]["role"] == "assistant":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -251,8 +251,14 @@ class Transcript:
 
 def api_calls(entries: Sequence[Entry]) -> list[ApiCall]:
     """Group assistant lines by message id into recorded API calls (usage from the last line)."""
+    return indexed_api_calls(enumerate(entries))
+
+
+def indexed_api_calls(entries: Iterable[tuple[int, Entry]]) -> list[ApiCall]:
+    """`api_calls` of a thread given as (index, record) pairs in order: the records without
+    usage may be left out (a file read again by offset reads only those with usage)."""
     calls: dict[str, ApiCall] = {}
-    for index, entry in enumerate(entries):
+    for index, entry in entries:
         usage = entry.usage
         message_id = entry.message_id
         if usage is None or message_id is None:

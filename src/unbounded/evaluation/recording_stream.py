@@ -1,0 +1,171 @@
+"""A Claude Code file prepared for replay without loading it: `open_recording`.
+
+The file is read as `unbounded inspect` reads it (`unbounded.inspection_stream`): pass 1
+keeps a small summary per record and the main thread is chosen from the summaries, with the
+rules `Transcript.main_thread` follows. What a replay needs is then taken from the summaries,
+reading records again by offset only where their content decides:
+
+- the script (`unbounded.evaluation.recorded`) is planned from the summaries, with the
+  attachments after a boundary and the records that time the calls read again; its steps are
+  read from the file when the replay reaches them, one step's records at a time;
+- the recorded future, the billed calls and the models, as `ReplayRecording.of` takes them
+  from a loaded transcript;
+- the fidelity simulation walks the main thread (and a branch call's conversation) record by
+  record from the file.
+
+The summaries are let go once the recording is prepared (once it has been simulated when a
+billed call on a branch needs its conversation rebuilt from them); the steps keep only each
+main-thread record's byte offset and line. Output is that of `ReplayRecording.of` on the
+loaded file.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Collection, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import overload
+
+from unbounded.caching.fidelity import RecordedConversation
+from unbounded.evaluation.file_thread import FileThread
+from unbounded.evaluation.recorded import ReplayStep, ScriptPlan, plan_script, replay_steps
+from unbounded.evaluation.replay_recording import RecordedFuture, ReplayRecording
+from unbounded.inspection_stream import (
+    RecordInfo,
+    RecordTable,
+    file_order_main_thread,
+    is_subagent_file,
+    rebuilt_branch,
+    rebuilt_main_thread,
+    recorded_models,
+    scan_records,
+)
+from unbounded.model.transcript import BilledCall, indexed_api_calls, responses_billed
+
+
+class FileSteps(Collection[ReplayStep]):
+    """A script's steps read from the file as they are reached (`replay_steps`): iterating
+    again reads them again."""
+
+    def __init__(self, plan: ScriptPlan, main: FileThread) -> None:
+        """The steps of `plan`, whose indices are `main`'s."""
+        self._plan = plan
+        self._main = main
+
+    def __len__(self) -> int:
+        return len(self._plan.calls)
+
+    def __iter__(self) -> Iterator[ReplayStep]:
+        main = self._main
+        return replay_steps(self._plan, lambda start, end: main[start:end])
+
+    def __contains__(self, step: object) -> bool:
+        return any(step == own for own in self)
+
+
+class _Rows(Sequence[RecordInfo]):
+    """The summaries of some rows of a table, in a given order, made on access."""
+
+    def __init__(self, table: RecordTable, rows: Sequence[int]) -> None:
+        self._table = table
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> RecordInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RecordInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> RecordInfo | list[RecordInfo]:
+        if isinstance(index, slice):
+            return [RecordInfo(self._table, row) for row in self._rows[index]]
+        return RecordInfo(self._table, self._rows[index])
+
+
+def _has_usage(record: RecordInfo) -> bool:
+    return record.usage_total is not None
+
+
+def _billed_calls(path: Path, table: RecordTable, thread_ids: set[str]) -> list[BilledCall]:
+    """`Transcript.billed_calls()` of a Claude Code file (it records no side calls): only the
+    records with usage are read again."""
+    rows = [
+        row
+        for row in range(len(table))
+        if table.usage_totals[row] >= 0 and table.message_ids[row] is not None
+    ]
+    calls = responses_billed(
+        FileThread.of(path, table, rows),
+        sidechains=is_subagent_file(table),
+        thread_ids=thread_ids,
+    )
+    return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
+
+
+def _branch_thread(path: Path, table: RecordTable, leaf_uuid: str) -> FileThread:
+    """The conversation ending at the record with this uuid (`Transcript.branch_thread`)."""
+    return FileThread.of(path, table, rebuilt_branch(table, leaf_uuid))
+
+
+def _no_branch(path: Path, leaf_uuid: str) -> FileThread:
+    """What a file without branch calls answers for a branch's conversation."""
+    raise ValueError(f"{path} has no billed call on a branch: no branch ends at {leaf_uuid}")
+
+
+def open_recording(
+    path: str | Path, *, skip_invalid: bool = False, file_order: bool = False
+) -> ReplayRecording:
+    """A Claude Code file prepared for replay, streamed (see the module docstring);
+    `file_order` takes the records in file order instead of rebuilding the thread."""
+    source = Path(path)
+    scan = scan_records(source, skip_invalid=skip_invalid)
+    table = scan.records
+    select = file_order_main_thread if file_order else rebuilt_main_thread
+    selected = select(table, scan.summary_leaves)
+    rows = array("q", selected.indexes)
+    shapes = _Rows(table, rows)
+    main = FileThread.of(source, table, rows)
+    plan = plan_script(shapes, _has_usage, main.read)
+    models = recorded_models(table, rows)
+    model = next(iter(models), None)
+    with_usage = [p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id]
+    thread_calls = indexed_api_calls(zip(with_usage, main.read(with_usage), strict=True))
+    billed = _billed_calls(source, table, {call.message_id for call in thread_calls})
+
+    # Only a branch call's conversation needs the summaries after this: without one, they go
+    # now, before the simulation walks the file.
+    branch_thread = (
+        partial(_branch_thread, source, table)
+        if any(call.place == "branch" for call in billed)
+        else partial(_no_branch, source)
+    )
+
+    return ReplayRecording(
+        script=plan.script(FileSteps(plan, main), model),
+        future=RecordedFuture.in_file(shapes, main),
+        model=model,
+        provider="anthropic",
+        models=models,
+        billed=billed,
+        reported_window=None,
+        name=source.name,
+        replies=any(r.type == "assistant" and not r.is_synthetic_api_error for r in shapes),
+        warnings=(*scan.report.warnings, *selected.warnings),
+        skipped_lines=scan.report.skipped_lines,
+        _source=RecordedConversation(
+            main=main,
+            thread_calls=thread_calls,
+            billed=billed,
+            branch_thread=branch_thread,
+            model=model,
+            provider="anthropic",
+            session=source.name,
+        ),
+    )
+
+
+__all__ = ["FileSteps", "open_recording"]
