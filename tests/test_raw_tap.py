@@ -60,6 +60,21 @@ def zlib_compress(body: bytes, wbits: int) -> bytes:
     return compressor.compress(body) + compressor.flush()
 
 
+def test_a_fold_that_fails_stops_the_tap_never_the_callers_read() -> None:
+    httpx = pytest.importorskip("httpx")
+    seen: list[dict[str, Any]] = []
+
+    def fold(event: dict[str, Any]) -> None:
+        seen.append(event)
+        raise IndexError("no block at that index")  # a bug of the fold, not of the stream
+
+    tap = RawEventTap(fold)
+    response = httpx.Response(200, stream=httpx.ByteStream(BODY))
+    assert tap_response(response, tap)
+    assert b"".join(response.iter_bytes()) == BODY  # the caller reads every byte
+    assert tap.failed and seen == EVENTS[:1]
+
+
 def test_a_response_without_a_decoded_iteration_is_not_tapped() -> None:
     tap = RawEventTap(lambda event: None)
     assert not tap_response(object(), tap)

@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 
 class RawEventTap:
     """The server-sent events of the bytes fed to it, as JSON dicts in the server's key order,
-    each handed to `on_event`. A malformed event stops the tap (`failed`), never the caller's
-    stream: the SDK reports what it makes of the same bytes."""
+    each handed to `on_event`. A malformed event, or `on_event` failing on one, stops the tap
+    (`failed`), never the caller's stream: the SDK reports what it makes of the same bytes."""
 
     def __init__(self, on_event: Callable[[dict[str, Any]], None]) -> None:
         self._on_event = on_event
@@ -48,6 +48,9 @@ class RawEventTap:
                     self._on_event(event)
         except (ServerError, UnicodeDecodeError) as error:
             logger.debug("raw stream not read (the SDK's objects are): %s", error)
+            self.failed = True
+        except Exception:  # the fold's own failure: the caller's stream goes on regardless
+            logger.warning("raw stream fold failed (the SDK's objects are read)", exc_info=True)
             self.failed = True
 
 
