@@ -61,6 +61,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -563,6 +564,10 @@ class ApiServer:
     responses_done: bool = False
     """End each streamed Responses reply with `data: [DONE]`, as OpenAI-compatible servers do
     (the OpenAI API itself does not)."""
+    gzip_streams: bool = False
+    """Compress each streamed reply with gzip (`content-encoding: gzip`, flushed after every
+    event) when the request accepts it, as the real APIs do for the SDKs, which ask for it;
+    requests still record the reply's bytes as they were before compression."""
     hold_streams: threading.Event | None = None
     """When given, a streamed reply, its last event ([DONE] included) sent, keeps its
     connection open until the event is set (at most `HOLD_LIMIT` seconds), as a server may:
@@ -1353,6 +1358,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
+        accepted = str(self.headers.get("accept-encoding") or "").lower()
+        self._gzip = (
+            zlib.compressobj(wbits=31)
+            if self.server.api.gzip_streams and "gzip" in accepted
+            else None
+        )
+        if self._gzip is not None:
+            self.send_header("content-encoding", "gzip")
         self._common_headers(request)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -1364,6 +1377,12 @@ class _Handler(BaseHTTPRequestHandler):
         replying: RecordedRequest | None = getattr(self, "_replying", None)
         if replying is not None:
             replying.reply.extend(data)
+        gzip: Any = getattr(self, "_gzip", None)
+        if gzip is not None:  # each event sent whole at once, as a streaming server does
+            data = gzip.compress(data) + gzip.flush(zlib.Z_SYNC_FLUSH)
+        self._write_chunk(data)
+
+    def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
@@ -1375,6 +1394,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.api.held_to_limit.append(request)
 
     def _end_chunks(self) -> None:
+        gzip: Any = getattr(self, "_gzip", None)
+        if gzip is not None:
+            self._write_chunk(gzip.flush())
+            self._gzip = None
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

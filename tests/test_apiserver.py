@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -117,6 +118,28 @@ def test_anthropic_stream_helper_assembles_the_same_message(api_server: ApiServe
     ]
     assert streamed.usage.model_dump() == plain.usage.model_dump()
     assert streamed.stop_reason == plain.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("accepted", ["gzip, deflate", "identity"])
+def test_gzip_streams_compress_each_streamed_reply_the_client_accepts_compressed(api_server: ApiServer, accepted: str) -> None:
+    import httpx
+
+    api_server.gzip_streams = True
+    api_server.anthropic.push(_rich_reply(), _rich_reply())
+    body = {"model": "m", "max_tokens": 5, "messages": USER, "stream": True}
+    url = f"{api_server.anthropic_base_url}/v1/messages"
+    with httpx.Client() as http:
+        with http.stream("POST", url, json=body, headers={"accept-encoding": accepted}) as reply:
+            raw = b"".join(reply.iter_raw())
+            encoding = reply.headers.get("content-encoding")
+        plain = api_server.requests[-1].reply
+        with http.stream("POST", url, json=body, headers={"accept-encoding": accepted}) as reply:
+            decoded = b"".join(reply.iter_bytes())
+    assert b"event: message_stop" in plain and decoded == plain  # the record is the plain body
+    if accepted == "identity":
+        assert encoding is None and raw == plain
+    else:
+        assert encoding == "gzip" and raw != plain and zlib.decompress(raw, 31) == plain
 
 
 def test_anthropic_empty_and_max_tokens_replies(api_server: ApiServer) -> None:

@@ -7,6 +7,7 @@ ones, talking to the local server (tests/apiserver.py)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,30 @@ def test_a_session_behind_a_blocking_drop_in_refuses_the_background_summary_at_r
     wrap(_client(api_server, sdk, sync=False), mine)
     mine.reconfigure(policy=BACKGROUND)  # an async client runs it
     assert mine.policy.background_summary
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_a_blocking_drop_in_nobody_closed_stops_driving_the_session_once_collected(api_server: ApiServer, sdk: str) -> None:
+    given = Session(SessionConfig(model=MODEL), policy=Policy())
+    client = wrap(_client(api_server, sdk, sync=True), given)  # the usual: never closed
+    _refused_at_reconfigure(given, r"wrap the SDK's async client")
+    del client
+    gc.collect()
+    given.reconfigure(policy=BACKGROUND)  # the drop-in is gone: nothing blocking drives it
+    assert given.policy.background_summary
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_closing_one_blocking_drop_in_twice_keeps_the_other_ones_hold(api_server: ApiServer, sdk: str) -> None:
+    given = Session(SessionConfig(model=MODEL), policy=Policy())
+    first = wrap(_client(api_server, sdk, sync=True), given)
+    second = wrap(_client(api_server, sdk, sync=True), given)
+    with first:
+        first.close()  # closed, then closed again as the `with` block ends
+    _refused_at_reconfigure(given, r"wrap the SDK's async client")  # the second still drives it
+    second.close()
+    given.reconfigure(policy=BACKGROUND)
+    assert given.policy.background_summary
 
 
 def test_a_session_run_by_the_blocking_agent_loop_refuses_the_background_summary_at_reconfigure(api_server: ApiServer) -> None:

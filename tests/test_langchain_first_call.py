@@ -65,11 +65,19 @@ def test_a_stale_usage_does_not_anchor_the_tail() -> None:
     assert middleware._plan(state).tokens == view.counter.total  # type: ignore[arg-type]
 
 
-def test_a_call_that_may_clear_builds_the_view() -> None:
+@pytest.mark.parametrize("tools", [{}, {"compactable_tools": ("read_file",)}])
+def test_a_call_that_may_clear_builds_the_view(tools: dict[str, Any]) -> None:
     """At the warning level the microcompaction policy may clear: every message is read."""
     state: dict[str, Any] = {"messages": history(40)}
-    middleware = UnboundedMiddleware(MODEL, context_window=1_000_000, policy=Policy(warning_buffer=10**9))
+    middleware = UnboundedMiddleware(MODEL, context_window=1_000_000, policy=Policy(warning_buffer=10**9), **tools)
     assert set(converted_by(middleware, state)) == {m.id for m in state["messages"]}
+
+
+def test_a_call_whose_every_called_tool_is_excluded_reads_only_the_tail() -> None:
+    """Nothing may be cleared when every tool called is excluded: the count is all it needs."""
+    state: dict[str, Any] = {"messages": history(40)}
+    middleware = UnboundedMiddleware(MODEL, context_window=1_000_000, policy=Policy(warning_buffer=10**9), exclude_tools=("read_file",))
+    assert converted_by(middleware, state) == ["ai_39", "tool_39"]
 
 
 def test_a_due_compaction_builds_the_view() -> None:

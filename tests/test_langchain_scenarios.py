@@ -681,6 +681,21 @@ def test_a_prompt_too_long_from_the_model_compacts_once_and_sends_again(api_serv
     assert [e.kind for e in events].count("reactive_compaction") == 1
 
 
+def test_a_prompt_too_long_on_a_new_middleware_reading_only_the_tail_compacts_once(api_server: ApiServer) -> None:
+    """A new middleware (another process) below the warning level counts from the last usage
+    without reading the history; the model's refusal still makes it read all and cut."""
+    api_server.anthropic.push(prompt_too_long(212_345, 200_000), message(SUMMARY, id="msg_s"), message("Done.", id="msg_2"))
+    events: list[Event] = []
+    agent = create_agent(chat(api_server), tools=[read_module], middleware=[UnboundedMiddleware(MODEL, events=events.append)])
+    state = agent.invoke({"messages": [*history(8, usage=20_000), HumanMessage("Go on.", id="h_last")]})
+    refused, summary_request, retried = api_server.requests
+    assert is_summary_request(summary_request) and not is_summary_request(retried)
+    assert "This session continues" in json.dumps(retried.json["messages"][0])
+    assert len(retried.body) < len(refused.body) / 2
+    assert is_summary_message(state["messages"][0]) and state["messages"][-1].content == "Done."
+    assert [e.kind for e in events].count("reactive_compaction") == 1
+
+
 def test_a_second_prompt_too_long_is_raised(api_server: ApiServer) -> None:
     api_server.anthropic.push(prompt_too_long(212_345, 200_000), message(SUMMARY, id="msg_s"), prompt_too_long(205_000, 200_000))
     agent = create_agent(chat(api_server), tools=[read_module], middleware=[UnboundedMiddleware(MODEL)])

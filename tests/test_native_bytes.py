@@ -47,10 +47,11 @@ def _session(model: str) -> Session:
     return Session(SessionConfig(model=model, system="You are a coding agent."), store=MemoryStore())
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_openai_compaction_item_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool) -> None:
+@pytest.mark.parametrize(("stream", "gzip"), [(False, False), (True, False), (True, True)])
+def test_an_openai_compaction_item_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool, gzip: bool) -> None:
     from unbounded.providers.openai import OpenAIProvider
 
+    api_server.gzip_streams = gzip  # the real API gzips its streams
     api_server.responses.push(message(REASONING_ITEM, COMPACTION_ITEM, "Going on with the parser."), message("Done."))
     provider = OpenAIProvider(api_server.openai_client(), api="responses")
     session = _session("gpt-5.4")
@@ -135,7 +136,9 @@ def test_a_streamed_responses_reply_ending_in_done_is_read_whole(api_server: Api
 
 @pytest.mark.parametrize("stream", ["no", "create", "helper"])
 @pytest.mark.parametrize("full_history", [True, False])
-def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: str, full_history: bool) -> None:
+@pytest.mark.parametrize("gzip", [False, True])  # the real APIs gzip their streams
+def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(api_server: ApiServer, stream: str, full_history: bool, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     """`wrap(client, session)` with `ServerCompaction`: the compact edit goes out, the reply's
     block (streamed as the API streams it) comes back to the caller, and the next request
     carries it unchanged, whether the caller sends the whole history or only the new turn."""
@@ -172,8 +175,8 @@ def test_server_compaction_through_the_anthropic_drop_in_keeps_the_block_whole(a
     assert {k: v for k, v in sent.items() if k != "cache_control"} == block
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool) -> None:
+@pytest.mark.parametrize(("stream", "gzip"), [(False, False), (True, False), (True, True)])
+def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: ApiServer, stream: bool, gzip: bool) -> None:
     """The server writes the block type first (the SDK model would put `content` first); a
     stream opens it empty and fills it with one compaction_delta. Either way the next
     request carries the bytes a non-streamed reply holds."""
@@ -181,6 +184,7 @@ def test_an_anthropic_compaction_block_is_sent_back_byte_for_byte(api_server: Ap
     from unbounded.compaction.native import ServerCompaction
     from unbounded.providers.anthropic import AnthropicProvider
 
+    api_server.gzip_streams = gzip  # the real API gzips its streams
     block = compaction_block(nine_section_summary("the parser"), None)  # a null kept as null
     api_server.anthropic.push(message(block, "Going on.", usage=compaction_usage({"input_tokens": 60_000, "output_tokens": 900})), message("Done."))
     config = SessionConfig(model="claude-sonnet-4-6", system="You are a coding agent.", max_tokens=4_000)
@@ -225,7 +229,9 @@ def test_the_anthropic_drop_in_asks_for_server_compaction_whatever_writes_the_su
 
 
 @pytest.mark.parametrize("stream", ["no", "create", "helper"])
-def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
+@pytest.mark.parametrize("gzip", [False, True])  # the real APIs gzip their streams
+def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_server: ApiServer, stream: str, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     """The caller sends the SDK's content objects back (or, for raw events, what it folded
     itself); the next request carries the block as the server wrote it, not in the SDK
     model's key order."""
@@ -256,7 +262,9 @@ def test_the_anthropic_drop_in_sends_a_compaction_block_back_byte_for_byte(api_s
 
 
 @pytest.mark.parametrize("stream", ["no", "create", "helper"])
-def test_the_openai_drop_in_sends_reasoning_and_compaction_items_back_byte_for_byte(api_server: ApiServer, stream: str) -> None:
+@pytest.mark.parametrize("gzip", [False, True])  # the real APIs gzip their streams
+def test_the_openai_drop_in_sends_reasoning_and_compaction_items_back_byte_for_byte(api_server: ApiServer, stream: str, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     """The caller sends the SDK's output items back (`reply.output`); the next request's
     input carries them as the server wrote them."""
     from unbounded.integrations.dropin import wrap

@@ -1,12 +1,14 @@
 """The drop-in reads the raw events under the SDK stream the caller reads (`_raw_tap`): the
 bytes are split into lines and events as they pass, whatever the chunking; a malformed event
-stops the tap, never the caller's stream; a compressed body is not tapped. Through the async
+stops the tap, never the caller's stream; a compressed body is read decoded, as the SDK reads
+it (the real APIs gzip their streams). Through the async
 clients' stream helpers, what the next request sends back is the server's own JSON."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -41,22 +43,47 @@ def test_a_malformed_event_stops_the_tap_without_raising() -> None:
     assert tap.failed and seen == [{"type": "a"}]
 
 
-class _Response:
-    def __init__(self, encoding: str | None) -> None:
-        self.headers = {} if encoding is None else {"content-encoding": encoding}
-        self.stream = object()
+@pytest.mark.parametrize("encoding", ["identity", "gzip", "deflate"])
+def test_the_tap_reads_the_decoded_body_whatever_its_encoding(encoding: str) -> None:
+    httpx = pytest.importorskip("httpx")
+    compress = {"identity": lambda b: b, "gzip": lambda b: zlib_compress(b, 31), "deflate": lambda b: zlib_compress(b, 15)}[encoding]
+    seen: list[dict[str, Any]] = []
+    tap = RawEventTap(seen.append)
+    response = httpx.Response(200, headers={"content-encoding": encoding}, stream=httpx.ByteStream(compress(BODY)))
+    assert tap_response(response, tap)
+    assert b"".join(response.iter_bytes()) == BODY  # the SDK's read is the same
+    assert seen == EVENTS and not tap.failed
 
 
-def test_a_compressed_or_unknown_body_is_not_tapped() -> None:
+def zlib_compress(body: bytes, wbits: int) -> bytes:
+    compressor = zlib.compressobj(wbits=wbits)
+    return compressor.compress(body) + compressor.flush()
+
+
+def test_a_fold_that_fails_stops_the_tap_never_the_callers_read() -> None:
+    httpx = pytest.importorskip("httpx")
+    seen: list[dict[str, Any]] = []
+
+    def fold(event: dict[str, Any]) -> None:
+        seen.append(event)
+        raise IndexError("no block at that index")  # a bug of the fold, not of the stream
+
+    tap = RawEventTap(fold)
+    response = httpx.Response(200, stream=httpx.ByteStream(BODY))
+    assert tap_response(response, tap)
+    assert b"".join(response.iter_bytes()) == BODY  # the caller reads every byte
+    assert tap.failed and seen == EVENTS[:1]
+
+
+def test_a_response_without_a_decoded_iteration_is_not_tapped() -> None:
     tap = RawEventTap(lambda event: None)
-    gzipped = _Response("gzip")
-    assert not tap_response(gzipped, tap)
-    unknown = _Response(None)  # a byte stream that is not httpx's
-    assert not tap_response(unknown, tap) and type(unknown.stream) is object
+    assert not tap_response(object(), tap)
     assert not tap_response(None, tap)
 
 
-def test_the_async_anthropic_stream_helper_sends_the_compaction_block_back_as_the_server_wrote_it(api_server: ApiServer) -> None:
+@pytest.mark.parametrize("gzip", [False, True])
+def test_the_async_anthropic_stream_helper_sends_the_compaction_block_back_as_the_server_wrote_it(api_server: ApiServer, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     pytest.importorskip("anthropic")
     from unbounded.compaction.native import ServerCompaction
     from unbounded.integrations.dropin import wrap
@@ -82,8 +109,10 @@ def test_the_async_anthropic_stream_helper_sends_the_compaction_block_back_as_th
 COMPACTION_ITEM = {"id": "cmp_0a1b2c", "type": "compaction", "encrypted_content": "gAAAAABpZ2VuY3J5cHRlZC1zdGF0ZS0x+/==", "created_by": None}
 
 
+@pytest.mark.parametrize("gzip", [False, True])
 @pytest.mark.parametrize("stream", ["create", "helper"])
-def test_the_async_openai_stream_helpers_send_the_compaction_item_back_as_the_server_wrote_it(api_server: ApiServer, stream: str) -> None:
+def test_the_async_openai_stream_helpers_send_the_compaction_item_back_as_the_server_wrote_it(api_server: ApiServer, stream: str, gzip: bool) -> None:
+    api_server.gzip_streams = gzip
     pytest.importorskip("openai")
     from unbounded.integrations.dropin import wrap
 
@@ -105,3 +134,43 @@ def test_the_async_openai_stream_helpers_send_the_compaction_item_back_as_the_se
     asyncio.run(run())
     assert not api_server.rejected
     assert _compact(COMPACTION_ITEM) in api_server.requests[1].body
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+@pytest.mark.parametrize("sync", [True, False])
+def test_the_echo_of_a_stream_helper_reply_is_known_without_reading_it_again(api_server: ApiServer, sync: bool, gzip: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    api_server.gzip_streams = gzip
+    pytest.importorskip("anthropic")
+    from unbounded.integrations import _anthropic_prints
+    from unbounded.integrations.dropin import wrap
+
+    echoes: list[bool] = []
+    is_echoed_by = _anthropic_prints._ReplyEcho.is_echoed_by
+
+    def spy(echo: Any, sent: Any) -> bool:
+        echoes.append(is_echoed_by(echo, sent))
+        return echoes[-1]
+
+    monkeypatch.setattr(_anthropic_prints._ReplyEcho, "is_echoed_by", spy)
+    api_server.anthropic.push(message("Reading the parser."), message("Done."))
+    options = {"model": "claude-sonnet-4-6", "max_tokens": 1_000}
+    history: list[Any] = [{"role": "user", "content": "Fix the parser in src/parse.py"}]
+    if sync:
+        client = wrap(api_server.anthropic_client(sync=True), Session(SessionConfig(model="claude-sonnet-4-6")))
+        with client.messages.stream(messages=history, **options) as events:
+            content = events.get_final_message().content
+        history += [{"role": "assistant", "content": content}, {"role": "user", "content": "And the tests?"}]
+        client.messages.create(messages=history, **options)
+    else:
+
+        async def run() -> None:
+            client = wrap(api_server.anthropic_client(), Session(SessionConfig(model="claude-sonnet-4-6")))
+            async with client.messages.stream(messages=history, **options) as events:
+                content = (await events.get_final_message()).content
+            history.extend([{"role": "assistant", "content": content}, {"role": "user", "content": "And the tests?"}])
+            await client.messages.create(messages=history, **options)
+
+        asyncio.run(run())
+    # The caller sends back the SDK's own content list: the echo is that very list, not read again.
+    assert echoes[0] is True, echoes
+    assert json.loads(api_server.requests[1].body)["messages"][1]["content"][0]["text"] == "Reading the parser."

@@ -1,4 +1,4 @@
-"""`ReplayRecording.open`: a Claude Code file prepared for replay without loading it gives
+"""`open_recording`: a Claude Code file prepared for replay without loading it gives
 what `ReplayRecording.of` gives on the loaded file, and holds per call, not per record."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from conftest import FIXTURES
 from unbounded.catalog import ModelInfo
 from unbounded.errors import TranscriptError
 from unbounded.evaluation.file_thread import FileThread
-from unbounded.evaluation.recording_stream import FileSteps
+from unbounded.evaluation.recording_stream import FileSteps, open_recording
 from unbounded.evaluation.replay_recording import ReplayRecording, _slim
 from unbounded.inspection_stream import RecordTable
 from unbounded.model.entries import Entry, create_compact_boundary
@@ -112,7 +112,7 @@ def test_an_opened_file_gives_what_the_loaded_transcript_gives(
     path: Path, file_order: bool
 ) -> None:
     loaded = _loaded(path, file_order=file_order)
-    opened = ReplayRecording.open(path, file_order=file_order)
+    opened = open_recording(path, file_order=file_order)
     assert isinstance(opened.script.steps, FileSteps)  # streamed, not loaded
     assert _steps(opened) == _steps(loaded)
     assert opened.script.request_times == loaded.script.request_times
@@ -137,14 +137,14 @@ def test_an_opened_file_gives_what_the_loaded_transcript_gives(
 
 def test_a_rewound_file_simulates_its_branch_call_from_the_file() -> None:
     path = FIXTURES / "sessions" / "rewound.jsonl"
-    opened = ReplayRecording.open(path)
+    opened = open_recording(path)
     assert any(call.place == "branch" for call in opened.billed)  # the case this covers
     assert opened.fidelity(MODEL).to_dict() == _loaded(path).fidelity(MODEL).to_dict()
 
 
 def test_the_steps_are_read_again_on_each_walk(tmp_path: Path) -> None:
     path = _write_session(tmp_path / "s.jsonl", 12)
-    steps = ReplayRecording.open(path).script.steps
+    steps = open_recording(path).script.steps
     first, again = list(steps), list(steps)
     assert len(steps) == 12
     assert [s.call.message_id for s in first] == [f"msg_{n:06d}" for n in range(12)]
@@ -155,7 +155,7 @@ def test_the_steps_are_read_again_on_each_walk(tmp_path: Path) -> None:
 
 def test_a_file_changed_while_replayed_is_refused_saying_where(tmp_path: Path) -> None:
     path = _write_session(tmp_path / "s.jsonl", 6)
-    recording = ReplayRecording.open(path)
+    recording = open_recording(path)
     path.write_bytes(b"\n" * path.stat().st_size)  # the same size, every record gone
     with pytest.raises(TranscriptError, match=r"changed while it was being") as raised:
         list(recording.script.steps)
@@ -185,8 +185,8 @@ def test_a_prepared_replay_holds_per_call_state_not_the_records(tmp_path: Path) 
     # 320 more calls bring 1.9 MB more tool results: what a recording holds may grow with
     # the calls (their times, ids, usage, simulated figures), never with what they read;
     # walking the steps holds one step at a time.
-    small, small_walk = _held(ReplayRecording.open, _write_session(tmp_path / "s.jsonl", 80))
-    large, large_walk = _held(ReplayRecording.open, _write_session(tmp_path / "l.jsonl", 400))
+    small, small_walk = _held(open_recording, _write_session(tmp_path / "s.jsonl", 80))
+    large, large_walk = _held(open_recording, _write_session(tmp_path / "l.jsonl", 400))
     assert large - small < 320 * RESULT_BYTES / 2
     assert large_walk - small_walk < 5 * RESULT_BYTES
 
@@ -213,7 +213,7 @@ def test_a_file_thread_reads_the_records_it_is_asked_for(tmp_path: Path) -> None
         FileThread(path, offsets, lines, start=len(offsets) + 1)
 
 
-@pytest.mark.parametrize("prepare", [ReplayRecording.open, _loaded], ids=["opened", "loaded"])
+@pytest.mark.parametrize("prepare", [open_recording, _loaded], ids=["opened", "loaded"])
 def test_attachments_reinjected_after_a_recorded_compaction_are_not_fed(
     tmp_path: Path, prepare: Callable[[Path], ReplayRecording]
 ) -> None:
@@ -260,9 +260,9 @@ def test_the_record_summaries_go_before_the_simulation_unless_a_branch_needs_the
     tmp_path: Path,
 ) -> None:
     alive = _tables_alive()
-    plain = ReplayRecording.open(_write_session(tmp_path / "s.jsonl", 5))
+    plain = open_recording(_write_session(tmp_path / "s.jsonl", 5))
     assert _tables_alive() == alive
-    rewound = ReplayRecording.open(FIXTURES / "sessions" / "rewound.jsonl")
+    rewound = open_recording(FIXTURES / "sessions" / "rewound.jsonl")
     assert _tables_alive() == alive + 1  # its branch call's conversation is rebuilt from them
     rewound.fidelity(MODEL)
     plain.fidelity(MODEL)

@@ -59,6 +59,16 @@ class BlockingDriver:
             )
 
 
+class BlockingHold:
+    """One blocking entry point's hold on a session (`Session.drive_blocking` returns it):
+    released by identity, at most once, so two holds of the same driver stay apart."""
+
+    __slots__ = ("__weakref__", "driver")
+
+    def __init__(self, driver: BlockingDriver) -> None:
+        self.driver = driver
+
+
 SYNC_SESSION = BlockingDriver("a SyncSession", "use the async Session")
 """`SyncSession`'s name and advice in the refusal."""
 
@@ -170,6 +180,7 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
 __all__ = [
     "SYNC_SESSION",
     "BlockingDriver",
+    "BlockingHold",
     "BlockingRunner",
     "loop_running_here",
     "run_blocking",

@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from unbounded.blocking import BlockingDriver
+from unbounded.blocking import BlockingDriver, BlockingHold
 from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.ttl import CacheTtl, CacheTtlLatch, prefix_cache_ttl
 from unbounded.catalog import ModelInfo
@@ -112,8 +112,8 @@ class Session:
             config, self._base_policy, self._deps.model_table
         )
         self._closed = False
-        self._blocking_drivers: list[BlockingDriver] = []
-        """The blocking entry points driving the session (`drive_blocking`)."""
+        self._blocking_holds: list[BlockingHold] = []
+        """The holds of the blocking entry points driving the session (`drive_blocking`)."""
         self._call_provider: Provider | None = None
         """The provider of the last `call`: the model summaries and notes use by default."""
         self._requests_provider: Provider | None = None
@@ -191,8 +191,8 @@ class Session:
         that was then sent; the next usage is compared against the new overhead."""
         self._check_open()
         base = policy if policy is not None else self._base_policy
-        for driver in self._blocking_drivers:
-            driver.refuse_background_summary(base)
+        for hold in self._blocking_holds:
+            hold.driver.refuse_background_summary(base)
         settings = self._derive(config or self.config, base)
         self._base_policy = base
         self._settings = settings
@@ -200,17 +200,20 @@ class Session:
         if summarizer is not None:
             self._deps = replace(self._deps, summarizer=summarizer)
 
-    def drive_blocking(self, driver: BlockingDriver) -> None:
-        """Note that a blocking entry point drives the session until `release_blocking`:
-        `Policy.background_summary` is refused now (`ConfigError`) and by `reconfigure` while
-        it drives it, since its event loop runs only inside each of its calls."""
+    def drive_blocking(self, driver: BlockingDriver) -> BlockingHold:
+        """Note that a blocking entry point drives the session until `release_blocking` of the
+        hold returned: `Policy.background_summary` is refused now (`ConfigError`) and by
+        `reconfigure` while it drives it, since its event loop runs only inside each of its
+        calls."""
         driver.refuse_background_summary(self._base_policy)
-        self._blocking_drivers.append(driver)
+        hold = BlockingHold(driver)
+        self._blocking_holds.append(hold)
+        return hold
 
-    def release_blocking(self, driver: BlockingDriver) -> None:
-        """The blocking entry point `driver` no longer drives the session (`drive_blocking`)."""
-        if driver in self._blocking_drivers:
-            self._blocking_drivers.remove(driver)
+    def release_blocking(self, hold: BlockingHold) -> None:
+        """The entry point of `hold` no longer drives the session (`drive_blocking`); a hold
+        released already changes nothing (another hold of the same driver stays)."""
+        self._blocking_holds = [kept for kept in self._blocking_holds if kept is not hold]
 
     def _derive(self, config: SessionConfig, base: Policy) -> DerivedSettings:
         """`derive_settings` of `config`, counting the tools the extensions add to it (their

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from unbounded.blocking import SYNC_SESSION, BlockingDriver, BlockingRunner
+from unbounded.blocking import SYNC_SESSION, BlockingDriver, BlockingHold, BlockingRunner
 from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import ModelInfo
 from unbounded.compaction.auto import TierEntry
@@ -115,13 +115,13 @@ class SyncSession:
         """`Session.reconfigure` (`Policy.background_summary` refused, as at construction)."""
         self.session.reconfigure(config, policy=policy, summarizer=summarizer)
 
-    def drive_blocking(self, driver: BlockingDriver) -> None:
+    def drive_blocking(self, driver: BlockingDriver) -> BlockingHold:
         """`Session.drive_blocking` (a SyncSession drives its session already)."""
-        self.session.drive_blocking(driver)
+        return self.session.drive_blocking(driver)
 
-    def release_blocking(self, driver: BlockingDriver) -> None:
+    def release_blocking(self, hold: BlockingHold) -> None:
         """`Session.release_blocking`."""
-        self.session.release_blocking(driver)
+        self.session.release_blocking(hold)
 
     @property
     def closed(self) -> bool:

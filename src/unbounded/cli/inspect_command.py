@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -216,6 +217,13 @@ def render_breakdown(report: InspectReport) -> None:
     console.print(table)
 
 
+def ranked_tools(results: Mapping[str, int], requests: Mapping[str, int]) -> list[str]:
+    """Tool names by tokens (results + requests), most first; ties by name, so the table is the
+    same on every run (the names come from sets)."""
+    names = set(results) | set(requests)
+    return sorted(names, key=lambda n: (-(results.get(n, 0) + requests.get(n, 0)), n))
+
+
 def render(report: InspectReport) -> None:
     """Print the report with rich."""
     from rich.panel import Panel
@@ -275,12 +283,7 @@ def render(report: InspectReport) -> None:
         tools.add_column("calls", justify="right")
         tools.add_column("request tokens", justify="right")
         tools.add_column("result tokens", justify="right")
-        names = set(accounting.tool_results) | set(accounting.tool_requests)
-        ranked = sorted(
-            names,
-            key=lambda n: -(accounting.tool_results.get(n, 0) + accounting.tool_requests.get(n, 0)),
-        )
-        for name in ranked[:10]:
+        for name in ranked_tools(accounting.tool_results, accounting.tool_requests)[:10]:
             tools.add_row(
                 shorten_middle(name, max(12, console.width - 50)),
                 f"{accounting.tool_calls.get(name, 0):,}",

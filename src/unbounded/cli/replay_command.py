@@ -65,17 +65,16 @@ def open_address(
     path: str | Path, *, skip_invalid: bool = False, file_order: bool = False, quiet: bool = False
 ) -> tuple[ReplayRecording, Address]:
     """The recording at an address, its reader's warnings printed (unless quiet): a Claude
-    Code file is read in two passes and never held whole (`ReplayRecording.open`); other
+    Code file is read in two passes and never held whole (`open_recording`); other
     formats and database sessions are loaded."""
     from unbounded.addresses import FileAddress, parse_address
+    from unbounded.evaluation.recording_stream import open_recording
     from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.transcripts.loader import detect_format
 
     address = parse_address(path)
     if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
-        recording = ReplayRecording.open(
-            address.path, skip_invalid=skip_invalid, file_order=file_order
-        )
+        recording = open_recording(address.path, skip_invalid=skip_invalid, file_order=file_order)
         if not quiet:
             print_source_warnings(list(recording.warnings), recording.skipped_lines)
     else:

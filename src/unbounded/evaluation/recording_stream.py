@@ -119,9 +119,20 @@ def _no_branch(path: Path, leaf_uuid: str) -> FileThread:
 def open_recording(
     path: str | Path, *, skip_invalid: bool = False, file_order: bool = False
 ) -> ReplayRecording:
-    """A Claude Code file prepared for replay, streamed (see the module docstring);
-    `file_order` takes the records in file order instead of rebuilding the thread."""
-    source = Path(path)
+    """A session file prepared for replay without keeping it loaded: a Claude Code file
+    streamed (see the module docstring), other formats (small) loaded and prepared with
+    `ReplayRecording.of`; `file_order` takes the records in file order instead of rebuilding
+    the thread from parent links."""
+    from unbounded.transcripts.loader import detect_format, load_transcript
+
+    if detect_format(path) != "claude-code":
+        loaded = load_transcript(path, skip_invalid=skip_invalid, file_order=file_order)
+        return ReplayRecording.of(loaded)
+    return _open_claude_code(Path(path), skip_invalid=skip_invalid, file_order=file_order)
+
+
+def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> ReplayRecording:
+    """A Claude Code file prepared for replay in two passes (module docstring)."""
     scan = scan_records(source, skip_invalid=skip_invalid)
     table = scan.records
     select = file_order_main_thread if file_order else rebuilt_main_thread

@@ -6,10 +6,9 @@ it (the replay script, the facts priced or reported, and the recorded future the
 continuation scores look ahead into) and, once the recording has been simulated for the
 replayed model, lets the transcript go: a caller that drops its own reference frees it.
 
-`ReplayRecording.open` prepares a file without loading it: a Claude Code file is read in two
-passes and its script's steps are read from the file as the replay reaches them
-(`unbounded.evaluation.recording_stream`); other formats, which are small, are loaded and
-prepared with `of`.
+`unbounded.evaluation.recording_stream.open_recording` prepares a file without loading it: a
+Claude Code file is read in two passes and its script's steps are read from the file as the
+replay reaches them; other formats, which are small, are loaded and prepared with `of`.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from unbounded.caching.fidelity import (
     FidelityReport,
@@ -135,20 +133,6 @@ class ReplayRecording:
             skipped_lines=transcript.skipped_lines,
         )
 
-    @classmethod
-    def open(
-        cls, path: str | Path, *, skip_invalid: bool = False, file_order: bool = False
-    ) -> ReplayRecording:
-        """Prepare a file without keeping it loaded (module docstring); `file_order` takes
-        its records in file order instead of rebuilding the thread from parent links."""
-        from unbounded.transcripts.loader import detect_format, load_transcript
-
-        if detect_format(path) == "claude-code":
-            from unbounded.evaluation.recording_stream import open_recording
-
-            return open_recording(path, skip_invalid=skip_invalid, file_order=file_order)
-        return cls.of(load_transcript(path, skip_invalid=skip_invalid, file_order=file_order))
-
     @property
     def holds_transcript(self) -> bool:
         """What the simulation reads (the loaded transcript, or the file's record summaries)
@@ -166,7 +150,7 @@ class ReplayRecording:
             raise ConfigError(
                 f"this replay recording was simulated on {simulated} and has let its "
                 f"transcript go: prepare it again with ReplayRecording.of(transcript) or "
-                f"ReplayRecording.open(path) to replay it on {model.name}"
+                f"open_recording(path) to replay it on {model.name}"
             )
         report = simulate_recorded_session(self._source, model)
         self._fidelity[model.name] = report

@@ -12,6 +12,7 @@ from unbounded.engine import open_turn, open_turn_blocking, turn_flow
 from unbounded.integrations._raw_tap import RawEventTap, http_response, tap_response
 from unbounded.integrations._recording_streams import AsyncBaseRecordingStream, BaseRecordingStream
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import ModelResponse
 from unbounded.wire.anthropic import AnthropicMessages
 
 if TYPE_CHECKING:
@@ -45,13 +46,16 @@ class _RawReply:
         self._tap = RawEventTap(self._fold.add)
         self._tapped = tap_response(http_response(stream), self._tap)
 
-    def reply(self, stream: Any) -> Any | None:
-        """What to record once the caller is done with `stream`: the raw fold's reply when the
-        SDK read the stream to its end, else the SDK's snapshot (None: not finished)."""
+    def reply(self, stream: Any) -> tuple[Any, ModelResponse | None] | None:
+        """What to record once the caller is done with `stream` (None: not finished): the
+        SDK's snapshot, whose `content` the caller sends back (its echo is known by identity),
+        and the raw fold's reading of the same reply when the tap read it to its end."""
         snapshot = _final_snapshot(stream)
-        if snapshot is None or not self._tapped or self._tap.failed or not self._fold.stopped:
-            return snapshot
-        return self._fold.response()
+        if snapshot is None:
+            return None
+        if not self._tapped or self._tap.failed or not self._fold.stopped:
+            return snapshot, None
+        return snapshot, self._fold.response()
 
 
 class _Accumulated:
@@ -109,7 +113,8 @@ class _ManagerState:
             return
         reply = self._raw.reply(self._stream)
         if reply is not None:
-            self._pipeline.record(reply)
+            snapshot, folded = reply
+            self._pipeline.record(snapshot, folded)
 
 
 class StreamManager(_ManagerState):

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from unbounded.blocking import BlockingRunner
 from unbounded.engine import TurnOptions
 from unbounded.model.request import ProviderRequest
-from unbounded.model.response import Provider
+from unbounded.model.response import ModelResponse, Provider
 from unbounded.session import Session
 from unbounded.wire.base import WireFormat
 
@@ -60,8 +60,9 @@ class DropInPipeline(Protocol):
         """Remember the cache-safe parameters of the request that just went out."""
         ...
 
-    def record(self, message: Any) -> None:
-        """Record a reply the caller received (a stream's, once read)."""
+    def record(self, message: Any, folded: ModelResponse | None = None) -> None:
+        """Record a reply the caller received (a stream's, once read); `folded`: the session's
+        reading of it, when already made (from the raw events under the SDK's stream)."""
         ...
 
 

@@ -4,14 +4,14 @@ The SDKs' stream helpers (`messages.stream`, `responses.stream`, `responses.crea
 hand the drop-in only SDK objects, built in the SDK model's field order; a block or item the
 library sends back as the server wrote it (a compaction block, a reasoning item) needs the
 server's own JSON. The drop-in still hands the caller the SDK's own stream, and reads the same
-bytes as the SDK reads them: the HTTP response's byte stream is wrapped so that each chunk
-also goes, line by line, through `unbounded.wire.sse.SseDecoder` to a fold of raw events.
-Nothing is read twice and nothing is read ahead of the caller.
+bytes as the SDK reads them: the HTTP response's decoded byte iteration (decompressed: the
+SDKs ask for gzip, and the APIs compress their streams) is wrapped so that each chunk also
+goes, line by line, through `unbounded.wire.sse.SseDecoder` to a fold of raw events. Nothing
+is read twice and nothing is read ahead of the caller.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 
 class RawEventTap:
     """The server-sent events of the bytes fed to it, as JSON dicts in the server's key order,
-    each handed to `on_event`. A malformed event stops the tap (`failed`), never the caller's
-    stream: the SDK reports what it makes of the same bytes."""
+    each handed to `on_event`. A malformed event, or `on_event` failing on one, stops the tap
+    (`failed`), never the caller's stream: the SDK reports what it makes of the same bytes."""
 
     def __init__(self, on_event: Callable[[dict[str, Any]], None]) -> None:
         self._on_event = on_event
@@ -49,6 +49,9 @@ class RawEventTap:
         except (ServerError, UnicodeDecodeError) as error:
             logger.debug("raw stream not read (the SDK's objects are): %s", error)
             self.failed = True
+        except Exception:  # the fold's own failure: the caller's stream goes on regardless
+            logger.warning("raw stream fold failed (the SDK's objects are read)", exc_info=True)
+            self.failed = True
 
 
 def http_response(stream: Any) -> Any | None:
@@ -60,63 +63,28 @@ def http_response(stream: Any) -> Any | None:
 
 def tap_response(response: Any, tap: RawEventTap) -> bool:
     """Send the body of `response` (the httpx response an SDK stream is about to read) through
-    `tap` as the SDK reads it. False when it cannot: a compressed body (its raw bytes are not
-    the events), or a response whose byte stream is not httpx's."""
-    headers = getattr(response, "headers", None)
-    if headers is None:
+    `tap` as the SDK reads it: its decoded bytes (`iter_bytes` / `aiter_bytes`, which undo a
+    gzip, deflate, brotli or zstd `content-encoding`), the very iteration both SDKs' streams
+    read. False when `response` has no such iteration (not an httpx response)."""
+    sync_bytes = getattr(response, "iter_bytes", None)
+    async_bytes = getattr(response, "aiter_bytes", None)
+    if not callable(sync_bytes) or not callable(async_bytes):
         return False
-    encoding = str(headers.get("content-encoding") or "identity").lower()
-    stream = getattr(response, "stream", None)
-    if encoding != "identity" or stream is None:
-        return False
-    for base in type(stream).__mro__:
-        if base.__name__ == "SyncByteStream":
-            response.stream = _sync_tee(base)(stream, tap)
-            return True
-        if base.__name__ == "AsyncByteStream":
-            response.stream = _async_tee(base)(stream, tap)
-            return True
-    return False
 
+    def iter_bytes(chunk_size: int | None = None) -> Iterator[bytes]:
+        for chunk in sync_bytes(chunk_size):
+            tap.feed(chunk)
+            yield chunk
 
-@functools.cache
-def _sync_tee(base: type) -> type:
-    """A byte stream of `base`'s kind (httpx checks it) passing each chunk to a tap too."""
+    async def aiter_bytes(chunk_size: int | None = None) -> AsyncIterator[bytes]:
+        async for chunk in async_bytes(chunk_size):
+            tap.feed(chunk)
+            yield chunk
 
-    class SyncTee(base):  # type: ignore[misc]
-        def __init__(self, inner: Any, tap: RawEventTap) -> None:
-            self._inner = inner
-            self._tap = tap
-
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in self._inner:
-                self._tap.feed(chunk)
-                yield chunk
-
-        def close(self) -> None:
-            self._inner.close()
-
-    return SyncTee
-
-
-@functools.cache
-def _async_tee(base: type) -> type:
-    """`_sync_tee` for an async byte stream."""
-
-    class AsyncTee(base):  # type: ignore[misc]
-        def __init__(self, inner: Any, tap: RawEventTap) -> None:
-            self._inner = inner
-            self._tap = tap
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            async for chunk in self._inner:
-                self._tap.feed(chunk)
-                yield chunk
-
-        async def aclose(self) -> None:
-            await self._inner.aclose()
-
-    return AsyncTee
+    # On the instance: this one response reads through the tap, its class is left alone.
+    response.iter_bytes = iter_bytes
+    response.aiter_bytes = aiter_bytes
+    return True
 
 
 __all__ = ["RawEventTap", "http_response", "tap_response"]

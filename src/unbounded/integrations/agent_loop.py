@@ -431,9 +431,10 @@ async def _agent_events(
     owned = isinstance(session, SessionConfig) and options.session_folder is not None
     results: list[dict[str, Any]] = []
     prompt = options.prompt
+    hold = None
     try:
         if inline:  # the blocking loop: background_summary refused while it runs the session
-            active.drive_blocking(BLOCKING_AGENT_LOOP)
+            hold = active.drive_blocking(BLOCKING_AGENT_LOOP)
         offered = as_tools(options.tools)
         _install_tools(active, offered)
         by_name = {t.name: t for t in offered}
@@ -480,8 +481,8 @@ async def _agent_events(
         result_box.append(AgentResult(text, stop_reason, turns, response, active))
         yield publish(AgentFinished(text, stop_reason, turns))
     finally:
-        if inline:
-            active.release_blocking(BLOCKING_AGENT_LOOP)
+        if hold is not None:
+            active.release_blocking(hold)
         try:
             _answer_abandoned_calls(active, results)
         finally:

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
@@ -212,6 +213,9 @@ class ClientPipeline:
         self.client = client
         self._blocking = blocking
         """The blocking entry point this pipeline is (None: an async client's)."""
+        self._release_hold: weakref.finalize[Any, Any] | None = None
+        """Releases the pipeline's hold on its session (`Session.drive_blocking`): at `close`,
+        or when the pipeline is collected (a drop-in nobody closed stops driving it)."""
         self.provider = self._provider_for(client)
         self.history: HistoryMode = history
         self._folder = Path(folder).expanduser() if folder is not None else None
@@ -266,8 +270,11 @@ class ClientPipeline:
         return self._session
 
     def _attach(self, session: Session) -> None:
+        if self._release_hold is not None:
+            self._release_hold()  # a session attached before: no longer driven
         if self._blocking is not None:
-            session.drive_blocking(self._blocking)  # a later background_summary is refused
+            hold = session.drive_blocking(self._blocking)  # a later background_summary is refused
+            self._release_hold = weakref.finalize(self, session.release_blocking, hold)
         self._session = session
         # The drop-in sends the requests itself: the session learns where they go, as `call`
         # would teach it (the native tiers read the provider's profile). `begin` binds it
@@ -556,11 +563,15 @@ class ClientPipeline:
             recall_rounds=MAX_RECALL_ROUNDS, is_prompt_too_long=self.is_prompt_too_long
         )
 
-    def read_reply(self, message: Any, body: Any = None) -> ModelResponse:
+    def read_reply(
+        self, message: Any, body: Any = None, folded: ModelResponse | None = None
+    ) -> ModelResponse:
         """An SDK message (whole, or accumulated from a stream) as the session reads it; its
         `recall` calls are noted as the wrapper's. `body`: the reply's raw JSON, when read,
-        so the blocks the library does not read are kept as the server wrote them."""
-        response = self._response_of(message, body)
+        so the blocks the library does not read are kept as the server wrote them; `folded`:
+        the session's reading already made from the raw events (`message` stays the SDK's
+        object, whose `content` the caller sends back)."""
+        response = folded if folded is not None else self._response_of(message, body)
         if self.session.offers_recall:
             calls = response.tool_uses
             self.recall_ids.update(
@@ -587,17 +598,18 @@ class ClientPipeline:
         sdk_content = getattr(message, "content", None)
         self.known.append(self._seen.remember_reply(sdk_content, response.content))
 
-    def record(self, message: Any) -> None:
-        """Record a reply the caller receives as it is (a stream's, once read)."""
-        self.session.record(self.read_reply(message))
+    def record(self, message: Any, folded: ModelResponse | None = None) -> None:
+        """Record a reply the caller receives as it is (a stream's, once read); `folded`: as
+        in `read_reply`."""
+        self.session.record(self.read_reply(message, folded=folded))
         self.remember_reply()
 
     def close_store(self) -> None:
         """Close the store of a session the wrapper opened from a folder (releases its lock),
         and the blocking client's event loop."""
         self.runner.close()
-        if self._session is not None and self._blocking is not None:
-            self._session.release_blocking(self._blocking)
+        if self._release_hold is not None:
+            self._release_hold()  # once: a second close (or the collection) changes nothing
         if self._owns_session and self._session is not None:
             self._session.close()
 

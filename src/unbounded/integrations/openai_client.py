@@ -213,6 +213,29 @@ def _openai_tools(request_tools: Sequence[Mapping[str, Any]], api: OpenAIApi) ->
     return out
 
 
+class _PromptCacheKey:
+    """The `prompt_cache_key` of every request of a session: the caller's, else one made from
+    the session's first record, the same for resumed ones. Kept apart from the pipeline: the
+    session holds the provider that asks for it, and must not keep the pipeline alive (a
+    collected blocking drop-in stops driving the session)."""
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+        self.session: Session | None = None
+
+    def __call__(self) -> str:
+        """The key, made at the first request when the caller gave none."""
+        if self.value is None:
+            if self.session is None:
+                raise ConfigError("the prompt_cache_key is made from the session: open it first")
+            entries = self.session.entries
+            seed = (
+                entries[0].uuid if entries and entries[0].uuid else ""
+            ) or self.session.config.model
+            self.value = "unbounded-" + hashlib.sha256(seed.encode()).hexdigest()[:24]
+        return self.value
+
+
 class OpenAIPipeline(ClientPipeline):
     """The session side of a wrapped OpenAI client: the Anthropic drop-in's pipeline reading
     and writing one OpenAI API."""
@@ -235,7 +258,7 @@ class OpenAIPipeline(ClientPipeline):
         self._prices = dict(prices) if prices else None
         self._max_param: str | None = None
         """The name the caller gives the output limit (`max_completion_tokens`...)."""
-        self._cache_key: str | None = None
+        self._cache_key = _PromptCacheKey()
         super().__init__(client, session, context_window=context_window, model=model, **options)
 
     # -- what the Anthropic pipeline asks of its subclass
@@ -250,7 +273,7 @@ class OpenAIPipeline(ClientPipeline):
         if api == "responses":
             param = "max_tokens"  # the Responses format always says max_output_tokens
         return OpenAIProvider(
-            client, api=api, max_tokens_param=param, prompt_cache_key=self.cache_key
+            client, api=api, max_tokens_param=param, prompt_cache_key=self._cache_key
         )
 
     def _open(self, config: SessionConfig) -> Session:
@@ -329,7 +352,7 @@ class OpenAIPipeline(ClientPipeline):
             self._max_param = given_params[0]
             params["max_tokens"] = rest.pop(given_params[0])
         if "prompt_cache_key" in rest:
-            self._cache_key = str(rest.pop("prompt_cache_key"))
+            self._cache_key.value = str(rest.pop("prompt_cache_key"))
         return self.begin({**params, **rest}, streaming_helper=False)
 
     def call_kwargs(
@@ -360,13 +383,11 @@ class OpenAIPipeline(ClientPipeline):
     def cache_key(self) -> str:
         """The caller's `prompt_cache_key`, else one made from the session's first record:
         the same for every request of the session, resumed ones included."""
-        if self._cache_key is None:
-            entries = self.session.entries
-            seed = (
-                entries[0].uuid if entries and entries[0].uuid else ""
-            ) or self.session.config.model
-            self._cache_key = "unbounded-" + hashlib.sha256(seed.encode()).hexdigest()[:24]
-        return self._cache_key
+        return self._cache_key()
+
+    def _attach(self, session: Session) -> None:
+        super()._attach(session)
+        self._cache_key.session = session  # a summary fork's request asks before any call
 
     def messages_api(self, request: ProviderRequest, sdk: Any) -> Any:
         """`sdk.chat.completions` or `sdk.responses`."""
