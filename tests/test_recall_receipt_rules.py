@@ -9,7 +9,7 @@ import pytest
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry
 from unbounded.recall import Receipt, TranscriptIndex
-from unbounded.recall.receipts import compaction_receipt, recall_note
+from unbounded.recall.receipts import compaction_receipt, recall_note, write_compaction_receipt
 
 
 def test_the_note_names_the_eight_most_recent_results_each_cut_to_100_characters() -> None:
@@ -49,3 +49,18 @@ def test_a_damaged_receipt_names_the_first_40_characters_of_its_uuid() -> None:
     with pytest.raises(TranscriptError) as raised:
         Receipt.from_entry(entry)
     assert raised.value.line == 7 and raised.value.hint == f"fix or remove the record (its uuid: {'u' * 39}v)"
+
+
+def test_a_compaction_receipt_leaves_out_the_records_kept_verbatim() -> None:
+    def call(tool_id: str) -> list[Entry]:
+        use = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": f"make {tool_id}"}}
+        result = {"type": "tool_result", "tool_use_id": tool_id, "content": "done"}
+        return [Entry.assistant([use]), Entry.user([result])]
+
+    kept = call("t2")
+    view = [Entry.user("go"), *call("t1"), *kept]
+    boundary = Entry({"type": "system", "subtype": "compact_boundary", "uuid": "b1", "compactMetadata": {}})
+    receipt = write_compaction_receipt(boundary, view, kept, index=TranscriptIndex().update(view), summary_text="", summarizer="m")
+    # Dropped: the prompt and the first call (three messages), not the call kept verbatim.
+    assert receipt["messages"] == 3
+    assert [item["id"] for item in receipt["toolResults"]] == ["t1"]
