@@ -226,3 +226,28 @@ def test_a_repeated_result_that_carries_the_users_words_is_kept() -> None:
     again = _result("t1", interrupted.uuid or "", "b")  # a bare repeat under another text
     thread, report = rebuild_thread([prompt, call, answer, interrupted, again])
     assert thread == [prompt, call, answer, interrupted] and report.duplicates == 1
+
+
+
+def test_a_side_record_last_in_the_file_comes_back() -> None:
+    # Children are linked over every record, the file's last one included.
+    prompt = Entry.user("run it", timestamp=TS)
+    call = _call("t1", "m1", prompt.uuid or "")
+    result = _result("t1", call.uuid or "")
+    reply = Entry.assistant([{"type": "text", "text": "done"}], message_id="m2", parent_uuid=result.uuid)
+    note = Entry({"type": "system", "subtype": "informational", "uuid": "s1", "parentUuid": prompt.uuid, "content": "hook ran"})
+    thread, report = rebuild_thread([prompt, call, result, reply, note])
+    assert thread == [prompt, call, result, reply, note] and report.rescued == 1
+
+
+def test_the_side_records_of_a_parent_whose_first_child_opens_the_file_come_back() -> None:
+    # The prompt's first child is record 0 (written before it): its later children are
+    # still walked.
+    prompt = Entry.user("run it", timestamp=TS)
+    call = _call("t1", "m1", prompt.uuid or "")
+    result = _result("t1", call.uuid or "")
+    reply = Entry.assistant([{"type": "text", "text": "done"}], message_id="m2", parent_uuid=result.uuid)
+    early = Entry({"type": "progress", "uuid": "p0", "parentUuid": prompt.uuid, "data": {}})
+    note = Entry({"type": "system", "subtype": "informational", "uuid": "s1", "parentUuid": prompt.uuid, "content": "hook ran"})
+    thread, report = rebuild_thread([early, prompt, call, result, reply, note])
+    assert thread == [early, prompt, call, result, reply, note] and report.rescued == 1
