@@ -29,16 +29,21 @@ def _call(provider: Any, request: Any, sync: bool) -> Any:
     return provider.create_sync(request, stream=True) if sync else asyncio.run(provider.create(request, stream=True))
 
 
+@pytest.mark.parametrize("done", [True, False], ids=["done", "completed-only"])
 @pytest.mark.parametrize("sync", [False, True])
-def test_a_responses_stream_is_read_to_done_while_the_server_keeps_the_connection(held: ApiServer, sync: bool) -> None:
+def test_a_responses_stream_is_read_to_its_end_while_the_server_keeps_the_connection(
+    held: ApiServer, sync: bool, done: bool
+) -> None:
+    """OpenAI's Responses stream ends at `response.completed` (no `[DONE]`); servers that
+    add `[DONE]` end there too."""
     pytest.importorskip("openai")
     from unbounded.providers.openai import OpenAIProvider
 
-    held.responses_done = True
+    held.responses_done = done
     held.responses.push(message("whole"))
     reply = _call(OpenAIProvider(held.openai_client(sync=sync), api="responses"), REQUEST, sync)
     assert reply.text == "whole"
-    assert held.requests[0].reply.endswith(b"data: [DONE]\n\n")
+    assert held.requests[0].reply.endswith(b"data: [DONE]\n\n") is done
     assert held.held_to_limit == []  # the call returned while the stream was still held
 
 

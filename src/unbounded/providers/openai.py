@@ -208,7 +208,8 @@ class OpenAIProvider(SdkProvider):
                 event = decoder.feed(line)
                 if event is not None:
                     collector.add(event)
-                if decoder.finished:  # [DONE]: a server may keep the connection open after it
+                # The terminal event (or a [DONE] after it): the connection may stay open.
+                if collector.stopped or decoder.finished:
                     break
             return collector.finish(seen.get("request_id"))
 
@@ -225,7 +226,8 @@ class OpenAIProvider(SdkProvider):
                 event = decoder.feed(line)
                 if event is not None:
                     collector.add(event)
-                if decoder.finished:  # [DONE]: a server may keep the connection open after it
+                # The terminal event (or a [DONE] after it): the connection may stay open.
+                if collector.stopped or decoder.finished:
                     break
             return collector.finish(seen.get("request_id"))
 
