@@ -38,6 +38,12 @@ class InboundMessages:
 class StreamAssembler(Protocol):
     """Folds a stream's events, one at a time, into the whole reply."""
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the stream's terminal event arrived (a reader stops there: the server may
+        keep the connection open after it)."""
+        ...
+
     def add(self, event: Any) -> None:
         """Take the next event of the stream."""
         ...

@@ -537,6 +537,12 @@ class ChatStreamAssembler:
         self.usage: Any = None
         self.chunks = 0
 
+    @property
+    def stopped(self) -> bool:
+        """Never: a Chat Completions stream has no terminal chunk (the usage chunk may follow
+        the finish reason); it ends at `[DONE]`, which the SSE decoder reports."""
+        return False
+
     def add(self, chunk: Any) -> None:
         """Take the next chunk."""
         self.chunks += 1
