@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
+from recorded_calls import recorded_time as _time
+from recorded_calls import recorded_usage as _usage
+from recorded_calls import tool_call_session
 
 from conftest import FIXTURES, corpus_files
 from unbounded import load_transcript
@@ -26,7 +27,6 @@ from unbounded.model.transcript import Transcript
 from unbounded.tokens.exact import TiktokenCounter
 
 CLAUDE = corpus_files("*.jsonl")
-START = datetime(2026, 2, 1, 12, 0, tzinfo=timezone.utc)
 SHARE_TOLERANCE = {"anthropic": 0.02, "openai": 0.04}
 """How far the simulated cache-read share may be from the recorded one, per provider.
 
@@ -68,48 +68,12 @@ def test_corpus_with_exact_counter(corpus: Path) -> None:
 # -- synthetic sessions ---------------------------------------------------------------------
 
 
-def _time(seconds: float) -> str:
-    return (START + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
-
-
-def _usage(read: int, creation: int, ttl: str = "5m") -> dict[str, Any]:
-    split = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}
-    split[f"ephemeral_{ttl}_input_tokens"] = creation
-    return {
-        "input_tokens": 3,
-        "cache_creation_input_tokens": creation,
-        "cache_read_input_tokens": read,
-        "cache_creation": split,
-        "output_tokens": 10,
-    }
-
-
 def _session(
     calls: list[tuple[float, int, int]], *, ttl: str = "5m", ttls: list[str] | None = None
 ) -> Transcript:
     """A prompt, then per call a user note (sent 1 s before), a tool call and its result:
     (seconds, recorded read, recorded creation), written with `ttl` or each call's `ttls`."""
-    entries = [Entry.user("Please fix the bug. " * 50, timestamp=_time(-1))]
-    for index, (seconds, read, creation) in enumerate(calls):
-        tool_id = f"toolu_{index}"
-        if index:
-            entries.append(Entry.user(f"Now step {index}.", timestamp=_time(seconds - 1)))
-        entries.append(
-            Entry.assistant(
-                [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"n": index}}],
-                message_id=f"msg_{index}",
-                model="claude-sonnet-4-5",
-                usage=_usage(read, creation, ttls[index] if ttls else ttl),
-                timestamp=_time(seconds),
-            )
-        )
-        entries.append(
-            Entry.user(
-                [{"type": "tool_result", "tool_use_id": tool_id, "content": "x" * 4000}],
-                timestamp=_time(seconds + 1),
-            )
-        )
-    return Transcript(entries=entries, format="claude-code")
+    return tool_call_session(calls, ttl=ttl, ttls=ttls)
 
 
 def test_a_gap_longer_than_the_ttl_is_a_miss() -> None:

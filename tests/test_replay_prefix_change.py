@@ -4,10 +4,10 @@ tools after the one cached before the session is written again at that call, onc
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from recorded_calls import MODEL, recorded_time, tool_call_session
 
 from unbounded.catalog import load_model_table
 from unbounded.errors import ConfigError
@@ -16,26 +16,10 @@ from unbounded.evaluation.replay import ReplayOptions, replay_session
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
 
-START = datetime(2026, 2, 1, 12, 0, tzinfo=timezone.utc)
 WARM = 15_000
 """Tokens the recording's first call read: cached by an earlier session."""
 REST = 6_000
 """Tokens of the prefix after the warm part: written on the first call, again after /mcp."""
-MODEL = "claude-sonnet-4-5"
-
-
-def _time(seconds: float) -> str:
-    return (START + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
-
-
-def _usage(read: int, creation: int) -> dict[str, Any]:
-    return {
-        "input_tokens": 3,
-        "cache_creation_input_tokens": creation,
-        "cache_read_input_tokens": read,
-        "cache_creation": {"ephemeral_5m_input_tokens": creation, "ephemeral_1h_input_tokens": 0},
-        "output_tokens": 10,
-    }
 
 
 def _session(mcp_output: str | None, third_model: str = MODEL) -> Transcript:
@@ -47,35 +31,16 @@ def _session(mcp_output: str | None, third_model: str = MODEL) -> Transcript:
         (20, WARM, REST + 4_000),  # the recording re-wrote everything after the warm part
         (30, WARM + REST + 4_000, 1_000),
     ]
-    entries = [Entry.user("Please fix the bug. " * 50, timestamp=_time(-1))]
-    for index, (seconds, read, creation) in enumerate(calls):
-        tool_id = f"toolu_{index}"
-        if index == 2 and mcp_output is not None:
-            entries.append(Entry.user("<command-name>/mcp</command-name>", timestamp=_time(18)))
-            entries.append(
-                Entry.user(
-                    f"<local-command-stdout>{mcp_output}</local-command-stdout>",
-                    timestamp=_time(18),
-                )
-            )
-        if index:
-            entries.append(Entry.user(f"Now step {index}.", timestamp=_time(seconds - 1)))
-        entries.append(
-            Entry.assistant(
-                [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"n": index}}],
-                message_id=f"msg_{index}",
-                model=third_model if index == 2 else MODEL,
-                usage=_usage(read, creation),
-                timestamp=_time(seconds),
-            )
-        )
-        entries.append(
-            Entry.user(
-                [{"type": "tool_result", "tool_use_id": tool_id, "content": "x" * 4000}],
-                timestamp=_time(seconds + 1),
-            )
-        )
-    return Transcript(entries=entries, format="claude-code")
+    mcp = [
+        Entry.user("<command-name>/mcp</command-name>", timestamp=recorded_time(18)),
+        Entry.user(
+            f"<local-command-stdout>{mcp_output}</local-command-stdout>",
+            timestamp=recorded_time(18),
+        ),
+    ]
+    models = [MODEL, MODEL, third_model, MODEL]
+    before = {2: mcp} if mcp_output is not None else None
+    return tool_call_session(calls, models=models, before=before)
 
 
 def test_every_strategy_writes_the_changed_prefix_again_once() -> None:

@@ -5,58 +5,20 @@ replayed requests carry."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any
-
 import pytest
+from recorded_calls import tool_call_session
 
 from unbounded.evaluation.replay import ReplayOptions, replay_session
-from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
 
-START = datetime(2026, 2, 1, 12, 0, tzinfo=timezone.utc)
 WARM = 15_000
 """Tokens the recording's first call read: cached by an earlier session."""
-
-
-def _time(seconds: float) -> str:
-    return (START + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
-
-
-def _usage(read: int, creation: int) -> dict[str, Any]:
-    return {
-        "input_tokens": 3,
-        "cache_creation_input_tokens": creation,
-        "cache_read_input_tokens": read,
-        "cache_creation": {"ephemeral_5m_input_tokens": creation, "ephemeral_1h_input_tokens": 0},
-        "output_tokens": 10,
-    }
 
 
 def _session(model: str) -> Transcript:
     """Three calls 10 s apart, the first reading `WARM` tokens written before the session."""
     calls = [(0, WARM, 2_000), (10, WARM + 2_000, 1_000), (20, WARM + 3_000, 1_000)]
-    entries = [Entry.user("Please fix the bug. " * 50, timestamp=_time(-1))]
-    for index, (seconds, read, creation) in enumerate(calls):
-        tool_id = f"toolu_{index}"
-        if index:
-            entries.append(Entry.user(f"Now step {index}.", timestamp=_time(seconds - 1)))
-        entries.append(
-            Entry.assistant(
-                [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"n": index}}],
-                message_id=f"msg_{index}",
-                model=model,
-                usage=_usage(read, creation),
-                timestamp=_time(seconds),
-            )
-        )
-        entries.append(
-            Entry.user(
-                [{"type": "tool_result", "tool_use_id": tool_id, "content": "x" * 4000}],
-                timestamp=_time(seconds + 1),
-            )
-        )
-    return Transcript(entries=entries, format="claude-code")
+    return tool_call_session(calls, models=[model] * len(calls))
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-sonnet-4-5-20250929"])
