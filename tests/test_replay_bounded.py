@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from recorded_calls import long_tool_session
 
 from unbounded.caching.simulator import SimulatedCall
 from unbounded.catalog import ModelInfo
@@ -27,7 +27,6 @@ from unbounded.session_transcript import SessionTranscript
 from unbounded.storage import MemoryStore
 
 MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
-START = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
 
 
 def _point(index: int, *, baselines: tuple[str, ...] = ("none", "truncate")) -> CallPoint:
@@ -187,37 +186,12 @@ class _SliceCounter(list[Entry]):
 
 def _long_session(calls: int) -> Transcript:
     """A recorded session whose results are large enough to compact every few dozen calls."""
-    entries: list[Entry] = []
-    moment = START
-
-    def stamped(entry: Entry) -> Entry:
-        nonlocal moment
-        moment += timedelta(seconds=2)
-        entry.data["timestamp"] = moment.isoformat().replace("+00:00", "Z")
-        return entry
-
-    entries.append(stamped(Entry.user("Work through the tasks.")))
-    for call in range(calls):
-        tool_id = f"toolu_{call:06d}"
-        use = {
-            "type": "tool_use",
-            "id": tool_id,
-            "name": "Read",
-            "input": {"file_path": f"/a/{call}.py"},
-        }
-        response = Entry.assistant([use], message_id=f"msg_{call:06d}")
-        response.data["message"]["model"] = MODEL.name
-        response.data["message"]["usage"] = {
-            "input_tokens": 3,
-            "cache_creation_input_tokens": 2_000,
-            "cache_read_input_tokens": 3_000 + 2_000 * call,
-            "output_tokens": 20,
-        }
-        entries.append(stamped(response))
-        text = f"def handler_{call}(request):\n    return route(request, {call})\n" * 60
-        result = [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]
-        entries.append(stamped(Entry.user(result)))
-    return Transcript(entries=entries, format="claude-code")
+    return long_tool_session(
+        calls,
+        result=lambda n: f"def handler_{n}(request):\n    return route(request, {n})\n" * 60,
+        written=2_000,
+        model=MODEL.name,
+    )
 
 
 def test_compaction_scoring_reads_only_the_stretch_since_the_last_boundary() -> None:

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
 
 import pytest
+from recorded_calls import long_tool_session
 
 from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
@@ -29,39 +29,12 @@ from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
 
 MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
-START = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
 
 
 def _long_session(calls: int) -> Transcript:
     """A recorded session of `calls` API calls with tiny content: a prompt, then per call one
     response with a tool call and its result."""
-    entries: list[Entry] = []
-    moment = START
-
-    def stamped(entry: Entry) -> Entry:
-        nonlocal moment
-        moment += timedelta(seconds=2)
-        entry.data["timestamp"] = moment.isoformat().replace("+00:00", "Z")
-        return entry
-
-    entries.append(stamped(Entry.user("Work through the tasks.")))
-    for call in range(calls):
-        tool_id = f"toolu_{call:06d}"
-        response = Entry.assistant(
-            [{"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": f"/a/{call}.py"}}],
-            message_id=f"msg_{call:06d}",
-        )
-        response.data["message"]["model"] = MODEL.name
-        response.data["message"]["usage"] = {
-            "input_tokens": 3,
-            "cache_creation_input_tokens": 40,
-            "cache_read_input_tokens": 3_000 + 40 * call,
-            "output_tokens": 20,
-        }
-        entries.append(stamped(response))
-        result = [{"type": "tool_result", "tool_use_id": tool_id, "content": f"line {call}"}]
-        entries.append(stamped(Entry.user(result)))
-    return Transcript(entries=entries, format="claude-code")
+    return long_tool_session(calls, result=lambda n: f"line {n}", written=40, model=MODEL.name)
 
 
 def test_the_replayed_session_store_keeps_no_entry_however_long_the_session() -> None:

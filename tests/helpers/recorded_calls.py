@@ -3,7 +3,7 @@ call a user note (sent 1 s before), a tool call with its recorded usage, and its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -63,4 +63,37 @@ def tool_call_session(
                 timestamp=recorded_time(seconds + 1),
             )
         )
+    return Transcript(entries=entries, format="claude-code")
+
+
+def long_tool_session(
+    calls: int, *, result: Callable[[int], str], written: int, model: str = "claude-sonnet-4-6"
+) -> Transcript:
+    """A prompt, then per call one response (a tool call reading `/a/<n>.py`, its usage
+    writing `written` tokens to the cache) and its result `result(n)`, 2 s apart."""
+    entries: list[Entry] = []
+    moment = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
+
+    def stamped(entry: Entry) -> Entry:
+        nonlocal moment
+        moment += timedelta(seconds=2)
+        entry.data["timestamp"] = moment.isoformat().replace("+00:00", "Z")
+        return entry
+
+    entries.append(stamped(Entry.user("Work through the tasks.")))
+    for call in range(calls):
+        tool_id = f"toolu_{call:06d}"
+        path = f"/a/{call}.py"
+        use = {"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": path}}
+        response = Entry.assistant([use], message_id=f"msg_{call:06d}")
+        response.data["message"]["model"] = model
+        response.data["message"]["usage"] = {
+            "input_tokens": 3,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": 3_000 + written * call,
+            "output_tokens": 20,
+        }
+        entries.append(stamped(response))
+        content = [{"type": "tool_result", "tool_use_id": tool_id, "content": result(call)}]
+        entries.append(stamped(Entry.user(content)))
     return Transcript(entries=entries, format="claude-code")
