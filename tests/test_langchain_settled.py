@@ -17,7 +17,7 @@ from langgraph.graph.message import add_messages
 
 from unbounded.compaction.tools_registry import cleared_stub
 from unbounded.integrations import _langchain_view
-from unbounded.integrations._langchain_settled import settled_prefix
+from unbounded.integrations._langchain_settled import scan_calls, settled_prefix
 from unbounded.integrations.langchain import STATE_KEY, UnboundedMiddleware, is_summary_message
 from unbounded.policy import Policy
 
@@ -209,12 +209,12 @@ def test_settled_prefix_stops_at_the_oldest_uncleared_compactable_result() -> No
     tool never cleared do not hold it back (the count's anchor, the last reply, does)."""
     messages = _long_checkpointed(100, 10)
     call = messages.index(next(m for m in messages if m.id == "ai-90"))
-    assert settled_prefix(messages, frozenset(), lambda name: True) == call
-    assert settled_prefix(messages, frozenset(), lambda name: False) == len(messages) - 2
+    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == call
+    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: False) == len(messages) - 2
     # One old result not cleared holds the split back to its call.
     old = messages.index(next(m for m in messages if m.id == "tool-30"))
     messages[old] = messages[old].model_copy(update={"content": "z" * 100})
-    assert settled_prefix(messages, frozenset(), lambda name: True) == old - 1
+    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == old - 1
 
 
 def test_a_repeated_call_id_reads_the_whole_conversation() -> None:
@@ -253,7 +253,7 @@ def test_the_split_is_at_the_first_line_of_a_response() -> None:
         ToolMessage(content="y" * 20_000, tool_call_id="call-big", id="tool-big"),
     ]
     first_line = messages.index(next(m for m in messages if m.id == "reply"))
-    assert settled_prefix(messages, frozenset(), lambda name: True) == first_line
+    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == first_line
     middleware = _middleware()
     whole = _langchain_view.ConversationView(_langchain_view_convert())
     whole.sync(messages, frozenset())
@@ -271,7 +271,7 @@ def test_an_invalid_call_s_uncleared_result_holds_the_split() -> None:
         usage_metadata=messages[at].usage_metadata,
     )
     messages[at + 1] = ToolMessage(content="z" * 900, tool_call_id="call-20", id="tool-20")
-    assert settled_prefix(messages, frozenset(), lambda name: True) == at
+    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == at
 
 
 def _langchain_view_convert() -> Any:

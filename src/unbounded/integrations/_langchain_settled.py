@@ -20,62 +20,95 @@ text in the whole conversation too).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from unbounded.compaction.ledger import is_cleared_content
 
 
-def called_tools(messages: Sequence[BaseMessage]) -> dict[str, None]:
+@dataclass(slots=True)
+class CallScan:
+    """What one pass over a conversation's ids and contents found (`scan_calls`)."""
+
+    names: dict[str, None]
     """The tools the AI messages call, in order of first call."""
+    anchor: int
+    """Index of the last AI message whose usage anchors the count (-1: none)."""
+    uncleared: list[tuple[int, str]]
+    """(index of the call, tool name) of each result that does not read the placeholder."""
+    repeated: bool
+    """Some tool call id is used twice (the normalizer renames the later one)."""
+
+
+def scan_calls(messages: Sequence[BaseMessage], stale: frozenset[str]) -> CallScan:
+    """One pass over the messages (ids, tool calls, result contents; nothing converted)."""
     names: dict[str, None] = {}
-    for message in messages:
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                names[call["name"]] = None
-    return names
+    call_at: dict[str, tuple[int, str]] = {}
+    uncleared: list[tuple[int, str]] = []
+    repeated = False
+    kinds: dict[type, int] = {}  # (an isinstance check per message is a large share of it)
+    for index, message in enumerate(messages):
+        kind = kinds.get(type(message))
+        if kind is None:
+            kind = kinds[type(message)] = _kind(message)
+        if kind == _RESULT:
+            call = call_at.get(message.tool_call_id)  # type: ignore[attr-defined]
+            if call is not None and not is_cleared_content(message.content):
+                uncleared.append(call)
+        elif kind == _REPLY:
+            for valid in message.tool_calls:  # type: ignore[attr-defined]
+                name = valid["name"]
+                names[name] = None
+                tool_id = valid.get("id") or ""
+                if tool_id in call_at:
+                    repeated = True
+                call_at[tool_id] = (index, name)
+            for invalid in message.invalid_tool_calls:  # type: ignore[attr-defined]
+                tool_id = invalid.get("id") or ""
+                if tool_id in call_at:
+                    repeated = True
+                call_at[tool_id] = (index, str(invalid.get("name") or "unknown"))
+    return CallScan(names, _anchor(messages, stale), uncleared, repeated)
+
+
+_OTHER, _RESULT, _REPLY = 0, 1, 2
+
+
+def _kind(message: BaseMessage) -> int:
+    if isinstance(message, ToolMessage):
+        return _RESULT
+    return _REPLY if isinstance(message, AIMessage) else _OTHER
+
+
+def _anchor(messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
+    """Index of the last AI message whose usage anchors the count (-1: none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if (
+            isinstance(message, AIMessage)
+            and message.usage_metadata
+            and (message.id or "") not in stale
+        ):
+            return index
+    return -1
 
 
 def settled_prefix(
-    messages: Sequence[BaseMessage],
-    stale: frozenset[str],
-    compactable: Callable[[str], bool],
+    messages: Sequence[BaseMessage], scan: CallScan, compactable: Callable[[str], bool]
 ) -> int:
     """How many leading messages are settled (module docstring): 0 when none may be left out.
 
-    `compactable(name)`: whether that tool's results may be cleared; `stale`: ids of AI
-    messages whose usage does not anchor the count."""
-    call_at: dict[str, int] = {}
-    name_of: dict[str, str] = {}
-    anchor = -1
-    for index, message in enumerate(messages):
-        if not isinstance(message, AIMessage):
-            continue
-        calls = [(str(c.get("id") or ""), c["name"]) for c in message.tool_calls]
-        calls += [
-            (str(c.get("id") or ""), str(c.get("name") or "unknown"))
-            for c in message.invalid_tool_calls
-        ]
-        for tool_id, name in calls:
-            if tool_id in call_at:
-                return 0  # a repeated call id is renamed by the normalizer: read it all
-            call_at[tool_id] = index
-            name_of[tool_id] = name
-        if message.usage_metadata and (message.id or "") not in stale:
-            anchor = index
-    if anchor < 0:
-        return 0  # no usage anchors the count: every message is estimated
-    start = anchor
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            at = call_at.get(message.tool_call_id)
-            if (
-                at is not None
-                and at < start
-                and compactable(name_of[message.tool_call_id])
-                and not is_cleared_content(message.content)
-            ):
-                start = at
+    `scan`: `scan_calls` of the messages; `compactable(name)`: whether that tool's results
+    may be cleared."""
+    if scan.repeated or scan.anchor < 0:
+        # A repeated call id is renamed by the normalizer only when it reads the first use;
+        # without a usage anchoring it, the count estimates every message.
+        return 0
+    start = scan.anchor
+    for at, name in scan.uncleared:
+        if at < start and compactable(name):
+            start = at
     return _response_start(messages, start)
 
 
@@ -105,4 +138,4 @@ def _previous_response(messages: Sequence[BaseMessage], index: int) -> AIMessage
     return None
 
 
-__all__ = ["called_tools", "settled_prefix"]
+__all__ = ["CallScan", "scan_calls", "settled_prefix"]

@@ -44,7 +44,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
-from unbounded.integrations._langchain_settled import called_tools, settled_prefix
+from unbounded.integrations._langchain_settled import CallScan, scan_calls, settled_prefix
 from unbounded.model.entries import Entry, now_iso
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
@@ -137,8 +137,8 @@ class ConversationView:
         entries are kept as they are), leaving out the settled prefix; returns how many
         messages the view now holds (the rest are added)."""
         self.stale = stale
-        names = called_tools(messages)
-        base = self._settled(messages, stale, names)
+        scan = scan_calls(messages, stale)
+        base = self._settled(messages, scan)
         held = max(keep, base)
         old_base, old_entries = self.base, self.entries
         entries: list[Entry | None] = []
@@ -161,21 +161,19 @@ class ConversationView:
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
-        self.names = names
+        self.names = scan.names
         self._anchor = self._response = -1
         for offset, entry in enumerate(entries):
             self._index(base + offset, messages[base + offset], entry)
         return held
 
-    def _settled(
-        self, messages: Sequence[BaseMessage], stale: frozenset[str], names: Mapping[str, None]
-    ) -> int:
+    def _settled(self, messages: Sequence[BaseMessage], scan: CallScan) -> int:
         """How many leading messages need not be converted (`settled_prefix`; 0 when the view
         has no clearing rule)."""
         if self._clearable is None:
             return 0
-        tools = CompactableTools(self._clearable(names))
-        return settled_prefix(messages, stale, tools.is_compactable)
+        tools = CompactableTools(self._clearable(scan.names))
+        return settled_prefix(messages, scan, tools.is_compactable)
 
     def _add(self, message: BaseMessage) -> None:
         index = len(self.keys)
