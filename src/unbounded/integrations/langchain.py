@@ -57,7 +57,11 @@ the history (`unbounded.integrations._langchain_view`). A conversation the middl
 seen (a new process, another thread) is not converted when the call needs only the count (no
 compaction due, and a warm cache below the warning level, where nothing is cleared): the count
 is then read from the last reported usage and the messages after it, so the first call on a
-long state costs its tail; a call that may clear or compact converts the whole history once.
+long state costs its tail. A call that may clear reads the messages from the oldest result
+not cleared yet on (`unbounded.integrations._langchain_settled`): the messages before it,
+whose results all read the placeholder already, are matched by id and not converted, so on
+the state a checkpointed thread holds that first call costs one pass over the ids and the
+tail; a compaction converts them for its summary.
 
 What survives between calls (when the last model call happened, which kept messages carry a
 stale usage, the failure count, the summary requests spent, who wrote the last summary)
