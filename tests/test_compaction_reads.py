@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from recorded_calls import long_tool_session
 
 from unbounded.catalog import ModelInfo
+from unbounded.compaction.cut import LastPositions, contiguous_tail_start
 from unbounded.compaction.glue import RecordedState, session_roots
 from unbounded.compaction.recorded_files import RecordedFilesReader, recorded_files
 from unbounded.compaction.rehydrate import WorkingStateReader, working_state_from_entries
@@ -181,3 +182,77 @@ def test_the_readers_kept_across_compactions_equal_a_read_from_scratch(
         assert recorded.working.read(entries) == working_state_from_entries(entries)
         assert recorded.files.read(entries) == recorded_files(entries)
         assert recorded.roots(entries) == session_roots(entries)
+
+
+# -- where the view is one run of the transcript ---------------------------------------------
+
+
+class _CountingList(list[Entry]):
+    """A transcript that counts the records read from it one by one."""
+
+    reads = 0
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, int):
+            self.reads += 1
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Any:
+        self.reads += len(self)
+        return super().__iter__()
+
+
+def test_the_tail_start_reads_the_transcript_only_as_far_as_the_view_reaches() -> None:
+    history = [Entry.user(f"old {n}") for n in range(2_000)]
+    view = [Entry.user(f"new {n}") for n in range(12)]
+    entries = _CountingList([*history, create_compact_boundary("auto", 1), *view])
+    assert contiguous_tail_start(entries, view) == 0
+    assert entries.reads == len(view)
+
+
+def test_a_record_s_last_position_stays_its_last_after_reading_past_earlier_copies() -> None:
+    entries = [_record("a"), _record("b"), _record("a"), _record("c")]
+    positions = LastPositions(entries)
+    assert positions.get("a") == 2
+    assert positions.get("missing") is None  # read to the start, past the first "a"
+    assert [positions.get(uuid) for uuid in ("a", "b", "c", None, "")] == [2, 1, 3, None, None]
+
+
+def _tail_start_from_scratch(entries: Sequence[Entry], view: Sequence[Entry]) -> int:
+    """`contiguous_tail_start` by its definition: every record's last position first."""
+    if not view:
+        return 0
+    positions = {entry.uuid: i for i, entry in enumerate(entries) if entry.uuid}
+    start = len(view) - 1
+    if positions.get(view[start].uuid) is None:
+        return len(view)
+    while start > 0:
+        here, before = positions.get(view[start].uuid), positions.get(view[start - 1].uuid)
+        if here is None or before is None or before != here - 1:
+            break
+        start -= 1
+    return start
+
+
+def _record(uuid: str | None) -> Entry:
+    entry = Entry.user("x")
+    entry.data["uuid"] = uuid
+    return entry
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(("a", "b", "c", "d", "e", "", None)), max_size=14),
+    st.lists(st.integers(0, 20), max_size=8),
+    st.lists(st.sampled_from(("a", "c", "z", None)), max_size=3),
+)
+def test_the_tail_start_equals_its_definition(
+    uuids: list[str | None], picks: list[int], strangers: list[str | None]
+) -> None:
+    entries = [_record(uuid) for uuid in uuids]
+    # A view: records of the transcript (in any order, repeated), its tail, records not in it.
+    view = [entries[i % len(entries)] for i in picks] if entries else []
+    view += entries[len(entries) // 2 :] + [_record(uuid) for uuid in strangers]
+    assert contiguous_tail_start(entries, view) == _tail_start_from_scratch(entries, view)
+    tail = entries[len(entries) // 2 :]
+    assert contiguous_tail_start(entries, tail) == _tail_start_from_scratch(entries, tail)
