@@ -654,7 +654,13 @@ class SummaryJob:
         # What a server compaction stands for is the server's summary alone (server_blocks).
         to_send = from_last_server_compaction(to_send)
         self.messages = compaction_blocks_as_text(strip_images_and_documents(to_send))
-        self._replaced_tokens = token_count_with_estimation(self.summarized)
+        # A full compaction summarizes the whole view (a kept tail included), which
+        # `pre_tokens` counted: not counted again.
+        self._replaced_tokens = (
+            self.pre_tokens
+            if self.direction is None
+            else token_count_with_estimation(self.summarized)
+        )
         self._lean_source = self.messages
 
     def _read_summary(self, response: ModelResponse, room: int | None) -> str:
