@@ -211,3 +211,25 @@ def test_a_new_middleware_decides_as_the_one_that_saw_the_conversation_grow(
     ours = warm._plan(state)  # type: ignore[arg-type]
     assert (theirs.tokens, theirs.cleared, theirs.compact_at) == (ours.tokens, ours.cleared, ours.compact_at)
     assert comparable(theirs.update()) == comparable(ours.update())
+
+
+def test_each_cleared_result_is_copied_once() -> None:
+    """The view's record of a cleared result and the state update share one copy of it."""
+    state: dict[str, Any] = {"messages": history(40)}
+    policy = Policy(warning_buffer=10**9, microcompact_protect_recent_tokens=1_000, microcompact_min_savings=1_000)
+    middleware = UnboundedMiddleware(MODEL, context_window=1_000_000, policy=policy)
+    copied: list[str] = []
+    real = ToolMessage.model_copy
+
+    def counting(message: ToolMessage, **options: Any) -> ToolMessage:
+        copied.append(message.tool_call_id)
+        return real(message, **options)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ToolMessage, "model_copy", counting)
+        update = middleware.before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None
+    cleared = [m.tool_call_id for m in update["messages"]]
+    assert len(cleared) > 10
+    assert all(m.content.startswith("[Old tool result content cleared") for m in update["messages"])
+    assert sorted(copied) == sorted(cleared)

@@ -1193,6 +1193,9 @@ class _Plan:
         self._stamp = ""
         self.cleared: dict[str, int] = {}
         """Tool call id -> index in `messages` of each result this call clears."""
+        self._cleared_copies: dict[int, tuple[ToolMessage, ToolMessage]] = {}
+        """id(message) -> (message, its cleared copy): each result this call clears is copied
+        once (the view and the state update share the copy)."""
         self.tokens = 0
         self.compact_at: int | None = None
 
@@ -1228,8 +1231,11 @@ class _Plan:
 
     def cleared_copy(self, message: ToolMessage) -> ToolMessage:
         """The message with its result cleared (the same id: the agent replaces it by id)."""
+        known = self._cleared_copies.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
         handle = message.tool_call_id if self.middleware.policy.recall_enabled else None
-        return message.model_copy(
+        copied = message.model_copy(
             update={
                 "content": cleared_stub(handle),
                 "artifact": None,
@@ -1239,6 +1245,8 @@ class _Plan:
                 },
             }
         )
+        self._cleared_copies[id(message)] = (message, copied)
+        return copied
 
     def update(self, summary: _Summary | None = None) -> dict[str, Any] | None:
         """The state update: cleared tool results, and the compacted message list."""
