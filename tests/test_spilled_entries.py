@@ -17,7 +17,7 @@ from recorded_calls import long_tool_session
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
-from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
 from unbounded.model.spilled_entries import SpilledEntries
 from unbounded.policy import Policy
 from unbounded.recall.index import TranscriptIndex
@@ -222,3 +222,25 @@ def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
     assert len(entries) > 480
     # What stays in memory is bounded by the live context (the view), not the session length.
     assert len(held) <= len(session.view) + 2
+
+
+def test_a_stretch_closed_in_the_batch_of_a_partial_compaction_holds_its_kept_messages() -> None:
+    transcript = SessionTranscript(ReplayStore(), [], [])
+    transcript.keep_stretches()
+    question = Entry.user("question")
+    answer = Entry.assistant([{"type": "text", "text": "answer"}], message_id="m1")
+    transcript.append([question, answer])
+    # A partial compaction keeps both messages, spliced in after its summary (the anchor
+    # follows the boundary); a second boundary in the same batch closes that view.
+    summary = Entry.user("summary", is_compact_summary=True)
+    partial = _boundary([question, answer], summary)
+    second = create_compact_boundary("auto", 50)
+    transcript.append([partial, summary, second])
+    whole = [question, answer, partial, summary, second]
+    stretches = transcript.take_stretches()
+    assert [boundary for boundary, _ in stretches] == [partial, second]
+    closed = stretches[1][1]
+    assert [e.uuid for e in closed] == [partial.uuid, summary.uuid, question.uuid, answer.uuid]
+    assert [e.data for e in closed] == [
+        e.data for e in messages_after_compact_boundary(whole[:4])
+    ]
