@@ -110,21 +110,19 @@ class SessionTranscript:
         self._entries.extend(entries)
         if any(e.is_compact_boundary for e in entries):
             self.compacted_before = True
-            spilling = isinstance(self._entries, SpilledEntries)
-            if self._stretches is None and not spilling:
+            spilled = self._entries if isinstance(self._entries, SpilledEntries) else None
+            if self._stretches is None and spilled is None:
                 self.rebuild_view()
                 return
             stretches, view = self._across_boundaries(entries)
             if self._stretches is not None:
                 self._stretches += stretches
-            if isinstance(self._entries, SpilledEntries):
-                if self._derives_alike(closed, entries):
-                    self._set_view(view)
-                else:
-                    self.rebuild_view()  # reads the spill back: a segment not kept in one run
-                self._spill_to_last_boundary(self._entries)
+            if spilled is not None and self._derives_alike(closed, entries, spilled.live):
+                self._set_view(view)
             else:
-                self.rebuild_view()
+                self.rebuild_view()  # spilled: read back (a segment not kept in one run)
+            if spilled is not None:
+                self._spill_to_last_boundary(spilled)
             return
         for entry in entries:
             self.view.append(entry)
@@ -146,11 +144,12 @@ class SessionTranscript:
             self._stretches = []
         return taken
 
-    def _derives_alike(self, closed: list[Entry], batch: Sequence[Entry]) -> bool:
+    @staticmethod
+    def _derives_alike(closed: list[Entry], batch: Sequence[Entry], live: list[Entry]) -> bool:
         """Whether deriving the view from `closed` (the view before `batch`) and the batch
         gives what deriving the whole history gives: one boundary in the batch, whose kept
-        messages (if any) are one run of the entries since the last spill, in file order (as
-        every compaction of a session writes them)."""
+        messages (if any) are one run of `live` (the entries since the last spill), in file
+        order, as every compaction of a session writes them."""
         boundaries = [entry for entry in batch if entry.is_compact_boundary]
         if len(boundaries) != 1:
             return False
@@ -158,10 +157,8 @@ class SessionTranscript:
         segment = boundary.compact_metadata.get("preservedSegment")
         if not isinstance(segment, dict):
             return True
-        uuids = [entry.uuid for entry in closed]
         batch_before = list(batch[: list(batch).index(boundary)])
-        for entry in batch_before:
-            uuids.append(entry.uuid)
+        uuids = [entry.uuid for entry in (*closed, *batch_before)]
         head, tail = segment.get("headUuid"), segment.get("tailUuid")
         if head not in uuids or tail not in uuids:
             return False
@@ -169,8 +166,6 @@ class SessionTranscript:
         if end < start:
             return False
         run = [*closed, *batch_before][start : end + 1]
-        entries = self._entries
-        live = entries.live if isinstance(entries, SpilledEntries) else list(entries)
         first = next((i for i, entry in enumerate(live) if entry is run[0]), len(live))
         found = live[first : first + len(run)]
         return len(found) == len(run) and all(a is b for a, b in zip(found, run, strict=True))
@@ -186,8 +181,7 @@ class SessionTranscript:
         # that view with the entries from the boundary on (where its anchor is) gives what
         # deriving the whole history gives.
         closed: list[Entry] = list(self.view)
-        since: list[Entry] = []
-        """The entries from the batch's latest boundary on."""
+        since: list[Entry] = []  # the entries from the batch's latest boundary on
         for entry in entries:
             if entry.is_compact_boundary:
                 if since:
