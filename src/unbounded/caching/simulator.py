@@ -51,7 +51,7 @@ are not pre-populated by other users unless you `prime` them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -62,7 +62,9 @@ from unbounded.caching.blocks import (
     MAX_CACHE_BREAKPOINTS,
     FlatBlock,
     canonical_json,
+    flatten_request,
     without_cache_control,
+    without_earlier_thinking,
 )
 from unbounded.caching.request_blocks import RequestBlocks
 from unbounded.caching.ttl import (
@@ -503,16 +505,11 @@ class CacheSimulator:
             cast(Mapping[str, Any], request),
             drop_earlier_thinking=not model.keeps_previous_thinking,
         )
-        flat, tokens, cumulative, hashes = (
-            blocks.flat,
-            blocks.tokens,
-            blocks.cumulative,
-            blocks.hashes,
-        )
+        tokens, cumulative, hashes = blocks.tokens, blocks.cumulative, blocks.hashes
         running = cumulative[-1] if cumulative else 0
         mode = self.mode_for(model)
         name = str(cast(Mapping[str, Any], request).get("model") or model.name)
-        if mode == "none" or not flat:
+        if mode == "none" or not tokens:
             return self._priced(model, name, now, query_source, running, 0, 0, 0, output_tokens)
         if mode == "openai":
             return self._openai_call(
@@ -524,20 +521,19 @@ class CacheSimulator:
             now,
             query_source,
             request,
-            self._markers(flat, blocks.markers),
+            self._markers(blocks.markers, blocks.marker_controls),
             hashes,
             tokens,
             cumulative,
             output_tokens,
-            flat,
+            not model.keeps_previous_thinking,
         )
 
-    def _markers(self, flat: list[FlatBlock], positions: Iterable[int]) -> list[_Marker]:
+    def _markers(
+        self, positions: Sequence[int], controls: Sequence[Mapping[str, Any]]
+    ) -> list[_Marker]:
         markers: list[_Marker] = []
-        for position in positions:
-            marker = flat[position].cache_control
-            if marker is None:
-                continue
+        for position, marker in zip(positions, controls, strict=True):
             scope = "global" if marker.get("scope") == "global" else "org"
             markers.append(_Marker(position, ttl_of_cache_control(marker), scope))
         if len(markers) > self.max_breakpoints:
@@ -564,11 +560,11 @@ class CacheSimulator:
         query_source: str,
         request: ProviderRequest,
         markers: list[_Marker],
-        hashes: list[bytes],
-        tokens: list[int],
-        cumulative: list[int],
+        hashes: Sequence[bytes],
+        tokens: Sequence[int],
+        cumulative: Sequence[int],
         output_tokens: int,
-        flat: list[FlatBlock],
+        drop_earlier_thinking: bool,
     ) -> SimulatedCall:
         total = cumulative[-1]
         read_until = -1
@@ -601,7 +597,7 @@ class CacheSimulator:
         cached_until = cumulative[covered] if covered >= 0 else 0
         input_tokens = total - cached_until
 
-        deleted = self._deleted_tokens(request, flat, tokens, read_until)
+        deleted = self._deleted_tokens(request, tokens, read_until, drop_earlier_thinking)
         return self._priced(
             model,
             name,
@@ -619,7 +615,10 @@ class CacheSimulator:
 
     @staticmethod
     def _deleted_tokens(
-        request: ProviderRequest, flat: list[FlatBlock], tokens: list[int], read_until: int
+        request: ProviderRequest,
+        tokens: Sequence[int],
+        read_until: int,
+        drop_earlier_thinking: bool,
     ) -> int:
         edits = cast(Mapping[str, Any], request).get("cache_edits") or []
         references = {
@@ -629,6 +628,11 @@ class CacheSimulator:
         }
         if not references or read_until < 0:
             return 0
+        # Only requests with cache edits need the blocks themselves: flattened again here
+        # rather than held for every request.
+        flat = flatten_request(request)
+        if drop_earlier_thinking:
+            flat = without_earlier_thinking(flat)
         return sum(
             tokens[position]
             for position in range(read_until + 1)
@@ -642,8 +646,8 @@ class CacheSimulator:
         name: str,
         now: float,
         query_source: str,
-        hashes: list[bytes],
-        cumulative: list[int],
+        hashes: Sequence[bytes],
+        cumulative: Sequence[int],
         output_tokens: int,
     ) -> SimulatedCall:
         minimum = model.min_cacheable_tokens
