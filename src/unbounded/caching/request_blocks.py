@@ -49,6 +49,9 @@ from unbounded.model.prefix import shared_prefix_length
 
 BlockCount = Callable[[FlatBlock, bytes], int]
 """A block and its digest -> its tokens."""
+CutHook = Callable[[int], None]
+"""Told the flat position from which the last request's blocks are about to be dropped
+(they are still readable when it is called)."""
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
@@ -79,6 +82,8 @@ class RequestBlocks:
     """Digests, tokens, totals, prefix hashes and markers of the last request's blocks."""
 
     count: BlockCount
+    on_cut: CutHook | None = None
+    """Called before blocks are dropped (see `CutHook`)."""
     digests: PackedDigests = field(default_factory=PackedDigests)
     tokens: array[int] = field(default_factory=_int_array)
     cumulative: array[int] = field(default_factory=_int_array)
@@ -87,6 +92,8 @@ class RequestBlocks:
     """The prefix hash ending at each block."""
     markers: list[int] = field(default_factory=list)
     """Flat positions of the blocks that carry a cache_control marker, in order."""
+    kept: int = 0
+    """How many blocks the last update kept from the request before (its unchanged prefix)."""
     marker_controls: list[Mapping[str, Any]] = field(default_factory=list)
     """The cache_control of each of `markers`."""
     _head: tuple[Any, ...] | None = None
@@ -117,7 +124,8 @@ class RequestBlocks:
             request.get("system"),
             drop_earlier_thinking,
         )
-        if head != self._head:
+        fresh = head != self._head
+        if fresh:
             self._head = head
             self._set_head(request)
             self._parts.clear()
@@ -141,6 +149,7 @@ class RequestBlocks:
         if reused < len(messages):
             self._remember_cut(reused)
         self._cut(reused)
+        self.kept = 0 if fresh else len(self.tokens)
         try:
             for index in range(reused, len(messages)):
                 self._add_message(
@@ -151,6 +160,8 @@ class RequestBlocks:
 
     def _set_head(self, request: Mapping[str, Any]) -> None:
         """The tools and system blocks, and the hashes they start the chain with."""
+        if self.on_cut is not None and len(self.tokens):
+            self.on_cut(0)
         self.digests.clear()
         del self.tokens[:], self.cumulative[:]
         self.hashes.clear()
@@ -199,6 +210,8 @@ class RequestBlocks:
         """Keep the first `keep` messages' figures, drop the rest."""
         parts = self._parts
         position = parts[keep].start if keep < len(parts) else len(self.tokens)
+        if self.on_cut is not None and position < len(self.tokens):
+            self.on_cut(position)
         del parts[keep:], self._messages[keep:]
         del self._turns[bisect_left(self._turns, keep) :]
         self.digests.cut(position)
