@@ -387,6 +387,9 @@ class TruncateBaseline(Baseline):
         super().__init__(settings, history)
         self.cut = 0
         self._note_tokens = round(rough_token_count(TRUNCATION_NOTE) * settings.prefix.scale)
+        self._head: tuple[MessageParam, MessageParam] | None = None
+        """(message cut at, the note message made of it): while the cut stays, the request
+        starts with the very same object, so the simulator reuses what follows."""
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The newest turns that fit under the threshold."""
@@ -410,8 +413,10 @@ class TruncateBaseline(Baseline):
         self.cut = position
         if position == 0:
             return CallPlan(messages)
-        head = _truncated_head(messages[position])
-        return CallPlan([head, *messages[position + 1 :]], changed=True)
+        first = messages[position]
+        if self._head is None or self._head[0] is not first:
+            self._head = (first, _truncated_head(first))
+        return CallPlan([self._head[1], *messages[position + 1 :]], changed=True)
 
 
 def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
