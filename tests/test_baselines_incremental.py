@@ -6,6 +6,7 @@ from __future__ import annotations
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import (
     TRUNCATION_NOTE,
+    History,
     ReplaySettings,
     TruncateBaseline,
 )
@@ -57,3 +58,20 @@ def test_truncate_sends_the_same_note_message_while_its_cut_stays() -> None:
     assert truncate.cut > 0
     assert moved.messages[0] is not first.messages[0]
     assert moved.messages[0]["content"][1:] == [{"type": "text", "text": f"question {truncate.cut // 2}"}]
+
+
+def test_a_history_gives_one_list_per_state_and_a_new_one_after_any_append() -> None:
+    """Strategies sharing a history read one list until it is fed; an entry merged into the
+    last message (the length does not change) still gives a new list."""
+    history = History(1.0)
+    history.normalizer.append(Entry.user("first"))
+    once = history.messages()
+    assert history.messages() is once
+    history.normalizer.append(Entry.user("second"))  # merged into the first user message
+    merged = history.messages()
+    assert merged is not once
+    assert merged == history.normalizer.messages
+    assert len(merged) == len(once) == 1
+    counts = history.tokens.counts(merged)
+    assert history.tokens.counts(merged) is counts
+    assert history.tokens.total(merged) == sum(counts) > history.tokens.total(once)
