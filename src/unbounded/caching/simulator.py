@@ -88,8 +88,10 @@ OPENAI_CACHE_STEP_TOKENS = 128
 """OpenAI caches prefixes in steps of this many tokens past the minimum."""
 OPENAI_RETENTION_SECONDS = 300.0
 """OpenAI keeps a cached prefix 5 to 10 minutes after its last use; the lower bound."""
-TOKEN_MEMO_SIZE = 50_000
-"""Block token counts remembered by digest (then forgotten all at once: memory stays small)."""
+TOKEN_MEMO_SIZE = 8_192
+"""Block token counts remembered by digest (then forgotten all at once: memory stays small).
+A message a request repeats, or re-adds after a cut, keeps its counts without the memo: it
+serves new objects with known content (a marked copy of a message, then the message)."""
 PRUNE_EVERY = 1_000
 """Expired cache entries are forgotten every this many requests."""
 
