@@ -3,12 +3,17 @@ its cut stays, and what it sends equals the request built from scratch."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import (
+    CLEAR_PLACEHOLDER,
     TRUNCATION_NOTE,
     History,
     ReplaySettings,
+    ToolResultClearing,
     TruncateBaseline,
+    clear_tool_results_copy,
 )
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
@@ -75,3 +80,27 @@ def test_a_history_gives_one_list_per_state_and_a_new_one_after_any_append() -> 
     counts = history.tokens.counts(merged)
     assert history.tokens.counts(merged) is counts
     assert history.tokens.total(merged) == sum(counts) > history.tokens.total(once)
+
+
+def _tool_turn(n: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"out {n}"}]},
+    ]
+
+
+def test_clearing_a_grown_history_keeps_the_copies_it_made_and_clears_by_position() -> None:
+    """A message cleared on an earlier call is the same object on the next; only the result
+    that fell out of the `keep` newest is cleared anew, and nothing waits but those."""
+    clearing = ToolResultClearing(3)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for n in range(6):
+        history = [*history, *_tool_turn(n)]
+    first = list(clearing.apply(history))  # type: ignore[arg-type]
+    history = [*history, *_tool_turn(6)]
+    second = clearing.apply(history)  # type: ignore[arg-type]
+    assert second == clear_tool_results_copy(history)  # type: ignore[arg-type]
+    assert all(second[i] is first[i] for i in (2, 4, 6))  # results 0-2, cleared before
+    assert second[8] is not first[8] and second[8]["content"][0]["content"] == CLEAR_PLACEHOLDER
+    assert [second[i] is history[i] for i in (10, 12, 14)] == [True, True, True]
+    assert len(clearing._waiting) == 3

@@ -27,6 +27,7 @@ to its history. All use the auto-compact threshold of the replayed model and win
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -531,25 +532,25 @@ class ToolResultClearing:
     """`clear_tool_results_copy` of successive histories, each reusing the last one's copies.
 
     Every tool result but the `keep` most recent is cleared; while the history only grows the
-    set only grows, so a message cleared before keeps its copy (the same object: the cache
-    simulator then reuses its work) and a call costs what it added. A history that is not the
-    last one grown is cleared from scratch. The lists given are kept, not copied, and must
-    not be edited afterwards; the list returned is the clearing's own, to be read (or
-    copied) before the next call."""
+    cleared ones only grow, in order, so a message cleared before keeps its copy (the same
+    object: the cache simulator then reuses its work) and a call costs what it added: the
+    results not cleared yet wait in order, and those past the `keep` newest are cleared by
+    position. A history that is not the last one grown is cleared from scratch. The lists
+    given are kept, not copied, and must not be edited afterwards; the list returned is the
+    clearing's own, to be read (or copied) before the next call."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self._source: Sequence[MessageParam] = []
         self._result: list[MessageParam] = []
-        self._results: list[tuple[int, int]] = []
-        """(message, block) of every tool result of `_source`, in order."""
-        self._cleared: dict[int, set[int]] = {}
-        """Message index -> its cleared blocks."""
+        self._waiting: deque[tuple[int, int]] = deque()
+        """(message, block) of the tool results not cleared yet, in order."""
+        self._cleared_any = False
 
     @property
     def cleared_any(self) -> bool:
         """Whether the last result clears anything."""
-        return bool(self._cleared)
+        return self._cleared_any
 
     def apply(self, messages: Sequence[MessageParam]) -> list[MessageParam]:
         """The messages with every tool result but the most recent cleared (the clearing's
@@ -557,39 +558,41 @@ class ToolResultClearing:
         same = shared_prefix_length(messages, self._source)
         if same < len(self._source):  # not the same history grown: fewer results may follow
             same = 0
-            self._results, self._cleared = [], {}
+            self._waiting.clear()
+            self._cleared_any = False
         result = self._result
         del result[same:]
+        waiting = self._waiting
         for index in range(same, len(messages)):
             result.append(messages[index])
             content = messages[index]["content"]
             if isinstance(content, list):
-                self._results += [
+                waiting.extend(
                     (index, b)
                     for b, block in enumerate(content)
                     if block.get("type") == "tool_result"
-                ]
-        limit = max(0, len(self._results) - self.keep)
-        changed: set[int] = set()
-        for index, block in reversed(self._results[:limit]):
-            blocks = self._cleared.setdefault(index, set())
-            if block in blocks:
-                break  # older ones were cleared before
-            blocks.add(block)
-            changed.add(index)
-        for index in changed:
+                )
+        # Message -> its last block cleared now (every earlier result of it is cleared too).
+        upto: dict[int, int] = {}
+        while len(waiting) > self.keep:
+            index, block = waiting.popleft()
+            upto[index] = block
+        for index in sorted(upto):
             content = cast(list[Any], messages[index]["content"])
-            blocks = self._cleared[index]
+            last = upto[index]
             result[index] = cast(
                 MessageParam,
                 {
                     "role": messages[index]["role"],
                     "content": [
-                        {**block, "content": CLEAR_PLACEHOLDER} if b in blocks else block
+                        {**block, "content": CLEAR_PLACEHOLDER}
+                        if b <= last and block.get("type") == "tool_result"
+                        else block
                         for b, block in enumerate(content)
                     ],
                 },
             )
+        self._cleared_any = self._cleared_any or bool(upto)
         self._source = messages
         return result
 
