@@ -34,9 +34,14 @@ that:
   another thread's conversation) on the agent's messages at the mark, one new middleware per
   call (its construction not timed). Below the warning level with a warm cache nothing may be
   cleared, so it reads the count from the last reported usage and what follows.
-- `middleware_first_call_clearing`: the same with clearing due (a policy at the warning level
-  from the first token): the new middleware converts and counts the whole history, then
-  clears a batch of old results.
+- `middleware_first_call_clearing`: the same with clearing due, on the state a checkpointed
+  thread holds (the results a warm middleware cleared read the placeholder; the newest
+  `UNCLEARED_RESULTS` do not) and a policy at the warning level from the first token that
+  clears in batches of 10,000 tokens above the newest 10,000: the new middleware reads ids up
+  to where results are still uncleared, converts and counts from there, and clears a batch.
+- `middleware_first_call_compaction`: the same state with a compaction due (`trigger=
+  ("messages", 100)`): the new middleware converts the history for the summary, cuts, and
+  rewrites the state. The summary call itself (the summarizer's `create`) is not timed.
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
@@ -96,6 +101,7 @@ ENTRY_POINTS = {
     "middleware_clearing": "middleware in create_agent, clearing due",
     "middleware_first_call": "middleware, new, first call",
     "middleware_first_call_clearing": "middleware, new, first call, clearing due",
+    "middleware_first_call_compaction": "middleware, new, first call, compaction due",
     "langchain": "LangChain's own stack",
 }
 """Every row of the table: the figures' prefix and what it times."""
@@ -458,33 +464,126 @@ CLEARING_DUE = Policy(warning_buffer=10**9)
 """At the warning level from the first token: count-based clearing is not held back."""
 
 
+CLEARING_IN_BATCHES = Policy(
+    warning_buffer=10**9,
+    microcompact_protect_recent_tokens=10_000,
+    microcompact_min_savings=10_000,
+)
+"""Clearing due from the first token, in batches of 10,000 tokens above the newest 10,000
+(`middleware_first_call_clearing`: a batch is due at every mark)."""
+UNCLEARED_RESULTS = 100
+"""Results of a checkpointed state that do not read the placeholder yet (the newest)."""
+
+
+def checkpointed_messages(count: int) -> list[Any]:
+    """The conversation's first `count` messages as a thread that ran with the middleware holds
+    them: every result but the newest `UNCLEARED_RESULTS` cleared (the same id, the
+    placeholder as content)."""
+    from unbounded.compaction.tools_registry import cleared_stub
+
+    messages = _langchain_messages(count)
+    results = [index for index, m in enumerate(messages) if m.type == "tool"]
+    for index in results[: max(0, len(results) - UNCLEARED_RESULTS)]:
+        message = messages[index]
+        messages[index] = message.model_copy(
+            update={"content": cleared_stub(message.tool_call_id)}
+        )
+    return messages
+
+
+SUMMARY_BODY = "".join(
+    f"{number}. {heading}:\n   " + "The modules are refactored one by one, tested. " * 40 + "\n"
+    for number, heading in enumerate(
+        (
+            "Primary Request and Intent",
+            "Key Technical Concepts",
+            "Files and Code Sections",
+            "Errors and fixes",
+            "Problem Solving",
+            "All user messages",
+            "Pending Tasks",
+            "Current Work",
+            "Optional Next Step",
+        ),
+        start=1,
+    )
+)
+"""What the benchmark's summary says: the nine sections, long enough for the plausibility
+floor at every mark."""
+
+
+class _TimedSummarizer:
+    """A summarizer that answers at once and keeps the CPU time its calls took (not timed)."""
+
+    name = "benchmark"
+    supports_cache_edits = False
+
+    def __init__(self) -> None:
+        from unbounded.model.profile import MODEL_PROFILE
+
+        self.profile = MODEL_PROFILE
+        self.spent = 0.0
+
+    async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
+        """A fixed summary."""
+        from unbounded.providers.base import ModelResponse
+
+        started = time.thread_time()
+        text = f"<summary>\n{SUMMARY_BODY}</summary>"
+        answer = ModelResponse([{"type": "text", "text": text}], "end_turn", {}, MODEL)
+        self.spent += time.thread_time() - started
+        return answer
+
+
 class _FirstCallDriver:
     """The agent's messages at a mark; `step` times `before_model` of a new middleware."""
 
-    def __init__(self, mark: int, policy: Policy | None) -> None:
-        self.state = {"messages": _langchain_messages(mark)}
+    def __init__(
+        self, mark: int, policy: Policy | None, messages: list[Any], trigger: Any = None
+    ) -> None:
+        self.state = {"messages": messages}
         self.policy = policy
+        self.trigger = trigger
 
     def step(self) -> list[float]:
-        """One new middleware's first call, in thread CPU seconds (construction not timed)."""
+        """One new middleware's first call, in thread CPU seconds (construction and the
+        summary call not timed)."""
         from unbounded.integrations.langchain import UnboundedMiddleware
 
-        middleware = UnboundedMiddleware(MODEL, context_window=WINDOW, policy=self.policy)
+        summarizer = _TimedSummarizer()
+        middleware = UnboundedMiddleware(
+            MODEL,
+            context_window=WINDOW,
+            policy=self.policy,
+            trigger=self.trigger,
+            summarizer=summarizer,
+            summary_retries=0,
+        )
         started = time.thread_time()
-        middleware.before_model(self.state, None)  # type: ignore[arg-type]
-        return [time.thread_time() - started]
+        update = middleware.before_model(self.state, None)  # type: ignore[arg-type]
+        elapsed = time.thread_time() - started - summarizer.spent
+        if self.trigger is not None and not (update and "messages" in update):
+            raise RuntimeError("the compaction row did not compact")
+        return [elapsed]
 
 
 def first_call_per_mark(marks: Sequence[int], samples: int) -> dict[str, float]:
-    """A new middleware's first call at each mark: with nothing to clear, and clearing due."""
+    """A new middleware's first call at each mark: with nothing to clear, with clearing due,
+    and with a compaction due."""
     try:
         import langchain.agents.middleware  # noqa: F401
     except ImportError:
         return {}
     figures: dict[str, float] = {}
-    rows = (("middleware_first_call", None), ("middleware_first_call_clearing", CLEARING_DUE))
-    for name, policy in rows:
-        drivers = {mark: _FirstCallDriver(mark, policy) for mark in marks}
+    rows: list[tuple[str, Policy | None, Callable[[int], list[Any]], Any]] = [
+        ("middleware_first_call", None, _langchain_messages, None),
+        ("middleware_first_call_clearing", CLEARING_IN_BATCHES, checkpointed_messages, None),
+        ("middleware_first_call_compaction", None, checkpointed_messages, ("messages", 100)),
+    ]
+    for name, policy, history, trigger in rows:
+        drivers = {
+            mark: _FirstCallDriver(mark, policy, history(mark), trigger) for mark in marks
+        }
         timed = _interleaved({mark: driver.step for mark, driver in drivers.items()}, samples)
         figures.update(_figures(name, timed))
     return figures

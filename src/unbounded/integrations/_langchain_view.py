@@ -23,6 +23,13 @@ summary. The next call checks that the agent applied the clears (each cleared me
 the placeholder); when it did not (the update was dropped, or the same state planned twice),
 the view is built again from the messages, which then say what is cleared.
 
+A conversation the view does not hold yet (a new middleware on a long checkpointed thread, or
+after a compaction) is read from where it is no longer settled (`_langchain_settled`): the
+messages before that point, whose results are all placeholders already and which the count's
+anchor follows, are kept as ids only and converted only when a compaction needs them, so the
+first call costs a scan of ids and the tail, not a conversion of the history. Entries are
+converted with one timestamp per call and take their uuid from the message id.
+
 `tail_count` gives the view's count without the view: the last reported usage plus the
 estimate of what follows it, for a call on a conversation the view does not hold that needs
 nothing else.
@@ -37,25 +44,34 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
-from unbounded.model.entries import Entry
+from unbounded.integrations._langchain_settled import CallScan, scan_calls, settled_prefix
+from unbounded.model.entries import Entry, now_iso
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.tokens.estimate import ContextCounter
 
-Convert = Callable[[BaseMessage, bool], "Entry | None"]
-"""A message and whether its usage may anchor the count -> its entry (None: never sent)."""
+Convert = Callable[[BaseMessage, bool, str], "Entry | None"]
+"""A message, whether its usage may anchor the count and the timestamp to give -> its entry
+(None: never sent)."""
+Clearable = Callable[[Mapping[str, None]], Sequence[str]]
+"""The tools called (in order of first call) -> those whose results may be cleared."""
 
 
 class ConversationView:
     """The converted conversation of one agent thread (see the module docstring)."""
 
-    def __init__(self, convert: Convert) -> None:
+    def __init__(self, convert: Convert, clearable: Clearable | None = None) -> None:
         self._convert = convert
+        self._clearable = clearable
+        """Which tools' results may be cleared (None: the settled prefix is never left out)."""
         self.keys: list[object] = []
         """What stands for each message (after the leading system messages) the last call saw:
         its id, or the message itself when it has none (module docstring)."""
+        self.base = 0
+        """How many leading messages are settled: held by their keys only, not converted."""
         self.entries: list[Entry | None] = []
-        """Their entries, index for index; results this middleware cleared as placeholders."""
+        """The entries of the messages from `base` on, index for index (entry i is message
+        `base + i`); results this middleware cleared as placeholders."""
         self.stale: frozenset[str] = frozenset()
         """Ids of messages whose usage does not anchor the count (kept across a compaction)."""
         self.normalizer = MessageNormalizer()
@@ -71,6 +87,8 @@ class ConversationView:
         """Index of the last AI message (the response whose results follow it)."""
         self._pending: dict[int, str] = {}
         """Index -> tool call id of the results the last call cleared (not yet seen cleared)."""
+        self._stamp = ""
+        """The timestamp of the entries this call converts (one clock reading per call)."""
 
     def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
         """How many leading messages `sync` would keep from the last call (0: none, the view
@@ -82,8 +100,9 @@ class ConversationView:
         """Bring the view up to these messages; only what follows the reused ones is read."""
         same = self.reused(messages, stale)
         self._pending = {}
+        self._stamp = now_iso()
         if same < len(self.keys) or not self.keys:
-            self._restart(messages, same, stale)
+            same = self._restart(messages, same, stale)
         for message in messages[same:]:
             self._add(message)
 
@@ -113,25 +132,52 @@ class ConversationView:
                 return False
         return True
 
-    def _restart(self, messages: Sequence[BaseMessage], keep: int, stale: frozenset[str]) -> None:
+    def _restart(self, messages: Sequence[BaseMessage], keep: int, stale: frozenset[str]) -> int:
         """Start again from the first `keep` of `messages`, those the last call saw (their
-        entries are kept as they are)."""
+        entries are kept as they are), leaving out the settled prefix; returns how many
+        messages the view now holds (the rest are added)."""
         self.stale = stale
-        del self.keys[keep:]
-        self.entries = self.entries[:keep]
-        present = [entry for entry in self.entries if entry is not None]
-        self.normalizer = MessageNormalizer(present)
+        scan = scan_calls(messages, stale)
+        base = self._settled(messages, scan)
+        held = max(keep, base)
+        old_base, old_entries = self.base, self.entries
+        entries: list[Entry | None] = []
+        for index in range(base, held):
+            if old_base <= index < keep:  # converted by an earlier call
+                entries.append(old_entries[index - old_base])
+            else:
+                message = messages[index]
+                entries.append(self._convert(message, (message.id or "") not in stale, self._stamp))
+        self.base = base
+        self.keys = [_key(message) for message in messages[:held]]
+        self.entries = entries
+        present = [entry for entry in entries if entry is not None]
+        self.normalizer = MessageNormalizer()
+        if base:
+            # The settled messages end with a user turn: the tail starts as it does in the
+            # whole conversation (after a user message, not as its first message).
+            self.normalizer.append_message({"role": "user", "content": _SETTLED_STAND_IN})
+        self.normalizer.extend(present)
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
-        self.names = {}
+        self.names = scan.names
         self._anchor = self._response = -1
-        for index, (message, entry) in enumerate(zip(messages[:keep], self.entries, strict=True)):
-            self._index(index, message, entry)
+        for offset, entry in enumerate(entries):
+            self._index(base + offset, messages[base + offset], entry)
+        return held
+
+    def _settled(self, messages: Sequence[BaseMessage], scan: CallScan) -> int:
+        """How many leading messages need not be converted (`settled_prefix`; 0 when the view
+        has no clearing rule)."""
+        if self._clearable is None:
+            return 0
+        tools = CompactableTools(self._clearable(scan.names))
+        return settled_prefix(messages, scan, tools.is_compactable)
 
     def _add(self, message: BaseMessage) -> None:
-        index = len(self.entries)
-        entry = self._convert(message, (message.id or "") not in self.stale)
+        index = len(self.keys)
+        entry = self._convert(message, (message.id or "") not in self.stale, self._stamp)
         self.keys.append(_key(message))
         self.entries.append(entry)
         if entry is not None:
@@ -156,14 +202,20 @@ class ConversationView:
             self.micro.ledger.tools = CompactableTools(names)
             self.micro.ledger.reset()
 
+    @property
+    def stamp(self) -> str:
+        """The timestamp of the entries the last sync converted."""
+        return self._stamp
+
     def clear_results(self, replacements: Mapping[int, tuple[str, Entry | None]]) -> None:
-        """The results at these indices are cleared (index -> tool call id, the placeholder's
-        entry): their entries follow, and the count with them where no usage covered the old
-        ones. The next call checks that the agent applied it."""
+        """The results at these indices (of the messages, at or after `base`) are cleared
+        (index -> tool call id, the placeholder's entry): their entries follow, and the count
+        with them where no usage covered the old ones. The next call checks that the agent
+        applied it."""
         for index, (tool_id, entry) in replacements.items():
             self._pending[index] = tool_id
-            old = self.entries[index]
-            self.entries[index] = entry
+            old = self.entries[index - self.base]
+            self.entries[index - self.base] = entry
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
 
@@ -187,12 +239,16 @@ def tail_count(
             and (message.id or "") not in stale
         ):
             continue
-        anchor = convert(message, True)
+        stamp = now_iso()
+        anchor = convert(message, True, stamp)
         if anchor is None or anchor.usage is None:
             continue  # a reply that never anchors a count (a synthetic one)
         if _continues_a_response(messages, index):
             return None
-        tail = [convert(later, (later.id or "") not in stale) for later in messages[index + 1 :]]
+        tail = [
+            convert(later, (later.id or "") not in stale, stamp)
+            for later in messages[index + 1 :]
+        ]
         return ContextCounter([anchor, *(entry for entry in tail if entry is not None)]).total
     return None
 
@@ -206,6 +262,11 @@ def _continues_a_response(messages: Sequence[BaseMessage], index: int) -> bool:
         if isinstance(earlier, AIMessage):
             return own is not None and earlier.id == own
     return False
+
+
+_SETTLED_STAND_IN = "[earlier messages: settled]"
+"""The user message the normalized tail starts with when a settled prefix is left out (only
+the microcompaction ledger reads the normalized tail: it is never sent)."""
 
 
 def _key(message: BaseMessage) -> object:

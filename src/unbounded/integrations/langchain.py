@@ -57,7 +57,11 @@ the history (`unbounded.integrations._langchain_view`). A conversation the middl
 seen (a new process, another thread) is not converted when the call needs only the count (no
 compaction due, and a warm cache below the warning level, where nothing is cleared): the count
 is then read from the last reported usage and the messages after it, so the first call on a
-long state costs its tail; a call that may clear or compact converts the whole history once.
+long state costs its tail. A call that may clear reads the messages from the oldest result
+not cleared yet on (`unbounded.integrations._langchain_settled`): the messages before it,
+whose results all read the placeholder already, are matched by id and not converted, so on
+the state a checkpointed thread holds that first call costs one pass over the ids and the
+tail; a compaction converts them for its summary.
 
 What survives between calls (when the last model call happened, which kept messages carry a
 stale usage, the failure count, the summary requests spent, who wrote the last summary)
@@ -71,10 +75,10 @@ import asyncio
 import inspect
 import json
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, cast
+from uuid import uuid4
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -139,7 +143,7 @@ from unbounded.integrations._langchain_recall import (
 from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
 from unbounded.integrations._langchain_view import ConversationView, tail_count
 from unbounded.model.content import Usage
-from unbounded.model.entries import Entry, parse_timestamp
+from unbounded.model.entries import Entry, now_iso, parse_timestamp
 from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
@@ -326,17 +330,23 @@ def is_summary_message(message: BaseMessage) -> bool:
     )
 
 
-def message_to_entry(message: BaseMessage, *, anchor_usage: bool = True) -> Entry | None:
+def message_to_entry(
+    message: BaseMessage, *, anchor_usage: bool = True, timestamp: str | None = None
+) -> Entry | None:
     """The unbounded entry for one LangChain message (None for messages never summarized:
-    leading system messages are handled by the caller)."""
+    leading system messages are handled by the caller). Its uuid is the message id (a fresh
+    one without), its timestamp `timestamp` (now when None)."""
+    uuid = message.id or None
     if isinstance(message, AIMessage):
         usage = usage_from_metadata(message.usage_metadata) if anchor_usage else None
         return Entry.assistant(
             _assistant_blocks(message),
-            message_id=message.id or f"msg_{uuid.uuid4().hex[:24]}",
+            message_id=message.id or f"msg_{uuid4().hex[:24]}",
             model=str(message.response_metadata.get("model_name") or "langchain"),
             usage=usage,
             stop_reason=message.response_metadata.get("stop_reason"),
+            timestamp=timestamp,
+            uuid=uuid,
         )
     if isinstance(message, ToolMessage):
         result: dict[str, Any] = {
@@ -346,26 +356,36 @@ def message_to_entry(message: BaseMessage, *, anchor_usage: bool = True) -> Entr
         }
         if message.status == "error":
             result["is_error"] = True
-        return Entry.user([result])
+        return Entry.user([result], timestamp=timestamp, uuid=uuid)
     if isinstance(message, HumanMessage):
         if is_summary_message(message):
-            return Entry.user(_text_of(message.content) or "(summary)", is_compact_summary=True)
-        return Entry.user(_user_blocks(message.content))
+            text = _text_of(message.content) or "(summary)"
+            return Entry.user(text, is_compact_summary=True, timestamp=timestamp, uuid=uuid)
+        return Entry.user(_user_blocks(message.content), timestamp=timestamp, uuid=uuid)
     if isinstance(message, SystemMessage):
-        return Entry.user(f"[system]\n{_text_of(message.content)}", is_meta=True)
-    return Entry.user(_text_of(message.content))
+        text = f"[system]\n{_text_of(message.content)}"
+        return Entry.user(text, is_meta=True, timestamp=timestamp, uuid=uuid)
+    return Entry.user(_text_of(message.content), timestamp=timestamp, uuid=uuid)
 
 
-def _convert(message: BaseMessage, anchored: bool) -> Entry | None:
+def _convert(message: BaseMessage, anchored: bool, timestamp: str) -> Entry | None:
     """`message_to_entry` as the view calls it (looked up at each call)."""
-    return message_to_entry(message, anchor_usage=anchored)
+    return message_to_entry(message, anchor_usage=anchored, timestamp=timestamp)
 
 
 def messages_to_entries(
-    messages: Sequence[BaseMessage], stale_usage_ids: frozenset[str] = frozenset()
+    messages: Sequence[BaseMessage],
+    stale_usage_ids: frozenset[str] = frozenset(),
+    *,
+    timestamp: str | None = None,
 ) -> list[Entry | None]:
-    """Entries for LangChain messages, index for index (usage of stale ids not anchored)."""
-    return [message_to_entry(m, anchor_usage=(m.id or "") not in stale_usage_ids) for m in messages]
+    """Entries for LangChain messages, index for index (usage of stale ids not anchored),
+    stamped `timestamp` (now when None)."""
+    stamp = timestamp or now_iso()
+    return [
+        message_to_entry(m, anchor_usage=(m.id or "") not in stale_usage_ids, timestamp=stamp)
+        for m in messages
+    ]
 
 
 # ------------------------------------------------------------ summaries by a chat model
@@ -762,7 +782,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         # The conversation as the last call left it (converted, normalized, counted, its
         # clears), brought up to date with what each call adds; the lock keeps agents sharing
         # this middleware across threads apart.
-        self._view = ConversationView(_convert)
+        self._view = ConversationView(_convert, self._compactable_names)
         self._lock = threading.Lock()
         self._runners = threading.local()
         self._made_runners: list[BlockingRunner] = []
@@ -936,7 +956,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                     return plan
             view.sync(conversation, stale)
             tokens = view.counter.total
-            plan.entries = list(view.entries)  # the originals of what this call clears
+            # The originals of what this call clears; the settled messages are converted
+            # only if a compaction needs them.
+            plan.hold_entries(view.base, list(view.entries), stale, view.stamp)
             names = self._compactable_names(view.names)
             if names:
                 view.use_tools(names)
@@ -1114,7 +1136,7 @@ def _with_update(response: Any, update: dict[str, Any]) -> Any:
     answer = list(getattr(response, "result", None) or [])
     for message in answer:
         if message.id is None:
-            message.id = str(uuid.uuid4())
+            message.id = str(uuid4())
     update = {**update, "messages": [*update["messages"], *answer]}
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
@@ -1163,12 +1185,41 @@ class _Plan:
         self.context: ContextState = context.copy()
         self.original: ContextState = context.copy()
         self.lead = 0
-        self.entries: list[Entry | None] = []
-        """Entries of `messages[lead:]`, index for index, as they are before this call."""
+        self._base = 0
+        self._tail: list[Entry | None] = []
+        """Entries of `messages[lead + _base:]` as they are before this call."""
+        self._entries: list[Entry | None] | None = []
+        self._stale: frozenset[str] = frozenset()
+        self._stamp = ""
         self.cleared: dict[str, int] = {}
         """Tool call id -> index in `messages` of each result this call clears."""
         self.tokens = 0
         self.compact_at: int | None = None
+
+    def hold_entries(
+        self, base: int, tail: list[Entry | None], stale: frozenset[str], stamp: str
+    ) -> None:
+        """The view's entries of the messages from `lead + base` on (the `base` settled
+        messages before them are converted when `entries` is first read)."""
+        self._base = base
+        self._tail = tail
+        self._entries = None if base else tail
+        self._stale = stale
+        self._stamp = stamp
+
+    @property
+    def entries(self) -> list[Entry | None]:
+        """Entries of `messages[lead:]`, index for index, as they are before this call."""
+        if self._entries is None:
+            settled = self.messages[self.lead : self.lead + self._base]
+            stamp = self._stamp or None
+            head = messages_to_entries(settled, self._stale, timestamp=stamp)
+            self._entries = [*head, *self._tail]
+        return self._entries
+
+    def entry_at(self, index: int) -> Entry | None:
+        """The entry of `messages[index]` before this call (a result this call clears)."""
+        return self._tail[index - self.lead - self._base]
 
     def _cleared(self, message: AnyMessage) -> AnyMessage:
         if not isinstance(message, ToolMessage) or message.tool_call_id not in self.cleared:
@@ -1198,7 +1249,7 @@ class _Plan:
         text = summary_message_text(summary.text, messages_preserved=bool(kept), automatic=True)
         summary_message = HumanMessage(
             content=text,
-            id=str(uuid.uuid4()),
+            id=str(uuid4()),
             additional_kwargs={
                 "lc_source": SUMMARY_SOURCE,
                 "lc_data": {
@@ -1246,7 +1297,7 @@ class _Plan:
         originals = {
             tool_id: entry
             for tool_id, at in self.cleared.items()
-            if (entry := self.entries[at - self.lead]) is not None
+            if (entry := self.entry_at(at)) is not None
         }
         keep_cleared(archive, originals)
         if summarized and self.compact_at is not None:

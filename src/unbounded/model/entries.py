@@ -218,8 +218,10 @@ class Entry:
         is_compact_summary: bool = False,
         is_visible_in_transcript_only: bool = False,
         extra: dict[str, Any] | None = None,
+        uuid: str | None = None,
     ) -> Entry:
-        """A user record (a prompt, tool results, or a meta message)."""
+        """A user record (a prompt, tool results, or a meta message); `uuid`: the record's
+        own (a fresh one when None)."""
         data: dict[str, Any] = {
             "parentUuid": parent_uuid,
             "isSidechain": False,
@@ -228,7 +230,7 @@ class Entry:
                 "role": "user",
                 "content": content if isinstance(content, str) else list(content),
             },
-            "uuid": new_uuid(),
+            "uuid": uuid or new_uuid(),
             "timestamp": timestamp or now_iso(),
         }
         if is_meta:
@@ -253,8 +255,10 @@ class Entry:
         parent_uuid: str | None = None,
         timestamp: str | None = None,
         extra: dict[str, Any] | None = None,
+        uuid: str | None = None,
     ) -> Entry:
-        """An assistant record holding one API response (or one block of it)."""
+        """An assistant record holding one API response (or one block of it); `uuid`: the
+        record's own (a fresh one when None)."""
         message: dict[str, Any] = {
             "id": message_id or f"msg_{uuid_module.uuid4().hex[:24]}",
             "type": "message",
@@ -271,7 +275,7 @@ class Entry:
             "isSidechain": False,
             "type": "assistant",
             "message": message,
-            "uuid": new_uuid(),
+            "uuid": uuid or new_uuid(),
             "timestamp": timestamp or now_iso(),
         }
         if extra:
