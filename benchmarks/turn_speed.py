@@ -40,8 +40,9 @@ that:
   clears in batches of 10,000 tokens above the newest 10,000: the new middleware reads ids up
   to where results are still uncleared, converts and counts from there, and clears a batch.
 - `middleware_first_call_compaction`: the same state with a compaction due (`trigger=
-  ("messages", 100)`): the new middleware converts the history for the summary, cuts, and
-  rewrites the state. The summary call itself (the summarizer's `create`) is not timed.
+  ("messages", 100)`, half the history at marks under 200): the new middleware converts the
+  history for the summary, cuts, and rewrites the state. The summary call itself (the
+  summarizer's `create`) is not timed.
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
@@ -575,14 +576,25 @@ def first_call_per_mark(marks: Sequence[int], samples: int) -> dict[str, float]:
     except ImportError:
         return {}
     figures: dict[str, float] = {}
-    rows: list[tuple[str, Policy | None, Callable[[int], list[Any]], Any]] = [
-        ("middleware_first_call", None, _langchain_messages, None),
-        ("middleware_first_call_clearing", CLEARING_IN_BATCHES, checkpointed_messages, None),
-        ("middleware_first_call_compaction", None, checkpointed_messages, ("messages", 100)),
+    rows: list[tuple[str, Policy | None, Callable[[int], list[Any]], Callable[[int], Any]]] = [
+        ("middleware_first_call", None, _langchain_messages, lambda mark: None),
+        (
+            "middleware_first_call_clearing",
+            CLEARING_IN_BATCHES,
+            checkpointed_messages,
+            lambda mark: None,
+        ),
+        # Half the history under 200 messages, so that a quick run's small marks compact too.
+        (
+            "middleware_first_call_compaction",
+            None,
+            checkpointed_messages,
+            lambda mark: ("messages", min(100, mark // 2)),
+        ),
     ]
     for name, policy, history, trigger in rows:
         drivers = {
-            mark: _FirstCallDriver(mark, policy, history(mark), trigger) for mark in marks
+            mark: _FirstCallDriver(mark, policy, history(mark), trigger(mark)) for mark in marks
         }
         timed = _interleaved({mark: driver.step for mark, driver in drivers.items()}, samples)
         figures.update(_figures(name, timed))
