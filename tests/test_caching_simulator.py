@@ -3,12 +3,17 @@ OpenAI's automatic caching."""
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from unbounded.caching.blocks import FlatBlock
+from unbounded.caching.blocks import FlatBlock, flatten_request, prefix_hashes
 from unbounded.caching.simulator import (
+    OPENAI_CACHE_STEP_TOKENS,
+    OPENAI_RETENTION_SECONDS,
     CacheSimulator,
     EstimateBlockCounter,
     SimulatedRequest,
@@ -410,3 +415,72 @@ def test_mode_none_caches_nothing() -> None:
     sim.step(0, request(2000, [[text(10, EPHEMERAL)]]))
     call = sim.step(1, request(2000, [[text(10, EPHEMERAL)]]))
     assert (call.cache_read_input_tokens, call.input_tokens) == (0, 2010)
+
+
+def test_a_fork_goes_on_from_the_same_cache_state_independently() -> None:
+    """A forked simulator prices what a fresh one fed the same history would, and what it
+    caches from then on is its own: the simulator it came from still writes that prefix."""
+    base = [[text(1500, EPHEMERAL)]]
+    other = [[text(1500)], [text(20, fill="a")], [text(900, EPHEMERAL, "o")]]
+    original = simulator()
+    original.step(0, request(2000, base))
+    forked = original.fork()
+    fresh = simulator()
+    fresh.step(0, request(2000, base))
+    assert forked.step(10, request(2000, other)) == fresh.step(10, request(2000, other))
+    later = original.step(20, request(2000, other))
+    assert later.cache_read_input_tokens == 3500
+    assert later.cache_creation_input_tokens == 920
+
+
+class _OpenAiReference:
+    """OpenAI caching as the module docstring defines it, from scratch: every request writes
+    the last-use time of each of its prefixes at least `min_cacheable_tokens` long."""
+
+    def __init__(self, model: ModelInfo) -> None:
+        self.model = model
+        self.used: dict[str, float] = {}
+
+    def cached(self, now: float, body: ProviderRequest) -> int:
+        flat = flatten_request(body)
+        cumulative = list(accumulate(CharCounter().count_block(block) for block in flat))
+        hashes = prefix_hashes(body, flat)
+        minimum, matched = self.model.min_cacheable_tokens, 0
+        for position in range(len(hashes) - 1, -1, -1):
+            if cumulative[position] < minimum:
+                break
+            used = self.used.get(hashes[position])
+            if used is not None and now - used <= OPENAI_RETENTION_SECONDS:
+                matched = cumulative[position]
+                break
+        for position, prefix in enumerate(hashes):
+            if cumulative[position] >= minimum:
+                self.used[prefix] = now
+        if matched < minimum:
+            return 0
+        return minimum + (matched - minimum) // OPENAI_CACHE_STEP_TOKENS * OPENAI_CACHE_STEP_TOKENS
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), steps=st.integers(1, 14))
+def test_openai_reads_equal_their_from_scratch_definition(data: st.DataObject, steps: int) -> None:
+    """Each prefix's last use is written only when it leaves the request: the reads, the live
+    entries and a fork's reads equal those of writing every prefix at every call."""
+    sim, reference = simulator(GPT4O), _OpenAiReference(GPT4O)
+    history: list[list[dict[str, Any]]] = []
+    system, now = 900, 0.0
+    for _ in range(steps):
+        how = data.draw(st.sampled_from(["append", "append", "shorter", "system", "fork", "same"]))
+        if how == "append":
+            history = [*history, [text(data.draw(st.sampled_from([30, 200, 700])), fill="ab"[len(history) % 2])]]
+        elif how == "shorter":
+            history = history[: data.draw(st.integers(0, len(history)))]
+        elif how == "system":
+            system = data.draw(st.sampled_from([900, 1300]))
+        elif how == "fork":
+            sim = sim.fork()
+        now += data.draw(st.sampled_from([0, 100, 250, 300, 301]))
+        body = request(system, history, model="gpt-4o", system_mark=None)
+        assert sim.step(now, body).cache_read_input_tokens == reference.cached(now, body)
+        alive = sum(1 for used in reference.used.values() if now - used <= OPENAI_RETENTION_SECONDS)
+        assert sim.live_entries(now) == alive

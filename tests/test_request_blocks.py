@@ -6,6 +6,8 @@ their system prompt, send an equal copy or a shorter history."""
 from __future__ import annotations
 
 import copy
+import gc
+import sys
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -86,12 +88,12 @@ def test_every_request_equals_its_from_scratch_twin(
         request = {"model": "m", "system": system, "tools": [{"name": "Read"}], "messages": marked(history)}
         reusing.update(request, drop_earlier_thinking=drop)
         flat, digests, tokens, cumulative, hashes, markers = expected(request, drop)
-        assert reusing.flat == flat
-        assert reusing.digests == digests
-        assert reusing.tokens == tokens
-        assert reusing.cumulative == cumulative
+        assert list(reusing.digests) == digests
+        assert list(reusing.tokens) == tokens
+        assert list(reusing.cumulative) == cumulative
         assert [h.hex() for h in reusing.hashes] == hashes
         assert reusing.markers == markers
+        assert reusing.marker_controls == [flat[i].cache_control for i in markers]
 
 
 def test_a_request_computes_only_what_it_adds() -> None:
@@ -109,6 +111,81 @@ def test_a_request_computes_only_what_it_adds() -> None:
     history = [*history, {"role": "assistant", "content": [{"type": "text", "text": "new"}]}]
     reusing.update({"model": "m", "messages": history}, drop_earlier_thinking=False)
     assert [block.block["text"] for block in asked] == ["new"]
+
+
+
+def test_a_shifted_history_is_not_digested_again() -> None:
+    """Messages that come back at other positions (a cut moving forward under a new first
+    message) keep the digests and tokens they had: only the new first message is counted."""
+    asked: list[FlatBlock] = []
+
+    def counting(block: FlatBlock, digest: bytes) -> int:
+        asked.append(block)
+        return 1
+
+    reusing = RequestBlocks(counting)
+    history = [{"role": "user", "content": [{"type": "text", "text": f"m{n}"}]} for n in range(50)]
+    reusing.update({"model": "m", "messages": history}, drop_earlier_thinking=False)
+    asked.clear()
+    shifted = [{"role": "user", "content": [{"type": "text", "text": "note"}]}, *history[10:]]
+    reusing.update({"model": "m", "messages": shifted}, drop_earlier_thinking=False)
+    assert [block.block["text"] for block in asked] == ["note"]
+    flat = flatten_request({"model": "m", "messages": shifted})
+    assert list(reusing.digests) == [block_digest(block) for block in flat]
+
+
+def _reachable(root: object, stop: set[int]) -> list[object]:
+    """Objects reachable from `root` through references, not entering those in `stop`."""
+    seen: set[int] = set()
+    found: list[object] = []
+    todo: list[object] = [root]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or id(item) in stop or isinstance(item, type):
+            continue
+        seen.add(id(item))
+        found.append(item)
+        todo.extend(gc.get_referents(item))
+    return found
+
+
+def _long_request(blocks_per_message: int, messages: int, tag: str) -> dict[str, Any]:
+    history = [
+        {
+            "role": "user" if n % 2 else "assistant",
+            "content": [
+                {"type": "text", "text": f"{tag} {n}.{b} " + "x" * 400}
+                for b in range(blocks_per_message)
+            ],
+        }
+        for n in range(messages)
+    ]
+    return {"model": "m", "messages": marked(history)}
+
+
+def test_what_is_held_per_block_is_numbers_not_content() -> None:
+    """Beyond the last request's own messages, a block costs its packed digest and prefix
+    hash and two 8-byte integers, plus its message's share of one small record."""
+    reusing = RequestBlocks(count)
+    request = _long_request(4, 500, "a")
+    reusing.update(request, drop_earlier_thinking=False)
+    own = {id(message) for message in request["messages"]}
+    held = _reachable(reusing, own | {id(count)})
+    per_block = sum(sys.getsizeof(item) for item in held) / len(reusing.tokens)
+    assert per_block < 150
+
+
+def test_the_blocks_of_a_replaced_history_are_released() -> None:
+    """Once a request no longer holds a message, the figures keep nothing of its content."""
+    reusing = RequestBlocks(count)
+    before = _long_request(3, 40, "old")
+    reusing.update(before, drop_earlier_thinking=False)
+    after = _long_request(3, 5, "new")
+    reusing.update(after, drop_earlier_thinking=False)
+    old_blocks = {id(block) for message in before["messages"] for block in message["content"]}
+    held = _reachable(reusing, {id(count)})
+    assert not [item for item in held if id(item) in old_blocks]
+    assert any(item is after["messages"][0] for item in held)
 
 
 result_messages = st.lists(

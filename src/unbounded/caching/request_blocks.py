@@ -8,9 +8,19 @@ previous one's messages and adds a few, so `RequestBlocks.update` keeps those fi
 message and recomputes them only from the first message that is not the very object the
 previous request had at that position (or whose earlier thinking is dropped now and was not
 then); the prefix hashes continue from the last reused message. A request costs what it adds,
-not its length. The tools, system prompt and keying parameters are compared by value; when
-they change, everything is recomputed. The figures equal their from-scratch definitions
-(tested on generated request sequences).
+not its length. A message re-added at another position (the history shifted under a moving
+cut, or the marked copy of a message replaced by the message itself) takes the digests and
+tokens its blocks had in the messages just cut, by block identity, instead of serialising
+and hashing them again.
+
+Per block only numbers are held: the digest and the prefix hash (32 bytes each, packed in one
+buffer) and the tokens and running total (8 bytes each); the cache_control markers are kept
+with their positions. The content stays with the messages of the last request (held so the
+identity check is sound) and is released when they leave it.
+
+The tools, system prompt and keying parameters are compared by value; when they change,
+everything is recomputed. The figures equal their from-scratch definitions (tested on
+generated request sequences).
 
 Message dicts must not be edited in place once sent, as everywhere in the pipeline (a changed
 message is a new dict).
@@ -19,6 +29,7 @@ message is a new dict).
 from __future__ import annotations
 
 import hashlib
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,12 +44,14 @@ from unbounded.caching.blocks import (
     root_hash,
     system_blocks,
 )
+from unbounded.caching.packed_digests import PackedDigests
 from unbounded.model.prefix import shared_prefix_length
 
-DIGEST_MEMO_SIZE = 20_000
-"""Blocks whose digest is remembered by identity (then forgotten all at once)."""
 BlockCount = Callable[[FlatBlock, bytes], int]
 """A block and its digest -> its tokens."""
+CutHook = Callable[[int], None]
+"""Told the flat position from which the last request's blocks are about to be dropped
+(they are still readable when it is called)."""
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
@@ -60,20 +73,29 @@ class _MessagePart:
     """A message block came at or before it (the keying parameters are mixed in once)."""
 
 
+def _int_array() -> array[int]:
+    return array("q")
+
+
 @dataclass(slots=True)
 class RequestBlocks:
-    """Flat blocks, digests, tokens, totals, prefix hashes and markers of the last request."""
+    """Digests, tokens, totals, prefix hashes and markers of the last request's blocks."""
 
     count: BlockCount
-    flat: list[FlatBlock] = field(default_factory=list)
-    digests: list[bytes] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    cumulative: list[int] = field(default_factory=list)
+    on_cut: CutHook | None = None
+    """Called before blocks are dropped (see `CutHook`)."""
+    digests: PackedDigests = field(default_factory=PackedDigests)
+    tokens: array[int] = field(default_factory=_int_array)
+    cumulative: array[int] = field(default_factory=_int_array)
     """Tokens up to and including each block."""
-    hashes: list[bytes] = field(default_factory=list)
+    hashes: PackedDigests = field(default_factory=PackedDigests)
     """The prefix hash ending at each block."""
     markers: list[int] = field(default_factory=list)
     """Flat positions of the blocks that carry a cache_control marker, in order."""
+    kept: int = 0
+    """How many blocks the last update kept from the request before (its unchanged prefix)."""
+    marker_controls: list[Mapping[str, Any]] = field(default_factory=list)
+    """The cache_control of each of `markers`."""
     _head: tuple[Any, ...] | None = None
     _parts: list[_MessagePart] = field(default_factory=list)
     _messages: list[Any] = field(default_factory=list)
@@ -82,16 +104,16 @@ class RequestBlocks:
     """Indices of the turn-starting messages among them, in order."""
     _params: bytes = b""
     _root: bytes = b""
-    _digests: dict[int, tuple[Any, bool, str, bytes]] = field(default_factory=dict)
-    """id(block) -> (block, first, role, digest): a block seen at another position (the
-    history shifted under a moving cut) is not serialised and hashed again."""
+    _cut_blocks: dict[int, tuple[Any, bool, str, bytes, int]] = field(default_factory=dict)
+    """id(block) -> (block, first, role, digest, tokens) of the blocks of the messages the
+    current update cut, for the messages it adds again; empty between updates."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RequestBlocks:
         # A copy starts empty: its first request is computed in full (no message is shared).
         return RequestBlocks(self.count)
 
     def update(self, request: Mapping[str, Any], *, drop_earlier_thinking: bool) -> None:
-        """Make the lists those of `request` (see the module docstring)."""
+        """Make the figures those of `request` (see the module docstring)."""
         messages = request.get("messages") or []
         head = (
             request.get("model"),
@@ -102,7 +124,8 @@ class RequestBlocks:
             request.get("system"),
             drop_earlier_thinking,
         )
-        if head != self._head:
+        fresh = head != self._head
+        if fresh:
             self._head = head
             self._set_head(request)
             self._parts.clear()
@@ -123,18 +146,27 @@ class RequestBlocks:
             if turn_start != turns_before:
                 # Assistant messages between the two turn starts change: from the earlier one.
                 reused = min(reused, max(0, min(turn_start, turns_before)))
+        if reused < len(messages):
+            self._remember_cut(reused)
         self._cut(reused)
-        for index in range(reused, len(messages)):
-            self._add_message(index, messages[index], turn_start if drop_earlier_thinking else -1)
+        self.kept = 0 if fresh else len(self.tokens)
+        try:
+            for index in range(reused, len(messages)):
+                self._add_message(
+                    index, messages[index], turn_start if drop_earlier_thinking else -1
+                )
+        finally:
+            self._cut_blocks.clear()
 
     def _set_head(self, request: Mapping[str, Any]) -> None:
         """The tools and system blocks, and the hashes they start the chain with."""
-        self.flat.clear()
+        if self.on_cut is not None and len(self.tokens):
+            self.on_cut(0)
         self.digests.clear()
-        self.tokens.clear()
-        self.cumulative.clear()
+        del self.tokens[:], self.cumulative[:]
         self.hashes.clear()
         self.markers.clear()
+        self.marker_controls.clear()
         current = root_hash(request)
         self._params = message_key_params(request)
         head: list[FlatBlock] = [
@@ -149,26 +181,52 @@ class RequestBlocks:
         for block in head:
             digest = block_digest(block)
             current = hashlib.sha256(current + digest).digest()
-            self._append(block, digest, current)
+            self._append(block.block, digest, self.count(block, digest), current)
         self._root = current
+
+    def _remember_cut(self, keep: int) -> None:
+        """Note the digests and tokens of the blocks of the messages from `keep` on."""
+        parts = self._parts
+        memo = self._cut_blocks
+        for part in parts[keep:]:
+            message = part.message
+            if not isinstance(message, Mapping):
+                continue
+            role = str(message.get("role", ""))
+            position = part.start
+            for index, block in enumerate(content_blocks_of(message.get("content"))):
+                if part.dropped and block.get("type") in _THINKING:
+                    continue
+                memo[id(block)] = (
+                    block,
+                    index == 0,
+                    role,
+                    self.digests[position],
+                    self.tokens[position],
+                )
+                position += 1
 
     def _cut(self, keep: int) -> None:
         """Keep the first `keep` messages' figures, drop the rest."""
         parts = self._parts
-        position = parts[keep].start if keep < len(parts) else len(self.flat)
+        position = parts[keep].start if keep < len(parts) else len(self.tokens)
+        if self.on_cut is not None and position < len(self.tokens):
+            self.on_cut(position)
         del parts[keep:], self._messages[keep:]
         del self._turns[bisect_left(self._turns, keep) :]
-        del self.flat[position:], self.digests[position:], self.tokens[position:]
-        del self.cumulative[position:], self.hashes[position:]
+        self.digests.cut(position)
+        self.hashes.cut(position)
+        del self.tokens[position:], self.cumulative[position:]
         while self.markers and self.markers[-1] >= position:
             self.markers.pop()
+            self.marker_controls.pop()
 
     def _add_message(self, index: int, message: Any, turn_start: int) -> None:
         parts = self._parts
         previous = parts[-1] if parts else None
         chain = previous.chain if previous is not None else self._root
         started = previous.messages_started if previous is not None else False
-        start = len(self.flat)
+        start = len(self.tokens)
         self._messages.append(message)
         if not isinstance(message, Mapping):
             parts.append(_MessagePart(message, start, False, False, chain, started))
@@ -178,38 +236,36 @@ class RequestBlocks:
         for position, block in enumerate(content_blocks_of(message.get("content"))):
             if dropped and block.get("type") in _THINKING:
                 continue
-            flat = FlatBlock("messages", index, position, block, role)
-            digest = self._digest(block, role, position == 0)
+            first = position == 0
+            known = self._cut_blocks.get(id(block))
+            if known is not None and known[0] is block and known[1] == first and known[2] == role:
+                digest, tokens = known[3], known[4]
+            else:
+                digest = message_block_digest(block, role, first=first)
+                tokens = self.count(FlatBlock("messages", index, position, block, role), digest)
             keyed = digest
             if not started:
                 keyed = hashlib.sha256(self._params + digest).digest()
                 started = True
             chain = hashlib.sha256(chain + keyed).digest()
-            self._append(flat, digest, chain)
+            self._append(block, digest, tokens, chain)
         turn = _is_turn(message)
         if turn:
             self._turns.append(index)
         parts.append(_MessagePart(message, start, dropped, turn, chain, started))
 
-    def _digest(self, block: Mapping[str, Any], role: str, first: bool) -> bytes:
-        known = self._digests.get(id(block))
-        if known is not None and known[0] is block and known[1] == first and known[2] == role:
-            return known[3]
-        if len(self._digests) >= DIGEST_MEMO_SIZE:
-            self._digests.clear()
-        digest = message_block_digest(block, role, first=first)
-        self._digests[id(block)] = (block, first, role, digest)
-        return digest
-
-    def _append(self, block: FlatBlock, digest: bytes, chain: bytes) -> None:
-        tokens = self.count(block, digest)
-        self.flat.append(block)
+    def _append(
+        self, block: Mapping[str, Any], digest: bytes, tokens: int, chain: bytes
+    ) -> None:
+        cumulative = self.cumulative
+        cumulative.append((cumulative[-1] if cumulative else 0) + tokens)
         self.digests.append(digest)
         self.tokens.append(tokens)
-        self.cumulative.append((self.cumulative[-1] if self.cumulative else 0) + tokens)
         self.hashes.append(chain)
-        if isinstance(block.block.get("cache_control"), Mapping):
-            self.markers.append(len(self.flat) - 1)
+        control = block.get("cache_control")
+        if isinstance(control, Mapping):
+            self.markers.append(len(self.tokens) - 1)
+            self.marker_controls.append(control)
 
 
 def _is_turn(message: Mapping[str, Any]) -> bool:

@@ -51,7 +51,8 @@ are not pre-populated by other users unless you `prime` them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import copy
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -62,7 +63,9 @@ from unbounded.caching.blocks import (
     MAX_CACHE_BREAKPOINTS,
     FlatBlock,
     canonical_json,
+    flatten_request,
     without_cache_control,
+    without_earlier_thinking,
 )
 from unbounded.caching.request_blocks import RequestBlocks
 from unbounded.caching.ttl import (
@@ -397,11 +400,53 @@ class CacheSimulator:
         self._entries: dict[tuple[str, str, bytes], float] = {}
         """(ttl, scope, prefix hash) -> time of last use (Anthropic)."""
         self._openai: dict[bytes, float] = {}
-        """prefix hash -> time of last use (OpenAI)."""
+        """prefix hash -> time of last use (OpenAI), for prefixes the last request has not."""
+        self._openai_last: tuple[float, int] | None = None
+        """(time, minimum tokens) of the last request when it was cached the OpenAI way: every
+        prefix of it that long was used then. Written into `_openai` only when it leaves the
+        request (`_flush_openai`), so a call costs what it changed, not its length."""
         self._token_memo: dict[bytes, int] = {}
         self._calls = 0
-        self._blocks = RequestBlocks(self._count)
+        self._blocks = RequestBlocks(self._count, self._flush_openai)
         """The last request's blocks and hashes, reused by the next for what it repeats."""
+
+    def fork(self) -> CacheSimulator:
+        """An independent simulator in this one's cache state (entries, their last use, the
+        call count), for a strategy that sends something else from now on. Its first request
+        is computed in full; the entries are copied, not the content of any request."""
+        forked = copy.copy(self)
+        forked._entries = dict(self._entries)
+        forked._openai = dict(self._openai)
+        forked._openai_last = None
+        if self._openai_last is not None:
+            forked._openai.update(self._implicit_openai(0, len(self._blocks.tokens)))
+        forked._token_memo = dict(self._token_memo)
+        forked._blocks = RequestBlocks(forked._count, forked._flush_openai)
+        return forked
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CacheSimulator:
+        return self.fork()
+
+    def _implicit_openai(self, start: int, stop: int) -> dict[bytes, float]:
+        """The last OpenAI request's prefixes at flat positions [start, stop) that it cached,
+        with the time it used them."""
+        if self._openai_last is None:
+            return {}
+        used, minimum = self._openai_last
+        blocks = self._blocks
+        cumulative, hashes = blocks.cumulative, blocks.hashes
+        return {
+            hashes[position]: used
+            for position in range(max(start, 0), stop)
+            if cumulative[position] >= minimum
+        }
+
+    def _flush_openai(self, start: int, stop: int | None = None) -> None:
+        """Write the last OpenAI request's prefixes from `start` (to `stop`) into `_openai`:
+        they are about to leave the request (RequestBlocks' cut hook)."""
+        if self._openai_last is not None:
+            end = len(self._blocks.tokens) if stop is None else stop
+            self._openai.update(self._implicit_openai(start, end))
 
     @property
     def counter(self) -> BlockTokenCounter:
@@ -490,7 +535,8 @@ class CacheSimulator:
             1 for (ttl, _, _), used in self._entries.items() if now - used <= ttl_seconds(ttl)
         )
         retention = self.openai_retention_seconds
-        return alive + sum(1 for used in self._openai.values() if now - used <= retention)
+        openai = {**self._openai, **self._implicit_openai(0, len(self._blocks.tokens))}
+        return alive + sum(1 for used in openai.values() if now - used <= retention)
 
     # -- the model ------------------------------------------------------------------------
 
@@ -503,20 +549,20 @@ class CacheSimulator:
             cast(Mapping[str, Any], request),
             drop_earlier_thinking=not model.keeps_previous_thinking,
         )
-        flat, tokens, cumulative, hashes = (
-            blocks.flat,
-            blocks.tokens,
-            blocks.cumulative,
-            blocks.hashes,
-        )
+        tokens, cumulative, hashes = blocks.tokens, blocks.cumulative, blocks.hashes
         running = cumulative[-1] if cumulative else 0
         mode = self.mode_for(model)
         name = str(cast(Mapping[str, Any], request).get("model") or model.name)
-        if mode == "none" or not flat:
+        if self._openai_last is not None and (mode != "openai" or not tokens):
+            # This request is not cached the OpenAI way: the prefixes it kept from the last
+            # one are not used again now, so they keep that request's time.
+            self._flush_openai(0, blocks.kept)
+            self._openai_last = None
+        if mode == "none" or not tokens:
             return self._priced(model, name, now, query_source, running, 0, 0, 0, output_tokens)
         if mode == "openai":
             return self._openai_call(
-                model, name, now, query_source, hashes, cumulative, output_tokens
+                model, name, now, query_source, hashes, cumulative, blocks.kept, output_tokens
             )
         return self._anthropic_call(
             model,
@@ -524,20 +570,19 @@ class CacheSimulator:
             now,
             query_source,
             request,
-            self._markers(flat, blocks.markers),
+            self._markers(blocks.markers, blocks.marker_controls),
             hashes,
             tokens,
             cumulative,
             output_tokens,
-            flat,
+            not model.keeps_previous_thinking,
         )
 
-    def _markers(self, flat: list[FlatBlock], positions: Iterable[int]) -> list[_Marker]:
+    def _markers(
+        self, positions: Sequence[int], controls: Sequence[Mapping[str, Any]]
+    ) -> list[_Marker]:
         markers: list[_Marker] = []
-        for position in positions:
-            marker = flat[position].cache_control
-            if marker is None:
-                continue
+        for position, marker in zip(positions, controls, strict=True):
             scope = "global" if marker.get("scope") == "global" else "org"
             markers.append(_Marker(position, ttl_of_cache_control(marker), scope))
         if len(markers) > self.max_breakpoints:
@@ -564,11 +609,11 @@ class CacheSimulator:
         query_source: str,
         request: ProviderRequest,
         markers: list[_Marker],
-        hashes: list[bytes],
-        tokens: list[int],
-        cumulative: list[int],
+        hashes: Sequence[bytes],
+        tokens: Sequence[int],
+        cumulative: Sequence[int],
         output_tokens: int,
-        flat: list[FlatBlock],
+        drop_earlier_thinking: bool,
     ) -> SimulatedCall:
         total = cumulative[-1]
         read_until = -1
@@ -601,7 +646,7 @@ class CacheSimulator:
         cached_until = cumulative[covered] if covered >= 0 else 0
         input_tokens = total - cached_until
 
-        deleted = self._deleted_tokens(request, flat, tokens, read_until)
+        deleted = self._deleted_tokens(request, tokens, read_until, drop_earlier_thinking)
         return self._priced(
             model,
             name,
@@ -619,7 +664,10 @@ class CacheSimulator:
 
     @staticmethod
     def _deleted_tokens(
-        request: ProviderRequest, flat: list[FlatBlock], tokens: list[int], read_until: int
+        request: ProviderRequest,
+        tokens: Sequence[int],
+        read_until: int,
+        drop_earlier_thinking: bool,
     ) -> int:
         edits = cast(Mapping[str, Any], request).get("cache_edits") or []
         references = {
@@ -629,6 +677,11 @@ class CacheSimulator:
         }
         if not references or read_until < 0:
             return 0
+        # Only requests with cache edits need the blocks themselves: flattened again here
+        # rather than held for every request.
+        flat = flatten_request(request)
+        if drop_earlier_thinking:
+            flat = without_earlier_thinking(flat)
         return sum(
             tokens[position]
             for position in range(read_until + 1)
@@ -642,16 +695,25 @@ class CacheSimulator:
         name: str,
         now: float,
         query_source: str,
-        hashes: list[bytes],
-        cumulative: list[int],
+        hashes: Sequence[bytes],
+        cumulative: Sequence[int],
+        kept: int,
         output_tokens: int,
     ) -> SimulatedCall:
         minimum = model.min_cacheable_tokens
         retention = self.openai_retention_seconds
         matched = 0
         read_until = -1
+        last = self._openai_last
         for position in range(len(hashes) - 1, -1, -1):
             if cumulative[position] < minimum:
+                break
+            if last is not None and position < kept and cumulative[position] >= last[1]:
+                # Every longer kept prefix was used by the last request: this one too, then,
+                # and the shorter ones no later than it.
+                if now - last[0] <= retention:
+                    matched = cumulative[position]
+                    read_until = position
                 break
             used = self._openai.get(hashes[position])
             if used is not None and now - used <= retention:
@@ -662,9 +724,9 @@ class CacheSimulator:
         if matched >= minimum:
             step = self.openai_step_tokens
             cached = minimum + (matched - minimum) // step * step
-        for position, prefix in enumerate(hashes):
-            if cumulative[position] >= minimum:
-                self._openai[prefix] = now
+        if last is not None and last[1] != minimum:
+            self._flush_openai(0, kept)  # cached under another minimum: written as it was
+        self._openai_last = (now, minimum)
         total = cumulative[-1]
         return self._priced(
             model,

@@ -26,7 +26,6 @@ to its history. All use the auto-compact threshold of the replayed model and win
 
 from __future__ import annotations
 
-import copy
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -363,7 +362,7 @@ def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str
         if not baseline.diverged and plans[baseline.name].changed:
             if reference.simulator is None:
                 reference.simulator = reference.settings.simulator()
-            baseline.simulator = copy.deepcopy(reference.simulator)
+            baseline.simulator = reference.simulator.fork()
     results = {reference.name: reference.step(call, plans[reference.name])}
     for baseline in others:
         if baseline.diverged:
