@@ -193,11 +193,14 @@ class StrategyRun:
 
 
 class MessageTokens:
-    """Scaled token estimates of successive message lists, counting only what changed."""
+    """Scaled token estimates of successive message lists, counting only what changed.
+
+    The lists given are kept, not copied, and must not be edited afterwards (`History`'s
+    never are: a new list follows each append)."""
 
     def __init__(self, scale: float) -> None:
         self.scale = scale
-        self._messages: list[MessageParam] = []
+        self._messages: Sequence[MessageParam] = []
         self._counts: list[int] = []
         self._total = 0
 
@@ -205,6 +208,8 @@ class MessageTokens:
         """Tokens of each message (read only: the list is the counter's). The messages the
         last list began with (the same objects: the normalizer replaces a message it changes)
         keep their counts."""
+        if messages is self._messages:
+            return self._counts  # the same list again: several strategies read one history
         same = shared_prefix_length(messages, self._messages)
         self._total -= sum(self._counts[same:])
         del self._counts[same:]
@@ -212,7 +217,7 @@ class MessageTokens:
             count = round(content_tokens(message["content"]) * self.scale)
             self._counts.append(count)
             self._total += count
-        self._messages = list(messages)
+        self._messages = messages
         return self._counts
 
     def total(self, messages: Sequence[MessageParam]) -> int:
@@ -248,11 +253,21 @@ class History:
     and held once. A strategy that replaces its history (with a summary) takes its own.
     """
 
-    __slots__ = ("normalizer", "tokens")
+    __slots__ = ("_messages", "_version", "normalizer", "tokens")
 
     def __init__(self, scale: float, entries: Sequence[Entry] = ()) -> None:
         self.normalizer = MessageNormalizer(entries)
         self.tokens = MessageTokens(scale)
+        self._messages: list[MessageParam] = []
+        self._version = -1
+
+    def messages(self) -> list[MessageParam]:
+        """The history as API messages: one list per state of the history, shared by every
+        strategy that reads it (read only: never edited, a new one follows an append)."""
+        if self._version != self.normalizer.version:
+            self._messages = self.normalizer.messages
+            self._version = self.normalizer.version
+        return self._messages
 
 
 class Baseline:
@@ -304,7 +319,7 @@ class Baseline:
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The messages to send and the side calls to make first (overridden)."""
-        return CallPlan(self.normalizer.messages)
+        return CallPlan(self.history.messages())
 
     def step(self, call: RecordedCall, plan: CallPlan) -> SimulatedCall:
         """Price the plan on this strategy's own simulator and account for it."""
@@ -387,10 +402,13 @@ class TruncateBaseline(Baseline):
         super().__init__(settings, history)
         self.cut = 0
         self._note_tokens = round(rough_token_count(TRUNCATION_NOTE) * settings.prefix.scale)
+        self._head: tuple[MessageParam, MessageParam] | None = None
+        """(message cut at, the note message made of it): while the cut stays, the request
+        starts with the very same object, so the simulator reuses what follows."""
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The newest turns that fit under the threshold."""
-        messages = self.normalizer.messages
+        messages = self.history.messages()
         counts = self.tokens.counts(messages)
         prefix = self.settings.prefix.tokens
         limit = self.settings.threshold
@@ -410,8 +428,10 @@ class TruncateBaseline(Baseline):
         self.cut = position
         if position == 0:
             return CallPlan(messages)
-        head = _truncated_head(messages[position])
-        return CallPlan([head, *messages[position + 1 :]], changed=True)
+        first = messages[position]
+        if self._head is None or self._head[0] is not first:
+            self._head = (first, _truncated_head(first))
+        return CallPlan([self._head[1], *messages[position + 1 :]], changed=True)
 
 
 def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
@@ -467,7 +487,7 @@ class SummarizeNoCacheBaseline(Baseline):
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history, replaced by one summary message when it reached the threshold."""
-        messages = self.normalizer.messages
+        messages = self.history.messages()
         if self._context_tokens(messages) < self.settings.threshold or len(messages) < 2:
             return CallPlan(messages, changed=self.summaries > 0)
         summary_request: ProviderRequest = {
@@ -485,7 +505,7 @@ class SummarizeNoCacheBaseline(Baseline):
         summary = summary_message_text(reply, transcript_path=None, messages_preserved=False)
         self.replace_history([Entry.user(summary, is_compact_summary=True)])
         return CallPlan(
-            self.normalizer.messages, (SidePlan(summary_request, output),), changed=True
+            self.history.messages(), (SidePlan(summary_request, output),), changed=True
         )
 
 
@@ -500,7 +520,7 @@ class ClearEveryTurnBaseline(Baseline):
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history with all but the most recent tool results cleared, over the trigger."""
-        messages = self.normalizer.messages
+        messages = self.history.messages()
         if self._context_tokens(messages) <= CLEAR_TRIGGER_TOKENS:
             return CallPlan(messages)
         cleared = self.clearing.apply(messages)
@@ -513,11 +533,13 @@ class ToolResultClearing:
     Every tool result but the `keep` most recent is cleared; while the history only grows the
     set only grows, so a message cleared before keeps its copy (the same object: the cache
     simulator then reuses its work) and a call costs what it added. A history that is not the
-    last one grown is cleared from scratch."""
+    last one grown is cleared from scratch. The lists given are kept, not copied, and must
+    not be edited afterwards; the list returned is the clearing's own, to be read (or
+    copied) before the next call."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self._source: list[MessageParam] = []
+        self._source: Sequence[MessageParam] = []
         self._result: list[MessageParam] = []
         self._results: list[tuple[int, int]] = []
         """(message, block) of every tool result of `_source`, in order."""
@@ -530,12 +552,14 @@ class ToolResultClearing:
         return bool(self._cleared)
 
     def apply(self, messages: Sequence[MessageParam]) -> list[MessageParam]:
-        """The messages with every tool result but the most recent cleared (a new list)."""
+        """The messages with every tool result but the most recent cleared (the clearing's
+        own list: read only, valid until the next call)."""
         same = shared_prefix_length(messages, self._source)
         if same < len(self._source):  # not the same history grown: fewer results may follow
             same = 0
             self._results, self._cleared = [], {}
-        result = self._result[:same]
+        result = self._result
+        del result[same:]
         for index in range(same, len(messages)):
             result.append(messages[index])
             content = messages[index]["content"]
@@ -566,9 +590,8 @@ class ToolResultClearing:
                     ],
                 },
             )
-        self._source = list(messages)
-        self._result = result
-        return list(result)
+        self._source = messages
+        return result
 
 
 def clear_tool_results_copy(

@@ -60,7 +60,7 @@ class ServerCompactionStrategy(Baseline):
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history from the last compaction on; at the trigger, the compaction step as a
         side call sharing the cached prefix, then the summary alone."""
-        messages = self.normalizer.messages
+        messages = self.history.messages()
         if self._context_tokens(messages) < self.trigger or len(messages) < 2:
             return CallPlan(messages, changed=self.compacted)
         step = self.settings.request(
@@ -75,7 +75,7 @@ class ServerCompactionStrategy(Baseline):
         summary = summary_message_text(reply, transcript_path=None, messages_preserved=False)
         self.replace_history([Entry.user(summary, is_compact_summary=True)])
         return CallPlan(
-            self.normalizer.messages,
+            self.history.messages(),
             (SidePlan(step, output, query_source="server_compaction"),),
             changed=True,
         )

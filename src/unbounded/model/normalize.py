@@ -154,7 +154,9 @@ def _merge_user_content(first: Any, second: Any) -> Any:
 class MessageNormalizer:
     """Builds the API message list from entries, one entry at a time."""
 
-    __slots__ = ("_cache", "_ids", "_joined", "_messages", "_names", "_renames", "_suspects")
+    __slots__ = (
+        "_cache", "_ids", "_joined", "_messages", "_names", "_renames", "_suspects", "_version"
+    )
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._messages: list[dict[str, Any]] = []
@@ -169,6 +171,7 @@ class MessageNormalizer:
         self._suspects: set[int] = set()
         self._cache: dict[int, tuple[dict[str, Any], dict[str, Any], tuple[Repair, ...]]] = {}
         self._joined: list[int] = []
+        self._version = 0
         self.extend(entries)
 
     def extend(self, entries: Iterable[Entry]) -> None:
@@ -176,8 +179,14 @@ class MessageNormalizer:
         for entry in entries:
             self.append(entry)
 
+    @property
+    def version(self) -> int:
+        """How many entries and messages were appended: equal versions, equal `messages`."""
+        return self._version
+
     def append(self, entry: Entry) -> None:
         """Add one entry to the view."""
+        self._version += 1
         kind = entry.type
         if kind == "user":
             self._add_user(entry.content)
@@ -192,6 +201,7 @@ class MessageNormalizer:
 
     def append_message(self, message: MessageParam | dict[str, Any]) -> None:
         """Add a plain API message (role + content), merging like an entry would."""
+        self._version += 1
         if message.get("role") == "assistant":
             self._add_assistant(message.get("content"), None, merge_adjacent=True)
         else:
