@@ -48,9 +48,7 @@ def contiguous_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> in
     `len(view)` when its last record is not in `entries` at all."""
     if not view:
         return 0
-    positions: dict[str | None, int] = {
-        entry.uuid: i for i, entry in enumerate(entries) if entry.uuid
-    }
+    positions = LastPositions(entries)
     start = len(view) - 1
     if positions.get(view[start].uuid) is None:
         return len(view)
@@ -61,6 +59,28 @@ def contiguous_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> in
             break
         start -= 1
     return start
+
+
+class LastPositions:
+    """uuid -> the position of its last record in `entries`, found by reading the entries
+    from the end only as far as a lookup needs: the view is usually the transcript's tail,
+    so a compaction reads that tail, not the whole history."""
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        self._entries = entries
+        self._next = len(entries) - 1
+        self._found: dict[str, int] = {}
+
+    def get(self, uuid: str | None) -> int | None:
+        """The last position of `uuid`; None when no record has it (or it is None)."""
+        if not uuid:
+            return None
+        while uuid not in self._found and self._next >= 0:
+            other = self._entries[self._next].uuid
+            if other and other not in self._found:
+                self._found[other] = self._next
+            self._next -= 1
+        return self._found.get(uuid)
 
 
 def reply_start(view: Sequence[Entry], end: int) -> int:
@@ -168,6 +188,7 @@ def discovered_tools(entries: Sequence[Entry]) -> list[str]:
 
 
 __all__ = [
+    "LastPositions",
     "contiguous_tail_start",
     "discovered_tools",
     "has_tool_results",

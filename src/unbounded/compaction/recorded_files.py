@@ -135,12 +135,13 @@ class RecordedFilesReader:
     since the last one; a list that is not the last one grown is read from the start."""
 
     def __init__(self) -> None:
+        # Kept across resets: it has just seen the list a reset starts reading.
+        self._since = AppendedSince()
         self._reset()
 
     def _reset(self) -> None:
         self.files: dict[str, RecordedFile] = {}
         self._pending: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
-        self._since = AppendedSince()
 
     def read(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
         """path -> what these entries last showed of it (a new dict)."""

@@ -517,13 +517,14 @@ class WorkingStateReader:
     read from the start. `read` returns a copy: the reader's own state goes on."""
 
     def __init__(self) -> None:
+        # Kept across resets: it has just seen the list a reset starts reading.
+        self._since = AppendedSince()
         self._reset()
 
     def _reset(self) -> None:
         self.state = WorkingState()
         self._call_paths: dict[str, str] = {}
         self._pending_skill: str | None = None
-        self._since = AppendedSince()
 
     def read(self, entries: Sequence[Entry]) -> WorkingState:
         """The working state of these entries."""

@@ -1,0 +1,258 @@
+"""What a session's compactions read of its transcript: the readers of `RecordedState` (its
+working state, the files as it showed them, its working folders) are fed each entry once over
+the session's life, not the whole history again at every compaction."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from recorded_calls import long_tool_session
+
+from unbounded.catalog import ModelInfo
+from unbounded.compaction.cut import LastPositions, contiguous_tail_start
+from unbounded.compaction.glue import RecordedState, session_roots
+from unbounded.compaction.recorded_files import RecordedFilesReader, recorded_files
+from unbounded.compaction.rehydrate import WorkingStateReader, working_state_from_entries
+from unbounded.evaluation.replay import ReplayOptions, _Replayer
+from unbounded.evaluation.replay_recording import ReplayRecording
+from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.policy import Policy
+
+MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
+
+
+class _FeedCounter:
+    """Counts the entries each reader of a `RecordedState` is fed, and the transcript length
+    at each of its reads."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.fed = {"working": 0, "files": 0}
+        self.reads: list[int] = []
+        working_feed = WorkingStateReader._feed
+        files_feed = RecordedFilesReader._feed
+        working_read = WorkingStateReader.read
+
+        def feed_working(reader: WorkingStateReader, index: int, entry: Entry) -> None:
+            self.fed["working"] += 1
+            working_feed(reader, index, entry)
+
+        def feed_files(reader: RecordedFilesReader, entry: Entry) -> None:
+            self.fed["files"] += 1
+            files_feed(reader, entry)
+
+        def read(reader: WorkingStateReader, entries: Sequence[Entry]) -> Any:
+            self.reads.append(len(entries))
+            return working_read(reader, entries)
+
+        monkeypatch.setattr(WorkingStateReader, "_feed", feed_working)
+        monkeypatch.setattr(RecordedFilesReader, "_feed", feed_files)
+        monkeypatch.setattr(WorkingStateReader, "read", read)
+
+
+def test_a_replay_that_compacts_again_and_again_feeds_each_entry_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counter = _FeedCounter(monkeypatch)
+    recording = ReplayRecording.of(
+        long_tool_session(
+            240,
+            result=lambda n: f"def handler_{n}(request):\n    return route(request, {n})\n" * 60,
+            written=2_000,
+            model=MODEL.name,
+        )
+    )
+    policy = Policy.from_env().with_changes(background_summary=False)
+    options = ReplayOptions(baselines=False, policy=policy, window=60_000)
+    report = asyncio.run(_Replayer(recording, options).run(None))
+    assert report.compactions >= 4
+    assert len(counter.reads) >= 4  # the session-memory compactions rehydrated
+    # Each entry fed once however many compactions read the transcript: the last read's
+    # length, not the sum of every read's.
+    assert counter.fed == {"working": counter.reads[-1], "files": counter.reads[-1]}
+    assert sum(counter.reads) > 3 * counter.reads[-1] / 2  # a re-read would show
+
+
+def test_reading_a_grown_list_again_feeds_only_what_was_appended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counter = _FeedCounter(monkeypatch)
+    recorded = RecordedState()
+    entries = [Entry.user(f"prompt {n}") for n in range(5)]
+    recorded.working.read(entries)
+    recorded.files.read(entries)
+    entries += [Entry.user("later"), Entry.user("later still")]
+    recorded.working.read(entries)
+    recorded.files.read(entries)
+    assert counter.fed == {"working": 7, "files": 7}
+    recorded.working.read(list(entries))  # another list: read from its start
+    assert counter.fed["working"] == 14
+
+
+# -- incremental equals from scratch --------------------------------------------------------
+
+_PATHS = ("a.py", "b.py", "plans/p.md", "/home/x/.claude/plans/plan.md")
+
+
+@st.composite
+def _call(draw: st.DrawFn, number: int) -> list[Entry]:
+    """One tool call and (usually) its result: reads, writes, edits, todos, skills, plans."""
+    tool_id = f"toolu_{number}"
+    path = draw(st.sampled_from(_PATHS))
+    text = draw(st.sampled_from(("one\ntwo\n", "two\nthree\n", "one\n")))
+    kind = draw(st.sampled_from(("Read", "Write", "Edit", "TodoWrite", "Skill", "ExitPlanMode")))
+    tool_input: dict[str, Any]
+    if kind == "Read":
+        tool_input = {"file_path": path}
+        if draw(st.booleans()):
+            tool_input["offset"] = 1
+    elif kind == "Write":
+        tool_input = {"file_path": path, "content": text}
+    elif kind == "Edit":
+        tool_input = {"file_path": path, "old_string": "two", "new_string": "2"}
+    elif kind == "TodoWrite":
+        tool_input = {"todos": [{"content": text, "status": "pending"}]}
+    elif kind == "Skill":
+        tool_input = {"skill": draw(st.sampled_from(("review", "test")))}
+    else:
+        tool_input = {"plan": text}
+    use = Entry.assistant([{"type": "tool_use", "id": tool_id, "name": kind, "input": tool_input}])
+    use.data["cwd"] = draw(st.sampled_from(("/w/one", "/w/two")))
+    entries = [use]
+    outcome = draw(st.sampled_from(("result", "stub", "error", "none")))
+    if outcome == "none":
+        return entries
+    content = {
+        "result": "\n".join(f"     {n}→{line}" for n, line in enumerate(text.split("\n"), 1)),
+        "stub": "File unchanged since last read",
+        "error": "failed",
+    }[outcome]
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": content}
+    if outcome == "error":
+        result["is_error"] = True
+    entries.append(Entry.user([result]))
+    if kind == "Skill" and draw(st.booleans()):
+        entries.append(Entry.user(f"skill body {number}", is_meta=True))
+    return entries
+
+
+@st.composite
+def _steps(draw: st.DrawFn) -> list[tuple[str, list[Entry]]]:
+    """Steps on a transcript: calls appended, a compaction appended, a read by every reader,
+    the last entry replaced, the transcript cut short or replaced by another list."""
+    steps: list[tuple[str, list[Entry]]] = []
+    for number in range(draw(st.integers(1, 25))):
+        action = draw(
+            st.sampled_from(("append", "append", "append", "read", "compact", "swap", "cut", "new"))
+        )
+        if action == "append":
+            steps.append((action, draw(_call(number))))
+        elif action == "compact":
+            boundary = create_compact_boundary("auto", 1_000)
+            steps.append((action, [boundary, Entry.user("summary", is_compact_summary=True)]))
+        elif action in ("swap", "new"):
+            steps.append((action, draw(_call(number))))
+        else:
+            steps.append((action, []))
+    steps.append(("read", []))
+    return steps
+
+
+@settings(max_examples=60, deadline=None)
+@given(_steps())
+def test_the_readers_kept_across_compactions_equal_a_read_from_scratch(
+    steps: list[tuple[str, list[Entry]]],
+) -> None:
+    recorded = RecordedState()
+    entries: list[Entry] = []
+    for action, new in steps:
+        if action in ("append", "compact"):
+            entries.extend(new)
+        elif action == "swap" and entries:
+            entries[-1] = new[0]  # the last entry seen replaced in place: not a grown list
+        elif action == "cut":
+            del entries[len(entries) // 2 :]
+        elif action == "new" and entries:
+            # Another transcript ending in the entry last seen, as long: read from its start.
+            entries = [*(new * len(entries))[: len(entries) - 1], entries[-1]]
+        assert recorded.working.read(entries) == working_state_from_entries(entries)
+        assert recorded.files.read(entries) == recorded_files(entries)
+        assert recorded.roots(entries) == session_roots(entries)
+
+
+# -- where the view is one run of the transcript ---------------------------------------------
+
+
+class _CountingList(list[Entry]):
+    """A transcript that counts the records read from it one by one."""
+
+    reads = 0
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, int):
+            self.reads += 1
+        return super().__getitem__(key)
+
+    def __iter__(self) -> Any:
+        self.reads += len(self)
+        return super().__iter__()
+
+
+def test_the_tail_start_reads_the_transcript_only_as_far_as_the_view_reaches() -> None:
+    history = [Entry.user(f"old {n}") for n in range(2_000)]
+    view = [Entry.user(f"new {n}") for n in range(12)]
+    entries = _CountingList([*history, create_compact_boundary("auto", 1), *view])
+    assert contiguous_tail_start(entries, view) == 0
+    assert entries.reads == len(view)
+
+
+def test_a_record_s_last_position_stays_its_last_after_reading_past_earlier_copies() -> None:
+    entries = [_record("a"), _record("b"), _record("a"), _record("c")]
+    positions = LastPositions(entries)
+    assert positions.get("a") == 2
+    assert positions.get("missing") is None  # read to the start, past the first "a"
+    assert [positions.get(uuid) for uuid in ("a", "b", "c", None, "")] == [2, 1, 3, None, None]
+
+
+def _tail_start_from_scratch(entries: Sequence[Entry], view: Sequence[Entry]) -> int:
+    """`contiguous_tail_start` by its definition: every record's last position first."""
+    if not view:
+        return 0
+    positions = {entry.uuid: i for i, entry in enumerate(entries) if entry.uuid}
+    start = len(view) - 1
+    if positions.get(view[start].uuid) is None:
+        return len(view)
+    while start > 0:
+        here, before = positions.get(view[start].uuid), positions.get(view[start - 1].uuid)
+        if here is None or before is None or before != here - 1:
+            break
+        start -= 1
+    return start
+
+
+def _record(uuid: str | None) -> Entry:
+    entry = Entry.user("x")
+    entry.data["uuid"] = uuid
+    return entry
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(("a", "b", "c", "d", "e", "", None)), max_size=14),
+    st.lists(st.integers(0, 20), max_size=8),
+    st.lists(st.sampled_from(("a", "c", "z", None)), max_size=3),
+)
+def test_the_tail_start_equals_its_definition(
+    uuids: list[str | None], picks: list[int], strangers: list[str | None]
+) -> None:
+    entries = [_record(uuid) for uuid in uuids]
+    # A view: records of the transcript (in any order, repeated), its tail, records not in it.
+    view = [entries[i % len(entries)] for i in picks] if entries else []
+    view += entries[len(entries) // 2 :] + [_record(uuid) for uuid in strangers]
+    assert contiguous_tail_start(entries, view) == _tail_start_from_scratch(entries, view)
+    tail = entries[len(entries) // 2 :]
+    assert contiguous_tail_start(entries, tail) == _tail_start_from_scratch(entries, tail)
