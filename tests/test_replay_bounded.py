@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.simulated_calls import SimulatedCalls
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
+from unbounded.model.spilled_entries import SpilledEntries
 from unbounded.model.transcript import Transcript
 from unbounded.policy import Policy
 from unbounded.session_transcript import SessionTranscript
@@ -170,10 +172,10 @@ def test_a_transcript_that_was_not_asked_keeps_no_stretch() -> None:
     assert transcript.take_stretches() == []
 
 
-class _SliceCounter(list[Entry]):
+class _SliceCounter(SpilledEntries):
     """The session's entries, counting how many entries each slice read copies."""
 
-    def __init__(self, entries: list[Entry]) -> None:
+    def __init__(self, entries: Sequence[Entry]) -> None:
         super().__init__(entries)
         self.counting = False
         self.largest = 0
@@ -201,7 +203,7 @@ def test_compaction_scoring_reads_only_the_stretch_since_the_last_boundary() -> 
     replayer = _Replayer(recording, options)
     transcript = replayer.session.transcript
     counted = _SliceCounter(transcript.entries)
-    transcript.entries = counted
+    transcript._entries = counted  # the replay's own spilling sequence, counted
     scored: list[int] = []
     original = replayer._compactions
 

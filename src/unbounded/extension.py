@@ -60,7 +60,7 @@ class ExtensionHost(Protocol):
         ...
 
     @property
-    def entries(self) -> list[Entry]:
+    def entries(self) -> Sequence[Entry]:
         """The transcript's main thread (read it, never edit it)."""
         ...
 

@@ -266,7 +266,7 @@ class Session:
         return self._deps.summarizer
 
     @property
-    def entries(self) -> list[Entry]:
+    def entries(self) -> Sequence[Entry]:
         """The transcript's main thread (read it; add to it with `append` and the like)."""
         return self._transcript.entries
 

@@ -12,11 +12,17 @@ compaction boundary (or a discarded reply) derives them again from the entries.
 A caller that scores compactions (the replay) turns on `keep_stretches`: each boundary is then
 kept with the view it closed, so the caller reads that stretch instead of slicing and
 re-deriving the whole history at every compaction.
+
+A caller that runs for thousands of calls (the replay) turns on `spill_history`: from then on
+the entries before the last compaction boundary live in a temporary file
+(`unbounded.model.spilled_entries`) and are read back when asked for, so memory follows the
+live context rather than the length of the session; the view is then derived across each
+boundary from the view it closed, never from the whole history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import orjson
@@ -24,6 +30,7 @@ import orjson
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.spilled_entries import SpilledEntries
 from unbounded.model.text import repair_value
 from unbounded.storage import SessionStore
 from unbounded.tokens.estimate import ContextCounter
@@ -34,7 +41,7 @@ class SessionTranscript:
 
     def __init__(self, store: SessionStore, entries: list[Entry], warnings: list[str]) -> None:
         self.store = store
-        self.entries = entries
+        self._entries: list[Entry] | SpilledEntries = entries
         self.warnings = warnings
         """What reading the transcript found amiss, and repairs made since."""
         self.compacted_before = any(e.is_compact_boundary for e in entries)
@@ -52,11 +59,35 @@ class SessionTranscript:
         warnings = list(transcript.warnings) + transcript.thread_report().warnings()
         return cls(store, transcript.main_thread(), warnings)
 
+    @property
+    def entries(self) -> Sequence[Entry]:
+        """The main thread, oldest first (read back from disk where spilled)."""
+        return self._entries
+
     def rebuild_view(self) -> None:
         """Derive the view, its messages and its count from the entries again."""
-        self.view = messages_after_compact_boundary(self.entries)
-        self.normalizer = MessageNormalizer(self.view)
-        self.counter = ContextCounter(self.view)
+        self._set_view(messages_after_compact_boundary(self._entries))
+
+    def _set_view(self, view: list[Entry]) -> None:
+        self.view = view
+        self.normalizer = MessageNormalizer(view)
+        self.counter = ContextCounter(view)
+
+    def spill_history(self) -> None:
+        """From now on keep the entries before the last compaction boundary on disk, read back
+        on demand (a live session never turns this on: its history stays in memory)."""
+        if isinstance(self._entries, SpilledEntries):
+            return
+        self._entries = SpilledEntries(self._entries)
+        self._spill_to_last_boundary(self._entries)
+
+    @staticmethod
+    def _spill_to_last_boundary(entries: SpilledEntries) -> None:
+        live = entries.live
+        for offset in range(len(live) - 1, -1, -1):
+            if live[offset].is_compact_boundary:
+                entries.spill_before(entries.spilled + offset)
+                return
 
     @property
     def messages(self) -> list[MessageParam]:
@@ -69,18 +100,31 @@ class SessionTranscript:
             return
         for entry in entries:
             self._repair_text(entry)
-        previous = self.entries[-1].uuid if self.entries else None
+        previous = self._entries[-1].uuid if self._entries else None
         for entry in entries:
             if entry.data.get("parentUuid") is None and not entry.is_compact_boundary:
                 entry.data["parentUuid"] = previous
             previous = entry.uuid or previous
+        closed = self.view
         self.store.append(entries)
-        self.entries.extend(entries)
+        self._entries.extend(entries)
         if any(e.is_compact_boundary for e in entries):
-            if self._stretches is not None:
-                self._stretches += self._stretches_of(entries)
             self.compacted_before = True
-            self.rebuild_view()
+            spilling = isinstance(self._entries, SpilledEntries)
+            if self._stretches is None and not spilling:
+                self.rebuild_view()
+                return
+            stretches, view = self._across_boundaries(entries)
+            if self._stretches is not None:
+                self._stretches += stretches
+            if isinstance(self._entries, SpilledEntries):
+                if self._derives_alike(closed, entries):
+                    self._set_view(view)
+                else:
+                    self.rebuild_view()  # reads the spill back: a segment not kept in one run
+                self._spill_to_last_boundary(self._entries)
+            else:
+                self.rebuild_view()
             return
         for entry in entries:
             self.view.append(entry)
@@ -102,21 +146,59 @@ class SessionTranscript:
             self._stretches = []
         return taken
 
-    def _stretches_of(self, entries: Sequence[Entry]) -> list[tuple[Entry, list[Entry]]]:
-        """(boundary, the view before it) of each boundary of `entries`, about to be added."""
+    def _derives_alike(self, closed: list[Entry], batch: Sequence[Entry]) -> bool:
+        """Whether deriving the view from `closed` (the view before `batch`) and the batch
+        gives what deriving the whole history gives: one boundary in the batch, whose kept
+        messages (if any) are one run of the entries since the last spill, in file order (as
+        every compaction of a session writes them)."""
+        boundaries = [entry for entry in batch if entry.is_compact_boundary]
+        if len(boundaries) != 1:
+            return False
+        boundary = boundaries[0]
+        segment = boundary.compact_metadata.get("preservedSegment")
+        if not isinstance(segment, dict):
+            return True
+        uuids = [entry.uuid for entry in closed]
+        batch_before = list(batch[: list(batch).index(boundary)])
+        for entry in batch_before:
+            uuids.append(entry.uuid)
+        head, tail = segment.get("headUuid"), segment.get("tailUuid")
+        if head not in uuids or tail not in uuids:
+            return False
+        start, end = uuids.index(head), uuids.index(tail)
+        if end < start:
+            return False
+        run = [*closed, *batch_before][start : end + 1]
+        entries = self._entries
+        live = entries.live if isinstance(entries, SpilledEntries) else list(entries)
+        first = next((i for i, entry in enumerate(live) if entry is run[0]), len(live))
+        found = live[first : first + len(run)]
+        return len(found) == len(run) and all(a is b for a, b in zip(found, run, strict=True))
+
+    def _across_boundaries(
+        self, entries: Iterable[Entry]
+    ) -> tuple[list[tuple[Entry, list[Entry]]], list[Entry]]:
+        """(boundary, the view before it) of each boundary of `entries`, about to be added,
+        and the view after them all."""
         stretches: list[tuple[Entry, list[Entry]]] = []
         # The view is already in its derived form (a partial compaction's kept messages
-        # spliced in): deriving it again with the batch's entries before each boundary gives
-        # what deriving the whole history up to the boundary gives.
-        pending: list[Entry] = list(self.view)
+        # spliced in), and a boundary's kept messages are all in the view it closes: deriving
+        # that view with the entries from the boundary on (where its anchor is) gives what
+        # deriving the whole history gives.
+        closed: list[Entry] = list(self.view)
+        since: list[Entry] = []
+        """The entries from the batch's latest boundary on."""
         for entry in entries:
             if entry.is_compact_boundary:
-                stretch = messages_after_compact_boundary(pending)
-                stretches.append((entry, stretch))
-                pending = messages_after_compact_boundary([*pending, entry])
-                continue
-            pending.append(entry)
-        return stretches
+                if since:
+                    closed = messages_after_compact_boundary([*closed, *since])
+                stretches.append((entry, closed))
+                since = [entry]
+            elif since:
+                since.append(entry)
+            else:
+                closed.append(entry)
+        return stretches, messages_after_compact_boundary([*closed, *since])
 
     def _repair_text(self, entry: Entry) -> None:
         """Replace lone surrogates (which neither the transcript nor the API can encode) with
@@ -137,21 +219,29 @@ class SessionTranscript:
     def discard_last_reply(self) -> list[Entry]:
         """Take the last reply (one response: its lines share a message id) out of the
         entries and the view; returns what was taken out."""
-        end = len(self.entries)
+        end = len(self._entries)
         start = end
         reply_id: str | None = None
         while start > 0:
-            entry = self.entries[start - 1]
+            entry = self._entries[start - 1]
             if entry.type != "assistant" or entry.is_sidechain:
                 break
             if start < end and entry.message_id != reply_id:
                 break  # one response only (its lines share a message id)
             reply_id = entry.message_id
             start -= 1
-        removed = self.entries[start:]
+        removed = list(self._entries[start:])
         if removed:
-            del self.entries[start:]
-            self.rebuild_view()
+            del self._entries[start:]
+            tail = self.view[len(self.view) - len(removed) :]
+            if (
+                isinstance(self._entries, SpilledEntries)
+                and len(tail) == len(removed)
+                and all(kept is taken for kept, taken in zip(tail, removed, strict=True))
+            ):
+                self._set_view(self.view[: len(self.view) - len(removed)])
+            else:
+                self.rebuild_view()
         return removed
 
     def pending_tool_use_ids(self) -> list[str]:

@@ -726,6 +726,8 @@ class _Replayer:
         )
         # Each compaction is scored on the stretch it closed, kept as the boundary came.
         self.session.transcript.keep_stretches()
+        # A replay only ever reads back what its compactions closed: older entries go to disk.
+        self.session.transcript.spill_history()
         # Primed with the tools of our first request: recall joins later (Session.offers_recall).
         self.simulator = self.settings.simulator(self.session.offered_tools())
         self.ours = StrategyRun("unbounded")

@@ -6,6 +6,7 @@ written back untouched; typed accessors read the fields the pipeline needs.
 
 from __future__ import annotations
 
+import sys
 import uuid as uuid_module
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,12 @@ def parse_timestamp(value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-@dataclass(slots=True, eq=False)
+# Weak references let a spilled transcript hand back the very object a reader still holds
+# (model/spilled_entries.py); Python 3.10 has no `weakref_slot`.
+_WEAKREF_SLOT: dict[str, bool] = {"weakref_slot": True} if sys.version_info >= (3, 11) else {}
+
+
+@dataclass(slots=True, eq=False, **_WEAKREF_SLOT)
 class Entry:
     """One transcript record. `data` is the record as stored; `line` is its 1-based file line."""
 

@@ -5,12 +5,16 @@ which tool call has this id, what did it read or run, what did it return, which 
 this file or ran this command. `TranscriptIndex.update(entries)` scans only the entries added
 since the last call (the transcript is append-only; a shorter list, or one whose last scanned
 entry moved, is scanned again from the start).
+
+The index keeps where each result is, not the result: `ToolCall.result` reads it back from
+the entries, so a transcript that keeps its older entries on disk
+(`unbounded.model.spilled_entries`) is not held in memory through its index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -74,13 +78,25 @@ class ToolCall:
     read_path: str | None
     write_path: str | None
     command: str | None
-    result: Any = None
-    """The tool_result block's content (None until the result arrives)."""
     result_position: int | None = None
+    """Index of the entry holding the tool_result (None until the result arrives)."""
+    result_block: int = 0
+    """The tool_result's place among that entry's content blocks."""
     result_tokens: int = 0
     is_error: bool = False
     transcript_id: str = ""
     """The id the transcript gives the call, when it is not `id` (a repeat renamed here)."""
+    source: Sequence[Entry] = field(default=(), repr=False, compare=False)
+    """The entries the result is read back from."""
+
+    @property
+    def result(self) -> Any:
+        """The tool_result block's content (None until the result arrives)."""
+        if self.result_position is None:
+            return None
+        content = self.source[self.result_position].content
+        block = content[self.result_block] if isinstance(content, list) else None
+        return block.get("content") if isinstance(block, dict) else None
 
     def describe(self) -> str:
         """`Bash: pytest -q`, `Read: src/app.py`, or the name and its input as JSON."""
@@ -99,10 +115,11 @@ class ToolCall:
 class TranscriptIndex:
     """Tool calls by id, in call order (see the module docstring)."""
 
-    __slots__ = ("_last", "_names", "_reply", "_scanned", "calls")
+    __slots__ = ("_entries", "_last", "_names", "_reply", "_scanned", "calls")
 
     def __init__(self) -> None:
         self.calls: dict[str, ToolCall] = {}
+        self._entries: Sequence[Entry] = ()
         self._scanned = 0
         self._last: Entry | None = None
         # A provider may repeat a tool_use id: the repeat is named as the normalizer names it
@@ -118,6 +135,7 @@ class TranscriptIndex:
             self._names = ToolCallNames()
             self._reply = None
             start = 0
+        self._entries = entries
         for position in range(start, len(entries)):
             self._scan(entries[position], position)
         self._scanned = len(entries)
@@ -136,7 +154,7 @@ class TranscriptIndex:
             if reply != self._reply:
                 self._reply = reply
                 self._names.new_reply()
-        for block in content:
+        for place, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
@@ -158,8 +176,9 @@ class TranscriptIndex:
             elif kind == "tool_result" and entry.type == "user":
                 call = self.calls.get(self._names.result(str(block.get("tool_use_id"))))
                 if call is not None and call.result_position is None:
-                    call.result = block.get("content")
+                    call.source = self._entries
                     call.result_position = position
+                    call.result_block = place
                     call.result_tokens = tool_result_tokens(block)
                     call.is_error = bool(block.get("is_error"))
 

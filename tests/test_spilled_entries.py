@@ -1,0 +1,224 @@
+"""A transcript that keeps its entries before the last compaction boundary on disk
+(model/spilled_entries.py, `SessionTranscript.spill_history`): what it holds in memory, and
+that everything read through it (entries, view, messages, stretches, recall) is what the
+transcript that keeps everything gives."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from recorded_calls import long_tool_session
+
+from unbounded.evaluation.replay import ReplayOptions, _Replayer
+from unbounded.evaluation.replay_recording import ReplayRecording
+from unbounded.evaluation.replay_store import ReplayStore
+from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.model.spilled_entries import SpilledEntries
+from unbounded.policy import Policy
+from unbounded.recall.index import TranscriptIndex
+from unbounded.session_transcript import SessionTranscript
+
+
+def _entries(count: int) -> list[Entry]:
+    out = [Entry.user(f"prompt {n}") for n in range(count)]
+    for line, entry in enumerate(out, start=1):
+        entry.line = line if line % 2 else None
+    return out
+
+
+def test_spilled_positions_read_back_equal_entries_with_their_lines() -> None:
+    original = _entries(6)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(4)
+    assert spilled.spilled == 4
+    assert len(spilled.live) == 2
+    assert len(spilled) == 6
+    assert list(spilled) == original
+    assert [e.line for e in spilled] == [e.line for e in original]
+    assert spilled[-1] is original[-1]
+    assert spilled[1:5] == original[1:5]
+    assert spilled[::-2] == original[::-2]
+    with pytest.raises(IndexError, match="entry 6 out of range"):
+        spilled[6]
+
+
+def test_a_spilled_entry_still_held_comes_back_as_the_same_object() -> None:
+    original = _entries(3)
+    kept = original[1]
+    spilled = SpilledEntries(original)
+    spilled.spill_before(3)
+    del original
+    gc.collect()
+    assert spilled[1] is kept  # a reader's `entries[k] is last` still holds
+    gone = weakref.ref(spilled[0])
+    gc.collect()
+    assert gone() is None  # nothing held it: the spill alone keeps position 0
+    assert spilled[0] == Entry({**spilled[0].data})
+
+
+def test_spilling_again_only_moves_what_is_not_on_disk_yet() -> None:
+    original = _entries(5)
+    spilled = SpilledEntries(original[:2])
+    spilled.spill_before(2)
+    spilled.extend(original[2:])
+    spilled.spill_before(4)
+    spilled.spill_before(1)  # already on disk: nothing moves
+    assert (spilled.spilled, len(spilled.live)) == (4, 1)
+    assert list(spilled) == original
+
+
+def test_removing_a_tail_that_reaches_into_the_spill_forgets_those_records() -> None:
+    original = _entries(6)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(4)
+    del spilled[5:]
+    assert (spilled.spilled, len(spilled)) == (4, 5)
+    del spilled[2:]
+    assert (spilled.spilled, len(spilled)) == (2, 2)
+    spilled.append(original[5])
+    spilled.spill_before(3)
+    assert list(spilled) == [*original[:2], original[5]]
+    with pytest.raises(ValueError, match="only a tail"):
+        del spilled[0:1]
+
+
+# -- the session's transcript in both modes ------------------------------------------------
+
+
+def _boundary(kept: list[Entry] | None, anchor: Entry) -> Entry:
+    boundary = create_compact_boundary("auto", 100)
+    if kept:
+        boundary.compact_metadata["preservedSegment"] = {
+            "headUuid": kept[0].uuid,
+            "tailUuid": kept[-1].uuid,
+            "anchorUuid": anchor.uuid,
+        }
+    return boundary
+
+
+Step = tuple[str, int]
+
+
+def _play(steps: list[Step], *, spill: bool) -> tuple[SessionTranscript, list[list[Entry]]]:
+    """Drive a transcript through `steps`, the same entries built for both modes (uuids are
+    taken from a counter, so two plays are equal)."""
+    counter = iter(range(1_000_000))
+    transcript = SessionTranscript(ReplayStore(), [], [])
+    transcript.keep_stretches()
+    if spill:
+        transcript.spill_history()
+    stretches: list[list[Entry]] = []
+
+    def named(entry: Entry) -> Entry:
+        entry.data["uuid"] = f"u{next(counter)}"
+        entry.data["timestamp"] = "2026-02-01T09:00:00Z"
+        return entry
+
+    calls = 0
+    for kind, size in steps:
+        if kind == "turn":
+            tool_id = f"toolu_{calls}"
+            calls += 1
+            use = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": f"ls {calls}"}}
+            result = {"type": "tool_result", "tool_use_id": tool_id, "content": "x" * size}
+            reply = named(Entry.assistant([use], message_id=f"msg_{calls}"))
+            transcript.append([reply, named(Entry.user([result]))])
+        elif kind == "reply":
+            transcript.append([named(Entry.assistant([{"type": "text", "text": "ok"}], message_id=f"r{size}"))])
+        elif kind == "discard":
+            transcript.discard_last_reply()
+        else:  # a compaction: keep the last `size` entries of the view (a partial one) or none
+            view = [e for e in transcript.view if e.type in ("user", "assistant")]
+            kept = view[len(view) - size :] if size and len(view) >= size else None
+            summary = named(Entry.user("summary", is_compact_summary=True))
+            boundary = named(_boundary(kept, summary))
+            transcript.append([boundary, summary])
+        stretches += [stretch for _, stretch in transcript.take_stretches()]
+    return transcript, stretches
+
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("turn"), st.integers(0, 300)),
+        st.tuples(st.just("reply"), st.integers(0, 5)),
+        st.tuples(st.just("discard"), st.just(0)),
+        st.tuples(st.just("compact"), st.integers(0, 3)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_STEPS)
+def test_a_spilling_transcript_reads_as_the_one_that_keeps_everything(steps: list[Step]) -> None:
+    whole, whole_stretches = _play(steps, spill=False)
+    bounded, bounded_stretches = _play(steps, spill=True)
+    assert list(bounded.entries) == list(whole.entries)
+    assert [e.data for e in bounded.view] == [e.data for e in whole.view]
+    assert bounded.messages == whole.messages
+    assert bounded.counter.total == whole.counter.total
+    assert [[e.data for e in s] for s in bounded_stretches] == [
+        [e.data for e in s] for s in whole_stretches
+    ]
+    # Recall reads the same calls and results back from the spill.
+    whole_index = TranscriptIndex().update(whole.entries)
+    bounded_index = TranscriptIndex().update(bounded.entries)
+    assert list(bounded_index.calls) == list(whole_index.calls)
+    for name, call in whole_index.calls.items():
+        other = bounded_index.calls[name]
+        assert (other.result, other.result_position, other.command) == (
+            call.result,
+            call.result_position,
+            call.command,
+        )
+    assert bounded_index.runs_of("ls 1") == whole_index.runs_of("ls 1")
+
+
+def test_a_spilling_transcript_holds_only_what_follows_its_last_boundary() -> None:
+    steps: list[Step] = []
+    for _ in range(30):
+        steps += [("turn", 50)] * 10 + [("compact", 2)]
+    whole, _ = _play(steps, spill=False)
+    bounded, _ = _play(steps, spill=True)
+    entries = bounded.entries
+    assert isinstance(entries, SpilledEntries)
+    assert len(entries) == len(whole.entries) == 30 * 22
+    # The boundary and its summary are in memory; the kept messages are the view's own.
+    assert len(entries.live) == 2
+    assert entries.spilled == 30 * 22 - 2
+    assert len(bounded.view) == 2 + 2
+
+
+def test_the_recall_index_keeps_no_result_text_of_a_spilled_entry() -> None:
+    transcript = _play([("turn", 100_000), ("compact", 0), ("turn", 10)], spill=True)[0]
+    index = TranscriptIndex().update(transcript.entries)
+    held = weakref.ref(transcript.entries[1])  # the first result, read back from disk
+    gc.collect()
+    assert held() is None  # neither the index nor the transcript holds it
+    assert index.calls["toolu_0"].result == "x" * 100_000  # read back when asked
+
+
+def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
+    recording = ReplayRecording.of(
+        long_tool_session(
+            240,
+            result=lambda n: f"def handler_{n}(request):\n    return route(request, {n})\n" * 60,
+            written=2_000,
+        )
+    )
+    policy = Policy.from_env().with_changes(background_summary=False)
+    options = ReplayOptions(baselines=False, session_memory=False, policy=policy, window=60_000)
+    replayer = _Replayer(recording, options)
+    asyncio.run(replayer.run(None))
+    session = replayer.session
+    entries = session.entries
+    held = entries.live if isinstance(entries, SpilledEntries) else entries
+    assert len(replayer.records) >= 4  # it compacted, again and again
+    assert len(entries) > 480
+    # What stays in memory is bounded by the live context (the view), not the session length.
+    assert len(held) <= len(session.view) + 2
