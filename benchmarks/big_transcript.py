@@ -14,7 +14,11 @@
    - `load`: `read_claude_code`, which keeps every entry (the Transcript is a list);
    - `inspect-loaded`: the inspect report built from a full load, for comparison;
    - `inspect`, `replay`, `eval`: `unbounded inspect|replay|eval FILE --json` as a user runs
-     them (`child_peak_rss_mib`: the command's own peak; `us_per_call` for replay).
+     them, in a process of their own: `child_peak_rss_mib` is the command's peak resident
+     memory (`peak_rss_mib` is then the measuring process's, which only waits), `seconds`
+     the command's wall time from start to exit (interpreter start and imports included),
+     `child_cpu_seconds` its user + system CPU time; replay adds `us_per_call` (the wall
+     time over the calls it replayed) and `cpu_us_per_call`.
 3. `--fsync-cost`: what a turn writes (2 transcript appends and 2 state saves) with fsync and
    with fsync made a no-op; and a whole Session turn, folder-backed and in memory.
 
@@ -294,15 +298,17 @@ def measure(mode: str, path: Path) -> dict[str, Any]:
         if done.returncode != 0:
             raise SystemExit(done.stderr[-2000:])
         report = json.loads(done.stdout)
-        figures["child_peak_rss_mib"] = round(
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1
-        )
+        child = resource.getrusage(resource.RUSAGE_CHILDREN)
+        figures["child_peak_rss_mib"] = round(child.ru_maxrss / 1024, 1)
+        cpu = child.ru_utime + child.ru_stime
+        figures["child_cpu_seconds"] = round(cpu, 2)
         if mode == "inspect":
             figures.update(records=report["records"], context_tokens=report["context_tokens"])
         elif mode == "replay":
             figures.update(calls=report["calls"], compactions=report["compactions"])
             seconds = time.perf_counter() - started
             figures["us_per_call"] = round(seconds / max(1, report["calls"]) * 1e6)
+            figures["cpu_us_per_call"] = round(cpu / max(1, report["calls"]) * 1e6)
         else:
             figures.update(points=report["points"], sessions=report["sessions"])
     else:

@@ -8,13 +8,19 @@
    snapshot now and then. The recorded usage grows with what was sent; when it passes
    160,000 tokens the recording compacts (a compact boundary and a summary), as Claude Code
    does on a 200,000-token window.
-2. Runs `unbounded replay FILE --json` on each in a fresh process and reports, per size: the
-   calls replayed, the seconds, `us_per_call`, and the process's peak resident memory
-   (`peak_rss_mib`), then `per_call_growth` (the largest size's time per call over the
+2. Runs `unbounded replay FILE --json` on each in a fresh process, as a user runs it, and
+   reports per size: the calls replayed; `seconds`, the wall time of that process from start
+   to exit (interpreter start and imports, preparing the file in two passes and simulating
+   the recording, the replay of every call through our pipeline and the baselines, any
+   variant replays, the JSON), and `us_per_call` (it over the calls); `cpu_seconds` and
+   `cpu_us_per_call`, the process's own user + system CPU time (steadier than wall time on a
+   shared machine); and the process's peak resident memory (`peak_rss_mib`). Then
+   `per_call_growth` and `cpu_per_call_growth` (the largest size's time per call over the
    smallest's) and the largest peak.
 
-`--keep DIR` writes the files there and keeps them. Run:
-python benchmarks/long_session.py [--calls 1000,10000,100000] [--json]
+`--keep DIR` writes the files there and keeps them; with `--reuse`, a file already there is
+replayed as it is (the files are the same for a size: the generator is seeded). Run:
+python benchmarks/long_session.py [--calls 1000,10000,100000] [--keep DIR [--reuse]] [--json]
 """
 
 from __future__ import annotations
@@ -214,12 +220,14 @@ def generate(path: Path, calls: int, seed: int = 29) -> dict[str, int]:
     return {"calls": calls, "records": out.records, "bytes": out.bytes, "boundaries": boundaries}
 
 
-def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # Linux: KiB
+def _children() -> tuple[float, float]:
+    """Peak resident memory (MiB) and CPU seconds (user + system) of the finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime  # Linux: KiB
 
 
 def replay(path: Path) -> dict[str, Any]:
-    """`unbounded replay FILE --json` in a fresh process: calls, seconds, peak memory."""
+    """`unbounded replay FILE --json` in a fresh process: calls, wall and CPU seconds."""
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "unbounded", "replay", str(path), "--json"],
@@ -231,13 +239,27 @@ def replay(path: Path) -> dict[str, Any]:
     if done.returncode != 0:
         raise SystemExit(f"replay of {path.name} failed:\n{done.stderr[-2000:]}")
     report = json.loads(done.stdout)
+    cpu = _children()[1]
     return {
         "calls": report["calls"],
         "seconds": round(seconds, 2),
         "us_per_call": round(seconds / max(1, report["calls"]) * 1e6),
+        "cpu_seconds": round(cpu, 2),
+        "cpu_us_per_call": round(cpu / max(1, report["calls"]) * 1e6),
         "compactions": report["compactions"],
         "invalid_requests": report["invalid_requests"],
     }
+
+
+def _counted(path: Path) -> dict[str, int]:
+    """The counts `generate` returns, of a file it wrote before."""
+    records = boundaries = size = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            size += len(line)
+            records += bool(line.strip())
+            boundaries += b'"subtype":"compact_boundary"' in line
+    return {"records": records, "bytes": size, "boundaries": boundaries}
 
 
 def _measured(path: Path) -> dict[str, Any]:
@@ -254,12 +276,13 @@ def _measured(path: Path) -> dict[str, Any]:
     return figures
 
 
-def run(sizes: Sequence[int], folder: Path) -> dict[str, Any]:
-    """Generate and replay each size; the figures."""
+def run(sizes: Sequence[int], folder: Path, *, reuse: bool = False) -> dict[str, Any]:
+    """Generate (or, with `reuse`, take the file already in `folder`) and replay each size;
+    the figures."""
     figures: dict[str, Any] = {"sizes": {}}
     for calls in sizes:
         path = folder / f"long-{calls}.jsonl"
-        counts = generate(path, calls)
+        counts = _counted(path) if reuse and path.exists() else generate(path, calls)
         row = {
             "file_mib": round(counts["bytes"] / 1024**2, 1),
             "records": counts["records"],
@@ -269,6 +292,9 @@ def run(sizes: Sequence[int], folder: Path) -> dict[str, Any]:
         figures["sizes"][str(calls)] = row
     rows = [figures["sizes"][str(calls)] for calls in sizes]
     figures["per_call_growth"] = round(rows[-1]["us_per_call"] / max(1, rows[0]["us_per_call"]), 2)
+    figures["cpu_per_call_growth"] = round(
+        rows[-1]["cpu_us_per_call"] / max(1, rows[0]["cpu_us_per_call"]), 2
+    )
     figures["peak_rss_mib"] = max(row["peak_rss_mib"] for row in rows)
     return figures
 
@@ -278,18 +304,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", default=",".join(map(str, SIZES)), help="session sizes")
     parser.add_argument("--keep", type=Path, help="write the files here and keep them")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --keep: replay the files already there"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure is not None:
         figures = replay(args.measure)
-        figures["peak_rss_mib"] = round(_peak_mib(), 1)
+        figures["peak_rss_mib"] = round(_children()[0], 1)
         print(json.dumps(figures))
         return figures
     sizes = sorted(int(size) for size in args.calls.split(","))
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-        figures = run(sizes, args.keep)
+        figures = run(sizes, args.keep, reuse=args.reuse)
     else:
         with tempfile.TemporaryDirectory(prefix="unbounded-long-") as folder:
             figures = run(sizes, Path(folder))
@@ -299,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for calls, row in figures["sizes"].items():
             print(f"{calls:>7} calls: {json.dumps(row)}")
         growth, peak = figures["per_call_growth"], figures["peak_rss_mib"]
-        print(f"per_call_growth {growth}  peak_rss_mib {peak}")
+        cpu_growth = figures["cpu_per_call_growth"]
+        print(f"per_call_growth {growth}  cpu_per_call_growth {cpu_growth}  peak_rss_mib {peak}")
     return figures
 
 

@@ -80,10 +80,15 @@ def test_benchmark_prints_its_figures(tmp_path: Path) -> None:
         entry_points += ["middleware", "langchain"]
         for mark in (20, 60):
             speedup = figures[f"langchain_us_at_{mark}"] / figures[f"middleware_us_at_{mark}"]
-            assert figures[f"middleware_speedup_vs_langchain_at_{mark}"] == pytest.approx(speedup, rel=0.02)
+            assert figures[f"middleware_speedup_vs_langchain_at_{mark}"] == pytest.approx(
+                speedup, rel=0.02
+            )
     for name in entry_points:
         for mark in (20, 60):
-            assert 0 < figures[f"{name}_us_at_{mark}"] <= figures[f"{name}_max_us_at_{mark}"], (name, mark)
+            assert 0 < figures[f"{name}_us_at_{mark}"] <= figures[f"{name}_max_us_at_{mark}"], (
+                name,
+                mark,
+            )
         assert figures[f"{name}_growth"] == pytest.approx(
             figures[f"{name}_us_at_60"] / figures[f"{name}_us_at_20"], rel=0.02, abs=0.01
         )
@@ -177,6 +182,36 @@ def test_long_session_benchmark_reports_time_per_call_and_memory() -> None:
         assert row["records"] > 4 * int(calls)  # progress lines and results: many small records
         assert row["us_per_call"] == pytest.approx(row["seconds"] / row["calls"] * 1e6, rel=0.01)
         assert 0 < row["peak_rss_mib"] < 2_000
+        # The replay's own CPU time: no more than its wall time, counted per call.
+        assert 0 < row["cpu_seconds"] <= row["seconds"]
+        assert row["cpu_us_per_call"] == pytest.approx(
+            row["cpu_seconds"] / row["calls"] * 1e6, rel=0.01
+        )
     assert figures["per_call_growth"] == pytest.approx(
         figures["sizes"]["60"]["us_per_call"] / figures["sizes"]["30"]["us_per_call"], rel=0.02
     )
+    assert figures["cpu_per_call_growth"] == pytest.approx(
+        figures["sizes"]["60"]["cpu_us_per_call"] / figures["sizes"]["30"]["cpu_us_per_call"],
+        rel=0.02,
+    )
+
+
+def test_long_session_benchmark_replays_a_kept_file_again_as_it_is(tmp_path: Path) -> None:
+    command = [sys.executable, str(BENCHMARKS / "long_session.py"), "--calls", "20"]
+    command += ["--keep", str(tmp_path), "--json"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert first.returncode == 0, first.stderr
+    kept = tmp_path / "long-20.jsonl"
+    kept.write_bytes(kept.read_bytes() + b"\n")  # marked: a new file would not end so
+    again = subprocess.run(
+        [*command, "--reuse"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    assert kept.read_bytes().endswith(b"\n\n")  # replayed as it was, not written again
+    before, after = (json.loads(run.stdout)["sizes"]["20"] for run in (first, again))
+    assert after["calls"] == before["calls"] == 20
+    assert (after["records"], after["recorded_compactions"]) == (
+        before["records"],
+        before["recorded_compactions"],
+    )
+    assert after["file_mib"] >= before["file_mib"]

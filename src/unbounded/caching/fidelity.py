@@ -59,10 +59,11 @@ simulated, so the cache the judged calls meet is the one the earlier calls left.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast, overload
 
 from unbounded.caching.blocks import FlatBlock, block_digest, flatten_request
 from unbounded.caching.breakpoints import plan_cache_breakpoints
@@ -155,6 +156,173 @@ class FidelityCall:
     prefix_changed: bool = False
 
 
+_NONE = -1
+"""An integer column's code for None (`read_until` of a call that read nothing)."""
+_INT_FIELDS = (
+    "index",
+    "recorded_input",
+    "recorded_5m",
+    "recorded_1h",
+    "recorded_read",
+    "recorded_output",
+    "simulated_index",
+    "input",
+    "write_5m",
+    "write_1h",
+    "read",
+    "output",
+    "deleted",
+    "read_until",
+)
+_FLOAT_FIELDS = ("time", "simulated_time", "cost", "write_cost", "read_cost")
+_CODED_FIELDS = ("ttl", "model", "query_source", "simulated_model", "flags")
+
+
+class FidelityCalls(Sequence[FidelityCall]):
+    """A session's `FidelityCall`s kept as columns of machine numbers, each call built back
+    when read: a replay of 100,000 calls keeps its fidelity simulation for its whole run, and
+    as objects a call takes about 700 bytes (about 200 here)."""
+
+    def __init__(self, calls: Iterable[FidelityCall] = ()) -> None:
+        """The calls, in order."""
+        self._ints = {name: array("q") for name in _INT_FIELDS}
+        self._floats = {name: array("d") for name in _FLOAT_FIELDS}
+        self._codes = {name: array("B") for name in _CODED_FIELDS}
+        self._breakpoints = array("q")
+        self._starts = array("q", [0])
+        self._texts: list[str] = []
+        """The strings the coded columns name (TTLs, models, query sources), by code."""
+        self._text_codes: dict[str, int] = {}
+        for call in calls:
+            self.append(call)
+
+    def _code(self, text: str) -> int:
+        code = self._text_codes.get(text)
+        if code is None:
+            if len(self._texts) > 255:
+                raise ConfigError(
+                    f"a fidelity simulation names more than 256 distinct models, TTLs and "
+                    f"query sources (adding {text!r}): it cannot be kept in columns"
+                )
+            code = self._text_codes[text] = len(self._texts)
+            self._texts.append(text)
+        return code
+
+    def append(self, call: FidelityCall) -> None:
+        """Add a call after the others."""
+        recorded, simulated = call.recorded, call.simulated
+        # Coded first: a name that cannot be coded leaves every column as it was.
+        codes = (
+            self._code(call.ttl),
+            self._code(call.model),
+            self._code(simulated.query_source),
+            self._code(simulated.model),
+            int(call.after_compaction) | int(call.prefix_changed) << 1,
+        )
+        read_until = simulated.read_until
+        ints = (
+            call.index,
+            recorded.input_tokens,
+            recorded.cache_creation_5m_input_tokens,
+            recorded.cache_creation_1h_input_tokens,
+            recorded.cache_read_input_tokens,
+            recorded.output_tokens,
+            simulated.index,
+            simulated.input_tokens,
+            simulated.cache_creation_5m_input_tokens,
+            simulated.cache_creation_1h_input_tokens,
+            simulated.cache_read_input_tokens,
+            simulated.output_tokens,
+            simulated.cache_deleted_input_tokens,
+            _NONE if read_until is None else read_until,
+        )
+        for name, value in zip(_INT_FIELDS, ints, strict=True):
+            self._ints[name].append(value)
+        floats = (
+            call.time,
+            simulated.time,
+            simulated.cost_usd,
+            simulated.cache_write_cost_usd,
+            simulated.cache_read_cost_usd,
+        )
+        for name, number in zip(_FLOAT_FIELDS, floats, strict=True):
+            self._floats[name].append(number)
+        for name, code in zip(_CODED_FIELDS, codes, strict=True):
+            self._codes[name].append(code)
+        self._breakpoints.extend(simulated.breakpoints)
+        self._starts.append(len(self._breakpoints))
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    @overload
+    def __getitem__(self, position: int) -> FidelityCall: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[FidelityCall]: ...
+
+    def __getitem__(self, position: int | slice) -> FidelityCall | list[FidelityCall]:
+        if isinstance(position, slice):
+            return [self._row(row) for row in range(*position.indices(len(self)))]
+        size = len(self)
+        row = position + size if position < 0 else position
+        if not 0 <= row < size:
+            raise IndexError(f"fidelity call {position} out of range ({size} calls)")
+        return self._row(row)
+
+    def __iter__(self) -> Iterator[FidelityCall]:
+        for row in range(len(self)):
+            yield self._row(row)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same calls (a tuple included)."""
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _row(self, row: int) -> FidelityCall:
+        ints = {name: column[row] for name, column in self._ints.items()}
+        floats = {name: column[row] for name, column in self._floats.items()}
+        texts = self._texts
+        codes = self._codes
+        flags = codes["flags"][row]
+        read_until = ints["read_until"]
+        return FidelityCall(
+            index=ints["index"],
+            time=floats["time"],
+            ttl=cast(CacheTtl, texts[codes["ttl"][row]]),
+            model=texts[codes["model"][row]],
+            recorded=RecordedUsage(
+                input_tokens=ints["recorded_input"],
+                cache_creation_5m_input_tokens=ints["recorded_5m"],
+                cache_creation_1h_input_tokens=ints["recorded_1h"],
+                cache_read_input_tokens=ints["recorded_read"],
+                output_tokens=ints["recorded_output"],
+            ),
+            simulated=SimulatedCall(
+                index=ints["simulated_index"],
+                time=floats["simulated_time"],
+                query_source=texts[codes["query_source"][row]],
+                model=texts[codes["simulated_model"][row]],
+                input_tokens=ints["input"],
+                cache_creation_5m_input_tokens=ints["write_5m"],
+                cache_creation_1h_input_tokens=ints["write_1h"],
+                cache_read_input_tokens=ints["read"],
+                output_tokens=ints["output"],
+                cost_usd=floats["cost"],
+                cache_deleted_input_tokens=ints["deleted"],
+                breakpoints=tuple(self._breakpoints[self._starts[row] : self._starts[row + 1]]),
+                read_until=None if read_until == _NONE else read_until,
+                cache_write_cost_usd=floats["write_cost"],
+                cache_read_cost_usd=floats["read_cost"],
+            ),
+            after_compaction=bool(flags & 1),
+            prefix_changed=bool(flags & 2),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class FidelityReport:
     """Recorded vs simulated prompt caching of one session."""
@@ -162,7 +330,8 @@ class FidelityReport:
     session: str | None
     model: str
     counter: str
-    calls: tuple[FidelityCall, ...]
+    calls: Sequence[FidelityCall]
+    """Per recorded call, in order (`FidelityCalls` as the simulation writes them)."""
     prefix_tokens: int
     """The opaque system prompt + tools (+ user context) prefix, inferred."""
     warm_prefix_tokens: int
@@ -553,9 +722,12 @@ def simulate_recorded_session(
         if isinstance(transcript, RecordedConversation)
         else RecordedConversation.of(transcript)
     )
-    model = model_info or resolve_recorded_model(
-        load_model_table(), recording.model, provider=as_provider(recording.provider)
-    )[0]
+    model = (
+        model_info
+        or resolve_recorded_model(
+            load_model_table(), recording.model, provider=as_provider(recording.provider)
+        )[0]
+    )
     base = as_block_counter(counter)
     main = recording.main
     calls = _laid_out_calls(recording)
@@ -603,7 +775,7 @@ def simulate_recorded_session(
 
     version = 0
     changes: list[str] = []
-    results: list[FidelityCall] = []
+    results = FidelityCalls()
     previous_model: str | None = None
     previous_thread_last: int | None = None
     last_boundary: dict[int, int] = {}  # per conversation (by identity): its last boundary
@@ -652,7 +824,8 @@ def simulate_recorded_session(
         )
 
     judged_from = 0 if fit_calls is None else fitted
-    judged = results[judged_from:]
+    # Read in passes rather than sliced: a slice would build every call at once.
+    judged: Sequence[FidelityCall] = results[judged_from:] if judged_from else results
     recorded_read = sum(c.recorded.cache_read_input_tokens for c in judged)
     recorded_total = sum(c.recorded.prompt_tokens for c in judged)
     simulated_read = sum(c.simulated.cache_read_input_tokens for c in judged)
@@ -662,7 +835,7 @@ def simulate_recorded_session(
         session=session,
         model=model.name,
         counter=base.name,
-        calls=tuple(results),
+        calls=results,
         prefix_tokens=prefix,
         warm_prefix_tokens=warm,
         scale=scale,

@@ -29,6 +29,7 @@ from math import isnan, nan
 from typing import Any, Protocol, TypeVar, cast
 
 from unbounded.compaction.conversation import REINJECTED_ATTACHMENT_TYPES
+from unbounded.evaluation.planned_calls import IndexMarks, PlannedCall, PlannedCalls
 from unbounded.model.content import ContentBlock, Usage, usage_prompt_total
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
@@ -89,9 +90,9 @@ class ReplayScript:
     steps: Collection[ReplayStep]
     model: str | None
     has_usage: bool
-    request_times: tuple[float, ...]
+    request_times: Sequence[float]
     """Each call's `request_time`, in order."""
-    message_ids: tuple[str, ...]
+    message_ids: Sequence[str]
     """Each call's `message_id`, in order."""
 
 
@@ -123,23 +124,11 @@ Shape = TypeVar("Shape", bound=RecordShape)
 
 
 @dataclass(frozen=True, slots=True)
-class PlannedCall:
-    """A call of the script before its records are read: where its lines are and its times."""
-
-    message_id: str
-    lines: tuple[int, ...]
-    usage_line: int | None
-    """Main-thread index of the line whose usage is the call's (the last with usage)."""
-    request_time: float
-    response_time: float
-
-
-@dataclass(frozen=True, slots=True)
 class ScriptPlan:
     """The calls of a script in order, and which main-thread records are not fed."""
 
-    calls: tuple[PlannedCall, ...]
-    not_fed: frozenset[int]
+    calls: PlannedCalls
+    not_fed: IndexMarks
     """Response lines and the attachments re-injected after a recorded compaction."""
     has_usage: bool
 
@@ -149,8 +138,8 @@ class ScriptPlan:
             steps=steps,
             model=model,
             has_usage=self.has_usage,
-            request_times=tuple(call.request_time for call in self.calls),
-            message_ids=tuple(call.message_id for call in self.calls),
+            request_times=self.calls.request_times,
+            message_ids=self.calls.message_ids,
         )
 
 
@@ -230,7 +219,7 @@ def plan_script(
     these main-thread indices (ascending), for the few whose content decides (attachments
     after a boundary) and those whose times place the calls."""
     groups = _call_groups(shapes, has_usage)
-    not_fed: set[int] = {line for _, lines, _ in groups for line in lines}
+    not_fed = IndexMarks(len(shapes), (line for _, lines, _ in groups for line in lines))
     after_boundary = False
     attachments: list[int] = []
     for index, shape in enumerate(shapes):
@@ -260,7 +249,7 @@ def plan_script(
     timed = sorted(ends)
     # The records' times only: the record before a call is often a large tool result.
     times = {index: _time(entry, nan) for index, entry in zip(timed, read(timed), strict=True)}
-    calls: list[PlannedCall] = []
+    calls = PlannedCalls()
     previous_request = float("-inf")
     for message_id, lines, usage_line in kept:
         first, last = lines[0], lines[-1]
@@ -274,7 +263,7 @@ def plan_script(
             PlannedCall(message_id, tuple(lines), usage_line, start, max(response_time, start))
         )
     has = any(line is not None for _, _, line in groups)
-    return ScriptPlan(tuple(calls), frozenset(not_fed), has)
+    return ScriptPlan(calls, not_fed, has)
 
 
 def replay_steps(
@@ -322,7 +311,7 @@ class _Span:
     def __getitem__(self, index: int) -> Entry:
         return self._records[index - self._origin]
 
-    def fed(self, start: int, end: int, not_fed: frozenset[int]) -> tuple[Entry, ...]:
+    def fed(self, start: int, end: int, not_fed: IndexMarks) -> tuple[Entry, ...]:
         """Copies of the records from start to end (excluded) a replay feeds."""
         return tuple(
             Entry(dict(self[i].data), self[i].line)

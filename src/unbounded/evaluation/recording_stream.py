@@ -30,7 +30,7 @@ from typing import overload
 from unbounded.caching.fidelity import RecordedConversation
 from unbounded.evaluation.file_thread import FileThread
 from unbounded.evaluation.recorded import ReplayStep, ScriptPlan, plan_script, replay_steps
-from unbounded.evaluation.replay_recording import RecordedFuture, ReplayRecording
+from unbounded.evaluation.replay_recording import RecordedFuture, ReplayRecording, not_replayed
 from unbounded.inspection_stream import (
     RecordInfo,
     RecordTable,
@@ -155,13 +155,15 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
         else partial(_no_branch, source)
     )
 
+    script = plan.script(FileSteps(plan, main), model)
     return ReplayRecording(
-        script=plan.script(FileSteps(plan, main), model),
+        script=script,
         future=RecordedFuture.in_file(shapes, main),
         model=model,
         provider="anthropic",
         models=models,
-        billed=billed,
+        billed=not_replayed(billed, script),
+        billed_calls=len(billed),
         reported_window=None,
         name=source.name,
         replies=any(r.type == "assistant" and not r.is_synthetic_api_error for r in shapes),

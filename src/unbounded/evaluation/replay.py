@@ -676,6 +676,7 @@ class _Replayer:
                 self.call_models[name] = info
         self.models_called = recording.models
         self.billed = recording.billed
+        self.billed_calls = recording.billed_calls
         self.not_replayed: dict[str, int] = {}
         self.settings = ReplaySettings(
             model=self.model,
@@ -776,12 +777,9 @@ class _Replayer:
         are priced as ours. A thread call the script could not replay in order goes into the
         recorded cost only.
         """
-        replayed = set(self.script.message_ids)
         costs: dict[str, float] = {}
         counts: dict[str, int] = {}
-        for call in self.billed:
-            if call.message_id in replayed:
-                continue
+        for call in self.billed:  # the recording keeps only the calls its script leaves out
             counts[call.place] = counts.get(call.place, 0) + 1
             cost = _recorded_cost(call.usage, self._recorded_pricing(call.model), self.ttl)
             if cost is None:
@@ -858,7 +856,7 @@ class _Replayer:
             fidelity=self.fidelity,
             recorded_model=self.recorded_model.name,
             recorded_comparable=self.recorded_comparable,
-            recorded_calls=len(self.billed),
+            recorded_calls=self.billed_calls,
             model_assumed=self.model_assumed,
             not_replayed=self.not_replayed,
             microcompacts=self.session.micro.stats.microcompactions,

@@ -101,6 +101,11 @@ class ReplayRecording:
     provider: str | None
     models: dict[str, int]
     billed: list[BilledCall]
+    """The billed calls the script does not replay (on branches, the agent's side calls, a
+    thread call out of order): the replay prices them as recorded. The replayed ones are
+    priced from each step's own records, so they are counted (`billed_calls`), not kept."""
+    billed_calls: int
+    """Every billed call of the recording (`Transcript.billed_calls`)."""
     reported_window: int | None
     name: str | None
     """The file name, when the transcript came from a file."""
@@ -118,13 +123,16 @@ class ReplayRecording:
     def of(cls, transcript: Transcript) -> ReplayRecording:
         """Prepare a transcript; it is kept only until `fidelity` has run once."""
         main = transcript.main_thread()
+        script = build_replay_script(transcript)
+        billed = transcript.billed_calls()
         return cls(
-            script=build_replay_script(transcript),
+            script=script,
             future=RecordedFuture.of(main),
             model=transcript.model,
             provider=transcript.provider,
             models=transcript.models(),
-            billed=transcript.billed_calls(),
+            billed=not_replayed(billed, script),
+            billed_calls=len(billed),
             reported_window=transcript.reported_window,
             name=transcript.path.name if transcript.path is not None else None,
             replies=any(e.type == "assistant" and not e.is_synthetic_api_error for e in main),
@@ -158,4 +166,10 @@ class ReplayRecording:
         return report
 
 
-__all__ = ["RecordedFuture", "ReplayRecording"]
+def not_replayed(billed: Sequence[BilledCall], script: ReplayScript) -> list[BilledCall]:
+    """The billed calls whose response id no step of the script replays, in order."""
+    replayed = set(script.message_ids)
+    return [call for call in billed if call.message_id not in replayed]
+
+
+__all__ = ["RecordedFuture", "ReplayRecording", "not_replayed"]
