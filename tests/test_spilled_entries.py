@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import sys
 import weakref
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from recorded_calls import long_tool_session
 
+from unbounded.compaction.glue import RootsReader
+from unbounded.compaction.recorded_files import AppendedSince
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
-from unbounded.model.spilled_entries import SpilledEntries
+from unbounded.model.spilled_entries import SpilledEntries, entry_in_place
 from unbounded.policy import Policy
 from unbounded.recall.index import TranscriptIndex
 from unbounded.session_transcript import SessionTranscript
@@ -47,6 +52,7 @@ def test_spilled_positions_read_back_equal_entries_with_their_lines() -> None:
         spilled[6]
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 entries take no weakrefs")
 def test_a_spilled_entry_still_held_comes_back_as_the_same_object() -> None:
     original = _entries(3)
     kept = original[1]
@@ -85,6 +91,87 @@ def test_removing_a_tail_that_reaches_into_the_spill_forgets_those_records() -> 
     assert list(spilled) == [*original[:2], original[5]]
     with pytest.raises(ValueError, match="only a tail"):
         del spilled[0:1]
+
+
+def _no_weak_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on Python 3.10: entries take no weak references, so no spilled entry is held."""
+    monkeypatch.setattr(SpilledEntries, "_hold", lambda *_: None)
+
+
+def test_a_mark_spilled_under_a_reader_is_still_in_place_without_weak_references(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_weak_hold(monkeypatch)
+    original = _entries(4)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(4)
+    assert spilled[3] is not original[3]  # read back as a new object
+    assert entry_in_place(spilled, 3, original[3])
+    assert not entry_in_place(spilled, 2, original[3])  # another entry at that position
+    assert not entry_in_place(spilled, 3, None)
+    # A plain list keeps the identity rule: an equal entry is not the one marked.
+    assert not entry_in_place(original, 3, Entry({**original[3].data}))
+
+
+@pytest.mark.parametrize("weak_hold", [True, False], ids=["weakref", "python-3.10"])
+def test_the_incremental_readers_do_not_start_over_when_their_mark_is_spilled(
+    monkeypatch: pytest.MonkeyPatch, weak_hold: bool
+) -> None:
+    if not weak_hold:
+        _no_weak_hold(monkeypatch)
+    original = _entries(3)
+    for n, entry in enumerate(original):
+        entry.data["cwd"] = f"/work/{n}"
+    spilled = SpilledEntries(original)
+    since, roots, index = AppendedSince(), RootsReader(), TranscriptIndex()
+    since.start(spilled)
+    roots.read(spilled)
+    index.update(spilled)
+    spilled.spill_before(3)  # every mark is now on disk
+    del original
+    gc.collect()
+    scanned: list[int] = []
+    monkeypatch.setattr(TranscriptIndex, "_scan", lambda _, __, at: scanned.append(at))
+    later = Entry.user("later")
+    later.data["cwd"] = "/work/later"
+    spilled.append(later)
+    assert since.start(spilled) == 3
+    assert roots.read(spilled) == ["/work/0", "/work/1", "/work/2", "/work/later"]
+    index.update(spilled)
+    assert scanned == [3]  # only the new entry, not the spill again
+
+
+def test_a_closed_spill_says_so_when_read_or_spilled() -> None:
+    spilled = SpilledEntries(_entries(4))
+    spilled.spill_before(2)
+    spilled.close()
+    assert spilled.closed
+    spilled.close()  # twice is fine
+    assert spilled[3] == spilled.live[-1]  # the live entries stay readable
+    with pytest.raises(ValueError, match=r"spilled entries were closed .*before closing"):
+        spilled[0]
+    with pytest.raises(ValueError, match="spilled entries were closed"):
+        spilled.spill_before(4)
+
+
+def test_removing_one_entry_by_position_gives_the_tail_only_error() -> None:
+    spilled = SpilledEntries(_entries(3))
+    with pytest.raises(ValueError, match="only a tail"):
+        del spilled[-1]
+    assert len(spilled) == 3
+
+
+def test_reads_and_spills_leave_the_file_position_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_weak_hold(monkeypatch)
+    original = _entries(4)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(2)
+    handle = spilled._open()
+    handle.seek(1)  # a position another thread would share, were reads to move it
+    spilled.spill_before(4)
+    assert list(spilled) == original
+    assert handle.tell() == 1
+    assert os.fstat(handle.fileno()).st_size == sum(len(orjson.dumps(e.data)) for e in original)
 
 
 # -- the session's transcript in both modes ------------------------------------------------
