@@ -10,6 +10,7 @@ import gc
 import os
 import sys
 import weakref
+from typing import IO
 
 import orjson
 import pytest
@@ -290,7 +291,7 @@ def test_the_recall_index_keeps_no_result_text_of_a_spilled_entry() -> None:
     assert index.calls["toolu_0"].result == "x" * 100_000  # read back when asked
 
 
-def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
+def _compacting_replay() -> _Replayer:
     recording = ReplayRecording.of(
         long_tool_session(
             240,
@@ -300,7 +301,29 @@ def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
     )
     policy = Policy.from_env().with_changes(background_summary=False)
     options = ReplayOptions(baselines=False, session_memory=False, policy=policy, window=60_000)
-    replayer = _Replayer(recording, options)
+    return _Replayer(recording, options)
+
+
+def _spill_files(monkeypatch: pytest.MonkeyPatch) -> list[IO[bytes]]:
+    """The spill files opened from now on."""
+    opened: list[IO[bytes]] = []
+    original = SpilledEntries._open
+
+    def recording_open(entries: SpilledEntries) -> IO[bytes]:
+        handle = original(entries)
+        if handle not in opened:
+            opened.append(handle)
+        return handle
+
+    monkeypatch.setattr(SpilledEntries, "_open", recording_open)
+    return opened
+
+
+def test_a_replayed_session_holds_its_live_entries_not_its_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened = _spill_files(monkeypatch)
+    replayer = _compacting_replay()
     asyncio.run(replayer.run(None))
     session = replayer.session
     entries = session.entries
@@ -309,6 +332,24 @@ def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
     assert len(entries) > 480
     # What stays in memory is bounded by the live context (the view), not the session length.
     assert len(held) <= len(session.view) + 2
+    # The run closed its session: the spill file is gone now, not at a later collection.
+    assert session.closed
+    assert len(opened) == 1
+    assert opened[0].closed
+
+
+def test_a_replay_that_fails_still_closes_its_spill_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened = _spill_files(monkeypatch)
+    replayer = _compacting_replay()
+
+    def fail() -> None:
+        raise RuntimeError("pricing failed")
+
+    monkeypatch.setattr(replayer, "_price_calls_not_replayed", fail)
+    with pytest.raises(RuntimeError, match="pricing failed"):
+        asyncio.run(replayer.run(None))
+    assert len(opened) == 1  # it had spilled before failing
+    assert opened[0].closed
 
 
 def test_a_stretch_closed_in_the_batch_of_a_partial_compaction_holds_its_kept_messages() -> None:
