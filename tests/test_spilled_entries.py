@@ -224,8 +224,11 @@ def _play(steps: list[Step], *, spill: bool) -> tuple[SessionTranscript, list[li
             view = [e for e in transcript.view if e.type in ("user", "assistant")]
             kept = view[len(view) - size :] if size and len(view) >= size else None
             summary = named(Entry.user("summary", is_compact_summary=True))
-            boundary = named(_boundary(kept, summary))
-            transcript.append([boundary, summary])
+            if kind == "anchored":  # the kept messages follow a reply appended with the boundary
+                reply = named(Entry.assistant([{"type": "text", "text": "r"}], message_id="anchor"))
+                transcript.append([named(_boundary(kept, reply)), summary, reply])
+            else:
+                transcript.append([named(_boundary(kept, summary)), summary])
         stretches += [stretch for _, stretch in transcript.take_stretches()]
     return transcript, stretches
 
@@ -236,9 +239,21 @@ _STEPS = st.lists(
         st.tuples(st.just("reply"), st.integers(0, 5)),
         st.tuples(st.just("discard"), st.just(0)),
         st.tuples(st.just("compact"), st.integers(0, 3)),
+        st.tuples(st.just("anchored"), st.integers(1, 3)),
     ),
     max_size=40,
 )
+
+
+def test_discarding_the_reply_a_partial_compaction_is_anchored_at_drops_it_from_the_view() -> None:
+    # The view is [boundary, summary, reply, kept result]: the reply is not the view's tail,
+    # so the spilled fast path must not just cut the tail off.
+    steps: list[Step] = [("turn", 1), ("anchored", 1), ("discard", 0)]
+    whole, _ = _play(steps, spill=False)
+    bounded, _ = _play(steps, spill=True)
+    assert [e.data for e in bounded.view] == [e.data for e in whole.view]
+    assert [e.type for e in bounded.view] == ["system", "user"]  # the boundary and summary
+    assert bounded.messages == whole.messages
 
 
 @settings(max_examples=60, deadline=None)
