@@ -110,8 +110,11 @@ def test_a_mark_spilled_under_a_reader_is_still_in_place_without_weak_references
     assert entry_in_place(spilled, 3, original[3])
     assert not entry_in_place(spilled, 2, original[3])  # another entry at that position
     assert not entry_in_place(spilled, 3, None)
-    # A plain list keeps the identity rule: an equal entry is not the one marked.
+    # A plain list, or a live position, keeps the identity rule: an equal entry is not the one
+    # marked (a live entry may be replaced).
     assert not entry_in_place(original, 3, Entry({**original[3].data}))
+    spilled.append(Entry.user("live"))
+    assert not entry_in_place(spilled, 4, Entry({**spilled[4].data}))
 
 
 @pytest.mark.parametrize("weak_hold", [True, False], ids=["weakref", "python-3.10"])
