@@ -718,9 +718,10 @@ def table(figures: dict[str, float], marks: Sequence[int]) -> str:
     """The figures as one table: per entry point, the median and slowest call (µs) at each
     mark, the growth from the first mark to the last, and for ours both checks (growth within
     `GROWTH_LIMIT`, no call over `STEP_LIMIT_US`)."""
-    head = ["entry point".ljust(42), *(f"{mark:>7,} msgs".rjust(19) for mark in marks)]
+    width = max(len(label) for label in ENTRY_POINTS.values())
+    head = ["entry point".ljust(width), *(f"{mark:>7,} msgs".rjust(19) for mark in marks)]
     lines = ["  ".join([*head, "growth".rjust(7), f"<={GROWTH_LIMIT:g}x", "<=20ms"])]
-    lines.append("  ".join(["".ljust(42), *("median / slowest µs".rjust(19) for _ in marks)]))
+    lines.append("  ".join(["".ljust(width), *("median / slowest µs".rjust(19) for _ in marks)]))
     for name, label in ENTRY_POINTS.items():
         if f"{name}_us_at_{marks[0]}" not in figures:
             continue
@@ -736,7 +737,7 @@ def table(figures: dict[str, float], marks: Sequence[int]) -> str:
                 "ok" if growth <= GROWTH_LIMIT else "OVER",
                 "ok" if slowest <= STEP_LIMIT_US else "OVER",
             ]
-        row = [label.ljust(42), *(cell.rjust(19) for cell in cells), f"{growth:.2f}x".rjust(7)]
+        row = [label.ljust(width), *(cell.rjust(19) for cell in cells), f"{growth:.2f}x".rjust(7)]
         lines.append("  ".join([*row, checks[0].ljust(5), checks[1]]).rstrip())
     return "\n".join(lines)
 
