@@ -5,40 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from unbounded.catalog import ModelInfo
+from replay_settings import recorded_call, replay_settings
+
 from unbounded.evaluation.baselines import (
     CLEAR_PLACEHOLDER,
     TRUNCATION_NOTE,
     History,
-    ReplaySettings,
     ToolResultClearing,
     TruncateBaseline,
     clear_tool_results_copy,
 )
-from unbounded.evaluation.prefix import OpaquePrefix
-from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.entries import Entry
 
-MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
 CHUNK = "parser detail " * 1_500  # about 5,000 tokens
 
 
-def _settings(threshold: int) -> ReplaySettings:
-    return ReplaySettings(
-        model=MODEL,
-        model_name=MODEL.name,
-        prefix=OpaquePrefix(2_000),
-        ttl="5m",
-        context_window=200_000,
-        threshold=threshold,
-        start_time=0.0,
-    )
-
-
-def _call(index: int) -> RecordedCall:
-    return RecordedCall(
-        index, f"m{index}", (index,), index, index, None, MODEL.name, float(index), float(index), ()
-    )
 
 
 def _turn(n: int) -> list[Entry]:
@@ -49,17 +30,17 @@ def _turn(n: int) -> list[Entry]:
 
 
 def test_truncate_sends_the_same_note_message_while_its_cut_stays() -> None:
-    truncate = TruncateBaseline(_settings(30_000))
+    truncate = TruncateBaseline(replay_settings(30_000))
     for n in range(10):
         truncate.feed(_turn(n))
-    first = truncate.plan(_call(0))
-    again = truncate.plan(_call(1))
+    first = truncate.plan(recorded_call(0))
+    again = truncate.plan(recorded_call(1))
     assert first.changed and again.changed
     assert again.messages[0] is first.messages[0]
     assert again.messages[0]["content"][0] == {"type": "text", "text": TRUNCATION_NOTE}
     assert again.messages[1:] == first.messages[1:]
     truncate.feed(_turn(10))
-    moved = truncate.plan(_call(2))
+    moved = truncate.plan(recorded_call(2))
     assert truncate.cut > 0
     assert moved.messages[0] is not first.messages[0]
     assert moved.messages[0]["content"][1:] == [{"type": "text", "text": f"question {truncate.cut // 2}"}]

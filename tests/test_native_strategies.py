@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-from unbounded.catalog import ModelInfo
-from unbounded.evaluation.baselines import ReplaySettings
+from replay_settings import recorded_call, replay_settings
+
 from unbounded.evaluation.native_strategies import (
     NATIVE_STRATEGIES,
     ServerCompactionStrategy,
     native_strategies,
     server_trigger,
 )
-from unbounded.evaluation.prefix import OpaquePrefix
-from unbounded.evaluation.recorded import RecordedCall
 from unbounded.evaluation.replay import strategy_names
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
-
-MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
-
-
-def _settings(threshold: int) -> ReplaySettings:
-    return ReplaySettings(
-        model=MODEL,
-        model_name=MODEL.name,
-        prefix=OpaquePrefix(2_000),
-        ttl="5m",
-        context_window=200_000,
-        threshold=threshold,
-        start_time=0.0,
-    )
-
-
-def _call(index: int) -> RecordedCall:
-    return RecordedCall(index, f"msg_{index}", (index,), index, index, None, MODEL.name, float(index), float(index), ())
 
 
 def test_the_trigger_sits_a_warning_buffer_under_the_threshold_and_never_under_the_minimum() -> None:
@@ -43,19 +23,19 @@ def test_the_trigger_sits_a_warning_buffer_under_the_threshold_and_never_under_t
 
 def test_the_strategy_is_registered_after_the_baselines() -> None:
     assert strategy_names()[-len(NATIVE_STRATEGIES) :] == NATIVE_STRATEGIES
-    assert [s.name for s in native_strategies(_settings(100_000))] == list(NATIVE_STRATEGIES)
+    assert [s.name for s in native_strategies(replay_settings(100_000))] == list(NATIVE_STRATEGIES)
 
 
 def test_at_the_trigger_the_server_step_shares_the_prefix_and_the_summary_goes_on_alone() -> None:
-    strategy = ServerCompactionStrategy(_settings(70_000))  # trigger: 50,000
+    strategy = ServerCompactionStrategy(replay_settings(70_000))  # trigger: 50,000
     chunk = "parser detail " * 2_000  # about 7,000 tokens
     strategy.feed([Entry.user("Fix the parser. " + chunk)])
-    quiet = strategy.plan(_call(0))
+    quiet = strategy.plan(recorded_call(0, "msg_"))
     assert quiet.side == () and not quiet.changed
     for n in range(8):
         strategy.respond(Entry.assistant([{"type": "text", "text": f"step {n} " + chunk}], message_id=f"m{n}"))
         strategy.feed([Entry.user(f"go on {n}")])
-    plan = strategy.plan(_call(1))
+    plan = strategy.plan(recorded_call(1, "msg_"))
     assert strategy.run.compactions == 1 and plan.changed
     (step,) = plan.side
     assert step.query_source == "server_compaction"
@@ -65,5 +45,5 @@ def test_at_the_trigger_the_server_step_shares_the_prefix_and_the_summary_goes_o
     assert len(plan.messages) == 1 and plan.messages[0]["role"] == "user"
     strategy.respond(Entry.assistant([{"type": "text", "text": "ok"}], message_id="after"))
     strategy.feed([Entry.user("and then?")])
-    later = strategy.plan(_call(2))
+    later = strategy.plan(recorded_call(2, "msg_"))
     assert later.side == () and later.changed and len(later.messages) == 3

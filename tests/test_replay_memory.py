@@ -8,27 +8,22 @@ import asyncio
 
 import pytest
 from recorded_calls import long_tool_session
+from replay_settings import MODEL, recorded_call, replay_settings
 
-from unbounded.catalog import ModelInfo
 from unbounded.errors import ConfigError
 from unbounded.evaluation.baselines import (
     History,
     NoneBaseline,
-    ReplaySettings,
     feed_strategies,
     make_baselines,
     run_baselines,
 )
 from unbounded.evaluation.native_strategies import native_strategies
-from unbounded.evaluation.prefix import OpaquePrefix
-from unbounded.evaluation.recorded import RecordedCall
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
 from unbounded.model.entries import Entry
 from unbounded.model.transcript import Transcript
-
-MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
 
 
 def _long_session(calls: int) -> Transcript:
@@ -59,24 +54,10 @@ def test_a_replay_store_cannot_be_reopened_once_it_was_written() -> None:
         store.load()
 
 
-def _settings(threshold: int) -> ReplaySettings:
-    return ReplaySettings(
-        model=MODEL,
-        model_name=MODEL.name,
-        prefix=OpaquePrefix(2_000),
-        ttl="5m",
-        context_window=200_000,
-        threshold=threshold,
-        start_time=0.0,
-    )
-
-
-def _call(index: int) -> RecordedCall:
-    return RecordedCall(index, f"m{index}", (index,), index, index, None, MODEL.name, float(index), float(index), ())
 
 
 def test_strategies_share_one_history_fed_once_until_one_replaces_its_own() -> None:
-    settings = _settings(60_000)
+    settings = replay_settings(60_000)
     history = History(settings.prefix.scale)
     strategies = [*make_baselines(settings, history), *native_strategies(settings, history)]
     alone = NoneBaseline(settings)  # fed on its own: what every shared strategy must see
@@ -86,7 +67,7 @@ def test_strategies_share_one_history_fed_once_until_one_replaces_its_own() -> N
     alone.feed(opening)
     summarized = None
     for n in range(16):
-        run_baselines(strategies, _call(n))
+        run_baselines(strategies, recorded_call(n))
         reply = [Entry.assistant([{"type": "text", "text": f"step {n} " + chunk}], message_id=f"m{n}"), Entry.user(f"go on {n}")]
         feed_strategies(strategies, reply)
         alone.feed(reply)
