@@ -439,7 +439,7 @@ class NoneBaseline(Baseline):
 
     def settled(self, history: History) -> int:
         """All of it: the plain history is sent as it is, read by the simulator alone."""
-        return len(history.messages()) if self.history is history else 0
+        return len(history.messages())
 
 
 class TruncateBaseline(Baseline):
@@ -483,8 +483,9 @@ class TruncateBaseline(Baseline):
         return CallPlan([self._head[1], *messages[position + 1 :]], changed=True)
 
     def settled(self, history: History) -> int:
-        """The messages before its cut (which only moves forward): never sent again."""
-        return self.cut if self.history is history else _unless_shared(self, history)
+        """All of it: the note message leaves the cut message's tool results out, and what
+        is sent is read by the simulator alone."""
+        return len(history.messages())
 
 
 def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
@@ -584,12 +585,9 @@ class ClearEveryTurnBaseline(Baseline):
         return CallPlan(cleared, changed=self.clearing.cleared_any)
 
     def settled(self, history: History) -> int:
-        """The messages whose tool results are all cleared (sent as cleared copies)."""
-        if self.history is not history:
-            return _unless_shared(self, history)
-        if self.clearing.source is not history.messages():
-            return 0  # not cleared this history (as it is now) yet: the next clearing reads it
-        return self.clearing.settled
+        """All of it: clearing replaces a tool result's content without reading it, and
+        what is sent is read by the simulator alone."""
+        return len(history.messages())
 
 
 class ToolResultClearing:
@@ -615,17 +613,6 @@ class ToolResultClearing:
     def cleared_any(self) -> bool:
         """Whether the last result clears anything."""
         return self._cleared_any
-
-    @property
-    def source(self) -> Sequence[MessageParam]:
-        """The messages last cleared."""
-        return self._source
-
-    @property
-    def settled(self) -> int:
-        """How many of the last messages' first ones have no tool result left to clear (the
-        next clearing of the grown history does not read them)."""
-        return self._waiting[0][0] if self._waiting else len(self._source)
 
     def apply(self, messages: Sequence[MessageParam]) -> list[MessageParam]:
         """The messages with every tool result but the most recent cleared (the clearing's
