@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,10 @@ from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.entries import Entry
 
 MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
+OTHER = ModelInfo(
+    "claude-haiku-4-5", "anthropic", 200_000, 64_000, 1.0, 5.0, keeps_previous_thinking=False
+)
+"""A model some calls switch to: each switch prices the whole request again (husks too)."""
 
 
 def _settings(threshold: int) -> ReplaySettings:
@@ -36,17 +41,19 @@ def _settings(threshold: int) -> ReplaySettings:
         context_window=200_000,
         threshold=threshold,
         start_time=0.0,
+        call_models={OTHER.name: OTHER},
     )
 
 
-def _call(index: int) -> RecordedCall:
+def _call(index: int, model: str = MODEL.name) -> RecordedCall:
     return RecordedCall(
-        index, f"m{index}", (index,), index, index, None, MODEL.name, float(index), float(index), ()
+        index, f"m{index}", (index,), index, index, None, model, float(index), float(index), ()
     )
 
 
-# One call: (size of each tool result in words, whether the response is recorded).
-Step = tuple[list[int], bool]
+# One call: (size of each tool result in words, whether the response is recorded, whether
+# the call is to the other model).
+Step = tuple[list[int], bool, bool]
 
 
 def _strategies(threshold: int) -> list[Baseline]:
@@ -60,7 +67,7 @@ def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dic
     strategies = _strategies(threshold)
     feed_strategies(strategies, [Entry.user("start the work")])
     figures: list[dict[str, Any]] = []
-    for n, (sizes, answered) in enumerate(steps):
+    for n, (sizes, answered, switched) in enumerate(steps):
         calls = [
             {"type": "tool_use", "id": f"t{n}_{k}", "name": "Read", "input": {"k": k}}
             for k in range(len(sizes))
@@ -72,7 +79,7 @@ def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dic
             )
             for k, size in enumerate(sizes)
         ]
-        priced = run_baselines(strategies, _call(n))
+        priced = run_baselines(strategies, _call(n, OTHER.name if switched else MODEL.name))
         figures.append(dict(priced))
         # An unrecorded response leaves the next results to merge into the last user message.
         response = [Entry.assistant([{"type": "text", "text": f"step {n}"}, *calls], message_id=f"m{n}")]
@@ -100,14 +107,17 @@ def _no_husk(self: History, upto: int, tokens_of: Any) -> None:
 
 
 STEPS = st.lists(
-    st.tuples(st.lists(st.integers(0, 3_000), min_size=1, max_size=3), st.booleans()),
-    min_size=1,
-    max_size=40,
+    st.tuples(
+        st.lists(st.integers(0, 4_000), min_size=1, max_size=3), st.booleans(), st.booleans()
+    ),
+    min_size=10,
+    max_size=50,
 )
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=STEPS, threshold=st.sampled_from([55_000, 80_000]))
+# 30,000: summarize_no_cache summarizes before server_compaction compacts; 80,000: after.
+@given(steps=STEPS, threshold=st.sampled_from([30_000, 80_000]))
 def test_husking_changes_no_figure(steps: list[Step], threshold: int) -> None:
     """Every strategy's usage per call and its totals equal those of a history that keeps
     every tool result's text."""
@@ -117,10 +127,22 @@ def test_husking_changes_no_figure(steps: list[Step], threshold: int) -> None:
     assert husked == kept
 
 
+@pytest.mark.parametrize("threshold", [30_000, 80_000])
+def test_a_long_session_husks_and_prices_as_one_that_keeps_the_text(threshold: int) -> None:
+    """Past both summaries (summarize_no_cache first at 30,000, server_compaction first at
+    80,000), with calls that switch models (every block priced again), figures are equal."""
+    steps: list[Step] = [([1_500, 2_500], n % 4 != 0, n % 5 == 4) for n in range(70)]
+    strategies, husked = _replay(steps, threshold)
+    assert strategies[0].history.husked > 50
+    with mock.patch.object(History, "husk", _no_husk):
+        _, kept = _replay(steps, threshold)
+    assert husked == kept
+
+
 def test_tool_results_before_the_tail_give_up_their_text_once_every_summary_is_made() -> None:
     """Once the summarizing strategies have their own history, the shared one keeps no
     tool-result text but the last messages'; before that it keeps all of it."""
-    steps: list[Step] = [([2_000, 1_000], n % 3 != 0) for n in range(60)]
+    steps: list[Step] = [([2_000, 1_000], n % 3 != 0, n % 7 == 6) for n in range(60)]
     strategies, _ = _replay(steps[:5], 55_000)
     shared = strategies[0].history
     assert shared.husked == 0  # the summaries, still to come, read every result
