@@ -21,6 +21,7 @@ from unbounded.compaction.rehydrate import WorkingStateReader, working_state_fro
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.model.entries import Entry, create_compact_boundary
+from unbounded.model.spilled_entries import SpilledEntries
 from unbounded.policy import Policy
 
 MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
@@ -54,9 +55,12 @@ class _FeedCounter:
         monkeypatch.setattr(WorkingStateReader, "read", read)
 
 
+@pytest.mark.parametrize("weak_hold", [True, False], ids=["weakref", "python-3.10"])
 def test_a_replay_that_compacts_again_and_again_feeds_each_entry_once(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, weak_hold: bool
 ) -> None:
+    if not weak_hold:  # as on Python 3.10: entries take no weak references, none is held
+        monkeypatch.setattr(SpilledEntries, "_hold", lambda *_: None)
     counter = _FeedCounter(monkeypatch)
     recording = ReplayRecording.of(
         long_tool_session(

@@ -105,6 +105,27 @@ def test_scan_keeps_no_content(tmp_path: Path) -> None:
     assert record.content_shape == "str" and record.user_kind == "prompt"
 
 
+def test_a_response_written_as_several_lines_keeps_one_id_string(tmp_path: Path) -> None:
+    # Claude Code writes a response's blocks as a run of lines sharing its id: the table
+    # holds one string for the run (half a million records at 1 GiB).
+    path = tmp_path / "s.jsonl"
+    usage = {"input_tokens": 3, "output_tokens": 5}
+    first = Entry.assistant([{"type": "text", "text": "a"}], message_id="msg_1", usage=usage)
+    second = Entry.assistant(
+        [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}],
+        message_id="msg_1",
+        usage=usage,
+        parent_uuid=first.uuid,
+    )
+    other = Entry.assistant(
+        [{"type": "text", "text": "b"}], message_id="msg_2", usage=usage, parent_uuid=second.uuid
+    )
+    write_claude_code([first, second, other], path)
+    ids = scan_records(path).records.message_ids
+    assert ids == ["msg_1", "msg_1", "msg_2"]
+    assert len({id(message_id) for message_id in ids}) == 2
+
+
 def test_a_file_changed_between_the_passes_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from unbounded import inspection_stream
     from unbounded.errors import TranscriptError

@@ -281,8 +281,9 @@ def _langchain_view_convert() -> Any:
 
 
 def test_entries_take_their_uuid_from_the_message_and_the_call_s_timestamp() -> None:
-    """A converted message's uuid is its id (the same record every time it is converted) and
-    its timestamp the one given; a message without an id gets a fresh uuid."""
+    """A converted message's uuid is its id (the same record every time it is converted; an
+    AI message's id with a digest of its content) and its timestamp the one given; a message
+    without an id gets a fresh uuid."""
     from unbounded.integrations.langchain import message_to_entry
 
     stamp = "2026-03-01T12:00:00.000Z"
@@ -292,7 +293,13 @@ def test_entries_take_their_uuid_from_the_message_and_the_call_s_timestamp() -> 
         HumanMessage("go", id="human-3"),
     ):
         entry = message_to_entry(message, timestamp=stamp)
-        assert entry is not None and (entry.uuid, entry.timestamp) == (message.id, stamp)
+        again = message_to_entry(message, timestamp=stamp)
+        assert entry is not None and again is not None and entry.timestamp == stamp
+        assert entry.uuid == again.uuid
+        if isinstance(message, AIMessage):
+            assert str(entry.uuid).startswith(f"{message.id}#")
+        else:
+            assert entry.uuid == message.id
     unnamed = [message_to_entry(HumanMessage("go")) for _ in range(2)]
     uuids = {entry.uuid for entry in unnamed if entry is not None}
     assert len(uuids) == 2 and None not in uuids

@@ -160,3 +160,37 @@ def first_count(state: dict[str, Any]) -> int:
     """The count of the same conversation with nothing cleared."""
     middleware = UnboundedMiddleware(MODEL, context_window=200_000, policy=Policy(microcompact_enabled=False))
     return middleware._plan({"messages": history(30, usage=False)}).tokens  # type: ignore[arg-type]
+
+
+def test_two_lines_of_one_response_convert_to_distinct_uuids_a_compaction_keeps_apart() -> None:
+    from unbounded.integrations.langchain import messages_to_entries
+    from unbounded.model.entries import (
+        Entry,
+        create_compact_boundary,
+        messages_after_compact_boundary,
+    )
+
+    call = {"name": "read_file", "args": {"path": "a.py"}, "id": "call_1"}
+    messages: list[BaseMessage] = [
+        HumanMessage("read a.py", id="h1"),
+        AIMessage("", tool_calls=[call], id="resp_1"),  # two lines of one response
+        ToolMessage("print(1)", tool_call_id="call_1", id="t1"),
+        AIMessage("a.py prints one", id="resp_1"),
+    ]
+    first = messages_to_entries(messages, timestamp="2026-02-01T09:00:00Z")
+    again = messages_to_entries(messages, timestamp="2026-02-01T09:00:00Z")
+    entries = [entry for entry in first if entry is not None]
+    assert [e.uuid for e in entries] == [e.uuid for e in again if e is not None]  # stable
+    assert len({e.uuid for e in entries}) == 4
+    assert entries[1].message_id == entries[3].message_id == "resp_1"
+    # A partial compaction that keeps only the second line keeps that line, not the first.
+    boundary = create_compact_boundary("auto", 100)
+    boundary.compact_metadata["preservedSegment"] = {
+        "headUuid": entries[3].uuid,
+        "tailUuid": entries[3].uuid,
+        "anchorUuid": "summary",
+    }
+    summary = Entry.user("summary", is_compact_summary=True, uuid="summary")
+    view = messages_after_compact_boundary([*entries, boundary, summary])
+    kept = [e for e in view if e.type == "assistant"]
+    assert [block["text"] for e in kept for block in e.content] == ["a.py prints one"]

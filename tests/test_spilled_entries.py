@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import sys
 import weakref
+from typing import IO
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from recorded_calls import long_tool_session
 
+from unbounded.compaction.glue import RootsReader
+from unbounded.compaction.recorded_files import AppendedSince
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
 from unbounded.model.entries import Entry, create_compact_boundary, messages_after_compact_boundary
-from unbounded.model.spilled_entries import SpilledEntries
+from unbounded.model.spilled_entries import SpilledEntries, entry_in_place
 from unbounded.policy import Policy
 from unbounded.recall.index import TranscriptIndex
 from unbounded.session_transcript import SessionTranscript
@@ -47,6 +53,7 @@ def test_spilled_positions_read_back_equal_entries_with_their_lines() -> None:
         spilled[6]
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 entries take no weakrefs")
 def test_a_spilled_entry_still_held_comes_back_as_the_same_object() -> None:
     original = _entries(3)
     kept = original[1]
@@ -85,6 +92,90 @@ def test_removing_a_tail_that_reaches_into_the_spill_forgets_those_records() -> 
     assert list(spilled) == [*original[:2], original[5]]
     with pytest.raises(ValueError, match="only a tail"):
         del spilled[0:1]
+
+
+def _no_weak_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on Python 3.10: entries take no weak references, so no spilled entry is held."""
+    monkeypatch.setattr(SpilledEntries, "_hold", lambda *_: None)
+
+
+def test_a_mark_spilled_under_a_reader_is_still_in_place_without_weak_references(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_weak_hold(monkeypatch)
+    original = _entries(4)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(4)
+    assert spilled[3] is not original[3]  # read back as a new object
+    assert entry_in_place(spilled, 3, original[3])
+    assert not entry_in_place(spilled, 2, original[3])  # another entry at that position
+    assert not entry_in_place(spilled, 3, None)
+    # A plain list, or a live position, keeps the identity rule: an equal entry is not the one
+    # marked (a live entry may be replaced).
+    assert not entry_in_place(original, 3, Entry({**original[3].data}))
+    spilled.append(Entry.user("live"))
+    assert not entry_in_place(spilled, 4, Entry({**spilled[4].data}))
+
+
+@pytest.mark.parametrize("weak_hold", [True, False], ids=["weakref", "python-3.10"])
+def test_the_incremental_readers_do_not_start_over_when_their_mark_is_spilled(
+    monkeypatch: pytest.MonkeyPatch, weak_hold: bool
+) -> None:
+    if not weak_hold:
+        _no_weak_hold(monkeypatch)
+    original = _entries(3)
+    for n, entry in enumerate(original):
+        entry.data["cwd"] = f"/work/{n}"
+    spilled = SpilledEntries(original)
+    since, roots, index = AppendedSince(), RootsReader(), TranscriptIndex()
+    since.start(spilled)
+    roots.read(spilled)
+    index.update(spilled)
+    spilled.spill_before(3)  # every mark is now on disk
+    del original
+    gc.collect()
+    scanned: list[int] = []
+    monkeypatch.setattr(TranscriptIndex, "_scan", lambda _, __, at: scanned.append(at))
+    later = Entry.user("later")
+    later.data["cwd"] = "/work/later"
+    spilled.append(later)
+    assert since.start(spilled) == 3
+    assert roots.read(spilled) == ["/work/0", "/work/1", "/work/2", "/work/later"]
+    index.update(spilled)
+    assert scanned == [3]  # only the new entry, not the spill again
+
+
+def test_a_closed_spill_says_so_when_read_or_spilled() -> None:
+    spilled = SpilledEntries(_entries(4))
+    spilled.spill_before(2)
+    spilled.close()
+    assert spilled.closed
+    spilled.close()  # twice is fine
+    assert spilled[3] == spilled.live[-1]  # the live entries stay readable
+    with pytest.raises(ValueError, match=r"spilled entries were closed .*before closing"):
+        spilled[0]
+    with pytest.raises(ValueError, match="spilled entries were closed"):
+        spilled.spill_before(4)
+
+
+def test_removing_one_entry_by_position_gives_the_tail_only_error() -> None:
+    spilled = SpilledEntries(_entries(3))
+    with pytest.raises(ValueError, match="only a tail"):
+        del spilled[-1]
+    assert len(spilled) == 3
+
+
+def test_reads_and_spills_leave_the_file_position_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_weak_hold(monkeypatch)
+    original = _entries(4)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(2)
+    handle = spilled._open()
+    handle.seek(1)  # a position another thread would share, were reads to move it
+    spilled.spill_before(4)
+    assert list(spilled) == original
+    assert handle.tell() == 1
+    assert os.fstat(handle.fileno()).st_size == sum(len(orjson.dumps(e.data)) for e in original)
 
 
 # -- the session's transcript in both modes ------------------------------------------------
@@ -136,8 +227,11 @@ def _play(steps: list[Step], *, spill: bool) -> tuple[SessionTranscript, list[li
             view = [e for e in transcript.view if e.type in ("user", "assistant")]
             kept = view[len(view) - size :] if size and len(view) >= size else None
             summary = named(Entry.user("summary", is_compact_summary=True))
-            boundary = named(_boundary(kept, summary))
-            transcript.append([boundary, summary])
+            if kind == "anchored":  # the kept messages follow a reply appended with the boundary
+                reply = named(Entry.assistant([{"type": "text", "text": "r"}], message_id="anchor"))
+                transcript.append([named(_boundary(kept, reply)), summary, reply])
+            else:
+                transcript.append([named(_boundary(kept, summary)), summary])
         stretches += [stretch for _, stretch in transcript.take_stretches()]
     return transcript, stretches
 
@@ -148,9 +242,21 @@ _STEPS = st.lists(
         st.tuples(st.just("reply"), st.integers(0, 5)),
         st.tuples(st.just("discard"), st.just(0)),
         st.tuples(st.just("compact"), st.integers(0, 3)),
+        st.tuples(st.just("anchored"), st.integers(1, 3)),
     ),
     max_size=40,
 )
+
+
+def test_discarding_the_reply_a_partial_compaction_is_anchored_at_drops_it_from_the_view() -> None:
+    # The view is [boundary, summary, reply, kept result]: the reply is not the view's tail,
+    # so the spilled fast path must not just cut the tail off.
+    steps: list[Step] = [("turn", 1), ("anchored", 1), ("discard", 0)]
+    whole, _ = _play(steps, spill=False)
+    bounded, _ = _play(steps, spill=True)
+    assert [e.data for e in bounded.view] == [e.data for e in whole.view]
+    assert [e.type for e in bounded.view] == ["system", "user"]  # the boundary and summary
+    assert bounded.messages == whole.messages
 
 
 @settings(max_examples=60, deadline=None)
@@ -203,7 +309,7 @@ def test_the_recall_index_keeps_no_result_text_of_a_spilled_entry() -> None:
     assert index.calls["toolu_0"].result == "x" * 100_000  # read back when asked
 
 
-def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
+def _compacting_replay() -> _Replayer:
     recording = ReplayRecording.of(
         long_tool_session(
             240,
@@ -213,7 +319,29 @@ def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
     )
     policy = Policy.from_env().with_changes(background_summary=False)
     options = ReplayOptions(baselines=False, session_memory=False, policy=policy, window=60_000)
-    replayer = _Replayer(recording, options)
+    return _Replayer(recording, options)
+
+
+def _spill_files(monkeypatch: pytest.MonkeyPatch) -> list[IO[bytes]]:
+    """The spill files opened from now on."""
+    opened: list[IO[bytes]] = []
+    original = SpilledEntries._open
+
+    def recording_open(entries: SpilledEntries) -> IO[bytes]:
+        handle = original(entries)
+        if handle not in opened:
+            opened.append(handle)
+        return handle
+
+    monkeypatch.setattr(SpilledEntries, "_open", recording_open)
+    return opened
+
+
+def test_a_replayed_session_holds_its_live_entries_not_its_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened = _spill_files(monkeypatch)
+    replayer = _compacting_replay()
     asyncio.run(replayer.run(None))
     session = replayer.session
     entries = session.entries
@@ -222,6 +350,24 @@ def test_a_replayed_session_holds_its_live_entries_not_its_history() -> None:
     assert len(entries) > 480
     # What stays in memory is bounded by the live context (the view), not the session length.
     assert len(held) <= len(session.view) + 2
+    # The run closed its session: the spill file is gone now, not at a later collection.
+    assert session.closed
+    assert len(opened) == 1
+    assert opened[0].closed
+
+
+def test_a_replay_that_fails_still_closes_its_spill_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened = _spill_files(monkeypatch)
+    replayer = _compacting_replay()
+
+    def fail() -> None:
+        raise RuntimeError("pricing failed")
+
+    monkeypatch.setattr(replayer, "_price_calls_not_replayed", fail)
+    with pytest.raises(RuntimeError, match="pricing failed"):
+        asyncio.run(replayer.run(None))
+    assert len(opened) == 1  # it had spilled before failing
+    assert opened[0].closed
 
 
 def test_a_stretch_closed_in_the_batch_of_a_partial_compaction_holds_its_kept_messages() -> None:

@@ -299,14 +299,18 @@ class RecordTable(Sequence[RecordInfo]):
             for b in content
         ):
             flags |= _OTHER_BLOCKS
-        # A parent uuid or tool result id equal to the row before's uuid or tool call id
-        # shares its string.
+        # A parent uuid, response id or tool result id equal to the row before's uuid,
+        # response id or tool call id shares its string (a response's lines come in a run).
         parent = entry.parent_uuid
+        message_id = entry.message_id
         results = _ids(content, "tool_result", "tool_use_id")
         if row:
             previous_uuid = self.uuids[-1]
             if parent is not None and parent == previous_uuid:
                 parent = previous_uuid
+            previous_id = self.message_ids[-1]
+            if message_id is not None and message_id == previous_id:
+                message_id = previous_id
             calls = {tool_id: tool_id for tool_id in self.tool_use_ids[-1]}
             results = tuple(calls.get(tool_id, tool_id) for tool_id in results)
         self.lines.append(entry.line or 0)
@@ -322,7 +326,7 @@ class RecordTable(Sequence[RecordInfo]):
         self.user_kinds.append(classify_user_entry(entry).kind if entry.type == "user" else None)
         self.uuids.append(entry.uuid)
         self.parent_uuids.append(parent)
-        self.message_ids.append(entry.message_id)
+        self.message_ids.append(message_id)
         self.tool_use_ids.append(_ids(content, "tool_use", "id"))
         self.tool_result_ids.append(results)
         if entry.logical_parent_uuid is not None:

@@ -327,11 +327,12 @@ class Session:
         return self._closed
 
     def close(self) -> None:
-        """Release the store (its folder lock). Safe to call twice."""
+        """Release the store (its folder lock) and the transcript's spill file. Safe twice."""
         if not self._closed:
             self._closed = True
             self._compactor.background.discard("closed")  # no summary call runs on after close
             self.store.close()
+            self._transcript.close()
 
     def __enter__(self) -> Session:
         return self

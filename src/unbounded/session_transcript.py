@@ -81,6 +81,11 @@ class SessionTranscript:
         self._entries = SpilledEntries(self._entries)
         self._spill_to_last_boundary(self._entries)
 
+    def close(self) -> None:
+        """Delete the spill file, if any (spilled entries cannot be read after this)."""
+        if isinstance(self._entries, SpilledEntries):
+            self._entries.close()
+
     @staticmethod
     def _spill_to_last_boundary(entries: SpilledEntries) -> None:
         live = entries.live

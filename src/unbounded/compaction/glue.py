@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 # Importing rehydrate registers the renderers of the attachment types it creates.
 from unbounded.compaction.facts import facts_ledger_for
-from unbounded.compaction.recorded_files import RecordedFilesReader
+from unbounded.compaction.recorded_files import AppendedSince, RecordedFilesReader
 from unbounded.compaction.rehydrate import WorkingStateReader, make_rehydrator
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
@@ -55,25 +55,17 @@ class RootsReader:
 
     def __init__(self) -> None:
         self._roots: list[str] = []
-        self._seen: Sequence[Entry] | None = None
-        self._count = 0
-        self._last: Entry | None = None
+        self._since = AppendedSince()
 
     def read(self, entries: Sequence[Entry]) -> list[str]:
         """The working folders of these entries, oldest first."""
-        count = self._count
-        if not (
-            entries is self._seen
-            and len(entries) >= count
-            and (count == 0 or entries[count - 1] is self._last)
-        ):
+        count = self._since.start(entries)
+        if count is None:
             self._roots, count = [], 0
         for entry in entries[count:]:
             cwd = entry.data.get("cwd")
             if isinstance(cwd, str) and cwd and cwd not in self._roots:
                 self._roots.append(cwd)
-        self._seen, self._count = entries, len(entries)
-        self._last = entries[-1] if entries else None
         return list(self._roots)
 
 

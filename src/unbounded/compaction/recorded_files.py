@@ -25,6 +25,7 @@ from typing import Any
 
 from unbounded.compaction.facts import text_of
 from unbounded.model.entries import Entry
+from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tools import file_read_path, file_write_path
 
 UNCHANGED_STUB_PREFIX = "File unchanged since last read"
@@ -49,7 +50,7 @@ class AppendedSince:
         grown = (
             entries is self._seen
             and len(entries) >= count
-            and (count == 0 or entries[count - 1] is self._last)
+            and (count == 0 or entry_in_place(entries, count - 1, self._last))
         )
         self._seen, self._count = entries, len(entries)
         self._last = entries[-1] if entries else None

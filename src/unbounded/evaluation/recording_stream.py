@@ -22,7 +22,7 @@ loaded file.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import overload
@@ -41,7 +41,8 @@ from unbounded.inspection_stream import (
     recorded_models,
     scan_records,
 )
-from unbounded.model.transcript import BilledCall, indexed_api_calls, responses_billed
+from unbounded.model.entries import Entry
+from unbounded.model.transcript import ApiCall, BilledCall, indexed_api_calls, responses_billed
 
 
 class FileSteps(Collection[ReplayStep]):
@@ -90,7 +91,35 @@ def _has_usage(record: RecordInfo) -> bool:
     return record.usage_total is not None
 
 
-def _billed_calls(path: Path, table: RecordTable, thread_ids: set[str]) -> list[BilledCall]:
+def _sharing_thread_calls(
+    entries: Iterable[Entry], thread_calls: Sequence[ApiCall]
+) -> Iterator[Entry]:
+    """The entries, each response's usage, id, model and time made the very objects its
+    thread call holds where they are equal.
+
+    A response on the main thread is both a thread call and a billed call; read twice, its
+    usage dict and strings would be held twice until the fidelity simulation ends (about
+    half a kilobyte a call). The entries are fresh reads, dropped once their billed call is
+    made.
+    """
+    by_id = {call.message_id: call for call in thread_calls}
+    for entry in entries:
+        call = by_id.get(entry.message_id) if entry.message_id is not None else None
+        message = entry.message
+        if call is not None and message is not None:
+            if message.get("usage") == call.usage:
+                message["usage"] = call.usage
+            message["id"] = call.message_id
+            if call.model is not None and message.get("model") == call.model:
+                message["model"] = call.model
+            if call.timestamp is not None and entry.data.get("timestamp") == call.timestamp:
+                entry.data["timestamp"] = call.timestamp
+        yield entry
+
+
+def _billed_calls(
+    path: Path, table: RecordTable, thread_calls: Sequence[ApiCall]
+) -> list[BilledCall]:
     """`Transcript.billed_calls()` of a Claude Code file (it records no side calls): only the
     records with usage are read again."""
     rows = [
@@ -99,9 +128,9 @@ def _billed_calls(path: Path, table: RecordTable, thread_ids: set[str]) -> list[
         if table.usage_totals[row] >= 0 and table.message_ids[row] is not None
     ]
     calls = responses_billed(
-        FileThread.of(path, table, rows),
+        _sharing_thread_calls(FileThread.of(path, table, rows), thread_calls),
         sidechains=is_subagent_file(table),
-        thread_ids=thread_ids,
+        thread_ids={call.message_id for call in thread_calls},
     )
     return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
 
@@ -145,7 +174,7 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
     model = next(iter(models), None)
     with_usage = [p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id]
     thread_calls = indexed_api_calls(zip(with_usage, main.read(with_usage), strict=True))
-    billed = _billed_calls(source, table, {call.message_id for call in thread_calls})
+    billed = _billed_calls(source, table, thread_calls)
 
     # Only a branch call's conversation needs the summaries after this: without one, they go
     # now, before the simulation walks the file.

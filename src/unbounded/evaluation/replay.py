@@ -827,6 +827,14 @@ class _Replayer:
         return reported
 
     async def run(self, progress: Progress | None) -> ReplayReport:
+        """Replay every step and report; the session is closed after, on error too."""
+        try:
+            return await self._run(progress)
+        finally:
+            # Its spill file goes with the run, not at the next cyclic garbage collection.
+            self.session.close()
+
+    async def _run(self, progress: Progress | None) -> ReplayReport:
         steps = self.script.steps
         for number, step in enumerate(steps):
             await self._step(step.before, step.call, step.after)

@@ -72,6 +72,7 @@ Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import threading
@@ -335,12 +336,18 @@ def message_to_entry(
 ) -> Entry | None:
     """The unbounded entry for one LangChain message (None for messages never summarized:
     leading system messages are handled by the caller). Its uuid is the message id (a fresh
-    one without), its timestamp `timestamp` (now when None)."""
+    one without; an AI message's id joined with a digest of its content), its timestamp
+    `timestamp` (now when None)."""
     uuid = message.id or None
     if isinstance(message, AIMessage):
         usage = usage_from_metadata(message.usage_metadata) if anchor_usage else None
+        blocks = _assistant_blocks(message)
+        if uuid is not None:
+            # The lines of one response kept as separate AI messages share its id: each line
+            # needs a uuid of its own, and the same one every time it is converted.
+            uuid = f"{uuid}#{_digest(blocks)}"
         return Entry.assistant(
-            _assistant_blocks(message),
+            blocks,
             message_id=message.id or f"msg_{uuid4().hex[:24]}",
             model=str(message.response_metadata.get("model_name") or "langchain"),
             usage=usage,
@@ -366,6 +373,12 @@ def message_to_entry(
         text = f"[system]\n{_text_of(message.content)}"
         return Entry.user(text, is_meta=True, timestamp=timestamp, uuid=uuid)
     return Entry.user(_text_of(message.content), timestamp=timestamp, uuid=uuid)
+
+
+def _digest(blocks: list[dict[str, Any]]) -> str:
+    """A short, stable digest of an AI message's content blocks."""
+    text = json.dumps(blocks, sort_keys=True, default=str)  # tool args may hold any object
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _convert(message: BaseMessage, anchored: bool, timestamp: str) -> Entry | None:

@@ -8,14 +8,19 @@ one JSON record each; reading such a position decodes its record again.
 
 Positions never change: `entries[k]` is the k-th entry whether it sits on disk or in memory.
 A spilled entry that something still holds comes back as that same object (a weak cache by
-position), so a reader that remembers the last entry it saw (`entries[k] is last`) keeps
-recognising it; one nobody holds comes back as a new, equal `Entry`. Spilled entries must
-not be changed afterwards: the file keeps them as they were when spilled.
+position; Python 3.10's entries take no weak references, so there it always comes back as a new,
+equal `Entry`), and one nobody holds comes back as a new, equal `Entry`. A reader that remembers
+the last entry it saw asks `entry_in_place`, which accepts either. Spilled entries must not be
+changed afterwards: the file keeps them as they were when spilled.
+
+Reads and writes go through `os.pread`/`os.pwrite`: no shared file position, so a thread reading
+old entries cannot interleave with one spilling new ones.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import weakref
 from array import array
@@ -40,6 +45,7 @@ class SpilledEntries(Sequence[Entry]):
         self._lines = array("q")
         self._end = 0
         self._file: IO[bytes] | None = None
+        self._closed = False
         self._held: weakref.WeakValueDictionary[int, Entry] = weakref.WeakValueDictionary()
 
     @property
@@ -74,8 +80,10 @@ class SpilledEntries(Sequence[Entry]):
             yield self._at(position)
         yield from self._live
 
-    def __delitem__(self, index: slice) -> None:
+    def __delitem__(self, index: int | slice) -> None:
         """Remove a tail (`del entries[start:]`): the only removal a transcript makes."""
+        if not isinstance(index, slice):
+            raise ValueError("only a tail of the entries can be removed (del entries[start:])")
         start, stop, step = index.indices(len(self))
         if stop != len(self) or step != 1:
             raise ValueError("only a tail of the entries can be removed (del entries[start:])")
@@ -88,8 +96,8 @@ class SpilledEntries(Sequence[Entry]):
         self._end = self._offsets[start]
         del self._offsets[start:]
         del self._lines[start:]
-        for position in [p for p in self._held if p >= start]:
-            self._held.pop(position, None)
+        # `_held` may keep objects at forgotten positions: `_at` consults it only below
+        # `spilled`, and `spill_before` holds each position anew as it writes it.
 
     def append(self, entry: Entry) -> None:
         """Add one entry at the end (in memory)."""
@@ -105,23 +113,36 @@ class SpilledEntries(Sequence[Entry]):
         count = min(position, len(self)) - spilled
         if count <= 0:
             return
-        handle = self._open()
-        handle.seek(self._end)
+        descriptor = self._open().fileno()
         for offset, entry in enumerate(self._live[:count]):
             record = orjson.dumps(entry.data)
+            written = 0
+            while written < len(record):  # pwrite may write part of a record
+                written += os.pwrite(descriptor, record[written:], self._end + written)
             self._offsets.append(self._end)
             self._lines.append(_NO_LINE if entry.line is None else entry.line)
-            handle.write(record)
             self._end += len(record)
             self._hold(spilled + offset, entry)
         del self._live[:count]
 
     def close(self) -> None:
         """Delete the temporary file (the spilled entries cannot be read after this)."""
+        self._closed = True
         if self._file is not None:
             self._file.close()
+            self._file = None
+
+    @property
+    def closed(self) -> bool:
+        """True after `close()`."""
+        return self._closed
 
     def _open(self) -> IO[bytes]:
+        if self._closed:
+            raise ValueError(
+                "the transcript's spilled entries were closed (SessionTranscript.close or "
+                "Session.close); read or add entries before closing the session"
+            )
         if self._file is None:
             # Open while the sequence lives: `close`, or its collection, deletes the file.
             self._file = tempfile.TemporaryFile(prefix="unbounded-entries-")  # noqa: SIM115
@@ -142,12 +163,26 @@ class SpilledEntries(Sequence[Entry]):
             return held
         start = self._offsets[position]
         end = self._offsets[position + 1] if position + 1 < spilled else self._end
-        handle = self._open()
-        handle.seek(start)
+        record = os.pread(self._open().fileno(), end - start, start)
         line = self._lines[position]
-        entry = Entry(orjson.loads(handle.read(end - start)), None if line == _NO_LINE else line)
+        entry = Entry(orjson.loads(record), None if line == _NO_LINE else line)
         self._hold(position, entry)
         return entry
 
 
-__all__ = ["SpilledEntries"]
+def entry_in_place(entries: Sequence[Entry], position: int, entry: Entry | None) -> bool:
+    """Whether `entries[position]` is still `entry`: the same object, or an equal one read back
+    from a spilled position (spilled records never change, and on Python 3.10 a read gives a
+    new object); an incremental reader's "my mark is still there" check."""
+    found = entries[position]
+    if found is entry:
+        return True
+    return (
+        isinstance(entries, SpilledEntries)
+        and position < entries.spilled
+        and entry is not None
+        and found == entry
+    )
+
+
+__all__ = ["SpilledEntries", "entry_in_place"]

@@ -276,7 +276,7 @@ def indexed_api_calls(entries: Iterable[tuple[int, Entry]]) -> list[ApiCall]:
 
 
 def responses_billed(
-    entries: Sequence[Entry], *, sidechains: bool, thread_ids: Collection[str]
+    entries: Iterable[Entry], *, sidechains: bool, thread_ids: Collection[str]
 ) -> list[BilledCall]:
     """Each response id with usage once, in the order first met (see `Transcript.billed_calls`);
     `sidechains` takes every record, else only those that are not `isSidechain`."""

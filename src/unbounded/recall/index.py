@@ -21,6 +21,7 @@ import orjson
 
 from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.model.entries import Entry
+from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tool_ids import ToolCallNames
 from unbounded.model.tools import file_write_path, shell_command
 from unbounded.tokens.estimate import tool_result_tokens
@@ -130,7 +131,7 @@ class TranscriptIndex:
     def update(self, entries: Sequence[Entry]) -> TranscriptIndex:
         """Register what was appended since the last call; returns the index."""
         start = self._scanned
-        if start > len(entries) or (start and entries[start - 1] is not self._last):
+        if start > len(entries) or (start and not entry_in_place(entries, start - 1, self._last)):
             self.calls = {}
             self._names = ToolCallNames()
             self._reply = None
