@@ -44,6 +44,7 @@ from unbounded.caching.blocks import (
     root_hash,
     system_blocks,
 )
+from unbounded.caching.husks import HuskedContent
 from unbounded.caching.packed_digests import PackedDigests
 from unbounded.model.prefix import shared_prefix_length
 
@@ -53,6 +54,7 @@ CutHook = Callable[[int], None]
 """Told the flat position from which the last request's blocks are about to be dropped
 (they are still readable when it is called)."""
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+
 
 
 @dataclass(slots=True)
@@ -238,7 +240,15 @@ class RequestBlocks:
                 continue
             first = position == 0
             known = self._cut_blocks.get(id(block))
-            if known is not None and known[0] is block and known[1] == first and known[2] == role:
+            husk = block.get("content")
+            if type(husk) is HuskedContent:
+                if husk.first != first or husk.role != role:
+                    raise ValueError(
+                        f"a husked block moved (message {index}, block {position}): its "
+                        "digest is that of another place; husk only messages that stay"
+                    )
+                digest, tokens = husk.digest, husk.tokens
+            elif known is not None and known[0] is block and known[1] == first and known[2] == role:
                 digest, tokens = known[3], known[4]
             else:
                 digest = message_block_digest(block, role, first=first)

@@ -472,6 +472,10 @@ class CacheSimulator:
             return self._mode
         return "openai" if model.provider == "openai" else "anthropic"
 
+    def block_tokens(self, block: FlatBlock, digest: bytes) -> int:
+        """Tokens of one block whose digest is `digest`, as this simulator counts them."""
+        return self._count(block, digest)
+
     def _count(self, block: FlatBlock, digest: bytes) -> int:
         """Tokens of one block, remembered by digest (blocks repeat across requests)."""
         memo = self._token_memo

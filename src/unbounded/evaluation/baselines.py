@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from unbounded.caching.blocks import is_markable
+from unbounded.caching.husks import BlockTokens, husk_tool_results
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
@@ -67,6 +68,9 @@ CLEAR_PLACEHOLDER = "[cleared]"
 """LangChain ClearToolUsesEdit's default placeholder."""
 SUMMARY_MAX_TOKENS = 8_192
 """max_tokens of the baseline's summary request."""
+UNSETTLED_TAIL = 4
+"""The last messages of a history are never husked: the normalizer may still merge into or
+repair the last assistant message and the user message after it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,13 +258,30 @@ class History:
     and held once. A strategy that replaces its history (with a summary) takes its own.
     """
 
-    __slots__ = ("_messages", "_version", "normalizer", "tokens")
+    __slots__ = ("_husked", "_messages", "_version", "normalizer", "tokens")
 
     def __init__(self, scale: float, entries: Sequence[Entry] = ()) -> None:
         self.normalizer = MessageNormalizer(entries)
         self.tokens = MessageTokens(scale)
         self._messages: list[MessageParam] = []
         self._version = -1
+        self._husked = 0
+        """The first messages up to here had their tool results husked."""
+
+    @property
+    def husked(self) -> int:
+        """How many of the first messages had their tool results husked."""
+        return self._husked
+
+    def husk(self, upto: int, tokens_of: BlockTokens) -> None:
+        """Let the tool results of the first `upto` messages give up their text
+        (`caching/husks.py`): the caller knows no strategy reads their content again. The
+        last `UNSETTLED_TAIL` messages are left as they are."""
+        messages = self.messages()
+        stop = min(upto, len(messages) - UNSETTLED_TAIL)
+        for index in range(self._husked, stop):
+            husk_tool_results(cast(Any, messages[index]), index, tokens_of)
+        self._husked = max(self._husked, stop)
 
     def messages(self) -> list[MessageParam]:
         """The history as API messages: one list per state of the history, shared by every
@@ -348,8 +369,30 @@ class Baseline:
         self.run.add(simulated, [], self.settings.context_window)
         return simulated
 
+    def settled(self, history: History) -> int:
+        """How many of `history`'s first messages this strategy never reads the content of
+        again (the cache simulator reads husked blocks as well as whole ones). A strategy
+        that may read all of it says 0, the default."""
+        return 0
+
     def _context_tokens(self, messages: Sequence[MessageParam]) -> int:
         return self.settings.prefix.tokens + self.tokens.total(messages)
+
+
+def _unless_shared(strategy: Baseline, history: History) -> int:
+    """All of `history` when the strategy has a history of its own, else none of it."""
+    return len(history.messages()) if strategy.history is not history else 0
+
+
+def husk_settled(baselines: Sequence[Baseline]) -> None:
+    """Husk the tool results of the shared history's messages that every strategy is past
+    (`Baseline.settled`); the first strategy (`none`) must have simulated a call."""
+    if not baselines or baselines[0].simulator is None:
+        return
+    shared = baselines[0].history
+    upto = min(strategy.settled(shared) for strategy in baselines)
+    if upto > shared.husked:
+        shared.husk(upto, baselines[0].simulator.block_tokens)
 
 
 def feed_strategies(strategies: Sequence[Baseline], entries: Sequence[Entry]) -> None:
@@ -385,6 +428,7 @@ def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str
             results[baseline.name] = baseline.step(call, plans[baseline.name])
         else:
             results[baseline.name] = baseline.share(results[reference.name])
+    husk_settled(baselines)
     return results
 
 
@@ -392,6 +436,10 @@ class NoneBaseline(Baseline):
     """Send everything."""
 
     name = "none"
+
+    def settled(self, history: History) -> int:
+        """All of it: the plain history is sent as it is, read by the simulator alone."""
+        return len(history.messages())
 
 
 class TruncateBaseline(Baseline):
@@ -433,6 +481,11 @@ class TruncateBaseline(Baseline):
         if self._head is None or self._head[0] is not first:
             self._head = (first, _truncated_head(first))
         return CallPlan([self._head[1], *messages[position + 1 :]], changed=True)
+
+    def settled(self, history: History) -> int:
+        """All of it: the note message leaves the cut message's tool results out, and what
+        is sent is read by the simulator alone."""
+        return len(history.messages())
 
 
 def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
@@ -509,6 +562,10 @@ class SummarizeNoCacheBaseline(Baseline):
             self.history.messages(), (SidePlan(summary_request, output),), changed=True
         )
 
+    def settled(self, history: History) -> int:
+        """None of it before the first summary (which reads all), all of it after."""
+        return _unless_shared(self, history)
+
 
 class ClearEveryTurnBaseline(Baseline):
     """LangChain ClearToolUsesEdit on a copy of every request over its trigger."""
@@ -526,6 +583,11 @@ class ClearEveryTurnBaseline(Baseline):
             return CallPlan(messages)
         cleared = self.clearing.apply(messages)
         return CallPlan(cleared, changed=self.clearing.cleared_any)
+
+    def settled(self, history: History) -> int:
+        """All of it: clearing replaces a tool result's content without reading it, and
+        what is sent is read by the simulator alone."""
+        return len(history.messages())
 
 
 class ToolResultClearing:

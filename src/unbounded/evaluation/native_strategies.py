@@ -80,6 +80,10 @@ class ServerCompactionStrategy(Baseline):
             changed=True,
         )
 
+    def settled(self, history: History) -> int:
+        """None of it before the compaction (which reads all), all of it after."""
+        return len(history.messages()) if self.history is not history else 0
+
 
 def native_strategies(settings: ReplaySettings, history: History | None = None) -> list[Baseline]:
     """One instance of each native strategy, in report order (sharing `history` when given:

@@ -1,0 +1,165 @@
+"""The shared baseline history lets go of tool-result text no strategy reads again, and the
+figures stay those of a history that keeps it."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from unbounded.caching.husks import HuskedContent
+from unbounded.catalog import ModelInfo
+from unbounded.evaluation.baselines import (
+    Baseline,
+    History,
+    ReplaySettings,
+    feed_strategies,
+    make_baselines,
+    run_baselines,
+)
+from unbounded.evaluation.native_strategies import native_strategies
+from unbounded.evaluation.prefix import OpaquePrefix
+from unbounded.evaluation.recorded import RecordedCall
+from unbounded.model.entries import Entry
+
+MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
+OTHER = ModelInfo(
+    "claude-haiku-4-5", "anthropic", 200_000, 64_000, 1.0, 5.0, keeps_previous_thinking=False
+)
+"""A model some calls switch to: each switch prices the whole request again (husks too)."""
+
+
+def _settings(threshold: int) -> ReplaySettings:
+    return ReplaySettings(
+        model=MODEL,
+        model_name=MODEL.name,
+        prefix=OpaquePrefix(2_000),
+        ttl="5m",
+        context_window=200_000,
+        threshold=threshold,
+        start_time=0.0,
+        call_models={OTHER.name: OTHER},
+    )
+
+
+def _call(index: int, model: str = MODEL.name) -> RecordedCall:
+    return RecordedCall(
+        index, f"m{index}", (index,), index, index, None, model, float(index), float(index), ()
+    )
+
+
+# One call: (size of each tool result in words, whether the response is recorded, whether
+# the call is to the other model).
+Step = tuple[list[int], bool, bool]
+
+
+def _strategies(threshold: int) -> list[Baseline]:
+    shared = History(1.0)
+    config = _settings(threshold)
+    return [*make_baselines(config, shared), *native_strategies(config, shared)]
+
+
+def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dict[str, Any]]]:
+    """Feed and price the steps as the replay loop does; every strategy's figures per call."""
+    strategies = _strategies(threshold)
+    feed_strategies(strategies, [Entry.user("start the work")])
+    figures: list[dict[str, Any]] = []
+    for n, (sizes, answered, switched) in enumerate(steps):
+        calls = [
+            {"type": "tool_use", "id": f"t{n}_{k}", "name": "Read", "input": {"k": k}}
+            for k in range(len(sizes))
+        ]
+        results = [
+            # One entry per result: the normalizer merges them into one user message.
+            Entry.user(
+                [{"type": "tool_result", "tool_use_id": f"t{n}_{k}", "content": f"r{n} " * size}]
+            )
+            for k, size in enumerate(sizes)
+        ]
+        priced = run_baselines(strategies, _call(n, OTHER.name if switched else MODEL.name))
+        figures.append(dict(priced))
+        # An unrecorded response leaves the next results to merge into the last user message.
+        response = [Entry.assistant([{"type": "text", "text": f"step {n}"}, *calls], message_id=f"m{n}")]
+        feed_strategies(strategies, [*(response if answered else []), *results])
+    figures.append({s.name: s.run.to_dict() for s in strategies})
+    return strategies, figures
+
+
+def _result_contents(messages: list[Any]) -> list[Any]:
+    return [
+        block.get("content")
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+def _held_result_chars(messages: list[Any]) -> int:
+    return sum(len(c) for c in _result_contents(messages) if isinstance(c, str))
+
+
+def _no_husk(self: History, upto: int, tokens_of: Any) -> None:
+    return None
+
+
+STEPS = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 4_000), min_size=1, max_size=3), st.booleans(), st.booleans()
+    ),
+    min_size=10,
+    max_size=50,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 30,000: summarize_no_cache summarizes before server_compaction compacts; 80,000: after.
+@given(steps=STEPS, threshold=st.sampled_from([30_000, 80_000]))
+def test_husking_changes_no_figure(steps: list[Step], threshold: int) -> None:
+    """Every strategy's usage per call and its totals equal those of a history that keeps
+    every tool result's text."""
+    _, husked = _replay(steps, threshold)
+    with mock.patch.object(History, "husk", _no_husk):
+        _, kept = _replay(steps, threshold)
+    assert husked == kept
+
+
+@pytest.mark.parametrize("threshold", [30_000, 80_000])
+def test_a_long_session_husks_and_prices_as_one_that_keeps_the_text(threshold: int) -> None:
+    """Past both summaries (summarize_no_cache first at 30,000, server_compaction first at
+    80,000), with calls that switch models (every block priced again), figures are equal."""
+    steps: list[Step] = [([1_500, 2_500], n % 4 != 0, n % 5 == 4) for n in range(70)]
+    strategies, husked = _replay(steps, threshold)
+    assert strategies[0].history.husked > 50
+    with mock.patch.object(History, "husk", _no_husk):
+        _, kept = _replay(steps, threshold)
+    assert husked == kept
+
+
+def test_tool_results_before_the_tail_give_up_their_text_once_every_summary_is_made() -> None:
+    """Once the summarizing strategies have their own history, the shared one keeps no
+    tool-result text but the last messages'; before that it keeps all of it."""
+    steps: list[Step] = [([2_000, 1_000], n % 3 != 0, n % 7 == 6) for n in range(60)]
+    strategies, _ = _replay(steps[:5], 55_000)
+    shared = strategies[0].history
+    assert shared.husked == 0  # the summaries, still to come, read every result
+    # Steps 1, 2 and 4 answered (the others' results are orphans, sent as text).
+    assert _held_result_chars(shared.messages()) == 3 * 3_000 * len("r0 ")
+    strategies, _ = _replay(steps, 55_000)
+    shared = strategies[0].history
+    assert [s.name for s in strategies if s.history is shared] == [
+        "none",
+        "truncate",
+        "clear_every_turn",
+    ]
+    messages = shared.messages()
+    assert shared.husked == len(messages) - 2 - 4  # at the last call, before its response
+    settled = _result_contents(messages[: shared.husked])
+    # 40 answered steps, 2 results each; the last 3 steps' are in the unsettled tail.
+    assert len(_result_contents(messages)) == 80
+    assert len(settled) == 80 - 6
+    assert all(type(content) is HuskedContent for content in settled)
+    assert _held_result_chars(messages) == 3 * 3_000 * len("r59 ")
