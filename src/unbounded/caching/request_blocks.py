@@ -56,7 +56,6 @@ CutHook = Callable[[int], None]
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-
 @dataclass(slots=True)
 class _MessagePart:
     """One message's share of the flat lists."""
