@@ -9,46 +9,24 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay_settings import MODEL, recorded_call, replay_settings
 
 from unbounded.caching.husks import HuskedContent
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import (
     Baseline,
     History,
-    ReplaySettings,
     feed_strategies,
     make_baselines,
     run_baselines,
 )
 from unbounded.evaluation.native_strategies import native_strategies
-from unbounded.evaluation.prefix import OpaquePrefix
-from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.entries import Entry
 
-MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
 OTHER = ModelInfo(
     "claude-haiku-4-5", "anthropic", 200_000, 64_000, 1.0, 5.0, keeps_previous_thinking=False
 )
 """A model some calls switch to: each switch prices the whole request again (husks too)."""
-
-
-def _settings(threshold: int) -> ReplaySettings:
-    return ReplaySettings(
-        model=MODEL,
-        model_name=MODEL.name,
-        prefix=OpaquePrefix(2_000),
-        ttl="5m",
-        context_window=200_000,
-        threshold=threshold,
-        start_time=0.0,
-        call_models={OTHER.name: OTHER},
-    )
-
-
-def _call(index: int, model: str = MODEL.name) -> RecordedCall:
-    return RecordedCall(
-        index, f"m{index}", (index,), index, index, None, model, float(index), float(index), ()
-    )
 
 
 # One call: (size of each tool result in words, whether the response is recorded, whether
@@ -58,7 +36,7 @@ Step = tuple[list[int], bool, bool]
 
 def _strategies(threshold: int) -> list[Baseline]:
     shared = History(1.0)
-    config = _settings(threshold)
+    config = replay_settings(threshold, {OTHER.name: OTHER})
     return [*make_baselines(config, shared), *native_strategies(config, shared)]
 
 
@@ -79,7 +57,7 @@ def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dic
             )
             for k, size in enumerate(sizes)
         ]
-        priced = run_baselines(strategies, _call(n, OTHER.name if switched else MODEL.name))
+        priced = run_baselines(strategies, recorded_call(n, model=OTHER.name if switched else MODEL.name))
         figures.append(dict(priced))
         # An unrecorded response leaves the next results to merge into the last user message.
         response = [Entry.assistant([{"type": "text", "text": f"step {n}"}, *calls], message_id=f"m{n}")]
@@ -163,3 +141,23 @@ def test_tool_results_before_the_tail_give_up_their_text_once_every_summary_is_m
     assert len(settled) == 80 - 6
     assert all(type(content) is HuskedContent for content in settled)
     assert _held_result_chars(messages) == 3 * 3_000 * len("r59 ")
+
+
+def test_a_summarizing_strategy_reads_the_results_it_shares_before_its_summary() -> None:
+    """`summarize_no_cache` summarizes the shared history's text: nothing of it is husked
+    before its summary, so an early error result still reaches the summary (the baselines
+    alone: the server compaction, which also reads it all, would hide the rule)."""
+    strategies = make_baselines(replay_settings(30_000, {OTHER.name: OTHER}), History(1.0))
+    feed_strategies(strategies, [Entry.user("start the work")])
+    error = "ImportError: no module named frobnicate_widgets"
+    for n in range(40):
+        call = {"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": "make"}}
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": f"t{n}"}
+        result |= {"content": error, "is_error": True} if n == 0 else {"content": f"ok {n} " * 1_000}
+        run_baselines(strategies, recorded_call(n))
+        response = Entry.assistant([{"type": "text", "text": f"step {n}"}, call], message_id=f"m{n}")
+        feed_strategies(strategies, [response, Entry.user([result])])
+    summarizing = next(s for s in strategies if s.name == "summarize_no_cache")
+    assert summarizing.run.compactions >= 1
+    summary = summarizing.history.messages()[0]["content"]
+    assert "frobnicate_widgets" in str(summary)

@@ -113,7 +113,6 @@ def test_a_request_computes_only_what_it_adds() -> None:
     assert [block.block["text"] for block in asked] == ["new"]
 
 
-
 def test_a_shifted_history_is_not_digested_again() -> None:
     """Messages that come back at other positions (a cut moving forward under a new first
     message) keep the digests and tokens they had: only the new first message is counted."""

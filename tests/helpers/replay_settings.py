@@ -3,6 +3,8 @@ strategies call by call without a recording."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import ReplaySettings
 from unbounded.evaluation.prefix import OpaquePrefix
@@ -11,8 +13,11 @@ from unbounded.evaluation.recorded import RecordedCall
 MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
 
 
-def replay_settings(threshold: int) -> ReplaySettings:
-    """Settings for MODEL: a 2,000-token prefix, the 5-minute TTL, a 200,000 window."""
+def replay_settings(
+    threshold: int, call_models: Mapping[str, ModelInfo] | None = None
+) -> ReplaySettings:
+    """Settings for MODEL: a 2,000-token prefix, the 5-minute TTL, a 200,000 window (and the
+    models some calls switch to, by name)."""
     return ReplaySettings(
         model=MODEL,
         model_name=MODEL.name,
@@ -21,11 +26,12 @@ def replay_settings(threshold: int) -> ReplaySettings:
         context_window=200_000,
         threshold=threshold,
         start_time=0.0,
+        call_models=dict(call_models or {}),
     )
 
 
-def recorded_call(index: int, message_prefix: str = "m") -> RecordedCall:
-    """The index-th recorded call of MODEL, one second apart."""
+def recorded_call(index: int, message_prefix: str = "m", model: str = MODEL.name) -> RecordedCall:
+    """The index-th recorded call (of MODEL unless `model`), one second apart."""
     return RecordedCall(
         index,
         f"{message_prefix}{index}",
@@ -33,7 +39,7 @@ def recorded_call(index: int, message_prefix: str = "m") -> RecordedCall:
         index,
         index,
         None,
-        MODEL.name,
+        model,
         float(index),
         float(index),
         (),

@@ -379,8 +379,9 @@ class Baseline:
         return self.settings.prefix.tokens + self.tokens.total(messages)
 
 
-def _unless_shared(strategy: Baseline, history: History) -> int:
-    """All of `history` when the strategy has a history of its own, else none of it."""
+def settled_once_own(strategy: Baseline, history: History) -> int:
+    """`Baseline.settled` of a strategy that reads all of `history` until it replaces it (a
+    summary): all of it once the strategy has a history of its own, else none of it."""
     return len(history.messages()) if strategy.history is not history else 0
 
 
@@ -564,7 +565,7 @@ class SummarizeNoCacheBaseline(Baseline):
 
     def settled(self, history: History) -> int:
         """None of it before the first summary (which reads all), all of it after."""
-        return _unless_shared(self, history)
+        return settled_once_own(self, history)
 
 
 class ClearEveryTurnBaseline(Baseline):

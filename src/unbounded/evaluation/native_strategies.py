@@ -27,6 +27,7 @@ from unbounded.evaluation.baselines import (
     History,
     ReplaySettings,
     SidePlan,
+    settled_once_own,
 )
 from unbounded.evaluation.recorded import RecordedCall
 from unbounded.model.entries import Entry
@@ -82,7 +83,7 @@ class ServerCompactionStrategy(Baseline):
 
     def settled(self, history: History) -> int:
         """None of it before the compaction (which reads all), all of it after."""
-        return len(history.messages()) if self.history is not history else 0
+        return settled_once_own(self, history)
 
 
 def native_strategies(settings: ReplaySettings, history: History | None = None) -> list[Baseline]:
