@@ -103,7 +103,7 @@ def _sharing_thread_calls(
     made.
     """
     by_id = {call.message_id: call for call in thread_calls}
-    for entry in entries:
+    for entry in _sharing_models(entries):
         call = by_id.get(entry.message_id) if entry.message_id is not None else None
         message = entry.message
         if call is not None and message is not None:
@@ -114,6 +114,18 @@ def _sharing_thread_calls(
                 message["model"] = call.model
             if call.timestamp is not None and entry.data.get("timestamp") == call.timestamp:
                 entry.data["timestamp"] = call.timestamp
+        yield entry
+
+
+def _sharing_models(entries: Iterable[Entry]) -> Iterator[Entry]:
+    """The entries, each response's model name one string per model: every call keeps its
+    model for the whole replay (70 bytes a call otherwise)."""
+    models: dict[str, str] = {}
+    for entry in entries:
+        message = entry.message
+        model = message.get("model") if message is not None else None
+        if message is not None and isinstance(model, str):
+            message["model"] = models.setdefault(model, model)
         yield entry
 
 
@@ -173,7 +185,9 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
     models = recorded_models(table, rows)
     model = next(iter(models), None)
     with_usage = [p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id]
-    thread_calls = indexed_api_calls(zip(with_usage, main.read(with_usage), strict=True))
+    thread_calls = indexed_api_calls(
+        zip(with_usage, _sharing_models(main.read(with_usage)), strict=True)
+    )
     billed = _billed_calls(source, table, thread_calls)
 
     # Only a branch call's conversation needs the summaries after this: without one, they go

@@ -47,7 +47,7 @@ class StreamedSession:
     """A Claude Code file read for evaluation: what pass 1 learned, and its points on demand."""
 
     scan: FileScan
-    main: list[int]
+    main: Sequence[int]
     """The main thread, as indexes into `scan.records` (file order)."""
     warnings: list[str] = field(default_factory=list)
     """What reading and choosing the thread noticed."""

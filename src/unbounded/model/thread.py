@@ -424,7 +424,9 @@ def _rescue_siblings(
         return False
 
     rescued = 0
-    stack = [child for node in keep for child in children(node) if child not in keep]
+    # The kept records in file order, not the set's order: which of two competing siblings is
+    # brought back (two results answering one call) must not depend on hashing.
+    stack = [child for node in sorted(keep) for child in children(node) if child not in keep]
     while stack:
         index = stack.pop()
         if index in keep:
