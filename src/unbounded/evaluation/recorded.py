@@ -210,6 +210,36 @@ def _feedable(entry: Entry) -> bool:
     return not (entry.is_compact_summary or entry.is_synthetic_api_error)
 
 
+def _call_times(
+    calls: Sequence[tuple[str, list[int], int | None]],
+    read: Callable[[Iterable[int]], Iterator[Entry]],
+) -> Iterator[tuple[float, float, float]]:
+    """Per call (in order, none overlapping the one before), the times of the record before
+    it (nan when it is the first record), of its first line and of its last line (nan when a
+    record has none), each record read once, in order, and let go once timed: the record
+    before a call is often a large tool result, and a dict of every call's times held half a
+    kilobyte a call."""
+
+    def places() -> Iterator[int]:
+        # Calls do not overlap, so these indices only grow: each is read once, in order.
+        last = -1
+        for _, lines, _ in calls:
+            for index in (lines[0] - 1, lines[0], lines[-1]):
+                if index > last:
+                    last = index
+                    yield index
+
+    records = zip(places(), read(places()), strict=True)
+    times: dict[int, float] = {}
+    for _, lines, _ in calls:
+        first, last = lines[0], lines[-1]
+        while last not in times:
+            index, entry = next(records)
+            times[index] = _time(entry, nan)
+        yield times.get(first - 1, nan), times[first], times[last]
+        times = {last: times[last]}  # the next call's record before may be this one's last
+
+
 def plan_script(
     shapes: Sequence[Shape],
     has_usage: Callable[[Shape], bool],
@@ -245,18 +275,17 @@ def plan_script(
             continue  # overlaps a previous call: cannot be replayed in order
         kept.append(group)
         position = lines[-1] + 1
-    ends = {i for _, lines, _ in kept for i in (lines[0] - 1, lines[0], lines[-1]) if i >= 0}
-    timed = sorted(ends)
-    # The records' times only: the record before a call is often a large tool result.
-    times = {index: _time(entry, nan) for index, entry in zip(timed, read(timed), strict=True)}
     calls = PlannedCalls()
     previous_request = float("-inf")
-    for message_id, lines, usage_line in kept:
-        first, last = lines[0], lines[-1]
-        response_time = _known(times[last], previous_request if calls else 0.0)
-        start = _known(times[first], response_time)
+    timed = _call_times(kept, read)
+    for (message_id, lines, usage_line), (before, first_time, last_time) in zip(
+        kept, timed, strict=True
+    ):
+        first = lines[0]
+        response_time = _known(last_time, previous_request if calls else 0.0)
+        start = _known(first_time, response_time)
         if first > 0:
-            start = min(start, _known(times[first - 1], start))
+            start = min(start, _known(before, start))
         start = max(start, previous_request)
         previous_request = start
         calls.append(

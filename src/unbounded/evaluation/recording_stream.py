@@ -13,10 +13,11 @@ reading records again by offset only where their content decides:
 - the fidelity simulation walks the main thread (and a branch call's conversation) record by
   record from the file.
 
-The summaries are let go once the recording is prepared (once it has been simulated when a
-billed call on a branch needs its conversation rebuilt from them); the steps keep only each
-main-thread record's byte offset and line. Output is that of `ReplayRecording.of` on the
-loaded file.
+The summaries are let go before the calls' records are read (the billed calls and the
+thread's calls are kept for the whole replay, so the opening peaks there), unless a billed
+call on a branch needs its conversation rebuilt from them: then once the recording has been
+simulated. The steps keep only each main-thread record's byte offset and line. Output is
+that of `ReplayRecording.of` on the loaded file.
 """
 
 from __future__ import annotations
@@ -130,21 +131,40 @@ def _sharing_models(entries: Iterable[Entry]) -> Iterator[Entry]:
 
 
 def _billed_calls(
-    path: Path, table: RecordTable, thread_calls: Sequence[ApiCall]
+    billed_rows: FileThread, sidechains: bool, thread_calls: Sequence[ApiCall]
 ) -> list[BilledCall]:
     """`Transcript.billed_calls()` of a Claude Code file (it records no side calls): only the
-    records with usage are read again."""
-    rows = [
-        row
-        for row in range(len(table))
-        if table.usage_totals[row] >= 0 and table.message_ids[row] is not None
-    ]
+    records with usage (`billed_rows`) are read again."""
     calls = responses_billed(
-        _sharing_thread_calls(FileThread.of(path, table, rows), thread_calls),
-        sidechains=is_subagent_file(table),
+        _sharing_thread_calls(billed_rows, thread_calls),
+        sidechains=sidechains,
         thread_ids={call.message_id for call in thread_calls},
     )
     return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
+
+
+def _billed_rows(table: RecordTable) -> array[int]:
+    """The rows of the records with usage and a response id: what is billed."""
+    return array(
+        "q",
+        (
+            row
+            for row in range(len(table))
+            if table.usage_totals[row] >= 0 and table.message_ids[row] is not None
+        ),
+    )
+
+
+def _has_branch_call(
+    table: RecordTable, billed_rows: Sequence[int], thread_rows: Iterable[int], sidechains: bool
+) -> bool:
+    """Whether a billed response is on no main-thread record (`BilledCall.place == "branch"`)."""
+    on_thread = {table.message_ids[row] for row in thread_rows}
+    return any(
+        table.message_ids[row] not in on_thread
+        for row in billed_rows
+        if sidechains or not RecordInfo(table, row).is_sidechain
+    )
 
 
 def _branch_thread(path: Path, table: RecordTable, leaf_uuid: str) -> FileThread:
@@ -179,29 +199,40 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
     select = file_order_main_thread if file_order else rebuilt_main_thread
     selected = select(table, scan.summary_leaves)
     rows = array("q", selected.indexes)
+    warnings = (*scan.report.warnings, *selected.warnings)
+    skipped_lines = scan.report.skipped_lines
+    del scan, selected
     shapes = _Rows(table, rows)
     main = FileThread.of(source, table, rows)
     plan = plan_script(shapes, _has_usage, main.read)
     models = recorded_models(table, rows)
     model = next(iter(models), None)
-    with_usage = [p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id]
+    with_usage = array(
+        "q", (p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id)
+    )
+    replies = any(r.type == "assistant" and not r.is_synthetic_api_error for r in shapes)
+    future = RecordedFuture.in_file(shapes, main)
+    sidechains = is_subagent_file(table)
+    billed_rows = _billed_rows(table)
+    billed_records = FileThread.of(source, table, billed_rows)
+    # Only a branch call's conversation needs the summaries after this: without one, they go
+    # now, before each call's records are read and kept (the peak of the opening).
+    if _has_branch_call(table, billed_rows, (rows[p] for p in with_usage), sidechains):
+        branch_thread = partial(_branch_thread, source, table)
+    else:
+        branch_thread = partial(_no_branch, source)
+    del table, shapes, billed_rows
+
     thread_calls = indexed_api_calls(
         zip(with_usage, _sharing_models(main.read(with_usage)), strict=True)
     )
-    billed = _billed_calls(source, table, thread_calls)
-
-    # Only a branch call's conversation needs the summaries after this: without one, they go
-    # now, before the simulation walks the file.
-    branch_thread = (
-        partial(_branch_thread, source, table)
-        if any(call.place == "branch" for call in billed)
-        else partial(_no_branch, source)
-    )
-
+    del with_usage
+    billed = _billed_calls(billed_records, sidechains, thread_calls)
+    del billed_records
     script = plan.script(FileSteps(plan, main), model)
     return ReplayRecording(
         script=script,
-        future=RecordedFuture.in_file(shapes, main),
+        future=future,
         model=model,
         provider="anthropic",
         models=models,
@@ -209,9 +240,9 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
         billed_calls=len(billed),
         reported_window=None,
         name=source.name,
-        replies=any(r.type == "assistant" and not r.is_synthetic_api_error for r in shapes),
-        warnings=(*scan.report.warnings, *selected.warnings),
-        skipped_lines=scan.report.skipped_lines,
+        replies=replies,
+        warnings=warnings,
+        skipped_lines=skipped_lines,
         _source=RecordedConversation(
             main=main,
             thread_calls=thread_calls,
