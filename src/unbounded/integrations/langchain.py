@@ -141,6 +141,7 @@ from unbounded.integrations._langchain_recall import (
     keep_summarized,
     without_lone_recall,
 )
+from unbounded.integrations._langchain_settled import SettledMark, mark_start
 from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
 from unbounded.integrations._langchain_view import ConversationView, tail_count
 from unbounded.model.content import Usage
@@ -187,6 +188,9 @@ class ContextState(TypedDict, total=False):
     compactions: int
     archive: dict[str, Any]
     """What clearing and compaction took out of the messages, for the recall tool."""
+    settled: SettledMark
+    """Where the settled part of the messages ended when a call last cleared: a new
+    middleware scans from there (`unbounded.integrations._langchain_settled`)."""
 
 
 class UnboundedAgentState(AgentState[Any]):
@@ -685,6 +689,14 @@ def _model_info(model: Any, context_window: int | None, table: ModelTable | None
     return info.with_window(context_window) if context_window else info
 
 
+def _clearing_key(compactable: Sequence[str] | None, excluded: frozenset[str]) -> str:
+    """A short digest of which tools' results may be cleared (the given ones or every tool
+    called, less the excluded)."""
+    given = None if compactable is None else sorted(compactable)
+    text = json.dumps([given, sorted(excluded)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -790,6 +802,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             self._remember_model(model, events)
         self.compactable_tools = list(compactable_tools) if compactable_tools is not None else None
         self.exclude_tools = frozenset(exclude_tools)
+        self._clearing_key = _clearing_key(self.compactable_tools, self.exclude_tools)
+        """Which tools' results may be cleared, as the state's `settled` mark records it."""
         self.events = events
         self._clock = clock
         # The conversation as the last call left it (converted, normalized, counted, its
@@ -967,7 +981,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                 if count_only is not None:
                     plan.tokens = count_only
                     return plan
-            view.sync(conversation, stale)
+            settled_from = mark_start(conversation, plan.context.get("settled"), self._clearing_key)
+            view.sync(conversation, stale, settled_from)
             tokens = view.counter.total
             # The originals of what this call clears; the settled messages are converted
             # only if a compaction needs them.
@@ -999,6 +1014,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                             for tool_id, at in plan.cleared.items()
                         }
                     )
+                    self._mark_settled(plan, view.settled_after_clears(conversation, settled_from))
                     tokens = max(0, tokens - result.tokens_saved)
                     emit(
                         self.events,
@@ -1022,6 +1038,15 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             )
             plan.compact_at = None if start is None else lead + start
         return plan
+
+    def _mark_settled(self, plan: _Plan, settled: int) -> None:
+        """Keep in the state where the settled part ends after this call's clears (none when
+        nothing is settled, or the message there has no id to check it by)."""
+        boundary = plan.messages[plan.lead + settled].id if settled else None
+        if boundary is None:
+            plan.context.pop("settled", None)
+            return
+        plan.context["settled"] = SettledMark(count=settled, id=boundary, tools=self._clearing_key)
 
     def _count_only(
         self,
@@ -1289,6 +1314,7 @@ class _Plan:
         context["last_summary"] = summary.author.to_dict()
         context["compactions"] = self.context.get("compactions", 0) + 1
         context["stale_usage_ids"] = [m.id for m in kept if isinstance(m, AIMessage) and m.id]
+        context.pop("settled", None)  # the messages it counted are gone
         emit(
             self.middleware.events,
             LangchainCompacted(
