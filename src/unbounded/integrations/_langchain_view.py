@@ -27,7 +27,9 @@ A conversation the view does not hold yet (a new middleware on a long checkpoint
 after a compaction) is read from where it is no longer settled (`_langchain_settled`): the
 messages before that point, whose results are all placeholders already and which the count's
 anchor follows, are kept as ids only and converted only when a compaction needs them, so the
-first call costs a scan of ids and the tail, not a conversion of the history. Entries are
+first call costs a scan of ids and the tail, not a conversion of the history; the scan starts
+at a split known before (`sync(settled_from=)`, the middleware's mark) when there is one, and
+`settled_after_clears` says where the split is once this call's clears apply. Entries are
 converted with one timestamp per call and take their uuid from the message id.
 
 `tail_count` gives the view's count without the view: the last reported usage plus the

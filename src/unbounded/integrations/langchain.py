@@ -59,13 +59,16 @@ compaction due, and a warm cache below the warning level, where nothing is clear
 is then read from the last reported usage and the messages after it, so the first call on a
 long state costs its tail. A call that may clear reads the messages from the oldest result
 not cleared yet on (`unbounded.integrations._langchain_settled`): the messages before it,
-whose results all read the placeholder already, are matched by id and not converted, so on
-the state a checkpointed thread holds that first call costs one pass over the ids and the
-tail; a compaction converts them for its summary.
+whose results all read the placeholder already, are not converted; each call that clears
+keeps in the state where that part ends (`settled`), and a new middleware that finds the
+message there still carrying the id kept for it scans only from there, so on the state a
+checkpointed thread holds that first call costs the tail, not the history (one pass over
+every message's ids when the mark does not fit); a compaction converts the settled messages
+for its summary.
 
 What survives between calls (when the last model call happened, which kept messages carry a
-stale usage, the failure count, the summary requests spent, who wrote the last summary)
-lives in the agent state under the private key `unbounded`.
+stale usage, the failure count, the summary requests spent, who wrote the last summary, where
+the settled part ended) lives in the agent state under the private key `unbounded`.
 Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`).
 """
 
