@@ -201,15 +201,16 @@ class MessageTokens:
     """Scaled token estimates of successive message lists, counting only what changed.
 
     The lists given are kept, not copied, and must not be edited afterwards (`History`'s
-    never are: a new list follows each append)."""
+    never are: a new list follows each append). The counts are one packed column (8 bytes a
+    message, no object each)."""
 
     def __init__(self, scale: float) -> None:
         self.scale = scale
         self._messages: Sequence[MessageParam] = []
-        self._counts: list[int] = []
+        self._counts: array[int] = array("q")
         self._total = 0
 
-    def counts(self, messages: Sequence[MessageParam]) -> list[int]:
+    def counts(self, messages: Sequence[MessageParam]) -> array[int]:
         """Tokens of each message (read only: the list is the counter's). The messages the
         last list began with (the same objects: the normalizer replaces a message it changes)
         keep their counts."""
