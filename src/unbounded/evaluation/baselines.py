@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from unbounded.caching.blocks import is_markable
-from unbounded.caching.husks import BlockTokens, husk_tool_results
+from unbounded.caching.husks import BlockTokens, husk_blocks
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
@@ -275,13 +275,13 @@ class History:
         return self._husked
 
     def husk(self, upto: int, tokens_of: BlockTokens) -> None:
-        """Let the tool results of the first `upto` messages give up their text
-        (`caching/husks.py`): the caller knows no strategy reads their content again. The
-        last `UNSETTLED_TAIL` messages are left as they are."""
+        """Let the tool results and assistant blocks of the first `upto` messages give up
+        their text (`caching/husks.py`): the caller knows no strategy reads their content
+        again. The last `UNSETTLED_TAIL` messages are left as they are."""
         messages = self.messages()
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
         for index in range(self._husked, stop):
-            husk_tool_results(cast(Any, messages[index]), index, tokens_of)
+            husk_blocks(cast(Any, messages[index]), index, tokens_of)
         self._husked = max(self._husked, stop)
 
     def messages(self) -> list[MessageParam]:
