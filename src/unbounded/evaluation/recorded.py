@@ -23,6 +23,7 @@ shapes from its first pass and reads each step's records again when the step is 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from math import isnan, nan
@@ -161,9 +162,11 @@ def _known(moment: float, fallback: float) -> float:
     return fallback if isnan(moment) else moment
 
 
-def _call_groups(
-    shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]
-) -> list[tuple[str, list[int], int | None]]:
+_Group = tuple[str, "array[int]", int | None]
+"""A response's message id, its lines' main-thread indices, and the line of its usage."""
+
+
+def _call_groups(shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]) -> list[_Group]:
     """(message id, line indices, line of its usage) of each response, in order.
 
     With usage in the transcript, a response is the lines of one message id of which at least
@@ -172,7 +175,7 @@ def _call_groups(
     """
     if any(has_usage(shape) and shape.message_id for shape in shapes):
         return _usage_calls(shapes, has_usage)
-    groups: dict[str, list[int]] = {}
+    groups: dict[str, array[int]] = {}
     order: list[str] = []
     for index, shape in enumerate(shapes):
         if shape.type != "assistant" or shape.is_synthetic_api_error:
@@ -181,22 +184,22 @@ def _call_groups(
         if message_id is None or (order and order[-1] != message_id and message_id in groups):
             message_id = f"msg_replay_{index}"
         if message_id not in groups:
-            groups[message_id] = []
+            groups[message_id] = array("q")
             order.append(message_id)
         groups[message_id].append(index)
     return [(key, groups[key], None) for key in order]
 
 
-def _usage_calls(
-    shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]
-) -> list[tuple[str, list[int], int | None]]:
-    calls: dict[str, tuple[list[int], int | None]] = {}
+def _usage_calls(shapes: Sequence[Shape], has_usage: Callable[[Shape], bool]) -> list[_Group]:
+    # Each call's lines as an array: a list of int objects held 250 bytes a call while the
+    # whole thread was planned.
+    calls: dict[str, tuple[array[int], int | None]] = {}
     for index, shape in enumerate(shapes):
         message_id = shape.message_id
         if message_id is None or shape.is_synthetic_api_error:
             continue
         if message_id not in calls:
-            calls[message_id] = ([], None)
+            calls[message_id] = (array("q"), None)
         lines, usage_line = calls[message_id]
         lines.append(index)
         calls[message_id] = (lines, index if has_usage(shape) else usage_line)
@@ -211,7 +214,7 @@ def _feedable(entry: Entry) -> bool:
 
 
 def _call_times(
-    calls: Sequence[tuple[str, list[int], int | None]],
+    calls: Sequence[_Group],
     read: Callable[[Iterable[int]], Iterator[Entry]],
 ) -> Iterator[tuple[float, float, float]]:
     """Per call (in order, none overlapping the one before), the times of the record before
@@ -267,7 +270,7 @@ def plan_script(
         if attachment is not None and attachment.get("type") in REINJECTED_ATTACHMENT_TYPES:
             not_fed.add(index)
 
-    kept: list[tuple[str, list[int], int | None]] = []
+    kept: list[_Group] = []
     position = 0
     for group in groups:
         lines = group[1]

@@ -14,10 +14,10 @@ reading records again by offset only where their content decides:
   record from the file.
 
 The summaries are let go before the calls' records are read (the billed calls and the
-thread's calls are kept for the whole replay, so the opening peaks there), unless a billed
-call on a branch needs its conversation rebuilt from them: then once the recording has been
-simulated. The steps keep only each main-thread record's byte offset and line. Output is
-that of `ReplayRecording.of` on the loaded file.
+thread's calls are kept until the simulation, as columns: `unbounded.model.call_columns`),
+unless a billed call on a branch needs its conversation rebuilt from them: then once the
+recording has been simulated. The steps keep only each main-thread record's byte offset and
+line. Output is that of `ReplayRecording.of` on the loaded file.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from unbounded.inspection_stream import (
     recorded_models,
     scan_records,
 )
+from unbounded.model.call_columns import ApiCallColumns, BilledCallColumns
 from unbounded.model.entries import Entry
-from unbounded.model.transcript import ApiCall, BilledCall, indexed_api_calls, responses_billed
+from unbounded.model.transcript import billed_lines, response_lines
 
 
 class FileSteps(Collection[ReplayStep]):
@@ -92,55 +93,40 @@ def _has_usage(record: RecordInfo) -> bool:
     return record.usage_total is not None
 
 
-def _sharing_thread_calls(
-    entries: Iterable[Entry], thread_calls: Sequence[ApiCall]
-) -> Iterator[Entry]:
-    """The entries, each response's usage, id, model and time made the very objects its
-    thread call holds where they are equal.
-
-    A response on the main thread is both a thread call and a billed call; read twice, its
-    usage dict and strings would be held twice until the fidelity simulation ends (about
-    half a kilobyte a call). The entries are fresh reads, dropped once their billed call is
-    made.
-    """
-    by_id = {call.message_id: call for call in thread_calls}
-    for entry in _sharing_models(entries):
-        call = by_id.get(entry.message_id) if entry.message_id is not None else None
-        message = entry.message
-        if call is not None and message is not None:
-            if message.get("usage") == call.usage:
-                message["usage"] = call.usage
-            message["id"] = call.message_id
-            if call.model is not None and message.get("model") == call.model:
-                message["model"] = call.model
-            if call.timestamp is not None and entry.data.get("timestamp") == call.timestamp:
-                entry.data["timestamp"] = call.timestamp
-        yield entry
-
-
-def _sharing_models(entries: Iterable[Entry]) -> Iterator[Entry]:
-    """The entries, each response's model name one string per model: every call keeps its
-    model for the whole replay (70 bytes a call otherwise)."""
-    models: dict[str, str] = {}
-    for entry in entries:
-        message = entry.message
-        model = message.get("model") if message is not None else None
-        if message is not None and isinstance(model, str):
-            message["model"] = models.setdefault(model, model)
-        yield entry
+def _thread_calls(lines: Iterable[tuple[int, Entry]], planned_ids: Iterable[str]) -> ApiCallColumns:
+    """`indexed_api_calls` of the thread's records with usage, held as columns; a response
+    id the script plans is held as the script's own string (the script keeps it anyway)."""
+    known = {message_id: message_id for message_id in planned_ids}
+    columns = ApiCallColumns()
+    for index, entry, message_id, usage in response_lines(lines):
+        shared = known.get(message_id, message_id)
+        columns.add(index, shared, usage, entry.model, entry.timestamp)
+    columns.finish()
+    return columns
 
 
 def _billed_calls(
-    billed_rows: FileThread, sidechains: bool, thread_calls: Sequence[ApiCall]
-) -> list[BilledCall]:
-    """`Transcript.billed_calls()` of a Claude Code file (it records no side calls): only the
-    records with usage (`billed_rows`) are read again."""
-    calls = responses_billed(
-        _sharing_thread_calls(billed_rows, thread_calls),
-        sidechains=sidechains,
-        thread_ids={call.message_id for call in thread_calls},
-    )
-    return sorted(calls, key=lambda call: (call.line is None, call.line or 0))
+    billed_rows: FileThread, sidechains: bool, thread_calls: ApiCallColumns
+) -> BilledCallColumns:
+    """`Transcript.billed_calls()` of a Claude Code file (it records no side calls), held as
+    columns: only the records with usage (`billed_rows`, in file order) are read again."""
+    # One string per response id: a thread call's id is also its billed call's.
+    thread_ids = {message_id: message_id for message_id in thread_calls.message_ids()}
+    columns = BilledCallColumns()
+    for entry, message_id, usage in billed_lines(billed_rows, sidechains=sidechains):
+        shared = thread_ids.get(message_id)
+        columns.add(
+            shared or message_id,
+            usage,
+            entry.model,
+            entry.timestamp,
+            entry.line,
+            "thread" if shared is not None else "branch",
+            entry.uuid,
+        )
+    # First met is file order here (the rows ascend), the order `billed_calls()` sorts to.
+    columns.finish()
+    return columns
 
 
 def _billed_rows(table: RecordTable) -> array[int]:
@@ -207,9 +193,7 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
     plan = plan_script(shapes, _has_usage, main.read)
     models = recorded_models(table, rows)
     model = next(iter(models), None)
-    with_usage = array(
-        "q", (p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id)
-    )
+    with_usage = array("q", (p for p, r in enumerate(shapes) if _has_usage(r) and r.message_id))
     replies = any(r.type == "assistant" and not r.is_synthetic_api_error for r in shapes)
     future = RecordedFuture.in_file(shapes, main)
     sidechains = is_subagent_file(table)
@@ -223,8 +207,8 @@ def _open_claude_code(source: Path, *, skip_invalid: bool, file_order: bool) -> 
         branch_thread = partial(_no_branch, source)
     del table, shapes, billed_rows
 
-    thread_calls = indexed_api_calls(
-        zip(with_usage, _sharing_models(main.read(with_usage)), strict=True)
+    thread_calls = _thread_calls(
+        zip(with_usage, main.read(with_usage), strict=True), plan.calls.message_ids
     )
     del with_usage
     billed = _billed_calls(billed_records, sidechains, thread_calls)

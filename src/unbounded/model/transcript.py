@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -258,11 +258,7 @@ def indexed_api_calls(entries: Iterable[tuple[int, Entry]]) -> list[ApiCall]:
     """`api_calls` of a thread given as (index, record) pairs in order: the records without
     usage may be left out (a file read again by offset reads only those with usage)."""
     calls: dict[str, ApiCall] = {}
-    for index, entry in entries:
-        usage = entry.usage
-        message_id = entry.message_id
-        if usage is None or message_id is None:
-            continue
+    for index, entry, message_id, usage in response_lines(entries):
         previous = calls.get(message_id)
         calls[message_id] = ApiCall(
             message_id=message_id,
@@ -275,19 +271,34 @@ def indexed_api_calls(entries: Iterable[tuple[int, Entry]]) -> list[ApiCall]:
     return sorted(calls.values(), key=lambda call: call.first)
 
 
+def response_lines(
+    entries: Iterable[tuple[int, Entry]],
+) -> Iterator[tuple[int, Entry, str, Usage]]:
+    """(index, record, response id, usage) of the records that carry both: the lines a
+    recorded call is made of."""
+    for index, entry in entries:
+        usage = entry.usage
+        message_id = entry.message_id
+        if usage is not None and message_id is not None:
+            yield index, entry, message_id, usage
+
+
+def billed_lines(
+    entries: Iterable[Entry], *, sidechains: bool
+) -> Iterator[tuple[Entry, str, Usage]]:
+    """(record, response id, usage) of the lines `responses_billed` takes, in order."""
+    kept = (e for e in entries if sidechains or not e.is_sidechain)
+    for _, entry, message_id, usage in response_lines(enumerate(kept)):
+        yield entry, message_id, usage
+
+
 def responses_billed(
     entries: Iterable[Entry], *, sidechains: bool, thread_ids: Collection[str]
 ) -> list[BilledCall]:
     """Each response id with usage once, in the order first met (see `Transcript.billed_calls`);
     `sidechains` takes every record, else only those that are not `isSidechain`."""
     calls: dict[str, BilledCall] = {}
-    for entry in entries:
-        if entry.is_sidechain and not sidechains:
-            continue
-        usage = entry.usage
-        message_id = entry.message_id
-        if usage is None or message_id is None:
-            continue
+    for entry, message_id, usage in billed_lines(entries, sidechains=sidechains):
         first = calls.get(message_id)
         calls[message_id] = BilledCall(
             message_id=message_id,
