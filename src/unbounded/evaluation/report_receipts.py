@@ -29,8 +29,7 @@ def _covered(line: ReceiptLine) -> str:
     text = f"{line.covered_by} summary of {line.summary_tokens:,} tokens"
     if line.files_named or line.files_not_named:
         text += (
-            f"; names {line.files_named} of {line.files_named + line.files_not_named} "
-            "dropped files"
+            f"; names {line.files_named} of {line.files_named + line.files_not_named} dropped files"
         )
     return text
 
