@@ -9,6 +9,7 @@ import asyncio
 import gc
 from typing import Any
 
+import orjson
 from recorded_calls import long_tool_session
 
 from unbounded.evaluation.receipt_lines import HANDLES_SHOWN, ReceiptLine
@@ -148,3 +149,19 @@ def test_recall_answers_from_the_first_call_after_a_long_spilled_run() -> None:
         assert all(len(line.last_ids) <= HANDLES_SHOWN for line in replayer.receipts)
     finally:
         session.close()
+
+
+def test_calls_naming_one_file_or_command_share_its_string() -> None:
+    uses = [
+        {"type": "tool_use", "id": f"t{n}", "name": name, "input": tool_input}
+        for n, (name, tool_input) in enumerate(
+            [("Read", {"file_path": "/w/app.py"}), ("Bash", {"command": "pytest -q"})] * 2
+        )
+    ]
+    # Each entry decoded from its own JSON: equal strings, separate objects, as read from a file.
+    entries = [Entry(orjson.loads(orjson.dumps(Entry.assistant([use]).data))) for use in uses]
+    index = TranscriptIndex().update(entries)
+    first_read, first_run, second_read, second_run = index.calls.values()
+    assert first_read.read_path == "/w/app.py" and first_run.command == "pytest -q"
+    assert second_read.read_path is first_read.read_path
+    assert second_run.command is first_run.command

@@ -137,6 +137,12 @@ def _block_at(source: Sequence[Entry], position: int, place: int) -> Mapping[str
     return cast("Mapping[str, Any]", block) if isinstance(block, dict) else None
 
 
+def _shared(text: str | None) -> str | None:
+    """One string for every call naming the same file or command (a long run reads the same
+    files again and again, and the index outlives the entries each copy came from)."""
+    return sys.intern(text) if text is not None else None
+
+
 class TranscriptIndex:
     """Tool calls by id, in call order (see the module docstring)."""
 
@@ -195,9 +201,9 @@ class TranscriptIndex:
                         use_position=position,
                         use_block=place,
                         number=len(self.calls),
-                        read_path=read_path_of(block),
-                        write_path=file_write_path(block),
-                        command=command_of(block),
+                        read_path=_shared(read_path_of(block)),
+                        write_path=_shared(file_write_path(block)),
+                        command=_shared(command_of(block)),
                         source=self._entries,
                     )
             elif kind == "tool_result" and entry.type == "user":
