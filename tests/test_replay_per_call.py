@@ -13,6 +13,7 @@ import orjson
 from recorded_calls import long_tool_session
 
 from unbounded.evaluation.receipt_lines import HANDLES_SHOWN, ReceiptLine
+from unbounded.evaluation.refetch import _CallLookup
 from unbounded.evaluation.replay import ReplayOptions, _EventLog, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.evaluation.replay_store import ReplayStore
@@ -165,3 +166,22 @@ def test_calls_naming_one_file_or_command_share_its_string() -> None:
     assert first_read.read_path == "/w/app.py" and first_run.command == "pytest -q"
     assert second_read.read_path is first_read.read_path
     assert second_run.command is first_run.command
+
+
+def test_reads_with_the_same_arguments_share_one_dict_in_the_refetch_lookup() -> None:
+    inputs = [
+        {"file_path": "/w/a.py", "offset": 10},
+        {"file_path": "/w/b.py", "offset": 10},
+        {"file_path": "/w/c.py", "offset": 20},
+    ]
+    uses = [
+        {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": tool_input}
+        for n, tool_input in enumerate(inputs)
+    ]
+    entries = [Entry(orjson.loads(orjson.dumps(Entry.assistant([use]).data))) for use in uses]
+    lookup = _CallLookup()
+    lookup.sync(TranscriptIndex().update(entries).calls)
+    first, second, third = (lookup.read_arguments[n] for n in range(3))
+    assert first == {"offset": 10} and third == {"offset": 20}
+    assert second is first
+    assert third is not first

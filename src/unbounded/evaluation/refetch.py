@@ -116,13 +116,14 @@ class _CallLookup:
         self.read_arguments: dict[int, dict[str, Any]] = {}
         """A read's other arguments (offset, limit…) by its `number`, for reads that have any:
         taken once here, so a search does not read every earlier call's input back."""
+        self._argument_sets: dict[str, dict[str, Any]] = {}
 
     def sync(self, calls: dict[str, ToolCall]) -> None:
         """Take in the calls added to the index since the last sync."""
         if calls is not self.calls or len(calls) < self.seen:
             self.calls, self.seen = calls, 0
             self.by_name, self.by_command, self.last_write = {}, {}, -1
-            self.read_arguments = {}
+            self.read_arguments, self._argument_sets = {}, {}
         added = len(calls) - self.seen
         if not added:
             return
@@ -137,7 +138,9 @@ class _CallLookup:
             if call.write_path is not None:
                 self.last_write = call.number
             if call.read_path is not None and (arguments := _other_arguments(call.input)):
-                self.read_arguments[call.number] = arguments
+                # Reads repeat their arguments (`limit`, `pattern`): one dict for each spelling.
+                shared = self._argument_sets.setdefault(repr(sorted(arguments.items())), arguments)
+                self.read_arguments[call.number] = shared
 
     def earlier_fetch(self, use: Mapping[str, Any]) -> ToolCall | None:
         """The latest earlier call with the same read or command whose output still holds."""
