@@ -60,8 +60,12 @@ def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dic
         priced = run_baselines(strategies, recorded_call(n, model=OTHER.name if switched else MODEL.name))
         figures.append(dict(priced))
         # An unrecorded response leaves the next results to merge into the last user message.
-        response = [Entry.assistant([{"type": "text", "text": f"step {n}"}, *calls], message_id=f"m{n}")]
-        feed_strategies(strategies, [*(response if answered else []), *results])
+        thinking = {"type": "thinking", "thinking": f"plan {n} " * 50, "signature": f"s{n}"}
+        text = {"type": "text", "text": f"step {n}"}
+        response = [Entry.assistant([thinking, text, *calls], message_id=f"m{n}")]
+        # Every third step the user adds a line: truncate moves such text behind its note.
+        note = [Entry.user(f"note {n}")] if n % 3 == 2 else []
+        feed_strategies(strategies, [*(response if answered else []), *results, *note])
     figures.append({s.name: s.run.to_dict() for s in strategies})
     return strategies, figures
 
@@ -140,6 +144,13 @@ def test_tool_results_before_the_tail_give_up_their_text_once_every_summary_is_m
     assert len(_result_contents(messages)) == 80
     assert len(settled) == 80 - 6
     assert all(type(content) is HuskedContent for content in settled)
+    replies = [b for m in messages[: shared.husked] if m["role"] == "assistant" for b in m["content"]]
+    assert {b["type"] for b in replies} == {"thinking", "text", "tool_use"}
+    assert all(type(b["content"]) is HuskedContent for b in replies)
+    assert all(set(b) == {"type", "content"} for b in replies if b["type"] != "tool_use")
+    assert all(set(b) == {"type", "id", "content"} for b in replies if b["type"] == "tool_use")
+    notes = [b for m in messages[: shared.husked] if m["role"] == "user" for b in m["content"] if b["type"] == "text"]
+    assert {"type": "text", "text": "note 2"} in notes  # a user's text stays whole
     assert _held_result_chars(messages) == 3 * 3_000 * len("r59 ")
 
 

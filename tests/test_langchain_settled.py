@@ -3,6 +3,8 @@ converts only what follows the settled prefix (`_langchain_settled`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
 from unbounded.compaction.tools_registry import cleared_stub
-from unbounded.integrations import _langchain_view
+from unbounded.integrations import _langchain_settled, _langchain_view
 from unbounded.integrations._langchain_settled import scan_calls, settled_prefix
 from unbounded.integrations.langchain import STATE_KEY, UnboundedMiddleware, is_summary_message
 from unbounded.policy import Policy
@@ -122,6 +124,23 @@ def _comparable(state: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     return messages, context
 
 
+@contextmanager
+def _scan_starts() -> Iterator[list[int]]:
+    """Where each `scan_calls` made meanwhile started (the settled mark's effect)."""
+    starts: list[int] = []
+    real = _langchain_settled.scan_calls
+
+    def recording(messages: Any, stale: Any, **options: Any) -> Any:
+        starts.append(options.get("start", 0))
+        return real(messages, stale, **options)
+
+    _langchain_settled.scan_calls = recording  # type: ignore[assignment]
+    try:
+        yield starts
+    finally:
+        _langchain_settled.scan_calls = real  # type: ignore[assignment]
+
+
 def _run_warm(turns: list[list[Any]], middleware: UnboundedMiddleware) -> dict[str, Any]:
     """The state a warm middleware leaves before the last turn's call (every earlier call
     made and its update applied, as LangGraph applies it)."""
@@ -137,14 +156,17 @@ def _run_warm(turns: list[list[Any]], middleware: UnboundedMiddleware) -> dict[s
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(turns=agent_turns(), idle=st.booleans(), compact=st.booleans())
+@given(turns=agent_turns(), idle=st.booleans(), compact=st.booleans(), edited=st.booleans())
 def test_new_middleware_first_call_equals_a_warm_one(
-    turns: list[list[Any]], idle: bool, compact: bool
+    turns: list[list[Any]], idle: bool, compact: bool, edited: bool
 ) -> None:
-    """On the state a warm middleware left, a new middleware's first call clears, counts and
-    compacts exactly as the warm one's next call does (messages and private state)."""
+    """On the state a warm middleware left (with the mark of where the settled part ends that
+    its clearing calls kept), a new middleware's first call clears, counts and compacts
+    exactly as the warm one's next call does (messages and private state); also when the
+    history was edited under the mark (its first message taken out: the mark no longer
+    fits)."""
     total = 1 + sum(len(turn) for turn in turns)
-    trigger = ("messages", total) if compact else None
+    trigger = ("messages", total - edited) if compact else None
     warm_events: list[Any] = []
     warm = _middleware(trigger, warm_events)
     state = _run_warm(turns, warm)
@@ -152,12 +174,18 @@ def test_new_middleware_first_call_equals_a_warm_one(
     context = dict(state.get(STATE_KEY) or {})
     context["last_model_at"] = (NOW - gap).isoformat()
     state = {**state, STATE_KEY: context}
+    if edited:
+        state["messages"] = state["messages"][1:]
     new_events: list[Any] = []
     new = _middleware(trigger, new_events)
     del warm_events[:]
     from_warm = _apply(state, warm.before_model(state, None))  # type: ignore[arg-type]
-    from_new = _apply(state, new.before_model(state, None))  # type: ignore[arg-type]
+    with _scan_starts() as scans:
+        from_new = _apply(state, new.before_model(state, None))  # type: ignore[arg-type]
     event(f"settled prefix left out: {new._view.base > 0}")
+    event(f"edited: {edited}; scanned from the mark: {bool(scans and scans[0])}")
+    if edited:
+        assert not scans or scans[0] == 0
     assert _comparable(from_new) == _comparable(from_warm)
     assert new_events == warm_events  # what was cleared and saved, the compaction's figures
     # And the call after it, on the new middleware's view, agrees as well.
@@ -210,7 +238,10 @@ def test_settled_prefix_stops_at_the_oldest_uncleared_compactable_result() -> No
     messages = _long_checkpointed(100, 10)
     call = messages.index(next(m for m in messages if m.id == "ai-90"))
     assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == call
-    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: False) == len(messages) - 2
+    assert (
+        settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: False)
+        == len(messages) - 2
+    )
     # One old result not cleared holds the split back to its call.
     old = messages.index(next(m for m in messages if m.id == "tool-30"))
     messages[old] = messages[old].model_copy(update={"content": "z" * 100})
@@ -253,7 +284,9 @@ def test_the_split_is_at_the_first_line_of_a_response() -> None:
         ToolMessage(content="y" * 20_000, tool_call_id="call-big", id="tool-big"),
     ]
     first_line = messages.index(next(m for m in messages if m.id == "reply"))
-    assert settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == first_line
+    assert (
+        settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True) == first_line
+    )
     middleware = _middleware()
     whole = _langchain_view.ConversationView(_langchain_view_convert())
     whole.sync(messages, frozenset())
@@ -303,3 +336,81 @@ def test_entries_take_their_uuid_from_the_message_and_the_call_s_timestamp() -> 
     unnamed = [message_to_entry(HumanMessage("go")) for _ in range(2)]
     uuids = {entry.uuid for entry in unnamed if entry is not None}
     assert len(uuids) == 2 and None not in uuids
+
+
+def _after_a_clearing_call(results: int, uncleared: int, grown: int) -> dict[str, Any]:
+    """A thread's state after its middleware's clearing call on the first `results - grown`
+    rounds (update applied), with the `grown` rounds the agent added since."""
+    whole = _long_checkpointed(results, uncleared)
+    cut = len(whole) - 2 * grown
+    state = _apply(
+        {"messages": whole[:cut]}, _middleware().before_model({"messages": whole[:cut]}, None)
+    )  # type: ignore[arg-type]
+    assert "settled" in state[STATE_KEY]
+    return {**state, "messages": [*state["messages"], *whole[cut:]]}
+
+
+def _first_call(state: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    """A new middleware's first call on `state`: the state after it, where its scans began."""
+    with _scan_starts() as scans:
+        after = _apply(state, _middleware().before_model(state, None))  # type: ignore[arg-type]
+    return after, scans
+
+
+def test_a_clearing_call_marks_where_the_settled_part_ends_once_its_clears_apply() -> None:
+    """The mark a clearing call keeps is the settled prefix of the messages with its clears
+    applied (what a whole scan of them finds), and names the message there."""
+    state = _after_a_clearing_call(300, 60, 0)
+    mark = state[STATE_KEY]["settled"]
+    messages = state["messages"]
+    whole = settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: name != "kept")
+    assert mark["count"] == whole > 0
+    assert mark["id"] == messages[whole].id
+
+
+def test_a_new_middleware_scans_from_the_mark_and_does_what_a_whole_scan_does() -> None:
+    """On a state whose mark fits (the message at its count carries its id) a new middleware
+    scans only from there, and clears and marks what a middleware scanning everything
+    (the same state without the mark) does."""
+    state = _after_a_clearing_call(300, 60, 30)
+    count = state[STATE_KEY]["settled"]["count"]
+    from_mark, scans = _first_call(state)
+    assert scans[0] == count
+    unmarked = {k: v for k, v in state[STATE_KEY].items() if k != "settled"}
+    from_whole, whole_scans = _first_call({**state, STATE_KEY: unmarked})
+    assert whole_scans[0] == 0
+    assert _comparable(from_mark) == _comparable(from_whole)
+    assert from_mark[STATE_KEY]["settled"]["count"] > count  # this call cleared: it moved on
+
+
+@pytest.mark.parametrize("edit", ["first message taken out", "id changed", "other tools"])
+def test_a_mark_that_no_longer_fits_is_not_used(edit: str) -> None:
+    """When the message at the mark's count does not carry its id (the history was edited
+    under it) or the clearing configuration differs, the whole conversation is scanned, and
+    the call does what a middleware without the mark does."""
+    state = _after_a_clearing_call(300, 60, 30)
+    context = dict(state[STATE_KEY])
+    mark = dict(context["settled"])
+    messages = list(state["messages"])
+    if edit == "first message taken out":  # the boundary moves one place down
+        messages = messages[1:]
+    elif edit == "id changed":
+        at = mark["count"]
+        messages[at] = messages[at].model_copy(update={"id": "edited"})
+    else:
+        mark["tools"] = "another configuration"
+    context["settled"] = mark
+    edited = {"messages": messages, STATE_KEY: context}
+    after, scans = _first_call(edited)
+    assert scans[0] == 0
+    unmarked = {k: v for k, v in context.items() if k != "settled"}
+    assert _comparable(after) == _comparable(_first_call({**edited, STATE_KEY: unmarked})[0])
+
+
+def test_a_compaction_drops_the_mark() -> None:
+    """After a compaction the mark's messages are gone: the state keeps no mark."""
+    state = _after_a_clearing_call(120, 30, 10)
+    update = _middleware(("messages", 100)).before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None and STATE_KEY in update
+    assert update[STATE_KEY]["compactions"] == 1
+    assert "settled" not in update[STATE_KEY]

@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from recorded_calls import long_tool_session
 from replay_settings import MODEL, recorded_call, replay_settings
 
+from unbounded.caching.blocks import content_blocks_of, message_block_digest
+from unbounded.caching.husks import HuskedContent
 from unbounded.errors import ConfigError
 from unbounded.evaluation.baselines import (
     History,
@@ -56,6 +59,23 @@ def test_a_replay_store_cannot_be_reopened_once_it_was_written() -> None:
 
 
 
+def _as_sent(messages: list[Any]) -> list[tuple[str, list[bytes]]]:
+    """Each message's role and its blocks' digests (a husked block's is the one it carries):
+    what a request sends of it, as the cache simulator sees it."""
+    return [
+        (
+            message["role"],
+            [
+                block["content"].digest
+                if type(block.get("content")) is HuskedContent
+                else message_block_digest(block, message["role"], first=position == 0)
+                for position, block in enumerate(content_blocks_of(message["content"]))
+            ],
+        )
+        for message in messages
+    ]
+
+
 def test_strategies_share_one_history_fed_once_until_one_replaces_its_own() -> None:
     settings = replay_settings(60_000)
     history = History(settings.prefix.scale)
@@ -78,7 +98,8 @@ def test_strategies_share_one_history_fed_once_until_one_replaces_its_own() -> N
     # once per entry (two messages a turn, not one per strategy), equal to a lone strategy's.
     sharing = [s for s in strategies if s.history is history]
     assert [s.name for s in sharing] == ["none", "truncate", "clear_every_turn"]
-    assert history.normalizer.messages == alone.normalizer.messages
+    # (Settled messages of the shared one are husked: equal as sent.)
+    assert _as_sent(history.normalizer.messages) == _as_sent(alone.normalizer.messages)
     assert len(history.normalizer.messages) == 1 + 2 * 16
     # The two that summarized took a history of their own, fed from then on like the rest.
     assert summarized is not None

@@ -164,14 +164,34 @@ def _long_request(blocks_per_message: int, messages: int, tag: str) -> dict[str,
 
 def test_what_is_held_per_block_is_numbers_not_content() -> None:
     """Beyond the last request's own messages, a block costs its packed digest and prefix
-    hash and two 8-byte integers, plus its message's share of one small record."""
+    hash and two 8-byte integers, plus its message's share of two packed columns."""
     reusing = RequestBlocks(count)
     request = _long_request(4, 500, "a")
     reusing.update(request, drop_earlier_thinking=False)
     own = {id(message) for message in request["messages"]}
     held = _reachable(reusing, own | {id(count)})
     per_block = sum(sys.getsizeof(item) for item in held) / len(reusing.tokens)
-    assert per_block < 150
+    assert per_block < 100
+
+
+def _objects_held(messages: int) -> int:
+    """How many objects a RequestBlocks holds beyond its request's messages, after a
+    request of `messages` messages that each end a turn (small ints are shared, not held)."""
+    reusing = RequestBlocks(count)
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": f"q{n} " + "x" * 300}]}
+        for n in range(messages)
+    ]
+    request = {"model": "m", "messages": marked(history)}
+    reusing.update(request, drop_earlier_thinking=True)
+    own = {id(message) for message in request["messages"]}
+    return len(_reachable(reusing, own | {id(count)}))
+
+
+def test_what_is_held_per_message_is_no_object() -> None:
+    """Per message the figures hold its first position and a flag in packed columns, not an
+    object (nor a hash, nor a large int) each: ten times the messages hold as many objects."""
+    assert _objects_held(500) == _objects_held(50)
 
 
 def test_the_blocks_of_a_replaced_history_are_released() -> None:

@@ -1,12 +1,20 @@
-"""Tool results whose text no one reads again, kept as what pricing needs of them.
+"""Message blocks whose text no one reads again, kept as what pricing needs of them.
 
 A long replay holds the recorded history for the strategies that send it; most of its bytes
-are tool results. Once every reader of a message is past it (see `History.husk` in
-evaluation/baselines.py for who reads what), each tool_result block of the message can give
-its text up: the block's content becomes a `HuskedContent` carrying the block's digest and
-token count as its message's block, which `RequestBlocks` takes instead of serialising and
-counting the block. The block keeps its other fields (type, tool_use_id, is_error), which
-the clearing and the normalizer read.
+are tool results and the assistant's text and tool calls. Once every reader of a message is
+past it (see `History.husk` in evaluation/baselines.py for who reads what), its blocks can
+give their text up: a block's content becomes a `HuskedContent` carrying the block's digest
+and token count as its message's block, which `RequestBlocks` takes instead of serialising
+and counting the block.
+
+- A tool_result keeps its other fields (type, tool_use_id, is_error), which the clearing and
+  the normalizer read.
+- An assistant message's blocks (text, thinking, tool_use, ...) keep their type (the
+  simulator leaves out earlier thinking by type) and a tool_use its id (the string the
+  normalizer's set of call names holds anyway); nothing else reads a settled assistant
+  message.
+- A user message's other blocks stay whole: the truncate baseline moves them behind its note
+  (another position, another digest).
 
 The message dict is changed in place (a new content list; the blocks themselves are new dicts,
 so an entry's own content is never touched): every list and simulator that holds the message
@@ -39,33 +47,41 @@ class HuskedContent:
     """Whether the block is its message's first (the digest depends on it)."""
 
 
-def husk_tool_results(
-    message: MutableMapping[str, Any], index: int, tokens_of: BlockTokens
-) -> int:
-    """Replace the text of the message's tool results by husks, in place; the number of
-    blocks husked (0 when there was none left to husk). `index` is the message's position,
-    for the counter's FlatBlock."""
+def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockTokens) -> int:
+    """Replace the text of the message's blocks by husks (module docstring), in place; the
+    number of blocks husked (0 when there was none left to husk). `index` is the message's
+    position, for the counter's FlatBlock."""
     content = message.get("content")
-    if not isinstance(content, list) or not any(_huskable(block) for block in content):
-        return 0
     role = str(message.get("role", ""))
+    assistant = role == "assistant"
+    if not isinstance(content, list) or not any(_huskable(b, assistant) for b in content):
+        return 0
     blocks: list[Any] = []
     husked = 0
     for position, block in enumerate(content):
-        if _huskable(block):
+        if _huskable(block, assistant):
             first = position == 0
             digest = message_block_digest(block, role, first=first)
             tokens = tokens_of(FlatBlock("messages", index, position, block, role), digest)
-            block = {**block, "content": HuskedContent(digest, tokens, role, first)}
+            husk = HuskedContent(digest, tokens, role, first)
+            if assistant:
+                kind = block.get("type")
+                block = (
+                    {"type": kind, "id": block.get("id"), "content": husk}
+                    if kind == "tool_use"
+                    else {"type": kind, "content": husk}
+                )
+            else:
+                block = {**block, "content": husk}
             husked += 1
         blocks.append(block)
     message["content"] = blocks
     return husked
 
 
-def _huskable(block: Any) -> bool:
+def _huskable(block: Any, assistant: bool) -> bool:
     return (
         isinstance(block, MutableMapping)
-        and block.get("type") == "tool_result"
+        and (assistant or block.get("type") == "tool_result")
         and type(block.get("content")) is not HuskedContent
     )

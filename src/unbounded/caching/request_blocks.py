@@ -15,8 +15,11 @@ and hashing them again.
 
 Per block only numbers are held: the digest and the prefix hash (32 bytes each, packed in one
 buffer) and the tokens and running total (8 bytes each); the cache_control markers are kept
-with their positions. The content stays with the messages of the last request (held so the
-identity check is sound) and is released when they leave it.
+with their positions. Per message, besides the pointer to it, only its first flat position
+and one flag byte (its earlier thinking left out) are held: the prefix hash after it, and
+whether a message block came before, follow from the flat figures. The content stays with
+the messages of the last request (held so the identity check is sound) and is released when
+they leave it.
 
 The tools, system prompt and keying parameters are compared by value; when they change,
 everything is recomputed. The figures equal their from-scratch definitions (tested on
@@ -56,24 +59,6 @@ CutHook = Callable[[int], None]
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-@dataclass(slots=True)
-class _MessagePart:
-    """One message's share of the flat lists."""
-
-    message: Any
-    """The message object (held, so an identity check against it is sound)."""
-    start: int
-    """Flat position of its first block."""
-    dropped: bool
-    """Its earlier thinking was left out."""
-    turn: bool
-    """A user message that is not only tool results (it closes the turns before it)."""
-    chain: bytes
-    """The prefix hash after its last block."""
-    messages_started: bool
-    """A message block came at or before it (the keying parameters are mixed in once)."""
-
-
 def _int_array() -> array[int]:
     return array("q")
 
@@ -98,11 +83,18 @@ class RequestBlocks:
     marker_controls: list[Mapping[str, Any]] = field(default_factory=list)
     """The cache_control of each of `markers`."""
     _head: tuple[Any, ...] | None = None
-    _parts: list[_MessagePart] = field(default_factory=list)
     _messages: list[Any] = field(default_factory=list)
-    """The messages of `_parts` (compared with the next request's at C speed)."""
-    _turns: list[int] = field(default_factory=list)
-    """Indices of the turn-starting messages among them, in order."""
+    """The last request's messages (held, so an identity check against them is sound;
+    compared with the next request's at C speed)."""
+    _starts: array[int] = field(default_factory=_int_array)
+    """Flat position of each message's first block."""
+    _dropped: bytearray = field(default_factory=bytearray)
+    """1 for a message whose earlier thinking was left out."""
+    _turns: array[int] = field(default_factory=_int_array)
+    """Indices of the turn-starting messages (user messages that are not only tool
+    results), in order."""
+    _head_blocks: int = 0
+    """How many tools and system blocks come before the messages."""
     _params: bytes = b""
     _root: bytes = b""
     _cut_blocks: dict[int, tuple[Any, bool, str, bytes, int]] = field(default_factory=dict)
@@ -129,9 +121,8 @@ class RequestBlocks:
         if fresh:
             self._head = head
             self._set_head(request)
-            self._parts.clear()
             self._messages.clear()
-            self._turns.clear()
+            del self._starts[:], self._dropped[:], self._turns[:]
         reused = shared_prefix_length(messages, self._messages)
         turns = self._turns
         turns_before = turns[-1] if turns else -1
@@ -184,19 +175,20 @@ class RequestBlocks:
             current = hashlib.sha256(current + digest).digest()
             self._append(block.block, digest, self.count(block, digest), current)
         self._root = current
+        self._head_blocks = len(self.tokens)
 
     def _remember_cut(self, keep: int) -> None:
         """Note the digests and tokens of the blocks of the messages from `keep` on."""
-        parts = self._parts
         memo = self._cut_blocks
-        for part in parts[keep:]:
-            message = part.message
+        for at in range(keep, len(self._messages)):
+            message = self._messages[at]
             if not isinstance(message, Mapping):
                 continue
             role = str(message.get("role", ""))
-            position = part.start
+            position = self._starts[at]
+            dropped = self._dropped[at]
             for index, block in enumerate(content_blocks_of(message.get("content"))):
-                if part.dropped and block.get("type") in _THINKING:
+                if dropped and block.get("type") in _THINKING:
                     continue
                 memo[id(block)] = (
                     block,
@@ -209,11 +201,10 @@ class RequestBlocks:
 
     def _cut(self, keep: int) -> None:
         """Keep the first `keep` messages' figures, drop the rest."""
-        parts = self._parts
-        position = parts[keep].start if keep < len(parts) else len(self.tokens)
+        position = self._starts[keep] if keep < len(self._starts) else len(self.tokens)
         if self.on_cut is not None and position < len(self.tokens):
             self.on_cut(position)
-        del parts[keep:], self._messages[keep:]
+        del self._messages[keep:], self._starts[keep:], self._dropped[keep:]
         del self._turns[bisect_left(self._turns, keep) :]
         self.digests.cut(position)
         self.hashes.cut(position)
@@ -223,17 +214,19 @@ class RequestBlocks:
             self.marker_controls.pop()
 
     def _add_message(self, index: int, message: Any, turn_start: int) -> None:
-        parts = self._parts
-        previous = parts[-1] if parts else None
-        chain = previous.chain if previous is not None else self._root
-        started = previous.messages_started if previous is not None else False
         start = len(self.tokens)
+        # The chain so far ends at the last block (the root when there is none); the keying
+        # parameters were mixed in once a message block came.
+        chain = self.hashes[start - 1] if start else self._root
+        started = start > self._head_blocks
         self._messages.append(message)
+        self._starts.append(start)
         if not isinstance(message, Mapping):
-            parts.append(_MessagePart(message, start, False, False, chain, started))
+            self._dropped.append(0)
             return
         role = str(message.get("role", ""))
         dropped = role == "assistant" and index < turn_start
+        self._dropped.append(dropped)
         for position, block in enumerate(content_blocks_of(message.get("content"))):
             if dropped and block.get("type") in _THINKING:
                 continue
@@ -258,10 +251,8 @@ class RequestBlocks:
                 started = True
             chain = hashlib.sha256(chain + keyed).digest()
             self._append(block, digest, tokens, chain)
-        turn = _is_turn(message)
-        if turn:
+        if _is_turn(message):
             self._turns.append(index)
-        parts.append(_MessagePart(message, start, dropped, turn, chain, started))
 
     def _append(
         self, block: Mapping[str, Any], digest: bytes, tokens: int, chain: bytes

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from unbounded.caching.blocks import is_markable
-from unbounded.caching.husks import BlockTokens, husk_tool_results
+from unbounded.caching.husks import BlockTokens, husk_blocks
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
@@ -201,15 +201,16 @@ class MessageTokens:
     """Scaled token estimates of successive message lists, counting only what changed.
 
     The lists given are kept, not copied, and must not be edited afterwards (`History`'s
-    never are: a new list follows each append)."""
+    never are: a new list follows each append). The counts are one packed column (8 bytes a
+    message, no object each)."""
 
     def __init__(self, scale: float) -> None:
         self.scale = scale
         self._messages: Sequence[MessageParam] = []
-        self._counts: list[int] = []
+        self._counts: array[int] = array("q")
         self._total = 0
 
-    def counts(self, messages: Sequence[MessageParam]) -> list[int]:
+    def counts(self, messages: Sequence[MessageParam]) -> array[int]:
         """Tokens of each message (read only: the list is the counter's). The messages the
         last list began with (the same objects: the normalizer replaces a message it changes)
         keep their counts."""
@@ -274,13 +275,13 @@ class History:
         return self._husked
 
     def husk(self, upto: int, tokens_of: BlockTokens) -> None:
-        """Let the tool results of the first `upto` messages give up their text
-        (`caching/husks.py`): the caller knows no strategy reads their content again. The
-        last `UNSETTLED_TAIL` messages are left as they are."""
+        """Let the tool results and assistant blocks of the first `upto` messages give up
+        their text (`caching/husks.py`): the caller knows no strategy reads their content
+        again. The last `UNSETTLED_TAIL` messages are left as they are."""
         messages = self.messages()
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
         for index in range(self._husked, stop):
-            husk_tool_results(cast(Any, messages[index]), index, tokens_of)
+            husk_blocks(cast(Any, messages[index]), index, tokens_of)
         self._husked = max(self._husked, stop)
 
     def messages(self) -> list[MessageParam]:

@@ -3,7 +3,10 @@
 Every strategy of a replay keeps each of its calls (`StrategyRun.main_calls`): at 100,000
 calls and half a dozen strategies, `SimulatedCall` objects (each with its own floats, large
 ints and a tuple of breakpoints) take hundreds of megabytes. Kept as `array` columns a call
-takes about 120 bytes, and reads back as an equal `SimulatedCall`, built when it is read.
+takes about 100 bytes, and reads back as an equal `SimulatedCall`, built when it is read.
+Token counts, the call index and prices take 8 bytes each; flat positions (breakpoints, the
+last block read), where each call's breakpoints end and the codes of its names take 4 (a
+request of 2**31 blocks is not one the API takes).
 """
 
 from __future__ import annotations
@@ -34,15 +37,15 @@ class SimulatedCalls(Sequence[SimulatedCall]):
     def __init__(self) -> None:
         self._ints = {name: array("q") for name in _INT_FIELDS}
         self._floats = {name: array("d") for name in _FLOAT_FIELDS}
-        self._read_until = array("q")
-        self._breakpoints = array("q")
+        self._read_until = array("i")
+        self._breakpoints = array("i")
         """Every call's breakpoints, one after the other; `_ends` says where each call's end."""
-        self._ends = array("q")
+        self._ends = array("I")
         self._names: list[str] = []
         """The distinct query sources and models, coded by position."""
         self._codes: dict[str, int] = {}
-        self._source = array("l")
-        self._model = array("l")
+        self._source = array("I")
+        self._model = array("I")
 
     def append(self, call: SimulatedCall) -> None:
         """Add one call."""

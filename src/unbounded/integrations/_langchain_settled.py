@@ -15,16 +15,39 @@ nor between lines of one response), so the messages after it normalize into the 
 calls and results, and count the same, as they do in the whole conversation. A result after
 the split that answers a call before it is an orphan either way (the normalizer turns it into
 text in the whole conversation too).
+
+The split only moves forward (the history grows, results are cleared, never restored), so a
+split found once bounds every later one from below. The middleware keeps the last one it
+found in its private state (`SettledMark`, written by each call that clears), and a new
+middleware on that state checks in O(1) that it still fits (the message at the split carries
+the id kept for it) and scans only from there (`scan_calls(start=)`); when it does not fit (an
+edited history, another clearing configuration) the whole conversation is scanned. A tool call
+id used again after the split, whose first use lies before it, is not seen as repeated then,
+as a view that starts at the split would not see it either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from typing_extensions import TypedDict
 
 from unbounded.compaction.ledger import is_cleared_content
+
+
+class SettledMark(TypedDict):
+    """Where the settled part of a conversation ended when a call last cleared (kept in the
+    middleware's private state; module docstring)."""
+
+    count: int
+    """How many leading messages (after the leading system messages) were settled."""
+    id: str
+    """The id of the first message not settled (the first line of a response)."""
+    tools: str
+    """A digest of which tools' results may be cleared (another configuration's split is
+    not this one's)."""
 
 
 @dataclass(slots=True)
@@ -41,20 +64,34 @@ class CallScan:
     """Some tool call id is used twice (the normalizer renames the later one)."""
 
 
-def scan_calls(messages: Sequence[BaseMessage], stale: frozenset[str]) -> CallScan:
-    """One pass over the messages (ids, tool calls, result contents; nothing converted)."""
+def scan_calls(
+    messages: Sequence[BaseMessage],
+    stale: frozenset[str],
+    *,
+    start: int = 0,
+    cleared: Collection[str] = (),
+) -> CallScan:
+    """One pass over the messages from `start` on (ids, tool calls, result contents; nothing
+    converted); indices are those of `messages`. The results of the tool call ids in `cleared`
+    count as cleared (this call clears them)."""
     names: dict[str, None] = {}
     call_at: dict[str, tuple[int, str]] = {}
     uncleared: list[tuple[int, str]] = []
     repeated = False
     kinds: dict[type, int] = {}  # (an isinstance check per message is a large share of it)
-    for index, message in enumerate(messages):
+    for index in range(start, len(messages)):
+        message = messages[index]
         kind = kinds.get(type(message))
         if kind is None:
             kind = kinds[type(message)] = _kind(message)
         if kind == _RESULT:
-            call = call_at.get(message.tool_call_id)  # type: ignore[attr-defined]
-            if call is not None and not is_cleared_content(message.content):
+            tool_id = message.tool_call_id  # type: ignore[attr-defined]
+            call = call_at.get(tool_id)
+            if (
+                call is not None
+                and tool_id not in cleared
+                and not is_cleared_content(message.content)
+            ):
                 uncleared.append(call)
         elif kind == _REPLY:
             for valid in message.tool_calls:  # type: ignore[attr-defined]
@@ -69,7 +106,7 @@ def scan_calls(messages: Sequence[BaseMessage], stale: frozenset[str]) -> CallSc
                 if tool_id in call_at:
                     repeated = True
                 call_at[tool_id] = (index, str(invalid.get("name") or "unknown"))
-    return CallScan(names, _anchor(messages, stale), uncleared, repeated)
+    return CallScan(names, _anchor(messages, stale, start), uncleared, repeated)
 
 
 _OTHER, _RESULT, _REPLY = 0, 1, 2
@@ -81,9 +118,10 @@ def _kind(message: BaseMessage) -> int:
     return _REPLY if isinstance(message, AIMessage) else _OTHER
 
 
-def _anchor(messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
-    """Index of the last AI message whose usage anchors the count (-1: none)."""
-    for index in range(len(messages) - 1, -1, -1):
+def _anchor(messages: Sequence[BaseMessage], stale: frozenset[str], start: int) -> int:
+    """Index of the last AI message from `start` on whose usage anchors the count (-1:
+    none)."""
+    for index in range(len(messages) - 1, start - 1, -1):
         message = messages[index]
         if (
             isinstance(message, AIMessage)
@@ -95,21 +133,24 @@ def _anchor(messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
 
 
 def settled_prefix(
-    messages: Sequence[BaseMessage], scan: CallScan, compactable: Callable[[str], bool]
+    messages: Sequence[BaseMessage],
+    scan: CallScan,
+    compactable: Callable[[str], bool],
+    start: int = 0,
 ) -> int:
     """How many leading messages are settled (module docstring): 0 when none may be left out.
 
-    `scan`: `scan_calls` of the messages; `compactable(name)`: whether that tool's results
-    may be cleared."""
-    if scan.repeated or scan.anchor < 0:
+    `scan`: `scan_calls` of the messages from `start` on, a split found before (0: the whole
+    conversation); `compactable(name)`: whether that tool's results may be cleared."""
+    if scan.repeated or scan.anchor < start:
         # A repeated call id is renamed by the normalizer only when it reads the first use;
         # without a usage anchoring it, the count estimates every message.
         return 0
-    start = scan.anchor
+    split = scan.anchor
     for at, name in scan.uncleared:
-        if at < start and compactable(name):
-            start = at
-    return _response_start(messages, start)
+        if at < split and compactable(name):
+            split = at
+    return _response_start(messages, split)
 
 
 def _response_start(messages: Sequence[BaseMessage], index: int) -> int:
@@ -138,4 +179,42 @@ def _previous_response(messages: Sequence[BaseMessage], index: int) -> AIMessage
     return None
 
 
-__all__ = ["CallScan", "scan_calls", "settled_prefix"]
+def settled_split(
+    messages: Sequence[BaseMessage],
+    stale: frozenset[str],
+    compactable: Callable[[str], bool],
+    *,
+    start: int = 0,
+    cleared: Collection[str] = (),
+) -> tuple[CallScan, int]:
+    """The scan and the settled prefix of `messages`, scanning from `start` (a split found
+    before; 0: none) and again from 0 when that part cannot tell (no anchoring usage after
+    `start`, or a repeated call id in it)."""
+    scan = scan_calls(messages, stale, start=start, cleared=cleared)
+    settled = settled_prefix(messages, scan, compactable, start)
+    if start and settled == 0:
+        scan = scan_calls(messages, stale, cleared=cleared)
+        settled = settled_prefix(messages, scan, compactable)
+    return scan, settled
+
+
+def mark_start(messages: Sequence[BaseMessage], mark: SettledMark | None, tools: str) -> int:
+    """Where a kept split lets the scan start: its count when the message there still carries
+    the id kept for it and the clearing configuration is the same, else 0."""
+    if not mark or mark.get("tools") != tools:
+        return 0
+    count = mark.get("count", 0)
+    if not isinstance(count, int) or not 0 < count < len(messages):
+        return 0
+    boundary = messages[count].id
+    return count if boundary is not None and boundary == mark.get("id") else 0
+
+
+__all__ = [
+    "CallScan",
+    "SettledMark",
+    "mark_start",
+    "scan_calls",
+    "settled_prefix",
+    "settled_split",
+]

@@ -27,7 +27,9 @@ A conversation the view does not hold yet (a new middleware on a long checkpoint
 after a compaction) is read from where it is no longer settled (`_langchain_settled`): the
 messages before that point, whose results are all placeholders already and which the count's
 anchor follows, are kept as ids only and converted only when a compaction needs them, so the
-first call costs a scan of ids and the tail, not a conversion of the history. Entries are
+first call costs a scan of ids and the tail, not a conversion of the history; the scan starts
+at a split known before (`sync(settled_from=)`, the middleware's mark) when there is one, and
+`settled_after_clears` says where the split is once this call's clears apply. Entries are
 converted with one timestamp per call and take their uuid from the message id.
 
 `tail_count` gives the view's count without the view: the last reported usage plus the
@@ -38,13 +40,14 @@ nothing else.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
-from unbounded.integrations._langchain_settled import CallScan, scan_calls, settled_prefix
+from unbounded.integrations._langchain_settled import scan_calls, settled_split
 from unbounded.model.entries import Entry, now_iso
 from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
@@ -96,13 +99,17 @@ class ConversationView:
         same = self._reusable(messages, stale)
         return same if same and self._clears_applied(messages) else 0
 
-    def sync(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
-        """Bring the view up to these messages; only what follows the reused ones is read."""
+    def sync(
+        self, messages: Sequence[BaseMessage], stale: frozenset[str], settled_from: int = 0
+    ) -> None:
+        """Bring the view up to these messages; only what follows the reused ones is read.
+        `settled_from`: a split the settled prefix is known to reach (`mark_start`), where a
+        view built again scans from (0: none)."""
         same = self.reused(messages, stale)
         self._pending = {}
         self._stamp = now_iso()
         if same < len(self.keys) or not self.keys:
-            same = self._restart(messages, same, stale)
+            same = self._restart(messages, same, stale, settled_from)
         for message in messages[same:]:
             self._add(message)
 
@@ -132,13 +139,18 @@ class ConversationView:
                 return False
         return True
 
-    def _restart(self, messages: Sequence[BaseMessage], keep: int, stale: frozenset[str]) -> int:
+    def _restart(
+        self, messages: Sequence[BaseMessage], keep: int, stale: frozenset[str], settled_from: int
+    ) -> int:
         """Start again from the first `keep` of `messages`, those the last call saw (their
-        entries are kept as they are), leaving out the settled prefix; returns how many
-        messages the view now holds (the rest are added)."""
+        entries are kept as they are), leaving out the settled prefix (scanned for from
+        `settled_from` on); returns how many messages the view now holds (the rest are
+        added)."""
         self.stale = stale
-        scan = scan_calls(messages, stale)
-        base = self._settled(messages, scan)
+        if self._clearable is None:
+            scan, base = scan_calls(messages, stale), 0
+        else:
+            scan, base = settled_split(messages, stale, self._is_clearable, start=settled_from)
         held = max(keep, base)
         old_base, old_entries = self.base, self.entries
         entries: list[Entry | None] = []
@@ -149,7 +161,7 @@ class ConversationView:
                 message = messages[index]
                 entries.append(self._convert(message, (message.id or "") not in stale, self._stamp))
         self.base = base
-        self.keys = [_key(message) for message in messages[:held]]
+        self.keys = _keys(messages[:held])
         self.entries = entries
         present = [entry for entry in entries if entry is not None]
         self.normalizer = MessageNormalizer()
@@ -167,13 +179,21 @@ class ConversationView:
             self._index(base + offset, messages[base + offset], entry)
         return held
 
-    def _settled(self, messages: Sequence[BaseMessage], scan: CallScan) -> int:
-        """How many leading messages need not be converted (`settled_prefix`; 0 when the view
-        has no clearing rule)."""
+    def _is_clearable(self, name: str) -> bool:
+        """Whether this tool's results may be cleared."""
+        return self._clearable is not None and name in self._clearable({name: None})
+
+    def settled_after_clears(self, messages: Sequence[BaseMessage], settled_from: int) -> int:
+        """How many leading messages are settled once the agent applies this call's clears,
+        scanning from `settled_from` (a split known before) or the view's own split, whichever
+        is later (0: none may be left out, or the view has no clearing rule)."""
         if self._clearable is None:
             return 0
-        tools = CompactableTools(self._clearable(scan.names))
-        return settled_prefix(messages, scan, tools.is_compactable)
+        cleared = frozenset(self._pending.values())
+        start = max(settled_from, self.base)
+        return settled_split(
+            messages, self.stale, self._is_clearable, start=start, cleared=cleared
+        )[1]
 
     def _add(self, message: BaseMessage) -> None:
         index = len(self.keys)
@@ -246,8 +266,7 @@ def tail_count(
         if _continues_a_response(messages, index):
             return None
         tail = [
-            convert(later, (later.id or "") not in stale, stamp)
-            for later in messages[index + 1 :]
+            convert(later, (later.id or "") not in stale, stamp) for later in messages[index + 1 :]
         ]
         return ContextCounter([anchor, *(entry for entry in tail if entry is not None)]).total
     return None
@@ -267,6 +286,15 @@ def _continues_a_response(messages: Sequence[BaseMessage], index: int) -> bool:
 _SETTLED_STAND_IN = "[earlier messages: settled]"
 """The user message the normalized tail starts with when a settled prefix is left out (only
 the microcompaction ledger reads the normalized tail: it is never sent)."""
+
+
+def _keys(messages: Sequence[BaseMessage]) -> list[object]:
+    """`_key` of each message (ids read at C speed; the per-message rule when one has none)."""
+    ids: list[object] = list(map(_ID, messages))
+    return [_key(message) for message in messages] if None in ids else ids
+
+
+_ID = attrgetter("id")
 
 
 def _key(message: BaseMessage) -> object:

@@ -59,13 +59,16 @@ compaction due, and a warm cache below the warning level, where nothing is clear
 is then read from the last reported usage and the messages after it, so the first call on a
 long state costs its tail. A call that may clear reads the messages from the oldest result
 not cleared yet on (`unbounded.integrations._langchain_settled`): the messages before it,
-whose results all read the placeholder already, are matched by id and not converted, so on
-the state a checkpointed thread holds that first call costs one pass over the ids and the
-tail; a compaction converts them for its summary.
+whose results all read the placeholder already, are not converted; each call that clears
+keeps in the state where that part ends (`settled`), and a new middleware that finds the
+message there still carrying the id kept for it scans only from there, so on the state a
+checkpointed thread holds that first call costs the tail, not the history (one pass over
+every message's ids when the mark does not fit); a compaction converts the settled messages
+for its summary.
 
 What survives between calls (when the last model call happened, which kept messages carry a
-stale usage, the failure count, the summary requests spent, who wrote the last summary)
-lives in the agent state under the private key `unbounded`.
+stale usage, the failure count, the summary requests spent, who wrote the last summary, where
+the settled part ended) lives in the agent state under the private key `unbounded`.
 Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`).
 """
 
@@ -141,6 +144,7 @@ from unbounded.integrations._langchain_recall import (
     keep_summarized,
     without_lone_recall,
 )
+from unbounded.integrations._langchain_settled import SettledMark, mark_start
 from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
 from unbounded.integrations._langchain_view import ConversationView, tail_count
 from unbounded.model.content import Usage
@@ -187,6 +191,9 @@ class ContextState(TypedDict, total=False):
     compactions: int
     archive: dict[str, Any]
     """What clearing and compaction took out of the messages, for the recall tool."""
+    settled: SettledMark
+    """Where the settled part of the messages ended when a call last cleared: a new
+    middleware scans from there (`unbounded.integrations._langchain_settled`)."""
 
 
 class UnboundedAgentState(AgentState[Any]):
@@ -685,6 +692,14 @@ def _model_info(model: Any, context_window: int | None, table: ModelTable | None
     return info.with_window(context_window) if context_window else info
 
 
+def _clearing_key(compactable: Sequence[str] | None, excluded: frozenset[str]) -> str:
+    """A short digest of which tools' results may be cleared (the given ones or every tool
+    called, less the excluded)."""
+    given = None if compactable is None else sorted(compactable)
+    text = json.dumps([given, sorted(excluded)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -790,6 +805,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             self._remember_model(model, events)
         self.compactable_tools = list(compactable_tools) if compactable_tools is not None else None
         self.exclude_tools = frozenset(exclude_tools)
+        self._clearing_key = _clearing_key(self.compactable_tools, self.exclude_tools)
+        """Which tools' results may be cleared, as the state's `settled` mark records it."""
         self.events = events
         self._clock = clock
         # The conversation as the last call left it (converted, normalized, counted, its
@@ -967,7 +984,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                 if count_only is not None:
                     plan.tokens = count_only
                     return plan
-            view.sync(conversation, stale)
+            settled_from = mark_start(conversation, plan.context.get("settled"), self._clearing_key)
+            view.sync(conversation, stale, settled_from)
             tokens = view.counter.total
             # The originals of what this call clears; the settled messages are converted
             # only if a compaction needs them.
@@ -999,6 +1017,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                             for tool_id, at in plan.cleared.items()
                         }
                     )
+                    self._mark_settled(plan, view.settled_after_clears(conversation, settled_from))
                     tokens = max(0, tokens - result.tokens_saved)
                     emit(
                         self.events,
@@ -1022,6 +1041,15 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             )
             plan.compact_at = None if start is None else lead + start
         return plan
+
+    def _mark_settled(self, plan: _Plan, settled: int) -> None:
+        """Keep in the state where the settled part ends after this call's clears (none when
+        nothing is settled, or the message there has no id to check it by)."""
+        boundary = plan.messages[plan.lead + settled].id if settled else None
+        if boundary is None:
+            plan.context.pop("settled", None)
+            return
+        plan.context["settled"] = SettledMark(count=settled, id=boundary, tools=self._clearing_key)
 
     def _count_only(
         self,
@@ -1289,6 +1317,7 @@ class _Plan:
         context["last_summary"] = summary.author.to_dict()
         context["compactions"] = self.context.get("compactions", 0) + 1
         context["stale_usage_ids"] = [m.id for m in kept if isinstance(m, AIMessage) and m.id]
+        context.pop("settled", None)  # the messages it counted are gone
         emit(
             self.middleware.events,
             LangchainCompacted(

@@ -155,15 +155,26 @@ class MessageNormalizer:
     """Builds the API message list from entries, one entry at a time."""
 
     __slots__ = (
-        "_cache", "_ids", "_joined", "_messages", "_names", "_renames", "_suspects", "_version"
+        "_cache",
+        "_joined",
+        "_messages",
+        "_names",
+        "_renames",
+        "_reply",
+        "_reply_id",
+        "_suspects",
+        "_version",
     )
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._messages: list[dict[str, Any]] = []
-        # Response id of each assistant message (None for user messages), for merging.
-        self._ids: list[str | None] = []
+        # The last assistant message and its response id: a record merges into it alone
+        # (the walk back stops there), so no earlier id is kept.
+        self._reply = -1
+        self._reply_id: str | None = None
         # The name of every tool call (a repeated id renamed, model/tool_ids.py), and for each
-        # assistant message that has calls, (id, name) of each in block order.
+        # assistant message that has calls, (id, name) of each in block order, while a repair
+        # may still read it (`_forget_settled_calls`).
         self._names = ToolCallNames()
         self._renames: dict[int, list[tuple[str, str]]] = {}
         # Messages that may need a repair (checked when the list is read), and repaired
@@ -220,7 +231,6 @@ class MessageNormalizer:
             }
         else:
             messages.append({"role": "user", "content": content})
-            self._ids.append(None)
         self._check_answers(len(messages) - 1)
 
     def _add_assistant(
@@ -235,7 +245,7 @@ class MessageNormalizer:
             for index in range(len(messages) - 1, -1, -1):
                 candidate = messages[index]
                 if candidate["role"] == "assistant":
-                    if self._ids[index] == message_id:
+                    if self._reply_id == message_id:
                         self._merge_assistant(index, blocks)
                         return
                     break
@@ -249,7 +259,8 @@ class MessageNormalizer:
             self._merge_assistant(len(messages) - 1, blocks)
             return
         messages.append({"role": "assistant", "content": content})
-        self._ids.append(message_id)
+        self._forget_settled_calls(self._reply)
+        self._reply, self._reply_id = len(messages) - 1, message_id
         self._names.new_reply()
         self._note_calls(len(messages) - 1, _tool_use_ids(blocks))
 
@@ -262,6 +273,14 @@ class MessageNormalizer:
         self._note_calls(index, _tool_use_ids(blocks))
         if index + 1 < len(messages):
             self._check_answers(index + 1)
+
+    def _forget_settled_calls(self, index: int) -> None:
+        """Drop the calls noted for assistant message `index` once a later assistant message
+        came: nothing merges into it or answers it any more, so only a repair of it or of
+        the message after it reads them again, and both are marked by now if ever (a marked
+        assistant message marks the one after it)."""
+        if index >= 0 and index + 1 not in self._suspects:
+            self._renames.pop(index, None)
 
     def _note_calls(self, index: int, ids: list[str]) -> None:
         if not ids:

@@ -228,8 +228,36 @@ class ContextCounter:
 
 
 def token_count_with_estimation(entries: Sequence[Entry]) -> int:
-    """The context size of these entries, anchored on the last API usage (see module doc)."""
-    return ContextCounter(entries).total
+    """The context size of these entries, anchored on the last API usage (see module doc).
+    Only the entries from the first line of the last response reporting usage on are read:
+    nothing before it changes the total (`ContextCounter` over them all gives the same)."""
+    start = _last_anchor_start(entries)
+    return ContextCounter(entries[index] for index in range(start, len(entries))).total
+
+
+def _last_anchor_start(entries: Sequence[Entry]) -> int:
+    """Index of the first line of the last response reporting usage (0 when none does): a
+    counter started there sets the same anchor and estimate as one that read everything."""
+    anchor = len(entries) - 1
+    while anchor >= 0 and (entries[anchor].usage is None or entries[anchor].is_synthetic_api_error):
+        anchor -= 1
+    if anchor < 0:
+        return 0
+    response = entries[anchor].message_id
+    if response is None:
+        return anchor
+    start = anchor
+    for index in range(anchor - 1, -1, -1):
+        entry = entries[index]
+        if entry.is_synthetic_api_error:
+            continue  # never sent, and it does not end the response it interrupted
+        message_id = entry.message_id
+        if message_id is None:
+            continue  # a tool result between two lines of the response
+        if message_id != response:
+            break
+        start = index
+    return start
 
 
 def pre_compaction_tokens(entries: Sequence[Entry]) -> int:

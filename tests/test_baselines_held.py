@@ -1,0 +1,87 @@
+"""What the baselines hold per call, counted as objects after N calls: beyond the messages
+their requests send and the cache entries still alive, nothing grows with the calls (per
+message and per block only packed numbers are kept)."""
+
+from __future__ import annotations
+
+import gc
+import types
+from typing import Any
+
+from replay_settings import recorded_call, replay_settings
+
+from unbounded.evaluation.baselines import (
+    Baseline,
+    ClearEveryTurnBaseline,
+    History,
+    feed_strategies,
+    make_baselines,
+    run_baselines,
+)
+from unbounded.evaluation.native_strategies import native_strategies
+from unbounded.model.entries import Entry
+
+
+def _replayed(calls: int) -> list[Baseline]:
+    """Every baseline and native strategy after `calls` tool-call turns of about 500 tokens
+    (from 200 calls on, each strategy has changed its requests and simulates on its own)."""
+    shared = History(1.0)
+    config = replay_settings(30_000)
+    strategies = [*make_baselines(config, shared), *native_strategies(config, shared)]
+    feed_strategies(strategies, [Entry.user("start the work")])
+    for n in range(calls):
+        run_baselines(strategies, recorded_call(n))
+        use = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"n": n}}
+        result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"line {n}\n" * 200}
+        feed_strategies(
+            strategies,
+            [
+                Entry.assistant([{"type": "text", "text": f"step {n}"}, use], message_id=f"m{n}"),
+                Entry.user([result]),
+            ],
+        )
+    return strategies
+
+
+def _reachable(roots: list[Any], stop: set[int]) -> set[int]:
+    """Ids of the objects reachable from `roots`, not through `stop` (nor classes, modules
+    or functions: code, not data)."""
+    seen: set[int] = set()
+    todo: list[object] = list(roots)
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or id(item) in stop or isinstance(item, _CODE):
+            continue
+        seen.add(id(item))
+        todo.extend(gc.get_referents(item))
+    return seen
+
+
+_CODE = (type, types.ModuleType, types.FunctionType)
+
+
+def _objects_held(strategies: list[Baseline]) -> int:
+    """Objects reachable from the strategies, not counting the messages their requests send
+    (the shared history's, clear_every_turn's cleared copies) and what they hold, the
+    replay's settings, and each simulator's cache entries and token memo (bounded by the
+    TTL and the memo's size, not by the calls)."""
+    stop: set[int] = {id(strategies[0].settings)}
+    messages: list[Any] = list(strategies[0].history.messages())
+    for strategy in strategies:
+        if isinstance(strategy, ClearEveryTurnBaseline):
+            messages += strategy.clearing._result
+        simulator = strategy.simulator
+        if simulator is not None:
+            messages += simulator._blocks._messages
+            stop |= {id(simulator._entries), id(simulator._openai), id(simulator._token_memo)}
+    stop |= _reachable(messages, set())
+    return len(_reachable(list(strategies), stop))
+
+
+def test_the_objects_held_do_not_grow_with_the_calls() -> None:
+    """Three times the calls hold at most a few more objects (a number that outgrew the
+    shared small ints), not one per call or per message."""
+    strategies = _replayed(250)
+    assert all(strategy.simulator is not None for strategy in strategies)
+    few, many = _objects_held(strategies), _objects_held(_replayed(750))
+    assert many - few < 10
