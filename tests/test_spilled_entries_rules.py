@@ -88,3 +88,13 @@ def test_a_spilled_position_stays_in_place_for_an_equal_entry_only() -> None:
     assert not entry_in_place(spilled, 1, _entry(0))
     assert not entry_in_place(spilled, 2, _entry(2))  # live: only the very object
     assert entry_in_place(spilled, 2, spilled[2])
+
+
+@pytest.mark.parametrize("position", [-1, 0, 1, 2])
+def test_spilling_before_a_position_already_on_disk_moves_nothing(position: int) -> None:
+    spilled = SpilledEntries(_entry(n) for n in range(5))
+    spilled.spill_before(2)
+    live = list(spilled.live)
+    spilled.spill_before(position)
+    assert spilled.spilled == 2
+    assert all(a is b for a, b in zip(spilled.live, live, strict=True))
