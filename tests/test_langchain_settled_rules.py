@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.tools_registry import cleared_stub
-from unbounded.integrations._langchain_settled import CallScan, scan_calls
+from unbounded.integrations._langchain_settled import CallScan, scan_calls, settled_prefix
 
 _IDS = ("c1", "c2", "c3", "")
 _USAGE = {"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}
@@ -96,3 +96,41 @@ def _scan_from_scratch(messages: list[BaseMessage], stale: frozenset[str]) -> Ca
 @given(_conversations(), st.sampled_from((frozenset(), frozenset({"a2", "a5"}), frozenset({""}))))
 def test_a_scan_is_its_definition(messages: list[BaseMessage], stale: frozenset[str]) -> None:
     assert scan_calls(messages, stale) == _scan_from_scratch(messages, stale)
+
+
+def _line(message_id: str | None, usage: bool = False) -> AIMessage:
+    return AIMessage(content="", id=message_id, usage_metadata=_USAGE if usage else None)
+
+
+def _settled(messages: list[BaseMessage]) -> int:
+    return settled_prefix(messages, scan_calls(messages, frozenset()), lambda name: True)
+
+
+def test_the_split_reaches_back_to_a_first_line_at_the_start() -> None:
+    # Lines of one response (one id) across a tool result: the first line is message 0.
+    messages = [
+        _line("r"),
+        ToolMessage(content="x", tool_call_id="c9", id="t"),
+        _line("r", usage=True),
+    ]
+    assert _settled(messages) == 0
+    assert _settled([HumanMessage("hi", id="h"), *messages]) == 1
+
+
+def test_the_split_takes_in_each_adjacent_line_of_the_response() -> None:
+    messages = [HumanMessage("hi", id="h"), _line("r"), _line("r"), _line("r", usage=True)]
+    assert _settled(messages) == 1
+    assert _settled([_line("r"), _line("r", usage=True)]) == 0
+    human = [HumanMessage("hi", id="h1"), HumanMessage("and", id="h2")]
+    assert _settled([*human, _line("r"), _line("r", usage=True)]) == 2
+
+
+def test_a_result_before_the_first_reply_joins_no_response() -> None:
+    orphan = ToolMessage(content="x", tool_call_id="c9", id="t")
+    assert _settled([orphan, _line("r", usage=True)]) == 1
+
+
+def test_lines_with_one_id_across_a_human_message_are_two_responses() -> None:
+    messages = [_line("r"), HumanMessage("again", id="h"), _line("r", usage=True)]
+    assert _settled(messages) == 2
+    assert _settled([_line(None), _line(None, usage=True)]) == 1  # no id: never one response
