@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from unbounded.caching.blocks import FlatBlock, message_block_digest
-from unbounded.caching.husks import HuskedContent, husk_tool_results
+from unbounded.caching.husks import HuskedContent, husk_blocks
 from unbounded.caching.request_blocks import RequestBlocks
 
 
@@ -35,7 +35,7 @@ def _message() -> dict[str, Any]:
 def test_each_tool_result_keeps_the_digest_and_tokens_of_its_own_place() -> None:
     message = _message()
     original = copy.deepcopy(message["content"])
-    assert husk_tool_results(message, 4, _tokens_by_place) == 2
+    assert husk_blocks(message, 4, _tokens_by_place) == 2
     husked = message["content"]
     for position in (0, 2):
         first = position == 0
@@ -55,7 +55,7 @@ def test_the_blocks_of_the_message_as_sent_are_left_as_they_were() -> None:
     message = _message()
     blocks = message["content"]
     before = copy.deepcopy(blocks)
-    husk_tool_results(message, 0, _tokens_by_place)
+    husk_blocks(message, 0, _tokens_by_place)
     assert blocks == before  # an entry's own content list and blocks are not touched
     assert message["content"] is not blocks
     assert message["content"][1] is blocks[1]
@@ -63,23 +63,23 @@ def test_the_blocks_of_the_message_as_sent_are_left_as_they_were() -> None:
 
 def test_a_message_husked_already_or_without_results_is_left_alone() -> None:
     message = _message()
-    husk_tool_results(message, 0, _tokens_by_place)
+    husk_blocks(message, 0, _tokens_by_place)
     once = message["content"]
-    assert husk_tool_results(message, 0, _tokens_by_place) == 0
+    assert husk_blocks(message, 0, _tokens_by_place) == 0
     assert message["content"] is once
     text_only: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
     plain: dict[str, Any] = {"role": "user", "content": "a string"}
     for other in (text_only, plain):
         content = other["content"]
-        assert husk_tool_results(other, 0, _tokens_by_place) == 0
+        assert husk_blocks(other, 0, _tokens_by_place) == 0
         assert other["content"] is content
 
 
 def test_only_the_results_not_husked_yet_are_husked_and_counted() -> None:
     message = _message()
-    husk_tool_results(message, 1, _tokens_by_place)
+    husk_blocks(message, 1, _tokens_by_place)
     message["content"] = [*message["content"], _result("t3", "late result")]
-    assert husk_tool_results(message, 1, _tokens_by_place) == 1
+    assert husk_blocks(message, 1, _tokens_by_place) == 1
     last = message["content"][3]["content"]
     assert type(last) is HuskedContent and last.first is False
 
@@ -106,7 +106,7 @@ def test_a_request_of_husked_messages_prices_as_the_one_that_keeps_the_text() ->
     whole.update(request, drop_earlier_thinking=False)
     husked_messages = copy.deepcopy(messages)
     for index, message in enumerate(husked_messages):
-        husk_tool_results(message, index, _tokens_by_place)
+        husk_blocks(message, index, _tokens_by_place)
     husked = RequestBlocks(_tokens_by_place)
     husked.update({"model": "m", "messages": husked_messages}, drop_earlier_thinking=False)
     assert list(husked.digests) == list(whole.digests)
