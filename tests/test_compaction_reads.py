@@ -17,7 +17,11 @@ from unbounded.catalog import ModelInfo
 from unbounded.compaction.cut import LastPositions, contiguous_tail_start
 from unbounded.compaction.glue import RecordedState, session_roots
 from unbounded.compaction.recorded_files import RecordedFilesReader, recorded_files
-from unbounded.compaction.rehydrate import WorkingStateReader, working_state_from_entries
+from unbounded.compaction.rehydrate import (
+    WorkingState,
+    WorkingStateReader,
+    working_state_from_entries,
+)
 from unbounded.evaluation.replay import ReplayOptions, _Replayer
 from unbounded.evaluation.replay_recording import ReplayRecording
 from unbounded.model.entries import Entry, create_compact_boundary
@@ -154,7 +158,12 @@ def _steps(draw: st.DrawFn) -> list[tuple[str, list[Entry]]]:
             st.sampled_from(("append", "append", "append", "read", "compact", "swap", "cut", "new"))
         )
         if action == "append":
-            steps.append((action, draw(_call(number))))
+            call = draw(_call(number))
+            if len(call) > 1 and draw(st.booleans()):
+                # The result arrives after a compaction read the call: its id is still needed.
+                steps += [(action, call[:1]), ("read", []), (action, call[1:])]
+            else:
+                steps.append((action, call))
         elif action == "compact":
             boundary = create_compact_boundary("auto", 1_000)
             steps.append((action, [boundary, Entry.user("summary", is_compact_summary=True)]))
@@ -173,6 +182,7 @@ def test_the_readers_kept_across_compactions_equal_a_read_from_scratch(
 ) -> None:
     recorded = RecordedState()
     entries: list[Entry] = []
+    returned: list[tuple[WorkingState, list[Entry]]] = []
     for action, new in steps:
         if action in ("append", "compact"):
             entries.extend(new)
@@ -183,9 +193,29 @@ def test_the_readers_kept_across_compactions_equal_a_read_from_scratch(
         elif action == "new" and entries:
             # Another transcript ending in the entry last seen, as long: read from its start.
             entries = [*(new * len(entries))[: len(entries) - 1], entries[-1]]
-        assert recorded.working.read(entries) == working_state_from_entries(entries)
+        working = recorded.working.read(entries)
+        assert working == working_state_from_entries(entries)
+        returned.append((working, list(entries)))
         assert recorded.files.read(entries) == recorded_files(entries)
         assert recorded.roots(entries) == session_roots(entries)
+    # What a read returned stays as it was: the reader's later reads leave it alone.
+    for working, seen in returned:
+        assert working == working_state_from_entries(seen)
+
+
+def test_a_call_s_id_is_kept_until_its_result_and_dropped_after() -> None:
+    reader = WorkingStateReader()
+    use = Entry.assistant(
+        [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/w/a.py"}}]
+    )
+    entries = [use]
+    assert reader.read(entries).files_read["/w/a.py"].unchanged_stub is False
+    stub = {"type": "tool_result", "tool_use_id": "t1", "content": "File unchanged since last read"}
+    entries.append(Entry.user([stub]))
+    # The stub answered a call read before it: the id still names the file.
+    assert reader.read(entries).files_read["/w/a.py"].unchanged_stub is True
+    # Settled, the id is gone: the map does not grow with every call of the session.
+    assert "t1" not in reader._call_paths
 
 
 # -- where the view is one run of the transcript ---------------------------------------------

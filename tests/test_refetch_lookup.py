@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unbounded.evaluation.refetch import _CallLookup, _other_arguments
+from unbounded.model.entries import Entry
 from unbounded.recall.index import (
     ToolCall,
     command_of,
@@ -70,20 +71,22 @@ def test_the_lookup_finds_what_walking_back_over_every_call_finds(
     steps: list[tuple[tuple[str, int, int, str], bool]], ask: tuple[str, int, int, str]
 ) -> None:
     calls: dict[str, ToolCall] = {}
+    entries: list[Entry] = []
     lookup = _CallLookup()
     for number, ((kind, target, offset, outcome), sync_now) in enumerate(steps):
         use = _use(kind, target, offset)
-        tool_input = use["input"]
-        path = tool_input.get("file_path")
+        entries.append(Entry.assistant([use]))
+        path = use["input"].get("file_path")
         calls[f"t{number}"] = ToolCall(
             id=f"t{number}",
             name=kind,
-            input=tool_input,
             use_position=number,
-            time=None,
+            number=number,
+            source=entries,
             read_path=read_path_of(use),
             write_path=path if kind == "Write" else None,
             command=command_of(use),
+            # The result's position is only compared with None here: the use's own stands in.
             result_position=None if outcome == "waiting" else number,
             is_error=outcome == "error",
         )
@@ -98,7 +101,9 @@ def test_the_lookup_finds_what_walking_back_over_every_call_finds(
 
 def test_a_new_index_dict_starts_the_lookup_again() -> None:
     read = _use("Read", 0, 0)
-    first = ToolCall("a", "Read", read["input"], 0, None, "/w/app.py", None, None, result_position=0)
+    first = ToolCall(
+        "a", "Read", 0, "/w/app.py", None, None, result_position=0, source=[Entry.assistant([read])]
+    )
     lookup = _CallLookup()
     lookup.sync({"a": first})
     assert lookup.earlier_fetch(read) is first

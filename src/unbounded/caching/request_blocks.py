@@ -49,7 +49,7 @@ from unbounded.caching.blocks import (
 )
 from unbounded.caching.husks import HuskedContent
 from unbounded.caching.packed_digests import PackedDigests
-from unbounded.model.prefix import shared_prefix_length
+from unbounded.model.prefix import shared_prefix_length_own
 
 BlockCount = Callable[[FlatBlock, bytes], int]
 """A block and its digest -> its tokens."""
@@ -123,7 +123,7 @@ class RequestBlocks:
             self._set_head(request)
             self._messages.clear()
             del self._starts[:], self._dropped[:], self._turns[:]
-        reused = shared_prefix_length(messages, self._messages)
+        reused = shared_prefix_length_own(messages, self._messages)
         turns = self._turns
         turns_before = turns[-1] if turns else -1
         kept = bisect_left(turns, reused)

@@ -55,6 +55,7 @@ _RULE = re.compile(
 )
 _LIST_ITEM = re.compile(r"^\s*[-*]\s+(.*\S)\s*$")
 _USER_MESSAGES = re.compile(r"user messages", re.I)
+_LEFT_OUT = re.compile(r"\((\d+) more\)")
 _SECTION_START = re.compile(r"^\s*\d+\.\s+\S")
 _SUMMARY_START = re.compile(r"^\s*Summary:\s*$", re.M)
 _NUMBERED_HEADING = re.compile(r"^\s{0,3}(\d)\.\s+[A-Z][^\n]{2,60}?:\s*$")
@@ -168,9 +169,8 @@ def carried_latest(summary: str) -> str | None:
     return "\n".join(lines) or None
 
 
-def carried_user_messages(summary: str) -> list[str]:
-    """The user messages a previous summary lists (its "All user messages" section, or a
-    ledger's "User messages" list), each without its quotes."""
+def _user_message_items(summary: str) -> list[str]:
+    """The list items of a summary's user-messages section (or ledger list), unquoted."""
     found: list[str] = []
     inside = False
     for line in summary.splitlines():
@@ -184,9 +184,24 @@ def carried_user_messages(summary: str) -> list[str]:
         if inside:
             text = item.group(1).strip().removeprefix('"')
             text = text[:-1] if text.endswith('"') else text
-            if text and not re.fullmatch(r"\(\d+ more\)", text):
+            if text:
                 found.append(text)
     return found
+
+
+def carried_user_messages(summary: str) -> list[str]:
+    """The user messages a previous summary lists (its "All user messages" section, or a
+    ledger's "User messages" list), each without its quotes."""
+    return [text for text in _user_message_items(summary) if not _LEFT_OUT.fullmatch(text)]
+
+
+def left_out_user_messages(summary: str) -> int:
+    """How many user messages a previous summary says it left out (its "(N more)" lines)."""
+    return sum(
+        int(match.group(1))
+        for match in map(_LEFT_OUT.fullmatch, _user_message_items(summary))
+        if match
+    )
 
 
 def previous_sections(summary: str) -> dict[int, list[str]]:
@@ -217,6 +232,7 @@ __all__ = [
     "carried_standing",
     "carried_user_messages",
     "escape_tags",
+    "left_out_user_messages",
     "previous_sections",
     "quoted_request",
     "render_latest",

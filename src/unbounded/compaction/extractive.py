@@ -24,7 +24,8 @@ the state, the next step, the errors and the recent code, not on lists of names.
    ran and the changed files are presumably uncommitted); the last run of each
    check and how it went; the agent's decisions with its reasons.
 6. All user messages: every request, quoted (the latest whole in section 1); the user
-   messages an earlier summary listed.
+   messages an earlier summary listed, the first (the task) and the newest up to the level's
+   `carried_messages`, with one "(N more)" line counting those left out now and before.
 7. Pending Tasks: the tracker items as the agent's commands left them, with their
    dependencies; what the current one asks for and which files it names changed since it
    started; the todo list; the items of the latest request; what the status and plan files
@@ -69,6 +70,7 @@ from unbounded.compaction.carried import (
     LATEST_REQUEST_CHARS,
     carried_user_messages,
     escape_tags,
+    left_out_user_messages,
     previous_sections,
     render_latest,
     render_standing,
@@ -199,6 +201,10 @@ class _Level:
     at the richest level)."""
     details: bool = True
     """Per-error readings and attempts, per-file definitions."""
+    carried_messages: int = 30
+    """User messages listed by the previous summary kept (section 6): the first (the task)
+    and the newest. Each summary lists its predecessors' messages and its own, so without a
+    bound the section grows with every compaction."""
 
 
 _LEVELS: tuple[_Level, ...] = (
@@ -222,6 +228,7 @@ _LEVELS: tuple[_Level, ...] = (
         25,
         findings=8,
         carried_chars=4_000,
+        carried_messages=20,
     ),
     _Level(
         2_000,
@@ -242,6 +249,7 @@ _LEVELS: tuple[_Level, ...] = (
         15,
         findings=5,
         carried_chars=2_400,
+        carried_messages=12,
     ),
     _Level(
         1_500,
@@ -264,6 +272,7 @@ _LEVELS: tuple[_Level, ...] = (
         findings=2,
         carried_chars=800,
         details=False,
+        carried_messages=6,
     ),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
@@ -275,8 +284,20 @@ class _Cuts:
 
     files: int | None = None
     prompts: int | None = None
+    carried: int | None = None
     errors: int | None = None
     spec_lines: int | None = None
+
+
+def _shown_after_first(items: Sequence[str], keep: int, left_out: int) -> list[str]:
+    """`keep` items (at least one): the first and the most recent, with one "(N more)" line
+    after the first counting those cut here and the `left_out` ones cut before."""
+    keep = max(1, keep)
+    hidden = max(0, len(items) - keep) + left_out
+    if not items or not hidden:
+        return list(items)
+    tail = list(items[len(items) - (keep - 1) :]) if keep > 1 else []
+    return [items[0], f"({hidden} more)", *tail]
 
 
 def _title(title: str) -> str:
@@ -566,6 +587,10 @@ class _Renderer:
         self.previous_messages = [
             m for summary in handover.previous_summaries for m in carried_user_messages(summary)
         ]
+        # Messages the previous summaries had already left out (their "(N more)" lines).
+        self.previous_left_out = sum(
+            left_out_user_messages(summary) for summary in handover.previous_summaries
+        )
         # Each request once, at its latest place, so the last one is the latest request.
         self.requests = list(dict.fromkeys(r.text for r in reversed(handover.requests)))[::-1]
 
@@ -857,11 +882,26 @@ class _Renderer:
         lines += self.carried(level, 5)
         return lines or ["   None."]
 
+    def carried_kept(self, level: _Level, cuts: _Cuts) -> int:
+        """How many of the previous summary's user messages this rendering lists: the
+        level's bound, cut further when even the lean level is too long, never below the
+        first (the task)."""
+        keep = min(level.carried_messages, len(self.previous_messages))
+        return keep if cuts.carried is None else max(1, min(keep, cuts.carried))
+
     def user_messages(self, level: _Level, cuts: _Cuts) -> list[str]:
         lines: list[str] = []
         if self.previous_messages:
             lines.append("   Listed by the previous summary:")
-            lines.extend(f"   - {_quote(m, level.request_chars)}" for m in self.previous_messages)
+            keep = self.carried_kept(level, cuts)
+            lines.extend(
+                f"   - {item}"
+                for item in _shown_after_first(
+                    [_quote(m, level.request_chars) for m in self.previous_messages],
+                    keep,
+                    self.previous_left_out,
+                )
+            )
         quoted = [_quote(text, level.request_chars) for text in self.requests[:-1]]
         if self.requests:
             quoted.append(_quote(self.requests[-1], LATEST_PREVIEW_CHARS))
@@ -1271,13 +1311,14 @@ class _Renderer:
 
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
     """Shorten the longest lists one step at a time until the text fits."""
+    cuts = _Cuts()
     sizes = {
         "files": min(level.files, len(renderer.h.changes)),
         "prompts": len(renderer.requests),
+        "carried": renderer.carried_kept(level, cuts),
         "errors": min(level.errors, len(renderer.errors)),
         "spec_lines": level.spec_lines,
     }
-    cuts = _Cuts()
     text = renderer.render(level, cuts)
     while rough_token_count(text) > max_tokens and any(size > 0 for size in sizes.values()):
         name = max(sorted(sizes), key=lambda key: sizes[key])
@@ -1304,7 +1345,7 @@ def summary_budget(
     )
 
 
-BARE = _Cuts(files=0, prompts=0, errors=0, spec_lines=0)
+BARE = _Cuts(files=0, prompts=0, carried=1, errors=0, spec_lines=0)
 """The lean level with every long list cut away: the least the offline summary says."""
 
 

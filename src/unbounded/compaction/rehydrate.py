@@ -36,11 +36,10 @@ Renderers for the attachment types this module introduces are registered in
 
 from __future__ import annotations
 
-import copy
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +139,30 @@ class WorkingState:
         if known is None:
             self.record_read(path, read_at, unchanged_stub=True)
         else:
-            known.read_at = read_at
-            known.unchanged_stub = True
+            # A new record, not an edit of the old one: `copy` shares records between copies.
+            self.files_read[path] = replace(known, read_at=read_at, unchanged_stub=True)
 
     def record_skill(
         self, name: str, content: str, invoked_at: float, path: str | None = None
     ) -> None:
         """Note that skill `name` was invoked with this content."""
         self.invoked_skills[name] = SkillState(content=content, invoked_at=invoked_at, path=path)
+
+    def copy(self) -> WorkingState:
+        """A copy that later `record_*` calls on this state leave as it is. Its dicts and
+        lists are new; the records in them are shared, since `record_*` replace records
+        rather than edit them (no deep copy: `files_read` grows with the session)."""
+        return WorkingState(
+            files_read=dict(self.files_read),
+            plan_file_path=self.plan_file_path,
+            plan_content=self.plan_content,
+            plan_mode=self.plan_mode,
+            todos=list(self.todos),
+            invoked_skills=dict(self.invoked_skills),
+            background_agents=dict(self.background_agents),
+            tool_delta=self.tool_delta,
+            mcp_instructions_delta=self.mcp_instructions_delta,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -534,7 +549,7 @@ class WorkingStateReader:
             start = 0
         for index in range(start, len(entries)):
             self._feed(index, entries[index])
-        return copy.deepcopy(self.state)
+        return self.state.copy()
 
     def _feed(self, index: int, entry: Entry) -> None:
         moment = _entry_time(entry, index)
@@ -588,7 +603,9 @@ class WorkingStateReader:
                     skill = tool_input.get("skill") or tool_input.get("name")
                     self._pending_skill = str(skill) if skill else None
             elif kind == "tool_result":
-                path = self._call_paths.get(str(block.get("tool_use_id", "")))
+                # Its result settles a call: the id is not looked up again, and the map
+                # would otherwise hold every call of the session.
+                path = self._call_paths.pop(str(block.get("tool_use_id", "")), None)
                 if path and text_of(block.get("content")).lstrip().startswith(
                     UNCHANGED_STUB_PREFIX
                 ):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -204,8 +204,16 @@ class MessageTokens:
     never are: a new list follows each append). The counts are one packed column (8 bytes a
     message, no object each)."""
 
-    def __init__(self, scale: float) -> None:
+    def __init__(
+        self,
+        scale: float,
+        shared_prefix: Callable[
+            [Sequence[MessageParam], Sequence[MessageParam]], int
+        ] = shared_prefix_length,
+    ) -> None:
         self.scale = scale
+        self._shared_prefix = shared_prefix
+        """How many first messages two lists share (a history's, told what changed)."""
         self._messages: Sequence[MessageParam] = []
         self._counts: array[int] = array("q")
         self._total = 0
@@ -216,7 +224,7 @@ class MessageTokens:
         keep their counts."""
         if messages is self._messages:
             return self._counts  # the same list again: several strategies read one history
-        same = shared_prefix_length(messages, self._messages)
+        same = self._shared_prefix(messages, self._messages)
         self._total -= sum(self._counts[same:])
         del self._counts[same:]
         for message in messages[same:]:
@@ -259,13 +267,25 @@ class History:
     and held once. A strategy that replaces its history (with a summary) takes its own.
     """
 
-    __slots__ = ("_husked", "_messages", "_version", "normalizer", "tokens")
+    __slots__ = (
+        "_husked",
+        "_messages",
+        "_previous",
+        "_unchanged",
+        "_version",
+        "normalizer",
+        "tokens",
+    )
 
     def __init__(self, scale: float, entries: Sequence[Entry] = ()) -> None:
         self.normalizer = MessageNormalizer(entries)
-        self.tokens = MessageTokens(scale)
+        self.tokens = MessageTokens(scale, self.shared_prefix)
         self._messages: list[MessageParam] = []
         self._version = -1
+        self._previous: list[MessageParam] | None = None
+        """The list `messages` gave before the current one."""
+        self._unchanged = 0
+        """How many first messages the current list shares with the previous one, at least."""
         self._husked = 0
         """The first messages up to here had their tool results husked."""
 
@@ -287,10 +307,23 @@ class History:
     def messages(self) -> list[MessageParam]:
         """The history as API messages: one list per state of the history, shared by every
         strategy that reads it (read only: never edited, a new one follows an append)."""
-        if self._version != self.normalizer.version:
-            self._messages = self.normalizer.messages
-            self._version = self.normalizer.version
+        normalizer = self.normalizer
+        if self._version != normalizer.version:
+            unchanged = normalizer.first_changed_since(self._version)
+            self._previous, self._unchanged = self._messages, unchanged or 0
+            if unchanged is None:
+                self._previous = None  # too many versions since: readers compare
+            self._messages = normalizer.messages
+            self._version = normalizer.version
         return self._messages
+
+    def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
+        """`shared_prefix_length(new, old)`, comparing only past what the normalizer says is
+        unchanged when they are this history's current and previous lists (O(new) then)."""
+        if new is self._messages and old is self._previous:
+            start = min(self._unchanged, len(new), len(old))
+            return start + shared_prefix_length(new[start:], old[start:])
+        return shared_prefix_length(new, old)
 
 
 class Baseline:
@@ -576,7 +609,7 @@ class ClearEveryTurnBaseline(Baseline):
 
     def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
         super().__init__(settings, history)
-        self.clearing = ToolResultClearing(CLEAR_KEEP)
+        self.clearing = ToolResultClearing(CLEAR_KEEP, self.history.shared_prefix)
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history with all but the most recent tool results cleared, over the trigger."""
@@ -603,8 +636,16 @@ class ToolResultClearing:
     given are kept, not copied, and must not be edited afterwards; the list returned is the
     clearing's own, to be read (or copied) before the next call."""
 
-    def __init__(self, keep: int) -> None:
+    def __init__(
+        self,
+        keep: int,
+        shared_prefix: Callable[
+            [Sequence[MessageParam], Sequence[MessageParam]], int
+        ] = shared_prefix_length,
+    ) -> None:
         self.keep = keep
+        self._shared_prefix = shared_prefix
+        """How many first messages two lists share (a history's, told what changed)."""
         self._source: Sequence[MessageParam] = []
         self._result: list[MessageParam] = []
         self._waiting: deque[tuple[int, int]] = deque()
@@ -619,7 +660,7 @@ class ToolResultClearing:
     def apply(self, messages: Sequence[MessageParam]) -> list[MessageParam]:
         """The messages with every tool result but the most recent cleared (the clearing's
         own list: read only, valid until the next call)."""
-        same = shared_prefix_length(messages, self._source)
+        same = self._shared_prefix(messages, self._source)
         if same < len(self._source):  # not the same history grown: fewer results may follow
             same = 0
             self._waiting.clear()

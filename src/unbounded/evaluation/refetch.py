@@ -102,38 +102,45 @@ def _input_tokens(block: Mapping[str, Any]) -> int:
 
 class _CallLookup:
     """The index's tool calls grouped by what a re-fetch search compares: the last part of
-    each path read or written, the command run, and the writes in order, so a search walks
+    each path read or written, the command run, and the latest write, so a search walks
     only the calls that can answer it (walking every call made a long replay quadratic)."""
 
     def __init__(self) -> None:
         self.calls: dict[str, ToolCall] = {}
         """The index's dict these groups were made from (a new one: start again)."""
         self.seen = 0
-        self.order: dict[int, int] = {}
-        """id(call) -> its place in call order."""
         self.by_name: dict[str, list[ToolCall]] = {}
         self.by_command: dict[str, list[ToolCall]] = {}
-        self.writes: list[ToolCall] = []
+        self.last_write = -1
+        """The `number` of the latest call that wrote a file (-1: none yet)."""
+        self.read_arguments: dict[int, dict[str, Any]] = {}
+        """A read's other arguments (offset, limit…) by its `number`, for reads that have any:
+        taken once here, so a search does not read every earlier call's input back."""
+        self._argument_sets: dict[str, dict[str, Any]] = {}
 
     def sync(self, calls: dict[str, ToolCall]) -> None:
         """Take in the calls added to the index since the last sync."""
         if calls is not self.calls or len(calls) < self.seen:
-            self.calls, self.seen, self.order = calls, 0, {}
-            self.by_name, self.by_command, self.writes = {}, {}, []
+            self.calls, self.seen = calls, 0
+            self.by_name, self.by_command, self.last_write = {}, {}, -1
+            self.read_arguments, self._argument_sets = {}, {}
         added = len(calls) - self.seen
         if not added:
             return
         fresh = list(islice(reversed(calls.values()), added))
+        self.seen += added
         for call in reversed(fresh):
-            self.order[id(call)] = self.seen
-            self.seen += 1
             names = {_last_part(p) for p in (call.read_path, call.write_path) if p is not None}
             for name in sorted(names):
                 self.by_name.setdefault(name, []).append(call)
             if call.command:
                 self.by_command.setdefault(normalize_command(call.command), []).append(call)
             if call.write_path is not None:
-                self.writes.append(call)
+                self.last_write = call.number
+            if call.read_path is not None and (arguments := _other_arguments(call.input)):
+                # Reads repeat their arguments (`limit`, `pattern`): one dict for each spelling.
+                shared = self._argument_sets.setdefault(repr(sorted(arguments.items())), arguments)
+                self.read_arguments[call.number] = shared
 
     def earlier_fetch(self, use: Mapping[str, Any]) -> ToolCall | None:
         """The latest earlier call with the same read or command whose output still holds."""
@@ -150,7 +157,7 @@ class _CallLookup:
                 if (
                     call.read_path is not None
                     and same_path(call.read_path, path)
-                    and _other_arguments(call.input) == arguments
+                    and self.read_arguments.get(call.number, {}) == arguments
                 ):
                     return call
             return None
@@ -158,9 +165,8 @@ class _CallLookup:
         if command is None:
             return None
         # The newest good run of the command after the last write to any file.
-        last_write = self.order[id(self.writes[-1])] if self.writes else -1
         for call in reversed(self.by_command.get(normalize_command(command), [])):
-            if self.order[id(call)] <= last_write:
+            if call.number <= self.last_write:
                 return None
             if call.result_position is None or call.is_error:
                 continue

@@ -76,6 +76,7 @@ from unbounded.evaluation.continuation import (
 )
 from unbounded.evaluation.native_strategies import NATIVE_STRATEGIES, native_strategies
 from unbounded.evaluation.prefix import RECORDED_TOOLS, OpaquePrefix
+from unbounded.evaluation.receipt_lines import ReceiptLine
 from unbounded.evaluation.recorded import RecordedCall, ReplayScript
 from unbounded.evaluation.refetch import RecallTally, RefetchCounter
 from unbounded.evaluation.replay_recording import ReplayRecording
@@ -277,8 +278,8 @@ class ReplayReport:
     """Recorded calls per model, the main model first (each call priced with its own)."""
     recall: RecallTally = field(default_factory=RecallTally)
     """Re-fetches of results our policy took out, and what recalls would have cost."""
-    receipts: list[tuple[int, Receipt]] = field(default_factory=list)
-    """(call, receipt) of each compaction and microcompaction of our replay."""
+    receipts: list[ReceiptLine] = field(default_factory=list)
+    """What the report shows of each receipt of our compactions and microcompactions."""
     stalls: int = 0
     """Turns that waited for a summary call (`SummaryStall`)."""
     background: dict[str, int] = field(default_factory=dict)
@@ -485,19 +486,23 @@ def _calls(count: int, word: str) -> str:
 
 
 class _EventLog:
-    """Collects the session's events (a cache break reaches the sink twice: kept once)."""
+    """Collects the session's events until taken (a cache break reaches the sink twice: kept
+    once). Taken events are let go: a long replay holds one turn's events, not the run's."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self._last: Event | None = None
 
     def __call__(self, event: Event) -> None:
-        if self.events and self.events[-1] is event:
+        if event is self._last:
             return
+        self._last = event
         self.events.append(event)
 
-    def since(self, position: int) -> list[Event]:
-        """Events after a position."""
-        return self.events[position:]
+    def take(self) -> list[Event]:
+        """The events since the last take."""
+        events, self.events = self.events, []
+        return events
 
 
 def _timeline_event(event: Event, call: int, time: float) -> TimelineEvent | None:
@@ -749,7 +754,7 @@ class _Replayer:
         self.recorded_total: float | None = 0.0 if self.script.has_usage else None
         self.refetch = RefetchCounter()
         self.validator = RequestValidator()  # each message checked once, not once per call
-        self.receipts: list[tuple[int, Receipt]] = []
+        self.receipts: list[ReceiptLine] = []
         self.session.background.assumed_latency = timedelta(seconds=options.summary_seconds)
         self.idle = options.idle_compaction
         self.stalls = 0
@@ -992,7 +997,7 @@ class _Replayer:
             )
 
         self.clock.set(call.request_time)
-        events_at = len(self.log.events)
+        self.log.take()  # what came before this call's prepare is not this turn's
         prepared_from = len(session.entries)
         request = await session.prepare()
         side = idle_calls + self._price_summaries(call.request_time)
@@ -1008,7 +1013,7 @@ class _Replayer:
         for entry in session.entries[compactions_from:]:
             receipt = Receipt.from_entry(entry) if entry.type == "system" else None
             if receipt is not None:
-                self.receipts.append((index, receipt))
+                self.receipts.append(ReceiptLine.of(index, receipt))
         try:
             self.validator.check(request["messages"])
         except InvalidRequestError as error:
@@ -1058,7 +1063,7 @@ class _Replayer:
                 baseline_cost[baseline.name] = baseline.run.cost_per_call[-1]
 
         microcompacted = False
-        turn_events = self.log.since(events_at)
+        turn_events = self.log.take()
         if _turn_waited(session.entries[prepared_from:], turn_events):
             self.stalls += 1
         for event in turn_events:

@@ -5,40 +5,32 @@ from __future__ import annotations
 
 import html
 
+from unbounded.evaluation.receipt_lines import HANDLES_SHOWN, ReceiptLine
 from unbounded.evaluation.replay import ReplayReport
-from unbounded.recall.receipts import Receipt
-
-HANDLES_SHOWN = 4
 
 
-def _dropped(receipt: Receipt) -> str:
-    tools: dict[str, int] = {}
-    for item in receipt.tool_results:
-        name = str(item.get("tool"))
-        tools[name] = tools.get(name, 0) + 1
+def _dropped(line: ReceiptLine) -> str:
     parts = []
-    if receipt.messages:
-        parts.append(f"{receipt.messages:,} messages")
-    if tools:
-        by_tool = ", ".join(f"{name} {count}" for name, count in tools.items())
-        parts.append(f"{len(receipt.tool_results)} tool results ({by_tool})")
-    if receipt.files:
-        shown = ", ".join(receipt.files[:HANDLES_SHOWN])
-        extra = len(receipt.files) - HANDLES_SHOWN
+    if line.messages:
+        parts.append(f"{line.messages:,} messages")
+    if line.tools:
+        by_tool = ", ".join(f"{name} {count}" for name, count in line.tools)
+        parts.append(f"{line.tool_results} tool results ({by_tool})")
+    if line.file_count:
+        shown = ", ".join(line.files)
+        extra = line.file_count - HANDLES_SHOWN
         parts.append(f"files: {shown}" + (f" and {extra} more" if extra > 0 else ""))
     return "; ".join(parts) or "—"
 
 
-def _covered(receipt: Receipt) -> str:
-    if receipt.kind != "compaction":
-        ids = [str(item["id"]) for item in receipt.tool_results[-HANDLES_SHOWN:]]
-        return "recall " + ", ".join(ids) if ids else "—"
-    covered = receipt.covered
-    named = covered.get("filesMentioned") or []
-    missing = covered.get("filesNotMentioned") or []
-    text = f"{covered.get('by', '?')} summary of {int(covered.get('summaryTokens') or 0):,} tokens"
-    if named or missing:
-        text += f"; names {len(named)} of {len(named) + len(missing)} dropped files"
+def _covered(line: ReceiptLine) -> str:
+    if line.kind != "compaction":
+        return "recall " + ", ".join(line.last_ids) if line.last_ids else "—"
+    text = f"{line.covered_by} summary of {line.summary_tokens:,} tokens"
+    if line.files_named or line.files_not_named:
+        text += (
+            f"; names {line.files_named} of {line.files_named + line.files_not_named} dropped files"
+        )
     return text
 
 
@@ -50,13 +42,13 @@ def receipts_section(report: ReplayReport) -> str:
         "<tr><th>call</th><th>time (UTC)</th><th>receipt</th><th>tokens</th>"
         "<th>taken out</th><th>still covered by</th></tr>"
     ]
-    for call, receipt in report.receipts:
-        kind = f"{receipt.kind} ({receipt.trigger})"
-        when = (receipt.time or "").replace("T", " ")
+    for line in report.receipts:
+        kind = f"{line.kind} ({line.trigger})"
+        when = (line.time or "").replace("T", " ")
         rows.append(
-            f"<tr><td>{call}</td><td class='text when'>{html.escape(when)}</td>"
-            f"<td class='text kind'>{html.escape(kind)}</td><td>{receipt.tokens:,}</td>"
-            f"<td class='text'>{html.escape(_dropped(receipt))}</td>"
-            f"<td class='text'>{html.escape(_covered(receipt))}</td></tr>"
+            f"<tr><td>{line.call}</td><td class='text when'>{html.escape(when)}</td>"
+            f"<td class='text kind'>{html.escape(kind)}</td><td>{line.tokens:,}</td>"
+            f"<td class='text'>{html.escape(_dropped(line))}</td>"
+            f"<td class='text'>{html.escape(_covered(line))}</td></tr>"
         )
     return "<table class='timeline receipts'>" + "".join(rows) + "</table>"

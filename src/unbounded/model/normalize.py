@@ -34,6 +34,7 @@ turn costs O(new content), not O(history).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -44,6 +45,10 @@ from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.tool_ids import TOOL_USE_ID, ToolCallNames, name_results
+
+# How many of the latest list-changing versions `first_changed_since` remembers: a reader
+# that skips more than this compares instead.
+_EDITS_KEPT = 256
 
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
@@ -156,6 +161,8 @@ class MessageNormalizer:
 
     __slots__ = (
         "_cache",
+        "_edits",
+        "_forgotten",
         "_joined",
         "_messages",
         "_names",
@@ -183,6 +190,11 @@ class MessageNormalizer:
         self._cache: dict[int, tuple[dict[str, Any], dict[str, Any], tuple[Repair, ...]]] = {}
         self._joined: list[int] = []
         self._version = 0
+        # (version, lowest index of the list that version changed) of the latest versions
+        # that changed it: what `first_changed_since` answers from without comparing lists.
+        self._edits: deque[tuple[int, int]] = deque(maxlen=_EDITS_KEPT)
+        self._forgotten = 0
+        """The latest version whose edit was forgotten: earlier ones are not answered."""
         self.extend(entries)
 
     def extend(self, entries: Iterable[Entry]) -> None:
@@ -194,6 +206,36 @@ class MessageNormalizer:
     def version(self) -> int:
         """How many entries and messages were appended: equal versions, equal `messages`."""
         return self._version
+
+    def first_changed_since(self, version: int) -> int | None:
+        """A lower bound on the first index of `messages` that may differ from what it was at
+        `version` (every message before it is the same object), or None when `version` is
+        too old to tell (compare the lists then)."""
+        if not self._forgotten <= version <= self._version:
+            return None  # a version to come, or edits after it were forgotten
+        edits = self._edits
+        lowest = len(self._messages)
+        for changed_in, index in reversed(edits):
+            if changed_in <= version:
+                break
+            lowest = min(lowest, index)
+        if self._messages and self._messages[0]["role"] == "assistant":
+            return 0  # the list read opens with a user message made anew at each read
+        # The one before a change may change with it: a repair of a message reads the calls
+        # of the message before it, and the message that was last may have been stripped
+        # or left out.
+        return max(0, lowest - 1)
+
+    def _changed(self, index: int) -> None:
+        """Note that this version replaced or appended the message at `index`."""
+        edits = self._edits
+        if edits and edits[-1][0] == self._version:
+            if index < edits[-1][1]:
+                edits[-1] = (self._version, index)
+        else:
+            if len(edits) == edits.maxlen:
+                self._forgotten = edits[0][0]
+            edits.append((self._version, index))
 
     def append(self, entry: Entry) -> None:
         """Add one entry to the view."""
@@ -231,6 +273,7 @@ class MessageNormalizer:
             }
         else:
             messages.append({"role": "user", "content": content})
+        self._changed(len(messages) - 1)
         self._check_answers(len(messages) - 1)
 
     def _add_assistant(
@@ -259,6 +302,7 @@ class MessageNormalizer:
             self._merge_assistant(len(messages) - 1, blocks)
             return
         messages.append({"role": "assistant", "content": content})
+        self._changed(len(messages) - 1)
         self._forget_settled_calls(self._reply)
         self._reply, self._reply_id = len(messages) - 1, message_id
         self._names.new_reply()
@@ -270,6 +314,7 @@ class MessageNormalizer:
             "role": "assistant",
             "content": _blocks(messages[index]["content"]) + blocks,
         }
+        self._changed(index)
         self._note_calls(index, _tool_use_ids(blocks))
         if index + 1 < len(messages):
             self._check_answers(index + 1)

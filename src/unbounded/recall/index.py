@@ -13,9 +13,10 @@ the entries, so a transcript that keeps its older entries on disk
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -68,17 +69,23 @@ def clip(text: str, limit: int = _DESCRIBE_CHARS) -> str:
 
 @dataclass(slots=True)
 class ToolCall:
-    """One tool call of the transcript and its result."""
+    """One tool call of the transcript and where its result is.
+
+    The call's input and time are read back from its entry when asked for (`input`, `time`),
+    not held: over a long run the index would otherwise keep every call's input dict and
+    timestamp string after the entries themselves went to disk."""
 
     id: str
     name: str
-    input: Any
     use_position: int
     """Index of the entry holding the tool_use."""
-    time: str | None
     read_path: str | None
     write_path: str | None
     command: str | None
+    use_block: int = 0
+    """The tool_use's place among that entry's content blocks."""
+    number: int = 0
+    """The call's place in call order (0 for the transcript's first call)."""
     result_position: int | None = None
     """Index of the entry holding the tool_result (None until the result arrives)."""
     result_block: int = 0
@@ -88,16 +95,26 @@ class ToolCall:
     transcript_id: str = ""
     """The id the transcript gives the call, when it is not `id` (a repeat renamed here)."""
     source: Sequence[Entry] = field(default=(), repr=False, compare=False)
-    """The entries the result is read back from."""
+    """The entries the call and its result are read back from."""
+
+    @property
+    def input(self) -> Any:
+        """The tool_use block's input (read back from its entry)."""
+        block = _block_at(self.source, self.use_position, self.use_block)
+        return block.get("input") if block is not None else None
+
+    @property
+    def time(self) -> str | None:
+        """The timestamp of the entry holding the tool_use."""
+        return self.source[self.use_position].timestamp
 
     @property
     def result(self) -> Any:
         """The tool_result block's content (None until the result arrives)."""
         if self.result_position is None:
             return None
-        content = self.source[self.result_position].content
-        block = content[self.result_block] if isinstance(content, list) else None
-        return block.get("content") if isinstance(block, dict) else None
+        block = _block_at(self.source, self.result_position, self.result_block)
+        return block.get("content") if block is not None else None
 
     def describe(self) -> str:
         """`Bash: pytest -q`, `Read: src/app.py`, or the name and its input as JSON."""
@@ -111,6 +128,19 @@ class ToolCall:
         except TypeError:
             shown = str(self.input)
         return f"{self.name} {clip(shown)}"
+
+
+def _block_at(source: Sequence[Entry], position: int, place: int) -> Mapping[str, Any] | None:
+    """The content block at `place` of the entry at `position` (None when there is none)."""
+    content = source[position].content
+    block = content[place] if isinstance(content, list) and place < len(content) else None
+    return cast("Mapping[str, Any]", block) if isinstance(block, dict) else None
+
+
+def _shared(text: str | None) -> str | None:
+    """One string for every call naming the same file or command (a long run reads the same
+    files again and again, and the index outlives the entries each copy came from)."""
+    return sys.intern(text) if text is not None else None
 
 
 class TranscriptIndex:
@@ -166,18 +196,20 @@ class TranscriptIndex:
                     self.calls[name] = ToolCall(
                         id=name,
                         transcript_id=tool_id if tool_id != name else "",
-                        name=str(block.get("name", "")),
-                        input=block.get("input"),
+                        # One string per tool name, not one per call.
+                        name=sys.intern(str(block.get("name", ""))),
                         use_position=position,
-                        time=entry.timestamp,
-                        read_path=read_path_of(block),
-                        write_path=file_write_path(block),
-                        command=command_of(block),
+                        use_block=place,
+                        number=len(self.calls),
+                        read_path=_shared(read_path_of(block)),
+                        write_path=_shared(file_write_path(block)),
+                        command=_shared(command_of(block)),
+                        source=self._entries,
                     )
             elif kind == "tool_result" and entry.type == "user":
                 call = self.calls.get(self._names.result(str(block.get("tool_use_id"))))
                 if call is not None and call.result_position is None:
-                    call.source = self._entries
+                    call.source = self._entries  # the sequence that holds both positions
                     call.result_position = position
                     call.result_block = place
                     call.result_tokens = tool_result_tokens(block)
