@@ -169,3 +169,17 @@ def test_calls_are_indexed_like_a_list() -> None:
     calls = [ApiCall(f"msg_{n}", n, n, {"output_tokens": n}, None, None) for n in range(4)]
     columns = ApiCallColumns.of(calls)
     assert (columns[-1], columns[1:3], len(columns)) == (calls[-1], calls[1:3], 4)
+
+
+def test_a_timestamp_or_uuid_that_would_not_read_back_the_same_is_kept_as_it_came() -> None:
+    odd = ["2025-01-01T24:00:00.000Z", "2025-02-30T00:00:00.000Z", "2025-01-01T00:60:00.000Z"]
+    columns = BilledCallColumns()
+    for n, stamp in enumerate(odd):
+        columns.add(
+            f"msg_{n}", {}, None, stamp, n, "thread", "A" * 8 + "-0000-0000-0000-" + "0" * 12
+        )
+    columns.finish()
+    assert [(call.timestamp, call.uuid) for call in columns] == [
+        (stamp, "A" * 8 + "-0000-0000-0000-" + "0" * 12) for stamp in odd
+    ]
+    assert sorted(key for _, key in columns._loose) == ["timestamp"] * 3 + ["uuid"] * 3
