@@ -408,6 +408,37 @@ def test_a_mark_that_no_longer_fits_is_not_used(edit: str) -> None:
     assert _comparable(after) == _comparable(_first_call({**edited, STATE_KEY: unmarked})[0])
 
 
+@pytest.mark.parametrize(
+    "configuration",
+    [{"exclude_tools": []}, {"exclude_tools": ["kept"], "compactable_tools": ["read_file"]}],
+    ids=["nothing excluded", "only read_file compactable"],
+)
+def test_a_mark_written_under_another_clearing_configuration_is_not_used(
+    configuration: dict[str, Any],
+) -> None:
+    """A mark written by a middleware excluding "kept" from clearing is not trusted by one
+    that may clear other tools' results or names its compactable tools: it scans the whole
+    conversation and does what it does on the state without the mark."""
+    state = _after_a_clearing_call(300, 60, 30)
+
+    def first_call(on: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+        middleware = UnboundedMiddleware(
+            "claude-sonnet-4-6",
+            policy=POLICY,
+            summarizer="extractive",
+            clock=lambda: NOW,
+            **configuration,
+        )
+        with _scan_starts() as scans:
+            after = _apply(on, middleware.before_model(on, None))  # type: ignore[arg-type]
+        return after, scans
+
+    after, scans = first_call(state)
+    assert scans[0] == 0
+    unmarked = {k: v for k, v in state[STATE_KEY].items() if k != "settled"}
+    assert _comparable(after) == _comparable(first_call({**state, STATE_KEY: unmarked})[0])
+
+
 def test_an_in_place_edit_before_the_mark_is_seen_only_once_the_mark_is_dropped() -> None:
     """The documented limit: a cleared result before the mark given its content back under
     the same id is not seen by a middleware trusting the mark; dropping `settled` from the
