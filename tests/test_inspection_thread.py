@@ -207,6 +207,21 @@ def test_a_parent_written_again_later_does_not_break_the_walk_past_progress(
     assert selected.warnings == report.warnings()
 
 
+@pytest.mark.parametrize("sessions", [255, 256, 257, 300])
+def test_a_column_past_255_distinct_values_gives_each_back(tmp_path: Path, sessions: int) -> None:
+    # A code column holds one byte a row up to 255 distinct values (0 is "none") and four
+    # from the 256th on; a concatenation of real sessions passes that mid-scan.
+    records = [
+        {**_record("user", _uuid(n + 1), None), "sessionId": f"session-{n}"}
+        for n in range(sessions)
+    ]
+    path = tmp_path / "sessions.jsonl"
+    _write(path, records)
+    table = scan_records(path).records
+    assert [info.session_id for info in table] == [f"session-{n}" for n in range(sessions)]
+    assert table.session_ids.codes.itemsize == (1 if sessions < 256 else 4)
+
+
 def test_uuid_keys_give_the_string_back_and_compare_it_whole() -> None:
     canonical = "6a5dcf77-6496-4c01-9804-3666ed60f364"
     key = UuidKey.of(canonical)
