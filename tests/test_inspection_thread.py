@@ -169,6 +169,59 @@ def test_the_thread_on_rows_is_the_thread_of_the_loaded_records(
         assert [table.lines[row] for row in rows] == [e.line for e in branch]
 
 
+def _record(kind: str, uuid: str, parent: str | None, sidechain: bool = False) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "type": kind,
+        "parentUuid": parent,
+        "isSidechain": sidechain,
+        "timestamp": "2026-01-01T00:00:01Z",
+        "uuid": uuid,
+    }
+    if kind == "progress":
+        record["data"] = {"type": "hook_progress"}
+    else:
+        record["message"] = {"role": "user", "content": uuid}
+    return record
+
+
+def test_a_parent_written_again_later_does_not_break_the_walk_past_progress(
+    tmp_path: Path,
+) -> None:
+    # "d" names "s", whose uuid the last record carries again: `s` then maps to the last row,
+    # which hangs off the progress record and is not resolved when the walk from "d" reaches it.
+    records = [
+        _record("user", "a", None),
+        _record("user", "b", "a"),
+        _record("progress", "p", "b"),
+        _record("user", "c", "p"),
+        _record("user", "s", "c", sidechain=True),
+        _record("user", "d", "s"),
+        _record("user", "s", "p"),
+    ]
+    path = tmp_path / "forward.jsonl"
+    entries = _write(path, records)
+    expected, report = rebuild_thread(entries)
+    selected = rebuilt_main_thread(scan_records(path).records)
+    assert [e.line for e in expected] == [1, 2, 3, 7]
+    assert [scan_records(path).records.lines[row] for row in selected.indexes] == [1, 2, 3, 7]
+    assert selected.warnings == report.warnings()
+
+
+@pytest.mark.parametrize("sessions", [255, 256, 257, 300])
+def test_a_column_past_255_distinct_values_gives_each_back(tmp_path: Path, sessions: int) -> None:
+    # A code column holds one byte a row up to 255 distinct values (0 is "none") and four
+    # from the 256th on; a concatenation of real sessions passes that mid-scan.
+    records = [
+        {**_record("user", _uuid(n + 1), None), "sessionId": f"session-{n}"}
+        for n in range(sessions)
+    ]
+    path = tmp_path / "sessions.jsonl"
+    _write(path, records)
+    table = scan_records(path).records
+    assert [info.session_id for info in table] == [f"session-{n}" for n in range(sessions)]
+    assert table.session_ids.codes.itemsize == (1 if sessions < 256 else 4)
+
+
 def test_uuid_keys_give_the_string_back_and_compare_it_whole() -> None:
     canonical = "6a5dcf77-6496-4c01-9804-3666ed60f364"
     key = UuidKey.of(canonical)

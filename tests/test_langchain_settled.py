@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
+from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.tools_registry import cleared_stub
 from unbounded.integrations import _langchain_settled, _langchain_view
 from unbounded.integrations._langchain_settled import scan_calls, settled_prefix
@@ -405,6 +406,62 @@ def test_a_mark_that_no_longer_fits_is_not_used(edit: str) -> None:
     assert scans[0] == 0
     unmarked = {k: v for k, v in context.items() if k != "settled"}
     assert _comparable(after) == _comparable(_first_call({**edited, STATE_KEY: unmarked})[0])
+
+
+@pytest.mark.parametrize(
+    "configuration",
+    [{"exclude_tools": []}, {"exclude_tools": ["kept"], "compactable_tools": ["read_file"]}],
+    ids=["nothing excluded", "only read_file compactable"],
+)
+def test_a_mark_written_under_another_clearing_configuration_is_not_used(
+    configuration: dict[str, Any],
+) -> None:
+    """A mark written by a middleware excluding "kept" from clearing is not trusted by one
+    that may clear other tools' results or names its compactable tools: it scans the whole
+    conversation and does what it does on the state without the mark."""
+    state = _after_a_clearing_call(300, 60, 30)
+
+    def first_call(on: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+        middleware = UnboundedMiddleware(
+            "claude-sonnet-4-6",
+            policy=POLICY,
+            summarizer="extractive",
+            clock=lambda: NOW,
+            **configuration,
+        )
+        with _scan_starts() as scans:
+            after = _apply(on, middleware.before_model(on, None))  # type: ignore[arg-type]
+        return after, scans
+
+    after, scans = first_call(state)
+    assert scans[0] == 0
+    unmarked = {k: v for k, v in state[STATE_KEY].items() if k != "settled"}
+    assert _comparable(after) == _comparable(first_call({**state, STATE_KEY: unmarked})[0])
+
+
+def test_an_in_place_edit_before_the_mark_is_seen_only_once_the_mark_is_dropped() -> None:
+    """The documented limit: a cleared result before the mark given its content back under
+    the same id is not seen by a middleware trusting the mark; dropping `settled` from the
+    state (what the docs tell a caller rewriting earlier messages to do) has it cleared."""
+    state = _after_a_clearing_call(300, 60, 30)
+    context = dict(state[STATE_KEY])
+    count = context["settled"]["count"]
+    messages = list(state["messages"])
+    at = next(i for i, m in enumerate(messages[:count]) if isinstance(m, ToolMessage))
+    assert is_cleared_content(messages[at].content)
+    messages[at] = messages[at].model_copy(update={"content": "y" * 5_000})
+    edited = {"messages": messages, STATE_KEY: context}
+
+    def content_after(after: dict[str, Any]) -> str:
+        return str(next(m for m in after["messages"] if m.id == messages[at].id).content)
+
+    trusting, scans = _first_call(edited)
+    assert scans[0] == count
+    assert content_after(trusting) == "y" * 5_000
+    unmarked = {k: v for k, v in context.items() if k != "settled"}
+    dropped, whole_scans = _first_call({**edited, STATE_KEY: unmarked})
+    assert whole_scans[0] == 0
+    assert is_cleared_content(content_after(dropped))
 
 
 def test_a_compaction_drops_the_mark() -> None:

@@ -33,7 +33,7 @@ def _bytes_held(calls: SimulatedCalls) -> int:
     return sum(column.itemsize * len(column) for column in columns)
 
 
-def test_a_call_with_three_breakpoints_takes_112_bytes_and_reads_back_equal() -> None:
+def test_a_call_with_three_breakpoints_takes_116_bytes_and_reads_back_equal() -> None:
     calls = [_call(n) for n in range(50)]
     kept = SimulatedCalls()
     kept.extend(calls)

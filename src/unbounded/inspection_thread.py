@@ -242,7 +242,8 @@ class _Rebuild:
             return progress
         node = last_message
         walked: set[int] = set()
-        while node != _NONE and node >= anchor and node not in walked:
+        # As in `_past_progress`: a forward parent (a row not resolved yet) ends the walk.
+        while node != _NONE and node >= anchor and node not in walked and node < len(parents):
             if node == anchor:
                 return last_message
             walked.add(node)

@@ -287,11 +287,11 @@ class History:
         self._unchanged = 0
         """How many first messages the current list shares with the previous one, at least."""
         self._husked = 0
-        """The first messages up to here had their tool results husked."""
+        """The first messages up to here had their tool results and assistant blocks husked."""
 
     @property
     def husked(self) -> int:
-        """How many of the first messages had their tool results husked."""
+        """How many of the first messages had their tool results and assistant blocks husked."""
         return self._husked
 
     def husk(self, upto: int, tokens_of: BlockTokens) -> None:
@@ -420,8 +420,9 @@ def settled_once_own(strategy: Baseline, history: History) -> int:
 
 
 def husk_settled(baselines: Sequence[Baseline]) -> None:
-    """Husk the tool results of the shared history's messages that every strategy is past
-    (`Baseline.settled`); the first strategy (`none`) must have simulated a call."""
+    """Husk the tool results and assistant blocks of the shared history's messages that every
+    strategy is past (`Baseline.settled`); the first strategy (`none`) must have simulated a
+    call."""
     if not baselines or baselines[0].simulator is None:
         return
     shared = baselines[0].history

@@ -20,8 +20,13 @@ The split only moves forward (the history grows, results are cleared, never rest
 split found once bounds every later one from below. The middleware keeps the last one it
 found in its private state (`SettledMark`, written by each call that clears), and a new
 middleware on that state checks in O(1) that it still fits (the message at the split carries
-the id kept for it) and scans only from there (`scan_calls(start=)`); when it does not fit (an
-edited history, another clearing configuration) the whole conversation is scanned. A tool call
+the id kept for it) and scans only from there (`scan_calls(start=)`); when it does not fit
+(messages taken out or inserted before the split, another clearing configuration) the whole
+conversation is scanned. The check cannot see a message before the split replaced in place
+under the same id (LangGraph's `add_messages` replacing by id, `graph.update_state`): seeing
+it would mean reading every message again. Such an edit is never cleared while the mark
+stands, so a caller rewriting earlier messages drops `state["unbounded"]["settled"]` with it
+(the next call then reads the whole conversation). A tool call
 id used again after the split, whose first use lies before it, is not seen as repeated then,
 as a view that starts at the split would not see it either.
 """

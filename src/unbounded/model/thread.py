@@ -181,6 +181,8 @@ def file_order_thread(entries: Sequence[Entry], *, include_sidechains: bool) -> 
     return [e for e in entries if e.is_conversation and (include_sidechains or not e.is_sidechain)]
 
 
+# The same rules on a RecordTable's rows: unbounded.inspection_thread (`_Rebuild`). Change both;
+# tests/test_inspection_thread.py checks they agree.
 def rebuild_thread(
     entries: Sequence[Entry],
     *,
@@ -323,7 +325,9 @@ def _past_progress(
         return progress
     node: int | None = last_message
     walked: set[int] = set()
-    while node is not None and node >= anchor and node not in walked:
+    # A parent can point forward (a uuid written again later maps to its last row), to a row
+    # not resolved yet: the walk ends there as at a missing parent.
+    while node is not None and node >= anchor and node not in walked and node < len(parents):
         if node == anchor:
             return last_message
         walked.add(node)
