@@ -39,25 +39,25 @@ _NONE = -1
 _PLACES: tuple[CallPlace, ...] = ("thread", "branch", "side")
 
 
-class _Unpackable(Exception):
-    """A usage value no shape describes (a list, a huge integer): kept as it came."""
-
-
-def _split(usage: dict[str, Any], ints: list[int]) -> _Shape:
-    """The shape of `usage`, its integers appended to `ints` in the order the shape reads them."""
+def _split(usage: dict[str, Any], ints: list[int]) -> _Shape | None:
+    """The shape of `usage`, its integers appended to `ints` in the order the shape reads them;
+    None when a value has no shape (a list, an integer past 64 bits): keep it as it came."""
     shape: list[tuple[str, int, Any]] = []
     for key, value in usage.items():
         if isinstance(value, int) and not isinstance(value, bool):
             if not _INT64[0] <= value <= _INT64[1]:
-                raise _Unpackable
+                return None
             ints.append(value)
             shape.append((key, _INT, None))
         elif isinstance(value, dict):
-            shape.append((key, _NESTED, _split(value, ints)))
+            nested = _split(value, ints)
+            if nested is None:
+                return None
+            shape.append((key, _NESTED, nested))
         elif value is None or isinstance(value, str | float | bool):
             shape.append((key, _CONSTANT, value))
         else:
-            raise _Unpackable
+            return None
     return tuple(shape)
 
 
@@ -157,9 +157,8 @@ class _CallColumns:
         """Give the row this usage (a later line's replaces an earlier one's)."""
         self._loose.pop((row, "usage"), None)
         ints: list[int] = []
-        try:
-            shape = _split(cast(dict[str, Any], usage), ints)
-        except _Unpackable:
+        shape = _split(cast(dict[str, Any], usage), ints)
+        if shape is None:
             self._loose[row, "usage"] = usage
             self._shape[row] = _NONE
             return
