@@ -727,6 +727,38 @@ def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
     return figures
 
 
+def _stored_bytes(saver: Any) -> dict[str, int]:
+    """Bytes an `InMemorySaver` holds, by channel: its checkpoints' channel values and the
+    pending writes of the steps (each a serialized copy of what a node wrote)."""
+    held: dict[str, int] = {}
+    for (_thread, _ns, channel, _version), (_kind, blob) in saver.blobs.items():
+        held[channel] = held.get(channel, 0) + len(blob)
+    for writes in saver.writes.values():
+        for _task, channel, (_kind, blob), _path in writes.values():
+            held[channel] = held.get(channel, 0) + len(blob)
+    return held
+
+
+def checkpoint_writes(mark: int, invokes: int = 4) -> dict[str, float]:
+    """What the checkpointer stores per invoke (`CALLS_PER_INVOKE` tool rounds and the
+    answer) of the clearing-due agent at `mark` messages, by channel, in bytes: the
+    middleware's private keys against LangGraph's `messages`. Not timed (deterministic)."""
+    from unbounded.integrations.langchain import UnboundedMiddleware
+
+    middleware = UnboundedMiddleware(MODEL, context_window=WINDOW, policy=CLEARING_DUE)
+    driver = _AgentDriver([middleware], _langchain_messages(mark), [])
+    grown: dict[str, int] = {}
+    for _ in range(invokes):
+        before = _stored_bytes(driver.saver)
+        driver.step()
+        for channel, held in _stored_bytes(driver.saver).items():
+            grown[channel] = grown.get(channel, 0) + held - before.get(channel, 0)
+    return {
+        f"checkpoint_{channel}_bytes_per_invoke": grown.get(channel, 0) / invokes
+        for channel in ("messages", "unbounded", "unbounded_turn")
+    }
+
+
 def run(marks: Sequence[int] = MARKS, samples: int = SAMPLES) -> dict[str, float]:
     """Every figure of this benchmark."""
     marks = sorted(marks)
@@ -748,7 +780,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser.add_argument("--marks", default=",".join(map(str, MARKS)), help="history sizes")
     parser.add_argument("--samples", type=int, default=SAMPLES, help="calls timed per mark")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--checkpoint-writes",
+        type=int,
+        metavar="MARK",
+        help="instead: the bytes a checkpointer stores per invoke at MARK messages",
+    )
     args = parser.parse_args(argv)
+    if args.checkpoint_writes is not None:
+        stored = checkpoint_writes(args.checkpoint_writes)
+        print(json.dumps(stored, indent=2))
+        return stored
     marks = [int(mark) for mark in args.marks.split(",")]
     figures = run(marks, args.samples)
     if args.json:

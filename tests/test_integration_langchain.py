@@ -140,14 +140,14 @@ def conversation_with_results(count: int) -> list[BaseMessage]:
 def test_microcompaction_holds_count_clears_while_the_cache_is_warm_below_the_warning_level() -> None:
     now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
     policy = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000)
-    context = {"last_model_at": (now - timedelta(minutes=1)).isoformat()}
+    turn = {"last_model_at": (now - timedelta(minutes=1)).isoformat()}
     messages = conversation_with_results(8)
     warm = UnboundedMiddleware(MODEL, policy=policy, exclude_tools=("write_file",), clock=lambda: now)
-    assert warm.before_model({"messages": messages, "unbounded": context}, None) is None  # type: ignore[arg-type]
+    assert warm.before_model({"messages": messages, "unbounded_turn": turn}, None) is None  # type: ignore[arg-type]
     # The same conversation at the warning level: clearing now pays for the rewrite.
     at_warning = policy.with_changes(warning_buffer=10**9)
     busy = UnboundedMiddleware(MODEL, policy=at_warning, exclude_tools=("write_file",), clock=lambda: now)
-    update = busy.before_model({"messages": messages, "unbounded": context}, None)  # type: ignore[arg-type]
+    update = busy.before_model({"messages": messages, "unbounded_turn": turn}, None)  # type: ignore[arg-type]
     assert update is not None and any(isinstance(m, ToolMessage) for m in update["messages"])
 
 
@@ -177,13 +177,93 @@ def test_time_based_tier_after_an_idle_gap() -> None:
     now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
     middleware = UnboundedMiddleware(MODEL, policy=Policy(), clock=lambda: now)
     messages = conversation_with_results(8)
-    recent = {"messages": messages, "unbounded": {"last_model_at": (now - timedelta(minutes=5)).isoformat()}}
+    recent = {"messages": messages, "unbounded_turn": {"last_model_at": (now - timedelta(minutes=5)).isoformat()}}
     assert middleware.before_model(recent, None) is None  # type: ignore[arg-type]
-    idle = {"messages": messages, "unbounded": {"last_model_at": (now - timedelta(hours=2)).isoformat()}}
+    idle = {"messages": messages, "unbounded_turn": {"last_model_at": (now - timedelta(hours=2)).isoformat()}}
     update = middleware.before_model(idle, None)  # type: ignore[arg-type]
     assert update is not None
     assert sorted(m.tool_call_id for m in update["messages"]) == ["call_0", "call_1", "call_2"]  # 5 kept
-    assert middleware.after_model({"messages": messages}, None)["unbounded"]["last_model_at"].startswith("2026-01-01T12:00")  # type: ignore[arg-type,index]
+    # Only the small turn key: the `unbounded` key (the archive) is not written again.
+    answered = middleware.after_model({"messages": messages, "unbounded": {"archive": {"cleared": {"x": {}}}}}, None)  # type: ignore[arg-type]
+    assert answered is not None and set(answered) == {"unbounded_turn"}
+    assert answered["unbounded_turn"]["last_model_at"].startswith("2026-01-01T12:00")
+
+
+def test_the_turn_key_is_read_before_the_time_a_thread_saved_earlier_kept() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    middleware = UnboundedMiddleware(MODEL, policy=Policy(), clock=lambda: now)
+    messages = conversation_with_results(8)
+    idle = {"last_model_at": (now - timedelta(hours=2)).isoformat()}
+    recent = {"last_model_at": (now - timedelta(minutes=5)).isoformat()}
+    # A thread saved before the turn key kept the time in `unbounded`: still read.
+    update = middleware.before_model({"messages": messages, "unbounded": idle}, None)  # type: ignore[arg-type]
+    assert update is not None and len(update["messages"]) == 3
+    # Once the turn key is written, its time is the one that counts.
+    both = {"messages": messages, "unbounded": idle, "unbounded_turn": recent}
+    assert middleware.before_model(both, None) is None  # type: ignore[arg-type]
+
+
+def _stored_versions(saver: InMemorySaver, channel: str) -> int:
+    """How many values of one channel the checkpointer has stored (each is a whole copy)."""
+    return sum(1 for key in saver.blobs if key[2] == channel)
+
+
+def test_a_call_that_clears_nothing_does_not_store_the_archive_again() -> None:
+    answers = [tool_round(n) for n in range(6)] + [AIMessage(content="done")]
+    model = ScriptedChat(messages=iter(answers))
+    # Everything settled is cleared at once (small protected tail), so later calls are quiet.
+    policy = Policy(warning_buffer=10**9, microcompact_protect_recent_tokens=3_000, microcompact_min_savings=1_000)
+    saver = InMemorySaver()
+    agent = create_agent(model, tools=[read_file], middleware=[UnboundedMiddleware(MODEL, policy=policy)], checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "quiet"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    history = [snapshot.values.get("unbounded") for snapshot in agent.get_state_history(config)]
+    archives = [dict((context or {}).get("archive", {}).get("cleared", {})) for context in reversed(history)]
+    changes = sum(1 for before, after in zip([{}, *archives], archives, strict=False) if after != before)
+    assert archives and archives[-1]  # results were cleared (and archived)
+    # One stored `unbounded` value per call that changed it, not one per model call (7).
+    assert _stored_versions(saver, "unbounded") == changes < 7
+    assert _stored_versions(saver, "unbounded_turn") == 7  # every model call's answer time
+
+
+class _EarlierLayout(UnboundedMiddleware):
+    """The middleware as it saved a thread before the turn key: the answer time inside the
+    `unbounded` key (with the archive), written after every model call."""
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        context = dict(state.get("unbounded") or {})
+        context["last_model_at"] = self._clock().astimezone(timezone.utc).isoformat()
+        return {"unbounded": context}
+
+
+def test_a_thread_saved_before_the_turn_key_resumes() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "earlier"}}
+    # Saved by the earlier layout two hours ago, with results cleared (and archived) then.
+    answers = [tool_round(n) for n in range(8)] + [AIMessage(content="done")]
+    policy = Policy(warning_buffer=10**9, microcompact_protect_recent_tokens=12_000, microcompact_min_savings=3_000)
+    earlier = _EarlierLayout(MODEL, policy=policy, clock=lambda: now - timedelta(hours=2))
+    agent = create_agent(ScriptedChat(messages=iter(answers)), tools=[read_file], middleware=[earlier], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    saved = agent.get_state(config).values
+    assert "unbounded_turn" not in saved and "last_model_at" in saved["unbounded"]
+    archived = set(saved["unbounded"]["archive"]["cleared"])
+    assert archived and archived < {"call_0", "call_1", "call_2"}
+
+    # The upgraded middleware resumes the thread (a warm cache would hold the time tier back).
+    model = ScriptedChat(messages=iter([AIMessage(content="back")]))
+    later = UnboundedMiddleware(MODEL, policy=Policy(), clock=lambda: now)
+    agent = create_agent(model, tools=[read_file], middleware=[later], checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage("go on")]}, config)
+    state = agent.get_state(config).values
+    # The idle gap read from the earlier layout's time cleared all but the newest 5 results.
+    results = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    cleared = {m.tool_call_id for m in results if m.content == cleared_stub(m.tool_call_id)}
+    assert len(results) == 8 and cleared == {m.tool_call_id for m in results[:3]}
+    # The earlier archive is kept next to the new originals; the answer time is in the turn key.
+    assert archived | cleared <= set(state["unbounded"]["archive"]["cleared"])
+    assert state["unbounded_turn"]["last_model_at"].startswith("2026-01-01T12:00")
 
 
 def test_compaction_update_replaces_the_state() -> None:
@@ -245,7 +325,8 @@ def test_state_survives_between_invocations_with_a_checkpointer() -> None:
     config: Any = {"configurable": {"thread_id": "t1"}}
     agent.invoke({"messages": [HumanMessage("go")]}, config)
     state = agent.get_state(config).values
-    assert "last_model_at" in state["unbounded"]
+    assert "last_model_at" in state["unbounded_turn"]
+    assert "last_model_at" not in state.get("unbounded", {})
     agent.invoke({"messages": [HumanMessage("and again")]}, config)
     assert agent.get_state(config).values["messages"][-1].content == "again"
 

@@ -26,8 +26,10 @@ the view is built again from the messages, which then say what is cleared.
 A conversation the view does not hold yet (a new middleware on a long checkpointed thread, or
 after a compaction) is read from where it is no longer settled (`_langchain_settled`): the
 messages before that point, whose results are all placeholders already and which the count's
-anchor follows, are kept as ids only and converted only when a compaction needs them, so the
-first call costs a scan of ids and the tail, not a conversion of the history; the scan starts
+anchor follows, are not held (the view keeps the first one's id, and the id of the message
+after them: both still carrying those ids tells a later call the prefix stands) and are
+converted only when a compaction needs them, so the first call costs the tail, not a pass
+over the history; the scan starts
 at a split known before (`sync(settled_from=)`, the middleware's mark) when there is one, and
 `settled_after_clears` says where the split is once this call's clears apply. Entries are
 converted with one timestamp per call and take their uuid from the message id.
@@ -68,10 +70,14 @@ class ConversationView:
         self._clearable = clearable
         """Which tools' results may be cleared (None: the settled prefix is never left out)."""
         self.keys: list[object] = []
-        """What stands for each message (after the leading system messages) the last call saw:
-        its id, or the message itself when it has none (module docstring)."""
+        """What stands for each message from `base` on (after the leading system messages)
+        the last call saw: its id, or the message itself when it has none (module
+        docstring)."""
         self.base = 0
-        """How many leading messages are settled: held by their keys only, not converted."""
+        """How many leading messages are settled: not held at all but for the key of the
+        first (`_first`), not converted."""
+        self._first: object = None
+        """The key of the first message when a settled prefix is left out (`base` > 0)."""
         self.entries: list[Entry | None] = []
         """The entries of the messages from `base` on, index for index (entry i is message
         `base + i`); results this middleware cleared as placeholders."""
@@ -108,24 +114,41 @@ class ConversationView:
         same = self.reused(messages, stale)
         self._pending = {}
         self._stamp = now_iso()
-        if same < len(self.keys) or not self.keys:
+        if same < self.held or not self.held:
             same = self._restart(messages, same, stale, settled_from)
         for message in messages[same:]:
             self._add(message)
 
+    @property
+    def held(self) -> int:
+        """How many leading messages the view stands for (the settled ones included)."""
+        return self.base + len(self.keys)
+
     def _reusable(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
-        """How many leading messages are those the last call converted (module docstring)."""
-        seen = self.keys
+        """How many leading messages are those the last call converted (module docstring).
+
+        A settled prefix is known by its first message and the one after it only (the keys
+        of its messages are not kept: reading them is a pass over the history): it still
+        stands when both carry the ids they had, as the settled mark is checked."""
+        seen, base = self.keys, self.base
         if stale != self.stale or not seen:
             return 0
-        last = len(seen) - 1
+        first = self._first if base else seen[0]
+        last = self.held - 1
         if (
             len(messages) > last
-            and _has_id(messages[0], seen[0])
-            and _has_id(messages[last], seen[last])
+            and _has_id(messages[0], first)
+            and _has_id(messages[last], seen[-1])
         ):
-            return len(seen)
-        return shared_prefix_length([_key(message) for message in messages], seen)
+            return self.held
+        if base and not (
+            len(messages) > base
+            and _matches(messages[0], first)
+            and _matches(messages[base], seen[0])
+        ):
+            return 0
+        tail = messages[base:] if base else messages
+        return base + shared_prefix_length([_key(message) for message in tail], seen)
 
     def _clears_applied(self, messages: Sequence[BaseMessage]) -> bool:
         """The messages hold the placeholders of the results the last call cleared."""
@@ -161,7 +184,8 @@ class ConversationView:
                 message = messages[index]
                 entries.append(self._convert(message, (message.id or "") not in stale, self._stamp))
         self.base = base
-        self.keys = _keys(messages[:held])
+        self._first = _key(messages[0]) if base else None
+        self.keys = _keys(messages[base:held])
         self.entries = entries
         present = [entry for entry in entries if entry is not None]
         self.normalizer = MessageNormalizer()
@@ -196,7 +220,7 @@ class ConversationView:
         )[1]
 
     def _add(self, message: BaseMessage) -> None:
-        index = len(self.keys)
+        index = self.held
         entry = self._convert(message, (message.id or "") not in self.stale, self._stamp)
         self.keys.append(_key(message))
         self.entries.append(entry)
@@ -300,6 +324,11 @@ _ID = attrgetter("id")
 def _key(message: BaseMessage) -> object:
     """What the view keeps for a message: its id, or the message when it has none."""
     return message if message.id is None else message.id
+
+
+def _matches(message: BaseMessage, key: object) -> bool:
+    """The message is the one kept as `key`: by id, or by equality when it has none."""
+    return bool(key == _key(message))
 
 
 def _has_id(message: BaseMessage, key: object) -> bool:

@@ -66,9 +66,12 @@ checkpointed thread holds that first call costs the tail, not the history (one p
 every message's ids when the mark does not fit); a compaction converts the settled messages
 for its summary.
 
-What survives between calls (when the last model call happened, which kept messages carry a
-stale usage, the failure count, the summary requests spent, who wrote the last summary, where
-the settled part ended) lives in the agent state under the private key `unbounded`.
+What survives between calls lives in the agent state under two private keys: when the last
+model call happened under `unbounded_turn` (written after every call, and small), the
+archive, which kept messages carry a stale usage, the failure count, the summary requests
+spent, who wrote the last summary and where the settled part ended under `unbounded`
+(written only by a call that changes it: a checkpointer stores a key's whole value each time
+it is written).
 Importing this module needs `langchain>=1.0` (`pip install 'unbounded[langchain]'`).
 """
 
@@ -170,6 +173,9 @@ from unbounded.tokens.estimate import estimate_messages_tokens
 SUMMARY_SOURCE = "summarization"
 """`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
 STATE_KEY: Final = "unbounded"
+TURN_KEY: Final = "unbounded_turn"
+"""The private key written after every model call, apart from `STATE_KEY`: a checkpointer
+stores a key's whole value each time it is written, and `STATE_KEY` holds the archive."""
 SUMMARY_RETRIES = 2
 """Retries of a summary call that failed with a transient error (with backoff), by default."""
 
@@ -178,7 +184,8 @@ class ContextState(TypedDict, total=False):
     """What the middleware keeps in the agent state between model calls."""
 
     last_model_at: str
-    """When the model last answered (ISO 8601, UTC): the time-based microcompaction tier."""
+    """Where a thread saved before `TurnState` kept when the model last answered: read only
+    when the state has no `TURN_KEY` yet (never written now)."""
     stale_usage_ids: list[str]
     """Kept messages whose reported usage predates the last compaction (not an anchor)."""
     failures: int
@@ -196,11 +203,31 @@ class ContextState(TypedDict, total=False):
     middleware scans from there (`unbounded.integrations._langchain_settled`)."""
 
 
-class UnboundedAgentState(AgentState[Any]):
-    """The agent state with the middleware's private `unbounded` key."""
+class TurnState(TypedDict, total=False):
+    """What the middleware writes after every model call (small: the checkpoint of a call
+    that clears nothing does not store the archive again)."""
 
-    # (the ignore is for type checks without langchain installed, where the base is Any)
+    last_model_at: str
+    """When the model last answered (ISO 8601, UTC): the time-based microcompaction tier."""
+
+
+class UnboundedAgentState(AgentState[Any]):
+    """The agent state with the middleware's private `unbounded` and `unbounded_turn` keys."""
+
+    # (the ignores are for type checks without langchain installed, where the base is Any)
     unbounded: NotRequired[Annotated[ContextState, PrivateStateAttr]]  # type: ignore[valid-type]
+    unbounded_turn: NotRequired[Annotated[TurnState, PrivateStateAttr]]  # type: ignore[valid-type]
+
+
+def _last_model_at(state: Mapping[str, Any]) -> str | None:
+    """When the model last answered on this thread: the turn key, else where a thread saved
+    before it kept the time (inside `STATE_KEY`)."""
+    turn = state.get(TURN_KEY)
+    if isinstance(turn, Mapping) and turn.get("last_model_at"):
+        return str(turn["last_model_at"])
+    context = state.get(STATE_KEY)
+    earlier = context.get("last_model_at") if isinstance(context, Mapping) else None
+    return str(earlier) if earlier else None
 
 
 # --------------------------------------------------------------------------- conversion
@@ -941,10 +968,10 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     def after_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Remember when the model answered (whether the prompt cache is still warm)."""
-        context: ContextState = (state.get(STATE_KEY) or ContextState()).copy()
-        context["last_model_at"] = self._clock().astimezone(timezone.utc).isoformat()
-        return {STATE_KEY: context}
+        """Remember when the model answered (whether the prompt cache is still warm), in the
+        small turn key: `STATE_KEY` (the archive) is written only when it changes."""
+        turn = TurnState(last_model_at=self._clock().astimezone(timezone.utc).isoformat())
+        return {TURN_KEY: turn}
 
     async def aafter_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
@@ -971,7 +998,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             lead += 1
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
-        last_reply_at = parse_timestamp(plan.context.get("last_model_at"))
+        last_reply_at = parse_timestamp(_last_model_at(state))
         conversation = messages[lead:] if lead else messages
         now: datetime | None = None
         with self._lock:
@@ -1373,6 +1400,7 @@ class _Plan:
 __all__ = [
     "ChatModelSummarizer",
     "ContextState",
+    "TurnState",
     "UnboundedAgentState",
     "UnboundedMiddleware",
     "is_summary_message",
