@@ -190,6 +190,9 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
     telling lines, else its first lines. An unflagged one failed only for a command that does
     more than read and whose output has a failure line.
     """
+    if not flagged and (command is None or is_read_only(command)):
+        # Told before the output is scanned: a read's output (a file) is often long.
+        return ""
     lines = output.splitlines()
     telling = [i for i, line in enumerate(lines) if _FAILURE_LINE.search(line)]
     if command is not None and warns(command):
@@ -201,7 +204,7 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
         if telling:
             return _excerpt(lines, [first, *telling])
         return "\n".join(line.rstrip() for line in lines if line.strip())[:EXCERPT_CHARS]
-    if command is None or is_read_only(command) or not telling:
+    if not telling:
         return ""
     return _excerpt(lines, telling)
 
