@@ -82,6 +82,28 @@ _FAILURE_LINE = re.compile(
     r"|^\s*Failed to (?:start|bind|listen)\b|\bEADDRINUSE\b|\baddress already in use\b"
     r"|\bIs port \d+ in use\b"
 )
+_FAILURE_WORDS = (
+    "rror",
+    "fatal",
+    "Exception",
+    "Traceback",
+    "FAIL",
+    "ERR!",
+    "Exit code",
+    "command not found",
+    "No such file",
+    "fail",
+    "Fail",
+    "undefined",
+    "false",
+    "EADDRINUSE",
+    "address already in use",
+    "Is port",
+    "** (",
+)
+"""A line `_FAILURE_LINE` finds holds one of these (each of its patterns needs one): an
+output with none has no failure line, told without running the patterns line by line (some
+10 us a line)."""
 _WARNING_LINE = re.compile(r"^\s*warning:", re.I)
 _DEPENDENCY_HEADER = re.compile(r"^==> \S")
 WARNING_SUBCOMMANDS = frozenset({"compile", "build", "credo", "lint", "check", "vet", "clippy"})
@@ -190,8 +212,15 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
     telling lines, else its first lines. An unflagged one failed only for a command that does
     more than read and whose output has a failure line.
     """
+    if not flagged and (command is None or is_read_only(command)):
+        # Told before the output is scanned: a read's output (a file) is often long.
+        return ""
     lines = output.splitlines()
-    telling = [i for i, line in enumerate(lines) if _FAILURE_LINE.search(line)]
+    telling = (
+        [i for i, line in enumerate(lines) if _FAILURE_LINE.search(line)]
+        if any(word in output for word in _FAILURE_WORDS)
+        else []
+    )
     if command is not None and warns(command):
         telling = sorted({*telling, *_own_warnings(lines)})
     if flagged:
@@ -201,7 +230,7 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
         if telling:
             return _excerpt(lines, [first, *telling])
         return "\n".join(line.rstrip() for line in lines if line.strip())[:EXCERPT_CHARS]
-    if command is None or is_read_only(command) or not telling:
+    if not telling:
         return ""
     return _excerpt(lines, telling)
 

@@ -43,10 +43,15 @@ def renamed_tool_id(tool_id: str, taken: Container[str]) -> str:
 class ToolCallNames:
     """Names the tool calls of a conversation read in order (see the module docstring)."""
 
-    __slots__ = ("_open", "_taken")
+    __slots__ = ("_open", "_own", "_taken")
 
-    def __init__(self) -> None:
-        self._taken: set[str] = set()
+    def __init__(self, taken: Container[str] | None = None) -> None:
+        """`taken`: the names given so far, when the caller keeps them itself (it must add
+        each name `call` returns before the next call); by default they are kept here."""
+        self._own: set[str] | None = None
+        if taken is None:
+            taken = self._own = set()
+        self._taken = taken
         # Original id -> names of this reply's calls with that id still waiting for a result.
         self._open: dict[str, list[str]] = {}
 
@@ -57,7 +62,8 @@ class ToolCallNames:
     def call(self, tool_id: str) -> str:
         """The name of a tool call with this id (the id itself when valid and not taken)."""
         name = renamed_tool_id(tool_id, self._taken)
-        self._taken.add(name)
+        if self._own is not None:
+            self._own.add(name)
         self._open.setdefault(tool_id, []).append(name)
         return name
 

@@ -13,9 +13,8 @@ the entries, so a transcript that keeps its older entries on disk
 
 from __future__ import annotations
 
-import sys
+from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
@@ -67,35 +66,261 @@ def clip(text: str, limit: int = _DESCRIBE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-@dataclass(slots=True)
+_NONE = -1
+"""A result position or text column's value for "none"."""
+
+
+class _CallColumns:
+    """The fields of tool calls as columns, one row a call: numbers packed, each distinct
+    name, path or command held once. Over a long run the index holds these rows for every
+    call ever made, after the entries themselves went to disk: a row costs some 60 bytes,
+    where an object with its own numbers and dict slot cost some 400."""
+
+    __slots__ = (
+        "_text_numbers",
+        "blocks",
+        "errors",
+        "numbers",
+        "positions",
+        "result_blocks",
+        "results",
+        "source_of",
+        "sources",
+        "text_ids",
+        "texts",
+        "tokens",
+        "transcript_ids",
+    )
+
+    def __init__(self) -> None:
+        self.positions = array("q")
+        self.blocks = array("I")  # a block's place in its message
+        self.numbers = array("q")
+        self.results = array("q")
+        self.result_blocks = array("I")
+        self.tokens = array("q")
+        self.errors = bytearray()
+        # name, read path, write path, command: an index into `texts` each (-1: none).
+        self.text_ids = tuple(array("i") for _ in range(4))
+        self.texts: list[str] = []
+        self._text_numbers: dict[str, int] = {}
+        self.sources: list[Sequence[Entry]] = []
+        self.source_of = array("I")
+        self.transcript_ids: dict[int, str] = {}
+        """Rows whose transcript id is not their id (a repeat renamed): few."""
+
+    def text_id(self, text: str | None) -> int:
+        """The place of `text` in `texts` (added when new; -1 for None)."""
+        if text is None:
+            return _NONE
+        number = self._text_numbers.get(text)
+        if number is None:
+            number = self._text_numbers[text] = len(self.texts)
+            self.texts.append(text)
+        return number
+
+    def text(self, column: int, row: int) -> str | None:
+        """A row's name (column 0), read path, write path or command (3)."""
+        number = self.text_ids[column][row]
+        return None if number == _NONE else self.texts[number]
+
+    def source_id(self, source: Sequence[Entry]) -> int:
+        """The place of `source` in `sources` (the latest one unless another is given)."""
+        if not self.sources or self.sources[-1] is not source:
+            self.sources.append(source)
+        return len(self.sources) - 1
+
+    def add(
+        self,
+        texts: tuple[str, str | None, str | None, str | None],
+        use: tuple[int, int, int],
+        result: tuple[int | None, int, int, bool],
+        transcript_id: str,
+        source: Sequence[Entry],
+    ) -> int:
+        """A new row: (name, read path, write path, command), (use position, block, number),
+        (result position, block, tokens, is_error); returns its place."""
+        row = len(self.positions)
+        for column, text in zip(self.text_ids, texts, strict=True):
+            column.append(self.text_id(text))
+        self.positions.append(use[0])
+        self.blocks.append(use[1])
+        self.numbers.append(use[2])
+        position, block, tokens, is_error = result
+        self.results.append(_NONE if position is None else position)
+        self.result_blocks.append(block)
+        self.tokens.append(tokens)
+        self.errors.append(is_error)
+        self.source_of.append(self.source_id(source))
+        if transcript_id:
+            self.transcript_ids[row] = transcript_id
+        return row
+
+
+_FIELDS = (
+    "id",
+    "name",
+    "use_position",
+    "read_path",
+    "write_path",
+    "command",
+    "use_block",
+    "number",
+    "result_position",
+    "result_block",
+    "result_tokens",
+    "is_error",
+    "transcript_id",
+)
+"""A call's fields, in the order `ToolCall` takes them."""
+
+
 class ToolCall:
     """One tool call of the transcript and where its result is.
 
-    The call's input and time are read back from its entry when asked for (`input`, `time`),
-    not held: over a long run the index would otherwise keep every call's input dict and
-    timestamp string after the entries themselves went to disk."""
+    Its fields are a row of its index's columns (`_CallColumns`), read when asked for, so
+    the call sees its result arrive; the call's input and time are read back from its entry
+    (`input`, `time`), not held: over a long run the index would otherwise keep every call's
+    input dict and timestamp string after the entries themselves went to disk."""
 
-    id: str
-    name: str
-    use_position: int
-    """Index of the entry holding the tool_use."""
-    read_path: str | None
-    write_path: str | None
-    command: str | None
-    use_block: int = 0
-    """The tool_use's place among that entry's content blocks."""
-    number: int = 0
-    """The call's place in call order (0 for the transcript's first call)."""
-    result_position: int | None = None
-    """Index of the entry holding the tool_result (None until the result arrives)."""
-    result_block: int = 0
-    """The tool_result's place among that entry's content blocks."""
-    result_tokens: int = 0
-    is_error: bool = False
-    transcript_id: str = ""
-    """The id the transcript gives the call, when it is not `id` (a repeat renamed here)."""
-    source: Sequence[Entry] = field(default=(), repr=False, compare=False)
-    """The entries the call and its result are read back from."""
+    __slots__ = ("_columns", "_row", "id")
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        use_position: int,
+        read_path: str | None,
+        write_path: str | None,
+        command: str | None,
+        use_block: int = 0,
+        number: int = 0,
+        result_position: int | None = None,
+        result_block: int = 0,
+        result_tokens: int = 0,
+        is_error: bool = False,
+        transcript_id: str = "",
+        source: Sequence[Entry] = (),
+    ) -> None:
+        columns = _CallColumns()
+        self._attach(
+            id,
+            columns,
+            columns.add(
+                (name, read_path, write_path, command),
+                (use_position, use_block, number),
+                (result_position, result_block, result_tokens, is_error),
+                transcript_id,
+                source,
+            ),
+        )
+
+    def _attach(self, id: str, columns: _CallColumns, row: int) -> None:
+        self.id = id
+        self._columns = columns
+        self._row = row
+
+    @classmethod
+    def _of_row(cls, id: str, columns: _CallColumns, row: int) -> ToolCall:
+        call = cls.__new__(cls)
+        call._attach(id, columns, row)
+        return call
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self._columns.text(0, self._row) or ""
+
+    @property
+    def read_path(self) -> str | None:
+        """The file the call read (None when it read none)."""
+        return self._columns.text(1, self._row)
+
+    @property
+    def write_path(self) -> str | None:
+        """The file the call wrote (None when it wrote none)."""
+        return self._columns.text(2, self._row)
+
+    @property
+    def command(self) -> str | None:
+        """The shell command the call ran (None when it ran none)."""
+        return self._columns.text(3, self._row)
+
+    @property
+    def use_position(self) -> int:
+        """Index of the entry holding the tool_use."""
+        return self._columns.positions[self._row]
+
+    @property
+    def use_block(self) -> int:
+        """The tool_use's place among that entry's content blocks."""
+        return self._columns.blocks[self._row]
+
+    @property
+    def number(self) -> int:
+        """The call's place in call order (0 for the transcript's first call)."""
+        return self._columns.numbers[self._row]
+
+    @property
+    def result_position(self) -> int | None:
+        """Index of the entry holding the tool_result (None until the result arrives)."""
+        position = self._columns.results[self._row]
+        return None if position == _NONE else position
+
+    @property
+    def result_block(self) -> int:
+        """The tool_result's place among that entry's content blocks."""
+        return self._columns.result_blocks[self._row]
+
+    @property
+    def result_tokens(self) -> int:
+        """The result's estimated tokens (0 until it arrives)."""
+        return self._columns.tokens[self._row]
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the result is an error."""
+        return bool(self._columns.errors[self._row])
+
+    @property
+    def transcript_id(self) -> str:
+        """The id the transcript gives the call, when it is not `id` (a repeat renamed here)."""
+        return self._columns.transcript_ids.get(self._row, "")
+
+    @property
+    def source(self) -> Sequence[Entry]:
+        """The entries the call and its result are read back from."""
+        columns = self._columns
+        return columns.sources[columns.source_of[self._row]]
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.id,
+            self.name,
+            self.use_position,
+            self.read_path,
+            self.write_path,
+            self.command,
+            self.use_block,
+            self.number,
+            self.result_position,
+            self.result_block,
+            self.result_tokens,
+            self.is_error,
+            self.transcript_id,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        # Equal when every field but the source is (as the dataclass it was compared).
+        if not isinstance(other, ToolCall):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and its result changes
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(_FIELDS, self._fields(), strict=True))
+        return f"ToolCall({shown})"
 
     @property
     def input(self) -> Any:
@@ -111,9 +336,10 @@ class ToolCall:
     @property
     def result(self) -> Any:
         """The tool_result block's content (None until the result arrives)."""
-        if self.result_position is None:
+        position = self.result_position
+        if position is None:
             return None
-        block = _block_at(self.source, self.result_position, self.result_block)
+        block = _block_at(self.source, position, self.result_block)
         return block.get("content") if block is not None else None
 
     def describe(self) -> str:
@@ -137,25 +363,21 @@ def _block_at(source: Sequence[Entry], position: int, place: int) -> Mapping[str
     return cast("Mapping[str, Any]", block) if isinstance(block, dict) else None
 
 
-def _shared(text: str | None) -> str | None:
-    """One string for every call naming the same file or command (a long run reads the same
-    files again and again, and the index outlives the entries each copy came from)."""
-    return sys.intern(text) if text is not None else None
-
-
 class TranscriptIndex:
     """Tool calls by id, in call order (see the module docstring)."""
 
-    __slots__ = ("_entries", "_last", "_names", "_reply", "_scanned", "calls")
+    __slots__ = ("_columns", "_entries", "_last", "_names", "_reply", "_scanned", "calls")
 
     def __init__(self) -> None:
         self.calls: dict[str, ToolCall] = {}
+        self._columns = _CallColumns()
         self._entries: Sequence[Entry] = ()
         self._scanned = 0
         self._last: Entry | None = None
         # A provider may repeat a tool_use id: the repeat is named as the normalizer names it
-        # (model/tool_ids.py), so recall finds both calls, each with its own result.
-        self._names = ToolCallNames()
+        # (model/tool_ids.py), so recall finds both calls, each with its own result. The
+        # names taken are the keys of `calls`, not a second set of them.
+        self._names = ToolCallNames(taken=self.calls)
         self._reply: object = None
 
     def update(self, entries: Sequence[Entry]) -> TranscriptIndex:
@@ -163,7 +385,8 @@ class TranscriptIndex:
         start = self._scanned
         if start > len(entries) or (start and not entry_in_place(entries, start - 1, self._last)):
             self.calls = {}
-            self._names = ToolCallNames()
+            self._columns = _CallColumns()
+            self._names = ToolCallNames(taken=self.calls)
             self._reply = None
             start = 0
         self._entries = entries
@@ -193,27 +416,34 @@ class TranscriptIndex:
                 tool_id = block.get("id")
                 if isinstance(tool_id, str):
                     name = self._names.call(tool_id)
-                    self.calls[name] = ToolCall(
-                        id=name,
-                        transcript_id=tool_id if tool_id != name else "",
-                        # One string per tool name, not one per call.
-                        name=sys.intern(str(block.get("name", ""))),
-                        use_position=position,
-                        use_block=place,
-                        number=len(self.calls),
-                        read_path=_shared(read_path_of(block)),
-                        write_path=_shared(file_write_path(block)),
-                        command=_shared(command_of(block)),
-                        source=self._entries,
+                    columns = self._columns
+                    row = columns.add(
+                        (
+                            str(block.get("name", "")),
+                            read_path_of(block),
+                            file_write_path(block),
+                            command_of(block),
+                        ),
+                        (position, place, len(self.calls)),
+                        (None, 0, 0, False),
+                        tool_id if tool_id != name else "",
+                        self._entries,
                     )
+                    self.calls[name] = ToolCall._of_row(name, columns, row)
             elif kind == "tool_result" and entry.type == "user":
                 call = self.calls.get(self._names.result(str(block.get("tool_use_id"))))
                 if call is not None and call.result_position is None:
-                    call.source = self._entries  # the sequence that holds both positions
-                    call.result_position = position
-                    call.result_block = place
-                    call.result_tokens = tool_result_tokens(block)
-                    call.is_error = bool(block.get("is_error"))
+                    self._answer(call, position, place, block)
+
+    def _answer(self, call: ToolCall, position: int, place: int, block: Mapping[str, Any]) -> None:
+        """Write where a call's result is into its row."""
+        columns, row = call._columns, call._row
+        # The sequence that holds both positions.
+        columns.source_of[row] = columns.source_id(self._entries)
+        columns.results[row] = position
+        columns.result_blocks[row] = place
+        columns.tokens[row] = tool_result_tokens(block)
+        columns.errors[row] = bool(block.get("is_error"))
 
     def get(self, tool_use_id: str) -> ToolCall | None:
         """The call with this id, or None."""

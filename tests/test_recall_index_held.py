@@ -1,0 +1,89 @@
+"""What the recall index holds per tool call, counted in bytes between 250 and 750 calls: a
+row of packed columns, the call's id (its key) and a small object reading the row, not an
+object of fields with a number object each, nor a second set of the names taken."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import types
+from typing import Any
+
+from unbounded.model.entries import Entry
+from unbounded.recall.index import TranscriptIndex
+
+_TOOLS = ("Read", "Bash", "Edit")
+
+
+def _entries(calls: int) -> list[Entry]:
+    """A prompt, then per call a reply with one tool call (a read, a run or a write, over 40
+    files) and its result: the entries a replayed session leaves to its index."""
+    entries = [Entry.user("start the work")]
+    for n in range(calls):
+        tool = _TOOLS[n % 3]
+        path = f"/repo/src/module_{n % 40}.py"
+        inputs: dict[str, Any] = {
+            "Read": {"file_path": path},
+            "Bash": {"command": f"pytest -q tests/test_{n % 40}.py"},
+            "Edit": {"file_path": path, "old_string": "a", "new_string": "b"},
+        }
+        use = {"type": "tool_use", "id": f"toolu_{n:012d}", "name": tool, "input": inputs[tool]}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n:012d}", "content": "x" * 600}
+        entries.append(Entry.assistant([use], message_id=f"msg_{n}"))
+        entries.append(Entry.user([result]))
+    return entries
+
+
+_CODE = (type, types.ModuleType, types.FunctionType)
+
+
+def _bytes_held(index: TranscriptIndex, entries: list[Entry]) -> int:
+    """Bytes of the objects reachable from the index, not through the entries it reads back
+    from (a replay keeps them on disk), nor through code."""
+    stop = {id(entries)} | {id(entry) for entry in entries}
+    seen: set[int] = set()
+    total = 0
+    todo: list[object] = [index]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or id(item) in stop or isinstance(item, _CODE):
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        todo.extend(gc.get_referents(item))
+    return total
+
+
+def _indexed(calls: int) -> tuple[TranscriptIndex, list[Entry]]:
+    """The index of `calls` calls, updated a turn at a time over one growing list of entries
+    (as a session's)."""
+    every = _entries(calls)
+    entries = every[:1]
+    index = TranscriptIndex().update(entries)
+    for end in range(3, len(every) + 1, 2):
+        entries.extend(every[end - 2 : end])
+        index.update(entries)
+    return index, entries
+
+
+def test_a_call_costs_the_index_a_row_not_an_object_of_fields() -> None:
+    """500 more calls add under 280 bytes each: the id (some 70 bytes), its dict slot, the
+    call's reading object and its row number, and some 60 bytes of columns (some 250 in all;
+    a second set of the names taken made it some 300, a dataclass with its numbers as
+    objects some 380)."""
+    few_index, few_entries = _indexed(250)
+    many_index, many_entries = _indexed(750)
+    assert len(many_index.calls) == 750
+    grown = _bytes_held(many_index, many_entries) - _bytes_held(few_index, few_entries)
+    assert grown / 500 < 280
+
+
+def test_a_call_read_from_its_row_sees_its_result_arrive() -> None:
+    """A call taken before its result came reads the result from its row once it has."""
+    entries = _entries(2)
+    index = TranscriptIndex().update(entries[:4])  # the second call's result not yet in
+    waiting = index.get("toolu_000000000001")
+    assert waiting is not None and waiting.result_position is None and waiting.result is None
+    index.update(entries)
+    assert waiting.result_position == 4 and waiting.result == "x" * 600
+    assert waiting.result_tokens == 150 and waiting.command == "pytest -q tests/test_1.py"
