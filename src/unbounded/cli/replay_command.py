@@ -159,12 +159,11 @@ class ReplayRow:
 
 REPLAY_GC_THRESHOLD = 10_000
 """Net container allocations between two collections of the cyclic collector's youngest
-generation while the command replays (Python's default is 700). A replay allocates and frees
-tens of containers a call, some of them lists as long as the history: at 700, a generated
-session's collections took 0.07 ms a call at 2,000-4,000 calls and 0.18 at 8,000-10,000
-(1-2.5% of the call, growing with the run); at 10,000 they take 0.01-0.02 ms
-(`benchmarks/replay_gc.py`). Set by the command, not the library: the threshold is the whole
-process's."""
+generation while the command replays (Python's default is 700, reached every 12 calls or
+so). On a generated 10,000-call session the collections took 0.07 ms a call at 2,000-4,000
+calls and 0.18 at 8,000-10,000 (1-2.5% of the call, growing with the run); at 10,000 (a pass
+every 300-400 calls) they take 0.01-0.05 ms, flat (`benchmarks/replay_gc.py`). Set by the
+command, not the library: the threshold is the whole process's."""
 
 
 @contextmanager
