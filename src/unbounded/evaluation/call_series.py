@@ -2,20 +2,21 @@
 
 A replay of 100,000 calls keeps one row per call for its charts and `--series`. As objects
 (`CallPoint`, each with two dicts of baseline figures) a row takes about a kilobyte; as
-columns of `array` numbers it takes about 100 bytes plus 16 per baseline. A row is built back
-into a `CallPoint` only when it is read.
+columns of machine numbers it takes about 80 bytes plus 16 per baseline, and those live in a
+temporary file once a chunk of them is full (`SpillColumn`): the report reads them only at the
+end. A row is built back into a `CallPoint` only when it is read.
 """
 
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal, overload
 
 from unbounded.errors import ConfigError
+from unbounded.evaluation.simulated_calls import SpillColumn, SpillFile
 
 CompactionKind = Literal["full", "session_memory"]
 _KINDS: tuple[CompactionKind | None, ...] = (None, "full", "session_memory")
@@ -87,25 +88,43 @@ class CallSeries(Sequence[CallPoint]):
     """Replayed calls' figures in columns; reads as a sequence of `CallPoint` (module
     docstring). Every row has the figures of the same baselines, named by the first."""
 
-    def __init__(self) -> None:
-        self._ints = {name: array("q") for name in _INT_COLUMNS}
-        self._time = array("d")
-        self._cost = array("d")
-        self._recorded_tokens = array("q")
-        self._recorded_cost = array("d")  # NaN: no recorded usage
-        self._compaction = array("b")
-        self._microcompact = array("b")
+    def __init__(self, chunk: int | None = None) -> None:
+        """`chunk`: items a column keeps in memory (default `CHUNK`, read when made)."""
+        self._file = file = SpillFile()
+        self._chunk = chunk
+        self._ints = {name: SpillColumn("q", file, chunk) for name in _INT_COLUMNS}
+        self._time = SpillColumn("d", file, chunk)
+        self._cost = SpillColumn("d", file, chunk)
+        self._recorded_tokens = SpillColumn("q", file, chunk)
+        self._recorded_cost = SpillColumn("d", file, chunk)  # NaN: no recorded usage
+        self._compaction = SpillColumn("b", file, chunk)
+        self._microcompact = SpillColumn("b", file, chunk)
         self._baselines: tuple[str, ...] | None = None
-        self._baseline_tokens: list[array[int]] = []
-        self._baseline_cost: list[array[float]] = []
+        self._baseline_tokens: list[SpillColumn] = []
+        self._baseline_cost: list[SpillColumn] = []
+
+    def columns(self) -> list[SpillColumn]:
+        """Every column, for what they hold."""
+        return [
+            *self._ints.values(),
+            self._time,
+            self._cost,
+            self._recorded_tokens,
+            self._recorded_cost,
+            self._compaction,
+            self._microcompact,
+            *self._baseline_tokens,
+            *self._baseline_cost,
+        ]
 
     def append(self, point: CallPoint) -> None:
         """Add one call's figures (its baselines must be those of the first call)."""
         names = tuple(point.baseline_context_tokens)
         if self._baselines is None:
             self._baselines = names
-            self._baseline_tokens = [array("q") for _ in names]
-            self._baseline_cost = [array("d") for _ in names]
+            file, chunk = self._file, self._chunk
+            self._baseline_tokens = [SpillColumn("q", file, chunk) for _ in names]
+            self._baseline_cost = [SpillColumn("d", file, chunk) for _ in names]
         if names != self._baselines or tuple(point.baseline_cost) != names:
             raise ConfigError(
                 f"call {point.index}: baseline figures for {list(names)} (costs for "
@@ -144,8 +163,41 @@ class CallSeries(Sequence[CallPoint]):
         return self._row(row)
 
     def __iter__(self) -> Iterator[CallPoint]:
-        for row in range(len(self)):
-            yield self._row(row)
+        # Column by column, chunk by chunk: no position lookups per item.
+        names = self._baselines or ()
+        width = len(names)
+        rows = zip(
+            *(self._ints[name] for name in _INT_COLUMNS),
+            self._time,
+            self._cost,
+            self._recorded_tokens,
+            self._recorded_cost,
+            self._compaction,
+            self._microcompact,
+            *self._baseline_tokens,
+            *self._baseline_cost,
+            strict=True,
+        )
+        for row in rows:
+            index, context, read, write, uncached, output = row[:6]
+            time, cost, recorded, recorded_cost, compaction, microcompact = row[6:12]
+            tokens, costs = row[12 : 12 + width], row[12 + width :]
+            yield CallPoint(
+                index=index,
+                time=time,
+                context_tokens=context,
+                cache_read=read,
+                cache_write=write,
+                uncached_input=uncached,
+                output_tokens=output,
+                cost=cost,
+                recorded_context_tokens=None if recorded == _NO_TOKENS else recorded,
+                recorded_cost=None if math.isnan(recorded_cost) else recorded_cost,
+                baseline_context_tokens=dict(zip(names, tokens, strict=True)),
+                baseline_cost=dict(zip(names, costs, strict=True)),
+                compaction=_KINDS[compaction],
+                microcompact=bool(microcompact),
+            )
 
     def _row(self, row: int) -> CallPoint:
         ints = self._ints

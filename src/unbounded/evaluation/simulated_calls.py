@@ -7,13 +7,23 @@ takes about 100 bytes, and reads back as an equal `SimulatedCall`, built when it
 Token counts, the call index and prices take 8 bytes each; flat positions (breakpoints, the
 last block read), where each call's breakpoints end and the codes of its names take 4 (a
 request of 2**31 blocks is not one the API takes).
+
+The columns are read back only for the report, at the end: each keeps its newest `CHUNK`
+items in memory and moves every full chunk to its table's anonymous temporary file
+(`SpillColumn`), so a table holds at most a chunk a column whatever the length of the replay
+(at 100,000 calls the six strategies' columns would otherwise hold about 75 MB). A table of
+fewer than `CHUNK` calls never opens a file.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+import weakref
 from array import array
-from collections.abc import Iterator, Sequence
-from typing import overload
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from typing import IO, Any, overload
 
 from unbounded.caching.simulator import SimulatedCall
 
@@ -29,23 +39,138 @@ _INT_FIELDS = (
 _FLOAT_FIELDS = ("time", "cost_usd", "cache_write_cost_usd", "cache_read_cost_usd")
 _NOTHING_READ = -1
 """The `read_until` column's code for a call that read nothing from the cache."""
+CHUNK = 4096
+"""Items a `SpillColumn` keeps in memory before it moves them to its file (32 KiB of 8-byte
+items: a read back costs one `pread` per chunk, not one per item)."""
+
+
+class SpillFile:
+    """An anonymous temporary file that the columns of one table move their full chunks to;
+    opened at the first chunk, deleted when the table is collected."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._end = 0
+
+    def write(self, data: bytes) -> int:
+        """Append `data` at the end of the file; the offset it starts at."""
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="unbounded-columns-")  # noqa: SIM115
+            weakref.finalize(self, self._file.close)
+        descriptor, offset = self._file.fileno(), self._end
+        written = 0
+        while written < len(data):  # pwrite may write part of it
+            written += os.pwrite(descriptor, data[written:], offset + written)
+        self._end += len(data)
+        return offset
+
+    def read(self, offset: int, size: int) -> bytes:
+        """`size` bytes written before, from `offset`."""
+        if self._file is None:
+            raise IndexError(f"nothing was written at {offset}: the file is empty")
+        descriptor = self._file.fileno()
+        parts: list[bytes] = []
+        while size:  # pread may return part of it
+            part = os.pread(descriptor, size, offset)
+            if not part:
+                raise IndexError(f"{size} bytes at {offset} were never written")
+            parts.append(part)
+            offset += len(part)
+            size -= len(part)
+        return b"".join(parts)
+
+
+class SpillColumn:
+    """A column of machine numbers (an `array` type code) that keeps its newest chunk in
+    memory and the full chunks before it in a `SpillFile`; reads by position like an array.
+    The last chunk read back is kept, so reading in order costs one file read a chunk."""
+
+    __slots__ = ("_cached", "_cached_chunk", "_chunk", "_file", "_offsets", "_tail")
+
+    def __init__(self, typecode: str, file: SpillFile, chunk: int | None = None) -> None:
+        self._tail: array[Any] = array(typecode)
+        self._file = file
+        self._chunk = chunk or CHUNK
+        self._offsets = array("q")
+        """Where each full chunk starts in the file, in order."""
+        self._cached: array[Any] = array(typecode)
+        self._cached_chunk = -1
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes an item takes."""
+        return self._tail.itemsize
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of items this column holds in memory (its newest chunk and the one last
+        read back), not counting the ones in its file."""
+        return (len(self._tail) + len(self._cached)) * self.itemsize
+
+    def append(self, value: Any) -> None:
+        """Add one item at the end."""
+        self._tail.append(value)
+        if len(self._tail) >= self._chunk:
+            self._offsets.append(self._file.write(self._tail.tobytes()))
+            del self._tail[:]
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Add items at the end, in order."""
+        for value in values:
+            self.append(value)
+
+    def __len__(self) -> int:
+        return len(self._offsets) * self._chunk + len(self._tail)
+
+    def _chunk_items(self, chunk: int) -> array[Any]:
+        if chunk == len(self._offsets):
+            return self._tail
+        if chunk != self._cached_chunk:
+            cached = array(self._tail.typecode)
+            cached.frombytes(self._file.read(self._offsets[chunk], self._chunk * self.itemsize))
+            self._cached, self._cached_chunk = cached, chunk
+        return self._cached
+
+    def __getitem__(self, position: int) -> Any:
+        size = len(self)
+        row = position + size if position < 0 else position
+        if not 0 <= row < size:
+            raise IndexError(f"column index {position} out of range ({size} items)")
+        chunk, at = divmod(row, self._chunk)
+        return self._chunk_items(chunk)[at]
+
+    def items(self, start: int, stop: int) -> list[Any]:
+        """The items from `start` to `stop` (positions from 0, `stop` excluded)."""
+        out: list[Any] = []
+        while start < stop:
+            chunk, at = divmod(start, self._chunk)
+            items = self._chunk_items(chunk)[at : at + stop - start]
+            out.extend(items)
+            start += len(items)
+        return out
+
+    def __iter__(self) -> Iterator[Any]:
+        for chunk in range(len(self._offsets) + 1):
+            yield from self._chunk_items(chunk)
 
 
 class SimulatedCalls(Sequence[SimulatedCall]):
     """Simulated calls in columns; reads as a sequence of `SimulatedCall` (module docstring)."""
 
-    def __init__(self) -> None:
-        self._ints = {name: array("q") for name in _INT_FIELDS}
-        self._floats = {name: array("d") for name in _FLOAT_FIELDS}
-        self._read_until = array("i")
-        self._breakpoints = array("i")
+    def __init__(self, chunk: int | None = None) -> None:
+        """`chunk`: items a column keeps in memory (default `CHUNK`, read when made)."""
+        file = SpillFile()
+        self._ints = {name: SpillColumn("q", file, chunk) for name in _INT_FIELDS}
+        self._floats = {name: SpillColumn("d", file, chunk) for name in _FLOAT_FIELDS}
+        self._read_until = SpillColumn("i", file, chunk)
+        self._breakpoints = SpillColumn("i", file, chunk)
         """Every call's breakpoints, one after the other; `_ends` says where each call's end."""
-        self._ends = array("I")
+        self._ends = SpillColumn("I", file, chunk)
         self._names: list[str] = []
         """The distinct query sources and models, coded by position."""
         self._codes: dict[str, int] = {}
-        self._source = array("I")
-        self._model = array("I")
+        self._source = SpillColumn("I", file, chunk)
+        self._model = SpillColumn("I", file, chunk)
 
     def append(self, call: SimulatedCall) -> None:
         """Add one call."""
@@ -90,8 +215,40 @@ class SimulatedCalls(Sequence[SimulatedCall]):
         return self._row(row)
 
     def __iter__(self) -> Iterator[SimulatedCall]:
-        for row in range(len(self)):
-            yield self._row(row)
+        # Column by column, chunk by chunk: no position lookups per item.
+        names = self._names
+        breakpoints = iter(self._breakpoints)
+        start = 0
+        rows = zip(
+            *(self._ints[name] for name in _INT_FIELDS),
+            *(self._floats[name] for name in _FLOAT_FIELDS),
+            self._read_until,
+            self._ends,
+            self._source,
+            self._model,
+            strict=True,
+        )
+        for row in rows:
+            index, uncached, write_5m, write_1h, read, output, deleted = row[:7]
+            time, cost, write_cost, read_cost, read_until, end, source, model = row[7:]
+            yield SimulatedCall(
+                index=index,
+                time=time,
+                query_source=names[source],
+                model=names[model],
+                input_tokens=uncached,
+                cache_creation_5m_input_tokens=write_5m,
+                cache_creation_1h_input_tokens=write_1h,
+                cache_read_input_tokens=read,
+                output_tokens=output,
+                cost_usd=cost,
+                cache_deleted_input_tokens=deleted,
+                breakpoints=tuple(islice(breakpoints, end - start)),
+                read_until=None if read_until == _NOTHING_READ else read_until,
+                cache_write_cost_usd=write_cost,
+                cache_read_cost_usd=read_cost,
+            )
+            start = end
 
     def _row(self, row: int) -> SimulatedCall:
         ints, floats = self._ints, self._floats
@@ -109,11 +266,24 @@ class SimulatedCalls(Sequence[SimulatedCall]):
             output_tokens=ints["output_tokens"][row],
             cost_usd=floats["cost_usd"][row],
             cache_deleted_input_tokens=ints["cache_deleted_input_tokens"][row],
-            breakpoints=tuple(self._breakpoints[start : self._ends[row]]),
+            breakpoints=tuple(self._breakpoints.items(start, self._ends[row])),
             read_until=None if read_until == _NOTHING_READ else read_until,
             cache_write_cost_usd=floats["cache_write_cost_usd"][row],
             cache_read_cost_usd=floats["cache_read_cost_usd"][row],
         )
 
 
-__all__ = ["SimulatedCalls"]
+    def columns(self) -> list[SpillColumn]:
+        """Every column, for what they hold."""
+        return [
+            *self._ints.values(),
+            *self._floats.values(),
+            self._read_until,
+            self._breakpoints,
+            self._ends,
+            self._source,
+            self._model,
+        ]
+
+
+__all__ = ["CHUNK", "SimulatedCalls", "SpillColumn", "SpillFile"]
