@@ -113,10 +113,13 @@ class ReplaySettings:
         }
         return body
 
-    def simulator(self, tools: Sequence[Mapping[str, Any]] = ()) -> CacheSimulator:
+    def simulator(
+        self, tools: Sequence[Mapping[str, Any]] = (), *, fold_settled: bool = False
+    ) -> CacheSimulator:
         """A fresh cache simulator for one strategy (warm prefix primed, after the tools the
-        strategy's requests declare)."""
-        return self.prefix.simulator(
+        strategy's requests declare); `fold_settled` for a strategy whose requests carry
+        their only message marker on the last message (`CacheSimulator.fold_settled`)."""
+        simulator = self.prefix.simulator(
             self.model,
             self.model_name,
             time=self.start_time,
@@ -124,6 +127,8 @@ class ReplaySettings:
             other_models=self.call_models,
             tools=tools,
         )
+        simulator.fold_settled = fold_settled
+        return simulator
 
 
 @dataclass(slots=True)
@@ -380,7 +385,7 @@ class Baseline:
     def step(self, call: RecordedCall, plan: CallPlan) -> SimulatedCall:
         """Price the plan on this strategy's own simulator and account for it."""
         if self.simulator is None:
-            self.simulator = self.settings.simulator()
+            self.simulator = self.settings.simulator(fold_settled=True)
         side = [
             self.simulator.step(
                 call.request_time,
@@ -456,7 +461,7 @@ def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str
     for baseline in others:
         if not baseline.diverged and plans[baseline.name].changed:
             if reference.simulator is None:
-                reference.simulator = reference.settings.simulator()
+                reference.simulator = reference.settings.simulator(fold_settled=True)
             baseline.simulator = reference.simulator.fork()
     results = {reference.name: reference.step(call, plans[reference.name])}
     for baseline in others:
