@@ -63,11 +63,13 @@ _CODE = (type, types.ModuleType, types.FunctionType)
 def _objects_held(strategies: list[Baseline]) -> int:
     """Objects reachable from the strategies, not counting the messages their requests send
     (the shared history's, clear_every_turn's cleared copies) and what they hold, the
-    replay's settings, and each simulator's cache entries and token memo (bounded by the
-    TTL and the memo's size, not by the calls)."""
+    replay's settings, each simulator's cache entries and token memo (bounded by the TTL and
+    the memo's size, not by the calls), and the normalizers' sets of call ids."""
     stop: set[int] = {id(strategies[0].settings)}
     messages: list[Any] = list(strategies[0].history.messages())
     for strategy in strategies:
+        # The normalizer's set of call ids is its own (model/normalize.py), not a baseline's.
+        stop.add(id(strategy.history.normalizer._names))
         if isinstance(strategy, ClearEveryTurnBaseline):
             messages += strategy.clearing._result
         simulator = strategy.simulator

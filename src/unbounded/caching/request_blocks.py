@@ -52,7 +52,7 @@ from unbounded.caching.blocks import (
     root_hash,
     system_blocks,
 )
-from unbounded.caching.husks import HuskedContent
+from unbounded.caching.husks import HuskedBlock, block_type
 from unbounded.caching.packed_digests import PackedDigests
 from unbounded.model.prefix import shared_prefix_length_own
 
@@ -287,7 +287,8 @@ class RequestBlocks:
         for block in head:
             digest = block_digest(block)
             current = hashlib.sha256(current + digest).digest()
-            self._append(block.block, digest, self.count(block, digest), current)
+            control = block.block.get("cache_control")
+            self._append(control, digest, self.count(block, digest), current)
         self._root = current
         self._head_blocks = len(self.tokens)
 
@@ -301,8 +302,8 @@ class RequestBlocks:
             role = str(message.get("role", ""))
             position = self._raw(self._starts[at])
             dropped = self._dropped[at]
-            for index, block in enumerate(content_blocks_of(message.get("content"))):
-                if dropped and block.get("type") in _THINKING:
+            for index, block in enumerate(_blocks_of(message.get("content"))):
+                if dropped and block_type(block) in _THINKING:
                     continue
                 memo[id(block)] = (
                     block,
@@ -342,50 +343,56 @@ class RequestBlocks:
         role = str(message.get("role", ""))
         dropped = role == "assistant" and index < turn_start
         self._dropped.append(dropped)
-        for position, block in enumerate(content_blocks_of(message.get("content"))):
-            if dropped and block.get("type") in _THINKING:
+        for position, block in enumerate(_blocks_of(message.get("content"))):
+            if dropped and block_type(block) in _THINKING:
                 continue
             first = position == 0
             known = self._cut_blocks.get(id(block))
-            husk = block.get("content")
-            if type(husk) is HuskedContent:
-                if husk.first != first or husk.role != role:
+            if type(block) is HuskedBlock:
+                if block.first != first or block.role != role:
                     raise ValueError(
                         f"a husked block moved (message {index}, block {position}): its "
                         "digest is that of another place; husk only messages that stay"
                     )
-                digest, tokens = husk.digest, husk.tokens
-            elif known is not None and known[0] is block and known[1] == first and known[2] == role:
-                digest, tokens = known[3], known[4]
+                digest, tokens, control = block.digest, block.tokens, block.marker
             else:
-                digest = message_block_digest(block, role, first=first)
-                tokens = self.count(FlatBlock("messages", index, position, block, role), digest)
+                if known is not None and known[0] is block and known[1] == first and known[2] == role:
+                    digest, tokens = known[3], known[4]
+                else:
+                    digest = message_block_digest(block, role, first=first)
+                    flat = FlatBlock("messages", index, position, block, role)
+                    tokens = self.count(flat, digest)
+                control = block.get("cache_control")
             keyed = digest
             if not started:
                 keyed = hashlib.sha256(self._params + digest).digest()
                 started = True
             chain = hashlib.sha256(chain + keyed).digest()
-            self._append(block, digest, tokens, chain)
+            self._append(control, digest, tokens, chain)
         if _is_turn(message):
             self._turns.append(index)
 
-    def _append(
-        self, block: Mapping[str, Any], digest: bytes, tokens: int, chain: bytes
-    ) -> None:
+    def _append(self, control: Any, digest: bytes, tokens: int, chain: bytes) -> None:
         cumulative = self.cumulative
         cumulative.append((cumulative[-1] if cumulative else 0) + tokens)
         self.digests.append(digest)
         self.tokens.append(tokens)
         self.hashes.append(chain)
-        control = block.get("cache_control")
         if isinstance(control, Mapping):
             self.markers.append(self.size - 1)
             self.marker_controls.append(control)
+
+
+def _blocks_of(content: Any) -> list[Any]:
+    """`content_blocks_of`, husked blocks included (in their places)."""
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, Mapping) or type(b) is HuskedBlock]
+    return content_blocks_of(content)
 
 
 def _is_turn(message: Mapping[str, Any]) -> bool:
     """A user message with blocks that are not all tool results."""
     if message.get("role") != "user":
         return False
-    blocks = content_blocks_of(message.get("content"))
-    return bool(blocks) and any(block.get("type") != "tool_result" for block in blocks)
+    blocks = _blocks_of(message.get("content"))
+    return bool(blocks) and any(block_type(block) != "tool_result" for block in blocks)

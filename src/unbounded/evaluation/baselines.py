@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from unbounded.caching.blocks import is_markable
-from unbounded.caching.husks import BlockTokens, husk_blocks
+from unbounded.caching.husks import BlockTokens, block_fields, block_type, husk_blocks
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
@@ -301,8 +301,9 @@ class History:
 
     def husk(self, upto: int, tokens_of: BlockTokens) -> None:
         """Let the tool results and assistant blocks of the first `upto` messages give up
-        their text (`caching/husks.py`): the caller knows no strategy reads their content
-        again. The last `UNSETTLED_TAIL` messages are left as they are."""
+        their text (`caching/husks.py`: they become `HuskedBlock`s, not dicts): the caller
+        knows no strategy reads their content again. The last `UNSETTLED_TAIL` messages are
+        left as they are."""
         messages = self.messages()
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
         for index in range(self._husked, stop):
@@ -547,7 +548,8 @@ def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> l
                 return result
             continue
         for position in range(len(content) - 1, -1, -1):
-            if is_markable(content[position]):
+            # (a husked block is no dict: settled, it is never the last markable one)
+            if isinstance(content[position], Mapping) and is_markable(content[position]):
                 blocks = list(content)
                 blocks[position] = cast(Any, {**content[position], "cache_control": marker})
                 result[index] = cast(
@@ -563,7 +565,7 @@ def _truncated_head(message: MessageParam) -> MessageParam:
     if isinstance(content, str):
         kept = [{"type": "text", "text": content}]
     else:
-        kept = [b for b in content if b.get("type") != "tool_result"]
+        kept = [b for b in content if block_type(b) != "tool_result"]
     return cast(
         MessageParam,
         {"role": "user", "content": [{"type": "text", "text": TRUNCATION_NOTE}, *kept]},
@@ -681,7 +683,7 @@ class ToolResultClearing:
                 waiting.extend(
                     (index, b)
                     for b, block in enumerate(content)
-                    if block.get("type") == "tool_result"
+                    if block_type(block) == "tool_result"
                 )
         # Message -> its last block cleared now (every earlier result of it is cleared too).
         upto: dict[int, int] = {}
@@ -696,8 +698,8 @@ class ToolResultClearing:
                 {
                     "role": messages[index]["role"],
                     "content": [
-                        {**block, "content": CLEAR_PLACEHOLDER}
-                        if b <= last and block.get("type") == "tool_result"
+                        {**block_fields(block), "content": CLEAR_PLACEHOLDER}
+                        if b <= last and block_type(block) == "tool_result"
                         else block
                         for b, block in enumerate(content)
                     ],
@@ -717,7 +719,7 @@ def clear_tool_results_copy(
         for m, message in enumerate(messages)
         if isinstance(message["content"], list)
         for b, block in enumerate(message["content"])
-        if block.get("type") == "tool_result"
+        if block_type(block) == "tool_result"
     ]
     cleared = positions[: max(0, len(positions) - keep)]
     by_message: dict[int, set[int]] = {}
@@ -731,7 +733,9 @@ def clear_tool_results_copy(
             {
                 "role": messages[m]["role"],
                 "content": [
-                    {**block, "content": CLEAR_PLACEHOLDER} if b in blocks else block
+                    {**block_fields(block), "content": CLEAR_PLACEHOLDER}
+                    if b in blocks
+                    else block
                     for b, block in enumerate(content)
                 ],
             },
