@@ -42,7 +42,7 @@ BLOCKS = st.sampled_from(
 MESSAGE = st.builds(
     lambda role, content: {"role": role, "content": content},
     st.sampled_from(["user", "assistant"]),
-    st.one_of(st.just("hi"), st.lists(BLOCKS, min_size=1, max_size=3)),
+    st.one_of(st.just("hi"), st.just([]), st.lists(BLOCKS, min_size=1, max_size=3)),
 )
 
 
@@ -55,6 +55,8 @@ def marked(messages: list[dict[str, Any]], at: int = -1) -> list[dict[str, Any]]
     content = out[index]["content"]
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
+    if not content:
+        return out
     out[index] = {**out[index], "content": [*content[:-1], {**content[-1], "cache_control": MARK}]}
     return out
 
@@ -123,7 +125,7 @@ def test_folding_lets_the_figures_go_but_the_last_messages() -> None:
 
 def _requests(n: int) -> list[tuple[float, dict[str, Any]]]:
     """A growing conversation marked on its last message, with a copy, a cut, a model that
-    drops earlier thinking, an OpenAI call, a cache edit and an earlier marker on the way."""
+    drops earlier thinking, an OpenAI call, a cache edit and a marker far back on the way."""
     history: list[dict[str, Any]] = [{"role": "user", "content": "start " * 300}]
     out: list[tuple[float, dict[str, Any]]] = []
     for k in range(n):
@@ -150,7 +152,7 @@ def _requests(n: int) -> list[tuple[float, dict[str, Any]]]:
         request: dict[str, Any] = {
             "model": model,
             "system": [{"type": "text", "text": "system " * 300, "cache_control": MARK}],
-            "messages": marked(history, -30 if k == 80 else -1),
+            "messages": marked(history, 3 if k == 80 else -1),  # 80: a marker far back
         }
         if k == 90:
             request["cache_edits"] = [{"type": "delete", "cache_reference": "t3"}]

@@ -417,8 +417,8 @@ class CacheSimulator:
         self.fold_settled = False
         """Let go of the figures of the blocks before the last `FOLD_KEEP_MESSAGES` messages
         that no marker of the last request could read back to (`RequestBlocks.fold`): for a
-        caller whose markers only move forward (a request that reads a folded figure, sends
-        cache_edits or is cached the OpenAI way is computed in full again)."""
+        caller whose markers only move forward (a request that reads a folded figure or
+        sends cache_edits is computed in full again)."""
 
     def fork(self) -> CacheSimulator:
         """An independent simulator in this one's cache state (entries, their last use, the
@@ -561,8 +561,10 @@ class CacheSimulator:
         blocks = self._blocks
         body = cast(Mapping[str, Any], request)
         drop = not model.keeps_previous_thinking
-        if blocks.folded and (mode == "openai" or body.get("cache_edits")):
-            blocks.reset()  # these read figures of any block
+        if blocks.folded and body.get("cache_edits"):
+            blocks.reset()  # its deleted tokens are read from every block
+        # (A call cached the OpenAI way reads any block too: it has another model, so the
+        # update computes it in full; a folding simulator folds no such call.)
         blocks.update(body, drop_earlier_thinking=drop)
         if blocks.folded and not self._markers_readable(blocks):
             blocks.reset()
