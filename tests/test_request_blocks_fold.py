@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from unbounded.caching import request_blocks
 from unbounded.caching.blocks import FlatBlock
 from unbounded.caching.request_blocks import FoldedColumn, RequestBlocks
+from unbounded.caching import simulator as simulator_module
 from unbounded.caching.simulator import CacheSimulator
 from unbounded.catalog import ModelInfo
 
@@ -166,7 +167,13 @@ def _simulator(fold: bool) -> CacheSimulator:
     return simulator
 
 
-def test_a_folding_simulator_prices_every_request_as_one_that_keeps_everything() -> None:
+@pytest.mark.parametrize("keep", [64, 1])
+def test_a_folding_simulator_prices_every_request_as_one_that_keeps_everything(
+    keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Keeping 1 message, a new message's marker looks back into what was folded: the
+    request is computed in full again.)"""
+    monkeypatch.setattr(simulator_module, "FOLD_KEEP_MESSAGES", keep)
     requests = _requests(120)
     folding, whole = _simulator(True), _simulator(False)
     held: list[int] = []
@@ -182,3 +189,38 @@ def test_a_simulator_folds_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> N
     for time, request in _requests(40):
         simulator.step(time, request)
     assert simulator._blocks.folded == 0
+
+
+def test_a_new_turn_that_drops_earlier_thinking_recomputes_from_the_last_turn_alone() -> None:
+    """With earlier thinking dropped, a new user turn changes the messages from the last turn
+    start: those stay unfolded, so they are re-added (from what the cut kept), not all."""
+    counted: list[FlatBlock] = []
+
+    def counting(block: FlatBlock, digest: bytes) -> int:
+        counted.append(block)
+        return 10
+
+    blocks = RequestBlocks(counting)
+    history: list[dict[str, Any]] = []
+    per_call: list[int] = []
+    for k in range(90):
+        if k % 30 == 0:
+            history.append({"role": "user", "content": [{"type": "text", "text": f"turn {k}"}]})
+        history += [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": f"t{k}", "signature": "s"},
+                    {"type": "tool_use", "id": f"u{k}", "name": "Read", "input": {}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"u{k}", "content": "r"}]},
+        ]
+        counted.clear()
+        blocks.update({"model": "m", "messages": marked(history)}, drop_earlier_thinking=True)
+        blocks.fold(blocks.size, 2)
+        per_call.append(len(counted))
+    assert blocks.folded > 0
+    # The new round (and a new turn's message), the message that lost its marker: never the
+    # whole turn again.
+    assert max(per_call[1:]) <= 6, per_call

@@ -187,7 +187,9 @@ class RequestBlocks:
         starts = self._starts
         upto = min(bisect_left(starts, before + 1) - 1, len(starts) - keep_messages)
         if self._head is not None and self._head[-1] and self._turns:
-            upto = min(upto, self._turns[-1])  # a new turn changes the messages from there
+            # A new turn changes the messages from there on: they, and the block the chain
+            # goes on from, stay.
+            upto = min(upto, self._turns[-1] - 1)
         if upto <= 0:
             return
         stop = min(starts[upto], self.size - 1)
