@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from unbounded.caching import request_blocks
+from unbounded.caching import simulator as simulator_module
 from unbounded.caching.blocks import FlatBlock
 from unbounded.caching.request_blocks import FoldedColumn, RequestBlocks
-from unbounded.caching import simulator as simulator_module
 from unbounded.caching.simulator import CacheSimulator
 from unbounded.catalog import ModelInfo
 

@@ -357,14 +357,12 @@ class RequestBlocks:
                         "digest is that of another place; husk only messages that stay"
                     )
                 digest, tokens, control = block.digest, block.tokens, block.marker
+            elif known is not None and known[0] is block and known[1] == first and known[2] == role:
+                digest, tokens, control = known[3], known[4], block.get("cache_control")
             else:
-                if known is not None and known[0] is block and known[1] == first and known[2] == role:
-                    digest, tokens = known[3], known[4]
-                else:
-                    digest = message_block_digest(block, role, first=first)
-                    flat = FlatBlock("messages", index, position, block, role)
-                    tokens = self.count(flat, digest)
-                control = block.get("cache_control")
+                digest = message_block_digest(block, role, first=first)
+                flat = FlatBlock("messages", index, position, block, role)
+                tokens, control = self.count(flat, digest), block.get("cache_control")
             keyed = digest
             if not started:
                 keyed = hashlib.sha256(self._params + digest).digest()
