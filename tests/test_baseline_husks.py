@@ -15,6 +15,7 @@ from unbounded.caching.husks import HuskedBlock, block_type
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import (
     Baseline,
+    ClearEveryTurnBaseline,
     History,
     feed_strategies,
     make_baselines,
@@ -117,6 +118,11 @@ def test_a_long_session_husks_and_prices_as_one_that_keeps_the_text(threshold: i
     steps: list[Step] = [([1_500, 2_500], n % 4 != 0, n % 5 == 4) for n in range(70)]
     strategies, husked = _replay(steps, threshold)
     assert strategies[0].history.husked > 50
+    # clear_every_turn's cleared copies of husked results are husks themselves.
+    clear = next(s for s in strategies if isinstance(s, ClearEveryTurnBaseline))
+    history = clear.history.messages()
+    copies = [m for m, kept in zip(clear.clearing._result, history) if m is not kept]
+    assert sum(type(b) is HuskedBlock for m in copies for b in m["content"]) > 20
     with mock.patch.object(History, "husk", _no_husk):
         _, kept = _replay(steps, threshold)
     assert husked == kept

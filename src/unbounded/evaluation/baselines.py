@@ -32,8 +32,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from unbounded.caching.blocks import is_markable
-from unbounded.caching.husks import BlockTokens, block_fields, block_type, husk_blocks
+from unbounded.caching.blocks import FlatBlock, is_markable, message_block_digest
+from unbounded.caching.husks import (
+    BlockTokens,
+    HuskedBlock,
+    block_fields,
+    block_type,
+    husk_blocks,
+)
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
@@ -276,6 +282,7 @@ class History:
         "_husked",
         "_messages",
         "_previous",
+        "_tokens_of",
         "_unchanged",
         "_version",
         "normalizer",
@@ -293,6 +300,14 @@ class History:
         """How many first messages the current list shares with the previous one, at least."""
         self._husked = 0
         """The first messages up to here had their tool results and assistant blocks husked."""
+        self._tokens_of: BlockTokens | None = None
+        """The counter the husks were counted with (`husk`)."""
+
+    @property
+    def husk_tokens(self) -> BlockTokens | None:
+        """The counter the husks were counted with (None before any): for blocks made of a
+        husked one (a cleared copy), counted as the simulators count."""
+        return self._tokens_of
 
     @property
     def husked(self) -> int:
@@ -305,6 +320,7 @@ class History:
         knows no strategy reads their content again. The last `UNSETTLED_TAIL` messages are
         left as they are."""
         messages = self.messages()
+        self._tokens_of = tokens_of
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
         for index in range(self._husked, stop):
             husk_blocks(cast(Any, messages[index]), index, tokens_of)
@@ -617,7 +633,10 @@ class ClearEveryTurnBaseline(Baseline):
 
     def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
         super().__init__(settings, history)
-        self.clearing = ToolResultClearing(CLEAR_KEEP, self.history.shared_prefix)
+        shared = self.history
+        self.clearing = ToolResultClearing(
+            CLEAR_KEEP, shared.shared_prefix, lambda: shared.husk_tokens
+        )
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history with all but the most recent tool results cleared, over the trigger."""
@@ -650,10 +669,13 @@ class ToolResultClearing:
         shared_prefix: Callable[
             [Sequence[MessageParam], Sequence[MessageParam]], int
         ] = shared_prefix_length,
+        husk_tokens: Callable[[], BlockTokens | None] = lambda: None,
     ) -> None:
         self.keep = keep
         self._shared_prefix = shared_prefix
         """How many first messages two lists share (a history's, told what changed)."""
+        self._husk_tokens = husk_tokens
+        """The counter a husked result was counted with: its cleared copy is a husk too."""
         self._source: Sequence[MessageParam] = []
         self._result: list[MessageParam] = []
         self._waiting: deque[tuple[int, int]] = deque()
@@ -693,12 +715,13 @@ class ToolResultClearing:
         for index in sorted(upto):
             content = cast(list[Any], messages[index]["content"])
             last = upto[index]
+            role = messages[index]["role"]
             result[index] = cast(
                 MessageParam,
                 {
-                    "role": messages[index]["role"],
+                    "role": role,
                     "content": [
-                        {**block_fields(block), "content": CLEAR_PLACEHOLDER}
+                        self._cleared(block, index, b, role)
                         if b <= last and block_type(block) == "tool_result"
                         else block
                         for b, block in enumerate(content)
@@ -708,6 +731,22 @@ class ToolResultClearing:
         self._cleared_any = self._cleared_any or bool(upto)
         self._source = messages
         return result
+
+    def _cleared(self, block: Any, index: int, position: int, role: str) -> Any:
+        """The cleared copy of a tool result: of a husked one, a husk of the copy (digest and
+        tokens of the copy, counted as the husks were), not a dict."""
+        if type(block) is not HuskedBlock:
+            return {**block, "content": CLEAR_PLACEHOLDER}
+        fields = block.fields()
+        cleared = {**fields, "content": CLEAR_PLACEHOLDER}
+        tokens_of = self._husk_tokens()
+        if tokens_of is None:
+            return cleared
+        first = position == 0
+        digest = message_block_digest(cleared, role, first=first)
+        tokens = tokens_of(FlatBlock("messages", index, position, cleared, role), digest)
+        del fields["type"]
+        return HuskedBlock(digest, tokens, role, first, "tool_result", fields)
 
 
 def clear_tool_results_copy(
