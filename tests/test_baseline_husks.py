@@ -121,7 +121,7 @@ def test_a_long_session_husks_and_prices_as_one_that_keeps_the_text(threshold: i
     # clear_every_turn's cleared copies of husked results are husks themselves.
     clear = next(s for s in strategies if isinstance(s, ClearEveryTurnBaseline))
     history = clear.history.messages()
-    copies = [m for m, kept in zip(clear.clearing._result, history) if m is not kept]
+    copies = [m for m, kept in zip(clear.clearing._result, history, strict=False) if m is not kept]
     assert sum(type(b) is HuskedBlock for m in copies for b in m["content"]) > 20
     with mock.patch.object(History, "husk", _no_husk):
         _, kept = _replay(steps, threshold)
