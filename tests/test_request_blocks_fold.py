@@ -19,7 +19,11 @@ from unbounded.caching.request_blocks import FoldedColumn, RequestBlocks
 from unbounded.caching.simulator import CacheSimulator
 from unbounded.catalog import ModelInfo
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 MARK = {"type": "ephemeral"}
 MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
 OLD = ModelInfo(
@@ -68,7 +72,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(request_blocks, "FOLD_BATCH", 1)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@SETTINGS
 @given(data=st.data(), steps=st.integers(1, 14), drop=st.booleans())
 def test_what_is_held_reads_as_the_unfolded_figures(
     data: st.DataObject, steps: int, drop: bool
@@ -184,7 +188,7 @@ def test_a_folding_simulator_prices_every_request_as_one_that_keeps_everything(
     assert max(held[100:]) < len(whole._blocks.tokens) // 2
 
 
-def test_a_simulator_folds_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_simulator_folds_only_when_asked() -> None:
     simulator = _simulator(False)
     for time, request in _requests(40):
         simulator.step(time, request)
