@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from replay_settings import MODEL, recorded_call, replay_settings
 
-from unbounded.caching.husks import HuskedContent
+from unbounded.caching.husks import HuskedBlock, block_type
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import (
     Baseline,
+    ClearEveryTurnBaseline,
     History,
     feed_strategies,
     make_baselines,
@@ -71,12 +72,13 @@ def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dic
 
 
 def _result_contents(messages: list[Any]) -> list[Any]:
+    """Each tool result's content (a husked result: the husk itself)."""
     return [
-        block.get("content")
+        block if type(block) is HuskedBlock else block.get("content")
         for message in messages
         if isinstance(message["content"], list)
         for block in message["content"]
-        if block.get("type") == "tool_result"
+        if block_type(block) == "tool_result"
     ]
 
 
@@ -116,6 +118,11 @@ def test_a_long_session_husks_and_prices_as_one_that_keeps_the_text(threshold: i
     steps: list[Step] = [([1_500, 2_500], n % 4 != 0, n % 5 == 4) for n in range(70)]
     strategies, husked = _replay(steps, threshold)
     assert strategies[0].history.husked > 50
+    # clear_every_turn's cleared copies of husked results are husks themselves.
+    clear = next(s for s in strategies if isinstance(s, ClearEveryTurnBaseline))
+    history = clear.history.messages()
+    copies = [m for m, kept in zip(clear.clearing._result, history, strict=False) if m is not kept]
+    assert sum(type(b) is HuskedBlock for m in copies for b in m["content"]) > 20
     with mock.patch.object(History, "husk", _no_husk):
         _, kept = _replay(steps, threshold)
     assert husked == kept
@@ -143,13 +150,14 @@ def test_tool_results_before_the_tail_give_up_their_text_once_every_summary_is_m
     # 40 answered steps, 2 results each; the last 3 steps' are in the unsettled tail.
     assert len(_result_contents(messages)) == 80
     assert len(settled) == 80 - 6
-    assert all(type(content) is HuskedContent for content in settled)
+    assert all(type(content) is HuskedBlock for content in settled)
+    assert all(set(c.fields()) == {"type", "tool_use_id"} for c in settled)
     replies = [b for m in messages[: shared.husked] if m["role"] == "assistant" for b in m["content"]]
-    assert {b["type"] for b in replies} == {"thinking", "text", "tool_use"}
-    assert all(type(b["content"]) is HuskedContent for b in replies)
-    assert all(set(b) == {"type", "content"} for b in replies if b["type"] != "tool_use")
-    assert all(set(b) == {"type", "id", "content"} for b in replies if b["type"] == "tool_use")
-    notes = [b for m in messages[: shared.husked] if m["role"] == "user" for b in m["content"] if b["type"] == "text"]
+    assert all(type(b) is HuskedBlock for b in replies)
+    assert {b.kind for b in replies} == {"thinking", "text", "tool_use"}
+    assert all(b.fields() == {"type": b.kind} for b in replies if b.kind != "tool_use")
+    assert all(set(b.fields()) == {"type", "id"} for b in replies if b.kind == "tool_use")
+    notes = [b for m in messages[: shared.husked] if m["role"] == "user" for b in m["content"] if block_type(b) == "text"]
     assert {"type": "text", "text": "note 2"} in notes  # a user's text stays whole
     assert _held_result_chars(messages) == 3 * 3_000 * len("r59 ")
 

@@ -5,6 +5,7 @@ message and per block only packed numbers are kept)."""
 from __future__ import annotations
 
 import gc
+import sys
 import types
 from typing import Any
 
@@ -63,11 +64,13 @@ _CODE = (type, types.ModuleType, types.FunctionType)
 def _objects_held(strategies: list[Baseline]) -> int:
     """Objects reachable from the strategies, not counting the messages their requests send
     (the shared history's, clear_every_turn's cleared copies) and what they hold, the
-    replay's settings, and each simulator's cache entries and token memo (bounded by the
-    TTL and the memo's size, not by the calls)."""
+    replay's settings, each simulator's cache entries and token memo (bounded by the TTL and
+    the memo's size, not by the calls), and the normalizers' sets of call ids."""
     stop: set[int] = {id(strategies[0].settings)}
     messages: list[Any] = list(strategies[0].history.messages())
     for strategy in strategies:
+        # The normalizer's set of call ids is its own (model/normalize.py), not a baseline's.
+        stop.add(id(strategy.history.normalizer._names))
         if isinstance(strategy, ClearEveryTurnBaseline):
             messages += strategy.clearing._result
         simulator = strategy.simulator
@@ -85,3 +88,42 @@ def test_the_objects_held_do_not_grow_with_the_calls() -> None:
     assert all(strategy.simulator is not None for strategy in strategies)
     few, many = _objects_held(strategies), _objects_held(_replayed(750))
     assert many - few < 10
+
+
+def _settled_bytes(strategies: list[Baseline]) -> int:
+    """Bytes of the settled (husked) messages' contents of the shared history, strings left
+    out (their ids and texts are the entries' too)."""
+    shared = strategies[0].history
+    contents = [message["content"] for message in shared.messages()[: shared.husked]]
+    seen: set[int] = set()
+    todo: list[object] = list(contents)
+    total = 0
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, (str, *_CODE)):
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        todo.extend(gc.get_referents(item))
+    return total
+
+
+def _figures_held(strategies: list[Baseline]) -> int:
+    """Blocks whose figures the simulators of the strategies that send the whole history
+    (`none`, `clear_every_turn`) hold."""
+    return sum(
+        len(strategy.simulator._blocks.tokens)
+        for strategy in strategies
+        if strategy.name in ("none", "clear_every_turn") and strategy.simulator is not None
+    )
+
+
+def test_settled_history_and_simulator_figures_stay_small_per_call() -> None:
+    """Each settled message is one packed husk per block (about 100 bytes, not a dict of
+    about 180 plus a husk of about 95), and the simulators of the strategies that send the
+    whole history hold the figures of its last blocks only, not of every block."""
+    few, many = _replayed(250), _replayed(750)
+    per_call = (_settled_bytes(many) - _settled_bytes(few)) / 500
+    assert 200 < per_call < 650
+    assert _figures_held(many) - _figures_held(few) < 300  # not 3 blocks a call each
+    assert _figures_held(many) < 2_000

@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 from unbounded.caching.blocks import FlatBlock, message_block_digest
-from unbounded.caching.husks import HuskedContent, husk_blocks
+from unbounded.caching.husks import HuskedBlock, block_fields, block_type, husk_blocks
 from unbounded.caching.request_blocks import RequestBlocks
 
 
@@ -41,13 +41,20 @@ def test_each_tool_result_keeps_the_digest_and_tokens_of_its_own_place() -> None
         first = position == 0
         digest = message_block_digest(original[position], "user", first=first)
         place = FlatBlock("messages", 4, position, original[position], "user")
-        assert husked[position]["content"] == HuskedContent(
-            digest, _tokens_by_place(place, digest), "user", first
+        husk = husked[position]
+        assert type(husk) is HuskedBlock
+        assert (husk.digest, husk.tokens, husk.role, husk.first, husk.kind) == (
+            digest,
+            _tokens_by_place(place, digest),
+            "user",
+            first,
+            "tool_result",
         )
-        # The fields the clearing and the normalizer read stay.
-        assert {k: v for k, v in husked[position].items() if k != "content"} == {
+        # The fields the clearing builds its cleared copy of stay.
+        assert block_fields(husk) == {
             k: v for k, v in original[position].items() if k != "content"
         }
+        assert block_type(husk) == "tool_result" and husk.marker is None
     assert husked[1] == original[1]
 
 
@@ -80,8 +87,8 @@ def test_only_the_results_not_husked_yet_are_husked_and_counted() -> None:
     husk_blocks(message, 1, _tokens_by_place)
     message["content"] = [*message["content"], _result("t3", "late result")]
     assert husk_blocks(message, 1, _tokens_by_place) == 1
-    last = message["content"][3]["content"]
-    assert type(last) is HuskedContent and last.first is False
+    last = message["content"][3]
+    assert type(last) is HuskedBlock and last.first is False
 
 
 def test_a_request_of_husked_messages_prices_as_the_one_that_keeps_the_text() -> None:
@@ -112,3 +119,35 @@ def test_a_request_of_husked_messages_prices_as_the_one_that_keeps_the_text() ->
     assert list(husked.digests) == list(whole.digests)
     assert list(husked.tokens) == list(whole.tokens)
     assert list(husked.hashes) == list(whole.hashes)
+
+
+def test_a_husk_packs_what_it_was_given_and_keeps_a_marker() -> None:
+    digest = bytes(range(32))
+    marker = {"type": "ephemeral", "ttl": "1h"}
+    husk = HuskedBlock(digest, 2**40 + 3, "assistant", False, "tool_use", {"id": "x"})
+    assert (husk.digest, husk.tokens, husk.role, husk.first, husk.kind) == (
+        digest,
+        2**40 + 3,
+        "assistant",
+        False,
+        "tool_use",
+    )
+    assert husk.fields() == {"type": "tool_use", "id": "x"} and husk.marker is None
+    marked = HuskedBlock(digest, 0, "user", True, "tool_result", {"cache_control": marker})
+    assert marked.first and marked.marker == marker
+    assert HuskedBlock(digest, 5, "user", True, "text").fields() == {"type": "text"}
+
+
+def test_a_husked_marker_is_a_marker_to_the_request_blocks() -> None:
+    marker = {"type": "ephemeral"}
+    message: dict[str, Any] = {
+        "role": "user",
+        "content": [{**_result("t1", "a result " * 20), "cache_control": marker}],
+    }
+    whole = RequestBlocks(_tokens_by_place)
+    whole.update({"model": "m", "messages": [copy.deepcopy(message)]}, drop_earlier_thinking=False)
+    husk_blocks(message, 0, _tokens_by_place)
+    husked = RequestBlocks(_tokens_by_place)
+    husked.update({"model": "m", "messages": [message]}, drop_earlier_thinking=False)
+    assert husked.markers == whole.markers == [0]
+    assert husked.marker_controls == whole.marker_controls == [marker]

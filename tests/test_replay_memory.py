@@ -12,7 +12,7 @@ from recorded_calls import long_tool_session
 from replay_settings import MODEL, recorded_call, replay_settings
 
 from unbounded.caching.blocks import content_blocks_of, message_block_digest
-from unbounded.caching.husks import HuskedContent
+from unbounded.caching.husks import HuskedBlock
 from unbounded.errors import ConfigError
 from unbounded.evaluation.baselines import (
     History,
@@ -59,6 +59,13 @@ def test_a_replay_store_cannot_be_reopened_once_it_was_written() -> None:
 
 
 
+def _blocks(content: Any) -> list[Any]:
+    """A message's blocks, husked ones included (they are no dicts)."""
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict) or type(b) is HuskedBlock]
+    return content_blocks_of(content)
+
+
 def _as_sent(messages: list[Any]) -> list[tuple[str, list[bytes]]]:
     """Each message's role and its blocks' digests (a husked block's is the one it carries):
     what a request sends of it, as the cache simulator sees it."""
@@ -66,10 +73,10 @@ def _as_sent(messages: list[Any]) -> list[tuple[str, list[bytes]]]:
         (
             message["role"],
             [
-                block["content"].digest
-                if type(block.get("content")) is HuskedContent
+                block.digest
+                if type(block) is HuskedBlock
                 else message_block_digest(block, message["role"], first=position == 0)
-                for position, block in enumerate(content_blocks_of(message["content"]))
+                for position, block in enumerate(_blocks(message["content"]))
             ],
         )
         for message in messages

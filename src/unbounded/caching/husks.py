@@ -3,54 +3,154 @@
 A long replay holds the recorded history for the strategies that send it; most of its bytes
 are tool results and the assistant's text and tool calls. Once every reader of a message is
 past it (see `History.husk` in evaluation/baselines.py for who reads what), its blocks can
-give their text up: a block's content becomes a `HuskedContent` carrying the block's digest
-and token count as its message's block, which `RequestBlocks` takes instead of serialising
-and counting the block.
+give their text up: a block becomes a `HuskedBlock`, one bytes object carrying the block's
+digest, token count and type and its other fields, which `RequestBlocks` takes instead of
+serialising and counting the block. A husked block is not a dict: readers of settled
+messages go through `block_type` and `block_fields`.
 
-- A tool_result keeps its other fields (type, tool_use_id, is_error), which the clearing and
-  the normalizer read.
+- A tool_result keeps its other fields (tool_use_id, is_error), from which the clearing
+  builds its cleared copy.
 - An assistant message's blocks (text, thinking, tool_use, ...) keep their type (the
-  simulator leaves out earlier thinking by type) and a tool_use its id (the string the
-  normalizer's set of call names holds anyway); nothing else reads a settled assistant
-  message.
+  simulator leaves out earlier thinking by type) and a tool_use its id; nothing else reads a
+  settled assistant message.
 - A user message's other blocks stay whole: the truncate baseline moves them behind its note
   (another position, another digest).
 
-The message dict is changed in place (a new content list; the blocks themselves are new dicts,
-so an entry's own content is never touched): every list and simulator that holds the message
-keeps the same object, which is what lets them reuse their figures for it.
+The message dict is changed in place (a new content list, so an entry's own content is never
+touched): every list and simulator that holds the message keeps the same object, which is
+what lets them reuse their figures for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+import struct
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
+import orjson
+
 from unbounded.caching.blocks import FlatBlock, message_block_digest
+from unbounded.caching.packed_digests import DIGEST_SIZE
 
 BlockTokens = Callable[[FlatBlock, bytes], int]
 """A block and its digest -> its tokens (`CacheSimulator.block_tokens`)."""
 
+# digest | tokens | flags | role length | role | type length | type | other fields (JSON)
+_TOKENS = struct.Struct("<q")
+_FLAGS_AT = DIGEST_SIZE + _TOKENS.size
+_FIRST = 1
+"""Flag bit: the block was its message's first."""
+_MARKED = 2
+"""Flag bit: the fields kept include a cache_control marker."""
 
-@dataclass(frozen=True, slots=True)
-class HuskedContent:
-    """A tool result's content once its text is let go: what the cache simulator needs."""
 
-    digest: bytes
-    """`message_block_digest` of the block as it was."""
-    tokens: int
-    """The block's tokens as the simulator counted them."""
-    role: str
-    """The role of the message the block is in (the digest depends on it)."""
-    first: bool
-    """Whether the block is its message's first (the digest depends on it)."""
+class HuskedBlock(bytes):
+    """A message block once its text is let go: its digest and tokens where it stood, its
+    type and its fields other than the text, packed in one bytes object (about 140 bytes a
+    tool result instead of about 340 as a dict holding a husk and its own id string)."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        digest: bytes,
+        tokens: int,
+        role: str,
+        first: bool,
+        kind: str,
+        fields: Mapping[str, Any] | None = None,
+    ) -> HuskedBlock:
+        """The husk of a block of type `kind` with this digest and token count, in a message
+        of `role`, its message's first block or not, keeping `fields` (JSON values)."""
+        if len(digest) != DIGEST_SIZE:
+            raise ValueError(f"a digest is {DIGEST_SIZE} bytes, not {len(digest)}")
+        role_bytes, kind_bytes = role.encode(), kind.encode()
+        if len(role_bytes) > 255 or len(kind_bytes) > 255:
+            raise ValueError("a husked block's role and type are at most 255 bytes")
+        return super().__new__(
+            cls,
+            b"".join(
+                (
+                    digest,
+                    _TOKENS.pack(tokens),
+                    bytes(
+                        (
+                            (_FIRST if first else 0)
+                            | (_MARKED if fields and "cache_control" in fields else 0),
+                            len(role_bytes),
+                        )
+                    ),
+                    role_bytes,
+                    bytes((len(kind_bytes),)),
+                    kind_bytes,
+                    orjson.dumps(dict(fields)) if fields else b"",
+                )
+            ),
+        )
+
+    @property
+    def digest(self) -> bytes:
+        """`message_block_digest` of the block as it was, where it was."""
+        return self[:DIGEST_SIZE]
+
+    @property
+    def tokens(self) -> int:
+        """The block's tokens as the simulator counted them."""
+        return int(_TOKENS.unpack_from(self, DIGEST_SIZE)[0])
+
+    @property
+    def first(self) -> bool:
+        """Whether the block is its message's first (the digest depends on it)."""
+        return bool(self[_FLAGS_AT] & _FIRST)
+
+    @property
+    def marker(self) -> Any:
+        """The block's cache_control, when it kept one (else None)."""
+        return self.fields().get("cache_control") if self[_FLAGS_AT] & _MARKED else None
+
+    @property
+    def role(self) -> str:
+        """The role of the message the block is in (the digest depends on it)."""
+        return self[_FLAGS_AT + 2 : _FLAGS_AT + 2 + self[_FLAGS_AT + 1]].decode()
+
+    @property
+    def kind(self) -> str:
+        """The block's type."""
+        at = _FLAGS_AT + 2 + self[_FLAGS_AT + 1]
+        return self[at + 1 : at + 1 + self[at]].decode()
+
+    def fields(self) -> dict[str, Any]:
+        """The block's type and the fields it kept (a new dict)."""
+        at = _FLAGS_AT + 2 + self[_FLAGS_AT + 1]
+        rest = at + 1 + self[at]
+        kept = orjson.loads(self[rest:]) if rest < len(self) else {}
+        return {"type": self.kind, **kept}
+
+    def __repr__(self) -> str:
+        return (
+            f"HuskedBlock(digest={self.digest.hex()[:12]}..., tokens={self.tokens}, "
+            f"role={self.role!r}, first={self.first}, fields={self.fields()!r})"
+        )
+
+    __str__ = __repr__
+
+
+def block_type(block: Any) -> Any:
+    """The type of a block of a message's content, husked or not (None for what has none)."""
+    if type(block) is HuskedBlock:
+        return block.kind
+    return block.get("type") if isinstance(block, Mapping) else None
+
+
+def block_fields(block: Mapping[str, Any] | HuskedBlock) -> Mapping[str, Any]:
+    """A block's fields: the block itself, or what a husked one kept (its text gone)."""
+    return block.fields() if type(block) is HuskedBlock else block  # type: ignore[return-value]
 
 
 def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockTokens) -> int:
-    """Replace the text of the message's blocks by husks (module docstring), in place; the
-    number of blocks husked (0 when there was none left to husk). `index` is the message's
-    position, for the counter's FlatBlock."""
+    """Replace the message's tool results (every block of an assistant message) by husks
+    (module docstring), in place; the number of blocks husked (0 when there was none left to
+    husk). `index` is the message's position, for the counter's FlatBlock."""
     content = message.get("content")
     role = str(message.get("role", ""))
     assistant = role == "assistant"
@@ -63,25 +163,17 @@ def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockT
             first = position == 0
             digest = message_block_digest(block, role, first=first)
             tokens = tokens_of(FlatBlock("messages", index, position, block, role), digest)
-            husk = HuskedContent(digest, tokens, role, first)
+            kind = str(block.get("type"))
             if assistant:
-                kind = block.get("type")
-                block = (
-                    {"type": kind, "id": block.get("id"), "content": husk}
-                    if kind == "tool_use"
-                    else {"type": kind, "content": husk}
-                )
+                kept = {"id": block.get("id")} if kind == "tool_use" else None
             else:
-                block = {**block, "content": husk}
+                kept = {k: v for k, v in block.items() if k not in ("type", "content")}
+            block = HuskedBlock(digest, tokens, role, first, kind, kept)
             husked += 1
         blocks.append(block)
-    message["content"] = blocks
+    message["content"] = list(blocks)  # sized to fit: appends left room to grow
     return husked
 
 
 def _huskable(block: Any, assistant: bool) -> bool:
-    return (
-        isinstance(block, MutableMapping)
-        and (assistant or block.get("type") == "tool_result")
-        and type(block.get("content")) is not HuskedContent
-    )
+    return isinstance(block, Mapping) and (assistant or block.get("type") == "tool_result")

@@ -3,7 +3,7 @@
 The cache simulator keeps a digest and a prefix hash for every block of the last request. As
 a list of `bytes` each costs an object (65 bytes) and a pointer besides its 32 bytes; packed,
 a long session holds 32 bytes per digest and no object per block. Items come back as `bytes`
-(usable as dict keys); only the tail is ever cut.
+(usable as dict keys); the tail is cut, or a run dropped from the middle.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class PackedDigests(Sequence[bytes]):
     def cut(self, keep: int) -> None:
         """Keep the first `keep` digests, drop the rest."""
         del self._buffer[max(0, keep) * DIGEST_SIZE :]
+
+    def drop(self, start: int, stop: int) -> None:
+        """Remove the digests from `start` to `stop` (those after move down)."""
+        del self._buffer[max(0, start) * DIGEST_SIZE : max(0, stop) * DIGEST_SIZE]
 
     def clear(self) -> None:
         """Drop every digest."""

@@ -25,6 +25,11 @@ The tools, system prompt and keying parameters are compared by value; when they 
 everything is recomputed. The figures equal their from-scratch definitions (tested on
 generated request sequences).
 
+A caller that knows no later request reaches back past some block (`fold`) lets the figures
+of the messages before it go: the columns then hold the tools and system blocks and the
+blocks from there on, read by their flat positions as before (`columns`), and a request that
+changes a folded message, or needs a folded figure, is computed in full again (`reset`).
+
 Message dicts must not be edited in place once sent, as everywhere in the pipeline (a changed
 message is a new dict).
 """
@@ -34,9 +39,9 @@ from __future__ import annotations
 import hashlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from unbounded.caching.blocks import (
     FlatBlock,
@@ -47,7 +52,7 @@ from unbounded.caching.blocks import (
     root_hash,
     system_blocks,
 )
-from unbounded.caching.husks import HuskedContent
+from unbounded.caching.husks import HuskedBlock, block_type
 from unbounded.caching.packed_digests import PackedDigests
 from unbounded.model.prefix import shared_prefix_length_own
 
@@ -57,6 +62,43 @@ CutHook = Callable[[int], None]
 """Told the flat position from which the last request's blocks are about to be dropped
 (they are still readable when it is called)."""
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+FOLD_BATCH = 512
+"""Blocks are folded this many at a time at least: a fold moves the unfolded tail down."""
+T = TypeVar("T")
+
+
+class FoldedColumn(Sequence[T]):
+    """A column read by flat position while the positions `[head, head + folded)` are folded
+    away: reading one of those is an IndexError, never another block's figure."""
+
+    __slots__ = ("_folded", "_head", "_items")
+
+    def __init__(self, items: Sequence[T], head: int, folded: int) -> None:
+        """The column `items` (the head positions, then those past the folded ones)."""
+        self._items = items
+        self._head = head
+        self._folded = folded
+
+    def __len__(self) -> int:
+        return len(self._items) + self._folded
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        """The figure at a flat position (slices are not read by flat position)."""
+        if isinstance(index, slice):
+            raise TypeError("a folded column is read by position")
+        if index < 0:
+            index += len(self)
+        if index >= self._head:
+            index -= self._folded
+            if index < self._head:
+                raise IndexError(f"flat position {index + self._folded} is folded")
+        return self._items[index]
 
 
 def _int_array() -> array[int]:
@@ -100,6 +142,69 @@ class RequestBlocks:
     _cut_blocks: dict[int, tuple[Any, bool, str, bytes, int]] = field(default_factory=dict)
     """id(block) -> (block, first, role, digest, tokens) of the blocks of the messages the
     current update cut, for the messages it adds again; empty between updates."""
+    folded: int = 0
+    """How many blocks after the head have their figures folded away (`fold`): the columns
+    hold the head's, then those of flat positions `head + folded` on."""
+
+    @property
+    def size(self) -> int:
+        """How many blocks the last request has (folded ones included)."""
+        return len(self.tokens) + self.folded
+
+    @property
+    def head_blocks(self) -> int:
+        """How many tools and system blocks come before the messages."""
+        return self._head_blocks
+
+    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[bytes]]:
+        """(tokens, cumulative, prefix hashes) read by flat position, folded or not."""
+        if not self.folded:
+            return self.tokens, self.cumulative, self.hashes
+        head, folded = self._head_blocks, self.folded
+        return (
+            FoldedColumn(self.tokens, head, folded),
+            FoldedColumn(self.cumulative, head, folded),
+            FoldedColumn(self.hashes, head, folded),
+        )
+
+    def readable(self, start: int, stop: int) -> bool:
+        """Whether the figures of flat positions `[start, stop]` are all held."""
+        return not self.folded or stop < self._head_blocks or start >= self._head_blocks + (
+            self.folded
+        )
+
+    def reset(self) -> None:
+        """Forget the last request: the next update is computed in full (folded figures
+        come back)."""
+        self._head = None
+
+    def fold(self, before: int, keep_messages: int) -> None:
+        """Let go of the figures of the messages whose blocks all come before flat position
+        `before`, but the last `keep_messages` messages and the last block (the chain goes
+        on from it), and, when earlier thinking is dropped, the last turn (the next turn changes
+        it); in runs of `FOLD_BATCH` blocks at least. The caller promises no later request
+        reads them: one that does is computed in full again."""
+        starts = self._starts
+        upto = min(bisect_left(starts, before + 1) - 1, len(starts) - keep_messages)
+        if self._head is not None and self._head[-1] and self._turns:
+            # A new turn changes the messages from there on: they, and the block the chain
+            # goes on from, stay.
+            upto = min(upto, self._turns[-1] - 1)
+        if upto <= 0:
+            return
+        stop = min(starts[upto], self.size - 1)
+        start = self._head_blocks + self.folded
+        if stop - start < FOLD_BATCH:
+            return
+        low, high = self._head_blocks, stop - self.folded
+        self.digests.drop(low, high)
+        self.hashes.drop(low, high)
+        del self.tokens[low:high], self.cumulative[low:high]
+        self.folded += high - low
+
+    def _raw(self, position: int) -> int:
+        """Where a flat position's figures are in the columns (it must not be folded)."""
+        return position - self.folded if position >= self._head_blocks else position
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RequestBlocks:
         # A copy starts empty: its first request is computed in full (no message is shared).
@@ -138,10 +243,20 @@ class RequestBlocks:
             if turn_start != turns_before:
                 # Assistant messages between the two turn starts change: from the earlier one.
                 reused = min(reused, max(0, min(turn_start, turns_before)))
+        if (
+            self.folded
+            and reused < len(self._starts)
+            and self._starts[reused] <= self._head_blocks + self.folded
+        ):
+            # A folded message changed (or its thinking is dropped now), or the chain would
+            # go on from a folded block: in full.
+            self._head = None
+            self.update(request, drop_earlier_thinking=drop_earlier_thinking)
+            return
         if reused < len(messages):
             self._remember_cut(reused)
         self._cut(reused)
-        self.kept = 0 if fresh else len(self.tokens)
+        self.kept = 0 if fresh else self.size
         try:
             for index in range(reused, len(messages)):
                 self._add_message(
@@ -152,8 +267,9 @@ class RequestBlocks:
 
     def _set_head(self, request: Mapping[str, Any]) -> None:
         """The tools and system blocks, and the hashes they start the chain with."""
-        if self.on_cut is not None and len(self.tokens):
+        if self.on_cut is not None and self.size:
             self.on_cut(0)
+        self.folded = 0
         self.digests.clear()
         del self.tokens[:], self.cumulative[:]
         self.hashes.clear()
@@ -173,7 +289,8 @@ class RequestBlocks:
         for block in head:
             digest = block_digest(block)
             current = hashlib.sha256(current + digest).digest()
-            self._append(block.block, digest, self.count(block, digest), current)
+            control = block.block.get("cache_control")
+            self._append(control, digest, self.count(block, digest), current)
         self._root = current
         self._head_blocks = len(self.tokens)
 
@@ -185,10 +302,10 @@ class RequestBlocks:
             if not isinstance(message, Mapping):
                 continue
             role = str(message.get("role", ""))
-            position = self._starts[at]
+            position = self._raw(self._starts[at])
             dropped = self._dropped[at]
-            for index, block in enumerate(content_blocks_of(message.get("content"))):
-                if dropped and block.get("type") in _THINKING:
+            for index, block in enumerate(_blocks_of(message.get("content"))):
+                if dropped and block_type(block) in _THINKING:
                     continue
                 memo[id(block)] = (
                     block,
@@ -201,23 +318,24 @@ class RequestBlocks:
 
     def _cut(self, keep: int) -> None:
         """Keep the first `keep` messages' figures, drop the rest."""
-        position = self._starts[keep] if keep < len(self._starts) else len(self.tokens)
-        if self.on_cut is not None and position < len(self.tokens):
+        position = self._starts[keep] if keep < len(self._starts) else self.size
+        if self.on_cut is not None and position < self.size:
             self.on_cut(position)
         del self._messages[keep:], self._starts[keep:], self._dropped[keep:]
         del self._turns[bisect_left(self._turns, keep) :]
-        self.digests.cut(position)
-        self.hashes.cut(position)
-        del self.tokens[position:], self.cumulative[position:]
+        raw = self._raw(position)
+        self.digests.cut(raw)
+        self.hashes.cut(raw)
+        del self.tokens[raw:], self.cumulative[raw:]
         while self.markers and self.markers[-1] >= position:
             self.markers.pop()
             self.marker_controls.pop()
 
     def _add_message(self, index: int, message: Any, turn_start: int) -> None:
-        start = len(self.tokens)
+        start = self.size
         # The chain so far ends at the last block (the root when there is none); the keying
         # parameters were mixed in once a message block came.
-        chain = self.hashes[start - 1] if start else self._root
+        chain = self.hashes[-1] if start else self._root
         started = start > self._head_blocks
         self._messages.append(message)
         self._starts.append(start)
@@ -227,50 +345,54 @@ class RequestBlocks:
         role = str(message.get("role", ""))
         dropped = role == "assistant" and index < turn_start
         self._dropped.append(dropped)
-        for position, block in enumerate(content_blocks_of(message.get("content"))):
-            if dropped and block.get("type") in _THINKING:
+        for position, block in enumerate(_blocks_of(message.get("content"))):
+            if dropped and block_type(block) in _THINKING:
                 continue
             first = position == 0
             known = self._cut_blocks.get(id(block))
-            husk = block.get("content")
-            if type(husk) is HuskedContent:
-                if husk.first != first or husk.role != role:
+            if type(block) is HuskedBlock:
+                if block.first != first or block.role != role:
                     raise ValueError(
                         f"a husked block moved (message {index}, block {position}): its "
                         "digest is that of another place; husk only messages that stay"
                     )
-                digest, tokens = husk.digest, husk.tokens
+                digest, tokens, control = block.digest, block.tokens, block.marker
             elif known is not None and known[0] is block and known[1] == first and known[2] == role:
-                digest, tokens = known[3], known[4]
+                digest, tokens, control = known[3], known[4], block.get("cache_control")
             else:
                 digest = message_block_digest(block, role, first=first)
-                tokens = self.count(FlatBlock("messages", index, position, block, role), digest)
+                flat = FlatBlock("messages", index, position, block, role)
+                tokens, control = self.count(flat, digest), block.get("cache_control")
             keyed = digest
             if not started:
                 keyed = hashlib.sha256(self._params + digest).digest()
                 started = True
             chain = hashlib.sha256(chain + keyed).digest()
-            self._append(block, digest, tokens, chain)
+            self._append(control, digest, tokens, chain)
         if _is_turn(message):
             self._turns.append(index)
 
-    def _append(
-        self, block: Mapping[str, Any], digest: bytes, tokens: int, chain: bytes
-    ) -> None:
+    def _append(self, control: Any, digest: bytes, tokens: int, chain: bytes) -> None:
         cumulative = self.cumulative
         cumulative.append((cumulative[-1] if cumulative else 0) + tokens)
         self.digests.append(digest)
         self.tokens.append(tokens)
         self.hashes.append(chain)
-        control = block.get("cache_control")
         if isinstance(control, Mapping):
-            self.markers.append(len(self.tokens) - 1)
+            self.markers.append(self.size - 1)
             self.marker_controls.append(control)
+
+
+def _blocks_of(content: Any) -> list[Any]:
+    """`content_blocks_of`, husked blocks included (in their places)."""
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, Mapping) or type(b) is HuskedBlock]
+    return content_blocks_of(content)
 
 
 def _is_turn(message: Mapping[str, Any]) -> bool:
     """A user message with blocks that are not all tool results."""
     if message.get("role") != "user":
         return False
-    blocks = content_blocks_of(message.get("content"))
-    return bool(blocks) and any(block.get("type") != "tool_result" for block in blocks)
+    blocks = _blocks_of(message.get("content"))
+    return bool(blocks) and any(block_type(block) != "tool_result" for block in blocks)

@@ -94,6 +94,9 @@ A message a request repeats, or re-adds after a cut, keeps its counts without th
 serves new objects with known content (a marked copy of a message, then the message)."""
 PRUNE_EVERY = 1_000
 """Expired cache entries are forgotten every this many requests."""
+FOLD_KEEP_MESSAGES = 64
+"""A folding simulator (`CacheSimulator.fold_settled`) keeps the figures of at least this many
+last messages: the ones a next request may still change."""
 
 
 @runtime_checkable
@@ -411,6 +414,11 @@ class CacheSimulator:
         self._calls = 0
         self._blocks = RequestBlocks(self._count, self._flush_openai)
         """The last request's blocks and hashes, reused by the next for what it repeats."""
+        self.fold_settled = False
+        """Let go of the figures of the blocks before the last `FOLD_KEEP_MESSAGES` messages
+        that no marker of the last request could read back to (`RequestBlocks.fold`): for a
+        caller whose markers only move forward (a request that reads a folded figure or
+        sends cache_edits is computed in full again)."""
 
     def fork(self) -> CacheSimulator:
         """An independent simulator in this one's cache state (entries, their last use, the
@@ -421,7 +429,7 @@ class CacheSimulator:
         forked._openai = dict(self._openai)
         forked._openai_last = None
         if self._openai_last is not None:
-            forked._openai.update(self._implicit_openai(0, len(self._blocks.tokens)))
+            forked._openai.update(self._implicit_openai(0, self._blocks.size))
         forked._token_memo = dict(self._token_memo)
         forked._blocks = RequestBlocks(forked._count, forked._flush_openai)
         return forked
@@ -435,8 +443,7 @@ class CacheSimulator:
         if self._openai_last is None:
             return {}
         used, minimum = self._openai_last
-        blocks = self._blocks
-        cumulative, hashes = blocks.cumulative, blocks.hashes
+        _, cumulative, hashes = self._blocks.columns()
         return {
             hashes[position]: used
             for position in range(max(start, 0), stop)
@@ -447,7 +454,7 @@ class CacheSimulator:
         """Write the last OpenAI request's prefixes from `start` (to `stop`) into `_openai`:
         they are about to leave the request (RequestBlocks' cut hook)."""
         if self._openai_last is not None:
-            end = len(self._blocks.tokens) if stop is None else stop
+            end = self._blocks.size if stop is None else stop
             self._openai.update(self._implicit_openai(start, end))
 
     @property
@@ -541,7 +548,7 @@ class CacheSimulator:
             1 for (ttl, _, _), used in self._entries.items() if now - used <= ttl_seconds(ttl)
         )
         retention = self.openai_retention_seconds
-        openai = {**self._openai, **self._implicit_openai(0, len(self._blocks.tokens))}
+        openai = {**self._openai, **self._implicit_openai(0, self._blocks.size)}
         return alive + sum(1 for used in openai.values() if now - used <= retention)
 
     # -- the model ------------------------------------------------------------------------
@@ -550,14 +557,45 @@ class CacheSimulator:
         self, now: float, request: ProviderRequest, query_source: str, output_tokens: int
     ) -> SimulatedCall:
         model = self.model_for(request)
-        blocks = self._blocks
-        blocks.update(
-            cast(Mapping[str, Any], request),
-            drop_earlier_thinking=not model.keeps_previous_thinking,
-        )
-        tokens, cumulative, hashes = blocks.tokens, blocks.cumulative, blocks.hashes
-        running = cumulative[-1] if cumulative else 0
         mode = self.mode_for(model)
+        blocks = self._blocks
+        body = cast(Mapping[str, Any], request)
+        drop = not model.keeps_previous_thinking
+        if blocks.folded and body.get("cache_edits"):
+            blocks.reset()  # its deleted tokens are read from every block
+        # (A call cached the OpenAI way reads any block too: it has another model, so the
+        # update computes it in full; a folding simulator folds no such call.)
+        blocks.update(body, drop_earlier_thinking=drop)
+        if blocks.folded and not self._markers_readable(blocks):
+            blocks.reset()
+            blocks.update(body, drop_earlier_thinking=drop)
+        call = self._call(model, mode, now, request, query_source, output_tokens)
+        if self.fold_settled and mode != "openai" and self._openai_last is None:
+            lowest = min(
+                (m for m in blocks.markers if m >= blocks.head_blocks), default=blocks.size
+            )
+            blocks.fold(lowest - self.lookback_blocks, FOLD_KEEP_MESSAGES)
+        return call
+
+    def _markers_readable(self, blocks: RequestBlocks) -> bool:
+        """Whether the blocks each marker of the last update may read back to are held."""
+        return all(
+            blocks.readable(max(0, m - self.lookback_blocks), m) for m in blocks.markers
+        )
+
+    def _call(
+        self,
+        model: ModelInfo,
+        mode: CacheMode,
+        now: float,
+        request: ProviderRequest,
+        query_source: str,
+        output_tokens: int,
+    ) -> SimulatedCall:
+        """Price the request whose blocks were just updated."""
+        blocks = self._blocks
+        tokens, cumulative, hashes = blocks.columns()
+        running = cumulative[-1] if len(cumulative) else 0
         name = str(cast(Mapping[str, Any], request).get("model") or model.name)
         if self._openai_last is not None and (mode != "openai" or not tokens):
             # This request is not cached the OpenAI way: the prefixes it kept from the last

@@ -32,8 +32,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from unbounded.caching.blocks import is_markable
-from unbounded.caching.husks import BlockTokens, husk_blocks
+from unbounded.caching.blocks import FlatBlock, is_markable, message_block_digest
+from unbounded.caching.husks import (
+    BlockTokens,
+    HuskedBlock,
+    block_fields,
+    block_type,
+    husk_blocks,
+)
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
@@ -113,10 +119,13 @@ class ReplaySettings:
         }
         return body
 
-    def simulator(self, tools: Sequence[Mapping[str, Any]] = ()) -> CacheSimulator:
+    def simulator(
+        self, tools: Sequence[Mapping[str, Any]] = (), *, fold_settled: bool = False
+    ) -> CacheSimulator:
         """A fresh cache simulator for one strategy (warm prefix primed, after the tools the
-        strategy's requests declare)."""
-        return self.prefix.simulator(
+        strategy's requests declare); `fold_settled` for a strategy whose requests carry
+        their only message marker on the last message (`CacheSimulator.fold_settled`)."""
+        simulator = self.prefix.simulator(
             self.model,
             self.model_name,
             time=self.start_time,
@@ -124,6 +133,8 @@ class ReplaySettings:
             other_models=self.call_models,
             tools=tools,
         )
+        simulator.fold_settled = fold_settled
+        return simulator
 
 
 @dataclass(slots=True)
@@ -271,6 +282,7 @@ class History:
         "_husked",
         "_messages",
         "_previous",
+        "_tokens_of",
         "_unchanged",
         "_version",
         "normalizer",
@@ -288,6 +300,14 @@ class History:
         """How many first messages the current list shares with the previous one, at least."""
         self._husked = 0
         """The first messages up to here had their tool results and assistant blocks husked."""
+        self._tokens_of: BlockTokens | None = None
+        """The counter the husks were counted with (`husk`)."""
+
+    @property
+    def husk_tokens(self) -> BlockTokens | None:
+        """The counter the husks were counted with (None before any): for blocks made of a
+        husked one (a cleared copy), counted as the simulators count."""
+        return self._tokens_of
 
     @property
     def husked(self) -> int:
@@ -296,9 +316,11 @@ class History:
 
     def husk(self, upto: int, tokens_of: BlockTokens) -> None:
         """Let the tool results and assistant blocks of the first `upto` messages give up
-        their text (`caching/husks.py`): the caller knows no strategy reads their content
-        again. The last `UNSETTLED_TAIL` messages are left as they are."""
+        their text (`caching/husks.py`: they become `HuskedBlock`s, not dicts): the caller
+        knows no strategy reads their content again. The last `UNSETTLED_TAIL` messages are
+        left as they are."""
         messages = self.messages()
+        self._tokens_of = tokens_of
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
         for index in range(self._husked, stop):
             husk_blocks(cast(Any, messages[index]), index, tokens_of)
@@ -380,7 +402,7 @@ class Baseline:
     def step(self, call: RecordedCall, plan: CallPlan) -> SimulatedCall:
         """Price the plan on this strategy's own simulator and account for it."""
         if self.simulator is None:
-            self.simulator = self.settings.simulator()
+            self.simulator = self.settings.simulator(fold_settled=True)
         side = [
             self.simulator.step(
                 call.request_time,
@@ -456,7 +478,7 @@ def run_baselines(baselines: Sequence[Baseline], call: RecordedCall) -> dict[str
     for baseline in others:
         if not baseline.diverged and plans[baseline.name].changed:
             if reference.simulator is None:
-                reference.simulator = reference.settings.simulator()
+                reference.simulator = reference.settings.simulator(fold_settled=True)
             baseline.simulator = reference.simulator.fork()
     results = {reference.name: reference.step(call, plans[reference.name])}
     for baseline in others:
@@ -542,7 +564,8 @@ def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> l
                 return result
             continue
         for position in range(len(content) - 1, -1, -1):
-            if is_markable(content[position]):
+            # (a husked block is no dict: settled, it is never the last markable one)
+            if isinstance(content[position], Mapping) and is_markable(content[position]):
                 blocks = list(content)
                 blocks[position] = cast(Any, {**content[position], "cache_control": marker})
                 result[index] = cast(
@@ -558,7 +581,7 @@ def _truncated_head(message: MessageParam) -> MessageParam:
     if isinstance(content, str):
         kept = [{"type": "text", "text": content}]
     else:
-        kept = [b for b in content if b.get("type") != "tool_result"]
+        kept = [b for b in content if block_type(b) != "tool_result"]
     return cast(
         MessageParam,
         {"role": "user", "content": [{"type": "text", "text": TRUNCATION_NOTE}, *kept]},
@@ -610,7 +633,10 @@ class ClearEveryTurnBaseline(Baseline):
 
     def __init__(self, settings: ReplaySettings, history: History | None = None) -> None:
         super().__init__(settings, history)
-        self.clearing = ToolResultClearing(CLEAR_KEEP, self.history.shared_prefix)
+        shared = self.history
+        self.clearing = ToolResultClearing(
+            CLEAR_KEEP, shared.shared_prefix, lambda: shared.husk_tokens
+        )
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history with all but the most recent tool results cleared, over the trigger."""
@@ -643,10 +669,13 @@ class ToolResultClearing:
         shared_prefix: Callable[
             [Sequence[MessageParam], Sequence[MessageParam]], int
         ] = shared_prefix_length,
+        husk_tokens: Callable[[], BlockTokens | None] = lambda: None,
     ) -> None:
         self.keep = keep
         self._shared_prefix = shared_prefix
         """How many first messages two lists share (a history's, told what changed)."""
+        self._husk_tokens = husk_tokens
+        """The counter a husked result was counted with: its cleared copy is a husk too."""
         self._source: Sequence[MessageParam] = []
         self._result: list[MessageParam] = []
         self._waiting: deque[tuple[int, int]] = deque()
@@ -676,7 +705,7 @@ class ToolResultClearing:
                 waiting.extend(
                     (index, b)
                     for b, block in enumerate(content)
-                    if block.get("type") == "tool_result"
+                    if block_type(block) == "tool_result"
                 )
         # Message -> its last block cleared now (every earlier result of it is cleared too).
         upto: dict[int, int] = {}
@@ -686,13 +715,14 @@ class ToolResultClearing:
         for index in sorted(upto):
             content = cast(list[Any], messages[index]["content"])
             last = upto[index]
+            role = messages[index]["role"]
             result[index] = cast(
                 MessageParam,
                 {
-                    "role": messages[index]["role"],
+                    "role": role,
                     "content": [
-                        {**block, "content": CLEAR_PLACEHOLDER}
-                        if b <= last and block.get("type") == "tool_result"
+                        self._cleared(block, index, b, role)
+                        if b <= last and block_type(block) == "tool_result"
                         else block
                         for b, block in enumerate(content)
                     ],
@@ -701,6 +731,22 @@ class ToolResultClearing:
         self._cleared_any = self._cleared_any or bool(upto)
         self._source = messages
         return result
+
+    def _cleared(self, block: Any, index: int, position: int, role: str) -> Any:
+        """The cleared copy of a tool result: of a husked one, a husk of the copy (digest and
+        tokens of the copy, counted as the husks were), not a dict."""
+        if type(block) is not HuskedBlock:
+            return {**block, "content": CLEAR_PLACEHOLDER}
+        fields = block.fields()
+        cleared = {**fields, "content": CLEAR_PLACEHOLDER}
+        tokens_of = self._husk_tokens()
+        if tokens_of is None:
+            return cleared
+        first = position == 0
+        digest = message_block_digest(cleared, role, first=first)
+        tokens = tokens_of(FlatBlock("messages", index, position, cleared, role), digest)
+        del fields["type"]
+        return HuskedBlock(digest, tokens, role, first, "tool_result", fields)
 
 
 def clear_tool_results_copy(
@@ -712,7 +758,7 @@ def clear_tool_results_copy(
         for m, message in enumerate(messages)
         if isinstance(message["content"], list)
         for b, block in enumerate(message["content"])
-        if block.get("type") == "tool_result"
+        if block_type(block) == "tool_result"
     ]
     cleared = positions[: max(0, len(positions) - keep)]
     by_message: dict[int, set[int]] = {}
@@ -726,7 +772,9 @@ def clear_tool_results_copy(
             {
                 "role": messages[m]["role"],
                 "content": [
-                    {**block, "content": CLEAR_PLACEHOLDER} if b in blocks else block
+                    {**block_fields(block), "content": CLEAR_PLACEHOLDER}
+                    if b in blocks
+                    else block
                     for b, block in enumerate(content)
                 ],
             },
