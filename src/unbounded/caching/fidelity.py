@@ -63,7 +63,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast, overload
+from typing import Any, NamedTuple, Protocol, cast, overload
 
 from unbounded.caching.blocks import FlatBlock, block_digest, flatten_request
 from unbounded.caching.breakpoints import plan_cache_breakpoints
@@ -259,11 +259,13 @@ class FidelityCalls(Sequence[FidelityCall]):
     def __getitem__(self, position: int) -> FidelityCall: ...
 
     @overload
-    def __getitem__(self, position: slice) -> list[FidelityCall]: ...
+    def __getitem__(self, position: slice) -> Sequence[FidelityCall]: ...
 
-    def __getitem__(self, position: int | slice) -> FidelityCall | list[FidelityCall]:
+    def __getitem__(self, position: int | slice) -> FidelityCall | Sequence[FidelityCall]:
         if isinstance(position, slice):
-            return [self._row(row) for row in range(*position.indices(len(self)))]
+            # A view, not a list: `report.calls[1:]` of 100,000 calls built them all at once
+            # (about 70 MB).
+            return _FidelityCallsView(self, range(len(self))[position])
         size = len(self)
         row = position + size if position < 0 else position
         if not 0 <= row < size:
@@ -321,6 +323,48 @@ class FidelityCalls(Sequence[FidelityCall]):
             after_compaction=bool(flags & 1),
             prefix_changed=bool(flags & 2),
         )
+
+
+class _FidelityCallsView(Sequence[FidelityCall]):
+    """Some rows of a `FidelityCalls` (a slice of it), each call built when read."""
+
+    def __init__(self, calls: FidelityCalls, rows: range) -> None:
+        """The calls at `rows` of `calls`."""
+        self._calls = calls
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, position: int) -> FidelityCall: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> Sequence[FidelityCall]: ...
+
+    def __getitem__(self, position: int | slice) -> FidelityCall | Sequence[FidelityCall]:
+        if isinstance(position, slice):
+            return _FidelityCallsView(self._calls, self._rows[position])
+        try:
+            row = self._rows[position]
+        except IndexError:
+            raise IndexError(
+                f"fidelity call {position} out of range ({len(self._rows)} calls)"
+            ) from None
+        return self._calls[row]
+
+    def __iter__(self) -> Iterator[FidelityCall]:
+        calls = self._calls
+        for row in self._rows:
+            yield calls[row]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same calls (a list included)."""
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,83 +514,215 @@ class _LaidCall:
     model: str | None
     line: int
     """File line of its first line, which orders the calls."""
-    time: datetime | None
-    """When its response was written."""
+    time: float | None
+    """When its response was written (POSIX seconds)."""
     on_thread: bool
 
 
-def _laid_out_calls(recording: RecordedConversation) -> list[_LaidCall]:
-    """Every billed call, in file order, with the conversation it sent (module docstring)."""
+class _Placed(Protocol):
+    """Where a call stands: its conversation and the index of its first line."""
 
-    def laid(chain: Sequence[Entry], call: ApiCall, on_thread: bool) -> _LaidCall:
-        start = chain[call.first]
-        return _LaidCall(
-            chain=chain,
-            first=call.first,
-            last=call.last,
-            usage=call.usage,
-            model=call.model,
-            line=start.line or 0,
-            time=start.time,
-            on_thread=on_thread,
+    @property
+    def chain(self) -> Sequence[Entry]: ...
+
+    @property
+    def first(self) -> int: ...
+
+
+class _Place(NamedTuple):
+    """A call's conversation and first line, without the rest of the call."""
+
+    chain: Sequence[Entry]
+    first: int
+
+
+_UNTIMED = float("nan")
+"""The time column's code for a call without a time."""
+
+
+class _LaidCalls:
+    """Every billed call laid out, as columns in file order: a simulation of 100,000 calls
+    holds about 60 bytes a call here, not a call object and its usage dict (about 1 KB).
+    A call's usage is read again from the calls it came from when asked for."""
+
+    def __init__(self) -> None:
+        """No calls yet: `add` them, then `sort`."""
+        self._chains: list[Sequence[Entry]] = []
+        self._chain_codes: dict[int, int] = {}
+        self._sources: list[Sequence[ApiCall] | Sequence[BilledCall]] = []
+        self._source_codes: dict[int, int] = {}
+        self._models: list[str | None] = []
+        self._model_codes: dict[str | None, int] = {}
+        self._columns: dict[str, array[Any]] = {
+            "chain": array("I"),
+            "source": array("I"),
+            "row": array("q"),
+            "first": array("q"),
+            "last": array("q"),
+            "line": array("q"),
+            "time": array("d"),
+            "model": array("I"),
+            "on_thread": array("B"),
+        }
+
+    @staticmethod
+    def _code(value: Any, key: Any, values: list[Any], codes: dict[Any, int]) -> int:
+        code = codes.get(key)
+        if code is None:
+            code = codes[key] = len(values)
+            values.append(value)
+        return code
+
+    def add(
+        self,
+        chain: Sequence[Entry],
+        source: Sequence[ApiCall] | Sequence[BilledCall],
+        row: int,
+        *,
+        model: str | None,
+        first: int,
+        last: int,
+        line: int,
+        time: datetime | None,
+        on_thread: bool,
+    ) -> None:
+        """One call: `source[row]` (whose usage it takes), standing in `chain`."""
+        # Keyed by identity: a conversation is one object, and equal ones are not the same.
+        codes = (
+            self._code(chain, id(chain), self._chains, self._chain_codes),
+            self._code(source, id(source), self._sources, self._source_codes),
+            row,
+            first,
+            last,
+            line,
+            _UNTIMED if time is None else time.timestamp(),
+            self._code(model, model, self._models, self._model_codes),
+            int(on_thread),
         )
+        for column, value in zip(self._columns.values(), codes, strict=True):
+            column.append(value)
+
+    def sort(self) -> None:
+        """Put the calls in file order (stable: calls on one line keep the order added)."""
+        lines = self._columns["line"]
+        if all(lines[i] <= lines[i + 1] for i in range(len(lines) - 1)):
+            return
+        order = sorted(range(len(lines)), key=lines.__getitem__)
+        for name, column in self._columns.items():
+            self._columns[name] = array(column.typecode, (column[i] for i in order))
+
+    def __len__(self) -> int:
+        return len(self._columns["line"])
+
+    def chain(self, index: int) -> Sequence[Entry]:
+        """The conversation call `index` stands in."""
+        return self._chains[int(self._columns["chain"][index])]
+
+    def first(self, index: int) -> int:
+        """Index in its conversation of the call's first line."""
+        return int(self._columns["first"][index])
+
+    def last(self, index: int) -> int:
+        """Index of the call's last line."""
+        return int(self._columns["last"][index])
+
+    def time(self, index: int) -> float | None:
+        """When the call's response was written (POSIX seconds), if known."""
+        time = float(self._columns["time"][index])
+        return None if time != time else time  # NaN: no time
+
+    def model(self, index: int) -> str | None:
+        """The model the call recorded."""
+        return self._models[int(self._columns["model"][index])]
+
+    def on_thread(self, index: int) -> bool:
+        """Whether the call is one of the main thread's own."""
+        return bool(self._columns["on_thread"][index])
+
+    def usage(self, index: int) -> Usage:
+        """The call's recorded usage, read again from the call it came from."""
+        columns = self._columns
+        return self._sources[int(columns["source"][index])][int(columns["row"][index])].usage
+
+    def places(self) -> Iterator[_Place]:
+        """Each call's conversation and first line, in order."""
+        chains, codes, firsts = self._chains, self._columns["chain"], self._columns["first"]
+        for code, first in zip(codes, firsts, strict=True):
+            yield _Place(chains[code], first)
+
+    def __getitem__(self, index: int) -> _LaidCall:
+        """Call `index`, built."""
+        return _LaidCall(
+            chain=self.chain(index),
+            first=self.first(index),
+            last=self.last(index),
+            usage=self.usage(index),
+            model=self.model(index),
+            line=int(self._columns["line"][index]),
+            time=self.time(index),
+            on_thread=self.on_thread(index),
+        )
+
+
+def _laid_out_calls(recording: RecordedConversation) -> _LaidCalls:
+    """Every billed call, in file order, with the conversation it sent (module docstring)."""
+    laid = _LaidCalls()
+
+    def lay(chain: Sequence[Entry], calls: Sequence[ApiCall], on_thread: bool) -> None:
+        for row, call in enumerate(calls):
+            start = chain[call.first]
+            laid.add(
+                chain,
+                calls,
+                row,
+                model=call.model,
+                first=call.first,
+                last=call.last,
+                line=start.line or 0,
+                time=start.time,
+                on_thread=on_thread,
+            )
 
     main = recording.main
     thread_calls = recording.thread_calls
-    calls = [laid(main, call, True) for call in thread_calls]
-    done = {call.message_id for call in thread_calls}
+    lay(main, thread_calls, True)
     billed = recording.billed
+    done: set[str] | None = None  # built only when a billed call is on a branch
     for billed_call in reversed(billed):  # a branch's last call rebuilds the whole branch
-        if billed_call.place != "branch" or billed_call.message_id in done:
+        if billed_call.place != "branch":
             continue
-        if billed_call.uuid is None:
+        if done is None:
+            done = {call.message_id for call in thread_calls}
+        if billed_call.message_id in done or billed_call.uuid is None:
             continue
         chain = recording.branch_thread(billed_call.uuid)
-        for own in api_calls(chain):
-            if own.message_id not in done:
-                done.add(own.message_id)
-                calls.append(laid(chain, own, False))
-    for side in billed:
+        own = [call for call in api_calls(chain) if call.message_id not in done]
+        done.update(call.message_id for call in own)
+        lay(chain, own, False)
+    main_last_line: int | None = None
+    for row, side in enumerate(billed):
         if side.place != "side":
             continue
         # Where it stands: before the first record written after it (at the end without a line).
-        line = side.line if side.line is not None else max((e.line or 0 for e in main), default=0)
+        line = side.line
+        if line is None:
+            if main_last_line is None:
+                main_last_line = max((e.line or 0 for e in main), default=0)
+            line = main_last_line
         first = next((i for i, e in enumerate(main) if (e.line or 0) > line), len(main))
-        calls.append(
-            _LaidCall(
-                chain=main,
-                first=first,
-                last=first - 1,
-                usage=side.usage,
-                model=side.model,
-                line=line,
-                time=parse_timestamp(side.timestamp),
-                on_thread=False,
-            )
+        laid.add(
+            main,
+            billed,
+            row,
+            model=side.model,
+            first=first,
+            last=first - 1,
+            line=line,
+            time=parse_timestamp(side.timestamp),
+            on_thread=False,
         )
-    return sorted(calls, key=lambda call: call.line)
-
-
-def _request_times(calls: Sequence[_LaidCall]) -> tuple[list[float], int]:
-    """When each call's request started (the last record before its response), and how many
-    calls had no time and were taken to follow the call before at once."""
-    times: list[float] = []
-    untimed = 0
-    previous = float("-inf")
-    for call in calls:
-        if call.time is None:
-            untimed += 1
-            start = previous if previous > float("-inf") else 0.0
-        else:
-            start = call.time.timestamp()
-            if call.first > 0:
-                before = call.chain[call.first - 1].time
-                if before is not None:
-                    start = min(start, before.timestamp())
-        start = max(start, previous)
-        times.append(start)
-        previous = start
-    return times, untimed
+    laid.sort()
+    return laid
 
 
 def _entry_texts(entry: Entry) -> list[str]:
@@ -572,28 +748,64 @@ def prefix_change_events(entries: Sequence[Entry]) -> list[str]:
     return []
 
 
-def _call_ttls(usages: Sequence[Mapping[str, Any]]) -> list[CacheTtl]:
-    def split(usage: Mapping[str, Any]) -> tuple[int, int]:
-        detail = usage.get("cache_creation")
-        if not isinstance(detail, Mapping):
-            return 0, 0
-        return (
-            int(detail.get("ephemeral_5m_input_tokens") or 0),
-            int(detail.get("ephemeral_1h_input_tokens") or 0),
-        )
+_TTLS: tuple[CacheTtl, CacheTtl] = ("5m", "1h")
+"""The TTL codes of a TTL column."""
 
-    total_5m = sum(split(u)[0] for u in usages)
-    total_1h = sum(split(u)[1] for u in usages)
-    current: CacheTtl = "1h" if total_1h > total_5m else "5m"
-    ttls: list[CacheTtl] = []
-    for usage in usages:
-        five, one = split(usage)
-        if one > five:
-            current = "1h"
-        elif five > one:
-            current = "5m"
+
+def _ttl_split(usage: Mapping[str, Any]) -> tuple[int, int]:
+    """A recorded usage's cache writes at 5 minutes and at 1 hour (0, 0 without the split)."""
+    detail = usage.get("cache_creation")
+    if not isinstance(detail, Mapping):
+        return 0, 0
+    return (
+        int(detail.get("ephemeral_5m_input_tokens") or 0),
+        int(detail.get("ephemeral_1h_input_tokens") or 0),
+    )
+
+
+def _call_ttls(five: Sequence[int], one: Sequence[int], count: int) -> array[int]:
+    """The TTL (a code of `_TTLS`) of each of the first `count` calls, from their 5m and 1h
+    writes: the one a call wrote most of, else the call before's, else the session's."""
+    total_5m = sum(five[i] for i in range(count))
+    total_1h = sum(one[i] for i in range(count))
+    current = 1 if total_1h > total_5m else 0
+    ttls = array("B")
+    for index in range(count):
+        if one[index] > five[index]:
+            current = 1
+        elif five[index] > one[index]:
+            current = 0
         ttls.append(current)
     return ttls
+
+
+class _RecordedColumns:
+    """The recorded usages of a session's calls as integer columns (40 bytes a call)."""
+
+    def __init__(self) -> None:
+        """No calls yet."""
+        self._columns = tuple(array("q") for _ in range(5))
+
+    def append(self, recorded: RecordedUsage) -> None:
+        """Add a call's after the others."""
+        values = (
+            recorded.input_tokens,
+            recorded.cache_creation_5m_input_tokens,
+            recorded.cache_creation_1h_input_tokens,
+            recorded.cache_read_input_tokens,
+            recorded.output_tokens,
+        )
+        for column, value in zip(self._columns, values, strict=True):
+            column.append(value)
+
+    def __getitem__(self, index: int) -> RecordedUsage:
+        """Call `index`'s, built."""
+        values = [column[index] for column in self._columns]
+        return RecordedUsage(*values)
+
+    def prompt_tokens(self, index: int) -> int:
+        """Input + cache creation + cache read of call `index`."""
+        return sum(self._columns[column][index] for column in range(4))
 
 
 def recorded_cost_usd(model: ModelInfo, recorded: Sequence[RecordedUsage]) -> float | None:
@@ -613,6 +825,21 @@ def recorded_cost_usd(model: ModelInfo, recorded: Sequence[RecordedUsage]) -> fl
             output_tokens=r.output_tokens,
         )
         for r in recorded
+    )
+
+
+def _add_recorded_cost(model: ModelInfo, total: float, recorded: RecordedUsage) -> float | None:
+    """`total` plus one recorded call's cost at this model's prices (`recorded_cost_usd` one
+    call at a time, summed in the same order); None when the model cannot price it."""
+    if model.cache_write_1h_multiplier is None and recorded.cache_creation_1h_input_tokens:
+        return None
+    return total + usage_cost_usd(
+        model,
+        input_tokens=recorded.input_tokens,
+        cache_creation_5m_input_tokens=recorded.cache_creation_5m_input_tokens,
+        cache_creation_1h_input_tokens=recorded.cache_creation_1h_input_tokens,
+        cache_read_input_tokens=recorded.cache_read_input_tokens,
+        output_tokens=recorded.output_tokens,
     )
 
 
@@ -653,6 +880,8 @@ class _ViewBuilder:
         self.normalizer = MessageNormalizer()
         self.boundary = -1
         self.position = 0
+        self.before: Entry | None = None
+        """The record at `position - 1`: the last one taken in."""
 
     def advance(self, first: int) -> None:
         """Take in the records before `first` (a call's first line)."""
@@ -660,25 +889,40 @@ class _ViewBuilder:
             self.normalizer = MessageNormalizer()
             self.boundary = -1
             self.position = 0
+            self.before = None
         for index, entry in enumerate(self.chain[self.position : first], self.position):
             if entry.is_compact_boundary:
                 self.boundary = index
                 self.normalizer = MessageNormalizer()
             self.normalizer.append(entry)
+            self.before = entry
         self.position = first
 
 
-def _views(calls: Sequence[_LaidCall]) -> Iterator[tuple[int, list[MessageParam]]]:
-    """(index of the last compact boundary before the call in its conversation, or -1; the
-    API messages from it on) for each call in order, built as the records go by: one pass
-    per conversation, not one per call."""
+def _view_walk(
+    calls: Iterable[_Placed],
+) -> Iterator[tuple[int, list[MessageParam], Entry | None]]:
+    """`_views`, each with the record just before the call in its conversation (None at its
+    start): the last one the walk took in, so it is not read again."""
     builders: dict[int, _ViewBuilder] = {}
     for call in calls:
         builder = builders.get(id(call.chain))
         if builder is None:
             builder = builders[id(call.chain)] = _ViewBuilder(call.chain)
         builder.advance(call.first)
-        yield builder.boundary, builder.normalizer.messages
+        yield builder.boundary, builder.normalizer.messages, builder.before
+
+
+def _views(calls: Iterable[_Placed]) -> Iterator[tuple[int, list[MessageParam]]]:
+    """(index of the last compact boundary before the call in its conversation, or -1; the
+    API messages from it on) for each call in order, built as the records go by: one pass
+    per conversation, not one per call."""
+    for boundary, messages, _ in _view_walk(calls):
+        yield boundary, messages
+
+
+_MEMO_LIMIT = 20_000
+"""Block counts a simulation remembers by digest (about 2 MB) before it starts afresh."""
 
 
 class _ViewEstimates:
@@ -700,6 +944,10 @@ class _ViewEstimates:
                 key = block_digest(block)
                 count = self._memo.get(key)
                 if count is None:
+                    if len(self._memo) >= _MEMO_LIMIT:
+                        # Counting again is all a forgotten block costs: a count is its
+                        # content's, and the memo grew ~350 bytes a call over a session.
+                        self._memo.clear()
                     count = self._memo[key] = self._counter.count_block(block)
                 total += count
             self._counts.append(total)
@@ -741,38 +989,74 @@ def simulate_recorded_session(
             f"1 to {len(calls) - 1} calls so that at least one is left to judge"
         )
     fitted = len(calls) if fit_calls is None else fit_calls
-    usages = [dict(call.usage) for call in calls]
-    ttls = _call_ttls(usages)
-    recorded = [RecordedUsage.from_usage(u, t) for u, t in zip(usages, ttls, strict=True)]
+    count = len(calls)
+    # Per call, only columns are kept: each usage is read again from its call when needed.
+    five, one = array("q"), array("q")
+    for index in range(count):
+        split = _ttl_split(calls.usage(index))
+        five.append(split[0])
+        one.append(split[1])
+    recorded_ttls = _call_ttls(five, one, count)
+    recorded = _RecordedColumns()
+    for index in range(count):
+        recorded.append(RecordedUsage.from_usage(calls.usage(index), _TTLS[recorded_ttls[index]]))
     # The TTLs the simulation uses: the recorded ones on the fitted calls, then the last of
     # them (what a later call records is not known to a prediction).
-    fitted_ttls = _call_ttls(usages[:fitted])
-    ttls = fitted_ttls + [fitted_ttls[-1]] * (len(calls) - fitted)
-    times, untimed = _request_times(calls)
+    fitted_ttls = _call_ttls(five, one, fitted)
+    del five, one, recorded_ttls
 
-    boundaries: list[int] = []
-    estimates: list[int] = []
+    def ttl(index: int) -> CacheTtl:
+        return _TTLS[fitted_ttls[min(index, fitted - 1)]]
+
+    # When each request started: the last record before its response, else the call before.
+    times = array("d")
+    untimed = 0
+    previous = float("-inf")
+    boundaries = array("q")
+    estimates = array("q")
     memo: dict[bytes, int] = {}
     view_sizes: dict[int, _ViewEstimates] = {}  # per conversation (by identity)
-    for call, (boundary, messages) in zip(calls, _views(calls), strict=True):
+    for index, (place, (boundary, messages, before)) in enumerate(
+        zip(calls.places(), _view_walk(calls.places()), strict=True)
+    ):
         boundaries.append(boundary)
-        sizes_of_chain = view_sizes.setdefault(id(call.chain), _ViewEstimates(base, memo))
+        sizes_of_chain = view_sizes.setdefault(id(place.chain), _ViewEstimates(base, memo))
         estimates.append(sizes_of_chain.estimate(messages))
+        time = calls.time(index)
+        if time is None:
+            untimed += 1
+            start = previous if previous > float("-inf") else 0.0
+        else:
+            start = time
+            before_time = before.time if before is not None else None
+            if before_time is not None:
+                start = min(start, before_time.timestamp())
+        start = max(start, previous)
+        times.append(start)
+        previous = start
+    del memo, view_sizes, sizes_of_chain
 
-    prompts = [r.prompt_tokens for r in recorded]
+    prompts = array("q", (recorded.prompt_tokens(index) for index in range(count)))
     scale = _calibrate(prompts[:fitted], estimates[:fitted]) if calibrate else 1.0
-    prefix = max(0, round(prompts[0] - scale * estimates[0]))
-    warm = min(recorded[0].cache_read_input_tokens, prefix)
+    first_recorded = recorded[0]
+    prefix = max(0, round(first_recorded.prompt_tokens - scale * estimates[0]))
+    warm = min(first_recorded.cache_read_input_tokens, prefix)
     rest = prefix - warm
+    del prompts, estimates
 
     simulator_counter = _SessionCounter(base, scale, {})
     simulator = CacheSimulator(model, counter=simulator_counter)
     if warm > 0:
-        system, sizes = _opaque_system(warm, 0, 0, ttls[0])
+        system, sizes = _opaque_system(warm, 0, 0, ttl(0))
         simulator_counter.fix(sizes)
-        primer: ProviderRequest = {"model": calls[0].model or model.name, "system": system}
+        primer: ProviderRequest = {"model": calls.model(0) or model.name, "system": system}
         simulator.prime(times[0] - 1.0, primer)
 
+    judged_from = 0 if fit_calls is None else fitted
+    # What is compared is summed as the calls go by, over the judged calls only.
+    recorded_read = recorded_total = simulated_read = simulated_total = 0
+    recorded_cost: float | None = 0
+    simulated_cost: float = 0
     version = 0
     changes: list[str] = []
     results = FidelityCalls()
@@ -780,13 +1064,16 @@ def simulate_recorded_session(
     previous_thread_last: int | None = None
     last_boundary: dict[int, int] = {}  # per conversation (by identity): its last boundary
     compactions = 0
-    for (index, call), (_, messages) in zip(enumerate(calls), _views(calls), strict=True):
-        name = call.model or recording.model or model.name
+    for index, (place, (_, messages)) in enumerate(
+        zip(calls.places(), _views(calls.places()), strict=True)
+    ):
+        name = calls.model(index) or recording.model or model.name
+        on_thread = calls.on_thread(index)
         changed = False
         if index > 0:
             events: list[str] = []
-            if call.on_thread and previous_thread_last is not None:
-                events = prefix_change_events(main[previous_thread_last + 1 : call.first])
+            if on_thread and previous_thread_last is not None:
+                events = prefix_change_events(main[previous_thread_last + 1 : place.first])
             if previous_model is not None and name != previous_model:
                 events.append(f"model changed ({previous_model} -> {name})")
             if events:
@@ -794,43 +1081,44 @@ def simulate_recorded_session(
                 changed = True
                 changes.extend(f"call {index}: {event}" for event in events)
         previous_model = name
-        if call.on_thread:
-            previous_thread_last = call.last
-        chain_key = id(call.chain)
+        if on_thread:
+            previous_thread_last = calls.last(index)
+        chain_key = id(place.chain)
         after_compaction = (
             chain_key in last_boundary and boundaries[index] != last_boundary[chain_key]
         )
         last_boundary[chain_key] = boundaries[index]
         compactions += int(after_compaction)
-        system, sizes = _opaque_system(warm, rest, version, ttls[index])
+        call_ttl = ttl(index)
+        system, sizes = _opaque_system(warm, rest, version, call_ttl)
         simulator_counter.fix(sizes)
         request: ProviderRequest = {"model": name, "system": system, "messages": messages}
         # From scratch: a recorded view is at most the recording's window long.
-        planned = plan_cache_breakpoints(request, ttl=ttls[index]).request
-        simulated = simulator.step(
-            times[index], planned, output_tokens=recorded[index].output_tokens
-        )
+        planned = plan_cache_breakpoints(request, ttl=call_ttl).request
+        call_recorded = recorded[index]
+        simulated = simulator.step(times[index], planned, output_tokens=call_recorded.output_tokens)
         results.append(
             FidelityCall(
                 index=index,
                 time=times[index],
-                ttl=ttls[index],
+                ttl=call_ttl,
                 model=name,
-                recorded=recorded[index],
+                recorded=call_recorded,
                 simulated=simulated,
                 after_compaction=after_compaction,
                 prefix_changed=changed,
             )
         )
+        if index < judged_from:
+            continue
+        recorded_read += call_recorded.cache_read_input_tokens
+        recorded_total += call_recorded.prompt_tokens
+        simulated_read += simulated.cache_read_input_tokens
+        simulated_total += simulated.prompt_tokens
+        simulated_cost += simulated.cost_usd
+        if recorded_cost is not None:
+            recorded_cost = _add_recorded_cost(model, recorded_cost, call_recorded)
 
-    judged_from = 0 if fit_calls is None else fitted
-    # Read in passes rather than sliced: a slice would build every call at once.
-    judged: Sequence[FidelityCall] = results[judged_from:] if judged_from else results
-    recorded_read = sum(c.recorded.cache_read_input_tokens for c in judged)
-    recorded_total = sum(c.recorded.prompt_tokens for c in judged)
-    simulated_read = sum(c.simulated.cache_read_input_tokens for c in judged)
-    simulated_total = sum(c.simulated.prompt_tokens for c in judged)
-    recorded_cost = recorded_cost_usd(model, [c.recorded for c in judged])
     return FidelityReport(
         session=session,
         model=model.name,
@@ -842,7 +1130,7 @@ def simulate_recorded_session(
         recorded_cache_read_share=recorded_read / recorded_total if recorded_total else 0.0,
         simulated_cache_read_share=simulated_read / simulated_total if simulated_total else 0.0,
         recorded_cost_usd=recorded_cost,
-        simulated_cost_usd=sum(c.simulated.cost_usd for c in judged),
+        simulated_cost_usd=simulated_cost,
         compactions=compactions,
         prefix_changes=tuple(changes),
         judged_from=judged_from,
