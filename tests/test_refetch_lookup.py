@@ -3,6 +3,8 @@ earlier tool call finds, walking only the calls of the same file name or command
 
 from __future__ import annotations
 
+import gc
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +15,7 @@ from unbounded.evaluation.refetch import _CallLookup, _other_arguments
 from unbounded.model.entries import Entry
 from unbounded.recall.index import (
     ToolCall,
+    TranscriptIndex,
     command_of,
     normalize_command,
     read_path_of,
@@ -65,47 +68,68 @@ _CALL = st.tuples(
 )
 
 
+def _step(number: int, kind: str, target: int, offset: int, outcome: str) -> list[Entry]:
+    """The entries of one tool call: its reply, then its result unless it is still waiting."""
+    use = _use(kind, target, offset) | {"id": f"t{number}"}
+    entries = [Entry.assistant([use], message_id=f"m{number}")]
+    if outcome != "waiting":
+        result = {"type": "tool_result", "tool_use_id": f"t{number}", "content": "out"}
+        if outcome == "error":
+            result["is_error"] = True
+        entries.append(Entry.user([result]))
+    return entries
+
+
+def _found(call: ToolCall | None) -> str | None:
+    return None if call is None else call.id
+
+
 @settings(max_examples=300, deadline=None)
 @given(steps=st.lists(st.tuples(_CALL, st.booleans()), min_size=1, max_size=25), ask=_CALL)
 def test_the_lookup_finds_what_walking_back_over_every_call_finds(
     steps: list[tuple[tuple[str, int, int, str], bool]], ask: tuple[str, int, int, str]
 ) -> None:
-    calls: dict[str, ToolCall] = {}
     entries: list[Entry] = []
+    index = TranscriptIndex()
     lookup = _CallLookup()
-    for number, ((kind, target, offset, outcome), sync_now) in enumerate(steps):
-        use = _use(kind, target, offset)
-        entries.append(Entry.assistant([use]))
-        path = use["input"].get("file_path")
-        calls[f"t{number}"] = ToolCall(
-            id=f"t{number}",
-            name=kind,
-            use_position=number,
-            number=number,
-            source=entries,
-            read_path=read_path_of(use),
-            write_path=path if kind == "Write" else None,
-            command=command_of(use),
-            # The result's position is only compared with None here: the use's own stands in.
-            result_position=None if outcome == "waiting" else number,
-            is_error=outcome == "error",
-        )
-        if sync_now:  # the replay syncs at its calls, not after every tool call
-            lookup.sync(calls)
-            question = _use(ask[0], ask[1], ask[2])
-            assert lookup.earlier_fetch(question) is _walk_back(list(calls.values()), question)
-    lookup.sync(calls)
     question = _use(ask[0], ask[1], ask[2])
-    assert lookup.earlier_fetch(question) is _walk_back(list(calls.values()), question)
+    for number, ((kind, target, offset, outcome), sync_now) in enumerate(steps):
+        entries.extend(_step(number, kind, target, offset, outcome))
+        if sync_now:  # the replay syncs at its calls, not after every tool call
+            index.update(entries)
+            lookup.sync(index)
+            every = list(index.calls.values())
+            assert _found(lookup.earlier_fetch(question)) == _found(_walk_back(every, question))
+    index.update(entries)
+    lookup.sync(index)
+    every = list(index.calls.values())
+    assert _found(lookup.earlier_fetch(question)) == _found(_walk_back(every, question))
 
 
 def test_a_new_index_dict_starts_the_lookup_again() -> None:
     read = _use("Read", 0, 0)
-    first = ToolCall(
-        "a", "Read", 0, "/w/app.py", None, None, result_position=0, source=[Entry.assistant([read])]
-    )
+    entries = _step(0, "Read", 0, 0, "result")
+    index = TranscriptIndex().update(entries)
     lookup = _CallLookup()
-    lookup.sync({"a": first})
-    assert lookup.earlier_fetch(read) is first
-    lookup.sync({})  # the index was rebuilt from other entries
+    lookup.sync(index)
+    assert _found(lookup.earlier_fetch(read)) == "t0"
+    index.update([Entry.user("other entries")])  # the index was rebuilt from other entries
+    lookup.sync(index)
     assert lookup.earlier_fetch(read) is None
+
+
+def test_the_lookup_holds_rows_not_a_call_object_each() -> None:
+    """The lookup's groups are packed rows: no `ToolCall` is reachable from it (an object a
+    call, kept for every call of a long replay, is what the index's columns do away with)."""
+    entries: list[Entry] = []
+    for number in range(300):
+        kind = ("Read", "Bash", "Write")[number % 3]
+        entries.extend(_step(number, kind, number % 7, 0, "result"))
+    index = TranscriptIndex().update(entries)
+    lookup = _CallLookup()
+    lookup.sync(index)
+    held = [lookup.by_name, lookup.by_command, *lookup.by_name.values()]
+    held += list(lookup.by_command.values())
+    assert sum(len(rows) for rows in lookup.by_command.values()) == 100
+    assert not any(isinstance(v, ToolCall) for item in held for v in gc.get_referents(item))
+    assert all(isinstance(rows, array) for rows in lookup.by_name.values())

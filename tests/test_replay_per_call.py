@@ -180,7 +180,7 @@ def test_reads_with_the_same_arguments_share_one_dict_in_the_refetch_lookup() ->
     ]
     entries = [Entry(orjson.loads(orjson.dumps(Entry.assistant([use]).data))) for use in uses]
     lookup = _CallLookup()
-    lookup.sync(TranscriptIndex().update(entries).calls)
+    lookup.sync(TranscriptIndex().update(entries))
     first, second, third = (lookup.read_arguments[n] for n in range(3))
     assert first == {"offset": 10} and third == {"offset": 20}
     assert second is first

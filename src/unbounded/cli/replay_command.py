@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -344,7 +345,10 @@ def replay_command(
     if report_file is not None:
         report_file.write_text(render_report_html(report), encoding="utf-8")
     if as_json:
-        print(json.dumps(report.to_dict(series=series), indent=2))
+        # Written in pieces: a long replay's series built whole as text held its every point.
+        for piece in report.json_text(series=series):
+            sys.stdout.write(piece)
+        sys.stdout.write("\n")
         return
     render(report)
     if report_file is not None:

@@ -24,9 +24,9 @@ have done.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 import orjson
@@ -35,6 +35,7 @@ from unbounded.compaction.tools_registry import is_cleared_text
 from unbounded.model.request import ProviderRequest
 from unbounded.recall.index import (
     ToolCall,
+    TranscriptIndex,
     command_of,
     normalize_command,
     read_path_of,
@@ -103,14 +104,18 @@ def _input_tokens(block: Mapping[str, Any]) -> int:
 class _CallLookup:
     """The index's tool calls grouped by what a re-fetch search compares: the last part of
     each path read or written, the command run, and the latest write, so a search walks
-    only the calls that can answer it (walking every call made a long replay quadratic)."""
+    only the calls that can answer it (walking every call made a long replay quadratic).
+
+    It holds the calls' rows (their `number`), packed: a long replay's index keeps every
+    call ever made as a row of columns, and an object per call held here would undo that."""
 
     def __init__(self) -> None:
-        self.calls: dict[str, ToolCall] = {}
-        """The index's dict these groups were made from (a new one: start again)."""
+        self.index: TranscriptIndex | None = None
+        self.rows: dict[str, int] = {}
+        """The index's dict of rows these groups were made from (a new one: start again)."""
         self.seen = 0
-        self.by_name: dict[str, list[ToolCall]] = {}
-        self.by_command: dict[str, list[ToolCall]] = {}
+        self.by_name: dict[str, array[int]] = {}
+        self.by_command: dict[str, array[int]] = {}
         self.last_write = -1
         """The `number` of the latest call that wrote a file (-1: none yet)."""
         self.read_arguments: dict[int, dict[str, Any]] = {}
@@ -118,38 +123,41 @@ class _CallLookup:
         taken once here, so a search does not read every earlier call's input back."""
         self._argument_sets: dict[str, dict[str, Any]] = {}
 
-    def sync(self, calls: dict[str, ToolCall]) -> None:
+    def sync(self, index: TranscriptIndex) -> None:
         """Take in the calls added to the index since the last sync."""
-        if calls is not self.calls or len(calls) < self.seen:
-            self.calls, self.seen = calls, 0
+        rows = index.rows
+        if rows is not self.rows or len(rows) < self.seen:
+            self.rows, self.seen = rows, 0
             self.by_name, self.by_command, self.last_write = {}, {}, -1
             self.read_arguments, self._argument_sets = {}, {}
-        added = len(calls) - self.seen
-        if not added:
-            return
-        fresh = list(islice(reversed(calls.values()), added))
-        self.seen += added
-        for call in reversed(fresh):
+        self.index = index
+        for row in range(self.seen, len(rows)):
+            call = index.call_at(row)
             names = {_last_part(p) for p in (call.read_path, call.write_path) if p is not None}
             for name in sorted(names):
-                self.by_name.setdefault(name, []).append(call)
+                self.by_name.setdefault(name, array("q")).append(row)
             if call.command:
-                self.by_command.setdefault(normalize_command(call.command), []).append(call)
+                self.by_command.setdefault(normalize_command(call.command), array("q")).append(row)
             if call.write_path is not None:
-                self.last_write = call.number
+                self.last_write = row
             if call.read_path is not None and (arguments := _other_arguments(call.input)):
                 # Reads repeat their arguments (`limit`, `pattern`): one dict for each spelling.
                 shared = self._argument_sets.setdefault(repr(sorted(arguments.items())), arguments)
-                self.read_arguments[call.number] = shared
+                self.read_arguments[row] = shared
+        self.seen = len(rows)
 
     def earlier_fetch(self, use: Mapping[str, Any]) -> ToolCall | None:
         """The latest earlier call with the same read or command whose output still holds."""
+        index = self.index
+        if index is None:
+            return None
         path = read_path_of(use)
         if path is not None:
             # Every call touching a file of this name, newest first: the first write to the
             # file ends the search, the first good read with the same arguments answers it.
             arguments = _other_arguments(use.get("input"))
-            for call in reversed(self.by_name.get(_last_part(path), [])):
+            for row in reversed(self.by_name.get(_last_part(path), ())):
+                call = index.call_at(row)
                 if call.write_path is not None and same_path(call.write_path, path):
                     return None
                 if call.result_position is None or call.is_error:
@@ -157,7 +165,7 @@ class _CallLookup:
                 if (
                     call.read_path is not None
                     and same_path(call.read_path, path)
-                    and self.read_arguments.get(call.number, {}) == arguments
+                    and self.read_arguments.get(row, {}) == arguments
                 ):
                     return call
             return None
@@ -165,9 +173,10 @@ class _CallLookup:
         if command is None:
             return None
         # The newest good run of the command after the last write to any file.
-        for call in reversed(self.by_command.get(normalize_command(command), [])):
-            if call.number <= self.last_write:
+        for row in reversed(self.by_command.get(normalize_command(command), ())):
+            if row <= self.last_write:
                 return None
+            call = index.call_at(row)
             if call.result_position is None or call.is_error:
                 continue
             return call
@@ -204,7 +213,7 @@ class RefetchCounter:
             return
         index = session.recall_index.update(session.entries)
         self._count_results(session)
-        self._lookup.sync(index.calls)
+        self._lookup.sync(index)
         visible: set[str] | None = None
         for use in uses:
             earlier = self._lookup.earlier_fetch(use)

@@ -14,7 +14,7 @@ the entries, so a transcript that keeps its older entries on disk
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, ValuesView
 from typing import Any, cast
 
 import orjson
@@ -80,6 +80,7 @@ class _CallColumns:
         "_text_numbers",
         "blocks",
         "errors",
+        "ids",
         "numbers",
         "positions",
         "result_blocks",
@@ -108,6 +109,8 @@ class _CallColumns:
         self.source_of = array("I")
         self.transcript_ids: dict[int, str] = {}
         """Rows whose transcript id is not their id (a repeat renamed): few."""
+        self.ids: list[str] = []
+        """Each row's id (the index's key for it: the same string, one pointer a row)."""
 
     def text_id(self, text: str | None) -> int:
         """The place of `text` in `texts` (added when new; -1 for None)."""
@@ -132,15 +135,17 @@ class _CallColumns:
 
     def add(
         self,
+        id: str,
         texts: tuple[str, str | None, str | None, str | None],
         use: tuple[int, int, int],
         result: tuple[int | None, int, int, bool],
         transcript_id: str,
         source: Sequence[Entry],
     ) -> int:
-        """A new row: (name, read path, write path, command), (use position, block, number),
-        (result position, block, tokens, is_error); returns its place."""
+        """A new row: its id, (name, read path, write path, command), (use position, block,
+        number), (result position, block, tokens, is_error); returns its place."""
         row = len(self.positions)
+        self.ids.append(id)
         for column, text in zip(self.text_ids, texts, strict=True):
             column.append(self.text_id(text))
         self.positions.append(use[0])
@@ -207,6 +212,7 @@ class ToolCall:
             id,
             columns,
             columns.add(
+                id,
                 (name, read_path, write_path, command),
                 (use_position, use_block, number),
                 (result_position, result_block, result_tokens, is_error),
@@ -363,30 +369,85 @@ def _block_at(source: Sequence[Entry], position: int, place: int) -> Mapping[str
     return cast("Mapping[str, Any]", block) if isinstance(block, dict) else None
 
 
-class TranscriptIndex:
-    """Tool calls by id, in call order (see the module docstring)."""
+class _Calls(Mapping[str, ToolCall]):
+    """The index's calls by id, in call order: each read from its row when asked for."""
 
-    __slots__ = ("_columns", "_entries", "_last", "_names", "_reply", "_scanned", "calls")
+    __slots__ = ("_columns", "_rows")
+
+    def __init__(self, rows: dict[str, int], columns: _CallColumns) -> None:
+        self._rows = rows
+        self._columns = columns
+
+    def __getitem__(self, name: str) -> ToolCall:
+        return ToolCall._of_row(name, self._columns, self._rows[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def values(self) -> ValuesView[ToolCall]:
+        """The calls in call order (each a new reading object of its row)."""
+        return _CallValues(self)
+
+
+class _CallValues(ValuesView[ToolCall]):
+    """The calls of a `_Calls`, made from the rows directly (not one dict look-up each)."""
+
+    def __init__(self, calls: _Calls) -> None:
+        super().__init__(calls)
+        self._calls = calls
+
+    def __iter__(self) -> Iterator[ToolCall]:
+        columns = self._calls._columns
+        for name, row in self._calls._rows.items():
+            yield ToolCall._of_row(name, columns, row)
+
+
+class TranscriptIndex:
+    """Tool calls by id, in call order (see the module docstring).
+
+    It keeps each call's row number by its id (`rows`), not an object per call: a long
+    replay's index holds every call ever made, and `calls` makes a call's object only when
+    one is asked for."""
+
+    __slots__ = ("_columns", "_entries", "_last", "_names", "_reply", "_scanned", "rows")
 
     def __init__(self) -> None:
-        self.calls: dict[str, ToolCall] = {}
+        self.rows: dict[str, int] = {}
+        """Each call's row by its id, in call order (a call's row is its `number`); a new
+        dict when the index starts again from other entries."""
         self._columns = _CallColumns()
         self._entries: Sequence[Entry] = ()
         self._scanned = 0
         self._last: Entry | None = None
         # A provider may repeat a tool_use id: the repeat is named as the normalizer names it
         # (model/tool_ids.py), so recall finds both calls, each with its own result. The
-        # names taken are the keys of `calls`, not a second set of them.
-        self._names = ToolCallNames(taken=self.calls)
+        # names taken are the keys of `rows`, not a second set of them.
+        self._names = ToolCallNames(taken=self.rows)
         self._reply: object = None
+
+    @property
+    def calls(self) -> Mapping[str, ToolCall]:
+        """The calls by id, in call order."""
+        return _Calls(self.rows, self._columns)
+
+    def call_at(self, row: int) -> ToolCall:
+        """The call of a row (its `number`)."""
+        columns = self._columns
+        return ToolCall._of_row(columns.ids[row], columns, row)
 
     def update(self, entries: Sequence[Entry]) -> TranscriptIndex:
         """Register what was appended since the last call; returns the index."""
         start = self._scanned
         if start > len(entries) or (start and not entry_in_place(entries, start - 1, self._last)):
-            self.calls = {}
+            self.rows = {}
             self._columns = _CallColumns()
-            self._names = ToolCallNames(taken=self.calls)
+            self._names = ToolCallNames(taken=self.rows)
             self._reply = None
             start = 0
         self._entries = entries
@@ -416,28 +477,27 @@ class TranscriptIndex:
                 tool_id = block.get("id")
                 if isinstance(tool_id, str):
                     name = self._names.call(tool_id)
-                    columns = self._columns
-                    row = columns.add(
+                    self.rows[name] = self._columns.add(
+                        name,
                         (
                             str(block.get("name", "")),
                             read_path_of(block),
                             file_write_path(block),
                             command_of(block),
                         ),
-                        (position, place, len(self.calls)),
+                        (position, place, len(self.rows)),
                         (None, 0, 0, False),
                         tool_id if tool_id != name else "",
                         self._entries,
                     )
-                    self.calls[name] = ToolCall._of_row(name, columns, row)
             elif kind == "tool_result" and entry.type == "user":
-                call = self.calls.get(self._names.result(str(block.get("tool_use_id"))))
-                if call is not None and call.result_position is None:
-                    self._answer(call, position, place, block)
+                row = self.rows.get(self._names.result(str(block.get("tool_use_id"))))
+                if row is not None and self._columns.results[row] == _NONE:
+                    self._answer(row, position, place, block)
 
-    def _answer(self, call: ToolCall, position: int, place: int, block: Mapping[str, Any]) -> None:
+    def _answer(self, row: int, position: int, place: int, block: Mapping[str, Any]) -> None:
         """Write where a call's result is into its row."""
-        columns, row = call._columns, call._row
+        columns = self._columns
         # The sequence that holds both positions.
         columns.source_of[row] = columns.source_id(self._entries)
         columns.results[row] = position
@@ -447,7 +507,8 @@ class TranscriptIndex:
 
     def get(self, tool_use_id: str) -> ToolCall | None:
         """The call with this id, or None."""
-        return self.calls.get(tool_use_id)
+        row = self.rows.get(tool_use_id)
+        return None if row is None else ToolCall._of_row(tool_use_id, self._columns, row)
 
     def reads_of(self, path: str) -> list[ToolCall]:
         """Calls that read this file, oldest first."""
