@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -23,8 +24,12 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
 from pydantic import Field
 from summaries import nine_section_summary
+from typing_extensions import NotRequired, TypedDict
 
 from unbounded.compaction.tools_registry import cleared_stub
 from unbounded.errors import ConfigError
@@ -33,6 +38,7 @@ from unbounded.integrations import UnboundedMiddleware
 from unbounded.integrations.langchain import (
     ChatModelSummarizer,
     FunctionSummarizer,
+    UnboundedAgentState,
     is_summary_message,
     message_to_entry,
     usage_from_metadata,
@@ -201,6 +207,84 @@ def test_the_turn_key_is_read_before_the_time_a_thread_saved_earlier_kept() -> N
     # Once the turn key is written, its time is the one that counts.
     both = {"messages": messages, "unbounded": idle, "unbounded_turn": recent}
     assert middleware.before_model(both, None) is None  # type: ignore[arg-type]
+
+
+def test_the_time_a_thread_saved_earlier_kept_is_dropped_by_the_next_write_of_the_key() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    middleware = UnboundedMiddleware(MODEL, policy=Policy(), clock=lambda: now)
+    messages = conversation_with_results(8)
+    # A graph that drops the turn key (a state class declaring only `unbounded`), on a thread
+    # saved when the time was kept in `unbounded` two hours ago.
+    earlier = {"last_model_at": (now - timedelta(hours=2)).isoformat()}
+    update = middleware.before_model({"messages": messages, "unbounded": earlier}, None)  # type: ignore[arg-type]
+    assert update is not None and len(update["messages"]) == 3  # the idle gap clears once
+    assert "last_model_at" not in update["unbounded"]
+    # Applied, with two more results: no idle gap is read again, so nothing more is cleared
+    # (the old time carried along would clear down to the newest 5 on every call).
+    by_id = {m.id: m for m in update["messages"]}
+    state = [by_id.get(m.id, m) for m in messages] + conversation_with_results(10)[-4:]
+    assert middleware.before_model({"messages": state, "unbounded": update["unbounded"]}, None) is None  # type: ignore[arg-type]
+
+
+def test_a_compaction_drops_the_time_a_thread_saved_earlier_kept() -> None:
+    middleware = UnboundedMiddleware(MODEL, context_window=40_000, policy=Policy(small_window_reference=0), keep_messages=4, keep_tokens=5_000)
+    earlier = {"last_model_at": "2026-01-01T10:00:00+00:00", "compactions": 0}
+    update = middleware.before_model({"messages": conversation_with_results(20), "unbounded": earlier}, None)  # type: ignore[arg-type]
+    assert update is not None and update["unbounded"]["compactions"] == 1
+    assert "last_model_at" not in update["unbounded"]
+
+
+class _OnlyTheArchiveKey(TypedDict):
+    """A custom graph's state class as the docs once told: no `unbounded_turn` key."""
+
+    messages: Annotated[list[BaseMessage], add_messages]
+    unbounded: NotRequired[dict[str, Any]]
+
+
+def _custom_graph(middleware: UnboundedMiddleware, model: ScriptedChat, schema: Any) -> Any:
+    """before_model, the model, after_model as plain nodes, with a tool loop."""
+    graph = StateGraph(schema)
+    graph.add_node("manage", lambda s: middleware.before_model(s, None))
+    graph.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    graph.add_node("answered", lambda s: middleware.after_model(s, None))
+    graph.add_node("tools", ToolNode([read_file]))
+    graph.add_edge(START, "manage")
+    graph.add_edge("manage", "model")
+    graph.add_edge("model", "answered")
+    graph.add_conditional_edges("answered", lambda s: "tools" if s["messages"][-1].tool_calls else END)
+    graph.add_edge("tools", "manage")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def _dropped_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "dropped the 'unbounded_turn' key" in r.getMessage()]
+
+
+def test_a_graph_that_drops_the_turn_key_is_warned_once(caplog: pytest.LogCaptureFixture) -> None:
+    answers = [tool_round(0), tool_round(1), AIMessage(content="done"), tool_round(2), AIMessage(content="again")]
+    middleware = UnboundedMiddleware(MODEL)
+    app = _custom_graph(middleware, ScriptedChat(messages=iter(answers)), _OnlyTheArchiveKey)
+    config: Any = {"configurable": {"thread_id": "custom"}}
+    with caplog.at_level(logging.WARNING, logger="unbounded.integrations.langchain"):
+        app.invoke({"messages": [HumanMessage("go")]}, config)
+        app.invoke({"messages": [HumanMessage("go on")]}, config)
+    assert "unbounded_turn" not in app.get_state(config).values  # LangGraph dropped the write
+    warnings = _dropped_warnings(caplog)
+    assert len(warnings) == 1  # once per middleware, not once per call
+    assert "NotRequired[TurnState]" in warnings[0]
+
+
+def test_a_graph_that_keeps_the_turn_key_or_a_new_invoke_is_not_warned(caplog: pytest.LogCaptureFixture) -> None:
+    answers = [tool_round(0), tool_round(1), AIMessage(content="done")]
+    app = _custom_graph(UnboundedMiddleware(MODEL), ScriptedChat(messages=iter(answers)), UnboundedAgentState)
+    with caplog.at_level(logging.WARNING, logger="unbounded.integrations.langchain"):
+        app.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "kept"}})
+        # No checkpointer: each invoke starts from the messages given (no private key at all).
+        model = ScriptedChat(messages=iter([AIMessage(content="done"), AIMessage(content="again")]))
+        agent = create_agent(model, tools=[read_file], middleware=[UnboundedMiddleware(MODEL)])
+        result = agent.invoke({"messages": [HumanMessage("go")]})
+        agent.invoke({"messages": [*result["messages"], HumanMessage("and again")]})
+    assert _dropped_warnings(caplog) == []
 
 
 def _stored_versions(saver: InMemorySaver, channel: str) -> int:

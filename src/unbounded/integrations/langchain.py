@@ -81,6 +81,7 @@ import asyncio
 import hashlib
 import inspect
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -170,6 +171,8 @@ from unbounded.providers.base import (
 from unbounded.providers.retry import RetryingProvider
 from unbounded.tokens.estimate import estimate_messages_tokens
 
+logger = logging.getLogger(__name__)
+
 SUMMARY_SOURCE = "summarization"
 """`additional_kwargs["lc_source"]` of summary messages (the value LangChain's own uses)."""
 STATE_KEY: Final = "unbounded"
@@ -185,7 +188,8 @@ class ContextState(TypedDict, total=False):
 
     last_model_at: str
     """Where a thread saved before `TurnState` kept when the model last answered: read only
-    when the state has no `TURN_KEY` yet (never written now)."""
+    when the state has no `TURN_KEY` yet (never written now), and dropped by the first call
+    that writes this key again, so a graph that drops `TURN_KEY` does not read it for good."""
     stale_usage_ids: list[str]
     """Kept messages whose reported usage predates the last compaction (not an anchor)."""
     failures: int
@@ -217,6 +221,24 @@ class UnboundedAgentState(AgentState[Any]):
     # (the ignores are for type checks without langchain installed, where the base is Any)
     unbounded: NotRequired[Annotated[ContextState, PrivateStateAttr]]  # type: ignore[valid-type]
     unbounded_turn: NotRequired[Annotated[TurnState, PrivateStateAttr]]  # type: ignore[valid-type]
+
+
+_TURN_KEY_DROPPED = (
+    "the graph dropped the %r key that UnboundedMiddleware.after_model wrote: the time the "
+    "model last answered is lost, so results are never cleared after an idle gap (the prompt "
+    "cache has expired); declare %r: NotRequired[TurnState] in the graph's state class next to "
+    "%r (or use UnboundedAgentState)"
+)
+
+
+def _answered_before(messages: Sequence[BaseMessage]) -> str | None:
+    """The id of the AI message that the newest messages answer (only tool results after it),
+    or None when something else came after it."""
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            continue
+        return message.id if isinstance(message, AIMessage) else None
+    return None
 
 
 def _last_model_at(state: Mapping[str, Any]) -> str | None:
@@ -844,6 +866,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self._runners = threading.local()
         self._made_runners: list[BlockingRunner] = []
         """Every thread's runner, for `close()` (a thread-local cannot be listed)."""
+        self._answered_id: str | None = None
+        """The id of the AI message `after_model` last wrote the answer time for."""
+        self._warned_turn_dropped = False
         if self.policy.recall_enabled:
             self.tools = [
                 build_recall_tool(STATE_KEY, message_to_entry, self.policy.recall_max_tokens)
@@ -971,6 +996,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         """Remember when the model answered (whether the prompt cache is still warm), in the
         small turn key: `STATE_KEY` (the archive) is written only when it changes."""
         turn = TurnState(last_model_at=self._clock().astimezone(timezone.utc).isoformat())
+        messages = state.get("messages") or ()
+        last = messages[-1] if messages else None
+        self._answered_id = last.id if isinstance(last, AIMessage) else None
         return {TURN_KEY: turn}
 
     async def aafter_model(
@@ -999,6 +1027,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan.lead = lead
         stale = frozenset(plan.context.get("stale_usage_ids") or [])
         last_reply_at = parse_timestamp(_last_model_at(state))
+        if TURN_KEY not in state:
+            self._check_turn_kept(messages)
         conversation = messages[lead:] if lead else messages
         now: datetime | None = None
         with self._lock:
@@ -1068,6 +1098,17 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             )
             plan.compact_at = None if start is None else lead + start
         return plan
+
+    def _check_turn_kept(self, messages: Sequence[BaseMessage]) -> None:
+        """Warn once when the answer time `after_model` wrote did not come back: the state has
+        no `TURN_KEY` although the model's answer it was written for is followed only by its
+        tool results (the same run; a new invoke without a checkpointer adds a human message
+        first, and carries no private key either)."""
+        if self._warned_turn_dropped or self._answered_id is None:
+            return
+        if _answered_before(messages) == self._answered_id:
+            self._warned_turn_dropped = True
+            logger.warning(_TURN_KEY_DROPPED, TURN_KEY, TURN_KEY, STATE_KEY)
 
     def _mark_settled(self, plan: _Plan, settled: int) -> None:
         """Keep in the state where the settled part ends after this call's clears (none when
@@ -1339,6 +1380,7 @@ class _Plan:
         )
         self._archive(summarized=True)
         context = self.context.copy()
+        context.pop("last_model_at", None)  # see ContextState.last_model_at
         context["failures"] = 0
         context["summary_requests"] = 0  # the next compaction has a budget of its own
         context["last_summary"] = summary.author.to_dict()
@@ -1393,6 +1435,7 @@ class _Plan:
                 *(self._cleared(m) for m in self.messages),
             ]
         if self.context != self.original:
+            self.context.pop("last_model_at", None)  # see ContextState.last_model_at
             out[STATE_KEY] = self.context
         return out or None
 
