@@ -207,6 +207,7 @@ class ToolCall:
         transcript_id: str = "",
         source: Sequence[Entry] = (),
     ) -> None:
+        """A call standing alone (a row of columns of its own), built from its fields."""
         columns = _CallColumns()
         self._attach(
             id,
