@@ -54,7 +54,7 @@ from unbounded.caching.blocks import (
 )
 from unbounded.caching.husks import HuskedBlock, block_type
 from unbounded.caching.packed_digests import PackedDigests
-from unbounded.model.prefix import shared_prefix_length_own
+from unbounded.model.prefix import shared_prefix_length, shared_prefix_length_own
 
 BlockCount = Callable[[FlatBlock, bytes], int]
 """A block and its digest -> its tokens."""
@@ -142,6 +142,8 @@ class RequestBlocks:
     _cut_blocks: dict[int, tuple[Any, bool, str, bytes, int]] = field(default_factory=dict)
     """id(block) -> (block, first, role, digest, tokens) of the blocks of the messages the
     current update cut, for the messages it adds again; empty between updates."""
+    _source: object = None
+    """Who made the last request (`update`'s `unchanged`), None when not told."""
     folded: int = 0
     """How many blocks after the head have their figures folded away (`fold`): the columns
     hold the head's, then those of flat positions `head + folded` on."""
@@ -210,9 +212,22 @@ class RequestBlocks:
         # A copy starts empty: its first request is computed in full (no message is shared).
         return RequestBlocks(self.count)
 
-    def update(self, request: Mapping[str, Any], *, drop_earlier_thinking: bool) -> None:
-        """Make the figures those of `request` (see the module docstring)."""
+    def update(
+        self,
+        request: Mapping[str, Any],
+        *,
+        drop_earlier_thinking: bool,
+        unchanged: tuple[object, int] | None = None,
+    ) -> None:
+        """Make the figures those of `request` (see the module docstring).
+
+        `unchanged` (source, n): the caller's promise that `source` made this request and
+        the last one it made, and that the first n messages of the two are the same objects.
+        When the last update was given the same source, the messages are compared from n on
+        only (O(new), not O(messages))."""
         messages = request.get("messages") or []
+        source = unchanged[0] if unchanged is not None else None
+        told, self._source = self._source if source is not None else None, source
         head = (
             request.get("model"),
             tuple(sorted(str(b) for b in request.get("betas") or [])),
@@ -228,7 +243,11 @@ class RequestBlocks:
             self._set_head(request)
             self._messages.clear()
             del self._starts[:], self._dropped[:], self._turns[:]
-        reused = shared_prefix_length_own(messages, self._messages)
+        if unchanged is not None and told is source and type(messages) is list:
+            start = min(unchanged[1], len(messages), len(self._messages))
+            reused = start + shared_prefix_length(messages[start:], self._messages[start:])
+        else:
+            reused = shared_prefix_length_own(messages, self._messages)
         turns = self._turns
         turns_before = turns[-1] if turns else -1
         kept = bisect_left(turns, reused)
@@ -251,7 +270,7 @@ class RequestBlocks:
             # A folded message changed (or its thinking is dropped now), or the chain would
             # go on from a folded block: in full.
             self._head = None
-            self.update(request, drop_earlier_thinking=drop_earlier_thinking)
+            self.update(request, drop_earlier_thinking=drop_earlier_thinking, unchanged=unchanged)
             return
         if reused < len(messages):
             self._remember_cut(reused)

@@ -502,12 +502,17 @@ class CacheSimulator:
         *,
         query_source: str = DEFAULT_QUERY_SOURCE,
         output_tokens: int = 0,
+        unchanged: tuple[object, int] | None = None,
     ) -> SimulatedCall:
-        """Send one request at `time` (its start); the usage the API would report."""
+        """Send one request at `time` (its start); the usage the API would report.
+
+        `unchanged` (source, n): the request's messages list is `source`'s, whose first n
+        messages are the very ones of the last request `source` made, so they are not compared
+        again when that was this simulator's last request too (`RequestBlocks.update`)."""
         if output_tokens < 0:
             raise ConfigError("output_tokens must be >= 0")
         now = as_seconds(time)
-        call = self._process(now, request, query_source, output_tokens)
+        call = self._process(now, request, query_source, output_tokens, unchanged)
         self._calls += 1
         if self._calls % PRUNE_EVERY == 0:
             self._prune(now)
@@ -554,7 +559,12 @@ class CacheSimulator:
     # -- the model ------------------------------------------------------------------------
 
     def _process(
-        self, now: float, request: ProviderRequest, query_source: str, output_tokens: int
+        self,
+        now: float,
+        request: ProviderRequest,
+        query_source: str,
+        output_tokens: int,
+        unchanged: tuple[object, int] | None = None,
     ) -> SimulatedCall:
         model = self.model_for(request)
         mode = self.mode_for(model)
@@ -565,10 +575,10 @@ class CacheSimulator:
             blocks.reset()  # its deleted tokens are read from every block
         # (A call cached the OpenAI way reads any block too: it has another model, so the
         # update computes it in full; a folding simulator folds no such call.)
-        blocks.update(body, drop_earlier_thinking=drop)
+        blocks.update(body, drop_earlier_thinking=drop, unchanged=unchanged)
         if blocks.folded and not self._markers_readable(blocks):
             blocks.reset()
-            blocks.update(body, drop_earlier_thinking=drop)
+            blocks.update(body, drop_earlier_thinking=drop, unchanged=unchanged)
         call = self._call(model, mode, now, request, query_source, output_tokens)
         if self.fold_settled and mode != "openai" and self._openai_last is None:
             lowest = min(

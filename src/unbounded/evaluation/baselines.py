@@ -103,19 +103,29 @@ class ReplaySettings:
         return self.model_name
 
     def request(
-        self, messages: list[MessageParam], *, model_name: str | None = None
+        self,
+        messages: list[MessageParam],
+        *,
+        model_name: str | None = None,
+        marker: LastMarked | None = None,
     ) -> ProviderRequest:
         """A main request with the opaque prefix and the cache markers placed.
 
         The same markers `place_cache_breakpoints` gives such a request (the system blocks,
         and one on the last markable block of the last message), placed without copying the
-        whole conversation: only the marked message is copied.
+        whole conversation: only the marked message is copied (by `marker`, when given, into
+        its own list, reusing what it did for the last request).
         """
+        control = get_cache_control(None, self.ttl)
         body: ProviderRequest = {
             "model": model_name or self.model_name,
             "max_tokens": self.max_tokens,
             "system": self.prefix.system_blocks(self.ttl),
-            "messages": mark_last_message(messages, get_cache_control(None, self.ttl)),
+            "messages": (
+                marker.mark(messages, control)
+                if marker is not None
+                else mark_last_message(messages, control)
+            ),
         }
         return body
 
@@ -341,7 +351,10 @@ class History:
 
     def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
         """`shared_prefix_length(new, old)`, comparing only past what the normalizer says is
-        unchanged when they are this history's current and previous lists (O(new) then)."""
+        unchanged when they are this history's current and previous lists (O(new) then). The
+        lists given are never edited in place (a new list follows any change)."""
+        if new is old:
+            return len(new)
         if new is self._messages and old is self._previous:
             start = min(self._unchanged, len(new), len(old))
             return start + shared_prefix_length(new[start:], old[start:])
@@ -365,6 +378,8 @@ class Baseline:
         self.run = StrategyRun(self.name)
         self.history = history if history is not None else History(settings.prefix.scale)
         """Shared with other strategies when given (feed them with `feed_strategies`)."""
+        self.marker = LastMarked(lambda new, old: self.history.shared_prefix(new, old))
+        """Marks the requests this strategy simulates (its own simulator's, one per call)."""
 
     @property
     def normalizer(self) -> MessageNormalizer:
@@ -412,10 +427,14 @@ class Baseline:
             )
             for item in plan.side
         ]
+        request = self.settings.request(
+            plan.messages, model_name=self.settings.model_for(call), marker=self.marker
+        )
         simulated = self.simulator.step(
             call.request_time,
-            self.settings.request(plan.messages, model_name=self.settings.model_for(call)),
+            request,
             output_tokens=call.output_tokens,
+            unchanged=(self.marker, self.marker.unchanged),
         )
         self.run.add(simulated, side, self.settings.context_window)
         return simulated
@@ -550,6 +569,13 @@ def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> l
     """The messages with `marker` on the last markable block (walking back over messages that
     have none); only the marked message is copied."""
     result = list(messages)
+    _mark_last(result, marker)
+    return result
+
+
+def _mark_last(result: list[MessageParam], marker: dict[str, Any]) -> int | None:
+    """Put `marker` on the last markable block of `result`, in place (the marked message is
+    replaced by a copy); the index of the marked message, None when none is markable."""
     for index in range(len(result) - 1, -1, -1):
         content = result[index]["content"]
         if isinstance(content, str):
@@ -561,7 +587,7 @@ def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> l
                         "content": [{"type": "text", "text": content, "cache_control": marker}],
                     },
                 )
-                return result
+                return index
             continue
         for position in range(len(content) - 1, -1, -1):
             # (a husked block is no dict: settled, it is never the last markable one)
@@ -571,8 +597,55 @@ def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> l
                 result[index] = cast(
                     MessageParam, {"role": result[index]["role"], "content": blocks}
                 )
-                return result
-    return result
+                return index
+    return None
+
+
+class LastMarked:
+    """`mark_last_message` of successive message lists, each call costing what changed.
+
+    The list returned is the marker's own, edited in place from one call to the next (read
+    it, or copy it, before the next call): the messages the new list shares with the last
+    one given stay (the last marked one is put back as it was), the rest follow, and the
+    last markable message is replaced by its marked copy. `shared_prefix(new, old)` says how
+    many first messages two given lists share (a `History`'s or a clearing's, told what
+    changed: O(new) for them). `unchanged` tells the cache simulator how many first messages
+    the returned list shares with the one the last call returned (`RequestBlocks.update`)."""
+
+    __slots__ = ("_marked", "_result", "_source", "shared_prefix", "unchanged")
+
+    def __init__(
+        self,
+        shared_prefix: Callable[
+            [Sequence[MessageParam], Sequence[MessageParam]], int
+        ] = shared_prefix_length,
+    ) -> None:
+        self.shared_prefix = shared_prefix
+        self._source: Sequence[MessageParam] = []
+        """The list the last call was given."""
+        self._result: list[MessageParam] = []
+        self._marked: int | None = None
+        """Where the last call put the marked copy."""
+        self.unchanged = 0
+        """How many first messages the last result shares with the one before."""
+
+    def mark(self, messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
+        """The messages with `marker` on the last markable block (the marker's own list)."""
+        same = min(self.shared_prefix(messages, self._source), len(messages))
+        result = self._result
+        unchanged = min(same, len(result))
+        marked = self._marked
+        if marked is not None and marked < same:
+            result[marked] = messages[marked]  # the message itself again, unmarked
+            unchanged = min(unchanged, marked)
+        del result[same:]
+        result.extend(messages[same:])
+        self._source = messages
+        self._marked = _mark_last(result, marker)
+        if self._marked is not None:
+            unchanged = min(unchanged, self._marked)
+        self.unchanged = unchanged
+        return result
 
 
 def _truncated_head(message: MessageParam) -> MessageParam:
@@ -637,6 +710,7 @@ class ClearEveryTurnBaseline(Baseline):
         self.clearing = ToolResultClearing(
             CLEAR_KEEP, shared.shared_prefix, lambda: shared.husk_tokens
         )
+        self.marker.shared_prefix = self.clearing.shared_prefix
 
     def plan(self, call: RecordedCall) -> CallPlan:
         """The history with all but the most recent tool results cleared, over the trigger."""
@@ -681,6 +755,9 @@ class ToolResultClearing:
         self._waiting: deque[tuple[int, int]] = deque()
         """(message, block) of the tool results not cleared yet, in order."""
         self._cleared_any = False
+        self._unread = 0
+        """How many first messages of the result are unchanged since `shared_prefix` last
+        compared it with itself."""
 
     @property
     def cleared_any(self) -> bool:
@@ -730,7 +807,18 @@ class ToolResultClearing:
             )
         self._cleared_any = self._cleared_any or bool(upto)
         self._source = messages
+        self._unread = min(self._unread, same, min(upto, default=same))
         return result
+
+    def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
+        """`shared_prefix_length(new, old)`, where the clearing's own list (edited in place)
+        compared with itself counts the messages unchanged since the last such comparison
+        (O(1)); other lists are compared as the history compares them."""
+        if new is old and new is self._result:
+            unchanged = min(self._unread, len(new))
+            self._unread = len(new)
+            return unchanged
+        return self._shared_prefix(new, old)
 
     def _cleared(self, block: Any, index: int, position: int, role: str) -> Any:
         """The cleared copy of a tool result: of a husked one, a husk of the copy (digest and

@@ -98,12 +98,19 @@ class ChangingPrefixSimulator(CacheSimulator):
         *,
         query_source: str = DEFAULT_QUERY_SOURCE,
         output_tokens: int = 0,
+        unchanged: tuple[object, int] | None = None,
     ) -> SimulatedCall:
-        """Send the request with the prefix version in force at `time`."""
+        """Send the request with the prefix version in force at `time` (the same messages)."""
         version = bisect_right(self._changes, as_seconds(time))
         if version:
             request = _with_system_text(request, self._versions[0], self._versions[version])
-        return super().step(time, request, query_source=query_source, output_tokens=output_tokens)
+        return super().step(
+            time,
+            request,
+            query_source=query_source,
+            output_tokens=output_tokens,
+            unchanged=unchanged,
+        )
 
 
 def _with_system_text(request: ProviderRequest, old: str, new: str) -> ProviderRequest:
