@@ -4,8 +4,9 @@
    streamed to disk record by record (never held in memory). By default (`--source corpus`)
    it concatenates the real Claude Code sessions of the corpus folder, again and again, into
    one conversation: each copy gets fresh uuids and one session id, and its first record is
-   chained to the last record of the copy before, so the thread runs through the whole file
-   (real shapes: many small progress records, real tool results, recorded compactions).
+   chained to the last record of the copy before, so the thread runs through the whole file,
+   and its times are moved to start a minute after the copy before ended (real shapes:
+   many small progress records, real tool results, recorded compactions).
    `--source generated` writes synthetic agent turns instead (a tool call with usage, its
    result of 2-12 KB, a compaction every 2,000 turns).
 2. Measures, each in a fresh child process (so each peak RSS is its own):
