@@ -4,8 +4,9 @@
    streamed to disk record by record (never held in memory). By default (`--source corpus`)
    it concatenates the real Claude Code sessions of the corpus folder, again and again, into
    one conversation: each copy gets fresh uuids and one session id, and its first record is
-   chained to the last record of the copy before, so the thread runs through the whole file
-   (real shapes: many small progress records, real tool results, recorded compactions).
+   chained to the last record of the copy before, so the thread runs through the whole file,
+   and its times are moved to start a minute after the copy before ended (real shapes:
+   many small progress records, real tool results, recorded compactions).
    `--source generated` writes synthetic agent turns instead (a tool call with usage, its
    result of 2-12 KB, a compaction every 2,000 turns).
 2. Measures, each in a fresh child process (so each peak RSS is its own):
@@ -45,6 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -180,18 +182,32 @@ def concatenate(path: Path, size_bytes: int, corpus: Path, seed: int = 1) -> dic
     session = str(uuid.UUID(int=rng.getrandbits(128), version=4))
     counts = {"records": 0, "copies": 0, "bytes": 0, "boundaries": 0}
     last: str | None = None
+    latest: datetime | None = None
     with path.open("wb", buffering=1 << 20) as handle:
         while counts["bytes"] < size_bytes:
             for source in sources:
                 renamed: dict[str, str] = {}
                 chained = False
-                for line in source.read_bytes().splitlines():
+                lines = source.read_bytes().splitlines()
+                # One conversation never goes back in time: each copy starts a minute after
+                # the one before ended (repeated times kept cache entries alive forever).
+                first = _earliest(lines)
+                shift = (
+                    latest + timedelta(minutes=1) - first
+                    if latest is not None and first is not None
+                    else timedelta(0)
+                )
+                for line in lines:
                     try:
                         record = orjson.loads(line)
                     except orjson.JSONDecodeError:
                         continue
                     if not isinstance(record, dict):
                         continue
+                    moved = _moved(record.get("timestamp"), shift)
+                    if moved is not None:
+                        record["timestamp"] = moved[1]
+                        latest = moved[0] if latest is None else max(latest, moved[0])
                     for key in ("uuid", "parentUuid", "logicalParentUuid", "leafUuid"):
                         value = record.get(key)
                         if isinstance(value, str):
@@ -217,6 +233,39 @@ def concatenate(path: Path, size_bytes: int, corpus: Path, seed: int = 1) -> dic
                 if counts["bytes"] >= size_bytes:
                     break
     return counts
+
+
+def _time(value: Any) -> datetime | None:
+    """A record's ISO timestamp as a datetime (None when it has none or it does not parse)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _earliest(lines: list[bytes]) -> datetime | None:
+    """The earliest timestamp of a session file's records."""
+    times = []
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        moment = _time(record.get("timestamp")) if isinstance(record, dict) else None
+        if moment is not None:
+            times.append(moment)
+    return min(times, default=None)
+
+
+def _moved(value: Any, shift: timedelta) -> tuple[datetime, str] | None:
+    """A timestamp moved by `shift`, as a datetime and in the transcripts' form."""
+    moment = _time(value)
+    if moment is None:
+        return None
+    moved = moment + shift
+    return moved, moved.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _suffix_ids(message: Any, suffix: str) -> None:
