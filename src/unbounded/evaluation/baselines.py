@@ -180,28 +180,29 @@ class StrategyRun:
     @property
     def cache_read_share(self) -> float:
         """read / (input + creation + read) over every call of the strategy."""
-        calls = [*self.main_calls, *self.side_calls]
-        total = sum(c.prompt_tokens for c in calls)
-        return sum(c.cache_read_input_tokens for c in calls) / total if total else 0.0
+        main, side = self.main_calls.totals(), self.side_calls.totals()
+        total = main.prompt_tokens + side.prompt_tokens
+        read = main.cache_read_input_tokens + side.cache_read_input_tokens
+        return read / total if total else 0.0
 
     def cost_parts(self) -> dict[str, float]:
         """Where the cost goes: the conversation's cache writes, cache reads, and uncached
         input with output; every summary call; the recorded calls not replayed (USD)."""
-        main = self.main_calls
-        writes = sum(c.cache_write_cost_usd for c in main)
-        reads = sum(c.cache_read_cost_usd for c in main)
+        # Sums read from the columns (no call object built), in call order as before.
+        main = self.main_calls.totals()
+        writes, reads = main.cache_write_cost_usd, main.cache_read_cost_usd
         return {
             "cache_writes": writes,
             "cache_reads": reads,
-            "input_and_output": sum(c.cost_usd for c in main) - writes - reads,
-            "summary_calls": sum(c.cost_usd for c in self.side_calls),
+            "input_and_output": main.cost_usd - writes - reads,
+            "summary_calls": self.side_calls.totals().cost_usd,
             "not_replayed": self.fixed_cost_usd,
         }
 
     @property
     def peak_context_tokens(self) -> int:
         """The largest main request, in tokens."""
-        return max((c.prompt_tokens for c in self.main_calls), default=0)
+        return self.main_calls.totals().peak_prompt_tokens
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready totals."""
