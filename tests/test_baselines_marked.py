@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from replay_settings import recorded_call, replay_settings
+from replay_settings import MODEL, recorded_call, replay_settings
 
 from unbounded.caching import request_blocks
 from unbounded.caching.blocks import FlatBlock
@@ -151,3 +151,39 @@ def test_request_blocks_take_the_unchanged_count_only_from_the_same_source() -> 
     told.update(_request(changed), drop_earlier_thinking=False, unchanged=(source, 2))
     assert list(told.hashes) == list(fresh.hashes)
     assert told.kept == fresh.size - 4 * 1
+
+
+def _said(role: str, letter: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": letter * 400}]}
+
+
+def test_a_new_marked_copy_inside_the_shared_messages_is_not_promised_unchanged() -> None:
+    """[u, a, u] then [u, a, thinking only]: the last markable message moves back into the
+    shared part (the assistant's, now a marked copy). The count handed to the simulator stops
+    before it, so the simulator prices every call as it does when told nothing."""
+    thinking = {
+        "role": "assistant",
+        "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}],
+    }
+    first, second = _said("user", "a"), _said("assistant", "b")
+    turns = [
+        [first, second, _said("user", "c")],
+        [first, second, thinking],
+        [first, second, thinking, _said("user", "d")],
+    ]
+    marker = LastMarked()
+    marker.mark(turns[0], MARK)
+    assert marker.mark(turns[1], MARK)[1] != second and marker.unchanged <= 1
+
+    def priced(promise: bool) -> list[tuple[Any, ...]]:
+        simulator, marker = CacheSimulator(MODEL), LastMarked()
+        out = []
+        for time, messages in enumerate(turns):
+            request = {"model": MODEL.name, "max_tokens": 10, "messages": marker.mark(messages, MARK)}
+            unchanged = (marker, marker.unchanged) if promise else None
+            call = simulator.step(float(time), request, unchanged=unchanged)
+            out.append((call.breakpoints, call.cache_read_input_tokens, call.input_tokens))
+        return out
+
+    told, untold = priced(True), priced(False)
+    assert told == untold and untold[1][0] == (1,)

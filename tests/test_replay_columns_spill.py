@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 
 import pytest
+from forking import runtime_error_in_a_fork
 from recorded_calls import long_tool_session
 
 from unbounded.caching.simulator import SimulatedCall
@@ -78,6 +80,60 @@ def test_a_column_keeps_one_chunk_in_memory_and_one_read_back() -> None:
     assert column.held_bytes == (1_000 % 16) * 8  # the rest is in the file
     assert column[3] == 3.0
     assert column.held_bytes == (1_000 % 16 + 16) * 8  # and the chunk read back
+
+
+def test_reading_past_the_end_stops_at_the_end_as_an_array_slice_does() -> None:
+    column = SpillColumn("q", SpillFile(), chunk=3)
+    column.extend(range(4))  # one chunk in the file, one item in memory
+    assert column.items(2, 5) == [2, 3]
+    assert column.items(0, 100) == [0, 1, 2, 3] and column.items(4, 9) == []
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The offsets of every `SpillFile.read`, in order."""
+    offsets: list[int] = []
+    read = SpillFile.read
+
+    def counting(self: SpillFile, offset: int, size: int) -> bytes:
+        offsets.append(offset)
+        return read(self, offset, size)
+
+    monkeypatch.setattr(SpillFile, "read", counting)
+    return offsets
+
+
+def test_reading_a_spilled_column_in_order_reads_the_file_once_a_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    column = SpillColumn("q", SpillFile(), chunk=8)
+    column.extend(range(45))  # 5 chunks in the file
+    reads = _counting_reads(monkeypatch)
+    assert [column[n] for n in range(45)] == list(range(45))
+    assert len(reads) == 5 and reads == sorted(set(reads))
+    reads.clear()
+    assert list(column) == list(range(45)) and len(reads) == 5
+    reads.clear()
+    assert column.items(0, 45) == list(range(45)) and len(reads) == 5
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
+def test_a_fork_can_neither_add_to_nor_read_a_spilled_column() -> None:
+    """Both processes would append at the same offset of the shared file: the fork is
+    refused, and the parent reads back what it added."""
+    column = SpillColumn("q", SpillFile(), chunk=2)
+    column.extend(range(4))  # two chunks in the file
+    assert "opened by process" in runtime_error_in_a_fork(lambda: column.extend(range(100, 104)))
+    assert "(a fork) cannot read" in runtime_error_in_a_fork(lambda: column[0])
+    column.extend(range(200, 204))
+    assert list(column) == [0, 1, 2, 3, 200, 201, 202, 203]
+    fresh = SpillColumn("q", SpillFile(), chunk=2)
+
+    def spill_in_the_child() -> None:  # the file is opened there: the child's own
+        fresh.extend(range(4))
+        if fresh.items(0, 4) != [0, 1, 2, 3]:
+            raise AssertionError(fresh.items(0, 4))
+
+    assert runtime_error_in_a_fork(spill_in_the_child) == ""
 
 
 def test_spilled_simulated_calls_read_back_equal_to_what_was_added() -> None:

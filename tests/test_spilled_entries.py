@@ -14,6 +14,7 @@ from typing import IO
 
 import orjson
 import pytest
+from forking import runtime_error_in_a_fork
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from recorded_calls import long_tool_session
@@ -156,6 +157,23 @@ def test_a_closed_spill_says_so_when_read_or_spilled() -> None:
         spilled[0]
     with pytest.raises(ValueError, match="spilled entries were closed"):
         spilled.spill_before(4)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
+def test_a_fork_can_neither_read_nor_add_to_the_spill_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After fork() both processes would write records at the same offset of the shared
+    file: the fork is refused, and the parent reads back what it spilled."""
+    _no_weak_hold(monkeypatch)  # every read of a spilled position goes to the file
+    original = _entries(4)
+    spilled = SpilledEntries(original)
+    spilled.spill_before(2)
+    assert runtime_error_in_a_fork(lambda: spilled[3]) == ""  # in memory: no file read
+    assert "(a fork) cannot read" in runtime_error_in_a_fork(lambda: spilled[0])
+    assert "opened by process" in runtime_error_in_a_fork(lambda: spilled.spill_before(4))
+    spilled.spill_before(4)
+    assert list(spilled) == original
 
 
 def test_removing_one_entry_by_position_gives_the_tail_only_error() -> None:

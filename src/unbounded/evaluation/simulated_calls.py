@@ -12,7 +12,8 @@ The columns are read back only for the report, at the end: each keeps its newest
 items in memory and moves every full chunk to its table's anonymous temporary file
 (`SpillColumn`), so a table holds at most a chunk a column whatever the length of the replay
 (at 100,000 calls the six strategies' columns would otherwise hold about 75 MB). A table of
-fewer than `CHUNK` calls never opens a file.
+fewer than `CHUNK` calls never opens a file. The file belongs to the process that opened it:
+after fork() the other process reading or adding to a spilled column raises `RuntimeError`.
 """
 
 from __future__ import annotations
@@ -52,13 +53,27 @@ class SpillFile:
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
         self._end = 0
+        self._pid = 0
+        """The process that opened the file (its id)."""
+
+    def _descriptor(self, file: IO[bytes]) -> int:
+        """The open file's descriptor, in the process that opened it only: after fork() both
+        processes would append at the same offset, each over the other's chunks."""
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"these simulated-call columns spilled to a file opened by process {self._pid}; "
+                f"process {os.getpid()} (a fork) cannot read or add to them: build the report "
+                "in the process that reads it"
+            )
+        return file.fileno()
 
     def write(self, data: bytes) -> int:
         """Append `data` at the end of the file; the offset it starts at."""
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="unbounded-columns-")  # noqa: SIM115
+            self._pid = os.getpid()
             weakref.finalize(self, self._file.close)
-        descriptor, offset = self._file.fileno(), self._end
+        descriptor, offset = self._descriptor(self._file), self._end
         written = 0
         while written < len(data):  # pwrite may write part of it
             written += os.pwrite(descriptor, data[written:], offset + written)
@@ -69,7 +84,7 @@ class SpillFile:
         """`size` bytes written before, from `offset`."""
         if self._file is None:
             raise IndexError(f"nothing was written at {offset}: the file is empty")
-        descriptor = self._file.fileno()
+        descriptor = self._descriptor(self._file)
         parts: list[bytes] = []
         while size:  # pread may return part of it
             part = os.pread(descriptor, size, offset)
@@ -141,7 +156,9 @@ class SpillColumn:
         return self._chunk_items(chunk)[at]
 
     def items(self, start: int, stop: int) -> list[Any]:
-        """The items from `start` to `stop` (positions from 0, `stop` excluded)."""
+        """The items from `start` to `stop` (positions from 0, `stop` excluded; a `stop` past
+        the end reads to the end, as an array slice does)."""
+        stop = min(stop, len(self))
         out: list[Any] = []
         while start < stop:
             chunk, at = divmod(start, self._chunk)
@@ -151,6 +168,10 @@ class SpillColumn:
         return out
 
     def __iter__(self) -> Iterator[Any]:
+        """The items in order. Adding items while iterating is not supported: the in-memory
+        chunk being read is emptied when it fills and moves to the file, so the iteration may
+        stop early or skip items; to read while adding, read positions below a `len` taken
+        before."""
         for chunk in range(len(self._offsets) + 1):
             yield from self._chunk_items(chunk)
 

@@ -14,7 +14,8 @@ the last entry it saw asks `entry_in_place`, which accepts either. Spilled entri
 changed afterwards: the file keeps them as they were when spilled.
 
 Reads and writes go through `os.pread`/`os.pwrite`: no shared file position, so a thread reading
-old entries cannot interleave with one spilling new ones.
+old entries cannot interleave with one spilling new ones. The file belongs to the process that
+opened it: after fork() the other process reading or spilling raises `RuntimeError`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class SpilledEntries(Sequence[Entry]):
         self._lines = array("q")
         self._end = 0
         self._file: IO[bytes] | None = None
+        self._pid = 0
+        """The process that opened the file (its id)."""
         self._closed = False
         self._held: weakref.WeakValueDictionary[int, Entry] = weakref.WeakValueDictionary()
 
@@ -146,7 +149,16 @@ class SpilledEntries(Sequence[Entry]):
         if self._file is None:
             # Open while the sequence lives: `close`, or its collection, deletes the file.
             self._file = tempfile.TemporaryFile(prefix="unbounded-entries-")  # noqa: SIM115
+            self._pid = os.getpid()
             weakref.finalize(self, self._file.close)
+        elif os.getpid() != self._pid:
+            # After fork() both processes share the file but each keeps its own end: their
+            # records would overwrite each other's.
+            raise RuntimeError(
+                f"the transcript's spilled entries are in a file opened by process {self._pid}; "
+                f"process {os.getpid()} (a fork) cannot read or add to them: open the session "
+                "again in this process"
+            )
         return self._file
 
     def _hold(self, position: int, entry: Entry) -> None:
