@@ -160,11 +160,11 @@ class SpillColumn:
         the end reads to the end, as an array slice does)."""
         stop = min(stop, len(self))
         out: list[Any] = []
-        while start < stop:
-            chunk, at = divmod(start, self._chunk)
-            items = self._chunk_items(chunk)[at : at + stop - start]
-            out.extend(items)
-            start += len(items)
+        size = self._chunk
+        # One pass over the chunks the range touches: bounded whatever `start` and `stop` are.
+        for chunk in range(start // size, (stop + size - 1) // size):
+            base = chunk * size
+            out.extend(self._chunk_items(chunk)[max(start - base, 0) : stop - base])
         return out
 
     def __iter__(self) -> Iterator[Any]:
