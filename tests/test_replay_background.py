@@ -131,3 +131,31 @@ def test_a_compaction_at_a_cold_resume_is_no_stall(agent_session: Transcript) ->
     resumed = [r for r in full if r.pre_tokens < report.thresholds.autocompact]
     assert len(resumed) == 1 and len(full) >= 3
     assert report.stalls == len(full) - 1
+
+
+def test_the_main_replay_is_freed_before_a_variant_replays(
+    agent_session: Transcript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant replays the recording again: the main replay's state (its baselines' history,
+    simulators, recall index) must be gone by then, or the peak is the sum of both runs."""
+    import weakref
+
+    import unbounded.evaluation.replay as replay_module
+
+    made: list[weakref.ref[Any]] = []
+    alive_at_variants: list[bool] = []
+    init = replay_module._Replayer.__init__
+    variants = replay_module._variants
+
+    def remember(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    async def check(*args: Any, **kwargs: Any) -> Any:
+        alive_at_variants.append(made[0]() is not None)
+        return await variants(*args, **kwargs)
+
+    monkeypatch.setattr(replay_module._Replayer, "__init__", remember)
+    monkeypatch.setattr(replay_module, "_variants", check)
+    report = replay_session(agent_session, ReplayOptions(window=40_000, policy=NO_NOTES, variants=True))
+    assert report.variants and alive_at_variants == [False]

@@ -1202,8 +1202,9 @@ async def replay_transcript(
         transcript if isinstance(transcript, ReplayRecording) else ReplayRecording.of(transcript)
     )
     del transcript
-    replayer = _Replayer(recording, chosen)
-    report = await replayer.run(progress)
+    report = await _Replayer(recording, chosen).run(progress)
+    # The replayer (its baselines' history, simulators, recall index) is dropped here, before
+    # a variant replays the recording again: its memory is reused, not added to.
     if chosen.variants:
         report.variants = await _variants(recording, chosen, report)
     return report
