@@ -183,12 +183,48 @@ def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockT
     return husked
 
 
-# HuskedMessage: estimate | role length | role, then per block:
-# digest | tokens | type length | type | kept fields' length | kept fields (JSON)
-_MESSAGE_HEAD = struct.Struct("<iB")
-_BLOCK_HEAD = struct.Struct("<iB")
+# HuskedMessage: estimate | role, then per block:
+# digest | tokens | type | kept fields' length | kept fields (JSON)
+# A role or type is one byte when it is a common one (its index in `_NAMES`), else 255, its
+# length and its bytes.
+_ESTIMATE = struct.Struct("<i")
+_BLOCK_TOKENS = struct.Struct("<i")
 _FIELDS_LENGTH = struct.Struct("<H")
+_NAMES = (
+    "user",
+    "assistant",
+    "text",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+    "server_tool_use",
+)
+_CODES = {name: bytes((code,)) for code, name in enumerate(_NAMES)}
+_SPELLED = 255
 _cut = bytes.__getitem__  # HuskedMessage's own [] reads a message's keys
+
+
+def _packed_name(name: str) -> bytes:
+    """A role or type as one byte (common ones) or spelled out."""
+    code = _CODES.get(name)
+    if code is not None:
+        return code
+    spelled = name.encode()
+    if len(spelled) > 255:
+        raise ValueError("a husked message's role and types are at most 255 bytes")
+    return bytes((_SPELLED, len(spelled))) + spelled
+
+
+def _read_name(data: bytes, at: int) -> tuple[str, int]:
+    """The role or type packed at `at`, and where what follows it starts."""
+    code = _cut(data, at)
+    if code != _SPELLED:
+        return _NAMES[code], at + 1
+    size = _cut(data, at + 1)
+    return _cut(data, slice(at + 2, at + 2 + size)).decode(), at + 2 + size
 
 
 class SettledBlock(NamedTuple):
@@ -225,18 +261,14 @@ class HuskedMessage(bytes):
     ) -> HuskedMessage:
         """The husk of a message of `role` whose token estimate is `estimate` (-1: none),
         with its blocks' (type, digest, tokens, kept fields as JSON) in order."""
-        role_bytes = role.encode()
-        if len(role_bytes) > 255:
-            raise ValueError("a husked message's role is at most 255 bytes")
-        parts = [_MESSAGE_HEAD.pack(estimate, len(role_bytes)), role_bytes]
+        parts = [_ESTIMATE.pack(estimate), _packed_name(role)]
         for kind, digest, tokens, kept in blocks:
-            kind_bytes = kind.encode()
-            if len(digest) != DIGEST_SIZE or len(kind_bytes) > 255:
-                raise ValueError("a husked block needs a digest and a type of at most 255 bytes")
+            if len(digest) != DIGEST_SIZE:
+                raise ValueError(f"a digest is {DIGEST_SIZE} bytes, not {len(digest)}")
             parts += (
                 digest,
-                _BLOCK_HEAD.pack(tokens, len(kind_bytes)),
-                kind_bytes,
+                _BLOCK_TOKENS.pack(tokens),
+                _packed_name(kind),
                 _FIELDS_LENGTH.pack(len(kept)),
                 kept,
             )
@@ -245,24 +277,21 @@ class HuskedMessage(bytes):
     @property
     def role(self) -> str:
         """The message's role."""
-        size = _MESSAGE_HEAD.unpack_from(self)[1]
-        return str(_cut(self, slice(_MESSAGE_HEAD.size, _MESSAGE_HEAD.size + size)).decode())
+        return _read_name(self, _ESTIMATE.size)[0]
 
     @property
     def estimate(self) -> int:
         """The message's token estimate as its history counted it (-1 when not counted)."""
-        return int(_MESSAGE_HEAD.unpack_from(self)[0])
+        return int(_ESTIMATE.unpack_from(self)[0])
 
     def blocks(self) -> list[SettledBlock]:
         """Each block's type, digest, tokens and kept fields, in order."""
-        at = _MESSAGE_HEAD.size + _MESSAGE_HEAD.unpack_from(self)[1]
+        at = _read_name(self, _ESTIMATE.size)[1]
         found: list[SettledBlock] = []
         while at < len(self):
             digest = _cut(self, slice(at, at + DIGEST_SIZE))
-            tokens, size = _BLOCK_HEAD.unpack_from(self, at + DIGEST_SIZE)
-            at += DIGEST_SIZE + _BLOCK_HEAD.size
-            kind = _cut(self, slice(at, at + size)).decode()
-            at += size
+            (tokens,) = _BLOCK_TOKENS.unpack_from(self, at + DIGEST_SIZE)
+            kind, at = _read_name(self, at + DIGEST_SIZE + _BLOCK_TOKENS.size)
             (length,) = _FIELDS_LENGTH.unpack_from(self, at)
             at += _FIELDS_LENGTH.size
             found.append(SettledBlock(kind, digest, tokens, _cut(self, slice(at, at + length))))
@@ -313,10 +342,10 @@ def husk_message(
         digest = message_block_digest(block, role, first=position == 0)
         tokens = tokens_of(FlatBlock("messages", index, position, block, role), digest)
         kind = str(block.get("type"))
-        if assistant:
-            kept = {"id": block.get("id")} if kind == "tool_use" else None
-        else:
-            kept = {k: v for k, v in block.items() if k not in ("type", "content")}
+        # A reply keeps nothing but its types (read by the simulator; nothing reads a
+        # settled reply's ids: its content is gone), a tool result what the clearing reads.
+        kept = {} if assistant else {k: v for k, v in block.items() if k != "content"}
+        kept.pop("type", None)
         fields = orjson.dumps(kept) if kept else b""
         if len(fields) > 0xFFFF:
             return None  # fields this large stay in the dict
