@@ -229,8 +229,8 @@ def test_the_normalizer_settles_only_its_own_message_needing_no_repair() -> None
         broken.append(Entry.assistant(_reply(n)["content"], message_id=f"m{n}"))
         broken.append(Entry.user(_results(n)["content"][:1]))
     own = broken._messages[2]
-    assert broken.messages[2] is not own  # repaired
     assert not broken.replace_settled(own, husk_message(own, 2, _tokens_by_place, 0), 2)
+    assert broken.messages[2] is not own  # repaired
     assert broken.replace_settled(broken._messages[1], husk_message(broken._messages[1], 1, _tokens_by_place, 0), 1)
 
 
@@ -273,12 +273,15 @@ def test_a_cleared_copy_of_a_settled_message_is_settled_and_prices_as_the_dict_c
     whole = ToolResultClearing(3)
     cleared = list(whole.apply(history))
     settled = [
-        husk_message(m, i, _tokens_by_place, 0) or m if 0 < i < 8 else m
+        husk_message(m, i, _tokens_by_place, 0) or m if 0 < i < 12 else m
         for i, m in enumerate(history)
     ]
     packed = ToolResultClearing(3, husk_tokens=lambda: _tokens_by_place)
     copies = packed.apply(settled)
     assert is_husked_message(copies[2]) and copies[2] is not settled[2]
+    # Message 10's first result is cleared, its second kept (the three newest are kept).
+    pairs = zip(copies[10].blocks(), settled[10].blocks(), strict=True)
+    assert [cleared.digest == kept.digest for cleared, kept in pairs] == [False, True]
     figures_whole, figures_packed = RequestBlocks(_tokens_by_place), RequestBlocks(_tokens_by_place)
     figures_whole.update(_request(cleared), drop_earlier_thinking=False)
     figures_packed.update(_request(list(copies)), drop_earlier_thinking=False)
@@ -305,3 +308,49 @@ def test_an_unsettled_list_holder_is_left_as_it_is() -> None:
     assert result[1] is husk
     assert result[2] is not messages[2]  # the marked copy stays
     assert result[2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def _many_results(calls: int) -> list[Baseline]:
+    """The shared-history strategies after `calls` turns of five tool results each, in one
+    user message: clear_every_turn clears the results of the message before the last (not
+    settled yet) while the next call's five keep it from being kept."""
+    shared = History(1.0)
+    strategies = make_baselines(replay_settings(30_000), shared)
+    feed_strategies(strategies, [Entry.user("start the work")])
+    for n in range(calls):
+        run_baselines(strategies, recorded_call(n))
+        uses = [{"type": "tool_use", "id": f"t{n}_{k}", "name": "Read", "input": {}} for k in range(5)]
+        results = [
+            {"type": "tool_result", "tool_use_id": f"t{n}_{k}", "content": f"r{n} " * 1_000}
+            for k in range(5)
+        ]
+        feed_strategies(
+            strategies, [Entry.assistant(uses, message_id=f"m{n}"), Entry.user(results)]
+        )
+    run_baselines(strategies, recorded_call(calls))  # settled after its request: no feed since
+    return strategies
+
+
+def test_every_holder_holds_the_settled_messages_and_copies_at_once() -> None:
+    """Right after a call, the history's lists, the normalizer's, each strategy's marker and
+    simulator, and the clearing hold the settled messages (and clear_every_turn's settled
+    copies, one object for all three of its holders), not the dicts they replaced."""
+    strategies = _many_results(40)
+    shared = strategies[0].history
+    messages = shared.messages()
+    settled = range(1, shared.husked)
+    assert shared.husked > 40
+    assert all(is_husked_message(messages[i]) for i in settled)
+    assert all(shared.normalizer._messages[i] is messages[i] for i in settled)
+    none, truncate, _, clear = strategies
+    assert truncate.name == "truncate" and truncate.cut > 0 and clear.simulator is not None
+    for strategy, offset in ((none, 0), (truncate, truncate.cut)):
+        assert strategy.simulator is not None
+        for i in range(max(1, offset + 1), shared.husked):
+            assert strategy.marker._result[i - offset] is messages[i]
+            assert strategy.simulator._blocks._messages[i - offset] is messages[i]
+    copies = clear.clearing._result
+    for i in settled:
+        assert is_husked_message(copies[i])
+        assert clear.marker._result[i] is copies[i]
+        assert clear.simulator._blocks._messages[i] is copies[i]

@@ -274,11 +274,6 @@ class MessageTokens:
         self.counts(messages)
         return self._total
 
-    def swap(self, swaps: Sequence[Swap]) -> None:
-        """Hold each settled message in its original's place in the last list counted (when
-        it is a list the history no longer edits: its own current list is edited by it)."""
-        _swap_in(cast(list[Any], self._messages), swaps)
-
 
 @dataclass(frozen=True, slots=True)
 class SidePlan:
@@ -369,11 +364,9 @@ class History:
             elif type(message) is dict:
                 husk_blocks(cast(Any, message), index, tokens_of)
         self._husked = max(self._husked, stop)
-        if swaps:
-            _swap_in(messages, swaps)  # in place: every reader of this list is told
-            if self._previous is not None:
-                _swap_in(self._previous, swaps)
-            self.tokens.swap(swaps)
+        # In place: the readers that hold this list (the token counts, the markers and the
+        # clearing, given it this call) hold the settled messages too.
+        _swap_in(messages, swaps)
         return swaps
 
     def messages(self) -> list[MessageParam]:
@@ -636,15 +629,6 @@ class TruncateBaseline(Baseline):
         is sent is read by the simulator alone."""
         return len(history.messages())
 
-    def swap(self, swaps: Sequence[Swap]) -> None:
-        """`Baseline.swap`, and the message cut at, when it was settled."""
-        super().swap(swaps)
-        if self._head is not None:
-            for _, old, new in swaps:
-                if self._head[0] is old:
-                    # Settled whole, it held tool results only: its note is the same.
-                    self._head = (cast(MessageParam, new), self._head[1])
-
     def _request_offset(self) -> int | None:
         """The request leaves out the messages before the cut (the note stands for it)."""
         return self.cut
@@ -735,11 +719,9 @@ class LastMarked:
         return result
 
     def swap(self, swaps: Sequence[Swap], offset: int = 0) -> None:
-        """Hold each settled message in its original's place in the lists kept (the list
-        last given, when it is not one its maker edits, and the result), found by identity:
-        a message marked here is a copy and stays."""
-        if type(self._source) is list:
-            _swap_in(self._source, swaps, offset)
+        """Hold each settled message in its original's place in the result (found by
+        identity: a message marked here is a copy and stays). The list last given is its
+        maker's to swap, or made anew for the next call."""
         _swap_in(self._result, swaps, offset)
 
 

@@ -505,7 +505,7 @@ class MessageNormalizer:
         kept = self._messages
         for at in (index, index - 1):
             if 0 <= at < len(kept) - 2 and kept[at] is old:
-                if at in self._suspects or at in self._cache:
+                if at in self._suspects:
                     return False
                 kept[at] = cast(dict[str, Any], new)
                 return True
