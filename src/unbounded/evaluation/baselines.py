@@ -233,7 +233,8 @@ class MessageTokens:
     """Scaled token estimates of successive message lists, counting only what changed.
 
     The lists given are kept, not copied, and must not be edited afterwards (`History`'s
-    never are: a new list follows each append). The counts are one packed column (8 bytes a
+    are not: a new list follows each append; `History.husk` only puts a settled message in
+    place of the same message, counted as it was). The counts are one packed column (8 bytes a
     message, no object each)."""
 
     def __init__(
@@ -371,7 +372,8 @@ class History:
 
     def messages(self) -> list[MessageParam]:
         """The history as API messages: one list per state of the history, shared by every
-        strategy that reads it (read only: never edited, a new one follows an append)."""
+        strategy that reads it (read only: a new one follows an append; `husk` alone edits
+        it, putting settled messages in the places of the same messages)."""
         normalizer = self.normalizer
         if self._version != normalizer.version:
             unchanged = normalizer.first_changed_since(self._version)
@@ -385,7 +387,8 @@ class History:
     def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
         """`shared_prefix_length(new, old)`, comparing only past what the normalizer says is
         unchanged when they are this history's current and previous lists (O(new) then). The
-        lists given are never edited in place (a new list follows any change)."""
+        lists given are not edited in place (a new list follows any change; `husk` only puts
+        the same messages, settled, in their places)."""
         if new is old:
             return len(new)
         if new is self._messages and old is self._previous:
@@ -823,8 +826,8 @@ class ToolResultClearing:
     object: the cache simulator then reuses its work) and a call costs what it added: the
     results not cleared yet wait in order, and those past the `keep` newest are cleared by
     position. A history that is not the last one grown is cleared from scratch. The lists
-    given are kept, not copied, and must not be edited afterwards; the list returned is the
-    clearing's own, to be read (or copied) before the next call."""
+    given are kept, not copied, and must not be edited afterwards but by settling (`swap`);
+    the list returned is the clearing's own, to be read (or copied) before the next call."""
 
     def __init__(
         self,
