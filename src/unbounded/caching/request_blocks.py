@@ -128,8 +128,9 @@ class RequestBlocks:
     _messages: list[Any] = field(default_factory=list)
     """The last request's messages (held, so an identity check against them is sound;
     compared with the next request's at C speed)."""
-    _starts: array[int] = field(default_factory=_int_array)
-    """Flat position of each message's first block."""
+    _starts: array[int] = field(default_factory=lambda: array("i"))
+    """Flat position of each message's first block (4 bytes each: a request's blocks are
+    far fewer than 2**31)."""
     _dropped: bytearray = field(default_factory=bytearray)
     """1 for a message whose earlier thinking was left out."""
     _turns: array[int] = field(default_factory=_int_array)

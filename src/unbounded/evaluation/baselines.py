@@ -234,7 +234,7 @@ class MessageTokens:
 
     The lists given are kept, not copied, and must not be edited afterwards (`History`'s
     are not: a new list follows each append; `History.husk` only puts a settled message in
-    place of the same message, counted as it was). The counts are one packed column (8 bytes a
+    place of the same message, counted as it was). The counts are one packed column (4 bytes a
     message, no object each)."""
 
     def __init__(
@@ -248,7 +248,7 @@ class MessageTokens:
         self._shared_prefix = shared_prefix
         """How many first messages two lists share (a history's, told what changed)."""
         self._messages: Sequence[MessageParam] = []
-        self._counts: array[int] = array("q")
+        self._counts: array[int] = array("i")  # a message's tokens are far under 2**31
         self._total = 0
 
     def counts(self, messages: Sequence[MessageParam]) -> array[int]:
