@@ -289,10 +289,14 @@ def test_a_cleared_copy_of_a_settled_message_is_settled_and_prices_as_the_dict_c
     assert figures_packed.tokens == figures_whole.tokens
     # Swapped after clearing: the dict copy becomes a settled copy with the same figures.
     later = ToolResultClearing(3, husk_tokens=lambda: _tokens_by_place)
-    result = later.apply(list(history))
+    source = list(history)
+    result = later.apply(source)
     old_copy = result[4]
     assert type(old_copy) is dict and old_copy is not history[4]
     swaps = [(4, history[4], settled[4]), (3, history[3], settled[3])]
+    assert later.swap(swaps) == []  # the list cleared is not settled yet: nothing changes
+    assert result[4] is old_copy and result[3] is history[3]
+    source[3], source[4] = settled[3], settled[4]  # as the history settles its own list
     copies_swapped = later.swap(swaps)
     assert result[3] is settled[3]  # not cleared: the settled message itself
     assert copies_swapped == [(4, old_copy, result[4])]

@@ -928,16 +928,20 @@ class ToolResultClearing:
 
     def swap(self, swaps: Sequence[Swap]) -> list[Swap]:
         """Hold each settled message in its original's place in the result, and a settled
-        cleared copy in place of a cleared copy of it (the same blocks cleared); the swaps of
-        the copies, for the lists that hold them."""
-        result = self._result
+        cleared copy in place of a cleared copy of it (the same blocks cleared), when the
+        list last cleared is the one settled (its maker swapped it first); the swaps of the
+        copies, for the lists that hold them."""
+        result, source = self._result, self._source
         copies: list[Swap] = []
         for index, old, new in swaps:
-            if not 0 <= index < len(result) or not is_husked_message(new):
+            if not 0 <= index < min(len(result), len(source)):
                 continue
+            settled = source[index]
+            if settled is not new or not is_husked_message(settled):
+                continue  # the result is of another list than the one settled
             held = result[index]
             if held is old:
-                result[index] = cast(MessageParam, new)
+                result[index] = cast(MessageParam, settled)
             elif type(held) is dict and type(old) is dict:
                 original, copied = old["content"], held["content"]
                 cleared = {
@@ -945,7 +949,7 @@ class ToolResultClearing:
                     for b, block in enumerate(copied)
                     if b >= len(original) or block is not original[b]
                 }
-                husk = self._cleared_husk(new, index, cleared)
+                husk = self._cleared_husk(settled, index, cleared)
                 result[index] = cast(MessageParam, husk)
                 copies.append((index, held, husk))
         return copies
