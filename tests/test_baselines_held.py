@@ -118,9 +118,10 @@ def _figures_held(strategies: list[Baseline]) -> int:
 
 
 def test_settled_history_and_simulator_figures_stay_small_per_call() -> None:
-    """Each settled message is one packed husk per block (about 100 bytes, not a dict of
-    about 180 plus a husk of about 95), and the simulators of the strategies that send the
-    whole history hold the figures of its last blocks only, not of every block."""
+    """Each settled message is one packed object (a reply and a tool result together about
+    300 bytes a call, not a dict, a list and a husk per block: about 870), and the
+    simulators of the strategies that send the whole history hold the figures of its last
+    blocks only, not of every block."""
     few, many = _replayed(250), _replayed(750)
     per_call = (_settled_bytes(many) - _settled_bytes(few)) / 500
     assert 200 < per_call < 400
