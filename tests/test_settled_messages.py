@@ -216,7 +216,8 @@ def test_the_normalizer_settles_only_its_own_message_needing_no_repair() -> None
     assert not normalizer.replace_settled(dict(messages[1]), husk, 1)  # not its own
     last = husk_message(messages[5], 5, _tokens_by_place, 0)
     assert not normalizer.replace_settled(messages[5], last, 5)  # one of the last two
-    assert normalizer.replace_settled(messages[3], husk_message(messages[3], 3, _tokens_by_place, 0), 3)
+    third_last = husk_message(messages[4], 4, _tokens_by_place, 0)
+    assert normalizer.replace_settled(messages[4], third_last, 4)  # the last but two may go
     assert normalizer.replace_settled(messages[1], husk, 1)
     assert normalizer.messages[1] is husk
     assert normalizer.version == version  # the same messages: no new version
@@ -232,6 +233,20 @@ def test_the_normalizer_settles_only_its_own_message_needing_no_repair() -> None
     assert not broken.replace_settled(own, husk_message(own, 2, _tokens_by_place, 0), 2)
     assert broken.messages[2] is not own  # repaired
     assert broken.replace_settled(broken._messages[1], husk_message(broken._messages[1], 1, _tokens_by_place, 0), 1)
+
+
+def test_the_normalizer_settles_by_its_own_index_when_a_first_user_message_is_put_back() -> None:
+    """A view that opens with a reply reads with a user message put first: message i of what
+    it reads is its own message i - 1, the first of them too."""
+    normalizer = MessageNormalizer()
+    for n in range(3):
+        normalizer.append(Entry.assistant(_reply(n)["content"], message_id=f"m{n}"))
+        normalizer.append(Entry.user(_results(n)["content"][:1]))
+    messages = normalizer.messages
+    assert messages[1] is normalizer._messages[0]
+    husk = husk_message(messages[1], 1, _tokens_by_place, 0)
+    assert normalizer.replace_settled(messages[1], husk, 1)
+    assert normalizer._messages[0] is husk and normalizer.messages[1] is husk
 
 
 def test_marking_and_truncating_work_on_settled_messages() -> None:
