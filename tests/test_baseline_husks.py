@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from replay_settings import MODEL, recorded_call, replay_settings
 
-from unbounded.caching.husks import HuskedBlock, block_type
+from unbounded.caching.husks import HuskedBlock, HuskedMessage, SettledBlock, block_type
 from unbounded.catalog import ModelInfo
 from unbounded.evaluation.baselines import (
     Baseline,
@@ -71,14 +71,24 @@ def _replay(steps: list[Step], threshold: int) -> tuple[list[Baseline], list[dic
     return strategies, figures
 
 
+def _blocks(message: Any) -> list[Any]:
+    """A message's blocks: a settled message's `SettledBlock`s, else its content's blocks."""
+    if type(message) is HuskedMessage:
+        return message.blocks()
+    return message["content"] if isinstance(message["content"], list) else []
+
+
+def _kind(block: Any) -> Any:
+    return block.kind if isinstance(block, SettledBlock) else block_type(block)
+
+
 def _result_contents(messages: list[Any]) -> list[Any]:
     """Each tool result's content (a husked result: the husk itself)."""
     return [
-        block if type(block) is HuskedBlock else block.get("content")
+        block if isinstance(block, (HuskedBlock, SettledBlock)) else block.get("content")
         for message in messages
-        if isinstance(message["content"], list)
-        for block in message["content"]
-        if block_type(block) == "tool_result"
+        for block in _blocks(message)
+        if _kind(block) == "tool_result"
     ]
 
 
@@ -118,11 +128,21 @@ def test_a_long_session_husks_and_prices_as_one_that_keeps_the_text(threshold: i
     steps: list[Step] = [([1_500, 2_500], n % 4 != 0, n % 5 == 4) for n in range(70)]
     strategies, husked = _replay(steps, threshold)
     assert strategies[0].history.husked > 50
-    # clear_every_turn's cleared copies of husked results are husks themselves.
+    # clear_every_turn's cleared copies of settled messages are settled whole themselves,
+    # one object held by the clearing, the marker and the simulator alike.
     clear = next(s for s in strategies if isinstance(s, ClearEveryTurnBaseline))
     history = clear.history.messages()
-    copies = [m for m, kept in zip(clear.clearing._result, history, strict=False) if m is not kept]
-    assert sum(type(b) is HuskedBlock for m in copies for b in m["content"]) > 20
+    copies = [
+        (i, m)
+        for i, (m, kept) in enumerate(zip(clear.clearing._result, history, strict=False))
+        if m is not kept and type(m) is HuskedMessage
+    ]
+    assert len(copies) > 20
+    assert clear.simulator is not None
+    assert all(clear.marker._result[i] is m for i, m in copies)
+    assert all(clear.simulator._blocks._messages[i] is m for i, m in copies)
+    settled = [i for i in range(clear.history.husked) if type(history[i]) is HuskedMessage]
+    assert all(type(clear.clearing._result[i]) is HuskedMessage for i in settled)
     with mock.patch.object(History, "husk", _no_husk):
         _, kept = _replay(steps, threshold)
     assert husked == kept
@@ -150,14 +170,19 @@ def test_tool_results_before_the_tail_give_up_their_text_once_every_summary_is_m
     # 40 answered steps, 2 results each; the last 3 steps' are in the unsettled tail.
     assert len(_result_contents(messages)) == 80
     assert len(settled) == 80 - 6
-    assert all(type(content) is HuskedBlock for content in settled)
-    assert all(set(c.fields()) == {"type", "tool_use_id"} for c in settled)
-    replies = [b for m in messages[: shared.husked] if m["role"] == "assistant" for b in m["content"]]
-    assert all(type(b) is HuskedBlock for b in replies)
-    assert {b.kind for b in replies} == {"thinking", "text", "tool_use"}
-    assert all(b.fields() == {"type": b.kind} for b in replies if b.kind != "tool_use")
-    assert all(set(b.fields()) == {"type", "id"} for b in replies if b.kind == "tool_use")
-    notes = [b for m in messages[: shared.husked] if m["role"] == "user" for b in m["content"] if block_type(b) == "text"]
+    # A message of tool results only, and every reply, is settled whole; a user message
+    # with text keeps its text whole and its results husked.
+    assert all(isinstance(content, (SettledBlock, HuskedBlock)) for content in settled)
+    assert sum(isinstance(content, SettledBlock) for content in settled) > 30
+    assert all(set(c.fields()) == {"tool_use_id"} for c in settled if isinstance(c, SettledBlock))
+    assert all(set(c.fields()) == {"type", "tool_use_id"} for c in settled if isinstance(c, HuskedBlock))
+    replies = [m for m in messages[: shared.husked] if m["role"] == "assistant"]
+    assert all(type(m) is HuskedMessage for m in replies)
+    blocks = [b for m in replies for b in m.blocks()]
+    assert {b.kind for b in blocks} == {"thinking", "text", "tool_use"}
+    assert all(b.fields() == {} for b in blocks if b.kind != "tool_use")
+    assert all(b.fields() == {} for b in blocks)  # a reply keeps no id
+    notes = [b for m in messages[: shared.husked] if m["role"] == "user" for b in _blocks(m) if _kind(b) == "text"]
     assert {"type": "text", "text": "note 2"} in notes  # a user's text stays whole
     assert _held_result_chars(messages) == 3 * 3_000 * len("r59 ")
 

@@ -91,12 +91,11 @@ def test_the_objects_held_do_not_grow_with_the_calls() -> None:
 
 
 def _settled_bytes(strategies: list[Baseline]) -> int:
-    """Bytes of the settled (husked) messages' contents of the shared history, strings left
-    out (their ids and texts are the entries' too)."""
+    """Bytes of the settled (husked) messages of the shared history, strings left out (their
+    ids and texts are the entries' too)."""
     shared = strategies[0].history
-    contents = [message["content"] for message in shared.messages()[: shared.husked]]
     seen: set[int] = set()
-    todo: list[object] = list(contents)
+    todo: list[object] = list(shared.messages()[: shared.husked])
     total = 0
     while todo:
         item = todo.pop()
@@ -119,11 +118,12 @@ def _figures_held(strategies: list[Baseline]) -> int:
 
 
 def test_settled_history_and_simulator_figures_stay_small_per_call() -> None:
-    """Each settled message is one packed husk per block (about 100 bytes, not a dict of
-    about 180 plus a husk of about 95), and the simulators of the strategies that send the
-    whole history hold the figures of its last blocks only, not of every block."""
+    """Each settled message is one packed object (a reply and a tool result together about
+    300 bytes a call, not a dict, a list and a husk per block: about 870), and the
+    simulators of the strategies that send the whole history hold the figures of its last
+    blocks only, not of every block."""
     few, many = _replayed(250), _replayed(750)
     per_call = (_settled_bytes(many) - _settled_bytes(few)) / 500
-    assert 200 < per_call < 650
+    assert 200 < per_call < 400
     assert _figures_held(many) - _figures_held(few) < 300  # not 3 blocks a call each
     assert _figures_held(many) < 2_000

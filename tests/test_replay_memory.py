@@ -12,7 +12,7 @@ from recorded_calls import long_tool_session
 from replay_settings import MODEL, recorded_call, replay_settings
 
 from unbounded.caching.blocks import content_blocks_of, message_block_digest
-from unbounded.caching.husks import HuskedBlock
+from unbounded.caching.husks import HuskedBlock, HuskedMessage
 from unbounded.errors import ConfigError
 from unbounded.evaluation.baselines import (
     History,
@@ -72,7 +72,9 @@ def _as_sent(messages: list[Any]) -> list[tuple[str, list[bytes]]]:
     return [
         (
             message["role"],
-            [
+            [block.digest for block in message.blocks()]
+            if type(message) is HuskedMessage
+            else [
                 block.digest
                 if type(block) is HuskedBlock
                 else message_block_digest(block, message["role"], first=position == 0)

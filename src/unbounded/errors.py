@@ -18,7 +18,8 @@
     ├── StoreDamagedError                    a failed write could not be undone
     ├── HookBlockingError                    a callable hook blocks, like exit code 2
     ├── RecallArgumentError                  the model's `recall` arguments name nothing
-    └── ToolArgumentError (also ValueError)  the model's tool arguments misfit the signature
+    ├── ToolArgumentError (also ValueError)  the model's tool arguments misfit the signature
+    └── SettledMessageError (also LookupError) a replay read what a settled message let go
 
 Every class is importable from `unbounded` and from here, and from nowhere else: no other
 module lists one among its public names. `tests/test_errors_module.py` keeps every exception
@@ -186,3 +187,8 @@ class RecallArgumentError(UnboundedError):
 
 class ToolArgumentError(UnboundedError, ValueError):
     """A tool call's arguments do not fit the function's signature (the model's to fix)."""
+
+
+class SettledMessageError(UnboundedError, LookupError):
+    """A replay read the content of a message it had settled (packed without its text):
+    a reader the settling rules missed, never a wrong figure."""

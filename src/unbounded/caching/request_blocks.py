@@ -52,7 +52,7 @@ from unbounded.caching.blocks import (
     root_hash,
     system_blocks,
 )
-from unbounded.caching.husks import HuskedBlock, block_type
+from unbounded.caching.husks import HuskedBlock, HuskedMessage, block_type
 from unbounded.caching.packed_digests import PackedDigests
 from unbounded.model.prefix import shared_prefix_length, shared_prefix_length_own
 
@@ -128,8 +128,9 @@ class RequestBlocks:
     _messages: list[Any] = field(default_factory=list)
     """The last request's messages (held, so an identity check against them is sound;
     compared with the next request's at C speed)."""
-    _starts: array[int] = field(default_factory=_int_array)
-    """Flat position of each message's first block."""
+    _starts: array[int] = field(default_factory=lambda: array("i"))
+    """Flat position of each message's first block (4 bytes each: a request's blocks are
+    far fewer than 2**31)."""
     _dropped: bytearray = field(default_factory=bytearray)
     """1 for a message whose earlier thinking was left out."""
     _turns: array[int] = field(default_factory=_int_array)
@@ -319,7 +320,7 @@ class RequestBlocks:
         for at in range(keep, len(self._messages)):
             message = self._messages[at]
             if not isinstance(message, Mapping):
-                continue
+                continue  # (a husked message carries its figures: no need to note them)
             role = str(message.get("role", ""))
             position = self._raw(self._starts[at])
             dropped = self._dropped[at]
@@ -358,6 +359,9 @@ class RequestBlocks:
         started = start > self._head_blocks
         self._messages.append(message)
         self._starts.append(start)
+        if type(message) is HuskedMessage:
+            self._add_husked(message, index, turn_start, chain, started)
+            return
         if not isinstance(message, Mapping):
             self._dropped.append(0)
             return
@@ -390,6 +394,33 @@ class RequestBlocks:
             self._append(control, digest, tokens, chain)
         if _is_turn(message):
             self._turns.append(index)
+
+    def _add_husked(
+        self, message: HuskedMessage, index: int, turn_start: int, chain: bytes, started: bool
+    ) -> None:
+        """`_add_message` of a message packed whole: its blocks' figures are in it (it is
+        never a turn: husked user messages hold tool results only)."""
+        dropped = message.role == "assistant" and index < turn_start
+        self._dropped.append(dropped)
+        for block in message.blocks():
+            if dropped and block.kind in _THINKING:
+                continue
+            keyed = block.digest
+            if not started:
+                keyed = hashlib.sha256(self._params + keyed).digest()
+                started = True
+            chain = hashlib.sha256(chain + keyed).digest()
+            self._append(block.marker, block.digest, block.tokens, chain)
+
+    def swap(self, index: int, old: object, new: object) -> bool:
+        """Hold `new` in place of `old` as the last request's message `index`, when `old` is
+        there: the caller's promise that `new` is `old` settled (`caching/husks.py`), whose
+        figures are those held. Whether it was there."""
+        messages = self._messages
+        if 0 <= index < len(messages) and messages[index] is old:
+            messages[index] = new
+            return True
+        return False
 
     def _append(self, control: Any, digest: bytes, tokens: int, chain: bytes) -> None:
         cumulative = self.cumulative

@@ -479,6 +479,12 @@ class CacheSimulator:
             return self._mode
         return "openai" if model.provider == "openai" else "anthropic"
 
+    def swap_message(self, index: int, old: object, new: object) -> bool:
+        """Hold `new` in place of `old` as the last request's message `index` (the caller's
+        promise: `new` is `old` settled, with the figures held; `RequestBlocks.swap`); whether
+        `old` was there."""
+        return self._blocks.swap(index, old, new)
+
     def block_tokens(self, block: FlatBlock, digest: bytes) -> int:
         """Tokens of one block whose digest is `digest`, as this simulator counts them."""
         return self._count(block, digest)

@@ -28,23 +28,29 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
+
+import orjson
 
 from unbounded.caching.blocks import FlatBlock, is_markable, message_block_digest
 from unbounded.caching.husks import (
     BlockTokens,
     HuskedBlock,
+    HuskedMessage,
     block_fields,
     block_type,
     husk_blocks,
+    husk_message,
+    is_husked_message,
 )
 from unbounded.caching.simulator import CacheSimulator, SimulatedCall
 from unbounded.caching.system_prompt import get_cache_control
 from unbounded.caching.ttl import CacheTtl
 from unbounded.catalog import ModelInfo
 from unbounded.compaction.prompts import summary_message_text
+from unbounded.errors import SettledMessageError
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
 from unbounded.evaluation.simulated_calls import SimulatedCalls
@@ -77,6 +83,10 @@ SUMMARY_MAX_TOKENS = 8_192
 UNSETTLED_TAIL = 4
 """The last messages of a history are never husked: the normalizer may still merge into or
 repair the last assistant message and the user message after it."""
+
+Swap = tuple[int, object, object]
+"""(index, message, what replaces it): a message of a list settled (`History.husk`), or a
+cleared copy of it settled with it, the figures of both the same."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +233,8 @@ class MessageTokens:
     """Scaled token estimates of successive message lists, counting only what changed.
 
     The lists given are kept, not copied, and must not be edited afterwards (`History`'s
-    never are: a new list follows each append). The counts are one packed column (8 bytes a
+    are not: a new list follows each append; `History.husk` only puts a settled message in
+    place of the same message, counted as it was). The counts are one packed column (4 bytes a
     message, no object each)."""
 
     def __init__(
@@ -237,7 +248,7 @@ class MessageTokens:
         self._shared_prefix = shared_prefix
         """How many first messages two lists share (a history's, told what changed)."""
         self._messages: Sequence[MessageParam] = []
-        self._counts: array[int] = array("q")
+        self._counts: array[int] = array("i")  # a message's tokens are far under 2**31
         self._total = 0
 
     def counts(self, messages: Sequence[MessageParam]) -> array[int]:
@@ -250,7 +261,10 @@ class MessageTokens:
         self._total -= sum(self._counts[same:])
         del self._counts[same:]
         for message in messages[same:]:
-            count = round(content_tokens(message["content"]) * self.scale)
+            if is_husked_message(message):
+                count = message.estimate  # counted before it was settled
+            else:
+                count = round(content_tokens(message["content"]) * self.scale)
             self._counts.append(count)
             self._total += count
         self._messages = messages
@@ -325,21 +339,41 @@ class History:
         """How many of the first messages had their tool results and assistant blocks husked."""
         return self._husked
 
-    def husk(self, upto: int, tokens_of: BlockTokens) -> None:
+    def husk(self, upto: int, tokens_of: BlockTokens) -> list[Swap]:
         """Let the tool results and assistant blocks of the first `upto` messages give up
-        their text (`caching/husks.py`: they become `HuskedBlock`s, not dicts): the caller
-        knows no strategy reads their content again. The last `UNSETTLED_TAIL` messages are
-        left as they are."""
+        their text (`caching/husks.py`): the caller knows no strategy reads their content
+        again. The last `UNSETTLED_TAIL` messages are left as they are. A message whose
+        blocks all go becomes one `HuskedMessage` in its place, in the normalizer's list and
+        this history's (the swaps returned: every other holder of the message is to be told,
+        `Baseline.swap`); one the normalizer keeps whole (awaiting a repair) or with blocks
+        that stay has its blocks husked in place."""
         messages = self.messages()
         self._tokens_of = tokens_of
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
+        counts = self.tokens.counts(messages) if stop > self._husked else None
+        swaps: list[Swap] = []
         for index in range(self._husked, stop):
-            husk_blocks(cast(Any, messages[index]), index, tokens_of)
+            message = messages[index]
+            assert counts is not None
+            husk = (
+                husk_message(message, index, tokens_of, counts[index])
+                if type(message) is dict
+                else None
+            )
+            if husk is not None and self.normalizer.replace_settled(message, husk, index):
+                swaps.append((index, message, husk))
+            elif type(message) is dict:
+                husk_blocks(cast(Any, message), index, tokens_of)
         self._husked = max(self._husked, stop)
+        # In place: the readers that hold this list (the token counts, the markers and the
+        # clearing, given it this call) hold the settled messages too.
+        _swap_in(messages, swaps)
+        return swaps
 
     def messages(self) -> list[MessageParam]:
         """The history as API messages: one list per state of the history, shared by every
-        strategy that reads it (read only: never edited, a new one follows an append)."""
+        strategy that reads it (read only: a new one follows an append; `husk` alone edits
+        it, putting settled messages in the places of the same messages)."""
         normalizer = self.normalizer
         if self._version != normalizer.version:
             unchanged = normalizer.first_changed_since(self._version)
@@ -353,7 +387,8 @@ class History:
     def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
         """`shared_prefix_length(new, old)`, comparing only past what the normalizer says is
         unchanged when they are this history's current and previous lists (O(new) then). The
-        lists given are never edited in place (a new list follows any change)."""
+        lists given are not edited in place (a new list follows any change; `husk` only puts
+        the same messages, settled, in their places)."""
         if new is old:
             return len(new)
         if new is self._messages and old is self._previous:
@@ -451,6 +486,22 @@ class Baseline:
         that may read all of it says 0, the default."""
         return 0
 
+    def swap(self, swaps: Sequence[Swap]) -> None:
+        """Hold the settled messages in their originals' places in what this strategy kept
+        of its last request (its marker's lists, its simulator's), so the originals go."""
+        offset = self._request_offset()
+        if offset is None:
+            return
+        self.marker.swap(swaps, offset)
+        if self.simulator is not None:
+            for index, old, new in swaps:
+                self.simulator.swap_message(index - offset, old, new)
+
+    def _request_offset(self) -> int | None:
+        """How far the last request's messages sit before the history's (its message i is
+        the history's i + offset), None when they are not the history's."""
+        return 0
+
     def _context_tokens(self, messages: Sequence[MessageParam]) -> int:
         return self.settings.prefix.tokens + self.tokens.total(messages)
 
@@ -463,14 +514,30 @@ def settled_once_own(strategy: Baseline, history: History) -> int:
 
 def husk_settled(baselines: Sequence[Baseline]) -> None:
     """Husk the tool results and assistant blocks of the shared history's messages that every
-    strategy is past (`Baseline.settled`); the first strategy (`none`) must have simulated a
-    call."""
+    strategy is past (`Baseline.settled`), and tell every strategy which messages it holds
+    were settled whole; the first strategy (`none`) must have simulated a call."""
     if not baselines or baselines[0].simulator is None:
         return
     shared = baselines[0].history
     upto = min(strategy.settled(shared) for strategy in baselines)
     if upto > shared.husked:
-        shared.husk(upto, baselines[0].simulator.block_tokens)
+        swaps = shared.husk(upto, baselines[0].simulator.block_tokens)
+        if swaps:
+            for strategy in baselines:
+                if strategy.history is shared:
+                    strategy.swap(swaps)
+
+
+def _swap_in(held: list[Any], swaps: Sequence[Swap], offset: int = 0) -> int:
+    """Put each swap's replacement where its message is in `held` (at its index less
+    `offset`, found by identity: elsewhere nothing changes); how many were put."""
+    done = 0
+    for index, old, new in swaps:
+        at = index - offset
+        if 0 <= at < len(held) and held[at] is old:
+            held[at] = new
+            done += 1
+    return done
 
 
 def feed_strategies(strategies: Sequence[Baseline], entries: Sequence[Entry]) -> None:
@@ -565,6 +632,10 @@ class TruncateBaseline(Baseline):
         is sent is read by the simulator alone."""
         return len(history.messages())
 
+    def _request_offset(self) -> int | None:
+        """The request leaves out the messages before the cut (the note stands for it)."""
+        return self.cut
+
 
 def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
     """The messages with `marker` on the last markable block (walking back over messages that
@@ -578,6 +649,8 @@ def _mark_last(result: list[MessageParam], marker: dict[str, Any]) -> int | None
     """Put `marker` on the last markable block of `result`, in place (the marked message is
     replaced by a copy); the index of the marked message, None when none is markable."""
     for index in range(len(result) - 1, -1, -1):
+        if is_husked_message(result[index]):
+            continue  # settled whole: none of its blocks is markable (all husked)
         content = result[index]["content"]
         if isinstance(content, str):
             if content:
@@ -648,10 +721,23 @@ class LastMarked:
         self.unchanged = unchanged
         return result
 
+    def swap(self, swaps: Sequence[Swap], offset: int = 0) -> None:
+        """Hold each settled message in its original's place in the result (found by
+        identity: a message marked here is a copy and stays). The list last given is its
+        maker's to swap, or made anew for the next call."""
+        _swap_in(self._result, swaps, offset)
+
 
 def _truncated_head(message: MessageParam) -> MessageParam:
-    content = message["content"]
     kept: list[Any] = []
+    if is_husked_message(message):
+        # Settled whole, a user message holds tool results only: the note alone stays.
+        if any(block.kind != "tool_result" for block in message.blocks()):
+            raise SettledMessageError("a settled message with other blocks cannot be cut at")
+        return cast(
+            MessageParam, {"role": "user", "content": [{"type": "text", "text": TRUNCATION_NOTE}]}
+        )
+    content = message["content"]
     if isinstance(content, str):
         kept = [{"type": "text", "text": content}]
     else:
@@ -726,6 +812,11 @@ class ClearEveryTurnBaseline(Baseline):
         what is sent is read by the simulator alone."""
         return len(history.messages())
 
+    def swap(self, swaps: Sequence[Swap]) -> None:
+        """`Baseline.swap`, the clearing's copies of the messages settled settled with them
+        (one object each, held by the clearing, the marker and the simulator alike)."""
+        super().swap([*swaps, *self.clearing.swap(swaps)])
+
 
 class ToolResultClearing:
     """`clear_tool_results_copy` of successive histories, each reusing the last one's copies.
@@ -735,8 +826,8 @@ class ToolResultClearing:
     object: the cache simulator then reuses its work) and a call costs what it added: the
     results not cleared yet wait in order, and those past the `keep` newest are cleared by
     position. A history that is not the last one grown is cleared from scratch. The lists
-    given are kept, not copied, and must not be edited afterwards; the list returned is the
-    clearing's own, to be read (or copied) before the next call."""
+    given are kept, not copied, and must not be edited afterwards but by settling (`swap`);
+    the list returned is the clearing's own, to be read (or copied) before the next call."""
 
     def __init__(
         self,
@@ -778,6 +869,14 @@ class ToolResultClearing:
         waiting = self._waiting
         for index in range(same, len(messages)):
             result.append(messages[index])
+            husk = messages[index]
+            if is_husked_message(husk):
+                waiting.extend(
+                    (index, b)
+                    for b, block in enumerate(husk.blocks())
+                    if block.kind == "tool_result"
+                )
+                continue
             content = messages[index]["content"]
             if isinstance(content, list):
                 waiting.extend(
@@ -791,8 +890,14 @@ class ToolResultClearing:
             index, block = waiting.popleft()
             upto[index] = block
         for index in sorted(upto):
-            content = cast(list[Any], messages[index]["content"])
             last = upto[index]
+            settled = messages[index]
+            if is_husked_message(settled):
+                result[index] = cast(
+                    MessageParam, self._cleared_husk(settled, index, range(last + 1))
+                )
+                continue
+            content = cast(list[Any], messages[index]["content"])
             role = messages[index]["role"]
             result[index] = cast(
                 MessageParam,
@@ -820,6 +925,61 @@ class ToolResultClearing:
             self._unread = len(new)
             return unchanged
         return self._shared_prefix(new, old)
+
+    def swap(self, swaps: Sequence[Swap]) -> list[Swap]:
+        """Hold each settled message in its original's place in the result, and a settled
+        cleared copy in place of a cleared copy of it (the same blocks cleared), when the
+        list last cleared is the one settled (its maker swapped it first); the swaps of the
+        copies, for the lists that hold them."""
+        result, source = self._result, self._source
+        copies: list[Swap] = []
+        for index, old, new in swaps:
+            if not 0 <= index < min(len(result), len(source)):
+                continue
+            settled = source[index]
+            if settled is not new or not is_husked_message(settled):
+                continue  # the result is of another list than the one settled
+            held = result[index]
+            if held is old:
+                result[index] = cast(MessageParam, settled)
+            elif type(held) is dict and type(old) is dict:
+                original, copied = old["content"], held["content"]
+                cleared = {
+                    b
+                    for b, block in enumerate(copied)
+                    if b >= len(original) or block is not original[b]
+                }
+                husk = self._cleared_husk(settled, index, cleared)
+                result[index] = cast(MessageParam, husk)
+                copies.append((index, held, husk))
+        return copies
+
+    def _cleared_husk(
+        self, message: HuskedMessage, index: int, positions: Container[int]
+    ) -> HuskedMessage:
+        """The cleared copy of a settled message, settled too: the tool results at
+        `positions` cleared (digest and tokens of the cleared block, counted as the husks
+        were, its marker kept), the others as they are; it keeps no estimate (nothing counts
+        a copy)."""
+        tokens_of = self._husk_tokens()
+        if tokens_of is None:
+            raise SettledMessageError(
+                "a settled message to clear, but no counter it was husked with"
+            )
+        role = message.role
+        blocks: list[tuple[str, bytes, int, bytes]] = []
+        for position, block in enumerate(message.blocks()):
+            if position not in positions or block.kind != "tool_result":
+                blocks.append(block)
+                continue
+            fields = block.fields()
+            cleared = {"type": "tool_result", **fields, "content": CLEAR_PLACEHOLDER}
+            digest = message_block_digest(cleared, role, first=position == 0)
+            tokens = tokens_of(FlatBlock("messages", index, position, cleared, role), digest)
+            marker = fields.get("cache_control")
+            kept = orjson.dumps({"cache_control": marker}) if marker is not None else b""
+            blocks.append(("tool_result", digest, tokens, kept))
+        return HuskedMessage(role, -1, blocks)
 
     def _cleared(self, block: Any, index: int, position: int, role: str) -> Any:
         """The cleared copy of a tool result: of a husked one, a husk of the copy (digest and

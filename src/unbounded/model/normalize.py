@@ -496,6 +496,21 @@ class MessageNormalizer:
             last = _stripped_end(last)
         return cast(MessageParam, last)
 
+    def replace_settled(self, old: object, new: object, index: int) -> bool:
+        """Hold `new` in place of message `old`, the caller's settled form of it (the same
+        message, packed: `caching/husks.py`), when `old` is this view's own message at `index`
+        of `messages` (or of the list before a missing first user message is put back), needs
+        no repair and is not one of the last two (which an append may still merge into or
+        read). Whether it was replaced. The version stays: `messages` means the same."""
+        kept = self._messages
+        for at in (index, index - 1):
+            if 0 <= at < len(kept) - 2 and kept[at] is old:
+                if at in self._suspects:
+                    return False
+                kept[at] = cast(dict[str, Any], new)
+                return True
+        return False
+
     def __len__(self) -> int:
         return len(self._messages)
 
