@@ -1,6 +1,7 @@
 """What the recall index holds per tool call, counted in bytes between 250 and 750 calls: a
-row of packed columns, the call's id (its key) and its row number, not an object per call
-(of fields with a number object each, or reading the row), nor a second set of the names taken."""
+row of packed columns and the call's id packed (`PackedNames`), not an object per call (of
+fields with a number object each, or reading the row), nor a str and a dict slot per id, nor a
+second set of the names taken."""
 
 from __future__ import annotations
 
@@ -67,15 +68,15 @@ def _indexed(calls: int) -> tuple[TranscriptIndex, list[Entry]]:
 
 
 def test_a_call_costs_the_index_a_row_not_an_object_of_fields() -> None:
-    """500 more calls add under 230 bytes each: the id (some 70 bytes), its dict slot and
-    row number, and some 70 bytes of columns (some 205 in all; an object per call reading
-    its row made it some 253, a second set of the names taken some 300, a dataclass with
-    its numbers as objects some 380)."""
+    """500 more calls add under 130 bytes each: the id packed (its 18 bytes, its end and
+    its table slots) and some 70 bytes of columns (some 103 in all; the id as a str keyed
+    to its row in a dict made it some 205, an object per call reading its row some 253, a
+    second set of the names taken some 300, a dataclass with its numbers as objects 380)."""
     few_index, few_entries = _indexed(250)
     many_index, many_entries = _indexed(750)
     assert len(many_index.calls) == 750
     grown = _bytes_held(many_index, many_entries) - _bytes_held(few_index, few_entries)
-    assert grown / 500 < 230
+    assert grown / 500 < 130
     # No object per call: a call's object is made when one is asked for, and let go.
     gc.collect()
     assert not any(isinstance(item, ToolCall) for item in gc.get_referents(many_index.rows))

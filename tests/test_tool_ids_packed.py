@@ -8,6 +8,8 @@ import gc
 import random
 import sys
 
+import pytest
+
 from unbounded.model.tool_ids import PackedNames, ToolCallNames
 
 CALLS = 5_000
@@ -69,3 +71,19 @@ def test_the_names_of_many_calls_are_held_without_a_str_each() -> None:
     assert len(strs) <= 2  # the open reply's call only, not one per call
     total = sum(sys.getsizeof(item) for item in held)
     assert total < 64 * CALLS  # a set of strs: ~120 bytes a name
+
+
+def test_packed_names_are_numbered_in_the_order_they_were_added() -> None:
+    packed = PackedNames()
+    names = [f"call_{n}" for n in range(100)] + ["ünï"]
+    assert [packed.add(name) for name in names] == list(range(101))
+    assert packed.add("call_7") == 7  # held already: its number, nothing added
+    assert len(packed) == 101
+    assert list(packed) == names
+    assert [packed.number(name) for name in names] == list(range(101))
+    assert packed.number("call_100") == -1
+    assert [packed.name(n) for n in (0, 99, 100)] == ["call_0", "call_99", "ünï"]
+    with pytest.raises(IndexError):
+        packed.name(101)
+    with pytest.raises(IndexError):
+        packed.name(-1)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterator, Sequence
 from typing import Any
 
 TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -42,10 +42,11 @@ def renamed_tool_id(tool_id: str, taken: Container[str]) -> str:
 
 
 class PackedNames:
-    """A set of names (`add`, `in`, `len`) held as UTF-8 in one buffer and found through an
-    open-addressed table of their numbers: no str object and no set slot per name. A long
-    conversation keeps every tool call's name for its whole length, after the messages that
-    carried the names were let go (about 50 bytes a name here, some 120 in a set of strs)."""
+    """A set of names (`add`, `in`, `len`), each numbered in the order it was added (`number`,
+    `name`, iteration), held as UTF-8 in one buffer and found through an open-addressed table
+    of their numbers: no str object and no set or dict slot per name. A long conversation
+    keeps every tool call's name for its whole length, after the messages that carried the
+    names were let go (about 50 bytes a name here, some 120 in a set of strs)."""
 
     __slots__ = ("_data", "_ends", "_table")
 
@@ -63,17 +64,33 @@ class PackedNames:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._find(name.encode())[1] >= 0
 
-    def add(self, name: str) -> None:
-        """Hold `name` (nothing changes when it is held already)."""
+    def __iter__(self) -> Iterator[str]:
+        """The names in the order they were added."""
+        return (self.name(number) for number in range(len(self._ends)))
+
+    def add(self, name: str) -> int:
+        """Hold `name`; its number (the one it had when it is held already)."""
         raw = name.encode()
         slot, number = self._find(raw)
         if number >= 0:
-            return
+            return number
         self._data += raw
         self._ends.append(len(self._data))
-        self._table[slot] = len(self._ends) - 1
+        number = len(self._ends) - 1
+        self._table[slot] = number
         if 2 * len(self._ends) > len(self._table):
             self._grow()
+        return number
+
+    def number(self, name: str) -> int:
+        """The name's number (its place in the order of adding), or -1 when not held."""
+        return self._find(name.encode())[1]
+
+    def name(self, number: int) -> str:
+        """The name with this number."""
+        if not 0 <= number < len(self._ends):
+            raise IndexError(f"no name number {number} among {len(self._ends)}")
+        return self._name(number).decode()
 
     def nbytes(self) -> int:
         """Bytes the three buffers hold (what the names cost, apart from this object)."""
