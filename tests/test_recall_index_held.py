@@ -10,6 +10,8 @@ import sys
 import types
 from typing import Any
 
+import pytest
+
 from unbounded.model.entries import Entry
 from unbounded.recall.index import ToolCall, TranscriptIndex
 
@@ -92,3 +94,18 @@ def test_a_call_read_from_its_row_sees_its_result_arrive() -> None:
     index.update(entries)
     assert waiting.result_position == 4 and waiting.result == "x" * 600
     assert waiting.result_tokens == 150 and waiting.command == "pytest -q tests/test_1.py"
+
+
+def test_the_calls_by_id_answer_as_the_dict_of_rows_did() -> None:
+    """The packed ids answer look-ups, membership and iteration in call order; an id not
+    held (or not a str) is a KeyError, not a row."""
+    index, _ = _indexed(3)
+    calls = index.calls
+    assert list(calls) == ["toolu_000000000000", "toolu_000000000001", "toolu_000000000002"]
+    assert calls["toolu_000000000001"].number == 1
+    assert "toolu_000000000002" in calls and "toolu_000000000003" not in calls
+    for missing in ("toolu_000000000003", 1):
+        with pytest.raises(KeyError):
+            calls[missing]  # type: ignore[index]
+    assert index.get("toolu_000000000003") is None
+    assert index.call_at(2).id == "toolu_000000000002"
