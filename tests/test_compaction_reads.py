@@ -46,9 +46,9 @@ class _FeedCounter:
             self.fed["working"] += 1
             working_feed(reader, index, entry)
 
-        def feed_files(reader: RecordedFilesReader, entry: Entry) -> None:
+        def feed_files(reader: RecordedFilesReader, position: int, entry: Entry) -> None:
             self.fed["files"] += 1
-            files_feed(reader, entry)
+            files_feed(reader, position, entry)
 
         def read(reader: WorkingStateReader, entries: Sequence[Entry]) -> Any:
             self.reads.append(len(entries))

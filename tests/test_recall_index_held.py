@@ -1,6 +1,7 @@
 """What the recall index holds per tool call, counted in bytes between 250 and 750 calls: a
-row of packed columns, the call's id (its key) and its row number, not an object per call
-(of fields with a number object each, or reading the row), nor a second set of the names taken."""
+row of packed columns and the call's id packed (`PackedNames`), not an object per call (of
+fields with a number object each, or reading the row), nor a str and a dict slot per id, nor a
+second set of the names taken."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import gc
 import sys
 import types
 from typing import Any
+
+import pytest
 
 from unbounded.model.entries import Entry
 from unbounded.recall.index import ToolCall, TranscriptIndex
@@ -67,15 +70,15 @@ def _indexed(calls: int) -> tuple[TranscriptIndex, list[Entry]]:
 
 
 def test_a_call_costs_the_index_a_row_not_an_object_of_fields() -> None:
-    """500 more calls add under 230 bytes each: the id (some 70 bytes), its dict slot and
-    row number, and some 70 bytes of columns (some 205 in all; an object per call reading
-    its row made it some 253, a second set of the names taken some 300, a dataclass with
-    its numbers as objects some 380)."""
+    """500 more calls add under 130 bytes each: the id packed (its 18 bytes, its end and
+    its table slots) and some 70 bytes of columns (some 103 in all; the id as a str keyed
+    to its row in a dict made it some 205, an object per call reading its row some 253, a
+    second set of the names taken some 300, a dataclass with its numbers as objects 380)."""
     few_index, few_entries = _indexed(250)
     many_index, many_entries = _indexed(750)
     assert len(many_index.calls) == 750
     grown = _bytes_held(many_index, many_entries) - _bytes_held(few_index, few_entries)
-    assert grown / 500 < 230
+    assert grown / 500 < 130
     # No object per call: a call's object is made when one is asked for, and let go.
     gc.collect()
     assert not any(isinstance(item, ToolCall) for item in gc.get_referents(many_index.rows))
@@ -91,3 +94,18 @@ def test_a_call_read_from_its_row_sees_its_result_arrive() -> None:
     index.update(entries)
     assert waiting.result_position == 4 and waiting.result == "x" * 600
     assert waiting.result_tokens == 150 and waiting.command == "pytest -q tests/test_1.py"
+
+
+def test_the_calls_by_id_answer_as_the_dict_of_rows_did() -> None:
+    """The packed ids answer look-ups, membership and iteration in call order; an id not
+    held (or not a str) is a KeyError, not a row."""
+    index, _ = _indexed(3)
+    calls = index.calls
+    assert list(calls) == ["toolu_000000000000", "toolu_000000000001", "toolu_000000000002"]
+    assert calls["toolu_000000000001"].number == 1
+    assert "toolu_000000000002" in calls and "toolu_000000000003" not in calls
+    for missing in ("toolu_000000000003", 1):
+        with pytest.raises(KeyError):
+            calls[missing]  # type: ignore[index]
+    assert index.get("toolu_000000000003") is None
+    assert index.call_at(2).id == "toolu_000000000002"

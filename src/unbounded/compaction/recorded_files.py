@@ -14,13 +14,17 @@ module rebuilds what each file held from the tool calls in order:
   `undo_edit`, notebook edits), the text is marked unknown, so a stale copy is never
   restored as if it were current;
 - a call whose result is an error changes nothing.
+
+A read's or a write's text stays in the transcript: what is held for it is where it is (the
+entry's position and the block's place), and the text is made again when a compaction asks
+for it, so a long session does not keep every file it ever read twice. Only an edit's
+result, which the transcript does not hold as such, is kept as text.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from unbounded.compaction.facts import text_of
@@ -57,14 +61,51 @@ class AppendedSince:
         return count if grown else None
 
 
-@dataclass(frozen=True, slots=True)
 class RecordedFile:
-    """What the transcript last showed of one file."""
+    """What the transcript last showed of one file: its text (None when a later change
+    cannot be replayed from the transcript) and whether that is a line range of the file
+    (`partial`). Equal by both."""
 
-    text: str | None
-    """The file's text; None when a later change cannot be replayed from the transcript."""
-    partial: bool = False
-    """The text is a line range of the file, not all of it."""
+    __slots__ = ("_place", "_source", "_text", "partial")
+
+    def __init__(self, text: str | None, partial: bool = False) -> None:
+        """A file whose text is given."""
+        self._text = text
+        self.partial = partial
+        self._source: Sequence[Entry] | None = None
+        self._place = (0, 0)
+
+    @classmethod
+    def shown_at(
+        cls, source: Sequence[Entry], position: int, place: int, partial: bool = False
+    ) -> RecordedFile:
+        """The file as block `place` of entry `position` of `source` shows it (a read's
+        result or a write's call): its text is made from there when it is read."""
+        shown = cls(None, partial)
+        shown._source = source
+        shown._place = (position, place)
+        return shown
+
+    @property
+    def text(self) -> str | None:
+        """The file's text; None when a later change cannot be replayed from the transcript."""
+        if self._source is None:
+            return self._text
+        block = _block_at(self._source, *self._place)
+        if block.get("type") == "tool_result":
+            return strip_line_numbers(text_of(block.get("content")))
+        return _written_text(block)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecordedFile):
+            return NotImplemented
+        return (self.text, self.partial) == (other.text, other.partial)
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.partial))
+
+    def __repr__(self) -> str:
+        return f"RecordedFile(text={self.text!r}, partial={self.partial!r})"
 
 
 def strip_line_numbers(text: str) -> str:
@@ -79,6 +120,14 @@ def strip_line_numbers(text: str) -> str:
     return text
 
 
+def _block_at(entries: Sequence[Entry], position: int, place: int) -> Mapping[str, Any]:
+    """Block `place` of entry `position` (empty when there is no such dict block: only
+    when the entries were changed in place since they were read, which they are not)."""
+    content = entries[position].content
+    block = content[place] if isinstance(content, list) and place < len(content) else None
+    return block if isinstance(block, dict) else {}
+
+
 def _input(block: Mapping[str, Any]) -> Mapping[str, Any]:
     value = block.get("input")
     return value if isinstance(value, Mapping) else {}
@@ -90,22 +139,23 @@ def _replace(text: str, old: object, new: object, replace_all: object = False) -
     return text.replace(old, new) if replace_all is True else text.replace(old, new, 1)
 
 
-def _after_write(block: Mapping[str, Any], before: RecordedFile | None) -> RecordedFile:
-    """The file after a successful write or edit call."""
+def _written_text(block: Mapping[str, Any]) -> str | None:
+    """The whole text a write call wrote (None for a call that is not such a write)."""
     tool_input = _input(block)
     name = block.get("name")
     command = tool_input.get("command")
     for key in ("content", "file_text"):
         written = tool_input.get(key)
         if isinstance(written, str) and (
-            name in ("Write", "write_file", "write")
-            or command
-            in (
-                "create",
-                "write",
-            )
+            name in ("Write", "write_file", "write") or command in ("create", "write")
         ):
-            return RecordedFile(written)
+            return written
+    return None
+
+
+def _after_write(block: Mapping[str, Any], before: RecordedFile | None) -> RecordedFile:
+    """The file after a successful call that edits it (not a whole write: `_written_text`)."""
+    tool_input = _input(block)
     text = before.text if before is not None and not before.partial else None
     if text is None:
         return RecordedFile(None)
@@ -142,7 +192,10 @@ class RecordedFilesReader:
 
     def _reset(self) -> None:
         self.files: dict[str, RecordedFile] = {}
-        self._pending: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
+        # A file call waiting for its result: path, where the call is (entry position and
+        # block place, read back when the result comes), and whether it reads.
+        self._pending: dict[str, tuple[str, int, int, bool]] = {}
+        self._entries: Sequence[Entry] = ()
 
     def read(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
         """path -> what these entries last showed of it (a new dict)."""
@@ -150,15 +203,16 @@ class RecordedFilesReader:
         if start is None:
             self._reset()
             start = 0
+        self._entries = entries
         for index in range(start, len(entries)):
-            self._feed(entries[index])
+            self._feed(index, entries[index])
         return dict(self.files)
 
-    def _feed(self, entry: Entry) -> None:
+    def _feed(self, position: int, entry: Entry) -> None:
         content = entry.content
         if not isinstance(content, list):
             return
-        for block in content:
+        for place, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
@@ -167,17 +221,22 @@ class RecordedFilesReader:
                 written = None if read else file_write_path(block)
                 path = read or written
                 if path:
-                    self._pending[str(block.get("id", ""))] = (path, block, read is not None)
+                    call_id = str(block.get("id", ""))
+                    self._pending[call_id] = (path, position, place, read is not None)
             elif kind == "tool_result":
                 call = self._pending.pop(str(block.get("tool_use_id", "")), None)
                 if call is None or block.get("is_error") is True:
                     continue
-                path, use, is_read = call
+                path, use_position, use_place, is_read = call
+                use = _block_at(self._entries, use_position, use_place)
+                shown = self._entries
                 if is_read:
                     text = strip_line_numbers(text_of(block.get("content")))
                     if text.lstrip().startswith(UNCHANGED_STUB_PREFIX):
                         continue  # the stub says the earlier text still holds
                     ranged = any(_input(use).get(key) is not None for key in _RANGE_KEYS)
-                    self.files[path] = RecordedFile(text, partial=ranged)
+                    self.files[path] = RecordedFile.shown_at(shown, position, place, ranged)
+                elif _written_text(use) is not None:
+                    self.files[path] = RecordedFile.shown_at(shown, use_position, use_place)
                 else:
                     self.files[path] = _after_write(use, self.files.get(path))

@@ -33,6 +33,7 @@ import orjson
 
 from unbounded.compaction.tools_registry import is_cleared_text
 from unbounded.model.request import ProviderRequest
+from unbounded.model.tool_ids import PackedNames
 from unbounded.recall.index import (
     ToolCall,
     TranscriptIndex,
@@ -111,8 +112,8 @@ class _CallLookup:
 
     def __init__(self) -> None:
         self.index: TranscriptIndex | None = None
-        self.rows: dict[str, int] = {}
-        """The index's dict of rows these groups were made from (a new one: start again)."""
+        self.rows: PackedNames | None = None
+        """The index's ids these groups were made from (a new one: start again)."""
         self.seen = 0
         self.by_name: dict[str, array[int]] = {}
         self.by_command: dict[str, array[int]] = {}

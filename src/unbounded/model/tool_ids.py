@@ -17,7 +17,8 @@ the same rule to transcripts written elsewhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Sequence
+from array import array
+from collections.abc import Container, Iterator, Sequence
 from typing import Any
 
 TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -40,6 +41,92 @@ def renamed_tool_id(tool_id: str, taken: Container[str]) -> str:
     return f"{valid}_{number}"
 
 
+class PackedNames:
+    """A set of names (`add`, `in`, `len`), each numbered in the order it was added (`number`,
+    `name`, iteration), held as UTF-8 in one buffer and found through an open-addressed table
+    of their numbers: no str object and no set or dict slot per name. A long conversation
+    keeps every tool call's name for its whole length, after the messages that carried the
+    names were let go (about 50 bytes a name here, some 120 in a set of strs)."""
+
+    __slots__ = ("_data", "_ends", "_table")
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._ends = array("Q")
+        """Name k is `_data[_ends[k - 1]:_ends[k]]` (from 0 for the first)."""
+        self._table = array("i", [-1]) * 8
+        """Open addressing by the name's hash: a name's number, or -1 for a free slot; kept
+        at most half full, so a probe ends soon at the name or at a free slot."""
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._find(name.encode())[1] >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        """The names in the order they were added."""
+        return (self.name(number) for number in range(len(self._ends)))
+
+    def add(self, name: str) -> int:
+        """Hold `name`; its number (the one it had when it is held already)."""
+        raw = name.encode()
+        slot, number = self._find(raw)
+        if number >= 0:
+            return number
+        self._data += raw
+        self._ends.append(len(self._data))
+        number = len(self._ends) - 1
+        self._table[slot] = number
+        if 2 * len(self._ends) > len(self._table):
+            self._grow()
+        return number
+
+    def number(self, name: str) -> int:
+        """The name's number (its place in the order of adding), or -1 when not held."""
+        return self._find(name.encode())[1]
+
+    def name(self, number: int) -> str:
+        """The name with this number."""
+        if not 0 <= number < len(self._ends):
+            raise IndexError(f"no name number {number} among {len(self._ends)}")
+        return self._name(number).decode()
+
+    def nbytes(self) -> int:
+        """Bytes the three buffers hold (what the names cost, apart from this object)."""
+        return (
+            len(self._data)
+            + self._ends.itemsize * len(self._ends)
+            + self._table.itemsize * len(self._table)
+        )
+
+    def _name(self, number: int) -> bytes:
+        start = self._ends[number - 1] if number else 0
+        return bytes(self._data[start : self._ends[number]])
+
+    def _find(self, raw: bytes) -> tuple[int, int]:
+        """(slot, number) of the name: its slot and number when held, else the free slot
+        where it would go and -1. The hash only places names; equality decides."""
+        table = self._table
+        mask = len(table) - 1
+        slot = hash(raw) & mask
+        while True:
+            number = table[slot]
+            if number < 0 or self._name(number) == raw:
+                return slot, number
+            slot = (slot + 1) & mask
+
+    def _grow(self) -> None:
+        table = array("i", [-1]) * (2 * len(self._table))
+        mask = len(table) - 1
+        for number in range(len(self._ends)):
+            slot = hash(self._name(number)) & mask
+            while table[slot] >= 0:
+                slot = (slot + 1) & mask
+            table[slot] = number
+        self._table = table
+
+
 class ToolCallNames:
     """Names the tool calls of a conversation read in order (see the module docstring)."""
 
@@ -47,10 +134,11 @@ class ToolCallNames:
 
     def __init__(self, taken: Container[str] | None = None) -> None:
         """`taken`: the names given so far, when the caller keeps them itself (it must add
-        each name `call` returns before the next call); by default they are kept here."""
-        self._own: set[str] | None = None
+        each name `call` returns before the next call); by default they are kept here,
+        packed (`PackedNames`)."""
+        self._own: PackedNames | None = None
         if taken is None:
-            taken = self._own = set()
+            taken = self._own = PackedNames()
         self._taken = taken
         # Original id -> names of this reply's calls with that id still waiting for a result.
         self._open: dict[str, list[str]] = {}

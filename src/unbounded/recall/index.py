@@ -22,7 +22,7 @@ import orjson
 from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.model.entries import Entry
 from unbounded.model.spilled_entries import entry_in_place
-from unbounded.model.tool_ids import ToolCallNames
+from unbounded.model.tool_ids import PackedNames, ToolCallNames
 from unbounded.model.tools import file_write_path, shell_command
 from unbounded.tokens.estimate import tool_result_tokens
 
@@ -80,7 +80,6 @@ class _CallColumns:
         "_text_numbers",
         "blocks",
         "errors",
-        "ids",
         "numbers",
         "positions",
         "result_blocks",
@@ -109,8 +108,6 @@ class _CallColumns:
         self.source_of = array("I")
         self.transcript_ids: dict[int, str] = {}
         """Rows whose transcript id is not their id (a repeat renamed): few."""
-        self.ids: list[str] = []
-        """Each row's id (the index's key for it: the same string, one pointer a row)."""
 
     def text_id(self, text: str | None) -> int:
         """The place of `text` in `texts` (added when new; -1 for None)."""
@@ -135,17 +132,16 @@ class _CallColumns:
 
     def add(
         self,
-        id: str,
         texts: tuple[str, str | None, str | None, str | None],
         use: tuple[int, int, int],
         result: tuple[int | None, int, int, bool],
         transcript_id: str,
         source: Sequence[Entry],
     ) -> int:
-        """A new row: its id, (name, read path, write path, command), (use position, block,
-        number), (result position, block, tokens, is_error); returns its place."""
+        """A new row: (name, read path, write path, command), (use position, block, number),
+        (result position, block, tokens, is_error); returns its place. The row's id is kept
+        by the caller (the index's `rows`: the id of row k is its k-th name)."""
         row = len(self.positions)
-        self.ids.append(id)
         for column, text in zip(self.text_ids, texts, strict=True):
             column.append(self.text_id(text))
         self.positions.append(use[0])
@@ -213,7 +209,6 @@ class ToolCall:
             id,
             columns,
             columns.add(
-                id,
                 (name, read_path, write_path, command),
                 (use_position, use_block, number),
                 (result_position, result_block, result_tokens, is_error),
@@ -375,12 +370,15 @@ class _Calls(Mapping[str, ToolCall]):
 
     __slots__ = ("_columns", "_rows")
 
-    def __init__(self, rows: dict[str, int], columns: _CallColumns) -> None:
+    def __init__(self, rows: PackedNames, columns: _CallColumns) -> None:
         self._rows = rows
         self._columns = columns
 
     def __getitem__(self, name: str) -> ToolCall:
-        return ToolCall._of_row(name, self._columns, self._rows[name])
+        row = self._rows.number(name) if isinstance(name, str) else -1
+        if row < 0:
+            raise KeyError(name)
+        return ToolCall._of_row(name, self._columns, row)
 
     def __contains__(self, name: object) -> bool:
         return name in self._rows
@@ -405,30 +403,30 @@ class _CallValues(ValuesView[ToolCall]):
 
     def __iter__(self) -> Iterator[ToolCall]:
         columns = self._calls._columns
-        for name, row in self._calls._rows.items():
+        for row, name in enumerate(self._calls._rows):
             yield ToolCall._of_row(name, columns, row)
 
 
 class TranscriptIndex:
     """Tool calls by id, in call order (see the module docstring).
 
-    It keeps each call's row number by its id (`rows`), not an object per call: a long
-    replay's index holds every call ever made, and `calls` makes a call's object only when
-    one is asked for."""
+    It keeps each call's id packed, numbered by its row (`rows`), not an object per call nor
+    a str and a dict slot per id: a long replay's index holds every call ever made, and
+    `calls` makes a call's object only when one is asked for."""
 
     __slots__ = ("_columns", "_entries", "_last", "_names", "_reply", "_scanned", "rows")
 
     def __init__(self) -> None:
-        self.rows: dict[str, int] = {}
-        """Each call's row by its id, in call order (a call's row is its `number`); a new
-        dict when the index starts again from other entries."""
+        self.rows = PackedNames()
+        """The calls' ids in call order: a call's row (its `number`) is its id's number; a
+        new one when the index starts again from other entries."""
         self._columns = _CallColumns()
         self._entries: Sequence[Entry] = ()
         self._scanned = 0
         self._last: Entry | None = None
         # A provider may repeat a tool_use id: the repeat is named as the normalizer names it
         # (model/tool_ids.py), so recall finds both calls, each with its own result. The
-        # names taken are the keys of `rows`, not a second set of them.
+        # names taken are `rows`, not a second set of them.
         self._names = ToolCallNames(taken=self.rows)
         self._reply: object = None
 
@@ -440,13 +438,13 @@ class TranscriptIndex:
     def call_at(self, row: int) -> ToolCall:
         """The call of a row (its `number`)."""
         columns = self._columns
-        return ToolCall._of_row(columns.ids[row], columns, row)
+        return ToolCall._of_row(self.rows.name(row), columns, row)
 
     def update(self, entries: Sequence[Entry]) -> TranscriptIndex:
         """Register what was appended since the last call; returns the index."""
         start = self._scanned
         if start > len(entries) or (start and not entry_in_place(entries, start - 1, self._last)):
-            self.rows = {}
+            self.rows = PackedNames()
             self._columns = _CallColumns()
             self._names = ToolCallNames(taken=self.rows)
             self._reply = None
@@ -478,8 +476,7 @@ class TranscriptIndex:
                 tool_id = block.get("id")
                 if isinstance(tool_id, str):
                     name = self._names.call(tool_id)
-                    self.rows[name] = self._columns.add(
-                        name,
+                    row = self._columns.add(
                         (
                             str(block.get("name", "")),
                             read_path_of(block),
@@ -491,9 +488,11 @@ class TranscriptIndex:
                         tool_id if tool_id != name else "",
                         self._entries,
                     )
+                    # A new name (`ToolCallNames` gives none twice): its number is the row.
+                    self.rows.add(name)
             elif kind == "tool_result" and entry.type == "user":
-                row = self.rows.get(self._names.result(str(block.get("tool_use_id"))))
-                if row is not None and self._columns.results[row] == _NONE:
+                row = self.rows.number(self._names.result(str(block.get("tool_use_id"))))
+                if row >= 0 and self._columns.results[row] == _NONE:
                     self._answer(row, position, place, block)
 
     def _answer(self, row: int, position: int, place: int, block: Mapping[str, Any]) -> None:
@@ -508,8 +507,8 @@ class TranscriptIndex:
 
     def get(self, tool_use_id: str) -> ToolCall | None:
         """The call with this id, or None."""
-        row = self.rows.get(tool_use_id)
-        return None if row is None else ToolCall._of_row(tool_use_id, self._columns, row)
+        row = self.rows.number(tool_use_id)
+        return None if row < 0 else ToolCall._of_row(tool_use_id, self._columns, row)
 
     def reads_of(self, path: str) -> list[ToolCall]:
         """Calls that read this file, oldest first."""
