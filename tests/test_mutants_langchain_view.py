@@ -122,6 +122,17 @@ def test_messages_without_ids_are_matched_by_the_messages_themselves() -> None:
     view.sync(replaced, NO_STALE)
     assert converted == [replaced[1]]
     assert view.counter.total == _fresh_total(replaced) != _fresh_total(messages)
+    # Kept across a change (the view restarts from what still matches), and matched again
+    # when the conversation grows.
+    changed = [*replaced, HumanMessage("Start with the parser.")]
+    view.sync(changed, NO_STALE)
+    changed[-1] = HumanMessage("Start with the lexer.")
+    converted.clear()
+    view.sync(changed, NO_STALE)
+    grown = [*changed, AIMessage("Reading the lexer.")]
+    view.sync(grown, NO_STALE)
+    assert converted == changed[-1:] + grown[-1:]
+    assert view.counter.total == _fresh_total(grown)
 
 
 def _reply(id_: str, tokens: int | None, *, calls: int = 0) -> AIMessage:
