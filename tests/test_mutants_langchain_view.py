@@ -1,0 +1,236 @@
+"""Rules of the LangChain middleware's conversation view (`integrations/_langchain_view.py`)
+that the mutation check found no test holding: a grown conversation is matched by its two
+ends, a changed or shrunk one keeps what still matches and converts only the rest (to the
+same count a new view gives), messages without ids are matched by the messages themselves,
+and the tail count anchors on the newest reported usage of a response of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents.middleware")
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from test_langchain_view import history
+from unbounded.compaction.tools_registry import cleared_stub
+from unbounded.integrations import _langchain_view
+from unbounded.integrations._langchain_view import ConversationView, tail_count
+from unbounded.integrations.langchain import _convert
+from unbounded.model.entries import Entry
+
+NO_STALE: frozenset[str] = frozenset()
+
+
+def _counting() -> tuple[list[BaseMessage], Any]:
+    converted: list[BaseMessage] = []
+
+    def convert(message: BaseMessage, anchored: bool, stamp: str) -> Entry | None:
+        converted.append(message)
+        return _convert(message, anchored, stamp)
+
+    return converted, convert
+
+
+def _fresh_total(messages: list[BaseMessage]) -> int:
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    return view.counter.total
+
+
+def test_a_grown_conversation_is_matched_by_its_two_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    converted, convert = _counting()
+    view = ConversationView(convert)
+    messages = history(12)
+    view.sync(messages[:-4], NO_STALE)
+    compared: list[int] = []
+    real = _langchain_view.shared_prefix_length
+
+    def counting(*args: Any) -> int:
+        compared.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_langchain_view, "shared_prefix_length", counting)
+    converted.clear()
+    copies = [message.model_copy() for message in messages]  # a checkpoint's copies
+    view.sync(copies, NO_STALE)
+    assert compared == [] and converted == copies[-4:]
+    assert view.held == len(messages) and view.counter.total == _fresh_total(messages)
+
+
+def test_a_changed_tail_converts_only_the_new_messages_to_a_new_view_s_count() -> None:
+    converted, convert = _counting()
+    view = ConversationView(convert)
+    messages = history(12)
+    view.sync(messages, NO_STALE)
+    changed = [*messages[:-2], *history(14)[-2:]]
+    changed[-2].id, changed[-1].id = "ai_new", "tool_new"
+    converted.clear()
+    view.sync(changed, NO_STALE)
+    assert [m.id for m in converted] == ["ai_new", "tool_new"]
+    assert view.keys == [m.id for m in changed]
+    assert view.counter.total == _fresh_total(changed)
+    assert len(view.normalizer.messages) == len(_fresh_view(changed).normalizer.messages)
+
+
+def _fresh_view(messages: list[BaseMessage]) -> ConversationView:
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    return view
+
+
+def test_a_shrunk_conversation_keeps_what_still_matches() -> None:
+    converted, convert = _counting()
+    view = ConversationView(convert)
+    messages = history(12)
+    view.sync(messages, NO_STALE)
+    converted.clear()
+    view.sync(messages[:9], NO_STALE)  # a compaction cut it, say
+    assert converted == [] and view.held == 9
+    assert view.counter.total == _fresh_total(messages[:9])
+
+
+def test_without_a_clearing_rule_nothing_is_left_out_as_settled() -> None:
+    messages: list[BaseMessage] = [HumanMessage("Hello.", id="h0")]
+    for n in range(6):
+        reply = AIMessage(content=f"Answer {n}. " * 40, id=f"ai_{n}")
+        reply.usage_metadata = {
+            "input_tokens": 900 + 300 * n,
+            "output_tokens": 90,
+            "total_tokens": 990 + 300 * n,
+        }
+        messages += [reply, HumanMessage(f"Question {n}.", id=f"h{n + 1}")]
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    assert view.base == 0 and len(view.entries) == len(messages)
+    assert view.settled_after_clears(messages, 0) == 0
+    clearing = ConversationView(_convert, lambda names: list(names))
+    clearing.sync(messages, NO_STALE)
+    assert clearing.base > 0  # what a clearing rule may leave out, for contrast
+    assert clearing.settled_after_clears(messages, 0) > 0
+
+
+def test_messages_without_ids_are_matched_by_the_messages_themselves() -> None:
+    converted, convert = _counting()
+    view = ConversationView(convert)
+    messages: list[BaseMessage] = [HumanMessage("Read the modules."), AIMessage("Which ones?")]
+    view.sync(messages, NO_STALE)
+    replaced = [messages[0], AIMessage("All of them, one by one.")]
+    converted.clear()
+    view.sync(replaced, NO_STALE)
+    assert converted == [replaced[1]]
+    assert view.counter.total == _fresh_total(replaced) != _fresh_total(messages)
+    # Kept across a change (the view restarts from what still matches), and matched again
+    # when the conversation grows.
+    changed = [*replaced, HumanMessage("Start with the parser.")]
+    view.sync(changed, NO_STALE)
+    changed[-1] = HumanMessage("Start with the lexer.")
+    converted.clear()
+    view.sync(changed, NO_STALE)
+    grown = [*changed, AIMessage("Reading the lexer.")]
+    view.sync(grown, NO_STALE)
+    assert converted == changed[-1:] + grown[-1:]
+    assert view.counter.total == _fresh_total(grown)
+
+
+def _reply(id_: str, tokens: int | None, *, calls: int = 0) -> AIMessage:
+    reply = AIMessage(
+        content="ok",
+        tool_calls=[
+            {"name": "read_file", "args": {}, "id": f"{id_}_call_{n}"} for n in range(calls)
+        ],
+        id=id_,
+    )
+    if tokens is not None:
+        reply.usage_metadata = {
+            "input_tokens": tokens,
+            "output_tokens": 10,
+            "total_tokens": tokens + 10,
+        }
+    return reply
+
+
+def test_the_tail_count_anchors_on_the_newest_usage_wherever_it_stands() -> None:
+    human = HumanMessage("Go.", id="h0")
+    last = [human, _reply("a1", 5_000)]
+    assert tail_count(last, NO_STALE, _convert) == _fresh_total(last)
+    one_back = [
+        human,
+        _reply("a1", 5_000, calls=1),
+        ToolMessage("x" * 400, tool_call_id="a1_call_0", id="t1"),
+    ]
+    assert tail_count(one_back, NO_STALE, _convert) == _fresh_total(one_back)
+    two_back = [*one_back[:2], *one_back[2:], HumanMessage("And then?", id="h1")]
+    assert tail_count(two_back, NO_STALE, _convert) == _fresh_total(two_back)
+
+
+def test_a_reply_that_never_anchors_gives_way_to_the_one_before() -> None:
+    messages = [
+        HumanMessage("Go.", id="h0"),
+        _reply("a1", 5_000),
+        HumanMessage("More.", id="h1"),
+        _reply("a2", 9_000),
+    ]
+
+    def synthetic_last(message: BaseMessage, anchored: bool, stamp: str) -> Entry | None:
+        entry = _convert(message, anchored, stamp)
+        if message.id == "a2" and entry is not None:
+            entry.message.pop("usage", None)  # type: ignore[union-attr]
+        return entry
+
+    count = tail_count(messages, NO_STALE, synthetic_last)
+    view = ConversationView(synthetic_last)
+    view.sync(messages, NO_STALE)
+    assert count == view.counter.total  # what a view of them holds: a1's usage and after
+    assert count is not None and count > 5_000
+
+
+def test_a_later_line_of_a_response_leaves_the_count_to_the_view() -> None:
+    human = HumanMessage("Go.", id="h0")
+    first_line = _reply("same", None, calls=1)
+    result = ToolMessage("x" * 400, tool_call_id="same_call_0", id="t1")
+    second_line = _reply("same", 6_000)
+    assert tail_count([human, first_line, result, second_line], NO_STALE, _convert) is None
+    assert tail_count([human, first_line, second_line], NO_STALE, _convert) is None
+    other = _reply("other", 6_000)
+    assert tail_count([human, first_line, result, other], NO_STALE, _convert) is not None
+
+
+def _cleared(message: BaseMessage) -> ToolMessage:
+    assert isinstance(message, ToolMessage)
+    return message.model_copy(update={"content": cleared_stub()})
+
+
+@pytest.mark.parametrize("at", [2, 12, 24])  # early results, and the newest one
+def test_a_cleared_result_leaves_the_count_a_new_view_of_the_cleared_messages_gives(
+    at: int,
+) -> None:
+    messages = history(12)
+    assert isinstance(messages[at], ToolMessage)
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    before = view.counter.total
+    cleared = list(messages)
+    cleared[at] = _cleared(messages[at])
+    tool_id = messages[at].tool_call_id  # type: ignore[attr-defined]
+    view.clear_results({at: (tool_id, _convert(cleared[at], True, view.stamp))})
+    assert view.counter.total == _fresh_total(cleared)
+    # A result the newest usage covers counts in it; only one after it is estimated.
+    assert (view.counter.total < before) == (at == 24)
+
+
+def test_a_result_cleared_before_its_response_reports_usage_counts_cleared_after() -> None:
+    """The result came after the response's first line: when a later line of that response
+    reports usage, the result (cleared) is what is estimated after it."""
+    first_line = _reply("resp", None, calls=1)
+    result = ToolMessage("y" * 4_000, tool_call_id="resp_call_0", id="t0")
+    messages: list[BaseMessage] = [HumanMessage("Go.", id="h0"), first_line, result]
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    cleared = [*messages[:2], _cleared(result)]
+    view.clear_results({2: ("resp_call_0", _convert(cleared[2], True, view.stamp))})
+    later_line = _reply("resp", 7_000)
+    view.sync([*cleared, later_line], NO_STALE)
+    assert view.counter.total == _fresh_total([*cleared, later_line])
