@@ -13,8 +13,10 @@ messages go through `block_type` and `block_fields`.
 - An assistant message's blocks (text, thinking, tool_use, ...) keep their type (the
   simulator leaves out earlier thinking by type) and a tool_use its id; nothing else reads a
   settled assistant message.
-- A user message's other blocks stay whole: the truncate baseline moves them behind its note
-  (another position, another digest).
+- A user message's images and documents keep their type and fields but their source (the
+  data), and also the digest they have past a message's first place when they stood first:
+  the truncate baseline moves a user message's blocks other than tool results behind its
+  note (`HuskedBlock.moved`). Its text blocks stay whole (small, and read as they are).
 
 The message dict is changed in place (a new content list, so an entry's own content is never
 touched): every list and simulator that holds the message keeps the same object, which is
@@ -43,13 +45,18 @@ from unbounded.errors import SettledMessageError
 BlockTokens = Callable[[FlatBlock, bytes], int]
 """A block and its digest -> its tokens (`CacheSimulator.block_tokens`)."""
 
-# digest | tokens | flags | role length | role | type length | type | other fields (JSON)
+# digest | tokens | flags | role length | role | type length | type | [digest elsewhere] |
+# other fields (JSON)
 _TOKENS = struct.Struct("<q")
 _FLAGS_AT = DIGEST_SIZE + _TOKENS.size
 _FIRST = 1
 """Flag bit: the block was its message's first."""
 _MARKED = 2
 """Flag bit: the fields kept include a cache_control marker."""
+_ELSEWHERE = 4
+"""Flag bit: the digest the block has past its message's first place follows the type."""
+_MOVABLE = ("image", "document")
+"""A user message's blocks husked that a strategy may move (`HuskedBlock.moved`)."""
 
 
 class HuskedBlock(bytes):
@@ -67,11 +74,13 @@ class HuskedBlock(bytes):
         first: bool,
         kind: str,
         fields: Mapping[str, Any] | None = None,
+        elsewhere: bytes | None = None,
     ) -> HuskedBlock:
         """The husk of a block of type `kind` with this digest and token count, in a message
-        of `role`, its message's first block or not, keeping `fields` (JSON values)."""
-        if len(digest) != DIGEST_SIZE:
-            raise ValueError(f"a digest is {DIGEST_SIZE} bytes, not {len(digest)}")
+        of `role`, its message's first block or not, keeping `fields` (JSON values) and, for
+        a first block that may move, `elsewhere`: its digest past the first place."""
+        if len(digest) != DIGEST_SIZE or (elsewhere is not None and len(elsewhere) != DIGEST_SIZE):
+            raise ValueError(f"a digest is {DIGEST_SIZE} bytes")
         role_bytes, kind_bytes = role.encode(), kind.encode()
         if len(role_bytes) > 255 or len(kind_bytes) > 255:
             raise ValueError("a husked block's role and type are at most 255 bytes")
@@ -84,13 +93,15 @@ class HuskedBlock(bytes):
                     bytes(
                         (
                             (_FIRST if first else 0)
-                            | (_MARKED if fields and "cache_control" in fields else 0),
+                            | (_MARKED if fields and "cache_control" in fields else 0)
+                            | (_ELSEWHERE if elsewhere is not None else 0),
                             len(role_bytes),
                         )
                     ),
                     role_bytes,
                     bytes((len(kind_bytes),)),
                     kind_bytes,
+                    elsewhere or b"",
                     orjson.dumps(dict(fields)) if fields else b"",
                 )
             ),
@@ -129,10 +140,32 @@ class HuskedBlock(bytes):
 
     def fields(self) -> dict[str, Any]:
         """The block's type and the fields it kept (a new dict)."""
-        at = _FLAGS_AT + 2 + self[_FLAGS_AT + 1]
-        rest = at + 1 + self[at]
+        rest = self._after_kind()
+        if self[_FLAGS_AT] & _ELSEWHERE:
+            rest += DIGEST_SIZE
         kept = orjson.loads(self[rest:]) if rest < len(self) else {}
         return {"type": self.kind, **kept}
+
+    def moved(self) -> HuskedBlock:
+        """The husk of the same block past its message's first place (the truncate
+        baseline's note goes first): itself when it was not first. Raises
+        `SettledMessageError` for a first block husked without that digest (one that never
+        moves: a tool result, a reply's block)."""
+        if not self.first:
+            return self
+        if not self[_FLAGS_AT] & _ELSEWHERE:
+            raise SettledMessageError(f"a settled {self.kind} block cannot move from its place")
+        at = self._after_kind()
+        fields = self.fields()
+        del fields["type"]
+        return HuskedBlock(
+            self[at : at + DIGEST_SIZE], self.tokens, self.role, False, self.kind, fields
+        )
+
+    def _after_kind(self) -> int:
+        """Where what follows the type starts."""
+        at = _FLAGS_AT + 2 + self[_FLAGS_AT + 1]
+        return at + 1 + self[at]
 
     def __repr__(self) -> str:
         return (
@@ -156,27 +189,32 @@ def block_fields(block: Mapping[str, Any] | HuskedBlock) -> Mapping[str, Any]:
 
 
 def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockTokens) -> int:
-    """Replace the message's tool results (every block of an assistant message) by husks
-    (module docstring), in place; the number of blocks husked (0 when there was none left to
-    husk). `index` is the message's position, for the counter's FlatBlock."""
+    """Replace the message's tool results, images and documents (every block of an assistant
+    message) by husks (module docstring), in place; the number of blocks husked (0 when there
+    was none left to husk). `index` is the message's position, for the counter's FlatBlock."""
     content = message.get("content")
     role = str(message.get("role", ""))
     assistant = role == "assistant"
-    if not isinstance(content, list) or not any(_huskable(b, assistant) for b in content):
+    if not isinstance(content, list) or not any(_husks_alone(b, assistant) for b in content):
         return 0
     blocks: list[Any] = []
     husked = 0
     for position, block in enumerate(content):
-        if _huskable(block, assistant):
+        if _husks_alone(block, assistant):
             first = position == 0
             digest = message_block_digest(block, role, first=first)
             tokens = tokens_of(FlatBlock("messages", index, position, block, role), digest)
             kind = str(block.get("type"))
+            elsewhere = None
             if assistant:
                 kept = {"id": block.get("id")} if kind == "tool_use" else None
-            else:
+            elif kind == "tool_result":
                 kept = {k: v for k, v in block.items() if k not in ("type", "content")}
-            block = HuskedBlock(digest, tokens, role, first, kind, kept)
+            else:  # an image or document: its source is the data
+                kept = {k: v for k, v in block.items() if k not in ("type", "source")}
+                if first:
+                    elsewhere = message_block_digest(block, role, first=False)
+            block = HuskedBlock(digest, tokens, role, first, kind, kept, elsewhere)
             husked += 1
         blocks.append(block)
     message["content"] = list(blocks)  # sized to fit: appends left room to grow
@@ -354,4 +392,12 @@ def husk_message(
 
 
 def _huskable(block: Any, assistant: bool) -> bool:
+    """Whether a block gives its text up in a message settled whole."""
     return isinstance(block, Mapping) and (assistant or block.get("type") == "tool_result")
+
+
+def _husks_alone(block: Any, assistant: bool) -> bool:
+    """Whether a block gives its data up husked by itself (`husk_blocks`)."""
+    return _huskable(block, assistant) or (
+        not assistant and isinstance(block, Mapping) and block.get("type") in _MOVABLE
+    )

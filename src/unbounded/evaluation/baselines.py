@@ -346,7 +346,8 @@ class History:
         blocks all go becomes one `HuskedMessage` in its place, in the normalizer's list and
         this history's (the swaps returned: every other holder of the message is to be told,
         `Baseline.swap`); one the normalizer keeps whole (awaiting a repair) or with blocks
-        that stay has its blocks husked in place."""
+        that stay has its blocks husked in place (a user message's images and documents
+        too: they give up their data)."""
         messages = self.messages()
         self._tokens_of = tokens_of
         stop = min(upto, len(messages) - UNSETTLED_TAIL)
@@ -741,7 +742,12 @@ def _truncated_head(message: MessageParam) -> MessageParam:
     if isinstance(content, str):
         kept = [{"type": "text", "text": content}]
     else:
-        kept = [b for b in content if block_type(b) != "tool_result"]
+        # Behind the note, past the first place: a husked image has that place's digest.
+        kept = [
+            b.moved() if type(b) is HuskedBlock else b
+            for b in cast(list[Any], content)
+            if block_type(b) != "tool_result"
+        ]
     return cast(
         MessageParam,
         {"role": "user", "content": [{"type": "text", "text": TRUNCATION_NOTE}, *kept]},
