@@ -13,7 +13,13 @@ import pytest
 from replay_settings import recorded_call, replay_settings
 
 from unbounded.caching.blocks import FlatBlock, message_block_digest
-from unbounded.caching.husks import HuskedMessage, husk_message, is_husked_message
+from unbounded.caching.husks import (
+    HuskedBlock,
+    HuskedMessage,
+    husk_blocks,
+    husk_message,
+    is_husked_message,
+)
 from unbounded.caching.request_blocks import RequestBlocks
 from unbounded.errors import SettledMessageError
 from unbounded.evaluation.baselines import (
@@ -88,7 +94,7 @@ def test_the_baselines_hold_a_few_hundred_bytes_a_call() -> None:
     """From 250 to 750 calls, everything the strategies hold grows by the settled history
     (a packed message each, about 130 bytes) and clear_every_turn's settled cleared copies
     (about 100), plus a pointer per message per list: not a dict, a list and a husk per
-    block per message, nor a dict copy per cleared message (about 1,700 bytes a call)."""
+    block per message, nor a dict copy per cleared message (about 1,500 bytes a call)."""
     few, many = _replayed(250), _replayed(750)
     assert all(strategy.simulator is not None for strategy in many)
     per_call = (_bytes_held(many) - _bytes_held(few)) / 500
@@ -373,3 +379,88 @@ def test_every_holder_holds_the_settled_messages_and_copies_at_once() -> None:
         assert is_husked_message(copies[i])
         assert clear.marker._result[i] is copies[i]
         assert clear.simulator._blocks._messages[i] is copies[i]
+
+
+def _marked_reply(n: int) -> dict[str, Any]:
+    """A reply whose text block carries a cache_control marker (other recording formats and
+    hand-made agents put them there; Claude Code does not)."""
+    reply = _reply(n)
+    reply["content"][1] = {**reply["content"][1], "cache_control": {"type": "ephemeral"}}
+    return reply
+
+
+def test_a_settled_reply_keeps_its_marker_where_the_simulator_reads_it() -> None:
+    """A marker on a reply's block places a breakpoint whenever the request is computed
+    again: settled whole or block by block, the reply must keep it."""
+    messages: list[Any] = [{"role": "user", "content": "start"}, _marked_reply(0), _results(0)]
+    messages.append({"role": "user", "content": "next"})
+    whole = RequestBlocks(_tokens_by_place)
+    whole.update(_request(messages), drop_earlier_thinking=False)
+    assert whole.markers  # the reply's text block is marked
+    packed_message = husk_message(messages[1], 1, _tokens_by_place, 0)
+    assert packed_message is not None
+    by_block = {**messages[1], "content": list(messages[1]["content"])}
+    assert husk_blocks(by_block, 1, _tokens_by_place) == 3
+    for settled_reply in (packed_message, by_block):
+        settled = [messages[0], settled_reply, *messages[2:]]
+        figures = RequestBlocks(_tokens_by_place)
+        figures.update(_request(settled), drop_earlier_thinking=False)
+        assert (figures.markers, figures.marker_controls) == (whole.markers, whole.marker_controls)
+        assert list(figures.hashes) == list(whole.hashes)
+
+
+def test_a_cleared_copy_of_a_settled_marked_result_keeps_its_marker() -> None:
+    """Clearing a settled tool result that carries a marker keeps the marker, as the dict
+    copy of the message does."""
+    history: list[Any] = [{"role": "user", "content": "start"}]
+    for n in range(6):
+        history += [_reply(n), _results(n, marked=n == 1)]
+    cleared = ToolResultClearing(3).apply(history)
+    settled = [
+        husk_message(m, i, _tokens_by_place, 0) or m if 0 < i < 12 else m
+        for i, m in enumerate(history)
+    ]
+    copies = ToolResultClearing(3, husk_tokens=lambda: _tokens_by_place).apply(settled)
+    assert is_husked_message(copies[4])  # message 4 holds the marked results, cleared
+    whole, packed = RequestBlocks(_tokens_by_place), RequestBlocks(_tokens_by_place)
+    whole.update(_request(list(cleared)), drop_earlier_thinking=False)
+    packed.update(_request(list(copies)), drop_earlier_thinking=False)
+    assert whole.markers
+    assert (packed.markers, packed.marker_controls) == (whole.markers, whole.marker_controls)
+    assert list(packed.hashes) == list(whole.hashes)
+
+
+def test_fields_too_large_to_pack_leave_the_message_whole_and_its_blocks_husked() -> None:
+    """A tool result whose other fields pass 64 KiB is not packed whole (the packed length
+    is two bytes); the history husks its blocks in place instead."""
+    big = _results(1)
+    for block in big["content"]:
+        block["metadata"] = "m" * 70_000
+    assert husk_message(big, 2, _tokens_by_place, 0) is None
+    assert husk_message(_results(1), 2, _tokens_by_place, 0) is not None
+    entries = [Entry.user("start")]
+    for n in range(4):
+        entries.append(Entry.assistant(_reply(n)["content"], message_id=f"m{n}"))
+        results = big["content"] if n == 1 else _results(n)["content"]
+        entries.append(Entry.user([dict(block) for block in results]))
+    history = History(1.0, entries)
+    assert [m["role"] for m in history.messages()[3:5]] == ["assistant", "user"]
+    history.husk(6, _tokens_by_place)
+    messages = history.messages()
+    assert is_husked_message(messages[3])  # the reply settles whole
+    kept = messages[4]  # the results with the large field: husked block by block
+    assert type(kept) is dict and all(isinstance(b, HuskedBlock) for b in kept["content"])
+    assert "metadata" in kept["content"][0].fields()
+
+
+def test_a_type_or_role_too_long_to_pack_stays_whole_instead_of_failing() -> None:
+    """A block type or role past 255 bytes (no API has one) cannot be packed: the message or
+    block stays as it is, and nothing raises."""
+    odd = "x" * 300
+    reply = {"role": "assistant", "content": [{"type": odd, "text": "t"}, _reply(2)["content"][1]]}
+    assert husk_message(reply, 1, _tokens_by_place, 0) is None
+    assert husk_blocks(reply, 1, _tokens_by_place) == 1
+    assert reply["content"][0] == {"type": odd, "text": "t"}
+    strange_role = {"role": odd, "content": [{"type": "text", "text": "t"}]}
+    assert husk_message(strange_role, 1, _tokens_by_place, 0) is None
+    assert husk_blocks(strange_role, 1, _tokens_by_place) == 0

@@ -11,7 +11,9 @@ messages go through `block_type` and `block_fields`.
 - A tool_result keeps its other fields (tool_use_id, is_error), from which the clearing
   builds its cleared copy.
 - An assistant message's blocks (text, thinking, tool_use, ...) keep their type (the
-  simulator leaves out earlier thinking by type) and a tool_use its id; nothing else reads a
+  simulator leaves out earlier thinking by type), a tool_use its id, and a block's
+  cache_control marker when it has one (the simulator places breakpoints by it whenever it
+  computes a request again: a truncation's cut moving, a model switch); nothing else reads a
   settled assistant message.
 - A user message's images and documents keep their type and fields but their source (the
   data), and also the digest they have past a message's first place when they stood first:
@@ -195,7 +197,9 @@ def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockT
     content = message.get("content")
     role = str(message.get("role", ""))
     assistant = role == "assistant"
-    if not isinstance(content, list) or not any(_husks_alone(b, assistant) for b in content):
+    if not isinstance(content, list) or not _short_name(role):
+        return 0
+    if not any(_husks_alone(b, assistant) for b in content):
         return 0
     blocks: list[Any] = []
     husked = 0
@@ -207,7 +211,9 @@ def husk_blocks(message: MutableMapping[str, Any], index: int, tokens_of: BlockT
             kind = str(block.get("type"))
             elsewhere = None
             if assistant:
-                kept = {"id": block.get("id")} if kind == "tool_use" else None
+                kept = _reply_kept(block)
+                if kind == "tool_use":
+                    kept = {"id": block.get("id"), **kept}
             elif kind == "tool_result":
                 kept = {k: v for k, v in block.items() if k not in ("type", "content")}
             else:  # an image or document: its source is the data
@@ -371,7 +377,7 @@ def husk_message(
     content = message.get("content")
     role = str(message.get("role", ""))
     assistant = role == "assistant"
-    if not isinstance(content, list) or not content:
+    if not isinstance(content, list) or not content or not _short_name(role):
         return None
     if not all(_huskable(block, assistant) for block in content):
         return None
@@ -380,9 +386,11 @@ def husk_message(
         digest = message_block_digest(block, role, first=position == 0)
         tokens = tokens_of(FlatBlock("messages", index, position, block, role), digest)
         kind = str(block.get("type"))
-        # A reply keeps nothing but its types (read by the simulator; nothing reads a
+        # A reply keeps its types and markers (read by the simulator; nothing reads a
         # settled reply's ids: its content is gone), a tool result what the clearing reads.
-        kept = {} if assistant else {k: v for k, v in block.items() if k != "content"}
+        kept = (
+            _reply_kept(block) if assistant else {k: v for k, v in block.items() if k != "content"}
+        )
         kept.pop("type", None)
         fields = orjson.dumps(kept) if kept else b""
         if len(fields) > 0xFFFF:
@@ -391,9 +399,25 @@ def husk_message(
     return HuskedMessage(role, estimate, blocks)
 
 
+def _reply_kept(block: Mapping[str, Any]) -> dict[str, Any]:
+    """What a settled reply block keeps besides its type: its cache_control marker, if any."""
+    marker = block.get("cache_control")
+    return {} if marker is None else {"cache_control": marker}
+
+
 def _huskable(block: Any, assistant: bool) -> bool:
-    """Whether a block gives its text up in a message settled whole."""
-    return isinstance(block, Mapping) and (assistant or block.get("type") == "tool_result")
+    """Whether a block gives its text up in a message settled whole (its type packs in at
+    most 255 bytes: a longer one, which no API has, stays whole rather than fail the replay)."""
+    return (
+        isinstance(block, Mapping)
+        and (assistant or block.get("type") == "tool_result")
+        and _short_name(block.get("type"))
+    )
+
+
+def _short_name(name: Any) -> bool:
+    """A role or type that packs (at most 255 bytes)."""
+    return len(str(name).encode()) <= 255
 
 
 def _husks_alone(block: Any, assistant: bool) -> bool:

@@ -489,18 +489,17 @@ class Baseline:
 
     def swap(self, swaps: Sequence[Swap]) -> None:
         """Hold the settled messages in their originals' places in what this strategy kept
-        of its last request (its marker's lists, its simulator's), so the originals go."""
+        of its last request (its marker's lists, its simulator's), so the originals go.
+        Only a strategy whose request is cut from the shared history is told."""
         offset = self._request_offset()
-        if offset is None:
-            return
         self.marker.swap(swaps, offset)
         if self.simulator is not None:
             for index, old, new in swaps:
                 self.simulator.swap_message(index - offset, old, new)
 
-    def _request_offset(self) -> int | None:
+    def _request_offset(self) -> int:
         """How far the last request's messages sit before the history's (its message i is
-        the history's i + offset), None when they are not the history's."""
+        the history's i + offset)."""
         return 0
 
     def _context_tokens(self, messages: Sequence[MessageParam]) -> int:
@@ -633,7 +632,7 @@ class TruncateBaseline(Baseline):
         is sent is read by the simulator alone."""
         return len(history.messages())
 
-    def _request_offset(self) -> int | None:
+    def _request_offset(self) -> int:
         """The request leaves out the messages before the cut (the note stands for it)."""
         return self.cut
 
