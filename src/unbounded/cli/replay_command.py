@@ -18,6 +18,7 @@ import typer
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
 from unbounded.cli.compact_command import make_provider
+from unbounded.cli.heap import HeapTrimmer
 from unbounded.cli.options import (
     FileOrderOption,
     PolicyOption,
@@ -193,7 +194,7 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     options = _options(settings, recording.model, source)
     warnings = (*recording.warnings, *_skipped(recording.skipped_lines))
     with fewer_collections():
-        report = replay_session(recording, options)
+        report = replay_session(recording, options, progress=HeapTrimmer())
     return ReplayRow(
         source=source,
         calls=report.calls,
@@ -322,7 +323,7 @@ def replay_command(
     options = _options(settings, recording.model, source)
     if as_json:
         with fewer_collections():
-            report = replay_session(recording, options)
+            report = replay_session(recording, options, progress=HeapTrimmer())
     else:
         with Progress(
             TextColumn("[bold]replaying[/] {task.description}"),
@@ -341,7 +342,7 @@ def replay_command(
                 progress.update(task, completed=done, total=total)
 
             with fewer_collections():
-                report = replay_session(recording, options, progress=advance)
+                report = replay_session(recording, options, progress=HeapTrimmer().around(advance))
     if report_file is not None:
         report_file.write_text(render_report_html(report), encoding="utf-8")
     if as_json:
@@ -437,9 +438,7 @@ def render_batch(rows: list[ReplayRow], failed: list[tuple[str, str]]) -> None:
         table.add_column(heading, justify="right", width=width)
     width = max(16, console.width - 53)  # what the figures leave of the line
     for row in rows:
-        saved = (
-            f"{1 - row.cost / row.recorded_cost:.0%}" if row.recorded_cost else "—"
-        )
+        saved = f"{1 - row.cost / row.recorded_cost:.0%}" if row.recorded_cost else "—"
         table.add_row(
             shorten_middle(row.source, width),
             f"{row.calls:,}",
@@ -680,6 +679,5 @@ def render_costs(report: ReplayReport) -> None:
     render_cost_parts(report)
     if report.recorded_cost is not None and not report.recorded_comparable:
         console.print(
-            f"* recorded on {report.recorded_model}: its cost is not comparable with the "
-            "replay's"
+            f"* recorded on {report.recorded_model}: its cost is not comparable with the replay's"
         )

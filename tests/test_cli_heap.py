@@ -1,0 +1,83 @@
+"""The replay command gives free heap pages back every few calls (`unbounded.cli.heap`)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import unbounded.cli.replay_command as replay_command
+from unbounded.cli import app
+from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
+from unbounded.cli.heap import HeapTrimmer, glibc_malloc_trim
+from unbounded.errors import ConfigError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sessions" / "mixed_models.jsonl"
+
+
+class FakeTrim:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, pad: int) -> int:
+        self.calls.append(pad)
+        return 1
+
+
+def test_it_trims_at_every_multiple_of_its_period() -> None:
+    trim = FakeTrim()
+    trimmer = HeapTrimmer(every=3, trim=trim)
+    for done in range(1, 11):
+        trimmer(done, 10)
+    assert trim.calls == [0, 0, 0] and trimmer.trims == 3  # after calls 3, 6 and 9
+
+
+def test_around_trims_and_still_reports_progress() -> None:
+    trim, seen = FakeTrim(), []
+    hook = HeapTrimmer(every=2, trim=trim).around(lambda done, total: seen.append((done, total)))
+    for done in range(1, 5):
+        hook(done, 4)
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)] and len(trim.calls) == 2
+    alone = HeapTrimmer(every=2, trim=trim)
+    assert alone.around(None) is alone
+
+
+def test_a_period_under_one_call_fails_at_construction() -> None:
+    with pytest.raises(ConfigError, match="at least 1 call"):
+        HeapTrimmer(every=0, trim=FakeTrim())
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="malloc_trim is glibc's",
+)
+def test_glibc_has_malloc_trim_and_it_runs() -> None:
+    trim = glibc_malloc_trim()
+    assert trim is not None
+    assert trim(0) in (0, 1)  # 1 when memory was given back
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_the_replay_command_trims_while_it_replays(
+    as_json: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trim = FakeTrim()
+    monkeypatch.setattr(replay_command, "HeapTrimmer", lambda: HeapTrimmer(every=1, trim=trim))
+    args = ["replay", str(FIXTURE), "--no-variants"] + (["--json"] if as_json else [])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    calls = json.loads(result.stdout)["calls"] if as_json else None
+    assert trim.calls and (calls is None or len(trim.calls) == calls)
+
+
+def test_a_batch_replay_trims_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    trim = FakeTrim()
+    monkeypatch.setattr(replay_command, "HeapTrimmer", lambda: HeapTrimmer(every=1, trim=trim))
+    other = FIXTURE.with_name("rewound.jsonl")
+    result = CliRunner().invoke(app, ["replay", str(FIXTURE), str(other), "--no-variants"])
+    assert result.exit_code == 0, result.output
+    assert len(trim.calls) >= 2
