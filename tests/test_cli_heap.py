@@ -81,3 +81,13 @@ def test_a_batch_replay_trims_too(monkeypatch: pytest.MonkeyPatch) -> None:
     result = CliRunner().invoke(app, ["replay", str(FIXTURE), str(other), "--no-variants"])
     assert result.exit_code == 0, result.output
     assert len(trim.calls) >= 2
+
+
+def test_without_ctypes_nothing_is_trimmed_and_the_command_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ctypes", None)  # an interpreter built without it
+    assert glibc_malloc_trim() is None
+    trimmer = HeapTrimmer(every=1)
+    trimmer(1, 1)
+    assert trimmer.trims == 0

@@ -109,3 +109,30 @@ def test_the_calls_by_id_answer_as_the_dict_of_rows_did() -> None:
             calls[missing]  # type: ignore[index]
     assert index.get("toolu_000000000003") is None
     assert index.call_at(2).id == "toolu_000000000002"
+
+
+def test_a_look_up_by_something_else_than_a_str_finds_no_call() -> None:
+    """A call whose id reads "5" is not call 5 (nor found by the int)."""
+    entries = [
+        Entry.user("go"),
+        Entry.assistant([{"type": "tool_use", "id": "5", "name": "Read", "input": {}}]),
+        Entry.user([{"type": "tool_result", "tool_use_id": "5", "content": "ok"}]),
+    ]
+    calls = TranscriptIndex().update(entries).calls
+    assert "5" in calls and calls["5"].number == 0
+    assert 5 not in calls
+    with pytest.raises(KeyError):
+        calls[5]  # type: ignore[index]
+
+
+def test_a_call_id_with_a_lone_surrogate_is_found() -> None:
+    """A caller's raw entries may carry any str as an id: the index finds the call by it."""
+    odd = "t\ud800"
+    entries = [
+        Entry.user("go"),
+        Entry.assistant([{"type": "tool_use", "id": odd, "name": "Read", "input": {}}]),
+        Entry.user([{"type": "tool_result", "tool_use_id": odd, "content": "ok"}]),
+    ]
+    index = TranscriptIndex().update(entries)
+    assert list(index.calls) == ["t_"]  # named as the API allows
+    assert index.get("t_") is not None and index.get(odd) is None  # asked by its raw id: none

@@ -461,6 +461,9 @@ def test_a_type_or_role_too_long_to_pack_stays_whole_instead_of_failing() -> Non
     assert husk_message(reply, 1, _tokens_by_place, 0) is None
     assert husk_blocks(reply, 1, _tokens_by_place) == 1
     assert reply["content"][0] == {"type": odd, "text": "t"}
+    longest = {"role": "assistant", "content": [{"type": "y" * 255, "text": "t"}]}
+    packed = husk_message(longest, 1, _tokens_by_place, 0)
+    assert packed is not None and packed.blocks()[0].kind == "y" * 255  # 255 bytes still pack
     strange_role = {"role": odd, "content": [{"type": "text", "text": "t"}]}
     assert husk_message(strange_role, 1, _tokens_by_place, 0) is None
     assert husk_blocks(strange_role, 1, _tokens_by_place) == 0

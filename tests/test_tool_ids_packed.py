@@ -87,3 +87,20 @@ def test_packed_names_are_numbered_in_the_order_they_were_added() -> None:
         packed.name(101)
     with pytest.raises(IndexError):
         packed.name(-1)
+
+
+def test_a_name_that_is_not_a_str_is_never_held() -> None:
+    """Membership asks about strs only: 5 is not the name "5"."""
+    names = PackedNames()
+    names.add("5")
+    assert "5" in names and 5 not in names and b"5" not in names
+
+
+def test_lone_surrogates_are_names_like_any_other() -> None:
+    """A str no JSON file parses to but a caller may pass (a lone surrogate) is held, found
+    and given back as it was, apart from the name with the character it would replace it by."""
+    names = PackedNames()
+    odd, replaced = "t\ud800", "t\ufffd"
+    assert names.add(odd) == 0 and names.add(replaced) == 1
+    assert (names.number(odd), names.number(replaced), names.name(0)) == (0, 1, odd)
+    assert odd in names and list(names) == [odd, replaced]

@@ -7,11 +7,11 @@ mappings) between small objects that live for the whole run, so free pages pile 
 used ones and still count as the process's resident memory: on 5,000 calls of real
 sessions the live objects stayed flat while the resident size grew 6 KB a call.
 `malloc_trim(0)` hands every whole free page back (the memory stays the process's to reuse).
-The command calls it every `TRIM_EVERY` calls; elsewhere than glibc it does nothing."""
+The command calls it every `TRIM_EVERY` calls of the main replay (a variant, replayed after
+it, runs in the memory the main replay let go); elsewhere than glibc it does nothing."""
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import sys
 from collections.abc import Callable
@@ -21,8 +21,8 @@ from unbounded.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 TRIM_EVERY = 200
-"""Calls between two trims: on 1,000-call stretches of real sessions a trim takes about a
-millisecond, a replayed call 5-20."""
+"""Calls between two trims. A trim walks the free heap: about a millisecond on a 150 MB heap,
+about 20 on a fragmented 490 MB one, against 5-20 ms a replayed call: at most 2%."""
 
 
 def glibc_malloc_trim() -> Callable[[int], int] | None:
@@ -30,8 +30,10 @@ def glibc_malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
+        import ctypes  # here: an interpreter built without it still runs every command
+
         trim = ctypes.CDLL(None).malloc_trim  # the C library the interpreter runs on
-    except (OSError, AttributeError):
+    except (ImportError, OSError, AttributeError):
         logger.debug("no malloc_trim in this C library: freed heap pages stay resident")
         return None
     trim.argtypes = [ctypes.c_size_t]

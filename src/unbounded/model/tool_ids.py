@@ -41,6 +41,12 @@ def renamed_tool_id(tool_id: str, taken: Container[str]) -> str:
     return f"{valid}_{number}"
 
 
+def _utf8(name: str) -> bytes:
+    """A name's bytes; a lone surrogate (which no JSON file parses to, a caller may pass)
+    is kept as it is, so every str has its own bytes and comes back the same."""
+    return name.encode(errors="surrogatepass")
+
+
 class PackedNames:
     """A set of names (`add`, `in`, `len`), each numbered in the order it was added (`number`,
     `name`, iteration), held as UTF-8 in one buffer and found through an open-addressed table
@@ -62,7 +68,7 @@ class PackedNames:
         return len(self._ends)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self._find(name.encode())[1] >= 0
+        return isinstance(name, str) and self._find(_utf8(name))[1] >= 0
 
     def __iter__(self) -> Iterator[str]:
         """The names in the order they were added."""
@@ -70,7 +76,7 @@ class PackedNames:
 
     def add(self, name: str) -> int:
         """Hold `name`; its number (the one it had when it is held already)."""
-        raw = name.encode()
+        raw = _utf8(name)
         slot, number = self._find(raw)
         if number >= 0:
             return number
@@ -84,13 +90,13 @@ class PackedNames:
 
     def number(self, name: str) -> int:
         """The name's number (its place in the order of adding), or -1 when not held."""
-        return self._find(name.encode())[1]
+        return self._find(_utf8(name))[1]
 
     def name(self, number: int) -> str:
         """The name with this number."""
         if not 0 <= number < len(self._ends):
             raise IndexError(f"no name number {number} among {len(self._ends)}")
-        return self._name(number).decode()
+        return self._name(number).decode(errors="surrogatepass")
 
     def nbytes(self) -> int:
         """Bytes the three buffers hold (what the names cost, apart from this object)."""
