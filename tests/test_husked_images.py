@@ -5,6 +5,7 @@ digest, and every figure stays that of a history that keeps the data."""
 from __future__ import annotations
 
 import gc
+import types
 from typing import Any
 from unittest import mock
 
@@ -89,11 +90,17 @@ def _image_data_held(strategies: list[Baseline]) -> int:
     found = 0
     while todo:
         item = todo.pop()
-        if id(item) in seen or isinstance(item, type):
+        if id(item) in seen or isinstance(item, (type, types.ModuleType)):
             continue
         seen.add(id(item))
         if type(item) is str:
             found += len(item) > DATA_SIZE
+            continue
+        if isinstance(item, types.FunctionType):
+            # What a callback holds is its closure and defaults, not the module it was
+            # defined in (whose globals reach every module, and what other tests left there).
+            todo.extend(cell.cell_contents for cell in item.__closure__ or ())
+            todo.extend(item.__defaults__ or ())
             continue
         todo.extend(gc.get_referents(item))
     return found
