@@ -4,61 +4,21 @@ message and per block only packed numbers are kept)."""
 
 from __future__ import annotations
 
-import gc
-import sys
-import types
 from typing import Any
 
-from replay_settings import recorded_call, replay_settings
+from held import bytes_held, reachable
+from replay_settings import replayed_strategies
 
 from unbounded.evaluation.baselines import (
     Baseline,
     ClearEveryTurnBaseline,
-    History,
-    feed_strategies,
-    make_baselines,
-    run_baselines,
 )
-from unbounded.evaluation.native_strategies import native_strategies
-from unbounded.model.entries import Entry
 
 
 def _replayed(calls: int) -> list[Baseline]:
     """Every baseline and native strategy after `calls` tool-call turns of about 500 tokens
     (from 200 calls on, each strategy has changed its requests and simulates on its own)."""
-    shared = History(1.0)
-    config = replay_settings(30_000)
-    strategies = [*make_baselines(config, shared), *native_strategies(config, shared)]
-    feed_strategies(strategies, [Entry.user("start the work")])
-    for n in range(calls):
-        run_baselines(strategies, recorded_call(n))
-        use = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"n": n}}
-        result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"line {n}\n" * 200}
-        feed_strategies(
-            strategies,
-            [
-                Entry.assistant([{"type": "text", "text": f"step {n}"}, use], message_id=f"m{n}"),
-                Entry.user([result]),
-            ],
-        )
-    return strategies
-
-
-def _reachable(roots: list[Any], stop: set[int]) -> set[int]:
-    """Ids of the objects reachable from `roots`, not through `stop` (nor classes, modules
-    or functions: code, not data)."""
-    seen: set[int] = set()
-    todo: list[object] = list(roots)
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or id(item) in stop or isinstance(item, _CODE):
-            continue
-        seen.add(id(item))
-        todo.extend(gc.get_referents(item))
-    return seen
-
-
-_CODE = (type, types.ModuleType, types.FunctionType)
+    return replayed_strategies(calls)
 
 
 def _objects_held(strategies: list[Baseline]) -> int:
@@ -77,8 +37,8 @@ def _objects_held(strategies: list[Baseline]) -> int:
         if simulator is not None:
             messages += simulator._blocks._messages
             stop |= {id(simulator._entries), id(simulator._openai), id(simulator._token_memo)}
-    stop |= _reachable(messages, set())
-    return len(_reachable(list(strategies), stop))
+    stop |= {id(item) for item in reachable(messages)}
+    return len(reachable(strategies, stop))
 
 
 def test_the_objects_held_do_not_grow_with_the_calls() -> None:
@@ -94,17 +54,7 @@ def _settled_bytes(strategies: list[Baseline]) -> int:
     """Bytes of the settled (husked) messages of the shared history, strings left out (their
     ids and texts are the entries' too)."""
     shared = strategies[0].history
-    seen: set[int] = set()
-    todo: list[object] = list(shared.messages()[: shared.husked])
-    total = 0
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or isinstance(item, (str, *_CODE)):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        todo.extend(gc.get_referents(item))
-    return total
+    return bytes_held(shared.messages()[: shared.husked], skip=(str,))
 
 
 def _figures_held(strategies: list[Baseline]) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from replay_settings import MODEL, recorded_call, replay_settings
+from replay_settings import MODEL, recorded_call, replay_settings, tool_turn
 
 from unbounded.caching import request_blocks
 from unbounded.caching.blocks import FlatBlock
@@ -27,18 +27,6 @@ from unbounded.evaluation.baselines import (
 from unbounded.model.entries import Entry
 
 MARK = {"type": "ephemeral"}
-
-
-def _feed(strategies: list[Any], n: int) -> None:
-    use = {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"n": n}}
-    result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"line {n}\n" * 200}
-    feed_strategies(
-        strategies,
-        [
-            Entry.assistant([{"type": "text", "text": f"step {n}"}, use], message_id=f"m{n}"),
-            Entry.user([result]),
-        ],
-    )
 
 
 def test_last_marked_equals_marking_from_scratch_in_its_own_list() -> None:
@@ -101,7 +89,7 @@ def test_the_whole_history_strategies_walk_only_what_changed(
     feed_strategies(strategies, [Entry.user("start the work")])
     for n in range(250):
         run_baselines(strategies, recorded_call(n))
-        _feed(strategies, n)
+        feed_strategies(strategies, tool_turn(n))
     assert strategies[1].diverged
     sent: list[list[Any]] = []
     step = CacheSimulator.step
@@ -119,7 +107,7 @@ def test_the_whole_history_strategies_walk_only_what_changed(
         sent.clear()
         run_baselines(strategies, recorded_call(n))
         assert sent == expected
-        _feed(strategies, n)
+        feed_strategies(strategies, tool_turn(n))
     assert len(shared.messages()) > 500
     assert seen == {"own": 0, "copies": 0, "longest": seen["longest"]}
     assert seen["longest"] < 10

@@ -4,12 +4,11 @@ digest, and every figure stays that of a history that keeps the data."""
 
 from __future__ import annotations
 
-import gc
-import types
 from typing import Any
 from unittest import mock
 
 import pytest
+from held import reachable
 from replay_settings import recorded_call, replay_settings
 
 from unbounded.caching.blocks import message_block_digest
@@ -84,26 +83,9 @@ def _image_data_held(strategies: list[Baseline]) -> int:
     """How many image data strings are reachable from the strategies that send the shared
     history (not one of their own, made by a summary and replaced by the next)."""
     shared = strategies[0].history
-    seen: set[int] = set()
-    todo: list[object] = [s for s in strategies if s.history is shared]
-    assert len(todo) >= 3
-    found = 0
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or isinstance(item, (type, types.ModuleType)):
-            continue
-        seen.add(id(item))
-        if type(item) is str:
-            found += len(item) > DATA_SIZE
-            continue
-        if isinstance(item, types.FunctionType):
-            # What a callback holds is its closure and defaults, not the module it was
-            # defined in (whose globals reach every module, and what other tests left there).
-            todo.extend(cell.cell_contents for cell in item.__closure__ or ())
-            todo.extend(item.__defaults__ or ())
-            continue
-        todo.extend(gc.get_referents(item))
-    return found
+    roots = [s for s in strategies if s.history is shared]
+    assert len(roots) >= 3
+    return sum(type(item) is str and len(item) > DATA_SIZE for item in reachable(roots))
 
 
 @pytest.mark.parametrize("threshold", [20_000, 60_000])

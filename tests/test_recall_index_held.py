@@ -6,11 +6,10 @@ second set of the names taken."""
 from __future__ import annotations
 
 import gc
-import sys
-import types
 from typing import Any
 
 import pytest
+from held import bytes_held
 
 from unbounded.model.entries import Entry
 from unbounded.recall.index import ToolCall, TranscriptIndex
@@ -37,24 +36,10 @@ def _entries(calls: int) -> list[Entry]:
     return entries
 
 
-_CODE = (type, types.ModuleType, types.FunctionType)
-
-
 def _bytes_held(index: TranscriptIndex, entries: list[Entry]) -> int:
     """Bytes of the objects reachable from the index, not through the entries it reads back
     from (a replay keeps them on disk), nor through code."""
-    stop = {id(entries)} | {id(entry) for entry in entries}
-    seen: set[int] = set()
-    total = 0
-    todo: list[object] = [index]
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or id(item) in stop or isinstance(item, _CODE):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        todo.extend(gc.get_referents(item))
-    return total
+    return bytes_held([index], {id(entries)} | {id(entry) for entry in entries})
 
 
 def _indexed(calls: int) -> tuple[TranscriptIndex, list[Entry]]:

@@ -4,16 +4,15 @@ entries, not the text (made again when a compaction asks); an edit's result as t
 from __future__ import annotations
 
 import gc
-import sys
-import types
 from typing import Any
+
+from held import bytes_held
 
 from unbounded.compaction.recorded_files import RecordedFile, RecordedFilesReader
 from unbounded.model.entries import Entry
 from unbounded.model.spilled_entries import SpilledEntries
 
 FILES = 200
-_CODE = (type, types.ModuleType, types.FunctionType)
 
 
 def _text(n: int) -> str:
@@ -69,18 +68,7 @@ def _expected(n: int) -> RecordedFile:
 
 def _bytes_held(reader: RecordedFilesReader, entries: Any) -> int:
     """Bytes reachable from the reader, not through the entries it reads back from."""
-    stop = {id(entries)} | {id(entry) for entry in entries}
-    seen: set[int] = set()
-    total = 0
-    todo: list[object] = [reader]
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or id(item) in stop or isinstance(item, _CODE):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        todo.extend(gc.get_referents(item))
-    return total
+    return bytes_held([reader], {id(entries)} | {id(entry) for entry in entries})
 
 
 def test_read_and_written_files_are_held_as_places_not_texts() -> None:

@@ -4,13 +4,11 @@ figures are those of the message as it was."""
 
 from __future__ import annotations
 
-import gc
-import sys
-import types
 from typing import Any
 
 import pytest
-from replay_settings import recorded_call, replay_settings
+from held import bytes_held
+from replay_settings import recorded_call, replay_settings, replayed_strategies
 
 from unbounded.caching.blocks import FlatBlock, message_block_digest
 from unbounded.caching.husks import (
@@ -34,36 +32,14 @@ from unbounded.evaluation.baselines import (
     mark_last_message,
     run_baselines,
 )
-from unbounded.evaluation.native_strategies import native_strategies
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
 
-_CODE = (type, types.ModuleType, types.FunctionType)
-
 
 def _replayed(calls: int) -> list[Baseline]:
-    """Every baseline and native strategy after `calls` tool-call turns of about 500 tokens
-    (from 200 calls on, clear_every_turn clears and every strategy simulates on its own)."""
-    shared = History(1.0)
-    config = replay_settings(30_000)
-    strategies = [*make_baselines(config, shared), *native_strategies(config, shared)]
-    feed_strategies(strategies, [Entry.user("start the work")])
-    for n in range(calls):
-        run_baselines(strategies, recorded_call(n))
-        use = {"type": "tool_use", "id": f"toolu_{n:024d}", "name": "Read", "input": {"n": n}}
-        result = {
-            "type": "tool_result",
-            "tool_use_id": f"toolu_{n:024d}",
-            "content": f"line {n}\n" * 200,
-        }
-        feed_strategies(
-            strategies,
-            [
-                Entry.assistant([{"type": "text", "text": f"step {n}"}, use], message_id=f"m{n}"),
-                Entry.user([result]),
-            ],
-        )
-    return strategies
+    """Every baseline and native strategy after `calls` tool-call turns with 30-character
+    ids (from 200 calls on, clear_every_turn clears and every strategy simulates on its own)."""
+    return replayed_strategies(calls, lambda n: f"toolu_{n:024d}")
 
 
 def _bytes_held(strategies: list[Baseline]) -> int:
@@ -77,17 +53,7 @@ def _bytes_held(strategies: list[Baseline]) -> int:
         simulator = strategy.simulator
         if simulator is not None:
             stop |= {id(simulator._entries), id(simulator._openai), id(simulator._token_memo)}
-    seen: set[int] = set()
-    todo: list[object] = [s for s in strategies if s.history is strategies[0].history]
-    total = 0
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or id(item) in stop or isinstance(item, _CODE):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        todo.extend(gc.get_referents(item))
-    return total
+    return bytes_held([s for s in strategies if s.history is strategies[0].history], stop)
 
 
 def test_the_baselines_hold_a_few_hundred_bytes_a_call() -> None:

@@ -4,27 +4,15 @@ normalizer keeps every call's name for the whole run)."""
 
 from __future__ import annotations
 
-import gc
 import random
 import sys
 
 import pytest
+from held import reachable
 
 from unbounded.model.tool_ids import PackedNames, ToolCallNames
 
 CALLS = 5_000
-
-
-def _reachable(root: object) -> list[object]:
-    """Every object reachable from `root` (itself included), each once."""
-    seen: dict[int, object] = {id(root): root}
-    stack = [root]
-    while stack:
-        for child in gc.get_referents(stack.pop()):
-            if id(child) not in seen and not isinstance(child, type):
-                seen[id(child)] = child
-                stack.append(child)
-    return list(seen.values())
 
 
 def test_packed_names_answer_as_a_set_of_strs_does() -> None:
@@ -66,7 +54,7 @@ def test_the_names_of_many_calls_are_held_without_a_str_each() -> None:
     for number in range(CALLS):
         names.new_reply()
         names.call(f"toolu_01{number:022d}")  # a Messages API id's length (30 characters)
-    held = _reachable(names)
+    held = reachable([names])
     strs = [item for item in held if type(item) is str]
     assert len(strs) <= 2  # the open reply's call only, not one per call
     total = sum(sys.getsizeof(item) for item in held)
