@@ -216,10 +216,15 @@ def _no_nagle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(apiserver._Handler, "disable_nagle_algorithm", True)
 
 
-def _sdk_provider(api: ApiServer, **options: Any) -> tuple[RetryingProvider, Sleeps]:
+SDK_TIMEOUT = 10.0
+"""The SDK's read timeout in these tests: long enough that a loaded CI machine never times out a
+scripted reply (a timed-out first attempt still pops the fault, and the count goes wrong)."""
+
+
+def _sdk_provider(api: ApiServer, timeout: float = SDK_TIMEOUT, **options: Any) -> tuple[RetryingProvider, Sleeps]:
     from unbounded.providers.anthropic import AnthropicProvider
 
-    return wrap(AnthropicProvider(api.anthropic_client(timeout=0.3)), **options)
+    return wrap(AnthropicProvider(api.anthropic_client(timeout=timeout)), **options)
 
 
 @pytest.mark.parametrize(
@@ -232,14 +237,17 @@ def _sdk_provider(api: ApiServer, **options: Any) -> tuple[RetryingProvider, Sle
         (cut_stream(message("partial reply " * 20, chunk_size=16)), ServerError),
         (stream_error(), OverloadedError),
         (malformed(), ServerError),
-        (message("too slow", delay=0.6), ServerError),
+        (message("too slow", delay=SDK_TIMEOUT), ServerError),
     ],
     ids=["429", "529", "500", "503", "cut_stream", "error_event", "malformed", "timeout"],
 )
 def test_every_transient_fault_is_retried_through_the_sdk(api_server: ApiServer, fault: Any, error_type: type[RetryableError]) -> None:
     api_server.anthropic.push(fault, message("recovered", chunk_size=64))
     events: list[Event] = []
-    provider, sleeps = _sdk_provider(api_server, events=events.append)
+    # Only the slow reply's case times out on purpose: 2 s against its 10 s delay, and 2 s is
+    # still ample for the recovered reply that follows.
+    slow = isinstance(fault, apiserver.Message) and fault.delay >= SDK_TIMEOUT
+    provider, sleeps = _sdk_provider(api_server, timeout=2.0 if slow else SDK_TIMEOUT, events=events.append)
     response = asyncio.run(provider.create(REQUEST, stream=True))
     assert response.text == "recovered"
     assert len(api_server.requests) == 2 and len(sleeps.delays) == 1
