@@ -7,11 +7,17 @@ The first `HTTP_TURNS` turns go through the real anthropic SDK to the scripted l
 through an in-process provider that raises the errors the Anthropic provider maps those
 faults to, so the soak runs in seconds. One session, one folder, both halves. Sleeps are
 injected (recorded, not waited).
+
+Each HTTP request's fault is decided in the client's transport, before it is sent: only a
+request scripted to time out gets the short read timeout (against a reply far slower), and
+every other one a generous timeout, so a stalled test process or server thread cannot turn
+a good reply into an unscripted timeout (which would also shift the script's draws).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -63,6 +69,11 @@ HTTP_TURNS = 120
 FAULT_RATE = 0.10
 SEED = 20_240_8
 CLIENT_TIMEOUT = 0.15
+"""The read timeout of a request scripted to time out (its reply waits `LATE_REPLY` seconds)."""
+LATE_REPLY = 30.0
+GENEROUS_TIMEOUT = 60.0
+"""Every other request's timeout: far beyond any stall of a loaded machine."""
+FAULT_HEADER = "x-soak-fault"
 MAX_RETRIES = 3
 BASE_DELAY, MAX_DELAY, JITTER = 0.5, 8.0, 0.25
 PTL_EVERY = 5
@@ -136,10 +147,11 @@ class FaultScript:
         tool = tool_use_block("Bash", {"command": f"make step{self.turn}"}, id=f"toolu_{self.requests:05d}")
         return f"step {self.turn}", tool, {"input_tokens": max(1, body_bytes // 4), "output_tokens": 30}
 
-    # -- over HTTP: the apiserver reply for a decision
+    # -- over HTTP: the apiserver reply for the decision the client's transport sent
 
     def __call__(self, request: RecordedRequest) -> Reply:
-        kind, summary = self.decide(request.json)
+        kind, _, flag = request.headers[FAULT_HEADER].partition(":")
+        summary = flag == "summary"
         if kind == "ok":
             text, tool, usage = self.answer(summary, len(request.body))
             blocks: list[Any] = [text] if tool is None else [text, tool]
@@ -155,8 +167,35 @@ class FaultScript:
         if kind == "malformed":
             return malformed()
         if kind == "timeout":
-            return message("too late", delay=CLIENT_TIMEOUT * 3)
+            return message("too late", delay=LATE_REPLY)
         return prompt_too_long()
+
+
+def _sdk_http() -> Any:
+    """The HTTP package the installed SDK is built on (httpx, or httpx2 in later releases)."""
+    base = next(c for c in anthropic.DefaultAsyncHttpxClient.__mro__ if c.__module__.startswith("httpx"))
+    return importlib.import_module(base.__module__.partition(".")[0])
+
+
+class DecidingTransport:
+    """Decides each request's fault as it is sent, names it to the server in a header, and
+    gives the short read timeout only to a request that is to time out (an HTTP transport,
+    wrapping the SDK's HTTP package's own)."""
+
+    def __init__(self, script: FaultScript) -> None:
+        self.script = script
+        self.inner = _sdk_http().AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        kind, summary = self.script.decide(orjson.loads(request.content))
+        request.headers[FAULT_HEADER] = f"{kind}:{'summary' if summary else 'main'}"
+        if kind == "timeout":
+            timeouts = dict(request.extensions.get("timeout") or {})
+            request.extensions = {**request.extensions, "timeout": {**timeouts, "read": CLIENT_TIMEOUT}}
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class InProcessProvider:
@@ -268,7 +307,8 @@ def run_soak(folder: Path, api: ApiServer, *, turns: int = TURNS, http_turns: in
         if event.kind == "circuit_breaker_tripped":
             script.outage = None
 
-    client = api.anthropic_client(timeout=CLIENT_TIMEOUT)
+    http = anthropic.DefaultAsyncHttpxClient(transport=DecidingTransport(script))
+    client = api.anthropic_client(timeout=GENEROUS_TIMEOUT, http_client=http)
     options: dict[str, Any] = dict(
         max_retries=MAX_RETRIES, base_delay=BASE_DELAY, max_delay=MAX_DELAY, jitter=JITTER, sleep=sleep, events=sink
     )
@@ -304,6 +344,7 @@ def run_soak(folder: Path, api: ApiServer, *, turns: int = TURNS, http_turns: in
             mirror.refresh()
             mirror.check_view()
             response = await session.call(main, stream=True)
+            assert response.text != "too late", "a reply scripted to time out was read"
             previous_tools = [str(block["id"]) for block in response.tool_uses]
             figures.turns += 1
             # After every turn: whole lines on disk, every record valid, and every message
@@ -322,6 +363,9 @@ def run_soak(folder: Path, api: ApiServer, *, turns: int = TURNS, http_turns: in
 
     asyncio.run(drive())
     assert isinstance(session.store, FolderStore)
+    # Real client timeouts happened over HTTP, and a reply scripted to arrive too late never
+    # was read (the short read timeout applies to those requests).
+    assert any(r.headers[FAULT_HEADER] == "timeout:main" for r in api.requests)
     session.store.close()
 
     # Every wait: the server's retry-after exactly, else a jittered exponential backoff.
