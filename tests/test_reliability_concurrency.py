@@ -115,10 +115,10 @@ def test_waiting_gives_up_after_the_timeout(holder: tuple[Path, Any, Any], monke
 def test_waiting_gets_the_lock_once_the_other_process_lets_go(holder: tuple[Path, Any, Any]) -> None:
     folder, pipe, _ = holder
     threading.Timer(0.3, pipe.send, args=("release",)).start()
-    with FolderStore(folder, wait=10) as store:
+    with FolderStore(folder, wait=60) as store:  # generous: a loaded machine may be slow to hand over
         acquired = time.monotonic()
         assert store.locked
-    assert pipe.poll(5)
+    assert pipe.poll(30)
     _, released = pipe.recv()
     assert acquired >= released  # it waited for the other process, then got the lock
 
@@ -208,7 +208,7 @@ async def setup(folder: Path, wait: float) -> tuple[Session, Any, GatedUpdater, 
     session.add_user("Build the step runner.")
     for turn in range(12):
         step(session, turn)
-    assert await memory.wait_for_update(5)  # background updates the steps started
+    assert await memory.wait_for_update(30)  # background updates the steps started (a hang guard)
     await memory.update_now(session)
     assert MARKER not in (session.store.read_memory() or "")
     memory.updater = gated
@@ -235,7 +235,8 @@ def consistent_on_disk(session: Session) -> None:
 
 def test_compaction_waits_for_an_update_in_flight(tmp_path: Path) -> None:
     async def scenario() -> None:
-        session, _, gated, events = await setup(tmp_path / "s", wait=5.0)
+        # The wait is far longer than the gate's 0.1 s: a stalled loop must not end it first.
+        session, _, gated, events = await setup(tmp_path / "s", wait=30.0)
         asyncio.get_running_loop().call_later(0.1, gated.gate.set)
         assert not gated.gate.is_set() and gated.finished_at is None  # the update is in flight
         result = await session.auto_compact()

@@ -122,13 +122,16 @@ def run(folder: str, round_no: int, mode: str, target: int, conn: Connection) ->
 
 
 def hold_lock(folder: str, conn: Connection) -> None:
-    """Lock `folder`, say "locked", wait for "release", unlock, say "released"."""
+    """Lock `folder`, say "locked", wait for "release", unlock, say "released" with the time
+    taken just before unlocking (after it, the waiter may already hold the lock and have read
+    the clock while this process waited for the CPU)."""
     store = storage.FolderStore(folder)
     conn.send(("locked", os.getpid()))
     while conn.recv() != "release":
         pass
+    releasing = time.monotonic()
     store.close()
-    conn.send(("released", time.monotonic()))
+    conn.send(("released", releasing))
 
 
 def child(folder: str, round_no: int, mode: str, target: int, conn: Connection) -> None:
