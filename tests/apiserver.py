@@ -384,6 +384,35 @@ def anthropic_compaction_error(body: Any, headers: Mapping[str, str]) -> str | N
     return None
 
 
+GATE_LIMIT = 30.0
+"""How long a reply `after` a gate waits for it at most (seconds): a hang guard."""
+
+
+def after(gate: threading.Event, reply: Reply) -> Callable[[RecordedRequest], Reply]:
+    """`reply`, sent once `gate` is set (or `GATE_LIMIT` seconds on): the test sets it when
+    the client has done what must happen while the request is open, instead of racing a
+    delay against it."""
+
+    def gated(request: RecordedRequest) -> Reply:
+        gate.wait(GATE_LIMIT)
+        return reply
+
+    return gated
+
+
+
+def beats_opening(gate: threading.Event, count: int) -> tuple[list[float], Callable[[float], None]]:
+    """(beats, heartbeat): a heartbeat that records each beat and opens `gate` (see `after`)
+    at the `count`-th, so the beats a test needs happen however slow the machine is."""
+    beats: list[float] = []
+
+    def beat(elapsed: float) -> None:
+        beats.append(elapsed)
+        if len(beats) >= count:
+            gate.set()
+
+    return beats, beat
+
 def empty(**kwargs: Any) -> Message:
     """A reply with no content at all."""
     kwargs.setdefault("usage", {"output_tokens": 0})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -548,14 +549,24 @@ def test_tool_call_reply_is_refused() -> None:
 
 
 def test_heartbeat_while_the_call_runs() -> None:
+    events: list[Event] = []
+    two_beats = asyncio.Event()
+
+    def sink(event: Event) -> None:
+        events.append(event)
+        if sum(e.kind == "compaction_heartbeat" for e in events) >= 2:
+            two_beats.set()
+
     class Slow(ScriptedProvider):
         async def create(
             self, request: ProviderRequest, *, stream: bool = False, heartbeat: Any = None
         ) -> ModelResponse:
-            await asyncio.sleep(0.35)
+            # Answers after the second beat (30 s at most: a hang guard), not after a sleep
+            # that a stalled loop could outlast with a single beat.
+            with contextlib.suppress(asyncio.TimeoutError):  # the assertions below say what went wrong
+                await asyncio.wait_for(two_beats.wait(), 30)
             return reply(SUMMARY)
 
-    events: list[Event] = []
     run(
         compact_conversation(
             session_entries(),
@@ -563,7 +574,7 @@ def test_heartbeat_while_the_call_runs() -> None:
             params=PARAMS,
             planner=identity_planner,
             policy=Policy(compact_heartbeat_seconds=0.1),
-            events=events.append,
+            events=sink,
         )
     )
     beats = [e.elapsed_seconds for e in events if e.kind == "compaction_heartbeat"]

@@ -8,15 +8,18 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
 
 from apiserver import (
     ApiServer,
+    after,
     api_server_fixture,  # noqa: F401  (registers the api_server fixture)
     auth_error,
     bad_request,
+    beats_opening,
     cut_stream,
     empty,
     malformed,
@@ -259,11 +262,12 @@ def test_empty_reply_and_max_tokens_cut_off(api_server: ApiServer, stream: bool)
 
 
 def test_heartbeat_during_a_slow_streamed_reply(api_server: ApiServer) -> None:
-    api_server.anthropic.push(message("slow " * 6, chunk_size=5, delay=0.015))  # ~12 events
-    beats: list[float] = []
+    gate = threading.Event()
+    api_server.anthropic.push(after(gate, message("slow " * 6, chunk_size=5, delay=0.015)))
+    beats, beat = beats_opening(gate, 3)
     reply = _run(
         _provider(api_server, heartbeat_interval=0.025).create(
-            _request(), stream=True, heartbeat=beats.append
+            _request(), stream=True, heartbeat=beat
         )
     )
     assert reply.text == "slow " * 6
@@ -272,11 +276,14 @@ def test_heartbeat_during_a_slow_streamed_reply(api_server: ApiServer) -> None:
 
 
 def test_async_heartbeat_and_non_streamed_calls(api_server: ApiServer) -> None:
-    api_server.anthropic.push(message("done", delay=0.1))
+    gate = threading.Event()
+    api_server.anthropic.push(after(gate, message("done")))
     beats: list[float] = []
 
     async def beat(elapsed: float) -> None:
         beats.append(elapsed)
+        if len(beats) >= 2:
+            gate.set()
 
     reply = _run(_provider(api_server, heartbeat_interval=0.02).create(_request(), heartbeat=beat))
     assert reply.text == "done" and len(beats) >= 2
@@ -286,7 +293,7 @@ def test_no_heartbeat_for_a_fast_reply(api_server: ApiServer) -> None:
     api_server.anthropic.push(message("quick"))
     beats: list[float] = []
     _run(
-        _provider(api_server, heartbeat_interval=5).create(
+        _provider(api_server, heartbeat_interval=60).create(  # far beyond any stall
             _request(), stream=True, heartbeat=beats.append
         )
     )
@@ -406,12 +413,11 @@ def test_unrelated_exceptions_are_not_mapped() -> None:
 def test_sync_client_via_thread_and_sync_facade(api_server: ApiServer) -> None:
     client = api_server.anthropic_client(sync=True)
     provider = AnthropicProvider(client, heartbeat_interval=0.02)
-    api_server.anthropic.push(
-        message("one"), message("two", delay=0.01, chunk_size=1), prompt_too_long()
-    )
+    gate = threading.Event()
+    api_server.anthropic.push(message("one"), after(gate, message("two", delay=0.01, chunk_size=1)), prompt_too_long())
     assert _run(provider.create(_request())).text == "one"
-    beats: list[float] = []
-    assert provider.create_sync(_request(), stream=True, heartbeat=beats.append).text == "two"
+    beats, beat = beats_opening(gate, 1)
+    assert provider.create_sync(_request(), stream=True, heartbeat=beat).text == "two"
     assert beats
     with pytest.raises(PromptTooLongError):
         provider.create_sync(_request())
