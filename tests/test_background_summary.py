@@ -10,18 +10,20 @@ with `autocompact_pct_override=5` a 200K window compacts at 9,000 tokens, and wi
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from summaries import nine_section_summary
 
-from apiserver import ApiServer, api_server_fixture, message, text_block  # noqa: F401  (registers the api_server fixture)
+from apiserver import ApiServer, after, api_server_fixture, message, text_block  # noqa: F401  (registers the api_server fixture)
 from unbounded.events import (
     BackgroundSummaryDiscarded,
     BackgroundSummaryStarted,
     BackgroundSummarySwapped,
-    CompactionHeartbeat,
     Event,
     SummaryStall,
 )
@@ -67,6 +69,14 @@ def _summary_reply(delay: float = 0.0) -> Any:
     return message(text_block(nine_section_summary("the build")), delay=delay, chunk_size=400 if not delay else 8)
 
 
+async def _until(condition: Callable[[], bool], limit: float = 30.0) -> None:
+    """Poll `condition` until it holds, at most `limit` seconds (a hang guard, not a timing:
+    the assertions after it say what went wrong)."""
+    deadline = time.monotonic() + limit
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
 async def _past_the_mark(session: Session) -> None:
     session.add_user(LOG)
     _reply(session, "The build fails at the link step.", 5_000)
@@ -77,23 +87,23 @@ async def _past_the_mark(session: Session) -> None:
 def test_background_summary_is_swapped_in_and_keeps_the_turns_recorded_meanwhile(api_server: ApiServer, tmp_path: Path) -> None:
     events: list[Event] = []
     session = _open(api_server, tmp_path, events)
-    api_server.anthropic.push(_summary_reply(delay=0.01))
+    written = threading.Event()  # the server answers the summary request once it is set
+    api_server.anthropic.push(after(written, _summary_reply()))
 
     async def scenario() -> Any:
         await _past_the_mark(session)
         assert session.background.pending and [type(e) for e in events].count(BackgroundSummaryStarted) == 1
         assert session.status().compactions == 0
         # A turn recorded while the summary is still being written.
-        for _ in range(500):  # until the summary request is under way (a hang guard, not a timing)
-            if api_server.requests:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: bool(api_server.requests))  # the summary request is under way
         assert api_server.requests and not any(isinstance(e, BackgroundSummarySwapped) for e in events)
         _reply(session, "Linker flags updated in the Makefile.", 6_000)
         session.add_user("Now run the tests, please.")
         await session.prepare()  # under the threshold: nothing swapped yet
         _reply(session, "Tests: 3 failures in test_io.", 9_500)
         session.add_user("Fix test_io.")
+        assert session.background.pending  # all of it recorded while the summary was written
+        written.set()
         await session.background.settle()
         return await session.prepare()  # at the threshold: swapped in, no wait
 
@@ -127,10 +137,7 @@ def test_a_superseded_summary_is_discarded_and_written_again(api_server: ApiServ
 
     async def scenario() -> Any:
         await _past_the_mark(session)
-        for _ in range(500):
-            if api_server.requests:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: bool(api_server.requests))
         await session.compact()  # a manual compaction replaces what the summary covers
         assert not session.background.pending
         session.add_user(LOG)
@@ -206,12 +213,16 @@ def test_a_summary_that_would_leave_the_context_over_the_threshold_is_not_swappe
 def test_a_turn_at_the_window_edge_waits_and_that_is_a_stall(api_server: ApiServer, tmp_path: Path) -> None:
     events: list[Event] = []
     session = _open(api_server, tmp_path, events)
-    api_server.anthropic.push(_summary_reply(delay=0.01))
+    written = threading.Event()
+    api_server.anthropic.push(after(written, _summary_reply()))
 
     async def scenario() -> Any:
         await _past_the_mark(session)
         _reply(session, "Huge output.", 185_000)  # past the effective window (180,000)
         session.add_user("Go on.")
+        # The summary can end only once this coroutine waits, in prepare(): it is in flight
+        # there however soon the server answers.
+        written.set()
         return await session.prepare()  # must wait for the summary in flight
 
     request = asyncio.run(scenario())
@@ -247,10 +258,9 @@ def test_closing_the_session_cancels_the_summary_call(api_server: ApiServer, tmp
 
     async def scenario() -> tuple[list[asyncio.Task[object]], int]:
         await _past_the_mark(session)
-        for _ in range(2_000):  # until the call is under way (a hang guard, not a timing)
-            if api_server.requests and any(isinstance(e, CompactionHeartbeat) for e in events):
-                break
-            await asyncio.sleep(0.01)
+        # Until the reply is streaming (its first event written). A background summary holds
+        # its events (heartbeats included) until it is swapped in: none reaches `events` here.
+        await _until(lambda: bool(api_server.requests and api_server.requests[0].reply))
         assert api_server.requests, "the summary request never reached the server"
         task = next(t for t in asyncio.all_tasks() if t.get_name() == "unbounded-background-summary")
         session.close()
@@ -260,10 +270,7 @@ def test_closing_the_session_cancels_the_summary_call(api_server: ApiServer, tmp
             await asyncio.sleep(0)
         assert task.cancelled()
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
-        for _ in range(500):  # until the server notices the hang-up
-            if api_server.abandoned:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: bool(api_server.abandoned))  # the server noticed the hang-up
         return left, len(api_server.abandoned)
 
     left, abandoned = asyncio.run(scenario())

@@ -8,6 +8,7 @@ the call's task must be gone at once and the server must see the client hang up.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -25,18 +26,16 @@ CONFIG = SessionConfig(model="claude-sonnet-5-5", system="You are careful.", con
 
 async def _cancel_during_the_summary(session: Session, api_server: ApiServer, events: list[Event]) -> tuple[list[asyncio.Task[object]], int]:
     prepare = asyncio.ensure_future(session.prepare())
-    for _ in range(2_000):  # until the call is under way (a hang guard, not a timing)
-        if api_server.requests and any(isinstance(e, CompactionHeartbeat) for e in events):
-            break
+    deadline = time.monotonic() + 30  # until the call is under way (a hang guard, not a timing)
+    while not (api_server.requests and any(isinstance(e, CompactionHeartbeat) for e in events)) and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert api_server.requests, "the summary request never reached the server"
     prepare.cancel()
     with pytest.raises(asyncio.CancelledError):
         await prepare
     left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
-    for _ in range(500):  # until the server notices the hang-up
-        if api_server.abandoned:
-            break
+    deadline = time.monotonic() + 30  # until the server notices the hang-up
+    while not api_server.abandoned and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     return left, len(api_server.abandoned)
 
