@@ -11,6 +11,7 @@ talking to the local server (tests/apiserver.py).
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from summaries import nine_section_summary
 
-from apiserver import ApiServer, Message, RecordedRequest, api_server_fixture, message  # noqa: F401  (registers the api_server fixture)
+from apiserver import GATE_LIMIT, ApiServer, Message, RecordedRequest, api_server_fixture, message  # noqa: F401  (registers the api_server fixture)
 from unbounded.errors import ConfigError
 from unbounded.events import (
     BackgroundSummaryStarted,
@@ -181,9 +182,12 @@ def test_the_async_drop_in_swaps_in_the_background_summary_and_keeps_the_turns_r
     policy = Policy(autocompact_pct_override=5, background_summary=True, background_summary_fraction=0.5)
     turns = iter([("The build fails at the link step.", 5_000), ("Linker flags updated.", 6_000), ("Tests: 3 failures in test_io.", 9_500), ("Fixed test_io.", 4_000)])
 
+    written = threading.Event()  # the summary's reply waits for it: in flight while turns run
+
     def answer(request: RecordedRequest) -> Message:
         if "<summary>" in str(request.json["messages"][-1]):
-            return message(nine_section_summary("the build"), delay=0.01)
+            written.wait(GATE_LIMIT)
+            return message(nine_section_summary("the build"), chunk_size=400)
         text, tokens = next(turns)
         return message(text, usage={"input_tokens": tokens, "output_tokens": 10})
 
@@ -197,8 +201,10 @@ def test_the_async_drop_in_swaps_in_the_background_summary_and_keeps_the_turns_r
             history.append({"role": "user", "content": prompt})
             reply = await client.messages.create(model=MODEL, max_tokens=1024, messages=history)
             history.append({"role": "assistant", "content": reply.content})
-            if client.session.background.pending and prompt == prompts[2]:
-                await client.session.background.settle()  # written while the turns ran
+            if prompt == prompts[2]:
+                assert client.session.background.pending  # still being written as the turns ran
+                written.set()
+                await client.session.background.settle()
         await client.close()
         return client.status().compactions
 
