@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -306,11 +307,10 @@ def test_a_runner_collected_inside_a_running_loop_never_waits_there() -> None:
 
     worker = threading.Thread(target=collect_inside_a_loop, daemon=True)
     worker.start()
-    worker.join(timeout=10)
+    worker.join(timeout=30)  # a deadlock guard: the thread ends at once when all is well
     assert finished.is_set(), "the finalizer waited for a lock its own thread holds"
-    for _ in range(100):  # closed on a thread of its own, soon after
-        if loop.is_closed():
-            break
+    deadline = time.monotonic() + 30  # closed on a thread of its own, soon after (a hang guard)
+    while not loop.is_closed() and time.monotonic() < deadline:
         threading.Event().wait(0.05)
     assert loop.is_closed()
 

@@ -129,10 +129,11 @@ def test_a_lost_connection_stops_writes_instead_of_writing_unlocked(postgres_url
     store.append([Entry.user("kept")])
     with _connect(postgres_url) as connection:
         connection.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            # With a timeout, it returns once the backend is gone (its socket closed), not
+            # merely signalled: a sleep here raced the server on a loaded machine.
+            "SELECT pg_terminate_backend(pid, 30000) FROM pg_locks WHERE locktype = 'advisory' "
             "AND pid <> pg_backend_pid()"
         )
-    time.sleep(0.2)
     with pytest.raises(StoreDamagedError, match="lock is lost"):
         store.append([Entry.user("not written")])
     with pytest.raises(StoreDamagedError, match="reopen"):
@@ -159,7 +160,7 @@ def test_a_worker_that_dies_releases_the_lock(postgres_url: str, pg: Any) -> Non
             pg.PostgresStore(postgres_url, "dies")
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
-        with pg.PostgresStore(postgres_url, "dies", wait=10) as store:
+        with pg.PostgresStore(postgres_url, "dies", wait=60) as store:  # ends once the lock is free
             assert store.locked  # the dead worker's lock went with its connection
     finally:
         if child.poll() is None:
@@ -180,7 +181,7 @@ def test_a_waiting_writer_gets_the_lock_as_soon_as_it_is_released(postgres_url: 
     timer = threading.Timer(0.5, release)
     timer.start()
     try:
-        with pg.PostgresStore(postgres_url, "handoff", wait=10) as waiter:
+        with pg.PostgresStore(postgres_url, "handoff", wait=60) as waiter:  # ends once it is free
             acquired = time.monotonic()
             assert waiter.locked
             waiter.append([Entry.user("mine now")])
@@ -324,10 +325,11 @@ def test_a_lost_connection_makes_reads_fail_as_store_damage(postgres_url: str, p
     store.append([Entry.user("kept")])
     with _connect(postgres_url) as connection:
         connection.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            # With a timeout, it returns once the backend is gone (its socket closed), not
+            # merely signalled: a sleep here raced the server on a loaded machine.
+            "SELECT pg_terminate_backend(pid, 30000) FROM pg_locks WHERE locktype = 'advisory' "
             "AND pid <> pg_backend_pid()"
         )
-    time.sleep(0.2)  # let the server close the connection (not an assertion on time)
     for read in (store.load, lambda: store.load_state("session"), store.read_memory, lambda: store.load_tool_output(side_output_name("t"))):
         with pytest.raises(StoreDamagedError, match=r"lock is lost|reopen"):
             read()  # raw psycopg.OperationalError before

@@ -372,7 +372,7 @@ def test_background_update_and_the_compaction_wait() -> None:
         assert task is not None and memory.in_flight
         assert await memory.maybe_update(session) is task  # one at a time
         assert not await memory.wait_for_update(0.05)  # gives up after the wait
-        assert await memory.wait_for_update(2)
+        assert await memory.wait_for_update(30)  # ends with the update (~0.25 s): a hang guard
         assert not memory.in_flight and session.store.read_memory() == filled(Worklog="- one")
 
     asyncio.run(scenario())
@@ -385,7 +385,7 @@ def test_a_response_without_tool_calls_starts_an_update() -> None:
         session.add_user("Explain the parser. " * 100)
         session.record(ModelResponse([{"type": "text", "text": "It splits on T."}], "end_turn", {"input_tokens": 900, "output_tokens": 5}, "m"))
         assert memory.in_flight
-        await memory.wait_for_update(1)
+        assert await memory.wait_for_update(30)  # a hang guard: ends with the update
         assert "Explain the parser" in (session.store.read_memory() or "")
 
     asyncio.run(scenario())

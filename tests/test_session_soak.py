@@ -240,7 +240,7 @@ async def run_soak(folder: Path) -> dict[str, Any]:
             else:
                 session.add_tool_results(tool_results(turn, blocks))
             await asyncio.sleep(0)  # let a background notes update run
-        await memory.wait_for_update(5)
+        await memory.wait_for_update(30)  # a hang guard: ends with the update
         final_request = await session.prepare()
         log.update(
             events=events,
