@@ -98,7 +98,7 @@ def test_a_planted_api_key_appears_in_no_file_written(tmp_path: Path, monkeypatc
     try:
         with start_server() as api:
             api.anthropic.push(auth_error(), rate_limited("1"), *([_replies] * 200))
-            provider = AnthropicProvider(api_key=KEY, base_url=api.anthropic_base_url, timeout=5)
+            provider = AnthropicProvider(api_key=KEY, base_url=api.anthropic_base_url, timeout=60)  # far beyond a stall: one retry is asserted
             sleeps: list[float] = []
 
             async def sleep(delay: float) -> None:

@@ -71,7 +71,7 @@ POLICY = Policy(
     session_memory_keep_min_tokens=3_000,
     session_memory_keep_min_text_messages=2,
     session_memory_keep_max_tokens=8_000,
-    session_memory_wait_seconds=5,
+    session_memory_wait_seconds=30,  # ends with the update in flight; far beyond a stall
     session_memory_update_timeout_seconds=10,
     compact_max_summary_requests=1_000,  # the breaker decides here, not the request budget
 )
