@@ -62,7 +62,7 @@ def holder(context: Any, tmp_path: Path) -> Iterator[tuple[Path, Any, Any]]:
     process = context.Process(target=session_child.hold_lock, args=(str(folder), theirs))
     process.start()
     theirs.close()
-    assert mine.poll(20) and mine.recv()[0] == "locked"
+    assert mine.poll(60) and mine.recv()[0] == "locked"  # a hang guard: ends at the message
     yield folder, mine, process
     if process.is_alive():
         assert process.pid is not None
