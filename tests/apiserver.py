@@ -400,7 +400,6 @@ def after(gate: threading.Event, reply: Reply) -> Callable[[RecordedRequest], Re
     return gated
 
 
-
 def beats_opening(gate: threading.Event, count: int) -> tuple[list[float], Callable[[float], None]]:
     """(beats, heartbeat): a heartbeat that records each beat and opens `gate` (see `after`)
     at the `count`-th, so the beats a test needs happen however slow the machine is."""
@@ -412,6 +411,7 @@ def beats_opening(gate: threading.Event, count: int) -> tuple[list[float], Calla
             gate.set()
 
     return beats, beat
+
 
 def empty(**kwargs: Any) -> Message:
     """A reply with no content at all."""
