@@ -7,7 +7,6 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -118,17 +117,16 @@ def test_other_exit_codes_are_non_blocking(tmp_path: Path) -> None:
     assert outcome.user_display_message == f"PreCompact [{command}] failed (status 3): went wrong"
 
 
-def test_timeout_kills_the_hook_and_its_children(tmp_path: Path) -> None:
-    marker = tmp_path / "finished"
-    command = f"sleep 5; touch {marker}"  # shell syntax: runs under /bin/sh -c
+def test_a_timed_out_hook_is_reported_and_does_not_block(tmp_path: Path) -> None:
+    # That the hook and its children are killed is checked by pid in
+    # test_security_hooks.py::test_an_overrunning_hook_is_killed_with_its_children_and_compaction_goes_on.
+    command = "sleep 5"
     runner = _runner(tmp_path, _settings("PreCompact", command, timeout=0.3))
     outcome = runner.run_pre_compact("auto")
     (result,) = outcome.results
     assert result.status == "timeout" and result.timed_out is True and result.exit_code is None
     assert outcome.blocked is False
     assert "timed out after 0.3 seconds" in (outcome.user_display_message or "")
-    time.sleep(0.2)
-    assert not marker.exists()
 
 
 def test_default_timeout_comes_from_the_policy(tmp_path: Path) -> None:
