@@ -5,8 +5,10 @@ killed with their children when they overrun."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -75,7 +77,10 @@ def test_plain_commands_run_without_a_shell(tmp_path: Path) -> None:
 
 def test_an_overrunning_hook_is_killed_with_its_children_and_compaction_goes_on(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    command = f"sleep 30 & echo $! > {pids}; sleep 30"
+    # The child's output goes elsewhere, so only the kill can end it before its 300 s: a
+    # runner that killed the shell alone would still see its pipes close (`exec`), and the
+    # child would survive the deadline below.
+    command = f"sleep 300 >/dev/null 2>&1 & echo $! > {pids}; exec sleep 300"
     # The check needs the hook killed after it started its child: on a loaded machine the
     # shell may not get that far within the timeout, and then it is run again with a longer one.
     for attempt, timeout in enumerate((0.5, 2.0, 8.0)):
@@ -93,17 +98,21 @@ def test_an_overrunning_hook_is_killed_with_its_children_and_compaction_goes_on(
     else:
         pytest.fail("the hook never got to start its child")
     child = int(written)
-    deadline = time.monotonic() + 30  # a hang guard: a killed child is gone at once
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0]
-        except FileNotFoundError:
-            break  # gone
-        if state == "Z":
-            break  # killed, waiting to be reaped by init
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"the hook's child {child} survived the timeout")
+    try:
+        deadline = time.monotonic() + 30  # a hang guard: a killed child is gone at once
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0]
+            except FileNotFoundError:
+                break  # gone
+            if state == "Z":
+                break  # killed, waiting to be reaped by init
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the hook's child {child} survived the timeout")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_hook_output_added_to_the_context_is_capped(tmp_path: Path) -> None:
