@@ -91,6 +91,17 @@ DEFAULT_USAGE: dict[str, Any] = {
 # --------------------------------------------------------------------------- replies
 
 
+@dataclass(frozen=True, eq=False)
+class StreamGate:
+    """Where a streamed reply stops until the test lets it go on: after `after_events` events
+    the server sets `reached` and waits for `opened` (at most `GATE_LIMIT` seconds), so what
+    must happen while a stream is open happens however slow the machine is."""
+
+    after_events: int = 1
+    reached: threading.Event = field(default_factory=threading.Event)
+    opened: threading.Event = field(default_factory=threading.Event)
+
+
 @dataclass(frozen=True)
 class Message:
     """A model reply: Anthropic-shaped content blocks, stop reason and usage.
@@ -107,6 +118,7 @@ class Message:
     delay: float = 0.0
     chunk_size: int = 8
     headers: Mapping[str, str] = field(default_factory=dict)
+    gate: StreamGate | None = None
 
     @property
     def effective_stop_reason(self) -> str:
@@ -206,6 +218,7 @@ def message(
     delay: float = 0.0,
     chunk_size: int = 8,
     headers: Mapping[str, str] | None = None,
+    gate: StreamGate | None = None,
 ) -> Message:
     """A reply; bare strings become text blocks, usage keys override the defaults."""
     blocks = tuple(text_block(c) if isinstance(c, str) else dict(c) for c in content)
@@ -218,6 +231,7 @@ def message(
         delay=delay,
         chunk_size=chunk_size,
         headers=dict(headers or {}),
+        gate=gate,
     )
 
 
@@ -400,15 +414,18 @@ def after(gate: threading.Event, reply: Reply) -> Callable[[RecordedRequest], Re
     return gated
 
 
-def beats_opening(gate: threading.Event, count: int) -> tuple[list[float], Callable[[float], None]]:
-    """(beats, heartbeat): a heartbeat that records each beat and opens `gate` (see `after`)
-    at the `count`-th, so the beats a test needs happen however slow the machine is."""
+def beats_opening(gate: StreamGate, count: int) -> tuple[list[float], Callable[[float], None]]:
+    """(beats, heartbeat): a heartbeat that records the beats made while the stream stands
+    open at `gate` and lets it go on at the `count`-th, so the beats a test needs happen
+    mid-stream however slow the machine is (beats before the stream opened are not counted)."""
     beats: list[float] = []
 
     def beat(elapsed: float) -> None:
+        if not gate.reached.is_set():
+            return
         beats.append(elapsed)
         if len(beats) >= count:
-            gate.set()
+            gate.opened.set()
 
     return beats, beat
 
@@ -1445,6 +1462,9 @@ class _Handler(BaseHTTPRequestHandler):
         for count, event in enumerate(events):
             if stop_after is not None and count >= stop_after:
                 break
+            if reply.gate is not None and count == reply.gate.after_events:
+                reply.gate.reached.set()
+                reply.gate.opened.wait(GATE_LIMIT)
             if reply.delay:
                 time.sleep(reply.delay)
             try:

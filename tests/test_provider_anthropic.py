@@ -15,6 +15,7 @@ import pytest
 
 from apiserver import (
     ApiServer,
+    StreamGate,
     after,
     api_server_fixture,  # noqa: F401  (registers the api_server fixture)
     auth_error,
@@ -262,8 +263,8 @@ def test_empty_reply_and_max_tokens_cut_off(api_server: ApiServer, stream: bool)
 
 
 def test_heartbeat_during_a_slow_streamed_reply(api_server: ApiServer) -> None:
-    gate = threading.Event()
-    api_server.anthropic.push(after(gate, message("slow " * 6, chunk_size=5, delay=0.015)))
+    gate = StreamGate()
+    api_server.anthropic.push(message("slow " * 6, chunk_size=5, delay=0.015, gate=gate))
     beats, beat = beats_opening(gate, 3)
     reply = _run(
         _provider(api_server, heartbeat_interval=0.025).create(
@@ -413,8 +414,8 @@ def test_unrelated_exceptions_are_not_mapped() -> None:
 def test_sync_client_via_thread_and_sync_facade(api_server: ApiServer) -> None:
     client = api_server.anthropic_client(sync=True)
     provider = AnthropicProvider(client, heartbeat_interval=0.02)
-    gate = threading.Event()
-    api_server.anthropic.push(message("one"), after(gate, message("two", delay=0.01, chunk_size=1)), prompt_too_long())
+    gate = StreamGate()
+    api_server.anthropic.push(message("one"), message("two", delay=0.01, chunk_size=1, gate=gate), prompt_too_long())
     assert _run(provider.create(_request())).text == "one"
     beats, beat = beats_opening(gate, 1)
     assert provider.create_sync(_request(), stream=True, heartbeat=beat).text == "two"

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import threading
 from typing import Any
 
 import pytest
 
 from apiserver import (
     ApiServer,
-    after,
+    StreamGate,
     api_server_fixture,  # noqa: F401  (registers the api_server fixture)
     auth_error,
     bad_request,
@@ -400,8 +399,8 @@ def test_stream_without_usage_reports_no_usage(api_server: ApiServer) -> None:
 
 
 def test_heartbeat_during_a_slow_streamed_reply(api_server: ApiServer) -> None:
-    gate = threading.Event()
-    api_server.openai.push(after(gate, message("slow " * 6, chunk_size=5, delay=0.015)))
+    gate = StreamGate()
+    api_server.openai.push(message("slow " * 6, chunk_size=5, delay=0.015, gate=gate))
     beats, beat = beats_opening(gate, 3)
     reply = _run(
         _provider(api_server, heartbeat_interval=0.025).create(
@@ -521,8 +520,8 @@ def test_malformed_json_and_cut_body_are_server_errors(api_server: ApiServer, st
 def test_sync_client_and_sync_facade(api_server: ApiServer) -> None:
     client = api_server.openai_client(sync=True)
     provider = OpenAIProvider(client, heartbeat_interval=0.02)
-    gate = threading.Event()
-    api_server.openai.push(message("one"), after(gate, message("two", delay=0.01, chunk_size=1)), overloaded())
+    gate = StreamGate()
+    api_server.openai.push(message("one"), message("two", delay=0.01, chunk_size=1, gate=gate), overloaded())
     assert _run(provider.create(_request())).text == "one"
     beats, beat = beats_opening(gate, 1)
     assert provider.create_sync(_request(), stream=True, heartbeat=beat).text == "two"
