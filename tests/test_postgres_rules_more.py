@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from unbounded.errors import ConfigError, StoreDamagedError
+from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError
 from unbounded.model.entries import Entry
 from unbounded.side_outputs import legacy_side_output_name, side_output_name
 
@@ -77,6 +77,18 @@ def test_a_finite_wait_waits_in_the_server(postgres_url: str, pg: Any) -> None:
     holder.close()
     waiter.join(60)
     assert queued  # a wait above 0 is a wait, not one try
+
+
+def test_a_wait_under_a_second_is_waited_out_not_tried_once(postgres_url: str, pg: Any) -> None:
+    holder = pg.PostgresStore(postgres_url, "half-second")
+    started = time.monotonic()
+    waiter, outcome = _open_in_thread(pg, postgres_url, "half-second", wait=0.5)
+    waiter.join(60)
+    waited = time.monotonic() - started
+    holder.close()
+    assert isinstance(outcome["result"], SessionLockedError)
+    # One try answers at once; a load can only make the wait longer, never shorter.
+    assert waited >= 0.5
 
 
 def test_create_false_opens_a_session_that_exists_and_close_lets_go(postgres_url: str, pg: Any) -> None:
