@@ -54,6 +54,7 @@ parameters do not shadow an import): `from apiserver import api_server_fixture` 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 import json
 import re
@@ -396,6 +397,15 @@ def anthropic_compaction_error(body: Any, headers: Mapping[str, str]) -> str | N
             if block.get("signature") != expected:
                 return f"{where}: invalid compaction signature (send the block back unchanged)"
     return None
+
+
+def sdk_http_package() -> Any:
+    """The HTTP package the installed anthropic SDK is built on (httpx, or httpx2 in later
+    releases): a test's own transport wraps that package's transport."""
+    import anthropic
+
+    base = next(c for c in anthropic.DefaultAsyncHttpxClient.__mro__ if c.__module__.startswith("httpx"))
+    return importlib.import_module(base.__module__.partition(".")[0])
 
 
 GATE_LIMIT = 30.0

@@ -220,11 +220,36 @@ SDK_TIMEOUT = 10.0
 """The SDK's read timeout in these tests: long enough that a loaded CI machine never times out a
 scripted reply (a timed-out first attempt still pops the fault, and the count goes wrong)."""
 
+FIRST_TIMEOUT = 0.5
+"""The read timeout of the first request alone, in the case that times out on purpose."""
 
-def _sdk_provider(api: ApiServer, timeout: float = SDK_TIMEOUT, **options: Any) -> tuple[RetryingProvider, Sleeps]:
+
+class FirstRequestTimesOut:
+    """An HTTP transport that gives the first request alone a short read timeout, so the
+    scripted slow reply times out and the retry after it has the whole `SDK_TIMEOUT`."""
+
+    def __init__(self) -> None:
+        self.inner = apiserver.sdk_http_package().AsyncHTTPTransport()
+        self.sent = 0
+
+    async def handle_async_request(self, request: Any) -> Any:
+        self.sent += 1
+        if self.sent == 1:
+            timeouts = dict(request.extensions.get("timeout") or {})
+            request.extensions = {**request.extensions, "timeout": {**timeouts, "read": FIRST_TIMEOUT}}
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _sdk_provider(api: ApiServer, first_times_out: bool = False, **options: Any) -> tuple[RetryingProvider, Sleeps]:
     from unbounded.providers.anthropic import AnthropicProvider
 
-    return wrap(AnthropicProvider(api.anthropic_client(timeout=timeout)), **options)
+    client_options: dict[str, Any] = {"timeout": SDK_TIMEOUT}
+    if first_times_out:
+        client_options["http_client"] = anthropic.DefaultAsyncHttpxClient(transport=FirstRequestTimesOut())
+    return wrap(AnthropicProvider(api.anthropic_client(**client_options)), **options)
 
 
 @pytest.mark.parametrize(
@@ -244,10 +269,9 @@ def _sdk_provider(api: ApiServer, timeout: float = SDK_TIMEOUT, **options: Any) 
 def test_every_transient_fault_is_retried_through_the_sdk(api_server: ApiServer, fault: Any, error_type: type[RetryableError]) -> None:
     api_server.anthropic.push(fault, message("recovered", chunk_size=64))
     events: list[Event] = []
-    # Only the slow reply's case times out on purpose: 2 s against its 10 s delay, and 2 s is
-    # still ample for the recovered reply that follows.
+    # Only the slow reply's case times out on purpose, on its first request alone.
     slow = isinstance(fault, apiserver.Message) and fault.delay >= SDK_TIMEOUT
-    provider, sleeps = _sdk_provider(api_server, timeout=2.0 if slow else SDK_TIMEOUT, events=events.append)
+    provider, sleeps = _sdk_provider(api_server, first_times_out=slow, events=events.append)
     response = asyncio.run(provider.create(REQUEST, stream=True))
     assert response.text == "recovered"
     assert len(api_server.requests) == 2 and len(sleeps.delays) == 1

@@ -17,7 +17,6 @@ a good reply into an unscripted timeout (which would also shift the script's dra
 from __future__ import annotations
 
 import asyncio
-import importlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -171,12 +170,6 @@ class FaultScript:
         return prompt_too_long()
 
 
-def _sdk_http() -> Any:
-    """The HTTP package the installed SDK is built on (httpx, or httpx2 in later releases)."""
-    base = next(c for c in anthropic.DefaultAsyncHttpxClient.__mro__ if c.__module__.startswith("httpx"))
-    return importlib.import_module(base.__module__.partition(".")[0])
-
-
 class DecidingTransport:
     """Decides each request's fault as it is sent, names it to the server in a header, and
     gives the short read timeout only to a request that is to time out (an HTTP transport,
@@ -184,7 +177,7 @@ class DecidingTransport:
 
     def __init__(self, script: FaultScript) -> None:
         self.script = script
-        self.inner = _sdk_http().AsyncHTTPTransport()
+        self.inner = apiserver.sdk_http_package().AsyncHTTPTransport()
 
     async def handle_async_request(self, request: Any) -> Any:
         kind, summary = self.script.decide(orjson.loads(request.content))
