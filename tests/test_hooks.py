@@ -120,7 +120,7 @@ def test_other_exit_codes_are_non_blocking(tmp_path: Path) -> None:
 def test_a_timed_out_hook_is_reported_and_does_not_block(tmp_path: Path) -> None:
     # That the hook and its children are killed is checked by pid in
     # test_security_hooks.py::test_an_overrunning_hook_is_killed_with_its_children_and_compaction_goes_on.
-    command = "sleep 5"
+    command = "sleep 60"  # killed at the timeout; long enough that no stall lets it finish first
     runner = _runner(tmp_path, _settings("PreCompact", command, timeout=0.3))
     outcome = runner.run_pre_compact("auto")
     (result,) = outcome.results
@@ -131,7 +131,7 @@ def test_a_timed_out_hook_is_reported_and_does_not_block(tmp_path: Path) -> None
 
 def test_default_timeout_comes_from_the_policy(tmp_path: Path) -> None:
     runner = _runner(
-        tmp_path, _settings("SessionStart", "sleep 5"), policy=Policy(hook_timeout_seconds=0.2)
+        tmp_path, _settings("SessionStart", "sleep 60"), policy=Policy(hook_timeout_seconds=0.2)
     )
     (result,) = asyncio.run(runner.arun_session_start_hooks())
     assert result.timed_out
