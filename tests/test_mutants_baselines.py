@@ -117,7 +117,10 @@ def test_a_marker_holds_a_settled_message_at_index_0_too() -> None:
         "role": "assistant",
         "content": [{"type": "tool_use", "id": "t", "name": "Read", "input": {}}],
     }
-    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}
+    result = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}],
+    }
     marker = LastMarked()
     marked = marker.mark([reply, result], {"type": "ephemeral"})
     assert marked[0] is reply

@@ -44,7 +44,10 @@ def _call(n: int) -> list[dict[str, Any]]:
                 {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"n": n}},
             ],
         },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "r"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "r"}],
+        },
     ]
 
 
@@ -60,7 +63,8 @@ def test_kept_counts_the_blocks_reused_from_the_request_before() -> None:
     blocks.update({"model": "m", "system": "s", "messages": history}, drop_earlier_thinking=False)
     assert blocks.kept == 0 and blocks.size == 5
     blocks.update(
-        {"model": "m", "system": "s", "messages": [*history, *_call(1)]}, drop_earlier_thinking=False
+        {"model": "m", "system": "s", "messages": [*history, *_call(1)]},
+        drop_earlier_thinking=False,
     )
     assert blocks.kept == 5 and blocks.size == 8
 
@@ -98,12 +102,17 @@ def test_on_cut_is_told_where_blocks_are_dropped_and_only_then() -> None:
     blocks.update({"model": "m", "system": "s", "messages": history}, drop_earlier_thinking=False)
     assert cuts == []  # nothing held before
     blocks.update(
-        {"model": "m", "system": "s", "messages": [*history, *_call(2)]}, drop_earlier_thinking=False
+        {"model": "m", "system": "s", "messages": [*history, *_call(2)]},
+        drop_earlier_thinking=False,
     )
     assert cuts == []  # appended: nothing dropped
-    blocks.update({"model": "m", "system": "s", "messages": history[:3]}, drop_earlier_thinking=False)
+    blocks.update(
+        {"model": "m", "system": "s", "messages": history[:3]}, drop_earlier_thinking=False
+    )
     assert cuts == [5]  # the system block, "start", the first round: the second goes
-    blocks.update({"model": "m", "system": "other", "messages": history}, drop_earlier_thinking=False)
+    blocks.update(
+        {"model": "m", "system": "other", "messages": history}, drop_earlier_thinking=False
+    )
     assert cuts == [5, 0]  # another system prompt: every block goes
 
 
@@ -142,8 +151,12 @@ def test_a_settled_first_message_hashes_as_its_dict(system: str | None) -> None:
     reply, result = _call(0)
     settled = [husk_message(reply, 0, count, 0), husk_message(result, 1, count, 0)]
     whole, packed = RequestBlocks(count), RequestBlocks(count)
-    whole.update({"model": "m", "system": system, "messages": [reply, result]}, drop_earlier_thinking=False)
-    packed.update({"model": "m", "system": system, "messages": settled}, drop_earlier_thinking=False)
+    whole.update(
+        {"model": "m", "system": system, "messages": [reply, result]}, drop_earlier_thinking=False
+    )
+    packed.update(
+        {"model": "m", "system": system, "messages": settled}, drop_earlier_thinking=False
+    )
     assert list(packed.digests) == list(whole.digests)
     assert list(packed.hashes) == list(whole.hashes)
 
@@ -159,7 +172,9 @@ def test_the_first_message_can_be_swapped_for_its_settled_form() -> None:
     assert blocks.swap(0, reply, settled)
     assert not blocks.swap(-1, result, settled)  # no message -1
     asked.blocks.clear()
-    blocks.update({"model": "m", "messages": [settled, result, *_call(1)]}, drop_earlier_thinking=False)
+    blocks.update(
+        {"model": "m", "messages": [settled, result, *_call(1)]}, drop_earlier_thinking=False
+    )
     assert len(asked.blocks) == 3  # the new round only
 
 
