@@ -93,6 +93,7 @@ def test_without_a_user_turn_a_grown_request_asks_only_about_its_new_blocks(drop
         asked.blocks.clear()
         blocks.update({"model": "m", "messages": history}, drop_earlier_thinking=drop)
         assert len(asked.blocks) == 3, n  # the new round's thinking, call and result
+        assert blocks.kept == 3 * n  # every block of the rounds before is kept as it was
 
 
 def test_on_cut_is_told_where_blocks_are_dropped_and_only_then() -> None:
@@ -226,3 +227,21 @@ def test_folding_with_earlier_thinking_dropped_keeps_the_last_turn_and_the_messa
     blocks.fold(blocks.size, 0)
     assert blocks.folded == 4  # messages 0-3; message 4, the turn and after stay
     assert blocks.readable(4, blocks.size - 1) and not blocks.readable(3, 3)
+
+
+def test_messages_whose_thinking_was_left_out_keep_their_figures_when_sent_shifted() -> None:
+    """A history sent again under a new first message (a truncation's note) re-adds the
+    messages whose earlier thinking was left out: their other blocks keep their own figures,
+    those of a request computed from scratch."""
+    turn = {"role": "user", "content": [{"type": "text", "text": "go on"}]}
+    history: list[Any] = [turn, *_call(0), dict(turn), *_call(1), dict(turn)]
+    blocks = RequestBlocks(count)
+    blocks.update({"model": "m", "messages": history}, drop_earlier_thinking=True)
+    note = {"role": "user", "content": [{"type": "text", "text": "[earlier turns left out]"}]}
+    shifted = {"model": "m", "messages": [note, *history[1:]]}
+    blocks.update(shifted, drop_earlier_thinking=True)
+    scratch = RequestBlocks(count)
+    scratch.update(shifted, drop_earlier_thinking=True)
+    assert list(blocks.digests) == list(scratch.digests)
+    assert list(blocks.tokens) == list(scratch.tokens)
+    assert list(blocks.hashes) == list(scratch.hashes)
