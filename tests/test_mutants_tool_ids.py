@@ -43,3 +43,15 @@ def test_a_result_naming_the_new_name_answers_that_call_only_once() -> None:
     ]
     named = name_results(blocks, [("p:1", "p_1")])
     assert [block["tool_use_id"] for block in named] == ["p_1", "p:1"]
+
+
+def test_every_name_stays_found_through_every_growth_of_the_table() -> None:
+    """Name number 0 is a name like any other when the table is rebuilt (hashes vary between
+    runs, so many small sets are tried: in each, a later name may land on its slot)."""
+    for trial in range(300):
+        packed = PackedNames()
+        names = [f"n{trial}_{k}" for k in range(40)]  # the table grows 8 -> 16 -> 32 -> 64 -> 128
+        for name in names:
+            packed.add(name)
+        assert all(name in packed for name in names), trial
+        assert [packed.number(name) for name in names] == list(range(40))
