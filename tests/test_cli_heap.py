@@ -91,3 +91,25 @@ def test_without_ctypes_nothing_is_trimmed_and_the_command_still_runs(
     trimmer = HeapTrimmer(every=1)
     trimmer(1, 1)
     assert trimmer.trims == 0
+
+
+def test_the_command_s_trimmer_trims_every_200_calls_as_documented() -> None:
+    """docs/cli.md and the CHANGELOG say every 200 calls: after call 200 and 400, no other."""
+    trim = FakeTrim()
+    trimmer = HeapTrimmer(trim=trim)
+    trimmed = []
+    for done in range(1, 451):
+        before = len(trim.calls)
+        trimmer(done, 450)
+        if len(trim.calls) > before:
+            trimmed.append(done)
+    assert trimmed == [200, 400]
+
+
+def test_elsewhere_than_linux_there_is_no_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS or Windows: no trim is looked up, so the C library is never asked for one."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert glibc_malloc_trim() is None
+    trimmer = HeapTrimmer(every=1)
+    trimmer(1, 1)
+    assert trimmer.trims == 0
