@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 import unbounded.cli.replay_command as replay_command
 from unbounded.cli import app
 from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
-from unbounded.cli.heap import HeapTrimmer, glibc_malloc_trim
+from unbounded.cli.heap import (
+    MMAP_THRESHOLD,
+    HeapTrimmer,
+    glibc_malloc_trim,
+    glibc_mallopt,
+    map_large_blocks,
+)
 from unbounded.errors import ConfigError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sessions" / "mixed_models.jsonl"
@@ -113,3 +119,60 @@ def test_elsewhere_than_linux_there_is_no_malloc_trim(monkeypatch: pytest.Monkey
     trimmer = HeapTrimmer(every=1)
     trimmer(1, 1)
     assert trimmer.trims == 0
+
+
+class FakeMallopt:
+    def __init__(self, answer: int = 1) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.answer = answer
+
+    def __call__(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return self.answer
+
+
+def test_a_trimmer_fixes_the_mmap_threshold_once_made() -> None:
+    mallopt = FakeMallopt()
+    trimmer = HeapTrimmer(every=5, trim=FakeTrim(), mallopt=mallopt)
+    assert mallopt.calls == [(-3, MMAP_THRESHOLD)]  # M_MMAP_THRESHOLD in glibc's malloc.h
+    assert trimmer.mapped
+    for done in range(1, 11):
+        trimmer(done, 10)
+    assert len(mallopt.calls) == 1  # set once, not per call
+
+
+def test_a_refused_threshold_is_reported_unset() -> None:
+    assert not map_large_blocks(mallopt=FakeMallopt(answer=0))
+    assert map_large_blocks(4096, mallopt=FakeMallopt())
+
+
+def test_the_threshold_sends_a_recorded_image_line_to_its_own_mapping() -> None:
+    # A recorded line holding an image is about 1 MB; lines far smaller stay on the heap.
+    assert 64 * 1024 < MMAP_THRESHOLD <= 512 * 1024
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="mallopt is glibc's",
+)
+def test_glibc_has_mallopt_and_takes_the_threshold() -> None:
+    mallopt = glibc_mallopt()
+    assert mallopt is not None
+    assert mallopt(-3, MMAP_THRESHOLD) == 1
+
+
+def test_the_replay_command_fixes_the_threshold_and_the_library_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import unbounded.cli.heap as heap
+    from unbounded.evaluation.recording_stream import open_recording
+    from unbounded.evaluation.replay import ReplayOptions, replay_session
+
+    mallopt = FakeMallopt()
+    monkeypatch.setattr(heap, "glibc_mallopt", lambda: mallopt)
+    recording = open_recording(str(FIXTURE), skip_invalid=False, file_order=False)
+    replay_session(recording, ReplayOptions(variants=False))
+    assert mallopt.calls == []  # the library leaves the process's allocator alone
+    result = CliRunner().invoke(app, ["replay", str(FIXTURE), "--no-variants", "--json"])
+    assert result.exit_code == 0, result.output
+    assert (-3, MMAP_THRESHOLD) in mallopt.calls

@@ -71,7 +71,7 @@ def test_the_hint_is_a_lower_bound_and_the_hinted_comparison_equals_the_full_one
         current = history.messages()
         if current is previous:
             continue
-        unchanged = history._unchanged
+        unchanged = history._lists.unchanged
         assert all(current[i] is previous[i] for i in range(min(unchanged, len(previous))))
         assert history.shared_prefix(current, previous) == shared_prefix_length(
             current, previous
@@ -135,7 +135,7 @@ def test_a_reader_too_far_behind_compares_the_lists() -> None:
         history.normalizer.append(Entry.user([_result(f"x{n}")]))
     assert history.normalizer.first_changed_since(1) is None
     after = history.messages()
-    assert history._previous is None
+    assert history._lists.previous is None
     assert history.shared_prefix(after, before) == 1
 
 

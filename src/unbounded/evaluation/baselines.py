@@ -305,10 +305,8 @@ class History:
 
     __slots__ = (
         "_husked",
-        "_messages",
-        "_previous",
+        "_lists",
         "_tokens_of",
-        "_unchanged",
         "_version",
         "normalizer",
         "tokens",
@@ -316,13 +314,12 @@ class History:
 
     def __init__(self, scale: float, entries: Sequence[Entry] = ()) -> None:
         self.normalizer = MessageNormalizer(entries)
-        self.tokens = MessageTokens(scale, self.shared_prefix)
-        self._messages: list[MessageParam] = []
+        self._lists = _GivenLists()
+        # The counter compares through the lists, not the history: no reference cycle, so a
+        # history a strategy replaces (a summary) is freed at once with its messages, not
+        # left to the cyclic collector (a replay collects seldom: megabytes a history).
+        self.tokens = MessageTokens(scale, self._lists.shared_prefix)
         self._version = -1
-        self._previous: list[MessageParam] | None = None
-        """The list `messages` gave before the current one."""
-        self._unchanged = 0
-        """How many first messages the current list shares with the previous one, at least."""
         self._husked = 0
         """The first messages up to here had their tool results and assistant blocks husked."""
         self._tokens_of: BlockTokens | None = None
@@ -375,25 +372,42 @@ class History:
         """The history as API messages: one list per state of the history, shared by every
         strategy that reads it (read only: a new one follows an append; `husk` alone edits
         it, putting settled messages in the places of the same messages)."""
-        normalizer = self.normalizer
+        normalizer, lists = self.normalizer, self._lists
         if self._version != normalizer.version:
             unchanged = normalizer.first_changed_since(self._version)
-            self._previous, self._unchanged = self._messages, unchanged or 0
+            lists.previous, lists.unchanged = lists.current, unchanged or 0
             if unchanged is None:
-                self._previous = None  # too many versions since: readers compare
-            self._messages = normalizer.messages
+                lists.previous = None  # too many versions since: readers compare
+            lists.current = normalizer.messages
             self._version = normalizer.version
-        return self._messages
+        return lists.current
 
     def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
         """`shared_prefix_length(new, old)`, comparing only past what the normalizer says is
         unchanged when they are this history's current and previous lists (O(new) then). The
         lists given are not edited in place (a new list follows any change; `husk` only puts
         the same messages, settled, in their places)."""
+        return self._lists.shared_prefix(new, old)
+
+
+class _GivenLists:
+    """The list a `History` gave last, the one before it and how many first messages the
+    two share at least: what its `shared_prefix` reads, held apart from the history."""
+
+    __slots__ = ("current", "previous", "unchanged")
+
+    def __init__(self) -> None:
+        self.current: list[MessageParam] = []
+        self.previous: list[MessageParam] | None = None
+        """The list given before the current one (None: too many versions since)."""
+        self.unchanged = 0
+
+    def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
+        """`History.shared_prefix`."""
         if new is old:
             return len(new)
-        if new is self._messages and old is self._previous:
-            start = min(self._unchanged, len(new), len(old))
+        if new is self.current and old is self.previous:
+            start = min(self.unchanged, len(new), len(old))
             return start + shared_prefix_length(new[start:], old[start:])
         return shared_prefix_length(new, old)
 

@@ -122,7 +122,21 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     # is swapped for the bundled copy (it verifies the same hash the download would).
     with _ENCODING_LOCK, mock.patch.object(openai_public, "load_tiktoken_bpe", load_bundled):
         spec = constructor()
-    return tiktoken.Encoding(**spec)
+    return _BundledEncoding(**spec)
+
+
+class _BundledEncoding(tiktoken.Encoding):
+    """A tiktoken encoding that lets its Python copy of the ranks go once the Rust encoder
+    holds its own (tiktoken keeps it only to pickle the encoding: about 27 MB for o200k_base,
+    200,000 bytes keys in a dict); a copy or pickle is rebuilt by name (`get_encoding`)."""
+
+    def __init__(self, **spec: Any) -> None:
+        """The encoding of `spec` (tiktoken's constructor's arguments)."""
+        super().__init__(**spec)
+        self._mergeable_ranks: dict[bytes, int] = {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (get_encoding, (self.name,))
 
 
 class TiktokenCounter:
