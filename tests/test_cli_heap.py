@@ -146,7 +146,7 @@ def test_a_refused_threshold_is_reported_unset() -> None:
     assert map_large_blocks(4096, mallopt=FakeMallopt())
 
 
-def test_the_threshold_sends_a_recorded_image_line_to_its_own_mapping() -> None:
+def test_the_threshold_lies_between_small_lines_and_a_recorded_image_line() -> None:
     # A recorded line holding an image is about 1 MB; lines far smaller stay on the heap.
     assert 64 * 1024 < MMAP_THRESHOLD <= 512 * 1024
 
