@@ -1,0 +1,138 @@
+"""Rules of the LangChain middleware (`integrations/langchain.py`) that the mutation check
+found no test holding: a model error that is not a too-long refusal, or one nothing can be
+compacted for, reaches the agent as it was raised; a conversation that starts with a summary
+may have the message after it summarized; a settled mark is kept only by a message's id."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents.middleware")
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from unbounded.events import Event
+from unbounded.integrations import UnboundedMiddleware
+from unbounded.integrations.langchain import STATE_KEY, is_summary_message
+from unbounded.policy import Policy
+
+MODEL = "claude-sonnet-4-6"
+TOO_LONG = "prompt is too long: 212345 tokens > 200000 maximum"
+
+
+def _rounds(count: int) -> list[BaseMessage]:
+    """A prompt and `count` tool rounds of large results (a compaction has rounds to cut)."""
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+    for n in range(count):
+        call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
+        messages.append(AIMessage(content="", tool_calls=[call], id=f"ai_{n}"))
+        messages.append(ToolMessage(content="x = 1\n" * 300, tool_call_id=f"call_{n}", id=f"t_{n}"))
+    return [*messages, HumanMessage("Go on.", id="h_last")]
+
+
+class _Request:
+    """What `wrap_model_call` reads of LangChain's model request."""
+
+    def __init__(self, messages: list[BaseMessage]) -> None:
+        self.model = None
+        self.tools: list[Any] = []
+        self.state: dict[str, Any] = {"messages": messages}
+        self.messages = messages
+
+    def override(self, **changes: Any) -> _Request:
+        copy = _Request(self.messages)
+        copy.__dict__.update(changes)
+        return copy
+
+
+def _call(middleware: UnboundedMiddleware, request: _Request, handler: Any, run: str) -> Any:
+    if run == "sync":
+        return middleware.wrap_model_call(request, handler)
+
+    async def ahandler(offered: Any) -> Any:
+        return handler(offered)
+
+    return asyncio.run(middleware.awrap_model_call(request, ahandler))
+
+
+def _failing(error: Exception) -> tuple[list[Any], Any]:
+    sent: list[Any] = []
+
+    def handler(offered: Any) -> Any:
+        sent.append(offered)
+        raise error
+
+    return sent, handler
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_an_error_that_is_not_a_too_long_refusal_is_raised_without_compacting(run: str) -> None:
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(MODEL, summarizer="extractive", events=events.append)
+    error = RuntimeError("connection reset by peer")
+    sent, handler = _failing(error)
+    with pytest.raises(RuntimeError) as raised:
+        _call(middleware, _Request(_rounds(8)), handler, run)
+    assert raised.value is error and len(sent) == 1
+    assert [e.kind for e in events] == []
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_too_long_refusal_with_nothing_to_cut_is_raised_as_it_came(run: str) -> None:
+    """One message: no round to summarize, so no reactive compaction is even tried."""
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(MODEL, summarizer="extractive", events=events.append)
+    error = RuntimeError(TOO_LONG)
+    sent, handler = _failing(error)
+    with pytest.raises(RuntimeError) as raised:
+        _call(middleware, _Request([HumanMessage("x " * 5_000, id="h0")]), handler, run)
+    assert raised.value is error and len(sent) == 1
+    assert "reactive_compaction" not in [e.kind for e in events]
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_too_long_refusal_with_compaction_off_is_raised_as_it_came(run: str) -> None:
+    events: list[Event] = []
+    policy = Policy(compact_enabled=False)
+    middleware = UnboundedMiddleware(MODEL, policy=policy, summarizer="extractive", events=events.append)
+    error = RuntimeError(TOO_LONG)
+    sent, handler = _failing(error)
+    with pytest.raises(RuntimeError) as raised:
+        _call(middleware, _Request(_rounds(8)), handler, run)
+    assert raised.value is error and len(sent) == 1
+    assert [e.kind for e in events].count("reactive_compaction") == 1
+
+
+def test_the_message_after_an_earlier_summary_may_be_summarized() -> None:
+    """A summary already first is never summarized alone, but the cut may fall right after
+    the message that follows it."""
+    first = UnboundedMiddleware(MODEL, summarizer="extractive", trigger=("messages", 3), keep_messages=0)
+    opening = [HumanMessage("Task one.", id="h0"), AIMessage("Done.", id="a0"), HumanMessage("Task two.", id="h1")]
+    compacted = first.before_model({"messages": opening}, None)  # type: ignore[arg-type]
+    assert compacted is not None
+    summary = compacted["messages"][1]
+    assert is_summary_message(summary)
+    notes = [HumanMessage(f"Note {c}.", id=f"n{c}") for c in "ABC"]
+    middleware = UnboundedMiddleware(MODEL, summarizer="extractive", trigger=("messages", 4), keep_messages=2)
+    state = {"messages": [summary, *notes], STATE_KEY: compacted[STATE_KEY]}
+    update = middleware.before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None
+    assert [m.id for m in update["messages"][2:]] == ["nB", "nC"]
+    assert update["messages"][1].additional_kwargs["lc_data"]["messages_summarized"] == 2
+
+
+def test_clears_that_settle_nothing_leave_no_settled_mark() -> None:
+    """The settled mark names the message where the settled part ends: with none settled
+    after this call's clears there is no message to name, and the state holds no mark."""
+    policy = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000, warning_buffer=10**9)
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+    for n in range(8):
+        call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
+        messages.append(AIMessage(content="", tool_calls=[call], id=f"ai_{n}"))
+        messages.append(ToolMessage(content="x = compute(value)\n" * 450, tool_call_id=f"call_{n}", id=f"t_{n}"))
+    update = UnboundedMiddleware(MODEL, policy=policy).before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert update is not None and len(update["messages"]) == 5  # five results cleared
+    assert "archive" in update[STATE_KEY] and "settled" not in update[STATE_KEY]
