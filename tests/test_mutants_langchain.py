@@ -12,7 +12,9 @@ import pytest
 
 pytest.importorskip("langchain.agents.middleware")
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain.agents.middleware.types import ModelResponse
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from unbounded.events import Event
 from unbounded.integrations import UnboundedMiddleware
@@ -121,7 +123,9 @@ def test_the_message_after_an_earlier_summary_may_be_summarized() -> None:
     update = middleware.before_model(state, None)  # type: ignore[arg-type]
     assert update is not None
     assert [m.id for m in update["messages"][2:]] == ["nB", "nC"]
-    assert update["messages"][1].additional_kwargs["lc_data"]["messages_summarized"] == 2
+    lc_data = update["messages"][1].additional_kwargs["lc_data"]
+    assert lc_data["messages_summarized"] == 2
+    assert lc_data["fallback"] == "asked_for"  # the offline hand-over was chosen, not fallen back to
 
 
 def test_clears_that_settle_nothing_leave_no_settled_mark() -> None:
@@ -136,3 +140,26 @@ def test_clears_that_settle_nothing_leave_no_settled_mark() -> None:
     update = UnboundedMiddleware(MODEL, policy=policy).before_model({"messages": messages}, None)  # type: ignore[arg-type]
     assert update is not None and len(update["messages"]) == 5  # five results cleared
     assert "archive" in update[STATE_KEY] and "settled" not in update[STATE_KEY]
+
+
+def test_a_context_overflow_error_compacts_once_and_the_answer_follows_the_compacted_messages() -> None:
+    """LangChain's own overflow error (its text need not say "prompt is too long") is a
+    too-long refusal; the answer to the send after compacting is listed after the compacted
+    messages, with an id of its own, so the update's removal does not take it out."""
+    events: list[Event] = []
+    middleware = UnboundedMiddleware(MODEL, summarizer="extractive", events=events.append)
+    sent: list[Any] = []
+    answer = AIMessage("Done.")  # a model's answer has no id until the state gives it one
+
+    def handler(offered: Any) -> Any:
+        sent.append(offered)
+        if len(sent) == 1:
+            raise ContextOverflowError("input exceeds the context window")
+        return ModelResponse(result=[answer])
+
+    response = middleware.wrap_model_call(_Request(_rounds(8)), handler)
+    assert len(sent) == 2 and is_summary_message(sent[1].messages[0])
+    assert [e.kind for e in events].count("reactive_compaction") == 1
+    listed = response.command.update["messages"]
+    assert isinstance(listed[0], RemoveMessage) and is_summary_message(listed[1])
+    assert listed[-1] is answer and answer.id
