@@ -126,26 +126,43 @@ def test_the_message_after_an_earlier_summary_may_be_summarized() -> None:
     lc_data = update["messages"][1].additional_kwargs["lc_data"]
     assert lc_data["messages_summarized"] == 2
     assert lc_data["fallback"] == "asked_for"  # the offline hand-over was chosen, not fallen back to
+    assert update[STATE_KEY]["summary_requests"] == 0  # the next compaction has a budget of its own
+
+
+CLEARING = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000, warning_buffer=10**9)
+"""Clearing due at once (the warning level), five of eight large results a batch."""
+
+
+def _results(ids: bool) -> list[BaseMessage]:
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0" if ids else None)]
+    for n in range(8):
+        call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
+        messages.append(AIMessage(content="", tool_calls=[call], id=f"ai_{n}" if ids else None))
+        result = ToolMessage(content="x = compute(value)\n" * 450, tool_call_id=f"call_{n}", id=f"t_{n}" if ids else None)
+        messages.append(result)
+    return messages
 
 
 def test_clears_that_settle_nothing_leave_no_settled_mark() -> None:
     """The settled mark names the message where the settled part ends: with none settled
     after this call's clears there is no message to name, and the state holds no mark."""
-    policy = Policy(microcompact_protect_recent_tokens=6_000, microcompact_min_savings=5_000, warning_buffer=10**9)
-    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
-    for n in range(8):
-        call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
-        messages.append(AIMessage(content="", tool_calls=[call], id=f"ai_{n}"))
-        messages.append(ToolMessage(content="x = compute(value)\n" * 450, tool_call_id=f"call_{n}", id=f"t_{n}"))
-    update = UnboundedMiddleware(MODEL, policy=policy).before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    update = UnboundedMiddleware(MODEL, policy=CLEARING).before_model({"messages": _results(True)}, None)  # type: ignore[arg-type]
     assert update is not None and len(update["messages"]) == 5  # five results cleared
     assert "archive" in update[STATE_KEY] and "settled" not in update[STATE_KEY]
 
 
-def test_a_context_overflow_error_compacts_once_and_the_answer_follows_the_compacted_messages() -> None:
-    """LangChain's own overflow error (its text need not say "prompt is too long") is a
-    too-long refusal; the answer to the send after compacting is listed after the compacted
-    messages, with an id of its own, so the update's removal does not take it out."""
+@pytest.mark.parametrize(
+    "error",
+    [ContextOverflowError("input exceeds the context window"), RuntimeError("prompt is too long")],
+    ids=["overflow-class", "text-without-counts"],
+)
+def test_a_too_long_refusal_compacts_once_and_the_answer_follows_the_compacted_messages(
+    error: Exception,
+) -> None:
+    """LangChain's own overflow error (its text need not say "prompt is too long"), or that
+    text without token counts, is a too-long refusal; the answer to the send after compacting
+    is listed after the compacted messages, with an id of its own, so the update's removal
+    does not take it out."""
     events: list[Event] = []
     middleware = UnboundedMiddleware(MODEL, summarizer="extractive", events=events.append)
     sent: list[Any] = []
@@ -154,7 +171,7 @@ def test_a_context_overflow_error_compacts_once_and_the_answer_follows_the_compa
     def handler(offered: Any) -> Any:
         sent.append(offered)
         if len(sent) == 1:
-            raise ContextOverflowError("input exceeds the context window")
+            raise error
         return ModelResponse(result=[answer])
 
     response = middleware.wrap_model_call(_Request(_rounds(8)), handler)
@@ -163,3 +180,15 @@ def test_a_context_overflow_error_compacts_once_and_the_answer_follows_the_compa
     listed = response.command.update["messages"]
     assert isinstance(listed[0], RemoveMessage) and is_summary_message(listed[1])
     assert listed[-1] is answer and answer.id
+
+
+def test_clears_of_messages_without_ids_rewrite_the_whole_list() -> None:
+    """add_messages replaces by id: results without one are cleared by sending every message
+    again after a removal of all."""
+    messages = _results(False)
+    update = UnboundedMiddleware(MODEL, policy=CLEARING).before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert update is not None
+    rewritten = update["messages"]
+    assert isinstance(rewritten[0], RemoveMessage) and len(rewritten) == len(messages) + 1
+    cleared = [m for m in rewritten[1:] if isinstance(m, ToolMessage) and m.content != messages[2].content]
+    assert [m.tool_call_id for m in cleared] == [f"call_{n}" for n in range(5)]
