@@ -192,3 +192,21 @@ def test_clears_of_messages_without_ids_rewrite_the_whole_list() -> None:
     assert isinstance(rewritten[0], RemoveMessage) and len(rewritten) == len(messages) + 1
     cleared = [m for m in rewritten[1:] if isinstance(m, ToolMessage) and m.content != messages[2].content]
     assert [m.tool_call_id for m in cleared] == [f"call_{n}" for n in range(5)]
+
+
+def test_a_failed_compaction_archives_only_the_results_it_cleared() -> None:
+    """The summary failed, so nothing was summarized: the recall archive keeps the cleared
+    results' originals and no summarized messages."""
+
+    def failing(*args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("summary service down")
+
+    middleware = UnboundedMiddleware(
+        MODEL, policy=CLEARING, summarizer=failing, trigger=("messages", 5), keep_messages=0, summary_retries=0
+    )
+    update = middleware.before_model({"messages": _results(True)}, None)  # type: ignore[arg-type]
+    assert update is not None and update[STATE_KEY]["failures"] == 1
+    assert all(isinstance(m, ToolMessage) for m in update["messages"])  # the list is not cut
+    archive = update[STATE_KEY]["archive"]
+    assert sorted(archive["cleared"]) == [f"call_{n}" for n in range(5)]
+    assert archive["messages"] == []
