@@ -16,7 +16,9 @@ from langchain.agents.middleware.types import ModelResponse
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
+from test_langchain_settled import _after_a_clearing_call, _middleware
 from unbounded.events import Event
+from unbounded.integrations import langchain as langchain_module
 from unbounded.integrations import UnboundedMiddleware
 from unbounded.integrations.langchain import STATE_KEY, is_summary_message
 from unbounded.policy import Policy
@@ -210,3 +212,16 @@ def test_a_failed_compaction_archives_only_the_results_it_cleared() -> None:
     archive = update[STATE_KEY]["archive"]
     assert sorted(archive["cleared"]) == [f"call_{n}" for n in range(5)]
     assert archive["messages"] == []
+
+
+def test_a_settled_prefix_summarized_is_stamped_with_the_call_s_timestamp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new middleware converts the settled messages only when a compaction reads them: they
+    take the timestamp the rest of the call's messages took, not a later clock reading."""
+    state = _after_a_clearing_call(120, 30, 10)
+    assert state[STATE_KEY]["settled"]["count"] > 0
+    later = "1999-01-01T00:00:00.000Z"
+    monkeypatch.setattr(langchain_module, "now_iso", lambda: later)
+    update = _middleware(("messages", 100)).before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None and update[STATE_KEY]["compactions"] == 1
+    archived = update[STATE_KEY]["archive"]["messages"]
+    assert len(archived) > 200 and all(entry["timestamp"] != later for entry in archived)
