@@ -14,7 +14,14 @@ pytest.importorskip("langchain.agents.middleware")
 
 from langchain.agents.middleware.types import ModelResponse
 from langchain_core.exceptions import ContextOverflowError
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from test_langchain_settled import _after_a_clearing_call, _middleware
 from unbounded.events import Event
@@ -225,3 +232,59 @@ def test_a_settled_prefix_summarized_is_stamped_with_the_call_s_timestamp(monkey
     assert update is not None and update[STATE_KEY]["compactions"] == 1
     archived = update[STATE_KEY]["archive"]["messages"]
     assert len(archived) > 200 and all(entry["timestamp"] != later for entry in archived)
+
+
+def test_summarized_messages_of_every_content_shape_are_archived_in_anthropic_shape() -> None:
+    """What a compaction takes out is archived for recall as the API's blocks: LangChain's
+    string and text blocks, its image and file forms, unknown blocks as their JSON, a tool
+    result's list, a later system message's text, and the usage without its cache reads."""
+    human = HumanMessage(
+        content=[
+            "plain",
+            {"type": "text", "text": "t"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}},
+            {"type": "image_url", "image_url": {"url": "https://x/a.png"}},
+            {"type": "image_url", "image_url": "https://x/b.png"},
+            {"type": "file", "base64": "QUJD", "mime_type": "application/pdf"},
+            {"type": "image", "url": "https://x/c.png"},
+            {"type": "custom", "x": 1},
+        ],
+        id="h0",
+    )
+    usage: Any = {"input_tokens": 900, "output_tokens": 5, "total_tokens": 905, "input_token_details": {"cache_read": 300}}
+    call = {"name": "read_file", "args": {"path": "a"}, "id": "c1"}
+    messages = [
+        human,
+        HumanMessage("Read a.", id="h1"),
+        AIMessage(content="", tool_calls=[call], id="a1", usage_metadata=usage),
+        ToolMessage(content=[{"type": "text", "text": "r"}, "s", {"type": "custom"}], tool_call_id="c1", id="t1"),
+        SystemMessage(content=["a", {"type": "text", "text": "b"}, {"type": "other"}], id="s1"),
+        HumanMessage("last", id="h9"),
+    ]
+    middleware = UnboundedMiddleware(MODEL, summarizer="extractive", trigger=("messages", 6), keep_messages=0)
+    update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert update is not None
+    user, plain, reply, result, system = (e["message"] for e in update[STATE_KEY]["archive"]["messages"])
+    assert user["content"] == [
+        {"type": "text", "text": "plain"},
+        {"type": "text", "text": "t"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}},
+        {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}},
+        {"type": "image", "source": {"type": "url", "url": "https://x/b.png"}},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "QUJD"}},
+        {"type": "image", "source": {"type": "url", "url": "https://x/c.png"}},
+        {"type": "text", "text": '{"type": "custom", "x": 1}'},
+    ]
+    assert plain["content"] == "Read a."
+    assert reply["usage"] == {
+        "input_tokens": 600,
+        "cache_read_input_tokens": 300,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": 5,
+    }
+    assert result["content"][0]["content"] == [
+        {"type": "text", "text": "r"},
+        {"type": "text", "text": "s"},
+        {"type": "text", "text": '{"type": "custom"}'},
+    ]
+    assert system["content"] == "[system]\nab"
