@@ -276,6 +276,7 @@ def test_summarized_messages_of_every_content_shape_are_archived_in_anthropic_sh
         {"type": "text", "text": '{"type": "custom", "x": 1}'},
     ]
     assert plain["content"] == "Read a."
+    assert reply["content"] == [{"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "a"}}]
     assert reply["usage"] == {
         "input_tokens": 600,
         "cache_read_input_tokens": 300,
@@ -288,3 +289,38 @@ def test_summarized_messages_of_every_content_shape_are_archived_in_anthropic_sh
         {"type": "text", "text": '{"type": "custom"}'},
     ]
     assert system["content"] == "[system]\nab"
+
+
+def test_ai_messages_are_archived_with_their_thinking_invalid_calls_and_usage() -> None:
+    """An AI message's thinking (signed or not), redacted thinking and text blocks, a call
+    LangChain could not parse (no name, no id: its raw arguments kept), and its usage, cache
+    reads apart and never below zero."""
+    thinking = AIMessage(
+        content=[
+            {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+            {"type": "thinking", "thinking": "more"},
+            {"type": "redacted_thinking", "data": "xx"},
+            "str",
+            {"type": "text", "text": "tx"},
+        ],
+        invalid_tool_calls=[{"name": None, "args": "{bad", "id": None, "error": None, "type": "invalid_tool_call"}],
+        id="a2",
+        usage_metadata={"input_tokens": 300, "output_tokens": 0, "total_tokens": 300, "input_token_details": {"cache_read": 300}},
+    )
+    unused = AIMessage("ok", id="a3", usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
+    messages = [HumanMessage("go", id="h0"), thinking, HumanMessage("more", id="h1"), unused, HumanMessage("last", id="h9")]
+    middleware = UnboundedMiddleware(MODEL, summarizer="extractive", trigger=("messages", 5), keep_messages=0)
+    update = middleware.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+    assert update is not None
+    _, first, _, second = (e["message"] for e in update[STATE_KEY]["archive"]["messages"])
+    assert first["content"] == [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "thinking", "thinking": "more"},
+        {"type": "redacted_thinking", "data": "xx"},
+        {"type": "text", "text": "str"},
+        {"type": "text", "text": "tx"},
+        {"type": "tool_use", "id": "", "name": "unknown", "input": {"raw": "{bad"}},
+    ]
+    zero = {"input_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 0}
+    assert first["usage"] == {**zero, "cache_read_input_tokens": 300}
+    assert second["usage"] == zero
