@@ -25,8 +25,8 @@ from langchain_core.messages import (
 
 from test_langchain_settled import _after_a_clearing_call, _middleware
 from unbounded.events import Event
-from unbounded.integrations import langchain as langchain_module
 from unbounded.integrations import UnboundedMiddleware
+from unbounded.integrations import langchain as langchain_module
 from unbounded.integrations.langchain import STATE_KEY, is_summary_message
 from unbounded.policy import Policy
 
