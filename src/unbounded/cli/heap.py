@@ -8,7 +8,9 @@ used ones and still count as the process's resident memory: on 5,000 calls of re
 sessions the live objects stayed flat while the resident size grew 6 KB a call.
 `malloc_trim(0)` hands every whole free page back (the memory stays the process's to reuse).
 The command calls it every `TRIM_EVERY` calls of the main replay (a variant, replayed after
-it, runs in the memory the main replay let go); elsewhere than glibc it does nothing."""
+it, runs in the memory the main replay let go), and first fixes the mmap threshold at
+`MMAP_THRESHOLD` so large blocks keep mappings of their own, returned whole when freed.
+Elsewhere than glibc it does nothing; the library never touches the allocator."""
 
 from __future__ import annotations
 
