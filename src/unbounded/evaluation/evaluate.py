@@ -154,7 +154,7 @@ def _compression(pre: int, post: int) -> float | None:
     return round(1 - post / pre, 4) if pre else None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class EvalReport:
     """Retention and compression over several transcripts."""
 
@@ -164,6 +164,15 @@ class EvalReport:
     llm: dict[str, Any] | None = None
     calls: dict[str, int] = field(default_factory=dict)
     """Billed calls of each session (`Transcript.billed_calls`), as inspect and replay count."""
+
+    def __repr__(self) -> str:
+        """A short form. The points' summaries run to megabytes on a long file, and
+        `asyncio.run` (3.11) formats the finished task's result when it puts the SIGINT
+        handler back: a full repr was an 80 MB string at the end of a 1 GiB `eval`."""
+        return (
+            f"EvalReport(summarizers={self.summarizers!r}, sessions={len(self.sessions)}, "
+            f"points={len(self.points)})"
+        )
 
     def tally(self, summarizer: str, kind: str) -> RetentionTally:
         """Summed scores of one summarizer (`summary` or `full`)."""
