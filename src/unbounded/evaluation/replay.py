@@ -238,7 +238,7 @@ class VariantRun:
         }
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReplayReport:
     """Everything a replay found: per-call figures, the timeline, costs and retention."""
 
@@ -293,6 +293,15 @@ class ReplayReport:
     (`over_1h`)."""
     variants: dict[str, VariantRun] = field(default_factory=dict)
     """Our policy replayed again with one change (`background_summary`, `idle_compaction`)."""
+
+    def __repr__(self) -> str:
+        """A short form. The timeline, receipts and runs of a long replay are megabytes, and
+        `asyncio.run` (3.11) formats the finished task's result when it puts the SIGINT
+        handler back (`replay_session` runs the replay that way)."""
+        return (
+            f"ReplayReport(source={self.source!r}, model={self.model!r}, "
+            f"calls={len(self.points)}, compactions={len(self.compaction_records)})"
+        )
 
     @property
     def calls(self) -> int:
