@@ -408,6 +408,12 @@ def sdk_http_package() -> Any:
     return importlib.import_module(base.__module__.partition(".")[0])
 
 
+def with_read_timeout(request: Any, seconds: float) -> None:
+    """Give one outgoing SDK request (in a test's own transport) its own read timeout."""
+    timeouts = dict(request.extensions.get("timeout") or {})
+    request.extensions = {**request.extensions, "timeout": {**timeouts, "read": seconds}}
+
+
 GATE_LIMIT = 30.0
 """How long a reply `after` a gate waits for it at most (seconds): a hang guard."""
 

@@ -23,6 +23,10 @@ from unbounded.cli.heap import (
 from unbounded.errors import ConfigError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sessions" / "mixed_models.jsonl"
+ON_GLIBC = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="malloc_trim and mallopt are glibc's",
+)
 
 
 class FakeTrim:
@@ -57,10 +61,7 @@ def test_a_period_under_one_call_fails_at_construction() -> None:
         HeapTrimmer(every=0, trim=FakeTrim())
 
 
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-    reason="malloc_trim is glibc's",
-)
+@ON_GLIBC
 def test_glibc_has_malloc_trim_and_it_runs() -> None:
     trim = glibc_malloc_trim()
     assert trim is not None
@@ -151,10 +152,7 @@ def test_the_threshold_lies_between_small_lines_and_a_recorded_image_line() -> N
     assert 64 * 1024 < MMAP_THRESHOLD <= 512 * 1024
 
 
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-    reason="mallopt is glibc's",
-)
+@ON_GLIBC
 def test_glibc_has_mallopt_and_takes_the_threshold() -> None:
     mallopt = glibc_mallopt()
     assert mallopt is not None

@@ -235,8 +235,7 @@ class FirstRequestTimesOut:
     async def handle_async_request(self, request: Any) -> Any:
         self.sent += 1
         if self.sent == 1:
-            timeouts = dict(request.extensions.get("timeout") or {})
-            request.extensions = {**request.extensions, "timeout": {**timeouts, "read": FIRST_TIMEOUT}}
+            apiserver.with_read_timeout(request, FIRST_TIMEOUT)
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:

@@ -183,8 +183,7 @@ class DecidingTransport:
         kind, summary = self.script.decide(orjson.loads(request.content))
         request.headers[FAULT_HEADER] = f"{kind}:{'summary' if summary else 'main'}"
         if kind == "timeout":
-            timeouts = dict(request.extensions.get("timeout") or {})
-            request.extensions = {**request.extensions, "timeout": {**timeouts, "read": CLIENT_TIMEOUT}}
+            apiserver.with_read_timeout(request, CLIENT_TIMEOUT)
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
