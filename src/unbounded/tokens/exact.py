@@ -14,11 +14,10 @@ import base64
 import gzip
 import hashlib
 import threading
+import types
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
-from unittest import mock
 
 import orjson
 import tiktoken
@@ -28,6 +27,7 @@ from unbounded.errors import ConfigError
 from unbounded.tokens.estimate import TOKENS_PER_IMAGE, content_tokens
 
 _ENCODING_LOCK = threading.Lock()
+_ENCODINGS: dict[str, tiktoken.Encoding] = {}
 OPENAI_MESSAGE_OVERHEAD = 3
 """Tokens the chat format adds per message (role and separators), as in OpenAI's cookbook."""
 
@@ -108,25 +108,46 @@ def _verified_ranks(name: str, expected_hash: str | None) -> dict[bytes, int]:
     return ranks
 
 
-@lru_cache(maxsize=4)
 def get_encoding(name: str) -> tiktoken.Encoding:
     """A tiktoken encoding (o200k_base or cl100k_base) built from bundled, hash-checked ranks.
 
-    It keeps no Python copy of the ranks (`_mergeable_ranks` is empty; the Rust encoder holds
-    them): to build a new encoding on top of it, take the ranks from `tiktoken.get_encoding`.
+    Built once per process, however many threads ask first. It keeps no Python copy of the
+    ranks (`_mergeable_ranks` is empty; the Rust encoder holds them): to build a new encoding
+    on top of it, take the ranks from `tiktoken.get_encoding`.
     """
+    encoding = _ENCODINGS.get(name)
+    if encoding is not None:
+        return encoding
     constructor = openai_public.ENCODING_CONSTRUCTORS.get(name)
     if constructor is None or name not in ("o200k_base", "cl100k_base"):
         raise ConfigError(f"unknown encoding {name!r}: use o200k_base or cl100k_base")
+    with _ENCODING_LOCK:
+        encoding = _ENCODINGS.get(name)
+        if encoding is None:
+            encoding = _ENCODINGS[name] = _BundledEncoding(**_bundled_spec(name, constructor))
+    return encoding
+
+
+def _bundled_spec(name: str, constructor: Any) -> dict[str, Any]:
+    """tiktoken's constructor arguments for `name`, its rank file read from the bundled copy."""
 
     def load_bundled(_blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
         return _verified_ranks(name, expected_hash)
 
-    # tiktoken's constructor knows the split pattern and special tokens; only the rank file
-    # is swapped for the bundled copy (it verifies the same hash the download would).
-    with _ENCODING_LOCK, mock.patch.object(openai_public, "load_tiktoken_bpe", load_bundled):
-        spec = constructor()
-    return _BundledEncoding(**spec)
+    # tiktoken's constructor knows the split pattern and special tokens; only the rank file is
+    # swapped for the bundled copy (it verifies the same hash the download would). The swap is
+    # made in a copy of the constructor's globals, so another thread calling tiktoken meanwhile
+    # still downloads through tiktoken's own loader.
+    scoped_globals = {**constructor.__globals__, "load_tiktoken_bpe": load_bundled}
+    scoped = types.FunctionType(
+        constructor.__code__,
+        scoped_globals,
+        constructor.__name__,
+        constructor.__defaults__,
+        constructor.__closure__,
+    )
+    spec: dict[str, Any] = scoped()
+    return spec
 
 
 class _BundledEncoding(tiktoken.Encoding):
