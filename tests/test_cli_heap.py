@@ -174,3 +174,32 @@ def test_the_replay_command_fixes_the_threshold_and_the_library_does_not(
     result = CliRunner().invoke(app, ["replay", str(FIXTURE), "--no-variants", "--json"])
     assert result.exit_code == 0, result.output
     assert (-3, MMAP_THRESHOLD) in mallopt.calls
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_the_threshold_is_fixed_before_the_recording_is_opened(
+    batch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import unbounded.cli.heap as heap
+
+    events: list[str] = []
+
+    class OrderedMallopt(FakeMallopt):
+        def __call__(self, parameter: int, value: int) -> int:
+            events.append("mallopt")
+            return super().__call__(parameter, value)
+
+    opener = "open_address" if batch else "pick_session"
+    opens = getattr(replay_command, opener)
+
+    def opening(*args: object, **kwargs: object) -> object:
+        events.append("open")
+        return opens(*args, **kwargs)
+
+    monkeypatch.setattr(heap, "glibc_mallopt", lambda: OrderedMallopt())
+    monkeypatch.setattr(replay_command, opener, opening)
+    files = [str(FIXTURE)] + ([str(FIXTURE.with_name("rewound.jsonl"))] if batch else [])
+    result = CliRunner().invoke(app, ["replay", *files, "--no-variants", "--json"])
+    assert result.exit_code == 0, result.output
+    # the opening pass reads every line, a recorded image's ~1 MB ones included
+    assert events[:2] == ["mallopt", "open"] and events.count("open") == len(files)

@@ -187,6 +187,7 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     """Replay one file of a batch (runs in a worker process with --jobs)."""
     from unbounded.evaluation.replay import replay_session
 
+    trimmer = HeapTrimmer()  # before the file is opened: its first pass reads large lines too
     recording, address = open_address(
         path, skip_invalid=settings.skip_invalid, file_order=settings.file_order, quiet=True
     )
@@ -194,7 +195,7 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
     options = _options(settings, recording.model, source)
     warnings = (*recording.warnings, *_skipped(recording.skipped_lines))
     with fewer_collections():
-        report = replay_session(recording, options, progress=HeapTrimmer())
+        report = replay_session(recording, options, progress=trimmer)
     return ReplayRow(
         source=source,
         calls=report.calls,
@@ -317,13 +318,14 @@ def replay_command(
             )
         replay_batch(sessions, settings, jobs)
         return
+    trimmer = HeapTrimmer()  # before the file is opened: its first pass reads large lines too
     recording, source = pick_session(
         sessions[0] if sessions else None, skip_invalid=skip_invalid, file_order=file_order
     )
     options = _options(settings, recording.model, source)
     if as_json:
         with fewer_collections():
-            report = replay_session(recording, options, progress=HeapTrimmer())
+            report = replay_session(recording, options, progress=trimmer)
     else:
         with Progress(
             TextColumn("[bold]replaying[/] {task.description}"),
@@ -342,7 +344,7 @@ def replay_command(
                 progress.update(task, completed=done, total=total)
 
             with fewer_collections():
-                report = replay_session(recording, options, progress=HeapTrimmer().around(advance))
+                report = replay_session(recording, options, progress=trimmer.around(advance))
     if report_file is not None:
         report_file.write_text(render_report_html(report), encoding="utf-8")
     if as_json:
