@@ -30,6 +30,8 @@ async def _cancel_during_the_summary(session: Session, api_server: ApiServer, ev
     while not (api_server.requests and any(isinstance(e, CompactionHeartbeat) for e in events)) and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert api_server.requests, "the summary request never reached the server"
+    # cancelled inside the heartbeat loop, the place that once let the call run on
+    assert any(isinstance(e, CompactionHeartbeat) for e in events), "no heartbeat came"
     prepare.cancel()
     with pytest.raises(asyncio.CancelledError):
         await prepare
