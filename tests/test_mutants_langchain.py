@@ -1,7 +1,10 @@
 """Rules of the LangChain middleware (`integrations/langchain.py`) that the mutation check
 found no test holding: a model error that is not a too-long refusal, or one nothing can be
 compacted for, reaches the agent as it was raised; a conversation that starts with a summary
-may have the message after it summarized; a settled mark is kept only by a message's id."""
+may have the message after it summarized; a settled mark is kept only by a message's id;
+what messages are archived as and what a summarizer is sent; how the summarizer adapters
+class a model's failures, size an overflow and read a reply; what the constructor takes,
+refuses and defaults to."""
 
 from __future__ import annotations
 
@@ -682,6 +685,8 @@ def test_the_model_s_window_from_a_model_info_a_model_s_name_or_its_profile() ->
     assert UnboundedMiddleware(_Named(model=MODEL)).model_info.name == MODEL
     profiled = UnboundedMiddleware(_Named(profile={"max_input_tokens": 120_000})).model_info
     assert (profiled.name, profiled.context_window, profiled.max_output) == ("langchain-model", 120_000, 8_192)
+    with pytest.raises(ConfigError, match="context_window must be > 0"):
+        UnboundedMiddleware(_Named(profile={"max_input_tokens": 0}))  # no window, not a 1-token one
     for output, kept in ((4_096, 4_096), (1, 1), (0, 8_192)):
         profile = {"max_input_tokens": 120_000, "max_output_tokens": output}
         assert UnboundedMiddleware(_Named(profile=profile)).model_info.max_output == kept
