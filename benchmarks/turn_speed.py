@@ -675,13 +675,14 @@ class _Compactions:
             self.finished += 1
 
 
-def session_at_trigger() -> tuple[float, int]:
+def session_at_trigger(window: int | None = None) -> tuple[float, int]:
     """One `Session` of the default policy run turn by turn until it compacts: that turn's
-    CPU seconds (the summarizer's call not counted) and the history's length before it."""
+    CPU seconds (the summarizer's call not counted) and the history's length before it.
+    `window`: the context window (None: the model's)."""
     summarizer = _TimedSummarizer()
     compactions = _Compactions()
     session = Session(
-        SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS),
+        SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS, context_window=window),
         policy=Policy(),
         clock=StepClock(),
         summarizer=summarizer,
@@ -714,7 +715,7 @@ def session_at_trigger() -> tuple[float, int]:
     raise RuntimeError("the session never compacted")
 
 
-def dropin_at_trigger() -> tuple[float, int]:
+def dropin_at_trigger(window: int | None = None) -> tuple[float, int]:
     """One wrapped client of the default policy, the caller sending the whole history, run
     until it compacts: that `messages.create`'s CPU seconds (the SDK's own create and the
     summarizer's call not counted) and the caller's history length."""
@@ -745,7 +746,9 @@ def dropin_at_trigger() -> tuple[float, int]:
         return raw
 
     sdk.messages.with_raw_response.create = create
-    client = wrap(sdk, clock=StepClock(), summarizer=summarizer, events=compactions)
+    client = wrap(
+        sdk, context_window=window, clock=StepClock(), summarizer=summarizer, events=compactions
+    )
     history: list[Any] = [{"role": "user", "content": "Refactor the modules one by one."}]
     try:
         for turn in range(1, TRIGGER_TURNS):
@@ -778,7 +781,7 @@ def _sent_tokens(messages: Sequence[Any]) -> int:
     return chars // 4
 
 
-def middleware_at_trigger() -> tuple[float, int]:
+def middleware_at_trigger(window: int | None = None) -> tuple[float, int]:
     """One agent (`create_agent`) with `UnboundedMiddleware(MODEL)` of the
     default policy, run model call after model call until the middleware compacts: that
     call's hooks' CPU seconds (the summarizer's call not counted) and the messages it had."""
@@ -844,7 +847,13 @@ def middleware_at_trigger() -> tuple[float, int]:
             )
             return ChatResult(generations=[ChatGeneration(message=answer)])
 
-    middleware = Timed(MODEL, summarizer=summarizer, summary_retries=0, events=compactions)
+    middleware = Timed(
+        MODEL,
+        context_window=window,
+        summarizer=summarizer,
+        summary_retries=0,
+        events=compactions,
+    )
     # No checkpointer: one invoke runs the whole loop (a checkpointer would store the whole
     # message list at each of its thousands of steps; the middleware's work is the same).
     agent = create_agent(Looping(messages=iter(())), tools=[read_file], middleware=[middleware])
