@@ -47,15 +47,20 @@ that:
   ("messages", 100)`, half the history at marks under 200): the new middleware converts the
   history for the summary, cuts, and rewrites the state. The summary call itself (the
   summarizer's `create`) is not timed.
-- `session_compaction`, `dropin_compaction`, `middleware_compaction`: the compaction at the
-  DEFAULT policy's trigger in a running agent. Each sample starts a new `Session` / wrapped
-  client / `create_agent` (with a checkpointer) with `Policy()` and the model's own window
+- `--at-trigger` only: `session_compaction`, `dropin_compaction`, `middleware_compaction`,
+  the compaction at the DEFAULT policy's trigger in a running agent. Each sample starts a
+  new `Session` / wrapped client / `create_agent` (one invoke, no checkpointer: it would
+  store the whole message list at each of thousands of steps) with `Policy()` and the
+  model's own window
   (200,000 tokens) and runs the tool loop turn after turn, each reply's usage reporting the
   size of the request it answers (the middleware's model: a quarter of the characters it
   was sent), until the policy compacts; what is timed is that turn: the `Session` turn, the
   drop-in's `messages.create`, the middleware's hooks of that model call, the summarizer's
   `create` (which answers at once) not counted. The turns before it (count-based clearing
-  included) are not timed. `_messages_<entry>` is the history's length when it compacted.
+  included) are not timed. `<entry>_compaction_us` is the median of the samples,
+  `_max_us` the slowest, `_messages` the history's length when it compacted. A sample is a
+  whole run to the trigger (thousands of turns, about a minute of CPU each), so `--samples`
+  defaults to `TRIGGER_SAMPLES` here.
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
@@ -67,8 +72,8 @@ no call over 20 ms. Without --json the figures print as one table (median and sl
 per mark, the growth, and both checks for each of our entry points).
 
 Run: python benchmarks/turn_speed.py [--marks 200,1000,3000,10000] [--samples 15] [--json]
-     python benchmarks/turn_speed.py --at-trigger [--samples 15] [--json]   (only the three
-     compaction-at-the-default-trigger rows)
+     python benchmarks/turn_speed.py --at-trigger [--samples 3] [--json]   (instead: only the
+     three compaction-at-the-default-trigger rows)
 """
 
 from __future__ import annotations
@@ -660,6 +665,8 @@ def first_call_per_mark(marks: Sequence[int], samples: int) -> dict[str, float]:
 
 TRIGGER_TURNS = 6_000
 """A run that has not compacted after this many turns is a broken row, not a figure."""
+TRIGGER_SAMPLES = 3
+"""Runs to the trigger per entry point by default (each about a minute of CPU)."""
 
 
 class _Compactions:
@@ -1046,7 +1053,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--marks", default=",".join(map(str, MARKS)), help="history sizes")
-    parser.add_argument("--samples", type=int, default=SAMPLES, help="calls timed per mark")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        help=f"calls timed per mark ({SAMPLES}); with --at-trigger, runs ({TRIGGER_SAMPLES})",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--at-trigger",
@@ -1065,18 +1076,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         print(json.dumps(stored, indent=2))
         return stored
     if args.at_trigger:
-        figures = at_trigger(args.samples)
+        figures = at_trigger(args.samples or TRIGGER_SAMPLES)
         print(json.dumps(figures, indent=2) if args.json else trigger_table(figures))
         return figures
     marks = [int(mark) for mark in args.marks.split(",")]
-    figures = run(marks, args.samples)
-    figures.update(at_trigger(args.samples))
+    figures = run(marks, args.samples or SAMPLES)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
         print(table(figures, sorted(marks)))
-        print()
-        print(trigger_table(figures))
     return figures
 
 
