@@ -47,6 +47,20 @@ that:
   ("messages", 100)`, half the history at marks under 200): the new middleware converts the
   history for the summary, cuts, and rewrites the state. The summary call itself (the
   summarizer's `create`) is not timed.
+- `--at-trigger` only: `session_compaction`, `dropin_compaction`, `middleware_compaction`,
+  the compaction at the DEFAULT policy's trigger in a running agent. Each sample starts a
+  new `Session` / wrapped client / `create_agent` (one invoke, no checkpointer: it would
+  store the whole message list at each of thousands of steps) with `Policy()` and the
+  model's own window
+  (200,000 tokens) and runs the tool loop turn after turn, each reply's usage reporting the
+  size of the request it answers (the middleware's model: a quarter of the characters it
+  was sent), until the policy compacts; what is timed is that turn: the `Session` turn, the
+  drop-in's `messages.create`, the middleware's hooks of that model call, the summarizer's
+  `create` (which answers at once) not counted. The turns before it (count-based clearing
+  included) are not timed. `<entry>_compaction_us` is the median of the samples,
+  `_max_us` the slowest, `_messages` the history's length when it compacted. A sample is a
+  whole run to the trigger (thousands of turns, about a minute of CPU each), so `--samples`
+  defaults to `TRIGGER_SAMPLES` here.
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
@@ -58,6 +72,8 @@ no call over 20 ms. Without --json the figures print as one table (median and sl
 per mark, the growth, and both checks for each of our entry points).
 
 Run: python benchmarks/turn_speed.py [--marks 200,1000,3000,10000] [--samples 15] [--json]
+     python benchmarks/turn_speed.py --at-trigger [--samples 3] [--json]   (instead: only the
+     three compaction-at-the-default-trigger rows)
 """
 
 from __future__ import annotations
@@ -645,6 +661,265 @@ def first_call_per_mark(marks: Sequence[int], samples: int) -> dict[str, float]:
     return figures
 
 
+# -- compaction at the default trigger --------------------------------------------------------
+
+TRIGGER_TURNS = 6_000
+"""A run that has not compacted after this many turns is a broken row, not a figure."""
+TRIGGER_SAMPLES = 3
+"""Runs to the trigger per entry point by default (each about a minute of CPU)."""
+
+
+class _Compactions:
+    """An event sink that counts the compactions that finished."""
+
+    def __init__(self) -> None:
+        self.finished = 0
+
+    def __call__(self, event: Any) -> None:
+        from unbounded.events import CompactionFinished
+
+        if isinstance(event, CompactionFinished):
+            self.finished += 1
+
+
+def session_at_trigger(window: int | None = None) -> tuple[float, int]:
+    """One `Session` of the default policy run turn by turn until it compacts: that turn's
+    CPU seconds (the summarizer's call not counted) and the history's length before it.
+    `window`: the context window (None: the model's)."""
+    summarizer = _TimedSummarizer()
+    compactions = _Compactions()
+    session = Session(
+        SessionConfig(model=MODEL, system=SYSTEM, tools=TOOLS, context_window=window),
+        policy=Policy(),
+        clock=StepClock(),
+        summarizer=summarizer,
+        events=compactions,
+    )
+    loop = asyncio.new_event_loop()
+    try:
+        session.add_user("Refactor the modules one by one.")
+        for index in range(1, TRIGGER_TURNS):
+            result = [tool_result(index - 1)] if index > 1 else []
+            length = len(session.messages)
+            spent = summarizer.spent
+            started = time.thread_time()
+            if result:
+                session.add_tool_results(result)
+            request = loop.run_until_complete(session.prepare())
+            paused = time.thread_time()
+            # The reply reports the size of the request it answers, as the API would: the
+            # estimate of what prepare built (after a clearing, less than the session's count
+            # until this usage arrives). Not timed.
+            answer = reply(index, session.estimate_request_tokens(request["messages"]))
+            resumed = time.thread_time()
+            session.record(answer)
+            elapsed = time.thread_time() - started - (resumed - paused) - (summarizer.spent - spent)
+            if compactions.finished:
+                return elapsed, length
+    finally:
+        session.close()
+        loop.close()
+    raise RuntimeError("the session never compacted")
+
+
+def dropin_at_trigger(window: int | None = None) -> tuple[float, int]:
+    """One wrapped client of the default policy, the caller sending the whole history, run
+    until it compacts: that `messages.create`'s CPU seconds (the SDK's own create and the
+    summarizer's call not counted) and the caller's history length."""
+    import anthropic
+    from anthropic.types import Message
+
+    from unbounded.integrations import wrap
+
+    sdk = anthropic.Anthropic(api_key="benchmark", base_url="http://127.0.0.1:9")
+    summarizer = _TimedSummarizer()
+    compactions = _Compactions()
+    index = [0]
+    sdk_time = [0.0]
+
+    @functools.wraps(sdk.messages.create)
+    def create(**kwargs: Any) -> Any:
+        started = time.thread_time()
+        # The reply reports the size of the request it answers, as the API would (the
+        # estimate of the messages sent).
+        sent = client.session.estimate_request_tokens(kwargs["messages"])
+        body = {
+            **reply(index[0], sent),
+            "type": "message",
+            "role": "assistant",
+        }
+        raw = _RawReply(Message.model_validate(body), body)
+        sdk_time[0] += time.thread_time() - started
+        return raw
+
+    sdk.messages.with_raw_response.create = create
+    client = wrap(
+        sdk, context_window=window, clock=StepClock(), summarizer=summarizer, events=compactions
+    )
+    history: list[Any] = [{"role": "user", "content": "Refactor the modules one by one."}]
+    try:
+        for turn in range(1, TRIGGER_TURNS):
+            index[0] = turn
+            spent = summarizer.spent
+            sdk_time[0] = 0.0
+            started = time.thread_time()
+            message = client.messages.create(
+                model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=history
+            )
+            elapsed = time.thread_time() - started - (summarizer.spent - spent) - sdk_time[0]
+            if compactions.finished:
+                return elapsed, len(history)
+            history.append({"role": "assistant", "content": message.content})
+            history.append({"role": "user", "content": [tool_result(turn)]})
+    finally:
+        client.close()
+    raise RuntimeError("the drop-in never compacted")
+
+
+def _sent_tokens(messages: Sequence[Any]) -> int:
+    """What the scripted model reports it was sent: a quarter of the characters of the
+    messages' content and tool calls, plus the tools' schemas."""
+    chars = 2_400
+    for message in messages:
+        content = message.content
+        chars += len(content) if isinstance(content, str) else len(json.dumps(content))
+        for call in getattr(message, "tool_calls", None) or ():
+            chars += 60 + len(call["args"].get("path", ""))  # the id, name and argument
+    return chars // 4
+
+
+def middleware_at_trigger(window: int | None = None) -> tuple[float, int]:
+    """One agent (`create_agent`) with `UnboundedMiddleware(MODEL)` of the
+    default policy, run model call after model call until the middleware compacts: that
+    call's hooks' CPU seconds (the summarizer's call not counted) and the messages it had."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    from unbounded.integrations.langchain import UnboundedMiddleware
+
+    summarizer = _TimedSummarizer()
+    compactions = _Compactions()
+    found: list[tuple[float, int]] = []
+
+    class Timed(UnboundedMiddleware):
+        pending = 0.0
+        length = 0
+
+        def before_model(self, state: Any, runtime: Any) -> Any:
+            spent = summarizer.spent
+            started = time.thread_time()
+            try:
+                return super().before_model(state, runtime)
+            finally:
+                self.pending = time.thread_time() - started - (summarizer.spent - spent)
+                self.length = len(state["messages"])
+
+        def after_model(self, state: Any, runtime: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return super().after_model(state, runtime)
+            finally:
+                if compactions.finished and not found:
+                    found.append((self.pending + time.thread_time() - started, self.length))
+
+    class Looping(GenericFakeChatModel):
+        step: int = 0
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            self.step += 1
+            done = bool(found) or self.step >= TRIGGER_TURNS
+            prompt = _sent_tokens(messages)
+            call = tool_call(self.step)
+            answer = AIMessage(
+                content="Done." if done else f"Step {self.step}: next module.",
+                tool_calls=[]
+                if done
+                else [
+                    {"id": call["id"], "name": "read_file", "args": {"path": call["input"]["path"]}}
+                ],
+                id=f"ai-{self.step}",
+                usage_metadata={
+                    "input_tokens": prompt,
+                    "output_tokens": 40,
+                    "total_tokens": prompt + 40,
+                    "input_token_details": {"cache_read": max(0, prompt - 620)},
+                },
+            )
+            return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    middleware = Timed(
+        MODEL,
+        context_window=window,
+        summarizer=summarizer,
+        summary_retries=0,
+        events=compactions,
+    )
+    # No checkpointer: one invoke runs the whole loop (a checkpointer would store the whole
+    # message list at each of its thousands of steps; the middleware's work is the same).
+    agent = create_agent(Looping(messages=iter(())), tools=[read_file], middleware=[middleware])
+    config: Any = {"configurable": {"thread_id": "trigger"}, "recursion_limit": 3 * TRIGGER_TURNS}
+    agent.invoke({"messages": [HumanMessage("Refactor the modules one by one.")]}, config)
+    if not found:
+        raise RuntimeError("the middleware never compacted")
+    return found[0]
+
+
+def at_trigger(samples: int) -> dict[str, float]:
+    """The compaction at the default policy's trigger, per entry point, `samples` runs each
+    (the entry points taken in turn, run after run, so load falls on them alike)."""
+    runs: dict[str, Callable[[], tuple[float, int]]] = {"session": session_at_trigger}
+    try:
+        import anthropic  # noqa: F401
+
+        runs["dropin"] = dropin_at_trigger
+    except ImportError:
+        pass
+    try:
+        import langchain.agents.middleware  # noqa: F401
+
+        runs["middleware"] = middleware_at_trigger
+    except ImportError:
+        pass
+    timed: dict[str, list[float]] = {name: [] for name in runs}
+    lengths: dict[str, int] = {}
+    for _ in range(samples):
+        for name, run_one in runs.items():
+            elapsed, lengths[name] = run_one()
+            timed[name].append(elapsed)
+    figures: dict[str, float] = {}
+    for name, taken in timed.items():
+        figures[f"{name}_compaction_us"] = round(statistics.median(taken) * 1e6, 1)
+        figures[f"{name}_compaction_max_us"] = round(max(taken) * 1e6, 1)
+        figures[f"{name}_compaction_messages"] = lengths[name]
+    return figures
+
+
+def trigger_table(figures: dict[str, float]) -> str:
+    """The compaction-at-the-default-trigger figures as one table."""
+    lines = ["compaction at the default trigger   messages   median / slowest µs  <=20ms"]
+    for name, label in (
+        ("session", "Session turn"),
+        ("dropin", "drop-in messages.create"),
+        ("middleware", "middleware hooks in create_agent"),
+    ):
+        if f"{name}_compaction_us" not in figures:
+            continue
+        slowest = figures[f"{name}_compaction_max_us"]
+        cell = f"{figures[f'{name}_compaction_us']:,.0f} / {slowest:,.0f}"
+        lines.append(
+            f"{label:<34}  {figures[f'{name}_compaction_messages']:>8,.0f}  {cell:>21}  "
+            + ("ok" if slowest <= STEP_LIMIT_US else "OVER")
+        )
+    return "\n".join(lines)
+
+
 def middleware_per_call(marks: Sequence[int], samples: int) -> dict[str, float]:
     """Our middleware's and LangChain's own stack's hooks per model call inside create_agent."""
     try:
@@ -778,8 +1053,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--marks", default=",".join(map(str, MARKS)), help="history sizes")
-    parser.add_argument("--samples", type=int, default=SAMPLES, help="calls timed per mark")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        help=f"calls timed per mark ({SAMPLES}); with --at-trigger, runs ({TRIGGER_SAMPLES})",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--at-trigger",
+        action="store_true",
+        help="instead: only the compaction at the default policy's trigger, per entry point",
+    )
     parser.add_argument(
         "--checkpoint-writes",
         type=int,
@@ -791,8 +1075,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         stored = checkpoint_writes(args.checkpoint_writes)
         print(json.dumps(stored, indent=2))
         return stored
+    if args.at_trigger:
+        figures = at_trigger(args.samples or TRIGGER_SAMPLES)
+        print(json.dumps(figures, indent=2) if args.json else trigger_table(figures))
+        return figures
     marks = [int(mark) for mark in args.marks.split(",")]
-    figures = run(marks, args.samples)
+    figures = run(marks, args.samples or SAMPLES)
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

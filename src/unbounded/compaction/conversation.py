@@ -85,6 +85,7 @@ from unbounded.tokens.estimate import (
     rough_token_count,
     token_count_with_estimation,
 )
+from unbounded.wire.context_edits import COMPACTION_BLOCK
 
 Trigger = Literal["auto", "manual"]
 
@@ -332,6 +333,43 @@ def strip_images_and_documents(messages: list[MessageParam]) -> list[MessagePara
                 continue
         result.append(message)
     return result
+
+
+_REWRITTEN_BLOCKS = frozenset({"image", "document", COMPACTION_BLOCK})
+"""Blocks a summary request rewrites (media as text, server compactions as their summary)."""
+_REWRITTEN_INSIDE = _REWRITTEN_BLOCKS | {"tool_result"}
+
+
+def _as_sent_for_summary(messages: list[MessageParam]) -> list[MessageParam]:
+    """The messages a summary request sends: from the last server compaction on, its blocks
+    as text, media as placeholders. One pass finds whether any message holds such a block;
+    most conversations hold none, and the three rewrites (each a walk of every block) would
+    then return the same messages."""
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind in _REWRITTEN_BLOCKS:
+                break
+            if kind == "tool_result":
+                inner = block.get("content")
+                # Media inside a result is rewritten too (a nested result: looked into).
+                if isinstance(inner, list) and any(
+                    isinstance(part, Mapping) and part.get("type") in _REWRITTEN_INSIDE
+                    for part in inner
+                ):
+                    break
+        else:
+            continue
+        # What a server compaction stands for is the server's summary alone (server_blocks).
+        return compaction_blocks_as_text(
+            strip_images_and_documents(from_last_server_compaction(messages))
+        )
+    return list(messages)
 
 
 def _without_reinjected(entries: Sequence[Entry]) -> list[Entry]:
@@ -651,9 +689,7 @@ class SummaryJob:
             to_send = list(sent_messages)
         else:
             to_send = normalize_messages(_without_reinjected(self.view))
-        # What a server compaction stands for is the server's summary alone (server_blocks).
-        to_send = from_last_server_compaction(to_send)
-        self.messages = compaction_blocks_as_text(strip_images_and_documents(to_send))
+        self.messages = _as_sent_for_summary(to_send)
         # A full compaction summarizes the whole view (a kept tail included), which
         # `pre_tokens` counted: not counted again.
         self._replaced_tokens = (

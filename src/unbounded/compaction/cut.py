@@ -21,14 +21,17 @@ from unbounded.model.entries import Entry
 from unbounded.tokens.estimate import entry_tokens, pad_estimate
 
 
+def _carries_results(entry: Entry) -> bool:
+    """Whether this record is a user message carrying a tool_result."""
+    if entry.type != "user":
+        return False
+    content = entry.content
+    return isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+
+
 def has_tool_results(entries: Sequence[Entry]) -> bool:
     """Whether any of these records is a user message carrying a tool_result."""
-    return any(
-        e.type == "user"
-        and isinstance(e.content, list)
-        and any(b.get("type") == "tool_result" for b in e.content)
-        for e in entries
-    )
+    return any(_carries_results(e) for e in entries)
 
 
 def is_one_run(entries: Sequence[Entry], kept: Sequence[Entry]) -> bool:
@@ -135,7 +138,8 @@ def turn_tail_start(entries: Sequence[Entry], view: Sequence[Entry]) -> str | No
 def round_starts(view: Sequence[Entry | None]) -> list[int]:
     """Indexes where a round may start: every record but one carrying tool results (a cut
     there would leave results whose calls were summarized)."""
-    return [i for i, entry in enumerate(view) if entry is None or not has_tool_results([entry])]
+    # Asked of every record of the view: one record at a time, no list made for each.
+    return [i for i, entry in enumerate(view) if entry is None or not _carries_results(entry)]
 
 
 def kept_rounds_start(

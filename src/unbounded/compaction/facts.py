@@ -208,6 +208,14 @@ def todo_list_from_tool(block: Mapping[str, Any]) -> list[Any] | None:
     return None
 
 
+def _without_text(content: Any) -> bool:
+    """Whether a user message's content is a list without a text block (tool results, media):
+    no request, as `classify_user_content` would tell."""
+    return isinstance(content, list) and not any(
+        isinstance(block, dict) and block.get("type") == "text" for block in content
+    )
+
+
 class _Collector:
     """Accumulates facts in order, deduplicating as it goes."""
 
@@ -302,29 +310,33 @@ class _Collector:
                 self.prompt(text)
 
     def entry(self, entry: Entry) -> None:
-        if entry.type == "attachment":
+        kind = entry.type
+        if kind == "attachment":
             attachment = entry.attachment or {}
             if attachment.get("type") == "todo" and isinstance(attachment.get("content"), list):
                 self.todos = attachment["content"]
             return
-        if entry.type not in ("user", "assistant"):
+        if kind != "user" and kind != "assistant":
             return
-        role = entry.role or entry.type
-        if entry.is_compact_summary:
-            self.summaries.append(text_of(entry.content))
-        elif role == "user":
+        role = entry.role or kind
+        content = entry.content
+        summary = entry.is_compact_summary
+        if summary:
+            self.summaries.append(text_of(content))
+        elif role == "user" and not _without_text(content):
+            # A record without text (tool results: most user records of an agent's loop) is
+            # no request (`classify_user_entry`): not sorted one by one.
             request = classify_user_entry(entry).request
             if request:
                 self.requests.append(request)
-        if role == "user" and (entry.is_meta or entry.is_compact_summary):
+        if role == "user" and (summary or entry.is_meta):
             # Meta and summary messages are not prompts, but tool results in them still count.
-            content = entry.content
             if isinstance(content, list):
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         self.tool_result(block)
             return
-        self.content(role, entry.content, one_prompt=True)
+        self.content(role, content, one_prompt=True)
 
     def message(self, message: Mapping[str, Any]) -> None:
         role = message.get("role")

@@ -552,7 +552,7 @@ class WorkingStateReader:
         return self.state.copy()
 
     def _feed(self, index: int, entry: Entry) -> None:
-        moment = _entry_time(entry, index)
+        # The entry's time is parsed only for what records it (most entries record nothing).
         if entry.type == "attachment":
             attachment = entry.attachment or {}
             if attachment.get("type") == "todo" and isinstance(attachment.get("content"), list):
@@ -568,7 +568,7 @@ class WorkingStateReader:
                 and entry.is_meta
                 and isinstance(content, str)
             ):
-                self.state.record_skill(self._pending_skill, content, moment)
+                self.state.record_skill(self._pending_skill, content, _entry_time(entry, index))
                 self._pending_skill = None
             return
         for block in content:
@@ -583,7 +583,7 @@ class WorkingStateReader:
                 path = file_read_path(block) or written
                 if path:
                     self._call_paths[str(block.get("id", ""))] = path
-                    self.state.record_read(path, moment, write=path == written)
+                    self.state.record_read(path, _entry_time(entry, index), write=path == written)
                 if written and PLAN_DIRECTORY_MARKER in written.replace("\\", "/"):
                     self.state.plan_file_path = written
                     text = tool_input.get("content")
@@ -609,9 +609,10 @@ class WorkingStateReader:
                 if path and text_of(block.get("content")).lstrip().startswith(
                     UNCHANGED_STUB_PREFIX
                 ):
-                    self.state.record_stub(path, moment)
+                    self.state.record_stub(path, _entry_time(entry, index))
             elif kind == "text" and self._pending_skill and entry.type == "user" and entry.is_meta:
-                self.state.record_skill(self._pending_skill, str(block.get("text", "")), moment)
+                text = str(block.get("text", ""))
+                self.state.record_skill(self._pending_skill, text, _entry_time(entry, index))
                 self._pending_skill = None
 
 

@@ -73,7 +73,9 @@ class Entry:
     @property
     def type(self) -> str:
         """The record type: user, assistant, system, attachment, progress, or a metadata type."""
-        return str(self.data.get("type", ""))
+        value = self.data.get("type", "")
+        # Read for every record by every walk of a long transcript: no str() of a str.
+        return value if type(value) is str else str(value)
 
     @property
     def subtype(self) -> str | None:
@@ -166,8 +168,8 @@ class Entry:
     @property
     def content(self) -> str | list[ContentBlock]:
         """The message content (a string or a list of blocks); empty when there is none."""
-        message = self.message
-        if not message:
+        message = self.data.get("message")  # `message`, read without a second property call
+        if not message or not isinstance(message, dict):
             return []
         content = message.get("content")
         if content is None:

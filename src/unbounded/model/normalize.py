@@ -94,6 +94,14 @@ def _tool_result_ids(blocks: list[dict[str, Any]]) -> list[str]:
     return [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
 
 
+def _content_ids(content: Any, kind: str, key: str) -> list[str]:
+    """`key` of each `kind` block of a message's content (`_tool_use_ids` /
+    `_tool_result_ids` of its `_blocks`, without the copy: a string holds no such block)."""
+    if not isinstance(content, list):
+        return []
+    return [str(b.get(key)) for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
 def _result_as_text(block: dict[str, Any]) -> dict[str, Any]:
     content = block.get("content")
     if isinstance(content, list):
@@ -130,6 +138,14 @@ def _sendable(content: Any) -> Any:
     Claude Code writes while streaming); None when nothing is left."""
     if isinstance(content, str):
         return content if content.strip() else None
+    if isinstance(content, list) and content:
+        # The common case, checked without building the lists below: every block a dict and
+        # none a blank text, so the content is sent as it is.
+        for block in content:
+            if not isinstance(block, dict) or _is_blank_text(block):
+                break
+        else:
+            return content
     blocks = _blocks(content)
     kept = [b for b in blocks if not _is_blank_text(b)]
     if not kept:
@@ -345,10 +361,10 @@ class MessageNormalizer:
         if index - 1 in self._suspects and messages[index - 1]["role"] == "assistant":
             self._suspects.add(index)  # the calls it answers are being repaired
             return
-        results = _tool_result_ids(_blocks(messages[index]["content"]))
+        results = _content_ids(messages[index]["content"], "tool_result", "tool_use_id")
         calls: list[str] = []
         if index > 0 and messages[index - 1]["role"] == "assistant":
-            calls = _tool_use_ids(_blocks(messages[index - 1]["content"]))
+            calls = _content_ids(messages[index - 1]["content"], "tool_use", "id")
         if set(calls) - set(results) or set(results) - set(calls) or len(results) != len(
             set(results)
         ):

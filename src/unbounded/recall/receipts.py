@@ -33,7 +33,12 @@ from unbounded.model.record_checks import (
 from unbounded.model.record_checks import RECEIPT_KEY as RECEIPT_KEY
 from unbounded.model.record_checks import receipt_problem
 from unbounded.recall.index import ToolCall, TranscriptIndex, clip
-from unbounded.tokens.estimate import entry_tokens, rough_token_count, tool_result_tokens
+from unbounded.tokens.estimate import (
+    block_tokens,
+    entry_tokens,
+    rough_token_count,
+    tool_result_tokens,
+)
 
 RECEIPT_VERSION = 1
 NOTE_HANDLES = 8
@@ -98,8 +103,7 @@ def microcompact_receipt_entry(receipt: Mapping[str, Any], *, timestamp: str) ->
             "type": "system",
             "subtype": MICROCOMPACT_RECEIPT_SUBTYPE,
             "content": (
-                f"{count} old tool result(s) {verb} "
-                f"(~{int(receipt.get('tokens') or 0):,} tokens)"
+                f"{count} old tool result(s) {verb} (~{int(receipt.get('tokens') or 0):,} tokens)"
             ),
             "isMeta": True,
             "level": "info",
@@ -121,15 +125,38 @@ def compaction_receipt(
     """The receipt of a compaction that replaced `dropped` (the records of the view it
     summarized) with `summary_text`."""
     items: list[dict[str, Any]] = []
+    messages = 0
+    tokens = 0
     for entry in dropped:
-        content = entry.content if entry.type == "user" else ""
-        if isinstance(content, str):
+        kind = entry.type
+        if kind != "user":
+            messages += kind == "assistant"
+            tokens += entry_tokens(entry)
             continue
+        messages += 1
+        content = entry.content
+        if isinstance(content, str):
+            tokens += rough_token_count(content)
+            continue
+        # One walk of the blocks gives both the entry's tokens (`entry_tokens`: the blocks'
+        # estimates, of a list only) and its results' items, each result estimated once.
+        counted = isinstance(content, list)
         for block in content:
-            if not isinstance(block, Mapping) or block.get("type") != "tool_result":
+            if not isinstance(block, dict):
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    tool_id = str(block.get("tool_use_id"))
+                    item = tool_result_item(index.get(tool_id), tool_id, tool_result_tokens(block))
+                    if tool_id in already_cleared:
+                        item["alreadyCleared"] = True
+                    items.append(item)
+                continue
+            if block.get("type") != "tool_result":
+                tokens += block_tokens(block) if counted else 0
                 continue
             tool_id = str(block.get("tool_use_id"))
-            item = tool_result_item(index.get(tool_id), tool_id, tool_result_tokens(block))
+            result_tokens = tool_result_tokens(block)
+            tokens += result_tokens if counted else 0
+            item = tool_result_item(index.get(tool_id), tool_id, result_tokens)
             if tool_id in already_cleared:
                 item["alreadyCleared"] = True
             items.append(item)
@@ -137,8 +164,8 @@ def compaction_receipt(
     mentioned = [path for path in files if _mentions(summary_text, path)]
     return {
         "version": RECEIPT_VERSION,
-        "messages": sum(1 for e in dropped if e.type in ("user", "assistant")),
-        "tokens": sum(entry_tokens(e) for e in dropped),
+        "messages": messages,
+        "tokens": tokens,
         "toolResults": items,
         "files": files,
         "covered": {
@@ -286,8 +313,9 @@ def _checked(entry: Entry, data: object, where: str) -> Mapping[str, Any] | None
     problem = receipt_problem(data, where)
     if problem is not None:
         raise TranscriptError(
-            problem, line=entry.line, hint="fix or remove the record (its uuid: "
-            f"{str(entry.uuid)[:40]})"
+            problem,
+            line=entry.line,
+            hint=f"fix or remove the record (its uuid: {str(entry.uuid)[:40]})",
         )
     return data if isinstance(data, Mapping) else None
 
