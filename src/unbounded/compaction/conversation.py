@@ -340,6 +340,12 @@ _REWRITTEN_BLOCKS = frozenset({"image", "document", COMPACTION_BLOCK})
 _REWRITTEN_INSIDE = _REWRITTEN_BLOCKS | {"tool_result"}
 
 
+def _may_be_rewritten(kind: object, kinds: frozenset[str]) -> bool:
+    """Whether a block of type `kind` may be one the rewrites change: a type that is not a
+    string (malformed input, which the rewrites send as it is) is left to them to decide."""
+    return kind in kinds if isinstance(kind, str) else kind is not None
+
+
 def _as_sent_for_summary(messages: list[MessageParam]) -> list[MessageParam]:
     """The messages a summary request sends: from the last server compaction on, its blocks
     as text, media as placeholders. One pass finds whether any message holds such a block;
@@ -353,13 +359,14 @@ def _as_sent_for_summary(messages: list[MessageParam]) -> list[MessageParam]:
             if not isinstance(block, Mapping):
                 continue
             kind = block.get("type")
-            if kind in _REWRITTEN_BLOCKS:
+            if _may_be_rewritten(kind, _REWRITTEN_BLOCKS):
                 break
             if kind == "tool_result":
                 inner = block.get("content")
                 # Media inside a result is rewritten too (a nested result: looked into).
                 if isinstance(inner, list) and any(
-                    isinstance(part, Mapping) and part.get("type") in _REWRITTEN_INSIDE
+                    isinstance(part, Mapping)
+                    and _may_be_rewritten(part.get("type"), _REWRITTEN_INSIDE)
                     for part in inner
                 ):
                     break
