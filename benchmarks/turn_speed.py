@@ -702,6 +702,7 @@ def session_at_trigger(window: int | None = None) -> tuple[float, int]:
             result = [tool_result(index - 1)] if index > 1 else []
             length = len(session.messages)
             spent = summarizer.spent
+            before = compactions.finished
             started = time.thread_time()
             if result:
                 session.add_tool_results(result)
@@ -714,7 +715,7 @@ def session_at_trigger(window: int | None = None) -> tuple[float, int]:
             resumed = time.thread_time()
             session.record(answer)
             elapsed = time.thread_time() - started - (resumed - paused) - (summarizer.spent - spent)
-            if compactions.finished:
+            if compactions.finished > before:  # this turn compacted
                 return elapsed, length
     finally:
         session.close()
@@ -762,12 +763,13 @@ def dropin_at_trigger(window: int | None = None) -> tuple[float, int]:
             index[0] = turn
             spent = summarizer.spent
             sdk_time[0] = 0.0
+            before = compactions.finished
             started = time.thread_time()
             message = client.messages.create(
                 model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=history
             )
             elapsed = time.thread_time() - started - (summarizer.spent - spent) - sdk_time[0]
-            if compactions.finished:
+            if compactions.finished > before:  # this call compacted
                 return elapsed, len(history)
             history.append({"role": "assistant", "content": message.content})
             history.append({"role": "user", "content": [tool_result(turn)]})
@@ -1071,6 +1073,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         help="instead: the bytes a checkpointer stores per invoke at MARK messages",
     )
     args = parser.parse_args(argv)
+    if args.samples is not None and args.samples < 1:
+        parser.error(f"--samples must be at least 1, not {args.samples}")
     if args.checkpoint_writes is not None:
         stored = checkpoint_writes(args.checkpoint_writes)
         print(json.dumps(stored, indent=2))

@@ -3,6 +3,8 @@ swaps tiktoken's rank loader only for its own build (`tokens/exact.py`)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from typing import Any
 
@@ -73,3 +75,17 @@ def test_tiktokens_own_loader_is_untouched_while_building(
 def test_an_unknown_encoding_is_refused(no_built_encodings: None) -> None:
     with pytest.raises(exact.ConfigError, match="unknown encoding 'p50k_base'"):
         exact.get_encoding("p50k_base")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a forked child is POSIX's")
+def test_a_child_forked_while_the_lock_is_held_still_builds() -> None:
+    # The parent's builder thread does not exist in the child: the lock it held must not.
+    with exact._ENCODING_LOCK:
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            signal.alarm(60)  # a hang ends the child with SIGALRM instead of the test
+            exact._ENCODINGS.clear()
+            built = exact.get_encoding("cl100k_base").encode_ordinary("hello world")
+            os._exit(0 if built == [15339, 1917] else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,32 @@ def test_each_entry_point_reaches_the_default_trigger_and_times_that_turn(entry:
     assert 0 < elapsed < 60 and math.isfinite(elapsed)
     # It compacted a history that had grown, not the first turn's.
     assert length > 20
+
+
+@pytest.mark.parametrize("entry", ["session", "dropin", "middleware"])
+def test_the_timed_turn_is_the_one_that_compacted(
+    entry: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if entry == "dropin":
+        pytest.importorskip("anthropic")
+    if entry == "middleware":
+        pytest.importorskip("langchain.agents.middleware")
+    from unbounded.compaction import conversation
+
+    building = conversation._as_sent_for_summary
+
+    def slow_building(messages: Any) -> Any:
+        # CPU the compaction's own work spends: only the turn that compacts holds it
+        until = time.thread_time() + 0.3
+        while time.thread_time() < until:
+            pass
+        return building(messages)
+
+    monkeypatch.setattr(conversation, "_as_sent_for_summary", slow_building)
+    module = _turn_speed()
+    module.TRIGGER_TURNS = 400
+    elapsed, _length = getattr(module, f"{entry}_at_trigger")(50_000)
+    assert elapsed >= 0.3
 
 
 def test_a_run_that_never_compacts_is_an_error_not_a_figure() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import os
 import threading
 import types
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +29,17 @@ from unbounded.tokens.estimate import TOKENS_PER_IMAGE, content_tokens
 
 _ENCODING_LOCK = threading.Lock()
 _ENCODINGS: dict[str, tiktoken.Encoding] = {}
+
+
+def _new_lock_in_child() -> None:
+    # A child forked while another thread of the parent built an encoding would find the
+    # lock held forever (that thread does not exist in the child); it builds its own.
+    global _ENCODING_LOCK
+    _ENCODING_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 OPENAI_MESSAGE_OVERHEAD = 3
 """Tokens the chat format adds per message (role and separators), as in OpenAI's cookbook."""
 
