@@ -148,6 +148,8 @@ class RequestBlocks:
     folded: int = 0
     """How many blocks after the head have their figures folded away (`fold`): the columns
     hold the head's, then those of flat positions `head + folded` on."""
+    _resumed: bool = False
+    """`resume` was called since the last update."""
 
     @property
     def size(self) -> int:
@@ -175,6 +177,19 @@ class RequestBlocks:
         return not self.folded or stop < self._head_blocks or start >= self._head_blocks + (
             self.folded
         )
+
+    @property
+    def head(self) -> tuple[Any, ...] | None:
+        """The last request's `request_head` (None before any, or after `reset`)."""
+        return self._head
+
+    def resume(self) -> None:
+        """Take these figures up again after requests of another head were made elsewhere
+        (`CacheSimulator` keeps one `RequestBlocks` per head): the next update compares every
+        message (a source's promise was about its last request, not this one's) and keeps
+        nothing from the request before it (`kept` 0, as for a changed head)."""
+        self._source = None
+        self._resumed = True
 
     def reset(self) -> None:
         """Forget the last request: the next update is computed in full (folded figures
@@ -229,16 +244,9 @@ class RequestBlocks:
         messages = request.get("messages") or []
         source = unchanged[0] if unchanged is not None else None
         told, self._source = self._source if source is not None else None, source
-        head = (
-            request.get("model"),
-            tuple(sorted(str(b) for b in request.get("betas") or [])),
-            request.get("thinking"),
-            request.get("tool_choice"),
-            request.get("tools"),
-            request.get("system"),
-            drop_earlier_thinking,
-        )
+        head = request_head(request, drop_earlier_thinking)
         fresh = head != self._head
+        resumed, self._resumed = self._resumed, False
         if fresh:
             self._head = head
             self._set_head(request)
@@ -249,6 +257,10 @@ class RequestBlocks:
             reused = start + shared_prefix_length(messages[start:], self._messages[start:])
         else:
             reused = shared_prefix_length_own(messages, self._messages)
+        if resumed:
+            # Equal messages were reused: hold the request's own objects (settled copies made
+            # while these figures were shelved), not equal ones no one else holds.
+            self._messages[:reused] = messages[:reused]
         turns = self._turns
         turns_before = turns[-1] if turns else -1
         kept = bisect_left(turns, reused)
@@ -276,7 +288,7 @@ class RequestBlocks:
         if reused < len(messages):
             self._remember_cut(reused)
         self._cut(reused)
-        self.kept = 0 if fresh else self.size
+        self.kept = 0 if fresh or resumed else self.size
         try:
             for index in range(reused, len(messages)):
                 self._add_message(
@@ -431,6 +443,20 @@ class RequestBlocks:
         if isinstance(control, Mapping):
             self.markers.append(self.size - 1)
             self.marker_controls.append(control)
+
+
+def request_head(request: Mapping[str, Any], drop_earlier_thinking: bool) -> tuple[Any, ...]:
+    """What a request's figures all depend on (model, betas, thinking, tool_choice, tools,
+    system, whether earlier thinking is dropped): a change of it recomputes everything."""
+    return (
+        request.get("model"),
+        tuple(sorted(str(b) for b in request.get("betas") or [])),
+        request.get("thinking"),
+        request.get("tool_choice"),
+        request.get("tools"),
+        request.get("system"),
+        drop_earlier_thinking,
+    )
 
 
 def _blocks_of(content: Any) -> list[Any]:

@@ -42,7 +42,10 @@ Token counts per block come from a pluggable counter: by default the rough estim
 (e.g. `TiktokenCounter`) through `TextBlockCounter`, or your own `BlockTokenCounter`.
 A request reuses the blocks, digests, counts and prefix hashes of the messages it repeats
 from the one before (`request_blocks.py`), so a long session costs O(new blocks) per request;
-counts are also memoised by block digest. Expired cache entries are forgotten as the
+counts are also memoised by block digest. The figures are kept per head (model, system,
+tools...; `SHELVED_HEADS` others besides the last one), so a session that switches models
+back and forth takes each model's figures up where its last request left them instead of
+computing its whole history again at every switch. Expired cache entries are forgotten as the
 session goes on.
 
 Scope is a cache-key dimension only: one simulator is one organisation, so global entries
@@ -67,7 +70,7 @@ from unbounded.caching.blocks import (
     without_cache_control,
     without_earlier_thinking,
 )
-from unbounded.caching.request_blocks import RequestBlocks
+from unbounded.caching.request_blocks import RequestBlocks, request_head
 from unbounded.caching.ttl import (
     DEFAULT_QUERY_SOURCE,
     CacheTtl,
@@ -94,6 +97,10 @@ A message a request repeats, or re-adds after a cut, keeps its counts without th
 serves new objects with known content (a marked copy of a message, then the message)."""
 PRUNE_EVERY = 1_000
 """Expired cache entries are forgotten every this many requests."""
+SHELVED_HEADS = 2
+"""Figures of this many heads besides the last request's are kept (the least recently sent
+goes first): a session alternating between a few models recomputes only what each model's
+request added since its last one."""
 FOLD_KEEP_MESSAGES = 64
 """A folding simulator (`CacheSimulator.fold_settled`) keeps the figures of at least this many
 last messages: the ones a next request may still change."""
@@ -414,6 +421,8 @@ class CacheSimulator:
         self._calls = 0
         self._blocks = RequestBlocks(self._count, self._flush_openai)
         """The last request's blocks and hashes, reused by the next for what it repeats."""
+        self._shelf: list[RequestBlocks] = []
+        """The figures of the last requests of other heads, least recently sent first."""
         self.fold_settled = False
         """Let go of the figures of the blocks before the last `FOLD_KEEP_MESSAGES` messages
         that no marker of the last request could read back to (`RequestBlocks.fold`): for a
@@ -432,6 +441,7 @@ class CacheSimulator:
             forked._openai.update(self._implicit_openai(0, self._blocks.size))
         forked._token_memo = dict(self._token_memo)
         forked._blocks = RequestBlocks(forked._count, forked._flush_openai)
+        forked._shelf = []
         return forked
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CacheSimulator:
@@ -482,8 +492,12 @@ class CacheSimulator:
     def swap_message(self, index: int, old: object, new: object) -> bool:
         """Hold `new` in place of `old` as the last request's message `index` (the caller's
         promise: `new` is `old` settled, with the figures held; `RequestBlocks.swap`); whether
-        `old` was there."""
-        return self._blocks.swap(index, old, new)
+        `old` was there (in the last request's or a shelved head's: all are told, so none
+        keeps the original alive)."""
+        swapped = self._blocks.swap(index, old, new)
+        for shelved in self._shelf:
+            swapped = shelved.swap(index, old, new) or swapped
+        return swapped
 
     def block_tokens(self, block: FlatBlock, digest: bytes) -> int:
         """Tokens of one block whose digest is `digest`, as this simulator counts them."""
@@ -574,9 +588,9 @@ class CacheSimulator:
     ) -> SimulatedCall:
         model = self.model_for(request)
         mode = self.mode_for(model)
-        blocks = self._blocks
         body = cast(Mapping[str, Any], request)
         drop = not model.keeps_previous_thinking
+        blocks = self._blocks_for(request_head(body, drop))
         if blocks.folded and body.get("cache_edits"):
             blocks.reset()  # its deleted tokens are read from every block
         # (A call cached the OpenAI way reads any block too: it has another model, so the
@@ -592,6 +606,30 @@ class CacheSimulator:
             )
             blocks.fold(lowest - self.lookback_blocks, FOLD_KEEP_MESSAGES)
         return call
+
+    def _blocks_for(self, head: tuple[Any, ...]) -> RequestBlocks:
+        """The figures the request of this head updates: the last request's when it has the
+        head (or none), else the shelved ones of the head, taken up again (`resume`), else
+        new ones; the last request's are shelved."""
+        current = self._blocks
+        if current.head is None or current.head == head:
+            return current
+        # The last request's prefixes leave it (what a head change always did), and the next
+        # request keeps none of them: the OpenAI bookkeeping of it is done with.
+        self._flush_openai(0)
+        self._openai_last = None
+        shelf = self._shelf
+        taken = next((b for b in shelf if b.head == head), None)
+        if taken is not None:
+            shelf.remove(taken)
+            taken.resume()
+        else:
+            taken = RequestBlocks(self._count, self._flush_openai)
+        shelf.append(current)
+        if len(shelf) > SHELVED_HEADS:
+            del shelf[0]
+        self._blocks = taken
+        return taken
 
     def _markers_readable(self, blocks: RequestBlocks) -> bool:
         """Whether the blocks each marker of the last update may read back to are held."""

@@ -1,0 +1,255 @@
+"""A cache simulator keeps its request figures per head (`CacheSimulator._blocks_for`): a
+session that switches models back and forth computes, at each switch, what the model's
+request added since its last one, not its whole history; and it prices every call as a
+simulator that computes every request from scratch does."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import weakref
+from typing import Any
+
+import pytest
+
+from unbounded.caching import request_blocks
+from unbounded.caching.blocks import FlatBlock
+from unbounded.caching.husks import husk_message
+from unbounded.caching.request_blocks import RequestBlocks
+from unbounded.caching.simulator import CacheSimulator
+from unbounded.catalog import ModelInfo
+
+MARK = {"type": "ephemeral"}
+SONNET = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
+OPUS = ModelInfo("claude-opus-4-6", "anthropic", 200_000, 64_000, 5.0, 25.0)
+OLD = ModelInfo(
+    "claude-sonnet-4", "anthropic", 200_000, 64_000, 3.0, 15.0, keeps_previous_thinking=False
+)
+GPT = ModelInfo("gpt-5", "openai", 400_000, 128_000, 1.25, 10.0)
+MODELS = {m.name: m for m in (OPUS, OLD, GPT)}
+
+
+class Message(dict[str, Any]):
+    """A message dict that can be watched with a weak reference."""
+
+
+def _exchange(k: int) -> list[Message]:
+    """One call's worth of history: an assistant turn with thinking and a tool call, and
+    its result (every tenth, a new user turn first)."""
+    out: list[Message] = []
+    if k % 10 == 0:
+        out.append(Message(role="user", content=[{"type": "text", "text": f"task {k} " * 20}]))
+    out.append(
+        Message(
+            role="assistant",
+            content=[
+                {"type": "thinking", "thinking": f"hm {k} " * 30, "signature": "s"},
+                {"type": "tool_use", "id": f"u{k}", "name": "Read", "input": {"n": k}},
+            ],
+        )
+    )
+    out.append(
+        Message(
+            role="user",
+            content=[{"type": "tool_result", "tool_use_id": f"u{k}", "content": "x = 1\n" * 90}],
+        )
+    )
+    return out
+
+
+def _request(model: str, messages: list[Any]) -> dict[str, Any]:
+    """A request with a marked system block and a marker on the last message (a copy)."""
+    marked = list(messages)
+    last = marked[-1]
+    content = last["content"]
+    marked[-1] = {**last, "content": [*content[:-1], {**content[-1], "cache_control": MARK}]}
+    return {
+        "model": model,
+        "system": [{"type": "text", "text": "system " * 400, "cache_control": MARK}],
+        "messages": marked,
+    }
+
+
+def _simulator(fold: bool = False) -> CacheSimulator:
+    simulator = CacheSimulator(SONNET, other_models=MODELS)
+    simulator.fold_settled = fold
+    return simulator
+
+
+def _model_of(k: int) -> str:
+    """Mostly sonnet; opus and a model that drops earlier thinking now and then, GPT twice
+    in a row now and then."""
+    if k % 25 == 7:
+        return OPUS.name
+    if k % 25 in (12, 13):
+        return GPT.name
+    if k % 9 == 4:
+        return OLD.name
+    return SONNET.name
+
+
+def _added(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A one-element counter of the messages every `RequestBlocks` computes figures for."""
+    added = [0]
+    original = RequestBlocks._add_message
+
+    def counting(self: RequestBlocks, index: int, message: Any, turn_start: int) -> None:
+        added[0] += 1
+        original(self, index, message, turn_start)
+
+    monkeypatch.setattr(RequestBlocks, "_add_message", counting)
+    return added
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_a_switch_back_computes_what_was_added_since_not_the_history(
+    fold: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three heads (all kept), switched between: a switch costs the messages that head has
+    not seen yet (and its last turn, when earlier thinking is dropped), however long the
+    history."""
+    monkeypatch.setattr(request_blocks, "FOLD_BATCH", 1)
+    added = _added(monkeypatch)
+    simulator = _simulator(fold)
+    history: list[Message] = []
+    last_seen: dict[str, int] = {}
+    worst = 0
+    for k in range(160):
+        history += _exchange(k)
+        model = OPUS.name if k % 25 == 7 else OLD.name if k % 9 == 4 else SONNET.name
+        before = added[0]
+        simulator.step(10.0 * k, _request(model, history))
+        if k >= 60:
+            # At most what came since this model's last request, its last turn (<= 21
+            # messages) and the marked message before.
+            unseen = len(history) - last_seen.get(model, 0)
+            worst = max(worst, added[0] - before - unseen)
+        last_seen[model] = len(history)
+    assert len(history) > 300
+    assert worst <= 22
+
+
+def test_every_call_is_priced_as_from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switching heads (thinking dropped or kept, OpenAI caching between), with the list's
+    maker promising what it shares with its last request (`unchanged`), every call equals
+    the call of a simulator that computes every request in full (a fork each call)."""
+    monkeypatch.setattr(request_blocks, "FOLD_BATCH", 1)
+    for fold in (False, True):
+        simulator, scratch = _simulator(fold), _simulator(False)
+        source = object()
+        history: list[Message] = []
+        last: list[Any] = []
+        for k in range(120):
+            history += _exchange(k)
+            request = _request(_model_of(k), history)
+            messages = request["messages"]
+            same = next(
+                (i for i, (a, b) in enumerate(zip(messages, last, strict=False)) if a is not b),
+                min(len(messages), len(last)),
+            )
+            got = simulator.step(10.0 * k, request, unchanged=(source, same))
+            scratch = scratch.fork()  # the same cache, no figures: computed in full
+            assert got == scratch.step(10.0 * k, request), (fold, k)
+            last = messages
+
+
+def test_the_least_recently_sent_head_goes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two heads besides the last are kept: of four, the first is computed in full again,
+    the second is not."""
+    added = _added(monkeypatch)
+    simulator = _simulator()
+    history = [m for k in range(30) for m in _exchange(k)]
+    for k, system in enumerate(["a", "b", "c", "d"]):
+        request = _request(SONNET.name, history)
+        request["system"] = [{"type": "text", "text": system * 5000, "cache_control": MARK}]
+        simulator.step(float(k), request)
+    costs = []
+    for system in ["b", "a"]:
+        request = _request(SONNET.name, history)
+        request["system"] = [{"type": "text", "text": system * 5000, "cache_control": MARK}]
+        before = added[0]
+        simulator.step(10.0, request)
+        costs.append(added[0] - before)
+    assert costs == [0, len(history)]  # b: nothing (an equal request); a: everything
+
+
+def _settle(simulator: CacheSimulator, message: Message, index: int) -> Any:
+    husk = husk_message(message, index, simulator.block_tokens, 100)
+    assert husk is not None
+    return husk
+
+
+def test_a_settled_message_is_let_go_by_every_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message settled while its figures are shelved under another head is swapped there
+    too: no head keeps the original (its text) alive."""
+    simulator = _simulator()
+    history: list[Any] = [m for k in range(4) for m in _exchange(k)]
+    simulator.step(0.0, _request(SONNET.name, history))
+    simulator.step(1.0, _request(OPUS.name, history))  # sonnet's figures are shelved
+    index = 2
+    original = history[index]
+    watch = weakref.ref(original)
+    husk = _settle(simulator, original, index)
+    assert simulator.swap_message(index, original, husk)
+    history[index] = husk
+    del original
+    gc.collect()
+    assert watch() is None
+
+
+def test_a_resumed_head_holds_the_request_own_messages() -> None:
+    """Taken up again, a head's figures hold the request's messages, not equal ones that
+    only they still hold (a copy settled while they were shelved)."""
+    simulator = _simulator()
+    history: list[Any] = [m for k in range(4) for m in _exchange(k)]
+    simulator.step(0.0, _request(SONNET.name, history))
+    simulator.step(1.0, _request(OPUS.name, history[:2]))  # (not holding message 2)
+    watch = weakref.ref(history[2])
+    history[2] = Message(copy.deepcopy(dict(history[2])))  # equal, another object
+    simulator.step(2.0, _request(SONNET.name, history))
+    gc.collect()
+    assert watch() is None
+
+
+def test_resume_keeps_nothing_from_the_request_before() -> None:
+    """After `resume` the next update compares every message (no promise of the source
+    holds) and keeps no block from "the request before" (`kept` 0), reusing its own."""
+    counted: list[FlatBlock] = []
+
+    def count(block: FlatBlock, digest: bytes) -> int:
+        counted.append(block)
+        return 10
+
+    blocks = RequestBlocks(count)
+    source = object()
+    history = [m for k in range(3) for m in _exchange(k)]
+    request = _request(SONNET.name, history)
+    blocks.update(request, drop_earlier_thinking=False, unchanged=(source, 0))
+    # The same list but the first message changed: a promise of 5 unchanged would be false.
+    changed = dict(
+        request, messages=[Message(role="user", content="new"), *request["messages"][1:]]
+    )
+    blocks.resume()
+    counted.clear()
+    blocks.update(changed, drop_earlier_thinking=False, unchanged=(source, 5))
+    assert blocks.kept == 0
+    assert [b.index for b in counted] == [0]  # the first message again, nothing else
+
+
+def test_a_switch_ends_the_openai_bookkeeping_of_the_last_request() -> None:
+    """Between two OpenAI models, the prefixes a resumed head cuts are written with the
+    time its own last request used them, not the other model's last request's."""
+    mini = ModelInfo("gpt-5-mini", "openai", 400_000, 128_000, 0.25, 2.0)
+    simulator = CacheSimulator(SONNET, other_models={GPT.name: GPT, mini.name: mini})
+    scratch = CacheSimulator(SONNET, other_models={GPT.name: GPT, mini.name: mini})
+    history = [m for k in range(20) for m in _exchange(k)]
+    calls = [
+        (0.0, GPT.name, history),
+        (200.0, mini.name, history),
+        (250.0, GPT.name, [*history[:-4], *_exchange(20)]),  # cuts the last 4 messages
+        (400.0, GPT.name, history),  # its whole prefix: used at 0 s, gone by 400 s
+    ]
+    for time, model, messages in calls:
+        request = _request(model, messages)
+        scratch = scratch.fork()
+        assert simulator.step(time, request) == scratch.step(time, request), time
