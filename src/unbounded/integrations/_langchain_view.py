@@ -34,6 +34,10 @@ at a split known before (`sync(settled_from=)`, the middleware's mark) when ther
 `settled_after_clears` says where the split is once this call's clears apply. Entries are
 converted with one timestamp per call and take their uuid from the message id.
 
+A compaction's summary request normalizes the messages it summarizes: `normalized_head`
+gives them from the view's normalizer instead, when they are exactly what normalizing them
+anew builds (see there), so a compaction does not pay a second pass over the history.
+
 `tail_count` gives the view's count without the view: the last reported usage plus the
 estimate of what follows it, for a call on a conversation the view does not hold that needs
 nothing else.
@@ -41,8 +45,10 @@ nothing else.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Mapping, Sequence
-from operator import attrgetter
+from operator import attrgetter, is_
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -50,8 +56,9 @@ from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.integrations._langchain_settled import scan_calls, settled_split
+from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, now_iso
-from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.normalize import MessageNormalizer, is_tool_result_only
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.tokens.estimate import ContextCounter
 
@@ -84,6 +91,12 @@ class ConversationView:
         self.stale: frozenset[str] = frozenset()
         """Ids of messages whose usage does not anchor the count (kept across a compaction)."""
         self.normalizer = MessageNormalizer()
+        self._sizes = array("q")
+        """How many messages the normalizer held after each entry, index for index (an
+        array: 8 bytes a message, no int object each)."""
+        self._fed: dict[int, Entry] = {}
+        """Index -> the entry the normalizer was given, for the entries cleared since (which
+        the normalizer still holds as they were)."""
         self.counter = ContextCounter()
         self.micro = MicrocompactState(CompactableTools(()))
         self.tool_positions: dict[str, int] = {}
@@ -188,12 +201,17 @@ class ConversationView:
         self.keys = _keys(messages[base:held])
         self.entries = entries
         present = [entry for entry in entries if entry is not None]
-        self.normalizer = MessageNormalizer()
+        normalizer = self.normalizer = MessageNormalizer()
         if base:
             # The settled messages end with a user turn: the tail starts as it does in the
             # whole conversation (after a user message, not as its first message).
-            self.normalizer.append_message({"role": "user", "content": _SETTLED_STAND_IN})
-        self.normalizer.extend(present)
+            normalizer.append_message({"role": "user", "content": _SETTLED_STAND_IN})
+        sizes = self._sizes = array("q")
+        for entry in entries:
+            if entry is not None:
+                normalizer.append(entry)
+            sizes.append(len(normalizer))
+        self._fed = {}
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
@@ -227,6 +245,7 @@ class ConversationView:
         if entry is not None:
             self.normalizer.append(entry)
             self.counter.append(entry)
+        self._sizes.append(len(self.normalizer))
         self._index(index, message, entry)
 
     def _index(self, index: int, message: BaseMessage, entry: Entry | None) -> None:
@@ -259,9 +278,85 @@ class ConversationView:
         for index, (tool_id, entry) in replacements.items():
             self._pending[index] = tool_id
             old = self.entries[index - self.base]
+            if old is not None:
+                self._fed.setdefault(index - self.base, old)
             self.entries[index - self.base] = entry
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
+
+    def normalized_head(self, head: Sequence[Entry | None]) -> list[MessageParam] | None:
+        """The API messages of `head` (the first entries of the messages after the leading
+        system ones, as the plan holds them: results cleared by earlier calls as placeholders,
+        this call's as they were), taken from the normalizer: what `normalize_messages` of
+        them builds, or None where that is not certain (then normalize them).
+
+        They are the normalizer's first messages when: no settled prefix is left out (the
+        normalizer starts with a stand-in then); every entry is the one the normalizer was
+        given, or a placeholder of a result it holds as it was (that block is swapped for the
+        placeholder's); nothing needs a repair; the head ends with a user message (the last
+        message is trimmed as the last); and the entry after the head began a message of its
+        own that nothing later merges back past (an AI message, or a human one of text: a
+        later line of a response merges into its reply only across tool results)."""
+        count = len(head)
+        entries, sizes = self.entries, self._sizes
+        if self.base or not 0 < count < len(entries) or self.normalizer.repairs:
+            return None
+        after = self._fed.get(count, entries[count])
+        size = sizes[count - 1]
+        if (
+            after is None
+            or sizes[count] != size + 1
+            or not (after.type == "assistant" or isinstance(after.content, str))
+        ):
+            return None
+        messages = self.normalizer.borrowed_messages()
+        if len(messages) <= size or messages[size - 1]["role"] != "user":
+            return None
+        if is_tool_result_only(messages[size]["content"]):
+            return None
+        swapped: dict[int, Entry] = {}
+        for index, same in enumerate(map(is_, head, entries)):
+            if same:
+                if index in self._fed:  # cleared by an earlier call
+                    placeholder = entries[index]
+                    if placeholder is None:
+                        return None
+                    swapped[index] = placeholder
+            elif self._fed.get(index) is not head[index]:
+                return None  # neither what the normalizer holds nor its placeholder
+        out = messages[:size]
+        for index, placeholder in swapped.items():
+            at = sizes[index] - 1
+            content = _swapped_result(out[at]["content"], self._fed[index], placeholder)
+            if content is None:
+                return None
+            out[at] = {"role": "user", "content": content}
+        return out
+
+
+def _swapped_result(content: Any, fed: Entry, placeholder: Entry) -> list[Any] | None:
+    """`content` with the tool result block of `fed` (held by identity) replaced by that of
+    `placeholder`, when both are a single result of the same call (None otherwise)."""
+    old, new = _single_result(fed), _single_result(placeholder)
+    if old is None or new is None or old.get("tool_use_id") != new.get("tool_use_id"):
+        return None
+    if not isinstance(content, list):
+        return None
+    for position, block in enumerate(content):
+        if block is old:
+            return [*content[:position], new, *content[position + 1 :]]
+    return None
+
+
+def _single_result(entry: Entry) -> dict[str, Any] | None:
+    """The tool result block of a user entry that is that one block (None otherwise)."""
+    content = entry.content
+    if entry.type != "user" or not isinstance(content, list) or len(content) != 1:
+        return None
+    block: Any = content[0]
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return None
+    return block
 
 
 def tail_count(

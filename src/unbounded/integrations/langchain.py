@@ -1194,7 +1194,12 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
 
     async def _summarize(self, plan: _Plan) -> _Summary | None:
         assert plan.compact_at is not None
-        head = [e for e in plan.entries[: plan.compact_at - plan.lead] if e is not None]
+        summarized = plan.entries[: plan.compact_at - plan.lead]
+        head = [e for e in summarized if e is not None]
+        with self._lock:
+            # What the view normalized already, where it is exactly the head's normalization:
+            # the summary request does not normalize thousands of messages again.
+            normalized = self._view.normalized_head(summarized)
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
@@ -1212,6 +1217,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             events=self.events,
             facts_ledger=default_facts_ledger,
             budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
+            sent_messages=normalized,
         )
         failures = plan.context.get("failures", 0)
         outcome = await self._compaction().run(context, failures=failures)
