@@ -58,7 +58,7 @@ from unbounded.compaction.tools_registry import CompactableTools
 from unbounded.integrations._langchain_settled import scan_calls, settled_split
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, now_iso
-from unbounded.model.normalize import MessageNormalizer, is_tool_result_only
+from unbounded.model.normalize import MessageNormalizer
 from unbounded.model.prefix import shared_prefix_length
 from unbounded.tokens.estimate import ContextCounter
 
@@ -295,52 +295,42 @@ class ConversationView:
         given, or a placeholder of a result it holds as it was (that block is swapped for the
         placeholder's); nothing needs a repair; the head ends with a user message (the last
         message is trimmed as the last); and the entry after the head began a message of its
-        own that nothing later merges back past (an AI message, or a human one of text: a
-        later line of a response merges into its reply only across tool results)."""
+        own. After a user message that is an AI message (user content joins the user message
+        before it), and nothing later changes a message before it: user content joins the last
+        message, a later line of a response the last AI message."""
         count = len(head)
         entries, sizes = self.entries, self._sizes
-        if self.base or not 0 < count < len(entries) or self.normalizer.repairs:
-            return None
-        after = self._fed.get(count, entries[count])
+        if self.base or count >= len(entries) or self.normalizer.repairs:
+            return None  # (an empty head fails the next check: no entry makes two messages)
         size = sizes[count - 1]
-        if (
-            after is None
-            or sizes[count] != size + 1
-            or not (after.type == "assistant" or isinstance(after.content, str))
-        ):
+        if sizes[count] != size + 1:
             return None
         messages = self.normalizer.borrowed_messages()
-        if len(messages) <= size or messages[size - 1]["role"] != "user":
+        if messages[size - 1]["role"] != "user":
             return None
-        if is_tool_result_only(messages[size]["content"]):
-            return None
-        swapped: dict[int, Entry] = {}
+        fed = self._fed
+        swapped: dict[int, Entry | None] = {}
         for index, same in enumerate(map(is_, head, entries)):
             if same:
-                if index in self._fed:  # cleared by an earlier call
-                    placeholder = entries[index]
-                    if placeholder is None:
-                        return None
-                    swapped[index] = placeholder
-            elif self._fed.get(index) is not head[index]:
+                if index in fed:  # cleared by an earlier call
+                    swapped[index] = entries[index]
+            elif fed.get(index) is not head[index]:
                 return None  # neither what the normalizer holds nor its placeholder
         out = messages[:size]
         for index, placeholder in swapped.items():
             at = sizes[index] - 1
-            content = _swapped_result(out[at]["content"], self._fed[index], placeholder)
+            content = _swapped_result(out[at]["content"], fed[index], placeholder)
             if content is None:
                 return None
             out[at] = {"role": "user", "content": content}
         return out
 
 
-def _swapped_result(content: Any, fed: Entry, placeholder: Entry) -> list[Any] | None:
-    """`content` with the tool result block of `fed` (held by identity) replaced by that of
+def _swapped_result(content: Any, fed: Entry, placeholder: Entry | None) -> list[Any] | None:
+    """`content` with the tool result block of `fed` (found by identity) replaced by that of
     `placeholder`, when both are a single result of the same call (None otherwise)."""
     old, new = _single_result(fed), _single_result(placeholder)
     if old is None or new is None or old.get("tool_use_id") != new.get("tool_use_id"):
-        return None
-    if not isinstance(content, list):
         return None
     for position, block in enumerate(content):
         if block is old:
@@ -348,10 +338,12 @@ def _swapped_result(content: Any, fed: Entry, placeholder: Entry) -> list[Any] |
     return None
 
 
-def _single_result(entry: Entry) -> dict[str, Any] | None:
+def _single_result(entry: Entry | None) -> dict[str, Any] | None:
     """The tool result block of a user entry that is that one block (None otherwise)."""
+    if entry is None:
+        return None
     content = entry.content
-    if entry.type != "user" or not isinstance(content, list) or len(content) != 1:
+    if entry.type != "user" or len(content) != 1:  # (a str of one character: not a dict)
         return None
     block: Any = content[0]
     if not isinstance(block, dict) or block.get("type") != "tool_result":
