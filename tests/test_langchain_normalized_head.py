@@ -20,12 +20,12 @@ from langchain_core.messages import (
     ToolMessage,
     messages_to_dict,
 )
-from test_compaction_request_golden import _UUID, Capturing, langchain_messages, numbered
 
 import unbounded.compaction.conversation as conversation_module
 import unbounded.integrations._langchain_view as view_module
 import unbounded.integrations.langchain as middleware_module
 import unbounded.model.entries as entries_module
+from test_compaction_request_golden import _UUID, Capturing, langchain_messages, numbered
 from unbounded.integrations._langchain_view import ConversationView
 from unbounded.integrations.langchain import UnboundedMiddleware, _convert, message_to_entry
 from unbounded.model.entries import Entry
@@ -95,8 +95,8 @@ def run_until_compacted(
     cleared = 0
     for end in range(2, len(every) + 1):
         state["messages"] = [*state["messages"], every[end - 1]]
-        if not isinstance(every[end - 1], ToolMessage) or end < len(every) and isinstance(
-            every[end], HumanMessage
+        if not isinstance(every[end - 1], ToolMessage) or (
+            end < len(every) and isinstance(every[end], HumanMessage)
         ):
             continue  # a model call comes after a round's results (and the human's words)
         update = middleware.before_model(state, None)  # type: ignore[arg-type]
@@ -143,10 +143,16 @@ def rounds(count: int, *, first: int = 0) -> list[BaseMessage]:
                 content=f"Step {n}.",
                 tool_calls=[{"name": "read", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}],
                 id=f"ai_{n}",
-                usage_metadata={"input_tokens": 900 + 300 * n, "output_tokens": 10, "total_tokens": 910 + 300 * n},
+                usage_metadata={
+                    "input_tokens": 900 + 300 * n,
+                    "output_tokens": 10,
+                    "total_tokens": 910 + 300 * n,
+                },
             )
         )
-        out.append(ToolMessage(content=f"body of m{n}.py " * 20, tool_call_id=f"call_{n}", id=f"tool_{n}"))
+        out.append(
+            ToolMessage(content=f"body of m{n}.py " * 20, tool_call_id=f"call_{n}", id=f"tool_{n}")
+        )
     return out
 
 
@@ -189,7 +195,9 @@ def test_a_head_of_every_message_or_of_none_is_normalized_anew() -> None:
 def test_results_cleared_by_an_earlier_call_are_their_placeholders() -> None:
     messages = [HumanMessage("Read them.", id="h"), *rounds(6)]
     view = view_of(messages)
-    view.clear_results({2: ("call_0", placeholder(messages[2])), 4: ("call_1", placeholder(messages[4]))})
+    view.clear_results(
+        {2: ("call_0", placeholder(messages[2])), 4: ("call_1", placeholder(messages[4]))}
+    )
     got = exact_or_none(view, list(view.entries[:9]))
     assert got is not None and "[cleared]" in json.dumps(got)
 
@@ -251,14 +259,25 @@ def test_a_head_of_other_entries_is_normalized_anew() -> None:
 
 def test_a_cut_whose_next_message_joins_the_heads_last_is_normalized_anew() -> None:
     # The human's words join the results before them into one user message.
-    messages = [HumanMessage("Read them.", id="h"), *rounds(2), HumanMessage("Now the tests.", id="h2"), *rounds(2, first=2)]
+    messages = [
+        HumanMessage("Read them.", id="h"),
+        *rounds(2),
+        HumanMessage("Now the tests.", id="h2"),
+        *rounds(2, first=2),
+    ]
     view = view_of(messages)
     assert exact_or_none(view, view.entries[:5]) is None
 
 
 def test_a_head_that_ends_with_an_ai_message_is_normalized_anew() -> None:
     # The last message is trimmed at its end as the last one: not in the whole conversation.
-    messages = [HumanMessage("Read them.", id="h"), *rounds(2), AIMessage("All read.  \n", id="ai_x"), HumanMessage("Go on.", id="h2"), *rounds(2, first=2)]
+    messages = [
+        HumanMessage("Read them.", id="h"),
+        *rounds(2),
+        AIMessage("All read.  \n", id="ai_x"),
+        HumanMessage("Go on.", id="h2"),
+        *rounds(2, first=2),
+    ]
     view = view_of(messages)
     assert exact_or_none(view, view.entries[:6]) is None
 
