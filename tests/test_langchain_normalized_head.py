@@ -248,13 +248,33 @@ def test_a_cleared_message_that_was_not_a_result_is_not_swapped() -> None:
     assert exact_or_none(view, list(view.entries[:5])) is None
 
 
-def test_a_head_of_other_entries_is_normalized_anew() -> None:
+def test_a_head_of_another_entry_where_a_message_that_was_not_a_result_was_cleared() -> None:
     messages = [HumanMessage("Read them.", id="h"), *rounds(6)]
     view = view_of(messages)
     head = list(view.entries[:5])
-    other = message_to_entry(messages[2].model_copy(update={"content": "another body"}))
-    head[2] = other
+    view.clear_results({1: ("call_0", placeholder(messages[2]))})  # the AI message's index
+    head[1] = message_to_entry(AIMessage("Another step.", id="ai_other"))
     assert exact_or_none(view, head) is None
+
+
+@pytest.mark.parametrize("cleared", [False, True])
+def test_a_head_of_other_entries_is_normalized_anew(cleared: bool) -> None:
+    messages = [HumanMessage("Read them.", id="h"), *rounds(6)]
+    view = view_of(messages)
+    head = list(view.entries[:5])
+    if cleared:  # by this call: neither its original nor its placeholder is in the head
+        view.clear_results({2: ("call_0", placeholder(messages[2]))})
+    head[2] = message_to_entry(messages[2].model_copy(update={"content": "another body"}))
+    assert exact_or_none(view, head) is None
+
+
+def test_a_result_cleared_twice_is_swapped_for_its_last_placeholder() -> None:
+    messages = [HumanMessage("Read them.", id="h"), *rounds(6)]
+    view = view_of(messages)
+    view.clear_results({2: ("call_0", placeholder(messages[2], "[first]"))})
+    view.clear_results({2: ("call_0", placeholder(messages[2], "[second]"))})
+    got = exact_or_none(view, list(view.entries[:5]))
+    assert got is not None and "[second]" in json.dumps(got)
 
 
 def test_a_cut_whose_next_message_joins_the_heads_last_is_normalized_anew() -> None:

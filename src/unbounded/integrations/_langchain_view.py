@@ -94,9 +94,10 @@ class ConversationView:
         self._sizes = array("q")
         """How many messages the normalizer held after each entry, index for index (an
         array: 8 bytes a message, no int object each)."""
-        self._fed: dict[int, Entry] = {}
-        """Index -> the entry the normalizer was given, for the entries cleared since (which
-        the normalizer still holds as they were)."""
+        self._fed: dict[int, dict[str, Any] | None] = {}
+        """Index -> the result block the normalizer holds (it was given the entry as it was),
+        for the entries cleared since; None when that entry was not one result. The block
+        only: the normalizer holds it already, the entry would be kept alive."""
         self.counter = ContextCounter()
         self.micro = MicrocompactState(CompactableTools(()))
         self.tool_positions: dict[str, int] = {}
@@ -278,8 +279,8 @@ class ConversationView:
         for index, (tool_id, entry) in replacements.items():
             self._pending[index] = tool_id
             old = self.entries[index - self.base]
-            if old is not None:
-                self._fed.setdefault(index - self.base, old)
+            if index - self.base not in self._fed:
+                self._fed[index - self.base] = _single_result(old)
             self.entries[index - self.base] = entry
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
@@ -314,7 +315,9 @@ class ConversationView:
             if same:
                 if index in fed:  # cleared by an earlier call
                     swapped[index] = entries[index]
-            elif fed.get(index) is not head[index]:
+                continue
+            block = fed.get(index)
+            if block is None or _single_result(head[index]) is not block:
                 return None  # neither what the normalizer holds nor its placeholder
         out = messages[:size]
         for index, placeholder in swapped.items():
@@ -326,10 +329,12 @@ class ConversationView:
         return out
 
 
-def _swapped_result(content: Any, fed: Entry, placeholder: Entry | None) -> list[Any] | None:
-    """`content` with the tool result block of `fed` (found by identity) replaced by that of
+def _swapped_result(
+    content: Any, old: dict[str, Any] | None, placeholder: Entry | None
+) -> list[Any] | None:
+    """`content` with the result block `old` (found by identity) replaced by that of
     `placeholder`, when both are a single result of the same call (None otherwise)."""
-    old, new = _single_result(fed), _single_result(placeholder)
+    new = _single_result(placeholder)
     if old is None or new is None or old.get("tool_use_id") != new.get("tool_use_id"):
         return None
     for position, block in enumerate(content):
