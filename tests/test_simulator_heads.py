@@ -203,9 +203,10 @@ def test_a_resumed_head_holds_the_request_own_messages() -> None:
     simulator = _simulator()
     history: list[Any] = [m for k in range(4) for m in _exchange(k)]
     simulator.step(0.0, _request(SONNET.name, history))
-    simulator.step(1.0, _request(OPUS.name, history[:2]))  # (not holding message 2)
     watch = weakref.ref(history[2])
     history[2] = Message(copy.deepcopy(dict(history[2])))  # equal, another object
+    # Opus's request holds the copy; sonnet's shelved figures the original (equal: shared).
+    simulator.step(1.0, _request(OPUS.name, history))
     simulator.step(2.0, _request(SONNET.name, history))
     gc.collect()
     assert watch() is None
@@ -382,3 +383,17 @@ def test_a_trim_leaves_the_openai_bookkeeping_alone() -> None:
         request = _request(model, messages)
         scratch = scratch.fork()
         assert simulator.step(time, request) == scratch.step(time, request), time
+
+
+def test_settling_a_message_only_a_shelved_head_holds_is_told() -> None:
+    """`swap_message` says the message was there when only a shelved head held it (the
+    last request sent an equal copy in its place)."""
+    simulator = _simulator()
+    history: list[Any] = [m for k in range(4) for m in _exchange(k)]
+    simulator.step(0.0, _request(SONNET.name, history))
+    index = 2
+    copied = list(history)
+    copied[index] = Message(copy.deepcopy(dict(history[index])))
+    simulator.step(1.0, _request(OPUS.name, copied))
+    original = history[index]
+    assert simulator.swap_message(index, original, _settle(simulator, original, index))

@@ -197,9 +197,7 @@ class RequestBlocks:
 
     def agreement(self, messages: Sequence[Any]) -> int:
         """How many first messages of `messages` equal the last request's."""
-        if type(messages) is list:
-            return shared_prefix_length_own(messages, self._messages)
-        return shared_prefix_length(messages, self._messages)
+        return shared_prefix_length_own(messages, self._messages)
 
     def trim(self, keep: int) -> bool:
         """Let go of the last request's messages from `keep` on, and of their figures, when

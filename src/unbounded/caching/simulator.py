@@ -45,7 +45,9 @@ from the one before (`request_blocks.py`), so a long session costs O(new blocks)
 counts are also memoised by block digest. The figures are kept per head (model, system,
 tools...; `SHELVED_HEADS` others besides the last one), so a session that switches models
 back and forth takes each model's figures up where its last request left them instead of
-computing its whole history again at every switch. Expired cache entries are forgotten as the
+computing its whole history again at every switch; a shelved head keeps only the messages the
+latest request still shares with it (`_trim_shelf`), so what a strategy replaced is not kept
+alive by another model's figures. Expired cache entries are forgotten as the
 session goes on.
 
 Scope is a cache-key dimension only: one simulator is one organisation, so global entries
