@@ -203,9 +203,10 @@ def test_a_resumed_head_holds_the_request_own_messages() -> None:
     simulator = _simulator()
     history: list[Any] = [m for k in range(4) for m in _exchange(k)]
     simulator.step(0.0, _request(SONNET.name, history))
-    simulator.step(1.0, _request(OPUS.name, history[:2]))  # (not holding message 2)
     watch = weakref.ref(history[2])
     history[2] = Message(copy.deepcopy(dict(history[2])))  # equal, another object
+    # Opus's request holds the copy; sonnet's shelved figures the original (equal: shared).
+    simulator.step(1.0, _request(OPUS.name, history))
     simulator.step(2.0, _request(SONNET.name, history))
     gc.collect()
     assert watch() is None
@@ -253,3 +254,146 @@ def test_a_switch_ends_the_openai_bookkeeping_of_the_last_request() -> None:
         request = _request(model, messages)
         scratch = scratch.fork()
         assert simulator.step(time, request) == scratch.step(time, request), time
+
+
+def _shelf_of(simulator: CacheSimulator) -> list[RequestBlocks]:
+    return simulator._shelf
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_a_shelved_head_lets_go_of_a_replaced_history(fold: bool) -> None:
+    """Once its source's history is replaced (a summary), a shelved head holds none of the
+    messages it had: they are no more shared by any later request, and nothing else holds
+    them."""
+    simulator = _simulator(fold)
+    history: list[Any] = [m for k in range(40) for m in _exchange(k)]
+    simulator.step(0.0, _request(OPUS.name, history))
+    simulator.step(1.0, _request(SONNET.name, history))  # opus's figures are shelved
+    watches = [weakref.ref(m) for m in history]
+    summary = Message(role="user", content=[{"type": "text", "text": "summary " * 50}])
+    history = [summary, *_exchange(40)]
+    simulator.step(2.0, _request(SONNET.name, history))
+    gc.collect()
+    assert sum(w() is not None for w in watches) == 0
+    assert [len(b._messages) for b in _shelf_of(simulator)] == [0]
+
+
+def test_a_switch_lets_go_of_what_the_request_no_longer_shares() -> None:
+    """At a switch, the head just shelved and the others keep only the messages the new
+    request shares with theirs."""
+    simulator = _simulator()
+    history: list[Any] = [m for k in range(10) for m in _exchange(k)]
+    simulator.step(0.0, _request(OPUS.name, history))
+    simulator.step(1.0, _request(SONNET.name, history))
+    kept = history[:12]
+    history = [*kept, *_exchange(10)]
+    simulator.step(2.0, _request(OLD.name, history))  # a switch: both others trimmed
+    assert sorted(len(b._messages) for b in _shelf_of(simulator)) == [12, 12]
+
+
+def test_a_trim_costs_no_more_than_the_change_it_follows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shelved head trimmed where its source changed a message computes, taken up again,
+    from there, as it would have untrimmed: the messages after the change and the new ones."""
+    added = _added(monkeypatch)
+    simulator = _simulator()
+    history: list[Any] = [m for k in range(30) for m in _exchange(k)]
+    simulator.step(0.0, _request(OPUS.name, history))
+    simulator.step(1.0, _request(SONNET.name, history))
+    history[40] = Message(role="user", content=[{"type": "text", "text": "cleared"}])
+    simulator.step(2.0, _request(SONNET.name, history))
+    history += _exchange(30)
+    before = added[0]
+    simulator.step(3.0, _request(OPUS.name, history))
+    assert added[0] - before == len(history) - 40
+
+
+def test_a_folded_shelved_head_changed_in_its_folded_part_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shelved head whose source changed a message it folded would be computed in full
+    again: it is dropped at once, not kept (its figures and messages held for nothing)."""
+    monkeypatch.setattr(request_blocks, "FOLD_BATCH", 1)
+    monkeypatch.setattr("unbounded.caching.simulator.FOLD_KEEP_MESSAGES", 4)
+    simulator = _simulator(fold=True)
+    history: list[Any] = [m for k in range(40) for m in _exchange(k)]
+    for k in range(3):
+        history += _exchange(40 + k)
+        simulator.step(float(k), _request(OPUS.name, history))
+    assert simulator._blocks.folded
+    simulator.step(5.0, _request(SONNET.name, history))
+    assert len(_shelf_of(simulator)) == 1
+    history[3] = Message(role="user", content=[{"type": "text", "text": "cleared"}])
+    simulator.step(6.0, _request(SONNET.name, history))
+    assert _shelf_of(simulator) == []
+
+
+def test_a_trimmed_head_keeps_where_its_last_turn_was() -> None:
+    """A head that drops earlier thinking, trimmed inside the last turn of its last request
+    and taken up with no later turn: the thinking of that turn's assistant messages counts
+    again (the trim kept where its last request's last turn was), as computed from scratch."""
+    simulator, scratch = _simulator(), _simulator()
+    history: list[Any] = [m for k in range(25) for m in _exchange(k)]
+    # Turns start at the messages of k = 0, 10, 20; the last turn is message 63 (k = 20).
+    turn = max(i for i, m in enumerate(history) if m["content"][0]["type"] == "text")
+    steps: list[tuple[str, list[Any]]] = [
+        (OLD.name, history),
+        (SONNET.name, history),
+        # A change after the one-but-last turn, before the last: trimmed there.
+        (SONNET.name, [*history[: turn - 4], *_exchange(91)]),
+    ]
+    steps.append((OLD.name, steps[-1][1]))
+    for time, (model, messages) in enumerate(steps):
+        request = _request(model, messages)
+        scratch = scratch.fork()
+        assert simulator.step(float(time), request) == scratch.step(float(time), request), time
+
+
+def test_a_recomputed_request_still_trims_the_others_where_it_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last head changes a message it folded (computed in full again): the others are
+    trimmed where the request changed, not emptied (they still share what came before)."""
+    monkeypatch.setattr(request_blocks, "FOLD_BATCH", 1)
+    simulator = _simulator(fold=True)
+    history: list[Any] = [m for k in range(14) for m in _exchange(k)]
+    simulator.step(0.0, _request(OPUS.name, history))  # under 64 messages: nothing folded
+    for k in range(40):
+        history += _exchange(14 + k)
+        simulator.step(1.0 + k, _request(SONNET.name, history))
+    assert simulator._blocks.folded
+    history[5] = Message(role="user", content=[{"type": "text", "text": "cleared"}])
+    simulator.step(50.0, _request(SONNET.name, history))
+    assert [len(b._messages) for b in _shelf_of(simulator)] == [5]
+
+
+def test_a_trim_leaves_the_openai_bookkeeping_alone() -> None:
+    """Trimming a shelved head while the last request is cached the OpenAI way writes none of
+    that request's prefixes (they are not the trimmed head's): every call is priced as from
+    scratch."""
+    simulator, scratch = _simulator(), _simulator()
+    history: list[Any] = [m for k in range(20) for m in _exchange(k)]
+    changed = [*history[:10], Message(role="user", content="cleared"), *history[11:]]
+    calls = [
+        (0.0, SONNET.name, history),
+        (10.0, GPT.name, history),
+        (20.0, GPT.name, changed),  # trims sonnet's figures at message 10
+        (30.0, GPT.name, [*changed, *_exchange(20)]),
+    ]
+    for time, model, messages in calls:
+        request = _request(model, messages)
+        scratch = scratch.fork()
+        assert simulator.step(time, request) == scratch.step(time, request), time
+
+
+def test_settling_a_message_only_a_shelved_head_holds_is_told() -> None:
+    """`swap_message` says the message was there when only a shelved head held it (the
+    last request sent an equal copy in its place)."""
+    simulator = _simulator()
+    history: list[Any] = [m for k in range(4) for m in _exchange(k)]
+    simulator.step(0.0, _request(SONNET.name, history))
+    index = 2
+    copied = list(history)
+    copied[index] = Message(copy.deepcopy(dict(history[index])))
+    simulator.step(1.0, _request(OPUS.name, copied))
+    original = history[index]
+    assert simulator.swap_message(index, original, _settle(simulator, original, index))

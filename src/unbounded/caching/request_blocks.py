@@ -150,6 +150,10 @@ class RequestBlocks:
     hold the head's, then those of flat positions `head + folded` on."""
     _resumed: bool = False
     """`resume` was called since the last update."""
+    agreed: int = 0
+    """How many first messages of the last update's request equal those of the request before
+    it here (as found before any turn or fold made it recompute more; 0 after a head change):
+    what a shelved head that agreed with the one before may still share with it."""
 
     @property
     def size(self) -> int:
@@ -190,6 +194,26 @@ class RequestBlocks:
         nothing from the request before it (`kept` 0, as for a changed head)."""
         self._source = None
         self._resumed = True
+
+    def agreement(self, messages: Sequence[Any]) -> int:
+        """How many first messages of `messages` equal the last request's."""
+        return shared_prefix_length_own(messages, self._messages)
+
+    def trim(self, keep: int) -> bool:
+        """Let go of the last request's messages from `keep` on, and of their figures, when
+        no later request shares them (a shelved head whose source moved on): the next update
+        computes from there, as it would have. The turn starts stay (the next update reads
+        where the last request's last turn was: the earlier thinking held before it is
+        dropped). False, with nothing let go, when that update would compute everything
+        again anyway (a folded message or the block after it would change): these figures
+        are then of no more use."""
+        starts = self._starts
+        if keep >= len(starts):
+            return True
+        if self.folded and starts[keep] <= self._head_blocks + self.folded:
+            return False
+        self._cut(keep, trim=True)
+        return True
 
     def reset(self) -> None:
         """Forget the last request: the next update is computed in full (folded figures
@@ -257,6 +281,7 @@ class RequestBlocks:
             reused = start + shared_prefix_length(messages[start:], self._messages[start:])
         else:
             reused = shared_prefix_length_own(messages, self._messages)
+        self.agreed = reused
         if resumed:
             # Equal messages were reused: hold the request's own objects (settled copies made
             # while these figures were shelved), not equal ones no one else holds.
@@ -283,7 +308,9 @@ class RequestBlocks:
             # A folded message changed (or its thinking is dropped now), or the chain would
             # go on from a folded block: in full.
             self._head = None
+            agreed = self.agreed
             self.update(request, drop_earlier_thinking=drop_earlier_thinking, unchanged=unchanged)
+            self.agreed = agreed
             return
         if reused < len(messages):
             self._remember_cut(reused)
@@ -348,13 +375,15 @@ class RequestBlocks:
                 )
                 position += 1
 
-    def _cut(self, keep: int) -> None:
-        """Keep the first `keep` messages' figures, drop the rest."""
+    def _cut(self, keep: int, *, trim: bool = False) -> None:
+        """Keep the first `keep` messages' figures, drop the rest (a `trim` keeps the turn
+        starts and tells no hook: the figures are not the last request's of the simulator)."""
         position = self._starts[keep] if keep < len(self._starts) else self.size
-        if self.on_cut is not None and position < self.size:
+        if not trim and self.on_cut is not None and position < self.size:
             self.on_cut(position)
         del self._messages[keep:], self._starts[keep:], self._dropped[keep:]
-        del self._turns[bisect_left(self._turns, keep) :]
+        if not trim:
+            del self._turns[bisect_left(self._turns, keep) :]
         raw = self._raw(position)
         self.digests.cut(raw)
         self.hashes.cut(raw)

@@ -45,7 +45,9 @@ from the one before (`request_blocks.py`), so a long session costs O(new blocks)
 counts are also memoised by block digest. The figures are kept per head (model, system,
 tools...; `SHELVED_HEADS` others besides the last one), so a session that switches models
 back and forth takes each model's figures up where its last request left them instead of
-computing its whole history again at every switch. Expired cache entries are forgotten as the
+computing its whole history again at every switch; a shelved head keeps only the messages the
+latest request still shares with it (`_trim_shelf`), so what a strategy replaced is not kept
+alive by another model's figures. Expired cache entries are forgotten as the
 session goes on.
 
 Scope is a cache-key dimension only: one simulator is one organisation, so global entries
@@ -590,12 +592,16 @@ class CacheSimulator:
         mode = self.mode_for(model)
         body = cast(Mapping[str, Any], request)
         drop = not model.keeps_previous_thinking
+        last = self._blocks
         blocks = self._blocks_for(request_head(body, drop))
         if blocks.folded and body.get("cache_edits"):
             blocks.reset()  # its deleted tokens are read from every block
         # (A call cached the OpenAI way reads any block too: it has another model, so the
         # update computes it in full; a folding simulator folds no such call.)
         blocks.update(body, drop_earlier_thinking=drop, unchanged=unchanged)
+        if self._shelf:
+            messages = body.get("messages") or []
+            self._trim_shelf(blocks.agreed if blocks is last else last.agreement(messages))
         if blocks.folded and not self._markers_readable(blocks):
             blocks.reset()
             blocks.update(body, drop_earlier_thinking=drop, unchanged=unchanged)
@@ -630,6 +636,17 @@ class CacheSimulator:
             del shelf[0]
         self._blocks = taken
         return taken
+
+    def _trim_shelf(self, agreed: int) -> None:
+        """Let the shelved heads go of what the request just sent no longer shares: each
+        agreed with the last request before it as far as it went, and this one agrees with
+        that one on `agreed` messages. A head resumed later computes from there anyway
+        (the source's history moved on: a summary replaced it, a cut moved, a result was
+        cleared), so the messages it held past there were kept alive for nothing."""
+        shelf = self._shelf
+        for shelved in list(shelf):
+            if not shelved.trim(agreed):
+                shelf.remove(shelved)
 
     def _markers_readable(self, blocks: RequestBlocks) -> bool:
         """Whether the blocks each marker of the last update may read back to are held."""
