@@ -341,9 +341,9 @@ _REWRITTEN_INSIDE = _REWRITTEN_BLOCKS | {"tool_result"}
 
 
 def _may_be_rewritten(kind: object, kinds: frozenset[str]) -> bool:
-    """Whether a block of type `kind` may be one the rewrites change: a type that is not a
-    string (malformed input, which the rewrites send as it is) is left to them to decide."""
-    return kind in kinds if isinstance(kind, str) else kind is not None
+    """Whether a block of type `kind` is one the rewrites change. A type that is not a string
+    (malformed input) never is: the rewrites compare types with `==` and send it as it is."""
+    return isinstance(kind, str) and kind in kinds
 
 
 def _as_sent_for_summary(messages: list[MessageParam]) -> list[MessageParam]:
