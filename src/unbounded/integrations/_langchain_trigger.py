@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from unbounded.compaction.cut import kept_rounds_start, round_starts
 from unbounded.compaction.decisions import should_auto_compact
 from unbounded.errors import ConfigError
+from unbounded.model.entries import Entry
 from unbounded.policy import Policy, Thresholds
 
 SizeKind = Literal["tokens", "fraction", "messages"]
@@ -152,4 +154,48 @@ class KeptTail:
         return cls(None, max(1, int(context_window * number)))
 
 
-__all__ = ["CompactionTrigger", "KeptTail", "TriggerClause", "context_size"]
+TAIL_WINDOW = 64
+"""The records `kept_tail_start` reads first (four times as many at each widening)."""
+
+
+def kept_tail_start(
+    view: Sequence[Entry | None],
+    *,
+    first: int,
+    keep_messages: int | None,
+    keep_tokens: int | None,
+) -> int | None:
+    """`kept_rounds_start(view, ...)`, read from the newest records only as far back as the
+    answer needs: a compaction keeps a few rounds, and reading the round starts of the whole
+    history cost more than the rest of the cut.
+
+    `kept_rounds_start` walks the round starts from the newest back, and stops at the first
+    round the budget cannot take: on a tail of the view (shifted by its offset, `first` too,
+    which may then be negative) it walks the same rounds with the same sums (the budget
+    counts records from the end). Its answer is the whole view's when it lies after the
+    tail's first round start: either the walk stopped inside the tail, or it reached that
+    start without stopping and still fell back to the first round after `first`, which is
+    then inside the tail too. Otherwise the tail is widened, up to the whole view."""
+    size = len(view)
+    window = TAIL_WINDOW
+    while window < size:
+        offset = size - window
+        tail = view[offset:]
+        found = kept_rounds_start(
+            tail, first=first - offset, keep_messages=keep_messages, keep_tokens=keep_tokens
+        )
+        starts = round_starts(tail)
+        if found is not None and starts and found > starts[0]:
+            return offset + found
+        window *= 4
+    return kept_rounds_start(view, first=first, keep_messages=keep_messages, keep_tokens=keep_tokens)
+
+
+__all__ = [
+    "TAIL_WINDOW",
+    "CompactionTrigger",
+    "KeptTail",
+    "TriggerClause",
+    "context_size",
+    "kept_tail_start",
+]

@@ -47,7 +47,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from operator import attrgetter, is_
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -98,6 +99,9 @@ class ConversationView:
         """Index -> the result block the normalizer holds (it was given the entry as it was),
         for the entries cleared since; None when that entry was not one result. The block
         only: the normalizer holds it already, the entry would be kept alive."""
+        self._swaps: dict[int, _Swap] = {}
+        """Position in the normalizer -> that message with the placeholders of the results
+        cleared in it swapped in, made when they were cleared (`normalized_head`)."""
         self.counter = ContextCounter()
         self.micro = MicrocompactState(CompactableTools(()))
         self.tool_positions: dict[str, int] = {}
@@ -213,6 +217,7 @@ class ConversationView:
                 normalizer.append(entry)
             sizes.append(len(normalizer))
         self._fed = {}
+        self._swaps = {}
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
@@ -276,14 +281,51 @@ class ConversationView:
         (index -> tool call id, the placeholder's entry): their entries follow, and the count
         with them where no usage covered the old ones. The next call checks that the agent
         applied it."""
+        changed: set[int] = set()
         for index, (tool_id, entry) in replacements.items():
             self._pending[index] = tool_id
             old = self.entries[index - self.base]
             if index - self.base not in self._fed:
                 self._fed[index - self.base] = _single_result(old)
             self.entries[index - self.base] = entry
+            changed.add(index - self.base)
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
+        self._swap_in(changed)
+
+    def _swap_in(self, cleared: set[int]) -> None:
+        """Make again the swapped message of each normalizer message holding one of these
+        entries (its results cleared now), with every placeholder of it cleared so far: a
+        compaction then takes them as they are (`normalized_head`), not a swap per result
+        of the history."""
+        if self.base or not cleared:
+            return  # (normalized_head gives nothing while a settled prefix is left out)
+        sizes, swaps = self._sizes, self._swaps
+        by_message: dict[int, set[int]] = {}
+        for index in cleared:
+            by_message.setdefault(sizes[index] - 1, set()).add(index)
+        for at, indices in by_message.items():
+            known = swaps.get(at)
+            if known is not None:
+                indices.update(known.indices)
+            swaps[at] = self._swap(at, tuple(sorted(indices)))
+
+    def _swap(self, at: int, indices: tuple[int, ...]) -> _Swap:
+        """The swap of the results at these entry indices into normalizer message `at`."""
+        messages = self.normalizer.borrowed_messages()
+        source = messages[at] if 0 <= at < len(messages) else None
+        message = None if source is None else self._swapped(source, indices)
+        return _Swap(source, indices, message)
+
+    def _swapped(self, source: MessageParam, indices: Sequence[int]) -> MessageParam | None:
+        """`source` with the result of each of these entries replaced by its placeholder's,
+        in index order (None: one is not a result of the same call, not swapped)."""
+        content: Any = source["content"]
+        for index in indices:
+            content = _swapped_result(content, self._fed[index], self.entries[index])
+            if content is None:
+                return None
+        return {"role": "user", "content": content}
 
     def normalized_head(self, head: Sequence[Entry | None]) -> list[MessageParam] | None:
         """The API messages of `head` (the first entries of the messages after the leading
@@ -310,23 +352,44 @@ class ConversationView:
         if messages[size - 1]["role"] != "user":
             return None
         fed = self._fed
-        swapped: dict[int, Entry | None] = {}
-        for index, same in enumerate(map(is_, head, entries)):
-            if same:
-                if index in fed:  # cleared by an earlier call
-                    swapped[index] = entries[index]
-                continue
+        # The entries the head holds as they were (this call clears them): found at C speed.
+        differing = list(compress(range(count), map(is_not, head, entries)))
+        for index in differing:
             block = fed.get(index)
             if block is None or _single_result(head[index]) is not block:
                 return None  # neither what the normalizer holds nor its placeholder
         out = messages[:size]
-        for index, placeholder in swapped.items():
-            at = sizes[index] - 1
-            content = _swapped_result(out[at]["content"], fed[index], placeholder)
-            if content is None:
+        # Every other cleared entry of the head reads its placeholder: its message is the swap
+        # made when it was cleared, while that message and its clears are still the same.
+        as_were = frozenset(differing)
+        holding = {sizes[index] - 1 for index in differing}
+        for at, swap in self._swaps.items():
+            if at >= size:
+                continue
+            message = swap.message
+            if out[at] is not swap.source or at in holding:
+                indices = [index for index in swap.indices if index not in as_were]
+                message = self._swapped(out[at], indices) if indices else out[at]
+            if message is None:
                 return None
-            out[at] = {"role": "user", "content": content}
+            out[at] = message
         return out
+
+
+class _Swap:
+    """A normalizer message with the placeholders of the results cleared in it swapped in."""
+
+    __slots__ = ("indices", "message", "source")
+
+    def __init__(
+        self, source: MessageParam | None, indices: tuple[int, ...], message: MessageParam | None
+    ) -> None:
+        self.source = source
+        """The normalizer's message it was made from (None: there was none at that index)."""
+        self.indices = indices
+        """The entries whose results are swapped, in index order."""
+        self.message = message
+        """The swapped message (None: some entry is not one result of its call)."""
 
 
 def _swapped_result(

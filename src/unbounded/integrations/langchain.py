@@ -128,7 +128,6 @@ from unbounded.compaction.conversation import (
     SummaryAuthor,
     media_placeholder,
 )
-from unbounded.compaction.cut import kept_rounds_start
 from unbounded.compaction.decisions import ClearingPolicies, microcompact_policy
 from unbounded.compaction.glue import default_facts_ledger
 from unbounded.compaction.micro import microcompact
@@ -149,7 +148,11 @@ from unbounded.integrations._langchain_recall import (
     without_lone_recall,
 )
 from unbounded.integrations._langchain_settled import SettledMark, mark_start
-from unbounded.integrations._langchain_trigger import CompactionTrigger, KeptTail
+from unbounded.integrations._langchain_trigger import (
+    CompactionTrigger,
+    KeptTail,
+    kept_tail_start,
+)
 from unbounded.integrations._langchain_view import ConversationView, tail_count
 from unbounded.model.content import Usage
 from unbounded.model.entries import Entry, now_iso, parse_timestamp
@@ -1090,7 +1093,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             first = lead + 1 if is_summary_message(messages[lead]) else lead
             # After a too-long refusal only the newest round is kept: the keep budget did not
             # leave the prompt in the window.
-            start = kept_rounds_start(
+            start = kept_tail_start(
                 plan.entries,
                 first=first - lead,
                 keep_messages=0 if force else self.keep_messages,
