@@ -180,15 +180,33 @@ class ConversationView:
                 return False
         return True
 
+    def rebase(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
+        """Hold these messages, all of them converted now: the conversation a compaction of
+        this call leaves (its summary and the kept tail, this call's clears applied), with the
+        stale ids it writes. The next call finds them by id and adds only what came after, so
+        no settled prefix is left out and the next compaction takes the view's messages too
+        (a view built again at the next call would leave the settled prefix out); when the
+        agent did not apply the compaction, the next call builds the view again."""
+        self._pending = {}
+        held = self._restart(messages, 0, stale, 0, split=False)
+        for message in messages[held:]:
+            self._add(message)
+
     def _restart(
-        self, messages: Sequence[BaseMessage], keep: int, stale: frozenset[str], settled_from: int
+        self,
+        messages: Sequence[BaseMessage],
+        keep: int,
+        stale: frozenset[str],
+        settled_from: int,
+        *,
+        split: bool = True,
     ) -> int:
         """Start again from the first `keep` of `messages`, those the last call saw (their
         entries are kept as they are), leaving out the settled prefix (scanned for from
-        `settled_from` on); returns how many messages the view now holds (the rest are
-        added)."""
+        `settled_from` on; `split=False`: none left out); returns how many messages the view
+        now holds (the rest are added)."""
         self.stale = stale
-        if self._clearable is None:
+        if self._clearable is None or not split:
             scan, base = scan_calls(messages, stale), 0
         else:
             scan, base = settled_split(messages, stale, self._is_clearable, start=settled_from)

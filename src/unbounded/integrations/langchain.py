@@ -957,7 +957,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan = self._plan(state)
         if plan.compact_at is None:
             return plan.update()
-        return plan.update(self._runner().run(self._summarize(plan)))
+        return self._compacted(plan, self._runner().run(self._summarize(plan)))
 
     def _runner(self) -> BlockingRunner:
         """This thread's kept event loop for the sync hooks: an async chat-model client the
@@ -991,7 +991,22 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         plan = self._plan(state)
         if plan.compact_at is None:
             return plan.update()
-        return plan.update(await self._summarize(plan))
+        return self._compacted(plan, await self._summarize(plan))
+
+    def _compacted(self, plan: _Plan, summary: _Summary | None) -> dict[str, Any] | None:
+        """The update of a call that compacted (`summary`: None when it failed). The view then
+        holds the messages the compaction leaves (`ConversationView.rebase`): the next call
+        adds what is new to them instead of building the view again."""
+        update = plan.update(summary)
+        if summary is None or update is None:
+            return update
+        written: ContextState = update[STATE_KEY]
+        with self._lock:
+            self._view.rebase(
+                update["messages"][1 + plan.lead :],
+                frozenset(written.get("stale_usage_ids") or []),
+            )
+        return update
 
     def after_model(
         self, state: UnboundedAgentState, runtime: Runtime[Any]
