@@ -116,10 +116,17 @@ class ConversationView:
         """Index -> tool call id of the results the last call cleared (not yet seen cleared)."""
         self._stamp = ""
         """The timestamp of the entries this call converts (one clock reading per call)."""
+        self._compacted: tuple[list[object], frozenset[str]] | None = None
+        """The keys of the messages a compaction of the last call left and the stale ids it
+        wrote (`rebase`)."""
 
     def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
         """How many leading messages `sync` would keep from the last call (0: none, the view
-        would be built again from the messages)."""
+        would be built again from the messages); for the messages a compaction of the last
+        call left (`rebase`), how many it left (built whole from them)."""
+        left = self._left_by_compaction(messages, stale)
+        if left:
+            return left
         same = self._reusable(messages, stale)
         return same if same and self._clears_applied(messages) else 0
 
@@ -129,13 +136,37 @@ class ConversationView:
         """Bring the view up to these messages; only what follows the reused ones is read.
         `settled_from`: a split the settled prefix is known to reach (`mark_start`), where a
         view built again scans from (0: none)."""
-        same = self.reused(messages, stale)
+        compacted = self._left_by_compaction(messages, stale)
+        self._compacted = None
+        same = 0 if compacted else self.reused(messages, stale)
         self._pending = {}
         self._stamp = now_iso()
-        if same < self.held or not self.held:
+        if compacted:
+            same = self._restart(messages, 0, stale, 0, split=False)
+        elif same < self.held or not self.held:
             same = self._restart(messages, same, stale, settled_from)
         for message in messages[same:]:
             self._add(message)
+
+    def rebase(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
+        """A compaction of this call leaves these messages (its summary and the kept tail,
+        this call's clears applied) and these stale ids: when the next call's messages start
+        with them, the view is built from them whole, none left out as settled (a view built
+        again from messages it does not know leaves the settled prefix out, and the next
+        compaction would then normalize its summarized messages again), and kept up to date
+        from there. Only their ids are kept until then."""
+        self._compacted = (_keys(messages), stale)
+
+    def _left_by_compaction(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
+        """How many messages the compaction of the last call left, when these messages start
+        with them and the stale ids are those it wrote (else 0)."""
+        left = self._compacted
+        if left is None:
+            return 0
+        keys, written = left
+        if stale != written or len(messages) < len(keys) or _keys(messages[: len(keys)]) != keys:
+            return 0
+        return len(keys)
 
     @property
     def held(self) -> int:
@@ -179,18 +210,6 @@ class ConversationView:
             ):
                 return False
         return True
-
-    def rebase(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
-        """Hold these messages, all of them converted now: the conversation a compaction of
-        this call leaves (its summary and the kept tail, this call's clears applied), with the
-        stale ids it writes. The next call finds them by id and adds only what came after, so
-        no settled prefix is left out and the next compaction takes the view's messages too
-        (a view built again at the next call would leave the settled prefix out); when the
-        agent did not apply the compaction, the next call builds the view again."""
-        self._pending = {}
-        held = self._restart(messages, 0, stale, 0, split=False)
-        for message in messages[held:]:
-            self._add(message)
 
     def _restart(
         self,

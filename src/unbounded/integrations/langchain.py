@@ -994,9 +994,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         return self._compacted(plan, await self._summarize(plan))
 
     def _compacted(self, plan: _Plan, summary: _Summary | None) -> dict[str, Any] | None:
-        """The update of a call that compacted (`summary`: None when it failed). The view then
-        holds the messages the compaction leaves (`ConversationView.rebase`): the next call
-        adds what is new to them instead of building the view again."""
+        """The update of a call that compacted (`summary`: None when it failed). The view is
+        told the messages the compaction leaves (`ConversationView.rebase`): the next call
+        builds it from them whole, so the next compaction takes the view's messages too."""
         update = plan.update(summary)
         if summary is None or update is None:
             return update
