@@ -50,8 +50,11 @@ def conversation(seed: int, rounds: int) -> list[BaseMessage]:
     out: list[BaseMessage] = [HumanMessage("Work through the modules.", id="h-0")]
     for n in range(1, rounds + 1):
         calls = [
-            {"id": f"call-{n}-{k}", "name": pick.choice(["read", "grep", "bash"]), "args": {
-                "path": f"src/m{pick.randrange(12)}.py"}}
+            {
+                "id": f"call-{n}-{k}",
+                "name": pick.choice(["read", "grep", "bash"]),
+                "args": {"path": f"src/m{pick.randrange(12)}.py"},
+            }
             for k in range(pick.choice([1, 1, 2, 3]))
         ]
         prompt = 1_500 + 400 * n
@@ -100,7 +103,7 @@ def drive(
     if from_scratch:
         monkeypatch.setattr(middleware_module, "kept_tail_start", kept_rounds_start)
         # The call after a compaction builds the view again from the messages.
-        monkeypatch.setattr(ConversationView, "rebase", lambda self, messages, stale: None)
+        monkeypatch.setattr(ConversationView, "rebase", lambda self, messages: None)
     for module in (view_module, middleware_module, entries_module):
         # One clock reading for every entry: the two runs' records compare byte for byte.
         monkeypatch.setattr(module, "now_iso", lambda: "2026-11-29T12:00:00.000Z")
@@ -150,9 +153,7 @@ def test_every_compaction_of_a_warm_middleware_is_the_from_scratch_bytes(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     requests, compacted, taken = drive(monkeypatch, seed, from_scratch=False)
-    scratch_requests, scratch_compacted, scratch_taken = drive(
-        monkeypatch, seed, from_scratch=True
-    )
+    scratch_requests, scratch_compacted, scratch_taken = drive(monkeypatch, seed, from_scratch=True)
     assert len(compacted) >= 2  # the view restarted after a compaction and compacted again
     assert taken >= 2 and scratch_taken == 0  # the view's messages were taken, not rebuilt
     assert requests == scratch_requests
@@ -167,7 +168,10 @@ def parallel_rounds(count: int) -> list[BaseMessage]:
     out: list[BaseMessage] = [HumanMessage("Read them.", id="h")]
     for n in range(count):
         calls = [{"name": "read", "args": {"path": f"m{n}{k}.py"}, "id": f"c{n}{k}"} for k in "ab"]
-        out.append(AIMessage(content=f"Step {n}.", tool_calls=calls, id=f"ai{n}"))
+        usage = {"input_tokens": 900 + 600 * n, "output_tokens": 10, "total_tokens": 910 + 600 * n}
+        out.append(
+            AIMessage(content=f"Step {n}.", tool_calls=calls, id=f"ai{n}", usage_metadata=usage)
+        )
         out.extend(
             ToolMessage(content=f"body {n}{k} " * 30, tool_call_id=f"c{n}{k}", id=f"t{n}{k}")
             for k in "ab"
@@ -219,6 +223,73 @@ def test_a_message_that_changed_since_its_swap_is_swapped_again() -> None:
     assert "recall id=c0a" in json.dumps(got) and "body 0b" in json.dumps(got)
 
 
+# -- the view after a compaction
+
+
+def counting_view() -> tuple[ConversationView, list[str]]:
+    """A view whose conversions are listed (message ids)."""
+    converted: list[str] = []
+
+    def convert(message: BaseMessage, anchored: bool, stamp: str) -> Entry | None:
+        converted.append(str(message.id))
+        return middleware_module._convert(message, anchored, stamp)
+
+    return ConversationView(convert, lambda called: tuple(called)), converted
+
+
+def compacted(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """A summary and the last round, its result cleared (the state a compaction leaves)."""
+    summary = HumanMessage(
+        "Summary of the work.", id="summary", additional_kwargs={"lc_source": "summarization"}
+    )
+    return [summary, messages[-2], cleared_copy(messages[-1])]
+
+
+def test_the_call_after_a_compaction_builds_the_view_whole_then_adds_what_is_new() -> None:
+    messages = parallel_rounds(6)[:-1]  # the last round's one result
+    view, converted = counting_view()
+    view.sync(messages, frozenset())
+    left = compacted(messages)
+    done = len(converted)
+    view.rebase(left)
+    assert len(converted) == done  # nothing converted by the rebase itself
+    later = [*left, AIMessage("Next.", id="ai-next"), HumanMessage("Go on.", id="go")]
+    view.sync(later, frozenset())
+    # No settled prefix left out (a view built from these messages would leave the summary
+    # and the cleared round out): every message is held.
+    built, _ = counting_view()
+    built.sync(later, frozenset())
+    assert built.base > 0
+    assert view.base == 0 and len(view.entries) == len(later)
+    assert converted[done:] == [m.id for m in later]
+    view.sync([*later, HumanMessage("More.", id="more")], frozenset())
+    assert converted[done + len(later) :] == ["more"]
+    whole = ConversationView(middleware_module._convert)
+    whole.sync([*later, HumanMessage("More.", id="more")], frozenset())
+    assert view.entries == whole.entries
+    assert view.counter.total == whole.counter.total
+
+
+def test_a_compaction_the_agent_did_not_apply_leaves_the_view_to_the_messages() -> None:
+    messages = parallel_rounds(6)[:-1]
+    view, converted = counting_view()
+    view.sync(messages, frozenset())
+    view.rebase(compacted(messages))
+    done = len(converted)
+    more = [*messages, HumanMessage("Go on.", id="go")]
+    view.sync(more, frozenset())  # the old messages came back: the view adds what is new
+    assert converted[done:] == ["go"]
+    left = compacted(messages)
+    other = [*left[:2], cleared_copy(messages[-1]).model_copy(update={"id": "t-other"})]
+    other.append(HumanMessage("Go on.", id="go"))
+    view.rebase(left)
+    view.sync(other, frozenset())  # the same first ids, another message after them
+    built, _ = counting_view()
+    built.sync(other, frozenset())
+    assert built.base > 0  # a view built from the messages leaves the settled prefix out
+    assert view.base == built.base and view.entries == built.entries
+
+
 # -- the cut read from the tail
 
 
@@ -234,7 +305,11 @@ def random_view(pick: random.Random, size: int) -> list[Entry | None]:
         elif roll < 0.6:
             view.append(Entry.assistant([{"type": "text", "text": "ok " * pick.randrange(60)}]))
         else:
-            result = {"type": "tool_result", "tool_use_id": "x", "content": "r " * pick.randrange(300)}
+            result = {
+                "type": "tool_result",
+                "tool_use_id": "x",
+                "content": "r " * pick.randrange(300),
+            }
             view.append(Entry.user([result]))
     return view
 
@@ -253,4 +328,6 @@ def test_the_cut_read_from_the_tail_is_the_whole_views(
         keep_messages, keep_tokens = pick.choice(budgets), pick.choice(tokens)
         assert kept_tail_start(
             view, first=first, keep_messages=keep_messages, keep_tokens=keep_tokens
-        ) == kept_rounds_start(view, first=first, keep_messages=keep_messages, keep_tokens=keep_tokens)
+        ) == kept_rounds_start(
+            view, first=first, keep_messages=keep_messages, keep_tokens=keep_tokens
+        )

@@ -188,7 +188,9 @@ def kept_tail_start(
         if found is not None and starts and found > starts[0]:
             return offset + found
         window *= 4
-    return kept_rounds_start(view, first=first, keep_messages=keep_messages, keep_tokens=keep_tokens)
+    return kept_rounds_start(
+        view, first=first, keep_messages=keep_messages, keep_tokens=keep_tokens
+    )
 
 
 __all__ = [

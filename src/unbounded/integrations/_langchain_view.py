@@ -116,15 +116,14 @@ class ConversationView:
         """Index -> tool call id of the results the last call cleared (not yet seen cleared)."""
         self._stamp = ""
         """The timestamp of the entries this call converts (one clock reading per call)."""
-        self._compacted: tuple[list[object], frozenset[str]] | None = None
-        """The keys of the messages a compaction of the last call left and the stale ids it
-        wrote (`rebase`)."""
+        self._compacted: list[object] | None = None
+        """The keys of the messages a compaction of the last call left (`rebase`)."""
 
     def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
         """How many leading messages `sync` would keep from the last call (0: none, the view
         would be built again from the messages); for the messages a compaction of the last
         call left (`rebase`), how many it left (built whole from them)."""
-        left = self._left_by_compaction(messages, stale)
+        left = self._left_by_compaction(messages)
         if left:
             return left
         same = self._reusable(messages, stale)
@@ -136,7 +135,7 @@ class ConversationView:
         """Bring the view up to these messages; only what follows the reused ones is read.
         `settled_from`: a split the settled prefix is known to reach (`mark_start`), where a
         view built again scans from (0: none)."""
-        compacted = self._left_by_compaction(messages, stale)
+        compacted = self._left_by_compaction(messages)
         self._compacted = None
         same = 0 if compacted else self.reused(messages, stale)
         self._pending = {}
@@ -148,23 +147,19 @@ class ConversationView:
         for message in messages[same:]:
             self._add(message)
 
-    def rebase(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> None:
+    def rebase(self, messages: Sequence[BaseMessage]) -> None:
         """A compaction of this call leaves these messages (its summary and the kept tail,
-        this call's clears applied) and these stale ids: when the next call's messages start
-        with them, the view is built from them whole, none left out as settled (a view built
+        this call's clears applied): when the next call's messages start with them, the view is built from them whole, none left out as settled (a view built
         again from messages it does not know leaves the settled prefix out, and the next
         compaction would then normalize its summarized messages again), and kept up to date
         from there. Only their ids are kept until then."""
-        self._compacted = (_keys(messages), stale)
+        self._compacted = _keys(messages)
 
-    def _left_by_compaction(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
+    def _left_by_compaction(self, messages: Sequence[BaseMessage]) -> int:
         """How many messages the compaction of the last call left, when these messages start
-        with them and the stale ids are those it wrote (else 0)."""
-        left = self._compacted
-        if left is None:
-            return 0
-        keys, written = left
-        if stale != written or len(messages) < len(keys) or _keys(messages[: len(keys)]) != keys:
+        with them (else 0)."""
+        keys = self._compacted
+        if keys is None or len(messages) < len(keys) or _keys(messages[: len(keys)]) != keys:
             return 0
         return len(keys)
 

@@ -1000,12 +1000,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         update = plan.update(summary)
         if summary is None or update is None:
             return update
-        written: ContextState = update[STATE_KEY]
         with self._lock:
-            self._view.rebase(
-                update["messages"][1 + plan.lead :],
-                frozenset(written.get("stale_usage_ids") or []),
-            )
+            self._view.rebase(update["messages"][1 + plan.lead :])
         return update
 
     def after_model(
