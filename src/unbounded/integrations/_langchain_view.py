@@ -149,10 +149,11 @@ class ConversationView:
 
     def rebase(self, messages: Sequence[BaseMessage]) -> None:
         """A compaction of this call leaves these messages (its summary and the kept tail,
-        this call's clears applied): when the next call's messages start with them, the view is built from them whole, none left out as settled (a view built
-        again from messages it does not know leaves the settled prefix out, and the next
-        compaction would then normalize its summarized messages again), and kept up to date
-        from there. Only their ids are kept until then."""
+        this call's clears applied): when the next call's messages start with them, the view
+        is built from them whole, none left out as settled (a view built again from messages
+        it does not know leaves the settled prefix out, and the next compaction would then
+        normalize its summarized messages again), and kept up to date from there. Only their
+        ids are kept until then."""
         self._compacted = _keys(messages)
 
     def _left_by_compaction(self, messages: Sequence[BaseMessage]) -> int:
