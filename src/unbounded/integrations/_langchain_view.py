@@ -337,18 +337,15 @@ class ConversationView:
         by_message: dict[int, set[int]] = {}
         for index in cleared:
             by_message.setdefault(sizes[index] - 1, set()).add(index)
+        messages = self.normalizer.borrowed_messages()
         for at, indices in by_message.items():
             known = swaps.get(at)
             if known is not None:
                 indices.update(known.indices)
-            swaps[at] = self._swap(at, tuple(sorted(indices)))
-
-    def _swap(self, at: int, indices: tuple[int, ...]) -> _Swap:
-        """The swap of the results at these entry indices into normalizer message `at`."""
-        messages = self.normalizer.borrowed_messages()
-        source = messages[at] if 0 <= at < len(messages) else None
-        message = None if source is None else self._swapped(source, indices)
-        return _Swap(source, indices, message)
+            ordered = tuple(sorted(indices))
+            source = messages[at] if 0 <= at < len(messages) else None
+            message = None if source is None else self._swapped(source, ordered)
+            swaps[at] = _Swap(source, ordered, message)
 
     def _swapped(self, source: MessageParam, indices: Sequence[int]) -> MessageParam | None:
         """`source` with the result of each of these entries replaced by its placeholder's,
