@@ -24,19 +24,23 @@ the placeholder); when it did not (the update was dropped, or the same state pla
 the view is built again from the messages, which then say what is cleared.
 
 A conversation the view does not hold yet (a new middleware on a long checkpointed thread, or
-after a compaction) is read from where it is no longer settled (`_langchain_settled`): the
-messages before that point, whose results are all placeholders already and which the count's
-anchor follows, are not held (the view keeps the first one's id, and the id of the message
-after them: both still carrying those ids tells a later call the prefix stands) and are
-converted only when a compaction needs them, so the first call costs the tail, not a pass
-over the history; the scan starts
-at a split known before (`sync(settled_from=)`, the middleware's mark) when there is one, and
+a compaction this middleware did not make) is read from where it is no longer settled
+(`_langchain_settled`): the messages before that point, whose results are all placeholders
+already and which the count's anchor follows, are not held (the view keeps the first one's
+id, and the id of the message after them: both still carrying those ids tells a later call
+the prefix stands) and are converted only when a compaction needs them, so the first call
+costs the tail, not a pass over the history; the scan starts at a split known before
+(`sync(settled_from=)`, the middleware's mark) when there is one, and
 `settled_after_clears` says where the split is once this call's clears apply. Entries are
 converted with one timestamp per call and take their uuid from the message id.
 
 A compaction's summary request normalizes the messages it summarizes: `normalized_head`
 gives them from the view's normalizer instead, when they are exactly what normalizing them
-anew builds (see there), so a compaction does not pay a second pass over the history.
+anew builds (see there), so a compaction does not pay a second pass over the history. The
+results cleared since are swapped in message by message as each call clears them (`_Swap`),
+not at the compaction. The messages a compaction of this middleware leaves are built whole
+at the next call that finds them (`rebase`): nothing is left out as settled, so the next
+compaction takes the view's messages too.
 
 `tail_count` gives the view's count without the view: the last reported usage plus the
 estimate of what follows it, for a call on a conversation the view does not hold that needs
