@@ -245,7 +245,12 @@ def compacted(messages: list[BaseMessage]) -> list[BaseMessage]:
     return [summary, messages[-2], cleared_copy(messages[-1])]
 
 
-def test_the_call_after_a_compaction_builds_the_view_whole_then_adds_what_is_new() -> None:
+def test_the_call_after_a_compaction_builds_the_view_whole_then_adds_what_is_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        view_module, "now_iso", lambda: "2026-11-29T12:00:00.000Z"
+    )  # entries compared
     messages = parallel_rounds(6)[:-1]  # the last round's one result
     view, converted = counting_view()
     view.sync(messages, frozenset())
@@ -270,7 +275,12 @@ def test_the_call_after_a_compaction_builds_the_view_whole_then_adds_what_is_new
     assert view.counter.total == whole.counter.total
 
 
-def test_a_compaction_the_agent_did_not_apply_leaves_the_view_to_the_messages() -> None:
+def test_a_compaction_the_agent_did_not_apply_leaves_the_view_to_the_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        view_module, "now_iso", lambda: "2026-11-29T12:00:00.000Z"
+    )  # entries compared
     messages = parallel_rounds(6)[:-1]
     view, converted = counting_view()
     view.sync(messages, frozenset())
