@@ -38,7 +38,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
@@ -86,6 +86,9 @@ from unbounded.tokens.estimate import (
     token_count_with_estimation,
 )
 from unbounded.wire.context_edits import COMPACTION_BLOCK
+
+if TYPE_CHECKING:
+    from unbounded.compaction.view_folds import ViewFolds
 
 Trigger = Literal["auto", "manual"]
 
@@ -417,14 +420,19 @@ def safe_pivot(view: Sequence[Entry], pivot_uuid: str) -> int:
     return index
 
 
-def _kept_tail(view: Sequence[Entry], keep_from: str) -> list[Entry]:
-    """The records from `keep_from` to the end of the view; something must come before them."""
-    positions = [i for i, entry in enumerate(view) if entry.uuid == keep_from]
-    if not positions:
-        raise ConfigError(
-            f"keep_from {keep_from} is not in the conversation after the last boundary"
-        )
-    index = positions[0]
+def _kept_tail(
+    view: Sequence[Entry], keep_from: str, first: Mapping[str, int] | None = None
+) -> list[Entry]:
+    """The records from `keep_from` to the end of the view; something must come before them.
+    `first`: each uuid's first position in the view, when the caller keeps it."""
+    index = first.get(keep_from) if first is not None and isinstance(keep_from, str) else None
+    if index is None:
+        positions = [i for i, entry in enumerate(view) if entry.uuid == keep_from]
+        if not positions:
+            raise ConfigError(
+                f"keep_from {keep_from} is not in the conversation after the last boundary"
+            )
+        index = positions[0]
     if not any(e.type in ("user", "assistant") for e in view[:index]):
         raise CompactionError(
             "nothing before the kept messages to summarize", reason="nothing_to_summarize"
@@ -439,6 +447,10 @@ def _require_contiguous(entries: Sequence[Entry], kept: Sequence[Entry]) -> None
     a pivot that keeps both sides of that splice cannot be recorded, so it is refused.
     """
     if not kept:
+        return
+    # One run of the transcript with a uuid on each record: they are all in it (the usual
+    # case, found from the end without a set of every uuid of the session).
+    if all(entry.uuid for entry in kept) and is_one_run(entries, kept):
         return
     known = {entry.uuid for entry in entries if entry.uuid}
     if any(entry.uuid not in known for entry in kept):
@@ -583,6 +595,7 @@ class SummaryJob:
         fits: PostCompactionFit | None = None,
         budget: RequestBudget | None = None,
         fallback: FallbackReason | None = None,
+        view_counts: tuple[list[str], int] | None = None,
     ) -> None:
         self.entries = entries
         self.provider = provider
@@ -623,6 +636,9 @@ class SummaryJob:
         self._replaced_tokens = 0
         self._lean_source: list[MessageParam] = []
         """The messages as first prepared: the lean-summary yardstick of `check_summary`."""
+        self._view_counts = view_counts
+        """A full compaction's view, folded as it grew (`ViewFolds`): the tools it called,
+        sorted, and its user and assistant records (None: counted from the view)."""
 
     @property
     def summary_requests(self) -> int:
@@ -864,12 +880,20 @@ class SummaryJob:
             extra={"sessionId": session_id} if session_id else None,
         )
         preserved: dict[str, str | None] | None = None
+        counts = self._view_counts
+        if counts is not None and direction is None:
+            # `replaced` is the view without the kept tail, its last records.
+            tools = counts[0]
+            messages = counts[1] - sum(1 for e in kept if e.type in ("user", "assistant"))
+        else:
+            tools = discovered_tools(view)
+            messages = sum(1 for e in replaced if e.type in ("user", "assistant"))
         boundary = create_compact_boundary(
             trigger,
             self.pre_tokens,
             logical_parent_uuid=last_before,
-            messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
-            pre_compact_discovered_tools=discovered_tools(view),
+            messages_summarized=messages,
+            pre_compact_discovered_tools=tools,
             session_id=session_id,
             extra_metadata={
                 **(self.boundary_metadata or {}),
@@ -975,12 +999,18 @@ async def start_summary(
     fits: PostCompactionFit | None = None,
     budget: RequestBudget | None = None,
     fallback: FallbackReason | None = None,
+    view: Sequence[Entry] | None = None,
+    folds: ViewFolds | None = None,
 ) -> SummaryJob:
     """The summary's first step (`SummaryJob`): checks, `CompactionStarted`, the PreCompact
     hooks, the messages and prompt. Parameters as `compact_conversation`'s; `fits`: whether
     the messages after the compaction leave enough room (`drop_attachments_to_fit`);
     `budget`: the model requests the compaction may still send (None: unbounded);
-    `fallback`: why `provider` writes this summary as a fallback, reported with it."""
+    `fallback`: why `provider` writes this summary as a fallback, reported with it.
+
+    `view`: `messages_after_compact_boundary(entries)` when the caller keeps it (a session's
+    transcript), not derived again; `folds`: the `ViewFolds` the caller advances over that
+    list as it grows, so that the whole view is not walked again here."""
     active = policy or Policy()
     if not active.compact_enabled:
         raise CompactionError(
@@ -988,16 +1018,28 @@ async def start_summary(
         )
     if (direction is None) != (pivot_uuid is None):
         raise ConfigError("partial compaction needs both a direction and a pivot")
-    view = messages_after_compact_boundary(entries)
+    first: Mapping[str, int] | None = None
+    view_counts: tuple[list[str], int] | None = None
+    if view is None:
+        view = messages_after_compact_boundary(entries)
+        pre_tokens = pre_compaction_tokens(entries)
+    else:
+        if folds is not None:
+            folds.advance(view)  # the caller's list, the one it grows
+            if folds.usable:
+                first = folds.first
+                view_counts = (sorted(folds.tools), folds.messages)
+        # A copy: the caller's list may grow while the summary is asked for.
+        view = list(view)
+        pre_tokens = token_count_with_estimation(view)
     if not any(e.type in ("user", "assistant") for e in view):
         raise CompactionError("not enough messages to compact", reason="empty")
-    pre_tokens = pre_compaction_tokens(entries)
     emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
 
     if direction is None:
         summarized, kept = list(view), []
         if keep_from is not None:
-            kept = _kept_tail(view, keep_from)
+            kept = _kept_tail(view, keep_from, first)
             _require_contiguous(entries, kept)
             if kept_holds_server_compaction(kept):
                 # Kept after our summary, the block would have the server drop the summary.
@@ -1038,6 +1080,7 @@ async def start_summary(
         fits=fits,
         budget=budget,
         fallback=fallback,
+        view_counts=view_counts,
     )
     try:
         await job._prepare(instructions, sent_messages)

@@ -543,13 +543,18 @@ class WorkingStateReader:
 
     def read(self, entries: Sequence[Entry]) -> WorkingState:
         """The working state of these entries."""
+        self.advance(entries)
+        return self.state.copy()
+
+    def advance(self, entries: Sequence[Entry]) -> None:
+        """Read what `entries` added since the last call, without copying the state out: a
+        session calls it on every turn, so that its compaction reads only that turn's entries."""
         start = self._since.start(entries)
         if start is None:
             self._reset()
             start = 0
         for index in range(start, len(entries)):
             self._feed(index, entries[index])
-        return self.state.copy()
 
     def _feed(self, index: int, entry: Entry) -> None:
         # The entry's time is parsed only for what records it (most entries record nothing).
