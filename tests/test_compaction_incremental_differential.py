@@ -82,7 +82,7 @@ class Clock:
 
 
 def _tool_call(rng: random.Random, turn: int, repo: Path) -> dict[str, Any]:
-    path = str(repo / f"module_{rng.randrange(6)}.py")
+    path = str(repo / f"module_{rng.randrange(30)}.py")
     kind = rng.choice(["Read", "Read", "Write", "Edit", "Bash", "TodoWrite", "Skill", "Glob"])
     if kind == "Read":
         tool_input: dict[str, Any] = {"file_path": path}
@@ -215,7 +215,7 @@ def _run(
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    for n in range(6):
+    for n in range(30):
         (repo / f"module_{n}.py").write_text(f"print('module {n}')\n" * 40)
     return repo
 
