@@ -3,7 +3,7 @@
 A session keeps what its compactions read of the whole history up to date on every turn
 (`RecordedState.advance`: the working state the rehydrator reads, `ViewFolds` over the view),
 and its summaries take the transcript's own view. These tests drive seeded random sessions
-(file reads, writes and edits, todo lists, skills, images, unchanged-file stubs, clearing
+(file reads, writes and edits, todo lists, skills, images or none, unchanged-file stubs, clearing
 after long pauses, replies discarded and recorded again, reopening from disk, manual partial
 compactions, several automatic compactions) twice: once as the session runs, once with every
 compaction computed from scratch (the view derived again from the entries, the working state
@@ -99,12 +99,12 @@ def _tool_call(rng: random.Random, turn: int, repo: Path) -> dict[str, Any]:
     return {"type": "tool_use", "id": f"t{turn}", "name": kind, "input": tool_input}
 
 
-def _result(rng: random.Random, call: dict[str, Any]) -> dict[str, Any]:
+def _result(rng: random.Random, call: dict[str, Any], images: bool) -> dict[str, Any]:
     roll = rng.random()
     content: Any
     if call["name"] == "Read" and roll < 0.2:
         content = "File unchanged since last read. Refer to the earlier read."
-    elif roll < 0.1:
+    elif images and roll < 0.1:
         content = [
             {"type": "text", "text": "a screenshot"},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
@@ -157,7 +157,7 @@ async def _drive(seed: int, folder: Path, repo: Path) -> tuple[list[bytes], list
             session.discard_last_reply()
             reply = _reply(rng, turn, repo, request)
             session.record(reply)
-        session.add_tool_results([_result(rng, reply.content[1])])
+        session.add_tool_results([_result(rng, reply.content[1], images=seed % 3 != 0)])
         roll = rng.random()
         if roll < 0.15:
             session.add_user(f"Now task {turn}.")

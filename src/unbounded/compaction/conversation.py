@@ -38,11 +38,12 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from unbounded.compaction.cut import discovered_tools, is_one_run
+from unbounded.compaction.view_folds import ViewFacts, ViewFolds, holds_rewritten_block
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.prompts import (
     SUMMARY_SYSTEM_PROMPT,
@@ -85,10 +86,6 @@ from unbounded.tokens.estimate import (
     rough_token_count,
     token_count_with_estimation,
 )
-from unbounded.wire.context_edits import COMPACTION_BLOCK
-
-if TYPE_CHECKING:
-    from unbounded.compaction.view_folds import ViewFolds
 
 Trigger = Literal["auto", "manual"]
 
@@ -338,47 +335,17 @@ def strip_images_and_documents(messages: list[MessageParam]) -> list[MessagePara
     return result
 
 
-_REWRITTEN_BLOCKS = frozenset({"image", "document", COMPACTION_BLOCK})
-"""Blocks a summary request rewrites (media as text, server compactions as their summary)."""
-_REWRITTEN_INSIDE = _REWRITTEN_BLOCKS | {"tool_result"}
-
-
-def _may_be_rewritten(kind: object, kinds: frozenset[str]) -> bool:
-    """Whether a block of type `kind` is one the rewrites change. A type that is not a string
-    (malformed input) never is: the rewrites compare types with `==` and send it as it is."""
-    return isinstance(kind, str) and kind in kinds
-
-
 def _as_sent_for_summary(messages: list[MessageParam]) -> list[MessageParam]:
     """The messages a summary request sends: from the last server compaction on, its blocks
     as text, media as placeholders. One pass finds whether any message holds such a block;
     most conversations hold none, and the three rewrites (each a walk of every block) would
     then return the same messages."""
     for message in messages:
-        content = message["content"]
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if _may_be_rewritten(kind, _REWRITTEN_BLOCKS):
-                break
-            if kind == "tool_result":
-                inner = block.get("content")
-                # Media inside a result is rewritten too (a nested result: looked into).
-                if isinstance(inner, list) and any(
-                    isinstance(part, Mapping)
-                    and _may_be_rewritten(part.get("type"), _REWRITTEN_INSIDE)
-                    for part in inner
-                ):
-                    break
-        else:
-            continue
-        # What a server compaction stands for is the server's summary alone (server_blocks).
-        return compaction_blocks_as_text(
-            strip_images_and_documents(from_last_server_compaction(messages))
-        )
+        if holds_rewritten_block(message["content"]):
+            # What a server compaction stands for is the server's summary alone.
+            return compaction_blocks_as_text(
+                strip_images_and_documents(from_last_server_compaction(messages))
+            )
     return list(messages)
 
 
@@ -595,7 +562,7 @@ class SummaryJob:
         fits: PostCompactionFit | None = None,
         budget: RequestBudget | None = None,
         fallback: FallbackReason | None = None,
-        view_counts: tuple[list[str], int] | None = None,
+        facts: ViewFacts | None = None,
     ) -> None:
         self.entries = entries
         self.provider = provider
@@ -636,9 +603,8 @@ class SummaryJob:
         self._replaced_tokens = 0
         self._lean_source: list[MessageParam] = []
         """The messages as first prepared: the lean-summary yardstick of `check_summary`."""
-        self._view_counts = view_counts
-        """A full compaction's view, folded as it grew (`ViewFolds`): the tools it called,
-        sorted, and its user and assistant records (None: counted from the view)."""
+        self._facts = facts
+        """The view, folded as it grew (`ViewFolds`; None: read from the view here)."""
 
     @property
     def summary_requests(self) -> int:
@@ -712,7 +678,11 @@ class SummaryJob:
             to_send = list(sent_messages)
         else:
             to_send = normalize_messages(_without_reinjected(self.view))
-        self.messages = _as_sent_for_summary(to_send)
+        # Every message sent here is normalized from the view: none holds a block to rewrite
+        # when no record of the view does.
+        facts = self._facts
+        rewrites = facts is None or facts.rewritten
+        self.messages = _as_sent_for_summary(to_send) if rewrites else list(to_send)
         # A full compaction summarizes the whole view (a kept tail included), which
         # `pre_tokens` counted: not counted again.
         self._replaced_tokens = (
@@ -880,11 +850,11 @@ class SummaryJob:
             extra={"sessionId": session_id} if session_id else None,
         )
         preserved: dict[str, str | None] | None = None
-        counts = self._view_counts
-        if counts is not None and direction is None:
+        facts = self._facts
+        if facts is not None and direction is None:
             # `replaced` is the view without the kept tail, its last records.
-            tools = counts[0]
-            messages = counts[1] - sum(1 for e in kept if e.type in ("user", "assistant"))
+            tools = facts.tools
+            messages = facts.messages - sum(1 for e in kept if e.type in ("user", "assistant"))
         else:
             tools = discovered_tools(view)
             messages = sum(1 for e in replaced if e.type in ("user", "assistant"))
@@ -1019,16 +989,16 @@ async def start_summary(
     if (direction is None) != (pivot_uuid is None):
         raise ConfigError("partial compaction needs both a direction and a pivot")
     first: Mapping[str, int] | None = None
-    view_counts: tuple[list[str], int] | None = None
+    facts: ViewFacts | None = None
     if view is None:
         view = messages_after_compact_boundary(entries)
         pre_tokens = pre_compaction_tokens(entries)
     else:
         if folds is not None:
             folds.advance(view)  # the caller's list, the one it grows
-            if folds.usable:
+            facts = folds.facts()
+            if facts is not None:
                 first = folds.first
-                view_counts = (sorted(folds.tools), folds.messages)
         # A copy: the caller's list may grow while the summary is asked for.
         view = list(view)
         pre_tokens = token_count_with_estimation(view)
@@ -1080,7 +1050,7 @@ async def start_summary(
         fits=fits,
         budget=budget,
         fallback=fallback,
-        view_counts=view_counts,
+        facts=facts,
     )
     try:
         await job._prepare(instructions, sent_messages)

@@ -16,12 +16,56 @@ did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from unbounded.compaction.recorded_files import AppendedSince
 from unbounded.model.entries import Entry
+from unbounded.wire.context_edits import COMPACTION_BLOCK
 
 _MESSAGE_TYPES = ("user", "assistant")
+REWRITTEN_BLOCKS = frozenset({"image", "document", COMPACTION_BLOCK})
+"""Blocks a summary request rewrites (media as text, server compactions as their summary)."""
+REWRITTEN_INSIDE = REWRITTEN_BLOCKS | {"tool_result"}
+"""The same inside a tool result (a nested result is looked into)."""
+
+
+def may_be_rewritten(kind: object, kinds: frozenset[str]) -> bool:
+    """Whether a block of type `kind` is one the rewrites change. A type that is not a string
+    (malformed input) never is: the rewrites compare types with `==` and send it as it is."""
+    return isinstance(kind, str) and kind in kinds
+
+
+def holds_rewritten_block(content: object) -> bool:
+    """Whether a message's content holds a block a summary request rewrites (at the top, or
+    inside a tool result's list content)."""
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if may_be_rewritten(kind, REWRITTEN_BLOCKS):
+            return True
+        if kind == "tool_result":
+            inner = block.get("content")
+            if isinstance(inner, list) and any(
+                isinstance(part, Mapping) and may_be_rewritten(part.get("type"), REWRITTEN_INSIDE)
+                for part in inner
+            ):
+                return True
+    return False
+
+
+class ViewFacts(NamedTuple):
+    """What a summary reads of its whole view, taken from `ViewFolds` when it starts."""
+
+    tools: list[str]
+    """The tools the view called, sorted (`cut.discovered_tools`)."""
+    messages: int
+    """Its user and assistant records."""
+    rewritten: bool
+    """Whether a record may hold a block a summary request rewrites."""
 
 
 class ViewFolds:
@@ -41,6 +85,10 @@ class ViewFolds:
         """uuid (a string) -> the position of the first record carrying it."""
         self.usable = True
         """False once a record the from-scratch folds would fail on was read."""
+        self.rewritten = False
+        """A record holds a block a summary request rewrites (`holds_rewritten_block`): the
+        messages normalized from the view (clears applied or not) can hold one only then,
+        since normalizing and clearing add text, never media or server compactions."""
 
     def advance(self, view: Sequence[Entry]) -> None:
         """Read the records `view` added since the last call (all of them for another list)."""
@@ -51,8 +99,16 @@ class ViewFolds:
         for index in range(start, len(view)):
             self._feed(index, view[index])
 
+    def facts(self) -> ViewFacts | None:
+        """The folds as they are now (None when a record made them unusable)."""
+        if not self.usable:
+            return None
+        return ViewFacts(sorted(self.tools), self.messages, self.rewritten)
+
     def _feed(self, index: int, entry: Entry) -> None:
         kind = entry.type
+        if not self.rewritten and holds_rewritten_block(entry.content):
+            self.rewritten = True
         if kind in _MESSAGE_TYPES:
             self.messages += 1
             if kind == "assistant":
@@ -69,4 +125,11 @@ class ViewFolds:
             self.first[uuid] = index
 
 
-__all__ = ["ViewFolds"]
+__all__ = [
+    "REWRITTEN_BLOCKS",
+    "REWRITTEN_INSIDE",
+    "ViewFacts",
+    "ViewFolds",
+    "holds_rewritten_block",
+    "may_be_rewritten",
+]
