@@ -15,6 +15,7 @@ the same bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import shutil
 import uuid
@@ -167,10 +168,9 @@ async def _drive(seed: int, folder: Path, repo: Path) -> tuple[list[bytes], list
         elif roll < 0.25:
             pivot = _pivot(rng, session.view)
             if pivot is not None:
-                try:
+                # Refused the same way on both paths, when it is (the transcript says so).
+                with contextlib.suppress(ConfigError, CompactionError):
                     await session.compact(pivot=pivot, direction=rng.choice(["up_to", "from"]))
-                except (ConfigError, CompactionError):
-                    pass  # refused the same way on both paths (the transcript says so)
     records = [orjson.dumps(entry.data, option=orjson.OPT_SORT_KEYS) for entry in session.entries]
     session.close()
     return summarizer.requests, prepared, records

@@ -431,7 +431,6 @@ class CacheBreakpointPlanner:
             enable_prompt_caching=True,
         )
 
-
     def plan_fork(
         self,
         request: ProviderRequest,

@@ -43,7 +43,6 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from unbounded.compaction.cut import discovered_tools, is_one_run
-from unbounded.compaction.view_folds import ViewFacts, ViewFolds, holds_rewritten_block
 from unbounded.compaction.extractive import lean_summary_tokens
 from unbounded.compaction.prompts import (
     SUMMARY_SYSTEM_PROMPT,
@@ -62,6 +61,7 @@ from unbounded.compaction.server_blocks import (
 )
 from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
 from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
+from unbounded.compaction.view_folds import ViewFacts, ViewFolds, holds_rewritten_block
 from unbounded.errors import CompactionError, ConfigError, PromptTooLongError, ProviderError
 from unbounded.events import (
     CompactionFailed,

@@ -10,8 +10,8 @@ import sys
 import uuid as uuid_module
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, methodcaller
 from datetime import datetime, timezone
+from operator import attrgetter, methodcaller
 from typing import Any, Literal
 
 from unbounded.model.content import ContentBlock, Usage
