@@ -1,0 +1,58 @@
+"""ViewFolds: the folds a summary reads of its view, kept as the view grows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from unbounded.compaction.cut import discovered_tools
+from unbounded.compaction.view_folds import ViewFolds, holds_rewritten_block
+from unbounded.model.entries import Entry
+
+
+def _assistant(uuid: str, *blocks: Any) -> Entry:
+    return Entry({"type": "assistant", "uuid": uuid, "message": {"role": "assistant", "content": list(blocks)}})
+
+
+def _user(uuid: str, content: Any) -> Entry:
+    return Entry({"type": "user", "uuid": uuid, "message": {"role": "user", "content": content}})
+
+
+def _call(name: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"t-{name}", "name": name, "input": {}}
+
+
+def test_the_folds_read_only_what_the_list_added_and_start_over_on_another_list() -> None:
+    view = [_user("a", "hi"), _assistant("b", _call("Read"))]
+    folds = ViewFolds()
+    folds.advance(view)
+    view += [_user("c", [{"type": "tool_result", "tool_use_id": "t-Read", "content": "x"}]), _assistant("a", _call("Bash"))]
+    folds.advance(view)
+    facts = folds.facts()
+    assert facts is not None
+    assert facts.tools == discovered_tools(view) == ["Bash", "Read"]
+    assert facts.messages == 4 and not facts.rewritten
+    assert folds.first == {"a": 0, "b": 1, "c": 2}  # the first of a repeated uuid
+    other = [_assistant("z", _call("Grep"))]  # a new view (after a compaction): from its start
+    folds.advance(other)
+    assert folds.facts() == (["Grep"], 1, False) and folds.first == {"z": 0}
+
+
+def test_a_block_the_tools_walk_would_fail_on_leaves_the_answer_to_it() -> None:
+    folds = ViewFolds()
+    folds.advance([_assistant("a", "not a block", _call("Read"))])
+    assert folds.facts() is None
+
+
+def test_media_anywhere_in_the_view_is_noticed() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}
+    inside = _user("b", [{"type": "tool_result", "tool_use_id": "t", "content": [image]}])
+    assert holds_rewritten_block(inside.content)
+    assert not holds_rewritten_block([{"type": "tool_result", "tool_use_id": "t", "content": "text"}])
+    assert not holds_rewritten_block([{"type": ["image"]}])  # a type that is not a string
+    folds = ViewFolds()
+    view = [_user("a", "hi")]
+    folds.advance(view)
+    assert folds.facts() == ([], 1, False)
+    view.append(inside)
+    folds.advance(view)
+    assert folds.facts() == ([], 2, True)
