@@ -4,7 +4,7 @@ A session keeps what its compactions read of the whole history up to date on eve
 (`RecordedState.advance`: the working state the rehydrator reads, `ViewFolds` over the view),
 and its summaries take the transcript's own view. These tests drive seeded random sessions
 (file reads, writes and edits, todo lists, skills, images or none, unchanged-file stubs, clearing
-after long pauses, replies discarded and recorded again, reopening from disk, manual partial
+after long pauses, replies discarded and recorded again, reopening from disk, manual full and partial
 compactions, several automatic compactions) twice: once as the session runs, once with every
 compaction computed from scratch (the view derived again from the entries, the working state
 read again from the first entry). Every summary request, every prepared request and every
@@ -165,7 +165,9 @@ async def _drive(seed: int, folder: Path, repo: Path) -> tuple[list[bytes], list
         elif roll < 0.2:  # reopened from its folder: state read again from the stored records
             session.close()
             session = Session.open(folder, CONFIG, **options)
-        elif roll < 0.25:
+        elif roll < 0.22:  # a manual full compaction, outside the turn's steps
+            await session.compact(instructions="keep the file names")
+        elif roll < 0.26:
             pivot = _pivot(rng, session.view)
             if pivot is not None:
                 # Refused the same way on both paths, when it is (the transcript says so).
