@@ -682,7 +682,8 @@ class SummaryJob:
         # when no record of the view does.
         facts = self._facts
         rewrites = facts is None or facts.rewritten
-        self.messages = _as_sent_for_summary(to_send) if rewrites else list(to_send)
+        # `to_send` is a new list here: kept as it is.
+        self.messages = _as_sent_for_summary(to_send) if rewrites else to_send
         # A full compaction summarizes the whole view (a kept tail included), which
         # `pre_tokens` counted: not counted again.
         self._replaced_tokens = (
