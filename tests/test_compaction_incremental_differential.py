@@ -222,10 +222,20 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
-def test_kept_state_compacts_as_from_scratch(tmp_path: Path, seed: int) -> None:
+def _turn_limit(limit: int) -> Callable[[pytest.MonkeyPatch], None]:
+    """The kept path, reading at most `limit` entries a turn (a reopened session catches up
+    over several turns, and a compaction reads what is left)."""
+
+    def patch(monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(glue, "TURN_READ_LIMIT", limit)
+
+    return patch
+
+
+@pytest.mark.parametrize(("seed", "limit"), [(1, None), (2, None), (3, None), (4, None), (5, None), (6, None), (7, 3), (8, 3)])
+def test_kept_state_compacts_as_from_scratch(tmp_path: Path, seed: int, limit: int | None) -> None:
     repo = _repo(tmp_path)
-    kept = _run(seed, tmp_path / "session", repo, None)
+    kept = _run(seed, tmp_path / "session", repo, None if limit is None else _turn_limit(limit))
     scratch = _run(seed, tmp_path / "session", repo, _from_scratch)
     summaries, prepared, records = kept
     assert len(summaries) >= 2  # several compactions happened

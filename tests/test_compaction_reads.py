@@ -57,9 +57,11 @@ class _FeedCounter:
             self.reads.append(len(entries))
             return working_read(reader, entries)
 
-        def advance(reader: WorkingStateReader, entries: Sequence[Entry]) -> None:
+        def advance(
+            reader: WorkingStateReader, entries: Sequence[Entry], limit: int | None = None
+        ) -> bool:
             self.advanced.append(len(entries))
-            working_advance(reader, entries)
+            return working_advance(reader, entries, limit)
 
         monkeypatch.setattr(WorkingStateReader, "_feed", feed_working)
         monkeypatch.setattr(WorkingStateReader, "advance", advance)

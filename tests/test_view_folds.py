@@ -56,3 +56,28 @@ def test_media_anywhere_in_the_view_is_noticed() -> None:
     view.append(inside)
     folds.advance(view)
     assert folds.facts() == ([], 2, True)
+
+
+def test_a_turn_reads_at_most_its_limit_and_a_compaction_the_rest(monkeypatch: Any) -> None:
+    from unbounded.compaction import glue
+    from unbounded.compaction.glue import RecordedState
+    from unbounded.compaction.recorded_files import RecordedFilesReader
+
+    monkeypatch.setattr(glue, "TURN_READ_LIMIT", 4)
+    fed: list[int] = []
+    feed = RecordedFilesReader._feed
+    monkeypatch.setattr(RecordedFilesReader, "_feed", lambda reader, n, entry: (fed.append(n), feed(reader, n, entry)))
+    reads = [{"type": "tool_use", "id": f"r{n}", "name": "Read", "input": {"file_path": f"/r/{n}.py"}} for n in range(10)]
+    entries = [_assistant(f"u{n}", read) for n, read in enumerate(reads)]  # a resumed history
+    recorded = RecordedState()
+    recorded.advance(entries, entries, "transcript")
+    assert recorded.view.messages == 4 and len(recorded.working.state.files_read) == 4
+    recorded.advance(entries, entries, "transcript")
+    assert recorded.view.messages == 8 and len(recorded.working.state.files_read) == 8
+    recorded.advance(entries, entries, "transcript")  # caught up, on this turn
+    # The files reader reads to the end: after a turn that could not, the compaction feeds it
+    # (not a later turn all at once).
+    assert len(recorded.working.state.files_read) == 10 and fed == []
+    # The compaction reads the rest (the view's folds as a summary reads them).
+    assert recorded.view.advance(entries) and recorded.view.facts() == (["Read"], 10, False)
+    assert len(recorded.working.read(entries).files_read) == 10

@@ -35,6 +35,10 @@ def session_roots(entries: Sequence[Entry]) -> list[str]:
     return roots
 
 
+TURN_READ_LIMIT = 256
+"""Entries a session's turn reads at most for its compactions (`RecordedState.advance`)."""
+
+
 class RecordedState:
     """What `rehydrator_for` reads from a transcript that only grows (its working state, the
     files as it last showed them, its working folders), and the folds a summary reads of its
@@ -48,6 +52,9 @@ class RecordedState:
         self._roots = RootsReader()
         self.view = ViewFolds()
         """Folds over the view a compaction reads (`compaction.view_folds`)."""
+        self._in_step = True
+        """Every turn so far read all that the previous one added (the files and roots
+        readers, which read to the end, are then read on every turn too)."""
 
     def roots(self, entries: Sequence[Entry]) -> list[str]:
         """`session_roots` of these entries."""
@@ -56,15 +63,22 @@ class RecordedState:
     def advance(
         self, entries: Sequence[Entry], view: Sequence[Entry], source: RehydrateSource | None
     ) -> None:
-        """Read what `entries` and `view` added since the last call: the view's folds, and
-        what `rehydrator_for` reads for `source` (None: nothing is re-injected, nothing read)."""
-        self.view.advance(view)
+        """Read what `entries` and `view` added since the last call, `TURN_READ_LIMIT` entries
+        of each at most: the view's folds, and what `rehydrator_for` reads for `source`
+        (None: nothing is re-injected, nothing read). A session resumed with a long history
+        catches up over a few turns; a compaction reads whatever is left."""
+        self.view.advance(view, TURN_READ_LIMIT)
         if source is None:
             return
-        self.working.advance(entries)
-        if source == "transcript":
+        caught_up = self.working.advance(entries, TURN_READ_LIMIT)
+        if source != "transcript":
+            return
+        if self._in_step and caught_up:
             self.files.read(entries)
             self._roots.read(entries)
+        else:
+            # Those readers read to the end: from here on, the compaction feeds them.
+            self._in_step = False
 
 
 class RootsReader:

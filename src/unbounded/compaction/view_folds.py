@@ -6,7 +6,7 @@ for its messages (`messagesSummarized`) and for where the kept tail starts. `Vie
 reads each record once, when a session shows it the view on each turn, so the compacting
 call reads only the records of that turn.
 
-Shape: a fold over a list that only grows (`AppendedSince`, as the working-state reader
+Shape: a fold over a list that only grows (`read_mark.ReadMark`, as the working-state reader
 does). A list that is not the last one grown (a compaction's new view, a discarded reply, a
 rewound or reloaded session) is read again from its start: the folds are then what reading
 it from scratch gives, by construction. A record of an odd shape that the from-scratch path
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from unbounded.compaction.recorded_files import AppendedSince
+from unbounded.compaction.read_mark import ReadMark
 from unbounded.model.entries import Entry
 from unbounded.wire.context_edits import COMPACTION_BLOCK
 
@@ -73,7 +73,7 @@ class ViewFolds:
     position, over a view that only grows (read from the start when it is another list)."""
 
     def __init__(self) -> None:
-        self._since = AppendedSince()
+        self._mark = ReadMark()
         self._reset()
 
     def _reset(self) -> None:
@@ -90,14 +90,15 @@ class ViewFolds:
         messages normalized from the view (clears applied or not) can hold one only then,
         since normalizing and clearing add text, never media or server compactions."""
 
-    def advance(self, view: Sequence[Entry]) -> None:
-        """Read the records `view` added since the last call (all of them for another list)."""
-        start = self._since.start(view)
-        if start is None:
+    def advance(self, view: Sequence[Entry], limit: int | None = None) -> bool:
+        """Read the records `view` added since the last call (from its start for another
+        list), at most `limit` of them (None: all). True when all of them are read."""
+        restart, start, end = self._mark.span(view, limit)
+        if restart:
             self._reset()
-            start = 0
-        for index in range(start, len(view)):
+        for index in range(start, end):
             self._feed(index, view[index])
+        return end == len(view)
 
     def facts(self) -> ViewFacts | None:
         """The folds as they are now (None when a record made them unusable)."""
