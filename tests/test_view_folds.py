@@ -81,3 +81,14 @@ def test_a_turn_reads_at_most_its_limit_and_a_compaction_the_rest(monkeypatch: A
     # The compaction reads the rest (the view's folds as a summary reads them).
     assert recorded.view.advance(entries) and recorded.view.facts() == (["Read"], 10, False)
     assert len(recorded.working.read(entries).files_read) == 10
+
+
+def test_a_turn_on_disk_reads_the_working_folders_too() -> None:
+    from unbounded.compaction.glue import RecordedState, session_roots
+
+    entries = [Entry({**_user(f"u{n}", "hi").data, "cwd": f"/work/{n % 2}"}) for n in range(6)]
+    recorded = RecordedState()
+    recorded.advance(entries, entries, "disk")
+    # Read to the end on this turn: a compaction's `roots` reads nothing more.
+    assert recorded._roots._since.start(entries) == len(entries)
+    assert recorded.roots(entries) == session_roots(entries) == ["/work/0", "/work/1"]

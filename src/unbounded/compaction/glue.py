@@ -71,14 +71,14 @@ class RecordedState:
         if source is None:
             return
         caught_up = self.working.advance(entries, TURN_READ_LIMIT)
-        if source != "transcript":
-            return
-        if self._in_step and caught_up:
-            self.files.read(entries)
-            self._roots.read(entries)
-        else:
-            # Those readers read to the end: from here on, the compaction feeds them.
+        if not (self._in_step and caught_up):
+            # The files and roots readers read to the end: from here on, the compaction
+            # feeds them.
             self._in_step = False
+            return
+        self._roots.read(entries)  # the roots on disk too, where the session names none
+        if source == "transcript":
+            self.files.read(entries)
 
 
 class RootsReader:
