@@ -306,3 +306,25 @@ def test_the_bridge_goes_last_when_only_the_message_marker_fits() -> None:
     assert plan.dropped[-1] == "messages[5][0] (lookback bridge)"
     assert plan.breakpoints == (33,) and plan.intermediate_breakpoint is None
     assert count_cache_breakpoints(plan.request) == 1
+
+
+def test_a_fork_of_the_last_request_is_planned_as_from_scratch_and_leaves_the_planner_as_it_was() -> None:
+    planner = CacheBreakpointPlanner()
+    messages = _turns(5)
+    _same_as_from_scratch(planner, messages)
+    kept = (list(planner._inputs), [list(part) for part in planner._unmarked])
+    prompt = {"role": "user", "content": "Summarize the conversation."}
+    edited = {"role": "assistant", "content": [*messages[3]["content"], {"type": "text", "text": "x"}]}
+    for fork in (
+        [*messages, prompt],  # the whole prefix shared
+        [*messages[:3], edited, messages[4], prompt],  # a message replaced (cleared) in it
+        [*messages[:2], prompt],  # a shorter one (its oldest rounds kept only)
+        ["stray", *messages, prompt],  # nothing shared
+    ):
+        for skip in (True, False):
+            request = _request(fork, system="rules")
+            planned = planner.plan_fork(request, ttl="1h", prefix_ttl="1h", skip_cache_write=skip)
+            scratch = plan_cache_breakpoints(request, ttl="1h", prefix_ttl="1h", skip_cache_write=skip)
+            assert planned == scratch and planned.request == scratch.request
+    assert (planner._inputs, [list(part) for part in planner._unmarked]) == kept
+    assert planner.reusable_prefix(messages) == 5

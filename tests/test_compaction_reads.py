@@ -33,14 +33,17 @@ MODEL = ModelInfo("claude-sonnet-4-6", "anthropic", 200_000, 64_000, 3.0, 15.0)
 
 class _FeedCounter:
     """Counts the entries each reader of a `RecordedState` is fed, and the transcript length
-    at each of its reads."""
+    at each of its reads (a compaction's) and at each time it was brought up to date (a
+    session's turn, or a read)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.fed = {"working": 0, "files": 0}
         self.reads: list[int] = []
+        self.advanced: list[int] = []
         working_feed = WorkingStateReader._feed
         files_feed = RecordedFilesReader._feed
         working_read = WorkingStateReader.read
+        working_advance = WorkingStateReader.advance
 
         def feed_working(reader: WorkingStateReader, index: int, entry: Entry) -> None:
             self.fed["working"] += 1
@@ -54,7 +57,14 @@ class _FeedCounter:
             self.reads.append(len(entries))
             return working_read(reader, entries)
 
+        def advance(
+            reader: WorkingStateReader, entries: Sequence[Entry], limit: int | None = None
+        ) -> bool:
+            self.advanced.append(len(entries))
+            return working_advance(reader, entries, limit)
+
         monkeypatch.setattr(WorkingStateReader, "_feed", feed_working)
+        monkeypatch.setattr(WorkingStateReader, "advance", advance)
         monkeypatch.setattr(RecordedFilesReader, "_feed", feed_files)
         monkeypatch.setattr(WorkingStateReader, "read", read)
 
@@ -79,10 +89,12 @@ def test_a_replay_that_compacts_again_and_again_feeds_each_entry_once(
     report = asyncio.run(_Replayer(recording, options).run(None))
     assert report.compactions >= 4
     assert len(counter.reads) >= 4  # the session-memory compactions rehydrated
-    # Each entry fed once however many compactions read the transcript: the last read's
-    # length, not the sum of every read's.
-    assert counter.fed == {"working": counter.reads[-1], "files": counter.reads[-1]}
-    assert sum(counter.reads) > 3 * counter.reads[-1] / 2  # a re-read would show
+    # Each entry fed once however many compactions (and turns) read the transcript: its
+    # length when it was last brought up to date, not the sum of every read's.
+    assert counter.fed == {"working": counter.advanced[-1], "files": counter.advanced[-1]}
+    assert sum(counter.reads) > 3 * counter.advanced[-1] / 2  # a re-read would show
+    # The session brings it up to date on every turn: a compaction reads only its turn's.
+    assert len(counter.advanced) > 3 * len(counter.reads)
 
 
 def test_reading_a_grown_list_again_feeds_only_what_was_appended(

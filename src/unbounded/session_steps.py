@@ -117,7 +117,11 @@ class PrepareSteps:
 
     async def auto_compact(self, turn: TurnContext) -> None:
         """Compact at the threshold, or early when it pays (`SessionCompactor`)."""
-        await self.compactor.maybe_auto_compact()
+        compactor = self.compactor
+        transcript = self.session.transcript
+        # Every turn, so that the turn that compacts reads only its own records.
+        compactor.recorded.advance(transcript.entries, transcript.view, compactor.rehydrate_from)
+        await compactor.maybe_auto_compact()
 
     async def microcompact(self, turn: TurnContext) -> None:
         """Clear stale tool results, queue cache edits; the turn's messages from here on."""

@@ -431,6 +431,41 @@ class CacheBreakpointPlanner:
             enable_prompt_caching=True,
         )
 
+    def plan_fork(
+        self,
+        request: ProviderRequest,
+        *,
+        ttl: CacheTtl = "5m",
+        prefix_ttl: CacheTtl | None = None,
+        skip_cache_write: bool = False,
+    ) -> BreakpointPlan:
+        """The plan `plan_cache_breakpoints` gives a one-off request that repeats the last
+        request's messages and adds its own (a compaction's summary request, which forks
+        the conversation's cache): the unmarked messages this planner kept are reused for
+        the shared prefix, and what it keeps for the conversation's next request is left
+        as it is."""
+        given = cast(Mapping[str, Any], request).get("messages") or []
+        inputs = given if type(given) is list else list(given)
+        done, counts, relative = self._unmarked
+        same = self.reusable_prefix(inputs)
+        tail, tail_counts = _unmarked_messages(inputs[same:])
+        unmarked: _Unmarked = (
+            [*done[:same], *tail],
+            [*counts[:same], *tail_counts],
+            [*relative[:same], *accumulate(tail_counts, initial=relative[same])],
+        )
+        return _plan(
+            request,
+            unmarked,
+            ttl=ttl,
+            prefix_ttl=prefix_ttl,
+            skip_cache_write=skip_cache_write,
+            previous_message_breakpoint=None,
+            lookback_blocks=CACHE_LOOKBACK_BLOCKS,
+            max_breakpoints=MAX_CACHE_BREAKPOINTS,
+            enable_prompt_caching=True,
+        )
+
 
 def _fit_budget(
     body: dict[str, Any],

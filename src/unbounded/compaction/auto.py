@@ -192,6 +192,8 @@ class SummaryRequestSettings:
     async def start(self, context: CompactionContext) -> SummaryJob:
         """The summary's first step over the context's fields (`start_summary`)."""
         keep_from = context.keep_from if self.trigger == "auto" else None
+        # A context with `recorded` is a session's: its view is its transcript's, derived from
+        # its entries and kept up to date, and folded as it grew (`ViewFolds`).
         sent = list(context.sent_messages) if context.sent_messages is not None else None
         return await start_summary(
             context.entries,
@@ -214,6 +216,8 @@ class SummaryRequestSettings:
             fits=context.post_fit(),
             budget=context.budget,
             fallback=context.fallback or self.fallback,
+            view=context.view if context.recorded is not None else None,
+            folds=context.recorded.view if context.recorded is not None else None,
         )
 
 

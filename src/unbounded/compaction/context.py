@@ -88,7 +88,8 @@ class CompactionContext:
     rehydrate_from: RehydrateSource | None = "disk"
     """Re-injected files come from the disk or the transcript; None re-injects nothing."""
     recorded: RecordedState | None = None
-    """What earlier compactions already read of `entries` (a transcript that only grows)."""
+    """What earlier compactions (and turns) already read of `entries` and `view` (a
+    transcript that only grows); with it, `view` is taken as derived from `entries`."""
     hooks: CompactionHooks | None = None
     events: EventSink | None = None
     boundary_metadata: Mapping[str, Any] = field(default_factory=dict)

@@ -61,6 +61,7 @@ from unbounded.compaction.server_blocks import (
 )
 from unbounded.compaction.summary_guard import NINE_SECTIONS, check_summary
 from unbounded.compaction.summary_text import check_summary_reply, format_compact_summary
+from unbounded.compaction.view_folds import ViewFacts, ViewFolds, holds_rewritten_block
 from unbounded.errors import CompactionError, ConfigError, PromptTooLongError, ProviderError
 from unbounded.events import (
     CompactionFailed,
@@ -85,7 +86,6 @@ from unbounded.tokens.estimate import (
     rough_token_count,
     token_count_with_estimation,
 )
-from unbounded.wire.context_edits import COMPACTION_BLOCK
 
 Trigger = Literal["auto", "manual"]
 
@@ -335,47 +335,17 @@ def strip_images_and_documents(messages: list[MessageParam]) -> list[MessagePara
     return result
 
 
-_REWRITTEN_BLOCKS = frozenset({"image", "document", COMPACTION_BLOCK})
-"""Blocks a summary request rewrites (media as text, server compactions as their summary)."""
-_REWRITTEN_INSIDE = _REWRITTEN_BLOCKS | {"tool_result"}
-
-
-def _may_be_rewritten(kind: object, kinds: frozenset[str]) -> bool:
-    """Whether a block of type `kind` is one the rewrites change. A type that is not a string
-    (malformed input) never is: the rewrites compare types with `==` and send it as it is."""
-    return isinstance(kind, str) and kind in kinds
-
-
 def _as_sent_for_summary(messages: list[MessageParam]) -> list[MessageParam]:
     """The messages a summary request sends: from the last server compaction on, its blocks
     as text, media as placeholders. One pass finds whether any message holds such a block;
     most conversations hold none, and the three rewrites (each a walk of every block) would
     then return the same messages."""
     for message in messages:
-        content = message["content"]
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if _may_be_rewritten(kind, _REWRITTEN_BLOCKS):
-                break
-            if kind == "tool_result":
-                inner = block.get("content")
-                # Media inside a result is rewritten too (a nested result: looked into).
-                if isinstance(inner, list) and any(
-                    isinstance(part, Mapping)
-                    and _may_be_rewritten(part.get("type"), _REWRITTEN_INSIDE)
-                    for part in inner
-                ):
-                    break
-        else:
-            continue
-        # What a server compaction stands for is the server's summary alone (server_blocks).
-        return compaction_blocks_as_text(
-            strip_images_and_documents(from_last_server_compaction(messages))
-        )
+        if holds_rewritten_block(message["content"]):
+            # What a server compaction stands for is the server's summary alone.
+            return compaction_blocks_as_text(
+                strip_images_and_documents(from_last_server_compaction(messages))
+            )
     return list(messages)
 
 
@@ -417,14 +387,19 @@ def safe_pivot(view: Sequence[Entry], pivot_uuid: str) -> int:
     return index
 
 
-def _kept_tail(view: Sequence[Entry], keep_from: str) -> list[Entry]:
-    """The records from `keep_from` to the end of the view; something must come before them."""
-    positions = [i for i, entry in enumerate(view) if entry.uuid == keep_from]
-    if not positions:
-        raise ConfigError(
-            f"keep_from {keep_from} is not in the conversation after the last boundary"
-        )
-    index = positions[0]
+def _kept_tail(
+    view: Sequence[Entry], keep_from: str, first: Mapping[str, int] | None = None
+) -> list[Entry]:
+    """The records from `keep_from` to the end of the view; something must come before them.
+    `first`: each uuid's first position in the view, when the caller keeps it."""
+    index = first.get(keep_from) if first is not None and isinstance(keep_from, str) else None
+    if index is None:
+        positions = [i for i, entry in enumerate(view) if entry.uuid == keep_from]
+        if not positions:
+            raise ConfigError(
+                f"keep_from {keep_from} is not in the conversation after the last boundary"
+            )
+        index = positions[0]
     if not any(e.type in ("user", "assistant") for e in view[:index]):
         raise CompactionError(
             "nothing before the kept messages to summarize", reason="nothing_to_summarize"
@@ -439,6 +414,10 @@ def _require_contiguous(entries: Sequence[Entry], kept: Sequence[Entry]) -> None
     a pivot that keeps both sides of that splice cannot be recorded, so it is refused.
     """
     if not kept:
+        return
+    # One run of the transcript with a uuid on each record: they are all in it (the usual
+    # case, found from the end without a set of every uuid of the session).
+    if all(entry.uuid for entry in kept) and is_one_run(entries, kept):
         return
     known = {entry.uuid for entry in entries if entry.uuid}
     if any(entry.uuid not in known for entry in kept):
@@ -583,6 +562,7 @@ class SummaryJob:
         fits: PostCompactionFit | None = None,
         budget: RequestBudget | None = None,
         fallback: FallbackReason | None = None,
+        facts: ViewFacts | None = None,
     ) -> None:
         self.entries = entries
         self.provider = provider
@@ -623,6 +603,8 @@ class SummaryJob:
         self._replaced_tokens = 0
         self._lean_source: list[MessageParam] = []
         """The messages as first prepared: the lean-summary yardstick of `check_summary`."""
+        self._facts = facts
+        """The view, folded as it grew (`ViewFolds`; None: read from the view here)."""
 
     @property
     def summary_requests(self) -> int:
@@ -696,7 +678,12 @@ class SummaryJob:
             to_send = list(sent_messages)
         else:
             to_send = normalize_messages(_without_reinjected(self.view))
-        self.messages = _as_sent_for_summary(to_send)
+        # Every message sent here is normalized from the view: none holds a block to rewrite
+        # when no record of the view does.
+        facts = self._facts
+        rewrites = facts is None or facts.rewritten
+        # `to_send` is a new list here: kept as it is.
+        self.messages = _as_sent_for_summary(to_send) if rewrites else to_send
         # A full compaction summarizes the whole view (a kept tail included), which
         # `pre_tokens` counted: not counted again.
         self._replaced_tokens = (
@@ -864,12 +851,20 @@ class SummaryJob:
             extra={"sessionId": session_id} if session_id else None,
         )
         preserved: dict[str, str | None] | None = None
+        facts = self._facts
+        if facts is not None and direction is None:
+            # `replaced` is the view without the kept tail, its last records.
+            tools = facts.tools
+            messages = facts.messages - sum(1 for e in kept if e.type in ("user", "assistant"))
+        else:
+            tools = discovered_tools(view)
+            messages = sum(1 for e in replaced if e.type in ("user", "assistant"))
         boundary = create_compact_boundary(
             trigger,
             self.pre_tokens,
             logical_parent_uuid=last_before,
-            messages_summarized=sum(1 for e in replaced if e.type in ("user", "assistant")),
-            pre_compact_discovered_tools=discovered_tools(view),
+            messages_summarized=messages,
+            pre_compact_discovered_tools=tools,
             session_id=session_id,
             extra_metadata={
                 **(self.boundary_metadata or {}),
@@ -975,12 +970,18 @@ async def start_summary(
     fits: PostCompactionFit | None = None,
     budget: RequestBudget | None = None,
     fallback: FallbackReason | None = None,
+    view: Sequence[Entry] | None = None,
+    folds: ViewFolds | None = None,
 ) -> SummaryJob:
     """The summary's first step (`SummaryJob`): checks, `CompactionStarted`, the PreCompact
     hooks, the messages and prompt. Parameters as `compact_conversation`'s; `fits`: whether
     the messages after the compaction leave enough room (`drop_attachments_to_fit`);
     `budget`: the model requests the compaction may still send (None: unbounded);
-    `fallback`: why `provider` writes this summary as a fallback, reported with it."""
+    `fallback`: why `provider` writes this summary as a fallback, reported with it.
+
+    `view`: `messages_after_compact_boundary(entries)` when the caller keeps it (a session's
+    transcript), not derived again; `folds`: the `ViewFolds` the caller advances over that
+    list as it grows, so that the whole view is not walked again here."""
     active = policy or Policy()
     if not active.compact_enabled:
         raise CompactionError(
@@ -988,16 +989,28 @@ async def start_summary(
         )
     if (direction is None) != (pivot_uuid is None):
         raise ConfigError("partial compaction needs both a direction and a pivot")
-    view = messages_after_compact_boundary(entries)
+    first: Mapping[str, int] | None = None
+    facts: ViewFacts | None = None
+    if view is None:
+        view = messages_after_compact_boundary(entries)
+        pre_tokens = pre_compaction_tokens(entries)
+    else:
+        if folds is not None:
+            folds.advance(view)  # the caller's list, the one it grows
+            facts = folds.facts()
+            if facts is not None:
+                first = folds.first
+        # A copy: the caller's list may grow while the summary is asked for.
+        view = list(view)
+        pre_tokens = token_count_with_estimation(view)
     if not any(e.type in ("user", "assistant") for e in view):
         raise CompactionError("not enough messages to compact", reason="empty")
-    pre_tokens = pre_compaction_tokens(entries)
     emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
 
     if direction is None:
         summarized, kept = list(view), []
         if keep_from is not None:
-            kept = _kept_tail(view, keep_from)
+            kept = _kept_tail(view, keep_from, first)
             _require_contiguous(entries, kept)
             if kept_holds_server_compaction(kept):
                 # Kept after our summary, the block would have the server drop the summary.
@@ -1038,6 +1051,7 @@ async def start_summary(
         fits=fits,
         budget=budget,
         fallback=fallback,
+        facts=facts,
     )
     try:
         await job._prepare(instructions, sent_messages)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from unbounded.compaction.facts import facts_ledger_for
 from unbounded.compaction.recorded_files import AppendedSince, RecordedFilesReader
 from unbounded.compaction.rehydrate import WorkingStateReader, make_rehydrator
+from unbounded.compaction.view_folds import ViewFolds
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
 
@@ -34,19 +35,50 @@ def session_roots(entries: Sequence[Entry]) -> list[str]:
     return roots
 
 
+TURN_READ_LIMIT = 256
+"""Entries a session's turn reads at most for its compactions (`RecordedState.advance`)."""
+
+
 class RecordedState:
     """What `rehydrator_for` reads from a transcript that only grows (its working state, the
-    files as it last showed them, its working folders), each entry read once: a session that
-    compacts again and again does not read its whole transcript at every compaction."""
+    files as it last showed them, its working folders), and the folds a summary reads of its
+    view, each entry read once: a session that compacts again and again does not read its
+    whole transcript at every compaction. A session advances them on every turn
+    (`advance`), so that the turn that compacts reads only its own entries."""
 
     def __init__(self) -> None:
         self.working = WorkingStateReader()
         self.files = RecordedFilesReader()
         self._roots = RootsReader()
+        self.view = ViewFolds()
+        """Folds over the view a compaction reads (`compaction.view_folds`)."""
+        self._in_step = True
+        """Every turn so far read all that the previous one added (the files and roots
+        readers, which read to the end, are then read on every turn too)."""
 
     def roots(self, entries: Sequence[Entry]) -> list[str]:
         """`session_roots` of these entries."""
         return self._roots.read(entries)
+
+    def advance(
+        self, entries: Sequence[Entry], view: Sequence[Entry], source: RehydrateSource | None
+    ) -> None:
+        """Read what `entries` and `view` added since the last call, `TURN_READ_LIMIT` entries
+        of each at most: the view's folds, and what `rehydrator_for` reads for `source`
+        (None: nothing is re-injected, nothing read). A session resumed with a long history
+        catches up over a few turns; a compaction reads whatever is left."""
+        self.view.advance(view, TURN_READ_LIMIT)
+        if source is None:
+            return
+        caught_up = self.working.advance(entries, TURN_READ_LIMIT)
+        if not (self._in_step and caught_up):
+            # The files and roots readers read to the end: from here on, the compaction
+            # feeds them.
+            self._in_step = False
+            return
+        self._roots.read(entries)  # the roots on disk too, where the session names none
+        if source == "transcript":
+            self.files.read(entries)
 
 
 class RootsReader:

@@ -46,7 +46,8 @@ from typing import Any
 import orjson
 
 from unbounded.compaction.facts import text_of, todo_list_from_tool
-from unbounded.compaction.recorded_files import UNCHANGED_STUB_PREFIX, AppendedSince
+from unbounded.compaction.read_mark import ReadMark
+from unbounded.compaction.recorded_files import UNCHANGED_STUB_PREFIX
 from unbounded.model.attachments import RENDERERS
 from unbounded.model.entries import Entry
 from unbounded.model.tools import file_read_path, file_write_path
@@ -533,7 +534,7 @@ class WorkingStateReader:
 
     def __init__(self) -> None:
         # Kept across resets: it has just seen the list a reset starts reading.
-        self._since = AppendedSince()
+        self._mark = ReadMark()
         self._reset()
 
     def _reset(self) -> None:
@@ -543,13 +544,19 @@ class WorkingStateReader:
 
     def read(self, entries: Sequence[Entry]) -> WorkingState:
         """The working state of these entries."""
-        start = self._since.start(entries)
-        if start is None:
-            self._reset()
-            start = 0
-        for index in range(start, len(entries)):
-            self._feed(index, entries[index])
+        self.advance(entries)
         return self.state.copy()
+
+    def advance(self, entries: Sequence[Entry], limit: int | None = None) -> bool:
+        """Read what `entries` added since the last call, at most `limit` entries (None: all),
+        without copying the state out: a session calls it on every turn, so that its
+        compaction reads only that turn's entries. True when all of them are read."""
+        restart, start, end = self._mark.span(entries, limit)
+        if restart:
+            self._reset()
+        for index in range(start, end):
+            self._feed(index, entries[index])
+        return end == len(entries)
 
     def _feed(self, index: int, entry: Entry) -> None:
         # The entry's time is parsed only for what records it (most entries record nothing).

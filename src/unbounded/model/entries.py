@@ -11,6 +11,7 @@ import uuid as uuid_module
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from operator import attrgetter, methodcaller
 from typing import Any, Literal
 
 from unbounded.model.content import ContentBlock, Usage
@@ -372,7 +373,9 @@ def create_compact_boundary(
 def last_compact_boundary_index(entries: Sequence[Entry]) -> int:
     """Index of the last compact boundary, or -1 when the conversation was never compacted."""
     for index in range(len(entries) - 1, -1, -1):
-        if entries[index].is_compact_boundary:
+        entry = entries[index]
+        # The subtype first: one dict read rules out nearly every record of a long history.
+        if entry.data.get("subtype") == COMPACT_BOUNDARY_SUBTYPE and entry.is_compact_boundary:
             return index
     return -1
 
@@ -408,8 +411,13 @@ def messages_after_compact_boundary(entries: Sequence[Entry]) -> list[Entry]:
     return view[:at] + kept + view[at:]
 
 
+_DATA = attrgetter("data")
+_UUID = methodcaller("get", "uuid")
+
+
 def _preserved_entries(before: Sequence[Entry], segment: dict[str, Any]) -> list[Entry]:
-    uuids = [entry.uuid for entry in before]
+    # `Entry.uuid` of each record, read at C speed (the whole history before the boundary).
+    uuids = list(map(_UUID, map(_DATA, before)))
     head, tail = segment.get("headUuid"), segment.get("tailUuid")
     if head not in uuids or tail not in uuids:
         return []
