@@ -74,8 +74,11 @@ class Records:
     def _tool_use(self) -> dict[str, Any]:
         rng = self.rng
         name = rng.choice(TOOLS)
-        if self.calls and rng.random() < 0.08:
+        roll = rng.random()
+        if self.calls and roll < 0.08:
             tool_id = rng.choice(self.calls)  # a provider repeating an id
+        elif roll < 0.14:
+            tool_id = f"t-later-{rng.randrange(50)}"  # a call after its result
         else:
             tool_id = f"t-{self.serial}-{rng.randrange(10**6)}"
         self.calls.append(tool_id)
@@ -252,6 +255,8 @@ def _drive_folds(seed: int) -> Iterator[tuple[str, str]]:
             ]
             yield receipts[0], receipts[1]
             summarized = list(view) if rng.random() < 0.8 else view[: rng.randint(0, len(view))]
+            if view and rng.random() < 0.1:
+                summarized[rng.randrange(len(summarized))] = records.entry()  # not the view
             yield (
                 _outcome(partial(facts.ledger, view, summarized)),
                 _outcome(partial(facts_ledger_for, summarized)),
