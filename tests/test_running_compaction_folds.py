@@ -471,3 +471,50 @@ def test_a_session_compacts_to_the_same_bytes_with_the_folds(
     assert summaries == old_summaries
     assert prepared == old_prepared
     assert transcript == old_transcript
+
+
+def _turns(session: Session, turns: int) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        session.add_user("Refactor the modules one by one.")
+        for index in range(1, turns):
+            loop.run_until_complete(session.prepare())
+            name, args = _tool(random.Random(index), index)
+            session.record(
+                {
+                    "id": f"msg_{index}",
+                    "model": MODEL,
+                    "stop_reason": "tool_use",
+                    "content": [{"type": "tool_use", "id": f"t{index}", "name": name, "input": args}],
+                    "usage": {"input_tokens": 1_000, "output_tokens": 10},
+                }
+            )
+            session.add_tool_results([{"type": "tool_result", "tool_use_id": f"t{index}", "content": "ok"}])
+        loop.run_until_complete(session.prepare())
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize(
+    ("policy", "summarizer", "receipt", "ledger"),
+    [
+        (Policy(), Capturing(), True, True),
+        (Policy(auto_compact_enabled=False), Capturing(), False, False),
+        (Policy(), None, True, False),  # the offline summarizer lists the facts itself
+        (Policy(facts_ledger=False), Capturing(), True, False),
+    ],
+)
+def test_the_folds_are_kept_only_where_a_compaction_reads_them(
+    policy: Policy, summarizer: Capturing | None, receipt: bool, ledger: bool
+) -> None:
+    """Each call pays for the folds: only where automatic compaction may run, and the
+    ledger's only where the summarizer takes a ledger."""
+    config = SessionConfig(model=MODEL, system="An agent.", tools=SESSION_TOOLS)
+    session = Session(config, policy=policy, summarizer=summarizer)
+    try:
+        _turns(session, 12)
+        view = len(session.view)
+        assert session.recall.running_receipt.records == (view if receipt else 0)
+        assert session._compactor.facts.records == (view if ledger else 0)
+    finally:
+        session.close()

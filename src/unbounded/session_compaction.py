@@ -168,10 +168,15 @@ class SessionCompactor:
         """Bring what a compaction reads of the whole view (the facts ledger's fold, the
         receipt's sums) up to date with the records added since the last call: work for what
         is new, so the compacting call only finishes them. Kept only where automatic
-        compaction may run; a manual one reads the records afresh."""
-        transcript = self.session.transcript
-        self.facts.advance(transcript.view)
-        self.session.recall.advance(transcript.entries, transcript.view)
+        compaction may run (a manual one reads the records afresh), the ledger's only where
+        the session's summarizer takes one (the offline one lists the facts itself: a
+        summarizer that comes later catches the fold up once)."""
+        session = self.session
+        transcript = session.transcript
+        model = session.model_provider()
+        if session.policy.facts_ledger and model is not None and not model.profile.includes_facts:
+            self.facts.advance(transcript.view)
+        session.recall.advance(transcript.entries, transcript.view)
 
     async def _background_at_threshold(self, tokens: int) -> ThresholdStep | None:
         """The background summary's step at the threshold (`compaction.background`): None

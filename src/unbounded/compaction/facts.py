@@ -497,6 +497,11 @@ class RunningFacts:
         self._last: Entry | None = None
         self._stopped = False
 
+    @property
+    def records(self) -> int:
+        """How many records of the view are folded (0 while none is)."""
+        return 0 if self._stopped else self._count
+
     def advance(self, view: Sequence[Entry]) -> None:
         """Fold the records appended to `view` since the last call."""
         count = self._count

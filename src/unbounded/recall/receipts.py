@@ -246,6 +246,11 @@ class RunningReceipt:
         self._paths = {}
         self._stopped = False
 
+    @property
+    def records(self) -> int:
+        """How many records of the view the sums hold."""
+        return len(self._messages) - 1
+
     def advance(self, view: Sequence[Entry], index: TranscriptIndex) -> None:
         """Take in the records appended to `view` since the last call (`index`: the
         transcript's, already brought up to date)."""
