@@ -234,8 +234,10 @@ class RunningReceipt:
         """Each path the items name, with the item that named it first (in item order)."""
         self._stopped = False
 
-    def _restart(self, index: TranscriptIndex) -> None:
-        self._rows = index.rows
+    def _restart(self, index: TranscriptIndex | None) -> None:
+        """Start the sums over (None: not before the next call, which starts them on its
+        index)."""
+        self._rows = index.rows if index is not None else None
         self._messages = array("q", [0])
         self._tokens = array("q", [0])
         self._item_ends = array("q", [0])
@@ -323,7 +325,7 @@ class RunningReceipt:
                 files = None  # a path it names now may come first
         _mark_cleared(items, already_cleared)
         messages, tokens = self._messages[cut], self._tokens[cut]
-        self._rows = None  # its items are the receipt's now: the next call starts over
+        self._restart(None)  # its items are the receipt's now: the next call starts over
         return messages, tokens, items, _files(items) if files is None else files
 
 
