@@ -35,7 +35,7 @@ from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.base import ModelResponse
 from unbounded.recall.index import TranscriptIndex
-from unbounded.recall.receipts import RunningReceipt, write_compaction_receipt
+from unbounded.recall.receipts import RunningReceipt, _mentioned, write_compaction_receipt
 from unbounded.session import Session, SessionConfig
 
 # -- the folds alone ---------------------------------------------------------------------------
@@ -518,3 +518,35 @@ def test_the_folds_are_kept_only_where_a_compaction_reads_them(
         assert session._compactor.facts.records == (view if ledger else 0)
     finally:
         session.close()
+
+
+def _mentioned_by_definition(text: str, paths: list[str]) -> list[str]:
+    """The receipt's rule as written: the path is in the text, or its file name of 4
+    characters or more is."""
+    out = []
+    for path in paths:
+        name = path.replace("\\", "/").rsplit("/", 1)[-1]
+        if path in text or (len(name) >= 4 and name in text):
+            out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_files_a_summary_mentions_are_those_the_rule_names(seed: int) -> None:
+    """Few files or many (the names then looked for in the text's distinct runs), names
+    with and without characters outside a run, short names, names across two runs."""
+    rng = random.Random(seed)
+    alphabet = "ab.-_/\\ é\n1"
+    pieces = ["src", "mod.py", "a-b", "x_1.py", "é.txt", "lib", "a b.md", "ab", "b.p", "y"]
+    paths = [
+        rng.choice(("/", "C:\\", "", "./"))
+        + "/".join(rng.choice(pieces) for _ in range(rng.randint(1, 3)))
+        + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3)))
+        for _ in range(rng.choice((5, 40, 80)))
+    ]
+    paths = list(dict.fromkeys(paths))
+    text = " ".join(
+        rng.choice(paths)[rng.randint(0, 3) :] if rng.random() < 0.3 else rng.choice(pieces + [alphabet])
+        for _ in range(60)
+    )
+    assert _mentioned(text, paths) == _mentioned_by_definition(text, paths)

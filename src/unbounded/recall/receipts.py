@@ -18,6 +18,7 @@ the HTML report and `recall`.
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -361,17 +362,33 @@ def write_compaction_receipt(
     return receipt
 
 
-def _mentioned(text: str, paths: Iterable[str]) -> list[str]:
-    """The paths `_mentions` finds in `text`, in order: a path's file name is the end of
-    the path, so a path whose name is not in the text is not either; each name is looked
-    for once, however many paths end with it (a long run names hundreds of files)."""
+_WORD_RUN = re.compile(r"[\w.\-]+")
+"""A run of the characters most file names are made of."""
+WORDS_FROM_FILES = 32
+"""From this many files on, names are looked for in the text's distinct runs (`_mentioned`)."""
+
+
+def _mentioned(text: str, paths: Sequence[str]) -> list[str]:
+    """The paths a summary mentions, in order: the path itself, or its file name when that
+    is 4 characters or more. A path whose name is not in the text is not either (the name
+    ends the path), so each name is looked for once, however many paths end with it. With
+    many files, a name made only of run characters (`_WORD_RUN`) is looked for in the
+    text's distinct runs, one a line, instead of the whole text: such a name can only
+    occur inside one run, and a summary repeats most of its words."""
+    words: str | None = None
     found: dict[str, bool] = {}
     out: list[str] = []
     for path in paths:
         name = path.replace("\\", "/").rsplit("/", 1)[-1]
         present = found.get(name)
         if present is None:
-            present = found[name] = name in text
+            if len(paths) >= WORDS_FROM_FILES and _WORD_RUN.fullmatch(name):
+                if words is None:
+                    words = "\n".join(dict.fromkeys(_WORD_RUN.findall(text)))
+                present = name in words
+            else:
+                present = name in text
+            found[name] = present
         if present and (len(name) >= 4 or path in text):
             out.append(path)
     return out
