@@ -546,7 +546,7 @@ def test_the_files_a_summary_mentions_are_those_the_rule_names(seed: int) -> Non
     ]
     paths = list(dict.fromkeys(paths))
     text = " ".join(
-        rng.choice(paths)[rng.randint(0, 3) :] if rng.random() < 0.3 else rng.choice(pieces + [alphabet])
+        rng.choice(paths)[rng.randint(0, 3) :] if rng.random() < 0.3 else rng.choice([*pieces, alphabet])
         for _ in range(60)
     )
     assert _mentioned(text, paths) == _mentioned_by_definition(text, paths)
