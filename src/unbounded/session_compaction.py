@@ -53,7 +53,8 @@ from unbounded.compaction.decisions import (
     should_auto_compact,
     summary_must_wait,
 )
-from unbounded.compaction.glue import RecordedState, RehydrateSource, default_facts_ledger
+from unbounded.compaction.facts import RunningFacts
+from unbounded.compaction.glue import RecordedState, RehydrateSource, running_facts_ledger
 from unbounded.compaction.idle import cold_resume_pays, idle_compaction_pays
 from unbounded.compaction.native import arrange_tiers, native_tiers
 from unbounded.compaction.prompts import PartialDirection
@@ -116,6 +117,8 @@ class SessionCompactor:
         until the context grows past it, or a compaction lands)."""
         self.background = BackgroundSummary(events=session.events_sink())
         """The summary written off the turn's path (`Policy.background_summary`)."""
+        self.facts = RunningFacts()
+        """The facts ledger's fold over the view, kept up to date call by call."""
 
     # -- when ---------------------------------------------------------------------------------
     async def maybe_auto_compact(self) -> None:
@@ -125,6 +128,8 @@ class SessionCompactor:
         tokens = session.transcript.counter.total
         policy, thresholds = session.policy, session.thresholds
         query_source = session.config.query_source
+        if auto_compaction_allowed(policy, query_source=query_source):
+            self.advance()
         if should_auto_compact(policy, thresholds, tokens, query_source=query_source):
             step = await self._background_at_threshold(tokens)
             if step is None:
@@ -158,6 +163,20 @@ class SessionCompactor:
             policy, thresholds, tokens=tokens, overhead=overhead, running=running
         ) and not self.free_compaction_available():
             self._start_background_summary()
+
+    def advance(self) -> None:
+        """Bring what a compaction reads of the whole view (the facts ledger's fold, the
+        receipt's sums) up to date with the records added since the last call: work for what
+        is new, so the compacting call only finishes them. Kept only where automatic
+        compaction may run (a manual one reads the records afresh), the ledger's only where
+        the session's summarizer takes one (the offline one lists the facts itself: a
+        summarizer that comes later catches the fold up once)."""
+        session = self.session
+        transcript = session.transcript
+        model = session.model_provider()
+        if session.policy.facts_ledger and model is not None and not model.profile.includes_facts:
+            self.facts.advance(transcript.view)
+        session.recall.advance(transcript.entries, transcript.view)
 
     async def _background_at_threshold(self, tokens: int) -> ThresholdStep | None:
         """The background summary's step at the threshold (`compaction.background`): None
@@ -515,7 +534,7 @@ class SessionCompactor:
             planner=lambda request, skip: place_cache_breakpoints(
                 request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
             ),
-            facts_ledger=default_facts_ledger,
+            facts_ledger=running_facts_ledger(self.facts, lambda: self.session.transcript.view),
             keep_from=turn_tail_start(transcript.entries, transcript.view),
         )
 

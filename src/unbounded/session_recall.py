@@ -22,6 +22,7 @@ from unbounded.recall.index import TranscriptIndex
 from unbounded.recall.lookup import RecallContext
 from unbounded.recall.offer import answer_tokens, offers_recall, recall_tool_result
 from unbounded.recall.receipts import (
+    RunningReceipt,
     microcompact_receipt,
     microcompact_receipt_entry,
     recall_note,
@@ -38,6 +39,13 @@ class SessionRecall:
     def __init__(self) -> None:
         self.index = TranscriptIndex()
         """The transcript's tool calls, for recall and receipts (brought up to date on use)."""
+        self.running_receipt = RunningReceipt()
+        """A compaction receipt's sums over the view, kept up to date call by call (`advance`)."""
+
+    def advance(self, entries: Sequence[Entry], view: Sequence[Entry]) -> None:
+        """Bring the receipt's sums up to date with what the view gained since the last call,
+        so the compacting call reads them instead of walking every record it drops."""
+        self.running_receipt.advance(view, self.index.update(entries))
 
     def answer(
         self,
@@ -141,6 +149,7 @@ class SessionRecall:
             summary_text=result.summary_text,
             summarizer=result.summarizer,
             already_cleared=micro.cleared_ids,
+            running=self.running_receipt,
         )
         # This compaction takes history out: recall is offered from now on (offers_recall).
         if offers_recall(tools, policy) and result.summary_messages:

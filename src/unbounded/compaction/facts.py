@@ -51,6 +51,7 @@ from unbounded.compaction.carried import (
 )
 from unbounded.compaction.prompts import is_previous_summary
 from unbounded.model.entries import Entry
+from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import classify_message_texts, classify_user_entry
 from unbounded.tokens.estimate import rough_token_count
@@ -478,6 +479,77 @@ def facts_ledger_for(
 ) -> str:
     """The ledger of the summarized entries or messages (the orchestrator's `facts_ledger`)."""
     return render_facts_ledger(extract_facts(items), max_tokens)
+
+
+class RunningFacts:
+    """`extract_facts` of a session's view, folded as the view grows, so the compacting call
+    renders the ledger from what is already folded instead of reading every record again.
+
+    It keeps what the fold keeps (the facts found so far, with the normalized keys that drop
+    repeats, and each tool call's id and name) and the view it folds. A view that is not the
+    one last grown (a compaction, a rewind, a load) starts the fold over; a record the fold
+    cannot take stops it until then, and the ledger is read the old way."""
+
+    def __init__(self) -> None:
+        self._collector = _Collector()
+        self._view: Sequence[Entry] = ()
+        self._count = 0
+        self._last: Entry | None = None
+        self._stopped = False
+
+    @property
+    def records(self) -> int:
+        """How many records of the view are folded (0 while none is)."""
+        return 0 if self._stopped else self._count
+
+    def advance(self, view: Sequence[Entry]) -> None:
+        """Fold the records appended to `view` since the last call."""
+        count = self._count
+        grown = (
+            view is self._view
+            and len(view) >= count
+            and (count == 0 or entry_in_place(view, count - 1, self._last))
+        )
+        if not grown:
+            self._collector, self._stopped, count = _Collector(), False, 0
+        self._view, self._count = view, len(view)
+        self._last = view[-1] if view else None
+        if self._stopped:
+            return
+        collector = self._collector
+        for position in range(count, len(view)):
+            try:
+                collector.entry(view[position])
+            except Exception:  # the old fold meets it at the compaction, and decides there
+                self._stopped = True
+                return
+
+    def facts_of(self, items: Sequence[Entry | Mapping[str, Any]]) -> Facts | None:
+        """`extract_facts(items)` when `items` are the records folded, one for one (None
+        otherwise: the caller reads them)."""
+        count = self._count
+        if self._stopped or len(items) != count:
+            return None
+        # The same records, or equal ones (the facts read only a record's data): a view
+        # derived again copies the records a partial compaction kept, without their usage.
+        # A list compares each pair by identity first, so the usual case costs no reading.
+        if list(items) != list(self._view[:count]):
+            return None
+        return self._collector.facts()
+
+    def ledger(
+        self,
+        view: Sequence[Entry],
+        items: list[Entry],
+        max_tokens: int = DEFAULT_LEDGER_TOKENS,
+    ) -> str:
+        """`facts_ledger_for(items, max_tokens)`, from the fold when `items` are the records
+        of `view` (the session's, brought up to date first)."""
+        self.advance(view)
+        facts = self.facts_of(items)
+        if facts is None:
+            return facts_ledger_for(items, max_tokens)
+        return render_facts_ledger(facts, max_tokens)
 
 
 # -- retention scoring (RETENTION.md) --------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 # Importing rehydrate registers the renderers of the attachment types it creates.
-from unbounded.compaction.facts import facts_ledger_for
+from unbounded.compaction.facts import RunningFacts, facts_ledger_for
 from unbounded.compaction.recorded_files import AppendedSince, RecordedFilesReader
 from unbounded.compaction.rehydrate import WorkingStateReader, make_rehydrator
 from unbounded.compaction.view_folds import ViewFolds
@@ -142,3 +142,15 @@ def rehydrator_for(
 def default_facts_ledger(entries: list[Entry]) -> str:
     """The facts ledger of the summarized entries."""
     return facts_ledger_for(entries)
+
+
+def running_facts_ledger(
+    running: RunningFacts, view: Callable[[], Sequence[Entry]]
+) -> Callable[[list[Entry]], str]:
+    """`default_facts_ledger` for a session whose view (`view()`: the current one) `running`
+    folds call by call: the summarized entries that are that view are not read again."""
+
+    def ledger(entries: list[Entry]) -> str:
+        return running.ledger(view(), entries)
+
+    return ledger

@@ -18,10 +18,13 @@ the HTML report and `recall`.
 
 from __future__ import annotations
 
+import re
+from array import array
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from unbounded.compaction.recorded_files import AppendedSince
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry, new_uuid
 
@@ -114,6 +117,74 @@ def microcompact_receipt_entry(receipt: Mapping[str, Any], *, timestamp: str) ->
     )
 
 
+def _receipt_part(
+    entry: Entry, index: TranscriptIndex, items: list[dict[str, Any]]
+) -> tuple[int, int]:
+    """What one dropped record adds to a compaction's receipt: (messages, tokens), and the
+    items of its results appended to `items` (without `alreadyCleared`: that is the
+    compaction's own say)."""
+    kind = entry.type
+    if kind != "user":
+        return kind == "assistant", entry_tokens(entry)
+    content = entry.content
+    if isinstance(content, str):
+        return 1, rough_token_count(content)
+    tokens = 0
+    # One walk of the blocks gives both the entry's tokens (`entry_tokens`: the blocks'
+    # estimates, of a list only) and its results' items, each result estimated once.
+    counted = isinstance(content, list)
+    for block in content:
+        if not isinstance(block, dict):
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                tool_id = str(block.get("tool_use_id"))
+                tokens_of = tool_result_tokens(block)
+                items.append(tool_result_item(index.get(tool_id), tool_id, tokens_of))
+            continue
+        if block.get("type") != "tool_result":
+            tokens += block_tokens(block) if counted else 0
+            continue
+        tool_id = str(block.get("tool_use_id"))
+        result_tokens = tool_result_tokens(block)
+        tokens += result_tokens if counted else 0
+        items.append(tool_result_item(index.get(tool_id), tool_id, result_tokens))
+    return 1, tokens
+
+
+def _mark_cleared(items: list[dict[str, Any]], already_cleared: Collection[str]) -> None:
+    """Flag the items whose results microcompaction had already cleared."""
+    if already_cleared:
+        for item in items:
+            if item["id"] in already_cleared:
+                item["alreadyCleared"] = True
+
+
+def _receipt(
+    messages: int,
+    tokens: int,
+    items: list[dict[str, Any]],
+    files: list[str],
+    summary_text: str,
+    summarizer: str,
+) -> dict[str, Any]:
+    """A compaction's receipt from what its dropped records add up to (`files`: the items'
+    paths, `_files(items)`)."""
+    mentioned = _mentioned(summary_text, files)
+    named = set(mentioned)
+    return {
+        "version": RECEIPT_VERSION,
+        "messages": messages,
+        "tokens": tokens,
+        "toolResults": items,
+        "files": files,
+        "covered": {
+            "by": summarizer,
+            "summaryTokens": rough_token_count(summary_text),
+            "filesMentioned": mentioned,
+            "filesNotMentioned": [p for p in files if p not in named],
+        },
+    }
+
+
 def compaction_receipt(
     dropped: Sequence[Entry],
     *,
@@ -128,53 +199,135 @@ def compaction_receipt(
     messages = 0
     tokens = 0
     for entry in dropped:
-        kind = entry.type
-        if kind != "user":
-            messages += kind == "assistant"
-            tokens += entry_tokens(entry)
-            continue
-        messages += 1
-        content = entry.content
-        if isinstance(content, str):
-            tokens += rough_token_count(content)
-            continue
-        # One walk of the blocks gives both the entry's tokens (`entry_tokens`: the blocks'
-        # estimates, of a list only) and its results' items, each result estimated once.
-        counted = isinstance(content, list)
-        for block in content:
-            if not isinstance(block, dict):
-                if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                    tool_id = str(block.get("tool_use_id"))
-                    item = tool_result_item(index.get(tool_id), tool_id, tool_result_tokens(block))
-                    if tool_id in already_cleared:
-                        item["alreadyCleared"] = True
-                    items.append(item)
-                continue
-            if block.get("type") != "tool_result":
-                tokens += block_tokens(block) if counted else 0
-                continue
-            tool_id = str(block.get("tool_use_id"))
-            result_tokens = tool_result_tokens(block)
-            tokens += result_tokens if counted else 0
-            item = tool_result_item(index.get(tool_id), tool_id, result_tokens)
-            if tool_id in already_cleared:
-                item["alreadyCleared"] = True
-            items.append(item)
-    files = _files(items)
-    mentioned = [path for path in files if _mentions(summary_text, path)]
-    return {
-        "version": RECEIPT_VERSION,
-        "messages": messages,
-        "tokens": tokens,
-        "toolResults": items,
-        "files": files,
-        "covered": {
-            "by": summarizer,
-            "summaryTokens": rough_token_count(summary_text),
-            "filesMentioned": mentioned,
-            "filesNotMentioned": [p for p in files if p not in mentioned],
-        },
-    }
+        more_messages, more_tokens = _receipt_part(entry, index, items)
+        messages += more_messages
+        tokens += more_tokens
+    _mark_cleared(items, already_cleared)
+    return _receipt(messages, tokens, items, _files(items), summary_text, summarizer)
+
+
+class RunningReceipt:
+    """The receipt's sums over a session's view, kept up to date as the view grows, so the
+    compacting call reads them at its cut instead of walking every record it drops.
+
+    Per record of the view it keeps the running totals up to it (messages, tokens, items:
+    three 8-byte numbers), the items of its results (built as `compaction_receipt` builds
+    them; one whose call the index did not hold yet is built again at the cut), its uuid in
+    a set (to tell that no dropped record shares a uuid with a kept one), and each path the
+    first time an item names it. A view that is not the one last grown (a compaction, a
+    rewind, a load), or an index that started over, starts the sums over; so does a read,
+    which hands its items over to the receipt. A record the sums cannot take (an odd shape)
+    stops them until then, and the cut is read the old way."""
+
+    def __init__(self) -> None:
+        self._since = AppendedSince()
+        self._rows: object = None
+        self._messages = array("q", [0])
+        self._tokens = array("q", [0])
+        self._item_ends = array("q", [0])
+        self._items: list[dict[str, Any]] = []
+        self._unresolved: list[int] = []
+        """Items whose call the index did not hold when they were built."""
+        self._uuids: set[str] = set()
+        self._repeated_at = -1
+        """The last position whose uuid an earlier record of the view has (-1: none)."""
+        self._paths: dict[str, int] = {}
+        """Each path the items name, with the item that named it first (in item order)."""
+        self._stopped = False
+
+    def _restart(self, index: TranscriptIndex | None) -> None:
+        """Start the sums over (None: not before the next call, which starts them on its
+        index)."""
+        self._rows = index.rows if index is not None else None
+        self._messages = array("q", [0])
+        self._tokens = array("q", [0])
+        self._item_ends = array("q", [0])
+        self._items = []
+        self._unresolved = []
+        self._uuids = set()
+        self._repeated_at = -1
+        self._paths = {}
+        self._stopped = False
+
+    @property
+    def records(self) -> int:
+        """How many records of the view the sums hold."""
+        return len(self._messages) - 1
+
+    def advance(self, view: Sequence[Entry], index: TranscriptIndex) -> None:
+        """Take in the records appended to `view` since the last call (`index`: the
+        transcript's, already brought up to date)."""
+        start = self._since.start(view)
+        if start is None or index.rows is not self._rows:
+            self._restart(index)
+            start = 0
+        if self._stopped:
+            return
+        items, paths = self._items, self._paths
+        for position in range(start, len(view)):
+            entry = view[position]
+            uuid = entry.uuid
+            if uuid:
+                if uuid in self._uuids:
+                    self._repeated_at = position
+                self._uuids.add(uuid)
+            before = len(items)
+            try:
+                messages, tokens = (
+                    (0, 0) if entry.is_compact_boundary else _receipt_part(entry, index, items)
+                )
+            except Exception:  # the old walk meets it at the cut, and decides there
+                del items[before:]
+                self._stopped = True
+                return
+            for place in range(before, len(items)):
+                item = items[place]
+                if item["tool"] == "?":
+                    self._unresolved.append(place)
+                path = item.get("path")
+                if path and path not in paths:
+                    paths[path] = place
+            self._messages.append(self._messages[-1] + messages)
+            self._tokens.append(self._tokens[-1] + tokens)
+            self._item_ends.append(len(items))
+
+    def read(
+        self,
+        view: Sequence[Entry],
+        kept: Sequence[Entry],
+        index: TranscriptIndex,
+        already_cleared: Collection[str],
+    ) -> tuple[int, int, list[dict[str, Any]], list[str]] | None:
+        """(messages, tokens, items, files) of the records `write_compaction_receipt` drops
+        from `view` keeping `kept`, or None when the sums cannot say (the caller walks them):
+        `kept` must be the view's tail, each with a uuid no earlier record has. The items
+        are handed over (the sums start over at the next call)."""
+        self.advance(view, index)
+        cut = len(view) - len(kept)
+        if self._stopped or cut < 0 or len(self._messages) != len(view) + 1:
+            return None
+        # The view's own tail, or records equal to it (the kept records are read for their
+        # uuids only): the summary's view is derived again, copying a partial compaction's
+        # kept records without their usage. A list compares by identity first.
+        if self._repeated_at >= cut or list(kept) != list(view[cut:]):
+            return None
+        if not all(entry.uuid for entry in kept):
+            return None  # a kept record without a uuid is dropped as well
+        end = self._item_ends[cut]
+        items = self._items[:end]
+        files: list[str] | None = [path for path, place in self._paths.items() if place < end]
+        for place in self._unresolved:
+            if place >= end:
+                break
+            item = items[place]
+            call = index.get(item["id"])
+            if call is not None:
+                items[place] = tool_result_item(call, item["id"], item["tokens"])
+                files = None  # a path it names now may come first
+        _mark_cleared(items, already_cleared)
+        messages, tokens = self._messages[cut], self._tokens[cut]
+        self._restart(None)  # its items are the receipt's now: the next call starts over
+        return messages, tokens, items, _files(items) if files is None else files
 
 
 def write_compaction_receipt(
@@ -186,28 +339,59 @@ def write_compaction_receipt(
     summary_text: str,
     summarizer: str,
     already_cleared: Collection[str] = (),
+    running: RunningReceipt | None = None,
 ) -> dict[str, Any]:
     """Write the receipt of a compaction into its boundary (`compactMetadata.receipt`) and
     return it: what it dropped is the view before it (`view`) less the records it keeps
-    verbatim (`kept`). Every compaction writes one: the session's and the CLI's alike."""
-    kept_ids = {entry.uuid for entry in kept if entry.uuid}
-    dropped = [e for e in view if e.uuid not in kept_ids and not e.is_compact_boundary]
-    receipt = compaction_receipt(
-        dropped,
-        index=index,
-        summary_text=summary_text,
-        summarizer=summarizer,
-        already_cleared=already_cleared,
-    )
+    verbatim (`kept`). Every compaction writes one: the session's and the CLI's alike.
+    `running`: the sums kept over this view as it grew (read at the cut when they apply)."""
+    summed = running.read(view, kept, index, already_cleared) if running is not None else None
+    if summed is not None:
+        receipt = _receipt(*summed, summary_text, summarizer)
+    else:
+        kept_ids = {entry.uuid for entry in kept if entry.uuid}
+        dropped = [e for e in view if e.uuid not in kept_ids and not e.is_compact_boundary]
+        receipt = compaction_receipt(
+            dropped,
+            index=index,
+            summary_text=summary_text,
+            summarizer=summarizer,
+            already_cleared=already_cleared,
+        )
     boundary.compact_metadata[RECEIPT_KEY] = receipt
     return receipt
 
 
-def _mentions(text: str, path: str) -> bool:
-    if path in text:
-        return True
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return len(name) >= 4 and name in text
+_WORD_RUN = re.compile(r"[\w.\-]+")
+"""A run of the characters most file names are made of."""
+WORDS_FROM_FILES = 32
+"""From this many files on, names are looked for in the text's distinct runs (`_mentioned`)."""
+
+
+def _mentioned(text: str, paths: Sequence[str]) -> list[str]:
+    """The paths a summary mentions, in order: the path itself, or its file name when that
+    is 4 characters or more. A path whose name is not in the text is not either (the name
+    ends the path), so each name is looked for once, however many paths end with it. With
+    many files, a name made only of run characters (`_WORD_RUN`) is looked for in the
+    text's distinct runs, one a line, instead of the whole text: such a name can only
+    occur inside one run, and a summary repeats most of its words."""
+    words: str | None = None
+    found: dict[str, bool] = {}
+    out: list[str] = []
+    for path in paths:
+        name = path.replace("\\", "/").rsplit("/", 1)[-1]
+        present = found.get(name)
+        if present is None:
+            if len(paths) >= WORDS_FROM_FILES and _WORD_RUN.fullmatch(name):
+                if words is None:
+                    words = "\n".join(dict.fromkeys(_WORD_RUN.findall(text)))
+                present = name in words
+            else:
+                present = name in text
+            found[name] = present
+        if present and (len(name) >= 4 or path in text):
+            out.append(path)
+    return out
 
 
 def recall_note(receipt: Mapping[str, Any]) -> str:
