@@ -47,16 +47,17 @@ def test_the_timed_turn_is_the_one_that_compacted(
         pytest.importorskip("langchain.agents.middleware")
     from unbounded.compaction import conversation
 
-    building = conversation._as_sent_for_summary
+    preparing = conversation.SummaryJob._prepare
 
-    def slow_building(messages: Any) -> Any:
-        # CPU the compaction's own work spends: only the turn that compacts holds it
+    async def slow_preparing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # CPU the compaction's own work spends: only the turn that compacts holds it (every
+        # entry point prepares its summary's messages once, on that turn)
         until = time.thread_time() + 0.3
         while time.thread_time() < until:
             pass
-        return building(messages)
+        return await preparing(self, *args, **kwargs)
 
-    monkeypatch.setattr(conversation, "_as_sent_for_summary", slow_building)
+    monkeypatch.setattr(conversation.SummaryJob, "_prepare", slow_preparing)
     module = _turn_speed()
     module.TRIGGER_TURNS = 400
     elapsed, _length = getattr(module, f"{entry}_at_trigger")(50_000)
