@@ -29,6 +29,7 @@ import orjson
 import pytest
 from summaries import nine_section_summary
 
+from unbounded import session_transcript
 from unbounded.caching import breakpoints
 from unbounded.caching.breakpoints import CacheBreakpointPlanner, plan_cache_breakpoints
 from unbounded.compaction import auto, context, glue
@@ -197,6 +198,13 @@ def _from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(auto, "start_summary", start_summary)
     monkeypatch.setattr(context, "rehydrator_for", rehydrator_for)
+    # The transcript's view derived across a boundary from the whole history.
+    real_derive = session_transcript.messages_after_compact_boundary
+    monkeypatch.setattr(
+        session_transcript,
+        "messages_after_compact_boundary",
+        lambda entries, **_: real_derive(entries),
+    )
     # The summary request's markers placed from scratch, not from the session planner's work.
     monkeypatch.setattr(
         CacheBreakpointPlanner,
