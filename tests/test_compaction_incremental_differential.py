@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import shutil
 import uuid
@@ -28,6 +29,9 @@ import orjson
 import pytest
 from summaries import nine_section_summary
 
+from unbounded import session_transcript
+from unbounded.caching import breakpoints
+from unbounded.caching.breakpoints import CacheBreakpointPlanner, plan_cache_breakpoints
 from unbounded.compaction import auto, context, glue
 from unbounded.compaction.view_folds import ViewFolds
 from unbounded.errors import CompactionError, ConfigError
@@ -194,6 +198,19 @@ def _from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(auto, "start_summary", start_summary)
     monkeypatch.setattr(context, "rehydrator_for", rehydrator_for)
+    # The transcript's view derived across a boundary from the whole history.
+    real_derive = session_transcript.messages_after_compact_boundary
+    monkeypatch.setattr(
+        session_transcript,
+        "messages_after_compact_boundary",
+        lambda entries, **_: real_derive(entries),
+    )
+    # The summary request's markers placed from scratch, not from the session planner's work.
+    monkeypatch.setattr(
+        CacheBreakpointPlanner,
+        "plan_fork",
+        lambda self, request, **options: plan_cache_breakpoints(request, **options),
+    )
 
 
 def _deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,3 +277,61 @@ def test_a_wrong_fold_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         patched.setattr(ViewFolds, "_reset", keep_going)
         wrong = _run(2, tmp_path / "session", repo, None)
     assert wrong[0] != scratch[0] or wrong[2] != scratch[2]
+
+
+def test_a_stale_fork_plan_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary request reuses the session planner's unmarked messages only as far as they
+    are the request's own: trusting all it kept (no comparison) changes the bytes."""
+
+    def trusting(self: CacheBreakpointPlanner, request: ProviderRequest, **options: Any) -> Any:
+        messages = list(request["messages"])
+        done, counts, relative = self._unmarked
+        same = min(len(done), len(messages))
+        tail, tail_counts = breakpoints._unmarked_messages(messages[same:])
+        unmarked = (
+            [*done[:same], *tail],
+            [*counts[:same], *tail_counts],
+            [*relative[: same + 1], *list(itertools.accumulate(tail_counts, initial=relative[same]))[1:]],
+        )
+        return breakpoints._plan(
+            request,
+            unmarked,
+            previous_message_breakpoint=None,
+            lookback_blocks=breakpoints.CACHE_LOOKBACK_BLOCKS,
+            max_breakpoints=breakpoints.MAX_CACHE_BREAKPOINTS,
+            enable_prompt_caching=True,
+            **options,
+        )
+
+    repo = _repo(tmp_path)
+    scratch = _run(2, tmp_path / "session", repo, _from_scratch)
+    with monkeypatch.context() as patched:
+        patched.setattr(CacheBreakpointPlanner, "plan_fork", trusting)
+        wrong = _run(2, tmp_path / "session", repo, None)
+    assert wrong[0] != scratch[0]
+
+
+def test_the_summary_request_is_planned_from_the_session_planner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's summary requests reuse its planner's work: the messages planned afresh
+    for a compaction in the turn's steps are a few, not the whole history."""
+    seen: list[int] = []
+    real_plan_fork = CacheBreakpointPlanner.plan_fork
+    real_unmarked = breakpoints._unmarked_messages
+
+    def plan_fork(self: CacheBreakpointPlanner, request: ProviderRequest, **options: Any) -> Any:
+        def counted(messages: Any) -> Any:
+            seen.append(len(messages))
+            return real_unmarked(messages)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(breakpoints, "_unmarked_messages", counted)
+            return real_plan_fork(self, request, **options)
+
+    monkeypatch.setattr(CacheBreakpointPlanner, "plan_fork", plan_fork)
+    summaries, _, _ = _run(1, tmp_path / "session", _repo(tmp_path), None)
+    assert len(summaries) >= 2
+    # After a reopen (a new planner) or a partial compaction the request is not the last
+    # one grown: those plan more, from the first message that differs.
+    assert sum(1 for count in seen if count <= 4) >= 2

@@ -446,3 +446,52 @@ def test_the_readers_of_a_growing_transcript_equal_a_fresh_read(session_2_1: Pat
     shorter = grown[: len(grown) // 2]  # another list: read from its start
     assert recorded.working.read(shorter) == working_state_from_entries(shorter)
     assert recorded.files.read(shorter) == recorded_files(shorter)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the directory rule follows posixpath's walk")
+def test_paths_resolved_by_directory_are_realpath(tmp_path: Path) -> None:
+    """Each directory resolved once gives what `os.path.realpath` gives the whole path: file
+    and directory links, relative and absolute targets, dangling links, a loop, missing names,
+    ".", ".." and doubled separators."""
+    from unbounded.compaction.rehydrate import _realpath_by_directory
+
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (real / "a.py").write_text("a")
+    (real / "sub" / "b.py").write_text("b")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "c.py").write_text("c")
+    (real / "link.py").symlink_to("sub/b.py")  # a file link, relative target
+    (real / "abs.py").symlink_to(tmp_path / "elsewhere" / "c.py")
+    (real / "dangling.py").symlink_to("nowhere.py")
+    (real / "dir").symlink_to(tmp_path / "elsewhere")  # a directory link
+    (real / "up").symlink_to("..")
+    (real / "loop").symlink_to("loop")
+    (real / "sub" / "parent").symlink_to(real / "dir")
+    base = str(tmp_path)
+    paths = [
+        f"{base}/real/a.py",
+        f"{base}/real/sub/b.py",
+        f"{base}/real/link.py",
+        f"{base}/real/abs.py",
+        f"{base}/real/dangling.py",
+        f"{base}/real/missing.py",
+        f"{base}/real/dir/c.py",
+        f"{base}/real/dir/..",
+        f"{base}/real/dir/../real/a.py",
+        f"{base}/real/sub/parent/../a.py",
+        f"{base}/real/sub/parent/c.py",
+        f"{base}/real/up/real/a.py",
+        f"{base}/real/loop/a.py",
+        f"{base}/real/./a.py",
+        f"{base}/real//a.py",
+        f"{base}/real/sub/",
+        f"{base}/real/sub/.",
+        f"{base}/real/sub/./b.py",
+        "/",
+        "/nonexistent-root-name",
+        "relative/a.py",
+    ]
+    resolve = _realpath_by_directory()
+    for _ in range(2):  # the second time from the directories it kept
+        assert [resolve(p) for p in paths] == [os.path.realpath(p) for p in paths]

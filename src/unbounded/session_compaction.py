@@ -19,12 +19,13 @@ pure functions of `compaction/decisions.py`, the tiers those of `compaction/auto
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from unbounded.caching.breakpoints import place_cache_breakpoints
-from unbounded.caching.ttl import ttl_seconds
+from unbounded.caching.breakpoints import CacheBreakpointPlanner, place_cache_breakpoints
+from unbounded.caching.ttl import CacheTtl, ttl_seconds
 from unbounded.compaction.auto import (
     CacheSharingSummaryTier,
     CompactionOutcome,
@@ -60,6 +61,7 @@ from unbounded.compaction.native import arrange_tiers, native_tiers
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.events import EarlyCompaction, IdleCompaction, SummaryStall, emit
 from unbounded.extension import offers_memory_compaction
+from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import Provider
 from unbounded.recall.receipts import RECEIPT_KEY
@@ -119,6 +121,9 @@ class SessionCompactor:
         """The summary written off the turn's path (`Policy.background_summary`)."""
         self.facts = RunningFacts()
         """The facts ledger's fold over the view, kept up to date call by call."""
+        self.fork_planner: CacheBreakpointPlanner | None = None
+        """The planner of the session's own requests (set by its prepare steps): the summary
+        request, which repeats their messages, reuses the unmarked messages it keeps."""
 
     # -- when ---------------------------------------------------------------------------------
     async def maybe_auto_compact(self) -> None:
@@ -531,12 +536,24 @@ class SessionCompactor:
             boundary_metadata=metadata,
             # The prefix the main requests sent (earlier clears applied), so the fork shares it.
             sent_messages=session.state.micro.apply_clears(transcript.messages),
-            planner=lambda request, skip: place_cache_breakpoints(
-                request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
-            ),
+            planner=self._fork_planner(ttl, prefix_ttl),
             facts_ledger=running_facts_ledger(self.facts, lambda: self.session.transcript.view),
             keep_from=turn_tail_start(transcript.entries, transcript.view),
         )
+
+    def _fork_planner(
+        self, ttl: CacheTtl, prefix_ttl: CacheTtl | None
+    ) -> Callable[[ProviderRequest, bool], ProviderRequest]:
+        """How the summary request gets its cache markers: the same as
+        `place_cache_breakpoints`, from the session planner's kept work when there is one."""
+        fork = self.fork_planner
+        if fork is None:
+            return lambda request, skip: place_cache_breakpoints(
+                request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
+            )
+        return lambda request, skip: fork.plan_fork(
+            request, ttl=ttl, prefix_ttl=prefix_ttl, skip_cache_write=skip
+        ).request
 
     # -- applying one -------------------------------------------------------------------------
     def apply(self, result: CompactionResult) -> None:

@@ -44,6 +44,7 @@ class PrepareSteps:
         self.session = session
         self.compactor = compactor
         self.planner = CacheBreakpointPlanner()
+        compactor.fork_planner = self.planner  # the summary request reuses its kept work
         self.last_request: ProviderRequest | None = None
         """The last request prepared (as it was sent, after every step)."""
         self.marked_messages: tuple[int, ...] = ()

@@ -46,6 +46,11 @@ class SessionTranscript:
         """What reading the transcript found amiss, and repairs made since."""
         self.compacted_before = any(e.is_compact_boundary for e in entries)
         """The history holds a compaction (recall has something to bring back)."""
+        self._uuids: set[str] | None = set()
+        """Every entry's uuid while no two entries share one (None from the first repeat or
+        uuid that is not a string on, and once spilled): the view is then derived across a
+        boundary from the boundary backwards (about 50 bytes an entry)."""
+        self._count_uuids()
         self.view: list[Entry] = []
         self._stretches: list[tuple[Entry, list[Entry]]] | None = None
         self.normalizer = MessageNormalizer([])
@@ -66,7 +71,25 @@ class SessionTranscript:
 
     def rebuild_view(self) -> None:
         """Derive the view, its messages and its count from the entries again."""
-        self._set_view(messages_after_compact_boundary(self._entries))
+        unique = self._uuids is not None and not isinstance(self._entries, SpilledEntries)
+        self._set_view(messages_after_compact_boundary(self._entries, unique_uuids=unique))
+
+    def _count_uuids(self, entries: Iterable[Entry] | None = None) -> None:
+        """Add the uuids of `entries` (None: count all the entries again)."""
+        if entries is None:
+            self._uuids = set()
+            entries = self._entries
+        seen = self._uuids
+        if seen is None:
+            return
+        for entry in entries:
+            uuid = entry.data.get("uuid")
+            if uuid is None:
+                continue
+            if not isinstance(uuid, str) or uuid in seen:
+                self._uuids = None
+                return
+            seen.add(uuid)
 
     def _set_view(self, view: list[Entry]) -> None:
         self.view = view
@@ -79,6 +102,7 @@ class SessionTranscript:
         if isinstance(self._entries, SpilledEntries):
             return
         self._entries = SpilledEntries(self._entries)
+        self._uuids = None  # the spilled view is derived from the view it closes instead
         self._spill_to_last_boundary(self._entries)
 
     def close(self) -> None:
@@ -113,6 +137,7 @@ class SessionTranscript:
         closed = self.view
         self.store.append(entries)
         self._entries.extend(entries)
+        self._count_uuids(entries)
         if any(e.is_compact_boundary for e in entries):
             self.compacted_before = True
             spilled = self._entries if isinstance(self._entries, SpilledEntries) else None
@@ -232,6 +257,8 @@ class SessionTranscript:
         removed = list(self._entries[start:])
         if removed:
             del self._entries[start:]
+            if self._uuids is not None:  # they were each the only one
+                self._uuids.difference_update(e.data.get("uuid") for e in removed)
             tail = self.view[len(self.view) - len(removed) :]
             if (
                 isinstance(self._entries, SpilledEntries)

@@ -37,6 +37,7 @@ Renderers for the attachment types this module introduces are registered in
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -273,6 +274,34 @@ def _absolute(path: str, cwd: str | None) -> str | None:
     return os.path.join(cwd, path) if cwd else None
 
 
+def _realpath_by_directory() -> Callable[[str], str]:
+    """`os.path.realpath` for the many paths of one compaction, each directory resolved once.
+
+    `realpath` checks every component of a path for a link; the paths read in a session share
+    a few directories. An absolute path whose last component is a name (not "", "." or "..")
+    resolves to its directory's real path joined with that name unless the name is itself a
+    link there (then it is resolved whole, as `realpath` would)."""
+    if os.path is not posixpath:  # the rule is posixpath's walk; elsewhere, the call itself
+        return os.path.realpath
+    directories: dict[str, str] = {}
+
+    def resolve(path: str) -> str:
+        directory, _, name = path.rpartition("/")
+        if not directory or not path.startswith("/") or name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real = directories.get(directory)
+        if real is None:
+            real = directories[directory] = os.path.realpath(directory)
+        joined = os.path.join(real, name)
+        try:
+            mode = os.lstat(joined).st_mode
+        except OSError:
+            return joined  # realpath keeps a missing name as it is
+        return os.path.realpath(path) if stat.S_ISLNK(mode) else joined
+
+    return resolve
+
+
 def rehydrate_files(
     state: WorkingState,
     *,
@@ -289,6 +318,8 @@ def rehydrate_files(
     """File attachments for the most recently read files, the skips, and their tokens."""
     policy = policy or Policy()
     reader = read_file or (lambda path: read_utf8(path, max_file_bytes + 1))
+    if resolve_path is os.path.realpath:
+        resolve_path = _realpath_by_directory()
     # None: the text does not come from this machine's disk (see recorded_files), no roots.
     roots = None if allowed_roots is None else [resolve_path(str(r)) for r in allowed_roots]
     memory_names = set(memory_file_names)

@@ -380,7 +380,9 @@ def last_compact_boundary_index(entries: Sequence[Entry]) -> int:
     return -1
 
 
-def messages_after_compact_boundary(entries: Sequence[Entry]) -> list[Entry]:
+def messages_after_compact_boundary(
+    entries: Sequence[Entry], *, unique_uuids: bool = False
+) -> list[Entry]:
     """The entries from the last compact boundary on (boundary included), or all of them.
 
     The boundary is kept so callers can read its metadata; normalization drops it (it is a
@@ -394,6 +396,10 @@ def messages_after_compact_boundary(entries: Sequence[Entry]) -> list[Entry]:
     spliced back in there, with their recorded usage removed: it described a larger context
     and must not anchor the token count of the compacted one. A segment whose uuids cannot be
     found is left out.
+
+    `unique_uuids`: the caller's word that no two entries share a uuid (a session's
+    transcript keeps track): the segment, near the boundary, is then looked for from it
+    backwards instead of in the whole history.
     """
     index = last_compact_boundary_index(entries)
     if index < 0:
@@ -402,7 +408,10 @@ def messages_after_compact_boundary(entries: Sequence[Entry]) -> list[Entry]:
     segment = entries[index].compact_metadata.get("preservedSegment")
     if not isinstance(segment, dict):
         return view
-    kept = _preserved_entries(entries[:index], segment)
+    if unique_uuids:
+        kept = _preserved_unique(entries, index, segment)
+    else:
+        kept = _preserved_entries(entries[:index], segment)
     anchor = segment.get("anchorUuid")
     positions = [i for i, entry in enumerate(view) if entry.uuid == anchor]
     if not kept or not positions:
@@ -425,6 +434,22 @@ def _preserved_entries(before: Sequence[Entry], segment: dict[str, Any]) -> list
     if end < start:
         return []
     return [_without_usage(entry) for entry in before[start : end + 1]]
+
+
+def _preserved_unique(entries: Sequence[Entry], index: int, segment: dict[str, Any]) -> list[Entry]:
+    """`_preserved_entries(entries[:index], segment)` when no two entries share a uuid: each
+    uuid's only occurrence is its first, found from `index` backwards."""
+    head, tail = segment.get("headUuid"), segment.get("tailUuid")
+    if not isinstance(head, str) or not isinstance(tail, str):
+        return _preserved_entries(entries[:index], segment)
+    end = -1  # no tail after the head: an empty run, as the whole history's walk finds
+    for position in range(index - 1, -1, -1):
+        uuid = entries[position].data.get("uuid")
+        if uuid == tail:
+            end = position
+        if uuid == head:
+            return [_without_usage(entry) for entry in entries[position : end + 1]]
+    return []
 
 
 def _without_usage(entry: Entry) -> Entry:
