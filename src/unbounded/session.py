@@ -60,6 +60,7 @@ from unbounded.extension import Extension
 from unbounded.model.content import ContentBlock, MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import interrupted_result
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.repeated_prompt import repeated_prompt, trailing_prompt
 from unbounded.model.request import ProviderRequest
 from unbounded.model.tool_ids import RENAMED_FIELD
@@ -734,7 +735,11 @@ class Session:
         model); None when there is none yet, or the offline hand-over was chosen
         (`summarizer=ExtractiveSummarizer()`)."""
         chosen = self.summarizer if self.summarizer is not None else self._call_provider
-        return None if chosen is None or chosen.profile.offline else chosen
+        if chosen is None:
+            return None
+        # A provider written without a `profile` (a protocol default, not enforced at run
+        # time) is an online model: this is asked on every turn, not only at compaction.
+        return None if getattr(chosen, "profile", MODEL_PROFILE).offline else chosen
 
     def compaction_tiers(self) -> tuple[TierEntry, ...]:
         """What `auto_compact` runs: the `compaction_tiers` given to the session, or

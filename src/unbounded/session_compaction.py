@@ -61,6 +61,7 @@ from unbounded.compaction.native import arrange_tiers, native_tiers
 from unbounded.compaction.prompts import PartialDirection
 from unbounded.events import EarlyCompaction, IdleCompaction, SummaryStall, emit
 from unbounded.extension import offers_memory_compaction
+from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import Provider
@@ -179,7 +180,8 @@ class SessionCompactor:
         session = self.session
         transcript = session.transcript
         model = session.model_provider()
-        if session.policy.facts_ledger and model is not None and not model.profile.includes_facts:
+        profile = getattr(model, "profile", MODEL_PROFILE)  # a provider written without one
+        if session.policy.facts_ledger and model is not None and not profile.includes_facts:
             self.facts.advance(transcript.view)
         session.recall.advance(transcript.entries, transcript.view)
 

@@ -14,7 +14,11 @@ from datetime import datetime, timezone
 from unbounded.caching.breakpoints import CacheBreakpointPlanner
 from unbounded.compaction.cached_micro import with_cache_edits
 from unbounded.compaction.conversation import CacheSafeParams
-from unbounded.compaction.decisions import decide_ttl_upgrade, microcompact_policy
+from unbounded.compaction.decisions import (
+    auto_compaction_allowed,
+    decide_ttl_upgrade,
+    microcompact_policy,
+)
 from unbounded.compaction.micro import MicrocompactResult, microcompact
 from unbounded.events import (
     CacheTtlUpgraded,
@@ -119,9 +123,15 @@ class PrepareSteps:
     async def auto_compact(self, turn: TurnContext) -> None:
         """Compact at the threshold, or early when it pays (`SessionCompactor`)."""
         compactor = self.compactor
-        transcript = self.session.transcript
-        # Every turn, so that the turn that compacts reads only its own records.
-        compactor.recorded.advance(transcript.entries, transcript.view, compactor.rehydrate_from)
+        session = self.session
+        transcript = session.transcript
+        # Every turn, so that the turn that compacts reads only its own records; only where
+        # automatic compaction may run (a manual one reads the records afresh, and a session
+        # that never compacts by itself should not pay or hold anything for it).
+        if auto_compaction_allowed(session.policy, query_source=session.config.query_source):
+            compactor.recorded.advance(
+                transcript.entries, transcript.view, compactor.rehydrate_from
+            )
         await compactor.maybe_auto_compact()
 
     async def microcompact(self, turn: TurnContext) -> None:

@@ -52,6 +52,8 @@ class SessionTranscript:
         boundary from the boundary backwards (about 50 bytes an entry)."""
         self._count_uuids()
         self.view: list[Entry] = []
+        self._awaited_anchor: str | None = None
+        """The uuid a partial compaction's kept messages follow, while it is not in the view."""
         self._stretches: list[tuple[Entry, list[Entry]]] | None = None
         self.normalizer = MessageNormalizer([])
         self.counter = ContextCounter([])
@@ -93,6 +95,7 @@ class SessionTranscript:
 
     def _set_view(self, view: list[Entry]) -> None:
         self.view = view
+        self._awaited_anchor = _unspliced_anchor(view)
         self.normalizer = MessageNormalizer(view)
         self.counter = ContextCounter(view)
 
@@ -153,6 +156,13 @@ class SessionTranscript:
                 self.rebuild_view()  # spilled: read back (a segment not kept in one run)
             if spilled is not None:
                 self._spill_to_last_boundary(spilled)
+            return
+        awaited = self._awaited_anchor
+        if awaited is not None and any(entry.uuid == awaited for entry in entries):
+            # A partial compaction's boundary came before the record its kept messages follow
+            # (a transcript mirrored record by record): now that it is here, the view is what
+            # deriving the history gives, as it would be read back from disk.
+            self.rebuild_view()
             return
         for entry in entries:
             self.view.append(entry)
@@ -286,6 +296,20 @@ class SessionTranscript:
             if entry.type == "assistant" and not entry.is_synthetic_api_error:
                 return entry.time
         return None
+
+
+def _unspliced_anchor(view: Sequence[Entry]) -> str | None:
+    """The `anchorUuid` of the view's partial compaction when its record is not in the view
+    yet (its kept messages could not be spliced in), else None."""
+    if not view or not view[0].is_compact_boundary:
+        return None
+    segment = view[0].compact_metadata.get("preservedSegment")
+    if not isinstance(segment, dict):
+        return None
+    anchor = segment.get("anchorUuid")
+    if not isinstance(anchor, str) or any(entry.uuid == anchor for entry in view):
+        return None
+    return anchor
 
 
 __all__ = ["SessionTranscript"]
