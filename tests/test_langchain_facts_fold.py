@@ -1,8 +1,10 @@
 """A warm LangChain middleware's facts ledger comes from its view's facts fold (`PrefixFacts`:
-copies kept every few records, the records after the nearest one read at the compaction):
-over random conversations with error results, clearing batches (which clear error results
-too) and several compactions, every compacted update (the summary with its ledger appended)
-is the same bytes as when the ledger reads every summarized record."""
+copies kept every few records, the records after the nearest one read at the compaction),
+and the fold tells whether a summarized record holds media (the summary request's rewrites
+are skipped when none does): over random conversations with error results, images in
+results, clearing batches (which clear error results too) and several compactions, every
+summary request and compacted update (the summary with its ledger appended) is the same
+bytes as when the ledger reads every summarized record and the rewrites run."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 pytest.importorskip("langchain.agents.middleware")
 
-from langchain_core.messages import HumanMessage, ToolMessage, messages_to_dict
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage, messages_to_dict
 
 import unbounded.integrations._langchain_view as view_module
 import unbounded.integrations.langchain as middleware_module
@@ -25,15 +27,36 @@ from unbounded.integrations.langchain import UnboundedMiddleware
 from unbounded.model.entries import Entry
 
 
+def with_images(seed: int) -> list[BaseMessage]:
+    """`conversation(seed, 150)` with an image in a result of an early round (the first
+    compaction summarizes it, the next ones do not) and of a late one."""
+    out = conversation(seed, 150)
+    late = len(out) * 2 // 3
+    for position, message in enumerate(out):
+        if isinstance(message, ToolMessage) and position in (3, late, late + 1):
+            image = {"type": "image", "source_type": "base64", "mime_type": "image/png"}
+            out[position] = message.model_copy(
+                update={"content": [{"type": "text", "text": "a plot"}, {**image, "data": "iVBO"}]}
+            )
+    return out
+
+
 def drive(
     monkeypatch: pytest.MonkeyPatch, seed: int, *, from_scratch: bool
-) -> tuple[list[str], list[str], list[int]]:
+) -> tuple[list[str], list[str], list[int], list[bool | None]]:
     """One warm middleware called after each round of a random conversation (its updates
     applied as the agent applies them), its fold copied every 8 records: the summary
     requests, every compacting update (as JSON) and where each ledger took the fold from.
     `from_scratch`: every ledger reads all the summarized records."""
     real_init, real_ledger_of = PrefixFacts.__init__, PrefixFacts.ledger_of
+    real_rewrites = PrefixFacts.rewrites
     taken: list[int] = []
+    known: list[bool | None] = []
+
+    def rewrites(self: PrefixFacts, head: Any, records: Any) -> bool | None:
+        answer = real_rewrites(self, head, records)
+        known.append(answer)
+        return None if from_scratch else answer
 
     def small(self: PrefixFacts, every: int = 8, keep: int = 3) -> None:
         real_init(self, every, keep)
@@ -49,6 +72,7 @@ def drive(
 
     monkeypatch.setattr(PrefixFacts, "__init__", small)
     monkeypatch.setattr(PrefixFacts, "ledger_of", ledger_of)
+    monkeypatch.setattr(PrefixFacts, "rewrites", rewrites)
     for module in (view_module, middleware_module, entries_module):
         monkeypatch.setattr(module, "now_iso", lambda: "2026-11-29T12:00:00.000Z")
     summarizer = Capturing()
@@ -61,7 +85,7 @@ def drive(
         summary_retries=0,
         policy=SMALL_BATCHES,
     )
-    every = conversation(seed, 150)
+    every = with_images(seed)
     state: dict[str, Any] = {"messages": []}
     compacted: list[str] = []
     for position, message in enumerate(every):
@@ -89,17 +113,18 @@ def drive(
         if "unbounded" in update:
             state["unbounded"] = update["unbounded"]
     monkeypatch.undo()
-    return summarizer.requests, compacted, taken
+    return summarizer.requests, compacted, taken, known
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_every_ledger_of_a_warm_middleware_is_the_one_read_from_every_record(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
-    requests, compacted, taken = drive(monkeypatch, seed, from_scratch=False)
-    scratch_requests, scratch_compacted, _ = drive(monkeypatch, seed, from_scratch=True)
+    requests, compacted, taken, known = drive(monkeypatch, seed, from_scratch=False)
+    scratch_requests, scratch_compacted, _, _ = drive(monkeypatch, seed, from_scratch=True)
     assert len(compacted) >= 2
     assert any(taken)  # some ledger was taken from a copy of the fold
+    assert None in known and False in known  # the first summarizes the image, a later not
     assert all(LEDGER_TITLE in update for update in compacted)  # each summary has its ledger
     assert requests == scratch_requests
     assert compacted == scratch_compacted
@@ -163,3 +188,29 @@ def test_the_fold_catches_up_a_limited_number_of_records_a_call() -> None:
     assert fold.count == 6
     fold.reset()
     assert fold.count == 0
+
+
+def _image_result(call: str = "c1") -> Entry:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}
+    block = {"type": "tool_result", "tool_use_id": call, "content": [image]}
+    return Entry({"type": "user", "message": {"role": "user", "content": [block]}})
+
+
+def test_the_fold_knows_whether_a_prefix_holds_media() -> None:
+    records: list[Entry | None] = [_call(), _result("ok"), _call("c2"), _image_result("c2")]
+    records.append(_call("c3"))
+    fold = PrefixFacts()
+    fold.advance(records, 2)
+    assert fold.rewrites(records[:3], records) is None  # not folded that far
+    fold.advance(records, 10)
+    assert fold.rewrites(records[:3], records) is False
+    assert fold.rewrites(records[:4], records) is None  # the image's record is in it
+    # A head holding a record the list does not (this call's original of a placeholder).
+    head = [*records[:1], _image_result(), records[2]]
+    assert fold.rewrites(head, records) is None
+    # A record replaced by one holding media after it was folded.
+    fold.replaced(1, records[1], _image_result())
+    assert fold.rewrites(records[:3], records) is None
+    fold.reset()
+    fold.advance(records, 10)
+    assert fold.rewrites(records[:3], records) is False

@@ -52,6 +52,7 @@ from unbounded.compaction.carried import (
     standing_instructions,
 )
 from unbounded.compaction.prompts import is_previous_summary
+from unbounded.compaction.view_folds import holds_rewritten_block
 from unbounded.model.entries import Entry
 from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
@@ -601,6 +602,9 @@ class PrefixFacts:
         self._count = 0
         self._stopped: int | None = None
         self._copies: list[tuple[int, _Collector]] = [(0, _Collector())]
+        self._rewritten_at: int | None = None
+        """The first position whose record (as folded, or as replaced since) holds a block a
+        summary request rewrites (`holds_rewritten_block`); None: none."""
         self.taken_from = 0
         """Where the last `ledger_of` took the fold from (0: it reads every record)."""
 
@@ -615,6 +619,7 @@ class PrefixFacts:
         self._count = 0
         self._stopped = None
         self._copies = [(0, _Collector())]
+        self._rewritten_at = None
 
     def advance(self, records: Sequence[Entry | None], limit: int) -> None:
         """Fold the next records of the list, at most `limit` of them (a long list is caught
@@ -623,6 +628,8 @@ class PrefixFacts:
         every = self._every
         for position in range(self._count, end):
             record = records[position]
+            if self._rewritten_at is None and record is not None:
+                self._rewritten_at = position if _may_be_rewritten(record) else None
             if self._stopped is None and record is not None:
                 try:
                     self._collector.entry(record)
@@ -638,6 +645,27 @@ class PrefixFacts:
         """The record at `position`, folded as `old` when it was folded, is now `new`."""
         if position < self._count and not (_inert(old) and _inert(new)):
             self._stop(position)
+        if position < self._count and new is not None and _may_be_rewritten(new):
+            at = self._rewritten_at
+            self._rewritten_at = position if at is None else min(at, position)
+
+    def rewrites(
+        self, head: Sequence[Entry | None], records: Sequence[Entry | None]
+    ) -> bool | None:
+        """False when no record of `head` (the first records of the list as a compaction
+        holds them: `records`, the list as it is now, but for some replaced since) holds a
+        block a summary request rewrites; None when that is not known (not folded that far,
+        or a record of `head` that is not the list's holds one)."""
+        length = len(head)
+        at = self._rewritten_at
+        if self._count < length or len(records) < length or (at is not None and at < length):
+            return None
+        differing = compress(range(length), map(is_not, head, records[:length]))
+        for position in differing:
+            record = head[position]
+            if record is not None and _may_be_rewritten(record):
+                return None
+        return False
 
     def _stop(self, position: int) -> None:
         """The fold is not what the list's records give from `position` on."""
@@ -677,6 +705,15 @@ class PrefixFacts:
             return render_facts_ledger(folded.facts(), max_tokens)
 
         return ledger
+
+
+def _may_be_rewritten(record: Entry) -> bool:
+    """`holds_rewritten_block` of the record's content (True when reading it fails: the
+    summary request's rewrites then run and decide)."""
+    try:
+        return holds_rewritten_block(record.content)
+    except Exception:
+        return True
 
 
 def _same_records(

@@ -1221,6 +1221,13 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                 if self._view.base
                 else self._view.facts.ledger_of(summarized, self._view.entries)
             )
+            # Known from the fold: no summarized record holds media or a server compaction,
+            # so the request's messages need not be looked through for them.
+            rewritten = (
+                None
+                if self._view.base
+                else self._view.facts.rewrites(summarized, self._view.entries)
+            )
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
@@ -1237,6 +1244,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             rehydrate_from=None,  # the agent's own state is not re-injected
             events=self.events,
             facts_ledger=facts_ledger,
+            rewritten=rewritten,
             budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
             sent_messages=normalized,
         )
