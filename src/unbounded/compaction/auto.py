@@ -218,6 +218,7 @@ class SummaryRequestSettings:
             fallback=context.fallback or self.fallback,
             view=context.view if context.recorded is not None else None,
             folds=context.recorded.view if context.recorded is not None else None,
+            rewritten=context.rewritten,
         )
 
 

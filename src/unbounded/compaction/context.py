@@ -100,6 +100,9 @@ class CompactionContext:
     planner: CachePlanner | None = None
     """Places the summary request's cache breakpoints (None: the default placement)."""
     facts_ledger: FactsLedger | None = None
+    rewritten: bool | None = None
+    """False: the caller knows no entry holds a block a summary request rewrites (media, a
+    server compaction: `view_folds.holds_rewritten_block`); None: not known, looked for."""
     keep_from: str | None = None
     """An automatic compaction keeps the records from this uuid on verbatim (the messages of
     the current turn); "" when those are all there is (nothing to summarize)."""

@@ -563,6 +563,7 @@ class SummaryJob:
         budget: RequestBudget | None = None,
         fallback: FallbackReason | None = None,
         facts: ViewFacts | None = None,
+        rewritten: bool | None = None,
     ) -> None:
         self.entries = entries
         self.provider = provider
@@ -605,6 +606,9 @@ class SummaryJob:
         """The messages as first prepared: the lean-summary yardstick of `check_summary`."""
         self._facts = facts
         """The view, folded as it grew (`ViewFolds`; None: read from the view here)."""
+        self._rewritten = rewritten
+        """False: the caller knows no record of the view holds a block a summary request
+        rewrites (None: not known)."""
 
     @property
     def summary_requests(self) -> int:
@@ -681,7 +685,7 @@ class SummaryJob:
         # Every message sent here is normalized from the view: none holds a block to rewrite
         # when no record of the view does.
         facts = self._facts
-        rewrites = facts is None or facts.rewritten
+        rewrites = (facts is None or facts.rewritten) and self._rewritten is not False
         # `to_send` is a new list here: kept as it is.
         self.messages = _as_sent_for_summary(to_send) if rewrites else to_send
         # A full compaction summarizes the whole view (a kept tail included), which
@@ -972,6 +976,7 @@ async def start_summary(
     fallback: FallbackReason | None = None,
     view: Sequence[Entry] | None = None,
     folds: ViewFolds | None = None,
+    rewritten: bool | None = None,
 ) -> SummaryJob:
     """The summary's first step (`SummaryJob`): checks, `CompactionStarted`, the PreCompact
     hooks, the messages and prompt. Parameters as `compact_conversation`'s; `fits`: whether
@@ -981,7 +986,9 @@ async def start_summary(
 
     `view`: `messages_after_compact_boundary(entries)` when the caller keeps it (a session's
     transcript), not derived again; `folds`: the `ViewFolds` the caller advances over that
-    list as it grows, so that the whole view is not walked again here."""
+    list as it grows, so that the whole view is not walked again here; `rewritten`: False when
+    the caller knows no record of the view holds a block a summary request rewrites
+    (`holds_rewritten_block`: the request's messages are then sent as normalized)."""
     active = policy or Policy()
     if not active.compact_enabled:
         raise CompactionError(
@@ -1052,6 +1059,7 @@ async def start_summary(
         budget=budget,
         fallback=fallback,
         facts=facts,
+        rewritten=rewritten,
     )
     try:
         await job._prepare(instructions, sent_messages)

@@ -37,8 +37,10 @@ message); in an entry, the record's text blocks together are one prompt.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from unbounded.compaction.carried import (
@@ -50,6 +52,7 @@ from unbounded.compaction.carried import (
     standing_instructions,
 )
 from unbounded.compaction.prompts import is_previous_summary
+from unbounded.compaction.view_folds import holds_rewritten_block
 from unbounded.model.entries import Entry
 from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
@@ -339,6 +342,16 @@ class _Collector:
             return
         self.content(role, content, one_prompt=True)
 
+    def copy(self) -> _Collector:
+        """A collector holding what this one holds, folded further without changing it (the
+        facts and keys are immutable; only the containers are copied)."""
+        other = _Collector.__new__(_Collector)
+        for name, value in vars(self).items():
+            setattr(other, name, value.copy() if isinstance(value, list | dict) else value)
+        other._seen = {kind: seen.copy() for kind, seen in self._seen.items()}
+        other.todos = self.todos  # (replaced, never changed in place)
+        return other
+
     def message(self, message: Mapping[str, Any]) -> None:
         role = message.get("role")
         if role == "user":
@@ -550,6 +563,168 @@ class RunningFacts:
         if facts is None:
             return facts_ledger_for(items, max_tokens)
         return render_facts_ledger(facts, max_tokens)
+
+
+def _inert(entry: Entry | None) -> bool:
+    """Whether `_Collector.entry` finds nothing in this record: none, or a plain user record
+    of tool results none of which is an error (the results an agent's loop gets, and their
+    placeholders once cleared)."""
+    if entry is None:
+        return True
+    if entry.type != "user" or entry.is_compact_summary or entry.is_meta:
+        return False
+    if (entry.role or "user") != "user":
+        return False
+    content = entry.content
+    if not isinstance(content, list) or not content:
+        return False
+    return all(
+        isinstance(block, dict) and block.get("type") == "tool_result" and not block.get("is_error")
+        for block in content
+    )
+
+
+class PrefixFacts:
+    """`extract_facts` of the prefixes of a list of records that grows (a LangChain
+    middleware's view: `None` for a message never sent), folded as it grows, with a copy of
+    the fold kept every `every` records (the latest `keep` of them, and the empty one), so
+    the facts of a prefix a little shorter than the list (what a compaction summarizes, its
+    kept tail left out) are the nearest copy plus the few records after it.
+
+    A record replaced after it was folded (a result cleared: its placeholder) changes nothing
+    when both are `_inert`; otherwise the fold stops at it (copies after it dropped) until
+    `reset`, and the facts are read from the copy before it."""
+
+    def __init__(self, every: int = 256, keep: int = 8) -> None:
+        self._every = every
+        self._keep = keep
+        self._collector = _Collector()
+        self._count = 0
+        self._stopped: int | None = None
+        self._copies: list[tuple[int, _Collector]] = [(0, _Collector())]
+        self._rewritten_at: int | None = None
+        """The first position whose record (as folded, or as replaced since) holds a block a
+        summary request rewrites (`holds_rewritten_block`); None: none."""
+        self.taken_from = 0
+        """Where the last `ledger_of` took the fold from (0: it reads every record)."""
+
+    @property
+    def count(self) -> int:
+        """How many records of the list are folded."""
+        return self._count
+
+    def reset(self) -> None:
+        """Another list: fold it from its first record."""
+        self._collector = _Collector()
+        self._count = 0
+        self._stopped = None
+        self._copies = [(0, _Collector())]
+        self._rewritten_at = None
+
+    def advance(self, records: Sequence[Entry | None], limit: int) -> None:
+        """Fold the next records of the list, at most `limit` of them (a long list is caught
+        up over a few calls)."""
+        end = min(len(records), self._count + limit)
+        every = self._every
+        for position in range(self._count, end):
+            record = records[position]
+            if self._rewritten_at is None and record is not None:
+                self._rewritten_at = position if _may_be_rewritten(record) else None
+            if self._stopped is None and record is not None:
+                try:
+                    self._collector.entry(record)
+                except Exception:  # the facts of a prefix holding it are read the old way
+                    self._stop(position)
+            self._count = position + 1
+            if self._stopped is None and self._count % every == 0:
+                self._copies.append((self._count, self._collector.copy()))
+                if len(self._copies) > self._keep + 1:
+                    del self._copies[1]
+
+    def replaced(self, position: int, old: Entry | None, new: Entry | None) -> None:
+        """The record at `position`, folded as `old` when it was folded, is now `new`."""
+        if position < self._count and not (_inert(old) and _inert(new)):
+            self._stop(position)
+        if position < self._count and new is not None and _may_be_rewritten(new):
+            at = self._rewritten_at
+            self._rewritten_at = position if at is None else min(at, position)
+
+    def rewrites(
+        self, head: Sequence[Entry | None], records: Sequence[Entry | None]
+    ) -> bool | None:
+        """False when no record of `head` (the first records of the list as a compaction
+        holds them: `records`, the list as it is now, but for some replaced since) holds a
+        block a summary request rewrites; None when that is not known (not folded that far,
+        or a record of `head` that is not the list's holds one)."""
+        length = len(head)
+        at = self._rewritten_at
+        if self._count < length or len(records) < length or (at is not None and at < length):
+            return None
+        differing = compress(range(length), map(is_not, head, records[:length]))
+        for position in differing:
+            record = head[position]
+            if record is not None and _may_be_rewritten(record):
+                return None
+        return False
+
+    def _stop(self, position: int) -> None:
+        """The fold is not what the list's records give from `position` on."""
+        if self._stopped is None or position < self._stopped:
+            self._stopped = position
+        self._copies = [(at, copied) for at, copied in self._copies if at <= position]
+
+    def ledger_of(
+        self, head: Sequence[Entry | None], records: Sequence[Entry | None]
+    ) -> Callable[[list[Entry]], str]:
+        """The facts ledger (`facts_ledger_for`) of the records `head` holds, for a caller that
+        gives it `[e for e in head if e is not None]`: from the latest fold not past `head`
+        whose records are those of `head` (`records`: the list as it is now, from which
+        `head` may differ only by inert records), plus `head`'s records after it. Another
+        list given is read the old way."""
+        length = len(head)
+        start, collector = 0, None
+        for at, copied in reversed(self._copies):
+            if at <= length:
+                start, collector = at, copied
+                break
+        if self._stopped is None and start < self._count <= length:
+            start, collector = self._count, self._collector
+        if start and not _same_records(head, records, start):
+            start, collector = 0, None
+        self.taken_from = start
+        base = collector.copy() if collector is not None else _Collector()
+        rest = [entry for entry in head[start:] if entry is not None]
+        expected = [entry for entry in head if entry is not None] if start else rest
+
+        def ledger(items: list[Entry], max_tokens: int = DEFAULT_LEDGER_TOKENS) -> str:
+            if items != expected:
+                return facts_ledger_for(items, max_tokens)
+            folded = base.copy()  # (asked twice, it folds the rest again from the copy)
+            for entry in rest:
+                folded.entry(entry)
+            return render_facts_ledger(folded.facts(), max_tokens)
+
+        return ledger
+
+
+def _may_be_rewritten(record: Entry) -> bool:
+    """`holds_rewritten_block` of the record's content (True when reading it fails: the
+    summary request's rewrites then run and decide)."""
+    try:
+        return holds_rewritten_block(record.content)
+    except Exception:
+        return True
+
+
+def _same_records(
+    head: Sequence[Entry | None], records: Sequence[Entry | None], count: int
+) -> bool:
+    """The first `count` of `head` are those of `records`, but for inert ones on both sides
+    (found at C speed: only the differing positions are read)."""
+    if len(records) < count:
+        return False
+    differing = compress(range(count), map(is_not, head[:count], records[:count]))
+    return all(_inert(head[at]) and _inert(records[at]) for at in differing)
 
 
 # -- retention scoring (RETENTION.md) --------------------------------------------------------

@@ -57,6 +57,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from unbounded.compaction.facts import PrefixFacts
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
@@ -122,6 +123,9 @@ class ConversationView:
         """The timestamp of the entries this call converts (one clock reading per call)."""
         self._compacted: list[object] | None = None
         """The keys of the messages a compaction of the last call left (`rebase`)."""
+        self.facts = PrefixFacts()
+        """The facts ledger's fold over `entries` (kept while no settled prefix is left out),
+        so a compaction's ledger reads only the records after its nearest copy."""
 
     def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
         """How many leading messages `sync` would keep from the last call (0: none, the view
@@ -150,6 +154,8 @@ class ConversationView:
             same = self._restart(messages, same, stale, settled_from)
         for message in messages[same:]:
             self._add(message)
+        if not self.base:
+            self.facts.advance(self.entries, _FACTS_PER_CALL)
 
     def rebase(self, messages: Sequence[BaseMessage]) -> None:
         """A compaction of this call leaves these messages (its summary and the kept tail,
@@ -255,6 +261,7 @@ class ConversationView:
             sizes.append(len(normalizer))
         self._fed = {}
         self._swaps = {}
+        self.facts.reset()
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
@@ -325,6 +332,7 @@ class ConversationView:
             if index - self.base not in self._fed:
                 self._fed[index - self.base] = _single_result(old)
             self.entries[index - self.base] = entry
+            self.facts.replaced(index - self.base, old, entry)
             changed.add(index - self.base)
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
@@ -495,6 +503,10 @@ def _continues_a_response(messages: Sequence[BaseMessage], index: int) -> bool:
             return own is not None and earlier.id == own
     return False
 
+
+_FACTS_PER_CALL = 256
+"""At most this many records a call are folded into the facts (a view built again over a long
+conversation catches up over a few calls, not in one)."""
 
 _SETTLED_STAND_IN = "[earlier messages: settled]"
 """The user message the normalized tail starts with when a settled prefix is left out (only

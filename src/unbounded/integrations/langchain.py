@@ -1214,6 +1214,20 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             # What the view normalized already, where it is exactly the head's normalization:
             # the summary request does not normalize thousands of messages again.
             normalized = self._view.normalized_head(summarized)
+            # The ledger from the view's facts fold: only the records after its nearest copy
+            # are read (a view leaving settled messages out holds no fold of them).
+            facts_ledger = (
+                default_facts_ledger
+                if self._view.base
+                else self._view.facts.ledger_of(summarized, self._view.entries)
+            )
+            # Known from the fold: no summarized record holds media or a server compaction,
+            # so the request's messages need not be looked through for them.
+            rewritten = (
+                None
+                if self._view.base
+                else self._view.facts.rewrites(summarized, self._view.entries)
+            )
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
@@ -1229,7 +1243,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             tokens=plan.tokens,
             rehydrate_from=None,  # the agent's own state is not re-injected
             events=self.events,
-            facts_ledger=default_facts_ledger,
+            facts_ledger=facts_ledger,
+            rewritten=rewritten,
             budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
             sent_messages=normalized,
         )
