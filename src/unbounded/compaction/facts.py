@@ -52,9 +52,9 @@ from unbounded.compaction.carried import (
     standing_instructions,
 )
 from unbounded.compaction.prompts import is_previous_summary
+from unbounded.compaction.read_mark import ReadMark
 from unbounded.compaction.view_folds import holds_rewritten_block
 from unbounded.model.entries import Entry
-from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tools import file_read_path, file_write_path, shell_command
 from unbounded.model.user_messages import classify_message_texts, classify_user_entry
 from unbounded.tokens.estimate import rough_token_count
@@ -505,9 +505,9 @@ class RunningFacts:
 
     def __init__(self) -> None:
         self._collector = _Collector()
+        self._mark = ReadMark()
         self._view: Sequence[Entry] = ()
         self._count = 0
-        self._last: Entry | None = None
         self._stopped = False
 
     @property
@@ -517,20 +517,14 @@ class RunningFacts:
 
     def advance(self, view: Sequence[Entry]) -> None:
         """Fold the records appended to `view` since the last call."""
-        count = self._count
-        grown = (
-            view is self._view
-            and len(view) >= count
-            and (count == 0 or entry_in_place(view, count - 1, self._last))
-        )
-        if not grown:
-            self._collector, self._stopped, count = _Collector(), False, 0
-        self._view, self._count = view, len(view)
-        self._last = view[-1] if view else None
+        restart, start, end = self._mark.span(view)
+        if restart:
+            self._collector, self._stopped = _Collector(), False
+        self._view, self._count = view, end
         if self._stopped:
             return
         collector = self._collector
-        for position in range(count, len(view)):
+        for position in range(start, end):
             try:
                 collector.entry(view[position])
             except Exception:  # the old fold meets it at the compaction, and decides there
