@@ -203,3 +203,58 @@ def test_automatic_compaction_reads_ahead(tmp_path: Path, monkeypatch: pytest.Mo
     counted = _Counted(monkeypatch)
     asyncio.run(_plain_turns(tmp_path / "on", Policy()))
     assert counted.read > 0
+
+
+def test_a_mirrored_anchor_splices_the_kept_messages_in_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view is rebuilt when the awaited anchor arrives, and only then: a record that is not
+    the anchor, appended while it is awaited, is appended to the view as any record is."""
+    from unbounded.model.entries import messages_after_compact_boundary
+    from unbounded.session_transcript import SessionTranscript
+
+    async def partial() -> list[dict[str, Any]]:
+        policy = Policy(auto_compact_enabled=False)
+        first = Session.open(tmp_path / "a", CONFIG, summarizer=Summarizer(), policy=policy)
+        first.add_user("start")
+        await _turns(first, 6, "a")
+        prompts = [e.uuid for e in first.view if e.type == "user" and isinstance(e.content, str)]
+        await first.compact(pivot=prompts[3], direction="up_to")
+        records = [copy.deepcopy(entry.data) for entry in first.entries]
+        first.close()
+        return records
+
+    records = asyncio.run(partial())
+    at = next(i for i, data in enumerate(records) if data.get("subtype") == "compact_boundary")
+    anchor = records[at]["compactMetadata"]["preservedSegment"]["anchorUuid"]
+    assert records[at + 1]["uuid"] == anchor  # the summary follows its boundary
+    extra = copy.deepcopy(next(d for d in records if d.get("type") == "user"))
+    extra["uuid"], extra["parentUuid"] = "not-the-anchor", None
+
+    rebuilt = []
+    real = SessionTranscript.rebuild_view
+
+    def counted(self: SessionTranscript) -> None:
+        rebuilt.append(len(self.entries))
+        real(self)
+
+    monkeypatch.setattr(SessionTranscript, "rebuild_view", counted)
+    policy = Policy(auto_compact_enabled=False)
+    second = Session.open(tmp_path / "b", CONFIG, summarizer=Summarizer(), policy=policy)
+    for data in records[: at + 1]:
+        second.append([Entry(copy.deepcopy(data))])
+    after_boundary = len(rebuilt)
+    second.append([Entry(extra)])
+    assert len(rebuilt) == after_boundary  # not the anchor: appended, no rebuild
+    second.append([Entry(copy.deepcopy(records[at + 1]))])
+    assert len(rebuilt) == after_boundary + 1  # the anchor: the kept messages spliced in
+    derived = messages_after_compact_boundary(second.entries)
+    assert [e.uuid for e in second.transcript.view] == [e.uuid for e in derived]
+    head = records[at]["compactMetadata"]["preservedSegment"]["headUuid"]
+    assert head in [e.uuid for e in second.transcript.view]  # the kept messages are in
+    for data in records[at + 2 :]:
+        second.append([Entry(copy.deepcopy(data))])
+    assert len(rebuilt) == after_boundary + 1  # nothing awaited any more
+    derived = messages_after_compact_boundary(second.entries)
+    assert [e.uuid for e in second.transcript.view] == [e.uuid for e in derived]
+    second.close()
