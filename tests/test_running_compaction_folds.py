@@ -550,3 +550,53 @@ def test_the_files_a_summary_mentions_are_those_the_rule_names(seed: int) -> Non
         for _ in range(60)
     )
     assert _mentioned(text, paths) == _mentioned_by_definition(text, paths)
+
+
+def _read_call(uuid: str, path: str) -> Entry:
+    call = {"type": "tool_use", "id": "call-1", "name": "Read", "input": {"file_path": path}}
+    message = {"role": "assistant", "content": [call]}
+    return Entry({"type": "assistant", "uuid": uuid, "message": message})
+
+
+def _result_of_call(uuid: str) -> Entry:
+    result = {"type": "tool_result", "tool_use_id": "call-1", "content": "text " * 40}
+    return Entry({"type": "user", "uuid": uuid, "message": {"role": "user", "content": [result]}})
+
+
+def test_an_index_that_starts_over_starts_the_sums_over() -> None:
+    """The receipt's items are built from the index: when the index starts over on other
+    records (here the call that a result answers, read again with another path), the sums are
+    built again from it, even where the view is the same list grown."""
+    prompt = Entry({"type": "user", "uuid": "u0", "message": {"role": "user", "content": "go"}})
+    result = _result_of_call("u2")
+    view = [prompt, _read_call("a1", "/repo/old.py"), result]
+    index = TranscriptIndex()
+    running = RunningReceipt()
+    running.advance(view, index.update(list(view)))
+    # Other entries (the call read again with another path): the index starts over on them.
+    entries = [prompt, _read_call("a1", "/repo/new.py"), _result_of_call("u2")]
+    index.update(entries)
+    view.append(Entry({"type": "user", "uuid": "u3", "message": {"role": "user", "content": "ok"}}))
+    kept = view[-1:]
+    folded = _receipt(view, kept, index, set(), running)
+    assert folded == _receipt(view, kept, index, set(), None)
+    assert "/repo/new.py" in folded and "/repo/old.py" not in folded
+
+
+def test_sums_stopped_by_an_odd_record_take_nothing_more() -> None:
+    """After a record the sums cannot take, later records are not summed (the cut is read the
+    old way)."""
+    prompt = Entry({"type": "user", "uuid": "u0", "message": {"role": "user", "content": "go"}})
+    text = {"type": "text", "text": Unprintable()}
+    odd = Entry({"type": "user", "uuid": "u1", "message": {"role": "user", "content": [text]}})
+    view = [prompt]
+    index = TranscriptIndex()
+    running = RunningReceipt()
+    running.advance(view, index.update(view))
+    assert running.records == 1
+    view.append(odd)
+    running.advance(view, index.update(view))  # the sums stop there, without raising
+    stopped_at = running.records
+    view.extend(_result_of_call(f"r{n}") for n in range(3))
+    running.advance(view, index.update(view))
+    assert running.records == stopped_at

@@ -221,7 +221,12 @@ class RunningReceipt:
 
     def __init__(self) -> None:
         self._since = AppendedSince()
-        self._rows: object = None
+        self._restart(None)
+
+    def _restart(self, index: TranscriptIndex | None) -> None:
+        """Start the sums over (None: not before the next call, which starts them on its
+        index)."""
+        self._rows: object = index.rows if index is not None else None
         self._messages = array("q", [0])
         self._tokens = array("q", [0])
         self._item_ends = array("q", [0])
@@ -233,20 +238,6 @@ class RunningReceipt:
         """The last position whose uuid an earlier record of the view has (-1: none)."""
         self._paths: dict[str, int] = {}
         """Each path the items name, with the item that named it first (in item order)."""
-        self._stopped = False
-
-    def _restart(self, index: TranscriptIndex | None) -> None:
-        """Start the sums over (None: not before the next call, which starts them on its
-        index)."""
-        self._rows = index.rows if index is not None else None
-        self._messages = array("q", [0])
-        self._tokens = array("q", [0])
-        self._item_ends = array("q", [0])
-        self._items = []
-        self._unresolved = []
-        self._uuids = set()
-        self._repeated_at = -1
-        self._paths = {}
         self._stopped = False
 
     @property
