@@ -228,8 +228,11 @@ def test_a_mirrored_anchor_splices_the_kept_messages_in_once(
     at = next(i for i, data in enumerate(records) if data.get("subtype") == "compact_boundary")
     anchor = records[at]["compactMetadata"]["preservedSegment"]["anchorUuid"]
     assert records[at + 1]["uuid"] == anchor  # the summary follows its boundary
-    extra = copy.deepcopy(next(d for d in records if d.get("type") == "user"))
-    extra["uuid"], extra["parentUuid"] = "not-the-anchor", None
+    extras = []
+    for name in ("not-the-anchor-1", "not-the-anchor-2"):
+        extra = copy.deepcopy(next(d for d in records if d.get("type") == "user"))
+        extra["uuid"], extra["parentUuid"] = name, None
+        extras.append(extra)
 
     rebuilt = []
     real = SessionTranscript.rebuild_view
@@ -241,10 +244,13 @@ def test_a_mirrored_anchor_splices_the_kept_messages_in_once(
     monkeypatch.setattr(SessionTranscript, "rebuild_view", counted)
     policy = Policy(auto_compact_enabled=False)
     second = Session.open(tmp_path / "b", CONFIG, summarizer=Summarizer(), policy=policy)
-    for data in records[: at + 1]:
+    for data in records[:at]:
         second.append([Entry(copy.deepcopy(data))])
+    # The boundary with a record after it in one batch: the view's first record is the
+    # boundary, its last is not.
+    second.append([Entry(copy.deepcopy(records[at])), Entry(extras[0])])
     after_boundary = len(rebuilt)
-    second.append([Entry(extra)])
+    second.append([Entry(extras[1])])
     assert len(rebuilt) == after_boundary  # not the anchor: appended, no rebuild
     second.append([Entry(copy.deepcopy(records[at + 1]))])
     assert len(rebuilt) == after_boundary + 1  # the anchor: the kept messages spliced in
