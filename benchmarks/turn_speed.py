@@ -60,7 +60,8 @@ that:
   included) are not timed. `<entry>_compaction_us` is the median of the samples,
   `_max_us` the slowest, `_messages` the history's length when it compacted. A sample is a
   whole run to the trigger (thousands of turns, about a minute of CPU each), so `--samples`
-  defaults to `TRIGGER_SAMPLES` here.
+  defaults to `TRIGGER_SAMPLES` here. `--compaction N` times each run's Nth compaction
+  instead (the runs go on past the earlier ones, untimed).
 - `langchain`: LangChain's own stack in the same agent, on the same messages:
   `SummarizationMiddleware.before_model` (trigger above the context, so it only counts) plus
   `ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call` without the model call
@@ -72,8 +73,8 @@ no call over 20 ms. Without --json the figures print as one table (median and sl
 per mark, the growth, and both checks for each of our entry points).
 
 Run: python benchmarks/turn_speed.py [--marks 200,1000,3000,10000] [--samples 15] [--json]
-     python benchmarks/turn_speed.py --at-trigger [--samples 3] [--json]   (instead: only the
-     three compaction-at-the-default-trigger rows)
+     python benchmarks/turn_speed.py --at-trigger [--samples 3] [--compaction N] [--json]
+     (instead: only the three compaction-at-the-default-trigger rows)
 """
 
 from __future__ import annotations
@@ -682,10 +683,10 @@ class _Compactions:
             self.finished += 1
 
 
-def session_at_trigger(window: int | None = None) -> tuple[float, int]:
-    """One `Session` of the default policy run turn by turn until it compacts: that turn's
-    CPU seconds (the summarizer's call not counted) and the history's length before it.
-    `window`: the context window (None: the model's)."""
+def session_at_trigger(window: int | None = None, nth: int = 1) -> tuple[float, int]:
+    """One `Session` of the default policy run turn by turn until it compacts for the `nth`
+    time: that turn's CPU seconds (the summarizer's call not counted) and the history's
+    length before it. `window`: the context window (None: the model's)."""
     summarizer = _TimedSummarizer()
     compactions = _Compactions()
     session = Session(
@@ -698,7 +699,7 @@ def session_at_trigger(window: int | None = None) -> tuple[float, int]:
     loop = asyncio.new_event_loop()
     try:
         session.add_user("Refactor the modules one by one.")
-        for index in range(1, TRIGGER_TURNS):
+        for index in range(1, TRIGGER_TURNS * nth):
             result = [tool_result(index - 1)] if index > 1 else []
             length = len(session.messages)
             spent = summarizer.spent
@@ -715,18 +716,18 @@ def session_at_trigger(window: int | None = None) -> tuple[float, int]:
             resumed = time.thread_time()
             session.record(answer)
             elapsed = time.thread_time() - started - (resumed - paused) - (summarizer.spent - spent)
-            if compactions.finished > before:  # this turn compacted
-                return elapsed, length
+            if compactions.finished > before and compactions.finished >= nth:
+                return elapsed, length  # this turn made the nth compaction
     finally:
         session.close()
         loop.close()
     raise RuntimeError("the session never compacted")
 
 
-def dropin_at_trigger(window: int | None = None) -> tuple[float, int]:
+def dropin_at_trigger(window: int | None = None, nth: int = 1) -> tuple[float, int]:
     """One wrapped client of the default policy, the caller sending the whole history, run
-    until it compacts: that `messages.create`'s CPU seconds (the SDK's own create and the
-    summarizer's call not counted) and the caller's history length."""
+    until it compacts for the `nth` time: that `messages.create`'s CPU seconds (the SDK's
+    own create and the summarizer's call not counted) and the caller's history length."""
     import anthropic
     from anthropic.types import Message
 
@@ -759,7 +760,7 @@ def dropin_at_trigger(window: int | None = None) -> tuple[float, int]:
     )
     history: list[Any] = [{"role": "user", "content": "Refactor the modules one by one."}]
     try:
-        for turn in range(1, TRIGGER_TURNS):
+        for turn in range(1, TRIGGER_TURNS * nth):
             index[0] = turn
             spent = summarizer.spent
             sdk_time[0] = 0.0
@@ -769,8 +770,8 @@ def dropin_at_trigger(window: int | None = None) -> tuple[float, int]:
                 model=MODEL, max_tokens=4_096, system=SYSTEM, tools=TOOLS, messages=history
             )
             elapsed = time.thread_time() - started - (summarizer.spent - spent) - sdk_time[0]
-            if compactions.finished > before:  # this call compacted
-                return elapsed, len(history)
+            if compactions.finished > before and compactions.finished >= nth:
+                return elapsed, len(history)  # this call made the nth compaction
             history.append({"role": "assistant", "content": message.content})
             history.append({"role": "user", "content": [tool_result(turn)]})
     finally:
@@ -790,10 +791,11 @@ def _sent_tokens(messages: Sequence[Any]) -> int:
     return chars // 4
 
 
-def middleware_at_trigger(window: int | None = None) -> tuple[float, int]:
+def middleware_at_trigger(window: int | None = None, nth: int = 1) -> tuple[float, int]:
     """One agent (`create_agent`) with `UnboundedMiddleware(MODEL)` of the
-    default policy, run model call after model call until the middleware compacts: that
-    call's hooks' CPU seconds (the summarizer's call not counted) and the messages it had."""
+    default policy, run model call after model call until the middleware compacts for the
+    `nth` time: that call's hooks' CPU seconds (the summarizer's call not counted) and the
+    messages it had."""
     from langchain.agents import create_agent
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
@@ -823,7 +825,7 @@ def middleware_at_trigger(window: int | None = None) -> tuple[float, int]:
             try:
                 return super().after_model(state, runtime)
             finally:
-                if compactions.finished and not found:
+                if compactions.finished >= nth and not found:
                     found.append((self.pending + time.thread_time() - started, self.length))
 
     class Looping(GenericFakeChatModel):
@@ -836,7 +838,7 @@ def middleware_at_trigger(window: int | None = None) -> tuple[float, int]:
             self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
         ) -> Any:
             self.step += 1
-            done = bool(found) or self.step >= TRIGGER_TURNS
+            done = bool(found) or self.step >= TRIGGER_TURNS * nth
             prompt = _sent_tokens(messages)
             call = tool_call(self.step)
             answer = AIMessage(
@@ -866,17 +868,20 @@ def middleware_at_trigger(window: int | None = None) -> tuple[float, int]:
     # No checkpointer: one invoke runs the whole loop (a checkpointer would store the whole
     # message list at each of its thousands of steps; the middleware's work is the same).
     agent = create_agent(Looping(messages=iter(())), tools=[read_file], middleware=[middleware])
-    config: Any = {"configurable": {"thread_id": "trigger"}, "recursion_limit": 3 * TRIGGER_TURNS}
+    config: Any = {
+        "configurable": {"thread_id": "trigger"},
+        "recursion_limit": 3 * TRIGGER_TURNS * nth,
+    }
     agent.invoke({"messages": [HumanMessage("Refactor the modules one by one.")]}, config)
     if not found:
         raise RuntimeError("the middleware never compacted")
     return found[0]
 
 
-def at_trigger(samples: int) -> dict[str, float]:
-    """The compaction at the default policy's trigger, per entry point, `samples` runs each
-    (the entry points taken in turn, run after run, so load falls on them alike)."""
-    runs: dict[str, Callable[[], tuple[float, int]]] = {"session": session_at_trigger}
+def at_trigger(samples: int, nth: int = 1) -> dict[str, float]:
+    """The `nth` compaction at the default policy's trigger, per entry point, `samples` runs
+    each (the entry points taken in turn, run after run, so load falls on them alike)."""
+    runs: dict[str, Callable[..., tuple[float, int]]] = {"session": session_at_trigger}
     try:
         import anthropic  # noqa: F401
 
@@ -893,19 +898,22 @@ def at_trigger(samples: int) -> dict[str, float]:
     lengths: dict[str, int] = {}
     for _ in range(samples):
         for name, run_one in runs.items():
-            elapsed, lengths[name] = run_one()
+            elapsed, lengths[name] = run_one(nth=nth)
             timed[name].append(elapsed)
     figures: dict[str, float] = {}
     for name, taken in timed.items():
         figures[f"{name}_compaction_us"] = round(statistics.median(taken) * 1e6, 1)
         figures[f"{name}_compaction_max_us"] = round(max(taken) * 1e6, 1)
         figures[f"{name}_compaction_messages"] = lengths[name]
+    figures["compaction_nth"] = nth
     return figures
 
 
 def trigger_table(figures: dict[str, float]) -> str:
     """The compaction-at-the-default-trigger figures as one table."""
-    lines = ["compaction at the default trigger   messages   median / slowest µs  <=20ms"]
+    nth = int(figures.get("compaction_nth", 1))
+    title = "compaction at the default trigger" if nth == 1 else f"compaction {nth} of each run"
+    lines = [f"{title:<34}  messages   median / slowest µs  <=20ms"]
     for name, label in (
         ("session", "Session turn"),
         ("dropin", "drop-in messages.create"),
@@ -1067,6 +1075,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
         help="instead: only the compaction at the default policy's trigger, per entry point",
     )
     parser.add_argument(
+        "--compaction",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --at-trigger: time the Nth compaction of each run (1)",
+    )
+    parser.add_argument(
         "--checkpoint-writes",
         type=int,
         metavar="MARK",
@@ -1075,12 +1090,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     args = parser.parse_args(argv)
     if args.samples is not None and args.samples < 1:
         parser.error(f"--samples must be at least 1, not {args.samples}")
+    if args.compaction < 1:
+        parser.error(f"--compaction must be at least 1, not {args.compaction}")
     if args.checkpoint_writes is not None:
         stored = checkpoint_writes(args.checkpoint_writes)
         print(json.dumps(stored, indent=2))
         return stored
     if args.at_trigger:
-        figures = at_trigger(args.samples or TRIGGER_SAMPLES)
+        figures = at_trigger(args.samples or TRIGGER_SAMPLES, args.compaction)
         print(json.dumps(figures, indent=2) if args.json else trigger_table(figures))
         return figures
     marks = [int(mark) for mark in args.marks.split(",")]

@@ -85,3 +85,31 @@ def test_the_trigger_table_has_a_row_per_entry_point_and_the_check() -> None:
     assert len(rows) == 3
     assert rows[1].startswith("Session turn") and rows[1].split()[-1] == "ok"
     assert "5,317" in rows[2] and rows[2].split()[-1] == "OVER"
+
+
+@pytest.mark.parametrize("entry", ["session", "dropin", "middleware"])
+def test_the_second_compaction_is_timed_on_the_turn_that_made_it(entry: str) -> None:
+    if entry == "dropin":
+        pytest.importorskip("anthropic")
+    if entry == "middleware":
+        pytest.importorskip("langchain.agents.middleware")
+    module = _turn_speed()
+    module.TRIGGER_TURNS = 400
+    at = getattr(module, f"{entry}_at_trigger")
+    _elapsed, first = at(50_000)
+    elapsed, second = at(50_000, nth=2)
+    assert 0 < elapsed < 60
+    # The run went on past its first compaction (the same run is deterministic: a run that
+    # stopped at the first would report the same length).
+    assert second != first
+
+
+def test_the_trigger_table_names_the_compaction_it_timed() -> None:
+    module = _turn_speed()
+    figures = {
+        "session_compaction_us": 12_000.0,
+        "session_compaction_max_us": 15_000.0,
+        "session_compaction_messages": 900,
+        "compaction_nth": 2,
+    }
+    assert module.trigger_table(figures).splitlines()[0].startswith("compaction 2 of each run")
