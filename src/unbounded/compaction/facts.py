@@ -560,17 +560,16 @@ class RunningFacts:
 
 
 def _inert(entry: Entry | None) -> bool:
-    """Whether `_Collector.entry` finds nothing in this record: none, or a plain user record
-    of tool results none of which is an error (the results an agent's loop gets, and their
-    placeholders once cleared)."""
+    """Whether `_Collector.entry` finds nothing in this record: none, or a user record (not a
+    summary, whose text is a summary of its own) of tool results none of which is an error
+    (the results an agent's loop gets, and their placeholders once cleared)."""
     if entry is None:
         return True
-    if entry.type != "user" or entry.is_compact_summary or entry.is_meta:
+    if entry.type != "user" or entry.is_compact_summary:
         return False
-    if (entry.role or "user") != "user":
-        return False
+    # Its role or `isMeta` changes nothing: no text, so no request or prompt either way.
     content = entry.content
-    if not isinstance(content, list) or not content:
+    if not isinstance(content, list):
         return False
     return all(
         isinstance(block, dict) and block.get("type") == "tool_result" and not block.get("is_error")
@@ -594,8 +593,9 @@ class PrefixFacts:
         self._keep = keep
         self._collector = _Collector()
         self._count = 0
-        self._stopped: int | None = None
+        self._stopped = False
         self._copies: list[tuple[int, _Collector]] = [(0, _Collector())]
+        """(records folded, the fold then): the empty one first, always kept."""
         self._rewritten_at: int | None = None
         """The first position whose record (as folded, or as replaced since) holds a block a
         summary request rewrites (`holds_rewritten_block`); None: none."""
@@ -611,7 +611,7 @@ class PrefixFacts:
         """Another list: fold it from its first record."""
         self._collector = _Collector()
         self._count = 0
-        self._stopped = None
+        self._stopped = False
         self._copies = [(0, _Collector())]
         self._rewritten_at = None
 
@@ -624,13 +624,13 @@ class PrefixFacts:
             record = records[position]
             if self._rewritten_at is None and record is not None:
                 self._rewritten_at = position if _may_be_rewritten(record) else None
-            if self._stopped is None and record is not None:
+            if not self._stopped and record is not None:
                 try:
                     self._collector.entry(record)
                 except Exception:  # the facts of a prefix holding it are read the old way
                     self._stop(position)
             self._count = position + 1
-            if self._stopped is None and self._count % every == 0:
+            if not self._stopped and self._count % every == 0:
                 self._copies.append((self._count, self._collector.copy()))
                 if len(self._copies) > self._keep + 1:
                     del self._copies[1]
@@ -663,8 +663,7 @@ class PrefixFacts:
 
     def _stop(self, position: int) -> None:
         """The fold is not what the list's records give from `position` on."""
-        if self._stopped is None or position < self._stopped:
-            self._stopped = position
+        self._stopped = True
         self._copies = [(at, copied) for at, copied in self._copies if at <= position]
 
     def ledger_of(
@@ -676,17 +675,13 @@ class PrefixFacts:
         `head` may differ only by inert records), plus `head`'s records after it. Another
         list given is read the old way."""
         length = len(head)
-        start, collector = 0, None
-        for at, copied in reversed(self._copies):
-            if at <= length:
-                start, collector = at, copied
-                break
-        if self._stopped is None and start < self._count <= length:
+        start, collector = next((at, c) for at, c in reversed(self._copies) if at <= length)
+        if not self._stopped and start < self._count <= length:
             start, collector = self._count, self._collector
         if start and not _same_records(head, records, start):
-            start, collector = 0, None
+            start, collector = self._copies[0]
         self.taken_from = start
-        base = collector.copy() if collector is not None else _Collector()
+        base = collector.copy()
         rest = [entry for entry in head[start:] if entry is not None]
         expected = [entry for entry in head if entry is not None] if start else rest
 
