@@ -560,9 +560,9 @@ class RunningFacts:
 
 
 def _inert(entry: Entry | None) -> bool:
-    """Whether `_Collector.entry` finds nothing in this record: none, or a user record (not a
-    summary, whose text is a summary of its own) of tool results none of which is an error
-    (the results an agent's loop gets, and their placeholders once cleared)."""
+    """Whether `_Collector.entry` finds nothing in this record: none, or a user record of tool
+    results none of which is an error (the results an agent's loop gets, and their placeholders
+    once cleared), but a summary (even without text it is the latest summary)."""
     if entry is None:
         return True
     if entry.type != "user" or entry.is_compact_summary:
