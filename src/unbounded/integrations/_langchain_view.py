@@ -61,6 +61,7 @@ from unbounded.compaction.facts import PrefixFacts
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
+from unbounded.compaction.view_folds import PrefixFolds
 from unbounded.integrations._langchain_settled import scan_calls, settled_split
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, now_iso
@@ -126,6 +127,9 @@ class ConversationView:
         self.facts = PrefixFacts()
         """The facts ledger's fold over `entries` (kept while no settled prefix is left out),
         so a compaction's ledger reads only the records after its nearest copy."""
+        self.folds = PrefixFolds()
+        """The folds a summary reads of its view (tools called, messages, media), over
+        `entries` as `facts` is: a compaction does not walk the records it summarizes."""
 
     def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
         """How many leading messages `sync` would keep from the last call (0: none, the view
@@ -156,6 +160,7 @@ class ConversationView:
             self._add(message)
         if not self.base:
             self.facts.advance(self.entries, _FACTS_PER_CALL)
+            self.folds.advance(self.entries, _FACTS_PER_CALL)
 
     def rebase(self, messages: Sequence[BaseMessage]) -> None:
         """A compaction of this call leaves these messages (its summary and the kept tail,
@@ -262,6 +267,7 @@ class ConversationView:
         self._fed = {}
         self._swaps = {}
         self.facts.reset()
+        self.folds.reset()
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
@@ -333,6 +339,7 @@ class ConversationView:
                 self._fed[index - self.base] = _single_result(old)
             self.entries[index - self.base] = entry
             self.facts.replaced(index - self.base, old, entry)
+            self.folds.replaced(index - self.base, old, entry)
             changed.add(index - self.base)
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)

@@ -85,6 +85,8 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
+from itertools import compress, repeat
+from operator import is_not
 from typing import Annotated, Any, Final, cast
 from uuid import uuid4
 
@@ -129,7 +131,7 @@ from unbounded.compaction.conversation import (
     media_placeholder,
 )
 from unbounded.compaction.decisions import ClearingPolicies, microcompact_policy
-from unbounded.compaction.glue import default_facts_ledger
+from unbounded.compaction.glue import RecordedState, default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.tools_registry import cleared_stub
@@ -1209,7 +1211,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     async def _summarize(self, plan: _Plan) -> _Summary | None:
         assert plan.compact_at is not None
         summarized = plan.entries[: plan.compact_at - plan.lead]
-        head = [e for e in summarized if e is not None]
+        # (the entries that are not None, found at C speed)
+        head = cast(list[Entry], list(compress(summarized, map(is_not, summarized, repeat(None)))))
+        recorded: RecordedState | None = None
         with self._lock:
             # What the view normalized already, where it is exactly the head's normalization:
             # the summary request does not normalize thousands of messages again.
@@ -1228,6 +1232,16 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                 if self._view.base
                 else self._view.facts.rewrites(summarized, self._view.entries)
             )
+            # The view's folds of the head (tools called, messages, media), so the summary
+            # does not walk it for them; they reach it as a transcript's folds do.
+            folds = (
+                None
+                if self._view.base
+                else self._view.folds.folds_of(summarized, self._view.entries, head)
+            )
+            if folds is not None:
+                recorded = RecordedState()
+                recorded.view = folds
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
@@ -1247,6 +1261,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             rewritten=rewritten,
             budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
             sent_messages=normalized,
+            recorded=recorded,
         )
         failures = plan.context.get("failures", 0)
         outcome = await self._compaction().run(context, failures=failures)
