@@ -95,3 +95,71 @@ def test_a_record_the_view_replaces_by_one_of_another_kind_stops_its_folds() -> 
     odd = Entry.assistant([{"type": "text", "text": "x"}], message_id="m")
     view.clear_results({2: ("c1", odd)})  # (the middleware's own clears are user records)
     assert _folds(view) is None
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_summary_requests_markers_are_placed_from_the_views_unmarked_messages(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    from unbounded.caching import breakpoints
+
+    defaults: list[int] = []
+    during: list[int] = []
+    forking = [False]
+    real_default = conversation_module.place_fork_breakpoint
+    real_fork = breakpoints.CacheBreakpointPlanner.plan_fork
+    real_unmarked = breakpoints._unmarked_messages
+
+    def default(request: Any, skip: bool) -> Any:
+        defaults.append(1)
+        return real_default(request, skip)
+
+    def unmarked(messages: Any) -> Any:
+        if forking[0]:
+            during.append(len(messages or []))
+        return real_unmarked(messages)
+
+    import unbounded.integrations.langchain as middleware_module
+
+    checked: list[int] = []
+
+    def checking(planner: Any) -> Any:
+        def place(request: Any, skip: bool) -> Any:
+            # The whole plan (the markers' flat positions too) is the from-scratch one.
+            forking[0] = True
+            try:
+                planned = real_fork(planner, request, skip_cache_write=skip)
+            finally:
+                forking[0] = False
+            assert planned == breakpoints.plan_cache_breakpoints(request, skip_cache_write=skip)
+            checked.append(1)
+            return planned.request
+
+        return place
+
+    from unbounded.integrations._langchain_view import ConversationView
+
+    real_forked = ConversationView.fork_planner
+    forks: list[tuple[int, int]] = []
+
+    def fork_planner(self: ConversationView, messages: Any) -> Any:
+        before = len(during)
+        forking[0] = True
+        try:
+            return real_forked(self, messages)
+        finally:
+            forking[0] = False
+            forks.append((len(during) - before, len(self._swaps)))
+
+    monkeypatch.setattr(ConversationView, "fork_planner", fork_planner)
+    monkeypatch.setattr(middleware_module, "_fork_planner", checking)
+    monkeypatch.setattr(conversation_module, "place_fork_breakpoint", default)
+    monkeypatch.setattr(breakpoints, "_unmarked_messages", unmarked)
+    _, compacted, taken = drive(monkeypatch, seed, from_scratch=False)
+    assert len(compacted) >= 2 and taken >= 2
+    # Every summary request that repeats the view's messages was planned by its planner.
+    assert len(defaults) == len(compacted) - taken == len(compacted) - len(checked)
+    assert during and max(during) == 1  # and read only its prompt for markers
+    # The swaps made when results were cleared are taken as the view unmarked them (only a
+    # message swapped anew at the compaction, for this call's clears, is read).
+    assert forks and all(swaps >= 8 and reads <= 2 for reads, swaps in forks)

@@ -122,10 +122,12 @@ except ImportError:  # pragma: no cover - older langchain
     _TRANSFORMERS = ()
 
 from unbounded.blocking import BlockingRunner
+from unbounded.caching.breakpoints import CacheBreakpointPlanner
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import (
+    CachePlanner,
     CacheSafeParams,
     SummaryAuthor,
     media_placeholder,
@@ -1242,6 +1244,11 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             if folds is not None:
                 recorded = RecordedState()
                 recorded.view = folds
+            # The summary request repeats the normalized messages: their unmarked form is the
+            # view's, so its cache markers are placed without reading every message for them.
+            planner = (
+                None if normalized is None else _fork_planner(self._view.fork_planner(normalized))
+            )
         params = CacheSafeParams(
             model=self.model_info.name,
             max_tokens=min(self.model_info.max_output, self.policy.compact_max_output_tokens),
@@ -1262,6 +1269,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
             sent_messages=normalized,
             recorded=recorded,
+            planner=planner,
         )
         failures = plan.context.get("failures", 0)
         outcome = await self._compaction().run(context, failures=failures)
@@ -1276,6 +1284,16 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             pre_tokens=outcome.result.pre_tokens,
             author=outcome.result.author,
         )
+
+
+def _fork_planner(planner: CacheBreakpointPlanner) -> CachePlanner:
+    """The summary request's cache markers by `planner.plan_fork` (what the default planner
+    places, from the unmarked messages `planner` holds)."""
+
+    def place(request: ProviderRequest, skip_cache_write: bool) -> ProviderRequest:
+        return planner.plan_fork(request, skip_cache_write=skip_cache_write).request
+
+    return place
 
 
 def _is_prompt_too_long(error: BaseException) -> bool:
