@@ -41,8 +41,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from typing import Any, cast
+from itertools import accumulate, compress
+from operator import is_not
+from typing import Any, Protocol, cast
 
 from unbounded.caching.blocks import (
     CACHE_LOOKBACK_BLOCKS,
@@ -246,6 +247,31 @@ _Unmarked = tuple[list[dict[str, Any]], list[int], list[int]]
 """Messages without markers, their block counts, and each one's first block (relative)."""
 
 
+class KnownUnmarked(Protocol):
+    """A message a caller unmarked already (`CacheBreakpointPlanner.forked`)."""
+
+    @property
+    def message(self) -> Any:
+        """The message."""
+        ...
+
+    @property
+    def unmarked(self) -> dict[str, Any]:
+        """`message` without its markers (the message itself when it carries none)."""
+        ...
+
+    @property
+    def count(self) -> int:
+        """How many blocks it has."""
+        ...
+
+
+def unmarked_message(message: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """One message without its markers (itself when it carries none) and its block count."""
+    out, counts = _unmarked_messages([message])
+    return out[0], counts[0]
+
+
 def _unmarked(messages: Any) -> _Unmarked:
     out, counts = _unmarked_messages(messages)
     return out, counts, list(accumulate(counts, initial=0))
@@ -401,7 +427,23 @@ class CacheBreakpointPlanner:
         `unchanged_prefix`: `reusable_prefix` of these messages when the caller has it
         already (the planner compares them otherwise)."""
         given = cast(Mapping[str, Any], request).get("messages") or []
-        inputs = given if type(given) is list else list(given)
+        self.follow(given, unchanged_prefix=unchanged_prefix)
+        return _plan(
+            request,
+            self._unmarked,
+            ttl=ttl,
+            prefix_ttl=prefix_ttl,
+            skip_cache_write=skip_cache_write,
+            previous_message_breakpoint=previous_message_breakpoint,
+            lookback_blocks=CACHE_LOOKBACK_BLOCKS,
+            max_breakpoints=MAX_CACHE_BREAKPOINTS,
+            enable_prompt_caching=True,
+        )
+
+    def follow(self, messages: Sequence[Any], *, unchanged_prefix: int | None = None) -> None:
+        """Keep the unmarked form of these messages, as `plan` does for a request's (the work
+        is what changed since the last call); `unchanged_prefix` as `plan`'s."""
+        inputs = messages if type(messages) is list else list(messages)
         done, counts, relative = self._unmarked
         if unchanged_prefix is None:
             same = self.reusable_prefix(inputs)
@@ -419,17 +461,36 @@ class CacheBreakpointPlanner:
         # The planner's own copy of the inputs, brought up to date in place (not copied).
         del self._inputs[same:]
         self._inputs.extend(inputs[same:])
-        return _plan(
-            request,
-            self._unmarked,
-            ttl=ttl,
-            prefix_ttl=prefix_ttl,
-            skip_cache_write=skip_cache_write,
-            previous_message_breakpoint=previous_message_breakpoint,
-            lookback_blocks=CACHE_LOOKBACK_BLOCKS,
-            max_breakpoints=MAX_CACHE_BREAKPOINTS,
-            enable_prompt_caching=True,
-        )
+
+    def forked(
+        self, messages: Sequence[Any], known: Mapping[int, KnownUnmarked]
+    ) -> CacheBreakpointPlanner:
+        """A planner whose last request's messages were `messages` (a list the caller built
+        from the messages this planner follows, some replaced), for `plan_fork`: a message
+        that is the one this planner holds at its position takes its unmarked form from it,
+        one that is `known[position].message` the unmarked form given there, the others are
+        unmarked here. Nothing of this planner changes."""
+        inputs = list(messages)
+        done, counts, _ = self._unmarked
+        held = self._inputs
+        fork = CacheBreakpointPlanner()
+        size = len(inputs)
+        if len(done) != len(held) or len(held) < size:
+            return fork  # (positions are not the inputs' once one was left out)
+        out, out_counts = done[:size], counts[:size]
+        for position in compress(range(size), map(is_not, inputs, held[:size])):
+            message = inputs[position]
+            given = known.get(position)
+            if given is not None and given.message is message:
+                out[position], out_counts[position] = given.unmarked, given.count
+                continue
+            one, one_count = _unmarked_messages([message])
+            if len(one) != 1:
+                return CacheBreakpointPlanner()  # not a message: the positions shift
+            out[position], out_counts[position] = one[0], one_count[0]
+        fork._inputs = inputs
+        fork._unmarked = (out, out_counts, list(accumulate(out_counts, initial=0)))
+        return fork
 
     def plan_fork(
         self,

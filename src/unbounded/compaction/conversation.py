@@ -1005,8 +1005,8 @@ async def start_summary(
         if folds is not None:
             folds.advance(view)  # the caller's list, the one it grows
             facts = folds.facts()
-            if facts is not None:
-                first = folds.first
+            if facts is not None and keep_from is not None:
+                first = folds.first  # (only a kept tail is looked up in it)
         # A copy: the caller's list may grow while the summary is asked for.
         view = list(view)
         pre_tokens = token_count_with_estimation(view)

@@ -12,8 +12,10 @@ recall answer (`_support.recall_answer`); it never reads anything else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import Any, cast
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
@@ -49,7 +51,12 @@ def keep_cleared(archive: dict[str, Any], entries: Mapping[str, Entry]) -> None:
 
 def keep_summarized(archive: dict[str, Any], entries: Sequence[Entry | None]) -> None:
     """Keep the records of messages a compaction takes out of the state."""
-    archive["messages"].extend(entry.data for entry in entries if entry is not None)
+    # (at C speed: a compaction hands over thousands of them)
+    present = compress(entries, map(is_not, entries, repeat(None)))
+    archive["messages"].extend(map(_DATA, cast(Iterable[Entry], present)))
+
+
+_DATA = attrgetter("data")
 
 
 def recall_context(

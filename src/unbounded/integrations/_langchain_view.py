@@ -57,10 +57,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from unbounded.caching.breakpoints import CacheBreakpointPlanner, unmarked_message
 from unbounded.compaction.facts import PrefixFacts
 from unbounded.compaction.ledger import is_cleared_content
 from unbounded.compaction.micro import MicrocompactState
 from unbounded.compaction.tools_registry import CompactableTools
+from unbounded.compaction.view_folds import PrefixFolds
 from unbounded.integrations._langchain_settled import scan_calls, settled_split
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, now_iso
@@ -126,6 +128,13 @@ class ConversationView:
         self.facts = PrefixFacts()
         """The facts ledger's fold over `entries` (kept while no settled prefix is left out),
         so a compaction's ledger reads only the records after its nearest copy."""
+        self.folds = PrefixFolds()
+        """The folds a summary reads of its view (tools called, messages, media), over
+        `entries` as `facts` is: a compaction does not walk the records it summarizes."""
+        self.marks = CacheBreakpointPlanner()
+        """The normalizer's messages without cache markers, followed call by call (while no
+        settled prefix is left out): a compaction's summary request, which repeats them,
+        takes them from here (`fork_planner`) instead of reading every message for markers."""
 
     def reused(self, messages: Sequence[BaseMessage], stale: frozenset[str]) -> int:
         """How many leading messages `sync` would keep from the last call (0: none, the view
@@ -156,6 +165,8 @@ class ConversationView:
             self._add(message)
         if not self.base:
             self.facts.advance(self.entries, _FACTS_PER_CALL)
+            self.folds.advance(self.entries, _FACTS_PER_CALL)
+            self.marks.follow(self.normalizer.borrowed_messages())
 
     def rebase(self, messages: Sequence[BaseMessage]) -> None:
         """A compaction of this call leaves these messages (its summary and the kept tail,
@@ -262,6 +273,7 @@ class ConversationView:
         self._fed = {}
         self._swaps = {}
         self.facts.reset()
+        self.folds.reset()
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
@@ -333,6 +345,7 @@ class ConversationView:
                 self._fed[index - self.base] = _single_result(old)
             self.entries[index - self.base] = entry
             self.facts.replaced(index - self.base, old, entry)
+            self.folds.replaced(index - self.base, old, entry)
             changed.add(index - self.base)
             if old is not None and entry is not None and index > self._anchor:
                 self.counter.replace_estimated(old, entry, in_response=index > self._response)
@@ -417,11 +430,17 @@ class ConversationView:
             out[at] = message
         return out
 
+    def fork_planner(self, messages: Sequence[MessageParam]) -> CacheBreakpointPlanner:
+        """A planner for a summary request repeating `messages` (what `normalized_head` gave):
+        the normalizer's messages and the swaps made when results were cleared are taken
+        without markers as the view keeps them (`CacheBreakpointPlanner.forked`)."""
+        return self.marks.forked(messages, self._swaps)
+
 
 class _Swap:
     """A normalizer message with the placeholders of the results cleared in it swapped in."""
 
-    __slots__ = ("indices", "message", "source")
+    __slots__ = ("count", "indices", "message", "source", "unmarked")
 
     def __init__(
         self, source: MessageParam | None, indices: tuple[int, ...], message: MessageParam | None
@@ -432,6 +451,12 @@ class _Swap:
         """The entries whose results are swapped, in index order."""
         self.message = message
         """The swapped message (None: some entry is not one result of its call)."""
+        self.unmarked: dict[str, Any] = {}
+        """`message` without cache markers (itself when it carries none), made with it."""
+        self.count = 0
+        """How many blocks `message` has."""
+        if message is not None:
+            self.unmarked, self.count = unmarked_message(message)
 
 
 def _swapped_result(

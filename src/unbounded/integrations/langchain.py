@@ -85,6 +85,8 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
+from itertools import compress, repeat
+from operator import is_not
 from typing import Annotated, Any, Final, cast
 from uuid import uuid4
 
@@ -120,16 +122,18 @@ except ImportError:  # pragma: no cover - older langchain
     _TRANSFORMERS = ()
 
 from unbounded.blocking import BlockingRunner
+from unbounded.caching.breakpoints import CacheBreakpointPlanner
 from unbounded.catalog import ModelInfo, ModelTable, load_model_table
 from unbounded.compaction.auto import SummaryTier, TieredCompaction, TierSlot
 from unbounded.compaction.context import CompactionContext
 from unbounded.compaction.conversation import (
+    CachePlanner,
     CacheSafeParams,
     SummaryAuthor,
     media_placeholder,
 )
 from unbounded.compaction.decisions import ClearingPolicies, microcompact_policy
-from unbounded.compaction.glue import default_facts_ledger
+from unbounded.compaction.glue import RecordedState, default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.tools_registry import cleared_stub
@@ -1209,7 +1213,9 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
     async def _summarize(self, plan: _Plan) -> _Summary | None:
         assert plan.compact_at is not None
         summarized = plan.entries[: plan.compact_at - plan.lead]
-        head = [e for e in summarized if e is not None]
+        # (the entries that are not None, found at C speed)
+        head = cast(list[Entry], list(compress(summarized, map(is_not, summarized, repeat(None)))))
+        recorded: RecordedState | None = None
         with self._lock:
             # What the view normalized already, where it is exactly the head's normalization:
             # the summary request does not normalize thousands of messages again.
@@ -1227,6 +1233,21 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
                 None
                 if self._view.base
                 else self._view.facts.rewrites(summarized, self._view.entries)
+            )
+            # The view's folds of the head (tools called, messages, media), so the summary
+            # does not walk it for them; they reach it as a transcript's folds do.
+            folds = (
+                None
+                if self._view.base
+                else self._view.folds.folds_of(summarized, self._view.entries, head)
+            )
+            if folds is not None:
+                recorded = RecordedState()
+                recorded.view = folds
+            # The summary request repeats the normalized messages: their unmarked form is the
+            # view's, so its cache markers are placed without reading every message for them.
+            planner = (
+                None if normalized is None else _fork_planner(self._view.fork_planner(normalized))
             )
         params = CacheSafeParams(
             model=self.model_info.name,
@@ -1247,6 +1268,8 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             rewritten=rewritten,
             budget=RequestBudget(self.policy.compact_max_summary_requests, used=spent),
             sent_messages=normalized,
+            recorded=recorded,
+            planner=planner,
         )
         failures = plan.context.get("failures", 0)
         outcome = await self._compaction().run(context, failures=failures)
@@ -1261,6 +1284,16 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             pre_tokens=outcome.result.pre_tokens,
             author=outcome.result.author,
         )
+
+
+def _fork_planner(planner: CacheBreakpointPlanner) -> CachePlanner:
+    """The summary request's cache markers by `planner.plan_fork` (what the default planner
+    places, from the unmarked messages `planner` holds)."""
+
+    def place(request: ProviderRequest, skip_cache_write: bool) -> ProviderRequest:
+        return planner.plan_fork(request, skip_cache_write=skip_cache_write).request
+
+    return place
 
 
 def _is_prompt_too_long(error: BaseException) -> bool:
