@@ -280,19 +280,25 @@ def _realpath_by_directory() -> Callable[[str], str]:
     `realpath` checks every component of a path for a link; the paths read in a session share
     a few directories. An absolute path whose last component is a name (not "", "." or "..")
     resolves to its directory's real path joined with that name unless the name is itself a
-    link there (then it is resolved whole, as `realpath` would)."""
+    link there (then it is resolved whole, as `realpath` would). A name in a directory that
+    does not exist (paths recorded on another machine) cannot be a link: not looked up."""
     if os.path is not posixpath:  # the rule is posixpath's walk; elsewhere, the call itself
         return os.path.realpath
-    directories: dict[str, str] = {}
+    directories: dict[str, tuple[str, bool]] = {}
+    """Directory -> (its real path, whether that is a directory: no name in it exists else)."""
 
     def resolve(path: str) -> str:
         directory, _, name = path.rpartition("/")
         if not directory or not path.startswith("/") or name in ("", ".", ".."):
             return os.path.realpath(path)
-        real = directories.get(directory)
-        if real is None:
-            real = directories[directory] = os.path.realpath(directory)
-        joined = os.path.join(real, name)
+        known = directories.get(directory)
+        if known is None:
+            real = os.path.realpath(directory)
+            known = directories[directory] = (real, os.path.isdir(real))
+        real, listed = known
+        joined = real + "/" + name if real != "/" else "/" + name  # os.path.join's result
+        if not listed:
+            return joined  # nothing in it can be a link: realpath keeps the missing name
         try:
             mode = os.lstat(joined).st_mode
         except OSError:
