@@ -506,8 +506,9 @@ def test_paths_resolved_by_directory_are_realpath(tmp_path: Path) -> None:
 def test_names_in_a_missing_directory_are_not_looked_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Paths recorded on another machine: their directory is missing, so none of its names
-    can be a link, and none is looked up (one lstat per name in a directory that exists)."""
+    """Paths recorded on another machine: their directory is missing (or is a file), so
+    none of its names can be a link, and none is looked up (one lstat per name in a
+    directory that exists)."""
     from unbounded.compaction.rehydrate import _realpath_by_directory
 
     (tmp_path / "here").mkdir()
@@ -518,7 +519,8 @@ def test_names_in_a_missing_directory_are_not_looked_up(
         looked.append(str(path))
         return real_lstat(path, *args, **kwargs)
 
-    gone = [f"{tmp_path}/gone/m{i}.py" for i in range(5)]
+    (tmp_path / "here" / "file.txt").write_text("not a directory")
+    gone = [f"{tmp_path}/gone/m{i}.py" for i in range(5)] + [f"{tmp_path}/here/file.txt/m.py"]
     here = [f"{tmp_path}/here/m{i}.py" for i in range(3)]
     expected = [os.path.realpath(p) for p in gone + here]
     resolve = _realpath_by_directory()
