@@ -105,3 +105,24 @@ def test_the_ledger_hands_its_records_to_later_observes() -> None:
     assert ledger._release.pending == 12
     ledger.observe(_messages(1))
     assert ledger._release.pending == 7 and ledger._release.steps == 1
+
+
+def test_a_compaction_hands_microcompactions_last_view_and_pairs_to_later_calls() -> None:
+    from unbounded.compaction.micro import MicrocompactState
+
+    state = MicrocompactState()
+    state._release.per_step = 7
+    messages = _messages(5)  # 11 messages
+    state.observe(messages)
+    state.cleared.update({"toolu_0": 3, "toolu_1": 4})
+    view = state.apply_clears(messages)
+    assert view[2]["content"][0]["content"] != "ok"  # cleared
+    assert len(state.cleared_pairs()) == 2
+    state.reset_after_compaction()
+    # The view's source and view (11 each) and the 2 pairs: none freed in this call.
+    assert state._release.pending == 24 and state._applied is None
+    assert state.cleared_pairs() == []
+    state.observe(messages[:1])  # the first call after it does not pay
+    assert state._release.pending == 24
+    state.observe(messages[:1])
+    assert state._release.pending == 17 and state._release.steps == 1
