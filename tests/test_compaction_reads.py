@@ -302,3 +302,57 @@ def test_the_tail_start_equals_its_definition(
     assert contiguous_tail_start(entries, view) == _tail_start_from_scratch(entries, view)
     tail = entries[len(entries) // 2 :]
     assert contiguous_tail_start(entries, tail) == _tail_start_from_scratch(entries, tail)
+
+
+def test_the_readers_come_back_in_step_once_a_compaction_read_them_to_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn that appended more than a turn reads puts the files reader out of step (the
+    compaction feeds it); once a compaction has read it to the end, the turns feed it again."""
+    from unbounded.compaction.glue import TURN_READ_LIMIT, rehydrator_for
+
+    counter = _FeedCounter(monkeypatch)
+    recorded = RecordedState()
+    entries = [Entry.user(f"prompt {n}") for n in range(TURN_READ_LIMIT + 10)]
+    recorded.advance(entries, entries, "transcript")  # more than a turn reads: out of step
+    recorded.advance(entries, entries, "transcript")  # the working state catches up
+    recorded.roots(entries)  # the roots read to the end, the files not: still out of step
+    recorded.advance(entries, entries, "transcript")
+    assert counter.fed["files"] == 0
+    rehydrator_for(entries, source="transcript", recorded=recorded)  # a compaction
+    assert counter.fed["files"] == len(entries)
+    entries += [Entry.user("later"), Entry.user("later still")]
+    recorded.advance(entries, entries, "transcript")
+    assert counter.fed["files"] == len(entries)  # fed on the turn, not by the next compaction
+    entries += [Entry.user(f"burst {n}") for n in range(TURN_READ_LIMIT + 1)]
+    recorded.advance(entries, entries, "transcript")  # out of step again
+    assert counter.fed["files"] == len(entries) - TURN_READ_LIMIT - 1
+
+
+def test_roots_come_back_in_step_for_a_disk_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The roots reader (disk sources) comes back in step the same way, and only once a
+    compaction read it to within a turn's read of the end."""
+    from unbounded.compaction.glue import TURN_READ_LIMIT, RootsReader, rehydrator_for
+
+    reads: list[int] = []
+    real_read = RootsReader.read
+
+    def read(reader: RootsReader, entries: Sequence[Entry]) -> list[str]:
+        reads.append(len(entries))
+        return real_read(reader, entries)
+
+    monkeypatch.setattr(RootsReader, "read", read)
+    recorded = RecordedState()
+    entries = [Entry.user(f"prompt {n}") for n in range(TURN_READ_LIMIT + 10)]
+    recorded.advance(entries, entries, "disk")
+    recorded.advance(entries, entries, "disk")
+    assert reads == []
+    rehydrator_for(entries, recorded=recorded)  # a compaction reads the roots to the end
+    entries += [Entry.user(f"later {n}") for n in range(TURN_READ_LIMIT + 1)]
+    recorded.advance(entries, entries, "disk")  # working: 1 left; roots too far behind
+    recorded.advance(entries, entries, "disk")
+    assert reads == [TURN_READ_LIMIT + 10]
+    rehydrator_for(entries, recorded=recorded)
+    entries.append(Entry.user("last"))
+    recorded.advance(entries, entries, "disk")
+    assert reads == [TURN_READ_LIMIT + 10, len(entries) - 1, len(entries)]

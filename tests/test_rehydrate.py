@@ -491,7 +491,41 @@ def test_paths_resolved_by_directory_are_realpath(tmp_path: Path) -> None:
         "/",
         "/nonexistent-root-name",
         "relative/a.py",
+        f"{base}/gone/a.py",  # a directory that does not exist
+        f"{base}/gone/deeper/a.py",
+        f"{base}/real/a.py/x.py",  # a "directory" that is a file
+        f"{base}/real/dir/gone/a.py",  # missing, under a directory link
+        f"{base}/real/dangling.py/a.py",  # under a dangling link
+        f"{base}/real/loop/x/a.py",
     ]
     resolve = _realpath_by_directory()
     for _ in range(2):  # the second time from the directories it kept
         assert [resolve(p) for p in paths] == [os.path.realpath(p) for p in paths]
+
+
+def test_names_in_a_missing_directory_are_not_looked_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paths recorded on another machine: their directory is missing (or is a file), so
+    none of its names can be a link, and none is looked up (one lstat per name in a
+    directory that exists)."""
+    from unbounded.compaction.rehydrate import _realpath_by_directory
+
+    (tmp_path / "here").mkdir()
+    looked: list[str] = []
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    (tmp_path / "here" / "file.txt").write_text("not a directory")
+    gone = [f"{tmp_path}/gone/m{i}.py" for i in range(5)] + [f"{tmp_path}/here/file.txt/m.py"]
+    here = [f"{tmp_path}/here/m{i}.py" for i in range(3)]
+    expected = [os.path.realpath(p) for p in gone + here]
+    resolve = _realpath_by_directory()
+    monkeypatch.setattr(os, "lstat", lstat)
+    resolved = [resolve(p) for p in gone + here]
+    monkeypatch.undo()
+    assert resolved == expected
+    assert [p for p in looked if p.endswith(".py")] == here

@@ -65,6 +65,7 @@ from unbounded.model.profile import MODEL_PROFILE
 from unbounded.model.request import ProviderRequest
 from unbounded.model.request_budget import RequestBudget
 from unbounded.model.response import Provider
+from unbounded.providers.extractive import ExtractiveSummarizer
 from unbounded.recall.receipts import RECEIPT_KEY
 from unbounded.redaction import redact_compaction, strings_in
 from unbounded.session_core import SessionCore
@@ -435,8 +436,6 @@ class SessionCompactor:
         summarizer = self.session.deps.summarizer
         if summarizer is not None and summarizer.profile.offline:
             return summarizer, "asked_for"
-        from unbounded.providers.extractive import ExtractiveSummarizer
-
         return ExtractiveSummarizer(), "no_model"
 
     def compaction_tiers(self) -> tuple[TierEntry, ...]:

@@ -148,7 +148,7 @@ class SessionRecall:
             index=self.index.update(entries),
             summary_text=result.summary_text,
             summarizer=result.summarizer,
-            already_cleared=micro.cleared_ids,
+            already_cleared=micro.cleared.keys(),  # read in this call: no frozenset copy
             running=self.running_receipt,
         )
         # This compaction takes history out: recall is offered from now on (offers_recall).

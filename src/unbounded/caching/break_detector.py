@@ -70,6 +70,7 @@ from unbounded.caching.ttl import (
     ttl_of_cache_control,
     ttl_seconds,
 )
+from unbounded.deferred_release import DeferredRelease
 from unbounded.errors import ConfigError
 from unbounded.events import BreakCause, CacheBreak, EventSink, ExpectedCacheDrop, emit
 from unbounded.model.content import Usage
@@ -610,6 +611,8 @@ class PromptCacheBreakDetector:
         self._write_diff = write_diff
         self._sources: dict[str, _SourceState] = {}
         self._breaks = 0
+        self._release = DeferredRelease()
+        """The per-message state a compaction let go of, freed over the calls after it."""
 
     def _state(self, query_source: str) -> _SourceState:
         if not isinstance(query_source, str) or not query_source:
@@ -630,6 +633,7 @@ class PromptCacheBreakDetector:
     ) -> PromptStateSnapshot:
         """Phase 1, before the call: snapshot the request and note what changed."""
         state = self._state(query_source)
+        self._release.step()
         previous = state.snapshot
         raw = cast(Mapping[str, Any], request).get("messages") or []
         unchanged = 0
@@ -700,7 +704,11 @@ class PromptCacheBreakDetector:
         state.deletion_tokens = None
         state.snapshot = None
         state.pending_changes = []
-        state.digested = []  # the old messages are gone: let them go
+        # The old messages are gone: let them go, over the next calls (freeing ~10,000
+        # messages' digests and blocks at once would cost this call milliseconds).
+        self._release.drop(state.digested)
+        self._release.drop(state.inputs)
+        state.digested = []
         state.inputs = []
         state.rest = None
 

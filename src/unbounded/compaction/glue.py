@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 # Importing rehydrate registers the renderers of the attachment types it creates.
 from unbounded.compaction.facts import RunningFacts, facts_ledger_for
-from unbounded.compaction.recorded_files import AppendedSince, RecordedFilesReader
+from unbounded.compaction.recorded_files import AppendedSince, RecordedFile, RecordedFilesReader
 from unbounded.compaction.rehydrate import WorkingStateReader, make_rehydrator
 from unbounded.compaction.view_folds import ViewFolds
 from unbounded.model.entries import Entry
@@ -53,12 +53,27 @@ class RecordedState:
         self.view = ViewFolds()
         """Folds over the view a compaction reads (`compaction.view_folds`)."""
         self._in_step = True
-        """Every turn so far read all that the previous one added (the files and roots
-        readers, which read to the end, are then read on every turn too)."""
+        """The turns read all that the previous one added (the files and roots readers,
+        which read to the end, are then read on every turn too)."""
+        self._read_to: dict[str, tuple[Sequence[Entry], int]] = {}
+        """Reader ("roots", "files") -> the list it last read to its end and its length then."""
 
     def roots(self, entries: Sequence[Entry]) -> list[str]:
         """`session_roots` of these entries."""
-        return self._roots.read(entries)
+        roots = self._roots.read(entries)
+        self._read_to["roots"] = (entries, len(entries))
+        return roots
+
+    def recorded_files(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
+        """The files as these entries last showed them (`RecordedFilesReader.read`)."""
+        files = self.files.read(entries)
+        self._read_to["files"] = (entries, len(entries))
+        return files
+
+    def _near(self, reader: str, entries: Sequence[Entry]) -> bool:
+        """Whether `reader` last read `entries` to within `TURN_READ_LIMIT` of its end."""
+        seen, length = self._read_to.get(reader, (None, 0))
+        return seen is entries and 0 <= len(entries) - length <= TURN_READ_LIMIT
 
     def advance(
         self, entries: Sequence[Entry], view: Sequence[Entry], source: RehydrateSource | None
@@ -71,14 +86,23 @@ class RecordedState:
         if source is None:
             return
         caught_up = self.working.advance(entries, TURN_READ_LIMIT)
-        if not (self._in_step and caught_up):
-            # The files and roots readers read to the end: from here on, the compaction
-            # feeds them.
+        if not caught_up:
+            # The files and roots readers read to the end: until they are near it again,
+            # the compaction feeds them.
             self._in_step = False
             return
-        self._roots.read(entries)  # the roots on disk too, where the session names none
+        if not self._in_step:
+            # Back in step once a compaction read them to (near) the end: this turn reads
+            # what is left, `TURN_READ_LIMIT` entries of each at most.
+            if not (
+                self._near("roots", entries)
+                and (source != "transcript" or self._near("files", entries))
+            ):
+                return
+            self._in_step = True
+        self.roots(entries)  # the roots on disk too, where the session names none
         if source == "transcript":
-            self.files.read(entries)
+            self.recorded_files(entries)
 
 
 class RootsReader:
@@ -116,7 +140,9 @@ def rehydrator_for(
     state = known.working.read(entries)
     if source == "transcript":
         cwd = (known.roots(entries) or [os.sep])[-1]
-        shown = {os.path.join(cwd, path): file for path, file in known.files.read(entries).items()}
+        shown = {
+            os.path.join(cwd, path): file for path, file in known.recorded_files(entries).items()
+        }
 
         def read_shown(path: str) -> str:
             text = shown[path].text

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unbounded.compaction.tools_registry import CompactableTools, is_cleared_text
+from unbounded.deferred_release import DeferredRelease
 from unbounded.model.tools import file_write_path
 from unbounded.tokens.estimate import tool_result_tokens
 
@@ -82,6 +83,7 @@ class ToolLedger:
         "_open",
         "_reads",
         "_records",
+        "_release",
         "_scanned",
         "_stale",
         "generation",
@@ -100,9 +102,13 @@ class ToolLedger:
         """Ids of reads a later read or write of the same file superseded."""
         self.generation = 0
         """How many times the ledger started over (marks made before then are gone)."""
+        self._release = DeferredRelease()
+        """The records a start-over let go of, freed over the calls after it."""
 
     def reset(self) -> None:
         """Forget every record (the next observe rescans from the start)."""
+        # ~10,000 records after a long run: freed over the next observes, not in this call.
+        self._release.drop(self._records)
         self._records = {}
         self._scanned = 0
         self._open = {}
@@ -117,6 +123,7 @@ class ToolLedger:
 
     def observe(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Register the tool uses and results that appeared since the last call."""
+        self._release.step()
         start = max(0, self._scanned - _TAIL)
         if len(messages) < self._scanned or not self._still_matches(messages, start):
             self.reset()

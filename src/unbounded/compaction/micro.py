@@ -54,6 +54,7 @@ from typing import Any, Literal, cast
 from unbounded.compaction.cached_micro import CachedMicrocompactState
 from unbounded.compaction.ledger import ToolLedger, ToolRecord
 from unbounded.compaction.tools_registry import CompactableTools, cleared_stub
+from unbounded.deferred_release import DeferredRelease
 from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
@@ -148,6 +149,7 @@ class MicrocompactState:
         "_applied",
         "_marked",
         "_pairs",
+        "_release",
         "cached",
         "cleared",
         "ledger",
@@ -170,6 +172,8 @@ class MicrocompactState:
         """The last view `_apply` made, reused while the messages only grow."""
         self._pairs: tuple[list[list[Any]], dict[str, int]] = ([], self.cleared)
         """`cleared` as saved ([id, tokens] pairs), extended as ids are added."""
+        self._release = DeferredRelease()
+        """The last view and pairs a compaction let go of, freed over the calls after it."""
 
     @property
     def tools(self) -> CompactableTools:
@@ -191,6 +195,7 @@ class MicrocompactState:
     def observe(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Bring the ledger up to date with the current view (and tell a ledger that started
         over, or a new one, which results are cleared)."""
+        self._release.step()
         ledger = self.ledger
         ledger.observe(messages)
         marked = self._marked
@@ -232,7 +237,17 @@ class MicrocompactState:
     def reset_after_compaction(self) -> None:
         """Post-compact cleanup: the old tool ids are gone, forget them (stats are kept)."""
         self.ledger.reset()
+        # The last view (the ledger started over: never reused) and the saved pairs hold
+        # ~10,000 messages and ids: freed over the next calls, not in this one. The view may
+        # be the list a caller was handed ("shared"): a copy of it is let go of.
+        applied = self._applied
+        if applied is not None:
+            self._release.drop(applied.source)
+            self._release.drop(list(applied.view))
+            self._applied = None
+        self._release.drop(self._pairs[0])
         self.cleared = {}
+        self._pairs = ([], self.cleared)
         self.cached.reset()
         self.stats.compactions += 1
 

@@ -274,25 +274,36 @@ def _absolute(path: str, cwd: str | None) -> str | None:
     return os.path.join(cwd, path) if cwd else None
 
 
+def _posix_name(path: str) -> str:
+    """`posixpath.basename` of a str, without its generic steps (hundreds of paths a call)."""
+    return path[path.rfind("/") + 1 :]
+
+
 def _realpath_by_directory() -> Callable[[str], str]:
     """`os.path.realpath` for the many paths of one compaction, each directory resolved once.
 
     `realpath` checks every component of a path for a link; the paths read in a session share
     a few directories. An absolute path whose last component is a name (not "", "." or "..")
     resolves to its directory's real path joined with that name unless the name is itself a
-    link there (then it is resolved whole, as `realpath` would)."""
+    link there (then it is resolved whole, as `realpath` would). A name in a directory that
+    does not exist (paths recorded on another machine) cannot be a link: not looked up."""
     if os.path is not posixpath:  # the rule is posixpath's walk; elsewhere, the call itself
         return os.path.realpath
-    directories: dict[str, str] = {}
+    directories: dict[str, tuple[str, bool]] = {}
+    """Directory -> (its real path, whether that is a directory: no name in it exists else)."""
 
     def resolve(path: str) -> str:
         directory, _, name = path.rpartition("/")
         if not directory or not path.startswith("/") or name in ("", ".", ".."):
             return os.path.realpath(path)
-        real = directories.get(directory)
-        if real is None:
-            real = directories[directory] = os.path.realpath(directory)
-        joined = os.path.join(real, name)
+        known = directories.get(directory)
+        if known is None:
+            real = os.path.realpath(directory)
+            known = directories[directory] = (real, os.path.isdir(real))
+        real, listed = known
+        joined = real + "/" + name if real != "/" else "/" + name  # os.path.join's result
+        if not listed:
+            return joined  # nothing in it can be a link: realpath keeps the missing name
         try:
             mode = os.lstat(joined).st_mode
         except OSError:
@@ -332,13 +343,14 @@ def rehydrate_files(
     skipped: list[Skipped] = []
     candidates: list[tuple[str, str]] = []
     ordered = sorted(state.files_read.items(), key=lambda item: (-item[1].read_at, item[0]))
+    name_of = _posix_name if os.path is posixpath else os.path.basename
     for path, read_state in ordered:
         absolute = _absolute(path, cwd)
         if absolute is None:
             skipped.append(Skipped("file", path, "relative path and no cwd given"))
             continue
         resolved = resolve_path(absolute)
-        if os.path.basename(path) in memory_names or os.path.basename(resolved) in memory_names:
+        if name_of(path) in memory_names or name_of(resolved) in memory_names:
             skipped.append(Skipped("file", path, "memory file (restored with the instructions)"))
         elif plan is not None and resolved == plan:
             skipped.append(Skipped("file", path, "plan file (restored as the plan)"))
