@@ -254,6 +254,19 @@ def test_injected_file_access_and_unreadable_files() -> None:
     assert result.skipped_reasons() == {"/virtual/b.py": "unreadable: denied"}
 
 
+def test_a_resolver_of_the_callers_that_gives_paths_is_read_as_before(tmp_path: Path) -> None:
+    # `resolve_path` may return a `Path` (`Path.resolve`): the names are taken by
+    # `os.path.basename`, which takes one, not by slicing a str.
+    read = _write(tmp_path / "src" / "a.py", "print(1)\n")
+    memory = _write(tmp_path / "CLAUDE.md", "# rules\n")
+    state = WorkingState()
+    state.record_read(read, 2.0)
+    state.record_read(memory, 1.0)
+    result = rehydrate(state, allowed_roots=None, resolve_path=lambda path: Path(path).resolve())
+    assert _files(result) == [read]
+    assert result.skipped_reasons() == {memory: "memory file (restored with the instructions)"}
+
+
 def test_skills_newest_first_capped_and_budgeted() -> None:
     policy = Policy(rehydrate_tokens_per_skill=50, rehydrate_total_skill_tokens=120)
     state = WorkingState()

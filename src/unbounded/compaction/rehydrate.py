@@ -329,7 +329,8 @@ def rehydrate_files(
     """File attachments for the most recently read files, the skips, and their tokens."""
     policy = policy or Policy()
     reader = read_file or (lambda path: read_utf8(path, max_file_bytes + 1))
-    if resolve_path is os.path.realpath:
+    by_directory = resolve_path is os.path.realpath and os.path is posixpath
+    if by_directory:
         resolve_path = _realpath_by_directory()
     # None: the text does not come from this machine's disk (see recorded_files), no roots.
     roots = None if allowed_roots is None else [resolve_path(str(r)) for r in allowed_roots]
@@ -343,7 +344,8 @@ def rehydrate_files(
     skipped: list[Skipped] = []
     candidates: list[tuple[str, str]] = []
     ordered = sorted(state.files_read.items(), key=lambda item: (-item[1].read_at, item[0]))
-    name_of = _posix_name if os.path is posixpath else os.path.basename
+    # A caller's resolver may give a `Path`: only our own gives a str a slice can take apart.
+    name_of = _posix_name if by_directory else os.path.basename
     for path, read_state in ordered:
         absolute = _absolute(path, cwd)
         if absolute is None:
