@@ -126,3 +126,30 @@ def test_a_compaction_hands_microcompactions_last_view_and_pairs_to_later_calls(
     assert state._release.pending == 24
     state.observe(messages[:1])
     assert state._release.pending == 17 and state._release.steps == 1
+
+
+def test_drops_every_call_larger_than_a_step_wait_at_most_a_bounded_backlog() -> None:
+    # A caller that starts over on every call drops more than `per_step` each time: each step
+    # frees at least a sixteenth of what waits, so the backlog stops growing.
+    release = DeferredRelease(per_step=10)
+    waited = []
+    for _ in range(400):
+        release.drop([Held() for _ in range(100)])
+        release.step()
+        waited.append(release.pending)
+    assert max(waited) <= 16 * 100 + 2 * 100
+    assert max(waited[200:]) <= max(waited[:200])  # it levelled off, not kept growing
+
+
+def test_what_was_dropped_first_is_freed_first() -> None:
+    release = DeferredRelease(per_step=2)
+    first, second = [Held(), Held(), Held()], [Held(), Held()]
+    refs = [weakref.ref(item) for item in (*first, *second)]
+    release.drop(first)
+    release.step()  # `first` waits one step
+    release.drop(second)
+    release.step()  # two of `first`; `second` waits
+    del first, second
+    assert [ref() is None for ref in refs] == [False, True, True, False, False]
+    release.step()  # the rest of `first` before any of `second`
+    assert refs[0]() is None and sum(ref() is None for ref in refs[3:]) == 1
