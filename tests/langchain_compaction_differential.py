@@ -50,7 +50,7 @@ from langchain_core.messages import (  # noqa: E402
 from langgraph.graph.message import add_messages  # noqa: E402
 from summaries import nine_section_summary  # noqa: E402
 
-from unbounded.errors import ProviderError  # noqa: E402
+from unbounded.errors import PromptTooLongError, ProviderError  # noqa: E402
 from unbounded.integrations.langchain import UnboundedMiddleware  # noqa: E402
 from unbounded.model.profile import MODEL_PROFILE  # noqa: E402
 from unbounded.policy import Policy  # noqa: E402
@@ -81,7 +81,15 @@ class Capturing:
     async def create(self, request: Any, *, stream: bool = False, heartbeat: Any = None) -> Any:
         """A fixed summary (or a failure, as often as the shape says); the request kept."""
         self.requests.append(json.dumps(request, ensure_ascii=False, indent=1, default=repr))
-        if FAILS.random() < shape["failures"]:
+        roll = FAILS.random()
+        if roll < shape["too_long"]:
+            # The summary request over the window: the compaction drops its oldest rounds.
+            raise PromptTooLongError(
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                actual_tokens=210_000,
+                limit_tokens=200_000,
+            )
+        if roll < shape["too_long"] + shape["failures"]:
             raise ProviderError("overloaded", status=529)
         text = f"<summary>\n{nine_section_summary('the work')}\n</summary>"
         return ModelResponse([{"type": "text", "text": text}], "end_turn", {}, MODEL)
@@ -245,6 +253,7 @@ def run(seed: int) -> dict[str, Any]:
         keep=pick.choice([("messages", 0), ("messages", 6), ("messages", 12), ("tokens", 4_000)]),
         min_savings=pick.choice([500, 2_000, 20_000]),
         failures=pick.choice([0.0, 0.0, 0.0, 0.3]),
+        too_long=pick.choice([0.0, 0.0, 0.4]),
         asynchronous=pick.random() < 0.3,
         markers=pick.choice([0.0, 0.0, 0.2]),
         dropped=pick.choice([0.0, 0.0, 0.2]),
@@ -356,7 +365,7 @@ def run_agent(seed: int) -> dict[str, Any]:
     TAKEN[0] = 0
     pick = random.Random(seed)
     shape.clear()
-    shape.update(failures=0.0, images=0.0)
+    shape.update(failures=0.0, images=0.0, too_long=0.0)
     requests: list[str] = []
     counter = [0]
 
