@@ -274,6 +274,7 @@ class ConversationView:
         self._swaps = {}
         self.facts.reset()
         self.folds.reset()
+        self.marks = CacheBreakpointPlanner()  # (its messages are the old normalizer's)
         self.counter = ContextCounter(present)
         self.micro = MicrocompactState(self.micro.tools)
         self.tool_positions = {}
