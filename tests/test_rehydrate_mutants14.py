@@ -72,3 +72,25 @@ def test_the_default_resolver_looks_at_a_shared_directory_once(
     assert looked.count(str(directory)) == 1
     assert looked.count(str(tmp_path / "project")) == 1
     assert sorted(p for p in looked if p.endswith(".py")) == sorted(paths)
+
+
+def test_a_resolver_of_the_callers_is_the_one_used(tmp_path: Path) -> None:
+    # The caller's resolver (a sandbox's view of the disk, say) decides where a path lands:
+    # ours, which would find the file inside the roots, must not stand in for it.
+    inside = _write(tmp_path / "a.py", "print(1)\n")
+    moved = _write(tmp_path / "secret.py", "KEY = 1\n")
+    state = WorkingState()
+    state.record_read(inside, 1.0)
+    state.record_read(moved, 2.0)
+
+    def resolve(path: str) -> str:
+        return "/outside/secret.py" if path.endswith("secret.py") else path
+
+    result = rehydrate(
+        state,
+        allowed_roots=[tmp_path],
+        resolve_path=resolve,
+        policy=Policy(rehydrate_max_files=10),
+    )
+    assert result.skipped_reasons() == {moved: "resolves outside the allowed roots"}
+    assert [a["filename"] for a in result.attachments if a["type"] == "file"] == [inside]
