@@ -5,7 +5,6 @@ transcript's relative paths are read in the session's latest working folder."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 

@@ -44,7 +44,9 @@ def test_only_an_assistant_records_list_of_blocks_is_walked() -> None:
         assert given is not None, length
         assert given.facts() == _fresh(view[:length]).facts(), length
     given = folds.folds_of(records, records, view)
-    assert given is not None and given.facts().tools == expected.facts().tools == ["Read"]
+    assert given is not None
+    facts = given.facts()
+    assert facts is not None and facts == expected.facts() and facts.tools == ["Read"]
 
 
 def test_the_folds_stop_at_the_first_position_replaced_whatever_the_order() -> None:
