@@ -23,12 +23,19 @@ def _turn_speed() -> Any:
     return module
 
 
+_PACKAGES = {"dropin": "anthropic", "middleware": "langchain.agents.middleware"}
+"""The optional package each entry point needs (the Session needs none)."""
+
+
+def _needs_package_of(entry: str) -> None:
+    """Skip the test when the package `entry` runs on is not installed."""
+    if entry in _PACKAGES:
+        pytest.importorskip(_PACKAGES[entry])
+
+
 @pytest.mark.parametrize("entry", ["session", "dropin", "middleware"])
 def test_each_entry_point_reaches_the_default_trigger_and_times_that_turn(entry: str) -> None:
-    if entry == "dropin":
-        pytest.importorskip("anthropic")
-    if entry == "middleware":
-        pytest.importorskip("langchain.agents.middleware")
+    _needs_package_of(entry)
     module = _turn_speed()
     module.TRIGGER_TURNS = 400
     elapsed, length = getattr(module, f"{entry}_at_trigger")(50_000)
@@ -41,10 +48,7 @@ def test_each_entry_point_reaches_the_default_trigger_and_times_that_turn(entry:
 def test_the_timed_turn_is_the_one_that_compacted(
     entry: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if entry == "dropin":
-        pytest.importorskip("anthropic")
-    if entry == "middleware":
-        pytest.importorskip("langchain.agents.middleware")
+    _needs_package_of(entry)
     from unbounded.compaction import conversation
 
     preparing = conversation.SummaryJob._prepare
@@ -89,10 +93,7 @@ def test_the_trigger_table_has_a_row_per_entry_point_and_the_check() -> None:
 
 @pytest.mark.parametrize("entry", ["session", "dropin", "middleware"])
 def test_the_second_compaction_is_timed_on_the_turn_that_made_it(entry: str) -> None:
-    if entry == "dropin":
-        pytest.importorskip("anthropic")
-    if entry == "middleware":
-        pytest.importorskip("langchain.agents.middleware")
+    _needs_package_of(entry)
     module = _turn_speed()
     module.TRIGGER_TURNS = 400
     at = getattr(module, f"{entry}_at_trigger")
