@@ -1,0 +1,260 @@
+"""What a newcomer following README.md and docs/ ran into (session 15): each a known bug, written
+as the exact reproducer and marked xfail(strict) until the code is fixed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import FIXTURES
+from unbounded.cli import app
+from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
+from unbounded.errors import ConfigError
+from unbounded.policy import Policy
+from unbounded.session import Session, SessionConfig
+
+SESSION = FIXTURES / "sessions" / "resumed.jsonl"
+runner = CliRunner()
+
+
+def invoke(*args: str) -> Any:
+    """Run the CLI in process; a wide terminal keeps rich from wrapping the lines checked."""
+    return runner.invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
+
+
+class Replayed(Exception):
+    """Raised by a stand-in for work a command should never have reached."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="replay --report into a missing folder replays the whole session first, then fails "
+    "with 'No such file or directory' (no fix named); expected: exit 2 before any replay",
+)
+def test_replay_checks_the_report_path_before_replaying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def replay_session(*_: object, **__: object) -> None:
+        raise Replayed
+
+    monkeypatch.setattr("unbounded.evaluation.replay.replay_session", replay_session)
+    report = tmp_path / "missing" / "out.html"
+    result = invoke("replay", str(SESSION), "--report", str(report), "--no-variants")
+    assert not isinstance(result.exception, Replayed)
+    assert result.exit_code == 2
+    assert str(report) in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="replay --window -5 opens and reads the session (its warnings printed) before the "
+    "window is checked; expected: a bad option fails before the file is opened",
+)
+def test_replay_checks_the_window_before_opening_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def pick_session(*_: object, **__: object) -> None:
+        raise Replayed
+
+    monkeypatch.setattr("unbounded.cli.replay_command.pick_session", pick_session)
+    result = invoke("replay", str(SESSION), "--window", "-5")
+    assert not isinstance(result.exception, Replayed)
+    assert result.exit_code == 2
+    assert "window" in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="--window -5 says 'context window must be > 0, not -5' while 100 says at least "
+    "8,192: expected the one real minimum (and the option) for any window below it",
+)
+def test_a_negative_window_is_told_the_real_minimum() -> None:
+    result = invoke("inspect", str(SESSION), "--window", "-5")
+    assert result.exit_code == 2
+    assert "8,192" in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="replay --model X with an unknown X says 'pass --models-file', but replay has no "
+    "--models-file option ('No such option'); expected the advice to work",
+)
+def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
+    advice = invoke("replay", str(SESSION), "--model", "my-model", "--no-variants")
+    assert advice.exit_code == 2
+    assert "--models-file" in advice.stderr
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
+        "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
+        "cache_write_1h_multiplier = 2.0\ncache_read_multiplier = 0.1\nmin_cacheable_tokens = 1_024\n"
+        'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
+        encoding="utf-8",
+    )
+    followed = invoke(
+        "replay", str(SESSION), "--model", "my-model", "--models-file", str(models), "--no-variants"
+    )
+    assert followed.exit_code == 0, followed.stderr
+
+
+def test_the_model_file_of_the_advice_is_one_inspect_takes(tmp_path: Path) -> None:
+    """The file the test above writes is a valid model table: inspect, which has the option, uses it."""
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
+        "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
+        "cache_write_1h_multiplier = 2.0\ncache_read_multiplier = 0.1\nmin_cacheable_tokens = 1_024\n"
+        'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
+        encoding="utf-8",
+    )
+    result = invoke("inspect", str(SESSION), "--model", "my-model", "--models-file", str(models))
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a policy file's whole-number field takes 8000.5 silently; expected ConfigError "
+    "(the docs: wrong types are errors that name the file)",
+)
+def test_a_policy_file_refuses_a_fraction_for_a_token_count(tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text("[policy]\nsession_memory_keep_max_tokens = 8000.5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml"):
+        Policy.from_file(policy)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a policy file's value out of range says 'Policy.early_compact_fraction must be in "
+    "[0, 1]' without the file (or the value given); expected the file named",
+)
+def test_a_policy_file_value_out_of_range_names_the_file(tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text("[policy]\nearly_compact_fraction = 7\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml"):
+        Policy.from_file(policy)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Policy(early_compact_fraction='0.5') raises TypeError \"'<=' not supported\"; "
+    "expected ConfigError naming the field, at construction",
+)
+def test_a_policy_field_of_the_wrong_type_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="early_compact_fraction"):
+        Policy(early_compact_fraction="0.5")  # type: ignore[arg-type]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SessionConfig(tools={...}) (a dict, not a list) fails with 'dictionary update "
+    "sequence element #0 has length 1; 2 is required'; expected ConfigError saying tools is a list",
+)
+def test_tools_given_as_one_dict_is_a_config_error(tmp_path: Path) -> None:
+    tool = {"name": "add", "description": "Add.", "input_schema": {"type": "object"}}
+    with pytest.raises(ConfigError, match="tools"):
+        Session.open(tmp_path / "s", SessionConfig(model="claude-sonnet-4-6", tools=tool))  # type: ignore[arg-type]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SessionConfig(context_window='200000') fails with TypeError \"'<=' not supported\"; "
+    "expected ConfigError naming context_window",
+)
+def test_a_window_given_as_text_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="window"):
+        Session.open(
+            tmp_path / "s", SessionConfig(model="claude-sonnet-4-6", context_window="200000")
+        )  # type: ignore[arg-type]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap(client, policy=3) fails with AttributeError \"'int' object has no attribute "
+    "'background_summary'\"; expected ConfigError naming policy",
+)
+def test_wrap_with_a_policy_that_is_no_policy_is_a_config_error(tmp_path: Path) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from unbounded.integrations import wrap
+
+    client = anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match="policy"):
+        wrap(client, session_folder=str(tmp_path / "s"), model="claude-sonnet-4-6", policy=3)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Session.open with a bad option or config creates the session folder (with .lock) "
+    "before refusing it; docs/session.md: options are checked before any store is opened, and "
+    "a failed open writes nothing",
+)
+@pytest.mark.parametrize(
+    ("config", "options"),
+    [
+        (SessionConfig(model="claude-sonnet-4-6"), {"rehydrate_from": "disk2"}),
+        (SessionConfig(model="claude-sonnet-4-6"), {"policy": "missing-policy.toml"}),
+        (SessionConfig(model="claude-sonnet-4-6", context_window=-5), {}),
+        (SessionConfig(model="claude-nonexistent-9"), {}),
+    ],
+    ids=["rehydrate_from", "policy-file", "window", "model"],
+)
+def test_a_refused_open_creates_no_folder(
+    tmp_path: Path, config: SessionConfig, options: dict[str, Any]
+) -> None:
+    folder = tmp_path / "s"
+    with pytest.raises(ConfigError):
+        Session.open(folder, config, **options)
+    assert not folder.exists(), sorted(os.listdir(folder))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tune -o FOLDER tunes first, then fails naming a temporary file "
+    "('.FOLDER.xxxx.tmp: Is a directory'); expected the -o path named, as compact -o does",
+)
+def test_tune_output_into_a_folder_names_the_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    result = invoke(
+        "tune",
+        str(FIXTURES / "sessions" / "interrupted.jsonl"),
+        "--trials",
+        "0",
+        "-j",
+        "1",
+        "-o",
+        str(folder),
+    )
+    assert result.exit_code == 2
+    assert ".tmp" not in result.stderr
+    assert str(folder) in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="`unbounded --help` shows eval's and tune's summaries broken in two (the docstrings' "
+    "line breaks kept); expected each sentence on one line on a wide terminal",
+)
+def test_the_command_list_keeps_each_summary_on_one_line() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    assert "(--llm), and report what compaction keeps" in result.stdout
+    assert "keeps at least what the default keeps" in result.stdout
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tune --help: --policy says 'see `unbounded tune`' (itself) without saying what it "
+    "does there, and --seed says 'repeatable' though it takes one value",
+)
+def test_tune_help_explains_policy_and_seed() -> None:
+    command = typer.main.get_command(app)
+    tune = command.commands["tune"]  # type: ignore[attr-defined]
+    helps = {param.name: getattr(param, "help", "") or "" for param in tune.params}
+    assert "unbounded tune" not in helps["policy_file"]
+    assert "repeatable" not in helps["seed"]
