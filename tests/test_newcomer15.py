@@ -307,3 +307,34 @@ def test_wrap_refuses_a_misspelt_option_at_once() -> None:
     client = anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9")
     with pytest.raises(TypeError, match="session_folder"):
         wrap(client, sesion_folder="s")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tune FOLDER says 'FOLDER: no such session file' though the folder exists (replay and "
+    "eval take folders); expected it replayed, or told it is a folder",
+)
+def test_tune_on_a_folder_is_not_told_it_does_not_exist(tmp_path: Path) -> None:
+    result = invoke(
+        "tune",
+        str(FIXTURES / "sessions"),
+        "--trials",
+        "0",
+        "-j",
+        "1",
+        "-o",
+        str(tmp_path / "p.toml"),
+    )
+    assert result.exit_code == 0 or "folder" in result.stderr, result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="tune postgresql://…/db?session=x says 'postgresql:/nobody@…: no such session file': "
+    "the address is read as a path and its // collapsed; expected the address named as given",
+)
+def test_tune_names_a_database_address_as_given(tmp_path: Path) -> None:
+    url = "postgresql://nobody@127.0.0.1:1/db?session=x"
+    result = invoke("tune", url, "--trials", "0", "-j", "1", "-o", str(tmp_path / "p.toml"))
+    assert result.exit_code == 2
+    assert url in result.stderr, result.stderr
