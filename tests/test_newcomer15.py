@@ -338,3 +338,31 @@ def test_tune_names_a_database_address_as_given(tmp_path: Path) -> None:
     result = invoke("tune", url, "--trials", "0", "-j", "1", "-o", str(tmp_path / "p.toml"))
     assert result.exit_code == 2
     assert url in result.stderr, result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compact -s anthropic with ANTHROPIC_BASE_URL at a closed port says only 'connection "
+    "error: All connection attempts failed'; expected the address tried (and what to check)",
+)
+def test_a_summarizer_that_cannot_connect_names_the_address(tmp_path: Path) -> None:
+    pytest.importorskip("anthropic")
+    result = runner.invoke(
+        app,
+        [
+            "compact",
+            str(FIXTURES / "sessions" / "interrupted.jsonl"),
+            "-s",
+            "anthropic",
+            "-o",
+            str(tmp_path / "out.jsonl"),
+        ],
+        env={
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+            "COLUMNS": "200",
+        },
+    )
+    assert result.exit_code == 2
+    assert not (tmp_path / "out.jsonl").exists()  # holds today: nothing half-written
+    assert "127.0.0.1:9" in result.stderr, result.stderr
