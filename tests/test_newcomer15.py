@@ -247,17 +247,51 @@ def test_the_command_list_keeps_each_summary_on_one_line() -> None:
     assert "keeps at least what the default keeps" in result.stdout
 
 
+HELP_GAPS = [
+    (
+        "tune",
+        "policy_file",
+        lambda h: "unbounded tune" not in h,
+        "--policy says 'see `unbounded tune`' (itself), not what it does there (the base the candidates are drawn around)",
+    ),
+    (
+        "tune",
+        "seed",
+        lambda h: "repeatable" not in h,
+        "--seed says 'repeatable' though it takes one value (it means: the same seed, the same draw)",
+    ),
+    (
+        "eval",
+        "model",
+        lambda h: "probes" not in h,
+        "--model says 'Model for LLM summaries and probes', but the probe exam runs on --llm",
+    ),
+    (
+        "eval",
+        "probes",
+        lambda h: "6" in h,
+        "--probes does not say the exam needs at least 6 (fewer is refused)",
+    ),
+    (
+        "replay",
+        "window",
+        lambda h: "default" in h,
+        "--window does not say its default (the transcript's reported window, else the model's)",
+    ),
+]
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="tune --help: --policy says 'see `unbounded tune`' (itself) without saying what it "
-    "does there, and --seed says 'repeatable' though it takes one value",
+    reason="an option's --help text misleads or leaves out what a user needs (see each case)",
 )
-def test_tune_help_explains_policy_and_seed() -> None:
-    command = typer.main.get_command(app)
-    tune = command.commands["tune"]  # type: ignore[attr-defined]
-    helps = {param.name: getattr(param, "help", "") or "" for param in tune.params}
-    assert "unbounded tune" not in helps["policy_file"]
-    assert "repeatable" not in helps["seed"]
+@pytest.mark.parametrize(
+    ("name", "param", "fine", "gap"), HELP_GAPS, ids=[f"{c}-{p}" for c, p, _, _ in HELP_GAPS]
+)
+def test_an_option_help_says_what_it_does(name: str, param: str, fine: Any, gap: str) -> None:
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    helps = {p.name: getattr(p, "help", "") or "" for p in command.params}
+    assert fine(helps[param]), f"{name} {gap}: {helps[param]!r}"
 
 
 @pytest.mark.xfail(
