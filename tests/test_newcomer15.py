@@ -400,3 +400,20 @@ def test_a_summarizer_that_cannot_connect_names_the_address(tmp_path: Path) -> N
     assert result.exit_code == 2
     assert not (tmp_path / "out.jsonl").exists()  # holds today: nothing half-written
     assert "127.0.0.1:9" in result.stderr, result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap(anthropic client, model='claude-nope-1') advises 'pass --models-file' (a CLI option) "
+    "where wrap(openai client, model='qwen3-coder') advises wrap(client, context_window=...); "
+    "expected the library's own remedy for both",
+)
+def test_wrap_of_an_unknown_claude_model_gives_the_library_remedy(tmp_path: Path) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from unbounded.integrations import wrap
+
+    client = anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9")
+    with pytest.raises(ConfigError) as refused:
+        wrap(client, session_folder=str(tmp_path / "s"), model="claude-nope-1")
+    assert "context_window" in str(refused.value)
+    assert "--models-file" not in str(refused.value)
