@@ -55,9 +55,7 @@ def _user(number: int, parent: int | None, content: Any) -> dict[str, Any]:
     }
 
 
-def _assistant(
-    number: int, parent: int, message_id: str | None, usage: Any
-) -> dict[str, Any]:
+def _assistant(number: int, parent: int, message_id: str | None, usage: Any) -> dict[str, Any]:
     return {
         "parentUuid": _uuid(parent),
         "isSidechain": False,
@@ -112,8 +110,12 @@ def _codex_rollout(*, totals: bool = True) -> list[dict[str, Any]]:
     return [
         _codex_line(
             "session_meta",
-            {"id": "0c0de000-0000-4000-8000-000000000001", "cwd": "/w", "cli_version": "0.118.0",
-             "model_provider": "openai"},
+            {
+                "id": "0c0de000-0000-4000-8000-000000000001",
+                "cwd": "/w",
+                "cli_version": "0.118.0",
+                "model_provider": "openai",
+            },
             0,
         ),
         _codex_line("turn_context", {"cwd": "/w", "model": "gpt-5.4"}, 1),
