@@ -438,3 +438,58 @@ def test_an_openhands_sdk_event_field_of_the_wrong_type_is_a_named_error(
     crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
     assert not crashed, result.exception
     assert result.exit_code == 0 or str(path) in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="i35a: a null list element passes the SWE-agent (history[].tool_calls[]) and "
+    "OpenHands (history[]) validators, which check it as an optional object and then call "
+    ".get on it: AttributeError traceback instead of a named error",
+)
+@pytest.mark.parametrize("agent", ["swe-agent", "openhands"])
+def test_a_null_element_in_a_trajectory_list_is_a_named_error(tmp_path: Path, agent: str) -> None:
+    if agent == "swe-agent":
+        path = tmp_path / "run.traj"
+        document: dict[str, Any] = {
+            "history": [
+                {"role": "system", "content": "You fix bugs."},
+                {"role": "user", "content": "Fix the bug."},
+                {"role": "assistant", "content": "Looking.", "action": "ls", "tool_calls": [None]},
+            ],
+            "trajectory": [],
+            "info": {},
+        }
+        path.write_text(json.dumps(document, indent=1), encoding="utf-8")
+    else:
+        path = tmp_path / "output.jsonl"
+        event = {
+            "id": 1,
+            "timestamp": "2025-03-14T10:00:01",
+            "source": "user",
+            "message": "Fix the bug.",
+            "action": "message",
+            "args": {"content": "Fix the bug."},
+        }
+        line = {"instance_id": "a__b-1", "instruction": "Fix the bug.", "history": [None, event]}
+        path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    result = _run("inspect", str(path), "--json")
+    crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+    assert not crashed, result.exception
+    assert result.exit_code == 2 and str(path) in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="i35a: a mini-swe-agent response usage count of 10**19 passes the reader "
+    "(token_counts_problem has no upper bound) and overflows fidelity's array columns in replay "
+    "(OverflowError traceback)",
+)
+def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) -> None:
+    usage = {"prompt_tokens": 100, "completion_tokens": 10, "cache_creation_input_tokens": 10**19}
+    extra = {"response": {"id": "chatcmpl-1", "model": "gpt-5.4", "usage": usage}}
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(_mini_trajectory(extra), indent=1), encoding="utf-8")
+    result = _run("replay", str(path), "--json", "--no-variants")
+    crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+    assert not crashed, result.exception
+    assert result.exit_code == 0 or str(path) in result.stderr
