@@ -440,37 +440,52 @@ def test_an_openhands_sdk_event_field_of_the_wrong_type_is_a_named_error(
     assert result.exit_code == 0 or str(path) in result.stderr
 
 
+def _openhands_event(number: int, **fields: Any) -> dict[str, Any]:
+    event = {"id": number, "timestamp": f"2025-03-14T10:00:0{number}", "source": "user"}
+    event.update(fields)
+    return event
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="i35a: a null list element passes the SWE-agent (history[].tool_calls[]) and "
-    "OpenHands (history[]) validators, which check it as an optional object and then call "
-    ".get on it: AttributeError traceback instead of a named error",
+    reason="i35a: a null list element passes the SWE-agent (history[].tool_calls[], "
+    "trajectory[]) and OpenHands (history[], history[] of pairs) validators, which check it "
+    "as an optional object (or pair) and then call .get / len on it: AttributeError or "
+    "TypeError traceback instead of a named error",
 )
-@pytest.mark.parametrize("agent", ["swe-agent", "openhands"])
-def test_a_null_element_in_a_trajectory_list_is_a_named_error(tmp_path: Path, agent: str) -> None:
-    if agent == "swe-agent":
+@pytest.mark.parametrize(
+    "where",
+    ["swe-agent-tool-calls", "swe-agent-trajectory", "openhands-history", "openhands-pairs"],
+)
+def test_a_null_element_in_a_trajectory_list_is_a_named_error(tmp_path: Path, where: str) -> None:
+    if where.startswith("swe-agent"):
         path = tmp_path / "run.traj"
+        assistant: dict[str, Any] = {"role": "assistant", "content": "Looking.", "action": "ls"}
         document: dict[str, Any] = {
             "history": [
                 {"role": "system", "content": "You fix bugs."},
                 {"role": "user", "content": "Fix the bug."},
-                {"role": "assistant", "content": "Looking.", "action": "ls", "tool_calls": [None]},
+                assistant,
             ],
             "trajectory": [],
             "info": {},
         }
+        if where == "swe-agent-tool-calls":
+            assistant["tool_calls"] = [None]
+        else:
+            document["trajectory"] = [None]
         path.write_text(json.dumps(document, indent=1), encoding="utf-8")
     else:
         path = tmp_path / "output.jsonl"
-        event = {
-            "id": 1,
-            "timestamp": "2025-03-14T10:00:01",
-            "source": "user",
-            "message": "Fix the bug.",
-            "action": "message",
-            "args": {"content": "Fix the bug."},
-        }
-        line = {"instance_id": "a__b-1", "instruction": "Fix the bug.", "history": [None, event]}
+        prompt = _openhands_event(
+            1, message="Fix the bug.", action="message", args={"content": "Fix the bug."}
+        )
+        if where == "openhands-history":
+            history: list[Any] = [None, prompt]
+        else:
+            observation = _openhands_event(2, message="ok", observation="null", content="")
+            history = [[prompt, observation], None]
+        line = {"instance_id": "a__b-1", "instruction": "Fix the bug.", "history": history}
         path.write_text(json.dumps(line) + "\n", encoding="utf-8")
     result = _run("inspect", str(path), "--json")
     crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
