@@ -271,6 +271,8 @@ def test_a_codex_item_type_that_is_not_a_string_is_a_named_error(
 )
 def test_the_report_of_a_session_whose_name_is_not_utf8_is_written_whole(tmp_path: Path) -> None:
     name = os.fsdecode(b"caf\xe9.jsonl")
+    if "\udce9" not in name:
+        pytest.skip("file names here are not decoded with surrogate escapes")
     try:
         path = _write(tmp_path / name, _claude_session(_usage()))
     except (OSError, UnicodeEncodeError):
@@ -519,6 +521,8 @@ def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_pat
 @pytest.mark.parametrize("command", ["inspect", "replay"])
 def test_a_session_whose_name_is_not_utf8_is_shown(tmp_path: Path, command: str) -> None:
     name = os.fsdecode(b"caf\xe9.jsonl")
+    if "\udce9" not in name:
+        pytest.skip("file names here are not decoded with surrogate escapes")
     try:
         path = _write(tmp_path / name, _claude_session(_usage()))
     except (OSError, UnicodeEncodeError):
