@@ -147,6 +147,12 @@ def test_a_todo_tool_s_list_is_the_first_key_that_holds_a_list() -> None:
     assert facts.open_todos == ({"content": "add tests", "status": "pending"},)
 
 
+def test_only_a_todo_tool_s_list_is_a_todo_list() -> None:
+    order = {"items": [{"content": "two lamps", "status": "pending"}]}
+    facts = extract_facts([_assistant(_use("c1", "create_order", order))])
+    assert facts.open_todos == ()
+
+
 def test_a_todo_tool_without_a_mapping_input_sets_no_list() -> None:
     first = _use("t1", "TodoWrite", {"todos": [{"content": "keep me", "status": "pending"}]})
     broken = _use("t2", "TodoWrite", ["not", "a", "mapping"])
