@@ -217,12 +217,6 @@ def test_a_codex_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) 
 # -- 3. Codex item validation reads into a null list element --------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: codex_items._validate_item checks a content/summary element with "
-    "check.check(part, dict) (None passes: not required) then calls part.get: "
-    "AttributeError traceback instead of a named error",
-)
 @pytest.mark.parametrize("where", ["message-content", "reasoning-summary"])
 def test_a_null_element_in_a_codex_item_list_is_a_named_error(tmp_path: Path, where: str) -> None:
     records = _codex_rollout()
@@ -448,13 +442,6 @@ def _openhands_event(number: int, **fields: Any) -> dict[str, Any]:
     return event
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a null list element passes the SWE-agent (history[].tool_calls[], "
-    "trajectory[]) and OpenHands (history[], history[] of pairs) validators, which check it "
-    "as an optional object (or pair) and then call .get / len on it: AttributeError or "
-    "TypeError traceback instead of a named error",
-)
 @pytest.mark.parametrize(
     "where",
     ["swe-agent-tool-calls", "swe-agent-trajectory", "openhands-history", "openhands-pairs"],

@@ -225,8 +225,10 @@ def _check(
     expected: str,
     path: Path,
     line: int | None,
+    *,
+    element: bool = False,
 ) -> None:
-    if value is None:
+    if value is None and not element:  # a list element is never optional: null is wrong
         return
     allowed = types if isinstance(types, tuple) else (types,)
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
@@ -243,7 +245,7 @@ def _validate_line(record: dict[str, Any], path: Path, line: int) -> None:
 
 
 def _validate_evaluation(record: Any, path: Path, line: int | None, prefix: str) -> None:
-    _check(record, dict, prefix.rstrip(".") or "evaluation", "an object", path, line)
+    _check(record, dict, prefix.rstrip(".") or "evaluation", "an object", path, line, element=True)
     _check(record.get("instance_id"), (str, int), f"{prefix}instance_id", "a string", path, line)
     for name in ("test_result", "metadata", "metrics", "instance"):
         _check(record.get(name), dict, f"{prefix}{name}", "an object", path, line)
@@ -260,7 +262,7 @@ def _validate_history(history: list[Any], path: Path, line: int | None, field: s
     for index, item in enumerate(history):
         where = f"{field}[{index}]"
         if pairs:
-            _check(item, list, where, "an [action, observation] pair", path, line)
+            _check(item, list, where, "an [action, observation] pair", path, line, element=True)
             if len(item) != 2:
                 raise TranscriptError(
                     f"field '{where}' should be an [action, observation] pair, found "
@@ -276,7 +278,7 @@ def _validate_history(history: list[Any], path: Path, line: int | None, field: s
 
 
 def _validate_event(event: Any, path: Path, line: int | None, where: str) -> None:
-    _check(event, dict, where, "an event object", path, line)
+    _check(event, dict, where, "an event object", path, line, element=True)
     for name in ("action", "observation", "source", "timestamp", "message", "content"):
         _check(event.get(name), str, f"{where}.{name}", "a string", path, line)
     for name in ("id", "cause"):
