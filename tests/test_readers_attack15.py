@@ -232,12 +232,6 @@ def test_a_null_element_in_a_codex_item_list_is_a_named_error(tmp_path: Path, wh
 # -- 4. Codex ordering detection hashes an item type it has not checked ---------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: codex.detect_ordering runs before validation and tests `kind in "
-    "MODEL_OUTPUT_TYPES` on a response item after a usage event: an object or list `type` is "
-    "a TypeError (unhashable) traceback, with or without --skip-invalid",
-)
 @pytest.mark.parametrize("skip_invalid", [False, True], ids=["refused", "skipped"])
 def test_a_codex_item_type_that_is_not_a_string_is_a_named_error(
     tmp_path: Path, skip_invalid: bool

@@ -617,6 +617,8 @@ def detect_ordering(path: Path) -> Ordering:
                 if kind == "token_count" and isinstance(payload.get("info"), dict):
                     after_usage = True
             elif after_usage and record.get("type") == "response_item":
+                if not isinstance(kind, str):
+                    continue  # a malformed item: left to the reader's checks (--skip-invalid)
                 if kind == "message":
                     return "trailing" if payload.get("role") != "assistant" else "leading"
                 if kind in MODEL_OUTPUT_TYPES:
