@@ -150,13 +150,6 @@ def _fails_cleanly_naming(result: Result, path: Path, line: int) -> bool:
 # -- 1. usage.cache_creation (the 5m / 1h split) is read but never type-checked -------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: message.usage.cache_creation.ephemeral_* is not type-checked by the Claude Code "
-    "reader; replay reads it with int() (fidelity._ttl_split / RecordedUsage.from_usage): "
-    "a string or list is a ValueError/TypeError traceback, 1e30 an OverflowError, a negative "
-    "count is priced",
-)
 @pytest.mark.parametrize(
     "split",
     [
@@ -178,12 +171,6 @@ def test_a_cache_creation_split_that_is_not_a_count_is_a_named_error(
 # -- 2. token counts past 2**63 overflow the 64-bit record columns --------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a token count (or a usage's sum) of 2**63 or more passes count_problem (no "
-    "upper bound) and overflows an array('q') column: OverflowError traceback from "
-    "record_table.append (inspect, replay, eval) or fidelity's columns (replay of a Codex rollout)",
-)
 @pytest.mark.parametrize(
     ("command", "usage"),
     [
@@ -201,11 +188,6 @@ def test_a_token_count_too_large_to_hold_is_a_named_error(
     assert _fails_cleanly_naming(result, path, 2), result.exception or result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a Codex last_token_usage count of 2**63 passes the reader and overflows "
-    "fidelity's array columns in replay (OverflowError traceback)",
-)
 def test_a_codex_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) -> None:
     records = _codex_rollout()
     records[4]["payload"]["info"]["last_token_usage"]["input_tokens"] = 2**63
@@ -476,12 +458,6 @@ def test_a_null_element_in_a_trajectory_list_is_a_named_error(tmp_path: Path, wh
     assert result.exit_code == 2 and str(path) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a mini-swe-agent response usage count of 10**19 passes the reader "
-    "(token_counts_problem has no upper bound) and overflows fidelity's array columns in replay "
-    "(OverflowError traceback)",
-)
 def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) -> None:
     usage = {"prompt_tokens": 100, "completion_tokens": 10, "cache_creation_input_tokens": 10**19}
     extra = {"response": {"id": "chatcmpl-1", "model": "gpt-5.4", "usage": usage}}

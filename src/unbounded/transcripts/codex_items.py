@@ -18,7 +18,7 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
-from unbounded.model.record_checks import count_problem
+from unbounded.model.record_checks import token_counts_problem
 from unbounded.transcripts.importing import json_kind
 
 ROLLOUT_TYPES: frozenset[str] = frozenset(
@@ -222,11 +222,9 @@ def _validate_event(check: _Checker, payload: dict[str, Any]) -> None:
     for name in ("total_token_usage", "last_token_usage"):
         usage = info.get(name)
         check.check(usage, dict, f"payload.info.{name}", "an object")
-        for key, value in (usage or {}).items():
-            if key.endswith("_tokens"):
-                problem = count_problem(value, f"payload.info.{name}.{key}")
-                if problem is not None:
-                    check.fail(problem)
+        problem = token_counts_problem(usage, f"payload.info.{name}")
+        if problem is not None:
+            check.fail(problem)
 
 
 # -- mapping helpers -------------------------------------------------------------------------
