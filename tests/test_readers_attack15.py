@@ -294,12 +294,6 @@ def test_a_reader_given_another_agents_file_says_so(
 # -- 7. billed calls dropped -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: the Codex reader skips a token_count whose (totals, last) key equals the "
-    "previous event's; without total_token_usage two responses of the same size (response "
-    "items between them) share a key, and the second billed call is dropped",
-)
 def test_two_codex_responses_of_the_same_size_without_totals_are_two_calls(
     tmp_path: Path,
 ) -> None:

@@ -49,7 +49,8 @@ Mapping decisions:
   content was there), which normalization drops. Its tokens are in the response's reported
   output. `web_search_call` becomes assistant text `[web search: <query>]`.
 - Usage: each new `token_count` (`info.last_token_usage`; an event repeating the previous
-  one, or with no info, is skipped) belongs to the model call it reports, and is set on
+  one, or with no info, is skipped; without `total_token_usage`, an event equal to the
+  previous one is a repeat only when no response item came in between) belongs to the model call it reports, and is set on
   every assistant entry of that response (as Claude Code repeats it on each line), mapped with
   `usage_from_openai`: `input_tokens = input - cached`, `cache_read_input_tokens = cached`,
   `cache_creation_input_tokens = 0`, `output_tokens = output` (reasoning included). A usage
@@ -182,6 +183,7 @@ class _Converter:
         self._pending_at: tuple[str | None, int | None] = (None, None)  # its time and line
         self._last_usage: dict[str, int] | None = None
         self._last_token_key: tuple[Any, ...] | None = None
+        self._items_since_usage = False  # a response item (or compaction) since the last event
         self._open_calls: dict[str, str] = {}  # recorded call id -> tool_use id
         self._used_ids: set[str] = set()
         self._view_start = 0  # index of the first entry after the last boundary
@@ -290,8 +292,13 @@ class _Converter:
             self.meta["model_context_window"] = window
         last = info.get("last_token_usage")
         key = token_key(info)
-        if not isinstance(last, dict) or key == self._last_token_key:
-            return  # a repeat (rate-limit refresh) of the previous event
+        items_between, self._items_since_usage = self._items_since_usage, False
+        # Totals grow with every call, so equal totals are a repeat (a rate-limit refresh).
+        # Without totals, equal last usage is a repeat only with no item in between: two
+        # responses of the same size are two calls.
+        repeat = key == self._last_token_key and (bool(key[0]) or not items_between)
+        if not isinstance(last, dict) or repeat:
+            return
         self._last_token_key = key
         usage = codex_usage(last)
         if usage is None or usage_context_total(usage) == 0:
@@ -409,10 +416,12 @@ class _Converter:
                 self._model = model
             self._progress({"type": "codex_turn_context", "payload": payload}, record)
         elif kind == "compacted":
+            self._items_since_usage = True
             self._compacted(payload, record)
         elif kind == "event_msg":
             self._event(payload, record)
         else:
+            self._items_since_usage = True
             self._item(payload, record)
 
     def _session_meta(self, payload: dict[str, Any]) -> None:
