@@ -303,12 +303,6 @@ def test_two_codex_responses_of_the_same_size_without_totals_are_two_calls(
     assert len(without.billed_calls()) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: calls are keyed by message.id only (transcript.response_lines): an assistant "
-    "line with usage but no message id (requestId and uuid present) is in no call, so its "
-    "recorded tokens and cost are dropped without a warning",
-)
 def test_a_response_with_usage_but_no_message_id_is_still_billed(tmp_path: Path) -> None:
     path = _write(tmp_path / "s.jsonl", _claude_session(_usage(), first_id=None))
     transcript = load_transcript(path)

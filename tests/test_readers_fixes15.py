@@ -4,16 +4,20 @@ agent's usage names, and a batch that survives one session's unexpected crash.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from unbounded.model.entries import Entry
 from unbounded.model.record_checks import (
     COUNT_LIMIT,
     count_problem,
     token_counts_problem,
     usage_problem,
 )
+from unbounded.transcripts.claude_code import read_claude_code
 
 
 @pytest.mark.parametrize(
@@ -54,3 +58,54 @@ def test_a_single_count_past_the_limit_is_named_on_its_own() -> None:
     assert count_problem(COUNT_LIMIT - 1, "compactMetadata.preTokens") is None
     problem = count_problem(COUNT_LIMIT, "compactMetadata.preTokens")
     assert problem is not None and "'compactMetadata.preTokens' is too large" in problem
+
+
+# -- a billed line without a message id ------------------------------------------------------
+
+
+def _no_id_line(number: int, request: str | None, uuid: str | None) -> dict[str, Any]:
+    usage = {"input_tokens": 10, "output_tokens": number}
+    record: dict[str, Any] = {
+        "type": "assistant",
+        "message": {
+            "id": None,
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": f"part {number}"}],
+            "usage": usage,
+        },
+        "timestamp": f"2026-11-01T10:00:{number:02d}.000Z",
+    }
+    if request is not None:
+        record["requestId"] = request
+    if uuid is not None:
+        record["uuid"] = uuid
+    return record
+
+
+@pytest.mark.parametrize(
+    ("lines", "calls"),
+    [
+        # The streamed lines of one request share it: one call.
+        ([("req_1", "u1"), ("req_1", "u2")], ["request:req_1"]),
+        ([("req_1", "u1"), ("req_2", "u2")], ["request:req_1", "request:req_2"]),
+        # No request id: each line is its own call, by uuid, else by line number.
+        ([(None, "u1"), (None, "u2")], ["line:u1", "line:u2"]),
+        ([(None, None), (None, None)], ["line:1", "line:2"]),
+    ],
+    ids=["one-request", "two-requests", "by-uuid", "by-line"],
+)
+def test_lines_with_usage_but_no_message_id_are_billed_once_each(
+    tmp_path: Path, lines: list[tuple[str | None, str | None]], calls: list[str]
+) -> None:
+    path = tmp_path / "s.jsonl"
+    records = [_no_id_line(n, request, uuid) for n, (request, uuid) in enumerate(lines, 1)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    transcript = read_claude_code(path)
+    assert [call.message_id for call in transcript.billed_calls()] == calls
+
+
+def test_a_line_without_usage_or_message_id_is_no_call() -> None:
+    record = _no_id_line(1, "req_1", "u1")
+    del record["message"]["usage"]
+    assert Entry(record, 1).message_id is None

@@ -50,12 +50,13 @@ Mapping decisions:
   output. `web_search_call` becomes assistant text `[web search: <query>]`.
 - Usage: each new `token_count` (`info.last_token_usage`; an event repeating the previous
   one, or with no info, is skipped; without `total_token_usage`, an event equal to the
-  previous one is a repeat only when no response item came in between) belongs to the model call it reports, and is set on
-  every assistant entry of that response (as Claude Code repeats it on each line), mapped with
-  `usage_from_openai`: `input_tokens = input - cached`, `cache_read_input_tokens = cached`,
-  `cache_creation_input_tokens = 0`, `output_tokens = output` (reasoning included). A usage
-  event with no response items is Codex's own summary call (its compaction): billed all the
-  same, it goes to `meta["side_calls"]` (usage, model, time, line) and is counted in
+  previous one is a repeat only when no response item came in between) belongs to the model
+  call it reports, and is set on every assistant entry of that response (as Claude Code
+  repeats it on each line), mapped with `usage_from_openai`: `input_tokens = input -
+  cached`, `cache_read_input_tokens = cached`, `cache_creation_input_tokens = 0`,
+  `output_tokens = output` (reasoning included). A usage event with no response items is
+  Codex's own summary call (its compaction): billed all the same, it goes to
+  `meta["side_calls"]` (usage, model, time, line) and is counted in
   `meta["unattributed_token_counts"]`. `meta["model_context_window"]` is the last window
   reported.
 - Provider: `meta["provider"]` is `openai` unless the session meta names another
