@@ -267,13 +267,6 @@ def _read_or_error(read: Any, path: Path) -> Transcript | TranscriptError:
     return transcript
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: read_claude_code on a Codex rollout, read_codex and read_openhands on a "
-    "Claude Code session read every line as an unknown record (or none at all) and return a "
-    "transcript with no call and no warning; the JSON-document readers (SWE-agent, "
-    "mini-swe-agent, OpenHands SDK) refuse such a file with a named error",
-)
 @pytest.mark.parametrize(
     ("reader", "written"),
     [("claude-code", "codex"), ("codex", "claude-code"), ("openhands", "claude-code")],

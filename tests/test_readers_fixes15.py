@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry
 from unbounded.model.record_checks import (
     COUNT_LIMIT,
@@ -109,3 +110,25 @@ def test_a_line_without_usage_or_message_id_is_no_call() -> None:
     record = _no_id_line(1, "req_1", "u1")
     del record["message"]["usage"]
     assert Entry(record, 1).message_id is None
+
+
+# -- another agent's file ----------------------------------------------------------------------
+
+
+def test_the_refusal_names_the_file_and_the_format_it_looks_like(tmp_path: Path) -> None:
+    path = tmp_path / "rollout.jsonl"
+    line = {"timestamp": "2026-04-07T14:00:00.000Z", "type": "session_meta", "payload": {}}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    with pytest.raises(TranscriptError) as caught:
+        read_claude_code(path)
+    assert caught.value.path == str(path)
+    assert "it looks like a Codex CLI rollout (format 'codex')" in str(caught.value)
+
+
+def test_a_file_of_only_records_no_format_knows_is_still_read(tmp_path: Path) -> None:
+    # A newer Claude Code writes types the reader does not know: an empty session, no error.
+    path = tmp_path / "s.jsonl"
+    line = {"type": "permission-mode", "permissionMode": "default", "sessionId": "s"}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    transcript = read_claude_code(path)
+    assert transcript.meta["unknown_record_types"] == {"permission-mode": 1}

@@ -122,6 +122,7 @@ from unbounded.transcripts.codex_items import (
 )
 from unbounded.transcripts.importing import count_unknown, parse_arguments, unique_id
 from unbounded.transcripts.jsonl import ReadReport, iter_json_lines
+from unbounded.transcripts.shapes import refuse_other_format
 
 FORMAT = "codex"
 
@@ -185,6 +186,7 @@ class _Converter:
         self._last_usage: dict[str, int] | None = None
         self._last_token_key: tuple[Any, ...] | None = None
         self._items_since_usage = False  # a response item (or compaction) since the last event
+        self.known_records = 0  # lines of a rollout record type
         self._open_calls: dict[str, str] = {}  # recorded call id -> tool_use id
         self._used_ids: set[str] = set()
         self._view_start = 0  # index of the first entry after the last boundary
@@ -408,7 +410,9 @@ class _Converter:
         if kind not in ROLLOUT_TYPES or not isinstance(payload, dict):
             count_unknown(self.meta, [kind if isinstance(kind, str) else "record without a type"])
             self._progress({"type": "codex_record", "record": record}, record)
-        elif kind == "session_meta":
+            return
+        self.known_records += 1
+        if kind == "session_meta":
             self._session_meta(payload)
         elif kind == "turn_context":
             self.meta["turn_contexts"] += 1
@@ -653,6 +657,8 @@ def read_codex(path: str | Path, *, skip_invalid: bool = False) -> Transcript:
     for line, record in records:
         converter.record(line, record)
     converter.finish()
+    if not converter.known_records:
+        refuse_other_format(source, FORMAT)  # nothing of a rollout's: another agent's file?
     meta = converter.meta
     session = meta.get("session") or {}
     base = session.get("base_instructions")

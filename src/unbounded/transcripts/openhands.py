@@ -70,6 +70,8 @@ from unbounded.model.record_checks import token_counts_problem
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import count_unknown, json_kind, unique_id
 from unbounded.transcripts.jsonl import SNIFF_BYTES, ReadReport, check_not_binary, iter_json_lines
+from unbounded.transcripts.shapes import looks_like_openhands as looks_like_openhands
+from unbounded.transcripts.shapes import refuse_other_format
 from unbounded.transcripts.swe_agent import load_json_document
 
 FORMAT = "openhands"
@@ -104,11 +106,6 @@ _DOC_HINT = "an OpenHands file is output.jsonl (one evaluation per line) or a JS
 
 
 # -- detection -----------------------------------------------------------------------------
-def looks_like_openhands(record: dict[str, Any]) -> bool:
-    """An output.jsonl line: an evaluation with `instance_id` and `history`."""
-    return "instance_id" in record and "history" in record
-
-
 def looks_like_openhands_events(items: list[Any]) -> bool:
     """A JSON array of events: its first item is an action or observation with a `source`."""
     if not items:
@@ -153,6 +150,8 @@ def read_openhands(path: str | Path, *, skip_invalid: bool = False) -> Transcrip
     converter = _Converter(source)
     for index, (line, record) in enumerate(records):
         converter.evaluation(record, index, line)
+    if not converter.entries:
+        refuse_other_format(source, FORMAT)  # nothing of OpenHands': another agent's file?
     meta: dict[str, Any] = {
         "system": converter.system,
         "tools": converter.tools,
