@@ -322,12 +322,6 @@ def _mini_trajectory(extra: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: mini_swe_agent._time_of passes any positive number to "
-    "datetime.fromtimestamp: an `extra.timestamp` or `response.created` past the platform's "
-    "time_t is an OverflowError traceback",
-)
 @pytest.mark.parametrize(
     "extra",
     [{"timestamp": 1e20}, {"response": {"created": 10**19}}],
@@ -373,12 +367,6 @@ def _sdk_events(**second: Any) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: the OpenHands SDK reader does not type-check an event's `timestamp` (a number: "
-    "AttributeError in parse_timestamp) nor its `kind` (a list or object: TypeError, unhashable, "
-    "at `kind not in PASSED_KINDS`): tracebacks instead of a named error",
-)
 @pytest.mark.parametrize(
     "field", [{"timestamp": 5}, {"kind": ["MessageEvent"]}], ids=["timestamp-number", "kind-list"]
 )

@@ -19,6 +19,8 @@ from unbounded.model.record_checks import (
     usage_problem,
 )
 from unbounded.transcripts.claude_code import read_claude_code
+from unbounded.transcripts.mini_swe_agent import read_mini_swe_agent
+from unbounded.transcripts.openhands_sdk import read_openhands_sdk
 
 
 @pytest.mark.parametrize(
@@ -132,3 +134,35 @@ def test_a_file_of_only_records_no_format_knows_is_still_read(tmp_path: Path) ->
     path.write_text(json.dumps(line) + "\n", encoding="utf-8")
     transcript = read_claude_code(path)
     assert transcript.meta["unknown_record_types"] == {"permission-mode": 1}
+
+
+# -- times and kinds of the JSON-document readers ----------------------------------------------
+
+
+def test_a_mini_swe_agent_time_out_of_range_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    messages = [
+        {"role": "system", "content": "You fix bugs."},
+        {"role": "user", "content": "Fix the bug.", "extra": {"timestamp": 1_775_000_000}},
+        {"role": "assistant", "content": "Done.", "extra": {"timestamp": 1e20}},
+    ]
+    document = {"info": {}, "messages": messages, "trajectory_format": "mini-swe-agent-1"}
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    transcript = read_mini_swe_agent(path)
+    assert [w for w in transcript.warnings if "out of range (1e+20 seconds" in w]
+    # The reply keeps the time before it.
+    assert transcript.entries[-1].timestamp == transcript.entries[-2].timestamp
+
+
+def test_an_openhands_sdk_event_timestamp_that_is_not_a_string_is_named(tmp_path: Path) -> None:
+    event = {
+        "id": "e1",
+        "timestamp": 5,
+        "source": "user",
+        "kind": "MessageEvent",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+    }
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps([event]), encoding="utf-8")
+    with pytest.raises(TranscriptError, match="field 'timestamp' should be a string, found"):
+        read_openhands_sdk(path)
