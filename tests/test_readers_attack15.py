@@ -233,12 +233,6 @@ def test_a_codex_item_type_that_is_not_a_string_is_a_named_error(
 # -- 5. replay --report is written in place --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: replay --report writes with Path.write_text (truncate, then write): a session "
-    "file name that is not UTF-8 (a surrogate-escaped byte in the report) raises "
-    "UnicodeEncodeError mid-write: a traceback, and the existing report is left empty",
-)
 def test_the_report_of_a_session_whose_name_is_not_utf8_is_written_whole(tmp_path: Path) -> None:
     name = os.fsdecode(b"caf\xe9.jsonl")
     if "\udce9" not in name:
@@ -438,12 +432,6 @@ def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_pat
     assert result.exit_code == 0 or str(path) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: inspect and replay print a session's file name as it is: a name that is not "
-    "UTF-8 (a surrogate-escaped byte) is a UnicodeEncodeError traceback on a strict UTF-8 "
-    "stdout (a UTF-8 locale's, PYTHONIOENCODING=utf-8); --json escapes it and works",
-)
 @pytest.mark.parametrize("command", ["inspect", "replay"])
 def test_a_session_whose_name_is_not_utf8_is_shown(tmp_path: Path, command: str) -> None:
     name = os.fsdecode(b"caf\xe9.jsonl")

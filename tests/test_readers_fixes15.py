@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from unbounded.cli.text import printable, shorten_middle
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry
 from unbounded.model.record_checks import (
@@ -166,3 +167,21 @@ def test_an_openhands_sdk_event_timestamp_that_is_not_a_string_is_named(tmp_path
     path.write_text(json.dumps([event]), encoding="utf-8")
     with pytest.raises(TranscriptError, match="field 'timestamp' should be a string, found"):
         read_openhands_sdk(path)
+
+
+# -- names that are not UTF-8 ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("café.jsonl", "café.jsonl"),  # valid names are shown as they are
+        ("caf\udce9.jsonl", "caf\\xe9.jsonl"),  # os.fsdecode(b"caf\xe9.jsonl"): the byte
+        ("a\ud800b", "a\\ud800b"),  # a surrogate no file name decodes to
+    ],
+    ids=["utf8", "escaped-byte", "other-surrogate"],
+)
+def test_a_name_is_printable_on_a_strict_utf8_stream(name: str, shown: str) -> None:
+    assert printable(name) == shown
+    assert shorten_middle(name, 80) == shown
+    shown.encode("utf-8")  # strict: raises on a lone surrogate
