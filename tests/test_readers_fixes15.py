@@ -5,11 +5,15 @@ agent's usage names, and a batch that survives one session's unexpected crash.""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from unbounded.cli import app, replay_command
+from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
 from unbounded.cli.text import printable, shorten_middle
 from unbounded.errors import TranscriptError
 from unbounded.model.entries import Entry
@@ -19,6 +23,7 @@ from unbounded.model.record_checks import (
     token_counts_problem,
     usage_problem,
 )
+from unbounded.transcripts import loader
 from unbounded.transcripts.claude_code import read_claude_code
 from unbounded.transcripts.mini_swe_agent import read_mini_swe_agent
 from unbounded.transcripts.openhands_sdk import read_openhands_sdk
@@ -185,3 +190,65 @@ def test_a_name_is_printable_on_a_strict_utf8_stream(name: str, shown: str) -> N
     assert printable(name) == shown
     assert shorten_middle(name, 80) == shown
     shown.encode("utf-8")  # strict: raises on a lone surrogate
+
+
+# -- a batch survives one session's crash ------------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sessions"
+
+
+@pytest.fixture
+def two_sessions(tmp_path: Path) -> list[Path]:
+    """Two valid sessions in a folder; the second is the one made to crash."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    paths = [folder / "a.jsonl", folder / "b.jsonl"]
+    for path, name in zip(paths, ("interrupted.jsonl", "mixed_models.jsonl"), strict=True):
+        path.write_bytes((FIXTURES / name).read_bytes())
+    return paths
+
+
+def _crash_on(path: Path, original: Any) -> Any:
+    def crashing(address: str, *args: Any, **kwargs: Any) -> Any:
+        if str(address) == str(path):
+            raise ZeroDivisionError("made to crash")
+        return original(address, *args, **kwargs)
+
+    return crashing
+
+
+@pytest.mark.parametrize("command", ["replay", "eval"])
+def test_a_session_that_crashes_fails_alone_and_the_batch_goes_on(
+    two_sessions: list[Path],
+    command: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    good, bad = two_sessions
+    if command == "replay":
+        target = replay_command
+        monkeypatch.setattr(target, "open_address", _crash_on(bad, target.open_address))
+    else:
+        monkeypatch.setattr(loader, "detect_format", _crash_on(bad, loader.detect_format))
+    extra = ["--no-variants"] if command == "replay" else []
+    with caplog.at_level(logging.ERROR, logger="unbounded.cli.batch"):
+        result = CliRunner().invoke(app, [command, str(good.parent), "--json", *extra])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert [f["path"] for f in data["failed"]] == [str(bad)]
+    assert "unexpected ZeroDivisionError: made to crash" in data["failed"][0]["error"]
+    # The other session was run.
+    ran = data["sessions"] if command == "replay" else list(data["by_session"])
+    assert len(ran) == 1 and str(good) in str(ran)
+    assert "Traceback" in caplog.text and "made to crash" in caplog.text
+
+
+def test_one_session_that_crashes_keeps_its_traceback(
+    two_sessions: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # eval runs one session through the batch's runner too: a bug is not dressed as an error.
+    bad = two_sessions[1]
+    monkeypatch.setattr(loader, "detect_format", _crash_on(bad, loader.detect_format))
+    result = CliRunner().invoke(app, ["eval", str(bad), "--json"])
+    assert isinstance(result.exception, ZeroDivisionError)
