@@ -306,14 +306,17 @@ def test_usage_events_without_totals_still_count(tmp_path: Path) -> None:
         info = {"last_token_usage": {"input_tokens": prompt, "output_tokens": 5}}
         return line("event_msg", {"type": "token_count", "info": info})
 
-    records = [META, user("go"), say("one"), last_only(1_000), say("two"), last_only(1_000)]
-    records[4:4] = [user("again")]
+    records = [META, user("go"), say("one"), last_only(1_000), last_only(1_000)]
     transcript = read_codex(write(tmp_path / "no_totals.jsonl", records))
-    # The second event repeats the first exactly: a rate-limit refresh, not a call.
+    # The second event repeats the first exactly, nothing in between: a rate-limit refresh.
     assert [call.usage for call in transcript.api_calls()] == [{"input_tokens": 1_000, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 5}]
-    records.append(last_only(1_100))
+    # The same usage after another response's items is that response's call (same size).
+    records[4:4] = [user("again"), say("two")]
+    calls = read_codex(write(tmp_path / "same.jsonl", records)).api_calls()
+    assert [call.usage["input_tokens"] for call in calls] == [1_000, 1_000]
+    records += [say("three"), last_only(1_100)]
     calls = read_codex(write(tmp_path / "more.jsonl", records)).api_calls()
-    assert [call.usage["input_tokens"] for call in calls] == [1_000, 1_100]
+    assert [call.usage["input_tokens"] for call in calls] == [1_000, 1_000, 1_100]
 
 
 def test_compacted_without_replacement_history(tmp_path: Path) -> None:

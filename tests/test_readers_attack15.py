@@ -150,13 +150,6 @@ def _fails_cleanly_naming(result: Result, path: Path, line: int) -> bool:
 # -- 1. usage.cache_creation (the 5m / 1h split) is read but never type-checked -------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: message.usage.cache_creation.ephemeral_* is not type-checked by the Claude Code "
-    "reader; replay reads it with int() (fidelity._ttl_split / RecordedUsage.from_usage): "
-    "a string or list is a ValueError/TypeError traceback, 1e30 an OverflowError, a negative "
-    "count is priced",
-)
 @pytest.mark.parametrize(
     "split",
     [
@@ -178,12 +171,6 @@ def test_a_cache_creation_split_that_is_not_a_count_is_a_named_error(
 # -- 2. token counts past 2**63 overflow the 64-bit record columns --------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a token count (or a usage's sum) of 2**63 or more passes count_problem (no "
-    "upper bound) and overflows an array('q') column: OverflowError traceback from "
-    "record_table.append (inspect, replay, eval) or fidelity's columns (replay of a Codex rollout)",
-)
 @pytest.mark.parametrize(
     ("command", "usage"),
     [
@@ -201,11 +188,6 @@ def test_a_token_count_too_large_to_hold_is_a_named_error(
     assert _fails_cleanly_naming(result, path, 2), result.exception or result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a Codex last_token_usage count of 2**63 passes the reader and overflows "
-    "fidelity's array columns in replay (OverflowError traceback)",
-)
 def test_a_codex_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) -> None:
     records = _codex_rollout()
     records[4]["payload"]["info"]["last_token_usage"]["input_tokens"] = 2**63
@@ -217,12 +199,6 @@ def test_a_codex_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) 
 # -- 3. Codex item validation reads into a null list element --------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: codex_items._validate_item checks a content/summary element with "
-    "check.check(part, dict) (None passes: not required) then calls part.get: "
-    "AttributeError traceback instead of a named error",
-)
 @pytest.mark.parametrize("where", ["message-content", "reasoning-summary"])
 def test_a_null_element_in_a_codex_item_list_is_a_named_error(tmp_path: Path, where: str) -> None:
     records = _codex_rollout()
@@ -238,12 +214,6 @@ def test_a_null_element_in_a_codex_item_list_is_a_named_error(tmp_path: Path, wh
 # -- 4. Codex ordering detection hashes an item type it has not checked ---------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: codex.detect_ordering runs before validation and tests `kind in "
-    "MODEL_OUTPUT_TYPES` on a response item after a usage event: an object or list `type` is "
-    "a TypeError (unhashable) traceback, with or without --skip-invalid",
-)
 @pytest.mark.parametrize("skip_invalid", [False, True], ids=["refused", "skipped"])
 def test_a_codex_item_type_that_is_not_a_string_is_a_named_error(
     tmp_path: Path, skip_invalid: bool
@@ -263,12 +233,6 @@ def test_a_codex_item_type_that_is_not_a_string_is_a_named_error(
 # -- 5. replay --report is written in place --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: replay --report writes with Path.write_text (truncate, then write): a session "
-    "file name that is not UTF-8 (a surrogate-escaped byte in the report) raises "
-    "UnicodeEncodeError mid-write: a traceback, and the existing report is left empty",
-)
 def test_the_report_of_a_session_whose_name_is_not_utf8_is_written_whole(tmp_path: Path) -> None:
     name = os.fsdecode(b"caf\xe9.jsonl")
     if "\udce9" not in name:
@@ -297,13 +261,6 @@ def _read_or_error(read: Any, path: Path) -> Transcript | TranscriptError:
     return transcript
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: read_claude_code on a Codex rollout, read_codex and read_openhands on a "
-    "Claude Code session read every line as an unknown record (or none at all) and return a "
-    "transcript with no call and no warning; the JSON-document readers (SWE-agent, "
-    "mini-swe-agent, OpenHands SDK) refuse such a file with a named error",
-)
 @pytest.mark.parametrize(
     ("reader", "written"),
     [("claude-code", "codex"), ("codex", "claude-code"), ("openhands", "claude-code")],
@@ -324,12 +281,6 @@ def test_a_reader_given_another_agents_file_says_so(
 # -- 7. billed calls dropped -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: the Codex reader skips a token_count whose (totals, last) key equals the "
-    "previous event's; without total_token_usage two responses of the same size (response "
-    "items between them) share a key, and the second billed call is dropped",
-)
 def test_two_codex_responses_of_the_same_size_without_totals_are_two_calls(
     tmp_path: Path,
 ) -> None:
@@ -339,12 +290,6 @@ def test_two_codex_responses_of_the_same_size_without_totals_are_two_calls(
     assert len(without.billed_calls()) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: calls are keyed by message.id only (transcript.response_lines): an assistant "
-    "line with usage but no message id (requestId and uuid present) is in no call, so its "
-    "recorded tokens and cost are dropped without a warning",
-)
 def test_a_response_with_usage_but_no_message_id_is_still_billed(tmp_path: Path) -> None:
     path = _write(tmp_path / "s.jsonl", _claude_session(_usage(), first_id=None))
     transcript = load_transcript(path)
@@ -371,12 +316,6 @@ def _mini_trajectory(extra: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: mini_swe_agent._time_of passes any positive number to "
-    "datetime.fromtimestamp: an `extra.timestamp` or `response.created` past the platform's "
-    "time_t is an OverflowError traceback",
-)
 @pytest.mark.parametrize(
     "extra",
     [{"timestamp": 1e20}, {"response": {"created": 10**19}}],
@@ -422,12 +361,6 @@ def _sdk_events(**second: Any) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: the OpenHands SDK reader does not type-check an event's `timestamp` (a number: "
-    "AttributeError in parse_timestamp) nor its `kind` (a list or object: TypeError, unhashable, "
-    "at `kind not in PASSED_KINDS`): tracebacks instead of a named error",
-)
 @pytest.mark.parametrize(
     "field", [{"timestamp": 5}, {"kind": ["MessageEvent"]}], ids=["timestamp-number", "kind-list"]
 )
@@ -448,13 +381,6 @@ def _openhands_event(number: int, **fields: Any) -> dict[str, Any]:
     return event
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a null list element passes the SWE-agent (history[].tool_calls[], "
-    "trajectory[]) and OpenHands (history[], history[] of pairs) validators, which check it "
-    "as an optional object (or pair) and then call .get / len on it: AttributeError or "
-    "TypeError traceback instead of a named error",
-)
 @pytest.mark.parametrize(
     "where",
     ["swe-agent-tool-calls", "swe-agent-trajectory", "openhands-history", "openhands-pairs"],
@@ -495,12 +421,6 @@ def test_a_null_element_in_a_trajectory_list_is_a_named_error(tmp_path: Path, wh
     assert result.exit_code == 2 and str(path) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: a mini-swe-agent response usage count of 10**19 passes the reader "
-    "(token_counts_problem has no upper bound) and overflows fidelity's array columns in replay "
-    "(OverflowError traceback)",
-)
 def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_path: Path) -> None:
     usage = {"prompt_tokens": 100, "completion_tokens": 10, "cache_creation_input_tokens": 10**19}
     extra = {"response": {"id": "chatcmpl-1", "model": "gpt-5.4", "usage": usage}}
@@ -512,12 +432,6 @@ def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_pat
     assert result.exit_code == 0 or str(path) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i35a: inspect and replay print a session's file name as it is: a name that is not "
-    "UTF-8 (a surrogate-escaped byte) is a UnicodeEncodeError traceback on a strict UTF-8 "
-    "stdout (a UTF-8 locale's, PYTHONIOENCODING=utf-8); --json escapes it and works",
-)
 @pytest.mark.parametrize("command", ["inspect", "replay"])
 def test_a_session_whose_name_is_not_utf8_is_shown(tmp_path: Path, command: str) -> None:
     name = os.fsdecode(b"caf\xe9.jsonl")

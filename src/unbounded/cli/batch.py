@@ -1,9 +1,12 @@
 """Many sessions in one command: folders and globs expanded, each file run on its own (in
-worker processes with `--jobs`), a bad file reported while the others still run."""
+worker processes with `--jobs`), a bad file reported while the others still run (a session
+that crashes with an unexpected exception too: it is failed, its traceback logged)."""
 
 from __future__ import annotations
 
 import glob
+import logging
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +17,7 @@ import typer
 from unbounded.errors import ConfigError, UnboundedError
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 SESSION_SUFFIXES = (".jsonl", ".traj", ".traj.json")
 """The files a folder is searched for: JSONL transcripts, SWE-agent and mini-swe-agent
@@ -93,10 +97,13 @@ class Outcome(Generic[T]):
     path: str
     result: T | None = None
     error: str | None = None
+    trace: str | None = None
+    """The traceback of an unexpected exception (a bug), logged by `run_each`."""
 
 
-def _guarded(work: Callable[[str], T], path: str) -> Outcome[T]:
-    """`work(path)` with unbounded's errors (bad input, a missing file) kept as a message."""
+def _guarded(work: Callable[[str], T], path: str, *, contain: bool = False) -> Outcome[T]:
+    """`work(path)` with unbounded's errors (bad input, a missing file) kept as a message;
+    with `contain` (a batch), any other exception too, with its traceback."""
     try:
         return Outcome(path, result=work(path))
     except UnboundedError as exc:
@@ -104,22 +111,39 @@ def _guarded(work: Callable[[str], T], path: str) -> Outcome[T]:
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         return Outcome(path, error=f"{where}{exc.strerror or exc}")
+    except Exception as exc:
+        if not contain:
+            raise  # one session: the traceback as it is
+        # A bug met on one session must not cost the batch the others.
+        error = (
+            f"{path}: unexpected {type(exc).__name__}: {exc} (a bug in unbounded: please "
+            "report it; the traceback is logged)"
+        )
+        return Outcome(path, error=error, trace=traceback.format_exc())
+
+
+def _logged(outcome: Outcome[T]) -> Outcome[T]:
+    """The outcome, its traceback (if any) logged here: a worker process's log is not seen."""
+    if outcome.trace is not None:
+        logger.error("%s failed with an unexpected exception:\n%s", outcome.path, outcome.trace)
+    return outcome
 
 
 def run_each(work: Callable[[str], T], paths: Sequence[str], jobs: int) -> Iterator[Outcome[T]]:
     """`work` on every path, yielding outcomes in the paths' order as they finish. With
     `jobs` > 1 the paths run in that many worker processes (`work` must be a module-level
     function, and its result picklable)."""
+    contain = len(paths) > 1
     if jobs <= 1 or len(paths) <= 1:
         for path in paths:
-            yield _guarded(work, path)
+            yield _logged(_guarded(work, path, contain=contain))
         return
     from concurrent.futures import ProcessPoolExecutor  # only for --jobs: a fast --help
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-        futures = [pool.submit(_guarded, work, path) for path in paths]
+        futures = [pool.submit(_guarded, work, path, contain=contain) for path in paths]
         for future in futures:
-            yield future.result()
+            yield _logged(future.result())
 
 
 def located(path: str, warning: str) -> str:

@@ -15,9 +15,20 @@ def times(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count:,} times")
 
 
+def printable(text: str) -> str:
+    """`text` as any UTF-8 output can print it: the bytes of a file name that are not UTF-8
+    (held by Python as lone surrogates, which a strict UTF-8 stream refuses) as `\\xNN`."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def shorten_middle(text: str, width: int) -> str:
-    """`text` in at most `width` characters, cut in the middle so that its end (a path's file
-    name) stays whole when it fits: `/home/me/…/src/app/main.py`."""
+    """`text` (made `printable`) in at most `width` characters, cut in the middle so that its
+    end (a path's file name) stays whole when it fits: `/home/me/…/src/app/main.py`."""
+    text = printable(text)
     if len(text) <= width:
         return text
     if width <= 1:

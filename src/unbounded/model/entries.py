@@ -179,12 +179,27 @@ class Entry:
 
     @property
     def message_id(self) -> str | None:
-        """The API response id shared by every line Claude Code wrote for one response."""
+        """The API response id shared by every line Claude Code wrote for one response.
+
+        A line with usage but no `message.id` was billed all the same: it stands for its
+        request (`request:<requestId>`, shared by the lines of one streamed response), else
+        for itself (`line:<uuid>`, else `line:<line number>`): it counts once, never dropped.
+        """
         message = self.message
         if self.type != "assistant" or not message:
             return None
         value = message.get("id")
-        return value if isinstance(value, str) else None
+        if isinstance(value, str):
+            return value
+        if not isinstance(message.get("usage"), dict):
+            return None
+        request = self.data.get("requestId")
+        if isinstance(request, str) and request:
+            return f"request:{request}"
+        uuid = self.data.get("uuid")
+        if isinstance(uuid, str) and uuid:
+            return f"line:{uuid}"
+        return f"line:{self.line}" if self.line is not None else None
 
     @property
     def model(self) -> str | None:

@@ -9,7 +9,7 @@ with the file and line, so every command and `Session.run_recall` fail the same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 RECEIPT_KEY = "receipt"
@@ -62,12 +62,32 @@ def _kind(value: object) -> str:
     return type(value).__name__ if value is not None else "null"
 
 
+COUNT_LIMIT = 2**63
+"""Token counts (and their sums within one usage) stay below this: they are held in 64-bit
+signed columns (`array('q')`), which a larger number overflows."""
+
+CACHE_CREATION_SPLIT = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+"""The counts of a usage's `cache_creation` object: cache writes at 5 minutes and at 1 hour."""
+
+
 def count_problem(value: object, field: str) -> str | None:
     """What is wrong with a token count (absent is fine), or None."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         return f"field '{field}' should be a whole number >= 0, found {_kind(value)}"
+    if value >= COUNT_LIMIT:
+        return f"field '{field}' is too large to be a token count: {value} (the limit is 2**63)"
+    return None
+
+
+def sum_problem(counts: Mapping[str, object], names: Iterable[str], where: str) -> str | None:
+    """What is wrong with the sum of already checked counts (too large to hold), or None."""
+    present = {name: value for name in names if isinstance(value := counts.get(name), int)}
+    total = sum(present.values())
+    if total >= COUNT_LIMIT:
+        listed = " + ".join(f"{where}.{name}" for name in present)
+        return f"the token counts {listed} add up to {total}, too large to hold (limit 2**63)"
     return None
 
 
@@ -81,31 +101,47 @@ def usage_problem(usage: object, where: str = "message.usage") -> str | None:
         problem = count_problem(usage.get(name), f"{where}.{name}")
         if problem is not None:
             return problem
-    return None
+    split = usage.get("cache_creation")
+    if split is not None:
+        # The 5m / 1h split of the cache writes, which replay prices apart.
+        at = f"{where}.cache_creation"
+        if not isinstance(split, Mapping):
+            return f"field '{at}' should be an object, found {_kind(split)}"
+        for name in CACHE_CREATION_SPLIT:
+            problem = count_problem(split.get(name), f"{at}.{name}")
+            if problem is not None:
+                return problem
+        problem = sum_problem(split, CACHE_CREATION_SPLIT, at)
+        if problem is not None:
+            return problem
+    return sum_problem(usage, USAGE_COUNTS, where)
 
 
 def token_counts_problem(usage: object, where: str) -> str | None:
     """What is wrong with a usage object in any agent's names (absent is fine), or None.
 
     Every `*_tokens` count (OpenAI's and litellm's `prompt_tokens`, the OpenHands SDK's
-    `cache_read_tokens`, ...) must be a whole number >= 0, at the top level and inside its
-    `*_details` objects; other fields are not read and not checked.
+    `cache_read_tokens`, ...) must be a whole number >= 0 below 2**63, at the top level and
+    inside its `*_details` objects, and the counts of one object must add up to less than
+    2**63; other fields are not read and not checked.
     """
     if usage is None:
         return None
     if not isinstance(usage, Mapping):
         return f"field '{where}' should be an object, found {_kind(usage)}"
+    counts: list[str] = []
     for name, value in usage.items():
         if not isinstance(name, str):
             continue
         problem = None
         if name.endswith("_tokens"):
             problem = count_problem(value, f"{where}.{name}")
+            counts.append(name)
         elif name.endswith("_details"):
             problem = token_counts_problem(value, f"{where}.{name}")
         if problem is not None:
             return problem
-    return None
+    return sum_problem(usage, counts, where)
 
 
 _EXPECTED: dict[str, tuple[type, str]] = {

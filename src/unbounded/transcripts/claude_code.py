@@ -28,23 +28,11 @@ from unbounded.model.record_checks import (
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import count_unknown
 from unbounded.transcripts.jsonl import ReadReport, dumps_line, iter_json_lines
+from unbounded.transcripts.shapes import RECORD_TYPES as RECORD_TYPES
+from unbounded.transcripts.shapes import looks_like_claude_code as looks_like_claude_code
+from unbounded.transcripts.shapes import refuse_other_format
 
 FORMAT = "claude-code"
-
-RECORD_TYPES = frozenset(
-    {
-        "user",
-        "assistant",
-        "system",
-        "attachment",
-        "progress",
-        "summary",
-        "file-history-snapshot",
-        "queue-operation",
-        "custom-title",
-    }
-)
-"""Record types seen in Claude Code files; a line with one of these marks the format."""
 
 _OPTIONAL_STR = ("uuid", "parentUuid", "logicalParentUuid", "sessionId", "subtype", "timestamp")
 _OPTIONAL_BOOL = ("isMeta", "isSidechain", "isCompactSummary", "isVisibleInTranscriptOnly")
@@ -197,6 +185,8 @@ def read_claude_code(
     versions = sorted(
         {str(e.data["version"]) for e in entries if isinstance(e.data.get("version"), str)}
     )
+    if not any(e.type in RECORD_TYPES for e in entries):
+        refuse_other_format(source, FORMAT)  # nothing of Claude Code's: another agent's file?
     meta: dict[str, Any] = {"versions": versions, "provider": "anthropic"}
     count_unknown(meta, (e.type for e in entries if e.type not in RECORD_TYPES))
     return Transcript(
@@ -227,11 +217,3 @@ def append_claude_code(entries: Sequence[Entry], path: str | Path, *, fsync: boo
     payload = b"".join(dumps_line(entry.data) for entry in entries)
     if payload:
         append_private(path, payload, fsync=fsync)
-
-
-def looks_like_claude_code(record: dict[str, Any]) -> bool:
-    """Whether a first JSON record has the shape of a Claude Code line."""
-    kind = record.get("type")
-    if not isinstance(kind, str) or kind not in RECORD_TYPES:
-        return False
-    return any(key in record for key in ("uuid", "sessionId", "leafUuid", "messageId", "operation"))

@@ -49,12 +49,14 @@ Mapping decisions:
   content was there), which normalization drops. Its tokens are in the response's reported
   output. `web_search_call` becomes assistant text `[web search: <query>]`.
 - Usage: each new `token_count` (`info.last_token_usage`; an event repeating the previous
-  one, or with no info, is skipped) belongs to the model call it reports, and is set on
-  every assistant entry of that response (as Claude Code repeats it on each line), mapped with
-  `usage_from_openai`: `input_tokens = input - cached`, `cache_read_input_tokens = cached`,
-  `cache_creation_input_tokens = 0`, `output_tokens = output` (reasoning included). A usage
-  event with no response items is Codex's own summary call (its compaction): billed all the
-  same, it goes to `meta["side_calls"]` (usage, model, time, line) and is counted in
+  one, or with no info, is skipped; without `total_token_usage`, an event equal to the
+  previous one is a repeat only when no response item came in between) belongs to the model
+  call it reports, and is set on every assistant entry of that response (as Claude Code
+  repeats it on each line), mapped with `usage_from_openai`: `input_tokens = input -
+  cached`, `cache_read_input_tokens = cached`, `cache_creation_input_tokens = 0`,
+  `output_tokens = output` (reasoning included). A usage event with no response items is
+  Codex's own summary call (its compaction): billed all the same, it goes to
+  `meta["side_calls"]` (usage, model, time, line) and is counted in
   `meta["unattributed_token_counts"]`. `meta["model_context_window"]` is the last window
   reported.
 - Provider: `meta["provider"]` is `openai` unless the session meta names another
@@ -120,6 +122,7 @@ from unbounded.transcripts.codex_items import (
 )
 from unbounded.transcripts.importing import count_unknown, parse_arguments, unique_id
 from unbounded.transcripts.jsonl import ReadReport, iter_json_lines
+from unbounded.transcripts.shapes import refuse_other_format
 
 FORMAT = "codex"
 
@@ -182,6 +185,8 @@ class _Converter:
         self._pending_at: tuple[str | None, int | None] = (None, None)  # its time and line
         self._last_usage: dict[str, int] | None = None
         self._last_token_key: tuple[Any, ...] | None = None
+        self._items_since_usage = False  # a response item (or compaction) since the last event
+        self.known_records = 0  # lines of a rollout record type
         self._open_calls: dict[str, str] = {}  # recorded call id -> tool_use id
         self._used_ids: set[str] = set()
         self._view_start = 0  # index of the first entry after the last boundary
@@ -290,8 +295,13 @@ class _Converter:
             self.meta["model_context_window"] = window
         last = info.get("last_token_usage")
         key = token_key(info)
-        if not isinstance(last, dict) or key == self._last_token_key:
-            return  # a repeat (rate-limit refresh) of the previous event
+        items_between, self._items_since_usage = self._items_since_usage, False
+        # Totals grow with every call, so equal totals are a repeat (a rate-limit refresh).
+        # Without totals, equal last usage is a repeat only with no item in between: two
+        # responses of the same size are two calls.
+        repeat = key == self._last_token_key and (bool(key[0]) or not items_between)
+        if not isinstance(last, dict) or repeat:
+            return
         self._last_token_key = key
         usage = codex_usage(last)
         if usage is None or usage_context_total(usage) == 0:
@@ -400,7 +410,9 @@ class _Converter:
         if kind not in ROLLOUT_TYPES or not isinstance(payload, dict):
             count_unknown(self.meta, [kind if isinstance(kind, str) else "record without a type"])
             self._progress({"type": "codex_record", "record": record}, record)
-        elif kind == "session_meta":
+            return
+        self.known_records += 1
+        if kind == "session_meta":
             self._session_meta(payload)
         elif kind == "turn_context":
             self.meta["turn_contexts"] += 1
@@ -409,10 +421,12 @@ class _Converter:
                 self._model = model
             self._progress({"type": "codex_turn_context", "payload": payload}, record)
         elif kind == "compacted":
+            self._items_since_usage = True
             self._compacted(payload, record)
         elif kind == "event_msg":
             self._event(payload, record)
         else:
+            self._items_since_usage = True
             self._item(payload, record)
 
     def _session_meta(self, payload: dict[str, Any]) -> None:
@@ -617,6 +631,8 @@ def detect_ordering(path: Path) -> Ordering:
                 if kind == "token_count" and isinstance(payload.get("info"), dict):
                     after_usage = True
             elif after_usage and record.get("type") == "response_item":
+                if not isinstance(kind, str):
+                    continue  # a malformed item: left to the reader's checks (--skip-invalid)
                 if kind == "message":
                     return "trailing" if payload.get("role") != "assistant" else "leading"
                 if kind in MODEL_OUTPUT_TYPES:
@@ -641,6 +657,8 @@ def read_codex(path: str | Path, *, skip_invalid: bool = False) -> Transcript:
     for line, record in records:
         converter.record(line, record)
     converter.finish()
+    if not converter.known_records:
+        refuse_other_format(source, FORMAT)  # nothing of a rollout's: another agent's file?
     meta = converter.meta
     session = meta.get("session") or {}
     base = session.get("base_instructions")

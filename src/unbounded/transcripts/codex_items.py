@@ -18,7 +18,7 @@ import orjson
 
 from unbounded.errors import TranscriptError
 from unbounded.model.content import usage_from_openai
-from unbounded.model.record_checks import count_problem
+from unbounded.model.record_checks import token_counts_problem
 from unbounded.transcripts.importing import json_kind
 
 ROLLOUT_TYPES: frozenset[str] = frozenset(
@@ -105,8 +105,11 @@ class _Checker:
         expected: str,
         *,
         required: bool = False,
+        element: bool = False,
     ) -> None:
         if value is None:
+            if element:  # a list element is never optional: null is the wrong type
+                self.fail(f"field '{field_name}' should be {expected}, found null")
             if required:
                 self.fail(f"field '{field_name}' is missing")
             return
@@ -117,7 +120,7 @@ class _Checker:
     def string_list(self, value: Any, field_name: str) -> None:
         self.check(value, list, field_name, "a list of strings")
         for index, item in enumerate(value or []):
-            self.check(item, str, f"{field_name}[{index}]", "a string")
+            self.check(item, str, f"{field_name}[{index}]", "a string", element=True)
 
 
 def validate_record(record: dict[str, Any], path: Path, line: int) -> None:
@@ -153,7 +156,7 @@ def validate_record(record: dict[str, Any], path: Path, line: int) -> None:
 
 
 def _validate_item(check: _Checker, item: Any, at: str) -> None:
-    check.check(item, dict, at, "an object")
+    check.check(item, dict, at, "an object", element=True)
     kind = item.get("type")
     check.check(kind, str, f"{at}.type", "a string", required=True)
     if kind == "message":
@@ -162,7 +165,7 @@ def _validate_item(check: _Checker, item: Any, at: str) -> None:
         check.check(content, list, f"{at}.content", "a list", required=True)
         for index, part in enumerate(content):
             where = f"{at}.content[{index}]"
-            check.check(part, dict, where, "an object")
+            check.check(part, dict, where, "an object", element=True)
             check.check(part.get("type"), str, f"{where}.type", "a string", required=True)
             for name in ("text", "image_url", "refusal"):
                 check.check(part.get(name), str, f"{where}.{name}", "a string")
@@ -171,7 +174,7 @@ def _validate_item(check: _Checker, item: Any, at: str) -> None:
             parts = item.get(name)
             check.check(parts, list, f"{at}.{name}", "a list")
             for index, part in enumerate(parts or []):
-                check.check(part, dict, f"{at}.{name}[{index}]", "an object")
+                check.check(part, dict, f"{at}.{name}[{index}]", "an object", element=True)
                 check.check(part.get("text"), str, f"{at}.{name}[{index}].text", "a string")
         check.check(item.get("encrypted_content"), str, f"{at}.encrypted_content", "a string")
     elif kind in ("function_call", "custom_tool_call"):
@@ -191,7 +194,7 @@ def _validate_item(check: _Checker, item: Any, at: str) -> None:
             check.check(output.get("success"), bool, f"{at}.output.success", "true or false")
         elif isinstance(output, list):
             for index, part in enumerate(output):
-                check.check(part, dict, f"{at}.output[{index}]", "an object")
+                check.check(part, dict, f"{at}.output[{index}]", "an object", element=True)
     elif kind == "local_shell_call":
         for name in ("call_id", "id", "status"):
             check.check(item.get(name), str, f"{at}.{name}", "a string")
@@ -219,11 +222,9 @@ def _validate_event(check: _Checker, payload: dict[str, Any]) -> None:
     for name in ("total_token_usage", "last_token_usage"):
         usage = info.get(name)
         check.check(usage, dict, f"payload.info.{name}", "an object")
-        for key, value in (usage or {}).items():
-            if key.endswith("_tokens"):
-                problem = count_problem(value, f"payload.info.{name}.{key}")
-                if problem is not None:
-                    check.fail(problem)
+        problem = token_counts_problem(usage, f"payload.info.{name}")
+        if problem is not None:
+            check.fail(problem)
 
 
 # -- mapping helpers -------------------------------------------------------------------------

@@ -153,14 +153,26 @@ def _response(message: dict[str, Any]) -> dict[str, Any]:
     return response if isinstance(response, dict) else {}
 
 
-def _time_of(message: dict[str, Any]) -> datetime | None:
-    """When a message was written: `extra.timestamp`, else its response's `created`."""
+def _seconds_of(message: dict[str, Any]) -> float | None:
+    """The time a message records, in seconds since 1970: `extra.timestamp`, else its
+    response's `created`; None when neither is a number above 0."""
     seconds = _extra(message).get("timestamp")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
         seconds = _response(message).get("created")
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        return seconds
     return None
+
+
+def _time_of(message: dict[str, Any]) -> datetime | None:
+    """When a message was written; None without a time or past what a date can hold."""
+    seconds = _seconds_of(message)
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):  # past year 9999 or the platform's time_t
+        return None
 
 
 def _action(message: dict[str, Any], text: str) -> str | None:
@@ -203,6 +215,7 @@ class _Builder:
         self._text_action: str | None = None  # a synthetic call the next user message answers
         self._responses = 0
         self._index = 0
+        self._bad_time = False  # a time out of range was warned about
 
     # entries ----------------------------------------------------------------------------
     def start_at(self, messages: list[Any]) -> None:
@@ -213,7 +226,14 @@ class _Builder:
                 return
 
     def _stamp(self, message: dict[str, Any]) -> str:
-        self._time = _time_of(message) or self._time
+        recorded = _time_of(message)
+        if recorded is None and _seconds_of(message) is not None and not self._bad_time:
+            self._bad_time = True
+            self.warnings.append(
+                f"a recorded time out of range ({_seconds_of(message)} seconds since 1970) "
+                "was left out: the message before's time is used"
+            )
+        self._time = recorded or self._time
         moment = self._time or _EPOCH + timedelta(seconds=len(self.entries))
         return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

@@ -70,6 +70,8 @@ from unbounded.model.record_checks import token_counts_problem
 from unbounded.model.transcript import Transcript
 from unbounded.transcripts.importing import count_unknown, json_kind, unique_id
 from unbounded.transcripts.jsonl import SNIFF_BYTES, ReadReport, check_not_binary, iter_json_lines
+from unbounded.transcripts.shapes import looks_like_openhands as looks_like_openhands
+from unbounded.transcripts.shapes import refuse_other_format
 from unbounded.transcripts.swe_agent import load_json_document
 
 FORMAT = "openhands"
@@ -104,11 +106,6 @@ _DOC_HINT = "an OpenHands file is output.jsonl (one evaluation per line) or a JS
 
 
 # -- detection -----------------------------------------------------------------------------
-def looks_like_openhands(record: dict[str, Any]) -> bool:
-    """An output.jsonl line: an evaluation with `instance_id` and `history`."""
-    return "instance_id" in record and "history" in record
-
-
 def looks_like_openhands_events(items: list[Any]) -> bool:
     """A JSON array of events: its first item is an action or observation with a `source`."""
     if not items:
@@ -153,6 +150,8 @@ def read_openhands(path: str | Path, *, skip_invalid: bool = False) -> Transcrip
     converter = _Converter(source)
     for index, (line, record) in enumerate(records):
         converter.evaluation(record, index, line)
+    if not converter.entries:
+        refuse_other_format(source, FORMAT)  # nothing of OpenHands': another agent's file?
     meta: dict[str, Any] = {
         "system": converter.system,
         "tools": converter.tools,
@@ -225,8 +224,10 @@ def _check(
     expected: str,
     path: Path,
     line: int | None,
+    *,
+    element: bool = False,
 ) -> None:
-    if value is None:
+    if value is None and not element:  # a list element is never optional: null is wrong
         return
     allowed = types if isinstance(types, tuple) else (types,)
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
@@ -243,7 +244,7 @@ def _validate_line(record: dict[str, Any], path: Path, line: int) -> None:
 
 
 def _validate_evaluation(record: Any, path: Path, line: int | None, prefix: str) -> None:
-    _check(record, dict, prefix.rstrip(".") or "evaluation", "an object", path, line)
+    _check(record, dict, prefix.rstrip(".") or "evaluation", "an object", path, line, element=True)
     _check(record.get("instance_id"), (str, int), f"{prefix}instance_id", "a string", path, line)
     for name in ("test_result", "metadata", "metrics", "instance"):
         _check(record.get(name), dict, f"{prefix}{name}", "an object", path, line)
@@ -260,7 +261,7 @@ def _validate_history(history: list[Any], path: Path, line: int | None, field: s
     for index, item in enumerate(history):
         where = f"{field}[{index}]"
         if pairs:
-            _check(item, list, where, "an [action, observation] pair", path, line)
+            _check(item, list, where, "an [action, observation] pair", path, line, element=True)
             if len(item) != 2:
                 raise TranscriptError(
                     f"field '{where}' should be an [action, observation] pair, found "
@@ -276,7 +277,7 @@ def _validate_history(history: list[Any], path: Path, line: int | None, field: s
 
 
 def _validate_event(event: Any, path: Path, line: int | None, where: str) -> None:
-    _check(event, dict, where, "an event object", path, line)
+    _check(event, dict, where, "an event object", path, line, element=True)
     for name in ("action", "observation", "source", "timestamp", "message", "content"):
         _check(event.get(name), str, f"{where}.{name}", "a string", path, line)
     for name in ("id", "cause"):

@@ -372,6 +372,14 @@ class _Converter:
         """Convert one event (`number`: its 1-based place, kept as the entries' line)."""
         self._where = where
         self._number = number
+        for name in ("kind", "timestamp"):  # both read before any other check
+            value = event.get(name)
+            if value is not None and not isinstance(value, str):
+                raise TranscriptError(
+                    f"{where}: field '{name}' should be a string, found {json_kind(value)}",
+                    path=self.path,
+                    hint=_HINT,
+                )
         kind = event.get("kind")
         if kind == "SystemPromptEvent":
             self._system(event)

@@ -227,9 +227,18 @@ def _fail(path: Path, field: str, expected: str, value: Any) -> None:
 
 
 def _check(
-    path: Path, value: Any, field: str, types: Any, expected: str, *, required: bool = False
+    path: Path,
+    value: Any,
+    field: str,
+    types: Any,
+    expected: str,
+    *,
+    required: bool = False,
+    element: bool = False,
 ) -> None:
     if value is None:
+        if element:  # a list element is never optional: null is the wrong type
+            _fail(path, field, expected, value)
         if required:
             raise TranscriptError(f"field '{field}' is missing", path=path, hint=_HINT)
         return
@@ -248,7 +257,7 @@ def _validate(document: dict[str, Any], path: Path) -> None:
         _check(path, info.get("model_stats"), "info.model_stats", dict, "an object")
     for index, step in enumerate(document.get("trajectory") or []):
         where = f"trajectory[{index}]"
-        _check(path, step, where, dict, "an object")
+        _check(path, step, where, dict, "an object", element=True)
         for name in ("action", "observation", "response", "thought"):
             _check(path, step.get(name), f"{where}.{name}", str, "a string")
     for index, item in enumerate(document["history"]):
@@ -256,13 +265,13 @@ def _validate(document: dict[str, Any], path: Path) -> None:
 
 
 def _validate_item(path: Path, item: Any, where: str) -> None:
-    _check(path, item, where, dict, "an object")
+    _check(path, item, where, dict, "an object", element=True)
     _check(path, item.get("role"), f"{where}.role", str, "a string", required=True)
     content = item.get("content")
     _check(path, content, f"{where}.content", (str, list), "a string or a list")
     if isinstance(content, list):
         for position, block in enumerate(content):
-            _check(path, block, f"{where}.content[{position}]", dict, "an object")
+            _check(path, block, f"{where}.content[{position}]", dict, "an object", element=True)
     for name in ("thought", "action", "message_type", "agent"):
         _check(path, item.get(name), f"{where}.{name}", str, "a string")
     _check(path, item.get("is_demo"), f"{where}.is_demo", bool, "true or false")
@@ -272,14 +281,14 @@ def _validate_item(path: Path, item: Any, where: str) -> None:
     ids = item.get("tool_call_ids")
     _check(path, ids, f"{where}.tool_call_ids", list, "a list")
     for position, call_id in enumerate(ids or []):
-        _check(path, call_id, f"{where}.tool_call_ids[{position}]", str, "a string")
+        _check(path, call_id, f"{where}.tool_call_ids[{position}]", str, "a string", element=True)
     blocks = item.get("thinking_blocks")
     _check(path, blocks, f"{where}.thinking_blocks", list, "a list")
     calls = item.get("tool_calls")
     _check(path, calls, f"{where}.tool_calls", list, "a list")
     for position, call in enumerate(calls or []):
         at = f"{where}.tool_calls[{position}]"
-        _check(path, call, at, dict, "an object")
+        _check(path, call, at, dict, "an object", element=True)
         _check(path, call.get("id"), f"{at}.id", str, "a string", required=True)
         function = call.get("function")
         _check(path, function, f"{at}.function", dict, "an object", required=True)
