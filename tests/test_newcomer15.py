@@ -116,11 +116,6 @@ def test_the_model_file_of_the_advice_is_one_inspect_takes(tmp_path: Path) -> No
     assert result.exit_code == 0, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a policy file's whole-number field takes 8000.5 silently; expected ConfigError "
-    "(the docs: wrong types are errors that name the file)",
-)
 def test_a_policy_file_refuses_a_fraction_for_a_token_count(tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
     policy.write_text("[policy]\nsession_memory_keep_max_tokens = 8000.5\n", encoding="utf-8")
@@ -128,11 +123,6 @@ def test_a_policy_file_refuses_a_fraction_for_a_token_count(tmp_path: Path) -> N
         Policy.from_file(policy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a policy file's value out of range says 'Policy.early_compact_fraction must be in "
-    "[0, 1]' without the file (or the value given); expected the file named",
-)
 def test_a_policy_file_value_out_of_range_names_the_file(tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
     policy.write_text("[policy]\nearly_compact_fraction = 7\n", encoding="utf-8")
@@ -140,11 +130,6 @@ def test_a_policy_file_value_out_of_range_names_the_file(tmp_path: Path) -> None
         Policy.from_file(policy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Policy(early_compact_fraction='0.5') raises TypeError \"'<=' not supported\"; "
-    "expected ConfigError naming the field, at construction",
-)
 def test_a_policy_field_of_the_wrong_type_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="early_compact_fraction"):
         Policy(early_compact_fraction="0.5")  # type: ignore[arg-type]
