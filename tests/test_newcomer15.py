@@ -68,11 +68,6 @@ def test_replay_checks_the_window_before_opening_the_session(
     assert "window" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--window -5 says 'context window must be > 0, not -5' while 100 says at least "
-    "8,192: expected the one real minimum (and the option) for any window below it",
-)
 def test_a_negative_window_is_told_the_real_minimum() -> None:
     result = invoke("inspect", str(SESSION), "--window", "-5")
     assert result.exit_code == 2
@@ -135,22 +130,12 @@ def test_a_policy_field_of_the_wrong_type_is_a_config_error() -> None:
         Policy(early_compact_fraction="0.5")  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SessionConfig(tools={...}) (a dict, not a list) fails with 'dictionary update "
-    "sequence element #0 has length 1; 2 is required'; expected ConfigError saying tools is a list",
-)
 def test_tools_given_as_one_dict_is_a_config_error(tmp_path: Path) -> None:
     tool = {"name": "add", "description": "Add.", "input_schema": {"type": "object"}}
     with pytest.raises(ConfigError, match="tools"):
         Session.open(tmp_path / "s", SessionConfig(model="claude-sonnet-4-6", tools=tool))  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SessionConfig(context_window='200000') fails with TypeError \"'<=' not supported\"; "
-    "expected ConfigError naming context_window",
-)
 def test_a_window_given_as_text_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="window"):
         Session.open(
@@ -172,12 +157,6 @@ def test_wrap_with_a_policy_that_is_no_policy_is_a_config_error(tmp_path: Path) 
         wrap(client, session_folder=str(tmp_path / "s"), model="claude-sonnet-4-6", policy=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Session.open with a bad option or config creates the session folder (with .lock) "
-    "before refusing it; expected: checked before anything is made, as Session(config, ...) checks "
-    "its options before any store is opened",
-)
 @pytest.mark.parametrize(
     ("config", "options"),
     [
@@ -294,12 +273,6 @@ def test_the_no_session_advice_names_an_option_the_command_has(name: str) -> Non
     assert advised <= options, f"{name} advises {advised - options}: {result.stderr}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a notebook cell `session = Session.open(F, ...)` run twice is refused with "
-    "'F is in use by another process' though the holder is this process; expected the message "
-    "to say so (close the earlier session)",
-)
 def test_a_second_open_in_one_process_says_this_process(tmp_path: Path) -> None:
     from unbounded.errors import SessionLockedError
 

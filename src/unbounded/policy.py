@@ -45,12 +45,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from unbounded.catalog import ModelInfo
+from unbounded.catalog import MIN_CONTEXT_WINDOW as MIN_CONTEXT_WINDOW
+from unbounded.catalog import ModelInfo, window_too_small
 from unbounded.errors import ConfigError
 
 ENV_PREFIX = "UNBOUNDED_"
-MIN_CONTEXT_WINDOW = 8_192
-"""The smallest window unbounded works in: a structured summary plus one more turn."""
 MIN_COMPACTION_ROOM = 2_048
 """The fewest tokens the system prompt and tools must leave below the auto-compact threshold:
 a summary and one more turn. With less, every call would compact and still be over it."""
@@ -571,11 +570,7 @@ class Policy:
         The result no longer scales (`small_window_reference` 0), so calling it twice is safe.
         """
         if context_window < MIN_CONTEXT_WINDOW:
-            raise ConfigError(
-                f"a {context_window:,}-token context window is too small: unbounded needs at "
-                f"least {MIN_CONTEXT_WINDOW:,} tokens (a summary and one more turn); use a "
-                "model or --window with a larger window"
-            )
+            raise ConfigError(window_too_small(context_window))
         reference = self.small_window_reference
         if reference <= 0 or context_window >= reference:
             return self
