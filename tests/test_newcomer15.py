@@ -31,11 +31,6 @@ class Replayed(Exception):
     """Raised by a stand-in for work a command should never have reached."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --report into a missing folder replays the whole session first, then fails "
-    "with 'No such file or directory' (no fix named); expected: exit 2 before any replay",
-)
 def test_replay_checks_the_report_path_before_replaying(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,11 +45,6 @@ def test_replay_checks_the_report_path_before_replaying(
     assert str(report) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --window -5 opens and reads the session (its warnings printed) before the "
-    "window is checked; expected: a bad option fails before the file is opened",
-)
 def test_replay_checks_the_window_before_opening_the_session(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -74,11 +64,6 @@ def test_a_negative_window_is_told_the_real_minimum() -> None:
     assert "8,192" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --model X with an unknown X says 'pass --models-file', but replay has no "
-    "--models-file option ('No such option'); expected the advice to work",
-)
 def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
     advice = invoke("replay", str(SESSION), "--model", "my-model", "--no-variants")
     assert advice.exit_code == 2

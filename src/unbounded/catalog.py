@@ -179,8 +179,9 @@ class ModelTable:
         close = difflib.get_close_matches(name, list(self._index()), n=3)
         suggestion = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(
-            f"unknown model {name!r}.{suggestion} Add it to a TOML file in the shape of "
-            f"unbounded/data/models.toml and pass --models-file or set {MODELS_FILE_ENV}."
+            f"unknown model {name!r}.{suggestion} Add its row to a TOML file in the shape of "
+            f"unbounded/data/models.toml and set {MODELS_FILE_ENV} to it (or give a Session "
+            "model_table=load_model_table([FILE]))."
         )
 
     def names(self) -> list[str]:

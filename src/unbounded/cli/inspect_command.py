@@ -12,7 +12,10 @@ import typer
 from unbounded.cli.app import app, console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
+    ModelsFileOption,
     SkipInvalidOption,
+    check_window,
+    require_model,
     print_source_warnings,
     read_transcript,
 )
@@ -72,20 +75,22 @@ def inspect_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     skip_invalid: SkipInvalidOption = False,
-    models_file: Annotated[
-        list[Path] | None, typer.Option("--models-file", help="Extra model table (TOML).")
-    ] = None,
+    models_file: ModelsFileOption = None,
     file_order: FileOrderOption = False,
 ) -> None:
     """Show where a session's tokens go and how close it is to compaction."""
     from unbounded.addresses import parse_address
     from unbounded.catalog import load_model_table
 
+    check_window(window)
+    table = load_model_table(models_file or ())
+    if model is not None:
+        require_model(table, model)  # an unknown model fails before the file is read
     report = inspect_address(
         parse_address(path),
         model=model,
         window=window,
-        table=load_model_table(models_file or ()),
+        table=table,
         skip_invalid=skip_invalid,
         file_order=file_order,
     )
