@@ -238,11 +238,6 @@ def test_an_option_help_says_what_it_does(name: str, param: str, fine: Any, gap:
     assert fine(helps[param]), f"{name} {gap}: {helps[param]!r}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inspect/replay/eval/compact of postgresql://…/db without ?session= advise "
-    "'pass --session ID', an option only export and import have ('No such option')",
-)
 @pytest.mark.parametrize("name", ["inspect", "replay", "eval", "compact"])
 def test_the_no_session_advice_names_an_option_the_command_has(name: str) -> None:
     result = invoke(name, "postgresql://nobody@127.0.0.1:1/db")
