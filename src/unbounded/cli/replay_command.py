@@ -257,7 +257,11 @@ def replay_command(
     ] = None,
     window: Annotated[
         int | None,
-        typer.Option("--window", help="Plan for this context window (tokens, >= 8,192)."),
+        typer.Option(
+            "--window",
+            help="Plan for this context window (tokens, >= 8,192; default: the window the "
+            "transcript reports, else the model's).",
+        ),
     ] = None,
     summarizer: Annotated[
         str,
