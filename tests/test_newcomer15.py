@@ -287,11 +287,6 @@ def test_tune_names_a_database_address_as_given(tmp_path: Path) -> None:
     assert url in result.stderr, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compact -s anthropic with ANTHROPIC_BASE_URL at a closed port says only 'connection "
-    "error: All connection attempts failed'; expected the address tried (and what to check)",
-)
 def test_a_summarizer_that_cannot_connect_names_the_address(tmp_path: Path) -> None:
     pytest.importorskip("anthropic")
     result = runner.invoke(
@@ -324,3 +319,23 @@ def test_wrap_of_an_unknown_claude_model_gives_the_library_remedy(tmp_path: Path
         wrap(client, session_folder=str(tmp_path / "s"), model="claude-nope-1")
     assert "context_window" in str(refused.value)
     assert "--models-file" not in str(refused.value)
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_a_failed_connection_of_either_sdk_names_the_address_and_its_setting(sdk: str) -> None:
+    """Both wire formats map the SDK's connection error to the address tried (never its
+    credentials or path) and the variable it comes from; without a request, the plain text."""
+    httpx = pytest.importorskip("httpx")
+    module = pytest.importorskip(sdk)
+    from unbounded.wire import AnthropicMessages, OpenAIChat
+
+    request = httpx.Request("POST", "http://user:secret@127.0.0.1:9/v1/messages")
+    failed = module.APIConnectionError(request=request)
+    failed.__cause__ = httpx.ConnectError("All connection attempts failed")
+    wire = AnthropicMessages() if sdk == "anthropic" else OpenAIChat()
+    mapped = str(wire.map_error(failed))
+    assert "http://127.0.0.1:9 (All connection attempts failed)" in mapped
+    assert f"{sdk.upper()}_BASE_URL" in mapped
+    assert "secret" not in mapped and "/v1" not in mapped
+    bare = str(wire.map_error(httpx.ConnectError("refused")))  # made without a request
+    assert bare == "connection error: ConnectError: refused"
