@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,9 +14,9 @@ from unbounded.cli.options import (
     ModelsFileOption,
     SkipInvalidOption,
     check_window,
-    require_model,
     print_source_warnings,
     read_transcript,
+    require_model,
 )
 from unbounded.cli.receipts_view import render_receipts
 from unbounded.cli.text import shorten_middle

@@ -26,10 +26,10 @@ from unbounded.cli.options import (
     SkipInvalidOption,
     check_output_file,
     check_window,
-    require_model,
     print_source_warnings,
     print_warnings,
     read_transcript,
+    require_model,
 )
 from unbounded.cli.text import plural, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError

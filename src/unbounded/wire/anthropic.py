@@ -50,8 +50,8 @@ from unbounded.model.response import ModelResponse
 from unbounded.wire.base import (
     ALL_FIELDS,
     InboundMessages,
-    is_prompt_too_long_message,
     connection_failure,
+    is_prompt_too_long_message,
     is_transport_error,
     parse_prompt_too_long,
     response_headers,
