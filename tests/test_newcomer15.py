@@ -64,6 +64,23 @@ def test_a_negative_window_is_told_the_real_minimum() -> None:
     assert "8,192" in result.stderr
 
 
+def test_inspect_checks_the_window_before_reading_the_file(tmp_path: Path) -> None:
+    result = invoke("inspect", str(tmp_path / "missing.jsonl"), "--window", "100")
+    assert result.exit_code == 2
+    assert "--window 100" in result.stderr and "8,192" in result.stderr, result.stderr
+
+
+def test_a_session_with_a_negative_window_is_told_the_real_minimum() -> None:
+    with pytest.raises(ConfigError, match="8,192"):
+        Session(SessionConfig(model="claude-sonnet-4-6", context_window=-5))
+
+
+def test_export_without_a_session_advises_its_own_session_option(tmp_path: Path) -> None:
+    result = invoke("export", "postgresql://nobody@127.0.0.1:1/db", "-o", str(tmp_path / "x"))
+    assert result.exit_code == 2
+    assert "--session ID" in result.stderr, result.stderr
+
+
 def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
     advice = invoke("replay", str(SESSION), "--model", "my-model", "--no-variants")
     assert advice.exit_code == 2
@@ -285,6 +302,7 @@ def test_tune_names_a_database_address_as_given(tmp_path: Path) -> None:
     result = invoke("tune", url, "--trials", "0", "-j", "1", "-o", str(tmp_path / "p.toml"))
     assert result.exit_code == 2
     assert url in result.stderr, result.stderr
+    assert "unbounded export" in result.stderr  # how to tune it: export it to a file first
 
 
 def test_a_summarizer_that_cannot_connect_names_the_address(tmp_path: Path) -> None:
@@ -339,3 +357,89 @@ def test_a_failed_connection_of_either_sdk_names_the_address_and_its_setting(sdk
     assert "secret" not in mapped and "/v1" not in mapped
     bare = str(wire.map_error(httpx.ConnectError("refused")))  # made without a request
     assert bare == "connection error: ConnectError: refused"
+
+
+def test_a_policy_file_refusal_points_at_the_line_and_the_value(tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text("[policy]\n# tuned\nsession_memory_keep_max_tokens = 8000.5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml:3: .*8000\.5"):
+        Policy.from_file(policy)
+    policy.write_text("[policy]\ncompact_enabled = 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml:2: .*compact_enabled.*wrong type"):
+        Policy.from_file(policy)
+
+
+def test_fields_fine_alone_but_not_together_name_the_file(tmp_path: Path) -> None:
+    """Values checked together, as the file gives them: two that only fit together pass."""
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        "[policy]\nsession_memory_keep_min_tokens = 7000\nsession_memory_keep_max_tokens = 8000\n",
+        encoding="utf-8",
+    )
+    assert Policy.from_file(policy).session_memory_keep_min_tokens == 7000
+    policy.write_text("[policy]\nsession_memory_keep_min_tokens = 7000\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml:2: .*keep_min_tokens must not exceed"):
+        Policy.from_file(policy)
+
+
+def test_a_refused_from_transcript_creates_no_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    with pytest.raises(ConfigError):
+        Session.from_transcript(
+            SESSION, folder, SessionConfig(model="claude-sonnet-4-6", context_window=-5)
+        )
+    assert not folder.exists()
+
+
+def test_open_refuses_a_store_of_its_own(tmp_path: Path) -> None:
+    from unbounded.storage import MemoryStore
+
+    with pytest.raises(TypeError, match="its folder"):
+        Session.open(tmp_path / "s", SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore())
+    assert not (tmp_path / "s").exists()
+
+
+def test_wrap_of_an_openai_client_refuses_a_misspelt_option_at_once() -> None:
+    openai = pytest.importorskip("openai")
+    from unbounded.integrations import wrap
+
+    client = openai.OpenAI(api_key="test-key", base_url="http://127.0.0.1:9")
+    with pytest.raises(TypeError, match="did you mean prices"):
+        wrap(client, price={"input_per_mtok": 1.0})
+
+
+def test_wrap_plans_an_unknown_claude_model_with_the_window_given() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from unbounded.integrations import wrap
+
+    client = anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9")
+    wrapped = wrap(client, model="claude-nope-1", context_window=100_000)
+    assert wrapped.session.model_info.name == "claude-nope-1"
+    assert wrapped.session.model_info.context_window == 100_000
+
+
+@pytest.mark.parametrize("name", ["inspect", "replay", "eval", "compact"])
+def test_the_unknown_model_advice_names_an_option_the_command_has(name: str) -> None:
+    result = invoke(name, str(SESSION), "--model", "my-model")
+    assert result.exit_code == 2
+    assert "UNBOUNDED_MODELS_FILE" in result.stderr
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+    advised = {word.strip("`,.;()") for word in result.stderr.split() if word.startswith("--")}
+    assert advised <= options, f"{name} advises {advised - options}: {result.stderr}"
+
+
+def test_a_replay_batch_reads_the_models_file_in_each_job(tmp_path: Path) -> None:
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
+        "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
+        "cache_write_1h_multiplier = 2.0\ncache_read_multiplier = 0.1\nmin_cacheable_tokens = 1_024\n"
+        'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
+        encoding="utf-8",
+    )
+    sessions = [str(FIXTURES / "sessions" / n) for n in ("resumed.jsonl", "interrupted.jsonl")]
+    result = invoke(
+        "replay", *sessions, "--model", "my-model", "--models-file", str(models), "--no-variants"
+    )
+    assert result.exit_code == 0, result.stderr
