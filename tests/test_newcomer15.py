@@ -173,6 +173,17 @@ def test_a_refused_open_creates_no_folder(
     assert not folder.exists(), sorted(os.listdir(folder))
 
 
+def test_tune_output_into_a_missing_folder_makes_it(tmp_path: Path) -> None:
+    """What docs/cli.md promises for -o, kept by the check that refuses a folder."""
+    output = tmp_path / "new" / "p.toml"
+    result = invoke(
+        "tune", str(FIXTURES / "sessions" / "interrupted.jsonl"), "--trials", "0", "-j", "1",
+        "-o", str(output),
+    )
+    assert result.exit_code == 0, result.stderr
+    assert output.read_text(encoding="utf-8").startswith("[policy]")
+
+
 def test_tune_output_into_a_folder_names_the_folder(tmp_path: Path) -> None:
     folder = tmp_path / "out"
     folder.mkdir()

@@ -62,12 +62,12 @@ def check_window(window: int | None) -> None:
         raise ConfigError(f"--window {window}: {window_too_small(window)}")
 
 
-def check_output_file(option: str, path: Path) -> None:
+def check_output_file(option: str, path: Path, *, makes_folder: bool = False) -> None:
     """Refuse an output path that cannot be written (a folder, or in a folder that does not
-    exist) before the work whose result it would hold."""
+    exist unless the command makes it: `makes_folder`) before the work it would hold."""
     if path.is_dir():
         raise ConfigError(f"{option} {path}: is a folder; give a file path (e.g. {path / 'out'})")
-    if not path.parent.is_dir():
+    if not makes_folder and not path.parent.is_dir():
         raise ConfigError(
             f"{option} {path}: the folder {path.parent} does not exist; create it first "
             "(mkdir -p) or give a path in an existing folder"
