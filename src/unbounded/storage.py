@@ -192,7 +192,8 @@ class FolderStore:
                                     f"{self.folder} is already open in this process{waited} "
                                     "(an earlier Session.open or FolderStore not closed, e.g. "
                                     "a notebook cell run twice): close that session first "
-                                    "(session.close(), or open it in a `with` block)"
+                                    "(session.close(), or open it in a `with` block), or pass "
+                                    "wait= when another thread will close it"
                                 ) from None
                             raise SessionLockedError(
                                 f"{self.folder} is in use by another process{waited}; close it "
