@@ -48,8 +48,11 @@ def test_bad_session_parameters_are_clear_errors() -> None:
         parse_address("postgresql:///db?session=a&session=b")
     with pytest.raises(ConfigError, match="empty"):
         parse_address("postgresql:///db?session=")
-    with pytest.raises(ConfigError, match=r"\?session=ID"):
+    with pytest.raises(ConfigError, match=r"\?session=ID") as bare:
         DatabaseAddress("postgresql:///db", None).require_session()
+    assert "--session" not in str(bare.value)  # most commands have no such option
+    with pytest.raises(ConfigError, match="pass --session ID"):  # export has it
+        DatabaseAddress("postgresql:///db", None).require_session("--session")
 
 
 def test_redaction_keeps_everything_but_the_password() -> None:

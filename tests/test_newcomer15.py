@@ -31,11 +31,6 @@ class Replayed(Exception):
     """Raised by a stand-in for work a command should never have reached."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --report into a missing folder replays the whole session first, then fails "
-    "with 'No such file or directory' (no fix named); expected: exit 2 before any replay",
-)
 def test_replay_checks_the_report_path_before_replaying(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,11 +45,6 @@ def test_replay_checks_the_report_path_before_replaying(
     assert str(report) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --window -5 opens and reads the session (its warnings printed) before the "
-    "window is checked; expected: a bad option fails before the file is opened",
-)
 def test_replay_checks_the_window_before_opening_the_session(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -68,22 +58,29 @@ def test_replay_checks_the_window_before_opening_the_session(
     assert "window" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--window -5 says 'context window must be > 0, not -5' while 100 says at least "
-    "8,192: expected the one real minimum (and the option) for any window below it",
-)
 def test_a_negative_window_is_told_the_real_minimum() -> None:
     result = invoke("inspect", str(SESSION), "--window", "-5")
     assert result.exit_code == 2
     assert "8,192" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --model X with an unknown X says 'pass --models-file', but replay has no "
-    "--models-file option ('No such option'); expected the advice to work",
-)
+def test_inspect_checks_the_window_before_reading_the_file(tmp_path: Path) -> None:
+    result = invoke("inspect", str(tmp_path / "missing.jsonl"), "--window", "100")
+    assert result.exit_code == 2
+    assert "--window 100" in result.stderr and "8,192" in result.stderr, result.stderr
+
+
+def test_a_session_with_a_negative_window_is_told_the_real_minimum() -> None:
+    with pytest.raises(ConfigError, match="8,192"):
+        Session(SessionConfig(model="claude-sonnet-4-6", context_window=-5))
+
+
+def test_export_without_a_session_advises_its_own_session_option(tmp_path: Path) -> None:
+    result = invoke("export", "postgresql://nobody@127.0.0.1:1/db", "-o", str(tmp_path / "x"))
+    assert result.exit_code == 2
+    assert "--session ID" in result.stderr, result.stderr
+
+
 def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
     advice = invoke("replay", str(SESSION), "--model", "my-model", "--no-variants")
     assert advice.exit_code == 2
@@ -116,11 +113,6 @@ def test_the_model_file_of_the_advice_is_one_inspect_takes(tmp_path: Path) -> No
     assert result.exit_code == 0, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a policy file's whole-number field takes 8000.5 silently; expected ConfigError "
-    "(the docs: wrong types are errors that name the file)",
-)
 def test_a_policy_file_refuses_a_fraction_for_a_token_count(tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
     policy.write_text("[policy]\nsession_memory_keep_max_tokens = 8000.5\n", encoding="utf-8")
@@ -128,11 +120,6 @@ def test_a_policy_file_refuses_a_fraction_for_a_token_count(tmp_path: Path) -> N
         Policy.from_file(policy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a policy file's value out of range says 'Policy.early_compact_fraction must be in "
-    "[0, 1]' without the file (or the value given); expected the file named",
-)
 def test_a_policy_file_value_out_of_range_names_the_file(tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
     policy.write_text("[policy]\nearly_compact_fraction = 7\n", encoding="utf-8")
@@ -140,32 +127,17 @@ def test_a_policy_file_value_out_of_range_names_the_file(tmp_path: Path) -> None
         Policy.from_file(policy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Policy(early_compact_fraction='0.5') raises TypeError \"'<=' not supported\"; "
-    "expected ConfigError naming the field, at construction",
-)
 def test_a_policy_field_of_the_wrong_type_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="early_compact_fraction"):
         Policy(early_compact_fraction="0.5")  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SessionConfig(tools={...}) (a dict, not a list) fails with 'dictionary update "
-    "sequence element #0 has length 1; 2 is required'; expected ConfigError saying tools is a list",
-)
 def test_tools_given_as_one_dict_is_a_config_error(tmp_path: Path) -> None:
     tool = {"name": "add", "description": "Add.", "input_schema": {"type": "object"}}
     with pytest.raises(ConfigError, match="tools"):
         Session.open(tmp_path / "s", SessionConfig(model="claude-sonnet-4-6", tools=tool))  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SessionConfig(context_window='200000') fails with TypeError \"'<=' not supported\"; "
-    "expected ConfigError naming context_window",
-)
 def test_a_window_given_as_text_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="window"):
         Session.open(
@@ -173,11 +145,6 @@ def test_a_window_given_as_text_is_a_config_error(tmp_path: Path) -> None:
         )  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wrap(client, policy=3) fails with AttributeError \"'int' object has no attribute "
-    "'background_summary'\"; expected ConfigError naming policy",
-)
 def test_wrap_with_a_policy_that_is_no_policy_is_a_config_error(tmp_path: Path) -> None:
     anthropic = pytest.importorskip("anthropic")
     from unbounded.integrations import wrap
@@ -187,12 +154,6 @@ def test_wrap_with_a_policy_that_is_no_policy_is_a_config_error(tmp_path: Path) 
         wrap(client, session_folder=str(tmp_path / "s"), model="claude-sonnet-4-6", policy=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Session.open with a bad option or config creates the session folder (with .lock) "
-    "before refusing it; expected: checked before anything is made, as Session(config, ...) checks "
-    "its options before any store is opened",
-)
 @pytest.mark.parametrize(
     ("config", "options"),
     [
@@ -212,11 +173,17 @@ def test_a_refused_open_creates_no_folder(
     assert not folder.exists(), sorted(os.listdir(folder))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tune -o FOLDER tunes first, then fails naming a temporary file "
-    "('.FOLDER.xxxx.tmp: Is a directory'); expected the -o path named, as compact -o does",
-)
+def test_tune_output_into_a_missing_folder_makes_it(tmp_path: Path) -> None:
+    """What docs/cli.md promises for -o, kept by the check that refuses a folder."""
+    output = tmp_path / "new" / "p.toml"
+    result = invoke(
+        "tune", str(FIXTURES / "sessions" / "interrupted.jsonl"), "--trials", "0", "-j", "1",
+        "-o", str(output),
+    )
+    assert result.exit_code == 0, result.stderr
+    assert output.read_text(encoding="utf-8").startswith("[policy]")
+
+
 def test_tune_output_into_a_folder_names_the_folder(tmp_path: Path) -> None:
     folder = tmp_path / "out"
     folder.mkdir()
@@ -235,11 +202,6 @@ def test_tune_output_into_a_folder_names_the_folder(tmp_path: Path) -> None:
     assert str(folder) in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`unbounded --help` shows eval's and tune's summaries broken in two (the docstrings' "
-    "line breaks kept); expected each sentence on one line on a wide terminal",
-)
 def test_the_command_list_keeps_each_summary_on_one_line() -> None:
     result = invoke("--help")
     assert result.exit_code == 0
@@ -281,10 +243,6 @@ HELP_GAPS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an option's --help text misleads or leaves out what a user needs (see each case)",
-)
 @pytest.mark.parametrize(
     ("name", "param", "fine", "gap"), HELP_GAPS, ids=[f"{c}-{p}" for c, p, _, _ in HELP_GAPS]
 )
@@ -294,11 +252,16 @@ def test_an_option_help_says_what_it_does(name: str, param: str, fine: Any, gap:
     assert fine(helps[param]), f"{name} {gap}: {helps[param]!r}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inspect/replay/eval/compact of postgresql://…/db without ?session= advise "
-    "'pass --session ID', an option only export and import have ('No such option')",
-)
+def test_the_probes_help_names_the_exams_own_minimum() -> None:
+    """The "at least 6" of eval --probes is the exam's rule (one probe per category), not a
+    number of its own: it follows the categories."""
+    from unbounded.evaluation.probes import CATEGORIES
+
+    command = typer.main.get_command(app).commands["eval"]  # type: ignore[attr-defined]
+    helps = {p.name: getattr(p, "help", "") or "" for p in command.params}
+    assert f"at least {len(CATEGORIES)}" in helps["probes"]
+
+
 @pytest.mark.parametrize("name", ["inspect", "replay", "eval", "compact"])
 def test_the_no_session_advice_names_an_option_the_command_has(name: str) -> None:
     result = invoke(name, "postgresql://nobody@127.0.0.1:1/db")
@@ -309,12 +272,6 @@ def test_the_no_session_advice_names_an_option_the_command_has(name: str) -> Non
     assert advised <= options, f"{name} advises {advised - options}: {result.stderr}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a notebook cell `session = Session.open(F, ...)` run twice is refused with "
-    "'F is in use by another process' though the holder is this process; expected the message "
-    "to say so (close the earlier session)",
-)
 def test_a_second_open_in_one_process_says_this_process(tmp_path: Path) -> None:
     from unbounded.errors import SessionLockedError
 
@@ -328,12 +285,6 @@ def test_a_second_open_in_one_process_says_this_process(tmp_path: Path) -> None:
         first.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wrap(client, sesion_folder=...) (a typo) is accepted; the first messages.create then "
-    "raises 'Session got unknown option(s) sesion_folder; the options are: store, policy, ...' "
-    "without wrap's own (session_folder, model, history); expected TypeError at wrap() naming them",
-)
 def test_wrap_refuses_a_misspelt_option_at_once() -> None:
     anthropic = pytest.importorskip("anthropic")
     from unbounded.integrations import wrap
@@ -343,11 +294,6 @@ def test_wrap_refuses_a_misspelt_option_at_once() -> None:
         wrap(client, sesion_folder="s")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tune FOLDER says 'FOLDER: no such session file' though the folder exists (replay and "
-    "eval take folders); expected it replayed, or told it is a folder",
-)
 def test_tune_on_a_folder_is_not_told_it_does_not_exist(tmp_path: Path) -> None:
     result = invoke(
         "tune",
@@ -362,23 +308,14 @@ def test_tune_on_a_folder_is_not_told_it_does_not_exist(tmp_path: Path) -> None:
     assert result.exit_code == 0 or "folder" in result.stderr, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tune postgresql://…/db?session=x says 'postgresql:/nobody@…: no such session file': "
-    "the address is read as a path and its // collapsed; expected the address named as given",
-)
 def test_tune_names_a_database_address_as_given(tmp_path: Path) -> None:
     url = "postgresql://nobody@127.0.0.1:1/db?session=x"
     result = invoke("tune", url, "--trials", "0", "-j", "1", "-o", str(tmp_path / "p.toml"))
     assert result.exit_code == 2
     assert url in result.stderr, result.stderr
+    assert "unbounded export" in result.stderr  # how to tune it: export it to a file first
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compact -s anthropic with ANTHROPIC_BASE_URL at a closed port says only 'connection "
-    "error: All connection attempts failed'; expected the address tried (and what to check)",
-)
 def test_a_summarizer_that_cannot_connect_names_the_address(tmp_path: Path) -> None:
     pytest.importorskip("anthropic")
     result = runner.invoke(
@@ -402,12 +339,6 @@ def test_a_summarizer_that_cannot_connect_names_the_address(tmp_path: Path) -> N
     assert "127.0.0.1:9" in result.stderr, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wrap(anthropic client, model='claude-nope-1') advises 'pass --models-file' (a CLI option) "
-    "where wrap(openai client, model='qwen3-coder') advises wrap(client, context_window=...); "
-    "expected the library's own remedy for both",
-)
 def test_wrap_of_an_unknown_claude_model_gives_the_library_remedy(tmp_path: Path) -> None:
     anthropic = pytest.importorskip("anthropic")
     from unbounded.integrations import wrap
@@ -417,3 +348,109 @@ def test_wrap_of_an_unknown_claude_model_gives_the_library_remedy(tmp_path: Path
         wrap(client, session_folder=str(tmp_path / "s"), model="claude-nope-1")
     assert "context_window" in str(refused.value)
     assert "--models-file" not in str(refused.value)
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_a_failed_connection_of_either_sdk_names_the_address_and_its_setting(sdk: str) -> None:
+    """Both wire formats map the SDK's connection error to the address tried (never its
+    credentials or path) and the variable it comes from; without a request, the plain text."""
+    httpx = pytest.importorskip("httpx")
+    module = pytest.importorskip(sdk)
+    from unbounded.wire import AnthropicMessages, OpenAIChat
+
+    request = httpx.Request("POST", "http://user:secret@127.0.0.1:9/v1/messages")
+    failed = module.APIConnectionError(request=request)
+    failed.__cause__ = httpx.ConnectError("All connection attempts failed")
+    wire = AnthropicMessages() if sdk == "anthropic" else OpenAIChat()
+    mapped = str(wire.map_error(failed))
+    assert "http://127.0.0.1:9 (All connection attempts failed)" in mapped
+    assert f"{sdk.upper()}_BASE_URL" in mapped
+    assert "secret" not in mapped and "/v1" not in mapped
+    bare = str(wire.map_error(httpx.ConnectError("refused")))  # made without a request
+    assert bare == "connection error: ConnectError: refused"
+
+
+def test_a_policy_file_refusal_points_at_the_line_and_the_value(tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text("[policy]\n# tuned\nsession_memory_keep_max_tokens = 8000.5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml:3: .*8000\.5"):
+        Policy.from_file(policy)
+    policy.write_text("[policy]\ncompact_enabled = 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml:2: .*compact_enabled.*wrong type"):
+        Policy.from_file(policy)
+
+
+def test_fields_fine_alone_but_not_together_name_the_file(tmp_path: Path) -> None:
+    """Values checked together, as the file gives them: two that only fit together pass."""
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        "[policy]\nsession_memory_keep_min_tokens = 7000\nsession_memory_keep_max_tokens = 8000\n",
+        encoding="utf-8",
+    )
+    assert Policy.from_file(policy).session_memory_keep_min_tokens == 7000
+    policy.write_text("[policy]\nsession_memory_keep_min_tokens = 7000\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"p\.toml:2: .*keep_min_tokens must not exceed"):
+        Policy.from_file(policy)
+
+
+def test_a_refused_from_transcript_creates_no_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    with pytest.raises(ConfigError):
+        Session.from_transcript(
+            SESSION, folder, SessionConfig(model="claude-sonnet-4-6", context_window=-5)
+        )
+    assert not folder.exists()
+
+
+def test_open_refuses_a_store_of_its_own(tmp_path: Path) -> None:
+    from unbounded.storage import MemoryStore
+
+    with pytest.raises(TypeError, match="its folder"):
+        Session.open(tmp_path / "s", SessionConfig(model="claude-sonnet-4-6"), store=MemoryStore())
+    assert not (tmp_path / "s").exists()
+
+
+def test_wrap_of_an_openai_client_refuses_a_misspelt_option_at_once() -> None:
+    openai = pytest.importorskip("openai")
+    from unbounded.integrations import wrap
+
+    client = openai.OpenAI(api_key="test-key", base_url="http://127.0.0.1:9")
+    with pytest.raises(TypeError, match="did you mean prices"):
+        wrap(client, price={"input_per_mtok": 1.0})
+
+
+def test_wrap_plans_an_unknown_claude_model_with_the_window_given() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from unbounded.integrations import wrap
+
+    client = anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9")
+    wrapped = wrap(client, model="claude-nope-1", context_window=100_000)
+    assert wrapped.session.model_info.name == "claude-nope-1"
+    assert wrapped.session.model_info.context_window == 100_000
+
+
+@pytest.mark.parametrize("name", ["inspect", "replay", "eval", "compact"])
+def test_the_unknown_model_advice_names_an_option_the_command_has(name: str) -> None:
+    result = invoke(name, str(SESSION), "--model", "my-model")
+    assert result.exit_code == 2
+    assert "UNBOUNDED_MODELS_FILE" in result.stderr
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+    advised = {word.strip("`,.;()") for word in result.stderr.split() if word.startswith("--")}
+    assert advised <= options, f"{name} advises {advised - options}: {result.stderr}"
+
+
+def test_a_replay_batch_reads_the_models_file_in_each_job(tmp_path: Path) -> None:
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
+        "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
+        "cache_write_1h_multiplier = 2.0\ncache_read_multiplier = 0.1\nmin_cacheable_tokens = 1_024\n"
+        'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
+        encoding="utf-8",
+    )
+    sessions = [str(FIXTURES / "sessions" / n) for n in ("resumed.jsonl", "interrupted.jsonl")]
+    result = invoke(
+        "replay", *sessions, "--model", "my-model", "--models-file", str(models), "--no-variants"
+    )
+    assert result.exit_code == 0, result.stderr

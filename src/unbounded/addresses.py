@@ -57,12 +57,14 @@ class DatabaseAddress:
         """The same database, another session (None keeps this one)."""
         return DatabaseAddress(self.url, session if session is not None else self.session)
 
-    def require_session(self, option: str = "--session") -> str:
-        """The session id, or a clear error telling how to give one."""
+    def require_session(self, option: str | None = None) -> str:
+        """The session id, or a clear error telling how to give one: in the address, or with
+        `option` when the command has one (export's `--session`)."""
         if not self.session:
+            also = f" or pass {option} ID" if option else ""
             raise ConfigError(
-                f"{self.display}: no session named: add ?session=ID to the address or pass "
-                f"{option} ID (`unbounded sessions URL` lists them)"
+                f"{self.display}: no session named: add ?session=ID to the address{also} "
+                "(`unbounded sessions URL` lists them)"
             )
         return self.session
 

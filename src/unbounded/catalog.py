@@ -35,6 +35,17 @@ else:  # pragma: no cover - exercised on 3.10 only
 ProviderName = Literal["anthropic", "openai", "other"]
 """Which API family a model belongs to (not to be confused with the `Provider` protocol)."""
 MODELS_FILE_ENV = "UNBOUNDED_MODELS_FILE"
+MIN_CONTEXT_WINDOW = 8_192
+"""The smallest window unbounded works in: a structured summary plus one more turn."""
+
+
+def window_too_small(context_window: int) -> str:
+    """The one refusal of a window below `MIN_CONTEXT_WINDOW` (zero and negative ones too)."""
+    return (
+        f"a {context_window:,}-token context window is too small: unbounded needs at least "
+        f"{MIN_CONTEXT_WINDOW:,} tokens (a summary and one more turn); use a model or "
+        "--window (context_window in the library) with a larger window"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +84,8 @@ class ModelInfo:
 
     def with_window(self, context_window: int) -> ModelInfo:
         """The same model planned for another context window (e.g. to force compactions)."""
-        if context_window <= 0:
-            raise ConfigError(f"context window must be > 0, not {context_window}")
+        if context_window < MIN_CONTEXT_WINDOW:
+            raise ConfigError(window_too_small(context_window))
         return replace(self, context_window=context_window)
 
 
@@ -168,8 +179,9 @@ class ModelTable:
         close = difflib.get_close_matches(name, list(self._index()), n=3)
         suggestion = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(
-            f"unknown model {name!r}.{suggestion} Add it to a TOML file in the shape of "
-            f"unbounded/data/models.toml and pass --models-file or set {MODELS_FILE_ENV}."
+            f"unknown model {name!r}.{suggestion} Add its row to a TOML file in the shape of "
+            f"unbounded/data/models.toml and set {MODELS_FILE_ENV} to it (or give a Session "
+            "model_table=load_model_table([FILE]))."
         )
 
     def names(self) -> list[str]:

@@ -50,12 +50,37 @@ class SessionConfig:
     def __post_init__(self) -> None:
         if not self.model:
             raise ConfigError("SessionConfig needs a model")
+        if not isinstance(self.tools, (list, tuple)) or not all(
+            isinstance(tool, Mapping) for tool in self.tools
+        ):
+            one = isinstance(self.tools, Mapping)
+            given = (
+                f"a list holding {sorted({type(t).__name__ for t in self.tools})}"
+                if isinstance(self.tools, (list, tuple))
+                else type(self.tools).__name__
+            )
+            raise ConfigError(
+                f"SessionConfig.tools must be a list of tool definitions (dicts), not {given}"
+                + (": wrap the one tool in a list, tools=[tool]" if one else "")
+            )
+        for name in ("context_window", "max_tokens", "system_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(
+                    f"SessionConfig.{name} must be a whole number of tokens, not {value!r}"
+                    + (f": pass {name}={int(value)}" if _whole_text(value) else "")
+                )
         if self.system_tokens is not None and self.system_tokens < 0:
             raise ConfigError("SessionConfig.system_tokens must be >= 0")
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise ConfigError("SessionConfig.max_tokens must be > 0")
         if not self.query_source:
             raise ConfigError("SessionConfig.query_source must not be empty")
+
+
+def _whole_text(value: object) -> bool:
+    """Whether `value` is a whole number written as text ("200000"), to suggest the number."""
+    return isinstance(value, str) and value.strip().isdigit()
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,12 +45,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from unbounded.catalog import ModelInfo
+from unbounded.catalog import MIN_CONTEXT_WINDOW as MIN_CONTEXT_WINDOW
+from unbounded.catalog import ModelInfo, window_too_small
 from unbounded.errors import ConfigError
 
 ENV_PREFIX = "UNBOUNDED_"
-MIN_CONTEXT_WINDOW = 8_192
-"""The smallest window unbounded works in: a structured summary plus one more turn."""
 MIN_COMPACTION_ROOM = 2_048
 """The fewest tokens the system prompt and tools must leave below the auto-compact threshold:
 a summary and one more turn. With less, every call would compact and still be over it."""
@@ -91,6 +90,40 @@ COMPACTION_TIERS: tuple[str, ...] = ("native", "summary", "offline")
 """The tiers `Policy.compaction_tier_order` may name (docs/compaction.md, "Tiers")."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+def _check_type(name: str, annotation: str, value: object) -> None:
+    """A field's value has its declared type (a whole number for a token count, a bool for
+    a switch): checked first, so a wrong type is a ConfigError, not a comparison's TypeError."""
+    kind, _, optional = annotation.partition(" | ")
+    if optional and value is None:
+        return
+    if kind.startswith("tuple["):
+        item = kind.removeprefix("tuple[").split(",")[0]
+        if isinstance(value, tuple) and all(_is(item, part) for part in value):
+            return
+        wanted = f"a list of {'text' if item == 'str' else 'numbers'}"
+    elif _is(kind, value):
+        return
+    else:
+        wanted = {"bool": "true or false", "int": "a whole number", "float": "a number"}[kind]
+    raise ConfigError(
+        f"Policy.{name} must be {wanted}{' or None' if optional else ''}, not {value!r}"
+    )
+
+
+def _is(kind: str, value: object) -> bool:
+    """Whether `value` is of the scalar type named `kind` (bool is no number here)."""
+    if kind == "str":
+        return isinstance(value, str)
+    if isinstance(value, bool) and kind != "bool":
+        return False
+    return isinstance(value, _SCALARS[kind]) and not (
+        isinstance(value, float) and math.isnan(value)
+    )
 
 
 def _check_compaction_choices(policy: Policy) -> None:
@@ -355,6 +388,7 @@ class Policy:
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
+            _check_type(spec.name, str(spec.type), value)
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 raise ConfigError(f"Policy.{spec.name} must be >= 0, not {value}")
         pct = self.autocompact_pct_override
@@ -374,7 +408,7 @@ class Policy:
             "idle_compact_at_ttl_share",
         ):
             if not 0 <= getattr(self, name) <= 1:
-                raise ConfigError(f"Policy.{name} must be in [0, 1]")
+                raise ConfigError(f"Policy.{name} must be in [0, 1], not {getattr(self, name)}")
         if not (0 < self.ptl_fallback_drop_fraction < 1):
             raise ConfigError("Policy.ptl_fallback_drop_fraction must be in (0, 1)")
         if self.ptl_max_retries < 1:
@@ -472,7 +506,8 @@ class Policy:
         are errors naming the file."""
         source = Path(path)
         try:
-            data: dict[str, Any] = tomllib.loads(source.read_text(encoding="utf-8"))
+            text = source.read_text(encoding="utf-8")
+            data: dict[str, Any] = tomllib.loads(text)
         except FileNotFoundError:
             raise ConfigError(f"{source}: no such policy file") from None
         except tomllib.TOMLDecodeError as exc:
@@ -492,13 +527,22 @@ class Policy:
                 and not isinstance(value, (int, float))
                 and default is not None
             ):
-                raise ConfigError(f"{source}: policy field {name!r} has the wrong type")
+                raise ConfigError(
+                    f"{source}{_line_of(text, name)}: policy field {name!r} has the wrong type: "
+                    f"{value!r} where the default is {default!r} (change it in the file)"
+                )
             if isinstance(default, tuple) and isinstance(value, list):
                 value = tuple(value)
             if isinstance(default, float) and isinstance(value, int):
                 value = float(value)
             changes[name] = value
-        return (base or cls.from_env()).with_changes(**changes)
+        try:
+            return (base or cls.from_env()).with_changes(**changes)
+        except ConfigError as exc:
+            # The refusal names its field first: point at that field's line when the file set it.
+            named = next((n for n in changes if str(exc).startswith(f"Policy.{n} ")), None)
+            where = f"{source}{_line_of(text, named)}" if named else str(source)
+            raise ConfigError(f"{where}: {exc} (change it in the file)") from None
 
     def to_toml(self, *, only_changed: bool = True) -> str:
         """The policy as a TOML `[policy]` table (by default only fields off their default)."""
@@ -526,11 +570,7 @@ class Policy:
         The result no longer scales (`small_window_reference` 0), so calling it twice is safe.
         """
         if context_window < MIN_CONTEXT_WINDOW:
-            raise ConfigError(
-                f"a {context_window:,}-token context window is too small: unbounded needs at "
-                f"least {MIN_CONTEXT_WINDOW:,} tokens (a summary and one more turn); use a "
-                "model or --window with a larger window"
-            )
+            raise ConfigError(window_too_small(context_window))
         reference = self.small_window_reference
         if reference <= 0 or context_window >= reference:
             return self
@@ -544,6 +584,15 @@ class Policy:
 
 
 _DEFAULTS: dict[str, object] = {spec.name: spec.default for spec in fields(Policy)}
+
+
+def _line_of(text: str, name: str) -> str:
+    """`:LINE` of the first `name = ...` line in a policy file's text, or "" (not found)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        key, equals, _ = line.partition("=")
+        if equals and key.strip().strip('"\'') == name:
+            return f":{number}"
+    return ""
 
 
 def _toml_value(value: object) -> str:

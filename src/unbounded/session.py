@@ -45,7 +45,7 @@ from typing import Any
 from unbounded.blocking import BlockingDriver, BlockingHold
 from unbounded.caching.break_detector import PromptCacheBreakDetector
 from unbounded.caching.ttl import CacheTtl, CacheTtlLatch, prefix_cache_ttl
-from unbounded.catalog import ModelInfo
+from unbounded.catalog import ModelInfo, load_model_table
 from unbounded.compaction.auto import TierEntry
 from unbounded.compaction.background import BackgroundSummary
 from unbounded.compaction.context import CompactionContext
@@ -77,7 +77,7 @@ from unbounded.session_input import (
     named_results,
     repeats_previous_response_id,
 )
-from unbounded.session_options import SessionDeps, SessionOptions, resolve_deps
+from unbounded.session_options import SessionDeps, SessionOptions, chosen_policy, resolve_deps
 from unbounded.session_recall import SessionRecall
 from unbounded.session_state import (
     CompactionTracking,
@@ -360,9 +360,10 @@ class Session:
 
         Close it (or use `with`) to release the folder for another process or a later open.
         """
+        checked = _checked_options(config, options)  # before the folder is made or locked
         store = FolderStore(folder)
         try:
-            return cls(config, store=store, **options)
+            return cls(config, replace(checked, store=store))
         except BaseException:
             store.close()
             raise
@@ -384,12 +385,13 @@ class Session:
             raise ConfigError(
                 "the transcript does not say which model it used: pass a SessionConfig"
             )
+        chosen = config or SessionConfig(model=model)
+        checked = _checked_options(chosen, options)  # before the folder is made or locked
         store = FolderStore(folder)
         try:
             if store.load().entries:
                 raise ConfigError(f"{folder} already holds a session; open it with Session.open")
-            # Built on the empty store first, so a bad configuration writes nothing.
-            session = cls(config or SessionConfig(model=model), store=store, **options)
+            session = cls(chosen, replace(checked, store=store))
         except BaseException:
             store.close()  # a failed start must not keep the folder locked
             raise
@@ -861,6 +863,24 @@ class Session:
     def events_sink(self) -> EventSink | None:
         """Where this session's events go (extensions emit through it)."""
         return self._deps.events
+
+
+def _checked_options(config: SessionConfig, given: Mapping[str, Any]) -> SessionOptions:
+    """The options of a session kept in a folder, and the settings they derive with `config`,
+    checked before the folder is made: a refused open creates no folder and no `.lock`."""
+    keywords = dict(given)
+    base = keywords.pop("options", None)
+    if "store" in keywords or (base is not None and base.store is not None):
+        raise TypeError(
+            "Session.open keeps the session in its folder: pass no store (or build "
+            "Session(config, store=...) for another store)"
+        )
+    checked = SessionOptions.of(base, keywords)
+    policy = chosen_policy(checked)
+    table = checked.model_table or load_model_table()
+    derive_settings(config, policy, table)
+    # Pinned, so the session runs on the very policy and table checked here.
+    return replace(checked, policy=policy, model_table=table)
 
 
 __all__ = [

@@ -69,6 +69,9 @@ PENDING_NAME = ".append-pending"
 TORN_SUFFIX = ".torn-"
 """Set-aside bytes go to `transcript.jsonl.torn-<UTC time>`."""
 LOCK_POLL_SECONDS = 0.05
+_HELD_HERE: set[Path] = set()
+"""The folders a `FolderStore` of this process holds locked (one at most per folder: the lock
+refuses a second), so a refusal can tell a holder in this process from another process's."""
 """How often a store waiting for the folder lock tries again."""
 _CHUNK = 1 << 20
 
@@ -184,6 +187,14 @@ class FolderStore:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             waited = f" after waiting {wait:g} s" if wait else ""
+                            if self.folder.resolve() in _HELD_HERE:
+                                raise SessionLockedError(
+                                    f"{self.folder} is already open in this process{waited} "
+                                    "(an earlier Session.open or FolderStore not closed, e.g. "
+                                    "a notebook cell run twice): close that session first "
+                                    "(session.close(), or open it in a `with` block), or pass "
+                                    "wait= when another thread will close it"
+                                ) from None
                             raise SessionLockedError(
                                 f"{self.folder} is in use by another process{waited}; close it "
                                 "there first, pass wait= to wait for it, or open this store "
@@ -194,6 +205,7 @@ class FolderStore:
             os.close(handle)
             raise
         self._lock_handle = handle
+        _HELD_HERE.add(self.folder.resolve())
 
     @property
     def locked(self) -> bool:
@@ -212,6 +224,7 @@ class FolderStore:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)
             os.close(handle)
+            _HELD_HERE.discard(self.folder.resolve())
 
     def __enter__(self) -> FolderStore:
         return self

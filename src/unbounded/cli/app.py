@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -17,8 +18,16 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 class Command(TyperCommand):
-    """A command whose help reads as usual: `PATH...` in the usage line (not `{paths}...`), and
-    no `<bool>` after a flag (a flag takes no value)."""
+    """A command whose help reads as usual: `PATH...` in the usage line (not `{paths}...`), no
+    `<bool>` after a flag (a flag takes no value), and its summary in the command list one
+    line however its docstring is wrapped."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.short_help is None and self.help:
+            # Rich help keeps a docstring's line breaks; the summary is its first paragraph.
+            first = inspect.cleandoc(self.help).split("\n\n")[0]
+            self.short_help = " ".join(first.split())
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """The usage line's pieces, without the braces Typer puts around required arguments."""

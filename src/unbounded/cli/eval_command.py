@@ -135,7 +135,13 @@ def eval_command(
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model for LLM summaries and probes.")
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model the summary requests name (anthropic / openai summarizers; default: "
+            "the transcript's). The exam runs on --llm.",
+        ),
     ] = None,
     llm: Annotated[
         str | None,
@@ -152,7 +158,11 @@ def eval_command(
         typer.Option("--grader-model", help="Model that grades the answers (default: --llm)."),
     ] = None,
     probes: Annotated[
-        int, typer.Option("--probes", help="Questions the examiner writes per point.")
+        int,
+        typer.Option(
+            "--probes",
+            help="Questions the examiner writes per point (at least 6: one per probe category).",
+        ),
     ] = EXAM_PROBES,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the order the grader sees the answers in.")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,9 +11,12 @@ import typer
 from unbounded.cli.app import app, console, exits_cleanly
 from unbounded.cli.options import (
     FileOrderOption,
+    ModelsFileOption,
     SkipInvalidOption,
+    check_window,
     print_source_warnings,
     read_transcript,
+    require_model,
 )
 from unbounded.cli.receipts_view import render_receipts
 from unbounded.cli.text import shorten_middle
@@ -72,20 +74,22 @@ def inspect_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     skip_invalid: SkipInvalidOption = False,
-    models_file: Annotated[
-        list[Path] | None, typer.Option("--models-file", help="Extra model table (TOML).")
-    ] = None,
+    models_file: ModelsFileOption = None,
     file_order: FileOrderOption = False,
 ) -> None:
     """Show where a session's tokens go and how close it is to compaction."""
     from unbounded.addresses import parse_address
     from unbounded.catalog import load_model_table
 
+    check_window(window)
+    table = load_model_table(models_file or ())
+    if model is not None:
+        require_model(table, model)  # an unknown model fails before the file is read
     report = inspect_address(
         parse_address(path),
         model=model,
         window=window,
-        table=load_model_table(models_file or ()),
+        table=table,
         skip_invalid=skip_invalid,
         file_order=file_order,
     )

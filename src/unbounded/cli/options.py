@@ -13,6 +13,7 @@ from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:
     from unbounded.addresses import Address
+    from unbounded.catalog import ModelTable
     from unbounded.model.transcript import Transcript
 
 SkipInvalidOption = Annotated[
@@ -28,6 +29,13 @@ PolicyOption = Annotated[
         help="A policy file (TOML, `field = value` lines under \\[policy]; see `unbounded tune`).",
     ),
 ]
+ModelsFileOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--models-file",
+        help="Extra model table (TOML, in the shape of unbounded/data/models.toml; may repeat).",
+    ),
+]
 FileOrderOption = Annotated[
     bool,
     typer.Option(
@@ -36,6 +44,34 @@ FileOrderOption = Annotated[
         "from its parent links (for debugging rewound or resumed sessions).",
     ),
 ]
+
+
+def require_model(table: ModelTable, name: str) -> None:
+    """Refuse an unknown `--model` before any work, advising this command's `--models-file`."""
+    try:
+        table.get(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} On the command line: --models-file FILE.") from None
+
+
+def check_window(window: int | None) -> None:
+    """Refuse a `--window` below the smallest one unbounded works in, before any file is read."""
+    from unbounded.catalog import MIN_CONTEXT_WINDOW, window_too_small
+
+    if window is not None and window < MIN_CONTEXT_WINDOW:
+        raise ConfigError(f"--window {window}: {window_too_small(window)}")
+
+
+def check_output_file(option: str, path: Path, *, makes_folder: bool = False) -> None:
+    """Refuse an output path that cannot be written (a folder, or in a folder that does not
+    exist unless the command makes it: `makes_folder`) before the work it would hold."""
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: is a folder; give a file path (e.g. {path / 'out'})")
+    if not makes_folder and not path.parent.is_dir():
+        raise ConfigError(
+            f"{option} {path}: the folder {path.parent} does not exist; create it first "
+            "(mkdir -p) or give a path in an existing folder"
+        )
 
 
 def read_transcript(

@@ -21,11 +21,15 @@ from unbounded.cli.compact_command import make_provider
 from unbounded.cli.heap import HeapTrimmer
 from unbounded.cli.options import (
     FileOrderOption,
+    ModelsFileOption,
     PolicyOption,
     SkipInvalidOption,
+    check_output_file,
+    check_window,
     print_source_warnings,
     print_warnings,
     read_transcript,
+    require_model,
 )
 from unbounded.cli.text import plural, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError
@@ -143,6 +147,8 @@ class ReplaySettings:
     series: bool
     policy: Policy | None = None
     variants: bool = True
+    models_files: tuple[str, ...] = ()
+    """Extra model tables (`--models-file`), read again by each worker process."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +222,7 @@ def _options(settings: ReplaySettings, recorded_model: str | None, source: str) 
     from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.evaluation.replay import ReplayOptions
 
-    table = load_model_table()
+    table = load_model_table(settings.models_files)
     # An LLM summarizer asks for the recorded model by name, even one the table lacks (the
     # replay plans that one with its provider's figures).
     model_name = settings.model or recorded_model or DEFAULT_MODEL
@@ -251,7 +257,11 @@ def replay_command(
     ] = None,
     window: Annotated[
         int | None,
-        typer.Option("--window", help="Plan for this context window (tokens, >= 8,192)."),
+        typer.Option(
+            "--window",
+            help="Plan for this context window (tokens, >= 8,192; default: the window the "
+            "transcript reports, else the model's).",
+        ),
     ] = None,
     summarizer: Annotated[
         str,
@@ -269,6 +279,7 @@ def replay_command(
     skip_invalid: SkipInvalidOption = False,
     file_order: FileOrderOption = False,
     policy_file: PolicyOption = None,
+    models_file: ModelsFileOption = None,
     variants: Annotated[
         bool,
         typer.Option(
@@ -295,9 +306,13 @@ def replay_command(
 
     if series and not as_json:
         raise ConfigError("--series adds the per-call figures to the JSON output: add --json")
-    table = load_model_table()
+    check_window(window)
+    if report_file is not None:
+        check_output_file("--report", report_file)
+    models_files = tuple(str(path) for path in models_file or ())
+    table = load_model_table(models_files)
     if model is not None:
-        table.get(model)  # an unknown model fails before any work
+        require_model(table, model)  # an unknown model fails before any work
     make_provider(summarizer, model or DEFAULT_MODEL)  # an unknown summarizer or missing key too
     sessions = expand_paths(paths or [])
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
@@ -311,6 +326,7 @@ def replay_command(
         series,
         chosen_policy,
         variants,
+        models_files,
     )
     if len(sessions) > 1:
         if report_file is not None:

@@ -74,7 +74,7 @@ def export_command(
     from unbounded.postgres.transfer import export_session
 
     address = database_address(url, "URL").with_session(session)
-    session_id = address.require_session()
+    session_id = address.require_session("--session")
     written = export_session(address.url, session_id, output)
     error_console.print(f"exported {session_id} ({_size(written)}) to {output}", highlight=False)
 

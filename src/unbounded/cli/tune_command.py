@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
-from unbounded.cli.options import PolicyOption
+from unbounded.cli.options import check_output_file
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
@@ -20,17 +20,32 @@ if TYPE_CHECKING:  # imported when the command runs (a fast --help)
 @app.command("tune")
 @exits_cleanly
 def tune_command(
-    paths: Annotated[list[Path], typer.Argument(help="Recorded sessions to tune the policy on.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH", help="Recorded session files to tune the policy on (no folders)."
+        ),
+    ],
     trials: Annotated[
         int, typer.Option("--trials", min=0, help="Policies to try besides the default.")
     ] = 16,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes to use.")] = 2,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the search (repeatable).")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the search: the same seed draws the same candidates."),
+    ] = 0,
     output: Annotated[
         Path,
         typer.Option("--output", "-o", help="Where to write the chosen policy (TOML)."),
     ] = Path("unbounded-policy.toml"),
-    policy_file: PolicyOption = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="The policy the candidates are drawn around and compared against (a policy "
+            "file, TOML; default: the built-in policy with UNBOUNDED_* overrides).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Find the cheapest policy for these sessions that keeps at least what the default
@@ -47,14 +62,13 @@ def tune_command(
     from unbounded.fileio import atomic_write_chunks
     from unbounded.policy import Policy
 
-    for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such session file")
+    files = [session_file(path) for path in paths]
+    check_output_file("--output", output, makes_folder=True)  # its folder is made
     from unbounded.evaluation.tune import tune_policy
 
     base = Policy.from_file(policy_file) if policy_file is not None else Policy.from_env()
     if as_json:
-        report = tune_policy(paths, trials=trials, jobs=jobs, seed=seed, base=base)
+        report = tune_policy(files, trials=trials, jobs=jobs, seed=seed, base=base)
     else:
         with Progress(
             TextColumn("[bold]tuning[/]"),
@@ -71,7 +85,7 @@ def tune_command(
                 progress.update(task, completed=done, total=total)
 
             report = tune_policy(
-                paths, trials=trials, jobs=jobs, seed=seed, base=base, progress=advance
+                files, trials=trials, jobs=jobs, seed=seed, base=base, progress=advance
             )
     text = report.policy().to_toml()
     atomic_write_chunks(output, [text.encode("utf-8")], mode=None)
@@ -84,6 +98,28 @@ def tune_command(
     console.print(
         f"policy written to [bold]{output}[/] (use it with --policy or Session(policy=...))"
     )
+
+
+def session_file(given: str) -> Path:
+    """A PATH argument as the session file it must be; a database address, a folder or a
+    missing file is refused, named as given."""
+    from unbounded.addresses import is_database_address
+    from unbounded.redaction import redact_url
+
+    if is_database_address(given):
+        raise ConfigError(
+            f"{redact_url(given)}: tune takes session files, not a database session: export "
+            "it first (unbounded export URL -o FILE) and tune the file"
+        )
+    path = Path(given)
+    if path.is_dir():
+        raise ConfigError(
+            f"{given}: is a folder; tune takes session files: give them "
+            f"(e.g. {path / '*.jsonl'}, expanded by your shell)"
+        )
+    if not path.is_file():
+        raise ConfigError(f"{given}: no such session file")
+    return path
 
 
 def _label(candidate: Candidate, base: Policy) -> str:

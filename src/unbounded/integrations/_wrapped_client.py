@@ -5,7 +5,10 @@ Anthropic and OpenAI drop-ins specialize these classes only by the endpoints the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -73,6 +76,38 @@ def bound_session(
     if session is not None and (model is not None or context_window is not None):
         raise ConfigError("model and context_window come from the session you gave wrap()")
     return as_session(session) if session is not None else None
+
+
+def check_wrap_keywords(
+    entry: Callable[..., Any], policy: object, session_options: Mapping[str, Any]
+) -> None:
+    """Refuse at `wrap()` what its first call would: a keyword neither wrap() (`entry`, the
+    wrap function) nor `Session` takes (`TypeError`, as a wrong keyword is, naming both lists)
+    and a `policy` that is no `Policy` (`ConfigError`)."""
+    own = [
+        name
+        for name, parameter in inspect.signature(entry).parameters.items()
+        if name != "client" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    known = [field.name for field in dataclasses.fields(SessionOptions)]
+    unknown = sorted(set(session_options) - {*known, "options"})
+    if unknown:
+        close = {
+            name: match[0]
+            for name in unknown
+            if (match := difflib.get_close_matches(name, [*own, *known], n=1))
+        }
+        hint = "".join(f" ({name}: did you mean {close[name]}?)" for name in close)
+        raise TypeError(
+            f"wrap() got unknown option(s) {', '.join(unknown)}{hint}; wrap()'s options are: "
+            f"{', '.join(own)}; and Session's: "
+            f"{', '.join([*(name for name in known if name not in own), 'options'])}"
+        )
+    if policy is not None and not isinstance(policy, Policy):
+        raise ConfigError(
+            f"wrap() policy must be a Policy (Policy(...), or Policy.from_file(PATH) for a "
+            f"policy file), not {type(policy).__name__} {policy!r}"
+        )
 
 
 BLOCKING_DROP_IN = BlockingDriver(
@@ -230,6 +265,7 @@ __all__ = [
     "SyncWrappedClient",
     "WrappedClient",
     "bound_session",
+    "check_wrap_keywords",
     "refuse_blocking_background_summary",
     "session_option",
     "summarizer_in_options",

@@ -61,12 +61,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from unbounded.blocking import BlockingDriver, BlockingRunner
+from unbounded.catalog import ASSUMED_MODELS, assumed_model, load_model_table
 from unbounded.engine import (
     TurnOptions,
     drive_turn,
@@ -106,7 +108,9 @@ from unbounded.integrations._wrapped_client import (
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
+    check_wrap_keywords,
     refuse_blocking_background_summary,
+    session_option,
     summarizer_in_options,
 )
 from unbounded.model.entries import Entry
@@ -124,6 +128,8 @@ if TYPE_CHECKING:
     import anthropic
     from anthropic.types import Message
 
+
+logger = logging.getLogger(__name__)
 
 SummarizerChoice = Literal["client", "extractive"]
 """`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
@@ -314,6 +320,7 @@ class ClientPipeline:
         return AnthropicProvider(client)
 
     def _open(self, config: SessionConfig) -> Session:
+        self._learn_unknown_model(config.model)
         # The summarizer given in `options=` is the caller's: the drop-in's default yields to it.
         kept = self._options_summarizer is not None
         chosen = {
@@ -329,6 +336,31 @@ class ClientPipeline:
         if self._folder is not None:
             return Session.open(self._folder, config, **options)
         return Session(config, **options)
+
+    def _learn_unknown_model(self, model: str) -> None:
+        """A model the table does not list (a Claude model newer than the table) is planned with
+        `context_window` given to wrap() and the current Claude model's prices and caching
+        rules, said in the log; without a window, a ConfigError naming wrap()'s remedies."""
+        table = session_option(self._options, "model_table") or load_model_table()
+        if table.find(model) is not None:
+            return
+        assumed = ASSUMED_MODELS["anthropic"]
+        if self._context_window is None:
+            raise ConfigError(
+                f"model {model!r} is not in the model table, so its context window is unknown: "
+                f"pass wrap(client, model={model!r}, context_window=...) to plan it with that "
+                f"window and {assumed}'s prices, or add its row to a models file "
+                "(UNBOUNDED_MODELS_FILE, or model_table=load_model_table([FILE]))"
+            )
+        info = assumed_model(table, model, "anthropic").with_window(self._context_window)
+        logger.warning(
+            "model %r is not in the model table: planned with a %s-token window "
+            "(context_window=) and priced as %s",
+            model,
+            f"{self._context_window:,}",
+            assumed,
+        )
+        self._options = {**self._options, "model_table": table.with_model(info)}
 
     def _configure(self, params: dict[str, Any]) -> Session:
         """The session for these cache-safe parameters (opened, or its config updated)."""
@@ -875,6 +907,7 @@ def wrap_anthropic(
         raise ConfigError(
             "wrap() needs the anthropic SDK: pip install 'unbounded[anthropic]'"
         ) from None
+    check_wrap_keywords(wrap_anthropic, policy, session_options)
     given = bound_session(
         session, session_folder=session_folder, model=model, context_window=context_window
     )

@@ -67,6 +67,7 @@ from unbounded.integrations._wrapped_client import (
     AsyncWrappedClient,
     SyncWrappedClient,
     bound_session,
+    check_wrap_keywords,
     refuse_blocking_background_summary,
     session_option,
 )
@@ -685,6 +686,7 @@ def wrap_openai(
     session now)."""
     import openai
 
+    check_wrap_keywords(wrap_openai, policy, session_options)
     given = bound_session(
         session, session_folder=session_folder, model=model, context_window=context_window
     )

@@ -50,6 +50,7 @@ from unbounded.model.response import ModelResponse
 from unbounded.wire.base import (
     ALL_FIELDS,
     InboundMessages,
+    connection_failure,
     is_prompt_too_long_message,
     is_transport_error,
     parse_prompt_too_long,
@@ -138,7 +139,9 @@ class AnthropicMessages:
             if mapped is not None:
                 return mapped
         if is_transport_error(exc):
-            return ServerError(f"connection error: {type(exc).__name__}: {exc}")
+            return ServerError(
+                connection_failure(exc, f"{type(exc).__name__}: {exc}", ANTHROPIC_ADDRESS)
+            )
         if isinstance(exc, json.JSONDecodeError):
             return ServerError(f"malformed response (not JSON): {exc}")
         if _is_missing_credentials(exc):
@@ -237,6 +240,10 @@ class _CompactionScan:
         return (_CompactionScan, ())
 
 
+ANTHROPIC_ADDRESS = "ANTHROPIC_BASE_URL, or the client's base_url"
+"""Where the address an Anthropic client connects to comes from (named when it fails)."""
+
+
 def _sdk_error(sdk: Any, exc: BaseException) -> ProviderError | None:
     """The mapping of the SDK's own exception classes."""
     if isinstance(exc, sdk.APIStatusError):
@@ -251,7 +258,7 @@ def _sdk_error(sdk: Any, exc: BaseException) -> ProviderError | None:
         return ServerError(f"request timed out: {exc}")
     if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__
-        return ServerError(f"connection error: {cause or exc}")
+        return ServerError(connection_failure(exc, str(cause or exc), ANTHROPIC_ADDRESS))
     if isinstance(exc, sdk.APIResponseValidationError):
         return ServerError(f"malformed response: {exc}", status=exc.status_code, body=exc.body)
     return None

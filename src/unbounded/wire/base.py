@@ -121,6 +121,25 @@ def is_transport_error(exc: BaseException) -> bool:
     return any(cls.__module__.startswith(("httpx", "httpcore")) for cls in type(exc).__mro__)
 
 
+def connection_failure(exc: BaseException, detail: str, setting: str) -> str:
+    """A failed connection's message: `detail` (what the transport said), with the address
+    tried (scheme, host and port; never credentials or path) when the exception knows it, and
+    what to check (`setting`: where that address comes from)."""
+    url: Any
+    try:  # httpx's `request` raises RuntimeError when the error was made without one
+        url = getattr(getattr(exc, "request", None), "url", None)
+    except RuntimeError:
+        url = None
+    host = getattr(url, "host", None)
+    if not host:
+        return f"connection error: {detail}"
+    port = f":{url.port}" if getattr(url, "port", None) else ""
+    return (
+        f"connection error: cannot reach {url.scheme}://{host}{port} ({detail}); "
+        f"check the address ({setting}) and that the server there is up"
+    )
+
+
 _PTL_PATTERN = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
 _CONTEXT_PATTERNS = (
     re.compile(

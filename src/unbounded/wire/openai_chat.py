@@ -39,6 +39,7 @@ from unbounded.model.response import ModelResponse
 from unbounded.wire.base import (
     ALL_FIELDS,
     InboundMessages,
+    connection_failure,
     is_prompt_too_long_message,
     is_transport_error,
     parse_prompt_too_long,
@@ -423,7 +424,9 @@ class OpenAIChat:
         if isinstance(exc, sdk.APITimeoutError):
             return ServerError(f"request timed out: {exc}")
         if isinstance(exc, sdk.APIConnectionError):
-            return ServerError(f"connection error: {exc.__cause__ or exc}")
+            return ServerError(
+                connection_failure(exc, str(exc.__cause__ or exc), OPENAI_ADDRESS)
+            )
         if isinstance(exc, sdk.APIResponseValidationError):
             return ServerError(f"malformed response: {exc}", status=exc.status_code, body=exc.body)
         if isinstance(exc, sdk.APIError):  # an error event inside a stream
@@ -443,10 +446,16 @@ class OpenAIChat:
         return inbound_messages(messages)
 
 
+OPENAI_ADDRESS = "OPENAI_BASE_URL, or the client's base_url"
+"""Where the address an OpenAI client connects to comes from (named when it fails)."""
+
+
 def _generic_error(exc: BaseException) -> ProviderError | None:
     """The mapping of exceptions that are not the SDK's own."""
     if is_transport_error(exc):
-        return ServerError(f"connection error: {type(exc).__name__}: {exc}")
+        return ServerError(
+            connection_failure(exc, f"{type(exc).__name__}: {exc}", OPENAI_ADDRESS)
+        )
     if isinstance(exc, json.JSONDecodeError):
         return ServerError(f"malformed response (not JSON): {exc}")
     return None
