@@ -69,10 +69,10 @@ PENDING_NAME = ".append-pending"
 TORN_SUFFIX = ".torn-"
 """Set-aside bytes go to `transcript.jsonl.torn-<UTC time>`."""
 LOCK_POLL_SECONDS = 0.05
+"""How often a store waiting for the folder lock tries again."""
 _HELD_HERE: set[Path] = set()
 """The folders a `FolderStore` of this process holds locked (one at most per folder: the lock
 refuses a second), so a refusal can tell a holder in this process from another process's."""
-"""How often a store waiting for the folder lock tries again."""
 _CHUNK = 1 << 20
 
 
