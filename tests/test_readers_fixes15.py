@@ -252,3 +252,25 @@ def test_one_session_that_crashes_keeps_its_traceback(
     monkeypatch.setattr(loader, "detect_format", _crash_on(bad, loader.detect_format))
     result = CliRunner().invoke(app, ["eval", str(bad), "--json"])
     assert isinstance(result.exception, ZeroDivisionError)
+
+
+def test_a_codex_refresh_after_a_user_message_is_no_second_call(tmp_path: Path) -> None:
+    """Without totals, only the model's own output between two equal usage events makes the
+    second a new call: a user message or a tool's output before a refresh does not."""
+    from test_readers_attack15 import _codex_line, _codex_message, _token_count
+    from unbounded.transcripts.codex import read_codex
+
+    last = {"input_tokens": 1_000, "cached_input_tokens": 0, "output_tokens": 10}
+    meta = {"id": "0c0de000-0000-4000-8000-000000000002", "cwd": "/w", "cli_version": "0.118.0"}
+    records = [
+        _codex_line("session_meta", meta, 0),
+        _codex_line("turn_context", {"cwd": "/w", "model": "gpt-5.4"}, 1),
+        _codex_line("response_item", _codex_message("user", "input_text", "first"), 2),
+        _codex_line("response_item", _codex_message("assistant", "output_text", "one"), 3),
+        _codex_line("event_msg", _token_count(last, None), 4),
+        _codex_line("response_item", _codex_message("user", "input_text", "second"), 5),
+        _codex_line("event_msg", _token_count(last, None), 6),
+    ]
+    path = tmp_path / "refresh.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    assert len(read_codex(path).billed_calls()) == 1

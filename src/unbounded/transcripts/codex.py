@@ -185,7 +185,7 @@ class _Converter:
         self._pending_at: tuple[str | None, int | None] = (None, None)  # its time and line
         self._last_usage: dict[str, int] | None = None
         self._last_token_key: tuple[Any, ...] | None = None
-        self._items_since_usage = False  # a response item (or compaction) since the last event
+        self._items_since_usage = False  # model output (or a compaction) since the last event
         self.known_records = 0  # lines of a rollout record type
         self._open_calls: dict[str, str] = {}  # recorded call id -> tool_use id
         self._used_ids: set[str] = set()
@@ -426,7 +426,12 @@ class _Converter:
         elif kind == "event_msg":
             self._event(payload, record)
         else:
-            self._items_since_usage = True
+            # Only the model's own output marks a new response (a user message or a tool's
+            # output between two equal events does not: a refresh can follow them).
+            if payload.get("type") in MODEL_OUTPUT_TYPES and (
+                payload.get("type") != "message" or payload.get("role") == "assistant"
+            ):
+                self._items_since_usage = True
             self._item(payload, record)
 
     def _session_meta(self, payload: dict[str, Any]) -> None:
