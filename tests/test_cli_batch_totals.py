@@ -220,3 +220,23 @@ def test_codex_sessions_are_not_matched_by_their_made_up_ids(tmp_path: Path) -> 
     assert list(data) == ["sessions", "failed"]
     single = _json(str(tmp_path / "one.jsonl"))
     assert [entry["calls"] for entry in data["sessions"]] == [single["calls"]] * 2
+
+
+def test_calls_on_a_rewound_branch_count_once_too(tmp_path: Path) -> None:
+    """A resume of a rewound session copies the abandoned branch as well: its calls (not
+    replayed, priced as recorded) are repeats like the others."""
+    from conftest import FIXTURES
+
+    text = (FIXTURES / "sessions" / "rewound.jsonl").read_text(encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text(text, encoding="utf-8")
+    records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for uuid in {r["uuid"] for r in records if "uuid" in r} | {r["sessionId"] for r in records}:
+        text = text.replace(uuid, "c0" + uuid[2:])  # new uuids and session id, same calls
+    (tmp_path / "b.jsonl").write_text(text, encoding="utf-8")
+    first = _single(tmp_path / "a.jsonl")
+    assert first["calls_not_replayed"] == {"branch": 3}
+    total = _json(str(tmp_path))["total"]
+    assert (total["calls"], total["replayed_calls"]) == (first["calls"], first["replayed_calls"])
+    assert total["repeated_calls"] == first["calls"]
+    assert total["cost"] == pytest.approx(first["cost"]["unbounded"], abs=1e-5)
+    assert total["recorded_cost"] == pytest.approx(first["cost"]["recorded"], abs=1e-5)
