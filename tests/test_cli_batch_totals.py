@@ -149,6 +149,7 @@ def test_the_table_total_counts_the_copy_once_and_says_so(resumed: Path) -> None
     lines = result.stdout.splitlines()
     (total,) = (line for line in lines if line.startswith("total"))
     assert total.split()[1] == "3"  # 2 + 3 calls, 2 of them repeated
+    assert total.split()[3] == f"{_json(str(resumed))['total']['cost']:,.2f}"
     note = lines[-1]
     assert note.startswith(f"{resumed / 'b.jsonl'} repeats 2 billed calls of ")
     assert str(resumed / "a.jsonl") in note and "the total counts them once" in note
