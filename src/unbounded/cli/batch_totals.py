@@ -16,7 +16,6 @@ import math
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from hashlib import blake2b
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +79,12 @@ def first_record_time(path: Path) -> float | None:
 def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) -> BilledShares:
     """The shares of a Claude Code file's replay: its replayed calls (in script order), then
     the billed calls it did not follow."""
+    from hashlib import blake2b  # here: `--help` does not load it
+
     from unbounded.evaluation.call_series import CallSeries
+
+    def digest(message_id: str) -> int:
+        return int.from_bytes(blake2b(message_id.encode(), digest_size=8).digest(), "little")
 
     points = report.points
     pairs: Iterable[tuple[float, float | None]] = (
@@ -93,9 +97,9 @@ def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) 
         cost.append(ours)
         recorded.append(math.nan if paid is None else paid)
     replayed = len(cost)
-    ids = array("Q", map(_digest, recording.script.message_ids))
+    ids = array("Q", map(digest, recording.script.message_ids))
     for message_id, ours, paid in report.not_replayed_costs:
-        ids.append(_digest(message_id))
+        ids.append(digest(message_id))
         cost.append(ours)
         recorded.append(math.nan if paid is None else paid)
     return BilledShares(
@@ -141,10 +145,6 @@ def find_repeats(
             of = tuple(sessions[index][0] for index in sorted(owners))
             found[at] = Repeats(calls, replayed, cost, recorded, priced, of)
     return found
-
-
-def _digest(message_id: str) -> int:
-    return int.from_bytes(blake2b(message_id.encode(), digest_size=8).digest(), "little")
 
 
 def _first(name: str, shares: BilledShares) -> tuple[bool, float, str]:

@@ -17,7 +17,6 @@ import typer
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
-from unbounded.cli.batch_totals import BilledShares, Repeats, billed_shares, find_repeats
 from unbounded.cli.compact_command import make_provider
 from unbounded.cli.heap import HeapTrimmer
 from unbounded.cli.options import (
@@ -33,6 +32,7 @@ from unbounded.errors import ConfigError, UnboundedError
 
 if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
     from unbounded.addresses import Address
+    from unbounded.cli.batch_totals import BilledShares, Repeats
     from unbounded.evaluation.replay import ReplayOptions, ReplayReport
     from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.model.transcript import Transcript
@@ -219,6 +219,7 @@ def _shares(
 ) -> BilledShares | None:
     """A Claude Code file's calls by response id (other formats have no provider id a call)."""
     from unbounded.addresses import FileAddress
+    from unbounded.cli.batch_totals import billed_shares
     from unbounded.transcripts.loader import detect_format
 
     if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
@@ -415,6 +416,8 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
                     highlight=False,
                     soft_wrap=True,
                 )
+    from unbounded.cli.batch_totals import find_repeats
+
     repeats = find_repeats([(row.source, row.shares) for row in rows])
     if settings.as_json:
         print(json.dumps(batch_json(rows, failed, repeats), indent=2))
