@@ -36,6 +36,7 @@ from unbounded.errors import ConfigError, UnboundedError
 
 if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
     from unbounded.addresses import Address
+    from unbounded.cli.batch_totals import BilledShares, Repeats
     from unbounded.evaluation.replay import ReplayOptions, ReplayReport
     from unbounded.evaluation.replay_recording import ReplayRecording
     from unbounded.model.transcript import Transcript
@@ -163,6 +164,9 @@ class ReplayRow:
     cache_read_share: float
     warnings: tuple[str, ...]
     data: dict[str, Any] | None
+    billed_calls: int = 0
+    shares: BilledShares | None = None
+    """Each billed call's response id and figures (Claude Code files), for the total."""
 
 
 REPLAY_GC_THRESHOLD = 10_000
@@ -211,7 +215,22 @@ def replay_one(settings: ReplaySettings, path: str) -> ReplayRow:
         cache_read_share=report.ours.cache_read_share,
         warnings=warnings,
         data=report.to_dict(series=settings.series) if settings.as_json else None,
+        billed_calls=report.recorded_calls,
+        shares=_shares(address, recording, report),
     )
+
+
+def _shares(
+    address: Address, recording: ReplayRecording, report: ReplayReport
+) -> BilledShares | None:
+    """A Claude Code file's calls by response id (other formats have no provider id a call)."""
+    from unbounded.addresses import FileAddress
+    from unbounded.cli.batch_totals import billed_shares
+    from unbounded.transcripts.loader import detect_format
+
+    if isinstance(address, FileAddress) and detect_format(address.path) == "claude-code":
+        return billed_shares(address.path, recording, report)
+    return None
 
 
 def _skipped(lines: int) -> tuple[str, ...]:
@@ -416,25 +435,63 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
                     highlight=False,
                     soft_wrap=True,
                 )
+    from unbounded.cli.batch_totals import find_repeats
+
+    repeats = find_repeats([(row.source, row.shares) for row in rows])
     if settings.as_json:
-        print(
-            json.dumps(
-                {
-                    "sessions": [row.data for row in rows],
-                    "failed": [{"path": path, "error": error} for path, error in failed],
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(batch_json(rows, failed, repeats), indent=2))
     else:
-        render_batch(rows, failed)
+        render_batch(rows, failed, repeats)
     if failed:
         raise typer.Exit(code=2)
 
 
-def render_batch(rows: list[ReplayRow], failed: list[tuple[str, str]]) -> None:
+def batch_json(
+    rows: list[ReplayRow], failed: list[tuple[str, str]], repeats: list[Repeats | None]
+) -> dict[str, Any]:
+    """The batch's JSON object. When a file repeats another's calls (a resumed or forked
+    session), each entry says how many of its calls do and of which files, and a total
+    counts every billed call once."""
+    data: dict[str, Any] = {"sessions": [row.data for row in rows]}
+    if any(repeats):
+        data["sessions"] = [
+            {
+                **(row.data or {}),
+                "repeated_calls": found.calls if found else 0,
+                "repeats": list(found.of) if found else [],
+            }
+            for row, found in zip(rows, repeats, strict=True)
+        ]
+        data["total"] = _total(rows, repeats)
+    data["failed"] = [{"path": path, "error": error} for path, error in failed]
+    return data
+
+
+def _total(rows: list[ReplayRow], repeats: list[Repeats | None]) -> dict[str, Any]:
+    """The batch's figures with each repeated call counted once (in the file it came first)."""
+    found = [r for r in repeats if r is not None]
+    recorded: float | None = None
+    if all(row.recorded_cost is not None for row in rows) and all(r.recorded_priced for r in found):
+        recorded = sum(row.recorded_cost or 0.0 for row in rows) - sum(
+            r.recorded_cost for r in found
+        )
+    return {
+        "calls": sum(row.billed_calls for row in rows) - sum(r.calls for r in found),
+        "replayed_calls": sum(row.calls for row in rows) - sum(r.replayed_calls for r in found),
+        "repeated_calls": sum(r.calls for r in found),
+        "cost": round(sum(row.cost for row in rows) - sum(r.cost for r in found), 6),
+        "recorded_cost": None if recorded is None else round(recorded, 6),
+    }
+
+
+def render_batch(
+    rows: list[ReplayRow],
+    failed: list[tuple[str, str]],
+    repeats: list[Repeats | None] | None = None,
+) -> None:
     """The table across sessions: calls, compactions, our cost against the recorded one (the
-    baselines are in each session's own report)."""
+    baselines are in each session's own report); a file's calls that repeat another's count
+    once in the total, a line under the table says which."""
     from rich import box
     from rich.table import Table
 
@@ -468,15 +525,28 @@ def render_batch(rows: list[ReplayRow], failed: list[tuple[str, str]]) -> None:
             "—" if row.recorded_cost is None else f"{row.recorded_cost:,.2f}",
             saved,
         )
+    found = [r for r in repeats or () if r is not None]
     if len(rows) > 1:
         table.add_row(
             "total",
-            f"{sum(row.calls for row in rows):,}",
+            f"{sum(row.calls for row in rows) - sum(r.replayed_calls for r in found):,}",
             f"{sum(row.compactions for row in rows):,}",
-            f"{sum(row.cost for row in rows):,.2f}",
+            f"{sum(row.cost for row in rows) - sum(r.cost for r in found):,.2f}",
             style="bold",
         )
     console.print(table)
+    for row, repeated in zip(rows, repeats or (), strict=True):
+        if repeated is not None:
+            recorded = (
+                f", recorded ${repeated.recorded_cost:,.2f}" if repeated.recorded_priced else ""
+            )
+            console.print(
+                f"{row.source} repeats {plural(repeated.calls, 'billed call')} of "
+                f"{', '.join(repeated.of)} (a resumed or forked session's copy): the total "
+                f"counts them once (unbounded ${repeated.cost:,.2f}{recorded} left out)",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def render(report: ReplayReport) -> None:

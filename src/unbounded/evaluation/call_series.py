@@ -144,6 +144,12 @@ class CallSeries(Sequence[CallPoint]):
             self._baseline_tokens[position].append(point.baseline_context_tokens[name])
             self._baseline_cost[position].append(point.baseline_cost[name])
 
+    def costs(self) -> Iterator[tuple[float, float | None]]:
+        """Each call's cost and recorded cost (None: no recorded usage), read from the two
+        columns alone (no row built)."""
+        for cost, recorded in zip(self._cost, self._recorded_cost, strict=True):
+            yield cost, None if math.isnan(recorded) else recorded
+
     def __len__(self) -> int:
         return len(self._time)
 

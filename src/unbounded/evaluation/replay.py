@@ -264,6 +264,9 @@ class ReplayReport:
     ones on branches the thread does not follow, the agent's own side calls."""
     not_replayed: dict[str, int] = field(default_factory=dict)
     """Billed calls the replay does not follow, by place (`branch`, `side`)."""
+    not_replayed_costs: list[tuple[str, float, float | None]] = field(default_factory=list)
+    """Each billed call the replay does not follow: its response id, its share of our cost
+    (a branch call's recorded cost, else 0) and its recorded cost (None: not priced)."""
     recorded_comparable: bool = True
     """Whether the recorded cost can be set against ours (same provider's cache and prices)."""
     model_assumed: bool = False
@@ -711,6 +714,7 @@ class _Replayer:
         self.billed = recording.billed
         self.billed_calls = recording.billed_calls
         self.not_replayed: dict[str, int] = {}
+        self.not_replayed_costs: list[tuple[str, float, float | None]] = []
         self.settings = ReplaySettings(
             model=self.model,
             model_name=self.model_name,
@@ -815,6 +819,8 @@ class _Replayer:
         for call in self.billed:  # the recording keeps only the calls its script leaves out
             counts[call.place] = counts.get(call.place, 0) + 1
             cost = _recorded_cost(call.usage, self._recorded_pricing(call.model), self.ttl)
+            ours = cost if cost is not None and call.place == "branch" else 0.0
+            self.not_replayed_costs.append((call.message_id, ours, cost))
             if cost is None:
                 self.unpriced_calls += 1
                 continue
@@ -900,6 +906,7 @@ class _Replayer:
             recorded_calls=self.billed_calls,
             model_assumed=self.model_assumed,
             not_replayed=self.not_replayed,
+            not_replayed_costs=self.not_replayed_costs,
             microcompacts=self.session.micro.stats.microcompactions,
             cache_breaks=self.cache_breaks,
             invalid_requests=self.invalid,

@@ -1,0 +1,155 @@
+"""A batch's totals count every billed call once, across files.
+
+Claude Code's `--resume` (and a fork) writes a new session file that starts with a copy of the
+earlier session's records: the same response ids and usage. Each file of a batch is replayed
+whole (it is a session of its own), so a call copied into another file would count twice in
+the sum. A call whose response id appeared in another file belongs to the file where it came
+first: the file whose first record's timestamp is earliest (ties by path). The total leaves
+out the other files' shares of it. Formats without a provider response id per call are not
+matched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from unbounded.evaluation.replay import ReplayReport
+    from unbounded.evaluation.replay_recording import ReplayRecording
+
+_HEAD_RECORDS = 64
+"""Records read for a file's first timestamp (summary and snapshot lines carry none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BilledShares:
+    """One replayed session's billed calls by response id, with each call's share of the
+    session's figures: a few numbers a call, no history."""
+
+    first_time: float | None
+    """The time of the file's first record with one (seconds since the epoch)."""
+    ids: array[int]
+    """Each call's response id as a 64-bit digest (a chance collision: 1 in ~30 million in a
+    million calls): eight bytes a call, not the string, held until the batch ends."""
+    cost: array[float]
+    """Our cost of each call (a call the replay does not follow: its fixed share, or 0)."""
+    recorded: array[float]
+    """Each call's recorded cost (NaN: not priced)."""
+    replayed: bytes
+    """1 for a call the replay followed (counted in the table's calls), 0 for one it did not."""
+
+
+@dataclass(frozen=True, slots=True)
+class Repeats:
+    """The calls of one session that repeat calls of other files of the batch."""
+
+    calls: int
+    replayed_calls: int
+    cost: float
+    recorded_cost: float
+    recorded_priced: bool
+    """Every repeated call had a recorded cost."""
+    of: tuple[str, ...]
+    """The files whose calls these are, in batch order."""
+
+
+def first_record_time(path: Path) -> float | None:
+    """The timestamp of the first record (of the file's first records) that has one."""
+    from unbounded.model.entries import parse_timestamp
+
+    with path.open("rb") as handle:
+        for _, line in zip(range(_HEAD_RECORDS), handle, strict=False):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            stamp = record.get("timestamp") if isinstance(record, dict) else None
+            moment = parse_timestamp(stamp) if isinstance(stamp, str) else None
+            if moment is not None:
+                return moment.timestamp()
+    return None
+
+
+def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) -> BilledShares:
+    """The shares of a Claude Code file's replay: its replayed calls (in script order), then
+    the billed calls it did not follow."""
+    from hashlib import blake2b  # here: `--help` does not load it
+
+    from unbounded.evaluation.call_series import CallSeries
+
+    def digest(message_id: str) -> int:
+        return int.from_bytes(blake2b(message_id.encode(), digest_size=8).digest(), "little")
+
+    points = report.points
+    pairs: Iterable[tuple[float, float | None]] = (
+        points.costs()
+        if isinstance(points, CallSeries)
+        else ((p.cost, p.recorded_cost) for p in points)
+    )
+    cost, recorded = array("d"), array("d")
+    for ours, paid in pairs:
+        cost.append(ours)
+        recorded.append(math.nan if paid is None else paid)
+    replayed = len(cost)
+    ids = array("Q", map(digest, recording.script.message_ids))
+    for message_id, ours, paid in report.not_replayed_costs:
+        ids.append(digest(message_id))
+        cost.append(ours)
+        recorded.append(math.nan if paid is None else paid)
+    return BilledShares(
+        first_time=first_record_time(path),
+        ids=ids,
+        cost=cost,
+        recorded=recorded,
+        replayed=bytes([1]) * replayed + bytes(len(ids) - replayed),
+    )
+
+
+def find_repeats(
+    sessions: Sequence[tuple[str, BilledShares | None]],
+) -> list[Repeats | None]:
+    """For each session (its name and shares, None where its format has no response ids),
+    the calls it repeats of other files (None: none). Each call belongs to the first file
+    it appears in, by first record time then name."""
+    order = sorted(
+        ((at, shares) for at, (_, shares) in enumerate(sessions) if shares is not None),
+        key=lambda item: _first(sessions[item[0]][0], item[1]),
+    )
+    owner: dict[int, int] = {}
+    found: list[Repeats | None] = [None] * len(sessions)
+    for at, shares in order:
+        calls = replayed = 0
+        cost = recorded = 0.0
+        priced = True
+        owners: set[int] = set()
+        for position, message_id in enumerate(shares.ids):
+            first = owner.setdefault(message_id, at)
+            if first == at:
+                continue
+            owners.add(first)
+            calls += 1
+            replayed += shares.replayed[position]
+            cost += shares.cost[position]
+            paid = shares.recorded[position]
+            if math.isnan(paid):
+                priced = False
+            else:
+                recorded += paid
+        if calls:
+            of = tuple(sessions[index][0] for index in sorted(owners))
+            found[at] = Repeats(calls, replayed, cost, recorded, priced, of)
+    return found
+
+
+def _first(name: str, shares: BilledShares) -> tuple[bool, float, str]:
+    time = shares.first_time
+    return (time is None, time or 0.0, name)
+
+
+__all__ = ["BilledShares", "Repeats", "billed_shares", "find_repeats", "first_record_time"]
