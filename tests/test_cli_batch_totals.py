@@ -241,3 +241,16 @@ def test_calls_on_a_rewound_branch_count_once_too(tmp_path: Path) -> None:
     assert total["repeated_calls"] == first["calls"]
     assert total["cost"] == pytest.approx(first["cost"]["unbounded"], abs=1e-5)
     assert total["recorded_cost"] == pytest.approx(first["cost"]["recorded"], abs=1e-5)
+
+
+def test_replies_known_only_by_their_line_are_not_matched_across_files(tmp_path: Path) -> None:
+    """A reply with usage but no response id, request id or uuid is billed as its line; the
+    same line of another file is another call, not a repeat."""
+    for name, session, prompt in (("a.jsonl", "sess-a", "Set up"), ("b.jsonl", "sess-b", "Other")):
+        records = _records(session, [("msg_unused", prompt, 0 if name == "a.jsonl" else 9)])
+        records[1]["message"]["id"] = None
+        del records[1]["uuid"]
+        _write(tmp_path / name, records)
+    data = _json(str(tmp_path))
+    assert list(data) == ["sessions", "failed"]
+    assert [entry["calls"] for entry in data["sessions"]] == [1, 1]

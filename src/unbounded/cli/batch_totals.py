@@ -84,7 +84,12 @@ def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) 
     from unbounded.evaluation.call_series import CallSeries
 
     def digest(message_id: str) -> int:
-        return int.from_bytes(blake2b(message_id.encode(), digest_size=8).digest(), "little")
+        if message_id.startswith("line:") and message_id[5:].isdigit():
+            # A response known only by its line number (no id, request id or uuid) is this
+            # file's own: line 5 of another file is another call.
+            message_id = f"{path}\0{message_id}"
+        data = message_id.encode("utf-8", "surrogateescape")
+        return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
 
     points = report.points
     pairs: Iterable[tuple[float, float | None]] = (
