@@ -234,3 +234,49 @@ def test_a_result_cleared_before_its_response_reports_usage_counts_cleared_after
     later_line = _reply("resp", 7_000)
     view.sync([*cleared, later_line], NO_STALE)
     assert view.counter.total == _fresh_total([*cleared, later_line])
+
+
+def _left_by_a_compaction(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """What a compaction leaves: its summary and the last round."""
+    summary = HumanMessage(
+        "Summary of the work.", id="summary", additional_kwargs={"lc_source": "summarization"}
+    )
+    return [summary, *messages[-2:]]
+
+
+def test_the_messages_a_compaction_left_are_reused_whole_not_matched_with_the_old_ones() -> None:
+    """`reused` (the middleware's test for a call that needs the view) answers how many the
+    compaction left, though none of them is the first message the view saw: the call after a
+    compaction builds the view, not only a count of the tail."""
+    view = ConversationView(_convert)
+    messages = history(6)
+    view.sync(messages, NO_STALE)
+    left = _left_by_a_compaction(messages)
+    view.rebase(left)
+    later = [*left, HumanMessage("Go on.", id="go")]
+    assert view.reused(later, NO_STALE) == len(left)
+    other = [HumanMessage("Another summary.", id="other"), *later[1:]]
+    assert view.reused(other, NO_STALE) == 0  # (what matching them with the old ones answers)
+
+
+def test_the_summary_a_compaction_left_is_converted_not_taken_from_the_old_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The view built from what a compaction left converts every message of it: the entry
+    at its first position is the summary's, not the entry the old view held there (the old
+    first message's), and the count is a new view's."""
+    monkeypatch.setattr(_langchain_view, "now_iso", lambda: "2026-11-29T12:00:00.000Z")
+    converted, convert = _counting()
+    view = ConversationView(convert)  # no clearing rule: the old view held its first message
+    messages = history(6)
+    view.sync(messages, NO_STALE)
+    assert view.base == 0
+    left = _left_by_a_compaction(messages)
+    view.rebase(left)
+    later = [*left, HumanMessage("Go on.", id="go")]
+    converted.clear()
+    view.sync(later, NO_STALE)
+    assert converted == later
+    fresh = _fresh_view(later)
+    assert view.entries == fresh.entries
+    assert view.counter.total == fresh.counter.total
