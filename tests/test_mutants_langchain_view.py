@@ -280,3 +280,44 @@ def test_the_summary_a_compaction_left_is_converted_not_taken_from_the_old_view(
     fresh = _fresh_view(later)
     assert view.entries == fresh.entries
     assert view.counter.total == fresh.counter.total
+
+
+def _settled_then_open(rounds: int) -> list[BaseMessage]:
+    """Rounds of one read each, reporting usage, but for round 10 (none): the results before
+    it cleared, the rest not (a view leaves the rounds before round 10 out as settled)."""
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+    for n in range(rounds):
+        usage: Any = None
+        if n != 10:
+            usage = {"input_tokens": 2_000 + 500 * n, "output_tokens": 10}
+            usage["total_tokens"] = usage["input_tokens"] + 10
+        call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
+        messages.append(AIMessage("", tool_calls=[call], id=f"ai_{n}", usage_metadata=usage))
+        content = cleared_stub() if n < 10 else "x = 1\n" * 200
+        messages.append(ToolMessage(content, tool_call_id=f"call_{n}", id=f"t_{n}"))
+    return messages
+
+
+@pytest.mark.parametrize("stale", [NO_STALE, frozenset({"ai_9"})], ids=["fresh", "stale-usage"])
+def test_a_rewound_thread_converts_what_it_left_out_with_its_usage_anchoring_as_before(
+    monkeypatch: pytest.MonkeyPatch, stale: frozenset[str]
+) -> None:
+    """The thread is rewound to before the newest usage (a checkpoint gone back to): the
+    settled prefix then ends earlier, and the messages the view had left out from there are
+    converted, a usage anchoring the count unless it is stale (as a new view of them does)."""
+    monkeypatch.setattr(_langchain_view, "now_iso", lambda: "2026-11-29T12:00:00.000Z")
+    converted, convert = _counting()
+    clearing = lambda called: tuple(called)  # noqa: E731
+    view = ConversationView(convert, clearing)
+    messages = _settled_then_open(14)
+    view.sync(messages, stale)
+    assert view.base == 21  # round 10's response: its result is not cleared
+    rewound = messages[:23]  # to round 10's result: the newest usage is round 9's (or 8's)
+    converted.clear()
+    view.sync(rewound, stale)
+    fresh = ConversationView(_convert, clearing)
+    fresh.sync(rewound, stale)
+    assert view.base == fresh.base < 21
+    assert converted == rewound[view.base : 21]  # what had been left out, nothing after it
+    assert view.entries == fresh.entries
+    assert view.counter.total == fresh.counter.total
