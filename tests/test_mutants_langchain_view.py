@@ -321,3 +321,21 @@ def test_a_rewound_thread_converts_what_it_left_out_with_its_usage_anchoring_as_
     assert converted == rewound[view.base : 21]  # what had been left out, nothing after it
     assert view.entries == fresh.entries
     assert view.counter.total == fresh.counter.total
+
+
+def test_a_view_leaving_a_settled_prefix_out_makes_no_swaps_of_its_clears() -> None:
+    """The swapped messages are read only by `normalized_head`, which gives nothing while a
+    settled prefix is left out: such a view does not make them as it clears (a view of the
+    whole conversation does)."""
+    messages = _settled_then_open(14)
+    at = 24  # round 11's result, after the settled prefix
+    assert isinstance(messages[at], ToolMessage)
+    for clearing, base in ((lambda called: tuple(called), 21), (None, 0)):
+        view = ConversationView(_convert, clearing)
+        view.sync(messages, NO_STALE)
+        assert view.base == base
+        placeholder = _convert(_cleared(messages[at]), True, view.stamp)
+        view.clear_results({at: ("call_11", placeholder)})
+        assert bool(view._swaps) == (base == 0)
+        if base:  # (why none is made: nothing would read it)
+            assert view.normalized_head(view.entries[: at - base]) is None
