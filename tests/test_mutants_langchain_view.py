@@ -6,6 +6,7 @@ and the tail count anchors on the newest reported usage of a response of its own
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -339,3 +340,29 @@ def test_a_view_leaving_a_settled_prefix_out_makes_no_swaps_of_its_clears() -> N
         assert bool(view._swaps) == (base == 0)
         if base:  # (why none is made: nothing would read it)
             assert view.normalized_head(view.entries[: at - base]) is None
+
+
+def test_results_of_one_message_cleared_by_two_calls_are_both_swapped_in() -> None:
+    """Two results of one response are one normalizer message: a call clearing the second
+    after another call cleared the first makes that message again with both placeholders,
+    what normalizing the head anew builds."""
+    from test_langchain_normalized_head import exact_or_none, placeholder
+
+    calls = [{"name": "read", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"} for n in (0, 1)]
+    messages: list[BaseMessage] = [
+        HumanMessage("Read them.", id="h"),
+        AIMessage("Both.", tool_calls=calls, id="ai_0"),
+        *(
+            ToolMessage(f"body of m{n}.py " * 20, tool_call_id=f"call_{n}", id=f"t_{n}")
+            for n in (0, 1)
+        ),
+        AIMessage("Next.", id="ai_1"),
+        HumanMessage("Go on.", id="h1"),
+    ]
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    view.clear_results({2: ("call_0", placeholder(messages[2], "[first]"))})
+    view.clear_results({3: ("call_1", placeholder(messages[3], "[second]"))})
+    got = exact_or_none(view, list(view.entries[:4]))
+    assert got is not None and len(got) == 3
+    assert "[first]" in json.dumps(got[2]) and "[second]" in json.dumps(got[2])
