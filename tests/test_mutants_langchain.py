@@ -2,7 +2,8 @@
 found no test holding: a model error that is not a too-long refusal, or one nothing can be
 compacted for, reaches the agent as it was raised; a conversation that starts with a summary
 may have the message after it summarized; a settled mark is kept only by a message's id;
-what messages are archived as and what a summarizer is sent; how the summarizer adapters
+what messages are archived as and what a summarizer is sent; a compaction reads its facts
+ledger and media from the view's fold only while the view holds the whole conversation; how the summarizer adapters
 class a model's failures, size an overflow and read a reply; what the constructor takes,
 refuses and defaults to."""
 
@@ -36,6 +37,7 @@ from summaries import nine_section_summary
 
 from test_langchain_settled import _after_a_clearing_call, _middleware
 from unbounded.catalog import ModelInfo
+from unbounded.compaction.facts import PrefixFacts
 from unbounded.errors import (
     ConfigError,
     OverloadedError,
@@ -730,3 +732,46 @@ def test_a_chat_model_given_as_the_model_writes_the_summaries_once_learned() -> 
     assert middleware.agent_summarizer is learned
     assert UnboundedMiddleware(chat, context_window=200_000, summarizer="extractive").agent_summarizer is None
     assert UnboundedMiddleware(MODEL).agent_summarizer is None
+
+
+def _fold_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The facts fold's answers a compaction asks for, listed as they are asked."""
+    asked: list[str] = []
+    real_ledger_of, real_rewrites = PrefixFacts.ledger_of, PrefixFacts.rewrites
+
+    def ledger_of(self: PrefixFacts, head: Any, records: Any) -> Any:
+        asked.append("ledger")
+        return real_ledger_of(self, head, records)
+
+    def rewrites(self: PrefixFacts, head: Any, records: Any) -> bool | None:
+        asked.append("media")
+        return real_rewrites(self, head, records)
+
+    monkeypatch.setattr(PrefixFacts, "ledger_of", ledger_of)
+    monkeypatch.setattr(PrefixFacts, "rewrites", rewrites)
+    return asked
+
+
+def test_a_compaction_of_the_whole_view_takes_its_ledger_and_media_from_the_fold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view holding every message folded them: the ledger and whether a summarized record
+    holds media come from the fold, not from reading the summarized records again."""
+    asked = _fold_reads(monkeypatch)
+    middleware, update = _compact("extractive")
+    assert update is not None and middleware._view.base == 0
+    assert asked == ["ledger", "media"]
+
+
+def test_a_compaction_of_a_view_leaving_a_settled_prefix_out_reads_the_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view leaving the settled prefix out holds no fold of it: the ledger reads the
+    summarized records and the summary request is looked through for media."""
+    state = _after_a_clearing_call(120, 30, 10)
+    asked = _fold_reads(monkeypatch)
+    middleware = _middleware(("messages", 100))
+    update = middleware.before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None and update[STATE_KEY]["compactions"] == 1
+    assert middleware._view.base > 0
+    assert asked == []

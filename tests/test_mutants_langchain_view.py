@@ -6,6 +6,7 @@ and the tail count anchors on the newest reported usage of a response of its own
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -234,3 +235,134 @@ def test_a_result_cleared_before_its_response_reports_usage_counts_cleared_after
     later_line = _reply("resp", 7_000)
     view.sync([*cleared, later_line], NO_STALE)
     assert view.counter.total == _fresh_total([*cleared, later_line])
+
+
+def _left_by_a_compaction(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """What a compaction leaves: its summary and the last round."""
+    summary = HumanMessage(
+        "Summary of the work.", id="summary", additional_kwargs={"lc_source": "summarization"}
+    )
+    return [summary, *messages[-2:]]
+
+
+def test_the_messages_a_compaction_left_are_reused_whole_not_matched_with_the_old_ones() -> None:
+    """`reused` (the middleware's test for a call that needs the view) answers how many the
+    compaction left, though none of them is the first message the view saw: the call after a
+    compaction builds the view, not only a count of the tail."""
+    view = ConversationView(_convert)
+    messages = history(6)
+    view.sync(messages, NO_STALE)
+    left = _left_by_a_compaction(messages)
+    view.rebase(left)
+    later = [*left, HumanMessage("Go on.", id="go")]
+    assert view.reused(later, NO_STALE) == len(left)
+    other = [HumanMessage("Another summary.", id="other"), *later[1:]]
+    assert view.reused(other, NO_STALE) == 0  # (what matching them with the old ones answers)
+
+
+def test_the_summary_a_compaction_left_is_converted_not_taken_from_the_old_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The view built from what a compaction left converts every message of it: the entry
+    at its first position is the summary's, not the entry the old view held there (the old
+    first message's), and the count is a new view's."""
+    monkeypatch.setattr(_langchain_view, "now_iso", lambda: "2026-11-29T12:00:00.000Z")
+    converted, convert = _counting()
+    view = ConversationView(convert)  # no clearing rule: the old view held its first message
+    messages = history(6)
+    view.sync(messages, NO_STALE)
+    assert view.base == 0
+    left = _left_by_a_compaction(messages)
+    view.rebase(left)
+    later = [*left, HumanMessage("Go on.", id="go")]
+    converted.clear()
+    view.sync(later, NO_STALE)
+    assert converted == later
+    fresh = _fresh_view(later)
+    assert view.entries == fresh.entries
+    assert view.counter.total == fresh.counter.total
+
+
+def _settled_then_open(rounds: int) -> list[BaseMessage]:
+    """Rounds of one read each, reporting usage, but for round 10 (none): the results before
+    it cleared, the rest not (a view leaves the rounds before round 10 out as settled)."""
+    messages: list[BaseMessage] = [HumanMessage("Read the modules.", id="h0")]
+    for n in range(rounds):
+        usage: Any = None
+        if n != 10:
+            usage = {"input_tokens": 2_000 + 500 * n, "output_tokens": 10}
+            usage["total_tokens"] = usage["input_tokens"] + 10
+        call = {"name": "read_file", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"}
+        messages.append(AIMessage("", tool_calls=[call], id=f"ai_{n}", usage_metadata=usage))
+        content = cleared_stub() if n < 10 else "x = 1\n" * 200
+        messages.append(ToolMessage(content, tool_call_id=f"call_{n}", id=f"t_{n}"))
+    return messages
+
+
+@pytest.mark.parametrize("stale", [NO_STALE, frozenset({"ai_9"})], ids=["fresh", "stale-usage"])
+def test_a_rewound_thread_converts_what_it_left_out_with_its_usage_anchoring_as_before(
+    monkeypatch: pytest.MonkeyPatch, stale: frozenset[str]
+) -> None:
+    """The thread is rewound to before the newest usage (a checkpoint gone back to): the
+    settled prefix then ends earlier, and the messages the view had left out from there are
+    converted, a usage anchoring the count unless it is stale (as a new view of them does)."""
+    monkeypatch.setattr(_langchain_view, "now_iso", lambda: "2026-11-29T12:00:00.000Z")
+    converted, convert = _counting()
+    clearing = lambda called: tuple(called)  # noqa: E731
+    view = ConversationView(convert, clearing)
+    messages = _settled_then_open(14)
+    view.sync(messages, stale)
+    assert view.base == 21  # round 10's response: its result is not cleared
+    rewound = messages[:23]  # to round 10's result: the newest usage is round 9's (or 8's)
+    converted.clear()
+    view.sync(rewound, stale)
+    fresh = ConversationView(_convert, clearing)
+    fresh.sync(rewound, stale)
+    assert view.base == fresh.base < 21
+    assert converted == rewound[view.base : 21]  # what had been left out, nothing after it
+    assert view.entries == fresh.entries
+    assert view.counter.total == fresh.counter.total
+
+
+def test_a_view_leaving_a_settled_prefix_out_makes_no_swaps_of_its_clears() -> None:
+    """The swapped messages are read only by `normalized_head`, which gives nothing while a
+    settled prefix is left out: such a view does not make them as it clears (a view of the
+    whole conversation does)."""
+    messages = _settled_then_open(14)
+    at = 24  # round 11's result, after the settled prefix
+    assert isinstance(messages[at], ToolMessage)
+    for clearing, base in ((lambda called: tuple(called), 21), (None, 0)):
+        view = ConversationView(_convert, clearing)
+        view.sync(messages, NO_STALE)
+        assert view.base == base
+        placeholder = _convert(_cleared(messages[at]), True, view.stamp)
+        view.clear_results({at: ("call_11", placeholder)})
+        assert bool(view._swaps) == (base == 0)
+        if base:  # (why none is made: nothing would read it)
+            assert view.normalized_head(view.entries[: at - base]) is None
+
+
+def test_results_of_one_message_cleared_by_two_calls_are_both_swapped_in() -> None:
+    """Two results of one response are one normalizer message: a call clearing the second
+    after another call cleared the first makes that message again with both placeholders,
+    what normalizing the head anew builds."""
+    from test_langchain_normalized_head import exact_or_none, placeholder
+
+    calls = [{"name": "read", "args": {"path": f"m{n}.py"}, "id": f"call_{n}"} for n in (0, 1)]
+    messages: list[BaseMessage] = [
+        HumanMessage("Read them.", id="h"),
+        AIMessage("Both.", tool_calls=calls, id="ai_0"),
+        *(
+            ToolMessage(f"body of m{n}.py " * 20, tool_call_id=f"call_{n}", id=f"t_{n}")
+            for n in (0, 1)
+        ),
+        AIMessage("Next.", id="ai_1"),
+        HumanMessage("Go on.", id="h1"),
+    ]
+    view = ConversationView(_convert)
+    view.sync(messages, NO_STALE)
+    view.clear_results({2: ("call_0", placeholder(messages[2], "[first]"))})
+    view.clear_results({3: ("call_1", placeholder(messages[3], "[second]"))})
+    got = exact_or_none(view, list(view.entries[:4]))
+    assert got is not None and len(got) == 3
+    assert "[first]" in json.dumps(got[2]) and "[second]" in json.dumps(got[2])
