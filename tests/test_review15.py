@@ -49,19 +49,26 @@ def _write(path: Path, records: list[dict[str, Any]]) -> Path:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="review15: a token_count repeated after a function_call_output only (a tool's "
-    "output, no model output in between) is counted as a new call (a side call) when the "
-    "events carry no totals; bd03858 counted 3 calls, main counts 4",
+    reason="review15: without totals, a token_count repeated after input items only (a "
+    "tool's output, the user's next prompt: no model output in between) is counted as a new "
+    "call (a side call); bd03858 counted 3 calls, main counts 4",
 )
-def test_codex_repeat_after_a_tool_output_is_no_new_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize("between", ["tool output", "user prompt"])
+def test_codex_repeat_after_input_items_is_no_new_call(tmp_path: Path, between: str) -> None:
     records = _codex_without_totals()
-    # Lines 5-7 of the fixture: function_call, token_count (that call), function_call_output.
+    # Lines 5-7 of the fixture: function_call, token_count (that call), function_call_output;
+    # line 4 the user's prompt, line 12 the last token_count.
     assert records[4]["payload"]["type"] == "function_call"
     assert records[5]["payload"]["type"] == "token_count"
     assert records[6]["payload"]["type"] == "function_call_output"
+    assert records[3]["payload"]["role"] == "user"
+    assert records[11]["payload"]["type"] == "token_count"
     plain = load_transcript(_write(tmp_path / "plain.jsonl", records))
-    # The same event again after the tool's output: a rate-limit refresh, not a model call.
-    repeated = [*records[:7], records[5], *records[7:]]
+    # The same event again after input items only: a rate-limit refresh, not a model call.
+    if between == "tool output":
+        repeated = [*records[:7], records[5], *records[7:]]
+    else:
+        repeated = [*records, records[3], records[11]]
     again = load_transcript(_write(tmp_path / "repeated.jsonl", repeated))
     assert len(plain.billed_calls()) == 3
     assert len(again.billed_calls()) == len(plain.billed_calls())
