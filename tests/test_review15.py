@@ -47,12 +47,6 @@ def _write(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: without totals, a token_count repeated after input items only (a "
-    "tool's output, the user's next prompt: no model output in between) is counted as a new "
-    "call (a side call); bd03858 counted 3 calls, main counts 4",
-)
 @pytest.mark.parametrize("between", ["tool output", "user prompt"])
 def test_codex_repeat_after_input_items_is_no_new_call(tmp_path: Path, between: str) -> None:
     records = _codex_without_totals()
