@@ -82,12 +82,6 @@ def test_codex_equal_responses_with_model_output_between_are_two_calls(tmp_path:
 
 
 # -- 2. Policy: lists for tuple fields ----------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: Policy(...) / with_changes refuse a list for a tuple field (accepted "
-    "before _check_type) with a message that contradicts itself: 'must be a list of text, "
-    "not ['sdk']'",
-)
 @pytest.mark.parametrize(
     ("name", "value"),
     [
@@ -270,12 +264,6 @@ def test_report_into_a_named_pipe_reaches_its_reader(tmp_path: Path) -> None:
 DOCS = Path(__file__).parent.parent / "docs"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: docs/session.md still says Session.open 'opens its folder's store "
-    "first, then checks' the options (added by 8e83cd0), which _checked_options made false: "
-    "a bad option now makes no folder (as the same page says further down)",
-)
 def test_session_doc_says_options_are_checked_before_the_folder(tmp_path: Path) -> None:
     config = SessionConfig(model=load_model_table().names()[0])
     with pytest.raises(ConfigError):

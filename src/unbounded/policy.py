@@ -388,6 +388,11 @@ class Policy:
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
+            if isinstance(value, list) and str(spec.type).startswith("tuple["):
+                # A list as JSON or a caller's code gives it: kept as the tuple the field is,
+                # so the policy stays hashable and equal to one built from a tuple.
+                value = tuple(value)
+                object.__setattr__(self, spec.name, value)
             _check_type(spec.name, str(spec.type), value)
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 raise ConfigError(f"Policy.{spec.name} must be >= 0, not {value}")
