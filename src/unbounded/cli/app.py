@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperCommand
 from typer.models import CommandFunctionType
 
@@ -80,13 +81,16 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
             return command(*args, **kwargs)
         except UnboundedError as exc:
             error_console.print(
-                f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True
+                f"[bold red]error:[/] {escape(str(exc))}",
+                markup=True,
+                highlight=False,
+                soft_wrap=True,
             )
             raise typer.Exit(code=2) from None
         except OSError as exc:
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             error_console.print(
-                f"[bold red]error:[/] {where}{exc.strerror or exc}", highlight=False
+                f"[bold red]error:[/] {escape(f'{where}{exc.strerror or exc}')}", highlight=False
             )
             raise typer.Exit(code=2) from None
 

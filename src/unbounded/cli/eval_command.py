@@ -10,6 +10,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
@@ -207,14 +208,16 @@ def eval_command(
                 raise ConfigError(outcome.error or "failed")
             failed.append((outcome.path, outcome.error or "failed"))
             error_console.print(
-                f"[bold red]error:[/] {outcome.error}", highlight=False, soft_wrap=True
+                f"[bold red]error:[/] {escape(outcome.error or 'failed')}",
+                highlight=False,
+                soft_wrap=True,
             )
             continue
         one, warnings = outcome.result
         reports.append(one)
         for warning in warnings:
             error_console.print(
-                f"[yellow]warning:[/] {located(outcome.path, warning)}",
+                f"[yellow]warning:[/] {escape(located(outcome.path, warning))}",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from unbounded.cli.app import error_console
 from unbounded.errors import ConfigError
@@ -99,7 +100,9 @@ def print_warnings(transcript: Transcript) -> None:
 def print_source_warnings(warnings: list[str], skipped_lines: int) -> None:
     """Print a reader's warnings and how many lines it skipped, on stderr."""
     for warning in warnings:
-        error_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        error_console.print(
+            f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True
+        )
     if skipped_lines:
         error_console.print(
             f"[yellow]warning:[/] skipped {skipped_lines} invalid line(s) (--skip-invalid)",

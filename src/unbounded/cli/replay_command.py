@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
@@ -31,7 +32,7 @@ from unbounded.cli.options import (
     read_transcript,
     require_model,
 )
-from unbounded.cli.text import plural, shorten_middle, times
+from unbounded.cli.text import plural, printable, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError
 
 if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
@@ -425,13 +426,15 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
             if outcome.result is None:
                 failed.append((outcome.path, outcome.error or "failed"))
                 error_console.print(
-                    f"[bold red]error:[/] {outcome.error}", highlight=False, soft_wrap=True
+                    f"[bold red]error:[/] {escape(outcome.error or 'failed')}",
+                    highlight=False,
+                    soft_wrap=True,
                 )
                 continue
             rows.append(outcome.result)
             for warning in outcome.result.warnings:
                 error_console.print(
-                    f"[yellow]warning:[/] {located(outcome.path, warning)}",
+                    f"[yellow]warning:[/] {escape(located(outcome.path, warning))}",
                     highlight=False,
                     soft_wrap=True,
                 )
@@ -541,9 +544,11 @@ def render_batch(
                 f", recorded ${repeated.recorded_cost:,.2f}" if repeated.recorded_priced else ""
             )
             console.print(
-                f"{row.source} repeats {plural(repeated.calls, 'billed call')} of "
-                f"{', '.join(repeated.of)} (a resumed or forked session's copy): the total "
-                f"counts them once (unbounded ${repeated.cost:,.2f}{recorded} left out)",
+                f"{printable(row.source)} repeats {plural(repeated.calls, 'billed call')} of "
+                f"{', '.join(map(printable, repeated.of))} (a resumed or forked session's "
+                f"copy): the total counts them once (unbounded ${repeated.cost:,.2f}{recorded} "
+                "left out)",
+                markup=False,
                 highlight=False,
                 soft_wrap=True,
             )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.errors import ConfigError
@@ -104,7 +105,7 @@ def import_command(
         path, address.url, session_id, skip_invalid=skip_invalid, wait=wait or None
     )
     for warning in result.warnings:
-        error_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        error_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if result.skipped_lines:
         error_console.print(
             f"[yellow]warning:[/] skipped {result.skipped_lines} invalid line(s)", highlight=False

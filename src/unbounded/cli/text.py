@@ -27,14 +27,17 @@ def printable(text: str) -> str:
 
 def shorten_middle(text: str, width: int) -> str:
     """`text` (made `printable`) in at most `width` characters, cut in the middle so that its
-    end (a path's file name) stays whole when it fits: `/home/me/…/src/app/main.py`."""
+    end (a path's file name) stays whole when it fits: `/home/me/…/src/app/main.py`. Its
+    brackets are escaped for rich, which reads `[x]` in a cell or a line as markup."""
+    from rich.markup import escape
+
     text = printable(text)
     if len(text) <= width:
-        return text
+        return escape(text)
     if width <= 1:
         return ELLIPSIS[:width]
     cut = max(text.rfind("/"), text.rfind("\\")) + 1
     name = text[cut:]
     room = width - 1  # what is left beside the ellipsis
     tail = max(min(len(name), room), room * 2 // 3)
-    return text[: room - tail] + ELLIPSIS + text[len(text) - tail :]
+    return escape(text[: room - tail] + ELLIPSIS + text[len(text) - tail :])
