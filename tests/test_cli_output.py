@@ -221,3 +221,17 @@ def test_a_summarizer_without_its_key_says_how_to_go_on_offline(
         "--summarizer openai needs OPENAI_API_KEY (or OPENAI_BASE_URL) in the environment: "
         "export OPENAI_API_KEY=<your key>, or --summarizer extractive to summarize offline"
     ) in " ".join(result.stderr.split())
+
+
+def test_the_top_level_help_shows_its_flags_without_a_value() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "--version" in result.stdout and "<bool>" not in result.stdout
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"unbounded {version('unbounded')}"

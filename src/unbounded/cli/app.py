@@ -10,7 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandFunctionType
 
 from unbounded.errors import UnboundedError
@@ -37,11 +37,23 @@ class Command(TyperCommand):
 
     def get_params(self, ctx: Any) -> list[Any]:
         """The parameters, flags marked as taking no value."""
-        params = super().get_params(ctx)
-        for param in params:
-            if getattr(param, "is_flag", False) and param.metavar is None:
-                param.metavar = ""
-        return params
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+def _flags_take_no_value(params: list[Any]) -> list[Any]:
+    """The parameters, flags marked as taking no value (no `<bool>` in the help)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Group(TyperGroup):
+    """The command group (`unbounded --help`): its flags shown as commands show theirs."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The group's parameters, flags marked as taking no value."""
+        return _flags_take_no_value(super().get_params(ctx))
 
 
 class Application(typer.Typer):
@@ -56,15 +68,38 @@ class Application(typer.Typer):
 
 app = Application(
     name="unbounded",
-    help="Context management for long-running LLM agents: inspect sessions and their tokens.",
+    cls=Group,
+    help="Context management for long-running LLM agents: inspect, replay, evaluate and "
+    "compact their sessions, tune a policy for them, and keep them in PostgreSQL.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 
+def _print_version(asked: bool) -> None:
+    """`--version`: the installed version, then exit (before any command runs)."""
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("unbounded")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            from unbounded import __version__ as shown
+        typer.echo(f"unbounded {shown}")
+        raise typer.Exit()
+
+
 @app.callback()
-def root() -> None:
+def root(
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print unbounded's version and exit.",
+    ),
+) -> None:
     """Inspect, compact and replay agent sessions under a context-management policy."""
 
 
