@@ -20,9 +20,11 @@ from unbounded.cli import app
 from unbounded.cli.batch import run_each
 from unbounded.configuration import SessionConfig
 from unbounded.errors import ConfigError, SessionLockedError
+from unbounded.fileio import write_output_chunks
 from unbounded.policy import Policy
 from unbounded.session import Session
 from unbounded.storage import FolderStore
+from unbounded.transcripts import write_claude_code
 from unbounded.transcripts.loader import load_transcript
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -226,12 +228,6 @@ def test_keyboard_interrupt_is_not_contained() -> None:
 RECORDING = FIXTURES / "versions" / "claude-2.1.92.jsonl"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: --report to a symlink replaces the link by a regular file (the atomic "
-    "rename) and leaves its target as it was; bd03858 wrote the target (as a shell's > does). "
-    "As root, --report /dev/stdout would replace /dev/stdout itself",
-)
 def test_report_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
     target = tmp_path / "real.html"
     target.write_text("old", encoding="utf-8")
@@ -243,11 +239,6 @@ def test_report_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
     assert "<html" in target.read_text(encoding="utf-8").lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: --report to a named pipe replaces the pipe by a regular file: the "
-    "reader waiting on it never gets the page (bd03858 wrote into the pipe)",
-)
 def test_report_into_a_named_pipe_reaches_its_reader(tmp_path: Path) -> None:
     pipe = tmp_path / "page"
     os.mkfifo(pipe)
@@ -264,6 +255,33 @@ def test_report_into_a_named_pipe_reaches_its_reader(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert stat.S_ISFIFO(pipe.stat().st_mode)
     assert received and b"<html" in received[0].lower()
+
+
+def test_compact_output_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
+    """compact -o (write_claude_code keep_mode) follows a link as --report does."""
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n", encoding="utf-8")
+    target.chmod(0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    write_claude_code(load_transcript(RECORDING).entries, link, keep_mode=True)
+    assert link.is_symlink()
+    assert target.read_text(encoding="utf-8").startswith("{")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("name", ["/dev/fd/{}", "/proc/self/fd/{}"])
+def test_output_named_by_an_open_descriptor_is_written_through_it(
+    tmp_path: Path, name: str
+) -> None:
+    """/dev/stdout or /proc/self/fd/N on a regular file: written into the open file (as a
+    shell's > does), not replaced by a new one the descriptor never sees."""
+    target = tmp_path / "out.html"
+    with target.open("wb") as handle:
+        before = os.fstat(handle.fileno()).st_ino
+        write_output_chunks(name.format(handle.fileno()), [b"page"])
+    assert target.stat().st_ino == before
+    assert target.read_bytes() == b"page"
 
 
 # -- 6. Docs ------------------------------------------------------------------------------------
