@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -199,18 +201,33 @@ def _dies_on_b(path: str) -> str:
     return path.upper()
 
 
+def _killed_on_b(path: str) -> str:
+    """b's worker killed as the kernel's out-of-memory killer does, while a is still running."""
+    if path == "b":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if path == "a":
+        time.sleep(1)
+    return path.upper()
+
+
+def test_a_killed_worker_fails_its_session_and_the_pool_mates_run_again() -> None:
+    """The pool breaks with a and b started: each is run again alone (a succeeds, b dies
+    again and is failed); the sessions not started run in a fresh pool."""
+    outcomes = list(run_each(_killed_on_b, ["a", "b", "c", "d", "e"], jobs=2))
+    assert [o.path for o in outcomes] == ["a", "b", "c", "d", "e"]
+    assert [o.result for o in outcomes] == ["A", None, "C", "D", "E"]
+    assert outcomes[1].error == (
+        "b: the worker process running it died: out of memory? run it alone (without --jobs) "
+        "to see why"
+    )
+
+
 def _raises_on_b(path: str) -> str:
     if path == "b":
         raise KeyboardInterrupt
     return path.upper()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: a --jobs worker that dies (OOM kill, crash in C) raises "
-    "BrokenProcessPool out of run_each: the batch stops and the other sessions' outcomes "
-    "are lost, where an unexpected exception is now contained",
-)
 def test_a_dead_worker_fails_its_session_only() -> None:
     outcomes = list(run_each(_dies_on_b, ["a", "b", "c"], jobs=2))
     assert [o.path for o in outcomes] == ["a", "b", "c"]
