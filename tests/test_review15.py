@@ -116,11 +116,6 @@ def _open_in_child(folder: str, answer: Any) -> None:
         answer.put(str(exc))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: a forked child inherits _HELD_HERE, so a folder its parent holds is "
-    "refused as 'already open in this process' (it is another process's)",
-)
 def test_forked_child_is_told_another_process_holds_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,12 +138,6 @@ def _hold(folder: str, held: Any, done: Any) -> None:
     store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: a store opened by a relative path and closed after a chdir leaves its "
-    "folder in _HELD_HERE (discard resolves the path again, elsewhere): another process's "
-    "later lock is then reported as 'already open in this process'",
-)
 def test_closed_relative_folder_is_not_held_after_a_chdir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,13 +160,6 @@ def test_closed_relative_folder_is_not_held_after_a_chdir(
     assert "another process" in str(refused.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: Session.open on a folder held in this process is told to 'pass wait= "
-    "when another thread will close it', but Session.open takes no wait= (TypeError) and the "
-    "message does not name the way that works (Session(config, store=FolderStore(folder, "
-    "wait=...)))",
-)
 def test_session_open_refusal_gives_advice_that_works(tmp_path: Path) -> None:
     config = SessionConfig(model=load_model_table().names()[0])
     first = Session.open(tmp_path / "s", config)
@@ -191,6 +173,36 @@ def test_session_open_refusal_gives_advice_that_works(tmp_path: Path) -> None:
             Session.open(tmp_path / "s", config, wait=10).close()
     finally:
         first.close()
+
+
+def test_the_refusal_advice_followed_opens_the_session(tmp_path: Path) -> None:
+    """What the message names works: a Session over a waiting FolderStore gets the folder
+    once the other thread closes it."""
+    config = SessionConfig(model=load_model_table().names()[0])
+    first = Session.open(tmp_path / "s", config)
+    try:
+        with pytest.raises(SessionLockedError) as refused:
+            Session.open(tmp_path / "s", config)
+        assert "Session(config, store=FolderStore(folder, wait=SECONDS))" in str(refused.value)
+        threading.Timer(0.2, first.close).start()
+        Session(config, store=FolderStore(tmp_path / "s", wait=10)).close()
+    finally:
+        first.close()
+
+
+def test_another_process_refusal_names_a_wait_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "_HELD_HERE", set())
+    context = multiprocessing.get_context("fork")
+    with FolderStore(tmp_path / "s"):
+        answer = context.Queue()
+        child = context.Process(target=_open_in_child, args=(str(tmp_path / "s"), answer))
+        child.start()
+        child.join(30)
+        message = answer.get(timeout=5)
+    assert "FolderStore(folder, wait=SECONDS)" in message
+    assert "pass wait=" not in message  # Session.open takes none
 
 
 # -- 4. Batch containment ----------------------------------------------------------------------
