@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,11 @@ from unbounded.cli import app
 from unbounded.cli.batch import run_each
 from unbounded.configuration import SessionConfig
 from unbounded.errors import ConfigError, SessionLockedError
+from unbounded.fileio import write_output_chunks
 from unbounded.policy import Policy
 from unbounded.session import Session
 from unbounded.storage import FolderStore
+from unbounded.transcripts import write_claude_code
 from unbounded.transcripts.loader import load_transcript
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -106,11 +110,6 @@ def _open_in_child(folder: str, answer: Any) -> None:
         answer.put(str(exc))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: a forked child inherits _HELD_HERE, so a folder its parent holds is "
-    "refused as 'already open in this process' (it is another process's)",
-)
 def test_forked_child_is_told_another_process_holds_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,12 +132,6 @@ def _hold(folder: str, held: Any, done: Any) -> None:
     store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: a store opened by a relative path and closed after a chdir leaves its "
-    "folder in _HELD_HERE (discard resolves the path again, elsewhere): another process's "
-    "later lock is then reported as 'already open in this process'",
-)
 def test_closed_relative_folder_is_not_held_after_a_chdir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,13 +154,6 @@ def test_closed_relative_folder_is_not_held_after_a_chdir(
     assert "another process" in str(refused.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: Session.open on a folder held in this process is told to 'pass wait= "
-    "when another thread will close it', but Session.open takes no wait= (TypeError) and the "
-    "message does not name the way that works (Session(config, store=FolderStore(folder, "
-    "wait=...)))",
-)
 def test_session_open_refusal_gives_advice_that_works(tmp_path: Path) -> None:
     config = SessionConfig(model=load_model_table().names()[0])
     first = Session.open(tmp_path / "s", config)
@@ -183,6 +169,36 @@ def test_session_open_refusal_gives_advice_that_works(tmp_path: Path) -> None:
         first.close()
 
 
+def test_the_refusal_advice_followed_opens_the_session(tmp_path: Path) -> None:
+    """What the message names works: a Session over a waiting FolderStore gets the folder
+    once the other thread closes it."""
+    config = SessionConfig(model=load_model_table().names()[0])
+    first = Session.open(tmp_path / "s", config)
+    try:
+        with pytest.raises(SessionLockedError) as refused:
+            Session.open(tmp_path / "s", config)
+        assert "Session(config, store=FolderStore(folder, wait=SECONDS))" in str(refused.value)
+        threading.Timer(0.2, first.close).start()
+        Session(config, store=FolderStore(tmp_path / "s", wait=10)).close()
+    finally:
+        first.close()
+
+
+def test_another_process_refusal_names_a_wait_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "_HELD_HERE", set())
+    context = multiprocessing.get_context("fork")
+    with FolderStore(tmp_path / "s"):
+        answer = context.Queue()
+        child = context.Process(target=_open_in_child, args=(str(tmp_path / "s"), answer))
+        child.start()
+        child.join(30)
+        message = answer.get(timeout=5)
+    assert "FolderStore(folder, wait=SECONDS)" in message
+    assert "pass wait=" not in message  # Session.open takes none
+
+
 # -- 4. Batch containment ----------------------------------------------------------------------
 def _dies_on_b(path: str) -> str:
     """A session whose worker process dies (as an out-of-memory kill or a crash in C does)."""
@@ -191,18 +207,33 @@ def _dies_on_b(path: str) -> str:
     return path.upper()
 
 
+def _killed_on_b(path: str) -> str:
+    """b's worker killed as the kernel's out-of-memory killer does, while a is still running."""
+    if path == "b":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if path == "a":
+        time.sleep(1)
+    return path.upper()
+
+
+def test_a_killed_worker_fails_its_session_and_the_pool_mates_run_again() -> None:
+    """The pool breaks with a and b started: each is run again alone (a succeeds, b dies
+    again and is failed); the sessions not started run in a fresh pool."""
+    outcomes = list(run_each(_killed_on_b, ["a", "b", "c", "d", "e"], jobs=2))
+    assert [o.path for o in outcomes] == ["a", "b", "c", "d", "e"]
+    assert [o.result for o in outcomes] == ["A", None, "C", "D", "E"]
+    assert outcomes[1].error == (
+        "b: the worker process running it died: out of memory? run it alone (without --jobs) "
+        "to see why"
+    )
+
+
 def _raises_on_b(path: str) -> str:
     if path == "b":
         raise KeyboardInterrupt
     return path.upper()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: a --jobs worker that dies (OOM kill, crash in C) raises "
-    "BrokenProcessPool out of run_each: the batch stops and the other sessions' outcomes "
-    "are lost, where an unexpected exception is now contained",
-)
 def test_a_dead_worker_fails_its_session_only() -> None:
     outcomes = list(run_each(_dies_on_b, ["a", "b", "c"], jobs=2))
     assert [o.path for o in outcomes] == ["a", "b", "c"]
@@ -220,12 +251,6 @@ def test_keyboard_interrupt_is_not_contained() -> None:
 RECORDING = FIXTURES / "versions" / "claude-2.1.92.jsonl"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: --report to a symlink replaces the link by a regular file (the atomic "
-    "rename) and leaves its target as it was; bd03858 wrote the target (as a shell's > does). "
-    "As root, --report /dev/stdout would replace /dev/stdout itself",
-)
 def test_report_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
     target = tmp_path / "real.html"
     target.write_text("old", encoding="utf-8")
@@ -237,11 +262,6 @@ def test_report_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
     assert "<html" in target.read_text(encoding="utf-8").lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review15: --report to a named pipe replaces the pipe by a regular file: the "
-    "reader waiting on it never gets the page (bd03858 wrote into the pipe)",
-)
 def test_report_into_a_named_pipe_reaches_its_reader(tmp_path: Path) -> None:
     pipe = tmp_path / "page"
     os.mkfifo(pipe)
@@ -258,6 +278,33 @@ def test_report_into_a_named_pipe_reaches_its_reader(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert stat.S_ISFIFO(pipe.stat().st_mode)
     assert received and b"<html" in received[0].lower()
+
+
+def test_compact_output_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
+    """compact -o (write_claude_code keep_mode) follows a link as --report does."""
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n", encoding="utf-8")
+    target.chmod(0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    write_claude_code(load_transcript(RECORDING).entries, link, keep_mode=True)
+    assert link.is_symlink()
+    assert target.read_text(encoding="utf-8").startswith("{")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("name", ["/dev/fd/{}", "/proc/self/fd/{}"])
+def test_output_named_by_an_open_descriptor_is_written_through_it(
+    tmp_path: Path, name: str
+) -> None:
+    """/dev/stdout or /proc/self/fd/N on a regular file: written into the open file (as a
+    shell's > does), not replaced by a new one the descriptor never sees."""
+    target = tmp_path / "out.html"
+    with target.open("wb") as handle:
+        before = os.fstat(handle.fileno()).st_ino
+        write_output_chunks(name.format(handle.fileno()), [b"page"])
+    assert target.stat().st_ino == before
+    assert target.read_bytes() == b"page"
 
 
 # -- 6. Docs ------------------------------------------------------------------------------------

@@ -80,6 +80,29 @@ def atomic_write_chunks(
     return target
 
 
+def write_output_chunks(
+    path: str | Path, chunks: Iterable[bytes], *, mode: int | None = None
+) -> Path:
+    """Write a file the user named (a report, an -o file) as a shell's `>` would, but whole.
+
+    A link is followed and its target written atomically (the link stays); a path that is not
+    a regular file (a named pipe, /dev/stdout, a terminal) or that names a process's open file
+    (below /dev or /proc) is opened and written directly, since replacing it would break it.
+    `mode` is as `atomic_write_chunks`'s (None keeps a replaced file's permissions).
+    """
+    target = Path(path)
+    try:
+        regular = stat.S_ISREG(target.stat().st_mode)
+    except FileNotFoundError:
+        regular = True  # a new file (or a link to one): made whole, as the target
+    if not regular or str(target.absolute()).startswith(("/dev/", "/proc/")):
+        with target.open("wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+        return target
+    return atomic_write_chunks(os.path.realpath(target), chunks, mode=mode)
+
+
 def atomic_write_json(path: str | Path, data: Any) -> Path:
     """Write JSON (indented, keys sorted) to `path` atomically, mode 0600."""
     payload = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)

@@ -70,10 +70,15 @@ TORN_SUFFIX = ".torn-"
 """Set-aside bytes go to `transcript.jsonl.torn-<UTC time>`."""
 LOCK_POLL_SECONDS = 0.05
 """How often a store waiting for the folder lock tries again."""
-_HELD_HERE: set[Path] = set()
-"""The folders a `FolderStore` of this process holds locked (one at most per folder: the lock
-refuses a second), so a refusal can tell a holder in this process from another process's."""
+_HELD_HERE: set[tuple[int, Path]] = set()
+"""(pid, resolved folder) of the folders a `FolderStore` holds locked (one at most per folder:
+the lock refuses a second), so a refusal can tell a holder in this process from another
+process's; the pid, because a forked child inherits the set but not the holding."""
 _CHUNK = 1 << 20
+_WAIT_ADVICE = (
+    "wait for it with FolderStore(folder, wait=SECONDS) (a session: "
+    "Session(config, store=FolderStore(folder, wait=SECONDS)); Session.open does not wait)"
+)
 
 
 logger = logging.getLogger(__name__)
@@ -187,25 +192,27 @@ class FolderStore:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             waited = f" after waiting {wait:g} s" if wait else ""
-                            if self.folder.resolve() in _HELD_HERE:
+                            if (os.getpid(), self.folder.resolve()) in _HELD_HERE:
                                 raise SessionLockedError(
                                     f"{self.folder} is already open in this process{waited} "
                                     "(an earlier Session.open or FolderStore not closed, e.g. "
                                     "a notebook cell run twice): close that session first "
-                                    "(session.close(), or open it in a `with` block), or pass "
-                                    "wait= when another thread will close it"
+                                    "(session.close(), or open it in a `with` block), or, when "
+                                    f"another thread will close it, {_WAIT_ADVICE}"
                                 ) from None
                             raise SessionLockedError(
                                 f"{self.folder} is in use by another process{waited}; close it "
-                                "there first, pass wait= to wait for it, or open this store "
-                                "with lock=False to read it"
+                                f"there first, {_WAIT_ADVICE}, or open this store with "
+                                "lock=False to read it"
                             ) from None
                         time.sleep(min(LOCK_POLL_SECONDS, left))
         except BaseException:
             os.close(handle)
             raise
         self._lock_handle = handle
-        _HELD_HERE.add(self.folder.resolve())
+        # Resolved now: a relative folder resolved again at close, after a chdir, is another.
+        self._held = (os.getpid(), self.folder.resolve())
+        _HELD_HERE.add(self._held)
 
     @property
     def locked(self) -> bool:
@@ -224,7 +231,7 @@ class FolderStore:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle, fcntl.LOCK_UN)
             os.close(handle)
-            _HELD_HERE.discard(self.folder.resolve())
+            _HELD_HERE.discard(self._held)
 
     def __enter__(self) -> FolderStore:
         return self

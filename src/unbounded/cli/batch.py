@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import typer
 
@@ -132,18 +132,85 @@ def _logged(outcome: Outcome[T]) -> Outcome[T]:
 def run_each(work: Callable[[str], T], paths: Sequence[str], jobs: int) -> Iterator[Outcome[T]]:
     """`work` on every path, yielding outcomes in the paths' order as they finish. With
     `jobs` > 1 the paths run in that many worker processes (`work` must be a module-level
-    function, and its result picklable)."""
+    function, and its result picklable); a session whose worker process dies (an
+    out-of-memory kill, a crash in C) is failed, the others still run."""
     contain = len(paths) > 1
     if jobs <= 1 or len(paths) <= 1:
         for path in paths:
             yield _logged(_guarded(work, path, contain=contain))
         return
-    from concurrent.futures import ProcessPoolExecutor  # only for --jobs: a fast --help
+    done: dict[int, Outcome[T]] = {}
+    following = 0
+    for index, outcome in _run_in_pools(work, paths, jobs, contain):
+        done[index] = outcome
+        while following in done:
+            yield _logged(done.pop(following))
+            following += 1
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-        futures = [pool.submit(_guarded, work, path, contain=contain) for path in paths]
-        for future in futures:
-            yield _logged(future.result())
+
+_started: Any = None
+"""In a worker process: one flag per session of the batch, set as the worker starts it."""
+
+
+def _mark_started(flags: Any) -> None:
+    global _started
+    _started = flags
+
+
+def _guarded_started(
+    work: Callable[[str], T], index: int, path: str, contain: bool
+) -> Outcome[T]:
+    _started[index] = 1  # shared memory: seen by the parent even if this process dies next
+    return _guarded(work, path, contain=contain)
+
+
+def _run_in_pools(
+    work: Callable[[str], T], paths: Sequence[str], jobs: int, contain: bool
+) -> Iterator[tuple[int, Outcome[T]]]:
+    """(index, outcome) of every path, run in worker processes. When a worker dies the pool
+    breaks and every unfinished session with it: those the dead pool had not started run again
+    in a fresh pool, those it had started run again each alone, to tell which one died."""
+    # Only for --jobs: a fast --help.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    rounds: list[tuple[list[int], int]] = [(list(range(len(paths))), jobs)]
+    while rounds:
+        indexes, workers = rounds.pop(0)
+        flags = multiprocessing.RawArray("b", len(paths))
+        unfinished: list[int] = []
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(indexes)), initializer=_mark_started, initargs=(flags,)
+        ) as pool:
+            futures = [
+                (index, pool.submit(_guarded_started, work, index, paths[index], contain))
+                for index in indexes
+            ]
+            for index, future in futures:
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    unfinished.append(index)
+                    continue
+                yield index, outcome
+        if not unfinished:
+            continue
+        if len(indexes) == 1:
+            path = paths[indexes[0]]
+            yield indexes[0], Outcome(
+                path,
+                error=f"{path}: the worker process running it died: out of memory? run it "
+                "alone (without --jobs) to see why",
+            )
+            continue
+        started = [index for index in unfinished if flags[index]]
+        waiting = [index for index in unfinished if not flags[index]]
+        if not started:  # died before starting any (cannot tell which): each alone
+            started, waiting = unfinished, []
+        rounds.extend(([index], 1) for index in started)
+        if waiting:
+            rounds.append((waiting, jobs))
 
 
 def located(path: str, warning: str) -> str:

@@ -321,7 +321,7 @@ def replay_command(
     from unbounded.catalog import DEFAULT_MODEL, load_model_table
     from unbounded.evaluation.replay import replay_session
     from unbounded.evaluation.report import render_report_html
-    from unbounded.fileio import atomic_write_chunks
+    from unbounded.fileio import write_output_chunks
     from unbounded.policy import Policy
 
     if series and not as_json:
@@ -383,9 +383,10 @@ def replay_command(
             with fewer_collections():
                 report = replay_session(recording, options, progress=trimmer.around(advance))
     if report_file is not None:
-        # Whole or not at all (temp file + rename); a name that is not UTF-8 backslash-escaped.
+        # Whole or not at all (temp file + rename; a pipe or device written directly); a name
+        # that is not UTF-8 backslash-escaped.
         page = render_report_html(report).encode("utf-8", "backslashreplace")
-        atomic_write_chunks(report_file, [page], mode=None)
+        write_output_chunks(report_file, [page])
     if as_json:
         # Written in pieces: a long replay's series built whole as text held its every point.
         for piece in report.json_text(series=series):

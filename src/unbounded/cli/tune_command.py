@@ -59,7 +59,7 @@ def tune_command(
         TimeElapsedColumn,
     )
 
-    from unbounded.fileio import atomic_write_chunks
+    from unbounded.fileio import write_output_chunks
     from unbounded.policy import Policy
 
     files = [session_file(path) for path in paths]
@@ -88,7 +88,7 @@ def tune_command(
                 files, trials=trials, jobs=jobs, seed=seed, base=base, progress=advance
             )
     text = report.policy().to_toml()
-    atomic_write_chunks(output, [text.encode("utf-8")], mode=None)
+    write_output_chunks(output, [text.encode("utf-8")])
     if as_json:
         print(json.dumps({**report.to_dict(), "output": str(output)}, indent=2))
         return

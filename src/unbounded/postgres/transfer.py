@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from unbounded.errors import ConfigError, TranscriptError
-from unbounded.fileio import atomic_write_chunks
+from unbounded.fileio import FILE_MODE, write_output_chunks
 from unbounded.postgres.connect import connection_pool, get_connection
 from unbounded.postgres.migrations import ensure_schema
 from unbounded.postgres.store import PostgresStore, jsonb_can_hold
@@ -90,7 +90,8 @@ def iter_session_lines(url: str, session_id: str) -> Iterator[bytes]:
 
 
 def export_session(url: str, session_id: str, output: str | Path) -> int:
-    """Write a session as a JSONL file (atomically, 0600); returns the bytes written."""
+    """Write a session as a JSONL file (atomically, 0600; a link followed, a pipe written
+    directly); returns the bytes written."""
     written = 0
 
     def counted() -> Iterator[bytes]:
@@ -99,7 +100,7 @@ def export_session(url: str, session_id: str, output: str | Path) -> int:
             written += len(line)
             yield line
 
-    atomic_write_chunks(output, counted())
+    write_output_chunks(output, counted(), mode=FILE_MODE)
     return written
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from unbounded.errors import TranscriptError
-from unbounded.fileio import append_private, atomic_write_chunks
+from unbounded.fileio import append_private, atomic_write_chunks, write_output_chunks
 from unbounded.model.entries import Entry
 from unbounded.model.record_checks import (
     MICROCOMPACT_RECEIPT_FIELD,
@@ -205,11 +205,14 @@ def write_claude_code(
     """Write entries as a Claude Code JSONL file, atomically and owner-only (0600).
 
     A crash leaves either the old file or the complete new one, never half of it. With
-    `keep_mode`, a file being replaced keeps its permissions.
+    `keep_mode` (a file the user named), a file being replaced keeps its permissions, a link
+    is followed and a pipe or device written directly (see `write_output_chunks`).
     """
-    atomic_write_chunks(
-        path, (dumps_line(entry.data) for entry in entries), mode=None if keep_mode else 0o600
-    )
+    lines = (dumps_line(entry.data) for entry in entries)
+    if keep_mode:
+        write_output_chunks(path, lines)
+    else:
+        atomic_write_chunks(path, lines, mode=0o600)
 
 
 def append_claude_code(entries: Sequence[Entry], path: str | Path, *, fsync: bool = True) -> None:
