@@ -46,6 +46,22 @@ def test_report_over_the_recording_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="tune -o has no input check either: naming one of the sessions it tunes on replaces "
+    "that recording with the policy's TOML (compact -o refuses its input without --force)",
+)
+def test_tune_output_over_a_session_it_reads_is_refused(tmp_path: Path) -> None:
+    recording = tmp_path / "s.jsonl"
+    shutil.copyfile(RECORDING, recording)
+    before = recording.read_bytes()
+    result = runner.invoke(
+        app, ["tune", str(recording), "--trials", "0", "--jobs", "1", "-o", str(recording)]
+    )
+    assert recording.read_bytes() == before
+    assert result.exit_code == 2
+
+
 # -- 3. Batch totals ---------------------------------------------------------------------------
 @pytest.mark.xfail(
     strict=True,
