@@ -219,3 +219,21 @@ def test_compact_into_a_named_pipe_with_a_reader_does_not_hang(tmp_path: Path) -
             os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
         reader.join(timeout=5)
     assert received and received[0].count(b"\n") > 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="'report written to [bold]{report_file}[/]' (and tune's 'policy written to') print "
+    "the name as markup: r[x].html is shown as r.html, and a name with [/] in it (a folder "
+    "r[) ends the command with a MarkupError traceback after the report is written",
+)
+@pytest.mark.parametrize("name", ["r[x].html", "r[/]x.html"])
+def test_report_written_line_shows_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r[").mkdir()
+    result = runner.invoke(app, ["replay", str(RECORDING), "--report", name])
+    assert (tmp_path / name).exists()
+    assert result.exit_code == 0
+    assert f"report written to {name}" in result.stdout
