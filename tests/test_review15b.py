@@ -63,11 +63,6 @@ def test_tune_output_over_a_session_it_reads_is_refused(tmp_path: Path) -> None:
 
 
 # -- 3. Batch totals ---------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="first_record_time uses json.loads, which raises RecursionError (not ValueError) on "
-    "a deeply nested line the reader skips: the session replays alone but fails in a batch",
-)
 def test_first_record_time_skips_a_deeply_nested_line(tmp_path: Path) -> None:
     path = tmp_path / "deep.jsonl"
     path.write_bytes(b"[" * 5000 + b"\n" + RECORDING.read_bytes())
@@ -75,11 +70,6 @@ def test_first_record_time_skips_a_deeply_nested_line(tmp_path: Path) -> None:
     assert first_record_time(RECORDING) is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="expand_paths drops repeats by the string only: a folder and ./file in it name the "
-    "same session twice, replayed twice and listed twice",
-)
 def test_a_file_named_by_its_folder_and_by_itself_runs_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,12 +163,6 @@ def test_report_to_stdout_and_json_both_reach_a_redirected_file(tmp_path: Path) 
     assert json.loads(printed)["source"] == RECORDING.name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resume's copy keeps the original records' timestamps, so both files' first "
-    "record times are equal and the tie is broken by name: the original is called the copy "
-    "whenever its name sorts after the resumed file's (Claude Code names files by random uuid)",
-)
 def test_the_resumed_file_is_the_one_said_to_repeat_whatever_the_names(tmp_path: Path) -> None:
     lines = (SESSIONS / "resumed.jsonl").read_bytes().splitlines(keepends=True)
     # Lines 1-38: the first session; 39-: its resume (the copy, then the new turns).

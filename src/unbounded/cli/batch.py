@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,11 +43,22 @@ def expand_paths(arguments: Sequence[str]) -> list[str]:
     one session), a glob's matches (`**` included, sorted). A folder or glob that names no
     session, and a path that does not exist, are errors (a mistyped name should not pass for an
     empty run)."""
-    found: dict[str, None] = {}
+    found: dict[str, str] = {}  # the file itself -> the path as first named
     for argument in arguments:
         for path in _expand_one(argument):
-            found.setdefault(path, None)
-    return list(found)
+            # `.` and `./s.jsonl` (or a link to it) name one file: it runs once.
+            found.setdefault(_same_file_key(path), path)
+    return list(found.values())
+
+
+def _same_file_key(path: str) -> str:
+    """What tells two names of one file apart from two files: its resolved path (a database
+    address as it is)."""
+    from unbounded.addresses import DatabaseAddress, parse_address
+
+    if isinstance(parse_address(path), DatabaseAddress):
+        return path
+    return os.path.realpath(path)
 
 
 def _expand_one(argument: str) -> list[str]:

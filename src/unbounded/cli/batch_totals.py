@@ -34,6 +34,9 @@ class BilledShares:
 
     first_time: float | None
     """The time of the file's first record with one (seconds since the epoch)."""
+    last_time: float | None
+    """The time of the file's last billed request (a resume's copy keeps the times of what
+    it copied, so its first record ties with the original's; its own turns come later)."""
     ids: array[int]
     """Each call's response id as a 64-bit digest (a chance collision: 1 in ~30 million in a
     million calls): eight bytes a call, not the string, held until the batch ends."""
@@ -67,7 +70,7 @@ def first_record_time(path: Path) -> float | None:
         for _, line in zip(range(_HEAD_RECORDS), handle, strict=False):
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # a line the reader skips too
                 continue
             stamp = record.get("timestamp") if isinstance(record, dict) else None
             moment = parse_timestamp(stamp) if isinstance(stamp, str) else None
@@ -107,8 +110,10 @@ def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) 
         ids.append(digest(message_id))
         cost.append(ours)
         recorded.append(math.nan if paid is None else paid)
+    times = [at for at in recording.script.request_times if math.isfinite(at)]
     return BilledShares(
         first_time=first_record_time(path),
+        last_time=max(times) if times else None,
         ids=ids,
         cost=cost,
         recorded=recorded,
@@ -121,7 +126,7 @@ def find_repeats(
 ) -> list[Repeats | None]:
     """For each session (its name and shares, None where its format has no response ids),
     the calls it repeats of other files (None: none). Each call belongs to the first file
-    it appears in, by first record time then name."""
+    it appears in, by first record time, then last request time, then name."""
     order = sorted(
         ((at, shares) for at, (_, shares) in enumerate(sessions) if shares is not None),
         key=lambda item: _first(sessions[item[0]][0], item[1]),
@@ -152,9 +157,11 @@ def find_repeats(
     return found
 
 
-def _first(name: str, shares: BilledShares) -> tuple[bool, float, str]:
-    time = shares.first_time
-    return (time is None, time or 0.0, name)
+def _first(name: str, shares: BilledShares) -> tuple[bool, float, bool, float, str]:
+    """The order of ownership: the earliest first record, then (a resume's copy ties with its
+    original there) the earliest last request, then the name."""
+    first, last = shares.first_time, shares.last_time
+    return (first is None, first or 0.0, last is None, last or 0.0, name)
 
 
 __all__ = ["BilledShares", "Repeats", "billed_shares", "find_repeats", "first_record_time"]
