@@ -7,11 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
 from typer.testing import CliRunner
 
 from unbounded.cli import app
 from unbounded.cli.app import console, error_console
 from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
+from unbounded.cli.text import markup_safe
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sessions" / "interrupted.jsonl"
 
@@ -45,3 +49,12 @@ def test_a_batch_names_bracketed_files_in_errors_rows_and_repeats(tmp_path: Path
     repeat = rows[-1]
     assert repeat.startswith(f"{tmp_path / 't[x].jsonl'} repeats ")
     assert str(tmp_path / "s[red]x.jsonl") in repeat
+
+
+@given(st.text(alphabet="ab[]/\\ #@x", max_size=30))
+def test_markup_safe_text_renders_as_it_is(text: str) -> None:
+    """Whatever brackets and backslashes a name holds, rich shows it unchanged."""
+    shown = Console(width=200, force_terminal=False, highlight=False)
+    with shown.capture() as captured:
+        shown.print(markup_safe(text), end="", soft_wrap=True)
+    assert captured.get() == text

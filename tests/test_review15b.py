@@ -79,11 +79,6 @@ def test_a_file_named_by_its_folder_and_by_itself_runs_once(
 
 
 # -- 4. Markup escaping ------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="rich.markup.escape doubles a trailing backslash, which rich then prints as two: "
-    "a name ending in \\ is shown with one more (and one column over its width)",
-)
 @pytest.mark.parametrize("width", [80, 6])
 def test_a_name_ending_in_a_backslash_is_shown_as_it_is(width: int) -> None:
     name = "notes\\"
@@ -205,12 +200,6 @@ def test_compact_into_a_named_pipe_with_a_reader_does_not_hang(tmp_path: Path) -
     assert received and received[0].count(b"\n") > 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="'report written to [bold]{report_file}[/]' (and tune's 'policy written to') print "
-    "the name as markup: r[x].html is shown as r.html, and a name with [/] in it (a folder "
-    "r[) ends the command with a MarkupError traceback after the report is written",
-)
 @pytest.mark.parametrize("name", ["r[x].html", "r[/]x.html"])
 def test_report_written_line_shows_the_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str

@@ -9,10 +9,10 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandFunctionType
 
+from unbounded.cli.text import markup_safe
 from unbounded.errors import UnboundedError
 
 P = ParamSpec("P")
@@ -116,7 +116,7 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
             return command(*args, **kwargs)
         except UnboundedError as exc:
             error_console.print(
-                f"[bold red]error:[/] {escape(str(exc))}",
+                f"[bold red]error:[/] {markup_safe(str(exc))}",
                 markup=True,
                 highlight=False,
                 soft_wrap=True,
@@ -125,7 +125,8 @@ def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:
         except OSError as exc:
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             error_console.print(
-                f"[bold red]error:[/] {escape(f'{where}{exc.strerror or exc}')}", highlight=False
+                f"[bold red]error:[/] {markup_safe(f'{where}{exc.strerror or exc}')}",
+                highlight=False,
             )
             raise typer.Exit(code=2) from None
 

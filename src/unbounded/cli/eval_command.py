@@ -10,7 +10,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
@@ -21,7 +20,7 @@ from unbounded.cli.options import (
     SkipInvalidOption,
     read_transcript,
 )
-from unbounded.cli.text import plural, shorten_middle
+from unbounded.cli.text import markup_safe, plural, shorten_middle
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
@@ -208,7 +207,7 @@ def eval_command(
                 raise ConfigError(outcome.error or "failed")
             failed.append((outcome.path, outcome.error or "failed"))
             error_console.print(
-                f"[bold red]error:[/] {escape(outcome.error or 'failed')}",
+                f"[bold red]error:[/] {markup_safe(outcome.error or 'failed')}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -217,7 +216,7 @@ def eval_command(
         reports.append(one)
         for warning in warnings:
             error_console.print(
-                f"[yellow]warning:[/] {escape(located(outcome.path, warning))}",
+                f"[yellow]warning:[/] {markup_safe(located(outcome.path, warning))}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -394,7 +393,7 @@ def render_exam(llm: dict[str, Any]) -> None:
         )
     console.print(table)
     for skipped in llm.get("skipped", []):
-        console.print(f"[yellow]not examined:[/] {skipped}", highlight=False)
+        console.print(f"[yellow]not examined:[/] {markup_safe(str(skipped))}", highlight=False)
 
 
 def render(data: dict[str, Any]) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from unbounded.cli.app import error_console
+from unbounded.cli.text import markup_safe
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def print_source_warnings(warnings: list[str], skipped_lines: int) -> None:
     """Print a reader's warnings and how many lines it skipped, on stderr."""
     for warning in warnings:
         error_console.print(
-            f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True
+            f"[yellow]warning:[/] {markup_safe(warning)}", highlight=False, soft_wrap=True
         )
     if skipped_lines:
         error_console.print(

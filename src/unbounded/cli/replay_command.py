@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.batch import JobsOption, expand_paths, located, run_each
@@ -32,7 +31,7 @@ from unbounded.cli.options import (
     read_transcript,
     require_model,
 )
-from unbounded.cli.text import plural, printable, shorten_middle, times
+from unbounded.cli.text import markup_safe, plural, printable, shorten_middle, times
 from unbounded.errors import ConfigError, UnboundedError
 
 if TYPE_CHECKING:  # the command imports the replay engine when it runs (a fast --help)
@@ -395,7 +394,9 @@ def replay_command(
         return
     render(report)
     if report_file is not None:
-        console.print(f"report written to [bold]{report_file}[/]")
+        from rich.text import Text
+
+        console.print(Text.assemble("report written to ", (printable(str(report_file)), "bold")))
 
 
 def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> None:
@@ -427,7 +428,7 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
             if outcome.result is None:
                 failed.append((outcome.path, outcome.error or "failed"))
                 error_console.print(
-                    f"[bold red]error:[/] {escape(outcome.error or 'failed')}",
+                    f"[bold red]error:[/] {markup_safe(outcome.error or 'failed')}",
                     highlight=False,
                     soft_wrap=True,
                 )
@@ -435,7 +436,7 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
             rows.append(outcome.result)
             for warning in outcome.result.warnings:
                 error_console.print(
-                    f"[yellow]warning:[/] {escape(located(outcome.path, warning))}",
+                    f"[yellow]warning:[/] {markup_safe(located(outcome.path, warning))}",
                     highlight=False,
                     soft_wrap=True,
                 )

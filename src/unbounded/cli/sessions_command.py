@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
+from unbounded.cli.text import markup_safe
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
@@ -105,7 +105,7 @@ def import_command(
         path, address.url, session_id, skip_invalid=skip_invalid, wait=wait or None
     )
     for warning in result.warnings:
-        error_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+        error_console.print(f"[yellow]warning:[/] {markup_safe(warning)}", highlight=False)
     if result.skipped_lines:
         error_console.print(
             f"[yellow]warning:[/] skipped {result.skipped_lines} invalid line(s)", highlight=False

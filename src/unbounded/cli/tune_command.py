@@ -10,6 +10,7 @@ import typer
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
 from unbounded.cli.options import check_output_file
+from unbounded.cli.text import markup_safe, printable
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
@@ -50,7 +51,6 @@ def tune_command(
 ) -> None:
     """Find the cheapest policy for these sessions that keeps at least what the default
     keeps (the continuation measure), and write it as a policy file."""
-    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -58,6 +58,7 @@ def tune_command(
         TextColumn,
         TimeElapsedColumn,
     )
+    from rich.text import Text
 
     from unbounded.fileio import write_output_chunks
     from unbounded.policy import Policy
@@ -94,9 +95,13 @@ def tune_command(
         return
     render(report)
     for skipped_path, why in report.skipped.items():
-        console.print(f"[yellow]skipped[/] {escape(f'{skipped_path}: {why}')}")
+        console.print(f"[yellow]skipped[/] {markup_safe(f'{skipped_path}: {why}')}")
     console.print(
-        f"policy written to [bold]{output}[/] (use it with --policy or Session(policy=...))"
+        Text.assemble(
+            "policy written to ",
+            (printable(str(output)), "bold"),
+            " (use it with --policy or Session(policy=...))",
+        )
     )
 
 
