@@ -125,12 +125,6 @@ def test_an_interrupt_with_jobs_does_not_run_the_rest_of_the_batch(tmp_path: Pat
     assert not (tmp_path / names[-1]).exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="write_output_chunks tells /dev and /proc paths by Path.absolute(), which keeps "
-    "'..': a relative ../../proc/self/fd/N (or ../dev/stdout) is taken for a file and replaced "
-    "by rename: the descriptor (a redirected stdout) keeps the old, unlinked file",
-)
 def test_a_relative_path_to_an_open_descriptor_is_written_through_it(tmp_path: Path) -> None:
     target = tmp_path / "held.txt"
     with target.open("wb") as held:
@@ -142,12 +136,35 @@ def test_a_relative_path_to_an_open_descriptor_is_written_through_it(tmp_path: P
     assert target.read_bytes() == b"report"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--report /dev/stdout with stdout a file: the report is written through a second "
-    "open of that file (truncated, its own offset 0), then the JSON printed on stdout overwrites "
-    "the report's start; the file holds the JSON followed by the report's tail",
-)
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_a_relative_path_to_another_process_descriptor_is_not_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "held.txt"
+    target.write_bytes(b"")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1], 'ab'); print(f.fileno(), flush=True); "
+            "time.sleep(60)",
+            str(target),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        number = holder.stdout.readline().strip()
+        before = target.stat().st_ino
+        named = os.path.relpath(f"/proc/{holder.pid}/fd/{number}")
+        assert named.startswith("..")
+        write_output_chunks(named, [b"report"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert target.stat().st_ino == before
+    assert target.read_bytes() == b"report"
+
+
 def test_report_to_stdout_and_json_both_reach_a_redirected_file(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     with out.open("wb") as stdout:
