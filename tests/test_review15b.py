@@ -211,12 +211,6 @@ def test_the_resumed_file_is_the_one_said_to_repeat_whatever_the_names(tmp_path:
     assert repeated == {"a-resumed.jsonl": 10, "z-original.jsonl": 0}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compact -o checks an existing output by reading it (detect_format): a named pipe is "
-    "opened for reading and waits for a writer forever, before any work, even with a reader "
-    "waiting on it (so is -o /dev/stdout into a pipe); only --force gets past",
-)
 def test_compact_into_a_named_pipe_with_a_reader_does_not_hang(tmp_path: Path) -> None:
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -135,7 +136,9 @@ def check_output_path(output: Path, inputs: list[Path], *, force: bool) -> None:
                     "-o file, or pass --force to replace it"
                 )
             return
-    if force:
+    if force or not stat.S_ISREG(output.stat().st_mode):
+        # Only a regular file is read to tell its format: opening a named pipe waits for a
+        # writer, and a pipe or device written to replaces nothing.
         return
     from unbounded.transcripts.loader import detect_format
 
