@@ -30,11 +30,6 @@ runner = CliRunner()
 
 
 # -- 1. Outputs --------------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay --report has no input check (compact -o has one): naming the recording "
-    "itself (or, since i35y follows links, a link to it) replaces the session with the HTML page",
-)
 def test_report_over_the_recording_is_refused(tmp_path: Path) -> None:
     recording = tmp_path / "s.jsonl"
     shutil.copyfile(RECORDING, recording)
@@ -46,11 +41,6 @@ def test_report_over_the_recording_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tune -o has no input check either: naming one of the sessions it tunes on replaces "
-    "that recording with the policy's TOML (compact -o refuses its input without --force)",
-)
 def test_tune_output_over_a_session_it_reads_is_refused(tmp_path: Path) -> None:
     recording = tmp_path / "s.jsonl"
     shutil.copyfile(RECORDING, recording)
