@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -80,22 +81,62 @@ def atomic_write_chunks(
     return target
 
 
+_OWN_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def own_descriptor(path: str | Path) -> int | None:
+    """The open descriptor of this process that `path` names (/dev/stdout, /dev/fd/N,
+    /proc/self/fd/N, ... once normalized), or None."""
+    named = os.path.abspath(path)
+    number = _OWN_STREAMS.get(named)
+    if number is None:
+        folder, _, tail = named.rpartition("/")
+        own_folders = (
+            "/dev/fd",
+            "/proc/self/fd",
+            "/proc/thread-self/fd",
+            f"/proc/{os.getpid()}/fd",
+        )
+        if folder not in own_folders or not (tail.isascii() and tail.isdigit()):
+            return None
+        number = int(tail)
+    try:
+        os.fstat(number)
+    except (OSError, OverflowError):
+        return None  # not open here: the path is opened as any other
+    return number
+
+
 def write_output_chunks(
     path: str | Path, chunks: Iterable[bytes], *, mode: int | None = None
 ) -> Path:
     """Write a file the user named (a report, an -o file) as a shell's `>` would, but whole.
 
     A link is followed and its target written atomically (the link stays); a path that is not
-    a regular file (a named pipe, /dev/stdout, a terminal) or that names a process's open file
-    (below /dev or /proc) is opened and written directly, since replacing it would break it.
+    a regular file (a named pipe, a terminal) or that names a process's open file (below /dev
+    or /proc) is opened and written directly, since replacing it would break it; one naming
+    this process's own descriptor (/dev/stdout, /dev/fd/N) is written through that descriptor.
     `mode` is as `atomic_write_chunks`'s (None keeps a replaced file's permissions).
     """
     target = Path(path)
+    descriptor = own_descriptor(target)
+    if descriptor is not None:
+        # Re-opening it would truncate a redirected stdout and write from offset 0, over what
+        # this process writes there next: written through the descriptor, at its offset.
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        return target
     try:
         regular = stat.S_ISREG(target.stat().st_mode)
     except FileNotFoundError:
         regular = True  # a new file (or a link to one): made whole, as the target
-    if not regular or str(target.absolute()).startswith(("/dev/", "/proc/")):
+    # Normalized: Path.absolute() keeps "..", so ../../proc/self/fd/N passed for a file.
+    if not regular or os.path.abspath(target).startswith(("/dev/", "/proc/")):
         with target.open("wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)

@@ -192,9 +192,10 @@ def _run_in_pools(
         indexes, workers = rounds.pop(0)
         flags = multiprocessing.RawArray("b", len(paths))
         unfinished: list[int] = []
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             max_workers=min(workers, len(indexes)), initializer=_mark_started, initargs=(flags,)
-        ) as pool:
+        )
+        try:
             futures = [
                 (index, pool.submit(_guarded_started, work, index, paths[index], contain))
                 for index in indexes
@@ -206,6 +207,12 @@ def _run_in_pools(
                     unfinished.append(index)
                     continue
                 yield index, outcome
+        except BaseException:
+            # Ctrl-C, or the caller stopping early (GeneratorExit here): the sessions not
+            # started are dropped, not run first as a plain shutdown would, nor waited for.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         if not unfinished:
             continue
         if len(indexes) == 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +14,8 @@ from unbounded.cli.text import markup_safe
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from unbounded.addresses import Address
     from unbounded.catalog import ModelTable
     from unbounded.model.transcript import Transcript
@@ -63,11 +66,21 @@ def check_window(window: int | None) -> None:
         raise ConfigError(f"--window {window}: {window_too_small(window)}")
 
 
-def check_output_file(option: str, path: Path, *, makes_folder: bool = False) -> None:
+def check_output_file(
+    option: str, path: Path, *, makes_folder: bool = False, inputs: Iterable[Path] = ()
+) -> None:
     """Refuse an output path that cannot be written (a folder, or in a folder that does not
-    exist unless the command makes it: `makes_folder`) before the work it would hold."""
+    exist unless the command makes it: `makes_folder`) or that is one of the command's input
+    files (or a link to one), before the work it would hold."""
     if path.is_dir():
         raise ConfigError(f"{option} {path}: is a folder; give a file path (e.g. {path / 'out'})")
+    if path.exists():
+        for source in inputs:
+            if source.exists() and os.path.samefile(path, source):
+                raise ConfigError(
+                    f"{option} {path} is the session {source} this command reads: writing "
+                    f"there would replace the recording; choose another {option} file"
+                )
     if not makes_folder and not path.parent.is_dir():
         raise ConfigError(
             f"{option} {path}: the folder {path.parent} does not exist; create it first "
@@ -135,7 +148,9 @@ def check_output_path(output: Path, inputs: list[Path], *, force: bool) -> None:
                     "-o file, or pass --force to replace it"
                 )
             return
-    if force:
+    if force or not stat.S_ISREG(output.stat().st_mode):
+        # Only a regular file is read to tell its format: opening a named pipe waits for a
+        # writer, and a pipe or device written to replaces nothing.
         return
     from unbounded.transcripts.loader import detect_format
 

@@ -326,14 +326,14 @@ def replay_command(
     if series and not as_json:
         raise ConfigError("--series adds the per-call figures to the JSON output: add --json")
     check_window(window)
-    if report_file is not None:
-        check_output_file("--report", report_file)
     models_files = tuple(str(path) for path in models_file or ())
     table = load_model_table(models_files)
     if model is not None:
         require_model(table, model)  # an unknown model fails before any work
     make_provider(summarizer, model or DEFAULT_MODEL)  # an unknown summarizer or missing key too
     sessions = expand_paths(paths or [])
+    if report_file is not None:  # a folder, or one of the sessions, refused before any work
+        check_output_file("--report", report_file, inputs=[Path(name) for name in sessions])
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
     settings = ReplaySettings(
         model,

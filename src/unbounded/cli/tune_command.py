@@ -64,7 +64,8 @@ def tune_command(
     from unbounded.policy import Policy
 
     files = [session_file(path) for path in paths]
-    check_output_file("--output", output, makes_folder=True)  # its folder is made
+    # Its folder is made; one of the sessions is refused.
+    check_output_file("--output", output, makes_folder=True, inputs=files)
     from unbounded.evaluation.tune import tune_policy
 
     base = Policy.from_file(policy_file) if policy_file is not None else Policy.from_env()
