@@ -1,5 +1,5 @@
-"""What a newcomer following README.md and docs/ ran into (session 15): each a known bug, written
-as the exact reproducer and marked xfail(strict) until the code is fixed."""
+"""What a newcomer following README.md and docs/ ran into (session 15): each a bug, written as
+the exact reproducer (a strict xfail until the code was fixed)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Session-file readers under attack (session 15): each test is a bug found by hand-made hostile
-input, kept as a strict xfail until it is fixed. The rules they check: bad input is a clear
+input, kept as a strict xfail until it was fixed. The rules they check: bad input is a clear
 error naming the file and the line (never a traceback), every billed call counts once (never
 dropped), a file of another agent's format is not read as an empty session, nothing is
 half-written. Every fixture is built here; none is copied from the corpus."""

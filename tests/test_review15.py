@@ -1,5 +1,6 @@
 """Review of session 15's src changes (the i35r reader fixes and the i35x newcomer fixes): each
-test is a bug found by attacking them, marked xfail(strict=True) until it is fixed."""
+test is a bug found by attacking them, written as a strict xfail first and passing since its
+fix."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Review of session 15's last src changes (i35y outputs and dead workers, i35d batch totals,
-the lead's markup escaping): each test is a bug found by attacking them, marked
-xfail(strict=True) until it is fixed."""
+the lead's markup escaping): each test is a bug found by attacking them, written as a
+strict xfail first and passing since its fix."""
 
 from __future__ import annotations
 
