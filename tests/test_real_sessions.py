@@ -129,12 +129,13 @@ def test_a_resumed_session_reports_its_two_sessions() -> None:
     assert linked.duplicates == 20 and linked.abandoned == 0
 
 
-def test_a_rewound_branch_is_left_out_of_the_view_and_the_summary() -> None:
+def test_a_rewound_branch_is_left_out_of_the_view_and_the_summary(tmp_path: Path) -> None:
     transcript = load_transcript(fixture("rewound.jsonl"))
     view = texts(normalize_messages(transcript.view_entries()))
     assert "ABANDONED" not in view and "abandoned_pandas" not in view
     assert "Keep the standard library" in view and "exporter_1.py" in view
-    compacted = runner.invoke(app, ["compact", str(fixture("rewound.jsonl")), "-o", "/dev/null", "--force"])
+    output = tmp_path / "compacted.jsonl"
+    compacted = runner.invoke(app, ["compact", str(fixture("rewound.jsonl")), "-o", str(output)])
     assert compacted.exit_code == 0 and "ABANDONED" not in compacted.stdout
     assert "ABANDONED" in texts(normalize_messages(load_transcript(fixture("rewound.jsonl"), file_order=True).main_thread()))
 

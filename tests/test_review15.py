@@ -319,3 +319,14 @@ def test_session_doc_says_options_are_checked_before_the_folder(tmp_path: Path) 
     assert not (tmp_path / "s").exists()  # the behaviour: checked before the folder is made
     text = " ".join((DOCS / "session.md").read_text(encoding="utf-8").split())
     assert "opens its folder's store first, then checks them" not in text
+
+
+def test_compact_into_dev_null_leaves_it_a_device() -> None:
+    """An output under /dev/ is written through, never replaced by a rename: run as root, the
+    rename turned /dev/null into a regular file for the whole machine."""
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        pytest.skip("/dev/null is not a character device here")
+    session = Path(__file__).parent / "fixtures" / "sessions" / "rewound.jsonl"
+    result = CliRunner().invoke(app, ["compact", str(session), "-o", "/dev/null", "--force"])
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
