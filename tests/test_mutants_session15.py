@@ -10,13 +10,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
+import pytest
+
 from unbounded.cli.batch_totals import (
     BilledShares,
     billed_shares,
     find_repeats,
     first_record_time,
 )
+from unbounded.errors import ConfigError
 from unbounded.evaluation.call_series import CallPoint, CallSeries
+from unbounded.policy import Policy
 
 if TYPE_CHECKING:
     from unbounded.evaluation.replay import ReplayReport
@@ -105,3 +109,66 @@ def test_billed_shares_reads_points_given_as_a_plain_list_as_a_call_series(tmp_p
     assert str(listed.recorded.tolist()) == str(columns.recorded.tolist()) == "[nan, 0.125, 1.0]"
     assert listed.replayed == columns.replayed == b"\x01\x01\x00"
     assert listed.ids == columns.ids
+
+
+# -- policy.py: field types, lists as tuples, lines named in a policy file's errors ---------------
+
+
+def test_an_optional_field_is_still_checked_when_set() -> None:
+    with pytest.raises(ConfigError, match=r"max_output_override must be a whole number or None"):
+        Policy(max_output_override="12")  # type: ignore[arg-type]
+
+
+def test_a_required_field_is_not_said_to_take_none() -> None:
+    with pytest.raises(ConfigError) as refused:
+        Policy(recall_max_tokens=None)  # type: ignore[arg-type]
+    assert str(refused.value) == "Policy.recall_max_tokens must be a whole number, not None"
+
+
+def test_true_is_not_a_whole_number_for_a_count() -> None:
+    with pytest.raises(ConfigError, match="recall_max_tokens must be a whole number, not True"):
+        Policy(recall_max_tokens=True)
+
+
+def test_a_list_field_checks_each_item_and_names_what_it_holds() -> None:
+    with pytest.raises(ConfigError) as text:
+        Policy(compaction_tier_order=(1, 2))  # type: ignore[arg-type]
+    assert str(text.value) == "Policy.compaction_tier_order must be a list of text, not (1, 2)"
+    with pytest.raises(ConfigError) as numbers:
+        Policy(budget_reminder_marks=["half"])  # type: ignore[list-item]
+    assert (
+        str(numbers.value)
+        == "Policy.budget_reminder_marks must be a list of numbers, not ('half',)"
+    )
+
+
+def test_a_list_given_to_a_field_that_is_no_list_is_named_as_given() -> None:
+    with pytest.raises(ConfigError) as refused:
+        Policy(max_output_override=[1, 2])  # type: ignore[arg-type]
+    assert str(refused.value).endswith("not [1, 2]")
+
+
+def _policy_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_text_where_a_policy_file_wants_a_list_is_refused_as_written(tmp_path: Path) -> None:
+    path = _policy_file(tmp_path, '[policy]\ncompaction_tier_order = "native"\n')
+    with pytest.raises(ConfigError, match="must be a list of text, not 'native'"):
+        Policy.from_file(path, base=Policy())
+
+
+def test_a_whole_number_in_a_policy_file_for_a_fraction_is_kept_as_a_float(tmp_path: Path) -> None:
+    path = _policy_file(tmp_path, "[policy]\nearly_compact_fraction = 1\n")
+    policy = Policy.from_file(path, base=Policy())
+    assert type(policy.early_compact_fraction) is float
+    assert "early_compact_fraction = 1.0\n" in policy.to_toml()
+
+
+def test_a_policy_file_error_names_the_line_of_its_field(tmp_path: Path) -> None:
+    path = _policy_file(tmp_path, "[policy]\nearly_compact_fraction = 0.5\nptl_max_retries = 0\n")
+    with pytest.raises(ConfigError) as refused:
+        Policy.from_file(path, base=Policy())
+    assert str(refused.value).startswith(f"{path}:3: Policy.ptl_max_retries")
