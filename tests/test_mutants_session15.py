@@ -8,7 +8,7 @@ import math
 from array import array
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -21,6 +21,7 @@ from unbounded.cli.batch_totals import (
 from unbounded.errors import ConfigError
 from unbounded.evaluation.call_series import CallPoint, CallSeries
 from unbounded.policy import Policy
+from unbounded.transcripts.codex import read_codex
 
 if TYPE_CHECKING:
     from unbounded.evaluation.replay import ReplayReport
@@ -172,3 +173,35 @@ def test_a_policy_file_error_names_the_line_of_its_field(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as refused:
         Policy.from_file(path, base=Policy())
     assert str(refused.value).startswith(f"{path}:3: Policy.ptl_max_retries")
+
+
+# -- transcripts/codex.py: the session_meta record ----------------------------------------------
+
+
+def _rollout_line(second: int, kind: str, payload: dict[str, Any]) -> str:
+    return json.dumps(
+        {"timestamp": f"2025-10-01T08:00:{second:02d}.000Z", "type": kind, "payload": payload}
+    )
+
+
+def test_a_rollouts_session_meta_names_the_session_and_its_instructions(tmp_path: Path) -> None:
+    # Read in the test's own body (a module fixture's reading is charged by the mutation
+    # check to the first test using it, which may not look at the session).
+    meta = {"id": "s-9", "cwd": "/w", "base_instructions": {"text": "Be brief."}}
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "hi"}],
+    }
+    asked = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    path = tmp_path / "rollout.jsonl"
+    lines = [
+        _rollout_line(0, "session_meta", meta),
+        _rollout_line(1, "response_item", asked),
+        _rollout_line(2, "response_item", said),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    transcript = read_codex(path)
+    assert transcript.meta["system"] == "Be brief."
+    assert transcript.meta["session_metas"] == 1
+    assert {entry.data.get("sessionId") for entry in transcript.entries} == {"s-9"}
