@@ -205,3 +205,23 @@ def test_a_rollouts_session_meta_names_the_session_and_its_instructions(tmp_path
     assert transcript.meta["system"] == "Be brief."
     assert transcript.meta["session_metas"] == 1
     assert {entry.data.get("sessionId") for entry in transcript.entries} == {"s-9"}
+
+
+def test_a_policy_file_refuses_an_unknown_field_and_a_policy_that_is_no_table(
+    tmp_path: Path,
+) -> None:
+    unknown = _policy_file(tmp_path, "[policy]\nearly_compact_fractoin = 0.5\n")
+    with pytest.raises(ConfigError, match="unknown policy field 'early_compact_fractoin'"):
+        Policy.from_file(unknown, base=Policy())
+    scalar = _policy_file(tmp_path, "policy = 5\n")
+    with pytest.raises(ConfigError, match=r"\[policy\] must be a table of field = value"):
+        Policy.from_file(scalar, base=Policy())
+
+
+def test_a_policy_file_names_the_line_of_a_text_given_for_a_count(tmp_path: Path) -> None:
+    path = _policy_file(tmp_path, '[policy]\nrecall_max_tokens = "5000"\n')
+    with pytest.raises(ConfigError) as refused:
+        Policy.from_file(path, base=Policy())
+    assert str(refused.value).startswith(
+        f"{path}:2: policy field 'recall_max_tokens' has the wrong type: '5000'"
+    )
