@@ -12,15 +12,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from unbounded import storage
 from unbounded.cli.batch_totals import (
     BilledShares,
     billed_shares,
     find_repeats,
     first_record_time,
 )
-from unbounded.errors import ConfigError
+from unbounded.errors import ConfigError, SessionLockedError
 from unbounded.evaluation.call_series import CallPoint, CallSeries
+from unbounded.model.entries import Entry
 from unbounded.policy import Policy
+from unbounded.storage import FolderStore
 from unbounded.transcripts.codex import read_codex
 
 if TYPE_CHECKING:
@@ -225,3 +228,54 @@ def test_a_policy_file_names_the_line_of_a_text_given_for_a_count(tmp_path: Path
     assert str(refused.value).startswith(
         f"{path}:2: policy field 'recall_max_tokens' has the wrong type: '5000'"
     )
+
+
+# -- storage.py: a folder held in this process ---------------------------------------------------
+
+
+class _Clock:
+    """A monotonic clock that moves only when slept on."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_folder_open_in_this_process_is_refused_as_such_after_the_whole_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "_HELD_HERE", set())  # this test's entries only
+    clock = _Clock()
+    monkeypatch.setattr(
+        storage, "time", SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep)
+    )
+    with FolderStore(tmp_path / "s"), pytest.raises(SessionLockedError) as refused:
+        FolderStore(tmp_path / "s", wait=5)
+    assert clock.now >= 105.0  # the whole wait asked for, not a second less
+    message = str(refused.value)
+    assert "is already open in this process after waiting 5 s" in message
+    assert "another process" not in message
+
+
+# -- model/entries.py: Entry.message_id's fallback ------------------------------------------------
+
+_USAGE = {"input_tokens": 3, "output_tokens": 1}
+
+
+def test_only_an_assistant_record_has_a_response_id() -> None:
+    user = {"type": "user", "message": {"role": "user", "id": "msg_1", "content": "hi"}}
+    assert Entry(user, 4).message_id is None
+
+
+def test_an_empty_request_id_or_uuid_does_not_name_a_response() -> None:
+    message = {"role": "assistant", "content": [], "usage": _USAGE}
+    base = {"type": "assistant", "message": message}
+    assert Entry({**base, "requestId": "", "uuid": "u1"}, 4).message_id == "line:u1"
+    assert Entry({**base, "requestId": 7, "uuid": "u1"}, 4).message_id == "line:u1"
+    assert Entry({**base, "requestId": None, "uuid": ""}, 4).message_id == "line:4"
+    assert Entry({**base, "uuid": 9}, 4).message_id == "line:4"
