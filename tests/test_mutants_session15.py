@@ -4,7 +4,10 @@ reading, policy files, record checks): each test fails when its rule is flipped 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
+import time
 from array import array
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from unbounded import storage
+from unbounded.cli.batch import _run_in_pools, run_each
 from unbounded.cli.batch_totals import (
     BilledShares,
     billed_shares,
@@ -279,3 +283,96 @@ def test_an_empty_request_id_or_uuid_does_not_name_a_response() -> None:
     assert Entry({**base, "requestId": 7, "uuid": "u1"}, 4).message_id == "line:u1"
     assert Entry({**base, "requestId": None, "uuid": ""}, 4).message_id == "line:4"
     assert Entry({**base, "uuid": 9}, 4).message_id == "line:4"
+
+
+# -- cli/batch.py: run_each and _guarded ----------------------------------------------------------
+
+
+def _missing(path: str) -> str:
+    raise FileNotFoundError(2, "No such file or directory", f"{path}.jsonl")
+
+
+def _plain_os_error(path: str) -> str:
+    raise OSError("disk on fire")
+
+
+def _crashes_on_b(path: str) -> str:
+    if path == "b":
+        raise ZeroDivisionError("made to crash")
+    return path.upper()
+
+
+def _pid(path: str) -> int:
+    return os.getpid()
+
+
+class _ExitsWhenUnpickled:
+    """A work function whose unpickling ends the worker process: it dies before starting any
+    session, so the pool cannot tell which session killed it."""
+
+    def __call__(self, path: str) -> str:
+        return path
+
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        return (os._exit, (3,))
+
+
+def test_an_os_error_names_its_file_and_says_what_failed() -> None:
+    (missing,) = run_each(_missing, ["a"], jobs=1)
+    assert missing.error == "a.jsonl: No such file or directory"
+    (plain,) = run_each(_plain_os_error, ["a"], jobs=1)
+    assert plain.error == "disk on fire"
+
+
+def test_a_bug_on_one_session_of_two_is_contained_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="unbounded.cli.batch"):
+        outcomes = list(run_each(_crashes_on_b, ["a", "b"], jobs=1))
+    assert [o.result for o in outcomes] == ["A", None]
+    assert outcomes[1].error is not None
+    assert outcomes[1].error.startswith("b: unexpected ZeroDivisionError: made to crash")
+    assert [r.message.splitlines()[0] for r in caplog.records] == [
+        "b failed with an unexpected exception:"
+    ]
+    assert "Traceback" in caplog.text
+
+
+def test_a_bug_on_a_single_session_is_raised_as_it_is() -> None:
+    with pytest.raises(ZeroDivisionError, match="made to crash"):
+        list(run_each(_crashes_on_b, ["b"], jobs=1))
+
+
+def test_one_job_runs_in_this_process_and_two_in_workers() -> None:
+    seen: list[str] = []
+
+    def here(path: str) -> str:  # a closure: it cannot be sent to a worker process
+        seen.append(path)
+        return path
+
+    assert [o.result for o in run_each(here, ["a", "b", "c"], jobs=1)] == ["a", "b", "c"]
+    assert seen == ["a", "b", "c"]
+    pids = [o.result for o in run_each(_pid, ["a", "b"], jobs=2)]
+    assert os.getpid() not in pids
+
+
+def test_workers_dying_before_any_session_starts_fail_each_session_alone() -> None:
+    outcomes = list(run_each(_ExitsWhenUnpickled(), ["a", "b"], jobs=2))
+    assert [o.error for o in outcomes] == [
+        f"{path}: the worker process running it died: out of memory? run it alone "
+        "(without --jobs) to see why"
+        for path in ("a", "b")
+    ]
+
+
+def _a_slow_b_dies(path: str) -> str:
+    if path == "b":
+        os._exit(3)
+    time.sleep(1)  # a is still running when b's worker dies: both are run again alone
+    return path.upper()
+
+
+def test_each_session_of_a_broken_pool_is_given_once() -> None:
+    given = list(_run_in_pools(_a_slow_b_dies, ["a", "b"], 2, True))
+    assert sorted(index for index, _ in given) == [0, 1]
+    assert dict(given)[0].result == "A"
