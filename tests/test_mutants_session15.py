@@ -143,7 +143,7 @@ def test_a_list_field_checks_each_item_and_names_what_it_holds() -> None:
         Policy(compaction_tier_order=(1, 2))  # type: ignore[arg-type]
     assert str(text.value) == "Policy.compaction_tier_order must be a list of text, not (1, 2)"
     with pytest.raises(ConfigError) as numbers:
-        Policy(budget_reminder_marks=["half"])  # type: ignore[list-item]
+        Policy(budget_reminder_marks=["half"])  # type: ignore[arg-type]
     assert (
         str(numbers.value)
         == "Policy.budget_reminder_marks must be a list of numbers, not ('half',)"
