@@ -23,12 +23,12 @@ from unbounded.cli.batch_totals import (
     find_repeats,
     first_record_time,
 )
-from unbounded.errors import ConfigError, SessionLockedError
+from unbounded.errors import ConfigError, SessionLockedError, TranscriptError
 from unbounded.evaluation.call_series import CallPoint, CallSeries
 from unbounded.model.entries import Entry
 from unbounded.policy import Policy
 from unbounded.storage import FolderStore
-from unbounded.transcripts.codex import read_codex
+from unbounded.transcripts.codex import detect_ordering, read_codex
 
 if TYPE_CHECKING:
     from unbounded.evaluation.replay import ReplayReport
@@ -376,3 +376,90 @@ def test_each_session_of_a_broken_pool_is_given_once() -> None:
     given = list(_run_in_pools(_a_slow_b_dies, ["a", "b"], 2, True))
     assert sorted(index for index, _ in given) == [0, 1]
     assert dict(given)[0].result == "A"
+
+
+# -- transcripts/codex.py: older lines the mutation check reached only through a module fixture --
+
+
+def _usage_event(last: int, total: int) -> dict[str, Any]:
+    info = {
+        "total_token_usage": {"input_tokens": total, "output_tokens": 1},
+        "last_token_usage": {"input_tokens": last, "output_tokens": 1},
+    }
+    return {"type": "token_count", "info": info}
+
+
+def _write_rollout(path: Path, records: list[tuple[str, dict[str, Any]]], stamped: bool) -> Path:
+    lines = []
+    for second, (kind, payload) in enumerate(records):
+        record: dict[str, Any] = {"type": kind, "payload": payload}
+        if stamped:
+            record["timestamp"] = f"2025-10-01T08:00:{second:02d}.000Z"
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+_ASKED = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+_SAID = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+_CALLED = {
+    "type": "function_call",
+    "name": "shell",
+    "arguments": '{"command": ["ls"]}',
+    "call_id": "c1",
+}
+_ANSWERED = {"type": "function_call_output", "call_id": "c1", "output": "a.py"}
+
+
+def test_a_rollout_without_session_meta_reads_its_responses(tmp_path: Path) -> None:
+    records: list[tuple[str, dict[str, Any]]] = [
+        ("turn_context", {"model": "gpt-5-codex"}),
+        ("turn_context", {"model": ""}),  # an empty model name changes nothing
+        ("zzz_record", {"n": 1}),
+        ("response_item", _ASKED),
+        ("response_item", _CALLED),
+        ("event_msg", _usage_event(10, 10)),
+        ("response_item", _ANSWERED),
+        ("response_item", _SAID),
+        ("event_msg", _usage_event(20, 30)),
+    ]
+    transcript = read_codex(_write_rollout(tmp_path / "r.jsonl", records, stamped=True))
+    replies = [e for e in transcript.entries if e.type == "assistant"]
+    assert [e.message_id for e in replies] == ["codex_msg_1", "codex_msg_2"]
+    assert [(e.message or {}).get("stop_reason") for e in replies] == ["tool_use", "end_turn"]
+    assert {e.model for e in replies} == {"gpt-5-codex"}
+    assert transcript.meta["turn_contexts"] == 2
+    assert transcript.meta["system"] is None
+    assert transcript.unknown_record_types == {"zzz_record": 1}
+
+
+def test_a_rollout_without_timestamps_gets_times_from_the_epoch(tmp_path: Path) -> None:
+    records = [
+        ("response_item", _ASKED),
+        ("response_item", _SAID),
+        ("event_msg", _usage_event(5, 5)),
+    ]
+    transcript = read_codex(_write_rollout(tmp_path / "r.jsonl", records, stamped=False))
+    stamps = [e.data.get("timestamp") for e in transcript.entries]
+    assert stamps and all(isinstance(s, str) and s.startswith("1970-01-01") for s in stamps)
+
+
+def test_an_empty_rollout_is_refused_at_line_1(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(TranscriptError) as refused:
+        read_codex(path)
+    assert refused.value.line == 1
+
+
+def test_the_usage_order_is_read_only_after_a_usage_event(tmp_path: Path) -> None:
+    # A user message before any usage decides nothing, even one whose text is "token_count"
+    # (such a line is parsed); the reply after the usage event says "leading".
+    text: list[dict[str, Any]] = [{"type": "input_text", "text": "token_count"}]
+    asked: dict[str, Any] = {"type": "message", "role": "user", "content": text}
+    records = [
+        ("response_item", asked),
+        ("event_msg", _usage_event(5, 5)),
+        ("response_item", _SAID),
+    ]
+    assert detect_ordering(_write_rollout(tmp_path / "r.jsonl", records, stamped=True)) == "leading"
