@@ -38,9 +38,15 @@ if TYPE_CHECKING:
 # -- cli/batch_totals.py -----------------------------------------------------------------------
 
 
-def _shares(first_time: float | None, ids: list[int], recorded: list[float]) -> BilledShares:
+def _shares(
+    first_time: float | None,
+    ids: list[int],
+    recorded: list[float],
+    last_time: float | None = None,
+) -> BilledShares:
     return BilledShares(
         first_time=first_time,
+        last_time=last_time,
         ids=array("Q", ids),
         cost=array("d", [1.0] * len(ids)),
         recorded=array("d", recorded),
@@ -79,6 +85,18 @@ def test_a_file_with_a_first_time_comes_before_one_without() -> None:
     assert found[0].of == ("b",)
 
 
+def test_on_a_first_time_tie_the_file_whose_last_call_came_first_owns_the_call() -> None:
+    # A resume's copy keeps the copied records' times: "a" (the copy, named first) ties "b"
+    # on the first record, and its own later turns make its last call the later one.
+    copy, original = _shares(5.0, [7], [0.5], last_time=90.0), _shares(5.0, [7], [0.5], 20.0)
+    found = find_repeats([("a", copy), ("b", original)])
+    assert found[1] is None
+    assert found[0] is not None and found[0].of == ("b",)
+    # A file without a last time comes after one with it.
+    found = find_repeats([("a", _shares(5.0, [7], [0.5])), ("b", original)])
+    assert found[0] is not None and found[0].of == ("b",)
+
+
 def _point(index: int, cost: float, recorded: float | None) -> CallPoint:
     return CallPoint(
         index=index,
@@ -104,7 +122,8 @@ def test_billed_shares_reads_points_given_as_a_plain_list_as_a_call_series(tmp_p
     for point in points:
         series.append(point)
     recording = cast(
-        "ReplayRecording", SimpleNamespace(script=SimpleNamespace(message_ids=["m1", "m2"]))
+        "ReplayRecording",
+        SimpleNamespace(script=SimpleNamespace(message_ids=["m1", "m2"], request_times=[1.0, 2.0])),
     )
     made: list[BilledShares] = []
     for given in (points, series):
