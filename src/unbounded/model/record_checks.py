@@ -97,24 +97,32 @@ def usage_problem(usage: object, where: str = "message.usage") -> str | None:
         return None
     if not isinstance(usage, Mapping):
         return f"field '{where}' should be an object, found {_kind(usage)}"
-    for name in USAGE_COUNTS:
-        problem = count_problem(usage.get(name), f"{where}.{name}")
-        if problem is not None:
-            return problem
+    problem = _first_count_problem(usage, USAGE_COUNTS, where)
+    if problem is not None:
+        return problem
     split = usage.get("cache_creation")
     if split is not None:
         # The 5m / 1h split of the cache writes, which replay prices apart.
         at = f"{where}.cache_creation"
         if not isinstance(split, Mapping):
             return f"field '{at}' should be an object, found {_kind(split)}"
-        for name in CACHE_CREATION_SPLIT:
-            problem = count_problem(split.get(name), f"{at}.{name}")
-            if problem is not None:
-                return problem
-        problem = sum_problem(split, CACHE_CREATION_SPLIT, at)
+        problem = _first_count_problem(split, CACHE_CREATION_SPLIT, at) or sum_problem(
+            split, CACHE_CREATION_SPLIT, at
+        )
         if problem is not None:
             return problem
     return sum_problem(usage, USAGE_COUNTS, where)
+
+
+def _first_count_problem(
+    counts: Mapping[str, object], names: Iterable[str], where: str
+) -> str | None:
+    """The problem of the first of `names` in `counts` that is no token count, or None."""
+    for name in names:
+        problem = count_problem(counts.get(name), f"{where}.{name}")
+        if problem is not None:
+            return problem
+    return None
 
 
 def token_counts_problem(usage: object, where: str) -> str | None:
