@@ -81,11 +81,9 @@ def test_export_without_a_session_advises_its_own_session_option(tmp_path: Path)
     assert "--session ID" in result.stderr, result.stderr
 
 
-def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
-    advice = invoke("replay", str(SESSION), "--model", "my-model", "--no-variants")
-    assert advice.exit_code == 2
-    assert "--models-file" in advice.stderr
-    models = tmp_path / "models.toml"
+def _model_table(folder: Path) -> Path:
+    """A models file naming `my-model` (the row the unknown-model advice asks for)."""
+    models = folder / "models.toml"
     models.write_text(
         '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
         "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
@@ -93,6 +91,14 @@ def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
         'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
         encoding="utf-8",
     )
+    return models
+
+
+def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
+    advice = invoke("replay", str(SESSION), "--model", "my-model", "--no-variants")
+    assert advice.exit_code == 2
+    assert "--models-file" in advice.stderr
+    models = _model_table(tmp_path)
     followed = invoke(
         "replay", str(SESSION), "--model", "my-model", "--models-file", str(models), "--no-variants"
     )
@@ -101,14 +107,7 @@ def test_the_unknown_model_advice_works_for_replay(tmp_path: Path) -> None:
 
 def test_the_model_file_of_the_advice_is_one_inspect_takes(tmp_path: Path) -> None:
     """The file the test above writes is a valid model table: inspect, which has the option, uses it."""
-    models = tmp_path / "models.toml"
-    models.write_text(
-        '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
-        "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
-        "cache_write_1h_multiplier = 2.0\ncache_read_multiplier = 0.1\nmin_cacheable_tokens = 1_024\n"
-        'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
-        encoding="utf-8",
-    )
+    models = _model_table(tmp_path)
     result = invoke("inspect", str(SESSION), "--model", "my-model", "--models-file", str(models))
     assert result.exit_code == 0, result.stderr
 
@@ -441,14 +440,7 @@ def test_the_unknown_model_advice_names_an_option_the_command_has(name: str) -> 
 
 
 def test_a_replay_batch_reads_the_models_file_in_each_job(tmp_path: Path) -> None:
-    models = tmp_path / "models.toml"
-    models.write_text(
-        '[models.my-model]\nprovider = "anthropic"\ncontext_window = 200_000\nmax_output = 32_000\n'
-        "input_per_mtok = 3.0\noutput_per_mtok = 15.0\ncache_write_5m_multiplier = 1.25\n"
-        "cache_write_1h_multiplier = 2.0\ncache_read_multiplier = 0.1\nmin_cacheable_tokens = 1_024\n"
-        'encoding = "o200k_base"\naliases = []\nsource = "test"\n',
-        encoding="utf-8",
-    )
+    models = _model_table(tmp_path)
     sessions = [str(FIXTURES / "sessions" / n) for n in ("resumed.jsonl", "interrupted.jsonl")]
     result = invoke(
         "replay", *sessions, "--model", "my-model", "--models-file", str(models), "--no-variants"

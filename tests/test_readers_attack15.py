@@ -233,14 +233,20 @@ def test_a_codex_item_type_that_is_not_a_string_is_a_named_error(
 # -- 5. replay --report is written in place --------------------------------------------------
 
 
-def test_the_report_of_a_session_whose_name_is_not_utf8_is_written_whole(tmp_path: Path) -> None:
+def _session_named_in_latin1(folder: Path) -> Path:
+    """A session file whose name is not UTF-8 (`caf\\xe9.jsonl`), or a skip where the file
+    system or the name decoding cannot have one."""
     name = os.fsdecode(b"caf\xe9.jsonl")
     if "\udce9" not in name:
         pytest.skip("file names here are not decoded with surrogate escapes")
     try:
-        path = _write(tmp_path / name, _claude_session(_usage()))
+        return _write(folder / name, _claude_session(_usage()))
     except (OSError, UnicodeEncodeError):
         pytest.skip("this file system refuses a file name that is not UTF-8")
+
+
+def test_the_report_of_a_session_whose_name_is_not_utf8_is_written_whole(tmp_path: Path) -> None:
+    path = _session_named_in_latin1(tmp_path)
     report = tmp_path / "report.html"
     report.write_text("<html>the previous report</html>", encoding="utf-8")
     result = _run("replay", str(path), "--json", "--no-variants", "--report", str(report))
@@ -434,13 +440,7 @@ def test_a_mini_swe_agent_token_count_too_large_to_hold_is_a_named_error(tmp_pat
 
 @pytest.mark.parametrize("command", ["inspect", "replay"])
 def test_a_session_whose_name_is_not_utf8_is_shown(tmp_path: Path, command: str) -> None:
-    name = os.fsdecode(b"caf\xe9.jsonl")
-    if "\udce9" not in name:
-        pytest.skip("file names here are not decoded with surrogate escapes")
-    try:
-        path = _write(tmp_path / name, _claude_session(_usage()))
-    except (OSError, UnicodeEncodeError):
-        pytest.skip("this file system refuses a file name that is not UTF-8")
+    path = _session_named_in_latin1(tmp_path)
     assert (
         _run(
             command, str(path), "--json", *(["--no-variants"] if command == "replay" else [])

@@ -111,17 +111,22 @@ def _open_in_child(folder: str, answer: Any) -> None:
         answer.put(str(exc))
 
 
+def _refusal_in_a_forked_child(folder: Path) -> Any:
+    """What a forked child is told when it opens `folder`, which this process holds."""
+    context = multiprocessing.get_context("fork")
+    with FolderStore(folder):
+        answer = context.Queue()
+        child = context.Process(target=_open_in_child, args=(str(folder), answer))
+        child.start()
+        child.join(30)
+        return answer.get(timeout=5)
+
+
 def test_forked_child_is_told_another_process_holds_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(storage, "_HELD_HERE", set())  # this test's entries only
-    context = multiprocessing.get_context("fork")
-    with FolderStore(tmp_path / "s"):
-        answer = context.Queue()
-        child = context.Process(target=_open_in_child, args=(str(tmp_path / "s"), answer))
-        child.start()
-        child.join(30)
-        message = answer.get(timeout=5)
+    message = _refusal_in_a_forked_child(tmp_path / "s")
     assert "another process" in message
     assert "in this process" not in message
 
@@ -189,13 +194,7 @@ def test_another_process_refusal_names_a_wait_that_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(storage, "_HELD_HERE", set())
-    context = multiprocessing.get_context("fork")
-    with FolderStore(tmp_path / "s"):
-        answer = context.Queue()
-        child = context.Process(target=_open_in_child, args=(str(tmp_path / "s"), answer))
-        child.start()
-        child.join(30)
-        message = answer.get(timeout=5)
+    message = _refusal_in_a_forked_child(tmp_path / "s")
     assert "FolderStore(folder, wait=SECONDS)" in message
     assert "pass wait=" not in message  # Session.open takes none
 
