@@ -134,6 +134,18 @@ async def _step(session: Session, marker: str, step: int) -> None:
     )
 
 
+def _wait_for_the_start(log: Path) -> None:
+    """Say this worker is ready, then wait for the parent's go (a replacement finds it there).
+
+    Workers start their steps together: on a loaded machine, one that spent a second importing
+    would otherwise begin after the others had finished, and unlocked writers would never meet.
+    """
+    log.with_suffix(".ready").touch()
+    go = log.parent / "go"
+    while not go.exists():
+        time.sleep(0.01)
+
+
 def worker(
     kind: str, target: str, name: str, steps: int, sessions: int, log: Path, holders: str | None
 ) -> None:
@@ -145,6 +157,7 @@ def worker(
         import psycopg
 
         holders_connection = psycopg.connect(holders, autocommit=True)
+    _wait_for_the_start(log)
     with log.open("a", encoding="utf-8") as out:
 
         def note(line: str) -> None:
@@ -240,6 +253,8 @@ def run_fleet(
     rng = random.Random(seed)
     run = FleetRun()
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in [folder / "go", *folder.glob("*.ready")]:  # a folder used for an earlier run
+        stale.unlink(missing_ok=True)
     holders_connection: Any = None
     if holders:
         import psycopg
@@ -258,6 +273,7 @@ def run_fleet(
 
     for _ in range(workers):
         start()
+    _start_together(run, running, folder, timeout)
     started = time.monotonic()
     # Kills are spread over the run by progress (steps done), so they land mid-run on a slow
     # machine and a fast one alike; each lands a random moment into some worker's step.
@@ -293,6 +309,23 @@ def run_fleet(
     if holders_connection is not None:
         holders_connection.close()
     return run
+
+
+def _start_together(
+    run: FleetRun, running: dict[str, subprocess.Popen[bytes]], folder: Path, timeout: float
+) -> None:
+    """Let the workers begin once each is ready, or has exited (its failure is read later)."""
+    waited = time.monotonic()
+    while not all(
+        run.logs[name].with_suffix(".ready").exists() or process.poll() is not None
+        for name, process in running.items()
+    ):
+        if time.monotonic() - waited > timeout:
+            for process in running.values():
+                process.kill()
+            raise TimeoutError(f"the workers were not ready in {timeout:g} s")
+        time.sleep(0.01)
+    (folder / "go").touch()
 
 
 def _steps_done(run: FleetRun) -> int:
