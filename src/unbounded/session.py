@@ -73,6 +73,7 @@ from unbounded.redaction import private_diff_writer
 from unbounded.session_compaction import SessionCompactor
 from unbounded.session_input import (
     capped_blocks,
+    check_user_content,
     distinct_call_ids,
     named_results,
     repeats_previous_response_id,
@@ -446,6 +447,7 @@ class Session:
         (`unbounded.model.repeated_prompt`).
         """
         self._check_open()
+        check_user_content(content)
         resumed, self._resumed_prompt = self._resumed_prompt, None
         repeated = repeated_prompt(self.entries, resumed, content)
         if repeated is not None:  # its call failed: the next request carries it once

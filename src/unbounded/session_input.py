@@ -1,5 +1,7 @@
 """What a session does to the messages it is given before it records them (pure functions).
 
+- `check_user_content`: a user message that is neither text nor a list of typed blocks is
+  refused where it is given, not as an invalid request later.
 - `capped_blocks`: an oversized tool result or user text cut to its head and tail, the whole
   text kept on the side (`Policy.tool_result_max_tokens`).
 - `distinct_call_ids`: a reply's tool_use ids that repeat one of this session's, or that the
@@ -16,10 +18,33 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from unbounded.compaction.large_output import cap_block_texts
+from unbounded.errors import ConfigError
 from unbounded.events import ToolOutputCapped
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import is_tool_result_only
 from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
+
+
+def check_user_content(content: object) -> None:
+    """Refuse user content that is neither text nor a sequence of blocks with a string `type`."""
+    if isinstance(content, str):
+        return
+    if not isinstance(content, Sequence) or isinstance(content, (bytes, bytearray)):
+        raise ConfigError(
+            f"add_user takes text or a list of content blocks, got {type(content).__name__}: "
+            "pass a str, or dicts such as {'type': 'text', 'text': '...'}"
+        )
+    for index, block in enumerate(content):
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            shown = (
+                "a dict without a string 'type'"
+                if isinstance(block, Mapping)
+                else type(block).__name__
+            )
+            raise ConfigError(
+                f"add_user: block {index} is {shown}: each block is a dict with a 'type', "
+                "such as {'type': 'text', 'text': '...'}"
+            )
 
 
 def capped_blocks(
