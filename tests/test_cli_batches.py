@@ -161,6 +161,19 @@ def test_replay_without_a_path_skips_newer_sessions_without_a_conversation(
     assert "skipped 2 newer sessions with no conversation" in result.stderr
 
 
+def test_replay_without_a_path_refuses_a_report_over_the_session_it_would_pick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = _home_with_sessions(tmp_path)
+    before = real.read_bytes()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-codex"))
+    result = runner.invoke(app, ["replay", "--report", str(real)])
+    assert result.exit_code != 0
+    assert "would replace the recording" in result.stderr
+    assert real.read_bytes() == before
+
+
 # -- eval ---------------------------------------------------------------------------------------
 
 

@@ -333,7 +333,11 @@ def replay_command(
     make_provider(summarizer, model or DEFAULT_MODEL)  # an unknown summarizer or missing key too
     sessions = expand_paths(paths or [])
     if report_file is not None:  # a folder, or one of the sessions, refused before any work
-        check_output_file("--report", report_file, inputs=[Path(name) for name in sessions])
+        from unbounded.evaluation.sources import sessions_newest_first
+
+        # Without PATH the session is picked among this machine's: none of them may be replaced.
+        inputs = [Path(name) for name in sessions] if sessions else sessions_newest_first()
+        check_output_file("--report", report_file, inputs=inputs)
     chosen_policy = Policy.from_file(policy_file) if policy_file is not None else None
     settings = ReplaySettings(
         model,
