@@ -446,3 +446,24 @@ def test_cli_migrate(postgres_url: str, cli: Any) -> None:
     assert first.exit_code == 0 and "applied 1" in first.output
     again = cli("migrate", postgres_url)
     assert again.exit_code == 0 and "nothing to apply" in again.output
+
+
+def test_a_closed_port_fails_at_once_with_the_servers_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No pool retries for ten seconds logging each attempt: one try names the refusal."""
+    import socket
+
+    from conftest import skip_without_postgres
+
+    skip_without_postgres()
+    from unbounded.postgres import PostgresStore
+
+    with socket.socket() as probe:  # a port nothing listens on once this socket is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with caplog.at_level("WARNING"), pytest.raises(ConfigError) as refused:
+        PostgresStore(f"postgresql://someone:secret@127.0.0.1:{port}/db", "s1")
+    assert "refused" in str(refused.value).lower()
+    assert "secret" not in str(refused.value)
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]

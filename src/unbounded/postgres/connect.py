@@ -9,6 +9,7 @@ the pool's `max_size` bounds how many sessions one process can have open for wri
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,7 @@ def connection_pool(
     with _pools_guard:
         pool = _pools.get(key)
         if pool is None:
+            _try_connecting(url, timeout)
             pool = ConnectionPool(
                 url,
                 min_size=min_size,
@@ -120,6 +122,21 @@ def get_connection(pool: ConnectionPool[Any], url: str) -> psycopg.Connection[An
             "you no longer use or give a larger pool (connection_pool(url, max_size=...))"
         ) from None
     return connection
+
+
+def _try_connecting(url: str, timeout: float) -> None:
+    """Connect once before the pool does: a wrong address or a server that is down fails at
+    once with the server's reason (the pool would retry for `timeout` seconds, logging each
+    attempt, and then name only its own timeout)."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=max(1, math.ceil(timeout))).close()
+    except psycopg.Error as error:
+        raise ConfigError(
+            f"cannot connect to {redact_url(url)} ({_reason(error)}); check the address, "
+            "that the server runs and that the role may log in"
+        ) from None
 
 
 def _reason(error: BaseException) -> str:
