@@ -1,0 +1,155 @@
+"""Attack on the SDK drop-ins (session 16): each confirmed bug is a strict xfail, driven through
+the real `anthropic` / `openai` SDKs against the scripted local server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from apiserver import (
+    ApiServer,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    message,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import Event
+from unbounded.integrations import wrap
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+CLAUDE = "claude-sonnet-4-6"
+GPT = "gpt-5.4"
+
+
+def claude_turns(api: ApiServer, client: Any, turns: int, system: str = "A") -> list[Any]:
+    """`turns` plain turns, the whole list sent each time; returns the list, ending with the
+    reply of the last turn followed by a new user message."""
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    for n in range(turns):
+        api.anthropic.push(message(f"a{n}", id=f"msg_{n}"))
+        reply = client.messages.create(model=CLAUDE, max_tokens=100, system=system, messages=messages)
+        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": f"u{n + 1}"}]
+    return messages
+
+
+# ------------------------------------------------------------------ wrap() checks its options
+
+
+def _sdk_client(kind: str) -> Any:
+    if kind == "anthropic":
+        return anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9", max_retries=0)
+    return openai.OpenAI(api_key="test-key", base_url="http://127.0.0.1:9/v1", max_retries=0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap() accepts these options and fails later (at the first call, at the first event "
+    "or compaction) or with an AttributeError, instead of a ConfigError at construction",
+)
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"summarizer": 42},
+        {"summarizer": "clint"},
+        {"events": "not callable"},
+        {"context_window": "32000"},
+        {"context_window": -5},
+        {"model": 5},
+    ],
+    ids=["summarizer-int", "summarizer-unknown-name", "events-str", "window-str", "window-negative", "model-int"],
+)
+def test_wrap_refuses_a_wrong_option_at_construction(kind: str, options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        wrap(_sdk_client(kind), **options)
+
+
+# ------------------------------------------------------------------ a new system prompt
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a call repeating the whole conversation with a new system prompt is passed as a side "
+    "call (not recorded, never compacted), and so is every later turn; the docs say changing "
+    "system is allowed and emits CacheParamsChanged",
+)
+def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    api_server.anthropic.push(message("b", id="msg_b"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 b
+    assert ("system",) in [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: a new system message on the whole conversation makes this and "
+    "every later turn a side call (not recorded, never compacted)",
+)
+def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), events=events.append)
+    messages: list[Any] = [{"role": "system", "content": "You are A."}, {"role": "user", "content": "u0"}]
+    for n in range(2):
+        api_server.openai.push(message(f"a{n}", id=f"c{n}"))
+        completion = client.chat.completions.create(model=GPT, messages=messages)
+        messages += [completion.choices[0].message, {"role": "user", "content": f"u{n + 1}"}]
+    messages[0] = {"role": "system", "content": "You are B."}
+    api_server.openai.push(message("b", id="cb"))
+    client.chat.completions.create(model=GPT, messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) == 6
+
+
+# ------------------------------------------------------------------ an edited first message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a whole history whose first message was rewritten shares every other message with "
+    "the conversation, yet goes out as a side call 'no message in common with the "
+    "conversation' (unrecorded, as is every later turn) instead of the documented ConfigError",
+)
+def test_an_edited_first_message_is_refused_as_an_edited_history(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 3)
+    messages[0] = {"role": "user", "content": "u0 rewritten"}
+    api_server.anthropic.push(message("x", id="msg_x"))
+    try:
+        with pytest.raises(ConfigError):
+            client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+
+
+# ------------------------------------------------------------------ server tools: pause_turn
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the API's pause_turn continuation (the paused assistant reply sent back as the last "
+    "message) is refused with ConfigError as an 'assistant prefill'; the SDK sends it",
+)
+def test_pause_turn_reply_sent_back_continues_the_turn(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True))
+    tools = [{"type": "web_search_20250305", "name": "web_search"}]
+    search = {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "q"}}
+    api_server.anthropic.push(message(search, stop_reason="pause_turn", id="msg_p"), message("done", id="msg_d"))
+    messages: list[Any] = [{"role": "user", "content": "search the web"}]
+    paused = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    assert paused.stop_reason == "pause_turn"
+    messages.append({"role": "assistant", "content": paused.content})
+    try:
+        done = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+    assert done.id == "msg_d"
+    assert [m["role"] for m in api_server.last.json["messages"]] == ["user", "assistant"]
