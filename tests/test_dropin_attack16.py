@@ -29,8 +29,13 @@ def claude_turns(api: ApiServer, client: Any, turns: int, system: str = "A") -> 
     messages: list[Any] = [{"role": "user", "content": "u0"}]
     for n in range(turns):
         api.anthropic.push(message(f"a{n}", id=f"msg_{n}"))
-        reply = client.messages.create(model=CLAUDE, max_tokens=100, system=system, messages=messages)
-        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": f"u{n + 1}"}]
+        reply = client.messages.create(
+            model=CLAUDE, max_tokens=100, system=system, messages=messages
+        )
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": f"u{n + 1}"},
+        ]
     return messages
 
 
@@ -59,7 +64,14 @@ def _sdk_client(kind: str) -> Any:
         {"context_window": -5},
         {"model": 5},
     ],
-    ids=["summarizer-int", "summarizer-unknown-name", "events-str", "window-str", "window-negative", "model-int"],
+    ids=[
+        "summarizer-int",
+        "summarizer-unknown-name",
+        "events-str",
+        "window-str",
+        "window-negative",
+        "model-int",
+    ],
 )
 def test_wrap_refuses_a_wrong_option_at_construction(kind: str, options: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
@@ -75,7 +87,9 @@ def test_wrap_refuses_a_wrong_option_at_construction(kind: str, options: dict[st
     "call (not recorded, never compacted), and so is every later turn; the docs say changing "
     "system is allowed and emits CacheParamsChanged",
 )
-def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(api_server: ApiServer) -> None:
+def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(
+    api_server: ApiServer,
+) -> None:
     events: list[Event] = []
     client = wrap(api_server.anthropic_client(sync=True), events=events.append)
     messages = claude_turns(api_server, client, 2, system="You are A.")
@@ -83,7 +97,9 @@ def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(api_
     client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
     assert [e.kind for e in events if e.kind == "side_call_passed"] == []
     assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 b
-    assert ("system",) in [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"]
+    assert ("system",) in [
+        getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"
+    ]
 
 
 @pytest.mark.xfail(
@@ -91,10 +107,15 @@ def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(api_
     reason="Chat Completions: a new system message on the whole conversation makes this and "
     "every later turn a side call (not recorded, never compacted)",
 )
-def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(api_server: ApiServer) -> None:
+def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
+    api_server: ApiServer,
+) -> None:
     events: list[Event] = []
     client = wrap(api_server.openai_client(sync=True), events=events.append)
-    messages: list[Any] = [{"role": "system", "content": "You are A."}, {"role": "user", "content": "u0"}]
+    messages: list[Any] = [
+        {"role": "system", "content": "You are A."},
+        {"role": "user", "content": "u0"},
+    ]
     for n in range(2):
         api_server.openai.push(message(f"a{n}", id=f"c{n}"))
         completion = client.chat.completions.create(model=GPT, messages=messages)
@@ -140,8 +161,15 @@ def test_an_edited_first_message_is_refused_as_an_edited_history(api_server: Api
 def test_pause_turn_reply_sent_back_continues_the_turn(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True))
     tools = [{"type": "web_search_20250305", "name": "web_search"}]
-    search = {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "q"}}
-    api_server.anthropic.push(message(search, stop_reason="pause_turn", id="msg_p"), message("done", id="msg_d"))
+    search = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_01",
+        "name": "web_search",
+        "input": {"query": "q"},
+    }
+    api_server.anthropic.push(
+        message(search, stop_reason="pause_turn", id="msg_p"), message("done", id="msg_d")
+    )
     messages: list[Any] = [{"role": "user", "content": "search the web"}]
     paused = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
     assert paused.stop_reason == "pause_turn"
