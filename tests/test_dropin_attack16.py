@@ -299,3 +299,28 @@ def test_openai_chat_folder_resumed_with_model_keeps_recording(
     client.chat.completions.create(model=GPT, messages=messages)
     assert [e.kind for e in events if e.kind == "side_call_passed"] == []
     assert len(client.session.entries) == 4  # u0 a0 u1 resumed
+
+
+# ------------------------------------------------------------------ a required argument missing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="messages.create without max_tokens: the SDK raises TypeError (a required argument); "
+    "the drop-in fills in max_tokens=32000, so the SDK raises a misleading ValueError "
+    "'Streaming is required...' (and with stream=True sends a max_tokens nobody chose)",
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_missing_max_tokens_is_the_sdks_type_error(api_server: ApiServer, stream: bool) -> None:
+    client = wrap(api_server.anthropic_client(sync=True))
+    api_server.anthropic.push(message("ok", id="msg_1"))
+    prompt = [{"role": "user", "content": "hi"}]
+    try:
+        with pytest.raises(TypeError):
+            reply = client.messages.create(model=CLAUDE, messages=prompt, stream=stream)
+            if stream:
+                list(reply)
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+    assert api_server.requests == []
