@@ -324,3 +324,46 @@ def test_a_missing_max_tokens_is_the_sdks_type_error(api_server: ApiServer, stre
         while len(api_server.anthropic):
             api_server.anthropic.pop()
     assert api_server.requests == []
+
+
+# ------------------------------------------------------------------ switching model mid-session
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="with wrap(client, context_window=...) a model the table does not list is accepted "
+    "as the first call's model, but switching to it mid-session raises ConfigError 'unknown "
+    "model' (the window given to wrap() is not used for it)",
+)
+def test_anthropic_switch_to_a_model_the_table_does_not_list(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), context_window=100_000)
+    messages = claude_turns(api_server, client, 1)
+    api_server.anthropic.push(message("from the new model", id="msg_new"))
+    try:
+        reply = client.messages.create(
+            model="claude-zzz-9", max_tokens=100, system="A", messages=messages
+        )
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+    assert reply.id == "msg_new"
+    assert api_server.last.json["model"] == "claude-zzz-9"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: with wrap(client, context_window=...) switching mid-session to a "
+    "model the table does not list raises ConfigError 'unknown model'",
+)
+def test_openai_switch_to_a_model_the_table_does_not_list(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), context_window=128_000)
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    api_server.openai.push(message("a0", id="c0"), message("from the new model", id="c1"))
+    completion = client.chat.completions.create(model=GPT, messages=messages)
+    messages += [completion.choices[0].message, {"role": "user", "content": "u1"}]
+    try:
+        completion = client.chat.completions.create(model="qwen3-coder", messages=messages)
+    finally:
+        while len(api_server.openai):
+            api_server.openai.pop()
+    assert completion.id == "c1"
