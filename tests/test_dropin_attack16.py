@@ -10,6 +10,8 @@ import pytest
 
 from apiserver import (
     ApiServer,
+    Malformed,
+    RecordedRequest,
     api_server_fixture,  # noqa: F401  (registers the api_server fixture)
     message,
 )
@@ -367,3 +369,51 @@ def test_openai_switch_to_a_model_the_table_does_not_list(api_server: ApiServer)
         while len(api_server.openai):
             api_server.openai.pop()
     assert completion.id == "c1"
+
+
+# ------------------------------------------------------------------ Chat Completions n > 1
+
+
+def _two_choices(request: RecordedRequest) -> Malformed:
+    """A chat completion with two choices (`Malformed` sends any 200 body, here valid JSON)."""
+    choices = [
+        {
+            "index": index,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+        for index, text in enumerate(["first", "second"])
+    ]
+    body = {
+        "id": "chatcmpl-two",
+        "object": "chat.completion",
+        "created": 1,
+        "model": GPT,
+        "choices": choices,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14},
+    }
+    return Malformed(json.dumps(body).encode())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="chat.completions.create(n=2) is passed through and choices[0] recorded; a caller "
+    "continuing with choices[1] is refused on the next call as an edited history (ConfigError)",
+)
+def test_a_chat_caller_continuing_with_another_choice(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True))
+    api_server.openai.push(_two_choices, message("ok", id="c2"))
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    try:
+        try:
+            completion = client.chat.completions.create(model=GPT, messages=messages, n=2)
+        except ConfigError:
+            return  # refusing n > 1 up front is a fix too
+        messages += [completion.choices[1].message, {"role": "user", "content": "more"}]
+        client.chat.completions.create(model=GPT, messages=messages)
+    finally:
+        while len(api_server.openai):
+            api_server.openai.pop()
+    sent = [m.get("content") for m in api_server.last.json["messages"]]
+    assert sent == ["hi", "second", "more"]
