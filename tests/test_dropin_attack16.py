@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from summaries import nine_section_summary
 
 from apiserver import (
     ApiServer,
@@ -18,6 +19,7 @@ from apiserver import (
 from unbounded.errors import ConfigError
 from unbounded.events import Event
 from unbounded.integrations import wrap
+from unbounded.policy import Policy
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -442,3 +444,50 @@ def test_openai_chat_system_message_inserted_mid_conversation(api_server: ApiSer
     client.chat.completions.create(model=GPT, messages=messages)
     assert [e.kind for e in events if e.kind == "side_call_passed"] == []
     assert len(client.session.entries) >= 4
+
+
+# ------------------------------------------------------------------ the caller's beta header
+
+
+def _is_summary_request(request: RecordedRequest) -> bool:
+    return "<summary>" in json.dumps(request.json["messages"][-1])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the caller's `anthropic-beta` header (extra_headers, the only way to name a beta on "
+    "client.messages, e.g. context-1m-2025-08-07 for a 1M window) is not sent with the "
+    "compaction's summary request: past 200K tokens the API would refuse that request",
+)
+def test_the_summary_request_carries_the_callers_beta_header(api_server: ApiServer) -> None:
+    def reply(request: RecordedRequest) -> Any:
+        size = len(request.body) // 4
+        usage = {"input_tokens": 300, "cache_read_input_tokens": size - 300, "output_tokens": 40}
+        if _is_summary_request(request):
+            return message(nine_section_summary("t"), id="msg_s", usage=usage)
+        return message("ok", id="msg_t", usage=usage)
+
+    api_server.anthropic.push(*[reply] * 40)
+    client = wrap(
+        api_server.anthropic_client(sync=True),
+        model=CLAUDE,
+        context_window=40_000,
+        policy=Policy(),
+    )
+    beta = {"anthropic-beta": "context-1m-2025-08-07"}
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    for n in range(20):
+        reply_ = client.messages.create(
+            model=CLAUDE, max_tokens=1000, messages=messages, extra_headers=beta
+        )
+        messages += [
+            {"role": "assistant", "content": reply_.content},
+            {"role": "user", "content": f"u{n + 1} " + "word " * 1500},
+        ]
+        if client.status().compactions:
+            break
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    summaries = [r for r in api_server.requests if _is_summary_request(r)]
+    assert summaries
+    assert all("context-1m-2025-08-07" in r.headers.get("anthropic-beta", "") for r in summaries)
