@@ -20,6 +20,7 @@ from unbounded.errors import ConfigError
 from unbounded.events import Event
 from unbounded.integrations import wrap
 from unbounded.policy import Policy
+from unbounded.session import Session, SessionConfig
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -491,3 +492,33 @@ def test_the_summary_request_carries_the_callers_beta_header(api_server: ApiServ
     summaries = [r for r in api_server.requests if _is_summary_request(r)]
     assert summaries
     assert all("context-1m-2025-08-07" in r.headers.get("anthropic-beta", "") for r in summaries)
+
+
+# ------------------------------------------------------------------ options beside a given session
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap(client, session, policy=..., events=...) drops policy and events without a "
+    "word (model= and context_window= beside a session are refused with ConfigError)",
+)
+def test_policy_and_events_beside_a_given_session_are_used_or_refused(
+    api_server: ApiServer,
+) -> None:
+    events: list[Event] = []
+    session = Session(SessionConfig(model=CLAUDE))
+    try:
+        client = wrap(
+            api_server.anthropic_client(sync=True),
+            session,
+            policy=Policy(recall_enabled=False),
+            events=events.append,
+        )
+    except ConfigError:
+        return  # refusing them, as model= and context_window= are, is a fix too
+    api_server.anthropic.push(message("ok", id="msg_1"), message("a title", id="msg_2"))
+    prompt = [{"role": "user", "content": "hi"}]
+    client.messages.create(model=CLAUDE, max_tokens=10, messages=prompt)
+    client.messages.create(model=CLAUDE, max_tokens=10, system="Write a title.", messages=prompt)
+    assert [e.kind for e in events] == ["side_call_passed"]
+    assert client.session.policy.recall_enabled is False
