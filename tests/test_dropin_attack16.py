@@ -1,0 +1,684 @@
+"""Attack on the SDK drop-ins (session 16): each confirmed bug is a strict xfail, driven through
+the real `anthropic` / `openai` SDKs against the scripted local server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from summaries import nine_section_summary
+
+from apiserver import (
+    ApiServer,
+    Malformed,
+    RecordedRequest,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    message,
+)
+from unbounded.errors import ConfigError
+from unbounded.events import Event
+from unbounded.integrations import wrap
+from unbounded.policy import Policy
+from unbounded.session import Session, SessionConfig
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+CLAUDE = "claude-sonnet-4-6"
+GPT = "gpt-5.4"
+
+
+def claude_turns(api: ApiServer, client: Any, turns: int, system: str = "A") -> list[Any]:
+    """`turns` plain turns, the whole list sent each time; returns the list, ending with the
+    reply of the last turn followed by a new user message."""
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    for n in range(turns):
+        api.anthropic.push(message(f"a{n}", id=f"msg_{n}"))
+        reply = client.messages.create(
+            model=CLAUDE, max_tokens=100, system=system, messages=messages
+        )
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": f"u{n + 1}"},
+        ]
+    return messages
+
+
+# ------------------------------------------------------------------ wrap() checks its options
+
+
+def _sdk_client(kind: str) -> Any:
+    if kind == "anthropic":
+        return anthropic.Anthropic(api_key="test-key", base_url="http://127.0.0.1:9", max_retries=0)
+    return openai.OpenAI(api_key="test-key", base_url="http://127.0.0.1:9/v1", max_retries=0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap() accepts these options and fails later (at the first call, at the first event "
+    "or compaction) or with an AttributeError, instead of a ConfigError at construction",
+)
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"summarizer": 42},
+        {"summarizer": "clint"},
+        {"events": "not callable"},
+        {"context_window": "32000"},
+        {"context_window": -5},
+        {"model": 5},
+    ],
+    ids=[
+        "summarizer-int",
+        "summarizer-unknown-name",
+        "events-str",
+        "window-str",
+        "window-negative",
+        "model-int",
+    ],
+)
+def test_wrap_refuses_a_wrong_option_at_construction(kind: str, options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        wrap(_sdk_client(kind), **options)
+
+
+# ------------------------------------------------------------------ a new system prompt
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a call repeating the whole conversation with a new system prompt is passed as a side "
+    "call (not recorded, never compacted), and so is every later turn; the docs say changing "
+    "system is allowed and emits CacheParamsChanged",
+)
+def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(
+    api_server: ApiServer,
+) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    api_server.anthropic.push(message("b", id="msg_b"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 b
+    assert ("system",) in [
+        getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: a new system message on the whole conversation makes this and "
+    "every later turn a side call (not recorded, never compacted)",
+)
+def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
+    api_server: ApiServer,
+) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), events=events.append)
+    messages: list[Any] = [
+        {"role": "system", "content": "You are A."},
+        {"role": "user", "content": "u0"},
+    ]
+    for n in range(2):
+        api_server.openai.push(message(f"a{n}", id=f"c{n}"))
+        completion = client.chat.completions.create(model=GPT, messages=messages)
+        messages += [completion.choices[0].message, {"role": "user", "content": f"u{n + 1}"}]
+    messages[0] = {"role": "system", "content": "You are B."}
+    api_server.openai.push(message("b", id="cb"))
+    client.chat.completions.create(model=GPT, messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) == 6
+
+
+# ------------------------------------------------------------------ an edited first message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a whole history whose first message was rewritten shares every other message with "
+    "the conversation, yet goes out as a side call 'no message in common with the "
+    "conversation' (unrecorded, as is every later turn) instead of the documented ConfigError",
+)
+def test_an_edited_first_message_is_refused_as_an_edited_history(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 3)
+    messages[0] = {"role": "user", "content": "u0 rewritten"}
+    api_server.anthropic.push(message("x", id="msg_x"))
+    try:
+        with pytest.raises(ConfigError):
+            client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+
+
+# ------------------------------------------------------------------ server tools: pause_turn
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the API's pause_turn continuation (the paused assistant reply sent back as the last "
+    "message) is refused with ConfigError as an 'assistant prefill'; the SDK sends it",
+)
+def test_pause_turn_reply_sent_back_continues_the_turn(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True))
+    tools = [{"type": "web_search_20250305", "name": "web_search"}]
+    search = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_01",
+        "name": "web_search",
+        "input": {"query": "q"},
+    }
+    api_server.anthropic.push(
+        message(search, stop_reason="pause_turn", id="msg_p"), message("done", id="msg_d")
+    )
+    messages: list[Any] = [{"role": "user", "content": "search the web"}]
+    paused = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    assert paused.stop_reason == "pause_turn"
+    messages.append({"role": "assistant", "content": paused.content})
+    try:
+        done = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+    assert done.id == "msg_d"
+    assert [m["role"] for m in api_server.last.json["messages"]] == ["user", "assistant"]
+
+
+# ------------------------------------------------------------------ the caller's cache markers
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a 1-hour cache_control the caller puts on a block inside a tool_result's content is "
+    "dropped, and the marker placed on the last message is 5m (on the tool_result block itself "
+    "the caller's 1h is kept)",
+)
+def test_a_one_hour_marker_inside_a_tool_result_keeps_its_ttl(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True))
+    tools = [
+        {"name": "Read", "description": "r", "input_schema": {"type": "object", "properties": {}}}
+    ]
+    api_server.anthropic.push(
+        message({"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}, id="msg_1"),
+        message("done", id="msg_2"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    reply = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [{"type": "text", "text": "data", "cache_control": hour}],
+    }
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": [result]},
+    ]
+    client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    sent = json.dumps(api_server.last.json["messages"][-1])
+    assert '"ttl": "1h"' in sent
+
+
+# ------------------------------------------------------------------ OpenAI streams as the SDK's
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="chat.completions.create(stream=True) without stream_options gets include_usage added: "
+    "the caller receives one more chunk, with empty choices, than the bare SDK gives, so the "
+    "usual `chunk.choices[0]` loop raises IndexError",
+)
+def test_a_chat_stream_yields_the_chunks_the_sdk_would(api_server: ApiServer) -> None:
+    bare = api_server.openai_client(sync=True)
+    client = wrap(api_server.openai_client(sync=True))
+    prompt = [{"role": "user", "content": "hi"}]
+    api_server.openai.push(message("hello there", id="c1"), message("hello there", id="c2"))
+    expected = [
+        c.choices[0].delta.content
+        for c in bare.chat.completions.create(model=GPT, messages=prompt, stream=True)
+    ]
+    got = [
+        c.choices[0].delta.content
+        for c in client.chat.completions.create(model=GPT, messages=prompt, stream=True)
+    ]
+    assert got == expected
+
+
+# ------------------------------------------------------------------ resuming a session folder
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap(client, session_folder=..., model=...) on an existing folder opens the session "
+    "with system=None; the conversation's own system prompt then differs, so every later call "
+    "is a side call: nothing is recorded or compacted again (without model= it resumes fine)",
+)
+def test_anthropic_folder_resumed_with_model_keeps_recording(
+    api_server: ApiServer, tmp_path: Any
+) -> None:
+    folder = tmp_path / "session"
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), session_folder=folder, model=CLAUDE)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    client.close()
+    client = wrap(
+        api_server.anthropic_client(sync=True),
+        session_folder=folder,
+        model=CLAUDE,
+        events=events.append,
+    )
+    api_server.anthropic.push(message("resumed", id="msg_r"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are A.", messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 resumed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: a folder resumed with wrap(..., model=...) turns every call with "
+    "the conversation's system message into a side call (nothing recorded again)",
+)
+def test_openai_chat_folder_resumed_with_model_keeps_recording(
+    api_server: ApiServer, tmp_path: Any
+) -> None:
+    folder = tmp_path / "session"
+    events: list[Event] = []
+    messages: list[Any] = [
+        {"role": "system", "content": "You are A."},
+        {"role": "user", "content": "u0"},
+    ]
+    client = wrap(api_server.openai_client(sync=True), session_folder=folder, model=GPT)
+    api_server.openai.push(message("a0", id="c0"))
+    completion = client.chat.completions.create(model=GPT, messages=messages)
+    messages += [completion.choices[0].message, {"role": "user", "content": "u1"}]
+    client.close()
+    client = wrap(
+        api_server.openai_client(sync=True), session_folder=folder, model=GPT, events=events.append
+    )
+    api_server.openai.push(message("resumed", id="c1"))
+    client.chat.completions.create(model=GPT, messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) == 4  # u0 a0 u1 resumed
+
+
+# ------------------------------------------------------------------ a required argument missing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="messages.create without max_tokens: the SDK raises TypeError (a required argument); "
+    "the drop-in fills in max_tokens=32000, so the SDK raises a misleading ValueError "
+    "'Streaming is required...' (and with stream=True sends a max_tokens nobody chose)",
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_missing_max_tokens_is_the_sdks_type_error(api_server: ApiServer, stream: bool) -> None:
+    client = wrap(api_server.anthropic_client(sync=True))
+    api_server.anthropic.push(message("ok", id="msg_1"))
+    prompt = [{"role": "user", "content": "hi"}]
+    try:
+        with pytest.raises(TypeError):
+            reply = client.messages.create(model=CLAUDE, messages=prompt, stream=stream)
+            if stream:
+                list(reply)
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+    assert api_server.requests == []
+
+
+# ------------------------------------------------------------------ switching model mid-session
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="with wrap(client, context_window=...) a model the table does not list is accepted "
+    "as the first call's model, but switching to it mid-session raises ConfigError 'unknown "
+    "model' (the window given to wrap() is not used for it)",
+)
+def test_anthropic_switch_to_a_model_the_table_does_not_list(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True), context_window=100_000)
+    messages = claude_turns(api_server, client, 1)
+    api_server.anthropic.push(message("from the new model", id="msg_new"))
+    try:
+        reply = client.messages.create(
+            model="claude-zzz-9", max_tokens=100, system="A", messages=messages
+        )
+    finally:
+        while len(api_server.anthropic):
+            api_server.anthropic.pop()
+    assert reply.id == "msg_new"
+    assert api_server.last.json["model"] == "claude-zzz-9"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: with wrap(client, context_window=...) switching mid-session to a "
+    "model the table does not list raises ConfigError 'unknown model'",
+)
+def test_openai_switch_to_a_model_the_table_does_not_list(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), context_window=128_000)
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    api_server.openai.push(message("a0", id="c0"), message("from the new model", id="c1"))
+    completion = client.chat.completions.create(model=GPT, messages=messages)
+    messages += [completion.choices[0].message, {"role": "user", "content": "u1"}]
+    try:
+        completion = client.chat.completions.create(model="qwen3-coder", messages=messages)
+    finally:
+        while len(api_server.openai):
+            api_server.openai.pop()
+    assert completion.id == "c1"
+
+
+# ------------------------------------------------------------------ Chat Completions n > 1
+
+
+def _two_choices(request: RecordedRequest) -> Malformed:
+    """A chat completion with two choices (`Malformed` sends any 200 body, here valid JSON)."""
+    choices = [
+        {
+            "index": index,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+        for index, text in enumerate(["first", "second"])
+    ]
+    body = {
+        "id": "chatcmpl-two",
+        "object": "chat.completion",
+        "created": 1,
+        "model": GPT,
+        "choices": choices,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14},
+    }
+    return Malformed(json.dumps(body).encode())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="chat.completions.create(n=2) is passed through and choices[0] recorded; a caller "
+    "continuing with choices[1] is refused on the next call as an edited history (ConfigError)",
+)
+def test_a_chat_caller_continuing_with_another_choice(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True))
+    api_server.openai.push(_two_choices, message("ok", id="c2"))
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    try:
+        try:
+            completion = client.chat.completions.create(model=GPT, messages=messages, n=2)
+        except ConfigError:
+            return  # refusing n > 1 up front is a fix too
+        messages += [completion.choices[1].message, {"role": "user", "content": "more"}]
+        client.chat.completions.create(model=GPT, messages=messages)
+    finally:
+        while len(api_server.openai):
+            api_server.openai.pop()
+    sent = [m.get("content") for m in api_server.last.json["messages"]]
+    assert sent == ["hi", "second", "more"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: a system message inserted mid-conversation (a reminder; the first "
+    "system message unchanged) makes this and every later call a side call 'a different "
+    "system prompt': nothing is recorded or compacted again",
+)
+def test_openai_chat_system_message_inserted_mid_conversation(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), events=events.append)
+    api_server.openai.push(*[message(f"a{n}", id=f"c{n}") for n in range(2)])
+    messages: list[Any] = [
+        {"role": "system", "content": "You are A."},
+        {"role": "user", "content": "u0"},
+    ]
+    completion = client.chat.completions.create(model=GPT, messages=messages)
+    messages += [
+        completion.choices[0].message,
+        {"role": "system", "content": "Reminder: be brief."},
+        {"role": "user", "content": "u1"},
+    ]
+    client.chat.completions.create(model=GPT, messages=messages)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len(client.session.entries) >= 4
+
+
+# ------------------------------------------------------------------ the caller's beta header
+
+
+def _is_summary_request(request: RecordedRequest) -> bool:
+    return "<summary>" in json.dumps(request.json["messages"][-1])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the caller's `anthropic-beta` header (extra_headers, the only way to name a beta on "
+    "client.messages, e.g. context-1m-2025-08-07 for a 1M window) is not sent with the "
+    "compaction's summary request: past 200K tokens the API would refuse that request",
+)
+def test_the_summary_request_carries_the_callers_beta_header(api_server: ApiServer) -> None:
+    def reply(request: RecordedRequest) -> Any:
+        size = len(request.body) // 4
+        usage = {"input_tokens": 300, "cache_read_input_tokens": size - 300, "output_tokens": 40}
+        if _is_summary_request(request):
+            return message(nine_section_summary("t"), id="msg_s", usage=usage)
+        return message("ok", id="msg_t", usage=usage)
+
+    api_server.anthropic.push(*[reply] * 40)
+    client = wrap(
+        api_server.anthropic_client(sync=True),
+        model=CLAUDE,
+        context_window=40_000,
+        policy=Policy(),
+    )
+    beta = {"anthropic-beta": "context-1m-2025-08-07"}
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    for n in range(20):
+        reply_ = client.messages.create(
+            model=CLAUDE, max_tokens=1000, messages=messages, extra_headers=beta
+        )
+        messages += [
+            {"role": "assistant", "content": reply_.content},
+            {"role": "user", "content": f"u{n + 1} " + "word " * 1500},
+        ]
+        if client.status().compactions:
+            break
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    summaries = [r for r in api_server.requests if _is_summary_request(r)]
+    assert summaries
+    assert all("context-1m-2025-08-07" in r.headers.get("anthropic-beta", "") for r in summaries)
+
+
+# ------------------------------------------------------------------ options beside a given session
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wrap(client, session, policy=..., events=...) drops policy and events without a "
+    "word (model= and context_window= beside a session are refused with ConfigError)",
+)
+def test_policy_and_events_beside_a_given_session_are_used_or_refused(
+    api_server: ApiServer,
+) -> None:
+    events: list[Event] = []
+    session = Session(SessionConfig(model=CLAUDE))
+    try:
+        client = wrap(
+            api_server.anthropic_client(sync=True),
+            session,
+            policy=Policy(recall_enabled=False),
+            events=events.append,
+        )
+    except ConfigError:
+        return  # refusing them, as model= and context_window= are, is a fix too
+    api_server.anthropic.push(message("ok", id="msg_1"), message("a title", id="msg_2"))
+    prompt = [{"role": "user", "content": "hi"}]
+    client.messages.create(model=CLAUDE, max_tokens=10, messages=prompt)
+    client.messages.create(model=CLAUDE, max_tokens=10, system="Write a title.", messages=prompt)
+    assert [e.kind for e in events] == ["side_call_passed"]
+    assert client.session.policy.recall_enabled is False
+
+
+# ------------------------------------------------------------------ repairs the API needs
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a user message with text before its tool_result blocks goes out as it is; the API "
+    "refuses it ('Did not find 1 tool_result block(s) at the beginning of this message'), and "
+    "the drop-in repairs other broken histories (orphan or partial results, two assistant "
+    "messages) but not this one (the test server does not check this rule either)",
+)
+def test_text_before_tool_results_is_sent_with_the_results_first(api_server: ApiServer) -> None:
+    client = wrap(api_server.anthropic_client(sync=True))
+    tools = [
+        {"name": "Read", "description": "r", "input_schema": {"type": "object", "properties": {}}}
+    ]
+    api_server.anthropic.push(
+        message({"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}, id="msg_1"),
+        message("done", id="msg_2"),
+    )
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    reply = client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    answer = [
+        {"type": "text", "text": "here is the file"},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "data"},
+    ]
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": answer},
+    ]
+    client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    sent = api_server.last.json["messages"][-1]["content"]
+    assert sent[0]["type"] == "tool_result"
+
+
+# ------------------------------------------------------------------ reasoning tokens
+
+
+def _reasoning_completion(request: RecordedRequest) -> Malformed:
+    """A chat completion whose 30,002 completion tokens are 30,000 reasoning tokens: the next
+    prompt holds only the 2-token answer of it."""
+    body = {
+        "id": "chatcmpl-reasoned",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-5-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "42"},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 1000,
+            "completion_tokens": 30_002,
+            "total_tokens": 31_002,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 30_000,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+    }
+    return Malformed(json.dumps(body).encode())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Chat Completions: a reply's reasoning tokens (completion_tokens_details."
+    "reasoning_tokens) are counted as context although the API does not carry them into the "
+    "next prompt: a 2-message conversation of ~1,000 tokens is compacted in a 40K window",
+)
+def test_chat_reasoning_tokens_do_not_fill_the_context(api_server: ApiServer) -> None:
+    def summary_or_reply(request: RecordedRequest) -> Any:
+        if "<summary>" in json.dumps(request.json["messages"][-1]):
+            return message(nine_section_summary("t"), id="c_s")
+        return message("ok", id="c_2")
+
+    client = wrap(
+        api_server.openai_client(sync=True),
+        model="gpt-5-mini",
+        context_window=40_000,
+        policy=Policy(),
+    )
+    api_server.openai.push(_reasoning_completion, *[summary_or_reply] * 3)
+    messages: list[Any] = [{"role": "user", "content": "think hard"}]
+    completion = client.chat.completions.create(model="gpt-5-mini", messages=messages)
+    assert client.session.status().tokens < 5_000
+    messages += [completion.choices[0].message, {"role": "user", "content": "and?"}]
+    client.chat.completions.create(model="gpt-5-mini", messages=messages)
+    while len(api_server.openai):
+        api_server.openai.pop()
+    assert client.status().compactions == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Anthropic: a reply's thinking tokens (in output_tokens) are counted as context, but "
+    "the API strips a previous turn's thinking from the next prompt once a user text message "
+    "follows it: a 2-message conversation of ~1,000 tokens is compacted in a 40K window",
+)
+def test_anthropic_previous_turn_thinking_does_not_fill_the_context(api_server: ApiServer) -> None:
+    def summary_or_reply(request: RecordedRequest) -> Any:
+        if _is_summary_request(request):
+            return message(nine_section_summary("t"), id="msg_s")
+        return message("ok", id="msg_2")
+
+    client = wrap(
+        api_server.anthropic_client(sync=True), model=CLAUDE, context_window=40_000, policy=Policy()
+    )
+    thought = message(
+        {"type": "thinking", "thinking": "a long thought", "signature": "sig_1"},
+        "42",
+        id="msg_1",
+        usage={"input_tokens": 1000, "output_tokens": 30_002},
+    )
+    api_server.anthropic.push(thought, *[summary_or_reply] * 3)
+    thinking = {"type": "enabled", "budget_tokens": 16_000}
+    messages: list[Any] = [{"role": "user", "content": "think hard"}]
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=20_000, thinking=thinking, messages=messages
+    )
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "and?"},
+    ]
+    client.messages.create(model=CLAUDE, max_tokens=20_000, thinking=thinking, messages=messages)
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    assert client.status().compactions == 0
+
+
+# ------------------------------------------------------------------ a raw stream's events
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="create(stream=True) yields the raw events, which the bare SDK passes through even "
+    "when a tool_use's streamed input is not valid JSON; the drop-in's fold of the events "
+    "raises the SDK accumulator's ValueError 'Unable to parse tool parameter JSON' into the "
+    "caller's loop",
+)
+def test_a_raw_stream_with_unparsable_tool_input_yields_every_event(api_server: ApiServer) -> None:
+    tools = [
+        {"name": "Read", "description": "r", "input_schema": {"type": "object", "properties": {}}}
+    ]
+    bad = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": '{"path": "a", bad'}
+    prompt = [{"role": "user", "content": "hi"}]
+    api_server.anthropic.push(message(bad, id="msg_1"), message(bad, id="msg_1"))
+    bare = api_server.anthropic_client(sync=True)
+    kwargs: dict[str, Any] = {"model": CLAUDE, "max_tokens": 10, "tools": tools, "messages": prompt}
+    expected = [event.type for event in bare.messages.create(**kwargs, stream=True)]
+    client = wrap(api_server.anthropic_client(sync=True))
+    got = [event.type for event in client.messages.create(**kwargs, stream=True)]
+    assert got == expected
