@@ -241,3 +241,32 @@ def test_a_command_that_cannot_connect_says_so_in_one_line() -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("error: cannot connect")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="`unbounded import` into a session a worker holds advises the library's `wait=` and "
+    "`lock=False`, not the command's --wait",
+)
+def test_import_into_a_held_session_advises_the_commands_own_option(postgres_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from conftest import FIXTURES
+    from unbounded.cli import app
+    from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
+    from unbounded.postgres import PostgresStore
+
+    with PostgresStore(postgres_url, "held"):
+        result = CliRunner().invoke(
+            app,
+            [
+                "import",
+                str(FIXTURES / "sessions" / "resumed.jsonl"),
+                postgres_url,
+                "--session",
+                "held",
+            ],
+        )
+    assert result.exit_code == 2
+    assert "--wait" in result.stderr
+    assert "lock=False" not in result.stderr
