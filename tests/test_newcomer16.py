@@ -270,3 +270,20 @@ def test_import_into_a_held_session_advises_the_commands_own_option(postgres_url
     assert result.exit_code == 2
     assert "--wait" in result.stderr
     assert "lock=False" not in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a pool that is full advises connection_pool(url, max_size=...), which returns the "
+    "same full pool once a store of the URL is open",
+)
+def test_the_advice_of_a_full_pool_works(postgres_url: str) -> None:
+    from unbounded.postgres import PostgresStore, connection_pool
+
+    connection_pool(postgres_url, max_size=1, timeout=0.5)
+    with PostgresStore(postgres_url, "first"):
+        with pytest.raises(ConfigError) as refused:
+            PostgresStore(postgres_url, "second")
+        if "connection_pool(url, max_size=" in str(refused.value):
+            connection_pool(postgres_url, max_size=2)  # as the message advises
+            PostgresStore(postgres_url, "second").close()
