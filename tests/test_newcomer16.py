@@ -346,7 +346,8 @@ def test_an_imported_codex_rollout_reads_back_as_it_was_or_is_refused(postgres_u
 @pytest.mark.xfail(
     strict=True,
     reason="`unbounded migrate` on a search_path naming a schema that does not exist (docs/"
-    "storage.md step 1 skipped) ends in psycopg's InvalidSchemaName traceback, status 1",
+    "storage.md step 1 skipped), or run as the worker role of step 3, ends in psycopg's "
+    "InvalidSchemaName traceback, status 1",
 )
 def test_migrate_into_a_missing_schema_says_so_in_one_line(postgres_url: str) -> None:
     from typer.testing import CliRunner
