@@ -418,3 +418,15 @@ def test_chat_messages_given_as_text_are_refused_as_such() -> None:
     with pytest.raises(ConfigError) as refused:
         client.chat.completions.create(model="gpt-5.4", messages="hello")
     assert "list" in str(refused.value) and "'h'" not in str(refused.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="UnboundedCapability(cache_breakpoints='no') is taken as true: the markers stay on",
+)
+def test_the_capability_refuses_cache_breakpoints_that_are_no_bool() -> None:
+    pytest.importorskip("pydantic_ai")
+    from unbounded.integrations.pydantic_ai import UnboundedCapability
+
+    with pytest.raises(ConfigError, match="cache_breakpoints"):
+        UnboundedCapability(cache_breakpoints="no")
