@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -430,3 +431,22 @@ def test_the_capability_refuses_cache_breakpoints_that_are_no_bool() -> None:
 
     with pytest.raises(ConfigError, match="cache_breakpoints"):
         UnboundedCapability(cache_breakpoints="no")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="`unbounded inspect` on a session folder (Session.open, wrap(session_folder=)) says "
+    "'is a folder, not a transcript file' without naming the transcript.jsonl inside it",
+)
+def test_inspect_of_a_session_folder_reads_or_names_its_transcript(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from unbounded.cli import app
+    from unbounded.cli.app import main as _main  # noqa: F401  (registers the commands)
+    from unbounded.session import Session, SessionConfig
+
+    folder = tmp_path / "s1"
+    with Session.open(folder, SessionConfig(model="claude-sonnet-4-6")) as session:
+        session.add_user("Add a --verbose flag to cli.py")
+    result = CliRunner().invoke(app, ["inspect", str(folder)])
+    assert result.exit_code == 0 or "transcript.jsonl" in result.stderr, result.stderr
