@@ -103,8 +103,10 @@ def root(
     """Inspect, compact and replay agent sessions under a context-management policy."""
 
 
-console = Console()
-error_console = Console(stderr=True)
+# No `:name:` emoji codes: rich would turn `:smile:` in a prompt, a path or a model name into
+# an emoji, even in text printed with markup off; none of the commands' own text uses one.
+console = Console(emoji=False)
+error_console = Console(stderr=True, emoji=False)
 
 
 def exits_cleanly(command: Callable[P, R]) -> Callable[P, R]:

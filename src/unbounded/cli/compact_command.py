@@ -18,6 +18,7 @@ from unbounded.cli.options import (
     file_stamp,
     read_transcript,
 )
+from unbounded.cli.text import markup_safe
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
@@ -274,6 +275,9 @@ def compact_command(
         summary.add_row(
             key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)
         )
-    summary.add_row("output", str(output) if output else "not written (-o FILE writes it)")
+    summary.add_row(
+        "output",
+        markup_safe(str(output)) if output else "not written (-o FILE writes it)",
+    )
     console.print(summary)
     console.print(result.summary_text[:4000], markup=False, highlight=False)

@@ -373,9 +373,10 @@ def render_exam(llm: dict[str, Any]) -> None:
     from unbounded.evaluation.probes import CATEGORIES, CATEGORY_LABELS
 
     table = Table(
-        title=f"Probe exam at {llm['points_examined']} compaction point(s) ({llm['model']}; "
-        f"graded by {llm['grader_model']}): share of the points earned, and mean points per "
-        f"category (of {llm['max_points']})",
+        # Model names can come from a --models-file: escaped for the title's markup.
+        title=f"Probe exam at {llm['points_examined']} compaction point(s) "
+        f"({markup_safe(str(llm['model']))}; graded by {markup_safe(str(llm['grader_model']))})"
+        f": share of the points earned, and mean points per category (of {llm['max_points']})",
         title_justify="left",
     )
     table.add_column("hand-over")

@@ -19,7 +19,7 @@ from unbounded.cli.options import (
     require_model,
 )
 from unbounded.cli.receipts_view import render_receipts
-from unbounded.cli.text import shorten_middle
+from unbounded.cli.text import markup_safe, shorten_middle
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
     from rich.text import Text
@@ -239,11 +239,13 @@ def render(report: InspectReport) -> None:
     header = Table.grid(padding=(0, 2))
     header.add_row("file", shorten_middle(str(source.path), max(20, console.width - 17)))
     header.add_row("format", source.format)
-    header.add_row("model", f"{report.model.name} ({report.model_source})")
+    # A model name is the session's own text: `claude-x[/]` would break the markup.
+    header.add_row("model", markup_safe(f"{report.model.name} ({report.model_source})"))
     called = report.source.models
     if len(called) > 1:
         header.add_row(
-            "calls by model", ", ".join(f"{name} {count:,}" for name, count in called.items())
+            "calls by model",
+            markup_safe(", ".join(f"{name} {count:,}" for name, count in called.items())),
         )
     header.add_row(
         "records",
@@ -326,10 +328,10 @@ def render(report: InspectReport) -> None:
             counted = boundary.counted_pre_tokens
             table.add_row(
                 str(number),
-                str(boundary.trigger),
+                markup_safe(str(boundary.trigger)),
                 f"{boundary.pre_tokens:,}" if boundary.pre_tokens is not None else "?",
                 f"{counted:,}" if counted is not None else "?",
-                boundary.timestamp or "",
+                markup_safe(boundary.timestamp or ""),
                 str(boundary.line or ""),
             )
         console.print(table)
@@ -337,4 +339,4 @@ def render(report: InspectReport) -> None:
         console.print("[grey50]no compaction boundaries[/]")
     render_receipts(report.receipts)
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {markup_safe(note)}")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from unbounded.cli.app import console
-from unbounded.cli.text import plural
+from unbounded.cli.text import markup_safe, plural
 
 if TYPE_CHECKING:
     from unbounded.recall.receipts import Receipt
@@ -67,7 +67,12 @@ def render_receipts(receipts: Sequence[Receipt]) -> None:
             else f"microcompact\n({receipt.trigger})"
         )
         when = (receipt.time or "")[:16].replace("T", " ")
+        # A receipt's tool names, files, ids, trigger and time are read from the session.
         table.add_row(
-            when, kind, f"{receipt.tokens:,}", _dropped(receipt), _covered(receipt)
+            markup_safe(when),
+            markup_safe(kind),
+            f"{receipt.tokens:,}",
+            markup_safe(_dropped(receipt)),
+            markup_safe(_covered(receipt)),
         )
     console.print(table)

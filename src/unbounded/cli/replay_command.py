@@ -567,10 +567,13 @@ def render(report: ReplayReport) -> None:
 
     header = Table.grid(padding=(0, 2))
     header.add_row("session", shorten_middle(report.source, max(20, console.width - 18)))
+    # The model (and an LLM summarizer's) is the session's own text: escaped for the markup.
     header.add_row(
         "model",
-        f"{report.model} · window {report.context_window:,} · auto-compact at "
-        f"{report.thresholds.autocompact:,} · summarizer {report.summarizer}",
+        markup_safe(
+            f"{report.model} · window {report.context_window:,} · auto-compact at "
+            f"{report.thresholds.autocompact:,} · summarizer {report.summarizer}"
+        ),
     )
     apart = sum(report.not_replayed.values())
     if apart:
@@ -596,7 +599,10 @@ def render(report: ReplayReport) -> None:
     )
     others = [f"{name} {count:,}" for name, count in list(report.models.items())[1:]]
     if others:
-        header.add_row("other models", f"{', '.join(others)} calls, each priced as its own model")
+        header.add_row(
+            "other models",
+            markup_safe(f"{', '.join(others)} calls, each priced as its own model"),
+        )
     console.print(Panel(header, title="unbounded replay", expand=False))
     render_timeline(report)
     render_costs(report)
@@ -625,7 +631,7 @@ def render(report: ReplayReport) -> None:
                 f"summary holds / of what it lists, the share used): {used}"
             )
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {markup_safe(note)}")
     fidelity = report.fidelity
     if any(call.recorded.prompt_tokens for call in fidelity.calls):
         simulated = (
@@ -716,7 +722,7 @@ def render_timeline(report: ReplayReport) -> None:
             str(event.call),
             event.to_dict()["time"][11:19],
             f"[{style}]{event.kind}[/]" if style else event.kind,
-            event.summary,
+            markup_safe(event.summary),  # tool names, paths, commands from the session
         )
     if len(shown) > 60:
         timeline.add_row("", "", "…", f"{len(shown) - 60} more events (see --json or --report)")
@@ -781,5 +787,6 @@ def render_costs(report: ReplayReport) -> None:
     render_cost_parts(report)
     if report.recorded_cost is not None and not report.recorded_comparable:
         console.print(
-            f"* recorded on {report.recorded_model}: its cost is not comparable with the replay's"
+            f"* recorded on {markup_safe(str(report.recorded_model))}: its cost is not "
+            "comparable with the replay's"
         )

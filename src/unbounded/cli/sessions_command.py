@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from unbounded.cli.app import app, console, error_console, exits_cleanly
-from unbounded.cli.text import markup_safe
+from unbounded.cli.text import markup_safe, printable
 from unbounded.errors import ConfigError
 
 if TYPE_CHECKING:  # imported when the command runs (a fast --help)
@@ -45,14 +45,17 @@ def sessions_command(
     if as_json:
         print(json.dumps({"sessions": [s.to_dict() for s in sessions]}, indent=2))
         return
-    table = Table(title=f"Sessions in {address.with_session(None).display}", title_justify="left")
+    table = Table(
+        title=f"Sessions in {markup_safe(address.with_session(None).display)}",
+        title_justify="left",
+    )
     table.add_column("session")
     table.add_column("records", justify="right")
     table.add_column("last update (UTC)")
     table.add_column("size", justify="right")
     for info in sessions:
         table.add_row(
-            info.session_id,
+            markup_safe(info.session_id),  # a file name's stem by default
             f"{info.records:,}",
             info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
             _size(info.bytes),
@@ -77,7 +80,11 @@ def export_command(
     address = database_address(url, "URL").with_session(session)
     session_id = address.require_session("--session")
     written = export_session(address.url, session_id, output)
-    error_console.print(f"exported {session_id} ({_size(written)}) to {output}", highlight=False)
+    error_console.print(
+        f"exported {printable(session_id)} ({_size(written)}) to {printable(str(output))}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @app.command("import")
@@ -111,7 +118,9 @@ def import_command(
             f"[yellow]warning:[/] skipped {result.skipped_lines} invalid line(s)", highlight=False
         )
     error_console.print(
-        f"imported {result.records:,} records ({_size(result.bytes)}) as session {session_id}",
+        f"imported {result.records:,} records ({_size(result.bytes)}) as session "
+        f"{printable(session_id)}",
+        markup=False,
         highlight=False,
     )
 
