@@ -25,11 +25,6 @@ UNKNOWN = "qwen3-coder"  # a local server's model, not in the model table
 NO_SERVER = "http://127.0.0.1:9"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/integrations.md: `context_window=` for a model the table does not know; "
-    "the session refuses the model as unknown whatever the window",
-)
 def test_the_agents_session_takes_the_window_of_an_unknown_model() -> None:
     pytest.importorskip("agents")
     from unbounded.integrations.openai_agents import UnboundedSession
@@ -38,11 +33,6 @@ def test_the_agents_session_takes_the_window_of_an_unknown_model() -> None:
     assert session.session.model_info.context_window == 131_072
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/integrations.md: UnboundedMiddleware(model, context_window=32_000) for a model "
-    "not in the table; a model name the table lacks is refused whatever the window",
-)
 def test_the_middleware_takes_the_window_of_an_unknown_model() -> None:
     pytest.importorskip("langchain")
     from unbounded.integrations import UnboundedMiddleware
@@ -50,11 +40,6 @@ def test_the_middleware_takes_the_window_of_an_unknown_model() -> None:
     UnboundedMiddleware(UNKNOWN, context_window=32_000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the capability's context_window= does not cover a model the table lacks: a local "
-    "server's model (an OpenAI-compatible one) is refused at the first request",
-)
 def test_the_capability_takes_the_window_of_an_unknown_model() -> None:
     pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
@@ -100,11 +85,6 @@ def test_wrap_refuses_a_summarizer_that_is_no_provider() -> None:
         wrap(client, model="gpt-5.4", summarizer=42)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="UnboundedCapability takes a misspelt option and fails only at the agent's first "
-    "model request (wrap refuses it at once)",
-)
 def test_the_capability_refuses_a_misspelt_option_at_once() -> None:
     pytest.importorskip("pydantic_ai")
     from unbounded.integrations.pydantic_ai import UnboundedCapability
@@ -113,11 +93,6 @@ def test_the_capability_refuses_a_misspelt_option_at_once() -> None:
         UnboundedCapability(sesion_folder="s")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="UnboundedCapability takes a policy that is no Policy and fails only at the first "
-    "model request",
-)
 def test_the_capability_refuses_a_policy_that_is_no_policy_at_once() -> None:
     pytest.importorskip("pydantic_ai")
     from unbounded.integrations.pydantic_ai import UnboundedCapability
@@ -126,11 +101,6 @@ def test_the_capability_refuses_a_policy_that_is_no_policy_at_once() -> None:
         UnboundedCapability(policy={"warning_buffer": 10})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a window given as text: the capability and the middleware raise a bare TypeError "
-    "('<=' not supported between str and int), a Session a ConfigError naming the fix",
-)
 @pytest.mark.parametrize("entry", ["capability", "middleware"])
 def test_a_window_given_as_text_is_a_config_error(entry: str) -> None:
     if entry == "capability":
@@ -147,11 +117,6 @@ def test_a_window_given_as_text_is_a_config_error(entry: str) -> None:
             UnboundedMiddleware("claude-sonnet-4-6", context_window="32000")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="UnboundedMiddleware(policy={...}) raises AttributeError: 'dict' object has no "
-    "attribute 'background_summary'",
-)
 def test_the_middleware_with_a_policy_that_is_no_policy_is_a_config_error() -> None:
     pytest.importorskip("langchain")
     from unbounded.integrations import UnboundedMiddleware
@@ -160,11 +125,6 @@ def test_the_middleware_with_a_policy_that_is_no_policy_is_a_config_error() -> N
         UnboundedMiddleware("claude-sonnet-4-6", policy={"warning_buffer": 10})  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exclude_tools='search' (one name, not a list) is read as its characters: the "
-    "search results are cleared, silently",
-)
 def test_exclude_tools_given_as_one_name_keeps_that_tools_results() -> None:
     pytest.importorskip("langchain")
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -201,10 +161,6 @@ def test_exclude_tools_given_as_one_name_keeps_that_tools_results() -> None:
     assert [m.tool_call_id for m in update["messages"]] == ["call-calc"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="UnboundedSession(42, ...) raises TypeError: argument of type 'int' is not iterable",
-)
 def test_the_agents_session_refuses_an_id_that_is_no_text() -> None:
     pytest.importorskip("agents")
     from unbounded.integrations.openai_agents import UnboundedSession
@@ -213,11 +169,6 @@ def test_the_agents_session_refuses_an_id_that_is_no_text() -> None:
         UnboundedSession(42, model="gpt-5-mini")  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PostgresStore given the commands' address form (?session=ID) or another scheme "
-    "waits 10 s for the pool, then says 'cannot connect ... check that the server runs'",
-)
 @pytest.mark.parametrize(
     "url",
     ["postgresql://agent@/agents?host=/nonexistent&session=ticket-4711", "mysql://agent@db/agents"],
@@ -244,11 +195,6 @@ def test_a_command_that_cannot_connect_says_so_in_one_line() -> None:
     assert result.stderr.startswith("error: cannot connect")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`unbounded import` into a session a worker holds advises the library's `wait=` and "
-    "`lock=False`, not the command's --wait",
-)
 def test_import_into_a_held_session_advises_the_commands_own_option(postgres_url: str) -> None:
     from typer.testing import CliRunner
 
@@ -273,11 +219,6 @@ def test_import_into_a_held_session_advises_the_commands_own_option(postgres_url
     assert "lock=False" not in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pool that is full advises connection_pool(url, max_size=...), which returns the "
-    "same full pool once a store of the URL is open",
-)
 def test_the_advice_of_a_full_pool_works(postgres_url: str) -> None:
     from unbounded.postgres import PostgresStore, connection_pool
 
@@ -290,11 +231,6 @@ def test_the_advice_of_a_full_pool_works(postgres_url: str) -> None:
             PostgresStore(postgres_url, "second").close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/storage.md: a password in the URL is never printed; `eval`'s reading warnings "
-    "name the database address as given, password included",
-)
 def test_eval_never_prints_the_database_password(postgres_url: str) -> None:
     from typer.testing import CliRunner
 
@@ -313,11 +249,6 @@ def test_eval_never_prints_the_database_password(postgres_url: str) -> None:
     assert "hunter2" not in result.stdout + result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`unbounded import` takes a Codex CLI rollout, which then reads back as a Claude Code "
-    "session with no API call (the file itself has 10)",
-)
 def test_an_imported_codex_rollout_reads_back_as_it_was_or_is_refused(postgres_url: str) -> None:
     import json
 
@@ -344,12 +275,6 @@ def test_an_imported_codex_rollout_reads_back_as_it_was_or_is_refused(postgres_u
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`unbounded migrate` on a search_path naming a schema that does not exist (docs/"
-    "storage.md step 1 skipped), or run as the worker role of step 3, ends in psycopg's "
-    "InvalidSchemaName traceback, status 1",
-)
 def test_migrate_into_a_missing_schema_says_so_in_one_line(postgres_url: str) -> None:
     from typer.testing import CliRunner
 
@@ -416,10 +341,6 @@ def test_chat_messages_given_as_text_are_refused_as_such() -> None:
     assert "list" in str(refused.value) and "'h'" not in str(refused.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="UnboundedCapability(cache_breakpoints='no') is taken as true: the markers stay on",
-)
 def test_the_capability_refuses_cache_breakpoints_that_are_no_bool() -> None:
     pytest.importorskip("pydantic_ai")
     from unbounded.integrations.pydantic_ai import UnboundedCapability
@@ -428,11 +349,6 @@ def test_the_capability_refuses_cache_breakpoints_that_are_no_bool() -> None:
         UnboundedCapability(cache_breakpoints="no")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`unbounded inspect` on a session folder (Session.open, wrap(session_folder=)) says "
-    "'is a folder, not a transcript file' without naming the transcript.jsonl inside it",
-)
 def test_inspect_of_a_session_folder_reads_or_names_its_transcript(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -10,13 +10,20 @@ never leave a derived value stale.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from unbounded.catalog import ModelInfo, ModelTable
+from unbounded.catalog import (
+    ASSUMED_MODELS,
+    ModelInfo,
+    ModelTable,
+    assumed_model,
+    provider_of_name,
+)
 from unbounded.compaction.decisions import ClearingPolicies
 from unbounded.errors import ConfigError
 from unbounded.model.request import SystemBlock
@@ -25,6 +32,8 @@ from unbounded.recall.offer import with_recall_tool
 from unbounded.tokens.estimate import pad_estimate, rough_token_count
 
 MAIN_QUERY_SOURCE = "repl_main_thread"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +73,7 @@ class SessionConfig:
                 + (": wrap the one tool in a list, tools=[tool]" if one else "")
             )
         for name in ("context_window", "max_tokens", "system_tokens"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(
-                    f"SessionConfig.{name} must be a whole number of tokens, not {value!r}"
-                    + (f": pass {name}={int(value)}" if _whole_text(value) else "")
-                )
+            check_token_count(f"SessionConfig.{name}", getattr(self, name))
         if self.system_tokens is not None and self.system_tokens < 0:
             raise ConfigError("SessionConfig.system_tokens must be >= 0")
         if self.max_tokens is not None and self.max_tokens <= 0:
@@ -81,6 +85,62 @@ class SessionConfig:
 def _whole_text(value: object) -> bool:
     """Whether `value` is a whole number written as text ("200000"), to suggest the number."""
     return isinstance(value, str) and value.strip().isdigit()
+
+
+def check_token_count(label: str, value: object, unit: str = "tokens") -> None:
+    """Refuse a count (`label`: the option, "SessionConfig.context_window") that is neither
+    None nor a whole number, naming the number when it came as text."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        name = label.replace(" ", ".").rsplit(".", 1)[-1]
+        raise ConfigError(
+            f"{label} must be a whole number of {unit}, not {value!r}"
+            + (f": pass {name}={int(str(value))}" if _whole_text(value) else "")
+        )
+
+
+def model_for_window(table: ModelTable, name: str, context_window: int | None) -> ModelInfo:
+    """The model `name` planned with `context_window` when given. A model the table lacks is
+    taken when the window is given, as the drop-ins take it: a `claude-` name with the current
+    Claude model's figures and prices; any other with no prices (its costs count as 0, said
+    in the log) and a max output of half the window, at most the current OpenAI model's.
+    Without a window a model the table lacks is `ModelTable.get`'s ConfigError."""
+    info = table.find(name)
+    if info is None and context_window is not None:
+        family = provider_of_name(name)
+        if family == "anthropic":
+            logger.warning(
+                "model %r is not in the model table: planned with a %s-token window "
+                "(context_window=) and priced as %s",
+                name,
+                f"{context_window:,}",
+                ASSUMED_MODELS["anthropic"],
+            )
+            info = assumed_model(table, name, "anthropic")
+        else:
+            logger.warning(
+                "model %r is not in the model table: planned with a %s-token window "
+                "(context_window=), its costs counted as 0 (add its row to a models file, "
+                "UNBOUNDED_MODELS_FILE, to price it)",
+                name,
+                f"{context_window:,}",
+            )
+            base = assumed_model(table, name, "openai")
+            info = replace(
+                base,
+                provider="other",
+                max_output=min(base.max_output, max(1, context_window // 2)),
+                input_per_mtok=0.0,
+                output_per_mtok=0.0,
+                source="not in the model table: context_window= given, no prices",
+            )
+    if info is None:
+        try:
+            info = table.get(name)  # the refusal, with close names and how to add a row
+        except ConfigError as unknown:
+            raise ConfigError(
+                f"{unknown} Or give context_window= to plan it with that window."
+            ) from None
+    return info.with_window(context_window) if context_window else info
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +177,7 @@ def derive_settings(
     """Everything `config` implies under `base_policy`; raises `ConfigError` when the system
     prompt and tools leave a compacting session no room under its threshold. `tools` are
     the tools the requests declare when extensions change the config's (default: those)."""
-    info = model_table.get(config.model)
-    model_info = info.with_window(config.context_window) if config.context_window else info
+    model_info = model_for_window(model_table, config.model, config.context_window)
     policy = base_policy.for_window(model_info.context_window)
     thresholds = compute_thresholds(model_info, policy)
     offered_tools = with_recall_tool(config.tools if tools is None else tools, policy)
@@ -147,4 +206,11 @@ def derive_settings(
     return settings
 
 
-__all__ = ["MAIN_QUERY_SOURCE", "DerivedSettings", "SessionConfig", "derive_settings"]
+__all__ = [
+    "MAIN_QUERY_SOURCE",
+    "DerivedSettings",
+    "SessionConfig",
+    "check_token_count",
+    "derive_settings",
+    "model_for_window",
+]

@@ -233,5 +233,10 @@ def _run_in_pools(
 
 
 def located(path: str, warning: str) -> str:
-    """A reader's warning naming its file (some already start with it)."""
-    return warning if warning.startswith(path) else f"{path}: {warning}"
+    """A reader's warning naming its file (some already start with it); a database address
+    is named with its password hidden."""
+    from unbounded.redaction import redact_url
+
+    shown = redact_url(path)
+    warning = warning.replace(path, shown) if shown != path else warning
+    return warning if warning.startswith(shown) else f"{shown}: {warning}"

@@ -78,15 +78,20 @@ def inspect_command(
     file_order: FileOrderOption = False,
 ) -> None:
     """Show where a session's tokens go and how close it is to compaction."""
-    from unbounded.addresses import parse_address
+    from unbounded.addresses import FileAddress, parse_address
     from unbounded.catalog import load_model_table
+    from unbounded.storage import TRANSCRIPT_NAME
 
     check_window(window)
     table = load_model_table(models_file or ())
     if model is not None:
         require_model(table, model)  # an unknown model fails before the file is read
+    address = parse_address(path)
+    if isinstance(address, FileAddress) and (address.path / TRANSCRIPT_NAME).is_file():
+        # A session folder (Session.open, wrap(session_folder=)): its transcript is the file.
+        address = FileAddress(address.path / TRANSCRIPT_NAME)
     report = inspect_address(
-        parse_address(path),
+        address,
         model=model,
         window=window,
         table=table,

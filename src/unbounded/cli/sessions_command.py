@@ -104,13 +104,22 @@ def import_command(
     ] = 0.0,
 ) -> None:
     """Store a JSONL transcript as a new database session, each record's line kept exactly."""
+    from unbounded.errors import SessionLockedError
     from unbounded.postgres.transfer import import_session
 
     address = database_address(url, "URL").with_session(session)
     session_id = address.session or path.stem
-    result = import_session(
-        path, address.url, session_id, skip_invalid=skip_invalid, wait=wait or None
-    )
+    try:
+        result = import_session(
+            path, address.url, session_id, skip_invalid=skip_invalid, wait=wait or None
+        )
+    except SessionLockedError:
+        # The store's advice names the library's wait= and lock=False; this command has --wait.
+        waited = f" after waiting {wait:g} s" if wait else ""
+        raise SessionLockedError(
+            f"{address.with_session(session_id).display} is in use by another worker{waited}: "
+            "close it there first, or pass --wait SECONDS to wait for it"
+        ) from None
     for warning in result.warnings:
         error_console.print(f"[yellow]warning:[/] {markup_safe(warning)}", highlight=False)
     if result.skipped_lines:

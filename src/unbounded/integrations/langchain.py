@@ -137,6 +137,7 @@ from unbounded.compaction.glue import RecordedState, default_facts_ledger
 from unbounded.compaction.micro import microcompact
 from unbounded.compaction.prompts import summary_message_text
 from unbounded.compaction.tools_registry import cleared_stub
+from unbounded.configuration import check_token_count, model_for_window
 from unbounded.engine import reactive_compaction
 from unbounded.events import (
     EventSink,
@@ -724,7 +725,9 @@ def _model_info(model: Any, context_window: int | None, table: ModelTable | None
     elif isinstance(model, str):
         # "anthropic:claude-sonnet-4-6", the form LangChain's create_agent takes, is accepted.
         _, colon, bare = model.partition(":")
-        info = (known.find(bare) if colon else None) or known.get(model)
+        info = known.find(bare) if colon else None
+        if info is None:  # a model the table lacks is taken with its window
+            info = model_for_window(known, model, context_window)
     else:
         name = getattr(model, "model", None) or getattr(model, "model_name", None)
         info = known.find(name) if isinstance(name, str) else None
@@ -803,6 +806,18 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         20,000 tokens). Results of `compactable_tools` (default: every tool, as
         `ClearToolUsesEdit` does) except `exclude_tools` may be cleared."""
         super().__init__()
+        for label, count, unit in (
+            ("context_window", context_window, "tokens"),
+            ("keep_messages", keep_messages, "messages"),
+            ("keep_tokens", keep_tokens, "tokens"),
+        ):
+            check_token_count(f"UnboundedMiddleware {label}", count, unit)
+        if policy is not None and not isinstance(policy, Policy):
+            raise ConfigError(
+                f"UnboundedMiddleware policy must be a Policy (Policy(...), or "
+                f"Policy.from_file(PATH) for a policy file), not {type(policy).__name__} "
+                f"{policy!r}"
+            )
         self.model_info = _model_info(model, context_window, model_table)
         window = self.model_info.context_window
         chosen = policy or Policy.from_env()
@@ -859,6 +874,12 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         self._agent_model: Any = None
         if summarizer is None and _is_chat_model(model):
             self._remember_model(model, events)
+        # One name given bare ("search", which ("search") also is) means that tool, not its
+        # letters.
+        if isinstance(compactable_tools, str):
+            compactable_tools = [compactable_tools]
+        if isinstance(exclude_tools, str):
+            exclude_tools = [exclude_tools]
         self.compactable_tools = list(compactable_tools) if compactable_tools is not None else None
         self.exclude_tools = frozenset(exclude_tools)
         self._clearing_key = _clearing_key(self.compactable_tools, self.exclude_tools)

@@ -106,6 +106,18 @@ class UnboundedSession:
         events: EventSink | None = None,
         **session_options: Any,
     ) -> None:
+        if not isinstance(session_id, str):
+            raise ConfigError(
+                f"session_id must be text (a name without '/'), not "
+                f"{type(session_id).__name__} {session_id!r}: pass str({session_id!r}) if "
+                "that is the name"
+            )
+        held = getattr(store, "session_id", session_id)  # a PostgresStore names its session
+        if held != session_id:
+            raise ConfigError(
+                f"the store holds session {held!r}, not {session_id!r}: open the store with "
+                "this session_id, or use its own"
+            )
         if not session_id or "/" in session_id or session_id in (".", ".."):
             raise ConfigError(
                 f"session_id must be a non-empty name without '/', not {session_id!r}"

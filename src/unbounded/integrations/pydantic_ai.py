@@ -25,9 +25,11 @@ Before every model request the agent's messages go through one unbounded `Sessio
    last message (pydantic-ai's `anthropic_cache_*` settings), unless `cache_breakpoints=False`.
 
 With the capability the agent's history (`result.all_messages()`) stays whole: only the
-request is managed. `UnboundedHistory.processor` is the same pipeline for a pydantic-ai
-before capabilities (`Agent(history_processors=[history.processor])`); there the managed
-list also replaces the agent's history, as every history processor's output does.
+request is managed. `UnboundedHistory.processor` is the same pipeline as a history
+processor: `Agent(history_processors=[history.processor])` on a pydantic-ai before
+capabilities, `Agent(capabilities=[ProcessHistory(history.processor)])` on one that no longer
+takes `history_processors=` (2.68); there the managed list also replaces the agent's history,
+as every history processor's output does.
 
 Importing this module needs pydantic-ai (`pip install 'unbounded[pydantic-ai]'`).
 """
@@ -35,6 +37,8 @@ Importing this module needs pydantic-ai (`pip install 'unbounded[pydantic-ai]'`)
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import inspect
 import json
 import logging
 from collections.abc import Sequence
@@ -75,6 +79,7 @@ try:
 except ImportError:  # pragma: no cover - pydantic-ai before capabilities
     HAS_CAPABILITIES = False
 
+from unbounded.configuration import check_token_count
 from unbounded.events import EventSink
 from unbounded.integrations._pydantic_ai_messages import (
     MessageMap,
@@ -91,6 +96,7 @@ from unbounded.model.response import Heartbeat, ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.recall.schema import RECALL_DESCRIPTION, RECALL_INPUT_SCHEMA, RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig
+from unbounded.session_options import SessionOptions
 from unbounded.sync_session import SyncSession
 from unbounded.wire.base import is_prompt_too_long_message, parse_prompt_too_long
 
@@ -197,6 +203,40 @@ def _content_key(message: pai.ModelMessage) -> str:
     return json.dumps(["user", request_blocks(message)], sort_keys=True)
 
 
+def _check_options(
+    session_options: dict[str, Any], policy: object, cache_breakpoints: object
+) -> None:
+    """Refuse at construction what the first model request would: a keyword neither this
+    class nor `Session` takes (`TypeError`, as a wrong keyword is), a `policy` that is no
+    `Policy` and a `cache_breakpoints` that is no bool (`ConfigError`)."""
+    own = [
+        name
+        for name in inspect.signature(UnboundedHistory.__init__).parameters
+        if name not in ("self", "session", "session_options")
+    ]
+    known = [field.name for field in dataclasses.fields(SessionOptions)]
+    unknown = sorted(set(session_options) - {*known, "options"})
+    if unknown:
+        close = {
+            name: match[0]
+            for name in unknown
+            if (match := difflib.get_close_matches(name, [*own, *known], n=1))
+        }
+        hint = "".join(f" ({name}: did you mean {close[name]}?)" for name in close)
+        raise TypeError(
+            f"unknown option(s) {', '.join(unknown)}{hint}; the options are: "
+            f"{', '.join(own)}; and Session's: "
+            f"{', '.join([*(name for name in known if name not in own), 'options'])}"
+        )
+    if policy is not None and not isinstance(policy, Policy):
+        raise ConfigError(
+            f"policy must be a Policy (Policy(...), or Policy.from_file(PATH) for a policy "
+            f"file), not {type(policy).__name__} {policy!r}"
+        )
+    if not isinstance(cache_breakpoints, bool):
+        raise ConfigError(f"cache_breakpoints must be True or False, not {cache_breakpoints!r}")
+
+
 class UnboundedHistory:
     """A pydantic-ai agent's conversation kept inside the window by one unbounded `Session`.
 
@@ -228,6 +268,8 @@ class UnboundedHistory:
             )
         if session is not None and session_folder is not None:
             raise ConfigError("give a session or a session_folder, not both")
+        _check_options(session_options, policy, cache_breakpoints)
+        check_token_count("context_window", context_window)
         if context_window is not None and context_window <= 0:
             raise ConfigError(f"context_window must be positive, not {context_window}")
         self._session: Session | None = as_session(session) if session is not None else None
@@ -451,8 +493,9 @@ class UnboundedHistory:
     async def processor(
         self, ctx: RunContext[Any], messages: list[pai.ModelMessage]
     ) -> list[pai.ModelMessage]:
-        """A pydantic-ai history processor: `Agent(history_processors=[history.processor])`
-        (without the recall tool; add `history.recall_tool()` to the agent's tools)."""
+        """A pydantic-ai history processor: `Agent(capabilities=[ProcessHistory(history.
+        processor)])`, or `history_processors=[...]` where the Agent still takes it (without
+        the recall tool; add `history.recall_tool()` to the agent's tools)."""
         return await self.process(messages, model=cast(Model, ctx.model), replaces_history=True)
 
     def close(self) -> None:

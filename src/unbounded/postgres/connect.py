@@ -13,6 +13,7 @@ import math
 import os
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from unbounded.errors import ConfigError
 from unbounded.redaction import redact_url
@@ -46,31 +47,57 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
     connection.autocommit = True
 
 
+def check_store_url(url: str) -> None:
+    """Refuse, by what is wrong, an address a store cannot take: another scheme than
+    postgresql://, or the commands' `?session=ID` (a store takes the id as an argument)."""
+    if not isinstance(url, str):
+        raise ConfigError(f"a PostgreSQL URL is text (postgresql://user@host/db), not {url!r}")
+    if "://" not in url:
+        return  # a libpq "host=... dbname=..." string: libpq judges it
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ConfigError(
+            f"{redact_url(url)} is not a PostgreSQL URL: the scheme must be postgresql:// "
+            f"(or postgres://), not {parts.scheme}://"
+        )
+    if "session" in parse_qs(parts.query):
+        raise ConfigError(
+            f"{redact_url(url)}: session= is the commands' form of the address; give the store "
+            "the URL without it and the session id as its second argument, "
+            "PostgresStore(url, session_id)"
+        )
+
+
 def connection_pool(
     url: str,
     *,
     min_size: int = DEFAULT_MIN_SIZE,
-    max_size: int = DEFAULT_MAX_SIZE,
+    max_size: int | None = None,
     timeout: float = CONNECT_TIMEOUT_SECONDS,
 ) -> ConnectionPool[Any]:
     """The shared pool of this process for `url`, created (and opened) on first use.
 
-    The sizes only apply when the pool is created; later calls return the same pool.
+    `max_size` defaults to `DEFAULT_MAX_SIZE`. Later calls return the same pool; one giving a
+    larger `max_size` grows it first (a smaller one is ignored: open stores hold connections).
     """
     require_psycopg()
     from psycopg_pool import ConnectionPool
 
-    if min_size < 0 or max_size < 1 or min_size > max_size:
+    largest = DEFAULT_MAX_SIZE if max_size is None else max_size
+    if min_size < 0 or largest < 1 or min_size > largest:
         raise ConfigError("pool sizes need 0 <= min_size <= max_size and max_size >= 1")
+    check_store_url(url)
     key = (os.getpid(), url)
     with _pools_guard:
         pool = _pools.get(key)
+        if pool is not None and max_size is not None and max_size > pool.max_size:
+            pool.resize(min_size=pool.min_size, max_size=max_size)
         if pool is None:
             _try_connecting(url, timeout)
             pool = ConnectionPool(
                 url,
                 min_size=min_size,
-                max_size=max_size,
+                max_size=largest,
                 timeout=timeout,
                 configure=_configure,
                 check=ConnectionPool.check_connection,

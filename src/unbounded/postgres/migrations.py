@@ -61,7 +61,28 @@ def schema_version(connection: psycopg.Connection[Any]) -> int:
 
 
 def migrate(connection: psycopg.Connection[Any]) -> list[int]:
-    """Apply the missing migrations in one transaction; returns the versions applied."""
+    """Apply the missing migrations in one transaction; returns the versions applied. A schema
+    that does not exist, or that the role may not create in, is a one-line `ConfigError`."""
+    import psycopg
+
+    try:
+        return _apply_missing(connection)
+    except (psycopg.errors.InvalidSchemaName, psycopg.errors.InsufficientPrivilege) as error:
+        row = connection.execute("SHOW search_path").fetchone()
+        where = row[0] if row else "?"
+        raise ConfigError(
+            f"cannot create unbounded's tables ({_first_line(error)}) in search_path {where}: "
+            "create the schema first (CREATE SCHEMA ... AUTHORIZATION the owner role) and run "
+            "`unbounded migrate` as a role with CREATE on it (docs/storage.md)"
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _apply_missing(connection: psycopg.Connection[Any]) -> list[int]:
     applied: list[int] = []
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))

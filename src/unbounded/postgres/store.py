@@ -36,7 +36,12 @@ from unbounded.errors import ConfigError, SessionLockedError, StoreDamagedError,
 from unbounded.model.entries import Entry
 from unbounded.model.text import repair_surrogates
 from unbounded.model.transcript import Transcript
-from unbounded.postgres.connect import connection_pool, get_connection, require_psycopg
+from unbounded.postgres.connect import (
+    check_store_url,
+    connection_pool,
+    get_connection,
+    require_psycopg,
+)
 from unbounded.postgres.migrations import ensure_schema
 from unbounded.redaction import redact_url
 from unbounded.side_outputs import check_side_output_name, legacy_side_output_name
@@ -93,6 +98,14 @@ def jsonb_can_hold(line: str) -> bool:
     return _NUL_ESCAPE.decode() not in line
 
 
+def _number_text(value: object) -> bool:
+    """Whether `value` is a number written as text ("5"), to suggest the number."""
+    try:
+        return isinstance(value, str) and float(value) >= 0
+    except ValueError:
+        return False
+
+
 class PostgresStore:
     """A session kept in PostgreSQL (see the module docstring).
 
@@ -119,8 +132,17 @@ class PostgresStore:
         pool: ConnectionPool[Any] | None = None,
     ) -> None:
         require_psycopg()
-        if wait is not None and (math.isnan(wait) or wait < 0):
-            raise ConfigError("PostgresStore wait must be a number of seconds >= 0")
+        if wait is not None and (
+            isinstance(wait, bool)
+            or not isinstance(wait, (int, float))
+            or math.isnan(wait)
+            or wait < 0
+        ):
+            raise ConfigError(
+                f"PostgresStore wait must be a number of seconds >= 0, not {wait!r}"
+                + (f": pass wait={float(wait):g}" if _number_text(wait) else "")
+            )
+        check_store_url(url)
         self.session_id = check_session_id(session_id)
         self.url = url
         self._connection: psycopg.Connection[Any] | None = None

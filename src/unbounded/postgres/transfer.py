@@ -136,6 +136,7 @@ def import_session(
     source = Path(path)
     if not source.is_file():
         raise ConfigError(f"{source}: no such file")
+    _refuse_other_formats(source)
     report = ReadReport()
     with PostgresStore(url, session_id, wait=wait) as store:
         try:
@@ -150,6 +151,23 @@ def import_session(
                     )
             raise
     return ImportResult(session_id, records, size, report.warnings, report.skipped_lines)
+
+
+def _refuse_other_formats(source: Path) -> None:
+    """A database session is read back as Claude Code's format: a file another agent wrote
+    (a Codex rollout) would read back as an empty conversation, so it is refused. A file no
+    reader recognises is left to the import's own checks."""
+    from unbounded.transcripts.loader import detect_format
+
+    try:
+        found = detect_format(source)
+    except TranscriptError:
+        return
+    if found != "claude-code":
+        raise ConfigError(
+            f"{source}: not a Claude Code session (its format is '{found}'): the database "
+            "keeps Claude Code sessions only (inspect, replay and eval read the file as it is)"
+        )
 
 
 def _copy_records(
