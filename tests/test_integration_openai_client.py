@@ -552,3 +552,59 @@ def test_the_package_exports_the_openai_drop_in_without_importing_an_sdk() -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
+
+
+# ------------------------------------------------------------------ a chat stream's chunks
+
+
+def test_a_chat_stream_left_at_its_finish_reason_is_recorded_with_its_usage(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("Hello there."))
+    seen: list[Any] = []
+    stream = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True)
+    for chunk in stream:
+        seen.append(chunk)
+        if chunk.choices[0].finish_reason:
+            break  # the usual loop: the usage chunk after the finish is never asked for
+    stream.close()
+    assert all(chunk.choices for chunk in seen)
+    assert api_server.last.json["stream_options"] == {"include_usage": True}
+    assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+    assert client.session.entries[-1].usage is not None and client.session.entries[-1].usage["output_tokens"] > 0
+
+
+def test_a_chat_stream_whose_caller_asks_for_usage_gets_the_usage_chunk(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("Hello there."))
+    chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert client.session.entries[-1].usage is not None
+
+
+def test_an_async_chat_stream_left_at_its_finish_reason_is_recorded(api_server: ApiServer) -> None:
+    async def run() -> None:
+        client = wrap(api_server.openai_client(), policy=Policy(), summarizer="extractive")
+        api_server.openai.push(message("Hello there."))
+        stream = await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True)
+        seen: list[Any] = []
+        async for chunk in stream:
+            seen.append(chunk)
+            if chunk.choices[0].finish_reason:
+                break
+        await stream.close()
+        assert all(chunk.choices for chunk in seen)
+        assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+        assert client.session.entries[-1].usage is not None
+        await client.close()
+
+    asyncio.run(run())
+
+
+def test_chat_n_above_one_is_refused_before_anything_is_sent(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    with pytest.raises(ConfigError, match=r"n=3.*n=1"):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=3)
+    assert api_server.requests == []
+    api_server.openai.push(message("one"))
+    client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=1)
+    assert client.session.messages[-1]["role"] == "assistant"
