@@ -406,12 +406,6 @@ def test_a_chat_caller_continuing_with_another_choice(api_server: ApiServer) -> 
     assert sent == ["hi", "second", "more"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Chat Completions: a system message inserted mid-conversation (a reminder; the first "
-    "system message unchanged) makes this and every later call a side call 'a different "
-    "system prompt': nothing is recorded or compacted again",
-)
 def test_openai_chat_system_message_inserted_mid_conversation(api_server: ApiServer) -> None:
     events: list[Event] = []
     client = wrap(api_server.openai_client(sync=True), events=events.append)

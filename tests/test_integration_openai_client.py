@@ -608,3 +608,21 @@ def test_chat_n_above_one_is_refused_before_anything_is_sent(api_server: ApiServ
     api_server.openai.push(message("one"))
     client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=1)
     assert client.session.messages[-1]["role"] == "assistant"
+
+
+def test_a_system_reminder_inside_a_chat_conversation_is_sent_where_it_was(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive", events=events.append)
+    api_server.openai.push(message("a0"), message(tool_use_block("Bash", {"command": "ls"}, id="call_1")), message("a2"))
+    messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "u0"}]
+    messages.append(client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS).choices[0].message)
+    reminder = {"role": "developer", "content": [{"type": "text", "text": "Reminder: be brief."}]}
+    messages += [reminder, {"role": "user", "content": "u1"}]
+    messages.append(client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS).choices[0].message)
+    messages += [{"role": "tool", "tool_call_id": "call_1", "content": "a.txt"}]
+    client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS)
+    sent = api_server.last.json["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "developer", "user", "assistant", "tool"]
+    assert sent[0]["content"] == SYSTEM and sent[3] == reminder
+    assert [e.kind for e in events if e.kind in ("side_call_passed", "cache_params_changed")] == []
+    assert len(client.session.entries) == 6
