@@ -12,7 +12,10 @@ LiteLLM...). The rules (docs/providers.md lists them all):
 - tools -> `{"type": "function", "function": {name, description, parameters}}`;
 - cache_control, betas, cache_edits, context_management, thinking and metadata are dropped.
 
-`inbound` goes the other way for a caller holding Chat Completions messages.
+`inbound` goes the other way for a caller holding Chat Completions messages: the system and
+developer messages before the conversation make the system prompt; one inside it (a
+reminder) is kept where it was, as an `opaque_item` block of the user side, and sent back
+unchanged.
 """
 
 from __future__ import annotations
@@ -295,6 +298,12 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
                 out.append({"role": "user", "content": content})  # type: ignore[typeddict-item]
         elif role == "assistant":
             out.append({"role": "assistant", "content": _inbound_assistant(message, index)})
+        elif role == "function":
+            raise ConfigError(
+                f"message {index}: role 'function' is the deprecated function calling (functions=, "
+                "function_call), which the wrapper does not read: pass tools= and send each "
+                "result as a 'tool' message with its tool_call_id"
+            )
         else:
             raise ConfigError(
                 f"message {index}: role {role!r} is not a Chat Completions role (system, "
