@@ -131,7 +131,7 @@ class _ReadAhead:
         self.events: deque[Any] = deque()
         self.error: BaseException | None = None
 
-    def next(self, end: type[Exception]) -> Any:
+    def next(self, end: Exception) -> Any:
         """The next event read ahead, else the error met, else `end` (the stream's end)."""
         if self.events:
             return self.events.popleft()
@@ -312,8 +312,8 @@ class AsyncHelperStream(_AsyncChatPassing):
 
 __all__ = [
     "AsyncHelperStream",
-    "ChatPassage",
     "AsyncOpenAIRecordingStream",
+    "ChatPassage",
     "HelperStream",
     "OpenAIRecordingStream",
 ]

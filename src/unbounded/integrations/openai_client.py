@@ -295,8 +295,8 @@ class OpenAIPipeline(ClientPipeline):
         if info is not None or self._context_window is not None:
             # A copy of its own, the session's: a later switch to a model the table does not
             # list learns it there too (`_configure`), never in the caller's or the shared table.
-            self._table = table.with_model(info) if info is not None else ModelTable(
-                dict(table.models)
+            self._table = (
+                table.with_model(info) if info is not None else ModelTable(dict(table.models))
             )
             self._options = {**self._options, "model_table": self._table}
         self.provider = self._provider_for(self.client)

@@ -265,14 +265,14 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
             # A system message inside the conversation (a reminder) stays where it was: the
             # user side carries it (`chat_item_block`), the messages after it join it.
             _inbound_text(message.get("content"), index)  # a content it can read, else refused
-            block = chat_item_block(message)
-            if out[-1]["role"] == "user":
-                content = out[-1]["content"]
-                if isinstance(content, str):
-                    out[-1]["content"] = [{"type": "text", "text": content}]
-                _blocks(out[-1]).append(block)
+            kept = chat_item_block(message)
+            last = out[-1]
+            if last["role"] == "user":
+                if isinstance(last["content"], str):
+                    last["content"] = [{"type": "text", "text": last["content"]}]
+                _blocks(last).append(kept)
             else:
-                out.append({"role": "user", "content": [block]})  # type: ignore[list-item]
+                out.append({"role": "user", "content": [kept]})  # type: ignore[list-item]
             results_open = True
             continue
         elif role == "tool":
