@@ -644,3 +644,13 @@ def test_new_responses_instructions_on_the_whole_conversation_continue_it(api_se
     assert [e.kind for e in events if e.kind == "side_call_passed"] == []
     assert ("system",) in [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"]
     assert len(client.session.entries) == 4 and api_server.last.json["instructions"] == "You are B."
+
+
+def test_a_chat_stream_helper_records_the_usage_without_handing_over_its_chunk(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("Hello there."))
+    with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "Hi"}]) as stream:
+        events = list(stream)
+    assert api_server.last.json["stream_options"] == {"include_usage": True}
+    assert all(event.chunk.choices for event in events if event.type == "chunk")
+    assert client.session.entries[-1].usage is not None and client.session.entries[-1].usage["output_tokens"] > 0

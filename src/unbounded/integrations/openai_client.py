@@ -391,11 +391,17 @@ class OpenAIPipeline(ClientPipeline):
         return self.begin({**params, **rest}, streaming_helper=False)
 
     def call_kwargs(
-        self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
+        self,
+        request: ProviderRequest,
+        method: Callable[..., Any],
+        passthrough: Mapping[str, Any],
+        *,
+        helper: bool = False,
     ) -> dict[str, Any]:
         """The SDK keywords: the prepared request in the API's shape, the caller's other
         keywords as given, and the session's `prompt_cache_key`; the fields this SDK version
-        does not name in `extra_body` (`fit_body_fields`)."""
+        does not name in `extra_body` (`fit_body_fields`). `helper`: for the SDK's stream
+        helper, which streams without a `stream` keyword."""
         api = self.api or "chat"
         stream = passthrough.get("stream") is True
         wire: OpenAIChat | OpenAIResponses
@@ -411,7 +417,7 @@ class OpenAIPipeline(ClientPipeline):
         if "tools" in kwargs:
             kwargs["tools"] = _openai_tools(request.get("tools") or [], api)
         kwargs.update(passthrough)
-        if api == "chat" and stream and not _asks_usage(passthrough):
+        if api == "chat" and (stream or helper) and not _asks_usage(passthrough):
             # The usage chunk is asked for the record (`chat_passage` hides it from the caller).
             given = passthrough.get("stream_options")
             kwargs["stream_options"] = {**(given or {}), "include_usage": True}
@@ -471,7 +477,7 @@ class HelperStreamManager:
 
         def send(request: ProviderRequest) -> Any:
             method = endpoint._sdk_endpoint().stream
-            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            manager = method(**pipeline.call_kwargs(request, method, passthrough, helper=True))
             opened = manager.__enter__()  # sends the request
             pipeline.mark_sent()
             self._manager = manager
@@ -515,7 +521,7 @@ class AsyncHelperStreamManager:
 
         async def send(request: ProviderRequest) -> Any:
             method = endpoint._sdk_endpoint().stream
-            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            manager = method(**pipeline.call_kwargs(request, method, passthrough, helper=True))
             opened = await manager.__aenter__()
             pipeline.mark_sent()
             self._manager = manager
