@@ -654,3 +654,32 @@ def test_a_chat_stream_helper_records_the_usage_without_handing_over_its_chunk(a
     assert api_server.last.json["stream_options"] == {"include_usage": True}
     assert all(event.chunk.choices for event in events if event.type == "chunk")
     assert client.session.entries[-1].usage is not None and client.session.entries[-1].usage["output_tokens"] > 0
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_chat_stream_left_at_its_finish_is_recorded_while_the_server_keeps_the_connection(api_server: ApiServer, sync: bool) -> None:
+    """Reading past the finish chunk ends at `[DONE]`, with the server still holding the
+    connection open (it lets it go only once the test is done)."""
+    import threading
+
+    api_server.hold_streams = threading.Event()
+    try:
+        api_server.openai.push(message("Hello there."))
+        prompt = [{"role": "user", "content": "Hi"}]
+        if sync:
+            client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+            for chunk in client.chat.completions.create(model=MODEL, messages=prompt, stream=True):
+                if chunk.choices[0].finish_reason:
+                    break
+        else:
+            client = wrap(api_server.openai_client(), policy=Policy(), summarizer="extractive")
+
+            async def run() -> None:
+                async for chunk in await client.chat.completions.create(model=MODEL, messages=prompt, stream=True):
+                    if chunk.choices[0].finish_reason:
+                        break
+
+            asyncio.run(run())
+        assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+    finally:
+        api_server.hold_streams.set()
