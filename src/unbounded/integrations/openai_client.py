@@ -27,6 +27,11 @@ OpenAI's own parts:
   `max_completion_tokens` for the o-series and gpt-5 models; `temperature` is only ever the
   caller's. Responses reasoning items (encrypted or not), compaction items and every item
   the library does not read stay in the conversation as they came and are sent back unchanged.
+- **Chat Completions streams** ask for the usage chunk, for the record, and hide it from a
+  caller who did not ask for it; the reply is recorded at its finish chunk
+  (`_openai_streams.ChatPassage`). `n` above 1 is refused: the session records one reply.
+- **System messages inside the conversation** (reminders) stay in place, sent back as they
+  came; only those before it make the system prompt.
 - **The Responses API's server-side state** (`previous_response_id`, `conversation`) is
   refused: the wrapper sends the whole conversation itself.
 - **OpenAI-compatible servers** (vLLM, Ollama, OpenRouter…): a model the model table does
