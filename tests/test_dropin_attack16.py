@@ -227,12 +227,6 @@ def test_a_one_hour_marker_inside_a_tool_result_keeps_its_ttl(api_server: ApiSer
 # ------------------------------------------------------------------ OpenAI streams as the SDK's
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chat.completions.create(stream=True) without stream_options gets include_usage added: "
-    "the caller receives one more chunk, with empty choices, than the bare SDK gives, so the "
-    "usual `chunk.choices[0]` loop raises IndexError",
-)
 def test_a_chat_stream_yields_the_chunks_the_sdk_would(api_server: ApiServer) -> None:
     bare = api_server.openai_client(sync=True)
     client = wrap(api_server.openai_client(sync=True))
@@ -388,11 +382,6 @@ def _two_choices(request: RecordedRequest) -> Malformed:
     return Malformed(json.dumps(body).encode())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chat.completions.create(n=2) is passed through and choices[0] recorded; a caller "
-    "continuing with choices[1] is refused on the next call as an edited history (ConfigError)",
-)
 def test_a_chat_caller_continuing_with_another_choice(api_server: ApiServer) -> None:
     client = wrap(api_server.openai_client(sync=True))
     api_server.openai.push(_two_choices, message("ok", id="c2"))
@@ -411,12 +400,6 @@ def test_a_chat_caller_continuing_with_another_choice(api_server: ApiServer) -> 
     assert sent == ["hi", "second", "more"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Chat Completions: a system message inserted mid-conversation (a reminder; the first "
-    "system message unchanged) makes this and every later call a side call 'a different "
-    "system prompt': nothing is recorded or compacted again",
-)
 def test_openai_chat_system_message_inserted_mid_conversation(api_server: ApiServer) -> None:
     events: list[Event] = []
     client = wrap(api_server.openai_client(sync=True), events=events.append)

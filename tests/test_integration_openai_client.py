@@ -552,3 +552,134 @@ def test_the_package_exports_the_openai_drop_in_without_importing_an_sdk() -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
+
+
+# ------------------------------------------------------------------ a chat stream's chunks
+
+
+def test_a_chat_stream_left_at_its_finish_reason_is_recorded_with_its_usage(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("Hello there."))
+    seen: list[Any] = []
+    stream = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True)
+    for chunk in stream:
+        seen.append(chunk)
+        if chunk.choices[0].finish_reason:
+            break  # the usual loop: the usage chunk after the finish is never asked for
+    stream.close()
+    assert all(chunk.choices for chunk in seen)
+    assert api_server.last.json["stream_options"] == {"include_usage": True}
+    assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+    assert client.session.entries[-1].usage is not None and client.session.entries[-1].usage["output_tokens"] > 0
+
+
+def test_a_chat_stream_whose_caller_asks_for_usage_gets_the_usage_chunk(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("Hello there."))
+    chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert client.session.entries[-1].usage is not None
+
+
+def test_an_async_chat_stream_left_at_its_finish_reason_is_recorded(api_server: ApiServer) -> None:
+    async def run() -> None:
+        client = wrap(api_server.openai_client(), policy=Policy(), summarizer="extractive")
+        api_server.openai.push(message("Hello there."))
+        stream = await client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], stream=True)
+        seen: list[Any] = []
+        async for chunk in stream:
+            seen.append(chunk)
+            if chunk.choices[0].finish_reason:
+                break
+        await stream.close()
+        assert all(chunk.choices for chunk in seen)
+        assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+        assert client.session.entries[-1].usage is not None
+        await client.close()
+
+    asyncio.run(run())
+
+
+def test_chat_n_above_one_is_refused_before_anything_is_sent(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    with pytest.raises(ConfigError, match=r"n=3.*n=1"):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=3)
+    assert api_server.requests == []
+    api_server.openai.push(message("one"))
+    client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=1)
+    assert client.session.messages[-1]["role"] == "assistant"
+
+
+def test_a_system_reminder_inside_a_chat_conversation_is_sent_where_it_was(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive", events=events.append)
+    api_server.openai.push(message("a0"), message(tool_use_block("Bash", {"command": "ls"}, id="call_1")), message("a2"))
+    messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "u0"}]
+    messages.append(client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS).choices[0].message)
+    reminder = {"role": "developer", "content": [{"type": "text", "text": "Reminder: be brief."}]}
+    messages += [reminder, {"role": "user", "content": "u1"}]
+    messages.append(client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS).choices[0].message)
+    messages += [{"role": "tool", "tool_call_id": "call_1", "content": "a.txt"}]
+    client.chat.completions.create(model=MODEL, messages=messages, tools=CHAT_TOOLS)
+    sent = api_server.last.json["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "developer", "user", "assistant", "tool"]
+    assert sent[0]["content"] == SYSTEM and sent[3] == reminder
+    assert [e.kind for e in events if e.kind in ("side_call_passed", "cache_params_changed")] == []
+    assert len(client.session.entries) == 6
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs the shared side-call rule of ClientPipeline.begin (bug 2 of session 16, in "
+    "anthropic_client.py, fixed on branch i36r): until then a new system prompt is a side call",
+)
+def test_new_responses_instructions_on_the_whole_conversation_continue_it(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive", events=events.append)
+    api_server.responses.push(message("One."), message("Two."))
+    items: list[Any] = [{"role": "user", "content": "u0"}]
+    items += client.responses.create(model=MODEL, instructions="You are A.", input=items).output
+    items.append({"role": "user", "content": "u1"})
+    client.responses.create(model=MODEL, instructions="You are B.", input=items)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert ("system",) in [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"]
+    assert len(client.session.entries) == 4 and api_server.last.json["instructions"] == "You are B."
+
+
+def test_a_chat_stream_helper_records_the_usage_without_handing_over_its_chunk(api_server: ApiServer) -> None:
+    client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+    api_server.openai.push(message("Hello there."))
+    with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "Hi"}]) as stream:
+        events = list(stream)
+    assert api_server.last.json["stream_options"] == {"include_usage": True}
+    assert all(event.chunk.choices for event in events if event.type == "chunk")
+    assert client.session.entries[-1].usage is not None and client.session.entries[-1].usage["output_tokens"] > 0
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_chat_stream_left_at_its_finish_is_recorded_while_the_server_keeps_the_connection(api_server: ApiServer, sync: bool) -> None:
+    """Reading past the finish chunk ends at `[DONE]`, with the server still holding the
+    connection open (it lets it go only once the test is done)."""
+    import threading
+
+    api_server.hold_streams = threading.Event()
+    try:
+        api_server.openai.push(message("Hello there."))
+        prompt = [{"role": "user", "content": "Hi"}]
+        if sync:
+            client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive")
+            for chunk in client.chat.completions.create(model=MODEL, messages=prompt, stream=True):
+                if chunk.choices[0].finish_reason:
+                    break
+        else:
+            client = wrap(api_server.openai_client(), policy=Policy(), summarizer="extractive")
+
+            async def run() -> None:
+                async for chunk in await client.chat.completions.create(model=MODEL, messages=prompt, stream=True):
+                    if chunk.choices[0].finish_reason:
+                        break
+
+            asyncio.run(run())
+        assert client.session.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
+    finally:
+        api_server.hold_streams.set()

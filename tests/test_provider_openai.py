@@ -42,7 +42,7 @@ from unbounded.providers import (
     ServerError,
 )
 from unbounded.providers.openai import LOCAL_SERVER_API_KEY, OpenAIProvider
-from unbounded.wire.openai_chat import convert_tool_choice
+from unbounded.wire.openai_chat import OpenAIChat, convert_tool_choice
 
 openai = pytest.importorskip("openai")
 
@@ -576,3 +576,37 @@ def test_arguments_are_json_objects_on_the_wire(api_server: ApiServer) -> None:
     for entry in api_server.last.json["messages"]:
         for call in entry.get("tool_calls", []):
             assert isinstance(json.loads(call["function"]["arguments"]), dict)
+
+
+def test_a_chat_system_message_inside_the_conversation_goes_back_where_it_was() -> None:
+    reminder = {"role": "system", "content": "Be brief."}
+    given: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "u0"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
+        reminder,
+        {"role": "user", "content": "go on"},
+    ]
+    inbound = OpenAIChat().inbound(given)
+    assert inbound.system == "You are terse."
+    assert [m["role"] for m in inbound.messages] == ["user", "assistant", "user"]
+    request: ProviderRequest = {"model": "gpt-5.4", "system": inbound.system, "messages": inbound.messages}
+    sent = OpenAIChat().to_request(request, stream=False)["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "system", "user"]
+    assert sent[4] == reminder and sent[5] == {"role": "user", "content": "go on"}
+
+
+def test_a_chat_system_message_between_two_user_messages_stays_between_them() -> None:
+    given: list[dict[str, Any]] = [
+        {"role": "user", "content": "u0"},
+        {"role": "assistant", "content": "a0"},
+        {"role": "user", "content": "u1"},
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "u2"}]},
+    ]
+    inbound = OpenAIChat().inbound(given)
+    assert inbound.system == "" and len(inbound.messages) == 3
+    request: ProviderRequest = {"model": "gpt-5.4", "messages": inbound.messages}
+    sent = OpenAIChat().to_request(request, stream=False)["messages"]
+    assert sent == [*given[:4], {"role": "user", "content": "u2"}]

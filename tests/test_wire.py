@@ -114,7 +114,8 @@ def test_chat_inbound_reads_images_files_and_developer_messages() -> None:
     ("messages", "error"),
     [
         ([{"role": "user", "content": "a"}, "hello"], "message 1: a Chat Completions message is a dict with a role"),
-        ([{"role": "function", "content": "a"}], "message 0: role 'function' is not a Chat Completions role"),
+        ([{"role": "critic", "content": "a"}], "message 0: role 'critic' is not a Chat Completions role"),
+        ([{"role": "function", "name": "ls", "content": "a"}], "message 0: role 'function' is the deprecated function calling .* 'tool' message"),
         ([{"role": "user", "content": [{"type": "input_audio"}]}], "message 0: user content part 'input_audio' is not one"),
         ([{"role": "user", "content": 3}], "message 0: content must be a string or a list of parts"),
     ],

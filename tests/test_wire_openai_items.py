@@ -192,3 +192,14 @@ def test_canonical_items_round_trip_exactly_into_a_valid_conversation(items: lis
     messages = items_to_messages(items).messages
     validate_request(messages)
     assert messages_to_items(messages) == items
+
+
+def test_a_system_message_inside_the_conversation_goes_back_where_it_was() -> None:
+    reminder = {"role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]}
+    items = [*agent_items()[:-1], reminder, {"role": "user", "content": "thanks"}]
+    inbound = items_to_messages(items)
+    assert inbound.system == "You are terse."
+    assert inbound.messages[-1] == {"role": "user", "content": [opaque_block(reminder), {"type": "text", "text": "thanks"}]}
+    validate_request(inbound.messages)
+    sent = messages_to_items(inbound.messages)
+    assert sent[-2:] == [reminder, {"role": "user", "content": [{"type": "input_text", "text": "thanks"}]}]

@@ -5,6 +5,7 @@ event by event while the wire format's fold rebuilds the reply, which is recorde
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -89,14 +90,130 @@ class _HelperRecorder(_Recorder):
             super().observe(event.chunk)
 
 
+class ChatPassage:
+    """How the events of a Chat Completions stream pass to the caller. The drop-in asks for
+    the usage chunk (`stream_options.include_usage`) to record the reply's usage; when the
+    caller did not ask for it, that chunk (empty `choices`) is `swallowed`, so the caller gets
+    the chunks the SDK would give. At the chunk carrying the `finish_reason` the stream is
+    read to its end before that chunk is handed over (`finishes`): only the usage chunk and
+    `[DONE]` follow it, and a caller who stops at the finish still has the reply recorded."""
+
+    def __init__(self, *, swallow_usage: bool, helper: bool) -> None:
+        self.swallow_usage = swallow_usage
+        self.helper = helper
+
+    def _chunk(self, event: Any) -> Any:
+        if not self.helper:
+            return event
+        return event.chunk if getattr(event, "type", None) == "chunk" else None
+
+    def swallowed(self, event: Any) -> bool:
+        """Whether `event` is the usage chunk only the drop-in asked for."""
+        chunk = self._chunk(event)
+        return (
+            self.swallow_usage
+            and chunk is not None
+            and not chunk.choices
+            and getattr(chunk, "usage", None) is not None
+        )
+
+    def finishes(self, event: Any) -> bool:
+        """Whether `event` is a chunk ending the reply (a `finish_reason`)."""
+        chunk = self._chunk(event)
+        return chunk is not None and any(c.finish_reason for c in chunk.choices or [])
+
+
+class _ReadAhead:
+    """The events read past the finish chunk, handed over after it; an error met while
+    reading them is raised once they are (where the caller's loop would have met it)."""
+
+    def __init__(self) -> None:
+        self.events: deque[Any] = deque()
+        self.error: BaseException | None = None
+
+    def next(self, end: Exception) -> Any:
+        """The next event read ahead, else the error met, else `end` (the stream's end)."""
+        if self.events:
+            return self.events.popleft()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        raise end
+
+
 def _request_id(stream: Any) -> str | None:
     headers = getattr(getattr(stream, "response", None), "headers", None)
     return None if headers is None else headers.get("x-request-id")
 
 
-class OpenAIRecordingStream(BaseRecordingStream):
+class _ChatPassing(BaseRecordingStream):
+    """A sync stream whose Chat Completions events pass as `ChatPassage` says (any other
+    stream's events pass unchanged)."""
+
+    def __init__(self, stream: Any, recorder: _Recorder, passage: ChatPassage | None) -> None:
+        super().__init__(stream, recorder)
+        self._passage = passage
+        self._ahead: _ReadAhead | None = None
+
+    def __next__(self) -> Any:
+        passage = self._passage
+        if passage is None:
+            return super().__next__()
+        if self._ahead is not None:
+            return self._ahead.next(StopIteration())
+        while True:
+            event = super().__next__()
+            if passage.swallowed(event):
+                continue
+            if passage.finishes(event):
+                self._ahead = ahead = _ReadAhead()
+                try:
+                    while True:
+                        later = super().__next__()
+                        if not passage.swallowed(later):
+                            ahead.events.append(later)
+                except StopIteration:
+                    pass
+                except Exception as error:  # the caller meets it after the events before it
+                    ahead.error = error
+            return event
+
+
+class _AsyncChatPassing(AsyncBaseRecordingStream):
+    """`_ChatPassing` for the async client."""
+
+    def __init__(self, stream: Any, recorder: _Recorder, passage: ChatPassage | None) -> None:
+        super().__init__(stream, recorder)
+        self._passage = passage
+        self._ahead: _ReadAhead | None = None
+
+    async def __anext__(self) -> Any:
+        passage = self._passage
+        if passage is None:
+            return await super().__anext__()
+        if self._ahead is not None:
+            return self._ahead.next(StopAsyncIteration())
+        while True:
+            event = await super().__anext__()
+            if passage.swallowed(event):
+                continue
+            if passage.finishes(event):
+                self._ahead = ahead = _ReadAhead()
+                try:
+                    while True:
+                        later = await super().__anext__()
+                        if not passage.swallowed(later):
+                            ahead.events.append(later)
+                except StopAsyncIteration:
+                    pass
+                except Exception as error:  # the caller meets it after the events before it
+                    ahead.error = error
+            return event
+
+
+class OpenAIRecordingStream(_ChatPassing):
     """The SDK's stream (`create(stream=True)`), passed through event by event; the reply
-    is recorded once whole."""
+    is recorded once whole (a Chat Completions stream's as `ChatPassage` says)."""
 
     def __init__(
         self,
@@ -104,12 +221,13 @@ class OpenAIRecordingStream(BaseRecordingStream):
         fold: StreamAssembler,
         on_reply: Callable[[Any], None],
         raw_fold: StreamAssembler | None = None,
+        passage: ChatPassage | None = None,
     ) -> None:
         raw = None if raw_fold is None else (stream, raw_fold)
-        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream), raw))
+        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream), raw), passage)
 
 
-class AsyncOpenAIRecordingStream(AsyncBaseRecordingStream):
+class AsyncOpenAIRecordingStream(_AsyncChatPassing):
     """`OpenAIRecordingStream` for the async client."""
 
     def __init__(
@@ -118,12 +236,13 @@ class AsyncOpenAIRecordingStream(AsyncBaseRecordingStream):
         fold: StreamAssembler,
         on_reply: Callable[[Any], None],
         raw_fold: StreamAssembler | None = None,
+        passage: ChatPassage | None = None,
     ) -> None:
         raw = None if raw_fold is None else (stream, raw_fold)
-        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream), raw))
+        super().__init__(stream, _Recorder(fold, on_reply, _request_id(stream), raw), passage)
 
 
-class HelperStream(BaseRecordingStream):
+class HelperStream(_ChatPassing):
     """The SDK helper's stream (`chat.completions.stream`, `responses.stream`), passed
     through event by event; the reply is recorded once read whole (by iterating it, or by
     `get_final_completion` / `get_final_response` / `until_done`)."""
@@ -136,9 +255,10 @@ class HelperStream(BaseRecordingStream):
         *,
         chat: bool,
         raw_fold: StreamAssembler | None = None,
+        passage: ChatPassage | None = None,
     ) -> None:
         raw = None if raw_fold is None else (stream, raw_fold)
-        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat, raw=raw))
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat, raw=raw), passage)
 
     def until_done(self) -> HelperStream:
         """Read the stream to its end (recording the reply)."""
@@ -157,7 +277,7 @@ class HelperStream(BaseRecordingStream):
         return self._stream.get_final_response()
 
 
-class AsyncHelperStream(AsyncBaseRecordingStream):
+class AsyncHelperStream(_AsyncChatPassing):
     """`HelperStream` for the async client."""
 
     def __init__(
@@ -168,9 +288,10 @@ class AsyncHelperStream(AsyncBaseRecordingStream):
         *,
         chat: bool,
         raw_fold: StreamAssembler | None = None,
+        passage: ChatPassage | None = None,
     ) -> None:
         raw = None if raw_fold is None else (stream, raw_fold)
-        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat, raw=raw))
+        super().__init__(stream, _HelperRecorder(fold, on_reply, chat=chat, raw=raw), passage)
 
     async def until_done(self) -> AsyncHelperStream:
         """Read the stream to its end (recording the reply)."""
@@ -192,6 +313,7 @@ class AsyncHelperStream(AsyncBaseRecordingStream):
 __all__ = [
     "AsyncHelperStream",
     "AsyncOpenAIRecordingStream",
+    "ChatPassage",
     "HelperStream",
     "OpenAIRecordingStream",
 ]

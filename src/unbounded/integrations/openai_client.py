@@ -27,6 +27,11 @@ OpenAI's own parts:
   `max_completion_tokens` for the o-series and gpt-5 models; `temperature` is only ever the
   caller's. Responses reasoning items (encrypted or not), compaction items and every item
   the library does not read stay in the conversation as they came and are sent back unchanged.
+- **Chat Completions streams** ask for the usage chunk, for the record, and hide it from a
+  caller who did not ask for it; the reply is recorded at its finish chunk
+  (`_openai_streams.ChatPassage`). `n` above 1 is refused: the session records one reply.
+- **System messages inside the conversation** (reminders) stay in place, sent back as they
+  came; only those before it make the system prompt.
 - **The Responses API's server-side state** (`previous_response_id`, `conversation`) is
   refused: the wrapper sends the whole conversation itself.
 - **OpenAI-compatible servers** (vLLM, Ollama, OpenRouter…): a model the model table does
@@ -44,7 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from unbounded.catalog import ASSUMED_MODELS, ModelInfo, load_model_table
+from unbounded.catalog import ASSUMED_MODELS, ModelInfo, ModelTable, load_model_table
 from unbounded.engine import (
     drive_turn,
     drive_turn_blocking,
@@ -59,6 +64,7 @@ from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._openai_streams import (
     AsyncHelperStream,
     AsyncOpenAIRecordingStream,
+    ChatPassage,
     HelperStream,
     OpenAIRecordingStream,
 )
@@ -165,6 +171,12 @@ def _priced(info: ModelInfo, prices: Mapping[str, float]) -> ModelInfo:
     )
 
 
+def _asks_usage(passthrough: Mapping[str, Any]) -> bool:
+    """Whether the caller's `stream_options` say whether to send the usage chunk."""
+    given = passthrough.get("stream_options")
+    return isinstance(given, Mapping) and "include_usage" in given
+
+
 def _check_prices(prices: Mapping[str, float] | None) -> None:
     for key, value in (prices or {}).items():
         if key not in PRICE_FIELDS:
@@ -260,6 +272,8 @@ class OpenAIPipeline(ClientPipeline):
         self._max_param: str | None = None
         """The name the caller gives the output limit (`max_completion_tokens`...)."""
         self._cache_key = _PromptCacheKey()
+        self._table: ModelTable | None = None
+        """The session's own model table, when the wrapper made it (see `_open`)."""
         super().__init__(client, session, context_window=context_window, model=model, **options)
 
     # -- what the Anthropic pipeline asks of its subclass
@@ -283,10 +297,26 @@ class OpenAIPipeline(ClientPipeline):
         info = model_from_arguments(
             config.model, self._context_window, self._prices, table.find(config.model)
         )
-        if info is not None:
-            self._options = {**self._options, "model_table": table.with_model(info)}
+        if info is not None or self._context_window is not None:
+            # A copy of its own, the session's: a later switch to a model the table does not
+            # list learns it there too (`_configure`), never in the caller's or the shared table.
+            self._table = (
+                table.with_model(info) if info is not None else ModelTable(dict(table.models))
+            )
+            self._options = {**self._options, "model_table": self._table}
         self.provider = self._provider_for(self.client)
         return super()._open(config)
+
+    def _configure(self, params: dict[str, Any]) -> Session:
+        model = params.get("model")
+        table = self._table
+        if table is not None and isinstance(model, str) and model and table.find(model) is None:
+            # With wrap(context_window=), a model the table does not list is taken mid-session
+            # as the first call takes it (the session reads its limits from this same table).
+            info = model_from_arguments(model, self._context_window, self._prices, None)
+            if info is not None:
+                table.add(info)
+        return super()._configure(params)
 
     def _response_of(self, message: Any, body: Any = None) -> ModelResponse:
         if isinstance(message, ModelResponse):  # a stream's reply, folded by the wire format
@@ -330,6 +360,15 @@ class OpenAIPipeline(ClientPipeline):
                     "the wrapper sends the whole conversation itself: pass the items in input= "
                     f"and leave out {name}"
                 )
+        choices = rest.get("n")
+        if api == "chat" and choices is not None and choices != 1:
+            # The session records one conversation: of n candidates, which one the caller
+            # goes on with is unknown until the next call, so none can be recorded now.
+            raise ConfigError(
+                f"chat.completions.create(n={choices!r}) asks for several candidate replies, "
+                "and the wrapper records one conversation: ask once per candidate with n=1, "
+                "or call client.client for an unmanaged call"
+            )
         key = _CONVERSATION_KEY[api]
         if key not in rest:
             raise ConfigError(
@@ -357,11 +396,17 @@ class OpenAIPipeline(ClientPipeline):
         return self.begin({**params, **rest}, streaming_helper=False)
 
     def call_kwargs(
-        self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
+        self,
+        request: ProviderRequest,
+        method: Callable[..., Any],
+        passthrough: Mapping[str, Any],
+        *,
+        helper: bool = False,
     ) -> dict[str, Any]:
         """The SDK keywords: the prepared request in the API's shape, the caller's other
         keywords as given, and the session's `prompt_cache_key`; the fields this SDK version
-        does not name in `extra_body` (`fit_body_fields`)."""
+        does not name in `extra_body` (`fit_body_fields`). `helper`: for the SDK's stream
+        helper, which streams without a `stream` keyword."""
         api = self.api or "chat"
         stream = passthrough.get("stream") is True
         wire: OpenAIChat | OpenAIResponses
@@ -377,9 +422,20 @@ class OpenAIPipeline(ClientPipeline):
         if "tools" in kwargs:
             kwargs["tools"] = _openai_tools(request.get("tools") or [], api)
         kwargs.update(passthrough)
+        if api == "chat" and (stream or helper) and not _asks_usage(passthrough):
+            # The usage chunk is asked for the record (`chat_passage` hides it from the caller).
+            given = passthrough.get("stream_options")
+            kwargs["stream_options"] = {**(given or {}), "include_usage": True}
         kwargs["prompt_cache_key"] = self.cache_key()
         fit_body_fields(kwargs, method)
         return kwargs
+
+    def chat_passage(self, passthrough: Mapping[str, Any], *, helper: bool) -> ChatPassage | None:
+        """How a stream's events pass to the caller (`ChatPassage`): on Chat Completions, the
+        usage chunk hidden unless the caller's `stream_options` named `include_usage`."""
+        if self.api != "chat":
+            return None
+        return ChatPassage(swallow_usage=not _asks_usage(passthrough), helper=helper)
 
     def cache_key(self) -> str:
         """The caller's `prompt_cache_key`, else one made from the session's first record:
@@ -426,7 +482,7 @@ class HelperStreamManager:
 
         def send(request: ProviderRequest) -> Any:
             method = endpoint._sdk_endpoint().stream
-            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            manager = method(**pipeline.call_kwargs(request, method, passthrough, helper=True))
             opened = manager.__enter__()  # sends the request
             pipeline.mark_sent()
             self._manager = manager
@@ -439,6 +495,7 @@ class HelperStreamManager:
             pipeline.record,
             chat=pipeline.api == "chat",
             raw_fold=pipeline.raw_stream_fold(),
+            passage=pipeline.chat_passage(passthrough, helper=True),
         )
 
     def __exit__(
@@ -469,7 +526,7 @@ class AsyncHelperStreamManager:
 
         async def send(request: ProviderRequest) -> Any:
             method = endpoint._sdk_endpoint().stream
-            manager = method(**pipeline.call_kwargs(request, method, passthrough))
+            manager = method(**pipeline.call_kwargs(request, method, passthrough, helper=True))
             opened = await manager.__aenter__()
             pipeline.mark_sent()
             self._manager = manager
@@ -482,6 +539,7 @@ class AsyncHelperStreamManager:
             pipeline.record,
             chat=pipeline.api == "chat",
             raw_fold=pipeline.raw_stream_fold(),
+            passage=pipeline.chat_passage(passthrough, helper=True),
         )
 
     async def __aexit__(
@@ -551,7 +609,11 @@ class Endpoint(_Endpoint):
         if streams:
             stream = open_turn_blocking(flow, send, pipeline.runner.run)
             return OpenAIRecordingStream(
-                stream, pipeline.stream_fold(), pipeline.record, pipeline.raw_stream_fold()
+                stream,
+                pipeline.stream_fold(),
+                pipeline.record,
+                pipeline.raw_stream_fold(),
+                pipeline.chat_passage(passthrough, helper=False),
             )
 
         def read(raw: Any) -> ModelResponse:
@@ -599,6 +661,7 @@ class AsyncEndpoint(_Endpoint):
                 pipeline.stream_fold(),
                 pipeline.record,
                 pipeline.raw_stream_fold(),
+                pipeline.chat_passage(passthrough, helper=False),
             )
 
         def read(raw: Any) -> ModelResponse:

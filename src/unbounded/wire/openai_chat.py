@@ -12,7 +12,10 @@ LiteLLM...). The rules (docs/providers.md lists them all):
 - tools -> `{"type": "function", "function": {name, description, parameters}}`;
 - cache_control, betas, cache_edits, context_management, thinking and metadata are dropped.
 
-`inbound` goes the other way for a caller holding Chat Completions messages.
+`inbound` goes the other way for a caller holding Chat Completions messages: the system and
+developer messages before the conversation make the system prompt; one inside it (a
+reminder) is kept where it was, as an `opaque_item` block of the user side, and sent back
+unchanged.
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ from unbounded.wire.base import (
     parse_prompt_too_long,
     retry_after_seconds,
 )
+from unbounded.wire.openai_items import OPAQUE_ITEM
+
+CHAT_FORMAT = "openai-chat"
+"""The `format` of an `opaque_item` block carrying a Chat Completions message as given."""
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -163,17 +170,30 @@ def convert_messages(request: ProviderRequest) -> list[dict[str, Any]]:
         tool_images: list[dict[str, Any]] = []
         parts: list[dict[str, Any]] = []
         for block in blocks:
+            item = _chat_item(block)
             if block.get("type") == "tool_result":
                 out.append(_tool_result(block, tool_images))
+            elif item is not None:  # a message kept in place: what came before it goes first
+                _flush_user(out, tool_images, parts)
+                out.append(item)
             else:
                 part = _user_part(block)
                 if part is not None:
                     parts.append(part)
-        if tool_images:
-            out.append({"role": "user", "content": tool_images})
-        if parts:
-            out.append(_user_message(parts))
+        _flush_user(out, tool_images, parts)
     return out
+
+
+def _flush_user(
+    out: list[dict[str, Any]], tool_images: list[dict[str, Any]], parts: list[dict[str, Any]]
+) -> None:
+    """Append the user messages gathered (tool result images, then the parts), emptying both."""
+    if tool_images:
+        out.append({"role": "user", "content": list(tool_images)})
+        tool_images.clear()
+    if parts:
+        out.append(_user_message(list(parts)))
+        parts.clear()
 
 
 def _assistant_message(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -239,8 +259,22 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
                 f"not {message!r:.80}"
             )
         role = message["role"]
-        if role in ("system", "developer"):
+        if role in ("system", "developer") and not out:
             system.append(_inbound_text(message.get("content"), index))
+        elif role in ("system", "developer"):
+            # A system message inside the conversation (a reminder) stays where it was: the
+            # user side carries it (`chat_item_block`), the messages after it join it.
+            _inbound_text(message.get("content"), index)  # a content it can read, else refused
+            kept = chat_item_block(message)
+            last = out[-1]
+            if last["role"] == "user":
+                if isinstance(last["content"], str):
+                    last["content"] = [{"type": "text", "text": last["content"]}]
+                _blocks(last).append(kept)
+            else:
+                out.append({"role": "user", "content": [kept]})  # type: ignore[list-item]
+            results_open = True
+            continue
         elif role == "tool":
             block: dict[str, Any] = {
                 "type": "tool_result",
@@ -264,6 +298,12 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
                 out.append({"role": "user", "content": content})  # type: ignore[typeddict-item]
         elif role == "assistant":
             out.append({"role": "assistant", "content": _inbound_assistant(message, index)})
+        elif role == "function":
+            raise ConfigError(
+                f"message {index}: role 'function' is the deprecated function calling (functions=, "
+                "function_call), which the wrapper does not read: pass tools= and send each "
+                "result as a 'tool' message with its tool_call_id"
+            )
         else:
             raise ConfigError(
                 f"message {index}: role {role!r} is not a Chat Completions role (system, "
@@ -271,6 +311,20 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
             )
         results_open = False
     return InboundMessages("\n\n".join(t for t in system if t), out)
+
+
+def chat_item_block(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The block carrying a Chat Completions message the conversation keeps in place as it
+    was given (a system message inside the conversation), sent back unchanged."""
+    return {"type": OPAQUE_ITEM, "format": CHAT_FORMAT, "item": dict(message)}
+
+
+def _chat_item(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The message a `chat_item_block` carries; None for any other block."""
+    if block.get("type") != OPAQUE_ITEM or block.get("format") != CHAT_FORMAT:
+        return None
+    item = block.get("item")
+    return dict(item) if isinstance(item, Mapping) else None
 
 
 def _sdk_dict(value: Any) -> Any:

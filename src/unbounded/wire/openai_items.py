@@ -5,7 +5,9 @@ client, the Agents SDK session, the `openai-responses` wire format.
 
 Items to messages (`items_to_messages`):
 
-- `system` and `developer` messages -> the system prompt (joined, in order);
+- `system` and `developer` messages before the conversation -> the system prompt (joined,
+  in order); one inside the conversation (a reminder) -> an `opaque_item` block on the user
+  side, so it is sent back where it was;
 - `user` messages -> user text, image (`input_image`) and document (`input_file`) blocks;
 - `assistant` messages -> text blocks (`output_text`, `refusal`);
 - `function_call` -> a `tool_use` block (`call_id` is its id, `arguments` parsed);
@@ -84,8 +86,13 @@ def items_to_messages(items: str | Sequence[Any]) -> InboundMessages:
         kind = item.get("type")
         role = item.get("role")
         if kind in (None, "message") and isinstance(role, str):
-            if role in ("system", "developer"):
+            if role in ("system", "developer") and not out:
                 system.append(_text_of(item.get("content"), index))
+            elif role in ("system", "developer"):
+                # A system message inside the conversation (a reminder) stays where it was,
+                # carried on the user side and given back unchanged.
+                _text_of(item.get("content"), index)  # a content it can read, else refused
+                _add(out, "user", [opaque_block(item)])
             elif role == "user":
                 _add(out, "user", _user_blocks(item.get("content"), index))
             elif role == "assistant":
