@@ -68,7 +68,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from unbounded.blocking import BlockingDriver, BlockingRunner
-from unbounded.catalog import ASSUMED_MODELS, assumed_model, load_model_table
+from unbounded.catalog import (
+    ASSUMED_MODELS,
+    ModelInfo,
+    ModelTable,
+    assumed_model,
+    load_model_table,
+)
 from unbounded.engine import (
     TurnOptions,
     drive_turn,
@@ -109,6 +115,7 @@ from unbounded.integrations._wrapped_client import (
     SyncWrappedClient,
     bound_session,
     check_wrap_keywords,
+    check_wrap_options,
     refuse_blocking_background_summary,
     session_option,
     summarizer_in_options,
@@ -117,6 +124,7 @@ from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
 from unbounded.providers.anthropic import AnthropicProvider
+from unbounded.model.response import Heartbeat, ProviderWrapper
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME
@@ -191,6 +199,60 @@ def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
     )
 
 
+def _beta_header(headers: Any) -> list[str]:
+    """The betas an `extra_headers` mapping names in its `anthropic-beta` header."""
+    if not isinstance(headers, Mapping):
+        return []
+    value = next((v for k, v in headers.items() if str(k).lower() == "anthropic-beta"), None)
+    if not isinstance(value, str):
+        return []
+    return [beta.strip() for beta in value.split(",") if beta.strip()]
+
+
+class _CallerBetas(ProviderWrapper):
+    """The wrapped client as the summarizer, its requests sending the betas the caller's last
+    call named in its `anthropic-beta` header: a summary request repeats the conversation,
+    which a beta may be what lets the API take (the 1M-token window's)."""
+
+    def __init__(self, inner: Provider, betas: Callable[[], list[str]]) -> None:
+        super().__init__(inner)
+        self._betas = betas
+
+    async def create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """The inner provider's reply to `request` with the caller's betas added."""
+        own = [str(beta) for beta in request.get("betas") or ()]
+        extra = [beta for beta in self._betas() if beta not in own]
+        if extra:
+            request = cast(ProviderRequest, {**request, "betas": [*own, *extra]})
+        return await self.inner.create(request, stream=stream, heartbeat=heartbeat)
+
+
+def _require_max_tokens(kwargs: Mapping[str, Any], call: str) -> None:
+    """The SDK's TypeError for a call without `max_tokens` (a required argument of the
+    Anthropic SDK): the wrapper chooses no limit the caller did not."""
+    if not _given(kwargs.get("max_tokens")):
+        raise TypeError(
+            f"messages.{call}() missing required argument 'max_tokens' (the most tokens the "
+            "reply may have; the Anthropic SDK requires it)"
+        )
+
+
+def _paused(session: Session) -> bool:
+    """Whether the conversation ends with a reply the API paused (`stop_reason` "pause_turn",
+    a long server-tool turn): sent back as it is, as the last message, it continues the turn."""
+    for entry in reversed(session.entries):
+        if entry.role in ("user", "assistant"):
+            message = entry.message or {}
+            return entry.role == "assistant" and message.get("stop_reason") == "pause_turn"
+    return False
+
+
 def _given(value: Any) -> bool:
     """False for None and the SDK's NOT_GIVEN / omit sentinels."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
@@ -216,6 +278,15 @@ class ClientPipeline:
     ) -> None:
         if history not in ("auto", "full", "new"):
             raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
+        check_wrap_options(
+            model=model, context_window=context_window, summarizer=summarizer, events=events
+        )
+        if session is not None and events is not None:
+            # A session's events go where it was built to send them; a second sink is not added.
+            raise ConfigError(
+                "events come from the session you gave wrap(): pass events= to Session(...), "
+                "or leave out the session and let wrap() open one"
+            )
         self.client = client
         self._blocking = blocking
         """The blocking entry point this pipeline is (None: an async client's)."""
@@ -233,12 +304,20 @@ class ClientPipeline:
         self._events = events
         self._options = session_options
         self._session: Session | None = None
+        self._table: ModelTable | None = None
+        """The model table of a session the wrapper opened with wrap()'s `context_window`."""
         self._owns_session = session is None
+        self._settled = session is not None
+        """The session's config is the conversation's: a session given, or one a call has
+        configured (a folder resumed with wrap()'s `model=` learns its system at its first)."""
         self._sent_params: dict[str, Any] | None = None
         self._params_of: tuple[SessionConfig, dict[str, Any]] | None = None
         """A config and its cache-safe parameters (not rebuilt while the config stays)."""
         self._sends_history = False
         """The caller sent messages the session already held: it sends whole histories."""
+        self._caller_betas: list[str] = []
+        """The betas the caller's last call named in its `anthropic-beta` header (extra_headers):
+        the summary requests on the wrapped client send them too (a 1M-window beta...)."""
         self._messages_ttl: str | None = None
         """The longest TTL the caller put on a message block in the last call."""
         self.known: list[MessagePrint] = []
@@ -254,6 +333,8 @@ class ClientPipeline:
         if session is not None:
             if summarizer is not None:
                 session.reconfigure(summarizer=self._summarizer_provider())
+            if policy is not None:
+                session.reconfigure(policy=policy)
             self._attach(session)
         elif model is not None:
             self._attach(self._open(SessionConfig(model=model, context_window=context_window)))
@@ -310,10 +391,13 @@ class ClientPipeline:
         allows), so each one is counted against the compaction's summary requests."""
         retries = getattr(self.client, "max_retries", 0)
         copy_with = getattr(self.client, "with_options", None)
-        if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
-            return self.provider
-        quiet = self._provider_for(copy_with(max_retries=0))
-        return RetryingProvider(quiet, max_retries=retries, events=self._events)
+        chosen: Provider = self.provider
+        if callable(copy_with) and isinstance(retries, int) and retries > 0:
+            quiet = self._provider_for(copy_with(max_retries=0))
+            chosen = RetryingProvider(quiet, max_retries=retries, events=self._events)
+        if isinstance(self.provider, AnthropicProvider):
+            return _CallerBetas(chosen, lambda: self._caller_betas)
+        return chosen
 
     def _provider_for(self, client: Any) -> WireProvider:
         """The provider that sends the session's own requests (summaries) through `client`."""
@@ -321,6 +405,12 @@ class ClientPipeline:
 
     def _open(self, config: SessionConfig) -> Session:
         self._learn_unknown_model(config.model)
+        if self._context_window is not None:
+            # The session's own copy of the table: a model the conversation switches to later,
+            # unknown to it, is added there (`_learn_switched_model`), planned with this window.
+            table = session_option(self._options, "model_table") or load_model_table()
+            self._table = ModelTable(dict(table.models))
+            self._options = {**self._options, "model_table": self._table}
         # The summarizer given in `options=` is the caller's: the drop-in's default yields to it.
         kept = self._options_summarizer is not None
         chosen = {
@@ -352,15 +442,32 @@ class ClientPipeline:
                 f"window and {assumed}'s prices, or add its row to a models file "
                 "(UNBOUNDED_MODELS_FILE, or model_table=load_model_table([FILE]))"
             )
-        info = assumed_model(table, model, "anthropic").with_window(self._context_window)
+        self._options = {
+            **self._options,
+            "model_table": table.with_model(self._unknown_model_info(table, model)),
+        }
+
+    def _unknown_model_info(self, table: ModelTable, model: str) -> ModelInfo:
+        """The figures a model the table does not list is planned with, given wrap()'s
+        `context_window`: the current Claude model's, said in the log."""
+        window = cast(int, self._context_window)
+        assumed = ASSUMED_MODELS["anthropic"]
         logger.warning(
             "model %r is not in the model table: planned with a %s-token window "
             "(context_window=) and priced as %s",
             model,
-            f"{self._context_window:,}",
+            f"{window:,}",
             assumed,
         )
-        self._options = {**self._options, "model_table": table.with_model(info)}
+        return assumed_model(table, model, "anthropic").with_window(window)
+
+    def _learn_switched_model(self, model: str) -> None:
+        """A model the conversation switches to that the table does not list is planned as
+        the first call's would be (`_learn_unknown_model`): added to the session's own copy of
+        the table when wrap() was given `context_window`; else the session's ConfigError."""
+        table = self._table
+        if table is not None and table.find(model) is None:
+            table.add(self._unknown_model_info(table, model))
 
     def _configure(self, params: dict[str, Any]) -> Session:
         """The session for these cache-safe parameters (opened, or its config updated)."""
@@ -371,6 +478,7 @@ class ClientPipeline:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
             raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
         if self._session is not None and _same_config(params, self._session.config):
+            self._settled = True
             self._check_sent(self._session)
             return self._session
         fields = _config_fields(params)
@@ -380,8 +488,11 @@ class ClientPipeline:
         session = self.session
         current = session.config
         wanted = dataclasses.replace(current, **fields)
+        if wanted.model != current.model:
+            self._learn_switched_model(wanted.model)
         if wanted != current:
             session.reconfigure(wanted)
+        self._settled = True
         self._check_sent(session)
         return session
 
@@ -416,14 +527,8 @@ class ClientPipeline:
         # Only read during this call (`SeenMessages` keeps its own copy): a list is not copied.
         messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
+        self._caller_betas = _beta_header(rest.get("extra_headers"))
         relation: Continuation | None = None
-        if (
-            self._session is not None
-            and self.known
-            and not _same_system(params.get("system"), self._session.config.system)
-        ):
-            self._side_call("a different system prompt", messages)
-            return None
         seen = self._seen
         repeated = seen.read(messages, self.recall_ids)
         verified = min(self._verified, repeated)
@@ -440,7 +545,27 @@ class ClientPipeline:
             )
 
         if self._session is not None and self.known:
-            relation = continuation()
+            config = self._session.config
+            if not self._settled or _same_system(params.get("system"), config.system):
+                relation = continuation()
+            else:
+                # A new system prompt with the conversation's tools on messages that continue
+                # the conversation changes its system (point 2 of the module docstring); with
+                # other tools, on none of its messages, on a history that breaks off from it,
+                # or asking its last reply again, it is a side call (a title, a judge...).
+                try:
+                    relation = continuation()
+                except ConfigError:
+                    relation = None
+                tools = [block_dict(t) for t in params.get("tools") or []]
+                if (
+                    relation is None
+                    or relation.relation not in ("continues", "window")
+                    or not relation.start
+                    or canonical_tools(tools) != canonical_tools(config.tools)
+                ):
+                    self._side_call("a different system prompt", messages)
+                    return None
             reason = self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
@@ -462,7 +587,7 @@ class ClientPipeline:
         else:
             current = session.messages
             last_role = current[-1]["role"] if current else ""
-        if last_role != "user":
+        if last_role != "user" and (fresh or not _paused(session)):
             raise ConfigError(
                 "the conversation must end with a user message (a prompt or tool results) "
                 "for the model to answer; an assistant prefill is not supported by the wrapper"
@@ -692,6 +817,7 @@ class Messages:
         pipeline = self._pipeline
         if self._raw and kwargs.get("stream") is True:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
             return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
@@ -718,6 +844,7 @@ class Messages:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
         if self._raw:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "stream")
         return StreamManager(self._pipeline, self._sdk, dict(kwargs))
 
     @property
@@ -763,6 +890,7 @@ class AsyncMessages:
         pipeline = self._pipeline
         if self._raw and kwargs.get("stream") is True:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
             side = _create_method(self._sdk.messages, self._raw)(**kwargs)
@@ -789,6 +917,7 @@ class AsyncMessages:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""
         if self._raw:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "stream")
         return AsyncStreamManager(self._pipeline, self._sdk, dict(kwargs))
 
     @property
