@@ -160,6 +160,11 @@ def test_pause_turn_reply_sent_back_continues_the_turn(api_server: ApiServer) ->
             api_server.anthropic.pop()
     assert done.id == "msg_d"
     assert [m["role"] for m in api_server.last.json["messages"]] == ["user", "assistant"]
+    # The turn goes on: the paused reply and its continuation are one assistant message.
+    messages += [{"role": "assistant", "content": done.content}, {"role": "user", "content": "ok"}]
+    api_server.anthropic.push(message("bye", id="msg_e"))
+    client.messages.create(model=CLAUDE, max_tokens=100, tools=tools, messages=messages)
+    assert [m["role"] for m in api_server.last.json["messages"]] == ["user", "assistant", "user"]
 
 
 # ------------------------------------------------------------------ the caller's cache markers
@@ -237,6 +242,43 @@ def test_anthropic_folder_resumed_with_model_keeps_recording(
     client.messages.create(model=CLAUDE, max_tokens=100, system="You are A.", messages=messages)
     assert [e.kind for e in events if e.kind == "side_call_passed"] == []
     assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 resumed
+
+
+def test_a_folder_resumed_with_model_learns_the_conversations_tools_and_system(
+    api_server: ApiServer, tmp_path: Any
+) -> None:
+    """wrap(..., model=) opens the resumed session before any call names its system prompt or
+    tools: the first call sets them (no side call, no CacheParamsChanged)."""
+    folder = tmp_path / "session"
+    tools = [
+        {"name": "Read", "description": "r", "input_schema": {"type": "object", "properties": {}}}
+    ]
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), session_folder=folder)
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    api_server.anthropic.push(message("a0", id="msg_0"), message("a1", id="msg_1"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are A.", tools=tools, messages=messages
+    )
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u1"}]
+    client.close()
+    client = wrap(
+        api_server.anthropic_client(sync=True),
+        session_folder=folder,
+        model=CLAUDE,
+        events=events.append,
+    )
+    client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are A.", tools=tools, messages=messages
+    )
+    assert [e.kind for e in events if e.kind in ("side_call_passed", "cache_params_changed")] == []
+    assert len(client.session.entries) == 4
+
+
+def test_a_policy_beside_a_given_session_is_used(api_server: ApiServer) -> None:
+    session = Session(SessionConfig(model=CLAUDE))
+    client = wrap(api_server.anthropic_client(sync=True), session, policy=Policy(recall_enabled=False))
+    assert client.session.policy.recall_enabled is False
 
 
 def test_openai_chat_folder_resumed_with_model_keeps_recording(

@@ -120,20 +120,18 @@ def check_wrap_options(
             f"wrap() model must be a model name (a str such as 'claude-sonnet-4-6'), not "
             f"{type(model).__name__} {model!r}"
         )
-    if context_window is not None and (
-        type(context_window) is not int or context_window <= 0
-    ):
+    if context_window is not None and (type(context_window) is not int or context_window <= 0):
         raise ConfigError(
             f"wrap() context_window must be a positive int (tokens, e.g. 200_000), not "
             f"{type(context_window).__name__} {context_window!r}"
         )
-    if summarizer is not None and summarizer not in ("client", "extractive"):
-        if isinstance(summarizer, str) or not isinstance(summarizer, Provider):
-            raise ConfigError(
-                f"wrap() summarizer must be 'client', 'extractive' or a Provider (an object with "
-                f"name, supports_cache_edits, profile and create()), not "
-                f"{type(summarizer).__name__} {summarizer!r}"
-            )
+    named = isinstance(summarizer, str) and summarizer in ("client", "extractive")
+    if summarizer is not None and not named and not isinstance(summarizer, Provider):
+        raise ConfigError(
+            f"wrap() summarizer must be 'client', 'extractive' or a Provider (an object with "
+            f"name, supports_cache_edits, profile and create()), not "
+            f"{type(summarizer).__name__} {summarizer!r}"
+        )
     if events is not None and not callable(events):
         raise ConfigError(
             f"wrap() events must be a callable taking each Event (events.append, or a "

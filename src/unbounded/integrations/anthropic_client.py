@@ -122,9 +122,9 @@ from unbounded.integrations._wrapped_client import (
 )
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import Heartbeat, ProviderWrapper
 from unbounded.policy import Policy
 from unbounded.providers.anthropic import AnthropicProvider
-from unbounded.model.response import Heartbeat, ProviderWrapper
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
 from unbounded.providers.retry import RetryingProvider
 from unbounded.recall.schema import RECALL_TOOL_NAME

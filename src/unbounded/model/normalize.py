@@ -22,12 +22,12 @@ message; a tool result that answers no call of the message before is turned into
 dropped when it repeats a result already given); a tool call whose id repeats an earlier
 call's, or has characters the API refuses, is renamed, and its results with it
 (`model/tool_ids.py`); a message whose tool results follow other content (text written
-before them) gets its results moved first; two responses in a row are joined into one assistant message; a
-conversation that starts with the assistant (a sub-agent file whose prompt was not written)
-gets a placeholder user message first. A tool call at the very end is left alone: its result
-may still come. Each repair is listed in `MessageNormalizer.repairs`. A list that ends with
-an assistant message (a prefill) has the whitespace at its end removed, which the API also
-refuses.
+before them) gets its results moved first; two responses in a row are joined into one
+assistant message; a conversation that starts with the assistant (a sub-agent file whose
+prompt was not written) gets a placeholder user message first. A tool call at the very end
+is left alone: its result may still come. Each repair is listed in
+`MessageNormalizer.repairs`. A list that ends with an assistant message (a prefill) has the
+whitespace at its end removed, which the API also refuses.
 
 `MessageNormalizer` does this incrementally: appending an entry touches only the tail, so a
 turn costs O(new content), not O(history).
