@@ -23,14 +23,17 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system`; one that shares no message with the conversation when
-   the caller has been sending whole histories, or when its model or tools differ; one
-   that would leave the last reply's tool calls unanswered.
+   one with a different `system` and different tools too, or whose messages do not continue
+   the conversation's (a new `system` over them is a change of system, point 2); one that
+   shares no message with the conversation when the caller has been sending whole
+   histories, or when its model or tools differ; one that would leave the last reply's tool
+   calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
-   because it re-writes the cache. Every other keyword (`temperature`, `tool_choice`,
-   `metadata`, `stop_sequences`, `extra_headers`, `timeout`…) is passed to the SDK as given.
+   because it re-writes the cache. `max_tokens` is required, as by the SDK (`TypeError`).
+   Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
+   `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
    breakpoints. It goes out through the caller's own client.
 4. **The reply** is recorded (its usage anchors the token count) and returned unchanged: the
@@ -72,6 +75,7 @@ from unbounded.catalog import (
     ASSUMED_MODELS,
     ModelInfo,
     ModelTable,
+    ProviderName,
     assumed_model,
     load_model_table,
 )
@@ -391,13 +395,16 @@ class ClientPipeline:
         allows), so each one is counted against the compaction's summary requests."""
         retries = getattr(self.client, "max_retries", 0)
         copy_with = getattr(self.client, "with_options", None)
-        chosen: Provider = self.provider
-        if callable(copy_with) and isinstance(retries, int) and retries > 0:
-            quiet = self._provider_for(copy_with(max_retries=0))
-            chosen = RetryingProvider(quiet, max_retries=retries, events=self._events)
-        if isinstance(self.provider, AnthropicProvider):
-            return _CallerBetas(chosen, lambda: self._caller_betas)
-        return chosen
+        if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
+            return self._with_caller_betas(self.provider)
+        quiet = self._with_caller_betas(self._provider_for(copy_with(max_retries=0)))
+        return RetryingProvider(quiet, max_retries=retries, events=self._events)
+
+    def _with_caller_betas(self, provider: Provider) -> Provider:
+        """An Anthropic provider sending the caller's betas too (`_CallerBetas`)."""
+        if isinstance(provider, AnthropicProvider):
+            return _CallerBetas(provider, lambda: self._caller_betas)
+        return provider
 
     def _provider_for(self, client: Any) -> WireProvider:
         """The provider that sends the session's own requests (summaries) through `client`."""
@@ -449,9 +456,11 @@ class ClientPipeline:
 
     def _unknown_model_info(self, table: ModelTable, model: str) -> ModelInfo:
         """The figures a model the table does not list is planned with, given wrap()'s
-        `context_window`: the current Claude model's, said in the log."""
+        `context_window`: the current model's of the provider the client calls (Claude's for
+        this drop-in), said in the log."""
         window = cast(int, self._context_window)
-        assumed = ASSUMED_MODELS["anthropic"]
+        family: ProviderName = "openai" if self.provider.name == "openai" else "anthropic"
+        assumed = ASSUMED_MODELS[family]
         logger.warning(
             "model %r is not in the model table: planned with a %s-token window "
             "(context_window=) and priced as %s",
@@ -459,7 +468,7 @@ class ClientPipeline:
             f"{window:,}",
             assumed,
         )
-        return assumed_model(table, model, "anthropic").with_window(window)
+        return assumed_model(table, model, family).with_window(window)
 
     def _learn_switched_model(self, model: str) -> None:
         """A model the conversation switches to that the table does not list is planned as
@@ -1027,8 +1036,9 @@ def wrap_anthropic(
     without either the session lives in memory). `model`/`context_window` open the session
     now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
     client, or the one in `options=SessionOptions(...)`; not both) and any other `Session`
-    keyword apply to a session the wrapper opens; `summarizer` also replaces the summarizer of
-    a session you give. `history`: see the module docstring.
+    keyword apply to a session the wrapper opens; `summarizer` and `policy` also replace those
+    of a session you give (`events` beside it is a ConfigError: the session has its own).
+    `history`: see the module docstring.
     """
     try:
         import anthropic
