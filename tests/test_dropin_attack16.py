@@ -616,3 +616,10 @@ def test_a_raw_stream_with_unparsable_tool_input_yields_every_event(api_server: 
     client = wrap(api_server.anthropic_client(sync=True))
     got = [event.type for event in client.messages.create(**kwargs, stream=True)]
     assert got == expected
+    # The reply was not recorded; the caller's own reading of it, sent back, goes on.
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}
+    messages = [*prompt, {"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    api_server.anthropic.push(message("done", id="msg_2"))
+    assert client.messages.create(**{**kwargs, "messages": messages}).id == "msg_2"
+    assert [e.type for e in client.session.entries] == ["user", "assistant", "user", "assistant"]
