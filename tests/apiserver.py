@@ -1215,6 +1215,12 @@ def anthropic_request_error(body: Any, context_window: int | None, size: int) ->
                     f"blocks immediately after: {', '.join(missing)}. Each `tool_use` block must "
                     "have a corresponding `tool_result` block in the next message."
                 )
+            leading = blocks[: len(pending)]
+            if pending and any(b.get("type") != "tool_result" for b in leading):
+                return (
+                    f"messages.{index}: a message answering `tool_use` blocks must begin with "
+                    f"their {len(pending)} `tool_result` block(s), before any other content"
+                )
             extra = [i for i in answered if i not in pending]
             if extra:
                 return (

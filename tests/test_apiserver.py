@@ -243,6 +243,7 @@ def test_invalid_requests_are_refused_like_the_api(api_server: ApiServer) -> Non
         ({"messages": [*call, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}, {"type": "tool_result", "tool_use_id": "toolu_1", "content": "b"}]}]}, "Found multiple `tool_result` blocks with id: toolu_1"),
         ({"messages": [call[0], {"role": "assistant", "content": [{"type": "tool_use", "id": "call.1", "name": "Read", "input": {}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call.1", "content": "a"}]}]}, "tool_use.id: String should match pattern"),
         ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is "}]}, "cannot end with trailing whitespace"),
+        ({"messages": [*call, {"role": "user", "content": [{"type": "text", "text": "here"}, {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"}]}]}, "must begin with their 1 `tool_result`"),
     ]
     api_server.context_window = 800
     for body, wording in cases:

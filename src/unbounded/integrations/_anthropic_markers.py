@@ -21,26 +21,36 @@ def _marker_ttl(block: Any) -> str | None:
     return "1h" if marker.get("ttl") == "1h" else "5m"
 
 
+def _block_ttls(block: Any) -> list[str]:
+    """The TTLs of the markers on a block and on the blocks of a tool_result's content (a
+    caller may mark the result's text rather than the tool_result block itself)."""
+    if block is None:
+        return []
+    data = block if isinstance(block, Mapping) else block_dict(block)
+    ttl = _marker_ttl(data)
+    found = [] if ttl is None else [ttl]
+    inner = data.get("content") if data.get("type") == "tool_result" else None
+    if isinstance(inner, list):
+        found.extend(t for t in map(_marker_ttl, inner) if t is not None)
+    return found
+
+
 def message_markers(messages: Sequence[Any]) -> list[str]:
     """The TTLs of the cache markers a caller put on message blocks."""
     found: list[str] = []
     for message in messages:
         data = plain_data(message)
         content = data.get("content") if isinstance(data, Mapping) else None
-        if isinstance(content, str) or not content:
-            continue
-        for block in content:
-            ttl = _marker_ttl(block)
-            if ttl is not None:
-                found.append(ttl)
+        found.extend(content_ttls(content))
     return found
 
 
 def content_ttls(content: Any) -> list[str]:
-    """The TTLs of the cache markers on a message content's blocks."""
+    """The TTLs of the cache markers on a message content's blocks (those inside a
+    tool_result's content too)."""
     if isinstance(content, str) or not content:
         return []
-    return [ttl for ttl in map(_marker_ttl, content) if ttl is not None]
+    return [ttl for block in content for ttl in _block_ttls(block)]
 
 
 def sdk_block_ttls(blocks: Sequence[Any]) -> list[str]:

@@ -208,7 +208,7 @@ def new_messages(
     if _is_retry(prints, known, full=True):
         return Continuation(len(prints), prints, "retry")
     if mode == "full":
-        if prints and prints[0].matches(known[0]):
+        if prints and (prints[0].matches(known[0]) or _edited_history(prints, known)):
             raise ConfigError(_divergence(prints, known))
         return Continuation(0, prints, "unrelated")
     for overlap in range(min(len(prints), count), 0, -1):
@@ -217,9 +217,22 @@ def new_messages(
             return Continuation(overlap, prints, "window")
     if _is_retry(prints, known, full=False):
         return Continuation(len(prints), prints, "retry")
-    if len(prints) > 1 and prints[0].matches(known[0]):
+    if len(prints) > 1 and (prints[0].matches(known[0]) or _edited_history(prints, known)):
         raise ConfigError(_divergence(prints, known))
     return Continuation(0, prints, "unrelated")
+
+
+def _edited_history(prints: Sequence[MessagePrint], known: Sequence[MessagePrint]) -> bool:
+    """The list holds the conversation's last reply where the conversation has it, so it is
+    that conversation with earlier messages edited (its first one, say), not a side call: a
+    model's reply does not recur at the same place by chance."""
+    count = len(known)
+    return (
+        count > 1
+        and len(prints) >= count
+        and known[-1].role == "assistant"
+        and prints[count - 1].matches(known[-1])
+    )
 
 
 def _is_retry(prints: Sequence[MessagePrint], known: Sequence[MessagePrint], *, full: bool) -> bool:

@@ -4,6 +4,7 @@ managers `messages.stream(...)` returns, sync and async."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from anthropic.lib.streaming import AsyncMessageStream, MessageStream
 
     from unbounded.integrations._drop_in import DropInPipeline as ClientPipeline
+
+logger = logging.getLogger(__name__)
 
 
 def _final_snapshot(stream: Any) -> Any | None:
@@ -67,10 +70,26 @@ class _Accumulated:
         self._fold = AnthropicMessages().stream_assembler()
         self._on_message = on_message
         self.recorded = False
+        self._broken = False
+        """An event the fold could not read: the reply is not recorded (the caller's next
+        call brings it in as the caller sends it back)."""
 
     def observe(self, event: Any) -> None:
-        """Fold an event; record the reply at its `message_stop`."""
-        self._fold.add(event)
+        """Fold an event; record the reply at its `message_stop`. An event the fold cannot
+        read (a tool input that is not valid JSON) is logged, never raised into the caller's
+        loop: the bare SDK's raw stream yields every event."""
+        if self._broken:
+            return
+        try:
+            self._fold.add(event)
+        except Exception:
+            self._broken = True
+            logger.warning(
+                "a streamed reply could not be read (%s event): it is not recorded here",
+                getattr(event, "type", type(event).__name__),
+                exc_info=True,
+            )
+            return
         if self._fold.stopped and not self.recorded:
             self.recorded = True
             self._on_message(self._fold.response())

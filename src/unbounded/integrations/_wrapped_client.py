@@ -110,6 +110,35 @@ def check_wrap_keywords(
         )
 
 
+def check_wrap_options(
+    *, model: object, context_window: object, summarizer: object, events: object
+) -> None:
+    """Refuse at `wrap()` (`ConfigError`, naming the option and its fix) the option values its
+    first call, first event or first compaction would trip over."""
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ConfigError(
+            f"wrap() model must be a model name (a str such as 'claude-sonnet-4-6'), not "
+            f"{type(model).__name__} {model!r}"
+        )
+    if context_window is not None and (type(context_window) is not int or context_window <= 0):
+        raise ConfigError(
+            f"wrap() context_window must be a positive int (tokens, e.g. 200_000), not "
+            f"{type(context_window).__name__} {context_window!r}"
+        )
+    named = isinstance(summarizer, str) and summarizer in ("client", "extractive")
+    if summarizer is not None and not named and not isinstance(summarizer, Provider):
+        raise ConfigError(
+            f"wrap() summarizer must be 'client', 'extractive' or a Provider (an object with "
+            f"name, supports_cache_edits, profile and create()), not "
+            f"{type(summarizer).__name__} {summarizer!r}"
+        )
+    if events is not None and not callable(events):
+        raise ConfigError(
+            f"wrap() events must be a callable taking each Event (events.append, or a "
+            f"function), not {type(events).__name__} {events!r}"
+        )
+
+
 BLOCKING_DROP_IN = BlockingDriver(
     "a drop-in wrapping a blocking SDK client",
     "wrap the SDK's async client (anthropic.AsyncAnthropic, openai.AsyncOpenAI)",
@@ -266,6 +295,7 @@ __all__ = [
     "WrappedClient",
     "bound_session",
     "check_wrap_keywords",
+    "check_wrap_options",
     "refuse_blocking_background_summary",
     "session_option",
     "summarizer_in_options",

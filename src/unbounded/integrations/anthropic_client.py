@@ -23,14 +23,17 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system`; one that shares no message with the conversation when
-   the caller has been sending whole histories, or when its model or tools differ; one
-   that would leave the last reply's tool calls unanswered.
+   one with a different `system` and different tools too, or whose messages do not continue
+   the conversation's (a new `system` over them is a change of system, point 2); one that
+   shares no message with the conversation when the caller has been sending whole
+   histories, or when its model or tools differ; one that would leave the last reply's tool
+   calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
-   because it re-writes the cache. Every other keyword (`temperature`, `tool_choice`,
-   `metadata`, `stop_sequences`, `extra_headers`, `timeout`…) is passed to the SDK as given.
+   because it re-writes the cache. `max_tokens` is required, as by the SDK (`TypeError`).
+   Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
+   `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
    breakpoints. It goes out through the caller's own client.
 4. **The reply** is recorded (its usage anchors the token count) and returned unchanged: the
@@ -68,7 +71,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from unbounded.blocking import BlockingDriver, BlockingRunner
-from unbounded.catalog import ASSUMED_MODELS, assumed_model, load_model_table
+from unbounded.catalog import (
+    ASSUMED_MODELS,
+    ModelInfo,
+    ModelTable,
+    ProviderName,
+    assumed_model,
+    load_model_table,
+)
 from unbounded.engine import (
     TurnOptions,
     drive_turn,
@@ -109,12 +119,14 @@ from unbounded.integrations._wrapped_client import (
     SyncWrappedClient,
     bound_session,
     check_wrap_keywords,
+    check_wrap_options,
     refuse_blocking_background_summary,
     session_option,
     summarizer_in_options,
 )
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
+from unbounded.model.response import Heartbeat, ProviderWrapper
 from unbounded.policy import Policy
 from unbounded.providers.anthropic import AnthropicProvider
 from unbounded.providers.base import ModelResponse, PromptTooLongError, Provider
@@ -191,6 +203,60 @@ def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
     )
 
 
+def _beta_header(headers: Any) -> list[str]:
+    """The betas an `extra_headers` mapping names in its `anthropic-beta` header."""
+    if not isinstance(headers, Mapping):
+        return []
+    value = next((v for k, v in headers.items() if str(k).lower() == "anthropic-beta"), None)
+    if not isinstance(value, str):
+        return []
+    return [beta.strip() for beta in value.split(",") if beta.strip()]
+
+
+class _CallerBetas(ProviderWrapper):
+    """The wrapped client as the summarizer, its requests sending the betas the caller's last
+    call named in its `anthropic-beta` header: a summary request repeats the conversation,
+    which a beta may be what lets the API take (the 1M-token window's)."""
+
+    def __init__(self, inner: Provider, betas: Callable[[], list[str]]) -> None:
+        super().__init__(inner)
+        self._betas = betas
+
+    async def create(
+        self,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        heartbeat: Heartbeat | None = None,
+    ) -> ModelResponse:
+        """The inner provider's reply to `request` with the caller's betas added."""
+        own = [str(beta) for beta in request.get("betas") or ()]
+        extra = [beta for beta in self._betas() if beta not in own]
+        if extra:
+            request = cast(ProviderRequest, {**request, "betas": [*own, *extra]})
+        return await self.inner.create(request, stream=stream, heartbeat=heartbeat)
+
+
+def _require_max_tokens(kwargs: Mapping[str, Any], call: str) -> None:
+    """The SDK's TypeError for a call without `max_tokens` (a required argument of the
+    Anthropic SDK): the wrapper chooses no limit the caller did not."""
+    if not _given(kwargs.get("max_tokens")):
+        raise TypeError(
+            f"messages.{call}() missing required argument 'max_tokens' (the most tokens the "
+            "reply may have; the Anthropic SDK requires it)"
+        )
+
+
+def _paused(session: Session) -> bool:
+    """Whether the conversation ends with a reply the API paused (`stop_reason` "pause_turn",
+    a long server-tool turn): sent back as it is, as the last message, it continues the turn."""
+    for entry in reversed(session.entries):
+        if entry.role in ("user", "assistant"):
+            message = entry.message or {}
+            return entry.role == "assistant" and message.get("stop_reason") == "pause_turn"
+    return False
+
+
 def _given(value: Any) -> bool:
     """False for None and the SDK's NOT_GIVEN / omit sentinels."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
@@ -216,6 +282,15 @@ class ClientPipeline:
     ) -> None:
         if history not in ("auto", "full", "new"):
             raise ConfigError(f"history must be 'auto', 'full' or 'new', not {history!r}")
+        check_wrap_options(
+            model=model, context_window=context_window, summarizer=summarizer, events=events
+        )
+        if session is not None and events is not None:
+            # A session's events go where it was built to send them; a second sink is not added.
+            raise ConfigError(
+                "events come from the session you gave wrap(): pass events= to Session(...), "
+                "or leave out the session and let wrap() open one"
+            )
         self.client = client
         self._blocking = blocking
         """The blocking entry point this pipeline is (None: an async client's)."""
@@ -233,12 +308,20 @@ class ClientPipeline:
         self._events = events
         self._options = session_options
         self._session: Session | None = None
+        self._table: ModelTable | None = None
+        """The model table of a session the wrapper opened with wrap()'s `context_window`."""
         self._owns_session = session is None
+        self._settled = session is not None
+        """The session's config is the conversation's: a session given, or one a call has
+        configured (a folder resumed with wrap()'s `model=` learns its system at its first)."""
         self._sent_params: dict[str, Any] | None = None
         self._params_of: tuple[SessionConfig, dict[str, Any]] | None = None
         """A config and its cache-safe parameters (not rebuilt while the config stays)."""
         self._sends_history = False
         """The caller sent messages the session already held: it sends whole histories."""
+        self._caller_betas: list[str] = []
+        """The betas the caller's last call named in its `anthropic-beta` header (extra_headers):
+        the summary requests on the wrapped client send them too (a 1M-window beta...)."""
         self._messages_ttl: str | None = None
         """The longest TTL the caller put on a message block in the last call."""
         self.known: list[MessagePrint] = []
@@ -254,6 +337,8 @@ class ClientPipeline:
         if session is not None:
             if summarizer is not None:
                 session.reconfigure(summarizer=self._summarizer_provider())
+            if policy is not None:
+                session.reconfigure(policy=policy)
             self._attach(session)
         elif model is not None:
             self._attach(self._open(SessionConfig(model=model, context_window=context_window)))
@@ -311,9 +396,15 @@ class ClientPipeline:
         retries = getattr(self.client, "max_retries", 0)
         copy_with = getattr(self.client, "with_options", None)
         if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
-            return self.provider
-        quiet = self._provider_for(copy_with(max_retries=0))
+            return self._with_caller_betas(self.provider)
+        quiet = self._with_caller_betas(self._provider_for(copy_with(max_retries=0)))
         return RetryingProvider(quiet, max_retries=retries, events=self._events)
+
+    def _with_caller_betas(self, provider: Provider) -> Provider:
+        """An Anthropic provider sending the caller's betas too (`_CallerBetas`)."""
+        if isinstance(provider, AnthropicProvider):
+            return _CallerBetas(provider, lambda: self._caller_betas)
+        return provider
 
     def _provider_for(self, client: Any) -> WireProvider:
         """The provider that sends the session's own requests (summaries) through `client`."""
@@ -321,6 +412,12 @@ class ClientPipeline:
 
     def _open(self, config: SessionConfig) -> Session:
         self._learn_unknown_model(config.model)
+        if self._context_window is not None:
+            # The session's own copy of the table: a model the conversation switches to later,
+            # unknown to it, is added there (`_learn_switched_model`), planned with this window.
+            table = session_option(self._options, "model_table") or load_model_table()
+            self._table = ModelTable(dict(table.models))
+            self._options = {**self._options, "model_table": self._table}
         # The summarizer given in `options=` is the caller's: the drop-in's default yields to it.
         kept = self._options_summarizer is not None
         chosen = {
@@ -352,15 +449,34 @@ class ClientPipeline:
                 f"window and {assumed}'s prices, or add its row to a models file "
                 "(UNBOUNDED_MODELS_FILE, or model_table=load_model_table([FILE]))"
             )
-        info = assumed_model(table, model, "anthropic").with_window(self._context_window)
+        self._options = {
+            **self._options,
+            "model_table": table.with_model(self._unknown_model_info(table, model)),
+        }
+
+    def _unknown_model_info(self, table: ModelTable, model: str) -> ModelInfo:
+        """The figures a model the table does not list is planned with, given wrap()'s
+        `context_window`: the current model's of the provider the client calls (Claude's for
+        this drop-in), said in the log."""
+        window = cast(int, self._context_window)
+        family: ProviderName = "openai" if self.provider.name == "openai" else "anthropic"
+        assumed = ASSUMED_MODELS[family]
         logger.warning(
             "model %r is not in the model table: planned with a %s-token window "
             "(context_window=) and priced as %s",
             model,
-            f"{self._context_window:,}",
+            f"{window:,}",
             assumed,
         )
-        self._options = {**self._options, "model_table": table.with_model(info)}
+        return assumed_model(table, model, family).with_window(window)
+
+    def _learn_switched_model(self, model: str) -> None:
+        """A model the conversation switches to that the table does not list is planned as
+        the first call's would be (`_learn_unknown_model`): added to the session's own copy of
+        the table when wrap() was given `context_window`; else the session's ConfigError."""
+        table = self._table
+        if table is not None and table.find(model) is None:
+            table.add(self._unknown_model_info(table, model))
 
     def _configure(self, params: dict[str, Any]) -> Session:
         """The session for these cache-safe parameters (opened, or its config updated)."""
@@ -371,6 +487,7 @@ class ClientPipeline:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
             raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
         if self._session is not None and _same_config(params, self._session.config):
+            self._settled = True
             self._check_sent(self._session)
             return self._session
         fields = _config_fields(params)
@@ -380,8 +497,11 @@ class ClientPipeline:
         session = self.session
         current = session.config
         wanted = dataclasses.replace(current, **fields)
+        if wanted.model != current.model:
+            self._learn_switched_model(wanted.model)
         if wanted != current:
             session.reconfigure(wanted)
+        self._settled = True
         self._check_sent(session)
         return session
 
@@ -416,14 +536,8 @@ class ClientPipeline:
         # Only read during this call (`SeenMessages` keeps its own copy): a list is not copied.
         messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
+        self._caller_betas = _beta_header(rest.get("extra_headers"))
         relation: Continuation | None = None
-        if (
-            self._session is not None
-            and self.known
-            and not _same_system(params.get("system"), self._session.config.system)
-        ):
-            self._side_call("a different system prompt", messages)
-            return None
         seen = self._seen
         repeated = seen.read(messages, self.recall_ids)
         verified = min(self._verified, repeated)
@@ -440,7 +554,27 @@ class ClientPipeline:
             )
 
         if self._session is not None and self.known:
-            relation = continuation()
+            config = self._session.config
+            if not self._settled or _same_system(params.get("system"), config.system):
+                relation = continuation()
+            else:
+                # A new system prompt with the conversation's tools on messages that continue
+                # the conversation changes its system (point 2 of the module docstring); with
+                # other tools, on none of its messages, on a history that breaks off from it,
+                # or asking its last reply again, it is a side call (a title, a judge...).
+                try:
+                    relation = continuation()
+                except ConfigError:
+                    relation = None
+                tools = [block_dict(t) for t in params.get("tools") or []]
+                if (
+                    relation is None
+                    or relation.relation not in ("continues", "window")
+                    or not relation.start
+                    or canonical_tools(tools) != canonical_tools(config.tools)
+                ):
+                    self._side_call("a different system prompt", messages)
+                    return None
             reason = self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
@@ -462,7 +596,7 @@ class ClientPipeline:
         else:
             current = session.messages
             last_role = current[-1]["role"] if current else ""
-        if last_role != "user":
+        if last_role != "user" and (fresh or not _paused(session)):
             raise ConfigError(
                 "the conversation must end with a user message (a prompt or tool results) "
                 "for the model to answer; an assistant prefill is not supported by the wrapper"
@@ -692,6 +826,7 @@ class Messages:
         pipeline = self._pipeline
         if self._raw and kwargs.get("stream") is True:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
             return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
@@ -718,6 +853,7 @@ class Messages:
         """`messages.stream` through the pipeline: `with client.messages.stream(...) as s:`."""
         if self._raw:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "stream")
         return StreamManager(self._pipeline, self._sdk, dict(kwargs))
 
     @property
@@ -763,6 +899,7 @@ class AsyncMessages:
         pipeline = self._pipeline
         if self._raw and kwargs.get("stream") is True:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
             side = _create_method(self._sdk.messages, self._raw)(**kwargs)
@@ -789,6 +926,7 @@ class AsyncMessages:
         """`messages.stream` through the pipeline: `async with client.messages.stream(...)`."""
         if self._raw:
             raise ConfigError(_RAW_STREAM)
+        _require_max_tokens(kwargs, "stream")
         return AsyncStreamManager(self._pipeline, self._sdk, dict(kwargs))
 
     @property
@@ -898,8 +1036,9 @@ def wrap_anthropic(
     without either the session lives in memory). `model`/`context_window` open the session
     now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
     client, or the one in `options=SessionOptions(...)`; not both) and any other `Session`
-    keyword apply to a session the wrapper opens; `summarizer` also replaces the summarizer of
-    a session you give. `history`: see the module docstring.
+    keyword apply to a session the wrapper opens; `summarizer` and `policy` also replace those
+    of a session you give (`events` beside it is a ConfigError: the session has its own).
+    `history`: see the module docstring.
     """
     try:
         import anthropic

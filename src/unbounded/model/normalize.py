@@ -21,12 +21,13 @@ killed while the tool ran, an interrupt) gets a synthetic error result in the ne
 message; a tool result that answers no call of the message before is turned into text (or
 dropped when it repeats a result already given); a tool call whose id repeats an earlier
 call's, or has characters the API refuses, is renamed, and its results with it
-(`model/tool_ids.py`); two responses in a row are joined into one assistant message; a
-conversation that starts with the assistant (a sub-agent file whose prompt was not written)
-gets a placeholder user message first. A tool call at the very end is left alone: its result
-may still come. Each repair is listed in `MessageNormalizer.repairs`. A list that ends with
-an assistant message (a prefill) has the whitespace at its end removed, which the API also
-refuses.
+(`model/tool_ids.py`); a message whose tool results follow other content (text written
+before them) gets its results moved first; two responses in a row are joined into one
+assistant message; a conversation that starts with the assistant (a sub-agent file whose
+prompt was not written) gets a placeholder user message first. A tool call at the very end
+is left alone: its result may still come. Each repair is listed in
+`MessageNormalizer.repairs`. A list that ends with an assistant message (a prefill) has the
+whitespace at its end removed, which the API also refuses.
 
 `MessageNormalizer` does this incrementally: appending an entry touches only the tail, so a
 turn costs O(new content), not O(history).
@@ -62,7 +63,7 @@ MISSING_START_TEXT = "[The start of this conversation is not in the transcript.]
 
 RepairKind = Literal[
     "missing-tool-result", "orphan-tool-result", "duplicate-tool-use", "joined-responses",
-    "missing-first-user",
+    "missing-first-user", "tool-result-order",
 ]
 
 
@@ -131,6 +132,20 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 def _is_blank_text(block: dict[str, Any]) -> bool:
     return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def _results_first(content: Any) -> bool:
+    """Whether no tool_result block of a user message follows another block (the API reads
+    a message's answers from its beginning)."""
+    if isinstance(content, str):
+        return True
+    other = False
+    for block in content:
+        if block.get("type") != "tool_result":
+            other = True
+        elif other:
+            return False
+    return True
 
 
 def _sendable(content: Any) -> Any:
@@ -365,8 +380,11 @@ class MessageNormalizer:
         calls: list[str] = []
         if index > 0 and messages[index - 1]["role"] == "assistant":
             calls = _content_ids(messages[index - 1]["content"], "tool_use", "id")
-        if set(calls) - set(results) or set(results) - set(calls) or len(results) != len(
-            set(results)
+        if (
+            set(calls) - set(results)
+            or set(results) - set(calls)
+            or len(results) != len(set(results))
+            or (results and not _results_first(messages[index]["content"]))
         ):
             self._suspects.add(index)
         else:
@@ -454,6 +472,9 @@ class MessageNormalizer:
             done.append(Repair("missing-tool-result", index, tuple(missing)))
         if orphans:
             done.append(Repair("orphan-tool-result", index, tuple(orphans)))
+        if results and not _results_first(message["content"]):
+            ordered = tuple(str(b.get("tool_use_id")) for b in results)
+            done.append(Repair("tool-result-order", index, ordered))
         content = results + others
         if not content:
             content = [{"type": "text", "text": "[An orphaned tool result was removed.]"}]
