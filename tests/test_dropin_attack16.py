@@ -539,12 +539,6 @@ def _reasoning_completion(request: RecordedRequest) -> Malformed:
     return Malformed(json.dumps(body).encode())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Chat Completions: a reply's reasoning tokens (completion_tokens_details."
-    "reasoning_tokens) are counted as context although the API does not carry them into the "
-    "next prompt: a 2-message conversation of ~1,000 tokens is compacted in a 40K window",
-)
 def test_chat_reasoning_tokens_do_not_fill_the_context(api_server: ApiServer) -> None:
     def summary_or_reply(request: RecordedRequest) -> Any:
         if "<summary>" in json.dumps(request.json["messages"][-1]):
@@ -566,6 +560,33 @@ def test_chat_reasoning_tokens_do_not_fill_the_context(api_server: ApiServer) ->
     while len(api_server.openai):
         api_server.openai.pop()
     assert client.status().compactions == 0
+
+
+def test_chat_reasoning_stays_billed_and_out_of_the_context_after_a_reopen(
+    api_server: ApiServer, tmp_path: Any
+) -> None:
+    """The reasoning is still output (priced), and a session reopened from its folder counts
+    the context as the live one did."""
+    from unbounded.model.content import usage_context_total
+
+    api_server.openai.push(_reasoning_completion)
+    client = wrap(
+        api_server.openai_client(sync=True),
+        model="gpt-5-mini",
+        context_window=40_000,
+        session_folder=tmp_path / "s",
+    )
+    client.chat.completions.create(
+        model="gpt-5-mini", messages=[{"role": "user", "content": "think hard"}]
+    )
+    usage = client.session.entries[-1].usage
+    assert usage is not None and usage["output_tokens"] == 30_002
+    assert usage_context_total(usage) == 1_002
+    live = client.session.status().tokens
+    client.session.close()
+    reopened = Session.open(tmp_path / "s", SessionConfig(model="gpt-5-mini", context_window=40_000))
+    assert reopened.status().tokens == live < 5_000
+    reopened.close()
 
 
 def test_anthropic_previous_turn_thinking_counts_as_context(api_server: ApiServer) -> None:

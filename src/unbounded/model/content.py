@@ -106,6 +106,10 @@ class Usage(TypedDict, total=False):
     iterations: list[dict[str, Any]]
     """Anthropic's per-iteration usage (`usage.iterations`): a server-side compaction's own
     step is a `compaction` entry, billed but not counted in the fields above."""
+    reasoning_output_tokens: int
+    """Of `output_tokens`, the reasoning a Chat Completions reply billed that the API never
+    carries into the next prompt (`completion_tokens_details.reasoning_tokens`): output, not
+    context. Set only where that holds (the Chat Completions drop-in)."""
 
 
 def usage_from_inclusive_counts(
@@ -175,15 +179,17 @@ def usage_from_openai_responses(raw: Mapping[str, Any] | None) -> Usage:
 
 
 def usage_context_total(usage: Usage | dict[str, Any]) -> int:
-    """Tokens a response occupied in the window: input + cache creation + cache read + output.
+    """Tokens a response occupied in the window: input + cache creation + cache read + output,
+    less the output's reasoning that the next prompt does not carry (`reasoning_output_tokens`).
 
     Using input_tokens alone would undercount: cached tokens still occupy the window (seed 004).
     """
+    output = int(usage.get("output_tokens") or 0)
     return (
         int(usage.get("input_tokens") or 0)
         + int(usage.get("cache_creation_input_tokens") or 0)
         + int(usage.get("cache_read_input_tokens") or 0)
-        + int(usage.get("output_tokens") or 0)
+        + max(0, output - int(usage.get("reasoning_output_tokens") or 0))
     )
 
 

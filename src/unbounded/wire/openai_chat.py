@@ -585,6 +585,11 @@ def _usage(usage: Any) -> Usage:
         "cache_read_input_tokens": 0,
     }
     counts.update(usage_from_openai(data) or {})
+    # A Chat Completions reply's reasoning is billed but never sent back: not context.
+    details = data.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(reasoning, int) and reasoning > 0:
+        counts["reasoning_output_tokens"] = reasoning
     return counts
 
 
