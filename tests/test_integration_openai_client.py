@@ -628,11 +628,6 @@ def test_a_system_reminder_inside_a_chat_conversation_is_sent_where_it_was(api_s
     assert len(client.session.entries) == 6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the shared side-call rule of ClientPipeline.begin (bug 2 of session 16, in "
-    "anthropic_client.py, fixed on branch i36r): until then a new system prompt is a side call",
-)
 def test_new_responses_instructions_on_the_whole_conversation_continue_it(api_server: ApiServer) -> None:
     events: list[Event] = []
     client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive", events=events.append)
