@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -375,6 +375,11 @@ class OpenAIPipeline(ClientPipeline):
                 f"{'chat.completions' if api == 'chat' else 'responses'}.create needs {key}="
             )
         given = rest.pop(key)
+        if isinstance(given, (bytes, Mapping)) or not isinstance(given, (str, Iterable)):
+            raise ConfigError(
+                f"{key} is a list of messages, got {type(given).__name__}: "
+                f"pass {key}=[{{'role': 'user', 'content': '...'}}]"
+            )
         wire = self.provider.wire
         inbound = wire.inbound(given if isinstance(given, str) else list(given))
         system = inbound.system

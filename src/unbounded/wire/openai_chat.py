@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,6 +247,11 @@ def inbound_messages(messages: Sequence[Any]) -> InboundMessages:
     """Chat Completions messages as the project's system prompt and messages (see
     `OpenAIChat.inbound`); a message that is not a Chat Completions one is a `ConfigError`
     naming its index."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        raise ConfigError(
+            f"messages is a list of Chat Completions messages, got {type(messages).__name__}: "
+            "pass [{'role': 'user', 'content': '...'}]"
+        )
     system: list[str] = []
     out: list[MessageParam] = []
     results_open = False  # the last user message holds tool results a user message may join
