@@ -51,12 +51,11 @@ def test_a_password_with_a_bracket_is_passed_to_libpq() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="a libpq keyword address with '://' in a value is refused as 'not a PostgreSQL "
-    "URL ... not ://' (f0a5812 passed it to libpq), and the refusal prints the password",
+    "URL ... not ://' (f0a5812 passed it to libpq)",
 )
 def test_a_keyword_address_with_a_url_like_value_is_passed_to_libpq() -> None:
     error = _store_error("host=127.0.0.1 port=1 dbname=db user=u password=pa://ss")
-    assert "not a PostgreSQL URL" not in str(error)
-    assert "pa://ss" not in str(error)
+    assert isinstance(error, ConfigError) and "cannot connect" in str(error)
 
 
 @pytest.mark.xfail(
@@ -100,3 +99,41 @@ def test_middleware_plans_a_prefixed_unknown_claude_name_as_the_bare_name() -> N
         bare.input_per_mtok,
         bare.max_output,
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the server refuses the pool's second connection ('too many connections for "
+    "role'); the store's error says only that no connection was free in a pool of 3 and "
+    "advises a larger pool (connection_pool(url, max_size=...)), which cannot help",
+)
+def test_a_connection_the_server_refuses_is_not_reported_as_a_full_pool(
+    postgres_url: str,
+) -> None:
+    import uuid
+
+    import psycopg
+
+    from unbounded.postgres.connect import close_pool, connection_pool
+    from unbounded.postgres.store import PostgresStore
+
+    PostgresStore(postgres_url, "tables", create=True).close()
+    role = f"r16_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        schema = admin.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+        admin.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+        admin.execute(f"GRANT ALL ON SCHEMA {schema} TO {role}")
+        admin.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        admin.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+    url = postgres_url.replace("postgres:@", f"{role}:@", 1)
+    try:
+        connection_pool(url, max_size=3, timeout=1)
+        # "first" holds the one connection the role may have.
+        with PostgresStore(url, "first", create=True), pytest.raises(ConfigError) as refused:
+            PostgresStore(url, "second", create=True)
+        assert "too many connections" in str(refused.value)
+    finally:
+        close_pool(url)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
