@@ -23,7 +23,9 @@ from unbounded.session import Session, SessionConfig
 )
 def test_add_user_takes_blocks_given_by_a_generator_as_before() -> None:
     session = Session(SessionConfig(model="claude-sonnet-4-5"))
-    session.add_user(block for block in [{"type": "text", "text": "from a generator"}])
+    # Outside add_user's annotation (Sequence), but taken and sent before check_user_content.
+    blocks = (block for block in [{"type": "text", "text": "from a generator"}])
+    session.add_user(blocks)  # type: ignore[arg-type]
     request = asyncio.run(session.prepare())
     assert "from a generator" in json.dumps(request["messages"])
 
