@@ -1,0 +1,139 @@
+"""Rules of microcompaction the mutation check found no test holding (session 16).
+
+What a saved state reads back as, what the counters say after a known run, what a call that
+clears nothing reports, which results a restored or restarted ledger still offers to clearing,
+and what a compaction lets go of.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from test_microcompact import conversation
+from unbounded.compaction import CompactableTools, MicrocompactState, count_based_microcompact
+from unbounded.errors import ConfigError
+
+ZERO_STATS = {
+    "turns": 0,
+    "count_clear_events": 0,
+    "time_clear_events": 0,
+    "results_cleared": 0,
+    "tokens_cleared": 0,
+    "cache_breaking_changes": 0,
+    "cache_edit_batches": 0,
+    "cache_refs_deleted": 0,
+    "cache_tokens_deleted": 0,
+    "cache_expiries": 0,
+    "compactions": 0,
+}
+
+
+def _open_ids(state: MicrocompactState) -> list[str]:
+    return [record.tool_use_id for record in state.ledger.open_results()]
+
+
+# -- saved state ------------------------------------------------------------------------------
+
+
+def test_a_state_saved_as_version_1_reads_back() -> None:
+    """The saved format is version 1: a file written by an earlier run still loads."""
+    saved: dict[str, Any] = {
+        "version": 1,
+        "tools": CompactableTools.default().to_dict(),
+        "cleared": [["t0", 10_000]],
+        "cached": {},
+        "stats": {"turns": 3, "count_clear_events": 1},
+    }
+    state = MicrocompactState.from_dict(saved)
+    assert state.cleared == {"t0": 10_000}
+    assert state.stats.to_dict() == {**ZERO_STATS, "turns": 3, "count_clear_events": 1}
+    assert state.to_dict()["version"] == 1
+    with pytest.raises(ConfigError):
+        MicrocompactState.from_dict({**saved, "version": 2})
+
+
+def test_a_saved_counter_that_is_not_a_whole_number_is_refused() -> None:
+    base = MicrocompactState().to_dict()
+    for bad in (-1, True, "3", 1.5, None):
+        with pytest.raises(ConfigError, match=r"stats\.turns"):
+            MicrocompactState.from_dict({**base, "stats": {"turns": bad}})
+    assert MicrocompactState.from_dict({**base, "stats": {"turns": 0}}).stats.turns == 0
+
+
+# -- counters ---------------------------------------------------------------------------------
+
+
+def test_a_new_state_counts_nothing_and_a_run_counts_exactly_what_happened() -> None:
+    state = MicrocompactState()
+    assert state.stats.to_dict() == ZERO_STATS
+    calls = [(f"t{i}", "Bash", 10_000) for i in range(8)]
+    count_based_microcompact(conversation(calls), state)  # clears t0..t3: 40,000 tokens
+    assert state.stats.to_dict() == {
+        **ZERO_STATS,
+        "turns": 1,
+        "count_clear_events": 1,
+        "results_cleared": 4,
+        "tokens_cleared": 40_000,
+        "cache_breaking_changes": 1,
+    }
+
+
+def test_only_a_response_showing_expiry_counts_as_one() -> None:
+    state = MicrocompactState()
+    assert not state.observe_response({"cache_read_input_tokens": 80_000})
+    assert state.stats.cache_expiries == 0
+    assert state.observe_response({"cache_read_input_tokens": 0})
+    assert state.stats.cache_expiries == 1
+
+
+def test_a_call_that_clears_nothing_saves_nothing() -> None:
+    result = count_based_microcompact(conversation([("t0", "Bash", 100)]), MicrocompactState())
+    assert result.tier == "none" and result.tokens_saved == 0 and result.cleared_ids == ()
+
+
+# -- what the ledger offers to clearing -------------------------------------------------------
+
+
+def test_a_restored_or_restarted_ledger_offers_no_cleared_result_again() -> None:
+    """`observe` tells a new ledger, and one that started over, which results are cleared:
+    only the others are open to clearing (the ids a state restores are not offered again)."""
+    messages = conversation([(f"t{i}", "Bash", 10_000) for i in range(4)])
+    saved = MicrocompactState().to_dict()
+    state = MicrocompactState.from_dict({**saved, "cleared": [["t0", 10_000], ["t1", 10_000]]})
+    state.observe(messages)
+    assert _open_ids(state) == ["t2", "t3"]
+    other = conversation([(f"o{i}", "Bash", 10_000) for i in range(4)])
+    generation = state.ledger.generation
+    state.observe(other)  # another conversation: the ledger starts over...
+    state.observe(messages)  # ...and over again, with this one
+    assert state.ledger.generation == generation + 2
+    assert _open_ids(state) == ["t2", "t3"]
+
+
+# -- the saved [id, tokens] pairs ----------------------------------------------------------------
+
+
+def test_the_saved_pairs_are_those_of_the_cleared_ids_even_when_edited_from_outside() -> None:
+    """The pairs are built as ids are added; a dict put in place of `cleared`, or an id taken
+    out of it, is saved as it now is, not from the pairs made before."""
+    state = MicrocompactState()
+    state.cleared.update({"a": 1, "b": 2})
+    assert state.cleared_pairs() == [["a", 1], ["b", 2]]
+    state.cleared = {"c": 3, "d": 4, "e": 5}
+    assert state.cleared_pairs() == [["c", 3], ["d", 4], ["e", 5]]
+    del state.cleared["d"]
+    assert state.cleared_pairs() == [["c", 3], ["e", 5]]
+    assert state.to_dict()["cleared"] == [["c", 3], ["e", 5]]
+
+
+def test_a_compaction_lets_go_of_the_saved_pairs_not_of_the_cleared_ids() -> None:
+    """What waits to be freed after a compaction is the pairs list `to_dict` built (the
+    large list), here 2 pairs while 3 ids are cleared."""
+    state = MicrocompactState()
+    state.cleared.update({"a": 1, "b": 2})
+    assert len(state.cleared_pairs()) == 2
+    state.cleared["c"] = 3  # not saved since
+    state.reset_after_compaction()
+    assert state._release.pending == 2
