@@ -7,13 +7,24 @@ and what a compaction lets go of.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from test_microcompact import conversation
-from unbounded.compaction import CompactableTools, MicrocompactState, count_based_microcompact
+from test_microcompact import T0, cleared, conversation
+from unbounded.compaction import (
+    CLEARED_TOOL_RESULT,
+    CompactableTools,
+    MicrocompactState,
+    clear_tool_results,
+    count_based_microcompact,
+    select_count_based,
+    select_time_based,
+    time_based_microcompact,
+)
 from unbounded.errors import ConfigError
+from unbounded.policy import Policy
 
 ZERO_STATS = {
     "turns": 0,
@@ -137,3 +148,122 @@ def test_a_compaction_lets_go_of_the_saved_pairs_not_of_the_cleared_ids() -> Non
     state.cleared["c"] = 3  # not saved since
     state.reset_after_compaction()
     assert state._release.pending == 2
+
+
+def test_saved_state_that_is_not_the_saved_shape_is_refused() -> None:
+    good = MicrocompactState().to_dict()
+    tools = good["tools"]
+    bad_parts: list[dict[str, Any]] = [
+        {"version": None},
+        {"tools": ["Bash"]},
+        {"tools": {**tools, "tools": "Bash"}},
+        {"tools": {**tools, "aliases": ["x"]}},
+        {"tools": {"aliases": tools["aliases"]}},
+        {"cleared": {"t0": 5}},
+        {"cleared": 5},
+        {"cleared": [["t0", 5, 1]]},
+        {"cleared": [("t0", 5)]},
+        {"cleared": [[5, 5]]},
+        {"cleared": [["t0", "5"]]},
+        {"cleared": [["t0", True]]},
+        {"cleared": [["t0", -1]]},
+        {"cached": []},
+        {"stats": []},
+    ]
+    for part in bad_parts:
+        with pytest.raises(ConfigError):
+            MicrocompactState.from_dict({**good, **part})
+
+
+def test_an_empty_result_cleared_by_the_time_tier_is_saved_and_read_back() -> None:
+    """An empty result counts 0 tokens; once cleared, its [id, 0] pair loads again."""
+    messages = conversation([("empty", "Bash", ""), *[(f"t{i}", "Bash", 10) for i in range(5)]])
+    state = MicrocompactState()
+    result = time_based_microcompact(
+        messages, state, now=T0 + timedelta(hours=2), last_assistant_at=T0
+    )
+    assert result.cleared_ids == ("empty",) and result.tokens_saved == 0
+    again = MicrocompactState.from_dict(state.to_dict())
+    assert again.cleared == {"empty": 0}
+
+
+def test_a_saved_registry_is_used_unless_one_is_given() -> None:
+    """A tool registered in a session stays compactable in the state read back; a registry
+    passed to `from_dict` replaces the saved one."""
+    state = MicrocompactState()
+    assert state.register_compactable("MyFetch")
+    saved = state.to_dict()
+    assert MicrocompactState.from_dict(saved).tools.is_compactable("MyFetch")
+    given = CompactableTools.default()
+    again = MicrocompactState.from_dict(saved, given)
+    assert again.tools is given and not again.tools.is_compactable("MyFetch")
+
+
+# -- the pure building blocks ---------------------------------------------------------------
+
+
+def test_clearing_searches_every_position_it_is_given_the_first_too_and_ignores_the_rest() -> None:
+    first: dict[str, Any] = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x" * 40}],
+    }
+    messages = [first, *conversation([("b", "Bash", 10)])]
+    out, found = clear_tool_results(messages, {"a", "b"}, indices=[0, 3, 99, -1])
+    assert found == {"a", "b"}
+    assert cleared(out) == {"a", "b"}
+    out, found = clear_tool_results(messages, {"a", "b"}, indices=[3])
+    assert found == {"b"} and cleared(out) == {"b"}
+
+
+def test_only_tool_results_of_user_messages_are_cleared_and_other_items_are_kept() -> None:
+    """A loose string in a content list, a block of another kind naming the id, or a result
+    block quoted in an assistant message is left as it is."""
+    quoted = {"type": "tool_result", "tool_use_id": "a", "content": "quoted"}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [quoted, {"type": "tool_use", "id": "a", "name": "Bash", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                "loose text",
+                {"type": "text", "tool_use_id": "a", "content": "a note"},
+                {"type": "tool_result", "tool_use_id": "a", "content": "x" * 40},
+            ],
+        },
+    ]
+    out, found = clear_tool_results(messages, {"a"})
+    assert found == {"a"}
+    assert out[1] is messages[1] and out[1]["content"][0] == quoted
+    assert out[2]["content"][:2] == messages[2]["content"][:2]
+    assert out[2]["content"][2]["content"] == CLEARED_TOOL_RESULT
+
+
+def test_count_selection_returns_nothing_under_the_minimum_saving() -> None:
+    candidates = [("a", 100), ("b", 200), ("c", 50)]
+    assert select_count_based(candidates, keep_recent=1, protect_tokens=0, min_savings=301) == (
+        [],
+        0,
+    )
+    assert select_count_based(candidates, keep_recent=1, protect_tokens=0, min_savings=300) == (
+        ["a", "b"],
+        300,
+    )
+
+
+def test_the_time_tier_keeps_exactly_one_result_when_told_to_keep_one() -> None:
+    ids = ["a", "b", "c"]
+    assert select_time_based(ids, keep_recent=1) == ["a", "b"]
+    assert select_time_based(ids, keep_recent=0) == ids
+    messages = conversation([(f"t{i}", "Bash", 10) for i in range(3)])
+    result = time_based_microcompact(
+        messages,
+        MicrocompactState(),
+        now=T0 + timedelta(hours=2),
+        last_assistant_at=T0,
+        policy=Policy(time_based_keep_recent=1),
+    )
+    assert result.cleared_ids == ("t0", "t1")
+    assert cleared(result.messages) == {"t0", "t1"}
