@@ -12,17 +12,19 @@ from typing import Any
 
 import pytest
 
-from test_microcompact import T0, cleared, conversation
+from test_microcompact import T0, cleared, conversation, results
 from unbounded.compaction import (
     CLEARED_TOOL_RESULT,
     CompactableTools,
     MicrocompactState,
     clear_tool_results,
     count_based_microcompact,
+    microcompact,
     select_count_based,
     select_time_based,
     time_based_microcompact,
 )
+from unbounded.compaction.tools_registry import cleared_stub
 from unbounded.errors import ConfigError
 from unbounded.policy import Policy
 
@@ -267,3 +269,73 @@ def test_the_time_tier_keeps_exactly_one_result_when_told_to_keep_one() -> None:
     )
     assert result.cleared_ids == ("t0", "t1")
     assert cleared(result.messages) == {"t0", "t1"}
+
+
+# -- the view, turn after turn ----------------------------------------------------------------
+
+
+def _result(tool_id: str, text: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": text}
+
+
+def _two_calls_one_answered() -> list[dict[str, Any]]:
+    uses = [{"type": "tool_use", "id": i, "name": "Bash", "input": {}} for i in ("a", "b")]
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": uses},
+        {"role": "user", "content": [_result("a", "x" * 400)]},
+    ]
+
+
+def test_nothing_cleared_lends_the_input_itself_when_sharing() -> None:
+    messages = conversation([("t0", "Bash", 10)])
+    shared = microcompact(messages, MicrocompactState(), share_view=True)
+    assert shared.tier == "none" and shared.messages is messages
+    copied = microcompact(messages, MicrocompactState())
+    assert copied.messages == messages and copied.messages is not messages
+
+
+def test_a_cleared_result_stays_cleared_when_its_message_gets_another_result() -> None:
+    """Parallel calls answered in two transcript lines: the last user message first holds
+    one result (cleared after a pause), then both. The next view still has it cleared."""
+    state = MicrocompactState()
+    first = microcompact(
+        _two_calls_one_answered(),
+        state,
+        now=T0 + timedelta(hours=2),
+        last_assistant_at=T0,
+        policy=Policy(time_based_keep_recent=0),
+    )
+    assert first.cleared_ids == ("a",)
+    grown = _two_calls_one_answered()
+    grown[2] = {"role": "user", "content": [_result("a", "x" * 400), _result("b", "y" * 40)]}
+    second = microcompact(grown, state)
+    assert second.tier == "none"
+    assert results(second.messages)["a"]["content"] == CLEARED_TOOL_RESULT
+    assert results(second.messages)["b"]["content"] == "y" * 40
+
+
+def test_placeholders_name_the_recall_handle_from_the_turn_the_state_does() -> None:
+    messages = conversation([(f"t{i}", "Bash", 10_000) for i in range(8)])
+    state = MicrocompactState()
+    first = microcompact(messages, state)
+    assert cleared(first.messages) == {"t0", "t1", "t2", "t3"}
+    state.name_handles = True  # the session now offers `recall`
+    second = microcompact(messages, state)
+    for tool_id in ("t0", "t1", "t2", "t3"):
+        assert results(second.messages)[tool_id]["content"] == cleared_stub(tool_id)
+    assert not cleared(second.messages)
+
+
+def test_the_view_follows_the_cleared_ids_even_when_edited_from_outside() -> None:
+    """`_apply_all` is the definition: an id taken out of `cleared` is shown again, one not in
+    the messages is skipped, one put in is cleared."""
+    messages = conversation([(f"t{i}", "Bash", 10_000) for i in range(8)])
+    state = MicrocompactState()
+    assert cleared(microcompact(messages, state).messages) == {"t0", "t1", "t2", "t3"}
+    del state.cleared["t0"]
+    assert cleared(state.apply_clears(messages)) == {"t1", "t2", "t3"}
+    state.cleared["gone"] = 5  # a result of an older history
+    state.cleared["t5"] = 10_000
+    assert cleared(state.apply_clears(messages)) == {"t1", "t2", "t3", "t5"}
+    assert cleared(microcompact(messages, state).messages) == {"t1", "t2", "t3", "t5"}
