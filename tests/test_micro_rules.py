@@ -339,3 +339,43 @@ def test_the_view_follows_the_cleared_ids_even_when_edited_from_outside() -> Non
     state.cleared["t5"] = 10_000
     assert cleared(state.apply_clears(messages)) == {"t1", "t2", "t3", "t5"}
     assert cleared(microcompact(messages, state).messages) == {"t1", "t2", "t3", "t5"}
+
+
+def test_a_result_is_cleared_where_it_is_when_a_misplaced_copy_misled_the_ledger() -> None:
+    """A result block first seen in an assistant message (where clearing never looks) puts the
+    ledger on the wrong message: the user message's result is then searched for and cleared,
+    whether the view is built from scratch or from the last one."""
+    uses = [{"type": "tool_use", "id": i, "name": "Bash", "input": {}} for i in ("a", "b")]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": uses},
+        {"role": "assistant", "content": [_result("a", "misplaced")]},
+        {"role": "user", "content": [_result("a", "x" * 400), _result("b", "y" * 400)]},
+    ]
+    state = MicrocompactState()
+    state.cleared["a"] = 100
+    assert cleared(state.apply_clears(messages)) == {"a"}
+    state = MicrocompactState()
+    state.cleared["b"] = 100
+    assert cleared(state.apply_clears(messages)) == {"b"}
+    state.cleared["a"] = 100
+    view = state.apply_clears(messages)
+    assert cleared(view) == {"a", "b"} and view[2] is messages[2]
+
+
+def test_only_reads_give_a_path_to_drop_from_read_file_state() -> None:
+    calls = [("r0", "Read", 10_000), *[(f"t{i}", "Bash", 10_000) for i in range(7)]]
+    result = count_based_microcompact(conversation(calls), MicrocompactState())
+    assert result.cleared_ids == ("r0", "t0", "t1", "t2")
+    assert result.cleared_read_paths == ("/src/r0.py",)
+
+
+def test_a_cleared_id_whose_call_is_not_answered_in_the_view_changes_nothing() -> None:
+    """A call whose result is not (or no longer) in the messages has nothing to clear."""
+    messages = _two_calls_one_answered()  # b is not answered
+    state = MicrocompactState()
+    state.cleared["a"] = 100
+    assert cleared(state.apply_clears(messages)) == {"a"}
+    state.cleared["b"] = 10
+    view = state.apply_clears(messages)
+    assert cleared(view) == {"a"} and view[1] is messages[1]
