@@ -379,3 +379,66 @@ def test_a_cleared_id_whose_call_is_not_answered_in_the_view_changes_nothing() -
     state.cleared["b"] = 10
     view = state.apply_clears(messages)
     assert cleared(view) == {"a"} and view[1] is messages[1]
+
+
+# -- the tiers and the switches ---------------------------------------------------------------
+
+
+def test_without_apply_the_clears_are_decided_and_the_input_returned_as_it_is() -> None:
+    messages = conversation([(f"t{i}", "Bash", 10_000) for i in range(8)])
+    state = MicrocompactState()
+    result = microcompact(messages, state, apply=False)
+    assert result.cleared_ids == ("t0", "t1", "t2", "t3")
+    assert result.messages is messages and not cleared(result.messages)
+    assert cleared(state.apply_clears(messages)) == {"t0", "t1", "t2", "t3"}
+
+
+def test_with_no_minimum_saving_an_old_empty_result_is_cleared_too() -> None:
+    """Nothing protected, no minimum saving: every result but the kept one goes, an empty one
+    (0 tokens saved) too."""
+    policy = Policy(
+        microcompact_keep_recent=1, microcompact_protect_recent_tokens=0, microcompact_min_savings=0
+    )
+    messages = conversation([("e0", "Bash", ""), ("t1", "Bash", 100)])
+    result = microcompact(messages, MicrocompactState(), policy=policy)
+    assert result.tier == "count" and result.cleared_ids == ("e0",)
+    assert result.tokens_saved == 0 and cleared(result.messages) == {"e0"}
+
+
+def test_a_pause_with_no_more_than_the_kept_results_clears_and_counts_nothing() -> None:
+    state = MicrocompactState()
+    messages = conversation([(f"t{i}", "Bash", 10_000) for i in range(5)])
+    result = microcompact(messages, state, now=T0 + timedelta(hours=2), last_assistant_at=T0)
+    assert result.tier == "none" and result.cleared_ids == ()
+    assert state.stats.time_clear_events == 0
+    more = conversation([(f"t{i}", "Bash", 10_000) for i in range(6)])
+    result = microcompact(more, state, now=T0 + timedelta(hours=2), last_assistant_at=T0)
+    assert result.tier == "time" and result.cleared_ids == ("t0",)
+    assert state.stats.to_dict() == {
+        **ZERO_STATS,
+        "turns": 2,
+        "time_clear_events": 1,
+        "results_cleared": 1,
+        "tokens_cleared": 10_000,
+    }
+
+
+def test_switched_off_nothing_new_is_cleared_and_pinned_edits_go_only_where_supported() -> None:
+    off = Policy(microcompact_enabled=False)
+    calls = [(f"t{i}", "Bash", 10_000) for i in range(8)]
+    state = MicrocompactState()
+    result = microcompact(conversation(calls), state, policy=off)
+    assert result.tier == "none" and not cleared(result.messages) and not state.cleared
+    timed = microcompact(
+        conversation(calls), state, policy=off, now=T0 + timedelta(hours=2), last_assistant_at=T0
+    )
+    assert timed.tier == "none" and not state.cleared
+
+    cached = MicrocompactState()
+    calls = [(f"t{i}", "Bash", 1000) for i in range(12)]
+    queued = microcompact(conversation(calls), cached, cache_edits_supported=True)
+    assert queued.tier == "cached" and queued.new_cache_edits
+    kept = microcompact(conversation(calls), cached, policy=off, cache_edits_supported=True)
+    assert kept.cache_edits == queued.new_cache_edits
+    dropped = microcompact(conversation(calls), cached, policy=off)
+    assert dropped.cache_edits == ()
