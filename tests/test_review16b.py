@@ -1,0 +1,136 @@
+"""Review of the session-16 drop-in fixes (rev16b): each confirmed bug is a strict xfail,
+driven through the real `anthropic` / `openai` SDKs against the scripted local server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from apiserver import (
+    ApiServer,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    message,
+)
+from unbounded.events import Event
+from unbounded.integrations import wrap
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+CLAUDE = "claude-sonnet-4-6"
+GPT = "gpt-5.4"
+
+
+def _side_calls(events: list[Event]) -> int:
+    return sum(1 for e in events if e.kind == "side_call_passed")
+
+
+def _recorded(client: Any) -> list[str]:
+    """The text of each message the wrapper's session holds."""
+    texts = []
+    for entry in client.session.messages:
+        content = entry["content"]
+        texts.append(content if isinstance(content, str) else content[0]["text"])
+    return texts
+
+
+# ------------------------------------------------------------------ a title request is a side call
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a title request (another system, the whole tool-less history + an instruction) is "
+    "recorded as a change of system; the main conversation's next call is then a side call",
+)
+def test_anthropic_title_request_leaves_the_conversation_recording(api_server: ApiServer) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    for n in range(2):
+        api_server.anthropic.push(message(f"a{n}", id=f"msg_{n}"))
+        reply = client.messages.create(model=CLAUDE, max_tokens=100, system="S", messages=messages)
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": f"u{n + 1}"},
+        ]
+    api_server.anthropic.push(message("A title", id="msg_t"), message("a2", id="msg_2"))
+    client.messages.create(
+        model=CLAUDE,
+        max_tokens=20,
+        system="Write a five-word title for this conversation.",
+        messages=[*messages[:-1], {"role": "user", "content": "The title, please."}],
+    )
+    client.messages.create(model=CLAUDE, max_tokens=100, system="S", messages=messages)
+    assert _side_calls(events) == 1  # the title request only
+    assert _recorded(client) == ["u0", "a0", "u1", "a1", "u2", "a2"]
+    assert client.session.config.system == "S"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a title request (another system message, the whole tool-less history + an "
+    "instruction) is recorded as a change of system; the next main call is then a side call",
+)
+def test_openai_chat_title_request_leaves_the_conversation_recording(
+    api_server: ApiServer,
+) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), events=events.append)
+    messages: list[Any] = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "u0"},
+    ]
+    for n in range(2):
+        api_server.openai.push(message(f"a{n}", id=f"c{n}"))
+        completion = client.chat.completions.create(model=GPT, messages=messages)
+        messages += [completion.choices[0].message, {"role": "user", "content": f"u{n + 1}"}]
+    api_server.openai.push(message("A title", id="ct"), message("a2", id="c2"))
+    client.chat.completions.create(
+        model=GPT,
+        max_completion_tokens=20,
+        messages=[
+            {"role": "system", "content": "Write a five-word title for this conversation."},
+            *messages[1:-1],
+            {"role": "user", "content": "The title, please."},
+        ],
+    )
+    client.chat.completions.create(model=GPT, messages=messages)
+    assert _side_calls(events) == 1  # the title request only
+    assert _recorded(client) == ["u0", "a0", "u1", "a1", "u2", "a2"]
+    assert client.session.config.system == "S"
+
+
+# ------------------------------------------------------------------ n > 1 on a side call
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="n>1 is refused before the call is known to be a side call: a title request "
+    "asking for 3 candidates, which the base passed to the SDK unrecorded, is a ConfigError",
+)
+def test_openai_chat_side_call_with_several_candidates_goes_to_the_sdk(
+    api_server: ApiServer,
+) -> None:
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), events=events.append)
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "Read", "description": "r", "parameters": {"type": "object"}},
+        }
+    ]
+    api_server.openai.push(message("a0", id="c0"), message("A title", id="ct"))
+    prompt = {"role": "user", "content": "u0"}
+    client.chat.completions.create(
+        model=GPT, tools=tools, messages=[{"role": "system", "content": "S"}, prompt]
+    )
+    try:
+        client.chat.completions.create(
+            model=GPT, n=3, messages=[{"role": "system", "content": "Write a title."}, prompt]
+        )
+    finally:
+        while len(api_server.openai):
+            api_server.openai.pop()
+    assert _side_calls(events) == 1
+    assert len(client.session.entries) == 2
