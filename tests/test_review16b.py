@@ -14,6 +14,7 @@ from apiserver import (
 )
 from unbounded.events import Event
 from unbounded.integrations import wrap
+from unbounded.session import Session, SessionConfig
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -134,3 +135,38 @@ def test_openai_chat_side_call_with_several_candidates_goes_to_the_sdk(
             api_server.openai.pop()
     assert _side_calls(events) == 1
     assert len(client.session.entries) == 2
+
+
+# ------------------------------------------------------------------ a resumed session given to wrap()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the resumed-folder fix covers wrap(session_folder=, model=) only: a folder resumed "
+    "as Session.open(folder, SessionConfig(model=)) and given to wrap() turns every call into "
+    "a side call ('a different system prompt')",
+)
+def test_a_session_opened_from_a_folder_and_given_to_wrap_keeps_recording(
+    api_server: ApiServer, tmp_path: Any
+) -> None:
+    folder = tmp_path / "session"
+    tools = [
+        {"name": "Read", "description": "r", "input_schema": {"type": "object", "properties": {}}}
+    ]
+    client = wrap(api_server.anthropic_client(sync=True), session_folder=folder)
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    api_server.anthropic.push(message("a0", id="msg_0"), message("a1", id="msg_1"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are A.", tools=tools, messages=messages
+    )
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u1"}]
+    client.close()
+    events: list[Event] = []
+    session = Session.open(folder, SessionConfig(model=CLAUDE), events=events.append)
+    client = wrap(api_server.anthropic_client(sync=True), session)
+    client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are A.", tools=tools, messages=messages
+    )
+    session.close()
+    assert _side_calls(events) == 0
+    assert len(session.entries) == 4
