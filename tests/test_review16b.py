@@ -220,3 +220,26 @@ def test_redact_secrets_beside_a_given_session_is_used_or_refused(api_server: Ap
     client.session.add_user(f"The AWS id is {aws_key_id}.")
     result = asyncio.run(client.session.compact())
     assert aws_key_id not in result.summary_text
+
+
+# ------------------------------------------------------------------ a model the table lacks
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="docs/integrations.md: a model the table lacks, given context_window=, is planned "
+    "with half the window as max output and no prices (only a claude- name is priced as "
+    "Claude); the Anthropic drop-in plans 'glm-4.6' as Claude: its prices, 128,000 max output "
+    "in a 100,000-token window",
+)
+def test_anthropic_drop_in_plans_a_non_claude_model_as_the_docs_say(
+    api_server: ApiServer,
+) -> None:
+    api_server.anthropic.push(message("a0", id="msg_0"))
+    client = wrap(api_server.anthropic_client(sync=True), context_window=100_000)
+    client.messages.create(
+        model="glm-4.6", max_tokens=100, messages=[{"role": "user", "content": "u0"}]
+    )
+    info = client.session.model_info
+    assert (info.context_window, info.max_output) == (100_000, 50_000)
+    assert (info.input_per_mtok, info.output_per_mtok) == (0.0, 0.0)
