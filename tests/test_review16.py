@@ -16,16 +16,11 @@ from unbounded.errors import ConfigError
 from unbounded.session import Session, SessionConfig
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_user_content refuses any non-Sequence (ConfigError 'got generator'); "
-    "f0a5812 took a generator, map or iterator of blocks and sent them",
-)
 def test_add_user_takes_blocks_given_by_a_generator_as_before() -> None:
     session = Session(SessionConfig(model="claude-sonnet-4-5"))
-    # Outside add_user's annotation (Sequence), but taken and sent before check_user_content.
+    # Taken and sent before check_user_content (f0a5812); add_user now takes any iterable.
     blocks = (block for block in [{"type": "text", "text": "from a generator"}])
-    session.add_user(blocks)  # type: ignore[arg-type]
+    session.add_user(blocks)
     request = asyncio.run(session.prepare())
     assert "from a generator" in json.dumps(request["messages"])
 
