@@ -1,6 +1,6 @@
-"""Review of the fixes merged in session 16 (f0a5812..main): strict-xfail reproducers.
+"""Review of the fixes merged in session 16 (f0a5812..main): reproducers, each fixed since.
 
-Each test states what should happen; the xfail reason says what happens instead. The store
+Each test states what should happen. The store
 tests that need no server use a closed port (127.0.0.1:1): the address is judged, or the
 connection refused at once, before any pool is opened.
 """
