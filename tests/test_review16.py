@@ -1,6 +1,6 @@
-"""Review of the fixes merged in session 16 (f0a5812..main): strict-xfail reproducers.
+"""Review of the fixes merged in session 16 (f0a5812..main): reproducers, each fixed since.
 
-Each test states what should happen; the xfail reason says what happens instead. The store
+Each test states what should happen. The store
 tests that need no server use a closed port (127.0.0.1:1): the address is judged, or the
 connection refused at once, before any pool is opened.
 """
@@ -16,16 +16,11 @@ from unbounded.errors import ConfigError
 from unbounded.session import Session, SessionConfig
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_user_content refuses any non-Sequence (ConfigError 'got generator'); "
-    "f0a5812 took a generator, map or iterator of blocks and sent them",
-)
 def test_add_user_takes_blocks_given_by_a_generator_as_before() -> None:
     session = Session(SessionConfig(model="claude-sonnet-4-5"))
-    # Outside add_user's annotation (Sequence), but taken and sent before check_user_content.
+    # Taken and sent before check_user_content (f0a5812); add_user now takes any iterable.
     blocks = (block for block in [{"type": "text", "text": "from a generator"}])
-    session.add_user(blocks)  # type: ignore[arg-type]
+    session.add_user(blocks)
     request = asyncio.run(session.prepare())
     assert "from a generator" in json.dumps(request["messages"])
 
@@ -40,65 +35,34 @@ def _store_error(url: str) -> BaseException:
     return raised.value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_store_url runs urlsplit, which raises ValueError('Invalid IPv6 URL') for a "
-    "'[' or ']' in the password; libpq takes such a URL (f0a5812 connected with it)",
-)
 def test_a_password_with_a_bracket_is_passed_to_libpq() -> None:
     error = _store_error("postgresql://u:pa]ss@127.0.0.1:1/db")
     assert isinstance(error, ConfigError) and "cannot connect" in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a libpq keyword address with '://' in a value is refused as 'not a PostgreSQL "
-    "URL ... not ://' (f0a5812 passed it to libpq)",
-)
 def test_a_keyword_address_with_a_url_like_value_is_passed_to_libpq() -> None:
     error = _store_error("host=127.0.0.1 port=1 dbname=db user=u password=pa://ss")
     assert isinstance(error, ConfigError) and "cannot connect" in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_try_connecting's ConfigError quotes libpq's reason, which echoes a badly "
-    "percent-encoded password: 'invalid percent-encoded token: \"hunter%2\"'",
-)
 def test_a_badly_encoded_password_is_never_shown() -> None:
     error = _store_error("postgresql://u:hunter%2@127.0.0.1:1/db")
     assert isinstance(error, ConfigError)
     assert "hunter" not in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redact_url hides only a URL's user:password@; a keyword address is printed whole "
-    "('cannot connect to host=... password=hunter2'), in f0a5812's pool timeout too",
-)
 def test_a_keyword_address_password_is_never_shown() -> None:
     error = _store_error("host=127.0.0.1 port=1 dbname=db user=u password=hunter2")
     assert isinstance(error, ConfigError)
     assert "hunter2" not in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redact_url hides only user:password@, not a password= query parameter: "
-    "'cannot connect to postgresql://u@127.0.0.1:1/db?password=hunter2 (...)'",
-)
 def test_a_password_given_as_a_query_parameter_is_never_shown() -> None:
     error = _store_error("postgresql://u@127.0.0.1:1/db?password=hunter2")
     assert isinstance(error, ConfigError)
     assert "hunter2" not in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="provider_of_name reads only a 'anthropic/' prefix: a Bedrock id of a Claude model "
-    "the table knows (claude-sonnet-4-5) with context_window= is planned as an unpriced "
-    "'other' model ($0, max output 100,000); f0a5812 refused it as unknown",
-)
 def test_a_bedrock_claude_id_with_a_window_is_planned_as_claude() -> None:
     session = Session(
         SessionConfig(model="anthropic.claude-sonnet-4-5-20250929-v1:0", context_window=200_000)
@@ -107,12 +71,6 @@ def test_a_bedrock_claude_id_with_a_window_is_planned_as_claude() -> None:
     assert session.model_info.input_per_mtok > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the middleware passes the whole 'anthropic:claude-...' name to model_for_window, "
-    "whose provider_of_name does not read the 'anthropic:' prefix: planned as an unpriced "
-    "'other' model ($0, max output half the window) instead of as Claude",
-)
 def test_middleware_plans_a_prefixed_unknown_claude_name_as_the_bare_name() -> None:
     pytest.importorskip("langchain")
     from unbounded.integrations.langchain import UnboundedMiddleware
@@ -128,12 +86,6 @@ def test_middleware_plans_a_prefixed_unknown_claude_name_as_the_bare_name() -> N
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the server refuses the pool's third connection ('too many connections for "
-    "role'); the store's error says only that no connection was free in a pool of 3 and "
-    "advises a larger pool (connection_pool(url, max_size=...)), which cannot help",
-)
 def test_a_connection_the_server_refuses_is_not_reported_as_a_full_pool(
     postgres_url: str,
 ) -> None:

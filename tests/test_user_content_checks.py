@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 
@@ -43,3 +44,53 @@ def test_text_and_typed_blocks_in_any_sequence_are_taken() -> None:
         for block in (message["content"] if isinstance(message["content"], list) else [message["content"]])
     ]
     assert "first" in texts and "second" in texts
+
+
+def _sent_texts(session: Session) -> list[str]:
+    request = asyncio.run(session.prepare())
+    return [
+        block["text"]
+        for message in request["messages"]
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "text"
+    ]
+
+
+def test_blocks_in_any_iterable_are_read_once_and_taken() -> None:
+    session = Session(CONFIG)
+    reads = []
+
+    def blocks() -> Iterator[dict[str, str]]:
+        reads.append(1)
+        yield {"type": "text", "text": "generator"}
+
+    session.add_user(blocks())
+    session.add_user(map(dict, [{"type": "text", "text": "map"}]))
+    session.add_user({"one": {"type": "text", "text": "dict values"}}.values())
+    session.add_user(iter([{"type": "text", "text": "iterator"}]))
+    assert reads == [1]
+    assert _sent_texts(session) == ["generator", "map", "dict values", "iterator"]
+
+
+def test_sdk_blocks_are_taken_as_plain_dicts() -> None:
+    types = pytest.importorskip("anthropic.types")
+    session = Session(CONFIG)
+    session.add_user([types.TextBlock(type="text", text="from the SDK", citations=None)])
+    assert session.entries[-1].content == [{"type": "text", "text": "from the SDK"}]
+    assert _sent_texts(session) == ["from the SDK"]
+
+
+def test_one_sdk_block_not_in_a_list_is_refused() -> None:
+    types = pytest.importorskip("anthropic.types")
+    session = Session(CONFIG)
+    with pytest.raises(ConfigError, match="got TextBlock"):
+        session.add_user(types.TextBlock(type="text", text="alone"))
+    assert session.entries == []
+
+
+def test_a_generator_with_a_bad_block_adds_nothing() -> None:
+    session = Session(CONFIG)
+    given = (block for block in [{"type": "text", "text": "fine"}, "a string"])
+    with pytest.raises(ConfigError, match="block 1 is str"):
+        session.add_user(given)
+    assert session.entries == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -154,7 +155,7 @@ class ModelTable:
 
     def find(self, name: str) -> ModelInfo | None:
         """The model by exact name or alias, else by the longest known name it starts with (a
-        `provider/` prefix is passed over)."""
+        provider's prefix and a Bedrock id's wrapping are passed over: `bare_model_name`)."""
         index = self._index()
         key = name.strip()
         if key in index:
@@ -162,8 +163,9 @@ class ModelTable:
         base = key.split("[", 1)[0]  # "claude-opus-4-6[1m]" style suffixes
         if base in index:
             return index[base]
-        if "/" in base:  # a litellm or gateway prefix: "anthropic/claude-sonnet-4-5"
-            return self.find(base.rsplit("/", 1)[-1])
+        bare = bare_model_name(base)
+        if bare != base:
+            return self.find(bare)
         candidates = [
             known for known in index if base.startswith(known + "-") or base.startswith(known + "@")
         ]
@@ -263,13 +265,33 @@ def as_provider(value: object) -> ProviderName | None:
     return None
 
 
+# "anthropic:claude-…" (LangChain's provider:model), not the ":0" of a Bedrock id.
+_PROVIDER_COLON = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*:(?=[A-Za-z])")
+# A Bedrock id: "anthropic.claude-…-v1:0", with a region's inference profile ("us.", "global.").
+_BEDROCK_PREFIX = re.compile(r"^(?:[a-z]{2,6}(?:-[a-z]+)?\.)?anthropic\.(?=claude)", re.I)
+_BEDROCK_SUFFIX = re.compile(r"-v\d+(?::\d+)?(?::\d+k)?$", re.I)
+
+
+def bare_model_name(name: str) -> str:
+    """`name` without what a gateway or cloud wraps a model name in: a `provider/` path
+    (litellm, OpenRouter), a `provider:` prefix (LangChain), a Bedrock id's `anthropic.` and
+    region prefix and `-v1:0` suffix. A Vertex `@date` is left for `ModelTable.find`."""
+    bare = name.strip().rsplit("/", 1)[-1]
+    bare = _PROVIDER_COLON.sub("", bare, count=1)
+    if _BEDROCK_PREFIX.match(bare):
+        bare = _BEDROCK_SUFFIX.sub("", _BEDROCK_PREFIX.sub("", bare, count=1))
+    return bare
+
+
 def provider_of_name(name: str) -> ProviderName | None:
     """The API family a model name tells (`claude-…` Anthropic, `gpt-…`/`o3…` OpenAI), or
-    None when it tells none (a litellm `provider/` prefix is read too)."""
+    None when it tells none; read through a provider's prefix or a Bedrock id
+    (`bare_model_name`)."""
     key = name.strip().lower()
-    if key.startswith(("anthropic/", "claude")) or "/claude" in key:
+    bare = bare_model_name(key)
+    if key.startswith(("anthropic/", "anthropic:")) or bare.startswith("claude"):
         return "anthropic"
-    if key.startswith(_OPENAI_PREFIXES) or "/gpt-" in key:
+    if key.startswith(_OPENAI_PREFIXES) or bare.startswith(_OPENAI_PREFIXES):
         return "openai"
     return None
 

@@ -35,6 +35,10 @@ and the shortened one it leaves in the transcript), cache-break diffs, events
 (`redacting_sink`) and span attributes. It never rewrites what the host appended: the
 transcript is append-only and holds the conversation as it happened. Callers writing their
 own reports use `redact` / `redact_data` directly.
+
+A connection address is shown through `redact_url` (its password, in a URL's userinfo or
+query or libpq's `password=` keyword, as `***`), and a connection error's reason through
+`redact_address_secrets` (libpq may quote a value of the address back).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from unbounded.events import Event, EventSink
 from unbounded.fileio import atomic_write_chunks
@@ -326,17 +331,98 @@ def _map_strings(value: Any, function: Callable[[str], str]) -> Any:
     return root
 
 
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# libpq's keyword form: `password = value`, the value quoted ('...', backslash escapes; an
+# unterminated quote runs to the end) or up to the next unescaped space.
+_KEYWORD_PASSWORD = re.compile(
+    r"(?i)(?<!\S)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|\S)*)", re.S
+)
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)([^&#]*)")
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
+_MASK = "***"
+MIN_SHOWN_SECRET = 4
+"""`redact_address_secrets` replaces a known password shorter than this only where the text
+quotes it whole (replaced everywhere, "on" would garble "connection")."""
+
+
+def _credentials_end(rest: str) -> int:
+    """Where a URL's `user:password` ends (-1 without one): its first `@`, or a later one
+    before the host's end (libpq stops at the first, so a password with an `@`, `/` or `?`
+    in it would otherwise be shown in part). An `@` in the path or query is not one."""
+    first = rest.find("@")
+    if first < 0:
+        return -1
+    host_end = len(rest)
+    for stop in "/?":
+        found = rest.find(stop, first + 1)
+        if found >= 0:
+            host_end = min(host_end, found)
+    return max(first, rest.rfind("@", first + 1, host_end))
+
+
 def redact_url(url: str) -> str:
-    """A connection URL with any password replaced by `***`."""
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        return url
-    authority, slash, tail = rest.partition("/")
-    credentials, at, host = authority.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    user = credentials.partition(":")[0]
-    return f"{scheme}://{user}:***@{host}{slash}{tail}"
+    """A connection address with every password replaced by `***`: a URL's
+    `user:PASSWORD@` and `?password=` parameter, a libpq keyword string's `password=`."""
+    scheme = _URL_SCHEME.match(url)
+    if scheme is None:  # libpq's "host=... password=..." form (or not an address at all)
+        return _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + _MASK, url)
+    head, rest = url[: scheme.end()], url[scheme.end() :]
+    end = _credentials_end(rest)
+    if end >= 0 and ":" in rest[:end]:
+        user = rest[:end].partition(":")[0]
+        rest = f"{user}:{_MASK}{rest[end:]}"
+    return head + _QUERY_PASSWORD.sub(lambda m: m.group(1) + _MASK, rest)
+
+
+def address_passwords(address: str) -> list[str]:
+    """Every password `address` (a URL or a libpq keyword string) holds, as written and as
+    libpq reads it (percent-decoded, unquoted), longest first."""
+    found: set[str] = set()
+    scheme = _URL_SCHEME.match(address)
+    if scheme is None:
+        for match in _KEYWORD_PASSWORD.finditer(address):
+            value = match.group(2)
+            found.add(value)
+            if value.startswith("'"):
+                value = value[1:-1] if len(value) > 1 and value.endswith("'") else value[1:]
+            found.add(re.sub(r"\\(.)", r"\1", value, flags=re.S))
+    else:
+        rest = address[scheme.end() :]
+        end = _credentials_end(rest)
+        if end >= 0 and ":" in rest[:end]:
+            found.add(rest[:end].partition(":")[2])
+        found.update(match.group(2) for match in _QUERY_PASSWORD.finditer(rest))
+        found.update([unquote(value) for value in found])
+    return sorted((value for value in found if value), key=lambda value: (-len(value), value))
+
+
+def redact_address_secrets(text: str, address: str) -> str:
+    """`text` (a connection error's reason, which libpq may write with a value of the
+    address in quotes) with every password of `address` replaced by `***`, and every quoted
+    token holding a piece of one: libpq quotes what it could not parse, cut where it
+    stopped ('invalid percent-encoded token: "hunter%2"', a host 'cret@db' out of se@cret)."""
+    passwords = address_passwords(address)
+    if not passwords:
+        return text
+    for password in passwords:
+        if len(password) >= MIN_SHOWN_SECRET:
+            text = text.replace(password, _MASK)
+    pieces = {
+        piece
+        for password in passwords
+        for piece in [password, *re.split(r"[^A-Za-z0-9]+", password)]
+        if len(piece) >= MIN_SHOWN_SECRET or piece == password
+    }
+
+    def hide(match: re.Match[str]) -> str:
+        quoted = match.group(0)
+        token = quoted[1:-1]
+        held = any(piece in token for piece in pieces) or (
+            len(token) >= MIN_SHOWN_SECRET and any(token in password for password in passwords)
+        )
+        return quoted[0] + _MASK + quoted[-1] if held else quoted
+
+    return _QUOTED.sub(hide, text)
 
 
 __all__ = [
@@ -344,9 +430,11 @@ __all__ = [
     "DEFAULT_REDACTOR",
     "Redactor",
     "SecretMatch",
+    "address_passwords",
     "find_secrets",
     "private_diff_writer",
     "redact",
+    "redact_address_secrets",
     "redact_compaction",
     "redact_data",
     "redact_url",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import uuid as uuid_module
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -57,7 +57,7 @@ from unbounded.engine import drive_turn, turn_flow
 from unbounded.errors import ConfigError, SessionClosedError
 from unbounded.events import CacheBreak, EventSink, ToolCallsInterrupted, emit
 from unbounded.extension import Extension
-from unbounded.model.content import ContentBlock, MessageParam
+from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import interrupted_result
 from unbounded.model.profile import MODEL_PROFILE
@@ -73,10 +73,10 @@ from unbounded.redaction import private_diff_writer
 from unbounded.session_compaction import SessionCompactor
 from unbounded.session_input import (
     capped_blocks,
-    check_user_content,
     distinct_call_ids,
     named_results,
     repeats_previous_response_id,
+    user_content,
 )
 from unbounded.session_options import SessionDeps, SessionOptions, chosen_policy, resolve_deps
 from unbounded.session_recall import SessionRecall
@@ -435,10 +435,8 @@ class Session:
         self._check_open()
         self._transcript.append(entries)
 
-    def add_user(
-        self, content: str | Sequence[ContentBlock] | Sequence[dict[str, Any]], **flags: Any
-    ) -> Entry:
-        """Add a user message (text or blocks).
+    def add_user(self, content: str | Iterable[Any], **flags: Any) -> Entry:
+        """Add a user message (text, or blocks: dicts or SDK blocks, in any iterable).
 
         Tool calls still waiting for a result are answered first with a synthetic error result
         (the user moved on), unless this message carries their results. A reopened session
@@ -447,22 +445,20 @@ class Session:
         (`unbounded.model.repeated_prompt`).
         """
         self._check_open()
-        check_user_content(content)
+        given = user_content(content)  # read once: a generator has no second pass
         resumed, self._resumed_prompt = self._resumed_prompt, None
-        repeated = repeated_prompt(self.entries, resumed, content)
+        repeated = repeated_prompt(self.entries, resumed, given)
         if repeated is not None:  # its call failed: the next request carries it once
             return repeated
         blocks = (
-            [{"type": "text", "text": content}]
-            if isinstance(content, str)
-            else self._named_results([dict(b) for b in content])
+            [{"type": "text", "text": given}]
+            if isinstance(given, str)
+            else self._named_results(given)
         )
         answered = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
         self.answer_pending_calls("user", except_ids=answered)
         capped = self._cap_blocks(blocks, key_prefix="user")
-        stored: str | list[dict[str, Any]] = (
-            capped[0]["text"] if isinstance(content, str) else capped
-        )
+        stored: str | list[dict[str, Any]] = capped[0]["text"] if isinstance(given, str) else capped
         entry = Entry.user(stored, timestamp=self._timestamp(), **flags)
         self.append([entry])
         return entry

@@ -1,7 +1,7 @@
 """What a session does to the messages it is given before it records them (pure functions).
 
-- `check_user_content`: a user message that is neither text nor a list of typed blocks is
-  refused where it is given, not as an invalid request later.
+- `user_content`: a user message read once into text or plain block dicts; one that is
+  neither text nor typed blocks is refused where it is given, not as an invalid request later.
 - `capped_blocks`: an oversized tool result or user text cut to its head and tail, the whole
   text kept on the side (`Policy.tool_result_max_tokens`).
 - `distinct_call_ids`: a reply's tool_use ids that repeat one of this session's, or that the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid as uuid_module
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from unbounded.compaction.large_output import cap_block_texts
@@ -25,16 +25,27 @@ from unbounded.model.normalize import is_tool_result_only
 from unbounded.model.tool_ids import RENAMED_FIELD, name_results, renamed_tool_id
 
 
-def check_user_content(content: object) -> None:
-    """Refuse user content that is neither text nor a sequence of blocks with a string `type`."""
+def user_content(content: object) -> str | list[dict[str, Any]]:
+    """User content as the session stores it: text, or its blocks read once (any iterable of
+    dicts or SDK blocks) as plain dicts; refuses anything else, and a block without a string
+    `type`."""
     if isinstance(content, str):
-        return
-    if not isinstance(content, Sequence) or isinstance(content, (bytes, bytearray)):
+        return content
+    if (
+        isinstance(content, (bytes, bytearray, memoryview, Mapping))
+        or not isinstance(content, Iterable)
+        or _is_sdk_block(content)
+    ):
         raise ConfigError(
             f"add_user takes text or a list of content blocks, got {type(content).__name__}: "
             "pass a str, or dicts such as {'type': 'text', 'text': '...'}"
         )
+    blocks: list[dict[str, Any]] = []
+    # Read once: a generator or iterator given has no second pass.
     for index, block in enumerate(content):
+        if _is_sdk_block(block):
+            # As the drop-ins read an SDK block (`unbounded.wire.anthropic.plain_data`).
+            block = block.model_dump(mode="json", exclude_none=True)
         if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
             shown = (
                 "a dict without a string 'type'"
@@ -45,6 +56,13 @@ def check_user_content(content: object) -> None:
                 f"add_user: block {index} is {shown}: each block is a dict with a 'type', "
                 "such as {'type': 'text', 'text': '...'}"
             )
+        blocks.append(dict(block))
+    return blocks
+
+
+def _is_sdk_block(value: object) -> bool:
+    # A pydantic model (the SDKs' blocks) is iterable, as (field, value) pairs: never content.
+    return callable(getattr(value, "model_dump", None))
 
 
 def capped_blocks(
@@ -137,4 +155,5 @@ __all__ = [
     "distinct_call_ids",
     "named_results",
     "repeats_previous_response_id",
+    "user_content",
 ]

@@ -723,11 +723,9 @@ def _model_info(model: Any, context_window: int | None, table: ModelTable | None
     if isinstance(model, ModelInfo):
         info = model
     elif isinstance(model, str):
-        # "anthropic:claude-sonnet-4-6", the form LangChain's create_agent takes, is accepted.
-        _, colon, bare = model.partition(":")
-        info = known.find(bare) if colon else None
-        if info is None:  # a model the table lacks is taken with its window
-            info = model_for_window(known, model, context_window)
+        # "anthropic:claude-sonnet-4-6", the form LangChain's create_agent takes, is read by
+        # the table (`catalog.bare_model_name`); a model it lacks is taken with its window.
+        info = model_for_window(known, model, context_window)
     else:
         name = getattr(model, "model", None) or getattr(model, "model_name", None)
         info = known.find(name) if isinstance(name, str) else None

@@ -11,12 +11,13 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import re
 import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from unbounded.errors import ConfigError
-from unbounded.redaction import redact_url
+from unbounded.redaction import redact_address_secrets, redact_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,20 +48,32 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
     connection.autocommit = True
 
 
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def check_store_url(url: str) -> None:
     """Refuse, by what is wrong, an address a store cannot take: another scheme than
-    postgresql://, or the commands' `?session=ID` (a store takes the id as an argument)."""
+    postgresql://, or the commands' `?session=ID` (a store takes the id as an argument).
+    Everything else (a password with brackets, a keyword string) libpq judges."""
     if not isinstance(url, str):
         raise ConfigError(f"a PostgreSQL URL is text (postgresql://user@host/db), not {url!r}")
-    if "://" not in url:
-        return  # a libpq "host=... dbname=..." string: libpq judges it
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgresql", "postgres"):
+    # A URL only when it starts with a scheme, as libpq reads it: a keyword string
+    # ("host=... password=a://b") may hold "://" in a value.
+    scheme = _URL_SCHEME.match(url)
+    if scheme is None:
+        return
+    if scheme.group(1) not in ("postgresql", "postgres"):
         raise ConfigError(
             f"{redact_url(url)} is not a PostgreSQL URL: the scheme must be postgresql:// "
-            f"(or postgres://), not {parts.scheme}://"
+            f"(or postgres://), not {scheme.group(1)}://"
         )
-    if "session" in parse_qs(parts.query):
+    # Split by hand (urlsplit refuses a password with a bracket): the query is after the
+    # user:password@ libpq reads (its first @ before any /).
+    rest = url[scheme.end() :]
+    at, slash = rest.find("@"), rest.find("/")
+    if at >= 0 and (slash < 0 or at < slash):
+        rest = rest[at + 1 :]
+    if "session" in parse_qs(rest.partition("?")[2]):
         raise ConfigError(
             f"{redact_url(url)}: session= is the commands' form of the address; give the store "
             "the URL without it and the session id as its second argument, "
@@ -109,8 +122,8 @@ def connection_pool(
             except Exception as error:
                 pool.close()
                 raise ConfigError(
-                    f"cannot connect to {redact_url(url)} ({_reason(error)}); check the address, "
-                    "that the server runs and that the role may log in"
+                    f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the "
+                    "address, that the server runs and that the role may log in"
                 ) from None
             _pools[key] = pool
     return pool
@@ -137,18 +150,42 @@ atexit.register(close_pools)
 
 
 def get_connection(pool: ConnectionPool[Any], url: str) -> psycopg.Connection[Any]:
-    """A connection from the pool, or a clear error when none can be had in time."""
+    """A connection from the pool, or a clear error when none can be had in time: the
+    server's reason when it refuses a new one (too many connections for the role), else a
+    full pool."""
     from psycopg_pool import PoolTimeout
 
     try:
         connection: psycopg.Connection[Any] = pool.getconn()
     except PoolTimeout:
+        # The pool tells only that it waited: a server refusing its new connections (SQLSTATE
+        # 53300, a role's or database's limit) looks the same as a pool whose connections
+        # are all in use. One connection of our own tells them apart.
+        refused = _refusal(url, pool.timeout)
+        if refused is not None:
+            raise ConfigError(
+                f"{redact_url(url)}: the server refused a new connection ({refused}): close "
+                "stores and other sessions holding connections, or raise the server's limit "
+                "(a larger pool cannot help)"
+            ) from None
         raise ConfigError(
             f"{redact_url(url)}: no database connection free after {pool.timeout:g} s (the pool "
             f"holds at most {pool.max_size}; every open writing store keeps one): close stores "
             "you no longer use or give a larger pool (connection_pool(url, max_size=...))"
         ) from None
     return connection
+
+
+def _refusal(url: str, timeout: float) -> str | None:
+    """Why the server refuses a new connection to `url` now (its reason, passwords hidden),
+    or None when it takes one."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=max(1, math.ceil(timeout))).close()
+    except psycopg.Error as error:
+        return _reason(error, url)
+    return None
 
 
 def _try_connecting(url: str, timeout: float) -> None:
@@ -161,11 +198,13 @@ def _try_connecting(url: str, timeout: float) -> None:
         psycopg.connect(url, connect_timeout=max(1, math.ceil(timeout))).close()
     except psycopg.Error as error:
         raise ConfigError(
-            f"cannot connect to {redact_url(url)} ({_reason(error)}); check the address, "
+            f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the address, "
             "that the server runs and that the role may log in"
         ) from None
 
 
-def _reason(error: BaseException) -> str:
+def _reason(error: BaseException, url: str) -> str:
+    """The first line of a connection error, with any password of `url` hidden (libpq quotes
+    a value it cannot parse, such as a badly percent-encoded password)."""
     text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    return redact_address_secrets(text[0], url) if text else type(error).__name__
