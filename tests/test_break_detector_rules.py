@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from unbounded.caching.break_detector import PromptCacheBreakDetector
+from unbounded.caching.break_detector import (
+    PromptCacheBreakDetector,
+    compare_prompt_states,
+    snapshot_request,
+)
 from unbounded.errors import ConfigError
 from unbounded.events import CacheBreak, ExpectedCacheDrop
 
@@ -69,3 +73,70 @@ def test_the_tiers_baseline_replaces_the_detectors() -> None:
     assert isinstance(event, ExpectedCacheDrop) and event.deleted_tokens == 25_000
     with pytest.raises(ConfigError, match="cache_deleted_baseline must be >= 0"):
         detector.notify_cache_deletion(cache_deleted_baseline=-1)
+
+
+def with_messages(*contents: Any, **changes: Any) -> dict[str, Any]:
+    """REQUEST with these messages (user and assistant in turn) and these fields changed."""
+    roles = ("user", "assistant")
+    messages = [{"role": roles[i % 2], "content": c} for i, c in enumerate(contents)]
+    return {**REQUEST, "messages": messages, **changes}
+
+
+def broken_by(previous: dict[str, Any], current: dict[str, Any]) -> CacheBreak:
+    """The break the detector reports when `current` follows `previous` and reads nothing."""
+    detector = PromptCacheBreakDetector()
+    detector.record_prompt_state(previous, now=0)
+    assert detector.check_response_for_cache_break({"cache_read_input_tokens": 50_000}, now=0) is None
+    detector.record_prompt_state(current, now=1)
+    event = detector.check_response_for_cache_break({"cache_read_input_tokens": 0}, now=1)
+    assert isinstance(event, CacheBreak)
+    return event
+
+
+NOT_A_PREFIX = "(no longer a prefix of the previous request)"
+
+
+def test_the_last_message_of_the_previous_request_edited_is_named() -> None:
+    one = broken_by(with_messages("Fix the login bug."), with_messages("Fix the logout bug."))
+    assert one.reason == f"messages changed from message #0 {NOT_A_PREFIX}"
+    three = broken_by(
+        with_messages("Fix the login bug.", "Reading login.py.", "It is in auth."),
+        with_messages("Fix the login bug.", "Reading login.py.", "It is in session.", "Go on."),
+    )
+    assert three.reason == f"messages changed from message #2 {NOT_A_PREFIX}"
+
+
+def test_a_block_added_to_an_earlier_message_is_named() -> None:
+    """Only the previous request's last message may grow (the model's reply goes on); a block
+    added to an earlier one changes what the cache holds from there."""
+    first = [{"type": "text", "text": "Fix the login bug."}]
+    grown = [*first, {"type": "text", "text": "And the logout one."}]
+    event = broken_by(with_messages(first, "Reading login.py."), with_messages(grown, "Reading login.py."))
+    assert event.causes == ("messages",)
+    assert event.reason == f"messages changed from message #0 {NOT_A_PREFIX}"
+
+
+def test_a_request_shorter_than_the_previous_says_so() -> None:
+    event = broken_by(with_messages("a", "b", "c", "d", "e"), with_messages("a", "b", "c"))
+    assert event.reason == "messages changed (request has fewer than 4)"
+
+
+def test_a_system_prompt_edited_to_the_same_length_is_plus_zero_chars() -> None:
+    event = broken_by(with_messages("a"), with_messages("a", system="You are a cautious coding agent"))
+    assert len("You are a cautious coding agent") == len(REQUEST["system"])
+    assert event.reason == "system prompt changed (+0 chars)"
+
+
+def test_a_tool_removed_is_named() -> None:
+    read = {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object"}}
+    grep = {"name": "Grep", "description": "Search files.", "input_schema": {"type": "object"}}
+    event = broken_by(with_messages("a", tools=[read, grep]), with_messages("a", tools=[read]))
+    assert event.reason == "tools changed (+0/-1 tools; removed Grep)"
+
+
+def test_comparing_two_snapshots_looks_at_every_message() -> None:
+    """`compare_prompt_states` called without `shared_messages` takes no message as known."""
+    previous = snapshot_request(with_messages("Fix the login bug.", "Reading login.py."))
+    current = snapshot_request(with_messages("Fix the logout bug.", "Reading login.py.", "More."))
+    [change] = compare_prompt_states(previous, current)
+    assert change.description == f"messages changed from message #0 {NOT_A_PREFIX}"
