@@ -140,3 +140,68 @@ def test_comparing_two_snapshots_looks_at_every_message() -> None:
     current = snapshot_request(with_messages("Fix the logout bug.", "Reading login.py.", "More."))
     [change] = compare_prompt_states(previous, current)
     assert change.description == f"messages changed from message #0 {NOT_A_PREFIX}"
+
+
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+FIVE_MINUTES = {"type": "ephemeral"}
+HOUR_SYSTEM = [{"type": "text", "text": "You are a careful coding agent.", "cache_control": HOUR}]
+
+
+def said(role: str, text: str, marker: dict[str, str] | None = None) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if marker is not None:
+        block["cache_control"] = marker
+    return {"role": role, "content": [block]}
+
+
+class Immutable:
+    """A detector told the caller never edits a message in place, fed requests that share
+    their message objects, each checked as if it read `read` tokens."""
+
+    def __init__(self) -> None:
+        self.detector = PromptCacheBreakDetector(messages_immutable=True)
+
+    def call(self, at: float, messages: list[dict[str, Any]], read: int, **changes: Any) -> Any:
+        request = {**REQUEST, "system": HOUR_SYSTEM, "messages": list(messages), **changes}
+        snapshot = self.detector.record_prompt_state(request, now=at)
+        assert snapshot == snapshot_request(request)  # what it would be from scratch
+        return self.detector.check_response_for_cache_break({"cache_read_input_tokens": read}, now=at)
+
+
+def test_a_five_minute_marker_on_an_early_message_keeps_the_conversation_on_five_minutes() -> None:
+    """The shortest TTL on the message markers caches the conversation, however many turns
+    since the message that carries it: a 10-minute pause then is a 5-minute expiry."""
+    calls = Immutable()
+    messages = [said("user", "Fix the login bug.", FIVE_MINUTES)]
+    for turn in range(4):
+        assert calls.call(turn * 20, messages, 50_000) is None
+        messages += [said("assistant", f"Step {turn}."), said("user", "Go on.")]
+    event = calls.call(60 + 600, messages, 0)
+    assert isinstance(event, CacheBreak)
+    assert event.reason == "possible 5min TTL expiry (10.0 min since the last call)"
+    assert calls.detector.snapshot() is not None and calls.detector.snapshot().ttl == "5m"  # type: ignore[union-attr]
+
+
+def test_after_a_compaction_the_ttl_is_the_new_requests() -> None:
+    """A compaction's new history marked for an hour is cached for an hour, whatever the
+    markers of the history it replaced: the snapshot right after it is the new request's
+    (`Immutable.call` checks each one), and a 10-minute pause later is no expiry."""
+    calls = Immutable()
+    assert calls.call(0, [said("user", "Fix the login bug.", FIVE_MINUTES)], 50_000) is None
+    calls.detector.notify_compaction()
+    summary = [said("user", "Summary: the login bug is in auth.py.", HOUR)]
+    assert isinstance(calls.call(20, summary, 0), ExpectedCacheDrop)
+    assert calls.call(40, [*summary, said("assistant", "Reading auth.py.")], 10_000) is None
+    event = calls.call(40 + 600, [*summary, said("assistant", "Reading auth.py."), said("user", "Go on.")], 0)
+    assert isinstance(event, CacheBreak)
+    assert event.reason == "likely server-side (prompt unchanged, <1h gap)"
+
+
+def test_a_system_prompt_change_is_named_when_messages_are_shared() -> None:
+    calls = Immutable()
+    messages = [said("user", "Fix the login bug.")]
+    assert calls.call(0, messages, 50_000) is None
+    assert calls.call(20, messages, 50_000) is None
+    longer = [{**HOUR_SYSTEM[0], "text": HOUR_SYSTEM[0]["text"] + " Be brief."}]
+    event = calls.call(40, messages, 0, system=longer)
+    assert event.reason == "system prompt changed (+10 chars)"
