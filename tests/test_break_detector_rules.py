@@ -205,3 +205,22 @@ def test_a_system_prompt_change_is_named_when_messages_are_shared() -> None:
     longer = [{**HOUR_SYSTEM[0], "text": HOUR_SYSTEM[0]["text"] + " Be brief."}]
     event = calls.call(40, messages, 0, system=longer)
     assert event.reason == "system prompt changed (+10 chars)"
+
+
+def test_the_global_cache_strategy_is_the_system_markers_scope() -> None:
+    """`global` when a system marker is global, `org` for other system markers, `none`
+    without one: the tools' markers do not count."""
+    tool = {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object"}}
+
+    def strategy(system_marker: dict[str, str] | None, tool_marker: dict[str, str] | None) -> str:
+        system: dict[str, Any] = {"type": "text", "text": "You are a careful coding agent."}
+        if system_marker is not None:
+            system["cache_control"] = system_marker
+        marked_tool = {**tool, "cache_control": tool_marker} if tool_marker else tool
+        return snapshot_request(with_messages("a", system=[system], tools=[marked_tool])).global_cache_strategy
+
+    global_scope = {"type": "ephemeral", "scope": "global"}
+    assert strategy(global_scope, FIVE_MINUTES) == "global"
+    assert strategy(FIVE_MINUTES, global_scope) == "org"
+    assert strategy(None, global_scope) == "none"
+    assert strategy(FIVE_MINUTES, None) == "org"
