@@ -4,6 +4,7 @@ a break names as its cause."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,3 +225,32 @@ def test_the_global_cache_strategy_is_the_system_markers_scope() -> None:
     assert strategy(FIVE_MINUTES, global_scope) == "org"
     assert strategy(None, global_scope) == "none"
     assert strategy(FIVE_MINUTES, None) == "org"
+
+
+def diff_of_break(previous: dict[str, Any], current: dict[str, Any]) -> tuple[CacheBreak, str]:
+    """The break `current` after `previous` causes, and the diff file written for it."""
+    written: dict[Path, str] = {}
+    detector = PromptCacheBreakDetector(diff_dir=Path("breaks"), write_diff=written.__setitem__)
+    detector.record_prompt_state(previous, now=0)
+    detector.check_response_for_cache_break({"cache_read_input_tokens": 50_000}, now=0)
+    detector.record_prompt_state(current, now=1)
+    event = detector.check_response_for_cache_break({"cache_read_input_tokens": 0}, now=1)
+    assert isinstance(event, CacheBreak) and event.diff_path is not None
+    return event, written[event.diff_path]
+
+
+def test_an_effort_set_in_the_body_is_named_and_shown() -> None:
+    event, diff = diff_of_break(with_messages("a"), with_messages("a", effort="high"))
+    assert "effort changed (None → high)" in event.changes
+    assert "\n-effort: -\n" in diff and "\n+effort: high\n" in diff
+    assert broken_by(with_messages("a", effort="high"), with_messages("a", effort="low")).changes[0] == (
+        "effort changed (high → low)"
+    )
+
+
+def test_a_beta_header_added_is_named_and_shown() -> None:
+    event, diff = diff_of_break(with_messages("a", betas=["b1"]), with_messages("a", betas=["b1", "b2"]))
+    assert event.reason == "betas changed (+1/-0: +b2)"
+    assert "-betas: b1\n+betas: b1, b2\n" in diff
+    _, diff = diff_of_break(with_messages("a"), with_messages("a", betas=["b1"]))
+    assert "-betas: -\n+betas: b1\n" in diff
