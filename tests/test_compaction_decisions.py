@@ -167,3 +167,36 @@ def test_a_turn_waits_for_the_summary_only_at_the_effective_window() -> None:
     assert summary_must_wait(THRESHOLDS, THRESHOLDS.effective_window)
     assert not summary_must_wait(THRESHOLDS, THRESHOLDS.effective_window - 1)
     assert THRESHOLDS.autocompact < THRESHOLDS.effective_window
+
+
+def test_an_early_fraction_of_one_is_off_even_past_the_threshold() -> None:
+    """`early_compact_fraction = 1.0` turns the early share off: the whole room filled is the
+    threshold's business, never an `early` reason."""
+    off = POLICY.with_changes(early_compact_fraction=1.0, cold_cache_compact_fraction=0.0)
+    assert early(THRESHOLDS.autocompact, policy=off, edits=True) is None
+    assert early(THRESHOLDS.autocompact + 50_000, policy=off, edits=True) is None
+    assert early(THRESHOLDS.autocompact, policy=off.with_changes(early_compact_fraction=0.99), edits=True) == "early"
+
+
+def test_a_fixed_part_past_the_threshold_leaves_a_room_of_one_token() -> None:
+    """System prompt and tools alone past the threshold: the room below it counts as one
+    token, so one token of conversation fills every share of it, and none fills none."""
+    overhead = THRESHOLDS.autocompact + 5_000
+    policy = POLICY.with_changes(
+        early_compact_fraction=0.6, cold_cache_compact_fraction=0.6,
+        background_summary=True, background_summary_fraction=0.6,
+    )
+
+    def reason(tokens: int, *, expired: bool) -> str | None:
+        return early_compaction_reason(
+            policy, THRESHOLDS, tokens=tokens, overhead=overhead, cache_expired=expired,
+            cache_edits_supported=True, refused_at=None, free_compaction_available=lambda: True,
+        )
+
+    def due(tokens: int) -> bool:
+        return background_summary_due(policy, THRESHOLDS, tokens=tokens, overhead=overhead, running=False)
+
+    assert reason(overhead + 1, expired=False) == "early"
+    assert reason(overhead + 1, expired=True) == "cold_cache"
+    assert reason(overhead, expired=True) is None
+    assert due(overhead + 1) and not due(overhead)

@@ -145,3 +145,14 @@ def test_which_models_and_settings_get_a_longer_prefix() -> None:
     assert Policy.claude_code().prefix_ttl_1h is False
     with pytest.raises(ConfigError, match="prefix_ttl_1h_after_pauses must be >= 0"):
         Policy(prefix_ttl_1h_after_pauses=-1)
+
+
+def test_every_marker_can_take_the_hour_at_the_first_pause() -> None:
+    """`cache_ttl_upgrade_after_idle = 1`: the first pause that expired the 5-minute cache
+    switches every marker, the messages' too, to the 1-hour TTL from that request on."""
+    calls, requests, events = converse(Policy(prefix_ttl_1h=False, cache_ttl_upgrade_after_idle=1), PAUSES + PAUSES[4:])
+    assert all(marker_ttls(r) == ({"5m"}, {"5m"}) for r in requests[:4])
+    assert all(marker_ttls(r) == ({"1h"}, {"1h"}) for r in requests[4:])
+    assert [(e.idle_expiries, e.part) for e in events if isinstance(e, CacheTtlUpgraded)] == [(1, "all")]
+    # The second pause (14 minutes) reads what the first one wrote for an hour.
+    assert calls[7].cache_read_input_tokens > calls[4].cache_creation_1h_input_tokens > 0
