@@ -82,19 +82,55 @@ def test_wrap_refuses_a_wrong_option_at_construction(kind: str, options: dict[st
 # ------------------------------------------------------------------ a new system prompt
 
 
+def _kinds(events: list[Event]) -> list[str]:
+    return [e.kind for e in events if e.kind in ("side_call_passed", "cache_params_changed")]
+
+
 def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(
     api_server: ApiServer,
 ) -> None:
+    """A new system over the whole conversation is a side call once (a title request looks
+    the same); the next call carrying it again on the conversation adopts it, and records the
+    first call's exchange, which the caller made part of the conversation."""
     events: list[Event] = []
     client = wrap(api_server.anthropic_client(sync=True), events=events.append)
     messages = claude_turns(api_server, client, 2, system="You are A.")
-    api_server.anthropic.push(message("b", id="msg_b"))
+    api_server.anthropic.push(message("b0", id="msg_b0"), message("b1", id="msg_b1"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are B.", messages=messages
+    )
+    assert _kinds(events) == ["side_call_passed"]
+    assert len(client.session.entries) == 4  # u0 a0 u1 a1
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u3"}]
     client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
-    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
-    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 b
-    assert ("system",) in [
-        getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"
+    assert _kinds(events) == ["side_call_passed", "cache_params_changed"]
+    assert [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"] == [
+        ("system",)
     ]
+    assert len(client.session.entries) == 8  # u0 a0 u1 a1 u2 b0 u3 b1
+    assert client.session.config.system == "You are B."
+
+
+def test_a_new_system_prompt_then_the_old_one_again_is_forgotten(api_server: ApiServer) -> None:
+    """A call back on the old system forgets the new one: carried once more after that, it is
+    a side call again, not a change of system."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    api_server.anthropic.push(
+        message("t0", id="msg_t0"), message("a2", id="msg_a2"), message("t1", id="msg_t1")
+    )
+    title = [*messages[:-1], {"role": "user", "content": "Title?"}]
+    client.messages.create(model=CLAUDE, max_tokens=10, system="Title it.", messages=title)
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are A.", messages=messages
+    )
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u3"}]
+    title = [*messages[:-1], {"role": "user", "content": "Title?"}]
+    client.messages.create(model=CLAUDE, max_tokens=10, system="Title it.", messages=title)
+    assert _kinds(events) == ["side_call_passed", "side_call_passed"]
+    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 a2
+    assert client.session.config.system == "You are A."
 
 
 def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
@@ -111,10 +147,14 @@ def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
         completion = client.chat.completions.create(model=GPT, messages=messages)
         messages += [completion.choices[0].message, {"role": "user", "content": f"u{n + 1}"}]
     messages[0] = {"role": "system", "content": "You are B."}
-    api_server.openai.push(message("b", id="cb"))
+    api_server.openai.push(message("b0", id="cb0"), message("b1", id="cb1"))
+    completion = client.chat.completions.create(model=GPT, messages=messages)
+    assert _kinds(events) == ["side_call_passed"]
+    messages += [completion.choices[0].message, {"role": "user", "content": "u3"}]
     client.chat.completions.create(model=GPT, messages=messages)
-    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
-    assert len(client.session.entries) == 6
+    assert _kinds(events) == ["side_call_passed", "cache_params_changed"]
+    assert len(client.session.entries) == 8  # u0 a0 u1 a1 u2 b0 u3 b1
+    assert client.session.config.system == "You are B."
 
 
 # ------------------------------------------------------------------ an edited first message
