@@ -309,6 +309,18 @@ def test_a_folder_resumed_with_model_learns_the_conversations_tools_and_system(
     assert len(client.session.entries) == 4
 
 
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_session_options_beside_a_given_session_are_refused_by_name(kind: str) -> None:
+    """Options a session is built with cannot reach one already built: refused, each named."""
+    from unbounded.session_options import SessionOptions
+
+    session = Session(SessionConfig(model=CLAUDE if kind == "anthropic" else GPT))
+    with pytest.raises(ConfigError, match=r"hooks=, redact_secrets= beside the session"):
+        wrap(_sdk_client(kind), session, redact_secrets=True, hooks=[])
+    with pytest.raises(ConfigError, match=r"options= beside the session"):
+        wrap(_sdk_client(kind), session, options=SessionOptions(redact_secrets=True))
+
+
 def test_a_policy_beside_a_given_session_is_used(api_server: ApiServer) -> None:
     session = Session(SessionConfig(model=CLAUDE))
     client = wrap(api_server.anthropic_client(sync=True), session, policy=Policy(recall_enabled=False))
@@ -373,6 +385,22 @@ def test_anthropic_switch_to_a_model_the_table_does_not_list(api_server: ApiServ
             api_server.anthropic.pop()
     assert reply.id == "msg_new"
     assert api_server.last.json["model"] == "claude-zzz-9"
+
+
+def test_anthropic_switch_to_a_non_claude_model_the_table_lacks_is_planned_without_prices(
+    api_server: ApiServer,
+) -> None:
+    """A non-Claude model switched to is planned as at a first call: half the window as max
+    output and no prices (`configuration.model_for_window`); a `claude-` one as Claude."""
+    client = wrap(api_server.anthropic_client(sync=True), context_window=100_000)
+    messages = claude_turns(api_server, client, 1)
+    api_server.anthropic.push(message("from glm", id="msg_glm"))
+    client.messages.create(model="glm-4.6", max_tokens=100, system="A", messages=messages)
+    info = client.session.model_info
+    assert (info.name, info.context_window, info.max_output) == ("glm-4.6", 100_000, 50_000)
+    assert (info.input_per_mtok, info.output_per_mtok) == (0.0, 0.0)
+    claude = wrap(api_server.anthropic_client(sync=True), model="claude-zzz-9", context_window=100_000)
+    assert claude.session.model_info.input_per_mtok > 0
 
 
 def test_openai_switch_to_a_model_the_table_does_not_list(api_server: ApiServer) -> None:
