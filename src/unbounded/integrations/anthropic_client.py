@@ -23,15 +23,20 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system` and different tools too, or whose messages do not continue
-   the conversation's (a new `system` over them is a change of system, point 2); one that
-   shares no message with the conversation when the caller has been sending whole
-   histories, or when its model or tools differ; one that would leave the last reply's tool
-   calls unanswered.
+   one with a different `system` (unless it is the second call in a row to carry it over
+   the conversation: point 2); one that shares no message with the conversation when the
+   caller has been sending whole histories, or when its model or tools differ; one that
+   would leave the last reply's tool calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
-   because it re-writes the cache. `max_tokens` is required, as by the SDK (`TypeError`).
+   because it re-writes the cache. A new `system` takes two calls: the first call carrying
+   it, even with the conversation's tools on messages that continue it, is a side call (a
+   title or judge request looks the same) whose system is remembered; when the next call
+   carries that system again, with those tools, on messages that continue the conversation,
+   the change is adopted and the call recorded (the first call's exchange too, when the
+   caller kept it in its history). Any other call forgets the remembered system (a call
+   back on the old one, say). `max_tokens` is required, as by the SDK (`TypeError`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -1056,7 +1061,8 @@ def wrap_anthropic(
     now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
     client, or the one in `options=SessionOptions(...)`; not both) and any other `Session`
     keyword apply to a session the wrapper opens; `summarizer` and `policy` also replace those
-    of a session you give (`events` beside it is a ConfigError: the session has its own).
+    of a session you give (`events` or any other `Session` keyword beside it is a
+    ConfigError: the session was built with its own).
     `history`: see the module docstring.
     """
     try:
