@@ -82,19 +82,55 @@ def test_wrap_refuses_a_wrong_option_at_construction(kind: str, options: dict[st
 # ------------------------------------------------------------------ a new system prompt
 
 
+def _kinds(events: list[Event]) -> list[str]:
+    return [e.kind for e in events if e.kind in ("side_call_passed", "cache_params_changed")]
+
+
 def test_anthropic_new_system_prompt_on_the_whole_conversation_continues_it(
     api_server: ApiServer,
 ) -> None:
+    """A new system over the whole conversation is a side call once (a title request looks
+    the same); the next call carrying it again on the conversation adopts it, and records the
+    first call's exchange, which the caller made part of the conversation."""
     events: list[Event] = []
     client = wrap(api_server.anthropic_client(sync=True), events=events.append)
     messages = claude_turns(api_server, client, 2, system="You are A.")
-    api_server.anthropic.push(message("b", id="msg_b"))
+    api_server.anthropic.push(message("b0", id="msg_b0"), message("b1", id="msg_b1"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are B.", messages=messages
+    )
+    assert _kinds(events) == ["side_call_passed"]
+    assert len(client.session.entries) == 4  # u0 a0 u1 a1
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u3"}]
     client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
-    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
-    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 b
-    assert ("system",) in [
-        getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"
+    assert _kinds(events) == ["side_call_passed", "cache_params_changed"]
+    assert [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"] == [
+        ("system",)
     ]
+    assert len(client.session.entries) == 8  # u0 a0 u1 a1 u2 b0 u3 b1
+    assert client.session.config.system == "You are B."
+
+
+def test_a_new_system_prompt_then_the_old_one_again_is_forgotten(api_server: ApiServer) -> None:
+    """A call back on the old system forgets the new one: carried once more after that, it is
+    a side call again, not a change of system."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    api_server.anthropic.push(
+        message("t0", id="msg_t0"), message("a2", id="msg_a2"), message("t1", id="msg_t1")
+    )
+    title = [*messages[:-1], {"role": "user", "content": "Title?"}]
+    client.messages.create(model=CLAUDE, max_tokens=10, system="Title it.", messages=title)
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are A.", messages=messages
+    )
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u3"}]
+    title = [*messages[:-1], {"role": "user", "content": "Title?"}]
+    client.messages.create(model=CLAUDE, max_tokens=10, system="Title it.", messages=title)
+    assert _kinds(events) == ["side_call_passed", "side_call_passed"]
+    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 a2
+    assert client.session.config.system == "You are A."
 
 
 def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
@@ -111,10 +147,14 @@ def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
         completion = client.chat.completions.create(model=GPT, messages=messages)
         messages += [completion.choices[0].message, {"role": "user", "content": f"u{n + 1}"}]
     messages[0] = {"role": "system", "content": "You are B."}
-    api_server.openai.push(message("b", id="cb"))
+    api_server.openai.push(message("b0", id="cb0"), message("b1", id="cb1"))
+    completion = client.chat.completions.create(model=GPT, messages=messages)
+    assert _kinds(events) == ["side_call_passed"]
+    messages += [completion.choices[0].message, {"role": "user", "content": "u3"}]
     client.chat.completions.create(model=GPT, messages=messages)
-    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
-    assert len(client.session.entries) == 6
+    assert _kinds(events) == ["side_call_passed", "cache_params_changed"]
+    assert len(client.session.entries) == 8  # u0 a0 u1 a1 u2 b0 u3 b1
+    assert client.session.config.system == "You are B."
 
 
 # ------------------------------------------------------------------ an edited first message
@@ -269,6 +309,18 @@ def test_a_folder_resumed_with_model_learns_the_conversations_tools_and_system(
     assert len(client.session.entries) == 4
 
 
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_session_options_beside_a_given_session_are_refused_by_name(kind: str) -> None:
+    """Options a session is built with cannot reach one already built: refused, each named."""
+    from unbounded.session_options import SessionOptions
+
+    session = Session(SessionConfig(model=CLAUDE if kind == "anthropic" else GPT))
+    with pytest.raises(ConfigError, match=r"hooks=, redact_secrets= beside the session"):
+        wrap(_sdk_client(kind), session, redact_secrets=True, hooks=[])
+    with pytest.raises(ConfigError, match=r"options= beside the session"):
+        wrap(_sdk_client(kind), session, options=SessionOptions(redact_secrets=True))
+
+
 def test_a_policy_beside_a_given_session_is_used(api_server: ApiServer) -> None:
     session = Session(SessionConfig(model=CLAUDE))
     client = wrap(api_server.anthropic_client(sync=True), session, policy=Policy(recall_enabled=False))
@@ -333,6 +385,22 @@ def test_anthropic_switch_to_a_model_the_table_does_not_list(api_server: ApiServ
             api_server.anthropic.pop()
     assert reply.id == "msg_new"
     assert api_server.last.json["model"] == "claude-zzz-9"
+
+
+def test_anthropic_switch_to_a_non_claude_model_the_table_lacks_is_planned_without_prices(
+    api_server: ApiServer,
+) -> None:
+    """A non-Claude model switched to is planned as at a first call: half the window as max
+    output and no prices (`configuration.model_for_window`); a `claude-` one as Claude."""
+    client = wrap(api_server.anthropic_client(sync=True), context_window=100_000)
+    messages = claude_turns(api_server, client, 1)
+    api_server.anthropic.push(message("from glm", id="msg_glm"))
+    client.messages.create(model="glm-4.6", max_tokens=100, system="A", messages=messages)
+    info = client.session.model_info
+    assert (info.name, info.context_window, info.max_output) == ("glm-4.6", 100_000, 50_000)
+    assert (info.input_per_mtok, info.output_per_mtok) == (0.0, 0.0)
+    claude = wrap(api_server.anthropic_client(sync=True), model="claude-zzz-9", context_window=100_000)
+    assert claude.session.model_info.input_per_mtok > 0
 
 
 def test_openai_switch_to_a_model_the_table_does_not_list(api_server: ApiServer) -> None:

@@ -631,14 +631,17 @@ def test_a_system_reminder_inside_a_chat_conversation_is_sent_where_it_was(api_s
 def test_new_responses_instructions_on_the_whole_conversation_continue_it(api_server: ApiServer) -> None:
     events: list[Event] = []
     client = wrap(api_server.openai_client(sync=True), policy=Policy(), summarizer="extractive", events=events.append)
-    api_server.responses.push(message("One."), message("Two."))
+    api_server.responses.push(message("One."), message("Two."), message("Three."))
     items: list[Any] = [{"role": "user", "content": "u0"}]
     items += client.responses.create(model=MODEL, instructions="You are A.", input=items).output
     items.append({"role": "user", "content": "u1"})
+    items += client.responses.create(model=MODEL, instructions="You are B.", input=items).output
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == ["side_call_passed"]  # a title request looks the same
+    items.append({"role": "user", "content": "u2"})
     client.responses.create(model=MODEL, instructions="You are B.", input=items)
-    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
-    assert ("system",) in [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"]
-    assert len(client.session.entries) == 4 and api_server.last.json["instructions"] == "You are B."
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == ["side_call_passed"]
+    assert [getattr(e, "fields", None) for e in events if e.kind == "cache_params_changed"] == [("system",)]
+    assert len(client.session.entries) == 6 and api_server.last.json["instructions"] == "You are B."
 
 
 def test_a_chat_stream_helper_records_the_usage_without_handing_over_its_chunk(api_server: ApiServer) -> None:

@@ -42,11 +42,6 @@ def _recorded(client: Any) -> list[str]:
 # ------------------------------------------------------------------ a title request is a side call
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a title request (another system, the whole tool-less history + an instruction) is "
-    "recorded as a change of system; the main conversation's next call is then a side call",
-)
 def test_anthropic_title_request_leaves_the_conversation_recording(api_server: ApiServer) -> None:
     events: list[Event] = []
     client = wrap(api_server.anthropic_client(sync=True), events=events.append)
@@ -71,11 +66,6 @@ def test_anthropic_title_request_leaves_the_conversation_recording(api_server: A
     assert client.session.config.system == "S"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a title request (another system message, the whole tool-less history + an "
-    "instruction) is recorded as a change of system; the next main call is then a side call",
-)
 def test_openai_chat_title_request_leaves_the_conversation_recording(
     api_server: ApiServer,
 ) -> None:
@@ -105,11 +95,6 @@ def test_openai_chat_title_request_leaves_the_conversation_recording(
     assert client.session.config.system == "S"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a title request (other instructions, the whole tool-less history + an instruction) "
-    "is recorded as a change of system; the next main call is then a side call",
-)
 def test_openai_responses_title_request_leaves_the_conversation_recording(
     api_server: ApiServer,
 ) -> None:
@@ -135,11 +120,6 @@ def test_openai_responses_title_request_leaves_the_conversation_recording(
 # ------------------------------------------------------------------ n > 1 on a side call
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="n>1 is refused before the call is known to be a side call: a title request "
-    "asking for 3 candidates, which the base passed to the SDK unrecorded, is a ConfigError",
-)
 def test_openai_chat_side_call_with_several_candidates_goes_to_the_sdk(
     api_server: ApiServer,
 ) -> None:
@@ -170,12 +150,6 @@ def test_openai_chat_side_call_with_several_candidates_goes_to_the_sdk(
 # ------------------------------------------------------------------ a resumed session given to wrap()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the resumed-folder fix covers wrap(session_folder=, model=) only: a folder resumed "
-    "as Session.open(folder, SessionConfig(model=)) and given to wrap() turns every call into "
-    "a side call ('a different system prompt')",
-)
 def test_a_session_opened_from_a_folder_and_given_to_wrap_keeps_recording(
     api_server: ApiServer, tmp_path: Any
 ) -> None:
@@ -205,11 +179,6 @@ def test_a_session_opened_from_a_folder_and_given_to_wrap_keeps_recording(
 # ------------------------------------------------------------------ Session options beside a session
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the policy/events fix covers those two only: wrap(client, session, "
-    "redact_secrets=True) is accepted and the session given never redacts",
-)
 def test_redact_secrets_beside_a_given_session_is_used_or_refused(api_server: ApiServer) -> None:
     aws_key_id = "AKIAIOSFODNN7EXAMPLE"
     session = Session(SessionConfig(model=CLAUDE), policy=Policy())
@@ -225,13 +194,6 @@ def test_redact_secrets_beside_a_given_session_is_used_or_refused(api_server: Ap
 # ------------------------------------------------------------------ a model the table lacks
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/integrations.md: a model the table lacks, given context_window=, is planned "
-    "with half the window as max output and no prices (only a claude- name is priced as "
-    "Claude); the Anthropic drop-in plans 'glm-4.6' as Claude: its prices, 128,000 max output "
-    "in a 100,000-token window",
-)
 def test_anthropic_drop_in_plans_a_non_claude_model_as_the_docs_say(
     api_server: ApiServer,
 ) -> None:

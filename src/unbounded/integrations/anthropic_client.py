@@ -23,15 +23,20 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system` and different tools too, or whose messages do not continue
-   the conversation's (a new `system` over them is a change of system, point 2); one that
-   shares no message with the conversation when the caller has been sending whole
-   histories, or when its model or tools differ; one that would leave the last reply's tool
-   calls unanswered.
+   one with a different `system` (unless it is the second call in a row to carry it over
+   the conversation: point 2); one that shares no message with the conversation when the
+   caller has been sending whole histories, or when its model or tools differ; one that
+   would leave the last reply's tool calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
-   because it re-writes the cache. `max_tokens` is required, as by the SDK (`TypeError`).
+   because it re-writes the cache. A new `system` takes two calls: the first call carrying
+   it, even with the conversation's tools on messages that continue it, is a side call (a
+   title or judge request looks the same) whose system is remembered; when the next call
+   carries that system again, with those tools, on messages that continue the conversation,
+   the change is adopted and the call recorded (the first call's exchange too, when the
+   caller kept it in its history). Any other call forgets the remembered system (a call
+   back on the old one, say). `max_tokens` is required, as by the SDK (`TypeError`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -75,10 +80,10 @@ from unbounded.catalog import (
     ASSUMED_MODELS,
     ModelInfo,
     ModelTable,
-    ProviderName,
-    assumed_model,
     load_model_table,
+    provider_of_name,
 )
+from unbounded.configuration import model_for_window
 from unbounded.engine import (
     TurnOptions,
     drive_turn,
@@ -291,6 +296,14 @@ class ClientPipeline:
                 "events come from the session you gave wrap(): pass events= to Session(...), "
                 "or leave out the session and let wrap() open one"
             )
+        if session is not None and session_options:
+            # Options a session is built with (redaction, hooks, its model table...) cannot be
+            # given to one already built; policy= and summarizer= are what reconfigure changes.
+            raise ConfigError(
+                f"{', '.join(f'{name}=' for name in sorted(session_options))} beside the session "
+                "you gave wrap(): those are Session options, pass them to Session(...), or leave "
+                "out the session and let wrap() open one"
+            )
         self.client = client
         self._blocking = blocking
         """The blocking entry point this pipeline is (None: an async client's)."""
@@ -311,9 +324,10 @@ class ClientPipeline:
         self._table: ModelTable | None = None
         """The model table of a session the wrapper opened with wrap()'s `context_window`."""
         self._owns_session = session is None
-        self._settled = session is not None
-        """The session's config is the conversation's: a session given, or one a call has
-        configured (a folder resumed with wrap()'s `model=` learns its system at its first)."""
+        self._settled = session is not None and session.config.system is not None
+        """The session's config is the conversation's: a session given with its system, or
+        one a call has configured (a folder resumed with wrap()'s `model=`, or a session given
+        without a system, learns its system at its first call)."""
         self._sent_params: dict[str, Any] | None = None
         self._params_of: tuple[SessionConfig, dict[str, Any]] | None = None
         """A config and its cache-safe parameters (not rebuilt while the config stays)."""
@@ -334,6 +348,9 @@ class ClientPipeline:
         self._seen = SeenMessages()
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
+        self._new_system: list[dict[str, Any]] | None = None
+        """The canonical system prompt of the last call when it was a side call with a new
+        system over the conversation: the next call carrying it on the conversation adopts it."""
         if session is not None:
             if summarizer is not None:
                 session.reconfigure(summarizer=self._summarizer_provider())
@@ -435,18 +452,23 @@ class ClientPipeline:
         return Session(config, **options)
 
     def _learn_unknown_model(self, model: str) -> None:
-        """A model the table does not list (a Claude model newer than the table) is planned with
-        `context_window` given to wrap() and the current Claude model's prices and caching
-        rules, said in the log; without a window, a ConfigError naming wrap()'s remedies."""
+        """A model the table does not list (a Claude model newer than the table, another
+        provider's behind a proxy) is planned with `context_window` given to wrap()
+        (`_unknown_model_info`), said in the log; without a window, a ConfigError naming
+        wrap()'s remedies."""
         table = session_option(self._options, "model_table") or load_model_table()
         if table.find(model) is not None:
             return
-        assumed = ASSUMED_MODELS["anthropic"]
         if self._context_window is None:
+            priced = (
+                f"{ASSUMED_MODELS['anthropic']}'s prices"
+                if provider_of_name(model) == "anthropic"
+                else "no prices"
+            )
             raise ConfigError(
                 f"model {model!r} is not in the model table, so its context window is unknown: "
                 f"pass wrap(client, model={model!r}, context_window=...) to plan it with that "
-                f"window and {assumed}'s prices, or add its row to a models file "
+                f"window and {priced}, or add its row to a models file "
                 "(UNBOUNDED_MODELS_FILE, or model_table=load_model_table([FILE]))"
             )
         self._options = {
@@ -456,19 +478,10 @@ class ClientPipeline:
 
     def _unknown_model_info(self, table: ModelTable, model: str) -> ModelInfo:
         """The figures a model the table does not list is planned with, given wrap()'s
-        `context_window`: the current model's of the provider the client calls (Claude's for
-        this drop-in), said in the log."""
-        window = cast(int, self._context_window)
-        family: ProviderName = "openai" if self.provider.name == "openai" else "anthropic"
-        assumed = ASSUMED_MODELS[family]
-        logger.warning(
-            "model %r is not in the model table: planned with a %s-token window "
-            "(context_window=) and priced as %s",
-            model,
-            f"{window:,}",
-            assumed,
-        )
-        return assumed_model(table, model, family).with_window(window)
+        `context_window` (`configuration.model_for_window`'s rule, said in the log): a
+        `claude-` name the current Claude model's; any other half the window as its max
+        output and no prices."""
+        return model_for_window(table, model, self._context_window)
 
     def _learn_switched_model(self, model: str) -> None:
         """A model the conversation switches to that the table does not list is planned as
@@ -553,20 +566,22 @@ class ClientPipeline:
                 verified=verified,
             )
 
+        remembered, self._new_system = self._new_system, None
         if self._session is not None and self.known:
             config = self._session.config
             if not self._settled or _same_system(params.get("system"), config.system):
                 relation = continuation()
             else:
-                # A new system prompt with the conversation's tools on messages that continue
-                # the conversation changes its system (point 2 of the module docstring); with
-                # other tools, on none of its messages, on a history that breaks off from it,
-                # or asking its last reply again, it is a side call (a title, a judge...).
+                # A new system prompt is a side call (a title, a judge...), but one over the
+                # conversation's tools on messages that continue it is remembered: the next
+                # call carrying it again on the conversation adopts it (point 2 of the module
+                # docstring). A title request cannot be told from a change by one call.
                 try:
                     relation = continuation()
                 except ConfigError:
                     relation = None
                 tools = [block_dict(t) for t in params.get("tools") or []]
+                system = canonical_system(params.get("system"))
                 if (
                     relation is None
                     or relation.relation not in ("continues", "window")
@@ -575,10 +590,15 @@ class ClientPipeline:
                 ):
                     self._side_call("a different system prompt", messages)
                     return None
+                if system != remembered:
+                    self._new_system = system
+                    self._side_call("a different system prompt", messages)
+                    return None
             reason = self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
                 return None
+        self._check_turn(rest)  # a turn of the conversation, no side call: what it may ask
         session = self._configure(params)  # may load what a session folder already knows
         session.bind_call_provider(self.provider)
         if relation is None:
@@ -612,6 +632,10 @@ class ClientPipeline:
         if relation.relation == "continues" and len(self.known) == len(messages):
             self._verified = len(messages)  # known ends with this list's prints
         return rest
+
+    def _check_turn(self, passthrough: Mapping[str, Any]) -> None:
+        """Refuse (`ConfigError`) what a call recorded as a turn cannot pass to the SDK; a
+        side call goes as given, unchecked. Every keyword the Anthropic API takes can."""
 
     def _sink(self) -> EventSink | None:
         return self._session.events_sink() if self._session is not None else self._events
@@ -1037,7 +1061,8 @@ def wrap_anthropic(
     now instead of at the first call. `policy`, `events`, `summarizer` (default: the wrapped
     client, or the one in `options=SessionOptions(...)`; not both) and any other `Session`
     keyword apply to a session the wrapper opens; `summarizer` and `policy` also replace those
-    of a session you give (`events` beside it is a ConfigError: the session has its own).
+    of a session you give (`events` or any other `Session` keyword beside it is a
+    ConfigError: the session was built with its own).
     `history`: see the module docstring.
     """
     try:

@@ -29,7 +29,8 @@ OpenAI's own parts:
   the library does not read stay in the conversation as they came and are sent back unchanged.
 - **Chat Completions streams** ask for the usage chunk, for the record, and hide it from a
   caller who did not ask for it; the reply is recorded at its finish chunk
-  (`_openai_streams.ChatPassage`). `n` above 1 is refused: the session records one reply.
+  (`_openai_streams.ChatPassage`). `n` above 1 is refused on a turn (the session records
+  one reply); a side call passes it to the SDK as given.
 - **System messages inside the conversation** (reminders) stay in place, sent back as they
   came; only those before it make the system prompt.
 - **The Responses API's server-side state** (`previous_response_id`, `conversation`) is
@@ -360,15 +361,6 @@ class OpenAIPipeline(ClientPipeline):
                     "the wrapper sends the whole conversation itself: pass the items in input= "
                     f"and leave out {name}"
                 )
-        choices = rest.get("n")
-        if api == "chat" and choices is not None and choices != 1:
-            # The session records one conversation: of n candidates, which one the caller
-            # goes on with is unknown until the next call, so none can be recorded now.
-            raise ConfigError(
-                f"chat.completions.create(n={choices!r}) asks for several candidate replies, "
-                "and the wrapper records one conversation: ask once per candidate with n=1, "
-                "or call client.client for an unmanaged call"
-            )
         key = _CONVERSATION_KEY[api]
         if key not in rest:
             raise ConfigError(
@@ -399,6 +391,18 @@ class OpenAIPipeline(ClientPipeline):
         if "prompt_cache_key" in rest:
             self._cache_key.value = str(rest.pop("prompt_cache_key"))
         return self.begin({**params, **rest}, streaming_helper=False)
+
+    def _check_turn(self, passthrough: Mapping[str, Any]) -> None:
+        """Refuse `n` above 1 on a call recorded as a turn (a side call passes it to the SDK)."""
+        choices = passthrough.get("n")
+        if self.api == "chat" and choices is not None and choices != 1:
+            # The session records one conversation: of n candidates, which one the caller
+            # goes on with is unknown until the next call, so none can be recorded now.
+            raise ConfigError(
+                f"chat.completions.create(n={choices!r}) asks for several candidate replies, "
+                "and the wrapper records one conversation: ask once per candidate with n=1, "
+                "or call client.client for an unmanaged call"
+            )
 
     def call_kwargs(
         self,
