@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -146,7 +145,6 @@ if TYPE_CHECKING:
     from anthropic.types import Message
 
 
-logger = logging.getLogger(__name__)
 
 SummarizerChoice = Literal["client", "extractive"]
 """`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
