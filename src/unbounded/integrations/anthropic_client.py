@@ -144,8 +144,6 @@ if TYPE_CHECKING:
     import anthropic
     from anthropic.types import Message
 
-
-
 SummarizerChoice = Literal["client", "extractive"]
 """`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
 
