@@ -117,10 +117,6 @@ def test_history_new_caller_changes_its_system(api_server: ApiServer) -> None:
 # ------------------------------------------------------------------ model names with a ":tag"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='i36y: bare_model_name reads "claude-...:beta" as a provider: prefix and looks up "beta"',
-)
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -136,10 +132,6 @@ def test_a_tag_after_a_known_model_name_still_finds_it(name: str, expected: str)
     assert info is not None and info.name == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='i36y: provider_of_name looks only at bare_model_name\'s "beta" for a claude- name',
-)
 @pytest.mark.parametrize(
     "name",
     [

@@ -266,7 +266,15 @@ def as_provider(value: object) -> ProviderName | None:
 
 
 # "anthropic:claude-…" (LangChain's provider:model), not the ":0" of a Bedrock id.
-_PROVIDER_COLON = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*:(?=[A-Za-z])")
+# A LangChain `provider:model` prefix names a known provider; any other `name:tag` keeps its
+# name (OpenRouter's `:beta`, `:thinking`; ollama's `:latest`, `:8b`).
+_PROVIDER_COLON = re.compile(
+    r"^(?:anthropic|openai|azure_openai|azure|google_genai|google_vertexai|"
+    r"google_anthropic_vertex|vertexai|vertex_ai|gemini|bedrock|bedrock_converse|mistralai|"
+    r"groq|ollama|together|fireworks|deepseek|xai|cohere|huggingface|openrouter|"
+    r"litellm):(?=[A-Za-z])",
+    re.I,
+)
 # A Bedrock id: "anthropic.claude-…-v1:0", with a region's inference profile ("us.", "global.").
 _BEDROCK_PREFIX = re.compile(r"^(?:[a-z]{2,6}(?:-[a-z]+)?\.)?anthropic\.(?=claude)", re.I)
 _BEDROCK_SUFFIX = re.compile(r"-v\d+(?::\d+)?(?::\d+k)?$", re.I)
