@@ -151,10 +151,6 @@ def test_a_claude_name_with_a_tag_is_anthropic(name: str) -> None:
 # ------------------------------------------------------------------ redact_url on an ordinary URL
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="i36y: _credentials_end takes an @ after the path or query for the end of user:password when the host has a port",
-)
 @pytest.mark.parametrize(
     "url",
     [
@@ -172,10 +168,6 @@ def test_redact_url_leaves_a_url_without_a_password_as_it_is(url: str) -> None:
     assert redact_url(url) == url
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='i36y: address_passwords reads "5432/app?user=admin" as the password (same misreading)',
-)
 def test_redact_address_secrets_leaves_the_user_name_of_a_url_without_a_password() -> None:
     """The same misreading makes `5432/app?user=admin` a password of the address, so the
     quoted user name of libpq's reason is masked although the address holds no password."""
