@@ -193,8 +193,9 @@ def test_a_new_system_whose_exchange_the_caller_dropped_is_not_adopted(
         ["u3"],  # another question instead (a judge's second one)
         ["u2", "u3", "u4"],  # the side call's message, then no reply
         ["x2", "b0", "u3"],  # another exchange than the side call's
+        ["u2", "b0"],  # its exchange and nothing more (an assistant prefill)
     ],
-    ids=["another-question", "no-reply-after-it", "another-exchange"],
+    ids=["another-question", "no-reply-after-it", "another-exchange", "prefill"],
 )
 def test_a_call_not_going_on_through_the_side_call_does_not_adopt_it(
     api_server: ApiServer, tail: list[str]
