@@ -23,20 +23,29 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system` (unless it is the second call in a row to carry it over
-   the conversation: point 2); one that shares no message with the conversation when the
+   one with a different `system` (unless its messages go on through the exchange of the
+   side call just before it: point 2); one that shares no message with the conversation when the
    caller has been sending whole histories, or when its model or tools differ; one that
    would leave the last reply's tool calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
-   because it re-writes the cache. A new `system` takes two calls: the first call carrying
-   it, even with the conversation's tools on messages that continue it, is a side call (a
-   title or judge request looks the same) whose system is remembered; when the next call
-   carries that system again, with those tools, on messages that continue the conversation,
-   the change is adopted and the call recorded (the first call's exchange too, when the
-   caller kept it in its history). Any other call forgets the remembered system (a call
-   back on the old one, say). `max_tokens` is required, as by the SDK (`TypeError`).
+   because it re-writes the cache. A new `system` is adopted by what the next call keeps:
+   the first call carrying it is a side call (a title or judge request looks the same).
+   When it has the conversation's tools and its messages continue the conversation, adding
+   messages, or ask again for its last reply (a regenerate), it is remembered: the messages
+   it added after the recorded conversation (none for a regenerate). The next call adopts
+   it when, with the conversation's tools, its messages continue the recorded conversation
+   through it: where the side call's added messages began, they hold those messages, then
+   an assistant message (the side call's reply) and more. Adopting records the side call's
+   messages and that reply (a regenerate's: the recorded last reply discarded first,
+   `LastReplyDiscarded`), then the call's own, and takes the call's own parameters
+   (whatever its system: one with the time in it, new at every call, is recorded every
+   turn). Any other call forgets the side call: a judge or title asked again (the same
+   question, no reply after it) is another side call, and a call back on the old system
+   that does not carry the side exchange is an ordinary turn. A `history="new"` caller
+   never sends the exchange back, so for it a new system stays a side call.
+   `max_tokens` is required, as by the SDK (`TypeError`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
