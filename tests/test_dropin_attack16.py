@@ -157,6 +157,163 @@ def test_openai_chat_new_system_message_on_the_whole_conversation_continues_it(
     assert client.session.config.system == "You are B."
 
 
+def test_a_new_system_whose_exchange_the_caller_dropped_is_not_adopted(
+    api_server: ApiServer,
+) -> None:
+    """The next call adopts a side call only when its messages go on through the side call's
+    exchange: carrying the same new system on the conversation without it is another side
+    call; the call after that, which keeps its exchange, is adopted."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    api_server.anthropic.push(message("b0", id="msg_b0"), message("b1", id="msg_b1"))
+    api_server.anthropic.push(message("b2", id="msg_b2"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
+    messages[-1] = {"role": "user", "content": "u3"}  # the first exchange dropped
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are B.", messages=messages
+    )
+    assert _kinds(events) == ["side_call_passed", "side_call_passed"]
+    assert len(client.session.entries) == 4 and client.session.config.system == "You are A."
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u4"}]
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
+    assert _kinds(events) == ["side_call_passed", "side_call_passed", "cache_params_changed"]
+    assert [m["content"] for m in client.session.messages][4:] == [
+        "u3",
+        [{"type": "text", "text": "b1"}],
+        "u4",
+        [{"type": "text", "text": "b2"}],
+    ]
+    assert client.session.config.system == "You are B."
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        ["u3"],  # another question instead (a judge's second one)
+        ["u2", "u3", "u4"],  # the side call's message, then no reply
+        ["x2", "b0", "u3"],  # another exchange than the side call's
+        ["u2", "b0"],  # its exchange and nothing more (an assistant prefill)
+    ],
+    ids=["another-question", "no-reply-after-it", "another-exchange", "prefill"],
+)
+def test_a_call_not_going_on_through_the_side_call_does_not_adopt_it(
+    api_server: ApiServer, tail: list[str]
+) -> None:
+    """Only messages that hold, after the conversation, the side call's fresh messages and
+    then a reply and more adopt it; this call, with the same new system, is a side call."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    api_server.anthropic.push(message("b0", id="msg_b0"), message("b1", id="msg_b1"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are B.", messages=messages)
+    after = [
+        {"role": "assistant" if text.startswith("b") else "user", "content": text}
+        for text in tail
+    ]
+    client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are B.", messages=[*messages[:-1], *after]
+    )
+    assert _kinds(events) == ["side_call_passed", "side_call_passed"]
+    assert len(client.session.entries) == 4 and client.session.config.system == "You are A."
+
+
+def test_the_same_judge_question_twice_is_not_adopted(api_server: ApiServer) -> None:
+    """A judge asking the same question twice over the conversation (no reply after it) is
+    two side calls: the conversation goes on with its own system."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")
+    judge = [*messages[:-1], {"role": "user", "content": "Is it safe?"}]
+    api_server.anthropic.push(message("yes", id="msg_j0"), message("yes", id="msg_j1"))
+    api_server.anthropic.push(message("a2", id="msg_a2"))
+    for _ in range(2):
+        client.messages.create(model=CLAUDE, max_tokens=10, system="Judge.", messages=judge)
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You are A.", messages=messages)
+    assert _kinds(events) == ["side_call_passed", "side_call_passed"]
+    assert len(client.session.entries) == 6  # u0 a0 u1 a1 u2 a2
+    assert client.session.config.system == "You are A."
+
+
+@pytest.mark.parametrize("system", ["You are B.", "You are A."])
+def test_a_regenerate_with_a_new_system_is_adopted_by_the_call_going_on_from_it(
+    api_server: ApiServer, system: str
+) -> None:
+    """A regenerate with a new system is a side call; the next call going on from its reply
+    adopts it: the recorded last reply taken out (`LastReplyDiscarded`), the regenerated one
+    and what follows recorded, the next call's system the session's (back on the old one, it
+    is no change)."""
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages = claude_turns(api_server, client, 2, system="You are A.")[:-2]
+    api_server.anthropic.push(message("b0", id="msg_b0"), message("b1", id="msg_b1"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="You are B.", messages=messages
+    )
+    assert _kinds(events) == ["side_call_passed"]
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "v0"}]
+    client.messages.create(model=CLAUDE, max_tokens=100, system=system, messages=messages)
+    assert [e.kind for e in events if e.kind == "last_reply_discarded"] == [
+        "last_reply_discarded"
+    ]
+    changed = ["cache_params_changed"] if system == "You are B." else []
+    assert _kinds(events) == ["side_call_passed", *changed]
+    assert [m["content"] for m in client.session.messages] == [
+        "u0",
+        [{"type": "text", "text": "a0"}],
+        "u1",
+        [{"type": "text", "text": "b0"}],
+        "v0",
+        [{"type": "text", "text": "b1"}],
+    ]
+    assert client.session.config.system == system
+
+
+@pytest.mark.parametrize("which", ["side call", "next call"])
+def test_a_new_system_with_other_tools_is_not_adopted(api_server: ApiServer, which: str) -> None:
+    """The side call and the call adopting it both need the conversation's tools."""
+    tools = [{"name": "t", "description": "d", "input_schema": {"type": "object"}}]
+    events: list[Event] = []
+    client = wrap(api_server.anthropic_client(sync=True), events=events.append)
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    api_server.anthropic.push(
+        message("a0", id="msg_a0"), message("b0", id="msg_b0"), message("b1", id="msg_b1")
+    )
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="A", tools=tools, messages=messages
+    )
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "u1"}]
+    for call in ("side call", "next call"):
+        given = [] if call == which else tools
+        reply = client.messages.create(
+            model=CLAUDE, max_tokens=100, system="B", tools=given, messages=messages
+        )
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": "u2"},
+        ]
+    assert _kinds(events) == ["side_call_passed", "side_call_passed"]
+    assert len(client.session.entries) == 2 and client.session.config.system == "A"
+
+
+def test_openai_chat_system_message_changing_every_turn_is_recorded(
+    api_server: ApiServer,
+) -> None:
+    """A system message with the time in it, new at every call: each call after the first
+    adopts the one before it (their exchange is in its messages), so every turn is recorded."""
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), events=events.append)
+    messages: list[Any] = [{"role": "system", "content": ""}, {"role": "user", "content": "u0"}]
+    for n in range(5):
+        messages[0] = {"role": "system", "content": f"You are A. Time: 10:0{n}"}
+        api_server.openai.push(message(f"a{n}", id=f"c{n}"))
+        completion = client.chat.completions.create(model=GPT, messages=messages)
+        messages += [completion.choices[0].message, {"role": "user", "content": f"u{n + 1}"}]
+    assert _kinds(events) == ["side_call_passed", "cache_params_changed"] * 2
+    assert len(client.session.entries) == 10
+    assert client.session.config.system == "You are A. Time: 10:04"
+
+
 # ------------------------------------------------------------------ an edited first message
 
 

@@ -23,20 +23,29 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
    a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system` (unless it is the second call in a row to carry it over
-   the conversation: point 2); one that shares no message with the conversation when the
+   one with a different `system` (unless its messages go on through the exchange of the
+   side call just before it: point 2); one that shares no message with the conversation when the
    caller has been sending whole histories, or when its model or tools differ; one that
    would leave the last reply's tool calls unanswered.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
-   because it re-writes the cache. A new `system` takes two calls: the first call carrying
-   it, even with the conversation's tools on messages that continue it, is a side call (a
-   title or judge request looks the same) whose system is remembered; when the next call
-   carries that system again, with those tools, on messages that continue the conversation,
-   the change is adopted and the call recorded (the first call's exchange too, when the
-   caller kept it in its history). Any other call forgets the remembered system (a call
-   back on the old one, say). `max_tokens` is required, as by the SDK (`TypeError`).
+   because it re-writes the cache. A new `system` is adopted by what the next call keeps:
+   the first call carrying it is a side call (a title or judge request looks the same).
+   When it has the conversation's tools and its messages continue the conversation, adding
+   messages, or ask again for its last reply (a regenerate), it is remembered: the messages
+   it added after the recorded conversation (none for a regenerate). The next call adopts
+   it when, with the conversation's tools, its messages continue the recorded conversation
+   through it: where the side call's added messages began, they hold those messages, then
+   an assistant message (the side call's reply) and more. Adopting records the side call's
+   messages and that reply (a regenerate's: the recorded last reply discarded first,
+   `LastReplyDiscarded`), then the call's own, and takes the call's own parameters
+   (whatever its system: one with the time in it, new at every call, is recorded every
+   turn). Any other call forgets the side call: a judge or title asked again (the same
+   question, no reply after it) is another side call, and a call back on the old system
+   that does not carry the side exchange is an ordinary turn. A `history="new"` caller
+   never sends the exchange back, so for it a new system stays a side call.
+   `max_tokens` is required, as by the SDK (`TypeError`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -204,6 +213,19 @@ def _same_config(params: Mapping[str, Any], config: SessionConfig) -> bool:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SideCall:
+    """A side call with a new system over the conversation, as the next call may adopt it."""
+
+    base: int
+    """How many of the conversation's messages it went on from (all but the last reply for
+    a regenerate)."""
+    fresh: tuple[MessagePrint, ...]
+    """The messages it added after those (none for a regenerate)."""
+    retry: bool
+    """It asked again for the last reply: adopting it takes that reply out."""
+
+
 def _beta_header(headers: Any) -> list[str]:
     """The betas an `extra_headers` mapping names in its `anthropic-beta` header."""
     if not isinstance(headers, Mapping):
@@ -344,9 +366,9 @@ class ClientPipeline:
         self._seen = SeenMessages()
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
-        self._new_system: list[dict[str, Any]] | None = None
-        """The canonical system prompt of the last call when it was a side call with a new
-        system over the conversation: the next call carrying it on the conversation adopts it."""
+        self._side: _SideCall | None = None
+        """The last call when it was a side call with a new system over the conversation: the
+        next call whose messages go on through its exchange adopts it (`_adopts`)."""
         if session is not None:
             if summarizer is not None:
                 session.reconfigure(summarizer=self._summarizer_provider())
@@ -562,35 +584,32 @@ class ClientPipeline:
                 verified=verified,
             )
 
-        remembered, self._new_system = self._new_system, None
+        remembered, self._side = self._side, None
+        discards = False  # an adopted regenerate: the recorded last reply is taken out
         if self._session is not None and self.known:
             config = self._session.config
-            if not self._settled or _same_system(params.get("system"), config.system):
+            adopted = (
+                self._adopts(remembered, messages, params, verified)
+                if remembered is not None
+                else None
+            )
+            if adopted is not None:
+                relation, discards = adopted, remembered is not None and remembered.retry
+            elif not self._settled or _same_system(params.get("system"), config.system):
                 relation = continuation()
             else:
-                # A new system prompt is a side call (a title, a judge...), but one over the
-                # conversation's tools on messages that continue it is remembered: the next
-                # call carrying it again on the conversation adopts it (point 2 of the module
-                # docstring). A title request cannot be told from a change by one call.
+                # A new system prompt is a side call (a title, a judge...): one call cannot
+                # tell it from a change. One over the conversation's tools on messages that
+                # continue it is remembered; the next call adopts it only if it goes on
+                # through its exchange (point 2 of the module docstring).
                 try:
                     relation = continuation()
                 except ConfigError:
                     relation = None
-                tools = [block_dict(t) for t in params.get("tools") or []]
-                system = canonical_system(params.get("system"))
-                if (
-                    relation is None
-                    or relation.relation not in ("continues", "window")
-                    or not relation.start
-                    or canonical_tools(tools) != canonical_tools(config.tools)
-                ):
-                    self._side_call("a different system prompt", messages)
-                    return None
-                if system != remembered:
-                    self._new_system = system
-                    self._side_call("a different system prompt", messages)
-                    return None
-            reason = self._side_call_reason(relation, messages, params)
+                self._side = self._side_call_kept(relation, params)
+                self._side_call("a different system prompt", messages)
+                return None
+            reason = None if discards else self._side_call_reason(relation, messages, params)
             if reason is not None:
                 self._side_call(reason, messages)
                 return None
@@ -599,7 +618,7 @@ class ClientPipeline:
         session.bind_call_provider(self.provider)
         if relation is None:
             relation = continuation()
-        if relation.relation == "retry":
+        if relation.relation == "retry" or discards:
             removed = session.discard_last_reply()
             self.known = conversation_prints(session.entries)
             discarded = removed[0].message_id if removed else None
@@ -628,6 +647,60 @@ class ClientPipeline:
         if relation.relation == "continues" and len(self.known) == len(messages):
             self._verified = len(messages)  # known ends with this list's prints
         return rest
+
+    def _side_call_kept(
+        self, relation: Continuation | None, params: Mapping[str, Any]
+    ) -> _SideCall | None:
+        """What a side call with a new system leaves for the next call to adopt: its fresh
+        messages, when it has the conversation's tools and its messages continue the
+        conversation (adding some) or ask again for its last reply; else None."""
+        tools = [block_dict(t) for t in params.get("tools") or []]
+        if relation is None or not relation.start:
+            return None
+        if canonical_tools(tools) != canonical_tools(self.session.config.tools):
+            return None
+        known = len(self.known)
+        if relation.relation == "retry":
+            return _SideCall(known - 1, (), retry=True)
+        fresh = tuple(relation.prints[relation.start :])
+        if relation.relation in ("continues", "window") and fresh:
+            return _SideCall(known, fresh, retry=False)
+        return None
+
+    def _adopts(
+        self,
+        side: _SideCall,
+        messages: Sequence[Any],
+        params: Mapping[str, Any],
+        verified: int,
+    ) -> Continuation | None:
+        """How this call continues the conversation through the side call before it, which
+        it then adopts: at the side call's place its messages hold the side call's fresh
+        ones, an assistant message (the side call's reply) and more; None otherwise. Its
+        tools must be the conversation's."""
+        tools = [block_dict(t) for t in params.get("tools") or []]
+        if canonical_tools(tools) != canonical_tools(self.session.config.tools):
+            return None
+        try:
+            relation = new_messages(
+                messages,
+                self.known[: side.base],
+                self.history,
+                self.recall_ids,
+                prints=self._seen.prints,
+                verified=min(verified, side.base),
+            )
+        except ConfigError:
+            return None
+        if relation.relation not in ("continues", "window") or not relation.start:
+            return None
+        after = relation.prints[relation.start :]
+        count = len(side.fresh)
+        if len(after) < count + 2 or after[count].role != "assistant":
+            return None
+        if not all(a.matches(f) for a, f in zip(after, side.fresh, strict=False)):
+            return None
+        return relation
 
     def _check_turn(self, passthrough: Mapping[str, Any]) -> None:
         """Refuse (`ConfigError`) what a call recorded as a turn cannot pass to the SDK; a
