@@ -22,6 +22,7 @@ from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIO
 from unbounded.errors import CompactionError, ConfigError
 from unbounded.evaluation.replay import RecordingProvider
 from unbounded.extensions.subagents import ContinuationSummarizer
+from unbounded.integrations.anthropic_client import _CallerBetas
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
@@ -63,6 +64,9 @@ WRAPS: dict[str, Callable[[Provider], Any]] = {
     "unbounded.providers.retry.RetryingProvider": lambda inner: RetryingProvider(inner, sleep=_no_wait),
     "unbounded.telemetry._TracedProvider": _traced,
     "unbounded.extensions.subagents.ContinuationSummarizer": ContinuationSummarizer,
+    "unbounded.integrations.anthropic_client._CallerBetas": lambda inner: _CallerBetas(
+        inner, lambda: ["context-1m-2025-08-07"]
+    ),
 }
 """How to build each wrapper of the package around a provider (every one must be here)."""
 
