@@ -99,3 +99,35 @@ def test_a_refused_keyword_address_hides_its_password_in_the_error() -> None:
     with pytest.raises(ConfigError) as refused:
         PostgresStore("host=127.0.0.1 port=1 dbname=db user=u password='hunter 2'", "s")
     assert "cannot connect" in str(refused.value) and "hunter" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # a user name opening with `@`: the credentials still end at the host's last `@`
+        ("postgresql://@u:pw@h/db", "postgresql://@u:***@h/db"),
+        # a password ending in `@` (two in a row): both are the password's or the host's
+        ("postgresql://u:p@@h/db", "postgresql://u:***@h/db"),
+        # no host: an `@` in the database name is the path's, not the password's
+        ("postgresql://u:pw@/db@x", "postgresql://u:***@/db@x"),
+    ],
+)
+def test_the_credentials_end_at_the_last_at_sign_before_the_host_ends(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_keyword_quotes_are_taken_off_only_where_they_are() -> None:
+    assert address_passwords("host=h password='secret") == ["'secret", "secret"]
+    assert address_passwords("host=h password=''") == ["''"]
+    # a port is not a password: without credentials nothing is read before the `@`
+    assert address_passwords("postgresql://h:5432/db") == []
+
+
+def test_a_quoted_token_is_hidden_only_when_it_is_a_long_piece_of_a_password() -> None:
+    address = "postgresql://u:hunter2x@dbhost/db"
+    assert redact_address_secrets('bad token "unte"', address) == 'bad token "***"'
+    assert redact_address_secrets('bad token "un"', address) == 'bad token "un"'
+    assert (
+        redact_address_secrets('could not connect to "dbhost"', address)
+        == 'could not connect to "dbhost"'
+    )
