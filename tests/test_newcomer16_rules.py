@@ -5,6 +5,7 @@ the PostgreSQL store."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,31 @@ def test_the_capability_takes_a_policy_and_bool_markers() -> None:
 
     history = UnboundedHistory(policy=Policy(), cache_breakpoints=False, model_table=None)
     assert history.cache_breakpoints is False
+
+
+@pytest.mark.parametrize("integration", ["middleware", "capability"])
+def test_a_policy_file_path_is_read_when_the_integration_is_made(
+    integration: str, tmp_path: Path
+) -> None:
+    """As Session and wrap() take one (rev16: the capability took it at f0a5812)."""
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text("early_compact_fraction = 0.5\n", encoding="utf-8")
+    if integration == "middleware":
+        pytest.importorskip("langchain")
+        from unbounded.integrations import UnboundedMiddleware
+
+        made: object = UnboundedMiddleware("claude-sonnet-4-6", policy=str(policy_file)).policy
+    else:
+        pytest.importorskip("pydantic_ai")
+        from unbounded.integrations.pydantic_ai import UnboundedHistory
+
+        made = UnboundedHistory(policy=policy_file)._policy
+    assert isinstance(made, Policy) and made.early_compact_fraction == 0.5
+    with pytest.raises(ConfigError, match="no such policy file"):
+        if integration == "middleware":
+            UnboundedMiddleware("claude-sonnet-4-6", policy=str(tmp_path / "missing.toml"))
+        else:
+            UnboundedHistory(policy=tmp_path / "missing.toml")
 
 
 def test_the_capability_names_the_option_a_misspelling_meant() -> None:

@@ -87,6 +87,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from itertools import compress, repeat
 from operator import is_not
+from pathlib import Path
 from typing import Annotated, Any, Final, cast
 from uuid import uuid4
 
@@ -773,7 +774,7 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
         model: str | ModelInfo | Any,
         *,
         context_window: int | None = None,
-        policy: Policy | None = None,
+        policy: Policy | str | Path | None = None,
         summarizer: Provider | Any | None = None,
         trigger: Any = None,
         keep: Any = None,
@@ -810,11 +811,12 @@ class UnboundedMiddleware(AgentMiddleware[UnboundedAgentState, Any, Any]):
             ("keep_tokens", keep_tokens, "tokens"),
         ):
             check_token_count(f"UnboundedMiddleware {label}", count, unit)
+        if isinstance(policy, (str, Path)):  # a policy file, read now as Session reads one
+            policy = Policy.from_file(policy)
         if policy is not None and not isinstance(policy, Policy):
             raise ConfigError(
-                f"UnboundedMiddleware policy must be a Policy (Policy(...), or "
-                f"Policy.from_file(PATH) for a policy file), not {type(policy).__name__} "
-                f"{policy!r}"
+                f"UnboundedMiddleware policy must be a Policy (Policy(...)) or a policy "
+                f"file's path, not {type(policy).__name__} {policy!r}"
             )
         self.model_info = _model_info(model, context_window, model_table)
         window = self.model_info.context_window

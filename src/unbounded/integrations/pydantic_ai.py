@@ -230,8 +230,8 @@ def _check_options(
         )
     if policy is not None and not isinstance(policy, Policy):
         raise ConfigError(
-            f"policy must be a Policy (Policy(...), or Policy.from_file(PATH) for a policy "
-            f"file), not {type(policy).__name__} {policy!r}"
+            f"policy must be a Policy (Policy(...)) or a policy file's path, not "
+            f"{type(policy).__name__} {policy!r}"
         )
     if not isinstance(cache_breakpoints, bool):
         raise ConfigError(f"cache_breakpoints must be True or False, not {cache_breakpoints!r}")
@@ -251,7 +251,7 @@ class UnboundedHistory:
         *,
         session_folder: str | Path | None = None,
         context_window: int | None = None,
-        policy: Policy | None = None,
+        policy: Policy | str | Path | None = None,
         summarizer: Provider | SummarizerChoice = "model",
         events: EventSink | None = None,
         cache_breakpoints: bool = True,
@@ -268,6 +268,8 @@ class UnboundedHistory:
             )
         if session is not None and session_folder is not None:
             raise ConfigError("give a session or a session_folder, not both")
+        if isinstance(policy, (str, Path)):  # a policy file, read now as Session reads one
+            policy = Policy.from_file(policy)
         _check_options(session_options, policy, cache_breakpoints)
         check_token_count("context_window", context_window)
         if context_window is not None and context_window <= 0:
