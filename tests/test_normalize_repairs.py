@@ -104,3 +104,19 @@ def test_a_trailing_prefill_is_stripped_only_at_its_end() -> None:
     assert messages[-1]["content"] == [{"type": "text", "text": " a "}, {"type": "text", "text": "b"}]
     untouched = normalize_plain_messages([{"role": "user", "content": "go "}, {"role": "assistant", "content": [use("t")]}])
     assert untouched[0]["content"] == "go " and untouched[-1]["content"] == [use("t")]
+
+
+def test_results_are_put_first_past_a_value_that_is_no_block() -> None:
+    """A string among a user message's blocks is dropped, not read as a block (hypothesis
+    found the order check calling .get on it)."""
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": ["junk", {"type": "text", "text": "b"}, result]},
+    ]
+    assert normalize_plain_messages(messages)[-1]["content"] == [
+        result,
+        {"type": "text", "text": "b"},
+    ]

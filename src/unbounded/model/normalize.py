@@ -141,6 +141,8 @@ def _results_first(content: Any) -> bool:
         return True
     other = False
     for block in content:
+        if not isinstance(block, dict):  # not a block: `_sendable` drops it
+            continue
         if block.get("type") != "tool_result":
             other = True
         elif other:
