@@ -78,6 +78,29 @@ def bound_session(
     return as_session(session) if session is not None else None
 
 
+def refuse_unknown_options(
+    session_options: Mapping[str, Any], own: list[str], prefix: str = "", whose: str = "the"
+) -> None:
+    """A `TypeError`, as a wrong keyword is, for each of `session_options` that is neither
+    one of `own` (the entry point's options) nor a `Session` option, with the closest name
+    and both lists."""
+    known = [field.name for field in dataclasses.fields(SessionOptions)]
+    unknown = sorted(set(session_options) - {*known, "options"})
+    if not unknown:
+        return
+    close = {
+        name: match[0]
+        for name in unknown
+        if (match := difflib.get_close_matches(name, [*own, *known], n=1))
+    }
+    hint = "".join(f" ({name}: did you mean {close[name]}?)" for name in close)
+    raise TypeError(
+        f"{prefix}unknown option(s) {', '.join(unknown)}{hint}; {whose} options are: "
+        f"{', '.join(own)}; and Session's: "
+        f"{', '.join([*(name for name in known if name not in own), 'options'])}"
+    )
+
+
 def check_wrap_keywords(
     entry: Callable[..., Any], policy: object, session_options: Mapping[str, Any]
 ) -> None:
@@ -89,20 +112,7 @@ def check_wrap_keywords(
         for name, parameter in inspect.signature(entry).parameters.items()
         if name != "client" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
     ]
-    known = [field.name for field in dataclasses.fields(SessionOptions)]
-    unknown = sorted(set(session_options) - {*known, "options"})
-    if unknown:
-        close = {
-            name: match[0]
-            for name in unknown
-            if (match := difflib.get_close_matches(name, [*own, *known], n=1))
-        }
-        hint = "".join(f" ({name}: did you mean {close[name]}?)" for name in close)
-        raise TypeError(
-            f"wrap() got unknown option(s) {', '.join(unknown)}{hint}; wrap()'s options are: "
-            f"{', '.join(own)}; and Session's: "
-            f"{', '.join([*(name for name in known if name not in own), 'options'])}"
-        )
+    refuse_unknown_options(session_options, own, "wrap() got ", "wrap()'s")
     if policy is not None and not isinstance(policy, Policy):
         raise ConfigError(
             f"wrap() policy must be a Policy (Policy(...), or Policy.from_file(PATH) for a "

@@ -37,7 +37,6 @@ Importing this module needs pydantic-ai (`pip install 'unbounded[pydantic-ai]'`)
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 import json
 import logging
@@ -89,6 +88,7 @@ from unbounded.integrations._pydantic_ai_messages import (
     system_prompt,
 )
 from unbounded.integrations._support import answer_recall, append_message, as_session
+from unbounded.integrations._wrapped_client import refuse_unknown_options
 from unbounded.model.content import ContentBlock, MessageParam, Role
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
@@ -96,7 +96,6 @@ from unbounded.model.response import Heartbeat, ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.recall.schema import RECALL_DESCRIPTION, RECALL_INPUT_SCHEMA, RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig
-from unbounded.session_options import SessionOptions
 from unbounded.sync_session import SyncSession
 from unbounded.wire.base import is_prompt_too_long_message, parse_prompt_too_long
 
@@ -214,20 +213,7 @@ def _check_options(
         for name in inspect.signature(UnboundedHistory.__init__).parameters
         if name not in ("self", "session", "session_options")
     ]
-    known = [field.name for field in dataclasses.fields(SessionOptions)]
-    unknown = sorted(set(session_options) - {*known, "options"})
-    if unknown:
-        close = {
-            name: match[0]
-            for name in unknown
-            if (match := difflib.get_close_matches(name, [*own, *known], n=1))
-        }
-        hint = "".join(f" ({name}: did you mean {close[name]}?)" for name in close)
-        raise TypeError(
-            f"unknown option(s) {', '.join(unknown)}{hint}; the options are: "
-            f"{', '.join(own)}; and Session's: "
-            f"{', '.join([*(name for name in known if name not in own), 'options'])}"
-        )
+    refuse_unknown_options(session_options, own)
     if policy is not None and not isinstance(policy, Policy):
         raise ConfigError(
             f"policy must be a Policy (Policy(...)) or a policy file's path, not "
