@@ -347,3 +347,82 @@ def test_synthetic_error_between_lines_of_a_response_changes_nothing() -> None:
     expected = usage_context_total(U2) + pad_estimate(101)
     assert token_count_with_estimation(base + tail) == expected
     assert token_count_with_estimation([*base, api_error(), *tail]) == expected
+
+
+# -- earlier turns' thinking on models that drop it ------------------------------------------
+
+THINK = {"type": "thinking", "thinking": "t" * 400, "signature": "sig"}  # 100 tokens
+STRIPS = "claude-sonnet-4-5-20250929"  # drops earlier turns' thinking
+KEEPS = "claude-opus-4-5"  # keeps it
+
+
+def _turn(model: str, *, usage: dict[str, Any] | None = None) -> list[Entry]:
+    """A tool loop (thinking, call, result, thinking, answer) on `model`, unanchored unless
+    the second response reports `usage`."""
+    return [
+        user("question"),
+        Entry.assistant([THINK, tool_use("t1")], message_id="m1", model=model),
+        result_entry("t1", 40),
+        Entry.assistant([THINK, text("done")], message_id="m2", model=model, usage=usage),
+    ]
+
+
+def test_catalog_tells_which_models_keep_earlier_thinking() -> None:
+    from unbounded.catalog import keeps_previous_thinking
+
+    assert not keeps_previous_thinking(STRIPS)
+    assert not keeps_previous_thinking("claude-haiku-4-5")
+    assert keeps_previous_thinking(KEEPS)
+    assert keeps_previous_thinking("claude-sonnet-4-6")
+    assert keeps_previous_thinking("some-local-model")  # unknown: assumed to keep it
+
+
+def test_a_tool_loop_keeps_its_own_thinking_on_a_model_that_drops_earlier_thinking() -> None:
+    entries = _turn(STRIPS)
+    assert token_count_with_estimation(entries) == pad_estimate(
+        sum(entry_tokens(e) for e in entries)
+    )
+
+
+def test_a_new_turn_leaves_out_earlier_thinking_on_a_model_that_drops_it() -> None:
+    entries = [*_turn(STRIPS), user("next question")]
+    everything = sum(entry_tokens(e) for e in entries)
+    assert token_count_with_estimation(entries) == pad_estimate(everything - 200)
+
+
+def test_a_new_turn_keeps_earlier_thinking_on_a_model_that_keeps_it() -> None:
+    entries = [*_turn(KEEPS), user("next question")]
+    everything = sum(entry_tokens(e) for e in entries)
+    assert token_count_with_estimation(entries) == pad_estimate(everything)
+
+
+def test_tool_results_alone_do_not_start_a_new_turn() -> None:
+    entries = [*_turn(STRIPS)[:2], result_entry("t1", 40), result_entry("t2", 40)]
+    everything = sum(entry_tokens(e) for e in entries)
+    assert token_count_with_estimation(entries) == pad_estimate(everything)
+
+
+def test_estimated_thinking_after_the_anchor_is_left_out_at_a_new_turn() -> None:
+    entries = [
+        *_turn(STRIPS, usage=U1),
+        user("go on"),
+        Entry.assistant([THINK, tool_use("t2")], message_id="m3", model=STRIPS),
+        result_entry("t2", 40),
+        user("and now?"),
+    ]
+    after = entries[4:]
+    counter = ContextCounter(entries)
+    assert counter.anchor_tokens == usage_context_total(U1)  # exact: kept as reported
+    assert counter.estimated_tokens == pad_estimate(sum(entry_tokens(e) for e in after) - 100)
+    assert counter.total == token_count_with_estimation(entries)
+
+
+def test_the_raw_estimate_at_the_next_anchor_leaves_out_dropped_thinking() -> None:
+    entries = [
+        *_turn(STRIPS, usage=U1),
+        user("go on"),
+        Entry.assistant([THINK, text("ok")], message_id="m3", model=STRIPS, usage=U2),
+    ]
+    counter = ContextCounter(entries)
+    # The first turn's two thinking blocks were dropped when "go on" started a new turn.
+    assert counter.raw_estimate_at_anchor == sum(entry_tokens(e) for e in entries) - 200

@@ -239,6 +239,23 @@ def load_model_table(
     return table
 
 
+@lru_cache(maxsize=4)
+def _table_for(env_files: str) -> ModelTable:
+    return load_model_table(environ={MODELS_FILE_ENV: env_files})
+
+
+@lru_cache(maxsize=256)
+def _keeps_thinking(name: str, env_files: str) -> bool:
+    found = _table_for(env_files).find(name)
+    return True if found is None else found.keeps_previous_thinking
+
+
+def keeps_previous_thinking(model_name: str) -> bool:
+    """Whether `model_name`'s API keeps earlier turns' thinking in context, by the packaged
+    table and UNBOUNDED_MODELS_FILE's rows (a model neither lists is assumed to keep it)."""
+    return _keeps_thinking(model_name, os.environ.get(MODELS_FILE_ENV, ""))
+
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """Used when a transcript does not say which model it ran on."""
 

@@ -13,6 +13,13 @@ tokens are in the reported output).
 
 `ContextCounter` keeps these sums as entries arrive, so recounting after a new message costs
 O(that message), not O(history).
+
+Claude models before Opus 4.5 (`keeps_previous_thinking = false` in the model table) drop the
+thinking of earlier turns once a user message that is not only tool results starts a new turn;
+within a tool loop the current turn's thinking stays. For such a model (the one that wrote the
+last assistant entry) the estimated part and the raw whole-context estimate leave that thinking
+out from the moment the new turn starts. The reported usage of the last response is exact and
+kept as it is: it still holds that response's own thinking until the next usage replaces it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from unbounded.catalog import keeps_previous_thinking
 from unbounded.model.attachments import attachment_to_content
 from unbounded.model.content import usage_context_total
 from unbounded.model.entries import Entry, messages_after_compact_boundary
@@ -115,6 +123,35 @@ def entry_tokens(entry: Entry) -> int:
     return 0
 
 
+def _thinking_tokens(entry: Entry) -> int:
+    """Estimated tokens of an assistant entry's thinking blocks, unpadded."""
+    content = entry.content
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        block_tokens(b)
+        for b in content
+        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
+    )
+
+
+def _starts_turn(entry: Entry) -> bool:
+    """Whether an entry sends user content that is not only tool results (it starts a new
+    turn: a model that drops earlier thinking drops it from here on)."""
+    if entry.type == "attachment":
+        attachment = entry.attachment
+        content: Any = attachment_to_content(attachment) if attachment else None
+    elif entry.type == "user":
+        content = entry.content
+    else:
+        return False
+    if isinstance(content, str):
+        return bool(content)
+    if isinstance(content, list):
+        return any(isinstance(b, dict) and b.get("type") != "tool_result" for b in content)
+    return False
+
+
 def pad_estimate(raw_tokens: int) -> int:
     """Apply the 4/3 conservative padding to an unpadded estimate."""
     return math.ceil(raw_tokens * ESTIMATE_PADDING)
@@ -136,6 +173,10 @@ class ContextCounter:
         "_raw_total",
         "_response_id",
         "_since_response",
+        "_strips_thinking",
+        "_thinking",
+        "_thinking_estimated",
+        "_thinking_since",
         "entries_seen",
     )
     _anchor_id: str | None
@@ -143,6 +184,12 @@ class ContextCounter:
     _estimate: int  # unpadded estimate of what the anchor's usage does not cover
     _response_id: str | None  # the response whose lines arrived last
     _since_response: int  # unpadded estimate of non-response entries since its first line
+    _strips_thinking: bool  # the last assistant entry's model drops earlier turns' thinking
+    # Thinking since the last new turn a stripping model dropped it at (unpadded): in all,
+    # the part in `_estimate`, the part in `_since_response`.
+    _thinking: int
+    _thinking_estimated: int
+    _thinking_since: int
     entries_seen: int
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
@@ -155,29 +202,51 @@ class ContextCounter:
         self.entries_seen += 1
         if entry.is_synthetic_api_error:
             return  # never sent, and its id must not end the response it interrupted
-        self._raw_total += entry_tokens(entry)
+        tokens = entry_tokens(entry)
+        thinking = 0
+        if entry.type == "assistant":
+            model = entry.model
+            if model:
+                self._strips_thinking = not keeps_previous_thinking(model)
+            thinking = _thinking_tokens(entry)
+            self._thinking += thinking
+        elif self._strips_thinking and self._thinking and _starts_turn(entry):
+            self._drop_thinking()
+        self._raw_total += tokens
         message_id = entry.message_id
         if message_id is not None and message_id != self._response_id:
             # The first line of a new response: results arriving from here on are not in
             # its usage, even when only a later line of it carries that usage.
             self._response_id = message_id
             self._since_response = 0
+            self._thinking_since = 0
         usage = entry.usage
         if usage is not None:
             self._anchor_id = message_id
             self._anchor_total = usage_context_total(usage)
             self._estimate = self._since_response if message_id is not None else 0
+            self._thinking_estimated = self._thinking_since if message_id is not None else 0
             self._raw_at_anchor = self._raw_total - self._estimate
             return
         if message_id is not None and message_id == self._response_id:
             # A line of the current response: its tokens are in the reported output once that
             # response's usage is known, so it is estimated only until then.
             if message_id != self._anchor_id:
-                self._estimate += entry_tokens(entry)
+                self._estimate += tokens
+                self._thinking_estimated += thinking
             return
-        tokens = entry_tokens(entry)
         self._estimate += tokens
         self._since_response += tokens
+        self._thinking_estimated += thinking
+        self._thinking_since += thinking
+
+    def _drop_thinking(self) -> None:
+        """A new turn started on a model that drops earlier turns' thinking: leave it out of
+        the estimates (the anchor's reported usage is exact and stays as it is)."""
+        self._raw_total -= self._thinking
+        self._estimate -= self._thinking_estimated
+        self._since_response -= self._thinking_since
+        self._thinking = self._thinking_estimated = self._thinking_since = 0
 
     def replace_estimated(self, old: Entry, new: Entry, *, in_response: bool) -> None:
         """Count `new` in place of `old`, an entry after the anchor (no reported usage covers
@@ -198,6 +267,10 @@ class ContextCounter:
         self._since_response = 0
         self._raw_total = 0
         self._raw_at_anchor = 0
+        self._strips_thinking = False
+        self._thinking = 0
+        self._thinking_estimated = 0
+        self._thinking_since = 0
         self.entries_seen = 0
 
     @property
