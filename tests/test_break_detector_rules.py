@@ -254,3 +254,32 @@ def test_a_beta_header_added_is_named_and_shown() -> None:
     assert "-betas: b1\n+betas: b1, b2\n" in diff
     _, diff = diff_of_break(with_messages("a"), with_messages("a", betas=["b1"]))
     assert "-betas: -\n+betas: b1\n" in diff
+
+
+def test_a_deletion_the_usage_reports_and_the_tier_announced_is_excused_once() -> None:
+    """The tier's notice and the usage's cache_deleted_input_tokens describe one deletion:
+    8,000 tokens excuse a drop of 8,000, not of 16,000."""
+    detector = PromptCacheBreakDetector()
+    calls(detector, {"cache_read_input_tokens": 50_000})
+    detector.notify_cache_deletion(deleted_tokens=8_000, cache_deleted_baseline=0)
+    usage = {"cache_read_input_tokens": 34_000, "cache_deleted_input_tokens": 8_000}
+    [event] = calls(detector, usage)
+    assert isinstance(event, CacheBreak)
+    # The deletion alone is excused, by the usage's figure.
+    detector = PromptCacheBreakDetector()
+    calls(detector, {"cache_read_input_tokens": 50_000})
+    detector.notify_cache_deletion(deleted_tokens=8_000, cache_deleted_baseline=0)
+    usage = {"cache_read_input_tokens": 42_000, "cache_deleted_input_tokens": 8_000}
+    [event] = calls(detector, usage)
+    assert isinstance(event, ExpectedCacheDrop) and event.deleted_tokens == 8_000
+
+
+def test_a_top_level_effort_change_is_named_once() -> None:
+    event = broken_by({**REQUEST, "effort": "low"}, {**REQUEST, "effort": "high"})
+    assert event.causes == ("effort",)
+    assert event.reason == "effort changed (low → high)"
+    config = broken_by(
+        {**REQUEST, "output_config": {"effort": "low"}},
+        {**REQUEST, "output_config": {"effort": "high"}},
+    )
+    assert config.causes == ("effort",)

@@ -29,8 +29,9 @@ Expected drops are not breaks:
   announces cache_edits deletions: the next call's drop is excused up to `deleted_tokens`
   (entirely when the count is unknown, as in seed 001). The API's own
   `cache_deleted_input_tokens` is read from each usage and kept as a baseline per source
-  (seed 004); its increase since the previous call also excuses that much drop. The tier can
-  pass the baseline it captured with `cache_deleted_baseline=`.
+  (seed 004); its increase since the previous call excuses that much drop instead of the
+  notice's count (both describe one deletion: never added). The tier can pass the baseline it
+  captured with `cache_deleted_baseline=`.
 
 Models whose caching differs (Haiku, seed 001) are excluded: their drops are never flagged.
 Pure core: the time is passed in, the file write goes through `write_diff` (default: write
@@ -98,6 +99,7 @@ NOT_CACHE_KEYS = frozenset(
         "stop_sequences",
         "cache_edits",
         "output_config",
+        "effort",
     }
 )
 """Body fields that are either snapshotted on their own or do not key the cache."""
@@ -264,7 +266,7 @@ def _message_digests(
 
 
 def _messages_digests(
-    messages: list[Mapping[str, Any]], previous: Sequence[_MessageDigests], unchanged: int = 0
+    messages: list[Mapping[str, Any]], previous: Sequence[_MessageDigests]
 ) -> list[_MessageDigests]:
     """Every message's digests, reusing `previous` (the last request's, by position) where
     they apply (see `PromptCacheBreakDetector`).
@@ -273,16 +275,9 @@ def _messages_digests(
     string content, or a content list holding the very block objects `previous` digested, in
     order (checked by identity, so a list edited in place is caught). Otherwise its blocks
     are digested, each one that is the same object at the same position reusing its digest.
-    The first `unchanged` messages are the caller's word that they are the previous ones,
-    unmodified: reused without a look.
+    (The messages a caller knows unchanged are cut off before: `_snapshot`.)
     """
     known = len(previous)
-    unchanged = min(unchanged, known, len(messages))
-    if unchanged:
-        return [
-            *previous[:unchanged],
-            *_messages_digests(messages[unchanged:], previous[unchanged:]),
-        ]
     reused: list[_MessageDigests | None] = []
     for index, message in enumerate(messages):
         prior = previous[index] if index < known else None
@@ -800,7 +795,9 @@ class PromptCacheBreakDetector:
         """Excuse an announced deletion, or explain the break and write its diff."""
         if announced is None:
             return ExpectedCacheDrop("cache_deletion", previous, current, query_source, None)
-        excused = deleted_now + announced
+        # The usage's count and the tier's notice describe the same deletion: the usage's,
+        # exact, when it has one (adding the two would excuse the deletion twice).
+        excused = deleted_now or announced
         if excused and not is_cache_break(previous - excused, current, self.policy):
             return ExpectedCacheDrop("cache_deletion", previous, current, query_source, excused)
         changes = list(state.pending_changes)
