@@ -94,3 +94,23 @@ def test_a_generator_with_a_bad_block_adds_nothing() -> None:
     with pytest.raises(ConfigError, match="block 1 is str"):
         session.add_user(given)
     assert session.entries == []
+
+
+def test_sdk_blocks_inside_a_tool_result_are_taken_as_plain_dicts() -> None:
+    types = pytest.importorskip("anthropic.types")
+    session = Session(CONFIG)
+    session.add_user("run it")
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}
+    session.record({"content": [call], "usage": {"input_tokens": 10}})
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [types.TextBlock(type="text", text="a.py", citations=None)],
+    }
+    session.add_user([result])
+    [block] = session.entries[-1].content
+    assert block["content"] == [{"type": "text", "text": "a.py"}]
+    request = asyncio.run(session.prepare())
+    [sent] = request["messages"][-1]["content"]
+    assert sent["content"] == [{"type": "text", "text": "a.py"}]
+    assert result["content"][0].text == "a.py"  # the caller's block is left as it was

@@ -1,7 +1,8 @@
 """What a session does to the messages it is given before it records them (pure functions).
 
-- `user_content`: a user message read once into text or plain block dicts; one that is
-  neither text nor typed blocks is refused where it is given, not as an invalid request later.
+- `user_content`: a user message read once into text or plain block dicts (SDK blocks nested
+  in a dict block too); one that is neither text nor typed blocks is refused where it is
+  given, not as an invalid request later.
 - `capped_blocks`: an oversized tool result or user text cut to its head and tail, the whole
   text kept on the side (`Policy.tool_result_max_tokens`).
 - `distinct_call_ids`: a reply's tool_use ids that repeat one of this session's, or that the
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import operator
 import uuid as uuid_module
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -56,13 +58,32 @@ def user_content(content: object) -> str | list[dict[str, Any]]:
                 f"add_user: block {index} is {shown}: each block is a dict with a 'type', "
                 "such as {'type': 'text', 'text': '...'}"
             )
-        blocks.append(dict(block))
+        blocks.append(_with_plain_parts(block))
     return blocks
 
 
 def _is_sdk_block(value: object) -> bool:
     # A pydantic model (the SDKs' blocks) is iterable, as (field, value) pairs: never content.
     return callable(getattr(value, "model_dump", None))
+
+
+def _plain_part(value: Any) -> Any:
+    """`value` with SDK blocks inside it (a tool_result's content) as plain dicts: the same
+    object when it holds none, else a copy (the caller's block is left as it was)."""
+    if _is_sdk_block(value):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, list):
+        parts = [_plain_part(item) for item in value]
+        return parts if any(map(operator.is_not, parts, value)) else value
+    if isinstance(value, Mapping):
+        plain = _with_plain_parts(value)
+        return plain if any(plain[key] is not part for key, part in value.items()) else value
+    return value
+
+
+def _with_plain_parts(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the block with SDK blocks nested in its values as plain dicts."""
+    return {key: _plain_part(value) for key, value in block.items()}
 
 
 def capped_blocks(
