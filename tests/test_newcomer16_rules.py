@@ -20,12 +20,11 @@ def test_an_unknown_model_with_a_window_has_half_of_it_as_output_and_no_prices(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     table = load_model_table()
+    name = "qwen3-coder-rules16"  # the warning is logged once per name: one no other test uses
     with caplog.at_level(logging.WARNING, logger="unbounded.configuration"):
-        settings = derive_settings(
-            SessionConfig(model="qwen3-coder", context_window=32_000), Policy(), table
-        )
+        settings = derive_settings(SessionConfig(model=name, context_window=32_000), Policy(), table)
     info = settings.model_info
-    assert (info.name, info.context_window, info.max_output) == ("qwen3-coder", 32_000, 16_000)
+    assert (info.name, info.context_window, info.max_output) == (name, 32_000, 16_000)
     assert (info.input_per_mtok, info.output_per_mtok, info.provider) == (0.0, 0.0, "other")
     assert "costs counted as 0" in caplog.text
     large = model_for_window(table, "qwen3-coder", 1_000_000)
@@ -156,3 +155,18 @@ def test_the_store_takes_a_postgres_scheme_and_other_parameters() -> None:
 
     check_store_url("postgres://agent@db/agents?sslmode=require")
     check_store_url("host=/tmp dbname=agents")  # libpq's key=value form is libpq's to judge
+
+
+@pytest.mark.parametrize("name", ["acme-local-once", "claude-zzz-once"])
+def test_the_unknown_model_warning_is_logged_once_per_model_name(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session reconfigured every turn (same model) would log it every turn."""
+    table = load_model_table()
+    with caplog.at_level(logging.WARNING, logger="unbounded.configuration"):
+        for window in (32_000, 32_000, 64_000):
+            derive_settings(SessionConfig(model=name, context_window=window), Policy(), table)
+        derive_settings(SessionConfig(model=f"{name}-2", context_window=32_000), Policy(), table)
+    warned = [r.getMessage() for r in caplog.records if "not in the model table" in r.getMessage()]
+    assert len(warned) == 2
+    assert repr(name) in warned[0] and repr(f"{name}-2") in warned[1]

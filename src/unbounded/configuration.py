@@ -35,6 +35,17 @@ MAIN_QUERY_SOURCE = "repl_main_thread"
 
 logger = logging.getLogger(__name__)
 
+_WARNED_UNKNOWN: set[str] = set()
+"""Model names the "not in the model table" warning was logged for (once per name and
+process: a session reconfigured every turn would log it every turn)."""
+
+
+def _warn_unknown_once(name: str, message: str, *args: object) -> None:
+    if name in _WARNED_UNKNOWN:
+        return
+    _WARNED_UNKNOWN.add(name)
+    logger.warning(message, name, *args)
+
 
 @dataclass(frozen=True, slots=True)
 class SessionConfig:
@@ -103,25 +114,26 @@ def model_for_window(table: ModelTable, name: str, context_window: int | None) -
     taken when the window is given, as the drop-ins take it: a `claude-` name with the current
     Claude model's figures and prices; any other with no prices (its costs count as 0, said
     in the log) and a max output of half the window, at most the current OpenAI model's.
-    Without a window a model the table lacks is `ModelTable.get`'s ConfigError."""
+    Without a window a model the table lacks is `ModelTable.get`'s ConfigError. The warning
+    that a model is not in the table is logged once per model name and process."""
     info = table.find(name)
     if info is None and context_window is not None:
         family = provider_of_name(name)
         if family == "anthropic":
-            logger.warning(
+            _warn_unknown_once(
+                name,
                 "model %r is not in the model table: planned with a %s-token window "
                 "(context_window=) and priced as %s",
-                name,
                 f"{context_window:,}",
                 ASSUMED_MODELS["anthropic"],
             )
             info = assumed_model(table, name, "anthropic")
         else:
-            logger.warning(
+            _warn_unknown_once(
+                name,
                 "model %r is not in the model table: planned with a %s-token window "
                 "(context_window=), its costs counted as 0 (add its row to a models file, "
                 "UNBOUNDED_MODELS_FILE, to price it)",
-                name,
                 f"{context_window:,}",
             )
             base = assumed_model(table, name, "openai")
