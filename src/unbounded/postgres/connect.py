@@ -9,10 +9,13 @@ the pool's `max_size` bounds how many sessions one process can have open for wri
 from __future__ import annotations
 
 import atexit
+import itertools
 import math
 import os
 import re
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -188,19 +191,52 @@ def _refusal(url: str, timeout: float) -> str | None:
     return None
 
 
-def _try_connecting(url: str, timeout: float) -> None:
+STARTUP_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0)
+"""The waits between connection attempts to a server that is starting up (the last repeats)."""
+_STARTING_UP = (
+    "the database system is starting up",
+    "the database system is not yet accepting connections",
+)
+
+
+def _starting_up(error: BaseException) -> bool:
+    """Whether the server refused because it is starting up (SQLSTATE 57P03, as a container
+    started with it does at first). libpq gives a refused connection no SQLSTATE: its
+    message tells (57P03 also means shutting down, which is not retried)."""
+    state = getattr(error, "sqlstate", None)
+    return state in (None, "57P03") and any(text in str(error) for text in _STARTING_UP)
+
+
+def _try_connecting(
+    url: str,
+    timeout: float,
+    *,
+    connect: Callable[..., Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
     """Connect once before the pool does: a wrong address or a server that is down fails at
     once with the server's reason (the pool would retry for `timeout` seconds, logging each
-    attempt, and then name only its own timeout)."""
+    attempt, and then name only its own timeout). A server that is starting up is asked
+    again until `timeout` has passed. `connect`: psycopg.connect (a test's fake)."""
     import psycopg
 
-    try:
-        psycopg.connect(url, connect_timeout=max(1, math.ceil(timeout))).close()
-    except psycopg.Error as error:
-        raise ConfigError(
-            f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the address, "
-            "that the server runs and that the role may log in"
-        ) from None
+    attempt = psycopg.connect if connect is None else connect
+    deadline = clock() + timeout
+    for tries in itertools.count():
+        left = deadline - clock()
+        try:
+            attempt(url, connect_timeout=max(1, math.ceil(left))).close()
+            return
+        except psycopg.Error as error:
+            wait = STARTUP_RETRY_SECONDS[min(tries, len(STARTUP_RETRY_SECONDS) - 1)]
+            if not _starting_up(error) or clock() + wait > deadline:
+                still = f", still after {timeout:g} s" if _starting_up(error) else ""
+                raise ConfigError(
+                    f"cannot connect to {redact_url(url)} ({_reason(error, url)}{still}); "
+                    "check the address, that the server runs and that the role may log in"
+                ) from None
+            sleep(wait)
 
 
 def _reason(error: BaseException, url: str) -> str:
