@@ -58,3 +58,22 @@ def test_bad_session_parameters_are_clear_errors() -> None:
 def test_redaction_keeps_everything_but_the_password() -> None:
     assert redact_url("postgresql://u:p@h/db?x=1") == "postgresql://u:***@h/db?x=1"
     assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_a_password_holding_a_question_mark_is_read_as_libpq_reads_it() -> None:
+    """libpq takes the user:password up to the first @ before any / (a ? in it is the
+    password's), and so does the address: the query starts after it."""
+    address = parse_address("postgresql://u:pa?ss@h/db?sslmode=disable&session=abc")
+    assert address == DatabaseAddress("postgresql://u:pa?ss@h/db?sslmode=disable", "abc")
+    assert "pa?ss" not in address.display
+    conninfo = pytest.importorskip("psycopg.conninfo")
+    parsed = conninfo.conninfo_to_dict(address.url)
+    assert (parsed["password"], parsed["host"], parsed["sslmode"]) == ("pa?ss", "h", "disable")
+
+
+def test_a_question_mark_libpq_cannot_read_in_a_password_says_to_percent_encode_it() -> None:
+    """With a / after it, libpq ends the user part at the / and reads the rest as a query:
+    the address is refused with what to do, the password not shown."""
+    with pytest.raises(ConfigError, match=r"percent-encode \? in the password as %3F") as bad:
+        parse_address("postgresql://u:pa?s/s@h/db?session=abc")
+    assert "pa?s" not in str(bad.value) and "s/s" not in str(bad.value)

@@ -83,7 +83,7 @@ def parse_address(text: str | Path) -> Address:
     if isinstance(text, Path) or not is_database_address(text):
         return FileAddress(Path(text))
     # Split by hand: urlunsplit would turn `postgresql:///db` (empty host) into `postgresql:/db`.
-    base, _, query = text.partition("?")
+    base, query = _split_query(text)
     sessions: list[str] = []
     kept: list[tuple[str, str]] = []
     for name, value in parse_qsl(query, keep_blank_values=True):
@@ -97,6 +97,26 @@ def parse_address(text: str | Path) -> Address:
         raise ConfigError(f"{redact_url(text)}: `session=` is empty; name a session id")
     url = f"{base}?{urlencode(kept)}" if kept else base
     return DatabaseAddress(url, sessions[0] if sessions else None)
+
+
+def _split_query(text: str) -> tuple[str, str]:
+    """The URL and its query, split where libpq splits them: after the user:password part
+    (up to the first @ before any /), so a ? in a password stays in it."""
+    start = text.index("://") + 3
+    at, slash = text.find("@", start), text.find("/", start)
+    user_part = at >= 0 and (slash < 0 or at < slash)
+    mark = text.find("?", at + 1 if user_part else start)
+    if mark < 0:
+        return text, ""
+    query = text[mark + 1 :]
+    if not user_part and any("@" in p.partition("=")[0] for p in query.split("&")):
+        # libpq ends the user part at the first /, so a ? before it begins the query: it
+        # would refuse the rest ("missing key/value separator") and show the password.
+        raise ConfigError(
+            f"{redact_url(text)}: a ? in the password ends the address's user part where a "
+            "/ follows it: percent-encode ? in the password as %3F (and / as %2F)"
+        )
+    return text[:mark], query
 
 
 def load_address(
