@@ -198,12 +198,17 @@ def test_a_third_file_repeating_two_others_names_both(resumed: Path) -> None:
     assert data["total"]["calls"] == 4
 
 
-def test_without_shared_ids_the_batch_output_is_as_before(tmp_path: Path) -> None:
-    """No shared response id: no total object, no per-session repeat keys, no note line."""
+def test_without_shared_ids_the_total_adds_every_session(tmp_path: Path) -> None:
+    """No shared response id: a total of every session's figures (the key is always there),
+    no per-session repeat keys, no note line."""
     _write(tmp_path / "a.jsonl", _records("sess-a", FIRST))
     _write(tmp_path / "b.jsonl", _records("sess-b", [("msg_x1", "Other work", 5)]))
     data = _json(str(tmp_path))
-    assert list(data) == ["sessions", "failed"]
+    assert list(data) == ["sessions", "total", "failed"]
+    total, sessions = data["total"], data["sessions"]
+    assert (total["calls"], total["replayed_calls"], total["repeated_calls"]) == (3, 3, 0)
+    assert total["cost"] == pytest.approx(sum(s["cost"]["unbounded"] for s in sessions), abs=1e-5)
+    assert total["compactions"] == sum(s["compactions"] for s in sessions)
     assert all("repeated_calls" not in entry for entry in data["sessions"])
     table = runner.invoke(app, ["replay", str(tmp_path)]).stdout.splitlines()
     assert table[-1].startswith("total") and table[-1].split()[1] == "3"
@@ -218,7 +223,7 @@ def test_codex_sessions_are_not_matched_by_their_made_up_ids(tmp_path: Path) -> 
     for name in ("one.jsonl", "two.jsonl"):
         (tmp_path / name).write_text(rollout, encoding="utf-8")
     data = _json(str(tmp_path))
-    assert list(data) == ["sessions", "failed"]
+    assert data["total"]["repeated_calls"] == 0
     single = _json(str(tmp_path / "one.jsonl"))
     assert [entry["calls"] for entry in data["sessions"]] == [single["calls"]] * 2
 
@@ -252,5 +257,24 @@ def test_replies_known_only_by_their_line_are_not_matched_across_files(tmp_path:
         del records[1]["uuid"]
         _write(tmp_path / name, records)
     data = _json(str(tmp_path))
-    assert list(data) == ["sessions", "failed"]
+    assert data["total"]["repeated_calls"] == 0
     assert [entry["calls"] for entry in data["sessions"]] == [1, 1]
+
+
+def test_the_compactions_at_copied_calls_count_once_in_the_total(tmp_path: Path) -> None:
+    """A replay of the copy compacts where the original's did: those compactions are the
+    original's, left out of the total as the copied calls' costs are."""
+    calls = [(f"msg_a{i}", f"Step {i} " + "x" * 300, i) for i in range(14)]
+    _write(tmp_path / "a.jsonl", _records("sess-a", calls))
+    _write(tmp_path / "b.jsonl", _records("sess-b", [*calls, ("msg_b9", "More " + "y" * 300, 30)]))
+    window = ("--window", "20000", "--no-variants")
+    first = _json(str(tmp_path / "a.jsonl"), *window)
+    again = _json(str(tmp_path / "b.jsonl"), "--series", *window)
+    assert first["compactions"] >= 1  # the copy compacts too
+    own = sum(1 for point in again["series"][len(calls) :] if point["compaction"])
+    total = _json(str(tmp_path), *window)["total"]
+    assert total["compactions"] == first["compactions"] + own
+    assert total["compactions"] < first["compactions"] + again["compactions"]
+    table = runner.invoke(app, ["replay", str(tmp_path), *window]).stdout.splitlines()
+    (line,) = (line for line in table if line.startswith("total"))
+    assert line.split()[2] == str(total["compactions"])

@@ -51,6 +51,7 @@ def _shares(
         cost=array("d", [1.0] * len(ids)),
         recorded=array("d", recorded),
         replayed=bytes([1]) * len(ids),
+        compactions=array("H", [0] * len(ids)),
     )
 
 
@@ -128,7 +129,12 @@ def test_billed_shares_reads_points_given_as_a_plain_list_as_a_call_series(tmp_p
     made: list[BilledShares] = []
     for given in (points, series):
         report = cast(
-            "ReplayReport", SimpleNamespace(points=given, not_replayed_costs=[("m3", 0.0, 1.0)])
+            "ReplayReport",
+            SimpleNamespace(
+                points=given,
+                not_replayed_costs=[("m3", 0.0, 1.0)],
+                compaction_records=[SimpleNamespace(call=1), SimpleNamespace(call=1)],
+            ),
         )
         made.append(billed_shares(path, recording, report))
     listed, columns = made
@@ -136,6 +142,7 @@ def test_billed_shares_reads_points_given_as_a_plain_list_as_a_call_series(tmp_p
     assert str(listed.recorded.tolist()) == str(columns.recorded.tolist()) == "[nan, 0.125, 1.0]"
     assert listed.replayed == columns.replayed == b"\x01\x01\x00"
     assert listed.ids == columns.ids
+    assert listed.compactions.tolist() == [0, 2, 0]  # two compactions at the second call
 
 
 # -- policy.py: field types, lists as tuples, lines named in a policy file's errors ---------------

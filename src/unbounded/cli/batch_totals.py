@@ -5,8 +5,8 @@ earlier session's records: the same response ids and usage. Each file of a batch
 whole (it is a session of its own), so a call copied into another file would count twice in
 the sum. A call whose response id appeared in another file belongs to the file where it came
 first: the file whose first record's timestamp is earliest (ties by path). The total leaves
-out the other files' shares of it. Formats without a provider response id per call are not
-matched.
+out the other files' shares of it: their calls, costs and the compactions the replay made at
+those calls. Formats without a provider response id per call are not matched.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ class BilledShares:
     """Each call's recorded cost (NaN: not priced)."""
     replayed: bytes
     """1 for a call the replay followed (counted in the table's calls), 0 for one it did not."""
+    compactions: array[int]
+    """The compactions the replay made at each call (0 for a call it did not follow)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,8 @@ class Repeats:
 
     calls: int
     replayed_calls: int
+    compactions: int
+    """The compactions the replay of this file made at those calls."""
     cost: float
     recorded_cost: float
     recorded_priced: bool
@@ -110,6 +114,10 @@ def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) 
         ids.append(digest(message_id))
         cost.append(ours)
         recorded.append(math.nan if paid is None else paid)
+    compactions = array("H", bytes(2 * len(ids)))
+    for record in report.compaction_records:
+        if 0 <= record.call < replayed:  # a record's call is its position in the script
+            compactions[record.call] += 1
     times = [at for at in recording.script.request_times if math.isfinite(at)]
     return BilledShares(
         first_time=first_record_time(path),
@@ -118,6 +126,7 @@ def billed_shares(path: Path, recording: ReplayRecording, report: ReplayReport) 
         cost=cost,
         recorded=recorded,
         replayed=bytes([1]) * replayed + bytes(len(ids) - replayed),
+        compactions=compactions,
     )
 
 
@@ -134,7 +143,7 @@ def find_repeats(
     owner: dict[int, int] = {}
     found: list[Repeats | None] = [None] * len(sessions)
     for at, shares in order:
-        calls = replayed = 0
+        calls = replayed = compactions = 0
         cost = recorded = 0.0
         priced = True
         owners: set[int] = set()
@@ -145,6 +154,7 @@ def find_repeats(
             owners.add(first)
             calls += 1
             replayed += shares.replayed[position]
+            compactions += shares.compactions[position]
             cost += shares.cost[position]
             paid = shares.recorded[position]
             if math.isnan(paid):
@@ -153,7 +163,7 @@ def find_repeats(
                 recorded += paid
         if calls:
             of = tuple(sessions[index][0] for index in sorted(owners))
-            found[at] = Repeats(calls, replayed, cost, recorded, priced, of)
+            found[at] = Repeats(calls, replayed, compactions, cost, recorded, priced, of)
     return found
 
 

@@ -458,9 +458,9 @@ def replay_batch(sessions: list[str], settings: ReplaySettings, jobs: int) -> No
 def batch_json(
     rows: list[ReplayRow], failed: list[tuple[str, str]], repeats: list[Repeats | None]
 ) -> dict[str, Any]:
-    """The batch's JSON object. When a file repeats another's calls (a resumed or forked
-    session), each entry says how many of its calls do and of which files, and a total
-    counts every billed call once."""
+    """The batch's JSON object: the sessions, a total counting every billed call once, the
+    files that failed. When a file repeats another's calls (a resumed or forked session),
+    each entry says how many of its calls do and of which files."""
     data: dict[str, Any] = {"sessions": [row.data for row in rows]}
     if any(repeats):
         data["sessions"] = [
@@ -471,7 +471,7 @@ def batch_json(
             }
             for row, found in zip(rows, repeats, strict=True)
         ]
-        data["total"] = _total(rows, repeats)
+    data["total"] = _total(rows, repeats)
     data["failed"] = [{"path": path, "error": error} for path, error in failed]
     return data
 
@@ -488,6 +488,7 @@ def _total(rows: list[ReplayRow], repeats: list[Repeats | None]) -> dict[str, An
         "calls": sum(row.billed_calls for row in rows) - sum(r.calls for r in found),
         "replayed_calls": sum(row.calls for row in rows) - sum(r.replayed_calls for r in found),
         "repeated_calls": sum(r.calls for r in found),
+        "compactions": sum(row.compactions for row in rows) - sum(r.compactions for r in found),
         "cost": round(sum(row.cost for row in rows) - sum(r.cost for r in found), 6),
         "recorded_cost": None if recorded is None else round(recorded, 6),
     }
@@ -539,7 +540,7 @@ def render_batch(
         table.add_row(
             "total",
             f"{sum(row.calls for row in rows) - sum(r.replayed_calls for r in found):,}",
-            f"{sum(row.compactions for row in rows):,}",
+            f"{sum(row.compactions for row in rows) - sum(r.compactions for r in found):,}",
             f"{sum(row.cost for row in rows) - sum(r.cost for r in found):,.2f}",
             style="bold",
         )
