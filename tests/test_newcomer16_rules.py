@@ -22,7 +22,9 @@ def test_an_unknown_model_with_a_window_has_half_of_it_as_output_and_no_prices(
     table = load_model_table()
     name = "qwen3-coder-rules16"  # the warning is logged once per name: one no other test uses
     with caplog.at_level(logging.WARNING, logger="unbounded.configuration"):
-        settings = derive_settings(SessionConfig(model=name, context_window=32_000), Policy(), table)
+        settings = derive_settings(
+            SessionConfig(model=name, context_window=32_000), Policy(), table
+        )
     info = settings.model_info
     assert (info.name, info.context_window, info.max_output) == (name, 32_000, 16_000)
     assert (info.input_per_mtok, info.output_per_mtok, info.provider) == (0.0, 0.0, "other")
