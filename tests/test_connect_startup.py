@@ -20,7 +20,9 @@ NOT_YET = (
 )
 PASSWORD = 'connection to server at "db", port 5432 failed: FATAL:  password authentication failed for user "app"'
 CLOSED = 'connection to server at "db", port 5432 failed: Connection refused'
-SHUTTING = 'connection to server at "db", port 5432 failed: FATAL:  the database system is shutting down'
+SHUTTING = (
+    'connection to server at "db", port 5432 failed: FATAL:  the database system is shutting down'
+)
 
 
 class FakeServer:
