@@ -126,6 +126,7 @@ from unbounded.integrations._anthropic_streams import (
     StreamManager,
 )
 from unbounded.integrations._drop_in import WireProvider
+from unbounded.integrations._side_calls import fresh_messages, side_request, side_view
 from unbounded.integrations._wrapped_client import (
     BLOCKING_DROP_IN,
     AsyncWrappedClient,
@@ -367,6 +368,9 @@ class ClientPipeline:
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
         self._side: _SideCall | None = None
+        self._side_request: tuple[ProviderRequest, dict[str, Any]] | None = None
+        """The request of the side call `begin` just passed, when it is sent managed (its
+        messages continue the conversation), and the keywords it passes through."""
         """The last call when it was a side call with a new system over the conversation: the
         next call whose messages go on through its exchange adopts it (`_adopts`)."""
         if session is not None:
@@ -585,6 +589,7 @@ class ClientPipeline:
             )
 
         remembered, self._side = self._side, None
+        self._side_request = None
         discards = False  # an adopted regenerate: the recorded last reply is taken out
         if self._session is not None and self.known:
             config = self._session.config
@@ -595,18 +600,24 @@ class ClientPipeline:
             )
             if adopted is not None:
                 relation, discards = adopted, remembered is not None and remembered.retry
-            elif not self._settled or _same_system(params.get("system"), config.system):
+            elif (
+                not self._settled
+                or self.history == "new"  # every call continues: a new system is a change
+                or _same_system(params.get("system"), config.system)
+            ):
                 relation = continuation()
             else:
                 # A new system prompt is a side call (a title, a judge...): one call cannot
                 # tell it from a change. One over the conversation's tools on messages that
                 # continue it is remembered; the next call adopts it only if it goes on
-                # through its exchange (point 2 of the module docstring).
+                # through its exchange (point 2 of the module docstring). One that continues
+                # the conversation is sent over the session's view (`side_kwargs`).
                 try:
                     relation = continuation()
                 except ConfigError:
                     relation = None
                 self._side = self._side_call_kept(relation, params)
+                self._side_request = self._managed_side_call(relation, messages, params, rest)
                 self._side_call("a different system prompt", messages)
                 return None
             reason = None if discards else self._side_call_reason(relation, messages, params)
@@ -666,6 +677,51 @@ class ClientPipeline:
         if relation.relation in ("continues", "window") and fresh:
             return _SideCall(known, fresh, retry=False)
         return None
+
+    def _managed_side_call(
+        self,
+        relation: Continuation | None,
+        messages: Sequence[Any],
+        params: Mapping[str, Any],
+        passthrough: dict[str, Any],
+    ) -> tuple[ProviderRequest, dict[str, Any]] | None:
+        """The request of a side call whose messages continue the conversation (adding some,
+        or asking again for its last reply), with or without the conversation's tools: the
+        session's view, then the messages it adds, with its own parameters; None for one
+        that does not continue it (sent as given). Nothing is recorded, nothing compacted."""
+        if relation is None or not relation.start:
+            return None
+        retry = relation.relation == "retry"
+        fresh = messages[relation.start :]
+        if not retry and (relation.relation not in ("continues", "window") or not fresh):
+            return None
+        session = self.session
+        fields = [self._seen.fields(index, message) for index, message in enumerate(
+            fresh, start=relation.start
+        )]
+        stored = [(role, stored_content(content)) for role, content in fields]
+        if stored and stored[0][0] == "user" and not retry:
+            # The session's answers to the recall calls the last reply left waiting.
+            stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
+        view = side_view(session, drop_last_reply=retry)
+        request = side_request(session, [*view, *fresh_messages(stored)], _config_fields(params))
+        return request, passthrough
+
+    def side_kwargs(self, kwargs: Mapping[str, Any], method: Callable[..., Any]) -> dict[str, Any]:
+        """The SDK keywords of the side call `begin` just passed: its managed request
+        (`_managed_side_call`) with its other keywords, else its keywords as given."""
+        managed = self._side_request
+        self._side_request = None
+        if managed is None:
+            return dict(kwargs)
+        request, passthrough = managed
+        provider = cast(AnthropicProvider, self.provider)
+        out = provider.request_kwargs(request, method)
+        out.update((k, v) for k, v in passthrough.items() if k != "extra_body")
+        extra = passthrough.get("extra_body")
+        if isinstance(extra, Mapping):
+            out["extra_body"] = {**out.get("extra_body", {}), **extra}
+        return out
 
     def _adopts(
         self,
@@ -922,7 +978,8 @@ class Messages:
         _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
-            return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
+            create = _create_method(self._sdk.messages, self._raw)
+            return cast("Message", create(**pipeline.side_kwargs(kwargs, create)))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
         run = pipeline.runner.run
 
@@ -995,8 +1052,8 @@ class AsyncMessages:
         _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
-            side = _create_method(self._sdk.messages, self._raw)(**kwargs)
-            return cast("Message", await side)
+            create = _create_method(self._sdk.messages, self._raw)
+            return cast("Message", await create(**pipeline.side_kwargs(kwargs, create)))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
         streams = passthrough.get("stream") is True

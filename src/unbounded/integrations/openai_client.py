@@ -388,9 +388,12 @@ class OpenAIPipeline(ClientPipeline):
         if given_params:
             self._max_param = given_params[0]
             params["max_tokens"] = rest.pop(given_params[0])
-        if "prompt_cache_key" in rest:
-            self._cache_key.value = str(rest.pop("prompt_cache_key"))
-        return self.begin({**params, **rest}, streaming_helper=False)
+        own_key = rest.pop("prompt_cache_key", None)
+        passthrough = self.begin({**params, **rest}, streaming_helper=False)
+        if passthrough is not None and own_key is not None:
+            # A turn's key is the session's from now on; a side call's is its own only.
+            self._cache_key.value = str(own_key)
+        return passthrough
 
     def _check_turn(self, passthrough: Mapping[str, Any]) -> None:
         """Refuse `n` above 1 on a call recorded as a turn (a side call passes it to the SDK)."""
@@ -439,6 +442,26 @@ class OpenAIPipeline(ClientPipeline):
         fit_body_fields(kwargs, method)
         return kwargs
 
+    def side_kwargs(
+        self, kwargs: Mapping[str, Any], method: Callable[..., Any], *, helper: bool = False
+    ) -> dict[str, Any]:
+        """The SDK keywords of the side call `begin_openai` just passed: its managed request
+        in the API's shape with its own keywords (its own `prompt_cache_key` and
+        `stream_options` as given), else its keywords as given. `helper`: as in
+        `call_kwargs`."""
+        managed = self._side_request
+        self._side_request = None
+        if managed is None:
+            return dict(kwargs)
+        request, passthrough = managed
+        out = self.call_kwargs(request, method, passthrough, helper=helper)
+        out.pop("stream_options", None)  # asked for the record only: a side call has none
+        if _given(kwargs.get("stream_options")):
+            out["stream_options"] = kwargs["stream_options"]
+        if _given(kwargs.get("prompt_cache_key")):
+            out["prompt_cache_key"] = kwargs["prompt_cache_key"]
+        return out
+
     def chat_passage(self, passthrough: Mapping[str, Any], *, helper: bool) -> ChatPassage | None:
         """How a stream's events pass to the caller (`ChatPassage`): on Chat Completions, the
         usage chunk hidden unless the caller's `stream_options` named `include_usage`."""
@@ -484,8 +507,9 @@ class HelperStreamManager:
     def __enter__(self) -> Any:
         endpoint, pipeline = self._endpoint, self._endpoint._pipeline
         passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
-        if passthrough is None:  # a side call: the SDK's own helper, as given
-            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+        if passthrough is None:  # a side call: the SDK's own helper (`side_kwargs`)
+            method = endpoint._sdk_endpoint().stream
+            self._manager = method(**pipeline.side_kwargs(self._kwargs, method, helper=True))
             return self._manager.__enter__()
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
@@ -529,7 +553,8 @@ class AsyncHelperStreamManager:
         endpoint, pipeline = self._endpoint, self._endpoint._pipeline
         passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
         if passthrough is None:
-            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+            method = endpoint._sdk_endpoint().stream
+            self._manager = method(**pipeline.side_kwargs(self._kwargs, method, helper=True))
             return await self._manager.__aenter__()
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
@@ -602,7 +627,8 @@ class Endpoint(_Endpoint):
         pipeline = self._pipeline
         passthrough = pipeline.begin_openai(kwargs, self._api)
         if passthrough is None:
-            return self._sdk_endpoint().create(**kwargs)
+            create = self._sdk_endpoint().create
+            return create(**pipeline.side_kwargs(kwargs, create))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
         streams = passthrough.get("stream") is True
@@ -650,7 +676,8 @@ class AsyncEndpoint(_Endpoint):
         pipeline = self._pipeline
         passthrough = pipeline.begin_openai(kwargs, self._api)
         if passthrough is None:
-            return await self._sdk_endpoint().create(**kwargs)
+            create = self._sdk_endpoint().create
+            return await create(**pipeline.side_kwargs(kwargs, create))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
         streams = passthrough.get("stream") is True

@@ -1,0 +1,215 @@
+"""Side calls over the conversation (session 17): an agent whose system prompt changes at every
+call (the time in it), a title or judge request over a long conversation. Driven through the
+real SDKs against the scripted local server, which refuses a request over its window."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from apiserver import (
+    ApiServer,
+    RecordedRequest,
+    api_server_fixture,  # noqa: F401  (registers the api_server fixture)
+    message,
+    tool_use_block,
+)
+from unbounded.events import Event
+from unbounded.integrations import wrap
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+CLAUDE = "claude-sonnet-4-6"
+GPT = "gpt-5.4"
+WINDOW = 20_000
+TURNS = 64
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
+
+
+def _result_text(n: int) -> str:
+    """A tool result of 1 to 3 KB, different at every turn."""
+    return f"file {n}: " + "lorem ipsum dolor sit amet " * (40 + (n * 37) % 80)
+
+
+def _replies(api_server: ApiServer, queue: Any) -> None:
+    """A reply to every request: a tool call, usage counting the request's size (the
+    server's own estimate, bytes / 4)."""
+    ids = itertools.count()
+
+    def reply(request: RecordedRequest) -> Any:
+        n = next(ids)
+        size = len(request.body) // 4
+        usage = {"input_tokens": size, "output_tokens": 30}
+        call = tool_use_block("Read", {"path": f"f{n}"}, id=f"toolu_{n}")
+        return message(f"reading f{n}", call, id=f"msg_{n}", usage=usage)
+
+    queue.push(*[reply] * (3 * TURNS))
+
+
+def _check_server(api_server: ApiServer, calls: int) -> None:
+    """Every request the server received was valid and within its window (it refuses the
+    others and counts them in `rejected`), one per call."""
+    assert api_server.rejected == []
+    assert len(api_server.requests) == calls
+    assert all(len(r.body) // 4 <= WINDOW for r in api_server.requests)
+
+
+def _check_session(client: Any, events: list[Event]) -> None:
+    """The whole conversation recorded (every reply adopted but the last side call's), and
+    compacted more than once."""
+    session = client.session
+    assistants = [e for e in session.entries if e.role == "assistant"]
+    assert len(assistants) >= TURNS - 1
+    assert client.status().compactions >= 2
+    assert "side_call_passed" in [e.kind for e in events]
+
+
+def test_an_anthropic_agent_with_the_time_in_its_system_stays_in_the_window(
+    api_server: ApiServer,
+) -> None:
+    api_server.context_window = WINDOW
+    _replies(api_server, api_server.anthropic)
+    events: list[Event] = []
+    client = wrap(
+        api_server.anthropic_client(sync=True),
+        context_window=WINDOW,
+        summarizer="extractive",
+        events=events.append,
+    )
+    tools = [{"name": "Read", "description": "read a file", "input_schema": SCHEMA}]
+    messages: list[Any] = [{"role": "user", "content": "read every file"}]
+    for n in range(TURNS):
+        reply = client.messages.create(
+            model=CLAUDE,
+            max_tokens=1000,
+            system=f"You are an agent. It is {n} o'clock.",
+            tools=tools,
+            messages=messages,
+        )
+        call = next(b for b in reply.content if b.type == "tool_use")
+        answer = {"type": "tool_result", "tool_use_id": call.id, "content": _result_text(n)}
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [answer]},
+        ]
+    _check_server(api_server, TURNS)
+    _check_session(client, events)
+
+
+def test_an_openai_chat_agent_with_the_time_in_its_system_stays_in_the_window(
+    api_server: ApiServer,
+) -> None:
+    api_server.context_window = WINDOW
+    _replies(api_server, api_server.openai)
+    events: list[Event] = []
+    client = wrap(
+        api_server.openai_client(sync=True),
+        context_window=WINDOW,
+        summarizer="extractive",
+        events=events.append,
+    )
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "Read", "description": "read a file", "parameters": SCHEMA},
+        }
+    ]
+    history: list[Any] = [{"role": "user", "content": "read every file"}]
+    for n in range(TURNS):
+        system = {"role": "system", "content": f"You are an agent. It is {n} o'clock."}
+        reply = client.chat.completions.create(
+            model=GPT, max_completion_tokens=1000, tools=tools, messages=[system, *history]
+        )
+        said = reply.choices[0].message
+        call = said.tool_calls[0]
+        history += [
+            said.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": _result_text(n)},
+        ]
+    _check_server(api_server, TURNS)
+    _check_session(client, events)
+
+
+def test_an_openai_responses_agent_with_the_time_in_its_instructions_stays_in_the_window(
+    api_server: ApiServer,
+) -> None:
+    api_server.context_window = WINDOW
+    _replies(api_server, api_server.responses)
+    events: list[Event] = []
+    client = wrap(
+        api_server.openai_client(sync=True),
+        context_window=WINDOW,
+        summarizer="extractive",
+        events=events.append,
+    )
+    tools = [{"type": "function", "name": "Read", "description": "read", "parameters": SCHEMA}]
+    items: list[Any] = [{"role": "user", "content": "read every file"}]
+    for n in range(TURNS):
+        reply = client.responses.create(
+            model=GPT,
+            max_output_tokens=1000,
+            instructions=f"You are an agent. It is {n} o'clock.",
+            tools=tools,
+            input=items,
+        )
+        output = [item.model_dump(exclude_none=True) for item in reply.output]
+        call = next(item for item in output if item["type"] == "function_call")
+        items += [
+            *output,
+            {"type": "function_call_output", "call_id": call["call_id"], "output": _result_text(n)},
+        ]
+    _check_server(api_server, TURNS)
+    _check_session(client, events)
+
+
+def _long_conversation(api_server: ApiServer, client: Any) -> list[Any]:
+    """A conversation that compacted, on one system prompt; returns the caller's whole list,
+    ending with the last reply's tool call answered."""
+    tools = [{"name": "Read", "description": "read a file", "input_schema": SCHEMA}]
+    messages: list[Any] = [{"role": "user", "content": "read every file"}]
+    for n in range(TURNS):
+        reply = client.messages.create(
+            model=CLAUDE, max_tokens=1000, system="You are an agent.", tools=tools,
+            messages=messages,
+        )
+        call = next(b for b in reply.content if b.type == "tool_use")
+        answer = {"type": "tool_result", "tool_use_id": call.id, "content": _result_text(n)}
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [answer]},
+        ]
+    return messages
+
+
+def test_a_title_request_over_a_long_conversation_is_sent_managed(api_server: ApiServer) -> None:
+    """A title request (its own system, no tools) continuing a compacted conversation goes
+    out as the session's view plus its own messages: it fits; nothing is recorded."""
+    api_server.context_window = WINDOW
+    _replies(api_server, api_server.anthropic)
+    client = wrap(api_server.anthropic_client(sync=True), context_window=WINDOW,
+                  summarizer="extractive")
+    messages = _long_conversation(api_server, client)
+    assert client.status().compactions >= 1
+    entries = len(client.session.entries)
+    last = messages[-1]["content"][0]
+    title = [*messages[:-1], {"role": "user", "content": [
+        {**last, "content": "(omitted)"}, {"type": "text", "text": "A title for this?"}]}]
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    api_server.anthropic.push(message("A title", id="msg_title"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=50, system="Write a title.", messages=title
+    )
+    assert reply.content[0].text == "A title"
+    sent = api_server.requests[-1].json
+    assert [b["text"] for b in sent["system"]] == ["Write a title."]  # its own, marked
+    assert "tools" not in sent
+    assert len(api_server.requests[-1].body) // 4 <= WINDOW
+    assert api_server.rejected == []
+    assert sent["messages"][-1]["content"][-1]["text"] == "A title for this?"
+    assert len(sent["messages"]) < len(title)  # the compacted view, not the caller's list
+    assert len(client.session.entries) == entries
