@@ -213,3 +213,45 @@ def test_a_title_request_over_a_long_conversation_is_sent_managed(api_server: Ap
     assert sent["messages"][-1]["content"][-1]["text"] == "A title for this?"
     assert len(sent["messages"]) < len(title)  # the compacted view, not the caller's list
     assert len(client.session.entries) == entries
+
+
+def test_an_openai_side_call_keeps_its_cache_key_to_itself(api_server: ApiServer) -> None:
+    """A side call's own `prompt_cache_key` goes with it, and does not become the session's
+    (the next turn sends the session's key); a managed side call without one sends none."""
+    client = wrap(api_server.openai_client(sync=True), summarizer="extractive")
+    api_server.openai.push(message("a0"), message("a title"), message("a1"), message("t2"))
+    history: list[Any] = [{"role": "user", "content": "hi"}]
+    system = {"role": "system", "content": "You help."}
+    reply = client.chat.completions.create(model=GPT, messages=[system, *history])
+    session_key = api_server.last.json["prompt_cache_key"]
+    history += [reply.choices[0].message.model_dump(exclude_none=True),
+                {"role": "user", "content": "more"}]
+    title = {"role": "system", "content": "Write a title."}
+    client.chat.completions.create(
+        model=GPT, messages=[title, *history], prompt_cache_key="titles"
+    )
+    assert api_server.last.json["prompt_cache_key"] == "titles"
+    assert len(api_server.last.json["messages"]) == 4  # managed: its system, the view, its own
+    client.chat.completions.create(model=GPT, messages=[system, *history])
+    assert api_server.last.json["prompt_cache_key"] == session_key
+    client.chat.completions.create(model=GPT, messages=[title, *history])
+    assert "prompt_cache_key" not in api_server.last.json
+
+
+def test_a_streamed_side_call_over_the_conversation_is_managed(api_server: ApiServer) -> None:
+    """`messages.stream(...)` of a side call continuing the conversation goes over the view
+    too, its reply not recorded."""
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
+    api_server.anthropic.push(message("a0", id="msg_0"), message("judged", id="msg_j"))
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    reply = client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
+    messages += [{"role": "assistant", "content": reply.content},
+                 {"role": "user", "content": "Was that right?"}]
+    with client.messages.stream(
+        model=CLAUDE, max_tokens=30, system="You judge.", messages=messages
+    ) as stream:
+        assert stream.get_final_text() == "judged"
+    sent = api_server.last.json
+    assert [b["text"] for b in sent["system"]] == ["You judge."]
+    assert "cache_control" in json.dumps(sent["messages"])  # the session's markers
+    assert len(client.session.entries) == 2

@@ -447,7 +447,7 @@ class OpenAIPipeline(ClientPipeline):
     ) -> dict[str, Any]:
         """The SDK keywords of the side call `begin_openai` just passed: its managed request
         in the API's shape with its own keywords (its own `prompt_cache_key` and
-        `stream_options` as given), else its keywords as given. `helper`: as in
+        `stream_options` as given, none when it gave none), else its keywords as given. `helper`: as in
         `call_kwargs`."""
         managed = self._side_request
         self._side_request = None
@@ -458,6 +458,9 @@ class OpenAIPipeline(ClientPipeline):
         out.pop("stream_options", None)  # asked for the record only: a side call has none
         if _given(kwargs.get("stream_options")):
             out["stream_options"] = kwargs["stream_options"]
+        # Its own system comes first: the session's key would route it to a cache it cannot
+        # read, and take that cache's place; only the caller's own key goes.
+        out.pop("prompt_cache_key", None)
         if _given(kwargs.get("prompt_cache_key")):
             out["prompt_cache_key"] = kwargs["prompt_cache_key"]
         return out
