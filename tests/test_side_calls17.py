@@ -255,3 +255,51 @@ def test_a_streamed_side_call_over_the_conversation_is_managed(api_server: ApiSe
     assert [b["text"] for b in sent["system"]] == ["You judge."]
     assert "cache_control" in json.dumps(sent["messages"])  # the session's markers
     assert len(client.session.entries) == 2
+
+
+def _is_summary_request(request: RecordedRequest) -> bool:
+    return "<summary>" in json.dumps(request.json.get("messages") or request.json.get("input"))
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_the_summary_requests_carry_the_callers_headers(api_server: ApiServer, kind: str) -> None:
+    """The caller's `extra_headers` (a proxy's auth or routing header) go on the compaction's
+    summary requests too; an idempotency key, naming one request, does not."""
+    from summaries import nine_section_summary
+
+    def reply(request: RecordedRequest) -> Any:
+        size = len(request.body) // 4
+        usage = {"input_tokens": size, "output_tokens": 40}
+        if _is_summary_request(request):
+            return message(nine_section_summary("t"), id="msg_s", usage=usage)
+        return message("ok", id="msg_t", usage=usage)
+
+    queue = api_server.anthropic if kind == "anthropic" else api_server.openai
+    queue.push(*[reply] * 40)
+    sdk = api_server.anthropic_client(sync=True) if kind == "anthropic" else (
+        api_server.openai_client(sync=True)
+    )
+    client = wrap(sdk, context_window=40_000)
+    headers = {"Helicone-Auth": "Bearer proxy-key", "Idempotency-Key": "once"}
+    messages: list[Any] = [{"role": "user", "content": "u0"}]
+    for n in range(20):
+        if kind == "anthropic":
+            said: Any = client.messages.create(
+                model=CLAUDE, max_tokens=1000, messages=messages, extra_headers=headers
+            ).content
+        else:
+            said = client.chat.completions.create(
+                model=GPT, max_completion_tokens=1000, messages=messages, extra_headers=headers
+            ).choices[0].message.content
+        messages += [
+            {"role": "assistant", "content": said},
+            {"role": "user", "content": f"u{n + 1} " + "word " * 1500},
+        ]
+        if client.status().compactions:
+            break
+    while len(queue):
+        queue.pop()
+    summaries = [r for r in api_server.requests if _is_summary_request(r)]
+    assert summaries
+    assert all(r.headers.get("helicone-auth") == "Bearer proxy-key" for r in summaries)
+    assert all(r.headers.get("idempotency-key") != "once" for r in summaries)

@@ -227,6 +227,12 @@ class _SideCall:
     """It asked again for the last reply: adopting it takes that reply out."""
 
 
+_UNREPEATED_HEADERS = ("anthropic-beta", "idempotency-key")
+"""Caller headers a summary request does not repeat as they are: the betas are merged with
+the request's own (`_CallerHeaders`); an idempotency key names one request (repeated, a
+server or proxy would answer the summary request with the caller's reply)."""
+
+
 def _beta_header(headers: Any) -> list[str]:
     """The betas an `extra_headers` mapping names in its `anthropic-beta` header."""
     if not isinstance(headers, Mapping):
@@ -237,14 +243,65 @@ def _beta_header(headers: Any) -> list[str]:
     return [beta.strip() for beta in value.split(",") if beta.strip()]
 
 
-class _CallerBetas(ProviderWrapper):
-    """The wrapped client as the summarizer, its requests sending the betas the caller's last
-    call named in its `anthropic-beta` header: a summary request repeats the conversation,
-    which a beta may be what lets the API take (the 1M-token window's)."""
+def _repeated_headers(headers: Any) -> dict[str, str]:
+    """The headers of a caller's `extra_headers` the summary requests send too (a proxy's
+    auth or routing headers...): all but `_UNREPEATED_HEADERS`, the SDK's own and the
+    omitted ones."""
+    if not isinstance(headers, Mapping):
+        return {}
+    return {
+        str(name): value
+        for name, value in headers.items()
+        if isinstance(value, str)
+        and str(name).lower() not in _UNREPEATED_HEADERS
+        and not str(name).lower().startswith("x-stainless-")
+    }
 
-    def __init__(self, inner: Provider, betas: Callable[[], list[str]]) -> None:
+
+@dataclasses.dataclass(slots=True)
+class _CallerState:
+    """What the caller's last turn named in its `extra_headers`, kept apart from the pipeline
+    (the session's summarizer reads it, and must not keep the pipeline alive)."""
+
+    betas: list[str] = dataclasses.field(default_factory=list)
+    """The betas of its `anthropic-beta` header."""
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Its other headers (`_repeated_headers`)."""
+
+
+class _CallerHeaders(ProviderWrapper):
+    """The wrapped client as the summarizer, its requests sending what the caller's last turn
+    named in its `extra_headers`: the betas of its `anthropic-beta` header (a summary request
+    repeats the conversation, which a beta may be what lets the API take: the 1M-token
+    window's) and its other headers (a proxy's auth or routing headers), through the SDK's
+    `with_options(default_headers=...)` copy of the client."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        client: Any,
+        build: Callable[[Any], Provider],
+        caller: _CallerState,
+        *,
+        betas: bool,
+    ) -> None:
         super().__init__(inner)
+        self._client = client
+        self._build = build
+        self._caller = caller
         self._betas = betas
+        self._made: tuple[tuple[tuple[str, str], ...], Provider] | None = None
+        """The provider on the client copy with the last headers, while they stay."""
+
+    def _provider(self) -> Provider:
+        headers = self._caller.headers
+        copy_with = getattr(self._client, "with_options", None)
+        if not headers or not callable(copy_with):
+            return self.inner
+        key = tuple(sorted(headers.items()))
+        if self._made is None or self._made[0] != key:
+            self._made = (key, self._build(copy_with(default_headers=dict(headers))))
+        return self._made[1]
 
     async def create(
         self,
@@ -253,12 +310,13 @@ class _CallerBetas(ProviderWrapper):
         stream: bool = False,
         heartbeat: Heartbeat | None = None,
     ) -> ModelResponse:
-        """The inner provider's reply to `request` with the caller's betas added."""
-        own = [str(beta) for beta in request.get("betas") or ()]
-        extra = [beta for beta in self._betas() if beta not in own]
-        if extra:
-            request = cast(ProviderRequest, {**request, "betas": [*own, *extra]})
-        return await self.inner.create(request, stream=stream, heartbeat=heartbeat)
+        """The reply to `request` with the caller's betas and headers added."""
+        if self._betas:
+            own = [str(beta) for beta in request.get("betas") or ()]
+            extra = [beta for beta in self._caller.betas if beta not in own]
+            if extra:
+                request = cast(ProviderRequest, {**request, "betas": [*own, *extra]})
+        return await self._provider().create(request, stream=stream, heartbeat=heartbeat)
 
 
 def _require_max_tokens(kwargs: Mapping[str, Any], call: str) -> None:
@@ -352,9 +410,9 @@ class ClientPipeline:
         """A config and its cache-safe parameters (not rebuilt while the config stays)."""
         self._sends_history = False
         """The caller sent messages the session already held: it sends whole histories."""
-        self._caller_betas: list[str] = []
-        """The betas the caller's last call named in its `anthropic-beta` header (extra_headers):
-        the summary requests on the wrapped client send them too (a 1M-window beta...)."""
+        self._caller = _CallerState()
+        """What the caller's last turn named in its `extra_headers`: the summary requests on
+        the wrapped client send it too (a 1M-window beta, a proxy's auth header...)."""
         self._messages_ttl: str | None = None
         """The longest TTL the caller put on a message block in the last call."""
         self.known: list[MessagePrint] = []
@@ -435,15 +493,15 @@ class ClientPipeline:
         retries = getattr(self.client, "max_retries", 0)
         copy_with = getattr(self.client, "with_options", None)
         if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
-            return self._with_caller_betas(self.provider)
-        quiet = self._with_caller_betas(self._provider_for(copy_with(max_retries=0)))
+            return self._with_caller_headers(self.provider, self.client)
+        quiet_client = copy_with(max_retries=0)
+        quiet = self._with_caller_headers(self._provider_for(quiet_client), quiet_client)
         return RetryingProvider(quiet, max_retries=retries, events=self._events)
 
-    def _with_caller_betas(self, provider: Provider) -> Provider:
-        """An Anthropic provider sending the caller's betas too (`_CallerBetas`)."""
-        if isinstance(provider, AnthropicProvider):
-            return _CallerBetas(provider, lambda: self._caller_betas)
-        return provider
+    def _with_caller_headers(self, provider: Provider, client: Any) -> Provider:
+        """`provider` (on `client`) sending the caller's headers too (`_CallerHeaders`)."""
+        betas = isinstance(provider, AnthropicProvider)
+        return _CallerHeaders(provider, client, self._provider_for, self._caller, betas=betas)
 
     def _provider_for(self, client: Any) -> WireProvider:
         """The provider that sends the session's own requests (summaries) through `client`."""
@@ -571,7 +629,6 @@ class ClientPipeline:
         # Only read during this call (`SeenMessages` keeps its own copy): a list is not copied.
         messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
-        self._caller_betas = _beta_header(rest.get("extra_headers"))
         relation: Continuation | None = None
         seen = self._seen
         repeated = seen.read(messages, self.recall_ids)
@@ -625,6 +682,9 @@ class ClientPipeline:
                 self._side_call(reason, messages)
                 return None
         self._check_turn(rest)  # a turn of the conversation, no side call: what it may ask
+        headers = rest.get("extra_headers")
+        self._caller.betas = _beta_header(headers)
+        self._caller.headers = _repeated_headers(headers)
         session = self._configure(params)  # may load what a session folder already knows
         session.bind_call_provider(self.provider)
         if relation is None:
