@@ -12,9 +12,9 @@ from typing import Any, cast
 
 from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.compaction.micro import clear_tool_results
+from unbounded.model.content import MessageParam
 from unbounded.model.request import ProviderRequest
 from unbounded.session import Session
-from unbounded.model.content import MessageParam
 
 SIDE_PARAMETERS = ("model", "max_tokens", "system", "tools", "thinking")
 """The side call's own parameters, in place of the session's (given as `_config_fields` makes

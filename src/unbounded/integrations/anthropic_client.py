@@ -22,11 +22,19 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    read (the repeated ones are recognised as the same objects, or equal ones): a message
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
-   a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system` (unless its messages go on through the exchange of the
-   side call just before it: point 2); one that shares no message with the conversation when the
-   caller has been sending whole histories, or when its model or tools differ; one that
-   would leave the last reply's tool calls unanswered.
+   a judge) is a side call: nothing is recorded and its reply is returned unchanged
+   (`SideCallPassed`): one with a different `system` (unless its messages go on through
+   the exchange of the side call just before it, point 2, or the caller said
+   `history="new"`); one that shares no message with the conversation when the caller has
+   been sending whole histories, or when its model or tools differ; one that would leave
+   the last reply's tool calls unanswered. One with a different `system` whose messages
+   continue the recorded conversation (adding messages, or asking again for its last
+   reply), with the conversation's tools or not, is sent managed (`_side_calls`): the
+   session's view as its next request would send it (compacted, cleared, its cache markers)
+   and the messages the side call adds, under the side call's own system, tools and other
+   keywords. It does not compact (the view fits as of the last turn, which compacted when
+   due; a compaction wants the last reply's calls answered, which the side call does
+   without recording it). Every other side call goes to the SDK exactly as given.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
@@ -44,8 +52,10 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    turn). Any other call forgets the side call: a judge or title asked again (the same
    question, no reply after it) is another side call, and a call back on the old system
    that does not carry the side exchange is an ordinary turn. A `history="new"` caller
-   never sends the exchange back, so for it a new system stays a side call.
-   `max_tokens` is required, as by the SDK (`TypeError`).
+   declares that every call continues the conversation: a new system is a change at once
+   (recorded, `CacheParamsChanged`), never a side call.
+   `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
+   caller's last turn go with the compaction's summary requests too (`_CallerHeaders`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache

@@ -20,8 +20,14 @@ OpenAI's own parts:
 - **One API per conversation**: the first call (`chat.completions.create` or
   `responses.create`) fixes it, or `wrap(..., api=...)`; a call on the other API is refused.
 - **Prompt caching**: every request carries a `prompt_cache_key` stable for the session
-  (the caller's own when given), so OpenAI routes its turns to the same cache; the cached
-  tokens are read from the usage (`cached_tokens`) as cache reads.
+  (the caller's own when a turn gives one), so OpenAI routes its turns to the same cache;
+  the cached tokens are read from the usage (`cached_tokens`) as cache reads. A side call's
+  key is its own: it goes with it (a managed one without a key sends none) and never
+  becomes the session's.
+- **The system prompt** of a call, which the side-call rule compares with the
+  conversation's, is the `system` and `developer` messages before the conversation (Chat
+  Completions), and on the Responses API `instructions` followed by those items: a call
+  with the time in its `instructions` is a side call the next call adopts, as on Anthropic.
 - **Reasoning models**: the caller's `max_completion_tokens` (or `max_tokens`) is kept under
   the name the caller used, and the session's own requests (summaries) use
   `max_completion_tokens` for the o-series and gpt-5 models; `temperature` is only ever the
@@ -447,8 +453,8 @@ class OpenAIPipeline(ClientPipeline):
     ) -> dict[str, Any]:
         """The SDK keywords of the side call `begin_openai` just passed: its managed request
         in the API's shape with its own keywords (its own `prompt_cache_key` and
-        `stream_options` as given, none when it gave none), else its keywords as given. `helper`: as in
-        `call_kwargs`."""
+        `stream_options` as given, none when it gave none), else its keywords as given.
+        `helper`: as in `call_kwargs`."""
         managed = self._side_request
         self._side_request = None
         if managed is None:
