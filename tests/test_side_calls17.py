@@ -303,3 +303,45 @@ def test_the_summary_requests_carry_the_callers_headers(api_server: ApiServer, k
     assert summaries
     assert all(r.headers.get("helicone-auth") == "Bearer proxy-key" for r in summaries)
     assert all(r.headers.get("idempotency-key") != "once" for r in summaries)
+
+
+def test_a_streamed_managed_chat_side_call_gets_no_usage_chunk(api_server: ApiServer) -> None:
+    """The usage chunk a turn asks for (for the record) is not asked for a side call: its
+    stream is the caller's as it asked for it."""
+    client = wrap(api_server.openai_client(sync=True), summarizer="extractive")
+    api_server.openai.push(message("a0"), message("a title"))
+    history: list[Any] = [{"role": "user", "content": "hi"}]
+    reply = client.chat.completions.create(
+        model=GPT, messages=[{"role": "system", "content": "You help."}, *history]
+    )
+    history += [reply.choices[0].message.model_dump(exclude_none=True),
+                {"role": "user", "content": "Title?"}]
+    stream = client.chat.completions.create(
+        model=GPT, stream=True,
+        messages=[{"role": "system", "content": "Write a title."}, *history],
+    )
+    chunks = list(stream)
+    sent = api_server.last.json
+    assert len(sent["messages"]) == 4 and sent["stream"] is True
+    assert "stream_options" not in sent
+    assert all(chunk.choices for chunk in chunks)
+
+
+def test_a_regenerate_under_a_new_system_is_sent_without_the_last_reply(
+    api_server: ApiServer,
+) -> None:
+    """A side call asking again for the last reply (the conversation minus that reply) goes
+    over the view without it; nothing is recorded."""
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
+    api_server.anthropic.push(message("a0", id="msg_0"), message("a1", id="msg_1"),
+                              message("again", id="msg_2"))
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    reply = client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
+    messages += [{"role": "assistant", "content": reply.content},
+                 {"role": "user", "content": "more"}]
+    client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
+    client.messages.create(model=CLAUDE, max_tokens=100, system="B", messages=messages)
+    sent = api_server.last.json
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+    assert [b["text"] for b in sent["system"]] == ["B"]
+    assert len(client.session.entries) == 4
