@@ -345,3 +345,87 @@ def test_a_regenerate_under_a_new_system_is_sent_without_the_last_reply(
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
     assert [b["text"] for b in sent["system"]] == ["B"]
     assert len(client.session.entries) == 4
+
+
+def _cleared_conversation(api_server: ApiServer, **options: Any) -> tuple[Any, list[Any]]:
+    """A conversation on the Read tool run until microcompaction cleared results (at the
+    warning level); returns the client and the caller's list, its last tool call answered."""
+    from unbounded.policy import Policy
+
+    _replies(api_server, api_server.anthropic)
+    policy = Policy(
+        microcompact_keep_recent=1,
+        microcompact_protect_recent_tokens=500,
+        microcompact_min_savings=100,
+        compact_instead_of_clearing=False,
+        **options,
+    )
+    api_server.context_window = WINDOW
+    client = wrap(
+        api_server.anthropic_client(sync=True),
+        summarizer="extractive",
+        policy=policy,
+        context_window=WINDOW,
+    )
+    messages: list[Any] = [{"role": "user", "content": "read every file"}]
+    for n in range(TURNS):
+        if n and client.session.micro.cleared:
+            break  # at the warning level: results cleared
+        reply = client.messages.create(
+            model=CLAUDE, max_tokens=1000, system="A", tools=READ, messages=messages
+        )
+        call = next(b for b in reply.content if b.type == "tool_use" and b.name == "Read")
+        answer = {"type": "tool_result", "tool_use_id": call.id, "content": _result_text(n)}
+        messages += [
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": [answer]},
+        ]
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    return client, messages
+
+
+READ = [{"name": "Read", "description": "read a file", "input_schema": SCHEMA}]
+
+
+def _tool_results(messages: list[Any]) -> dict[str, Any]:
+    return {
+        b["tool_use_id"]: b["content"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
+
+
+def test_a_managed_side_call_sends_the_cleared_results_cleared(api_server: ApiServer) -> None:
+    """Tool results microcompaction cleared are sent cleared in a side call too, as the
+    session's next request would send them."""
+    client, messages = _cleared_conversation(api_server, recall_enabled=False)
+    cleared = set(client.session.micro.cleared)
+    assert cleared
+    api_server.anthropic.push(message("judged", id="msg_j"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="B", tools=READ, messages=messages)
+    results = _tool_results(api_server.last.json["messages"])
+    assert cleared <= set(results)
+    assert all("lorem ipsum" not in json.dumps(results[tool_id]) for tool_id in cleared)
+
+
+def test_a_managed_side_call_answers_the_waiting_recall_call(api_server: ApiServer) -> None:
+    """A recall call the caller saw beside its own and left unanswered is answered by the
+    session in a side call's request too, as in a turn's (the API refuses a call without
+    its result)."""
+    client, messages = _cleared_conversation(api_server)
+    assert client.session.offers_recall
+    recall = tool_use_block("recall", {"handle": "none"}, id="toolu_recall")
+    read = tool_use_block("Read", {"path": "x"}, id="toolu_read")
+    api_server.anthropic.push(message(recall, read, id="msg_both"), message("judged", id="msg_j"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=1000, system="A", tools=READ, messages=messages
+    )
+    answer = {"type": "tool_result", "tool_use_id": "toolu_read", "content": "x"}
+    messages += [{"role": "assistant", "content": reply.content},
+                 {"role": "user", "content": [answer]}]
+    client.messages.create(model=CLAUDE, max_tokens=100, system="B", tools=READ, messages=messages)
+    assert api_server.rejected == []
+    assert "toolu_recall" in _tool_results(api_server.last.json["messages"])
