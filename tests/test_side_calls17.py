@@ -428,4 +428,14 @@ def test_a_managed_side_call_answers_the_waiting_recall_call(api_server: ApiServ
                  {"role": "user", "content": [answer]}]
     client.messages.create(model=CLAUDE, max_tokens=100, system="B", tools=READ, messages=messages)
     assert api_server.rejected == []
-    assert "toolu_recall" in _tool_results(api_server.last.json["messages"])
+    sent = api_server.last.json
+    assert "toolu_recall" in _tool_results(sent["messages"])
+    # the history calls recall: the request declares it, after the side call's own tools
+    assert [t["name"] for t in sent["tools"]] == ["Read", "recall"]
+    assert "tool_choice" not in sent
+    # a side call without tools: recall declared, and no tool to be called
+    api_server.anthropic.push(message("a title", id="msg_t"))
+    client.messages.create(model=CLAUDE, max_tokens=100, system="T", messages=messages)
+    sent = api_server.last.json
+    assert [t["name"] for t in sent["tools"]] == ["recall"]
+    assert sent["tool_choice"] == {"type": "none"}

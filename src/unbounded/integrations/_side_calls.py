@@ -14,6 +14,7 @@ from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.compaction.micro import clear_tool_results
 from unbounded.model.content import MessageParam
 from unbounded.model.request import ProviderRequest
+from unbounded.recall.schema import RECALL_TOOL_NAME, recall_tool_schema
 from unbounded.session import Session
 
 SIDE_PARAMETERS = ("model", "max_tokens", "system", "tools", "thinking")
@@ -54,9 +55,37 @@ def side_request(
     ).request
 
 
+def calls_recall(messages: Sequence[MessageParam]) -> bool:
+    """Whether these messages hold a `recall` call (the session's rounds, which the caller
+    never saw, or one it saw): a request holding one must declare the tool."""
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("type") == "tool_use" and block.get("name") == RECALL_TOOL_NAME:
+                return True
+    return False
+
+
+def with_recall_tool(params: dict[str, Any]) -> dict[str, Any]:
+    """The side call's parameters with the `recall` tool declared after its own tools."""
+    tools = list(params.get("tools") or [])
+    if not any(tool.get("name") == RECALL_TOOL_NAME for tool in tools):
+        tools.append(recall_tool_schema("anthropic"))
+    return {**params, "tools": tools}
+
+
 def fresh_messages(fields: Sequence[tuple[str, Any]]) -> list[MessageParam]:
     """The side call's own messages (role and stored content) as request messages."""
     return [cast(MessageParam, {"role": role, "content": content}) for role, content in fields]
 
 
-__all__ = ["SIDE_PARAMETERS", "fresh_messages", "side_request", "side_view"]
+__all__ = [
+    "SIDE_PARAMETERS",
+    "calls_recall",
+    "fresh_messages",
+    "side_request",
+    "side_view",
+    "with_recall_tool",
+]

@@ -136,7 +136,13 @@ from unbounded.integrations._anthropic_streams import (
     StreamManager,
 )
 from unbounded.integrations._drop_in import WireProvider
-from unbounded.integrations._side_calls import fresh_messages, side_request, side_view
+from unbounded.integrations._side_calls import (
+    calls_recall,
+    fresh_messages,
+    side_request,
+    side_view,
+    with_recall_tool,
+)
 from unbounded.integrations._wrapped_client import (
     BLOCKING_DROP_IN,
     AsyncWrappedClient,
@@ -766,16 +772,27 @@ class ClientPipeline:
         if not retry and (relation.relation not in ("continues", "window") or not fresh):
             return None
         session = self.session
-        fields = [self._seen.fields(index, message) for index, message in enumerate(
-            fresh, start=relation.start
-        )]
-        stored = [(role, stored_content(content)) for role, content in fields]
+        read = [
+            self._seen.fields(index, message)
+            for index, message in enumerate(fresh, start=relation.start)
+        ]
+        stored = [(role, stored_content(content)) for role, content in read]
         if stored and stored[0][0] == "user" and not retry:
             # The session's answers to the recall calls the last reply left waiting.
             stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
-        view = side_view(session, drop_last_reply=retry)
-        request = side_request(session, [*view, *fresh_messages(stored)], _config_fields(params))
-        return request, passthrough
+        messages_out = [*side_view(session, drop_last_reply=retry), *fresh_messages(stored)]
+        fields = _config_fields(params)
+        if self.recall_ids and calls_recall(messages_out):
+            # The API refuses a request whose history calls a tool it does not declare; the
+            # model is not to call it when the side call gave no tools.
+            if not fields["tools"] and "tool_choice" not in passthrough:
+                passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
+            fields = with_recall_tool(fields)
+        return side_request(session, messages_out, fields), passthrough
+
+    def _no_tool_choice(self) -> Any:
+        """The `tool_choice` that lets the model call no tool, in this API's shape."""
+        return {"type": "none"}
 
     def side_kwargs(self, kwargs: Mapping[str, Any], method: Callable[..., Any]) -> dict[str, Any]:
         """The SDK keywords of the side call `begin` just passed: its managed request

@@ -448,6 +448,10 @@ class OpenAIPipeline(ClientPipeline):
         fit_body_fields(kwargs, method)
         return kwargs
 
+    def _no_tool_choice(self) -> Any:
+        """The `tool_choice` that lets the model call no tool, in OpenAI's shape."""
+        return "none"
+
     def side_kwargs(
         self, kwargs: Mapping[str, Any], method: Callable[..., Any], *, helper: bool = False
     ) -> dict[str, Any]:
