@@ -439,3 +439,37 @@ def test_a_managed_side_call_answers_the_waiting_recall_call(api_server: ApiServ
     sent = api_server.last.json
     assert [t["name"] for t in sent["tools"]] == ["recall"]
     assert sent["tool_choice"] == {"type": "none"}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_huge_system_message_inside_the_conversation_is_cut(
+    api_server: ApiServer, api: str
+) -> None:
+    """A system message inside an OpenAI conversation over `tool_result_max_tokens` is cut to
+    head and tail like a user message's text (the whole text saved); the caller's next call,
+    sending it whole again, still continues the conversation."""
+    events: list[Event] = []
+    client = wrap(api_server.openai_client(sync=True), summarizer="extractive",
+                  events=events.append)
+    queue = api_server.openai if api == "chat" else api_server.responses
+    queue.push(message("a0"), message("a1"), message("a2"))
+    huge = "remember this. " * 40_000  # ~150K tokens: over the 25K cap
+
+    def call(items: list[Any]) -> Any:
+        if api == "chat":
+            reply = client.chat.completions.create(model=GPT, messages=items)
+            return [reply.choices[0].message.model_dump(exclude_none=True)]
+        reply = client.responses.create(model=GPT, input=items)
+        return [item.model_dump(exclude_none=True) for item in reply.output]
+
+    items: list[Any] = [{"role": "user", "content": "hi"}]
+    items += call(items)
+    items += [{"role": "system", "content": huge}, {"role": "user", "content": "go on"}]
+    items += call(items)
+    sent = api_server.last.body
+    assert len(sent) < len(huge) // 2
+    assert [e.kind for e in events].count("tool_output_capped") == 1
+    items += [{"role": "user", "content": "and?"}]
+    call(items)
+    assert [e.kind for e in events if e.kind == "side_call_passed"] == []
+    assert len([e for e in client.session.entries if e.role == "assistant"]) == 3

@@ -65,7 +65,7 @@ from unbounded.engine import (
     turn_flow,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import EventSink
+from unbounded.events import EventSink, ToolOutputCapped, emit
 from unbounded.integrations._anthropic_prints import HistoryMode
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._openai_streams import (
@@ -94,9 +94,11 @@ from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.providers.openai import OpenAIApi, OpenAIProvider, fit_body_fields
 from unbounded.session import Session, SessionConfig
+from unbounded.session_input import capped_blocks
 from unbounded.sync_session import SyncSession
 from unbounded.wire.base import StreamAssembler
 from unbounded.wire.openai_chat import OpenAIChat
+from unbounded.wire.openai_items import OPAQUE_ITEM
 from unbounded.wire.openai_responses import OpenAIResponses
 
 if TYPE_CHECKING:
@@ -254,6 +256,50 @@ class _PromptCacheKey:
             ) or self.session.config.model
             self.value = "unbounded-" + hashlib.sha256(seed.encode()).hexdigest()[:24]
         return self.value
+
+
+def _capped_instruction(
+    block: dict[str, Any], session: Session
+) -> tuple[dict[str, Any], list[ToolOutputCapped]]:
+    """A block carrying a `system` or `developer` message kept inside the conversation with
+    each text over `Policy.tool_result_max_tokens` cut to head and tail, the whole text saved
+    (as the session cuts a user message's text); other blocks unchanged."""
+    item = block.get("item")
+    if block.get("type") != OPAQUE_ITEM or not isinstance(item, Mapping):
+        return block, []
+    if item.get("role") not in ("system", "developer"):
+        return block, []
+    content = item.get("content")
+    parts: list[Any] = [content] if isinstance(content, str) else (
+        list(content) if isinstance(content, list) else []
+    )
+    texts: list[dict[str, Any]] = []
+    for part in parts:
+        text = part if isinstance(part, str) else (
+            part.get("text") if isinstance(part, Mapping) else None
+        )
+        if not isinstance(text, str):
+            return block, []  # a part the cut does not read (an image...): kept whole
+        texts.append({"type": "text", "text": text})
+    if not texts:
+        return block, []
+    redactor = session.deps.redactor
+    capped, events = capped_blocks(
+        texts,
+        limit=session.policy.tool_result_max_tokens,
+        save=session.store.save_tool_output,
+        redact=redactor.redact if redactor is not None else None,
+        key_prefix=str(item.get("role")),
+    )
+    if not events:
+        return block, []
+    cut = [str(text["text"]) for text in capped]
+    new_content: Any = (
+        cut[0]
+        if isinstance(content, str)
+        else [{**part, "text": text} for part, text in zip(parts, cut, strict=True)]
+    )
+    return {**block, "item": {**item, "content": new_content}}, events
 
 
 class OpenAIPipeline(ClientPipeline):
@@ -486,6 +532,20 @@ class OpenAIPipeline(ClientPipeline):
         """The caller's `prompt_cache_key`, else one made from the session's first record:
         the same for every request of the session, resumed ones included."""
         return self._cache_key()
+
+    def _append(self, session: Session, role: str, content: Any) -> None:
+        # A system or developer message inside the conversation is cut like a user message's
+        # text: kept whole, one reminder holding a pasted file could fill the window.
+        if role == "user" and isinstance(content, list):
+            blocks: list[Any] = []
+            for block in content:
+                if isinstance(block, dict):
+                    block, events = _capped_instruction(block, session)
+                    for event in events:
+                        emit(session.events_sink(), event)
+                blocks.append(block)
+            content = blocks
+        super()._append(session, role, content)
 
     def _attach(self, session: Session) -> None:
         super()._attach(session)
