@@ -38,7 +38,8 @@ OpenAI's own parts:
   (`_openai_streams.ChatPassage`). `n` above 1 is refused on a turn (the session records
   one reply); a side call passes it to the SDK as given.
 - **System messages inside the conversation** (reminders) stay in place, sent back as they
-  came; only those before it make the system prompt.
+  came (one over `Policy.tool_result_max_tokens` cut to head and tail, as a user message's
+  text is); only those before it make the system prompt.
 - **The Responses API's server-side state** (`previous_response_id`, `conversation`) is
   refused: the wrapper sends the whole conversation itself.
 - **OpenAI-compatible servers** (vLLM, Ollama, OpenRouter…): a model the model table does
