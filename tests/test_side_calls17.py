@@ -473,3 +473,45 @@ def test_a_huge_system_message_inside_the_conversation_is_cut(
     call(items)
     assert [e.kind for e in events if e.kind == "side_call_passed"] == []
     assert len([e for e in client.session.entries if e.role == "assistant"]) == 3
+
+
+def test_async_clients_send_a_continuing_side_call_managed(api_server: ApiServer) -> None:
+    """The async drop-ins (`messages.create`, `messages.stream`, `chat.completions.create`)
+    send a side call over the conversation managed too."""
+    import asyncio
+
+    async def main() -> None:
+        claude = wrap(api_server.anthropic_client(), summarizer="extractive")
+        api_server.anthropic.push(message("a0", id="msg_0"), message("t", id="msg_t"),
+                                  message("s", id="msg_s"))
+        messages: list[Any] = [{"role": "user", "content": "hi"}]
+        reply = await claude.messages.create(
+            model=CLAUDE, max_tokens=100, system="A", messages=messages
+        )
+        messages += [{"role": "assistant", "content": reply.content},
+                     {"role": "user", "content": "Title?"}]
+        await claude.messages.create(model=CLAUDE, max_tokens=10, system="T", messages=messages)
+        assert [b["text"] for b in api_server.last.json["system"]] == ["T"]  # marked: managed
+        async with claude.messages.stream(
+            model=CLAUDE, max_tokens=10, system="S", messages=messages
+        ) as stream:
+            await stream.get_final_text()
+        assert [b["text"] for b in api_server.last.json["system"]] == ["S"]
+        assert len(claude.session.entries) == 2
+
+        gpt = wrap(api_server.openai_client(), summarizer="extractive")
+        api_server.openai.push(message("a0"), message("t"))
+        history: list[Any] = [{"role": "user", "content": "hi"}]
+        said = await gpt.chat.completions.create(
+            model=GPT, messages=[{"role": "system", "content": "A"}, *history],
+            prompt_cache_key="mine",
+        )
+        history += [said.choices[0].message.model_dump(exclude_none=True),
+                    {"role": "user", "content": "Title?"}]
+        await gpt.chat.completions.create(
+            model=GPT, messages=[{"role": "system", "content": "T"}, *history]
+        )
+        assert "prompt_cache_key" not in api_server.last.json  # managed: no key of its own
+        assert len(api_server.last.json["messages"]) == 4
+
+    asyncio.run(main())
