@@ -431,12 +431,15 @@ def test_a_side_call_goes_out_as_given_and_the_conversation_goes_on(api_server: 
     tool_round(messages, reply, "toolu_1")
     reply = client.messages.create(**kwargs(messages))
     assert reply.content[0].text == "Fixed." and len(api_server.last.json["messages"]) == 3
-    # After a text reply, a title over the whole history is a side call too (other system).
+    # After a text reply, a title over the whole history is a side call too (other system),
+    # sent over the session's view (its cache markers placed), with its own parameters.
     messages.append({"role": "assistant", "content": reply.content})
     client.messages.create(model=MODEL, max_tokens=20, system="You write titles.",
                            messages=[*messages, {"role": "user", "content": "Title?"}])
-    assert len(api_server.last.json["messages"]) == 5
-    assert "cache_control" not in json.dumps(api_server.last.json)  # untouched
+    sent = api_server.last.json
+    assert len(sent["messages"]) == 5 and sent["max_tokens"] == 20 and "tools" not in sent
+    assert [b["text"] for b in sent["system"]] == ["You write titles."]
+    assert "cache_control" in json.dumps(sent["messages"])  # managed: the session's markers
     assert [e.type for e in client.session.entries] == ["user", "assistant", "user", "assistant"]
     passed = [e for e in events if e.kind == "side_call_passed"]
     assert [p.reason for p in passed] == [  # type: ignore[attr-defined]

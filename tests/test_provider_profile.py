@@ -22,7 +22,7 @@ from unbounded.compaction.summary_guard import ANY_SECTIONS, CONTINUATION_SECTIO
 from unbounded.errors import CompactionError, ConfigError
 from unbounded.evaluation.replay import RecordingProvider
 from unbounded.extensions.subagents import ContinuationSummarizer
-from unbounded.integrations.anthropic_client import _CallerBetas
+from unbounded.integrations.anthropic_client import _CallerHeaders, _CallerState
 from unbounded.model.entries import Entry
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
@@ -64,8 +64,8 @@ WRAPS: dict[str, Callable[[Provider], Any]] = {
     "unbounded.providers.retry.RetryingProvider": lambda inner: RetryingProvider(inner, sleep=_no_wait),
     "unbounded.telemetry._TracedProvider": _traced,
     "unbounded.extensions.subagents.ContinuationSummarizer": ContinuationSummarizer,
-    "unbounded.integrations.anthropic_client._CallerBetas": lambda inner: _CallerBetas(
-        inner, lambda: ["context-1m-2025-08-07"]
+    "unbounded.integrations.anthropic_client._CallerHeaders": lambda inner: _CallerHeaders(
+        inner, None, lambda client: inner, _CallerState(["context-1m-2025-08-07"]), betas=True
     ),
 }
 """How to build each wrapper of the package around a provider (every one must be here)."""

@@ -81,14 +81,10 @@ def test_two_judge_calls_in_a_row_do_not_take_over_the_conversation(
     assert _kinds(events) == ["side_call_passed", "side_call_passed"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a history=\"new\" caller's messages never continue the conversation's, so a new system is a side call for ever (also in f0a5812 and c7c0e21)",
-)
 def test_history_new_caller_changes_its_system(api_server: ApiServer) -> None:
-    """A `history="new"` caller sends only its new messages: a new system it carries on
-    every call from then on is never adopted (the rule wants messages that continue the
-    conversation's, which such a caller never sends)."""
+    """A `history="new"` caller sends only its new messages, each call continuing the
+    conversation: a new system is a change of system at once (recorded, `CacheParamsChanged`),
+    not a side call."""
     events: list[Event] = []
     client = wrap(api_server.anthropic_client(sync=True), events=events.append, history="new")
     system = "You are A."
@@ -103,7 +99,10 @@ def test_history_new_caller_changes_its_system(api_server: ApiServer) -> None:
             messages=[{"role": "user", "content": f"u{n}"}],
         )
     assert client.session.config.system == "You are B."
-    assert len(client.session.entries) >= 6
+    assert len(client.session.entries) == 8
+    assert [e.kind for e in events if e.kind in ("side_call_passed", "cache_params_changed")] == [
+        "cache_params_changed"
+    ]
 
 
 # ------------------------------------------------------------------ model names with a ":tag"

@@ -139,7 +139,8 @@ class _ManagerState:
 class StreamManager(_ManagerState):
     """What `messages.stream(...)` returns: entering it runs a turn of the engine until the
     SDK's stream is open (the engine's one prompt-too-long retry included); leaving it records
-    the reply when it was read to the end. A side call opens the SDK's stream as given."""
+    the reply when it was read to the end. A side call opens the SDK's stream with
+    `side_kwargs`: over the session's view when it continues the conversation, else as given."""
 
 
     def _open(self, request: ProviderRequest, passthrough: Mapping[str, Any]) -> Any:
@@ -156,7 +157,8 @@ class StreamManager(_ManagerState):
         passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
         if passthrough is None:
             self._records = False
-            self._inner = self._sdk.messages.stream(**self._kwargs)
+            method = self._sdk.messages.stream
+            self._inner = method(**pipeline.side_kwargs(self._kwargs, method))
             self._stream = self._inner.__enter__()
             return cast("MessageStream[Any]", self._stream)
         flow = turn_flow(pipeline.session, pipeline.turn_options)
@@ -198,7 +200,8 @@ class AsyncStreamManager(_ManagerState):
         passthrough = pipeline.begin(self._kwargs, streaming_helper=True)
         if passthrough is None:
             self._records = False
-            self._inner = self._sdk.messages.stream(**self._kwargs)
+            method = self._sdk.messages.stream
+            self._inner = method(**pipeline.side_kwargs(self._kwargs, method))
             self._stream = await self._inner.__aenter__()
             return cast("AsyncMessageStream[Any]", self._stream)
         flow = turn_flow(pipeline.session, pipeline.turn_options)

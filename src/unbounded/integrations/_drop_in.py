@@ -41,6 +41,10 @@ class DropInPipeline(Protocol):
         """Take a call's keywords; None for a side call."""
         ...
 
+    def side_kwargs(self, kwargs: Mapping[str, Any], method: Callable[..., Any]) -> dict[str, Any]:
+        """The SDK keywords of the side call `begin` just passed (managed, or as given)."""
+        ...
+
     def call_kwargs(
         self, request: ProviderRequest, method: Callable[..., Any], passthrough: Mapping[str, Any]
     ) -> dict[str, Any]:

@@ -22,11 +22,19 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    read (the repeated ones are recognised as the same objects, or equal ones): a message
    dict edited in place after it was sent is not seen; send a new dict to change one.
    **Side calls.** A call that does not continue the conversation (a title, a classifier,
-   a judge) goes to the SDK exactly as given, and nothing is recorded (`SideCallPassed`):
-   one with a different `system` (unless its messages go on through the exchange of the
-   side call just before it: point 2); one that shares no message with the conversation when the
-   caller has been sending whole histories, or when its model or tools differ; one that
-   would leave the last reply's tool calls unanswered.
+   a judge) is a side call: nothing is recorded and its reply is returned unchanged
+   (`SideCallPassed`): one with a different `system` (unless its messages go on through
+   the exchange of the side call just before it, point 2, or the caller said
+   `history="new"`); one that shares no message with the conversation when the caller has
+   been sending whole histories, or when its model or tools differ; one that would leave
+   the last reply's tool calls unanswered. One with a different `system` whose messages
+   continue the recorded conversation (adding messages, or asking again for its last
+   reply), with the conversation's tools or not, is sent managed (`_side_calls`): the
+   session's view as its next request would send it (compacted, cleared, its cache markers)
+   and the messages the side call adds, under the side call's own system, tools and other
+   keywords. It does not compact (the view fits as of the last turn, which compacted when
+   due; a compaction wants the last reply's calls answered, which the side call does
+   without recording it). Every other side call goes to the SDK exactly as given.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
@@ -44,8 +52,10 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    turn). Any other call forgets the side call: a judge or title asked again (the same
    question, no reply after it) is another side call, and a call back on the old system
    that does not carry the side exchange is an ordinary turn. A `history="new"` caller
-   never sends the exchange back, so for it a new system stays a side call.
-   `max_tokens` is required, as by the SDK (`TypeError`).
+   declares that every call continues the conversation: a new system is a change at once
+   (recorded, `CacheParamsChanged`), never a side call.
+   `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
+   caller's last turn go with the compaction's summary requests too (`_CallerHeaders`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -126,6 +136,13 @@ from unbounded.integrations._anthropic_streams import (
     StreamManager,
 )
 from unbounded.integrations._drop_in import WireProvider
+from unbounded.integrations._side_calls import (
+    calls_recall,
+    fresh_messages,
+    side_request,
+    side_view,
+    with_recall_tool,
+)
 from unbounded.integrations._wrapped_client import (
     BLOCKING_DROP_IN,
     AsyncWrappedClient,
@@ -226,6 +243,12 @@ class _SideCall:
     """It asked again for the last reply: adopting it takes that reply out."""
 
 
+_UNREPEATED_HEADERS = ("anthropic-beta", "idempotency-key")
+"""Caller headers a summary request does not repeat as they are: the betas are merged with
+the request's own (`_CallerHeaders`); an idempotency key names one request (repeated, a
+server or proxy would answer the summary request with the caller's reply)."""
+
+
 def _beta_header(headers: Any) -> list[str]:
     """The betas an `extra_headers` mapping names in its `anthropic-beta` header."""
     if not isinstance(headers, Mapping):
@@ -236,14 +259,65 @@ def _beta_header(headers: Any) -> list[str]:
     return [beta.strip() for beta in value.split(",") if beta.strip()]
 
 
-class _CallerBetas(ProviderWrapper):
-    """The wrapped client as the summarizer, its requests sending the betas the caller's last
-    call named in its `anthropic-beta` header: a summary request repeats the conversation,
-    which a beta may be what lets the API take (the 1M-token window's)."""
+def _repeated_headers(headers: Any) -> dict[str, str]:
+    """The headers of a caller's `extra_headers` the summary requests send too (a proxy's
+    auth or routing headers...): all but `_UNREPEATED_HEADERS`, the SDK's own and the
+    omitted ones."""
+    if not isinstance(headers, Mapping):
+        return {}
+    return {
+        str(name): value
+        for name, value in headers.items()
+        if isinstance(value, str)
+        and str(name).lower() not in _UNREPEATED_HEADERS
+        and not str(name).lower().startswith("x-stainless-")
+    }
 
-    def __init__(self, inner: Provider, betas: Callable[[], list[str]]) -> None:
+
+@dataclasses.dataclass(slots=True)
+class _CallerState:
+    """What the caller's last turn named in its `extra_headers`, kept apart from the pipeline
+    (the session's summarizer reads it, and must not keep the pipeline alive)."""
+
+    betas: list[str] = dataclasses.field(default_factory=list)
+    """The betas of its `anthropic-beta` header."""
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Its other headers (`_repeated_headers`)."""
+
+
+class _CallerHeaders(ProviderWrapper):
+    """The wrapped client as the summarizer, its requests sending what the caller's last turn
+    named in its `extra_headers`: the betas of its `anthropic-beta` header (a summary request
+    repeats the conversation, which a beta may be what lets the API take: the 1M-token
+    window's) and its other headers (a proxy's auth or routing headers), through the SDK's
+    `with_options(default_headers=...)` copy of the client."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        client: Any,
+        build: Callable[[Any], Provider],
+        caller: _CallerState,
+        *,
+        betas: bool,
+    ) -> None:
         super().__init__(inner)
+        self._client = client
+        self._build = build
+        self._caller = caller
         self._betas = betas
+        self._made: tuple[tuple[tuple[str, str], ...], Provider] | None = None
+        """The provider on the client copy with the last headers, while they stay."""
+
+    def _provider(self) -> Provider:
+        headers = self._caller.headers
+        copy_with = getattr(self._client, "with_options", None)
+        if not headers or not callable(copy_with):
+            return self.inner
+        key = tuple(sorted(headers.items()))
+        if self._made is None or self._made[0] != key:
+            self._made = (key, self._build(copy_with(default_headers=dict(headers))))
+        return self._made[1]
 
     async def create(
         self,
@@ -252,12 +326,13 @@ class _CallerBetas(ProviderWrapper):
         stream: bool = False,
         heartbeat: Heartbeat | None = None,
     ) -> ModelResponse:
-        """The inner provider's reply to `request` with the caller's betas added."""
-        own = [str(beta) for beta in request.get("betas") or ()]
-        extra = [beta for beta in self._betas() if beta not in own]
-        if extra:
-            request = cast(ProviderRequest, {**request, "betas": [*own, *extra]})
-        return await self.inner.create(request, stream=stream, heartbeat=heartbeat)
+        """The reply to `request` with the caller's betas and headers added."""
+        if self._betas:
+            own = [str(beta) for beta in request.get("betas") or ()]
+            extra = [beta for beta in self._caller.betas if beta not in own]
+            if extra:
+                request = cast(ProviderRequest, {**request, "betas": [*own, *extra]})
+        return await self._provider().create(request, stream=stream, heartbeat=heartbeat)
 
 
 def _require_max_tokens(kwargs: Mapping[str, Any], call: str) -> None:
@@ -351,9 +426,9 @@ class ClientPipeline:
         """A config and its cache-safe parameters (not rebuilt while the config stays)."""
         self._sends_history = False
         """The caller sent messages the session already held: it sends whole histories."""
-        self._caller_betas: list[str] = []
-        """The betas the caller's last call named in its `anthropic-beta` header (extra_headers):
-        the summary requests on the wrapped client send them too (a 1M-window beta...)."""
+        self._caller = _CallerState()
+        """What the caller's last turn named in its `extra_headers`: the summary requests on
+        the wrapped client send it too (a 1M-window beta, a proxy's auth header...)."""
         self._messages_ttl: str | None = None
         """The longest TTL the caller put on a message block in the last call."""
         self.known: list[MessagePrint] = []
@@ -367,6 +442,9 @@ class ClientPipeline:
         self._verified = 0
         """The caller's first messages known to match `known` (its last call continued it)."""
         self._side: _SideCall | None = None
+        self._side_request: tuple[ProviderRequest, dict[str, Any]] | None = None
+        """The request of the side call `begin` just passed, when it is sent managed (its
+        messages continue the conversation), and the keywords it passes through."""
         """The last call when it was a side call with a new system over the conversation: the
         next call whose messages go on through its exchange adopts it (`_adopts`)."""
         if session is not None:
@@ -431,15 +509,15 @@ class ClientPipeline:
         retries = getattr(self.client, "max_retries", 0)
         copy_with = getattr(self.client, "with_options", None)
         if not callable(copy_with) or not isinstance(retries, int) or retries <= 0:
-            return self._with_caller_betas(self.provider)
-        quiet = self._with_caller_betas(self._provider_for(copy_with(max_retries=0)))
+            return self._with_caller_headers(self.provider, self.client)
+        quiet_client = copy_with(max_retries=0)
+        quiet = self._with_caller_headers(self._provider_for(quiet_client), quiet_client)
         return RetryingProvider(quiet, max_retries=retries, events=self._events)
 
-    def _with_caller_betas(self, provider: Provider) -> Provider:
-        """An Anthropic provider sending the caller's betas too (`_CallerBetas`)."""
-        if isinstance(provider, AnthropicProvider):
-            return _CallerBetas(provider, lambda: self._caller_betas)
-        return provider
+    def _with_caller_headers(self, provider: Provider, client: Any) -> Provider:
+        """`provider` (on `client`) sending the caller's headers too (`_CallerHeaders`)."""
+        betas = isinstance(provider, AnthropicProvider)
+        return _CallerHeaders(provider, client, self._provider_for, self._caller, betas=betas)
 
     def _provider_for(self, client: Any) -> WireProvider:
         """The provider that sends the session's own requests (summaries) through `client`."""
@@ -567,7 +645,6 @@ class ClientPipeline:
         # Only read during this call (`SeenMessages` keeps its own copy): a list is not copied.
         messages = given if type(given) is list else list(given)
         params = {name: rest.pop(name) for name in CACHE_SAFE_PARAMETERS if name in rest}
-        self._caller_betas = _beta_header(rest.get("extra_headers"))
         relation: Continuation | None = None
         seen = self._seen
         repeated = seen.read(messages, self.recall_ids)
@@ -585,6 +662,7 @@ class ClientPipeline:
             )
 
         remembered, self._side = self._side, None
+        self._side_request = None
         discards = False  # an adopted regenerate: the recorded last reply is taken out
         if self._session is not None and self.known:
             config = self._session.config
@@ -595,18 +673,24 @@ class ClientPipeline:
             )
             if adopted is not None:
                 relation, discards = adopted, remembered is not None and remembered.retry
-            elif not self._settled or _same_system(params.get("system"), config.system):
+            elif (
+                not self._settled
+                or self.history == "new"  # every call continues: a new system is a change
+                or _same_system(params.get("system"), config.system)
+            ):
                 relation = continuation()
             else:
                 # A new system prompt is a side call (a title, a judge...): one call cannot
                 # tell it from a change. One over the conversation's tools on messages that
                 # continue it is remembered; the next call adopts it only if it goes on
-                # through its exchange (point 2 of the module docstring).
+                # through its exchange (point 2 of the module docstring). One that continues
+                # the conversation is sent over the session's view (`side_kwargs`).
                 try:
                     relation = continuation()
                 except ConfigError:
                     relation = None
                 self._side = self._side_call_kept(relation, params)
+                self._side_request = self._managed_side_call(relation, messages, params, rest)
                 self._side_call("a different system prompt", messages)
                 return None
             reason = None if discards else self._side_call_reason(relation, messages, params)
@@ -614,6 +698,9 @@ class ClientPipeline:
                 self._side_call(reason, messages)
                 return None
         self._check_turn(rest)  # a turn of the conversation, no side call: what it may ask
+        headers = rest.get("extra_headers")
+        self._caller.betas = _beta_header(headers)
+        self._caller.headers = _repeated_headers(headers)
         session = self._configure(params)  # may load what a session folder already knows
         session.bind_call_provider(self.provider)
         if relation is None:
@@ -666,6 +753,62 @@ class ClientPipeline:
         if relation.relation in ("continues", "window") and fresh:
             return _SideCall(known, fresh, retry=False)
         return None
+
+    def _managed_side_call(
+        self,
+        relation: Continuation | None,
+        messages: Sequence[Any],
+        params: Mapping[str, Any],
+        passthrough: dict[str, Any],
+    ) -> tuple[ProviderRequest, dict[str, Any]] | None:
+        """The request of a side call whose messages continue the conversation (adding some,
+        or asking again for its last reply), with or without the conversation's tools: the
+        session's view, then the messages it adds, with its own parameters; None for one
+        that does not continue it (sent as given). Nothing is recorded, nothing compacted."""
+        if relation is None or not relation.start:
+            return None
+        retry = relation.relation == "retry"
+        fresh = messages[relation.start :]
+        if not retry and (relation.relation not in ("continues", "window") or not fresh):
+            return None
+        session = self.session
+        read = [
+            self._seen.fields(index, message)
+            for index, message in enumerate(fresh, start=relation.start)
+        ]
+        stored = [(role, stored_content(content)) for role, content in read]
+        if stored and stored[0][0] == "user" and not retry:
+            # The session's answers to the recall calls the last reply left waiting.
+            stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
+        messages_out = [*side_view(session, drop_last_reply=retry), *fresh_messages(stored)]
+        fields = _config_fields(params)
+        if self.recall_ids and calls_recall(messages_out):
+            # The API refuses a request whose history calls a tool it does not declare; the
+            # model is not to call it when the side call gave no tools.
+            if not fields["tools"] and "tool_choice" not in passthrough:
+                passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
+            fields = with_recall_tool(fields)
+        return side_request(session, messages_out, fields), passthrough
+
+    def _no_tool_choice(self) -> Any:
+        """The `tool_choice` that lets the model call no tool, in this API's shape."""
+        return {"type": "none"}
+
+    def side_kwargs(self, kwargs: Mapping[str, Any], method: Callable[..., Any]) -> dict[str, Any]:
+        """The SDK keywords of the side call `begin` just passed: its managed request
+        (`_managed_side_call`) with its other keywords, else its keywords as given."""
+        managed = self._side_request
+        self._side_request = None
+        if managed is None:
+            return dict(kwargs)
+        request, passthrough = managed
+        provider = cast(AnthropicProvider, self.provider)
+        out = provider.request_kwargs(request, method)
+        out.update((k, v) for k, v in passthrough.items() if k != "extra_body")
+        extra = passthrough.get("extra_body")
+        if isinstance(extra, Mapping):
+            out["extra_body"] = {**out.get("extra_body", {}), **extra}
+        return out
 
     def _adopts(
         self,
@@ -922,7 +1065,8 @@ class Messages:
         _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
-            return cast("Message", _create_method(self._sdk.messages, self._raw)(**kwargs))
+            create = _create_method(self._sdk.messages, self._raw)
+            return cast("Message", create(**pipeline.side_kwargs(kwargs, create)))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
         run = pipeline.runner.run
 
@@ -995,8 +1139,8 @@ class AsyncMessages:
         _require_max_tokens(kwargs, "create")
         passthrough = pipeline.begin(kwargs, streaming_helper=False)
         if passthrough is None:
-            side = _create_method(self._sdk.messages, self._raw)(**kwargs)
-            return cast("Message", await side)
+            create = _create_method(self._sdk.messages, self._raw)
+            return cast("Message", await create(**pipeline.side_kwargs(kwargs, create)))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
         streams = passthrough.get("stream") is True

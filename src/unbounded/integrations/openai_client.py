@@ -20,8 +20,14 @@ OpenAI's own parts:
 - **One API per conversation**: the first call (`chat.completions.create` or
   `responses.create`) fixes it, or `wrap(..., api=...)`; a call on the other API is refused.
 - **Prompt caching**: every request carries a `prompt_cache_key` stable for the session
-  (the caller's own when given), so OpenAI routes its turns to the same cache; the cached
-  tokens are read from the usage (`cached_tokens`) as cache reads.
+  (the caller's own when a turn gives one), so OpenAI routes its turns to the same cache;
+  the cached tokens are read from the usage (`cached_tokens`) as cache reads. A side call's
+  key is its own: it goes with it (a managed one without a key sends none) and never
+  becomes the session's.
+- **The system prompt** of a call, which the side-call rule compares with the
+  conversation's, is the `system` and `developer` messages before the conversation (Chat
+  Completions), and on the Responses API `instructions` followed by those items: a call
+  with the time in its `instructions` is a side call the next call adopts, as on Anthropic.
 - **Reasoning models**: the caller's `max_completion_tokens` (or `max_tokens`) is kept under
   the name the caller used, and the session's own requests (summaries) use
   `max_completion_tokens` for the o-series and gpt-5 models; `temperature` is only ever the
@@ -32,7 +38,8 @@ OpenAI's own parts:
   (`_openai_streams.ChatPassage`). `n` above 1 is refused on a turn (the session records
   one reply); a side call passes it to the SDK as given.
 - **System messages inside the conversation** (reminders) stay in place, sent back as they
-  came; only those before it make the system prompt.
+  came (one over `Policy.tool_result_max_tokens` cut to head and tail, as a user message's
+  text is); only those before it make the system prompt.
 - **The Responses API's server-side state** (`previous_response_id`, `conversation`) is
   refused: the wrapper sends the whole conversation itself.
 - **OpenAI-compatible servers** (vLLM, Ollama, OpenRouter…): a model the model table does
@@ -59,7 +66,7 @@ from unbounded.engine import (
     turn_flow,
 )
 from unbounded.errors import ConfigError
-from unbounded.events import EventSink
+from unbounded.events import EventSink, ToolOutputCapped, emit
 from unbounded.integrations._anthropic_prints import HistoryMode
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._openai_streams import (
@@ -88,9 +95,11 @@ from unbounded.model.response import ModelResponse, Provider
 from unbounded.policy import Policy
 from unbounded.providers.openai import OpenAIApi, OpenAIProvider, fit_body_fields
 from unbounded.session import Session, SessionConfig
+from unbounded.session_input import capped_blocks
 from unbounded.sync_session import SyncSession
 from unbounded.wire.base import StreamAssembler
 from unbounded.wire.openai_chat import OpenAIChat
+from unbounded.wire.openai_items import OPAQUE_ITEM
 from unbounded.wire.openai_responses import OpenAIResponses
 
 if TYPE_CHECKING:
@@ -250,6 +259,50 @@ class _PromptCacheKey:
         return self.value
 
 
+def _capped_instruction(
+    block: dict[str, Any], session: Session
+) -> tuple[dict[str, Any], list[ToolOutputCapped]]:
+    """A block carrying a `system` or `developer` message kept inside the conversation with
+    each text over `Policy.tool_result_max_tokens` cut to head and tail, the whole text saved
+    (as the session cuts a user message's text); other blocks unchanged."""
+    item = block.get("item")
+    if block.get("type") != OPAQUE_ITEM or not isinstance(item, Mapping):
+        return block, []
+    if item.get("role") not in ("system", "developer"):
+        return block, []
+    content = item.get("content")
+    parts: list[Any] = [content] if isinstance(content, str) else (
+        list(content) if isinstance(content, list) else []
+    )
+    texts: list[dict[str, Any]] = []
+    for part in parts:
+        text = part if isinstance(part, str) else (
+            part.get("text") if isinstance(part, Mapping) else None
+        )
+        if not isinstance(text, str):
+            return block, []  # a part the cut does not read (an image...): kept whole
+        texts.append({"type": "text", "text": text})
+    if not texts:
+        return block, []
+    redactor = session.deps.redactor
+    capped, events = capped_blocks(
+        texts,
+        limit=session.policy.tool_result_max_tokens,
+        save=session.store.save_tool_output,
+        redact=redactor.redact if redactor is not None else None,
+        key_prefix=str(item.get("role")),
+    )
+    if not events:
+        return block, []
+    cut = [str(text["text"]) for text in capped]
+    new_content: Any = (
+        cut[0]
+        if isinstance(content, str)
+        else [{**part, "text": text} for part, text in zip(parts, cut, strict=True)]
+    )
+    return {**block, "item": {**item, "content": new_content}}, events
+
+
 class OpenAIPipeline(ClientPipeline):
     """The session side of a wrapped OpenAI client: the Anthropic drop-in's pipeline reading
     and writing one OpenAI API."""
@@ -388,9 +441,12 @@ class OpenAIPipeline(ClientPipeline):
         if given_params:
             self._max_param = given_params[0]
             params["max_tokens"] = rest.pop(given_params[0])
-        if "prompt_cache_key" in rest:
-            self._cache_key.value = str(rest.pop("prompt_cache_key"))
-        return self.begin({**params, **rest}, streaming_helper=False)
+        own_key = rest.pop("prompt_cache_key", None)
+        passthrough = self.begin({**params, **rest}, streaming_helper=False)
+        if passthrough is not None and own_key is not None:
+            # A turn's key is the session's from now on; a side call's is its own only.
+            self._cache_key.value = str(own_key)
+        return passthrough
 
     def _check_turn(self, passthrough: Mapping[str, Any]) -> None:
         """Refuse `n` above 1 on a call recorded as a turn (a side call passes it to the SDK)."""
@@ -439,6 +495,33 @@ class OpenAIPipeline(ClientPipeline):
         fit_body_fields(kwargs, method)
         return kwargs
 
+    def _no_tool_choice(self) -> Any:
+        """The `tool_choice` that lets the model call no tool, in OpenAI's shape."""
+        return "none"
+
+    def side_kwargs(
+        self, kwargs: Mapping[str, Any], method: Callable[..., Any], *, helper: bool = False
+    ) -> dict[str, Any]:
+        """The SDK keywords of the side call `begin_openai` just passed: its managed request
+        in the API's shape with its own keywords (its own `prompt_cache_key` and
+        `stream_options` as given, none when it gave none), else its keywords as given.
+        `helper`: as in `call_kwargs`."""
+        managed = self._side_request
+        self._side_request = None
+        if managed is None:
+            return dict(kwargs)
+        request, passthrough = managed
+        out = self.call_kwargs(request, method, passthrough, helper=helper)
+        out.pop("stream_options", None)  # asked for the record only: a side call has none
+        if _given(kwargs.get("stream_options")):
+            out["stream_options"] = kwargs["stream_options"]
+        # Its own system comes first: the session's key would route it to a cache it cannot
+        # read, and take that cache's place; only the caller's own key goes.
+        out.pop("prompt_cache_key", None)
+        if _given(kwargs.get("prompt_cache_key")):
+            out["prompt_cache_key"] = kwargs["prompt_cache_key"]
+        return out
+
     def chat_passage(self, passthrough: Mapping[str, Any], *, helper: bool) -> ChatPassage | None:
         """How a stream's events pass to the caller (`ChatPassage`): on Chat Completions, the
         usage chunk hidden unless the caller's `stream_options` named `include_usage`."""
@@ -450,6 +533,20 @@ class OpenAIPipeline(ClientPipeline):
         """The caller's `prompt_cache_key`, else one made from the session's first record:
         the same for every request of the session, resumed ones included."""
         return self._cache_key()
+
+    def _append(self, session: Session, role: str, content: Any) -> None:
+        # A system or developer message inside the conversation is cut like a user message's
+        # text: kept whole, one reminder holding a pasted file could fill the window.
+        if role == "user" and isinstance(content, list):
+            blocks: list[Any] = []
+            for block in content:
+                if isinstance(block, dict):
+                    block, events = _capped_instruction(block, session)
+                    for event in events:
+                        emit(session.events_sink(), event)
+                blocks.append(block)
+            content = blocks
+        super()._append(session, role, content)
 
     def _attach(self, session: Session) -> None:
         super()._attach(session)
@@ -484,8 +581,9 @@ class HelperStreamManager:
     def __enter__(self) -> Any:
         endpoint, pipeline = self._endpoint, self._endpoint._pipeline
         passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
-        if passthrough is None:  # a side call: the SDK's own helper, as given
-            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+        if passthrough is None:  # a side call: the SDK's own helper (`side_kwargs`)
+            method = endpoint._sdk_endpoint().stream
+            self._manager = method(**pipeline.side_kwargs(self._kwargs, method, helper=True))
             return self._manager.__enter__()
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
@@ -529,7 +627,8 @@ class AsyncHelperStreamManager:
         endpoint, pipeline = self._endpoint, self._endpoint._pipeline
         passthrough = pipeline.begin_openai(self._kwargs, endpoint._api)
         if passthrough is None:
-            self._manager = endpoint._sdk_endpoint().stream(**self._kwargs)
+            method = endpoint._sdk_endpoint().stream
+            self._manager = method(**pipeline.side_kwargs(self._kwargs, method, helper=True))
             return await self._manager.__aenter__()
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
@@ -602,7 +701,8 @@ class Endpoint(_Endpoint):
         pipeline = self._pipeline
         passthrough = pipeline.begin_openai(kwargs, self._api)
         if passthrough is None:
-            return self._sdk_endpoint().create(**kwargs)
+            create = self._sdk_endpoint().create
+            return create(**pipeline.side_kwargs(kwargs, create))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
         streams = passthrough.get("stream") is True
@@ -650,7 +750,8 @@ class AsyncEndpoint(_Endpoint):
         pipeline = self._pipeline
         passthrough = pipeline.begin_openai(kwargs, self._api)
         if passthrough is None:
-            return await self._sdk_endpoint().create(**kwargs)
+            create = self._sdk_endpoint().create
+            return await create(**pipeline.side_kwargs(kwargs, create))
         flow = turn_flow(pipeline.session, pipeline.turn_options)
 
         streams = passthrough.get("stream") is True
