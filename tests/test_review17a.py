@@ -262,3 +262,23 @@ def test_an_at_sign_in_a_query_value_of_an_address_without_a_path_keeps_the_sess
 
     address = parse_address("postgresql://h?user=admin@srv&session=S")
     assert address == DatabaseAddress("postgresql://h?user=admin%40srv", "S")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="before 1d11071 (seen reviewing d8842ad): parse_address rebuilds the query with "
+    "urlencode, which writes a space as +; libpq decodes only %XX, so options=-c%20x%3Dy "
+    "reaches the server as '-c+x=y' (and password=a%20b as 'a+b')",
+)
+def test_the_connection_parameters_reach_libpq_as_given() -> None:
+    conninfo = pytest.importorskip("psycopg.conninfo")
+    from unbounded.addresses import parse_address
+
+    given = "postgresql://h/db?options=-c%20search_path%3Dx&password=a%20b&session=S"
+    address = parse_address(given)
+    assert conninfo.conninfo_to_dict(address.url) == {
+        "host": "h",
+        "dbname": "db",
+        "options": "-c search_path=x",
+        "password": "a b",
+    }
