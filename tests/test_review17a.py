@@ -149,8 +149,8 @@ def test_add_tool_results_takes_sdk_blocks_in_a_results_content() -> None:
 
 # -- postgres 57P03 retry (38b15b8) --------------------------------------------------------
 
-# The server writes this FATAL in its own lc_messages (here German, as the de catalogue
-# translates "the database system is starting up"); libpq gives no SQLSTATE for it.
+# The server writes this FATAL in its own lc_messages (here a German wording of "the database
+# system is starting up"); libpq gives no SQLSTATE for it.
 STARTING_DE = (
     'connection to server at "db" (172.18.0.2), port 5432 failed: FATAL:  das Datenbanksystem '
     "startet"
