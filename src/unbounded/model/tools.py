@@ -3,14 +3,32 @@
 Claude Code names its tools Read, Write, Edit, MultiEdit, NotebookEdit, Bash…; SWE-agent and
 OpenHands use an editor tool with a `command` (view, create, str_replace, insert) and shell
 tools under other names, and Codex CLI a `shell` tool (whose argv our importer joins into one
-`command` string) or `exec_command`. These helpers read a tool_use block and say which file it
-read or wrote and which command it ran, whatever the agent.
+`command` string) or `exec_command`, and edits files with `apply_patch` (its own tool, or a
+shell command: `unbounded.model.shell_files`). These helpers read a tool_use block and say which
+file it read or wrote and which command it ran, whatever the agent.
+
+The one-path functions (`file_read_path`, `file_write_path`) name the file a file tool
+declares, and a patch's first file; the plural ones (`file_read_paths`, `file_write_paths`)
+add every file of a patch and what shell commands read (`cat f`, `sed -n 'a,bp' f`…) and
+write from a here-document. Claude Code restores after a compaction only the files its own
+tools read or wrote, so those that follow it take the singular ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from unbounded.model.shell_files import (
+    PATCH_TOOLS,
+    ShellRead,
+    WrittenFile,
+    heredoc_writes,
+    parse_patch,
+    patch_writes,
+    patches_in_command,
+    shell_reads,
+)
 
 READ_TOOLS = frozenset({"Read", "read_file", "ReadFile", "view_file", "open", "read"})
 WRITE_TOOLS = frozenset(
@@ -65,15 +83,71 @@ def file_read_path(block: Mapping[str, Any]) -> str | None:
     return None
 
 
-def file_write_path(block: Mapping[str, Any]) -> str | None:
-    """The file a tool_use creates or modifies (Write, Edit, an editor's str_replace…)."""
+def _declared_write_path(block: Mapping[str, Any], tool_input: Mapping[str, Any]) -> str | None:
     name = block.get("name")
-    tool_input = _input(block)
     if name in WRITE_TOOLS:
         return _path(tool_input)
     if name in EDITOR_TOOLS and _command(tool_input) in EDITOR_WRITE_COMMANDS:
         return _path(tool_input)
     return None
+
+
+def _patch_writes(block: Mapping[str, Any]) -> tuple[WrittenFile, ...]:
+    """The files an apply_patch call (the tool, or a shell command running it) changes."""
+    if block.get("name") in PATCH_TOOLS:
+        tool_input = _input(block)
+        for key in ("input", "patch", "raw"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                return patch_writes(value)
+        return ()
+    command = shell_command(block)
+    if command is None or "*** Begin Patch" not in command:
+        return ()
+    return tuple(found for text in patches_in_command(command) for found in parse_patch(text))
+
+
+def file_write_path(block: Mapping[str, Any]) -> str | None:
+    """The file a tool_use creates or modifies (Write, Edit, an editor's str_replace…, the
+    first file of an apply_patch)."""
+    declared = _declared_write_path(block, _input(block))
+    if declared is not None:
+        return declared
+    patched = _patch_writes(block)
+    return patched[0].path if patched else None
+
+
+def file_writes(block: Mapping[str, Any]) -> tuple[WrittenFile, ...]:
+    """What an apply_patch call or a shell command writes, file by file (its patches, then its
+    here-documents); empty for any other call (a file tool's write is `file_write_path`)."""
+    patched = _patch_writes(block)
+    command = shell_command(block)
+    if command is None or "<<" not in command:
+        return patched
+    return (*patched, *heredoc_writes(command))
+
+
+def file_write_paths(block: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every file a tool_use creates, modifies, moves or deletes: a file tool's, a patch's
+    files, a shell command's here-document targets."""
+    declared = _declared_write_path(block, _input(block))
+    if declared is not None:
+        return (declared,)
+    return tuple(dict.fromkeys(path for written in file_writes(block) for path in written.paths))
+
+
+def file_shell_reads(block: Mapping[str, Any]) -> tuple[ShellRead, ...]:
+    """The files a shell tool_use shows (`cat f`, `sed -n '1,80p' f`, `nl -ba f`…)."""
+    command = shell_command(block)
+    return shell_reads(command) if command is not None else ()
+
+
+def file_read_paths(block: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every file a tool_use reads: a file tool's, or those a shell command shows."""
+    path = file_read_path(block)
+    if path is not None:
+        return (path,)
+    return tuple(dict.fromkeys(read.path for read in file_shell_reads(block)))
 
 
 def shell_command(block: Mapping[str, Any]) -> str | None:
