@@ -204,8 +204,10 @@ def test_what_is_no_shell_read() -> None:
         "cat f.txt > g.txt",  # a copy
         "cat a.txt >> b.txt",
         "sed -i 's/a/b/' f.py",  # an edit
+        "sed -n -i '1,5p' f.py",  # prints into the file: a write
         "sed -n 's/a/b/p' f.py",  # a substitution shown
         "sed 's/a/b/' f.py",
+        "sed '1,5p' f.py",  # without -n every line is shown: not what the agent read
         "cat *.py",  # a glob
         "cat $FILE",  # a variable
         "cat ~/notes",
@@ -314,6 +316,7 @@ def test_recorded_files_follow_patches_reads_and_here_documents() -> None:
     update = "*** Begin Patch\n*** Update File: app.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
     entries = [
         *_call("cat app.py", _envelope("x = 1\ny = 0\n", 0)),
+        *_call("cat pkg/old.py", _envelope("a = 1\nb = 2\n", 0)),
         *_call(f"apply_patch << 'PATCH'\n{update}\nPATCH", _envelope("Success.", 0)),
         *_call(shlex.join(["apply_patch", PATCH]), "Exit code: 0\nOutput:\nSuccess."),
         *_call("cat > notes.md << 'EOF'\nhi\nEOF", _envelope("", 0)),
@@ -325,7 +328,7 @@ def test_recorded_files_follow_patches_reads_and_here_documents() -> None:
     assert files["pkg/new.py"].text == "def made() -> int:\n    return 1\n"
     assert files["notes.md"].text == "hi\n"
     assert files["long.md"].text == "one\ntwo\n"
-    assert files["pkg/renamed.py"].text is None  # its text before was never shown
+    assert files["pkg/renamed.py"].text == "a = 1\nb = 3\n"  # moved, with its hunk applied
     assert "pkg/old.py" not in files and "pkg/gone.py" not in files
 
 
