@@ -351,3 +351,34 @@ def test_file_writes_list_patches_then_here_documents() -> None:
     assert [w.path for w in file_writes(_shell(command))] == [
         "pkg/new.py", "pkg/old.py", "pkg/gone.py", "z.txt",
     ]  # fmt: skip
+
+
+# -- in-place edits and SWE-agent text commands -----------------------------------------------
+
+
+def test_sed_in_place_edits_are_writes_of_unknown_text() -> None:
+    block = _shell("sed -i '1i import re' lib/text.py && pytest -q", name="bash")
+    assert file_writes(block) == (WrittenFile("lib/text.py", "edit"),)
+    assert file_write_paths(_shell("sed -i.bak -e 's/a/b/' -e 's/c/d/' x.py y.py")) == (
+        "x.py",
+        "y.py",
+    )
+    assert file_write_paths(_shell("sed -n '1p' f.py")) == ()
+    assert file_write_paths(_shell("sed -i 's/a/b/' *.py")) == ()
+    entries = [
+        *_call("cat lib/text.py", _envelope("def slugify(s): ...\n", 0)),
+        *_call("sed -i '1i import re' lib/text.py", _envelope("", 0)),
+    ]
+    # the copy read before is stale: never restored as current
+    assert recorded_files(entries)["lib/text.py"].text is None
+
+
+def test_swe_agent_open_and_create_name_their_file() -> None:
+    def command(name: str, line: str) -> dict[str, Any]:
+        return {"type": "tool_use", "id": "s", "name": name, "input": {"command": line}}
+
+    assert file_read_path(command("open", "open pydicom/handler.py 293\n")) == "pydicom/handler.py"
+    assert file_write_path(command("create", "create reproduce_bug.py\n")) == "reproduce_bug.py"
+    assert file_write_path(command("edit", "edit 1:1\nimport numpy")) is None
+    assert file_read_path(command("open", "goto 20")) is None
+    assert file_write_path(command("create", "create")) is None

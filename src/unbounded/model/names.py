@@ -54,8 +54,6 @@ def identifiers_in(text: str) -> list[str]:
     return list(found)
 
 
-
-
 __all__ = ["MIN_IDENTIFIER_CHARS", "identifiers_in"]
 
 

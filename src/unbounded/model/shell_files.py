@@ -9,7 +9,8 @@ text and never raises: what it cannot read it leaves out.
 
 Shell agents (Codex, mini-swe-agent, OpenHands, Claude Code's Bash) read files with `cat`,
 `sed -n 'a,bp'`, `nl -ba`, `head`, `tail`, `less`, and write them with a here-document
-(`cat > f << 'EOF'`, `tee f << EOF`). `shell_reads` and `heredoc_writes` recognise those
+(`cat > f << 'EOF'`, `tee f << EOF`) or edit them with `sed -i`. `shell_reads`,
+`heredoc_writes` and `in_place_edits` recognise those
 conservatively: a read is a whole command of one of those programs on plain paths (no glob,
 no variable, no redirection, no `sed -i`), piped only into programs that show text, and not
 after a `cd` (its paths would be relative to another directory); a write is `cat`/`tee` fed
@@ -51,8 +52,9 @@ class WrittenFile:
     """A file a patch or a shell command writes.
 
     `action` is "add" (created with `text`), "update" (changed by `hunks`; renamed to
-    `moved_to` when that is set), "delete", "write" (replaced by `text`) or "append" (text
-    added at its end: the result is not known)."""
+    `moved_to` when that is set), "delete", "write" (replaced by `text`), "append" (text
+    added at its end) or "edit" (changed in place by `sed -i`): the text after the last two
+    is not known."""
 
     path: str
     action: str
@@ -323,6 +325,41 @@ def _heredoc_target(words: list[str]) -> tuple[str, bool] | None:
         if len(paths) == 1 and _plain_path(paths[0]):
             return paths[0], append
     return None
+
+
+def in_place_edits(command: str) -> tuple[WrittenFile, ...]:
+    """The files a command edits in place with `sed -i` (their text after it is not known)."""
+    if "sed" not in command or "-i" not in command:
+        return ()
+    found: list[WrittenFile] = []
+    for segment in command_segments(without_heredocs(command)):
+        words = _words(segment)
+        if not words or os.path.basename(words[0]) != "sed":
+            continue
+        stage = words[1 : words.index("|")] if "|" in words else words[1:]
+        if not any(word.startswith(("-i", "--in-place")) for word in stage):
+            continue
+        files = _sed_edit_files(stage)
+        found.extend(WrittenFile(path, "edit") for path in files)
+    return tuple(found)
+
+
+def _sed_edit_files(args: list[str]) -> list[str]:
+    """The plain file paths of a `sed -i` run's arguments: its operands but the script (the
+    first one, when no `-e` or `-f` gives it)."""
+    script_given = False
+    operands: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if word in ("-e", "--expression", "-f", "--file"):
+            script_given = True
+            index += 1
+        elif not word.startswith("-"):
+            operands.append(word)
+    files = operands if script_given else operands[1:]
+    return [path for path in files if _plain_path(path)]
 
 
 # -- reads ----------------------------------------------------------------------------------

@@ -167,8 +167,7 @@ def _branch_note(branches: Sequence[LeftOutBranch]) -> str:
         "left out of the thread: "
         + "; ".join(parts)
         + (
-            ". Their responses were billed all the same and count in the recorded calls and "
-            "cost"
+            ". Their responses were billed all the same and count in the recorded calls and cost"
             if billed
             else ""
         )

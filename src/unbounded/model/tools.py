@@ -8,10 +8,11 @@ shell command: `unbounded.model.shell_files`). These helpers read a tool_use blo
 file it read or wrote and which command it ran, whatever the agent.
 
 The one-path functions (`file_read_path`, `file_write_path`) name the file a file tool
-declares, and a patch's first file; the plural ones (`file_read_paths`, `file_write_paths`)
-add every file of a patch and what shell commands read (`cat f`, `sed -n 'a,bp' f`…) and
-write from a here-document. Claude Code restores after a compaction only the files its own
-tools read or wrote, so those that follow it take the singular ones.
+declares (SWE-agent's `open <path>` and `create <path>` text commands included), and a
+patch's first file; the plural ones (`file_read_paths`, `file_write_paths`) add every file of
+a patch and what shell commands read (`cat f`, `sed -n 'a,bp' f`…), write from a
+here-document or edit with `sed -i`. Claude Code restores after a compaction only the files
+its own tools read or wrote, so those that follow it take the singular ones.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from unbounded.model.shell_files import (
     ShellRead,
     WrittenFile,
     heredoc_writes,
+    in_place_edits,
     parse_patch,
     patch_writes,
     patches_in_command,
@@ -52,6 +54,8 @@ SHELL_TOOLS = frozenset(
     | {"container.exec", "local_shell", "shell_command", "exec_command"}
 )
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filename")
+_PATH_FIRST_COMMANDS = frozenset({"open", "create"})
+"""SWE-agent commands whose first argument is the file (`open`: a read, `create`: a write)."""
 
 
 def _path(tool_input: Mapping[str, Any]) -> str | None:
@@ -59,6 +63,18 @@ def _path(tool_input: Mapping[str, Any]) -> str | None:
         value = tool_input.get(key)
         if isinstance(value, str) and value:
             return value
+    return None
+
+
+def _text_command_path(name: object, tool_input: Mapping[str, Any]) -> str | None:
+    """The path of a SWE-agent text command naming its file first (`open <path> [line]`,
+    `create <path>`): the tool's input holds only that command line."""
+    if name not in _PATH_FIRST_COMMANDS or _path(tool_input) is not None:
+        return None
+    command = _command(tool_input)
+    words = command.split() if command else []
+    if len(words) >= 2 and words[0] == name:
+        return words[1].strip("\"'") or None
     return None
 
 
@@ -77,7 +93,7 @@ def file_read_path(block: Mapping[str, Any]) -> str | None:
     name = block.get("name")
     tool_input = _input(block)
     if name in READ_TOOLS:
-        return _path(tool_input)
+        return _path(tool_input) or _text_command_path(name, tool_input)
     if name in EDITOR_TOOLS and _command(tool_input) == "view":
         return _path(tool_input)
     return None
@@ -86,7 +102,7 @@ def file_read_path(block: Mapping[str, Any]) -> str | None:
 def _declared_write_path(block: Mapping[str, Any], tool_input: Mapping[str, Any]) -> str | None:
     name = block.get("name")
     if name in WRITE_TOOLS:
-        return _path(tool_input)
+        return _path(tool_input) or _text_command_path(name, tool_input)
     if name in EDITOR_TOOLS and _command(tool_input) in EDITOR_WRITE_COMMANDS:
         return _path(tool_input)
     return None
@@ -118,13 +134,14 @@ def file_write_path(block: Mapping[str, Any]) -> str | None:
 
 
 def file_writes(block: Mapping[str, Any]) -> tuple[WrittenFile, ...]:
-    """What an apply_patch call or a shell command writes, file by file (its patches, then its
-    here-documents); empty for any other call (a file tool's write is `file_write_path`)."""
+    """What an apply_patch call or a shell command writes, file by file (its patches, its
+    here-documents, then its `sed -i` edits); empty for any other call (a file tool's write is
+    `file_write_path`)."""
     patched = _patch_writes(block)
     command = shell_command(block)
-    if command is None or "<<" not in command:
+    if command is None:
         return patched
-    return (*patched, *heredoc_writes(command))
+    return (*patched, *heredoc_writes(command), *in_place_edits(command))
 
 
 def file_write_paths(block: Mapping[str, Any]) -> tuple[str, ...]:
