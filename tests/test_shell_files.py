@@ -364,6 +364,7 @@ def test_sed_in_place_edits_are_writes_of_unknown_text() -> None:
         "y.py",
     )
     assert file_write_paths(_shell("sed -n '1p' f.py")) == ()
+    assert file_write_paths(_shell("sed -n '1,5p' f.py && grep -i x g.py")) == ()
     assert file_write_paths(_shell("sed -i 's/a/b/' *.py")) == ()
     entries = [
         *_call("cat lib/text.py", _envelope("def slugify(s): ...\n", 0)),
