@@ -383,3 +383,13 @@ def test_swe_agent_open_and_create_name_their_file() -> None:
     assert file_write_path(command("edit", "edit 1:1\nimport numpy")) is None
     assert file_read_path(command("open", "goto 20")) is None
     assert file_write_path(command("create", "create")) is None
+
+
+def test_a_cat_whose_output_codex_cut_is_not_the_whole_file() -> None:
+    cut = "a\n[... omitted 4 of 260 lines ...]\nz\n"
+    entries = [
+        *_call("cat big.py", _envelope(cut, 0)),
+        *_call("cat small.py", _envelope("a\n[... omitted 0 of 2 lines ...]\nb\n", 0)),
+    ]
+    files = recorded_files(entries)
+    assert (files["big.py"].partial, files["small.py"].partial) == (True, False)

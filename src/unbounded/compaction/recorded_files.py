@@ -17,7 +17,8 @@ module rebuilds what each file held from the tool calls in order:
   an update's hunks to the text when each hunk's old lines are found (unknown otherwise),
   moves and deletes files; a shell here-document (`cat > f << EOF`) writes its body;
 - a shell read of one file (`cat f`, whole; `sed -n 'a,bp' f`, `head`, `tail`, partial) is
-  that file's text, read through Codex's output envelope (`unwrap_output`); a command that
+  that file's text, read through Codex's output envelope (`unwrap_output`), partial when
+  Codex cut lines out of it (`[... omitted N of M lines ...]`); a command that
   shows several files, pipes one, or exits non-zero says nothing of their text;
 - a call whose result is an error changes nothing.
 
@@ -35,7 +36,7 @@ from typing import Any
 
 from unbounded.compaction.facts import text_of
 from unbounded.model.entries import Entry
-from unbounded.model.shell_files import ShellRead, WrittenFile, unwrap_output
+from unbounded.model.shell_files import ShellRead, WrittenFile, output_cut, unwrap_output
 from unbounded.model.spilled_entries import entry_in_place
 from unbounded.model.tools import file_read_path, file_shell_reads, file_write_path, file_writes
 
@@ -283,11 +284,12 @@ class RecordedFilesReader:
         if block.get("is_error") is True:
             return
         if isinstance(call, ShellRead):
-            exit_code = unwrap_output(text_of(block.get("content")))[1]
+            output, exit_code = unwrap_output(text_of(block.get("content")))
             if exit_code and exit_code != 0:
                 return
+            partial = not call.whole or output_cut(output)
             self.files[call.path] = RecordedFile.shown_at(
-                self._entries, position, place, not call.whole, shell=True
+                self._entries, position, place, partial, shell=True
             )
             return
         for change in call:

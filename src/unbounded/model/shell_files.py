@@ -540,3 +540,12 @@ def unwrap_output(text: str) -> tuple[str, int | None]:
         if header:
             return text[header.end() :], int(header.group(1))
     return text, None
+
+
+_OMITTED = re.compile(r"^\[\.\.\. omitted [1-9]\d* of \d+ lines \.\.\.\]$", re.M)
+
+
+def output_cut(output: str) -> bool:
+    """Whether Codex cut lines out of an output (its `[... omitted N of M lines ...]` line,
+    N above 0): the output is then not all the command printed."""
+    return "[... omitted " in output and _OMITTED.search(output) is not None
