@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
+from functools import lru_cache
 
 import orjson
 
@@ -37,6 +38,9 @@ PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
 _FILE_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$")
 _MOVE_TO = re.compile(r"^\*\*\* Move to: (.+?)\s*$")
 _PATCH_COMMAND = re.compile(r"(?:^|[\s;&|(])(?:apply_patch|applypatch)\b")
+CACHED_COMMANDS = 1024
+"""How many commands' (and patch texts') files are kept once read: a hand-over asks for the
+files of the same calls many times, and reading a long command again costs a millisecond."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,13 @@ def patches_in_command(command: str) -> list[str]:
         start = stop
 
 
+@lru_cache(maxsize=CACHED_COMMANDS)
+def command_patch_writes(command: str) -> tuple[WrittenFile, ...]:
+    """The files the patches a shell command applies change (`patches_in_command`)."""
+    return tuple(found for text in patches_in_command(command) for found in parse_patch(text))
+
+
+@lru_cache(maxsize=CACHED_COMMANDS)
 def patch_writes(text: str) -> tuple[WrittenFile, ...]:
     """`parse_patch` of a text that holds patches (its `*** Begin Patch` blocks), or of the
     whole text when it holds no begin marker (a freeform tool input without one)."""
@@ -291,6 +302,7 @@ def _words(segment: str) -> list[str] | None:
         return None
 
 
+@lru_cache(maxsize=CACHED_COMMANDS)
 def heredoc_writes(command: str) -> tuple[WrittenFile, ...]:
     """The files a command writes from a here-document: `cat > f << EOF` (or `cat << EOF > f`)
     replaces f by the body, `>>` or `tee -a` appends to it, `tee f << EOF` replaces it."""
@@ -327,6 +339,7 @@ def _heredoc_target(words: list[str]) -> tuple[str, bool] | None:
     return None
 
 
+@lru_cache(maxsize=CACHED_COMMANDS)
 def in_place_edits(command: str) -> tuple[WrittenFile, ...]:
     """The files a command edits in place with `sed -i` (their text after it is not known)."""
     if "sed" not in command or "-i" not in command:
@@ -499,11 +512,14 @@ def _segment_reads(segment: str) -> list[ShellRead]:
     return [ShellRead(path, whole) for path in files]
 
 
+@lru_cache(maxsize=CACHED_COMMANDS)
 def shell_reads(command: str) -> tuple[ShellRead, ...]:
     """The files a command shows, segment by segment (its here-documents' bodies left out);
     none after a `cd`, `pushd` or `popd` (the paths would name other files)."""
     if _READ_WORD.search(command) is None:
         return ()  # told before the command is split (most commands read no file)
+    if BEGIN_PATCH in command and patches_in_command(command):
+        return ()  # a patch's lines are no commands
     found: list[ShellRead] = []
     for segment in command_segments(without_heredocs(command)):
         first = segment.split(None, 1)[0] if segment.split() else ""

@@ -24,11 +24,10 @@ from unbounded.model.shell_files import (
     PATCH_TOOLS,
     ShellRead,
     WrittenFile,
+    command_patch_writes,
     heredoc_writes,
     in_place_edits,
-    parse_patch,
     patch_writes,
-    patches_in_command,
     shell_reads,
 )
 
@@ -120,7 +119,7 @@ def _patch_writes(block: Mapping[str, Any]) -> tuple[WrittenFile, ...]:
     command = shell_command(block)
     if command is None or "*** Begin Patch" not in command:
         return ()
-    return tuple(found for text in patches_in_command(command) for found in parse_patch(text))
+    return command_patch_writes(command)
 
 
 def file_write_path(block: Mapping[str, Any]) -> str | None:
