@@ -265,6 +265,13 @@ def test_unwrap_output_reads_both_codex_envelopes() -> None:
     assert unwrap_output('{"output": 3}') == ('{"output": 3}', None)
     assert unwrap_output('{"output": "x"') == ('{"output": "x"', None)
     assert unwrap_output("plain text") == ("plain text", None)
+    tagged = "<returncode>1</returncode>\n<output>\nF.\n1 failed\n</output>"
+    assert unwrap_output(tagged) == ("F.\n1 failed\n", 1)
+    # a truncated mini-swe-agent output (a warning, head and tail) is left as it is
+    warned = "<returncode>0</returncode>\n<warning>long</warning>\n<output_head>a</output_head>"
+    assert unwrap_output(warned) == (warned, None)
+    trailing = "<returncode>0</returncode>\n<output>\na\n</output>\n<note>more</note>"
+    assert unwrap_output(trailing) == (trailing, None)
     assert unwrap_output("Exit code: 1 but no header") == ("Exit code: 1 but no header", None)
 
 

@@ -18,7 +18,8 @@ by a here-document into one path.
 
 Codex wraps a command's output: older versions in JSON (`{"output": "...", "metadata":
 {"exit_code": N, ...}}`), newer ones in a text header (`Exit code: N`, `Wall time: …`,
-`Output:` then the output). `unwrap_output` gives the output and its exit code.
+`Output:` then the output); mini-swe-agent in tags (`<returncode>N</returncode>`, then
+`<output>` … `</output>`). `unwrap_output` gives the output and its exit code.
 """
 
 from __future__ import annotations
@@ -536,10 +537,15 @@ _EXIT_HEADER = re.compile(
 )
 
 
+_RETURNCODE_OUTPUT = re.compile(
+    r"\A<returncode>(-?\d+)</returncode>\n<output>\n(.*?)</output>\s*\Z", re.DOTALL
+)
+
+
 def unwrap_output(text: str) -> tuple[str, int | None]:
-    """(the output, its exit code) of a Codex output envelope (the JSON object with `output`
-    and `metadata.exit_code`, or the `Exit code: N … Output:` header); (text, None) for any
-    other text."""
+    """(the output, its exit code) of an output envelope: Codex's JSON object with `output`
+    and `metadata.exit_code`, Codex's `Exit code: N … Output:` header, or mini-swe-agent's
+    `<returncode>N</returncode>` and `<output>…</output>`; (text, None) for any other text."""
     if text.startswith('{"output"'):
         try:
             value = orjson.loads(text)
@@ -555,6 +561,10 @@ def unwrap_output(text: str) -> tuple[str, int | None]:
         header = _EXIT_HEADER.match(text)
         if header:
             return text[header.end() :], int(header.group(1))
+    if text.startswith("<returncode>"):
+        tagged = _RETURNCODE_OUTPUT.match(text)
+        if tagged:
+            return tagged.group(2), int(tagged.group(1))
     return text, None
 
 
