@@ -54,6 +54,8 @@ def identifiers_in(text: str) -> list[str]:
     return list(found)
 
 
+
+
 __all__ = ["MIN_IDENTIFIER_CHARS", "identifiers_in"]
 
 

@@ -62,12 +62,8 @@ MISSING_START_TEXT = "[The start of this conversation is not in the transcript.]
 """The placeholder user message put before a conversation that starts with the assistant."""
 
 RepairKind = Literal[
-    "missing-tool-result",
-    "orphan-tool-result",
-    "duplicate-tool-use",
-    "joined-responses",
-    "missing-first-user",
-    "tool-result-order",
+    "missing-tool-result", "orphan-tool-result", "duplicate-tool-use", "joined-responses",
+    "missing-first-user", "tool-result-order",
 ]
 
 
@@ -490,10 +486,8 @@ class MessageNormalizer:
     def messages(self) -> list[MessageParam]:
         """The API messages so far, repaired (a trailing thinking-only assistant message left
         out)."""
-        if (
-            self._suspects
-            or self._joined
-            or (self._messages and self._messages[0]["role"] == "assistant")
+        if self._suspects or self._joined or (
+            self._messages and self._messages[0]["role"] == "assistant"
         ):
             messages = self._repaired()[0]
         else:
@@ -526,10 +520,8 @@ class MessageNormalizer:
 
     def last(self) -> MessageParam | None:
         """The last of `messages`, without copying the list (None when there is none)."""
-        if (
-            self._suspects
-            or self._joined
-            or (self._messages and self._messages[0]["role"] == "assistant")
+        if self._suspects or self._joined or (
+            self._messages and self._messages[0]["role"] == "assistant"
         ):
             repaired = self.messages
             return repaired[-1] if repaired else None
@@ -537,10 +529,8 @@ class MessageNormalizer:
         last = kept[-1] if kept else None
         if last is not None and _thinking_only(last):
             last = kept[-2] if len(kept) > 1 else None
-        if (
-            last is not None
-            and last["role"] == "assistant"
-            and _ends_with_whitespace(last["content"])
+        if last is not None and last["role"] == "assistant" and _ends_with_whitespace(
+            last["content"]
         ):
             last = _stripped_end(last)
         return cast(MessageParam, last)
@@ -626,7 +616,9 @@ def _check_message(
     ids are added to `seen_tool_ids`); returns the ids the next message must answer."""
     role = message.get("role")
     if role not in ("user", "assistant"):
-        raise InvalidRequestError("role", index, f"role must be user or assistant, not {role!r}")
+        raise InvalidRequestError(
+            "role", index, f"role must be user or assistant, not {role!r}"
+        )
     if index == 0 and role != "user":
         raise InvalidRequestError(
             "first-message-user", 0, "the first message must be a user message"
@@ -637,7 +629,9 @@ def _check_message(
         )
     content = message.get("content")
     if isinstance(content, list) and not all(isinstance(b, dict) for b in content):
-        raise InvalidRequestError("invalid-block", index, "every content block must be an object")
+        raise InvalidRequestError(
+            "invalid-block", index, "every content block must be an object"
+        )
     blocks = _blocks(content)
     if not blocks:
         raise InvalidRequestError("empty-content", index, "message content is empty")
@@ -730,6 +724,8 @@ def _check_end(
             len(messages) - 1,
             "the final assistant message (a prefill) ends with whitespace",
         )
+
+
 
 
 class RequestValidator:

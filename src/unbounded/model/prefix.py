@@ -33,6 +33,7 @@ def shared_prefix_length(new: Sequence[Any], old: Sequence[Any]) -> int:
     return low
 
 
+
 # How far back from the end the comparison without copies looks for the first change; a
 # change earlier than this is found by `shared_prefix_length`'s bisection.
 _NEAR_END = 64

@@ -167,7 +167,8 @@ def _branch_note(branches: Sequence[LeftOutBranch]) -> str:
         "left out of the thread: "
         + "; ".join(parts)
         + (
-            ". Their responses were billed all the same and count in the recorded calls and cost"
+            ". Their responses were billed all the same and count in the recorded calls and "
+            "cost"
             if billed
             else ""
         )

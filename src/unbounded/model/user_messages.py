@@ -53,13 +53,8 @@ _TASK_ID = re.compile(_TAG.format(name="task-id"), re.DOTALL)
 _TASK_STATUS = re.compile(_TAG.format(name="status"), re.DOTALL)
 _TASK_SUMMARY = re.compile(_TAG.format(name="summary"), re.DOTALL)
 _HOOK_PREFIXES = ("<user-prompt-submit-hook>", "<hook-output>", "<session-start-hook>")
-_LOCAL_OUTPUT_PREFIXES = (
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<bash-stdout>",
-    "<bash-stderr>",
-    "<bash-input>",
-)
+_LOCAL_OUTPUT_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>",
+                          "<bash-stderr>", "<bash-input>")
 _CAVEAT_PREFIXES = ("<local-command-caveat>", "Caveat: The messages below were generated")
 _INTERRUPT_PREFIX = "[Request interrupted"
 _SKILL_PREFIX = "Base directory for this skill:"
