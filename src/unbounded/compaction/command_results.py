@@ -27,6 +27,11 @@ that fails inside `| tail -20` exits 0), so the hand-over reads the text itself:
   last line).
 - `commits_in`: the commits a `git commit` output reports (`[branch sha] message` and its
   `N files changed` line).
+
+Each reads a Codex output envelope's output, not the envelope (`unwrap_output`: the JSON
+`{"output", "metadata": {"exit_code"}}` of older versions, the `Exit code: N … Output:` text
+of newer ones). `command_segments` lives in `unbounded.model.shell_files` (the shell-read
+recogniser there splits commands with it) and is imported from here as before.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+
+from unbounded.model.shell_files import command_segments, unwrap_output
 
 CHECK_PROGRAMS = frozenset(
     {
@@ -208,10 +215,18 @@ def _excerpt(lines: list[str], indexes: list[int]) -> str:
 def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
     """The lines of a tool's output that say it failed ("" when it did not).
 
+    A Codex output envelope is read through (`unwrap_output`): its output is what is read,
+    and an exit code other than 0 flags it (an empty output then says "exit code N").
+
     A result the tool flagged as an error always failed: its first line (what failed) with its
     telling lines, else its first lines. An unflagged one failed only for a command that does
     more than read and whose output has a failure line.
     """
+    output, exit_code = unwrap_output(output)
+    if exit_code is not None and exit_code != 0:
+        flagged = True
+        if not output.strip():
+            return f"exit code {exit_code}"
     if not flagged and (command is None or is_read_only(command)):
         # Told before the output is scanned: a read's output (a file) is often long.
         return ""
@@ -262,6 +277,7 @@ def outcome_line(output: str, failure: str) -> str:
     in it (a count of tests, files, issues), else its last line."""
     if failure:
         return failure.splitlines()[0].strip()
+    output = unwrap_output(output)[0]
     lines = [line.strip() for line in reversed(output.splitlines()) if line.strip()]
     counted = next((line for line in lines if any(ch.isdigit() for ch in line)), None)
     return counted or next(iter(lines), "(no output)")
@@ -287,37 +303,6 @@ def makes_something(segment: str) -> bool:
     return bool(_OUTPUT_FLAG.search(segment) or _REDIRECT.search(segment))
 
 
-def command_segments(command: str) -> list[str]:
-    """The commands of a command line, split at `&&`, `||`, `;` and line ends outside quotes
-    (a quoted multi-line argument stays whole), lines continued with a backslash joined,
-    comment lines left out, each stripped."""
-    parts: list[str] = []
-    current: list[str] = []
-    quote = ""
-    text = command.replace("\\\n", " ")
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if quote:
-            if char == quote:
-                quote = ""
-            elif char == "\\" and quote == '"':
-                current.append(char)
-                index += 1
-                char = text[index] if index < len(text) else ""
-        elif char in "'\"":
-            quote = char
-        elif char in ";\n" or text.startswith(("&&", "||"), index):
-            parts.append("".join(current))
-            current = []
-            index += 1 if char in ";\n" else 2
-            continue
-        current.append(char)
-        index += 1
-    parts.append("".join(current))
-    return [p.strip() for p in parts if p.strip() and not p.strip().startswith("#")]
-
-
 def shorten_quoted(segment: str, chars: int = QUOTED_CHARS) -> str:
     """A command with each quoted argument longer than `chars` cut to its beginning and a
     marker saying how much was left out, so its program, options and output paths fit."""
@@ -333,6 +318,7 @@ def shorten_quoted(segment: str, chars: int = QUOTED_CHARS) -> str:
 
 def commits_in(output: str) -> list[Commit]:
     """The commits a `git commit` output reports, in order."""
+    output = unwrap_output(output)[0]
     found = _STAT.search(output)
     stat = found.group(1) if found else ""
     return [

@@ -11,9 +11,11 @@ does the appending).
 | user prompts    | user text that is not a tool result, not `isMeta` / `isCompactSummary`   |
 |                 | (when entries are given), and does not start with `<command-`,          |
 |                 | `<local-command`, `[Request interrupted` or `<system-reminder>`          |
-| files modified  | `file_write_path` of tool calls (Edit, Write, MultiEdit, NotebookEdit,   |
-|                 | an editor's create / str_replace / insert)                               |
-| files read      | `file_read_path` of tool calls (Read, an editor's view…)                 |
+| files modified  | `file_write_paths` of tool calls (Edit, Write, MultiEdit, NotebookEdit,  |
+|                 | an editor's create / str_replace / insert, every file of an apply_patch, |
+|                 | a shell here-document's target: `cat > f << EOF`)                        |
+| files read      | `file_read_paths` of tool calls (Read, an editor's view…, a shell read:  |
+|                 | `cat f`, `sed -n 'a,bp' f`, `nl -ba f`, `head`, `tail`, `less`)          |
 | errors          | text of tool results marked `is_error`, with the name of the tool        |
 | commands        | `shell_command` of tool calls (Bash and equivalents)                     |
 | open todos      | the latest todo list (TodoWrite input or a `todo` attachment): the       |
@@ -55,7 +57,7 @@ from unbounded.compaction.prompts import is_previous_summary
 from unbounded.compaction.read_mark import ReadMark
 from unbounded.compaction.view_folds import holds_rewritten_block
 from unbounded.model.entries import Entry
-from unbounded.model.tools import file_read_path, file_write_path, shell_command
+from unbounded.model.tools import file_read_paths, file_write_paths, shell_command
 from unbounded.model.user_messages import classify_message_texts, classify_user_entry
 from unbounded.tokens.estimate import rough_token_count
 
@@ -259,11 +261,9 @@ class _Collector:
             self.tool_names[tool_id] = name
         if name:
             self.tool_counts[name] = self.tool_counts.get(name, 0) + 1
-        written = file_write_path(block)
-        if written:
+        for written in file_write_paths(block):
             self._add("modified", written, self.modified, written)
-        read = file_read_path(block)
-        if read:
+        for read in file_read_paths(block):
             self._add("read", read, self.read, read)
         command = shell_command(block)
         if command:

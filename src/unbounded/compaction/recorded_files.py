@@ -13,6 +13,13 @@ module rebuilds what each file held from the tool calls in order:
   string is found; otherwise, and for edits the transcript cannot replay (`insert`,
   `undo_edit`, notebook edits), the text is marked unknown, so a stale copy is never
   restored as if it were current;
+- an apply_patch (the tool, or a shell command running it) adds a file with its text, applies
+  an update's hunks to the text when each hunk's old lines are found (unknown otherwise),
+  moves and deletes files; a shell here-document (`cat > f << EOF`) writes its body;
+- a shell read of one file (`cat f`, whole; `sed -n 'a,bp' f`, `head`, `tail`, partial) is
+  that file's text, read through Codex's output envelope (`unwrap_output`), partial when
+  Codex cut lines out of it (`[... omitted N of M lines ...]`); a command that
+  shows several files, pipes one, or exits non-zero says nothing of their text;
 - a call whose result is an error changes nothing.
 
 A read's or a write's text stays in the transcript: what is held for it is where it is (the
@@ -29,8 +36,9 @@ from typing import Any
 
 from unbounded.compaction.facts import text_of
 from unbounded.model.entries import Entry
+from unbounded.model.shell_files import ShellRead, WrittenFile, output_cut, unwrap_output
 from unbounded.model.spilled_entries import entry_in_place
-from unbounded.model.tools import file_read_path, file_write_path
+from unbounded.model.tools import file_read_path, file_shell_reads, file_write_path, file_writes
 
 UNCHANGED_STUB_PREFIX = "File unchanged since last read"
 """How Claude Code's FILE_UNCHANGED stub result begins (a read that returned no content)."""
@@ -73,17 +81,24 @@ class RecordedFile:
         self._text = text
         self.partial = partial
         self._source: Sequence[Entry] | None = None
-        self._place = (0, 0)
+        self._place = (0, 0, False)
 
     @classmethod
     def shown_at(
-        cls, source: Sequence[Entry], position: int, place: int, partial: bool = False
+        cls,
+        source: Sequence[Entry],
+        position: int,
+        place: int,
+        partial: bool = False,
+        *,
+        shell: bool = False,
     ) -> RecordedFile:
         """The file as block `place` of entry `position` of `source` shows it (a read's
-        result or a write's call): its text is made from there when it is read."""
+        result or a write's call; `shell`: a shell read's output, in its envelope): its text
+        is made from there when it is read."""
         shown = cls(None, partial)
         shown._source = source
-        shown._place = (position, place)
+        shown._place = (position, place, shell)
         return shown
 
     @property
@@ -91,8 +106,11 @@ class RecordedFile:
         """The file's text; None when a later change cannot be replayed from the transcript."""
         if self._source is None:
             return self._text
-        block = _block_at(self._source, *self._place)
+        position, place, shell = self._place
+        block = _block_at(self._source, position, place)
         if block.get("type") == "tool_result":
+            if shell:
+                return unwrap_output(text_of(block.get("content")))[0]
             return strip_line_numbers(text_of(block.get("content")))
         return _written_text(block)
 
@@ -195,6 +213,9 @@ class RecordedFilesReader:
         # A file call waiting for its result: path, where the call is (entry position and
         # block place, read back when the result comes), and whether it reads.
         self._pending: dict[str, tuple[str, int, int, bool]] = {}
+        # A shell or patch call waiting for its result: the files it writes, or the one file
+        # it shows (with whether that is all of it).
+        self._shell: dict[str, tuple[WrittenFile, ...] | ShellRead] = {}
         self._entries: Sequence[Entry] = ()
 
     def read(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
@@ -220,11 +241,22 @@ class RecordedFilesReader:
                 read = file_read_path(block)
                 written = None if read else file_write_path(block)
                 path = read or written
-                if path:
-                    call_id = str(block.get("id", ""))
+                call_id = str(block.get("id", ""))
+                changes = file_writes(block)
+                if changes:
+                    self._shell[call_id] = changes
+                elif path:
                     self._pending[call_id] = (path, position, place, read is not None)
+                else:
+                    reads = file_shell_reads(block)
+                    if len(reads) == 1:
+                        self._shell[call_id] = reads[0]
             elif kind == "tool_result":
-                call = self._pending.pop(str(block.get("tool_use_id", "")), None)
+                call_id = str(block.get("tool_use_id", ""))
+                if self._shell and call_id in self._shell:
+                    self._shell_result(self._shell.pop(call_id), block, position, place)
+                    continue
+                call = self._pending.pop(call_id, None)
                 if call is None or block.get("is_error") is True:
                     continue
                 path, use_position, use_place, is_read = call
@@ -240,3 +272,35 @@ class RecordedFilesReader:
                     self.files[path] = RecordedFile.shown_at(shown, use_position, use_place)
                 else:
                     self.files[path] = _after_write(use, self.files.get(path))
+
+    def _shell_result(
+        self,
+        call: tuple[WrittenFile, ...] | ShellRead,
+        block: Mapping[str, Any],
+        position: int,
+        place: int,
+    ) -> None:
+        """A shell or patch call's result: its writes done, or the file it showed."""
+        if block.get("is_error") is True:
+            return
+        if isinstance(call, ShellRead):
+            output, exit_code = unwrap_output(text_of(block.get("content")))
+            if exit_code and exit_code != 0:
+                return
+            partial = not call.whole or output_cut(output)
+            self.files[call.path] = RecordedFile.shown_at(
+                self._entries, position, place, partial, shell=True
+            )
+            return
+        for change in call:
+            if change.action == "delete":
+                self.files.pop(change.path, None)
+                continue
+            before = self.files.get(change.path)
+            known = before.text if before is not None and not before.partial else None
+            after = RecordedFile(change.applied_to(known))
+            if change.moved_to:
+                self.files.pop(change.path, None)
+                self.files[change.moved_to] = after
+            else:
+                self.files[change.path] = after

@@ -124,9 +124,6 @@ CODEX_ALIASES: Mapping[str, str] = MappingProxyType(
 )
 """Codex CLI tool names (as `unbounded.transcripts.codex` writes them) -> the canonical tool."""
 
-_SWE_AGENT_READ_COMMANDS = frozenset({"open"})
-
-
 def _check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{what} must be a non-empty string, not {name!r}")
@@ -241,21 +238,10 @@ class CompactableTools:
     def read_path(self, block: Mapping[str, Any]) -> str | None:
         """The file a compactable tool_use read (so its read-file state can be dropped).
 
-        Claude Code's Read and editors' `view` command via `unbounded.model.tools`, plus the
-        SWE-agent `open <path> [line]` text command.
+        Claude Code's Read, editors' `view` command and the SWE-agent `open <path> [line]`
+        text command, via `unbounded.model.tools.file_read_path`.
         """
-        path = file_read_path(block)
-        if path is not None:
-            return path
-        name = block.get("name")
-        tool_input = block.get("input")
-        if name in _SWE_AGENT_READ_COMMANDS and isinstance(tool_input, Mapping):
-            command = tool_input.get("command")
-            if isinstance(command, str):
-                words = command.split()
-                if len(words) >= 2 and words[0] == name:
-                    return words[1].strip("\"'")
-        return None
+        return file_read_path(block)
 
     def __contains__(self, name: object) -> bool:
         return self.is_compactable(name)

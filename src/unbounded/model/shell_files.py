@@ -1,0 +1,577 @@
+"""The files a shell-driven agent reads and writes, read from its commands and patches.
+
+Codex CLI edits files with `apply_patch`: as its own tool (the freeform input is the patch) or
+inside a shell command (`apply_patch << 'PATCH'` or `apply_patch '<patch>'`). A patch is
+`*** Begin Patch`, then per file `*** Add File: p` (its lines, each after a `+`),
+`*** Delete File: p`, or `*** Update File: p` (optionally `*** Move to: q`, then hunks after
+`@@` whose lines start with ` `, `-` or `+`), then `*** End Patch`. `parse_patch` reads that
+text and never raises: what it cannot read it leaves out.
+
+Shell agents (Codex, mini-swe-agent, OpenHands, Claude Code's Bash) read files with `cat`,
+`sed -n 'a,bp'`, `nl -ba`, `head`, `tail`, `less`, and write them with a here-document
+(`cat > f << 'EOF'`, `tee f << EOF`) or edit them with `sed -i`. `shell_reads`,
+`heredoc_writes` and `in_place_edits` recognise those
+conservatively: a read is a whole command of one of those programs on plain paths (no glob,
+no variable, no redirection, no `sed -i`), piped only into programs that show text, and not
+after a `cd` (its paths would be relative to another directory); a write is `cat`/`tee` fed
+by a here-document into one path.
+
+Codex wraps a command's output: older versions in JSON (`{"output": "...", "metadata":
+{"exit_code": N, ...}}`), newer ones in a text header (`Exit code: N`, `Wall time: …`,
+`Output:` then the output); mini-swe-agent in tags (`<returncode>N</returncode>`, then
+`<output>` … `</output>`). `unwrap_output` gives the output and its exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+
+import orjson
+
+BEGIN_PATCH = "*** Begin Patch"
+END_PATCH = "*** End Patch"
+PATCH_TOOLS = frozenset({"apply_patch", "applypatch"})
+"""Programs (and tool names) that apply a patch text."""
+_FILE_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$")
+_MOVE_TO = re.compile(r"^\*\*\* Move to: (.+?)\s*$")
+_PATCH_COMMAND = re.compile(r"(?:^|[\s;&|(])(?:apply_patch|applypatch)\b")
+CACHED_COMMANDS = 1024
+"""How many commands' (and patch texts') files are kept once read: a hand-over asks for the
+files of the same calls many times, and reading a long command again costs a millisecond."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One change of an updated file: the lines it replaces and the lines it puts instead."""
+
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """A file a patch or a shell command writes.
+
+    `action` is "add" (created with `text`), "update" (changed by `hunks`; renamed to
+    `moved_to` when that is set), "delete", "write" (replaced by `text`), "append" (text
+    added at its end) or "edit" (changed in place by `sed -i`): the text after the last two
+    is not known."""
+
+    path: str
+    action: str
+    text: str | None = None
+    hunks: tuple[Hunk, ...] = ()
+    moved_to: str | None = None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The paths it changes: its own, and where it moved to."""
+        return (self.path, self.moved_to) if self.moved_to else (self.path,)
+
+    def applied_to(self, before: str | None) -> str | None:
+        """The file's text after this change, from its text before (None when not known)."""
+        if self.action in ("add", "write"):
+            return self.text
+        if self.action != "update" or before is None:
+            return None
+        text = before
+        start = 0
+        for hunk in self.hunks:
+            old, new = "\n".join(hunk.old), "\n".join(hunk.new)
+            if not old:
+                return None  # no context to place it by
+            at = text.find(old, start)
+            if at < 0:
+                return None
+            text = text[:at] + new + text[at + len(old) :]
+            start = at + len(new)
+        return text
+
+
+def _add_text(lines: list[str]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+def parse_patch(text: str) -> tuple[WrittenFile, ...]:
+    """The files an apply_patch text adds, updates, moves or deletes, in order."""
+    found: list[WrittenFile] = []
+    action = path = ""
+    moved: str | None = None
+    body: list[str] = []
+    hunks: list[Hunk] = []
+    old: list[str] = []
+    new: list[str] = []
+
+    def close_hunk() -> None:
+        if old or new:
+            hunks.append(Hunk(tuple(old), tuple(new)))
+        old.clear()
+        new.clear()
+
+    def close_file() -> None:
+        close_hunk()
+        if action == "Add":
+            found.append(WrittenFile(path, "add", _add_text(body)))
+        elif action == "Delete":
+            found.append(WrittenFile(path, "delete"))
+        elif action == "Update":
+            found.append(WrittenFile(path, "update", hunks=tuple(hunks), moved_to=moved))
+        body.clear()
+        hunks.clear()
+
+    for raw in text.split("\n"):
+        line = raw.removesuffix("\r")
+        header = _FILE_HEADER.match(line)
+        if header:
+            close_file()
+            action, path, moved = header.group(1), header.group(2), None
+            continue
+        if line.startswith("*** "):
+            move = _MOVE_TO.match(line)
+            if move and action == "Update":
+                moved = move.group(1)
+            elif not line.startswith("*** End of File"):
+                close_file()  # End Patch, Begin Patch, or a header we do not know
+                action = ""
+            continue
+        if action == "Add":
+            if line.startswith("+"):
+                body.append(line[1:])
+        elif action == "Update":
+            if line.startswith("@@"):
+                close_hunk()
+            elif line.startswith("-"):
+                old.append(line[1:])
+            elif line.startswith("+"):
+                new.append(line[1:])
+            elif line.startswith(" ") or line == "":
+                old.append(line[1:])
+                new.append(line[1:])
+    close_file()
+    return tuple(found)
+
+
+def _unquoted(text: str, quote: str) -> str:
+    """A shell-quoted patch's text as the program gets it (the quoting a shell join adds)."""
+    if quote == "'":
+        return text.replace("'\"'\"'", "'").replace("'\\''", "'")
+    if quote == '"':
+        return re.sub(r'\\([\\"$`])', r"\1", text)
+    return text
+
+
+def patches_in_command(command: str) -> list[str]:
+    """The patch texts a shell command gives `apply_patch` (a here-document or a quoted
+    argument), in order; empty when it runs none."""
+    texts: list[str] = []
+    start = 0
+    while True:
+        begin = command.find(BEGIN_PATCH, start)
+        if begin < 0:
+            return texts
+        end = command.find(END_PATCH, begin)
+        stop = len(command) if end < 0 else end + len(END_PATCH)
+        if _PATCH_COMMAND.search(command, 0, begin) or _PATCH_COMMAND.search(command, stop):
+            quote = command[begin - 1] if begin and command[begin - 1] in "'\"" else ""
+            texts.append(_unquoted(command[begin:stop], quote))
+        start = stop
+
+
+@lru_cache(maxsize=CACHED_COMMANDS)
+def command_patch_writes(command: str) -> tuple[WrittenFile, ...]:
+    """The files the patches a shell command applies change (`patches_in_command`)."""
+    return tuple(found for text in patches_in_command(command) for found in parse_patch(text))
+
+
+@lru_cache(maxsize=CACHED_COMMANDS)
+def patch_writes(text: str) -> tuple[WrittenFile, ...]:
+    """`parse_patch` of a text that holds patches (its `*** Begin Patch` blocks), or of the
+    whole text when it holds no begin marker (a freeform tool input without one)."""
+    if BEGIN_PATCH not in text:
+        return parse_patch(text)
+    found: list[WrittenFile] = []
+    start = 0
+    while (begin := text.find(BEGIN_PATCH, start)) >= 0:
+        end = text.find(END_PATCH, begin)
+        stop = len(text) if end < 0 else end + len(END_PATCH)
+        found.extend(parse_patch(text[begin:stop]))
+        start = stop
+    return tuple(found)
+
+
+def command_segments(command: str) -> list[str]:
+    """The commands of a command line, split at `&&`, `||`, `;` and line ends outside quotes
+    (a quoted multi-line argument stays whole), lines continued with a backslash joined,
+    comment lines left out, each stripped."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    text = command.replace("\\\n", " ")
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote:
+            if char == quote:
+                quote = ""
+            elif char == "\\" and quote == '"':
+                current.append(char)
+                index += 1
+                char = text[index] if index < len(text) else ""
+        elif char in "'\"":
+            quote = char
+        elif char in ";\n" or text.startswith(("&&", "||"), index):
+            parts.append("".join(current))
+            current = []
+            index += 1 if char in ";\n" else 2
+            continue
+        current.append(char)
+        index += 1
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip() and not p.strip().startswith("#")]
+
+
+# -- here-documents -------------------------------------------------------------------------
+
+_HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w.-]*)\2")
+
+
+@dataclass(frozen=True, slots=True)
+class _Heredoc:
+    head: str
+    """The line that opens it, up to the here-document marker and after it."""
+    body: str
+    start: int
+    """Where its body begins in the command."""
+    end: int
+    """Where the line after its closing delimiter begins."""
+
+
+def _heredocs(command: str) -> list[_Heredoc]:
+    found: list[_Heredoc] = []
+    position = 0
+    while (match := _HEREDOC.search(command, position)) is not None:
+        line_start = command.rfind("\n", 0, match.start()) + 1
+        line_end = command.find("\n", match.end())
+        if line_end < 0:
+            return found
+        head = command[line_start : match.start()] + " " + command[match.end() : line_end]
+        delimiter = match.group(3)
+        strip_tabs = match.group(1) == "-"
+        body_start = cursor = line_end + 1
+        while True:
+            next_end = command.find("\n", cursor)
+            line = command[cursor : len(command) if next_end < 0 else next_end]
+            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                found.append(
+                    _Heredoc(head, command[body_start:cursor], body_start, cursor + len(line))
+                )
+                position = cursor + len(line)
+                break
+            if next_end < 0:  # never closed: the rest is its body
+                found.append(_Heredoc(head, command[body_start:], body_start, len(command)))
+                return found
+            cursor = next_end + 1
+    return found
+
+
+def without_heredocs(command: str) -> str:
+    """The command with its here-documents' bodies left out (their lines are data, not
+    commands)."""
+    if "<<" not in command:
+        return command
+    parts: list[str] = []
+    kept = 0
+    for heredoc in _heredocs(command):
+        parts.append(command[kept : heredoc.start])
+        kept = heredoc.end
+    parts.append(command[kept:])
+    return "".join(parts)
+
+
+def _words(segment: str) -> list[str] | None:
+    """Shell words of one command, operators (`|`, `>`, `<`…) as words of their own; None
+    when it cannot be split (an open quote)."""
+    lexer = shlex.shlex(segment, posix=True, punctuation_chars="|&;<>()")
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=CACHED_COMMANDS)
+def heredoc_writes(command: str) -> tuple[WrittenFile, ...]:
+    """The files a command writes from a here-document: `cat > f << EOF` (or `cat << EOF > f`)
+    replaces f by the body, `>>` or `tee -a` appends to it, `tee f << EOF` replaces it."""
+    if "<<" not in command:
+        return ()
+    found: list[WrittenFile] = []
+    for heredoc in _heredocs(command):
+        head = re.split(r"&&|\|\||;", heredoc.head)[-1]
+        words = _words(head)
+        if not words:
+            continue
+        write = _heredoc_target(words)
+        if write is not None:
+            path, append = write
+            if append:
+                found.append(WrittenFile(path, "append"))
+            else:
+                found.append(WrittenFile(path, "write", heredoc.body))
+    return tuple(found)
+
+
+def _heredoc_target(words: list[str]) -> tuple[str, bool] | None:
+    """(path, appends) of `cat > path` / `tee [-a] path` words; None for anything else."""
+    program = os.path.basename(words[0])
+    rest = words[1:]
+    if program == "cat" and len(rest) == 2 and rest[0] in (">", ">>"):
+        path = rest[1]
+        return (path, rest[0] == ">>") if _plain_path(path) else None
+    if program == "tee" and rest and all(word not in "|&;<>()" for word in rest):
+        append = rest[0] in ("-a", "--append")
+        paths = rest[1:] if append else rest
+        if len(paths) == 1 and _plain_path(paths[0]):
+            return paths[0], append
+    return None
+
+
+@lru_cache(maxsize=CACHED_COMMANDS)
+def in_place_edits(command: str) -> tuple[WrittenFile, ...]:
+    """The files a command edits in place with `sed -i` (their text after it is not known)."""
+    if "sed" not in command or "-i" not in command:
+        return ()
+    found: list[WrittenFile] = []
+    for segment in command_segments(without_heredocs(command)):
+        words = _words(segment)
+        if not words or os.path.basename(words[0]) != "sed":
+            continue
+        stage = words[1 : words.index("|")] if "|" in words else words[1:]
+        if not any(word.startswith(("-i", "--in-place")) for word in stage):
+            continue
+        files = _sed_edit_files(stage)
+        found.extend(WrittenFile(path, "edit") for path in files)
+    return tuple(found)
+
+
+def _sed_edit_files(args: list[str]) -> list[str]:
+    """The plain file paths of a `sed -i` run's arguments: its operands but the script (the
+    first one, when no `-e` or `-f` gives it)."""
+    script_given = False
+    operands: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if word in ("-e", "--expression", "-f", "--file"):
+            script_given = True
+            index += 1
+        elif not word.startswith("-"):
+            operands.append(word)
+    files = operands if script_given else operands[1:]
+    return [path for path in files if _plain_path(path)]
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+READ_PROGRAMS = frozenset({"cat", "nl", "head", "tail", "less", "more", "sed"})
+"""Programs whose run on a file path shows (part of) that file."""
+_PIPE_VIEWERS = frozenset(
+    {"head", "tail", "nl", "cat", "grep", "rg", "wc", "cut", "sort", "uniq", "less", "more"}
+)
+"""Programs a read may be piped into (they show text, write no file)."""
+_VALUE_OPTIONS = {
+    "nl": frozenset("bdfhilnsvw"),
+    "head": frozenset("nc"),
+    "tail": frozenset("ncs"),
+}
+_SED_RANGE = re.compile(r"^\s*(?:\d+|\$)(?:\s*,\s*(?:\d+|\$))?\s*p\s*$")
+_NOT_PLAIN = re.compile(r"[*?\[\]{}$`~]|^-|^/dev/|/$")
+_READ_WORD = re.compile(r"\b(?:cat|nl|head|tail|less|more|sed)\b")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
+_QUIET_REDIRECT = re.compile(r"\s\d?>\s*/dev/null|\s\d>&\d")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellRead:
+    """A file a shell command shows: its path, and whether the output is the file's whole
+    text as it is (`cat f` alone: not a line range, not numbered, not filtered)."""
+
+    path: str
+    whole: bool
+
+
+def _plain_path(word: str) -> bool:
+    return bool(word) and not _NOT_PLAIN.search(word) and "\n" not in word
+
+
+def _files_after_options(program: str, args: list[str]) -> list[str] | None:
+    """The file arguments of `cat`/`nl`/`head`/`tail`/`less`/`more`; None when an argument
+    is not a plain path."""
+    takes_value = _VALUE_OPTIONS.get(program, frozenset())
+    files: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if word == "--":
+            files.extend(args[index:])
+            break
+        if word.startswith("-") and len(word) > 1:
+            if len(word) == 2 and word[1] in takes_value:
+                index += 1  # its value is the next word
+            continue
+        if word.startswith("+") and program in ("less", "more", "tail"):
+            continue
+        files.append(word)
+    return files if all(_plain_path(path) for path in files) else None
+
+
+def _sed_files(args: list[str]) -> list[str] | None:
+    """The files `sed -n 'a,bp' f…` prints lines of; None for any other sed (an edit, a
+    substitution, no `-n`)."""
+    quiet = False
+    script: str | None = None
+    files: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if word in ("-n", "--quiet", "--silent"):
+            quiet = True
+        elif word in ("-e", "--expression") and index < len(args) and script is None:
+            script = args[index]
+            index += 1
+        elif word in ("-E", "-r", "--regexp-extended", "-u", "-s"):
+            continue
+        elif word.startswith("-"):
+            return None  # -i, -f, -z… : not a plain print
+        elif script is None:
+            script = word
+        else:
+            files.append(word)
+    if not quiet or script is None or not files:
+        return None
+    if not all(_SED_RANGE.match(part) for part in script.split(";") if part.strip()):
+        return None
+    return files if all(_plain_path(path) for path in files) else None
+
+
+def _stage_viewer(stage: list[str]) -> bool:
+    """Whether a later stage of a pipeline only shows text."""
+    if not stage:
+        return False
+    program = os.path.basename(stage[0])
+    if program == "sed":
+        return _sed_files([*stage[1:], "-"]) is not None or _sed_script_only(stage[1:])
+    return program in _PIPE_VIEWERS
+
+
+def _sed_script_only(args: list[str]) -> bool:
+    """`sed -n 'a,bp'` reading its input (no file): a viewer stage."""
+    options = [word for word in args if word.startswith("-")]
+    scripts = [word for word in args if not word.startswith("-")]
+    return (
+        "-n" in options
+        and set(options) <= {"-n", "-e"}
+        and len(scripts) == 1
+        and all(_SED_RANGE.match(part) for part in scripts[0].split(";") if part.strip())
+    )
+
+
+def _segment_reads(segment: str) -> list[ShellRead]:
+    leading = segment.split(None, 1)[0]
+    if os.path.basename(leading) not in READ_PROGRAMS and not _ASSIGNMENT.match(leading):
+        return []  # told before the segment is split into words
+    words = _words(_QUIET_REDIRECT.sub(" ", segment))
+    if not words:
+        return []
+    stages: list[list[str]] = [[]]
+    for word in words:
+        if word == "|":
+            stages.append([])
+        elif word and all(char in "|&;<>()" for char in word):
+            return []  # a redirection, a subshell, a background job: not a plain read
+        else:
+            stages[-1].append(word)
+    first = stages[0]
+    while first and _ASSIGNMENT.match(first[0]):
+        first = first[1:]
+    if not first or not all(_stage_viewer(stage) for stage in stages[1:]):
+        return []
+    program = os.path.basename(first[0])
+    if program not in READ_PROGRAMS:
+        return []
+    files = _sed_files(first[1:]) if program == "sed" else _files_after_options(program, first[1:])
+    if not files:
+        return []
+    whole = program == "cat" and len(first) == 2 and len(stages) == 1
+    return [ShellRead(path, whole) for path in files]
+
+
+@lru_cache(maxsize=CACHED_COMMANDS)
+def shell_reads(command: str) -> tuple[ShellRead, ...]:
+    """The files a command shows, segment by segment (its here-documents' bodies left out);
+    none after a `cd`, `pushd` or `popd` (the paths would name other files)."""
+    if _READ_WORD.search(command) is None:
+        return ()  # told before the command is split (most commands read no file)
+    if BEGIN_PATCH in command and patches_in_command(command):
+        return ()  # a patch's lines are no commands
+    found: list[ShellRead] = []
+    for segment in command_segments(without_heredocs(command)):
+        first = segment.split(None, 1)[0] if segment.split() else ""
+        if first in ("cd", "pushd", "popd"):
+            break
+        found.extend(_segment_reads(segment))
+    return tuple(found)
+
+
+# -- output envelopes -----------------------------------------------------------------------
+
+_EXIT_HEADER = re.compile(
+    r"\AExit code: (-?\d+)\n(?:Wall time: [^\n]*\n)?(?:Total output lines: \d+\n)?Output:\n"
+)
+
+
+_RETURNCODE_OUTPUT = re.compile(
+    r"\A<returncode>(-?\d+)</returncode>\n<output>\n(.*?)</output>\s*\Z", re.DOTALL
+)
+
+
+def unwrap_output(text: str) -> tuple[str, int | None]:
+    """(the output, its exit code) of an output envelope: Codex's JSON object with `output`
+    and `metadata.exit_code`, Codex's `Exit code: N … Output:` header, or mini-swe-agent's
+    `<returncode>N</returncode>` and `<output>…</output>`; (text, None) for any other text."""
+    if text.startswith('{"output"'):
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text, None
+        if isinstance(value, dict) and isinstance(value.get("output"), str):
+            metadata = value.get("metadata")
+            code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+            exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+            return value["output"], exit_code
+        return text, None
+    if text.startswith("Exit code: "):
+        header = _EXIT_HEADER.match(text)
+        if header:
+            return text[header.end() :], int(header.group(1))
+    if text.startswith("<returncode>"):
+        tagged = _RETURNCODE_OUTPUT.match(text)
+        if tagged:
+            return tagged.group(2), int(tagged.group(1))
+    return text, None
+
+
+_OMITTED = re.compile(r"^\[\.\.\. omitted [1-9]\d* of \d+ lines \.\.\.\]$", re.M)
+
+
+def output_cut(output: str) -> bool:
+    """Whether Codex cut lines out of an output (its `[... omitted N of M lines ...]` line,
+    N above 0): the output is then not all the command printed."""
+    return "[... omitted " in output and _OMITTED.search(output) is not None
