@@ -36,15 +36,23 @@ def _resume_after_a_huge_message(api_server: ApiServer, folder: Path, role: str)
     history, the huge message whole as it always sends it). The resumed client's events."""
     api_server.openai.push(message("a0"), message("a1"), message("a2"))
     items: list[Any] = [{"role": "user", "content": "hi"}]
-    options: dict[str, Any] = {"session_folder": folder, "policy": Policy(),
-                               "summarizer": "extractive"}
+    options: dict[str, Any] = {
+        "session_folder": folder,
+        "policy": Policy(),
+        "summarizer": "extractive",
+    }
     with wrap(api_server.openai_client(sync=True), **options) as client:
         reply = client.chat.completions.create(model=GPT, messages=items)
-        items += [reply.choices[0].message.model_dump(exclude_none=True),
-                  {"role": role, "content": HUGE}, {"role": "user", "content": "go on"}]
+        items += [
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": role, "content": HUGE},
+            {"role": "user", "content": "go on"},
+        ]
         reply = client.chat.completions.create(model=GPT, messages=items)
-        items += [reply.choices[0].message.model_dump(exclude_none=True),
-                  {"role": "user", "content": "and?"}]
+        items += [
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "user", "content": "and?"},
+        ]
     events: list[Event] = []
     with wrap(api_server.openai_client(sync=True), events=events.append, **options) as again:
         again.chat.completions.create(model=GPT, messages=items)
@@ -91,19 +99,32 @@ def test_a_history_new_title_request_stays_out_of_the_conversation(
     api_server: ApiServer,
 ) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive", history="new")
-    api_server.anthropic.push(message("a0", id="msg_0"), message("A title", id="msg_t"),
-                              message("a1", id="msg_1"))
-    client.messages.create(model=CLAUDE, max_tokens=100, system="You are an agent.",
-                           tools=READ, messages=[{"role": "user", "content": "u0"}])
+    api_server.anthropic.push(
+        message("a0", id="msg_0"), message("A title", id="msg_t"), message("a1", id="msg_1")
+    )
+    client.messages.create(
+        model=CLAUDE,
+        max_tokens=100,
+        system="You are an agent.",
+        tools=READ,
+        messages=[{"role": "user", "content": "u0"}],
+    )
     entries = len(client.session.entries)
     title = client.messages.create(
-        model=CLAUDE, max_tokens=20, system="Write a short title.",
+        model=CLAUDE,
+        max_tokens=20,
+        system="Write a short title.",
         messages=[{"role": "user", "content": "Conversation: u0 / a0. Its title?"}],
     )
     assert title.content[0].text == "A title"
     assert len(client.session.entries) == entries
-    client.messages.create(model=CLAUDE, max_tokens=100, system="You are an agent.",
-                           tools=READ, messages=[{"role": "user", "content": "u1"}])
+    client.messages.create(
+        model=CLAUDE,
+        max_tokens=100,
+        system="You are an agent.",
+        tools=READ,
+        messages=[{"role": "user", "content": "u1"}],
+    )
     sent = json.dumps(api_server.last.json["messages"])
     assert "Its title?" not in sent and "A title" not in sent
 
@@ -123,8 +144,10 @@ def test_a_conversation_holding_a_compaction_block_goes_on(api_server: ApiServer
     api_server.anthropic.push(message(block, "Going on.", id="msg_0"), message("more", id="msg_1"))
     messages: list[Any] = [{"role": "user", "content": "fix the parser"}]
     client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
-    messages += [{"role": "assistant", "content": [block, {"type": "text", "text": "Going on."}]},
-                 {"role": "user", "content": "and the tests?"}]
+    messages += [
+        {"role": "assistant", "content": [block, {"type": "text", "text": "Going on."}]},
+        {"role": "user", "content": "and the tests?"},
+    ]
     reply = client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
     assert reply.content[0].text == "more"
     assert api_server.last.json["messages"][1]["content"][0]["type"] == "compaction"
@@ -163,17 +186,22 @@ def test_a_managed_side_call_keeps_the_callers_one_hour_markers(api_server: ApiS
         message("judged", id="msg_j"),
     )
     system = [{"type": "text", "text": "You are an agent.", "cache_control": hour}]
-    messages: list[Any] = [{"role": "user", "content": [
-        {"type": "text", "text": "read a", "cache_control": hour}]}]
+    messages: list[Any] = [
+        {"role": "user", "content": [{"type": "text", "text": "read a", "cache_control": hour}]}
+    ]
     reply = client.messages.create(
         model=CLAUDE, max_tokens=100, system=system, tools=READ, messages=messages
     )
     assert {m.get("ttl") for m in _markers(api_server.last.json)} == {"1h"}  # a turn keeps them
     messages += [
         {"role": "assistant", "content": reply.content},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_a", "content": "x"},
-            {"type": "text", "text": "Judge the work so far.", "cache_control": hour}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "x"},
+                {"type": "text", "text": "Judge the work so far.", "cache_control": hour},
+            ],
+        },
     ]
     judge = [{"type": "text", "text": "You are a judge.", "cache_control": hour}]
     client.messages.create(model=CLAUDE, max_tokens=100, system=judge, messages=messages)
@@ -181,3 +209,47 @@ def test_a_managed_side_call_keeps_the_callers_one_hour_markers(api_server: ApiS
     assert sent["system"][0]["text"] == "You are a judge."
     assert len(sent["messages"]) == 3  # managed: the session's view and its own message
     assert {m.get("ttl") for m in _markers(sent)} == {"1h"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="since 4260eda (i37s): a managed side call with tools over a history holding the "
+    "session's own recall round declares `recall` beside the caller's tools, tool_choice "
+    "left as given, and returns the reply unchanged: a model calling `recall` hands the "
+    "caller a call to a tool it never declared (turns answer recall rounds inside; the "
+    "side call sent as given declared no recall)",
+)
+def test_a_managed_side_call_never_hands_the_caller_a_recall_call(
+    api_server: ApiServer,
+) -> None:
+    from test_side_calls17 import _cleared_conversation
+
+    client, messages = _cleared_conversation(api_server)
+    assert client.session.offers_recall
+    recall = tool_use_block("recall", {"handle": "none"}, id="toolu_recall")
+    read = tool_use_block("Read", {"path": "x"}, id="toolu_read")
+    api_server.anthropic.push(message(recall, id="msg_r"), message(read, id="msg_read"))
+    reply = client.messages.create(
+        model=CLAUDE, max_tokens=1000, system="A", tools=READ, messages=messages
+    )
+    assert [b.name for b in reply.content if b.type == "tool_use"] == ["Read"]  # inside
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_read", "content": "x"}],
+        },
+    ]
+
+    def judge(request: Any) -> Any:
+        """As a model: it may call any tool the request declares."""
+        names = [t.get("name") for t in request.json.get("tools") or []]
+        if "recall" in names:
+            return message(tool_use_block("recall", {"handle": "h"}, id="toolu_r2"), id="msg_j")
+        return message("judged", id="msg_j")
+
+    api_server.anthropic.push(judge, message("judged", id="msg_j2"))
+    judged = client.messages.create(
+        model=CLAUDE, max_tokens=100, system="Judge.", tools=READ, messages=messages
+    )
+    assert [b.name for b in judged.content if b.type == "tool_use"] == []
