@@ -18,7 +18,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
@@ -176,7 +176,7 @@ def _receipt(
     view: list[Entry],
     kept: list[Entry],
     index: TranscriptIndex,
-    cleared: set[str],
+    cleared: Collection[str],
     running: RunningReceipt | None,
 ) -> str:
     boundary = create_compact_boundary("auto", 1)
@@ -222,7 +222,15 @@ def _drive_folds(seed: int) -> Iterator[tuple[str, str]]:
     index = TranscriptIndex()
     entries: list[Entry] = []
     view: list[Entry] = []
+    # Microcompaction's cleared ids: a mapping in clearing order that only grows, replaced
+    # by a new one when it starts over (the folds flag its items as it grows).
+    cleared: dict[str, int] = {}
     for _ in range(160):
+        if records.calls and rng.random() < 0.3:
+            for tool_id in rng.sample(sorted(set(records.calls)), min(3, len(set(records.calls)))):
+                cleared.setdefault(tool_id, 1)
+        if rng.random() < 0.03:
+            cleared = {tool_id: 1 for tool_id in cleared if rng.random() < 0.5}
         roll = rng.random()
         if roll < 0.05 and view:
             # A compaction: a new view from a boundary and a kept tail.
@@ -243,19 +251,24 @@ def _drive_folds(seed: int) -> Iterator[tuple[str, str]]:
                 entries.append(entry)
                 view.append(entry)
         if rng.random() < 0.6:
-            running.advance(view, index.update(entries))
+            running.advance(view, index.update(entries), cleared if rng.random() < 0.8 else None)
             facts.advance(view)
         if rng.random() < 0.25:
             kept = _kept(rng, view)
-            cleared = {tool_id for tool_id in records.calls if rng.random() < 0.3}
+            # The followed mapping mostly; else another collection of the same ids, or
+            # another mapping (the flags are then set again).
+            roll = rng.random()
+            given: Collection[str] = (
+                cleared if roll < 0.7 else set(cleared) if roll < 0.85 else dict(cleared)
+            )
             index.update(entries)
             receipts = [
-                _outcome(partial(_receipt, view, kept, index, cleared, fold))
-                for fold in (running, None)
+                _outcome(partial(_receipt, view, kept, index, ids, fold))
+                for fold, ids in ((running, given), (None, frozenset(cleared)))
             ]
             yield receipts[0], receipts[1]
             summarized = list(view) if rng.random() < 0.8 else view[: rng.randint(0, len(view))]
-            if view and rng.random() < 0.1:
+            if summarized and rng.random() < 0.1:
                 summarized[rng.randrange(len(summarized))] = records.entry()  # not the view
             yield (
                 _outcome(partial(facts.ledger, view, summarized)),

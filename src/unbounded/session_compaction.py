@@ -184,7 +184,7 @@ class SessionCompactor:
         profile = getattr(model, "profile", MODEL_PROFILE)  # a provider written without one
         if session.policy.facts_ledger and model is not None and not profile.includes_facts:
             self.facts.advance(transcript.view)
-        session.recall.advance(transcript.entries, transcript.view)
+        session.recall.advance(transcript.entries, transcript.view, session.state.micro)
 
     async def _background_at_threshold(self, tokens: int) -> ThresholdStep | None:
         """The background summary's step at the threshold (`compaction.background`): None
@@ -578,7 +578,11 @@ class SessionCompactor:
             redactor = redactor.learning_from(strings_in([e.content for e in transcript.view]))
             redact_compaction(result, redactor)
             receipt = result.boundary.compact_metadata.get(RECEIPT_KEY, receipt)
-        session.append(result.new_entries())
+        # The receipt's items were each checked to encode as they were built (the redactor's
+        # rewrite is checked again): the transcript does not encode them a second time.
+        checked = session.recall.running_receipt.checked if redactor is None else None
+        session.recall.running_receipt.checked = None
+        session.transcript.append(result.new_entries(), checked=checked)
         emit(session.events_sink(), compaction_receipt_event(result, receipt))
         state.micro.reset_after_compaction()
         session.detector.notify_compaction(session.config.query_source)

@@ -42,10 +42,13 @@ class SessionRecall:
         self.running_receipt = RunningReceipt()
         """A compaction receipt's sums over the view, kept up to date call by call (`advance`)."""
 
-    def advance(self, entries: Sequence[Entry], view: Sequence[Entry]) -> None:
-        """Bring the receipt's sums up to date with what the view gained since the last call,
-        so the compacting call reads them instead of walking every record it drops."""
-        self.running_receipt.advance(view, self.index.update(entries))
+    def advance(
+        self, entries: Sequence[Entry], view: Sequence[Entry], micro: MicrocompactState
+    ) -> None:
+        """Bring the receipt's sums up to date with what the view gained since the last call
+        (and the results microcompaction cleared), so the compacting call reads them instead
+        of walking every record it drops."""
+        self.running_receipt.advance(view, self.index.update(entries), micro.cleared)
 
     def answer(
         self,
@@ -148,7 +151,8 @@ class SessionRecall:
             index=self.index.update(entries),
             summary_text=result.summary_text,
             summarizer=result.summarizer,
-            already_cleared=micro.cleared.keys(),  # read in this call: no frozenset copy
+            # The mapping `advance` followed: its items are flagged already (no copy, no walk).
+            already_cleared=micro.cleared,
             running=self.running_receipt,
         )
         # This compaction takes history out: recall is offered from now on (offers_recall).

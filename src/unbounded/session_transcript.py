@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import orjson
 
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer
+from unbounded.model.record_checks import RECEIPT_KEY
 from unbounded.model.spilled_entries import SpilledEntries
 from unbounded.model.text import repair_value
 from unbounded.storage import SessionStore
@@ -126,12 +128,16 @@ class SessionTranscript:
         """The API messages of the view."""
         return self.normalizer.messages
 
-    def append(self, entries: Sequence[Entry]) -> None:
-        """Append entries to the store, the transcript and the view (parentUuid chained)."""
+    def append(
+        self, entries: Sequence[Entry], *, checked: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Append entries to the store, the transcript and the view (parentUuid chained).
+        `checked`: a compaction receipt's items known to encode as JSON (each checked as it
+        was built, `RunningReceipt.checked`), not checked again in its boundary."""
         if not entries:
             return
         for entry in entries:
-            self._repair_text(entry)
+            self._repair_text(entry, checked)
         previous = self._entries[-1].uuid if self._entries else None
         for entry in entries:
             if entry.data.get("parentUuid") is None and not entry.is_compact_boundary:
@@ -234,11 +240,11 @@ class SessionTranscript:
                 closed.append(entry)
         return stretches, messages_after_compact_boundary([*closed, *since])
 
-    def _repair_text(self, entry: Entry) -> None:
+    def _repair_text(self, entry: Entry, checked: list[dict[str, Any]] | None = None) -> None:
         """Replace lone surrogates (which neither the transcript nor the API can encode) with
-        U+FFFD, in place, and say so in the warnings."""
+        U+FFFD, in place, and say so in the warnings. `checked`: see `append`."""
         try:
-            orjson.dumps(entry.data)
+            orjson.dumps(_without_checked(entry, checked))
         except TypeError:
             repaired, changed = repair_value(entry.data)
             if not changed:
@@ -296,6 +302,22 @@ class SessionTranscript:
             if entry.type == "assistant" and not entry.is_synthetic_api_error:
                 return entry.time
         return None
+
+
+def _without_checked(entry: Entry, checked: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The entry's data to check for text JSON cannot encode: a boundary whose receipt holds
+    the `checked` items (the thousands of a long history's results, 500 KB at 10,000
+    messages) without them, so they are not encoded a second time."""
+    data = entry.data
+    if checked is None or not entry.is_compact_boundary:
+        return data
+    metadata = data.get("compactMetadata")
+    if not isinstance(metadata, dict):
+        return data
+    receipt = metadata.get(RECEIPT_KEY)
+    if not isinstance(receipt, dict) or receipt.get("toolResults") is not checked:
+        return data
+    return {**data, "compactMetadata": {**metadata, RECEIPT_KEY: {**receipt, "toolResults": []}}}
 
 
 def _unspliced_anchor(view: Sequence[Entry]) -> str | None:

@@ -1015,7 +1015,9 @@ async def start_summary(
     emit(events, CompactionStarted(trigger=trigger, pre_tokens=pre_tokens, partial=direction))
 
     if direction is None:
-        summarized, kept = list(view), []
+        # The whole view, this call's own list (never edited): not copied again (10,000
+        # entries at the default trigger, one more list for the turn's collections to walk).
+        summarized, kept = view, []
         if keep_from is not None:
             kept = _kept_tail(view, keep_from, first)
             _require_contiguous(entries, kept)

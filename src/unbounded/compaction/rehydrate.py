@@ -214,8 +214,27 @@ def read_utf8(path: str, max_bytes: int | None = None) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _plain(path: str) -> bool:
+    """An absolute POSIX path `commonpath` reads as written: no empty or "." component."""
+    if path == "/":
+        return True
+    return (
+        path.startswith("/")
+        and "//" not in path
+        and "/./" not in path
+        and not path.endswith(("/", "/."))
+    )
+
+
 def _inside(path: str, roots: Sequence[str]) -> bool:
+    # Plain paths (as resolved paths are) need no `commonpath` (microseconds each, for the
+    # hundreds of files a long session read): the root is the path or a prefix ending at "/".
+    plain = os.path is posixpath and _plain(path)
     for root in roots:
+        if plain and _plain(root):
+            if root == "/" or path == root or path.startswith(root + "/"):
+                return True
+            continue
         try:
             common = os.path.commonpath([path, root])
         except ValueError:

@@ -22,7 +22,10 @@ import re
 from array import array
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Literal
+
+import orjson
 
 from unbounded.compaction.recorded_files import AppendedSince
 from unbounded.errors import TranscriptError
@@ -150,6 +153,15 @@ def _receipt_part(
     return 1, tokens
 
 
+def _encodes(item: Mapping[str, Any]) -> bool:
+    """The item encodes as JSON (no lone surrogate in its strings)."""
+    try:
+        orjson.dumps(item)
+    except TypeError:
+        return False
+    return True
+
+
 def _mark_cleared(items: list[dict[str, Any]], already_cleared: Collection[str]) -> None:
     """Flag the items whose results microcompaction had already cleared."""
     if already_cleared:
@@ -238,23 +250,81 @@ class RunningReceipt:
         """The last position whose uuid an earlier record of the view has (-1: none)."""
         self._paths: dict[str, int] = {}
         """Each path the items name, with the item that named it first (in item order)."""
+        self._places: dict[str, int] = {}
+        """Each tool id the items name, with the first item that names it."""
+        self._repeats: dict[str, list[int]] = {}
+        """The later items of an id that more than one names (rare)."""
         self._stopped = False
+        self._encodes = True
+        """Every item built so far encodes as JSON (each is checked once, as it is built)."""
+        self.checked: list[dict[str, Any]] | None = None
+        """The items the last read handed over, when each was checked to encode as JSON: the
+        transcript need not check them again in the boundary (None: check them)."""
+        self._marked = array("q")
+        """The items flagged `alreadyCleared` (to take the flags back)."""
+        self._cleared: tuple[dict[str, Any], int] | None = None
+        """The cleared ids followed (the caller's mapping, which only grows) and how many of
+        them, in their order, were taken in."""
+
+    def _unmark(self) -> None:
+        """Take back every `alreadyCleared` flag the sums set, and follow no cleared ids."""
+        items = self._items
+        for place in self._marked:
+            items[place].pop("alreadyCleared", None)
+        self._marked = array("q")
+        self._cleared = None
+
+    def _mark(self, place: int) -> None:
+        item = self._items[place]
+        if "alreadyCleared" not in item:
+            item["alreadyCleared"] = True
+            self._marked.append(place)
+
+    def _follow(self, cleared: dict[str, Any] | None) -> None:
+        """Flag the items of the ids `cleared` gained since the last call (None: flag none),
+        so a compaction finds them flagged instead of looking up every item it drops. The
+        mapping is the microcompaction's: in clearing order, it only grows (a new mapping
+        replaces it when it starts over: the flags are then set again from it)."""
+        seen = self._cleared
+        if cleared is None or seen is None or seen[0] is not cleared or seen[1] > len(cleared):
+            self._unmark()
+            if cleared is None:
+                return
+            added: Iterable[str] = cleared
+        else:
+            added = islice(reversed(cleared), len(cleared) - seen[1])
+        places, repeats = self._places, self._repeats
+        for tool_id in added:
+            place = places.get(tool_id)
+            if place is not None:
+                self._mark(place)
+                for later in repeats.get(tool_id, ()):
+                    self._mark(later)
+        self._cleared = (cleared, len(cleared))
 
     @property
     def records(self) -> int:
         """How many records of the view the sums hold."""
         return len(self._messages) - 1
 
-    def advance(self, view: Sequence[Entry], index: TranscriptIndex) -> None:
+    def advance(
+        self,
+        view: Sequence[Entry],
+        index: TranscriptIndex,
+        cleared: dict[str, Any] | None = None,
+    ) -> None:
         """Take in the records appended to `view` since the last call (`index`: the
-        transcript's, already brought up to date)."""
+        transcript's, already brought up to date); `cleared`: the ids microcompaction cleared
+        (in clearing order), whose items are flagged as they come (`_follow`)."""
         start = self._since.start(view)
         if start is None or index.rows is not self._rows:
             self._restart(index)
             start = 0
         if self._stopped:
             return
+        self._follow(cleared)
         items, paths = self._items, self._paths
+        places, repeats = self._places, self._repeats
         for position in range(start, len(view)):
             entry = view[position]
             uuid = entry.uuid
@@ -275,6 +345,15 @@ class RunningReceipt:
                 item = items[place]
                 if item["tool"] == "?":
                     self._unresolved.append(place)
+                tool_id = item["id"]
+                if tool_id in places:
+                    repeats.setdefault(tool_id, []).append(place)
+                else:
+                    places[tool_id] = place
+                if cleared is not None and tool_id in cleared:
+                    self._mark(place)
+                if self._encodes:
+                    self._encodes = _encodes(item)
                 path = item.get("path")
                 if path and path not in paths:
                     paths[path] = place
@@ -292,8 +371,10 @@ class RunningReceipt:
         """(messages, tokens, items, files) of the records `write_compaction_receipt` drops
         from `view` keeping `kept`, or None when the sums cannot say (the caller walks them):
         `kept` must be the view's tail, each with a uuid no earlier record has. The items
-        are handed over (the sums start over at the next call)."""
-        self.advance(view, index)
+        are handed over (the sums start over at the next call). `already_cleared` given as
+        the mapping the calls followed (`advance`'s `cleared`) finds its items flagged."""
+        followed = already_cleared if isinstance(already_cleared, dict) else None
+        self.advance(view, index, followed)
         cut = len(view) - len(kept)
         if self._stopped or cut < 0 or len(self._messages) != len(view) + 1:
             return None
@@ -306,6 +387,7 @@ class RunningReceipt:
             return None  # a kept record without a uuid is dropped as well
         end = self._item_ends[cut]
         items = self._items[:end]
+        encodes = self._encodes
         files: list[str] | None = [path for path, place in self._paths.items() if place < end]
         for place in self._unresolved:
             if place >= end:
@@ -314,10 +396,15 @@ class RunningReceipt:
             call = index.get(item["id"])
             if call is not None:
                 items[place] = tool_result_item(call, item["id"], item["tokens"])
+                if "alreadyCleared" in item:
+                    items[place]["alreadyCleared"] = True
                 files = None  # a path it names now may come first
-        _mark_cleared(items, already_cleared)
+                encodes = encodes and _encodes(items[place])
+        if followed is None:
+            _mark_cleared(items, already_cleared)
         messages, tokens = self._messages[cut], self._tokens[cut]
         self._restart(None)  # its items are the receipt's now: the next call starts over
+        self.checked = items if encodes else None
         return messages, tokens, items, _files(items) if files is None else files
 
 
