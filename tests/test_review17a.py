@@ -37,24 +37,11 @@ def _everything(entries: list[Entry]) -> int:
     return pad_estimate(sum(entry_tokens(e) for e in entries))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: thinking dropped under a model that strips it is never counted "
-    "again when a model that keeps it answers next, though the blocks are still sent and "
-    "billed (the count is low by it; docs/tokens.md: the model of the last assistant entry "
-    "decides)",
-)
 def test_a_keeping_model_after_a_dropping_one_counts_all_thinking_sent() -> None:
     entries = [*_turn(STRIPS, 1), *_turn(KEEPS, 2), Entry.user("question 3")]
     assert token_count_with_estimation(entries) == _everything(entries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: a Claude Code `<synthetic>` assistant entry ('No response "
-    "requested.') sets the thinking rule as if a model that keeps thinking had answered "
-    "(an unknown name is assumed to keep it), so the next prompt keeps the dropped thinking",
-)
 def test_a_synthetic_entry_does_not_decide_whether_thinking_is_dropped() -> None:
     synthetic = Entry.assistant(
         [{"type": "text", "text": "No response requested."}],
@@ -80,12 +67,6 @@ def _calibration(model: str, table: Any = None) -> float | None:
     return session.calibration
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: keeps_previous_thinking is read from the packaged table and "
-    "UNBOUNDED_MODELS_FILE only: a Session's model_table= (and replay's --models-file) rows "
-    "are ignored by the count, though the cache simulator honours them",
-)
 def test_the_sessions_own_model_table_decides_whether_thinking_is_dropped() -> None:
     table = load_model_table()
     sonnet = table.get("claude-sonnet-4-5")
@@ -232,13 +213,6 @@ def test_a_password_beginning_with_a_question_mark_never_shows() -> None:
 # -- the models file read by the count (102be10) -------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: ContextCounter reads UNBOUNDED_MODELS_FILE itself at the first "
-    "assistant entry, so a Session given model_table= (which never read that file) fails "
-    "recording its first response when the variable names a missing file, leaving the "
-    "response recorded and the counter half-updated",
-)
 def test_a_session_with_its_own_table_does_not_read_the_models_file_variable(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
@@ -282,3 +256,18 @@ def test_the_connection_parameters_reach_libpq_as_given() -> None:
         "options": "-c search_path=x",
         "password": "a b",
     }
+
+
+def test_a_model_lookup_that_raises_leaves_the_count_whole(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from unbounded.errors import ConfigError
+    from unbounded.tokens.estimate import ContextCounter
+
+    counter = ContextCounter([Entry.user("q")])
+    before = (counter.total, counter.entries_seen)
+    monkeypatch.setenv("UNBOUNDED_MODELS_FILE", str(tmp_path / "missing.toml"))
+    answer = Entry.assistant([THINK], message_id="a", model="not-cached-model-name-17a")
+    with pytest.raises(ConfigError):
+        counter.append(answer)
+    assert (counter.total, counter.entries_seen) == before

@@ -129,7 +129,7 @@ class Session:
             write_diff=private_diff_writer(self._deps.redactor),
             messages_immutable=True,  # the pipeline replaces messages, never edits them
         )
-        self._transcript = SessionTranscript.load(self._deps.store)
+        self._transcript = SessionTranscript.load(self._deps.store, models=self._deps.model_table)
         self._state_file = StateFile(self._deps.store)
         self._state = self._state_file.load(
             policy=self.policy, model=self.model_info, ttl_eligible=self._options.ttl_eligible
