@@ -79,12 +79,6 @@ def test_the_sessions_own_model_table_decides_whether_thinking_is_dropped() -> N
 # -- break detector: effort (58decbe) ------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 58decbe: with `effort` in NOT_CACHE_KEYS, a top-level effort change is not "
-    "seen at all when output_config also has an (unchanged) effort (_effort reads that one "
-    "first): the break is put down to the server; before, 'extra body params changed (effort)'",
-)
 def test_a_top_level_effort_change_beside_an_output_config_effort_is_named() -> None:
     from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 
