@@ -102,12 +102,6 @@ def test_a_top_level_effort_change_beside_an_output_config_effort_is_named() -> 
 # -- SDK blocks nested in a tool result (e16c788) ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since e16c788 (incomplete): Session.add_tool_results, the entry point made for "
-    "tool results, still copies each block with dict() and raises TypeError ('Type is not "
-    "JSON serializable: TextBlock') for SDK blocks in a result's content; add_user takes them",
-)
 def test_add_tool_results_takes_sdk_blocks_in_a_results_content() -> None:
     types = pytest.importorskip("anthropic.types")
     session = Session(SessionConfig(model="claude-sonnet-4-5"))
