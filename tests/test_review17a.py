@@ -126,12 +126,6 @@ STARTING_DE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 38b15b8: 57P03 is recognised by the English message only; a server whose "
-    "lc_messages is not English (a localised image) is not asked again and the first store "
-    "fails at once (libpq's PQping tells 57P03 as PQPING_REJECT whatever the language)",
-)
 def test_a_server_starting_up_in_another_language_is_asked_again() -> None:
     psycopg = pytest.importorskip("psycopg")
     from unbounded.postgres.connect import _try_connecting
@@ -259,3 +253,60 @@ def test_a_model_lookup_that_raises_leaves_the_count_whole(
     with pytest.raises(ConfigError):
         counter.append(answer)
     assert (counter.total, counter.entries_seen) == before
+
+
+# A reason in a language the module does not know (French wording, for the probe's sake).
+STARTING_FR = 'connection to server at "db", port 5432 failed: FATAL:  le système démarre'
+
+
+@pytest.mark.parametrize("rejects", [True, False])
+def test_a_reason_in_an_unknown_language_is_told_by_the_probe(rejects: bool) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from unbounded.errors import ConfigError
+    from unbounded.postgres.connect import _try_connecting
+
+    clock = [0.0]
+    errors = [STARTING_FR]
+    probed: list[tuple[str, int]] = []
+
+    class Connection:
+        def close(self) -> None:
+            """Given back."""
+
+    def connect(url: str, *, connect_timeout: int) -> Connection:
+        if errors:
+            raise psycopg.OperationalError(errors.pop())
+        return Connection()
+
+    def ping(url: str, timeout: int) -> bool:
+        probed.append((url, timeout))
+        return rejects
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    def run() -> None:
+        _try_connecting(
+            "postgresql://app@db/app",
+            10.0,
+            connect=connect,
+            ping=ping,
+            clock=lambda: clock[0],
+            sleep=sleep,
+        )
+
+    if rejects:
+        run()
+        assert clock[0] == pytest.approx(0.1)
+    else:
+        with pytest.raises(ConfigError, match="le système démarre"):
+            run()
+        assert clock[0] == 0
+    assert probed == [("postgresql://app@db/app", 2)]
+
+
+def test_the_probe_of_a_closed_port_says_not_starting() -> None:
+    pytest.importorskip("psycopg")
+    from unbounded.postgres.connect import _refuses_connections_now
+
+    assert _refuses_connections_now("postgresql://app@127.0.0.1:1/app", 1) is False
