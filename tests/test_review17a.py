@@ -154,13 +154,6 @@ def test_a_server_starting_up_in_another_language_is_asked_again() -> None:
 # -- parse_address: a ? in the password (d8842ad) -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since d8842ad (incomplete): a password with ? then / is refused only when an @ is "
-    "in a query *name*; with an = before the @ (pa?ss/w=x@h) it is taken, cut at the ?: the "
-    "session and database are lost and `display` (shown by 'no session named') holds the "
-    "password in clear",
-)
 @pytest.mark.parametrize(
     "text",
     ["postgresql://u:pa?ss/w=x@h/db?session=S", "postgresql://u:pa?session=X/w@h/db?session=S"],
@@ -174,13 +167,6 @@ def test_a_password_with_a_question_mark_and_a_slash_never_shows(text: str) -> N
     assert "u:***@h/db" in str(refused.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since d8842ad: a password beginning with ? (u:?secret@h) is now parsed as libpq "
-    "reads it, but redact_url takes 'u:' for a host list and masks nothing: `display` shows "
-    "the password (and joins session= with &), and the new percent-encode error prints it "
-    "whole (u:?se/cret@h)",
-)
 def test_a_password_beginning_with_a_question_mark_never_shows() -> None:
     from unbounded.addresses import parse_address
     from unbounded.errors import ConfigError
@@ -206,13 +192,6 @@ def test_a_session_with_its_own_table_does_not_read_the_models_file_variable(
     assert session.status().tokens == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since d8842ad: in an address without a /path, an @ in a query value "
-    "(postgresql://h?user=admin@srv&session=S) is taken for the end of a user:password part: "
-    "nothing is split off, session= is lost (the command then says no session is named) and "
-    "libpq is given session=; before, the session was read and the @ sent encoded (%40)",
-)
 def test_an_at_sign_in_a_query_value_of_an_address_without_a_path_keeps_the_session() -> None:
     from unbounded.addresses import DatabaseAddress, parse_address
 
@@ -220,12 +199,6 @@ def test_an_at_sign_in_a_query_value_of_an_address_without_a_path_keeps_the_sess
     assert address == DatabaseAddress("postgresql://h?user=admin%40srv", "S")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="before 1d11071 (seen reviewing d8842ad): parse_address rebuilds the query with "
-    "urlencode, which writes a space as +; libpq decodes only %XX, so options=-c%20x%3Dy "
-    "reaches the server as '-c+x=y' (and password=a%20b as 'a+b')",
-)
 def test_the_connection_parameters_reach_libpq_as_given() -> None:
     conninfo = pytest.importorskip("psycopg.conninfo")
     from unbounded.addresses import parse_address

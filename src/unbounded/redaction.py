@@ -359,7 +359,8 @@ def _credentials_end(rest: str) -> int:
     first = rest.find("@")
     if first < 0:
         return -1
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    # Up to the first / only, as libpq reads it: a password may begin with a ? (u:?pw@h).
+    authority = re.split(r"[/#]", rest, maxsplit=1)[0]
     if len(authority) < first and _HOST_LIST.fullmatch(authority):
         return -1
     host_end = len(rest)
