@@ -283,3 +283,22 @@ def test_the_probe_of_a_closed_port_says_not_starting() -> None:
     from unbounded.postgres.connect import _refuses_connections_now
 
     assert _refuses_connections_now("postgresql://app@127.0.0.1:1/app", 1) is False
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # No host follows the @: it is a query value's, as parse_address reads it.
+        ("postgresql://h:5432?user=a@b&session=S", "postgresql://h:5432?user=a@b&session=S"),
+        # A host follows it: libpq's user part, a password holding ? & and =.
+        ("postgresql://u:s?e&x=y@h/db", "postgresql://u:***@h/db"),
+        # No ? before the @: a user part whatever follows it (never a password shown).
+        ("postgresql://u:secret@h&x=1", "postgresql://u:***@h&x=1"),
+    ],
+)
+def test_redact_url_reads_an_at_after_a_question_mark_as_parse_address_does(
+    url: str, shown: str
+) -> None:
+    from unbounded.redaction import redact_url
+
+    assert redact_url(url) == shown
