@@ -175,6 +175,8 @@ class ContextCounter:
         "_anchor_id",
         "_anchor_total",
         "_earlier",
+        "_earlier_estimated",
+        "_earlier_since",
         "_estimate",
         "_keeps",
         "_models",
@@ -184,6 +186,8 @@ class ContextCounter:
         "_since_response",
         "_strips_thinking",
         "_thinking",
+        "_thinking_estimated",
+        "_thinking_since",
         "entries_seen",
     )
     _anchor_id: str | None
@@ -192,11 +196,15 @@ class ContextCounter:
     _response_id: str | None  # the response whose lines arrived last
     _since_response: int  # unpadded estimate of non-response entries since its first line
     _strips_thinking: bool  # the last assistant entry's model drops earlier turns' thinking
-    # Thinking (unpadded) as [in all, the part in `_estimate`, the part in `_since_response`]:
-    # `_earlier` from turns before the current one (left out of those sums while
-    # `_strips_thinking`), `_thinking` from the current turn (always in them).
-    _earlier: list[int]
-    _thinking: list[int]
+    # Thinking (unpadded) in all, the part in `_estimate`, the part in `_since_response`:
+    # `_earlier*` from turns before the current one (left out of those sums while
+    # `_strips_thinking`), `_thinking*` from the current turn (always in them).
+    _earlier: int
+    _earlier_estimated: int
+    _earlier_since: int
+    _thinking: int
+    _thinking_estimated: int
+    _thinking_since: int
     entries_seen: int
 
     def __init__(self, entries: Iterable[Entry] = (), *, models: ModelTable | None = None) -> None:
@@ -222,8 +230,9 @@ class ContextCounter:
         if entry.is_synthetic_api_error:
             self.entries_seen += 1
             return  # never sent, and its id must not end the response it interrupted
+        assistant = entry.type == "assistant"
         strips = self._strips_thinking
-        if entry.type == "assistant":
+        if assistant:
             model = entry.model
             if model and model != SYNTHETIC_MODEL:
                 # Looked up before anything changes: a lookup that raises leaves the count whole.
@@ -231,13 +240,13 @@ class ContextCounter:
         self.entries_seen += 1
         tokens = entry_tokens(entry)
         thinking = 0
-        if entry.type == "assistant":
+        if assistant:
             if strips != self._strips_thinking:
                 self._shift_earlier(-1 if strips else 1)
                 self._strips_thinking = strips
             thinking = _thinking_tokens(entry)
-            self._thinking[0] += thinking
-        elif self._thinking[0] and _starts_turn(entry):
+            self._thinking += thinking
+        elif self._thinking and _starts_turn(entry):
             self._end_turn()
         self._raw_total += tokens
         message_id = entry.message_id
@@ -246,14 +255,17 @@ class ContextCounter:
             # its usage, even when only a later line of it carries that usage.
             self._response_id = message_id
             self._since_response = 0
-            self._thinking[2] = self._earlier[2] = 0
+            self._thinking_since = self._earlier_since = 0
         usage = entry.usage
         if usage is not None:
             self._anchor_id = message_id
             self._anchor_total = usage_context_total(usage)
-            self._estimate = self._since_response if message_id is not None else 0
-            self._thinking[1] = self._thinking[2] if message_id is not None else 0
-            self._earlier[1] = self._earlier[2] if message_id is not None else 0
+            if message_id is not None:
+                self._estimate = self._since_response
+                self._thinking_estimated = self._thinking_since
+                self._earlier_estimated = self._earlier_since
+            else:
+                self._estimate = self._thinking_estimated = self._earlier_estimated = 0
             self._raw_at_anchor = self._raw_total - self._estimate
             return
         if message_id is not None and message_id == self._response_id:
@@ -261,30 +273,30 @@ class ContextCounter:
             # response's usage is known, so it is estimated only until then.
             if message_id != self._anchor_id:
                 self._estimate += tokens
-                self._thinking[1] += thinking
+                self._thinking_estimated += thinking
             return
         self._estimate += tokens
         self._since_response += tokens
-        self._thinking[1] += thinking
-        self._thinking[2] += thinking
+        self._thinking_estimated += thinking
+        self._thinking_since += thinking
 
     def _shift_earlier(self, sign: int) -> None:
         """Leave the earlier turns' thinking out of the sums (-1) or count it again (+1)."""
-        raw, estimated, since = self._earlier
-        self._raw_total += sign * raw
-        self._estimate += sign * estimated
-        self._since_response += sign * since
+        self._raw_total += sign * self._earlier
+        self._estimate += sign * self._earlier_estimated
+        self._since_response += sign * self._earlier_since
 
     def _end_turn(self) -> None:
         """A new turn starts: the current turn's thinking becomes earlier turns' thinking (left
         out at once when the last model drops it; the anchor's usage stays as reported)."""
-        current = self._thinking
         if self._strips_thinking:
-            self._raw_total -= current[0]
-            self._estimate -= current[1]
-            self._since_response -= current[2]
-        self._earlier = [e + c for e, c in zip(self._earlier, current, strict=True)]
-        self._thinking = [0, 0, 0]
+            self._raw_total -= self._thinking
+            self._estimate -= self._thinking_estimated
+            self._since_response -= self._thinking_since
+        self._earlier += self._thinking
+        self._earlier_estimated += self._thinking_estimated
+        self._earlier_since += self._thinking_since
+        self._thinking = self._thinking_estimated = self._thinking_since = 0
 
     def replace_estimated(self, old: Entry, new: Entry, *, in_response: bool) -> None:
         """Count `new` in place of `old`, an entry after the anchor (no reported usage covers
@@ -306,8 +318,8 @@ class ContextCounter:
         self._raw_total = 0
         self._raw_at_anchor = 0
         self._strips_thinking = False
-        self._earlier = [0, 0, 0]
-        self._thinking = [0, 0, 0]
+        self._earlier = self._earlier_estimated = self._earlier_since = 0
+        self._thinking = self._thinking_estimated = self._thinking_since = 0
         self.entries_seen = 0
 
     @property
