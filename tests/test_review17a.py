@@ -302,3 +302,13 @@ def test_redact_url_reads_an_at_after_a_question_mark_as_parse_address_does(
     from unbounded.redaction import redact_url
 
     assert redact_url(url) == shown
+
+
+def test_a_dropping_model_after_a_keeping_one_drops_the_earlier_turns_thinking_at_once() -> None:
+    call = {"type": "tool_use", "id": "t9", "name": "Bash", "input": {}}
+    answer = Entry.assistant([THINK, call], message_id="c2", model=STRIPS)
+    entries = [*_turn(KEEPS, 1), Entry.user("question 2"), answer]
+    # Turn 1's 200 tokens of thinking go as the dropping model answers; its own 100 stay.
+    assert token_count_with_estimation(entries) == pad_estimate(
+        sum(entry_tokens(e) for e in entries) - 200
+    )
