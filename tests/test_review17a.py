@@ -37,24 +37,11 @@ def _everything(entries: list[Entry]) -> int:
     return pad_estimate(sum(entry_tokens(e) for e in entries))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: thinking dropped under a model that strips it is never counted "
-    "again when a model that keeps it answers next, though the blocks are still sent and "
-    "billed (the count is low by it; docs/tokens.md: the model of the last assistant entry "
-    "decides)",
-)
 def test_a_keeping_model_after_a_dropping_one_counts_all_thinking_sent() -> None:
     entries = [*_turn(STRIPS, 1), *_turn(KEEPS, 2), Entry.user("question 3")]
     assert token_count_with_estimation(entries) == _everything(entries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: a Claude Code `<synthetic>` assistant entry ('No response "
-    "requested.') sets the thinking rule as if a model that keeps thinking had answered "
-    "(an unknown name is assumed to keep it), so the next prompt keeps the dropped thinking",
-)
 def test_a_synthetic_entry_does_not_decide_whether_thinking_is_dropped() -> None:
     synthetic = Entry.assistant(
         [{"type": "text", "text": "No response requested."}],
@@ -80,12 +67,6 @@ def _calibration(model: str, table: Any = None) -> float | None:
     return session.calibration
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: keeps_previous_thinking is read from the packaged table and "
-    "UNBOUNDED_MODELS_FILE only: a Session's model_table= (and replay's --models-file) rows "
-    "are ignored by the count, though the cache simulator honours them",
-)
 def test_the_sessions_own_model_table_decides_whether_thinking_is_dropped() -> None:
     table = load_model_table()
     sonnet = table.get("claude-sonnet-4-5")
@@ -98,12 +79,6 @@ def test_the_sessions_own_model_table_decides_whether_thinking_is_dropped() -> N
 # -- break detector: effort (58decbe) ------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 58decbe: with `effort` in NOT_CACHE_KEYS, a top-level effort change is not "
-    "seen at all when output_config also has an (unchanged) effort (_effort reads that one "
-    "first): the break is put down to the server; before, 'extra body params changed (effort)'",
-)
 def test_a_top_level_effort_change_beside_an_output_config_effort_is_named() -> None:
     from unbounded.caching.break_detector import CacheBreak, PromptCacheBreakDetector
 
@@ -127,12 +102,6 @@ def test_a_top_level_effort_change_beside_an_output_config_effort_is_named() -> 
 # -- SDK blocks nested in a tool result (e16c788) ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since e16c788 (incomplete): Session.add_tool_results, the entry point made for "
-    "tool results, still copies each block with dict() and raises TypeError ('Type is not "
-    "JSON serializable: TextBlock') for SDK blocks in a result's content; add_user takes them",
-)
 def test_add_tool_results_takes_sdk_blocks_in_a_results_content() -> None:
     types = pytest.importorskip("anthropic.types")
     session = Session(SessionConfig(model="claude-sonnet-4-5"))
@@ -157,12 +126,6 @@ STARTING_DE = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 38b15b8: 57P03 is recognised by the English message only; a server whose "
-    "lc_messages is not English (a localised image) is not asked again and the first store "
-    "fails at once (libpq's PQping tells 57P03 as PQPING_REJECT whatever the language)",
-)
 def test_a_server_starting_up_in_another_language_is_asked_again() -> None:
     psycopg = pytest.importorskip("psycopg")
     from unbounded.postgres.connect import _try_connecting
@@ -191,13 +154,6 @@ def test_a_server_starting_up_in_another_language_is_asked_again() -> None:
 # -- parse_address: a ? in the password (d8842ad) -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since d8842ad (incomplete): a password with ? then / is refused only when an @ is "
-    "in a query *name*; with an = before the @ (pa?ss/w=x@h) it is taken, cut at the ?: the "
-    "session and database are lost and `display` (shown by 'no session named') holds the "
-    "password in clear",
-)
 @pytest.mark.parametrize(
     "text",
     ["postgresql://u:pa?ss/w=x@h/db?session=S", "postgresql://u:pa?session=X/w@h/db?session=S"],
@@ -211,13 +167,6 @@ def test_a_password_with_a_question_mark_and_a_slash_never_shows(text: str) -> N
     assert "u:***@h/db" in str(refused.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since d8842ad: a password beginning with ? (u:?secret@h) is now parsed as libpq "
-    "reads it, but redact_url takes 'u:' for a host list and masks nothing: `display` shows "
-    "the password (and joins session= with &), and the new percent-encode error prints it "
-    "whole (u:?se/cret@h)",
-)
 def test_a_password_beginning_with_a_question_mark_never_shows() -> None:
     from unbounded.addresses import parse_address
     from unbounded.errors import ConfigError
@@ -232,13 +181,6 @@ def test_a_password_beginning_with_a_question_mark_never_shows() -> None:
 # -- the models file read by the count (102be10) -------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 102be10: ContextCounter reads UNBOUNDED_MODELS_FILE itself at the first "
-    "assistant entry, so a Session given model_table= (which never read that file) fails "
-    "recording its first response when the variable names a missing file, leaving the "
-    "response recorded and the counter half-updated",
-)
 def test_a_session_with_its_own_table_does_not_read_the_models_file_variable(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
@@ -250,13 +192,6 @@ def test_a_session_with_its_own_table_does_not_read_the_models_file_variable(
     assert session.status().tokens == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since d8842ad: in an address without a /path, an @ in a query value "
-    "(postgresql://h?user=admin@srv&session=S) is taken for the end of a user:password part: "
-    "nothing is split off, session= is lost (the command then says no session is named) and "
-    "libpq is given session=; before, the session was read and the @ sent encoded (%40)",
-)
 def test_an_at_sign_in_a_query_value_of_an_address_without_a_path_keeps_the_session() -> None:
     from unbounded.addresses import DatabaseAddress, parse_address
 
@@ -264,12 +199,6 @@ def test_an_at_sign_in_a_query_value_of_an_address_without_a_path_keeps_the_sess
     assert address == DatabaseAddress("postgresql://h?user=admin%40srv", "S")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="before 1d11071 (seen reviewing d8842ad): parse_address rebuilds the query with "
-    "urlencode, which writes a space as +; libpq decodes only %XX, so options=-c%20x%3Dy "
-    "reaches the server as '-c+x=y' (and password=a%20b as 'a+b')",
-)
 def test_the_connection_parameters_reach_libpq_as_given() -> None:
     conninfo = pytest.importorskip("psycopg.conninfo")
     from unbounded.addresses import parse_address
@@ -282,3 +211,104 @@ def test_the_connection_parameters_reach_libpq_as_given() -> None:
         "options": "-c search_path=x",
         "password": "a b",
     }
+
+
+def test_a_model_lookup_that_raises_leaves_the_count_whole(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from unbounded.errors import ConfigError
+    from unbounded.tokens.estimate import ContextCounter
+
+    counter = ContextCounter([Entry.user("q")])
+    before = (counter.total, counter.entries_seen)
+    monkeypatch.setenv("UNBOUNDED_MODELS_FILE", str(tmp_path / "missing.toml"))
+    answer = Entry.assistant([THINK], message_id="a", model="not-cached-model-name-17a")
+    with pytest.raises(ConfigError):
+        counter.append(answer)
+    assert (counter.total, counter.entries_seen) == before
+
+
+# A reason in a language the module does not know (French wording, for the probe's sake).
+STARTING_FR = 'connection to server at "db", port 5432 failed: FATAL:  le système démarre'
+
+
+@pytest.mark.parametrize("rejects", [True, False])
+def test_a_reason_in_an_unknown_language_is_told_by_the_probe(rejects: bool) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from unbounded.errors import ConfigError
+    from unbounded.postgres.connect import _try_connecting
+
+    clock = [0.0]
+    errors = [STARTING_FR]
+    probed: list[tuple[str, int]] = []
+
+    class Connection:
+        def close(self) -> None:
+            """Given back."""
+
+    def connect(url: str, *, connect_timeout: int) -> Connection:
+        if errors:
+            raise psycopg.OperationalError(errors.pop())
+        return Connection()
+
+    def ping(url: str, timeout: int) -> bool:
+        probed.append((url, timeout))
+        return rejects
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    def run() -> None:
+        _try_connecting(
+            "postgresql://app@db/app",
+            10.0,
+            connect=connect,
+            ping=ping,
+            clock=lambda: clock[0],
+            sleep=sleep,
+        )
+
+    if rejects:
+        run()
+        assert clock[0] == pytest.approx(0.1)
+    else:
+        with pytest.raises(ConfigError, match="le système démarre"):
+            run()
+        assert clock[0] == 0
+    assert probed == [("postgresql://app@db/app", 2)]
+
+
+def test_the_probe_of_a_closed_port_says_not_starting() -> None:
+    pytest.importorskip("psycopg")
+    from unbounded.postgres.connect import _refuses_connections_now
+
+    assert _refuses_connections_now("postgresql://app@127.0.0.1:1/app", 1) is False
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # No host follows the @: it is a query value's, as parse_address reads it.
+        ("postgresql://h:5432?user=a@b&session=S", "postgresql://h:5432?user=a@b&session=S"),
+        # A host follows it: libpq's user part, a password holding ? & and =.
+        ("postgresql://u:s?e&x=y@h/db", "postgresql://u:***@h/db"),
+        # No ? before the @: a user part whatever follows it (never a password shown).
+        ("postgresql://u:secret@h&x=1", "postgresql://u:***@h&x=1"),
+    ],
+)
+def test_redact_url_reads_an_at_after_a_question_mark_as_parse_address_does(
+    url: str, shown: str
+) -> None:
+    from unbounded.redaction import redact_url
+
+    assert redact_url(url) == shown
+
+
+def test_a_dropping_model_after_a_keeping_one_drops_the_earlier_turns_thinking_at_once() -> None:
+    call = {"type": "tool_use", "id": "t9", "name": "Bash", "input": {}}
+    answer = Entry.assistant([THINK, call], message_id="c2", model=STRIPS)
+    entries = [*_turn(KEEPS, 1), Entry.user("question 2"), answer]
+    # Turn 1's 200 tokens of thinking go as the dropping model answers; its own 100 stay.
+    assert token_count_with_estimation(entries) == pad_estimate(
+        sum(entry_tokens(e) for e in entries) - 200
+    )

@@ -9,10 +9,11 @@ Passwords never appear in what `display` returns.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from unbounded.errors import ConfigError
 from unbounded.redaction import redact_url
@@ -95,23 +96,38 @@ def parse_address(text: str | Path) -> Address:
         raise ConfigError(f"{redact_url(text)}: give `session=` once, not {len(sessions)} times")
     if sessions and not sessions[0]:
         raise ConfigError(f"{redact_url(text)}: `session=` is empty; name a session id")
-    url = f"{base}?{urlencode(kept)}" if kept else base
+    # %20, not +, for a space: libpq decodes only %XX (options=-c%20x would reach it as -c+x).
+    url = f"{base}?{urlencode(kept, quote_via=quote)}" if kept else base
     return DatabaseAddress(url, sessions[0] if sessions else None)
+
+
+_NOT_A_HOST = re.compile(r"[^/?]*[&=]")
+"""What follows an @ when it is not a host (`srv&session=S`): the @ is a query value's."""
+_HOST_THEN_MORE = re.compile(r"[^/?&=]*(?:[/?]|$)")
+"""What follows an @ that ends a user part: a host, then the path, query or end."""
 
 
 def _split_query(text: str) -> tuple[str, str]:
     """The URL and its query, split where libpq splits them: after the user:password part
-    (up to the first @ before any /), so a ? in a password stays in it."""
+    (up to the first @ before any /), so a ? in a password stays in it; refused where libpq
+    would read a password's ? as the query's start."""
     start = text.index("://") + 3
     at, slash = text.find("@", start), text.find("/", start)
     user_part = at >= 0 and (slash < 0 or at < slash)
+    if user_part and "?" in text[start:at] and _NOT_A_HOST.match(text, at + 1):
+        # `h?user=admin@srv&session=S`: no host follows the @, so it is in a query value
+        # (libpq would take `h?user=admin` for a user); sent encoded, it reads the same.
+        user_part = False
     mark = text.find("?", at + 1 if user_part else start)
     if mark < 0:
         return text, ""
     query = text[mark + 1 :]
-    if not user_part and any("@" in p.partition("=")[0] for p in query.split("&")):
+    if not user_part and at > slash > mark >= 0 and (
+        any("@" in p.partition("=")[0] for p in query.split("&"))
+        or _HOST_THEN_MORE.match(text, at + 1)
+    ):
         # libpq ends the user part at the first /, so a ? before it begins the query: it
-        # would refuse the rest ("missing key/value separator") and show the password.
+        # would refuse the rest ("invalid URI query parameter") and show the password.
         raise ConfigError(
             f"{redact_url(text)}: a ? in the password ends the address's user part where a "
             "/ follows it: percent-encode ? in the password as %3F (and / as %2F)"

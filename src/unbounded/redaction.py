@@ -346,6 +346,7 @@ quotes it whole (replaced everywhere, "on" would garble "connection")."""
 
 
 _HOST = r"(?:\[[0-9A-Fa-f:.%]*\]|[^:@/?#,\[\]]*)(?::\d*)?"
+_QUERY_AFTER_AT = re.compile(r"[^/?]*[&=]")
 _HOST_LIST = re.compile(f"{_HOST}(?:,{_HOST})*")
 """A URL's hosts with their ports (`h1:5432,h2`, `[::1]:5432`): an authority of nothing else
 holds no password, whatever `@` its path or query has."""
@@ -355,13 +356,15 @@ def _credentials_end(rest: str) -> int:
     """Where a URL's `user:password` ends (-1 without one): its first `@`, or a later one
     before the host's end (libpq stops at the first, so a password with an `@`, `/` or `?`
     in it would otherwise be shown in part). An `@` in the path or query is not one: when
-    what comes before the first `/`, `?` or `#` is only hosts and ports, there is none."""
+    what comes before the first `/` or `#` (not `?`: u:?pw@h) is only hosts, there is none."""
     first = rest.find("@")
     if first < 0:
         return -1
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    authority = re.split(r"[/#]", rest, maxsplit=1)[0]
     if len(authority) < first and _HOST_LIST.fullmatch(authority):
         return -1
+    if "?" in rest[:first] and _QUERY_AFTER_AT.match(rest, first + 1):
+        return -1  # h?user=a@srv&session=S: no host follows, the @ is a query value's
     host_end = len(rest)
     for stop in "/?":
         found = rest.find(stop, first + 1)

@@ -75,6 +75,7 @@ from unbounded.session_input import (
     capped_blocks,
     distinct_call_ids,
     named_results,
+    plain_block,
     repeats_previous_response_id,
     user_content,
 )
@@ -129,7 +130,7 @@ class Session:
             write_diff=private_diff_writer(self._deps.redactor),
             messages_immutable=True,  # the pipeline replaces messages, never edits them
         )
-        self._transcript = SessionTranscript.load(self._deps.store)
+        self._transcript = SessionTranscript.load(self._deps.store, models=self._deps.model_table)
         self._state_file = StateFile(self._deps.store)
         self._state = self._state_file.load(
             policy=self.policy, model=self.model_info, ttl_eligible=self._options.ttl_eligible
@@ -470,7 +471,7 @@ class Session:
         for result in results:
             if result.get("type") != "tool_result" or not result.get("tool_use_id"):
                 raise ConfigError("add_tool_results takes tool_result blocks with a tool_use_id")
-            blocks.append(dict(result))
+            blocks.append(plain_block(result))
         blocks = self._named_results(blocks)
         entry = Entry.user(self._cap_blocks(blocks), timestamp=self._timestamp())
         self.append([entry])

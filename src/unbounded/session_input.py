@@ -86,6 +86,12 @@ def _with_plain_parts(block: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _plain_part(value) for key, value in block.items()}
 
 
+def plain_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a dict block with SDK blocks nested in it (a tool_result's content list of
+    `anthropic.types.TextBlock`) as plain dicts, as `user_content` reads them."""
+    return _with_plain_parts(block)
+
+
 def capped_blocks(
     blocks: list[dict[str, Any]],
     *,

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from unbounded.catalog import ModelTable
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry, messages_after_compact_boundary
 from unbounded.model.normalize import MessageNormalizer
@@ -41,8 +42,17 @@ from unbounded.tokens.estimate import ContextCounter
 class SessionTranscript:
     """The entries of one session, written through to its store, and their view."""
 
-    def __init__(self, store: SessionStore, entries: list[Entry], warnings: list[str]) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        entries: list[Entry],
+        warnings: list[str],
+        *,
+        models: ModelTable | None = None,
+    ) -> None:
         self.store = store
+        self.models = models
+        """The table the count looks models up in (None: the packaged one and the variable's)."""
         self._entries: list[Entry] | SpilledEntries = entries
         self.warnings = warnings
         """What reading the transcript found amiss, and repairs made since."""
@@ -58,15 +68,16 @@ class SessionTranscript:
         """The uuid a partial compaction's kept messages follow, while it is not in the view."""
         self._stretches: list[tuple[Entry, list[Entry]]] | None = None
         self.normalizer = MessageNormalizer([])
-        self.counter = ContextCounter([])
+        self.counter = ContextCounter([], models=models)
         self.rebuild_view()
 
     @classmethod
-    def load(cls, store: SessionStore) -> SessionTranscript:
-        """The transcript the store holds (its main thread), with what reading it found."""
+    def load(cls, store: SessionStore, *, models: ModelTable | None = None) -> SessionTranscript:
+        """The transcript the store holds (its main thread), with what reading it found
+        (`models`: the session's model table, which the count reads)."""
         transcript = store.load()
         warnings = list(transcript.warnings) + transcript.thread_report().warnings()
-        return cls(store, transcript.main_thread(), warnings)
+        return cls(store, transcript.main_thread(), warnings, models=models)
 
     @property
     def entries(self) -> Sequence[Entry]:
@@ -99,7 +110,7 @@ class SessionTranscript:
         self.view = view
         self._awaited_anchor = _unspliced_anchor(view)
         self.normalizer = MessageNormalizer(view)
-        self.counter = ContextCounter(view)
+        self.counter = ContextCounter(view, models=self.models)
 
     def spill_history(self) -> None:
         """From now on keep the entries before the last compaction boundary on disk, read back

@@ -149,10 +149,14 @@ def _tool_name(tool: Mapping[str, Any], index: int) -> str:
 
 def _effort(body: Mapping[str, Any]) -> str | None:
     config = body.get("output_config")
-    if isinstance(config, Mapping) and config.get("effort") is not None:
-        return str(config.get("effort"))
-    effort = body.get("effort")
-    return str(effort) if effort is not None else None
+    nested = config.get("effort") if isinstance(config, Mapping) else None
+    top = body.get("effort")
+    if nested is None:
+        return str(top) if top is not None else None
+    if top is None or str(top) == str(nested):
+        return str(nested)
+    # Both given and different: each is kept, so a change to either one is seen.
+    return f"{nested}, top-level {top}"
 
 
 def _diffable_text(

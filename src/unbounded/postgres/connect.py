@@ -196,15 +196,44 @@ STARTUP_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0)
 _STARTING_UP = (
     "the database system is starting up",
     "the database system is not yet accepting connections",
+    "das Datenbanksystem startet",  # the server's German catalogue (lc_messages=de_DE)
 )
+_NOT_STARTING = (
+    "the database system is shutting down",  # 57P03 too, but it will not come back soon
+    "password authentication failed",
+    "Connection refused",
+)
+"""Reasons known not to be a start-up: no probe is sent for them."""
+PING_TIMEOUT_SECONDS = 2
+"""How long the start-up probe waits: a server that has just answered answers it at once."""
 
 
-def _starting_up(error: BaseException) -> bool:
+def _refuses_connections_now(url: str, timeout: int) -> bool:
+    """Whether the server at `url` refuses connections for now (libpq's PQping says
+    PQPING_REJECT exactly when the server answered SQLSTATE 57P03, in any language)."""
+    from psycopg import pq
+    from psycopg.conninfo import make_conninfo
+
+    try:
+        conninfo = make_conninfo(url, connect_timeout=timeout)
+    except Exception:  # libpq cannot read the address: the connect error says so already
+        return False
+    return bool(pq.PGconn.ping(conninfo.encode()) == pq.Ping.REJECT)
+
+
+def _starting_up(error: BaseException, url: str, ping: Callable[[str, int], bool]) -> bool:
     """Whether the server refused because it is starting up (SQLSTATE 57P03, as a container
-    started with it does at first). libpq gives a refused connection no SQLSTATE: its
-    message tells (57P03 also means shutting down, which is not retried)."""
+    started with it does at first). libpq gives a refused connection no SQLSTATE, and the
+    server words it in its own language: a reason known in English (or the German
+    catalogue's) tells at once, any other is asked of the server with `ping` (57P03 also
+    means shutting down, which is not retried when its English reason shows it)."""
+    text = str(error)
+    if any(known in text for known in _NOT_STARTING):
+        return False
     state = getattr(error, "sqlstate", None)
-    return state in (None, "57P03") and any(text in str(error) for text in _STARTING_UP)
+    if state == "57P03" or any(known in text for known in _STARTING_UP):
+        return state in (None, "57P03")
+    return state is None and ping(url, PING_TIMEOUT_SECONDS)
 
 
 def _try_connecting(
@@ -212,13 +241,15 @@ def _try_connecting(
     timeout: float,
     *,
     connect: Callable[..., Any] | None = None,
+    ping: Callable[[str, int], bool] = _refuses_connections_now,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Connect once before the pool does: a wrong address or a server that is down fails at
     once with the server's reason (the pool would retry for `timeout` seconds, logging each
     attempt, and then name only its own timeout). A server that is starting up is asked
-    again until `timeout` has passed. `connect`: psycopg.connect (a test's fake)."""
+    again until `timeout` has passed. `connect`: psycopg.connect, `ping`: the start-up
+    probe (a test's fakes)."""
     import psycopg
 
     attempt = psycopg.connect if connect is None else connect
@@ -230,8 +261,9 @@ def _try_connecting(
             return
         except psycopg.Error as error:
             wait = STARTUP_RETRY_SECONDS[min(tries, len(STARTUP_RETRY_SECONDS) - 1)]
-            if not _starting_up(error) or clock() + wait > deadline:
-                still = f", still after {timeout:g} s" if _starting_up(error) else ""
+            starting = _starting_up(error, url, ping)
+            if not starting or clock() + wait > deadline:
+                still = f", still after {timeout:g} s" if starting else ""
                 raise ConfigError(
                     f"cannot connect to {redact_url(url)} ({_reason(error, url)}{still}); "
                     "check the address, that the server runs and that the role may log in"

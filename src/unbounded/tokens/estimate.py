@@ -16,10 +16,14 @@ O(that message), not O(history).
 
 Claude models before Opus 4.5 (`keeps_previous_thinking = false` in the model table) drop the
 thinking of earlier turns once a user message that is not only tool results starts a new turn;
-within a tool loop the current turn's thinking stays. For such a model (the one that wrote the
-last assistant entry) the estimated part and the raw whole-context estimate leave that thinking
-out from the moment the new turn starts. The reported usage of the last response is exact and
-kept as it is: it still holds that response's own thinking until the next usage replaces it.
+within a tool loop the current turn's thinking stays. The model of the last assistant entry
+decides (looked up in the counter's model table: the session's own when it has one, else the
+packaged table and UNBOUNDED_MODELS_FILE; `<synthetic>` entries, which Claude Code writes
+itself, decide nothing): while it drops thinking, the estimated part and the raw whole-context
+estimate leave out the thinking of turns before the current one; when a model that keeps it
+answers later, that thinking is counted again (the blocks were never removed from the request).
+The reported usage of the last response is exact and kept as it is: it still holds that
+response's own thinking until the next usage replaces it.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from typing import Any
 
 import orjson
 
-from unbounded.catalog import keeps_previous_thinking
+from unbounded.catalog import ModelTable, keeps_previous_thinking
 from unbounded.model.attachments import attachment_to_content
 from unbounded.model.content import usage_context_total
-from unbounded.model.entries import Entry, messages_after_compact_boundary
+from unbounded.model.entries import SYNTHETIC_MODEL, Entry, messages_after_compact_boundary
 
 CHARS_PER_TOKEN = 4
 """The rough estimate's divisor: one token per ~4 characters of text."""
@@ -163,12 +167,19 @@ def estimate_messages_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
 
 
 class ContextCounter:
-    """Running `token_count_with_estimation` over entries appended one at a time."""
+    """Running `token_count_with_estimation` over entries appended one at a time (`models`:
+    the table that says which models drop earlier turns' thinking; None: the packaged table
+    and UNBOUNDED_MODELS_FILE's rows)."""
 
     __slots__ = (
         "_anchor_id",
         "_anchor_total",
+        "_earlier",
+        "_earlier_estimated",
+        "_earlier_since",
         "_estimate",
+        "_keeps",
+        "_models",
         "_raw_at_anchor",
         "_raw_total",
         "_response_id",
@@ -185,33 +196,58 @@ class ContextCounter:
     _response_id: str | None  # the response whose lines arrived last
     _since_response: int  # unpadded estimate of non-response entries since its first line
     _strips_thinking: bool  # the last assistant entry's model drops earlier turns' thinking
-    # Thinking since the last new turn a stripping model dropped it at (unpadded): in all,
-    # the part in `_estimate`, the part in `_since_response`.
+    # Thinking (unpadded) in all, the part in `_estimate`, the part in `_since_response`:
+    # `_earlier*` from turns before the current one (left out of those sums while
+    # `_strips_thinking`), `_thinking*` from the current turn (always in them).
+    _earlier: int
+    _earlier_estimated: int
+    _earlier_since: int
     _thinking: int
     _thinking_estimated: int
     _thinking_since: int
     entries_seen: int
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, entries: Iterable[Entry] = (), *, models: ModelTable | None = None) -> None:
+        self._models = models
+        self._keeps: dict[str, bool] = {}
         self.reset()
         for entry in entries:
             self.append(entry)
 
+    def _keeps_thinking(self, model: str) -> bool:
+        """Whether `model` keeps earlier turns' thinking (a model the table lacks keeps it)."""
+        if self._models is None:
+            return keeps_previous_thinking(model)  # cached there, by the variable's value
+        known = self._keeps.get(model)
+        if known is None:
+            found = self._models.find(model)
+            known = True if found is None else found.keeps_previous_thinking
+            self._keeps[model] = known
+        return known
+
     def append(self, entry: Entry) -> None:
         """Account for one more entry."""
-        self.entries_seen += 1
         if entry.is_synthetic_api_error:
+            self.entries_seen += 1
             return  # never sent, and its id must not end the response it interrupted
+        assistant = entry.type == "assistant"
+        strips = self._strips_thinking
+        if assistant:
+            model = entry.model
+            if model and model != SYNTHETIC_MODEL:
+                # Looked up before anything changes: a lookup that raises leaves the count whole.
+                strips = not self._keeps_thinking(model)
+        self.entries_seen += 1
         tokens = entry_tokens(entry)
         thinking = 0
-        if entry.type == "assistant":
-            model = entry.model
-            if model:
-                self._strips_thinking = not keeps_previous_thinking(model)
+        if assistant:
+            if strips != self._strips_thinking:
+                self._shift_earlier(-1 if strips else 1)
+                self._strips_thinking = strips
             thinking = _thinking_tokens(entry)
             self._thinking += thinking
-        elif self._strips_thinking and self._thinking and _starts_turn(entry):
-            self._drop_thinking()
+        elif self._thinking and _starts_turn(entry):
+            self._end_turn()
         self._raw_total += tokens
         message_id = entry.message_id
         if message_id is not None and message_id != self._response_id:
@@ -219,13 +255,17 @@ class ContextCounter:
             # its usage, even when only a later line of it carries that usage.
             self._response_id = message_id
             self._since_response = 0
-            self._thinking_since = 0
+            self._thinking_since = self._earlier_since = 0
         usage = entry.usage
         if usage is not None:
             self._anchor_id = message_id
             self._anchor_total = usage_context_total(usage)
-            self._estimate = self._since_response if message_id is not None else 0
-            self._thinking_estimated = self._thinking_since if message_id is not None else 0
+            if message_id is not None:
+                self._estimate = self._since_response
+                self._thinking_estimated = self._thinking_since
+                self._earlier_estimated = self._earlier_since
+            else:
+                self._estimate = self._thinking_estimated = self._earlier_estimated = 0
             self._raw_at_anchor = self._raw_total - self._estimate
             return
         if message_id is not None and message_id == self._response_id:
@@ -240,12 +280,22 @@ class ContextCounter:
         self._thinking_estimated += thinking
         self._thinking_since += thinking
 
-    def _drop_thinking(self) -> None:
-        """A new turn started on a model that drops earlier turns' thinking: leave it out of
-        the estimates (the anchor's reported usage is exact and stays as it is)."""
-        self._raw_total -= self._thinking
-        self._estimate -= self._thinking_estimated
-        self._since_response -= self._thinking_since
+    def _shift_earlier(self, sign: int) -> None:
+        """Leave the earlier turns' thinking out of the sums (-1) or count it again (+1)."""
+        self._raw_total += sign * self._earlier
+        self._estimate += sign * self._earlier_estimated
+        self._since_response += sign * self._earlier_since
+
+    def _end_turn(self) -> None:
+        """A new turn starts: the current turn's thinking becomes earlier turns' thinking (left
+        out at once when the last model drops it; the anchor's usage stays as reported)."""
+        if self._strips_thinking:
+            self._raw_total -= self._thinking
+            self._estimate -= self._thinking_estimated
+            self._since_response -= self._thinking_since
+        self._earlier += self._thinking
+        self._earlier_estimated += self._thinking_estimated
+        self._earlier_since += self._thinking_since
         self._thinking = self._thinking_estimated = self._thinking_since = 0
 
     def replace_estimated(self, old: Entry, new: Entry, *, in_response: bool) -> None:
@@ -268,9 +318,8 @@ class ContextCounter:
         self._raw_total = 0
         self._raw_at_anchor = 0
         self._strips_thinking = False
-        self._thinking = 0
-        self._thinking_estimated = 0
-        self._thinking_since = 0
+        self._earlier = self._earlier_estimated = self._earlier_since = 0
+        self._thinking = self._thinking_estimated = self._thinking_since = 0
         self.entries_seen = 0
 
     @property
@@ -300,12 +349,16 @@ class ContextCounter:
         return self.anchor_tokens + self.estimated_tokens
 
 
-def token_count_with_estimation(entries: Sequence[Entry]) -> int:
-    """The context size of these entries, anchored on the last API usage (see module doc).
-    Only the entries from the first line of the last response reporting usage on are read:
-    nothing before it changes the total (`ContextCounter` over them all gives the same)."""
+def token_count_with_estimation(
+    entries: Sequence[Entry], *, models: ModelTable | None = None
+) -> int:
+    """The context size of these entries, anchored on the last API usage (see module doc;
+    `models` as `ContextCounter` takes it). Only the entries from the first line of the last
+    response reporting usage on are read: nothing before it changes the total (`ContextCounter`
+    over them all gives the same)."""
     start = _last_anchor_start(entries)
-    return ContextCounter(entries[index] for index in range(start, len(entries))).total
+    chosen = (entries[index] for index in range(start, len(entries)))
+    return ContextCounter(chosen, models=models).total
 
 
 def _last_anchor_start(entries: Sequence[Entry]) -> int:
