@@ -429,10 +429,17 @@ def _indented(line: str, chars: int) -> str:
     return line[: len(line) - len(body)] + _line(body, chars)
 
 
-def _head(text: str, max_lines: int, chars: int = LINE_CHARS) -> list[str]:
-    """The first `max_lines` lines of a text, each cut to `chars`, with a count of the rest."""
+def _verbatim(line: str, chars: int) -> str:
+    """A line of code as written (its spacing kept), cut to `chars`."""
+    return escape_tags(line if len(line) <= chars else line[:chars] + "…")
+
+
+def _head(text: str, max_lines: int, chars: int = LINE_CHARS, *, code: bool = False) -> list[str]:
+    """The first `max_lines` lines of a text, each cut to `chars` (code as written, else
+    with its spacing collapsed but its indentation kept), with a count of the rest."""
     lines = text.strip("\n").splitlines()
-    shown = [_indented(line.rstrip(), chars) for line in lines[:max_lines]]
+    cut = _verbatim if code else _indented
+    shown = [cut(line.rstrip(), chars) for line in lines[:max_lines]]
     if len(lines) > max_lines:
         shown.append(f"… ({len(lines) - max_lines} more lines)")
     return shown
@@ -1238,10 +1245,13 @@ class _Renderer:
         if not isinstance(event, Call):
             return [f"   - The user: {_quote(event.text, LATEST_PREVIEW_CHARS)}"]
         call = event
-        lines = [f"   - {self.call(call)}"]
         given = _given_text(call.block)
+        # A command quoted line by line below is named by its program in the headline.
+        lines = [f"   - {self.call(call, 0 if given == call.command else COMMAND_CHARS)}"]
         if given:
-            lines.extend(f"       | {line}".rstrip() for line in _head(given, RECENT_INPUT_LINES))
+            lines.extend(
+                f"       | {line}".rstrip() for line in _head(given, RECENT_INPUT_LINES, code=True)
+            )
         if call.is_error is None:
             lines.append("     -> no result recorded")
         elif call.failed:
