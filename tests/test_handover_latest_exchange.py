@@ -271,3 +271,9 @@ def test_the_offline_summary_keeps_its_budget_with_the_new_sections() -> None:
     for cap in (4_000, 1_500, 600):
         text = extractive_summary(messages, max_tokens=cap)
         assert len(text) / 4 <= cap + 1, cap
+
+
+def test_output_lines_keep_their_indentation() -> None:
+    traceback = 'Traceback (most recent call last):\n  File "app.py", line 3, in <module>\n    main()\nKeyError: 1'
+    eight = section(render([user("run it"), *bash("r", "python app.py", traceback, error=True)]), 8)
+    assert '       Traceback (most recent call last):\n         File "app.py", line 3, in <module>\n           main()\n' in eight
