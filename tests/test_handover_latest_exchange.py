@@ -17,6 +17,7 @@ from conversation import bash, edit, read, result, says, use, user, write
 from unbounded.compaction.extractive import (
     _LEVELS,
     RECENT_MIN_CHARS,
+    RECENT_ROOM_CHARS,
     SHORT_REQUEST_WORDS,
     _Cuts,
     _Renderer,
@@ -260,7 +261,9 @@ def test_the_last_steps_take_the_room_the_other_sections_leave() -> None:
     assert bare + 2_500 < len(roomy) <= bare + 3_000 + 200
     tight = renderer.render(RICH, _Cuts(), room=bare)  # no room left: the floor holds
     assert bare + RECENT_MIN_CHARS - 200 < len(tight) <= bare + RECENT_MIN_CHARS + 200
-    assert len(renderer.render(RICH, _Cuts(), room=10**6)) <= bare + RICH.recent_chars + 200
+    assert len(renderer.render(RICH, _Cuts(), room=10**6)) <= bare + RECENT_ROOM_CHARS + 200
+    lean_bare = len(renderer.render(replace(LEANEST, recent_chars=0), _Cuts()))
+    assert len(renderer.render(LEANEST, _Cuts(), room=10**6)) > lean_bare + LEANEST.recent_chars + 2_000
     assert len(renderer.render(RICH, _Cuts(recent=5), room=10**6)) <= bare + 500 + 200
 
 

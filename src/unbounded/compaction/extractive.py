@@ -140,9 +140,13 @@ ROOT_MIN_DEPTH = 3
 SHORT_REQUEST_WORDS = 40
 """A request this short is read with the agent's message before it, quoted whole up to the
 level's `answered_chars`; a longer one states its own task and gets a quarter of that."""
-RECENT_MIN_CHARS = 1_600
+RECENT_MIN_CHARS = 1_000
 """The last steps get at least this much room, even when the other sections fill the budget
-(the level is then too long and a leaner one is tried)."""
+(the level is then too long and a leaner one is tried). No more than the leanest level's
+`recent_chars`: the leanest rendering, the budget's floor, then always fits."""
+RECENT_ROOM_CHARS = 8_000
+"""Given a budget, the last steps take what the other sections leave up to this many
+characters (about 2,000 tokens), or the level's `recent_chars` when that is more."""
 RECENT_TEXT_CHARS = 1_200
 """An agent text among the last steps is shown whole up to this many characters."""
 RECENT_INPUT_LINES = 6
@@ -225,9 +229,9 @@ class _Level:
     """Characters of the agent's message the latest request answers, quoted in section 1
     (about 1,500 tokens at the richest level): "yes" means what that message proposed."""
     recent_chars: int = 6_000
-    """Most characters of the last steps shown as they happened (section 8), filled from the
+    """Characters of the last steps shown as they happened (section 8), filled from the
     newest backwards: what the last calls did and showed, the agent's words between. Given a
-    budget, they take the room the other sections leave, down to `RECENT_MIN_CHARS`."""
+    budget, they take the room the other sections leave instead (`_Renderer.render`)."""
 
 
 _LEVELS: tuple[_Level, ...] = (
@@ -1506,8 +1510,8 @@ class _Renderer:
     # -- whole text ----------------------------------------------------------------------
     def render(self, level: _Level, cuts: _Cuts, room: int | None = None) -> str:
         """The summary at this level; given `room` (characters for the whole text), the last
-        steps take what the other sections leave, between `RECENT_MIN_CHARS` and the
-        level's `recent_chars`."""
+        steps take what the other sections leave, between `RECENT_MIN_CHARS` and
+        `RECENT_ROOM_CHARS` (or the level's `recent_chars`, or the cut's, when set)."""
         most = (
             level.recent_chars
             if cuts.recent is None
@@ -1522,6 +1526,8 @@ class _Renderer:
         if room is not None and most:
             self.recent_chars = 0
             rest = len(self._render(level, cuts))
+            # A leaner level leaves more room: the last steps take it, up to their bound.
+            most = max(most, RECENT_ROOM_CHARS) if cuts.recent is None else most
             self.recent_chars = max(min(RECENT_MIN_CHARS, most), min(most, room - rest))
         return self._render(level, cuts)
 
