@@ -280,3 +280,13 @@ def test_output_lines_keep_their_indentation() -> None:
     traceback = 'Traceback (most recent call last):\n  File "app.py", line 3, in <module>\n    main()\nKeyError: 1'
     eight = section(render([user("run it"), *bash("r", "python app.py", traceback, error=True)]), 8)
     assert '       Traceback (most recent call last):\n         File "app.py", line 3, in <module>\n           main()\n' in eight
+
+
+def test_the_offline_notes_state_no_next_step_older_than_the_latest_request() -> None:
+    from unbounded.compaction.offline_notes import offline_notes
+    from unbounded.policy import Policy
+
+    old = [user("Tidy up."), says("Next I will refactor the cache layer into its own module."), user("Now fix the login bug.")]
+    assert "- Next step, as last stated: " not in offline_notes(None, old, policy=Policy())
+    since = [user("Now fix the login bug."), says("Next I will read the login view first.")]
+    assert "- Next step, as last stated: " in offline_notes(None, since, policy=Policy())
