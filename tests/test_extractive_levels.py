@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,9 +55,13 @@ def test_every_level_shows_what_its_figures_say() -> None:
 def test_the_scenario_overflows_every_level() -> None:
     # The richest level cuts every list and quote the scenario holds: its sections grow
     # when a figure grows, which is what makes the sizes above hold the figures.
-    wide = _Renderer(read_handover(saturated(True)), up_to=False).render(_LEVELS[0], _Cuts())
+    renderer = _Renderer(read_handover(saturated(True)), up_to=False)
+    wide = renderer.render(_LEVELS[0], _Cuts())
     assert "earlier errors not shown" in wide and "more lines)" in wide
-    latest = wide.split("The agent's latest words (newest last):\n", 1)[1]
+    assert re.search(r"The last \d+ steps as they happened \(newest last; the \d+ earlier", wide)
+    # The agent's latest words older than the last steps: without those, all of them.
+    older = renderer.render(replace(_LEVELS[0], recent_chars=0), _Cuts())
+    latest = older.split("The agent's latest words (newest last):\n", 1)[1]
     words = re.findall(r"^   - \((?:\d+ tool call\(s\) ago|its last message)\) ", latest, re.M)
     assert len(words) == _LEVELS[0].reports
 

@@ -8,6 +8,7 @@ from conversation import bash, edit, read, says, user, write
 
 from unbounded.compaction.extractive import (
     _LEVELS,
+    RECENT_TEXT_CHARS,
     _cut_to_fit,
     _Cuts,
     _edit_summary,
@@ -131,19 +132,19 @@ def test_the_latest_words_show_every_line_in_order() -> None:
     report = "The parser is rewritten.\nThe old cache is gone.\nThe docs still need a page."
     text = extractive_summary([user("Rewrite the parser."), *read("r1", "/w/app.py"), says(report)])
     assert (
-        "   - (its last message) The parser is rewritten.\n"
+        "   - The agent: The parser is rewritten.\n"
         "     The old cache is gone.\n"
         "     The docs still need a page.\n"
     ) in text
 
 
 def test_a_long_one_line_message_is_cut_not_dropped() -> None:
-    # One line longer than the richest level's report_chars (1,200): its start is quoted,
-    # cut to the budget with an ellipsis; nothing of it is left out whole.
+    # One line longer than a step's text may be (1,200): its start is quoted, cut to the
+    # budget with an ellipsis; nothing of it is left out whole.
     line = "The migration ran and " + " ".join(f"table{n} moved" for n in range(300))
     text = extractive_summary([user("Migrate the tables."), *read("r1", "/w/db.py"), says(line)])
-    budget = _LEVELS[0].report_chars
-    assert f"   - (its last message) {line[:budget]}…\n" in text
+    budget = RECENT_TEXT_CHARS
+    assert f"   - The agent: {line[:budget]}…\n" in text
     assert "(1 more lines)" not in text
 
 
@@ -152,8 +153,8 @@ def test_a_finding_in_the_last_report_before_the_request_is_not_listed_twice() -
     report = finding + "\n" + "\n".join(f"Detail {n} of the report goes on here at length." for n in range(10))
     messages = [user("Look at the tests."), says(report), user("Now fix the parser."), says("On it.")]
     text = extractive_summary(messages)
-    assert "The agent's last full report before the latest request:" in text
-    # Its sentences are findings, shown once: in the report, not again in the findings list.
+    assert "The agent's message this request answers (its words, right before it):" in text
+    # Its sentences are findings, shown once: in the quote, not again in the findings list.
     assert text.count(finding) == 1
     assert "Findings and results the agent stated earlier" not in text
 
@@ -175,10 +176,14 @@ def test_a_summary_held_to_no_share_of_the_conversation_is_the_lean_level() -> N
         if n % 3 == 0:
             messages += edit(f"e{n}", f"/w/src/mod{n:02}.py", f"y = {n}")
             messages.append(user(f"Now request number {n}, please."))
-    lean = _Renderer(read_handover(messages), up_to=False).render(_LEVELS[-1], _Cuts())
-    richer = _Renderer(read_handover(messages), up_to=False).render(_LEVELS[-2], _Cuts())
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    lean = renderer.render(_LEVELS[-1], _Cuts())
+    richer = renderer.render(_LEVELS[-2], _Cuts())
     assert richer != lean
-    assert extractive_summary(messages, target_ratio=0.0, min_tokens=0) == lean
+    # The lean level (its last steps take the room the budget leaves).
+    held = extractive_summary(messages, target_ratio=0.0, min_tokens=0)
+    assert held.split("8. Current Work:")[0] == lean.split("8. Current Work:")[0]
+    assert richer.split("8. Current Work:")[0] != lean.split("8. Current Work:")[0]
 
 
 def test_the_barest_summary_cuts_every_long_list_to_nothing() -> None:
@@ -192,7 +197,7 @@ def test_the_barest_summary_cuts_every_long_list_to_nothing() -> None:
         messages += bash(f"p{n}", f"pytest tests/test_{n}.py", "1 passed")
         messages.append(user(f"Now request number {n}, please."))
     renderer = _Renderer(read_handover(messages), up_to=False)
-    bare = renderer.render(_LEVELS[-1], _Cuts(files=0, prompts=0, errors=0, spec_lines=0))
+    bare = renderer.render(_LEVELS[-1], _Cuts(files=0, prompts=0, errors=0, spec_lines=0, recent=0, answered=0))
     assert rough_token_count(bare) < rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
     assert lean_summary_tokens(messages) == rough_token_count(bare)
 

@@ -19,6 +19,8 @@ from unbounded.compaction.extractive import (
     MADE_SHOWN,
     NOTIFICATIONS_SHOWN,
     QUOTE_CHARS,
+    RECENT_ERROR_LINES,
+    RECENT_INPUT_LINES,
     REPORT_MIN_CHARS,
     SEARCHES_SHOWN,
     STATUS_FILES_SHOWN,
@@ -49,6 +51,9 @@ from unbounded.compaction.handover import (
 from unbounded.tokens.estimate import rough_token_count
 
 RICH, MID, LEAN, LEANEST = _LEVELS
+NO_STEPS = replace(RICH, recent_chars=0, answered_chars=0)
+"""The richest level without the last steps and the answered message: what section 8 says
+of work older than the steps it quotes."""
 
 
 def render(messages: list[Any], level: Any = RICH, cuts: _Cuts | None = None) -> str:
@@ -294,36 +299,61 @@ def test_the_agents_words_since_the_latest_request_and_its_last_report() -> None
     short_report = "r" * (REPORT_MIN_CHARS - 1)
     full_report = "R" * REPORT_MIN_CHARS
     messages = [user("first"), says(full_report), says(short_report), user("second"), says("After the request.")]
-    eight = section(render(messages), 8)
+    eight = section(render(messages, NO_STEPS), 8)
     assert f"     {full_report}" in eight and short_report not in eight
     assert "   - (its last message) After the request." in eight
-    few = section(render([user("go"), *[says(f"word {n} here") for n in range(RICH.reports + 1)]]), 8)
+    few = section(render([user("go"), *[says(f"word {n} here") for n in range(RICH.reports + 1)]], NO_STEPS), 8)
     assert "word 0 here" not in few and "word 1 here" in few
-    no_reports = section(render(messages, replace(RICH, reports=0)), 8)
+    no_reports = section(render(messages, replace(NO_STEPS, reports=0)), 8)
     assert "latest words" not in no_reports and "full report" not in no_reports
 
 
 def test_a_plan_alone_is_not_quoted_twice_but_a_report_with_a_plan_is() -> None:
     plan = "Next:\n1. a.py\n2. b.py"
-    only = section(render([user("go"), says(plan)]), 8)
+    only = section(render([user("go"), says(plan)], NO_STEPS), 8)
     assert "latest words" not in only and '     "Next:"' in only
     padded = plan + "\n" + "x" * 200
-    both = section(render([user("go"), says(padded)]), 8)
+    both = section(render([user("go"), says(padded)], NO_STEPS), 8)
     assert "latest words" in both and '     "Next:"' in both
+    # Among the last steps a plan alone points at the plan's lines instead of repeating them.
+    steps = section(render([user("go"), says(plan)]), 8)
+    assert "   - The agent: (its plan, shown above with the files changed since)" in steps
+    assert steps.count("1. a.py") == 1
 
 
-def test_the_last_output_and_calls_without_a_result() -> None:
+def test_the_last_steps_show_each_call_with_its_input_and_result() -> None:
     messages = [*bash("b", "ls", "a\nb"), use("p", "Bash", command="sleep 9")]
     eight = section(render(messages), 8)
-    assert "   - Bash `sleep 9` -> no result recorded" in eight and "Its output ended with" not in eight
-    failed = section(render(bash("b", "make", "error: x")), 8)
-    assert "Its output ended with" not in failed
-    read_last = section(render(read("r", "/a.py", "text")), 8)
-    assert "Its output ended with" not in read_last
-    lean = section(render(bash("b", "ls", "a"), replace(RICH, result_lines=0)), 8)
-    assert "Its output ended with" not in lean
-    no_calls = section(render(bash("b", "ls", "a"), replace(RICH, last_calls=0)), 8)
-    assert "Last tool calls" not in no_calls
+    assert eight.endswith(
+        "   Every step as it happened (newest last):\n"
+        "   - Bash `ls`\n     -> ok:\n       a\n       b\n"
+        "   - Bash `sleep 9`\n     -> no result recorded"
+    )
+    failure = "\n".join(f"error line {n}" for n in range(RECENT_ERROR_LINES + 2))
+    failed = section(render(bash("b", "make", failure, error=True)), 8)
+    assert f"       error line {RECENT_ERROR_LINES - 1}\n       … (2 more lines)" in failed
+    read_last = section(render(read("r", "/a.py", "one\ntwo")), 8)
+    assert read_last.endswith("   - Read /a.py\n     -> ok (2 lines)")  # a file's content is not output
+    long = "\n".join(f"out {n}" for n in range(20))
+    output = section(render(bash("b", "make", long)), 8)
+    assert "       out 2\n       … (14 more lines)\n       out 17\n" in output
+    written = section(render(write("w", "/x/new.py", "\n".join(f"line {n}" for n in range(9)))), 8)
+    assert "   - Write /x/new.py\n       | line 0\n" in written
+    assert f"       | line {RECENT_INPUT_LINES - 1}\n       | … (3 more lines)\n     -> ok" in written
+    assert "Every step" not in section(render(messages, replace(RICH, recent_chars=0)), 8)
+
+
+def test_the_last_steps_fill_their_room_from_the_newest_backwards() -> None:
+    many = [m for n in range(30) for m in bash(f"b{n}", f"echo {n}", f"printed {n}")]
+    eight = section(render([user("go"), *many], replace(RICH, recent_chars=600)), 8)
+    assert "printed 29" in eight and "printed 0\n" not in eight
+    shown = eight.count("-> ok:")
+    assert f"   The last {shown} steps as they happened (newest last; the {31 - shown} earlier ones" in eight
+    # The room is a bound: one more step than shown would not fit.
+    steps = eight.split("(newest last; ", 1)[1].split("\n", 1)[1]
+    assert len(steps) + 1 <= 600 < len(steps) + 1 + len("   - Bash `echo 1`\n     -> ok:\n       printed 1\n")
+    # The newest step is shown even when it is longer than the room.
+    assert "printed 29" in section(render([user("go"), *many], replace(RICH, recent_chars=1)), 8)
 
 
 def test_what_counts_as_open_work() -> None:
@@ -569,7 +599,7 @@ def test_the_last_command_of_each_program_and_script_that_made_something() -> No
     ) in eight
     assert "made or started" not in section(render(messages, replace(RICH, details=False)), 8)
     many = [m for n in range(MADE_SHOWN + 1) for m in bash(f"m{n}", f"bun run g{n}.ts --output {n}.png", "ok")]
-    shown = section(render([user("go"), *many], replace(RICH, last_calls=0)), 8)
+    shown = section(render([user("go"), *many], replace(RICH, recent_chars=0)), 8)
     assert "g0.ts" not in shown and f"g{MADE_SHOWN}.ts" in shown
     long = section(render(bash("p", 'bun run g.ts --prompt "' + "w" * 100 + '" --output z.png', "ok")), 8)
     assert '--prompt "' + "w" * 60 + '…[40 chars]" --output z.png`' in long

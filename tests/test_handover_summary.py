@@ -33,6 +33,9 @@ from unbounded.compaction.handover import read_handover
 from unbounded.tokens.estimate import rough_token_count
 
 RICH, MID, LEAN, LEANEST = _LEVELS
+NO_STEPS = replace(RICH, recent_chars=0, answered_chars=0)
+"""The richest level without the last steps and the answered message: what section 8 says
+of work older than the steps it quotes."""
 ROOT = "/home/u/proj"
 
 
@@ -268,16 +271,16 @@ def test_section_8_reports_plan_subagents_and_last_calls() -> None:
         *bash("b", "ls", "a\nb\nc"),
         user("<task-notification>\n<task-id>k1</task-id>\n<status>completed</status>\n<summary>Build done</summary>\n</task-notification>"),
     ]
-    eight = section(render(messages), 8)
+    eight = section(render(messages, NO_STEPS), 8)
     assert "   The agent's last full report before the latest request:\n     Summary of the work so far:" in eight
     assert "   - (4 tool call(s) ago) Reading the parser first." in eight
     assert "Its latest plan (3 tool call(s) ago), each item with the files changed since:" in eight
     assert '     "Next:"\n     1. p.py fix [changed since: /x/p.py]\n     2. q.py fix [no change since]' in eight
     assert "   Report of the sub-agent Task: Survey the tests:\n     Found 3 test files.\n     All pass." in eight
-    assert "   - Bash `ls` -> ok\n   Its output ended with:\n       a\n       b\n       c" in eight
+    assert "   - Bash `ls`\n     -> ok:\n       a\n       b\n       c" in section(render(messages), 8)
     assert "   - task k1: Build done" in eight
-    assert "(its last message) Done." in section(render([user("x"), says("Done.")]), 8)
-    assert section(render([user("x")]), 8).endswith("Nothing recorded.")
+    assert "(its last message) Done." in section(render([user("x"), says("Done.")], NO_STEPS), 8)
+    assert section(render([user("x")], NO_STEPS), 8).endswith("Nothing recorded.")
 
 
 def test_section_9_next_step_and_what_is_left() -> None:
@@ -361,16 +364,16 @@ def test_section_8_keeps_the_findings_of_older_texts() -> None:
         says("Let me check the 3 callers of `render/2` now. Reading the 2 files with `grep`:"),
         says("Now the last step."),
     ]
-    eight = section(render(messages, replace(RICH, reports=1)), 8)
+    eight = section(render(messages, replace(NO_STEPS, reports=1)), 8)
     assert eight.startswith(
         "\n8. Current Work:\n   Findings and results the agent stated earlier (newest last):\n"
         "   - The fixture has no subagent refs, so the test must build one.\n"
         "   - Found 3 callers of `render/2`.\n"
         "   The agent's latest words"
     )
-    one = section(render(messages, replace(RICH, reports=1, findings=1)), 8)
+    one = section(render(messages, replace(NO_STEPS, reports=1, findings=1)), 8)
     assert "Found 3 callers" in one and "fixture" not in one
-    assert "Findings" not in section(render(messages, replace(RICH, reports=5)), 8)  # all shown whole
+    assert "Findings" not in section(render(messages, replace(NO_STEPS, reports=5)), 8)  # all shown whole
 
 
 def test_section_9_lists_at_most_the_level_s_follow_ups() -> None:
@@ -469,10 +472,11 @@ def test_the_richest_level_that_fits_is_kept_and_the_cap_holds() -> None:
     assert rough_token_count(leanest) < rough_token_count(rich)
     assert extractive_summary(messages) == rich
     assert extractive_summary(messages, max_tokens=rough_token_count(rich) - 1) != rich
-    bare = _Renderer(read_handover(messages), up_to=False).render(LEANEST, _Cuts(files=0, prompts=0, errors=0, spec_lines=0))
+    bare = _Renderer(read_handover(messages), up_to=False).render(LEANEST, _Cuts(files=0, prompts=0, errors=0, spec_lines=0, recent=0, answered=0))
     assert lean_summary_tokens(messages) == rough_token_count(bare) < rough_token_count(leanest)
     short = [user("a"), *edit("e", "/x/a.py", "x")]  # "Also changed, earlier:" is the longer
-    assert lean_summary_tokens(short) == rough_token_count(render(short, LEANEST)) < rough_token_count(render(short, LEANEST, _Cuts(files=0)))
+    whole = _Cuts(recent=0, answered=0)
+    assert lean_summary_tokens(short) == rough_token_count(render(short, LEANEST, whole)) < rough_token_count(render(short, LEANEST, replace(whole, files=0)))
     big: list[Any] = [user(f"request {n}: " + "please do it carefully " * 30) for n in range(120)]
     for n in range(60):
         big += edit(f"e{n}", f"/r/mod{n}.py", "def f():\n    return 1\n" * 10)

@@ -193,7 +193,11 @@ def test_offline_notes_carry_the_task_state() -> None:
     notes = offline_notes(None, transcript.main_thread(), policy=Policy())
     state = notes.split("# Current State", 1)[1].split("\n# ", 1)[0]
     assert "The user's latest request (verbatim):" in state and "Go on with all three" in state
-    assert "asks for:" in state and "Next step, as last stated:" in state
+    assert "asks for:" in state
+    # "I'll start with test_import_all" came before the latest request (and step 1 is done
+    # since): no next step; the agent's last answer says where it is.
+    assert "Next step, as last stated:" not in state
+    assert "- Last answer given: Step 1 is done" in state
     assert "<summary>" not in notes  # quoted notification tags are escaped
     assert "Names in the recent work" not in notes
 

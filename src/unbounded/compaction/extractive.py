@@ -59,6 +59,7 @@ the lean level the longest lists are cut with "(N more)" markers. Token counts a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -136,6 +137,27 @@ OUTLINE_MIN_DEFINITIONS = 3
 ROOT_MIN_DEPTH = 3
 """A common folder is used as the working directory from this many levels down."""
 
+SHORT_REQUEST_WORDS = 40
+"""A request this short is read with the agent's message before it, quoted whole up to the
+level's `answered_chars`; a longer one states its own task and gets a quarter of that."""
+RECENT_MIN_CHARS = 1_000
+"""The last steps get at least this much room, even when the other sections fill the budget
+(the level is then too long and a leaner one is tried). No more than the leanest level's
+`recent_chars`: the leanest rendering, the budget's floor, then always fits."""
+RECENT_ROOM_CHARS = 8_000
+"""Given a budget, the last steps take what the other sections leave up to this many
+characters (about 2,000 tokens), or the level's `recent_chars` when that is more."""
+RECENT_TEXT_CHARS = 1_200
+"""An agent text among the last steps is shown whole up to this many characters."""
+RECENT_INPUT_LINES = 6
+"""First lines of a write's new content (or of a long command) shown among the last steps."""
+RECENT_RESULT_LINES = 3
+"""Lines of a result's head, and of its tail, shown among the last steps."""
+RECENT_ERROR_LINES = 12
+"""Lines of a failure shown among the last steps."""
+_ENVELOPE = re.compile(r'^\{"output":')
+"""A Codex shell result wraps the output in JSON (`{"output": …, "metadata": …}`)."""
+
 _LANGUAGES: dict[str, str] = {
     ".py": "Python", ".pyi": "Python", ".ipynb": "Jupyter notebooks", ".js": "JavaScript",
     ".mjs": "JavaScript", ".cjs": "JavaScript", ".jsx": "JavaScript (JSX)",
@@ -189,8 +211,6 @@ class _Level:
     errors: int
     error_lines: int
     decisions: int
-    last_calls: int
-    result_lines: int
     spec_lines: int
     follow_ups: int = 8
     """Follow-up actions listed after the next one (section 9)."""
@@ -205,10 +225,17 @@ class _Level:
     """User messages listed by the previous summary kept (section 6): the first (the task)
     and the newest. Each summary lists its predecessors' messages and its own, so without a
     bound the section grows with every compaction."""
+    answered_chars: int = 6_000
+    """Characters of the agent's message the latest request answers, quoted in section 1
+    (about 1,500 tokens at the richest level): "yes" means what that message proposed."""
+    recent_chars: int = 6_000
+    """Characters of the last steps shown as they happened (section 8), filled from the
+    newest backwards: what the last calls did and showed, the agent's words between. Given a
+    budget, they take the room the other sections leave instead (`_Renderer.render`)."""
 
 
 _LEVELS: tuple[_Level, ...] = (
-    _Level(3_000, 1_000, 1_500, 4, 1_200, 3, 25, 1_500, 14, 15, 8, 8, 6, 8, 8, 40),
+    _Level(3_000, 1_000, 1_500, 4, 1_200, 3, 25, 1_500, 14, 15, 8, 8, 6, 40),
     _Level(
         3_000,
         700,
@@ -223,12 +250,12 @@ _LEVELS: tuple[_Level, ...] = (
         6,
         6,
         4,
-        6,
-        6,
         25,
         findings=8,
         carried_chars=4_000,
         carried_messages=20,
+        answered_chars=4_000,
+        recent_chars=4_000,
     ),
     _Level(
         2_000,
@@ -244,12 +271,12 @@ _LEVELS: tuple[_Level, ...] = (
         4,
         4,
         3,
-        4,
-        4,
         15,
         findings=5,
         carried_chars=2_400,
         carried_messages=12,
+        answered_chars=2_400,
+        recent_chars=2_400,
     ),
     _Level(
         1_500,
@@ -265,14 +292,14 @@ _LEVELS: tuple[_Level, ...] = (
         3,
         3,
         2,
-        3,
-        3,
         8,
         follow_ups=4,
         findings=2,
         carried_chars=800,
         details=False,
         carried_messages=6,
+        answered_chars=1_000,
+        recent_chars=1_000,
     ),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
@@ -287,6 +314,10 @@ class _Cuts:
     carried: int | None = None
     errors: int | None = None
     spec_lines: int | None = None
+    recent: int | None = None
+    """Hundreds of characters the last steps may take (at most the level's)."""
+    answered: int | None = None
+    """Hundreds of characters of the answered message quoted (at most the level's)."""
 
 
 def _shown_after_first(items: Sequence[str], keep: int, left_out: int) -> list[str]:
@@ -394,6 +425,73 @@ def _excerpt_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     if len(shown) < len(lines):
         shown.append(f"… ({len(lines) - len(shown)} more lines)")
     return shown
+
+
+def _indented(line: str, chars: int) -> str:
+    """A line cut to `chars` with its indentation kept (code reads by it)."""
+    body = line.lstrip()
+    return line[: len(line) - len(body)] + _line(body, chars)
+
+
+def _verbatim(line: str, chars: int) -> str:
+    """A line of code as written (its spacing kept), cut to `chars`."""
+    return escape_tags(line if len(line) <= chars else line[:chars] + "…")
+
+
+def _head(text: str, max_lines: int, chars: int = LINE_CHARS, *, code: bool = False) -> list[str]:
+    """The first `max_lines` lines of a text, each cut to `chars` (code as written, else
+    with its spacing collapsed but its indentation kept), with a count of the rest."""
+    lines = text.strip("\n").splitlines()
+    cut = _verbatim if code else _indented
+    shown = [cut(line.rstrip(), chars) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(f"… ({len(lines) - max_lines} more lines)")
+    return shown
+
+
+def _output(result: str) -> str:
+    """A call's output, unwrapped from a Codex JSON envelope when it has one."""
+    if _ENVELOPE.match(result):
+        try:
+            value = json.loads(result)
+        except ValueError:
+            return result
+        if isinstance(value, dict) and isinstance(value.get("output"), str):
+            return str(value["output"])
+    return result
+
+
+def _head_and_tail(text: str, lines_each: int) -> list[str]:
+    """A text's non-blank lines: all when few, else its first and last `lines_each` with a
+    count of those between."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if len(lines) <= 2 * lines_each + 1:
+        return [_indented(line, LINE_CHARS) for line in lines]
+    return [
+        *(_indented(line, LINE_CHARS) for line in lines[:lines_each]),
+        f"… ({len(lines) - 2 * lines_each} more lines)",
+        *(_indented(line, LINE_CHARS) for line in lines[-lines_each:]),
+    ]
+
+
+def _given_text(block: Mapping[str, Any]) -> str:
+    """The new content a call gives: a write's code, a long or multi-line command (a patch
+    passed to a shell), or a patch tool's input."""
+    code = written_code(block)
+    if code:
+        return code
+    command = shell_command(block)
+    if command:
+        return command if len(command) > COMMAND_CHARS or "\n" in command.strip() else ""
+    tool_input = block.get("input")
+    if isinstance(tool_input, Mapping):
+        for key in ("input", "patch"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    elif isinstance(tool_input, str):
+        return tool_input
+    return ""
 
 
 def _is_search(call: Call) -> bool:
@@ -593,6 +691,10 @@ class _Renderer:
         )
         # Each request once, at its latest place, so the last one is the latest request.
         self.requests = list(dict.fromkeys(r.text for r in reversed(handover.requests)))[::-1]
+        self.recent_chars = 0
+        """Room of the last steps in the rendering under way (`render`)."""
+        self.answered_chars = 0
+        """Room of the answered message in the rendering under way (`render`)."""
 
     def carried(self, level: _Level, number: int, heading: str = CARRIED_HEADING) -> list[str]:
         """The previous summary's lines of one section kept at this level, under a heading."""
@@ -634,6 +736,7 @@ class _Renderer:
         lines = render_latest(self.h.latest_request_text, "   ", level.latest_chars)
         if not lines:
             lines.append("   No user request is recorded in this part of the conversation.")
+        lines.extend(self.answered_lines(level))
         requests = self.h.requests
         if len(self.requests) > 1:
             lines.append(
@@ -655,6 +758,19 @@ class _Renderer:
                     "   The previous summary's account of the intent: "
                     + _quote(intent, level.previous_chars)
                 )
+        return lines
+
+    def answered_lines(self, level: _Level) -> list[str]:
+        """The agent's message the latest request answers, quoted (its lines, cut at a line
+        end with a count of those left out): a "yes" means what it proposed."""
+        answered, latest = self.h.answered, self.h.latest_request
+        if answered is None or latest is None or not self.answered_chars:
+            return []
+        short = len(latest.text.split()) <= SHORT_REQUEST_WORDS
+        chars = self.answered_chars if short else self.answered_chars // 4
+        how = "approves" if self.h.approves else "answers"
+        lines = [f"   The agent's message this request {how} (its words, right before it):"]
+        lines.extend(f"     {line}" for line in _text_block(answered[1], chars))
         return lines
 
     def concepts(self, level: _Level) -> list[str]:
@@ -1021,7 +1137,14 @@ class _Renderer:
         latest = self.h.latest_request
         since = latest.position if latest is not None else 0
         plan = self.h.plan
-        texts = [(p, t) for p, t in self.h.assistant_texts if not self._only_the_plan(p, t)]
+        recent, oldest = self.recent_steps(self.recent_chars)
+        # The agent's words the last steps or section 1 quote are not repeated here.
+        quoted = {self.h.answered[0]} if self.h.answered and self.answered_chars else set()
+        texts = [
+            (p, t)
+            for p, t in self.h.assistant_texts
+            if not self._only_the_plan(p, t) and p < oldest and p not in quoted
+        ]
         reports = (
             [(p, t) for p, t in texts if p >= since][-level.reports :] if level.reports else []
         )
@@ -1029,7 +1152,7 @@ class _Renderer:
             ((p, t) for p, t in reversed(texts) if p < since and len(t) >= REPORT_MIN_CHARS), None
         )
         shown = {p for p, _ in reports} | ({earlier[0]} if earlier and level.reports else set())
-        findings = [(p, f) for p, f in self.h.findings if p not in shown]
+        findings = [(p, f) for p, f in self.h.findings if p not in shown | quoted and p < oldest]
         findings = findings[-level.findings :] if level.findings else []
         if findings:
             lines.append("   Findings and results the agent stated earlier (newest last):")
@@ -1047,7 +1170,11 @@ class _Renderer:
                 lines.extend(f"     {line}" for line in block[1:])
         if plan is not None:
             lines.extend(self._plan_lines(plan))
-        agents = [c for c in self.h.calls if c.name in SUBAGENT_TOOLS and c.position >= since]
+        agents = [
+            c
+            for c in self.h.calls
+            if c.name in SUBAGENT_TOOLS and since <= c.position < oldest  # else a last step
+        ]
         for call in agents[-level.reports :] if level.reports else []:
             lines.append(f"   Report of the sub-agent {self.call(call)}:")
             lines.extend(f"     {line}" for line in _text_block(call.result, level.report_chars))
@@ -1066,23 +1193,87 @@ class _Renderer:
                 "ago)"
                 for call, segment in made
             )
-        if self.h.calls and level.last_calls:
-            lines.append("   Last tool calls (newest last):")
-            for call in self.h.calls[-level.last_calls :]:
-                lines.append(f"   - {self.call(call)} -> {_outcome(call)}")
-            last = self.h.calls[-1]
-            if last.command and last.result and not last.failed and level.result_lines:
-                tail = [line for line in last.result.splitlines() if line.strip()][
-                    -level.result_lines :
-                ]
-                lines.append("   Its output ended with:")
-                lines.extend(f"       {_line(line, LINE_CHARS)}" for line in tail)
         if self.h.notifications:
             lines.append("   Background task notifications (events, not requests):")
             for note in self.h.notifications[-NOTIFICATIONS_SHOWN:]:
                 what = notification_summary(note) or note.status or "notification"
                 lines.append(f"   - task {note.task_id or '?'}: {_line(what, LINE_CHARS)}")
+        lines.extend(recent)
         return lines or ["   Nothing recorded."]
+
+    def recent_steps(self, chars: int) -> tuple[list[str], int]:
+        """The last steps as they happened, newest last, within `chars` filled from the
+        newest backwards (the newest always shown), and where the oldest shown sits (past the
+        end when none is)."""
+        if not chars:
+            return [], self.h.positions + 1
+        events: list[tuple[int, Any]] = [
+            *((p, t) for p, t in self.h.assistant_texts),
+            *((c.position, c) for c in self.h.calls),
+            *((r.position, r) for r in self.h.requests),
+        ]
+        events.sort(key=lambda event: event[0])
+        shown: list[list[str]] = []
+        used = 0
+        oldest = self.h.positions + 1
+        for position, event in reversed(events):
+            lines = self._step(position, event)
+            size = sum(len(line) + 1 for line in lines)
+            if shown and used + size > chars:
+                break
+            shown.append(lines)
+            used += size
+            oldest = position
+        if not shown:
+            return [], oldest
+        left = len(events) - len(shown)
+        heading = (
+            f"   The last {len(shown)} steps as they happened (newest last; the {left} earlier "
+            "ones are in the sections above):"
+            if left
+            else "   Every step as it happened (newest last):"
+        )
+        return [heading, *(line for lines in reversed(shown) for line in lines)], oldest
+
+    def _step(self, position: int, event: Any) -> list[str]:
+        """One step: a user request, an agent text (whole up to `RECENT_TEXT_CHARS`), or a
+        tool call with what it was given and what came back."""
+        if isinstance(event, str):
+            answered = self.h.answered
+            if answered is not None and answered[0] == position:
+                return ["   - The agent: (its message quoted in section 1)"]
+            if self._only_the_plan(position, event):
+                return ["   - The agent: (its plan, shown above with the files changed since)"]
+            block = _text_block(event, RECENT_TEXT_CHARS)
+            return [f"   - The agent: {block[0]}", *(f"     {line}" for line in block[1:])]
+        if not isinstance(event, Call):
+            return [f"   - The user: {_quote(event.text, LATEST_PREVIEW_CHARS)}"]
+        call = event
+        given = _given_text(call.block)
+        # A command quoted line by line below is named by its program in the headline.
+        lines = [f"   - {self.call(call, 0 if given == call.command else COMMAND_CHARS)}"]
+        if given:
+            lines.extend(
+                f"       | {line}".rstrip() for line in _head(given, RECENT_INPUT_LINES, code=True)
+            )
+        if call.is_error is None:
+            lines.append("     -> no result recorded")
+        elif call.failed:
+            lines.append("     -> failed:")
+            lines.extend(
+                f"       {line}"
+                for line in _head(call.failure, RECENT_ERROR_LINES, LONG_LINE_CHARS)
+            )
+        elif call.path_read or call.path_written or not call.result.strip():
+            size = len(call.result.splitlines())
+            lines.append("     -> ok" + (f" ({size} lines)" if call.path_read else ""))
+        else:
+            lines.append("     -> ok:")
+            lines.extend(
+                f"       {line}"
+                for line in _head_and_tail(_output(call.result), RECENT_RESULT_LINES)
+            )
+        return lines
 
     def _search_line(self, call: Call) -> str:
         """A search in one line: what it looked for, where, and what it found."""
@@ -1113,7 +1304,7 @@ class _Renderer:
         not reported yet, the plan items no change answers, the todo list, the tracker (the
         item in progress, closed and committed the way earlier ones were; the next ready
         one), the files not committed."""
-        actions: list[str] = []
+        actions: list[str] = self._approved()
         # An error nothing was changed after is fixed first; after changes, the checks that
         # have not seen them run first (they say whether the error and the rest still stand).
         records = self._open_errors()[:UNRESOLVED_SHOWN]
@@ -1123,9 +1314,10 @@ class _Renderer:
         if stale:
             actions.append(stale)
         actions.extend(self._fix(record) for record in records if record not in untouched)
-        if self.h.next_step is not None and not self._calls_after(self.h.next_step[0]):
+        stated = self._stated_since_request()
+        if stated is not None and not self._calls_after(stated[0]):
             actions.append(
-                "what the agent said it would do next: " + _quote(self.h.next_step[1], QUOTE_CHARS)
+                "what the agent said it would do next: " + _quote(stated[1], QUOTE_CHARS)
             )
         steps = self.h.request_steps
         if any(step.reported for step in steps):
@@ -1181,6 +1373,33 @@ class _Renderer:
             if commit:
                 actions.append(commit)
         return actions
+
+    def _approved(self) -> list[str]:
+        """When the latest request approves the agent's message: the items of its proposal
+        not reported done since, in order, or (a proposal without a numbered list) doing
+        what it proposed."""
+        if not self.h.approves or self.h.answered is None:
+            return []
+        latest = _quote(self.h.latest_request_text or "", LINE_CHARS)
+        if not self.h.proposal:
+            return [
+                f"do what the agent proposed in its message quoted in section 1: the user's "
+                f"{latest} approves it"
+            ]
+        return [
+            f"item {number} of the proposal the user approved ({latest}, section 1), not "
+            f"reported done since: {_quote(step.text, LINE_CHARS)}"
+            for number, step in enumerate(self.h.proposal, 1)
+            if not step.reported
+        ]
+
+    def _stated_since_request(self) -> tuple[int, str] | None:
+        """The next step the agent stated after the latest request, with where: one stated
+        before it answered an older request and is no next step now."""
+        latest, stated = self.h.latest_request, self.h.next_step
+        if stated is None or (latest is not None and stated[0] < latest.position):
+            return None
+        return stated
 
     def _commit_pending(self) -> str:
         """Committing the files changed after the last commit, or "" (no commit, or none)."""
@@ -1268,8 +1487,9 @@ class _Renderer:
                 lines.extend(f"   - {action}" for action in actions[1 : 1 + level.follow_ups])
                 if len(actions) > 1 + level.follow_ups:
                     lines.append(f"   - ({len(actions) - 1 - level.follow_ups} more, sections 7–8)")
-        if self.h.next_step is not None and self._calls_after(self.h.next_step[0]):
-            position, step = self.h.next_step
+        stated = self._stated_since_request()
+        if stated is not None and self._calls_after(stated[0]):
+            position, step = stated
             lines.append(
                 f"   The agent's last stated intention ({self._calls_after(position)} tool "
                 f"call(s) ago, so possibly done): " + _quote(step, QUOTE_CHARS)
@@ -1288,7 +1508,30 @@ class _Renderer:
         return lines
 
     # -- whole text ----------------------------------------------------------------------
-    def render(self, level: _Level, cuts: _Cuts) -> str:
+    def render(self, level: _Level, cuts: _Cuts, room: int | None = None) -> str:
+        """The summary at this level; given `room` (characters for the whole text), the last
+        steps take what the other sections leave, between `RECENT_MIN_CHARS` and
+        `RECENT_ROOM_CHARS` (or the level's `recent_chars`, or the cut's, when set)."""
+        most = (
+            level.recent_chars
+            if cuts.recent is None
+            else min(level.recent_chars, cuts.recent * 100)
+        )
+        self.answered_chars = (
+            level.answered_chars
+            if cuts.answered is None
+            else min(level.answered_chars, cuts.answered * 100)
+        )
+        self.recent_chars = most
+        if room is not None and most:
+            self.recent_chars = 0
+            rest = len(self._render(level, cuts))
+            # A leaner level leaves more room: the last steps take it, up to their bound.
+            most = max(most, RECENT_ROOM_CHARS) if cuts.recent is None else most
+            self.recent_chars = max(min(RECENT_MIN_CHARS, most), min(most, room - rest))
+        return self._render(level, cuts)
+
+    def _render(self, level: _Level, cuts: _Cuts) -> str:
         eighth, ninth = (
             ("Work Completed", "Context for Continuing Work")
             if self.up_to
@@ -1318,6 +1561,8 @@ def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
         "carried": renderer.carried_kept(level, cuts),
         "errors": min(level.errors, len(renderer.errors)),
         "spec_lines": level.spec_lines,
+        "recent": level.recent_chars // 100,
+        "answered": level.answered_chars // 100,
     }
     text = renderer.render(level, cuts)
     while rough_token_count(text) > max_tokens and any(size > 0 for size in sizes.values()):
@@ -1345,8 +1590,9 @@ def summary_budget(
     )
 
 
-BARE = _Cuts(files=0, prompts=0, carried=1, errors=0, spec_lines=0)
-"""The lean level with every long list cut away: the least the offline summary says."""
+BARE = _Cuts(files=0, prompts=0, carried=1, errors=0, spec_lines=0, recent=0, answered=0)
+"""The lean level with every long list cut away, and the last steps and the answered message
+with them: the least the offline summary says."""
 
 
 def lean_summary_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -1355,7 +1601,8 @@ def lean_summary_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     for more."""
     renderer = _Renderer(read_handover(messages), up_to=False)
     # A cut list leaves a "(N more)" line, which can be longer than a short list it replaces.
-    return min(rough_token_count(renderer.render(_LEVELS[-1], cuts)) for cuts in (BARE, _Cuts()))
+    whole = _Cuts(recent=0, answered=0)
+    return min(rough_token_count(renderer.render(_LEVELS[-1], cuts)) for cuts in (BARE, whole))
 
 
 def extractive_summary(
@@ -1378,7 +1625,7 @@ def extractive_summary(
         min_tokens=min_tokens,
     )
     for level in _LEVELS:
-        text = lean_text if level is lean else renderer.render(level, _Cuts())
+        text = renderer.render(level, _Cuts(), budget * 4)
         if rough_token_count(text) <= budget:
             return text
     return _cut_to_fit(renderer, lean, max_tokens)

@@ -192,6 +192,26 @@ _ON_BRANCH = re.compile(r"^On branch (\S+)", re.M)
 _PUSH_TARGET = re.compile(r"^.*->.*$", re.M)
 IN_PROGRESS = "in progress"
 """A tracker item's state while it is worked on (tracker spellings normalized to this)."""
+_APPROVAL_TEXT = (
+    "yes yeah yep yup ya sure ok okay k go ahead proceed continue do it please pls sounds "
+    "good great perfect fine lgtm agreed approved approve confirmed confirm right correct "
+    "all of them that those these both everything to and the with let's lets start on "
+    "ja jawohl gerne bitte mach das alle los weiter oui vas-y allez tout sí si vale dale "
+    "todo adelante da sì certo va bene thanks thank you item items one ones first"
+)
+_APPROVAL_WORDS = frozenset(_APPROVAL_TEXT.split())
+"""Words a request that only approves what the agent proposed is made of (in a few
+languages): a request with no other word (a number choosing items aside) adds no task."""
+_APPROVING = (
+    "yes yeah yep yup ya sure ok okay go proceed continue do please sounds lgtm agreed "
+    "approved approve ja jawohl gerne mach los weiter oui vas-y allez sí si vale dale "
+    "adelante da sì certo"
+)
+_APPROVAL_START = frozenset(_APPROVING.split())
+"""Words one of which an approving request holds (a bare "thanks" approves nothing)."""
+APPROVAL_MAX_WORDS = 12
+"""A longer request brings its own task, even when it starts with "yes"."""
+_REQUEST_WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+", re.U)
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +436,17 @@ class Handover:
     """The status / plan files read, each at its latest read, the latest last."""
     """Files written, the most recently changed first."""
     previous_summaries: list[str] = field(default_factory=list)
+    answered: tuple[int, str] | None = None
+    """The agent's message the latest request answers (its last text before it, no other
+    request between), with where it said so: a short request means nothing without it."""
+    approves: bool = False
+    """Whether the latest request only approves that message (`approves`)."""
+    proposal: list[RequestStep] = field(default_factory=list)
+    """The numbered items of that message the request approves (those whose numbers it
+    names, else all of its last list), each marked reported when the agent's words since hold
+    most of it or a file it names was changed since."""
+    stale_findings: int = 0
+    """Findings left out because a later change touched what they name (`_stale`)."""
     last_event_is_answer: bool = False
     tokens: int = 0
     messages: int = 0
@@ -719,6 +750,86 @@ def _plan(handover: Handover) -> Plan | None:
             planned.append(PlanItem(item, bool(names or stems), changed, files))
         return Plan(position, intro, tuple(planned))
     return None
+
+
+def approves(request: str) -> bool:
+    """Whether a request only approves what the agent proposed ("yes", "Yes to all", "go
+    ahead", "ja bitte", "oui"): short, with an approving word, and no word of its own but
+    approving ones and numbers (which choose items)."""
+    words = [w.lower().strip("'’-") for w in _REQUEST_WORD.findall(request)]
+    if not words or len(words) > APPROVAL_MAX_WORDS:
+        return False
+    if not any(w in _APPROVAL_START for w in words):
+        return False
+    return all(w in _APPROVAL_WORDS or w.isdigit() for w in words)
+
+
+def _answered(handover: Handover) -> None:
+    """The agent's message the latest request answers, whether the request approves it, and
+    the proposal's items it approves with whether each was reported since."""
+    latest = handover.latest_request
+    if latest is None:
+        return
+    before = handover.requests[-2].position if len(handover.requests) > 1 else 0
+    texts = [(p, t) for p, t in handover.assistant_texts if before < p < latest.position]
+    if not texts:
+        return
+    position, text = texts[-1]
+    if any(position < c.position < latest.position for c in handover.calls):
+        return  # the turn ended in a call (interrupted): the request follows no message
+    handover.answered = (position, text)
+    handover.approves = approves(latest.text)
+    if not handover.approves:
+        return
+    runs = plan_runs(text)
+    if not runs:
+        return
+    items = runs[-1][1]
+    chosen = {int(n) for n in re.findall(r"\d+", latest.text)}
+    if chosen & set(range(1, len(items) + 1)):
+        items = [item for n, item in enumerate(items, 1) if n in chosen]
+    said = " ".join(t for p, t in handover.assistant_texts if p > latest.position)
+    written = [c.path for c in handover.changes if c.last.position > latest.position]
+    for item in items:
+        names, stems = _named_files(item)
+        changed = any(_name(p) in names or _stem(p) in stems for p in written)
+        handover.proposal.append(RequestStep(item, changed or _reported(item, said)))
+
+
+_IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*|[A-Z]\w*[A-Z]\w*)\b")
+"""Names a sentence may hold about code: backquoted spans, snake_case, camelCase."""
+
+
+def _drop_stale_findings(handover: Handover) -> None:
+    """Leave out the findings a later file change touched: the sentence names the changed
+    file, or a name (`code`, snake_case, camelCase) the later change's new code holds. What
+    the agent said before it changed a thing ("X is still missing") is not its state."""
+    later_writes = [c for c in handover.calls if c.path_written]
+    if not later_writes:
+        return
+    kept: list[tuple[int, str]] = []
+    for position, sentence in handover.findings:
+        if _stale(position, sentence, later_writes):
+            handover.stale_findings += 1
+        else:
+            kept.append((position, sentence))
+    handover.findings = kept
+
+
+def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
+    """Whether a write after `position` touched what the sentence names."""
+    after = [c for c in writes if c.position > position]
+    if not after:
+        return False
+    files = {_name(p) for p in mentioned_paths(sentence)}
+    if any(_name(c.path_written or "") in files for c in after):
+        return True
+    names = {(m.group(1) or m.group(2)).strip("()") for m in _IDENTIFIER.finditer(sentence)}
+    names = {n for n in names if re.fullmatch(r"[A-Za-z_][\w.]*", n) and len(n) >= 3}
+    if not names:
+        return False
+    code = "\n".join(written_code(c.block) for c in after)
+    return any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", code) for n in names)
 
 
 def _own_words(handover: Handover) -> None:
@@ -1122,6 +1233,8 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     _own_words(handover)
     handover.plan = _plan(handover)
     handover.errors = _resolve_errors(handover)
+    _answered(handover)
+    _drop_stale_findings(handover)
     return handover
 
 
@@ -1166,6 +1279,7 @@ __all__ = [
     "Request",
     "RequestStep",
     "TrackerItem",
+    "approves",
     "definition_lines",
     "mentioned_paths",
     "push_target",

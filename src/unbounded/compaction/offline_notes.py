@@ -255,7 +255,9 @@ def handover_state(handover: Handover, previous: str = "") -> list[str]:
     for status in handover.status_files[-1:]:  # the project's plan, as last read
         items = "; ".join(clip(item, LINE_CHARS) for item in status.open_items)
         lines.append(f"- Still open in {escape_tags(status.path)}: {escape_tags(items)}")
-    if handover.next_step:
+    request = handover.latest_request
+    # An intention stated before the latest request answered an older one: no next step.
+    if handover.next_step and (request is None or handover.next_step[0] > request.position):
         lines.append(f"- Next step, as last stated: {_quote(handover.next_step[1], ANSWER_CHARS)}")
     unresolved = handover.unresolved_errors
     if unresolved:
