@@ -327,6 +327,24 @@ def test_a_compaction_delta_at_a_block_that_is_no_compaction_changes_nothing() -
     assert reply.content == [{"type": "text", "text": "Hi"}] and fold.raw_blocks == {}
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the plain SDK model warns dumping a compaction block
+def test_a_delta_of_another_kind_at_a_compaction_block_leaves_its_values() -> None:
+    events = [
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "compaction", "content": None, "encrypted_content": None, "signature": "sig_1"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "compaction_delta", "content": "the summary", "encrypted_content": "state-1"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "stray"}},
+        {"type": "content_block_stop", "index": 0},
+        *END,
+    ]
+    fold = WIRE.stream_assembler()
+    for event in events:
+        fold.add(_sdk_event(event))
+    block = fold.snapshot.content[0]
+    assert (block.content, block.encrypted_content) == ("the summary", "state-1")
+    assert fold.finish(None).content[0] == {"type": "compaction", "content": "the summary", "encrypted_content": "state-1", "signature": "sig_1"}
+
+
 # -- the caller's messages, as the session stores them ---------------------------------------------
 
 
