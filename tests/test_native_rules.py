@@ -25,7 +25,7 @@ from unbounded.compaction.native import (
     billed_usage,
     compact_edit,
 )
-from unbounded.errors import CompactionError, ConfigError
+from unbounded.errors import BadRequestError, CompactionError, ConfigError, ProviderError
 from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse
@@ -40,13 +40,13 @@ SUMMARY = nine_section_summary("fix the parser")
 
 
 class Scripted:
-    """A provider declaring a given profile (Anthropic's by default) that answers from a list
-    and keeps each request it was sent."""
+    """A provider declaring a given profile (Anthropic's by default) that answers (or fails)
+    from a list and keeps each request it was sent."""
 
     name = "scripted"
     supports_cache_edits = False
 
-    def __init__(self, *replies: ModelResponse, profile: ProviderProfile = AnthropicProvider.profile) -> None:
+    def __init__(self, *replies: ModelResponse | ProviderError, profile: ProviderProfile = AnthropicProvider.profile) -> None:
         self.replies = list(replies)
         self.sent: list[ProviderRequest] = []
         self._profile = profile
@@ -59,7 +59,10 @@ class Scripted:
     async def create(self, request: ProviderRequest, *, stream: bool = False, heartbeat: Heartbeat | None = None) -> ModelResponse:
         """The next scripted reply."""
         self.sent.append(request)
-        return self.replies.pop(0)
+        reply = self.replies.pop(0)
+        if isinstance(reply, ProviderError):
+            raise reply
+        return reply
 
 
 def _reply(*content: Any, usage: dict[str, Any] | None = None) -> ModelResponse:
@@ -171,14 +174,24 @@ def test_the_native_tier_steps_aside_for_a_provider_without_compaction_without_a
     assert plain.sent == []
 
 
-def test_a_failed_server_compaction_is_logged_and_left_to_our_summary(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        pytest.param(BadRequestError("context_management: unknown edit", status=400), "unknown edit", id="refused"),
+        pytest.param(_reply("I did not compact."), "without a compaction", id="no-compaction-block"),
+    ],
+)
+def test_a_failed_server_compaction_is_logged_and_left_to_our_summary(caplog: pytest.LogCaptureFixture, failure: Any, said: str) -> None:
+    """A refused request is handed over (as a cache-sharing summary's would be) and one
+    without a compaction fails outright: either way the tier says why and gives way."""
     session = _session()
     context = _long_context(session)
-    provider = Scripted(_reply("I did not compact."))
+    provider = Scripted(failure)
     with caplog.at_level(logging.WARNING, logger="unbounded.compaction.native"):
         assert asyncio.run(NativeCompactionTier(provider, session.model_info).compact(context)) is None
     assert len(provider.sent) == 1
-    assert any("the server compaction failed" in r.getMessage() and "without a compaction" in r.getMessage() for r in caplog.records)
+    native = [r.getMessage() for r in caplog.records if r.name == "unbounded.compaction.native"]
+    assert len(native) == 1 and native[0].startswith("the server compaction failed") and said in native[0]
 
 
 def test_arrange_tiers_refuses_an_unknown_name() -> None:
