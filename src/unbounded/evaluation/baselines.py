@@ -53,7 +53,7 @@ from unbounded.compaction.prompts import summary_message_text
 from unbounded.errors import SettledMessageError
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
-from unbounded.evaluation.simulated_calls import SimulatedCalls
+from unbounded.evaluation.simulated_calls import SimulatedCalls, SpillColumn, SpillFile
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
@@ -166,8 +166,10 @@ class StrategyRun:
     """Each recorded call's main request (columns: `simulated_calls.py`)."""
     side_calls: SimulatedCalls = field(default_factory=SimulatedCalls)
     """Summary calls (priced, not part of the conversation)."""
-    cost_per_call: array[float] = field(default_factory=lambda: array("d"))
-    """Cost of each recorded call's step, side calls included."""
+    cost_per_call: SpillColumn = field(default_factory=lambda: SpillColumn("d", SpillFile()))
+    """Cost of each recorded call's step, side calls included: a column whose full chunks
+    move to a file (read whole only for the total), so a strategy holds a chunk of them,
+    not one float a call, however long the replay."""
     overflows: int = 0
     compactions: int = 0
     fixed_cost_usd: float = 0.0
@@ -185,7 +187,9 @@ class StrategyRun:
     @property
     def cost_usd(self) -> float:
         """Total price of the strategy's calls, the fixed cost included."""
-        return sum(self.cost_per_call) + self.fixed_cost_usd
+        # Summed in call order, as the floats were added: the same total to the last bit.
+        total: float = sum(self.cost_per_call)
+        return total + self.fixed_cost_usd
 
     @property
     def cache_read_share(self) -> float:
