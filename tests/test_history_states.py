@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unbounded.evaluation.baselines import History
+from unbounded.evaluation.baselines import History, _HistoryList
 from unbounded.model.entries import Entry
 
 
@@ -77,3 +77,28 @@ def test_a_new_state_refers_to_what_changed_not_to_every_message() -> None:
     assert len(gc.get_referents(after)) < 10
     assert len(gc.get_referents(before)) < 10
     assert list(after) == history.normalizer.messages
+
+
+def test_a_history_that_changes_from_its_first_message_copies_no_state(monkeypatch: Any) -> None:
+    """A history whose first message is made anew at each read (it opens with an assistant
+    message) changes from message 0 at every state: the states held keep the old list, which
+    nothing edits again, instead of each copying its messages."""
+    copied: list[int] = []
+    keep_from = _HistoryList.keep_from
+
+    def counted(state: _HistoryList, start: int) -> None:
+        copied.append(len(state) - start)
+        keep_from(state, start)
+
+    monkeypatch.setattr(_HistoryList, "keep_from", counted)
+    history = History(1.0)
+    history.normalizer.append(Entry.assistant([{"type": "text", "text": "hi"}]))
+    held = []
+    for n in range(50):
+        history.normalizer.append(_entry(0, n, 0))
+        history.normalizer.append(_entry(2, n, n))
+        state = history.messages()
+        held.append((state, list(state)))
+    assert sum(copied) == 0
+    for state, then in held:
+        assert all(a is b for a, b in zip(state, then, strict=True)) and len(state) == len(then)

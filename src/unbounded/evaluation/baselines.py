@@ -402,6 +402,12 @@ class History:
     def _update(self, messages: Sequence[MessageParam], start: int) -> None:
         """Make `_own` the normalizer's `messages`, whose first `start` are those `_own`
         holds; each state still held first keeps its own messages from `start` on."""
+        if start == 0:
+            # All may differ (a first user message made anew at each read): a new list, and
+            # the states given keep the old one, which nothing edits again (no copy each).
+            self._own = list(messages)
+            self._states = []
+            return
         states: list[weakref.ref[_HistoryList]] = []
         for ref in self._states:
             state = ref()
