@@ -26,11 +26,13 @@ to its history. All use the auto-compact threshold of the replayed model and win
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections import deque
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from itertools import islice
+from typing import Any, cast, overload
 
 import orjson
 
@@ -53,7 +55,7 @@ from unbounded.compaction.prompts import summary_message_text
 from unbounded.errors import SettledMessageError
 from unbounded.evaluation.prefix import OpaquePrefix
 from unbounded.evaluation.recorded import RecordedCall
-from unbounded.evaluation.simulated_calls import SimulatedCalls
+from unbounded.evaluation.simulated_calls import SimulatedCalls, SpillColumn, SpillFile
 from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.normalize import MessageNormalizer, normalize_plain_messages
@@ -114,7 +116,7 @@ class ReplaySettings:
 
     def request(
         self,
-        messages: list[MessageParam],
+        messages: Sequence[MessageParam],
         *,
         model_name: str | None = None,
         marker: LastMarked | None = None,
@@ -166,8 +168,10 @@ class StrategyRun:
     """Each recorded call's main request (columns: `simulated_calls.py`)."""
     side_calls: SimulatedCalls = field(default_factory=SimulatedCalls)
     """Summary calls (priced, not part of the conversation)."""
-    cost_per_call: array[float] = field(default_factory=lambda: array("d"))
-    """Cost of each recorded call's step, side calls included."""
+    cost_per_call: SpillColumn = field(default_factory=lambda: SpillColumn("d", SpillFile()))
+    """Cost of each recorded call's step, side calls included: a column whose full chunks
+    move to a file (read whole only for the total), so a strategy holds a chunk of them,
+    not one float a call, however long the replay."""
     overflows: int = 0
     compactions: int = 0
     fixed_cost_usd: float = 0.0
@@ -185,7 +189,9 @@ class StrategyRun:
     @property
     def cost_usd(self) -> float:
         """Total price of the strategy's calls, the fixed cost included."""
-        return sum(self.cost_per_call) + self.fixed_cost_usd
+        # Summed in call order, as the floats were added: the same total to the last bit.
+        total: float = sum(self.cost_per_call)
+        return total + self.fixed_cost_usd
 
     @property
     def cache_read_share(self) -> float:
@@ -289,7 +295,7 @@ class SidePlan:
 class CallPlan:
     """What a strategy sends before a recorded call."""
 
-    messages: list[MessageParam]
+    messages: Sequence[MessageParam]
     side: tuple[SidePlan, ...] = ()
     changed: bool = False
     """The strategy sent something other than the plain recorded history this call."""
@@ -306,6 +312,8 @@ class History:
     __slots__ = (
         "_husked",
         "_lists",
+        "_own",
+        "_states",
         "_tokens_of",
         "_version",
         "normalizer",
@@ -320,6 +328,11 @@ class History:
         # left to the cyclic collector (a replay collects seldom: megabytes a history).
         self.tokens = MessageTokens(scale, self._lists.shared_prefix)
         self._version = -1
+        self._own: list[MessageParam] = []
+        """The messages of the latest state, edited from where the normalizer changed them:
+        every state (`_HistoryList`) reads it up to where it keeps its own."""
+        self._states: list[weakref.ref[_HistoryList]] = []
+        """The states given that may still be held, told before `_own` changes."""
         self._husked = 0
         """The first messages up to here had their tool results and assistant blocks husked."""
         self._tokens_of: BlockTokens | None = None
@@ -363,24 +376,48 @@ class History:
             elif type(message) is dict:
                 husk_blocks(cast(Any, message), index, tokens_of)
         self._husked = max(self._husked, stop)
-        # In place: the readers that hold this list (the token counts, the markers and the
+        # In place: the readers that hold this state (the token counts, the markers and the
         # clearing, given it this call) hold the settled messages too.
-        _swap_in(messages, swaps)
+        _swap_in(self._own, swaps)
         return swaps
 
-    def messages(self) -> list[MessageParam]:
-        """The history as API messages: one list per state of the history, shared by every
-        strategy that reads it (read only: a new one follows an append; `husk` alone edits
-        it, putting settled messages in the places of the same messages)."""
+    def messages(self) -> Sequence[MessageParam]:
+        """The history as API messages: one sequence per state of the history, shared by
+        every strategy that reads it (read only: a new one follows an append; `husk` alone
+        edits it, putting settled messages in the places of the same messages). A new state
+        costs what changed, not a copy of the history (`_HistoryList`)."""
         normalizer, lists = self.normalizer, self._lists
         if self._version != normalizer.version:
             unchanged = normalizer.first_changed_since(self._version)
+            self._update(normalizer.borrowed_messages(), unchanged or 0)
             lists.previous, lists.unchanged = lists.current, unchanged or 0
             if unchanged is None:
                 lists.previous = None  # too many versions since: readers compare
-            lists.current = normalizer.messages
+            state = _HistoryList(self._own, len(self._own))
+            self._states.append(weakref.ref(state))
+            lists.current = state
             self._version = normalizer.version
         return lists.current
+
+    def _update(self, messages: Sequence[MessageParam], start: int) -> None:
+        """Make `_own` the normalizer's `messages`, whose first `start` are those `_own`
+        holds; each state still held first keeps its own messages from `start` on."""
+        if start == 0:
+            # All may differ (a first user message made anew at each read): a new list, and
+            # the states given keep the old one, which nothing edits again (no copy each).
+            self._own = list(messages)
+            self._states = []
+            return
+        states: list[weakref.ref[_HistoryList]] = []
+        for ref in self._states:
+            state = ref()
+            if state is not None:
+                state.keep_from(start)
+                states.append(ref)
+        self._states = states
+        own = self._own
+        del own[start:]
+        own.extend(messages[start:])
 
     def shared_prefix(self, new: Sequence[MessageParam], old: Sequence[MessageParam]) -> int:
         """`shared_prefix_length(new, old)`, comparing only past what the normalizer says is
@@ -390,6 +427,65 @@ class History:
         return self._lists.shared_prefix(new, old)
 
 
+class _HistoryList(Sequence[MessageParam]):
+    """One state of a `History`'s messages, read from the history's own list (shared by its
+    states) up to where it keeps its own copy: before the history edits its list from an
+    index on, every state still held keeps its messages from there (`keep_from`), so a state
+    reads the same messages as long as it is held, and a new state costs what changed, not a
+    copy of every message (a copy touches each message: at 100,000 calls, milliseconds)."""
+
+    __slots__ = ("__weakref__", "_base", "_kept", "_length", "_split")
+
+    def __init__(self, base: list[MessageParam], length: int) -> None:
+        self._base = base
+        self._length = length
+        self._split = length
+        """Messages before it are read from `_base`, the others from `_kept`."""
+        self._kept: list[MessageParam] = []
+
+    def keep_from(self, start: int) -> None:
+        """Keep a copy of the messages from `start` on (the base changes there)."""
+        if start < self._split:
+            self._kept[:0] = self._base[start : self._split]
+            self._split = start
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> MessageParam: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[MessageParam]: ...
+
+    def __getitem__(self, index: int | slice) -> MessageParam | list[MessageParam]:
+        split = self._split
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step != 1:
+                return [self[at] for at in range(start, stop, step)]
+            if stop <= split:
+                return self._base[start:stop]
+            if start >= split:
+                return self._kept[start - split : stop - split]
+            return [*self._base[start:split], *self._kept[: stop - split]]
+        at = index + self._length if index < 0 else index
+        if not 0 <= at < self._length:
+            raise IndexError(f"message {index} out of range ({self._length} messages)")
+        return self._base[at] if at < split else self._kept[at - split]
+
+    def __iter__(self) -> Iterator[MessageParam]:
+        yield from islice(self._base, min(self._split, self._length))
+        yield from self._kept
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_HistoryList, list)):
+            return len(other) == self._length and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class _GivenLists:
     """The list a `History` gave last, the one before it and how many first messages the
     two share at least: what its `shared_prefix` reads, held apart from the history."""
@@ -397,8 +493,8 @@ class _GivenLists:
     __slots__ = ("current", "previous", "unchanged")
 
     def __init__(self) -> None:
-        self.current: list[MessageParam] = []
-        self.previous: list[MessageParam] | None = None
+        self.current: Sequence[MessageParam] = []
+        self.previous: Sequence[MessageParam] | None = None
         """The list given before the current one (None: too many versions since)."""
         self.unchanged = 0
 
@@ -651,7 +747,9 @@ class TruncateBaseline(Baseline):
         return self.cut
 
 
-def mark_last_message(messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
+def mark_last_message(
+    messages: Sequence[MessageParam], marker: dict[str, Any]
+) -> list[MessageParam]:
     """The messages with `marker` on the last markable block (walking back over messages that
     have none); only the marked message is copied."""
     result = list(messages)
@@ -717,7 +815,9 @@ class LastMarked:
         self.unchanged = 0
         """How many first messages the last result shares with the one before."""
 
-    def mark(self, messages: list[MessageParam], marker: dict[str, Any]) -> list[MessageParam]:
+    def mark(
+        self, messages: Sequence[MessageParam], marker: dict[str, Any]
+    ) -> list[MessageParam]:
         """The messages with `marker` on the last markable block (the marker's own list)."""
         same = min(self.shared_prefix(messages, self._source), len(messages))
         result = self._result
