@@ -25,12 +25,17 @@ def _objects_held(strategies: list[Baseline]) -> int:
     """Objects reachable from the strategies, not counting the messages their requests send
     (the shared history's, clear_every_turn's cleared copies) and what they hold, the
     replay's settings, each simulator's cache entries and token memo (bounded by the TTL and
-    the memo's size, not by the calls), and the normalizers' sets of call ids."""
+    the memo's size, not by the calls), and the normalizers' sets of call ids and bounded
+    logs of recent edits."""
     stop: set[int] = {id(strategies[0].settings)}
     messages: list[Any] = list(strategies[0].history.messages())
     for strategy in strategies:
-        # The normalizer's set of call ids is its own (model/normalize.py), not a baseline's.
-        stop.add(id(strategy.history.normalizer._names))
+        # The normalizer's set of call ids is its own (model/normalize.py), not a baseline's;
+        # its log of recent edits is a deque of at most _EDITS_KEPT pairs, full or not yet
+        # full depending on when each strategy's history last changed.
+        normalizer = strategy.history.normalizer
+        stop |= {id(normalizer._names), id(normalizer._edits)}
+        assert normalizer._edits.maxlen is not None
         if isinstance(strategy, ClearEveryTurnBaseline):
             messages += strategy.clearing._result
         simulator = strategy.simulator
