@@ -8,7 +8,10 @@ import json
 from typing import Any
 
 import pytest
+from conversation import bash, read, says, user, write
 
+from unbounded.compaction.extractive import extractive_summary
+from unbounded.compaction.handover import approves, read_handover
 from unbounded.compaction.recorded_files import recorded_files
 from unbounded.model import shell_files
 from unbounded.model.entries import Entry
@@ -114,3 +117,41 @@ def test_the_sed_in_place_scan_splits_only_sed_segments(monkeypatch: pytest.Monk
     command = f"apply_patch '*** Begin Patch\n*** Add File: notes.md\n{body}*** End Patch'"
     in_place_edits.__wrapped__(command)
     assert not split
+
+
+# -- the offline hand-over -------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="a question 'yes?' is read as an approval")
+def test_a_questioning_yes_approves_nothing() -> None:
+    assert not approves("yes?")
+
+
+@pytest.mark.xfail(strict=True, reason="'ok thanks' after a report makes its done items next steps")
+def test_ok_thanks_after_a_report_of_done_work_asks_for_no_redo() -> None:
+    report = (
+        "Done. Here is what I changed:\n1. Added the refunds columns to shop/exporter.py\n"
+        "2. Wrote tests for the export button\n3. Updated docs/export.md"
+    )
+    messages = [
+        user("Audit the exporter."),
+        *read("r", "/w/shop/exporter.py"),
+        says(report),
+        user("ok thanks"),
+    ]
+    summary = extractive_summary(messages)
+    assert "Added the refunds columns" not in summary[summary.index("\n9. ") :]
+
+
+@pytest.mark.xfail(strict=True, reason="a finding is dropped when a later write merely calls a name")
+def test_a_finding_stays_when_a_later_file_only_uses_the_name_it_mentions() -> None:
+    finding = "The `parse_config` function returns None for an empty file, which callers rely on."
+    test_code = "from config import parse_config\n\ndef test_x():\n    assert parse_config('a') == 1\n"
+    messages = [
+        user("Add tests for config."),
+        says(finding),
+        *read("r", "/w/config.py"),
+        *write("w", "/w/tests/test_other.py", test_code),
+        *bash("b", "pytest", "1 passed"),
+    ]
+    assert [text for _, text in read_handover(messages).findings] == [finding]
