@@ -15,7 +15,7 @@ from unbounded.compaction.handover import approves, read_handover
 from unbounded.compaction.recorded_files import recorded_files
 from unbounded.model import shell_files
 from unbounded.model.entries import Entry
-from unbounded.model.shell_files import heredoc_writes, in_place_edits, parse_patch
+from unbounded.model.shell_files import heredoc_writes, in_place_edits, parse_patch, shell_reads
 from unbounded.tokens.estimate import rough_token_count
 
 _ids = itertools.count()
@@ -74,7 +74,9 @@ def test_an_unquoted_here_document_with_expansions_is_no_known_text() -> None:
 
 @pytest.mark.xfail(strict=True, reason="a hunk's old lines are found inside another line")
 def test_a_hunk_replaces_whole_lines_not_a_line_s_tail() -> None:
-    (update,) = parse_patch("*** Begin Patch\n*** Update File: f.py\n@@\n-b = 1\n+b = 2\n*** End Patch")
+    (update,) = parse_patch(
+        "*** Begin Patch\n*** Update File: f.py\n@@\n-b = 1\n+b = 2\n*** End Patch"
+    )
     assert update.applied_to("ab = 1\nb = 1\n") == "ab = 1\nb = 2\n"
 
 
@@ -144,10 +146,14 @@ def test_ok_thanks_after_a_report_of_done_work_asks_for_no_redo() -> None:
     assert "Added the refunds columns" not in summary[summary.index("\n9. ") :]
 
 
-@pytest.mark.xfail(strict=True, reason="a finding is dropped when a later write merely calls a name")
+@pytest.mark.xfail(
+    strict=True, reason="a finding is dropped when a later write merely calls a name"
+)
 def test_a_finding_stays_when_a_later_file_only_uses_the_name_it_mentions() -> None:
     finding = "The `parse_config` function returns None for an empty file, which callers rely on."
-    test_code = "from config import parse_config\n\ndef test_x():\n    assert parse_config('a') == 1\n"
+    test_code = (
+        "from config import parse_config\n\ndef test_x():\n    assert parse_config('a') == 1\n"
+    )
     messages = [
         user("Add tests for config."),
         says(finding),
@@ -176,3 +182,20 @@ def test_many_codex_commits_keep_the_summary_within_its_maximum_and_the_user_pro
     summary = extractive_summary(messages)
     assert rough_token_count(summary) <= DEFAULT_MAX_SUMMARY_TOKENS
     assert "feature number 70 of" in summary
+
+
+@pytest.mark.xfail(
+    strict=True, reason="a cat among other printing commands is taken as the whole file"
+)
+def test_a_cat_next_to_another_printing_command_is_not_the_file_s_whole_text() -> None:
+    entries = [
+        *_call("cat app.py", _envelope("x = 1\n", 0)),
+        *_call("echo start; cat app.py", _envelope("start\nx = 1\n", 0)),
+    ]
+    file = recorded_files(entries)["app.py"]
+    assert (file.text, file.partial) in (("x = 1\n", False), ("start\nx = 1\n", True))
+
+
+@pytest.mark.xfail(strict=True, reason="a `<< \\EOF` here-document's body is read as commands")
+def test_a_backslash_quoted_here_document_body_is_no_command() -> None:
+    assert shell_reads("python3 - << \\EOF\ncat app.py\nEOF") == ()
