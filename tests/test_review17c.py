@@ -225,3 +225,19 @@ def test_a_command_left_out_of_the_last_steps_is_still_named_somewhere() -> None
         result("f1", found),
     ]
     assert "tail -5" in extractive_summary(messages)
+
+
+@pytest.mark.xfail(strict=True, reason="exec_command's `Process exited with code N` header is kept")
+def test_a_cat_through_exec_command_records_the_file_without_its_header() -> None:
+    # The Codex importer reads this header (`output_failed`); `unwrap_output` does not, so the
+    # header's lines become the file's text.
+    output = "Wall time: 0.0500 seconds\nProcess exited with code 0\nOutput:\nx = 1\n"
+    use_block = {
+        "type": "tool_use",
+        "id": "u1",
+        "name": "exec_command",
+        "input": {"cmd": "cat app.py"},
+    }
+    answer = {"type": "tool_result", "tool_use_id": "u1", "content": output}
+    entries = [Entry.assistant([use_block]), Entry.user([answer])]
+    assert recorded_files(entries)["app.py"].text == "x = 1\n"
