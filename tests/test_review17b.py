@@ -130,14 +130,6 @@ def test_a_history_new_title_request_stays_out_of_the_conversation(
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's Message reads the block as text
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing (before 1d11071): a drop-in conversation holding a server compaction "
-    "block (the caller asked for context_management on messages.create) cannot go on: the "
-    "wire adds the compaction beta as `betas=`, which the non-beta messages.create refuses "
-    "(TypeError), where the bare SDK sends the caller's request; a managed side call over it "
-    "fails the same way",
-)
 def test_a_conversation_holding_a_compaction_block_goes_on(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
     block = compaction_block("Summary: we fixed the parser.")
@@ -151,6 +143,16 @@ def test_a_conversation_holding_a_compaction_block_goes_on(api_server: ApiServer
     reply = client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
     assert reply.content[0].text == "more"
     assert api_server.last.json["messages"][1]["content"][0]["type"] == "compaction"
+    # The plain client takes no `betas=`: the compaction beta goes in its header.
+    assert "compact" in api_server.last.headers.get("anthropic-beta", "")
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "judge it"},
+    ]
+    api_server.anthropic.push(message("judged", id="msg_j"))
+    judged = client.messages.create(model=CLAUDE, max_tokens=100, system="Judge.", messages=messages)
+    assert judged.content[0].text == "judged"  # a managed side call over it goes too
+    assert api_server.last.json["system"][0]["text"] == "Judge."
 
 
 def _markers(body: Any) -> list[Any]:

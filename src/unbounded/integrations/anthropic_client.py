@@ -335,6 +335,36 @@ class _CallerHeaders(ProviderWrapper):
         return await self._provider().create(request, stream=stream, heartbeat=heartbeat)
 
 
+def _takes_betas(method: Callable[..., Any]) -> bool:
+    """Whether the SDK `method` takes `betas=` (the beta client's; a `**kwargs` one may)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - C callables, mocks without a spec
+        return True
+    return any(p.name == "betas" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _betas_as_header(kwargs: dict[str, Any], method: Callable[..., Any]) -> dict[str, Any]:
+    """`kwargs` for `method`, whose `betas=` (the compaction beta the wire adds for a history
+    holding a compaction block) goes in the `anthropic-beta` header when `method` is the plain
+    client's, which takes no `betas=` (only `client.beta.messages` does); the caller's
+    `extra_headers` betas are kept."""
+    betas = kwargs.get("betas")
+    if not betas or _takes_betas(method):
+        return kwargs
+    out = {key: value for key, value in kwargs.items() if key != "betas"}
+    headers = out.get("extra_headers")
+    given = _beta_header(headers)
+    merged = [*given, *(str(beta) for beta in betas if str(beta) not in given)]
+    others = {
+        key: value
+        for key, value in (headers.items() if isinstance(headers, Mapping) else ())
+        if str(key).lower() != "anthropic-beta"
+    }
+    out["extra_headers"] = {**others, "anthropic-beta": ",".join(merged)}
+    return out
+
+
 def _require_max_tokens(kwargs: Mapping[str, Any], call: str) -> None:
     """The SDK's TypeError for a call without `max_tokens` (a required argument of the
     Anthropic SDK): the wrapper chooses no limit the caller did not."""
@@ -808,7 +838,7 @@ class ClientPipeline:
         extra = passthrough.get("extra_body")
         if isinstance(extra, Mapping):
             out["extra_body"] = {**out.get("extra_body", {}), **extra}
-        return out
+        return _betas_as_header(out, method)
 
     def _adopts(
         self,
@@ -947,7 +977,7 @@ class ClientPipeline:
         extra = passthrough.get("extra_body")
         if isinstance(extra, Mapping):
             kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra}
-        return kwargs
+        return _betas_as_header(kwargs, method)
 
     def messages_api(self, request: ProviderRequest, sdk: Any) -> Any:
         """`sdk.messages`, or `sdk.beta.messages` when the request carries betas."""
