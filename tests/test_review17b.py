@@ -173,13 +173,6 @@ def _markers(body: Any) -> list[Any]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): a managed side call drops the caller's 1-hour cache markers "
-    "(its system, tools and message blocks marked ttl='1h' go out as 5-minute ones), where "
-    "the session's turns honour them (honor_caller_markers) and the side call sent as given "
-    "kept them: a judge asked every 10 minutes never reads its cache",
-)
 def test_a_managed_side_call_keeps_the_callers_one_hour_markers(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
     hour = {"type": "ephemeral", "ttl": "1h"}

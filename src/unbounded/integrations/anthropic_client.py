@@ -818,7 +818,15 @@ class ClientPipeline:
             if not fields["tools"] and "tool_choice" not in passthrough:
                 passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
             fields = with_recall_tool(fields)
-        return side_request(session, messages_out, fields), passthrough
+        # The caller's 1-hour markers kept as a turn keeps them (a judge asked every ten
+        # minutes reads its cache).
+        request = honor_caller_markers(
+            side_request(session, messages_out, fields),
+            fields["system"],
+            fields["tools"],
+            self._seen.longest_ttl,
+        )
+        return request, passthrough
 
     def _no_tool_choice(self) -> Any:
         """The `tool_choice` that lets the model call no tool, in this API's shape."""
