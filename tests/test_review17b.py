@@ -87,14 +87,6 @@ def test_a_session_folder_with_a_huge_user_message_resumes(
     _resume_after_a_huge_message(api_server, tmp_path / "s", "user")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): with history='new' a new system is adopted at once, so a "
-    "title request (its own system, no tools, a prompt quoting the conversation) on the "
-    "wrapped client is recorded as a turn: its question and answer join the agent's "
-    "conversation and are sent on every later turn, and the tools are dropped for it "
-    "(before, it was a side call passed as given)",
-)
 def test_a_history_new_title_request_stays_out_of_the_conversation(
     api_server: ApiServer,
 ) -> None:
@@ -127,6 +119,48 @@ def test_a_history_new_title_request_stays_out_of_the_conversation(
     )
     sent = json.dumps(api_server.last.json["messages"])
     assert "Its title?" not in sent and "A title" not in sent
+
+
+def test_a_history_new_title_request_is_sent_managed_a_new_system_with_tools_is_a_change(
+    api_server: ApiServer,
+) -> None:
+    """history='new': a new system without the conversation's tools (or on another model)
+    is a side call sent over the recorded conversation, not recorded; a new system with the
+    conversation's tools is a change of system, recorded."""
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive", history="new")
+    api_server.anthropic.push(
+        message("a0", id="msg_0"),
+        message("A title", id="msg_t"),
+        message("other", id="msg_o"),
+        message("a1", id="msg_1"),
+    )
+    agent: dict[str, Any] = {"model": CLAUDE, "max_tokens": 100, "tools": READ}
+    client.messages.create(
+        **agent, system="You are an agent.", messages=[{"role": "user", "content": "u0"}]
+    )
+    entries = len(client.session.entries)
+    client.messages.create(
+        model=CLAUDE,
+        max_tokens=20,
+        system="Write a short title.",
+        messages=[{"role": "user", "content": "Its title?"}],
+    )
+    sent = api_server.last.json
+    assert [m["content"] for m in sent["messages"]][0] == "u0"  # over the conversation
+    assert "Its title?" in json.dumps(sent["messages"][-1])
+    client.messages.create(
+        model="claude-opus-4-6",
+        max_tokens=20,
+        system="Another.",
+        tools=READ,
+        messages=[{"role": "user", "content": "Other model?"}],
+    )
+    assert len(client.session.entries) == entries  # neither recorded
+    client.messages.create(
+        **agent, system="You are a careful agent.", messages=[{"role": "user", "content": "u1"}]
+    )
+    assert len(client.session.entries) == entries + 2  # a change of system: recorded
+    assert client.session.config.system == "You are a careful agent."
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's Message reads the block as text
@@ -206,14 +240,6 @@ def test_a_managed_side_call_keeps_the_callers_one_hour_markers(api_server: ApiS
     assert {m.get("ttl") for m in _markers(sent)} == {"1h"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): a managed side call with tools over a history holding the "
-    "session's own recall round declares `recall` beside the caller's tools, tool_choice "
-    "left as given, and returns the reply unchanged: a model calling `recall` hands the "
-    "caller a call to a tool it never declared (turns answer recall rounds inside; the "
-    "side call sent as given declared no recall)",
-)
 def test_a_managed_side_call_never_hands_the_caller_a_recall_call(
     api_server: ApiServer,
 ) -> None:
@@ -261,14 +287,6 @@ def _tool_blocks(messages: list[Any]) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap in 4260eda (i37s; the side call sent as given was refused the same way): a "
-    "managed title request without tools over a conversation that used tools sends its "
-    "tool_use/tool_result blocks with no `tools`, which the API refuses ('Requests which "
-    "include tool_use or tool_result blocks must define tools', anthropic-sdk-python#494); "
-    "the local validator does not check that rule",
-)
 def test_a_managed_title_request_over_tool_calls_declares_tools(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
     api_server.anthropic.push(

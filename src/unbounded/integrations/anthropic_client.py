@@ -25,7 +25,7 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    a judge) is a side call: nothing is recorded and its reply is returned unchanged
    (`SideCallPassed`): one with a different `system` (unless its messages go on through
    the exchange of the side call just before it, point 2, or the caller said
-   `history="new"`); one that shares no message with the conversation when the caller has
+   `history="new"`, point 2); one that shares no message with the conversation when the caller has
    been sending whole histories, or when its model or tools differ; one that would leave
    the last reply's tool calls unanswered. One with a different `system` whose messages
    continue the recorded conversation (adding messages, or asking again for its last
@@ -52,8 +52,10 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    turn). Any other call forgets the side call: a judge or title asked again (the same
    question, no reply after it) is another side call, and a call back on the old system
    that does not carry the side exchange is an ordinary turn. A `history="new"` caller
-   declares that every call continues the conversation: a new system is a change at once
-   (recorded, `CacheParamsChanged`), never a side call.
+   declares that every call continues the conversation: a new system with the
+   conversation's tools and model is a change at once (recorded, `CacheParamsChanged`); one
+   without tools while the conversation has some, or on another model (a title request),
+   is a side call sent managed over the recorded conversation, its messages after it.
    `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
    caller's last turn go with the compaction's summary requests too (`_CallerHeaders`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
@@ -137,6 +139,8 @@ from unbounded.integrations._anthropic_streams import (
 )
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._side_calls import (
+    holds_tool_blocks,
+    recall_rounds_as_text,
     calls_recall,
     fresh_messages,
     side_request,
@@ -705,8 +709,10 @@ class ClientPipeline:
                 relation, discards = adopted, remembered is not None and remembered.retry
             elif (
                 not self._settled
-                or self.history == "new"  # every call continues: a new system is a change
                 or _same_system(params.get("system"), config.system)
+                # every call continues: a new system is a change, unless the call drops the
+                # conversation's tools or model (a title request over it)
+                or (self.history == "new" and not self._new_history_side_call(params, config))
             ):
                 relation = continuation()
             else:
@@ -765,6 +771,12 @@ class ClientPipeline:
             self._verified = len(messages)  # known ends with this list's prints
         return rest
 
+    def _new_history_side_call(self, params: Mapping[str, Any], config: SessionConfig) -> bool:
+        """Whether a `history="new"` call with a new system is a side call: it gives no tools
+        while the conversation has some, or names another model."""
+        dropped_tools = bool(config.tools) and not params.get("tools")
+        return dropped_tools or params.get("model") != config.model
+
     def _side_call_kept(
         self, relation: Continuation | None, params: Mapping[str, Any]
     ) -> _SideCall | None:
@@ -795,11 +807,11 @@ class ClientPipeline:
         or asking again for its last reply), with or without the conversation's tools: the
         session's view, then the messages it adds, with its own parameters; None for one
         that does not continue it (sent as given). Nothing is recorded, nothing compacted."""
-        if relation is None or not relation.start:
+        if relation is None or (not relation.start and relation.relation != "new"):
             return None
         retry = relation.relation == "retry"
         fresh = messages[relation.start :]
-        if not retry and (relation.relation not in ("continues", "window") or not fresh):
+        if not retry and (relation.relation not in ("continues", "window", "new") or not fresh):
             return None
         session = self.session
         read = [
@@ -812,12 +824,24 @@ class ClientPipeline:
             stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
         messages_out = [*side_view(session, drop_last_reply=retry), *fresh_messages(stored)]
         fields = _config_fields(params)
-        if self.recall_ids and calls_recall(messages_out):
-            # The API refuses a request whose history calls a tool it does not declare; the
-            # model is not to call it when the side call gave no tools.
-            if not fields["tools"] and "tool_choice" not in passthrough:
+        recalls = bool(self.recall_ids) and calls_recall(messages_out)
+        if fields["tools"]:
+            if recalls:
+                # The caller must never receive a `recall` call: the session's recall rounds
+                # go as text (what was recalled stays for the replies built on it) and recall
+                # is not declared. Answering recall inside would need a turn's loop in every
+                # side-call path (create, stream, async) for a call that records nothing.
+                messages_out = recall_rounds_as_text(messages_out, self.recall_ids)
+        elif recalls or holds_tool_blocks(messages_out):
+            # The API refuses tool_use/tool_result blocks in a request declaring no tools: a
+            # title request without tools over a conversation that used tools goes with the
+            # conversation's tools (and recall, when called), none of them to be called.
+            # The blocks stay as the model saw them, rather than rewritten as text.
+            fields = {**fields, "tools": list(session.config.tools)}
+            if recalls:
+                fields = with_recall_tool(fields)
+            if "tool_choice" not in passthrough:
                 passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
-            fields = with_recall_tool(fields)
         # The caller's 1-hour markers kept as a turn keeps them (a judge asked every ten
         # minutes reads its cache).
         request = honor_caller_markers(
