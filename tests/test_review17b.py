@@ -1,5 +1,5 @@
-"""Review of session 17's managed side calls (i37s, merged in 4260eda): strict-xfail
-reproducers, driven through the real SDKs against the scripted local API server."""
+"""Review of session 17's managed side calls (i37s, merged in 4260eda): what it found, fixed
+in i37z, driven through the real SDKs against the scripted local API server."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from apiserver import (
     ApiServer,
+    anthropic_request_error,
     api_server_fixture,  # noqa: F401  (registers the api_server fixture)
     compaction_block,
     message,
@@ -60,13 +61,6 @@ def _resume_after_a_huge_message(api_server: ApiServer, folder: Path, role: str)
     return events
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): a system message inside an OpenAI conversation is stored "
-    "cut, so a session folder holding a huge one can no longer be resumed: the caller's next "
-    "call (sending it whole, as it always does) raises ConfigError 'messages[2] differs from "
-    "the conversation this session recorded' (before, it was stored whole and resumed)",
-)
 def test_a_session_folder_with_a_huge_system_message_resumes(
     api_server: ApiServer, tmp_path: Path
 ) -> None:
@@ -74,13 +68,6 @@ def test_a_session_folder_with_a_huge_system_message_resumes(
     assert [e for e in events if e.kind == "side_call_passed"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing (before 1d11071): a user message whose text was cut on the way in "
-    "(over tool_result_max_tokens) makes its session folder impossible to resume: the "
-    "caller's next call, sending the text whole, raises ConfigError (in-process it is "
-    "recognised; the resumed session compares with the cut text)",
-)
 def test_a_session_folder_with_a_huge_user_message_resumes(
     api_server: ApiServer, tmp_path: Path
 ) -> None:
@@ -314,3 +301,16 @@ def test_a_managed_title_request_over_tool_calls_declares_tools(api_server: ApiS
     sent = api_server.last.json
     assert _tool_blocks(sent["messages"])  # the conversation's calls are sent
     assert sent.get("tools")
+
+
+def test_the_local_api_refuses_tool_blocks_without_tools() -> None:
+    """The scripted server refuses, as the API does, tool_use/tool_result blocks in a request
+    that declares no tools (so every test sending one checks the rule)."""
+    messages = [
+        {"role": "user", "content": "read a"},
+        {"role": "assistant", "content": [tool_use_block("Read", {"path": "a"}, id="toolu_a")]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a"}]},
+    ]
+    body: dict[str, Any] = {"model": CLAUDE, "max_tokens": 10, "messages": messages}
+    assert "must define tools" in str(anthropic_request_error(body, None, 0))
+    assert anthropic_request_error({**body, "tools": READ}, None, 0) is None

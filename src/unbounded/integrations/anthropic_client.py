@@ -103,6 +103,7 @@ from unbounded.catalog import (
     load_model_table,
     provider_of_name,
 )
+from unbounded.compaction.large_output import is_kept_copy_of, is_shortened
 from unbounded.configuration import model_for_window
 from unbounded.engine import (
     TurnOptions,
@@ -120,7 +121,11 @@ from unbounded.events import (
     SideCallPassed,
     emit,
 )
-from unbounded.integrations._anthropic_blocks import canonical_system, canonical_tools
+from unbounded.integrations._anthropic_blocks import (
+    canonical_content,
+    canonical_system,
+    canonical_tools,
+)
 from unbounded.integrations._anthropic_markers import honor_caller_markers
 from unbounded.integrations._anthropic_prints import (
     Continuation,
@@ -128,6 +133,7 @@ from unbounded.integrations._anthropic_prints import (
     MessagePrint,
     SeenMessages,
     conversation_prints,
+    message_print,
     new_messages,
     recall_call_ids,
 )
@@ -139,10 +145,10 @@ from unbounded.integrations._anthropic_streams import (
 )
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._side_calls import (
-    holds_tool_blocks,
-    recall_rounds_as_text,
     calls_recall,
     fresh_messages,
+    holds_tool_blocks,
+    recall_rounds_as_text,
     side_request,
     side_view,
     with_recall_tool,
@@ -339,6 +345,33 @@ class _CallerHeaders(ProviderWrapper):
         return await self._provider().create(request, stream=stream, heartbeat=heartbeat)
 
 
+def _holds_shortened(content: Any) -> bool:
+    """Whether recorded content holds a text cut on the way in (`is_shortened`)."""
+    if isinstance(content, str):
+        return is_shortened(content)
+    if isinstance(content, Mapping):
+        return any(_holds_shortened(value) for value in content.values())
+    if isinstance(content, list):
+        return any(_holds_shortened(value) for value in content)
+    return False
+
+
+def _same_or_cut(given: Any, recorded: Any) -> bool:
+    """Whether the caller's `given` content is `recorded` but for texts `recorded` holds cut
+    (the capped copy of the caller's whole text)."""
+    if isinstance(given, str) and isinstance(recorded, str):
+        return given == recorded or (is_shortened(recorded) and is_kept_copy_of(given, recorded))
+    if isinstance(given, Mapping) and isinstance(recorded, Mapping):
+        return given.keys() == recorded.keys() and all(
+            _same_or_cut(given[key], recorded[key]) for key in recorded
+        )
+    if isinstance(given, list) and isinstance(recorded, list):
+        return len(given) == len(recorded) and all(
+            _same_or_cut(a, b) for a, b in zip(given, recorded, strict=True)
+        )
+    return bool(given == recorded)
+
+
 def _takes_betas(method: Callable[..., Any]) -> bool:
     """Whether the SDK `method` takes `betas=` (the beta client's; a `**kwargs` one may)."""
     try:
@@ -468,6 +501,9 @@ class ClientPipeline:
         self.known: list[MessagePrint] = []
         self.recall_ids: set[str] = set()
         """Ids of the recall calls in the conversation (their results are the wrapper's)."""
+        self._capped_at: dict[int, list[dict[str, Any]]] = {}
+        """Known messages read back from the transcript whose text was cut on the way in,
+        by index (their canonical recorded content): the caller sends them whole."""
         self.runner = BlockingRunner()
         """The event loop the blocking client's calls run the pipeline on."""
         self._last_read: tuple[Any, ModelResponse] | None = None
@@ -521,6 +557,7 @@ class ClientPipeline:
         self._verified = 0
         self.known = conversation_prints(session.entries)
         self.recall_ids = recall_call_ids(session.entries)
+        self._note_capped(session)
 
     def _summarizer_provider(self) -> Provider:
         choice = self._summarizer
@@ -686,6 +723,8 @@ class ClientPipeline:
         self._verified = 0
 
         def continuation() -> Continuation:  # against what is known at the time of the call
+            if self._capped_at:
+                self._recognise_capped(messages)
             return new_messages(
                 messages,
                 self.known,
@@ -744,6 +783,7 @@ class ClientPipeline:
         if relation.relation == "retry" or discards:
             removed = session.discard_last_reply()
             self.known = conversation_prints(session.entries)
+            self._note_capped(session)
             discarded = removed[0].message_id if removed else None
             emit(session.events_sink(), LastReplyDiscarded(discarded))
         if relation.start and relation.relation in ("continues", "window", "retry"):
@@ -770,6 +810,32 @@ class ClientPipeline:
         if relation.relation == "continues" and len(self.known) == len(messages):
             self._verified = len(messages)  # known ends with this list's prints
         return rest
+
+    def _note_capped(self, session: Session) -> None:
+        """Note the known messages (read back from the transcript) whose text was cut on the
+        way in (over `Policy.tool_result_max_tokens`): their prints are of the cut text."""
+        capped: dict[str, list[dict[str, Any]]] = {}
+        for entry in session.entries:
+            if entry.type == "user" and _holds_shortened(entry.content):
+                recorded = canonical_content(entry.content)
+                capped[message_print("user", entry.content, self.recall_ids).exact] = recorded
+        self._capped_at = (
+            {i: capped[p.exact] for i, p in enumerate(self.known) if p.exact in capped}
+            if capped
+            else {}
+        )
+
+    def _recognise_capped(self, messages: Sequence[Any]) -> None:
+        """The caller's print in place of a cut message's known one when the caller's message
+        is the one recorded cut: the same but for texts the recorded form is the capped copy
+        of (`is_kept_copy_of`), as a session that took it in-process knows it."""
+        seen = self._seen
+        for index, recorded in list(self._capped_at.items()):
+            if index >= len(messages) or index >= len(seen.prints):
+                continue
+            if _same_or_cut(seen.canonical(index, messages[index]), recorded):
+                self.known[index] = seen.prints[index]
+                del self._capped_at[index]
 
     def _new_history_side_call(self, params: Mapping[str, Any], config: SessionConfig) -> bool:
         """Whether a `history="new"` call with a new system is a side call: it gives no tools
