@@ -133,7 +133,7 @@ def test_a_history_new_title_request_is_sent_managed_a_new_system_with_tools_is_
         messages=[{"role": "user", "content": "Its title?"}],
     )
     sent = api_server.last.json
-    assert [m["content"] for m in sent["messages"]][0] == "u0"  # over the conversation
+    assert sent["messages"][0]["content"] == "u0"  # over the conversation
     assert "Its title?" in json.dumps(sent["messages"][-1])
     client.messages.create(
         model="claude-opus-4-6",
