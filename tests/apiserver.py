@@ -1237,6 +1237,12 @@ def anthropic_request_error(body: Any, context_window: int | None, size: int) ->
                     "have a corresponding `tool_result` block in the next message."
                 )
             pending = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+    if not body.get("tools") and any(
+        b.get("type") in ("tool_use", "tool_result")
+        for message in messages
+        for b in _blocks(message.get("content"))
+    ):
+        return "Requests which include `tool_use` or `tool_result` blocks must define tools."
     final = messages[-1].get("content")
     last = [{"type": "text", "text": final}] if isinstance(final, str) else _blocks(final)
     if messages[-1].get("role") == "assistant" and last and last[-1].get("type") == "text":

@@ -437,7 +437,10 @@ def test_a_side_call_goes_out_as_given_and_the_conversation_goes_on(api_server: 
     client.messages.create(model=MODEL, max_tokens=20, system="You write titles.",
                            messages=[*messages, {"role": "user", "content": "Title?"}])
     sent = api_server.last.json
-    assert len(sent["messages"]) == 5 and sent["max_tokens"] == 20 and "tools" not in sent
+    assert len(sent["messages"]) == 5 and sent["max_tokens"] == 20
+    # its history holds tool calls: the conversation's tools declared (the API refuses tool
+    # blocks without), none to be called
+    assert [t["name"] for t in sent["tools"]] == ["Read", "Bash"] and sent["tool_choice"] == {"type": "none"}
     assert [b["text"] for b in sent["system"]] == ["You write titles."]
     assert "cache_control" in json.dumps(sent["messages"])  # managed: the session's markers
     assert [e.type for e in client.session.entries] == ["user", "assistant", "user", "assistant"]

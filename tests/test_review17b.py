@@ -1,5 +1,5 @@
-"""Review of session 17's managed side calls (i37s, merged in 4260eda): strict-xfail
-reproducers, driven through the real SDKs against the scripted local API server."""
+"""Review of session 17's managed side calls (i37s, merged in 4260eda): what it found, fixed
+in i37z, driven through the real SDKs against the scripted local API server."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from apiserver import (
     ApiServer,
+    anthropic_request_error,
     api_server_fixture,  # noqa: F401  (registers the api_server fixture)
     compaction_block,
     message,
@@ -60,13 +61,6 @@ def _resume_after_a_huge_message(api_server: ApiServer, folder: Path, role: str)
     return events
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): a system message inside an OpenAI conversation is stored "
-    "cut, so a session folder holding a huge one can no longer be resumed: the caller's next "
-    "call (sending it whole, as it always does) raises ConfigError 'messages[2] differs from "
-    "the conversation this session recorded' (before, it was stored whole and resumed)",
-)
 def test_a_session_folder_with_a_huge_system_message_resumes(
     api_server: ApiServer, tmp_path: Path
 ) -> None:
@@ -74,27 +68,12 @@ def test_a_session_folder_with_a_huge_system_message_resumes(
     assert [e for e in events if e.kind == "side_call_passed"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing (before 1d11071): a user message whose text was cut on the way in "
-    "(over tool_result_max_tokens) makes its session folder impossible to resume: the "
-    "caller's next call, sending the text whole, raises ConfigError (in-process it is "
-    "recognised; the resumed session compares with the cut text)",
-)
 def test_a_session_folder_with_a_huge_user_message_resumes(
     api_server: ApiServer, tmp_path: Path
 ) -> None:
     _resume_after_a_huge_message(api_server, tmp_path / "s", "user")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): with history='new' a new system is adopted at once, so a "
-    "title request (its own system, no tools, a prompt quoting the conversation) on the "
-    "wrapped client is recorded as a turn: its question and answer join the agent's "
-    "conversation and are sent on every later turn, and the tools are dropped for it "
-    "(before, it was a side call passed as given)",
-)
 def test_a_history_new_title_request_stays_out_of_the_conversation(
     api_server: ApiServer,
 ) -> None:
@@ -129,15 +108,49 @@ def test_a_history_new_title_request_stays_out_of_the_conversation(
     assert "Its title?" not in sent and "A title" not in sent
 
 
+def test_a_history_new_title_request_is_sent_managed_a_new_system_with_tools_is_a_change(
+    api_server: ApiServer,
+) -> None:
+    """history='new': a new system without the conversation's tools (or on another model)
+    is a side call sent over the recorded conversation, not recorded; a new system with the
+    conversation's tools is a change of system, recorded."""
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive", history="new")
+    api_server.anthropic.push(
+        message("a0", id="msg_0"),
+        message("A title", id="msg_t"),
+        message("other", id="msg_o"),
+        message("a1", id="msg_1"),
+    )
+    agent: dict[str, Any] = {"model": CLAUDE, "max_tokens": 100, "tools": READ}
+    client.messages.create(
+        **agent, system="You are an agent.", messages=[{"role": "user", "content": "u0"}]
+    )
+    entries = len(client.session.entries)
+    client.messages.create(
+        model=CLAUDE,
+        max_tokens=20,
+        system="Write a short title.",
+        messages=[{"role": "user", "content": "Its title?"}],
+    )
+    sent = api_server.last.json
+    assert sent["messages"][0]["content"] == "u0"  # over the conversation
+    assert "Its title?" in json.dumps(sent["messages"][-1])
+    client.messages.create(
+        model="claude-opus-4-6",
+        max_tokens=20,
+        system="Another.",
+        tools=READ,
+        messages=[{"role": "user", "content": "Other model?"}],
+    )
+    assert len(client.session.entries) == entries  # neither recorded
+    client.messages.create(
+        **agent, system="You are a careful agent.", messages=[{"role": "user", "content": "u1"}]
+    )
+    assert len(client.session.entries) == entries + 2  # a change of system: recorded
+    assert client.session.config.system == "You are a careful agent."
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's Message reads the block as text
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing (before 1d11071): a drop-in conversation holding a server compaction "
-    "block (the caller asked for context_management on messages.create) cannot go on: the "
-    "wire adds the compaction beta as `betas=`, which the non-beta messages.create refuses "
-    "(TypeError), where the bare SDK sends the caller's request; a managed side call over it "
-    "fails the same way",
-)
 def test_a_conversation_holding_a_compaction_block_goes_on(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
     block = compaction_block("Summary: we fixed the parser.")
@@ -151,6 +164,16 @@ def test_a_conversation_holding_a_compaction_block_goes_on(api_server: ApiServer
     reply = client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
     assert reply.content[0].text == "more"
     assert api_server.last.json["messages"][1]["content"][0]["type"] == "compaction"
+    # The plain client takes no `betas=`: the compaction beta goes in its header.
+    assert "compact" in api_server.last.headers.get("anthropic-beta", "")
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "judge it"},
+    ]
+    api_server.anthropic.push(message("judged", id="msg_j"))
+    judged = client.messages.create(model=CLAUDE, max_tokens=100, system="Judge.", messages=messages)
+    assert judged.content[0].text == "judged"  # a managed side call over it goes too
+    assert api_server.last.json["system"][0]["text"] == "Judge."
 
 
 def _markers(body: Any) -> list[Any]:
@@ -171,13 +194,6 @@ def _markers(body: Any) -> list[Any]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): a managed side call drops the caller's 1-hour cache markers "
-    "(its system, tools and message blocks marked ttl='1h' go out as 5-minute ones), where "
-    "the session's turns honour them (honor_caller_markers) and the side call sent as given "
-    "kept them: a judge asked every 10 minutes never reads its cache",
-)
 def test_a_managed_side_call_keeps_the_callers_one_hour_markers(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
     hour = {"type": "ephemeral", "ttl": "1h"}
@@ -211,14 +227,6 @@ def test_a_managed_side_call_keeps_the_callers_one_hour_markers(api_server: ApiS
     assert {m.get("ttl") for m in _markers(sent)} == {"1h"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 4260eda (i37s): a managed side call with tools over a history holding the "
-    "session's own recall round declares `recall` beside the caller's tools, tool_choice "
-    "left as given, and returns the reply unchanged: a model calling `recall` hands the "
-    "caller a call to a tool it never declared (turns answer recall rounds inside; the "
-    "side call sent as given declared no recall)",
-)
 def test_a_managed_side_call_never_hands_the_caller_a_recall_call(
     api_server: ApiServer,
 ) -> None:
@@ -266,14 +274,6 @@ def _tool_blocks(messages: list[Any]) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap in 4260eda (i37s; the side call sent as given was refused the same way): a "
-    "managed title request without tools over a conversation that used tools sends its "
-    "tool_use/tool_result blocks with no `tools`, which the API refuses ('Requests which "
-    "include tool_use or tool_result blocks must define tools', anthropic-sdk-python#494); "
-    "the local validator does not check that rule",
-)
 def test_a_managed_title_request_over_tool_calls_declares_tools(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive")
     api_server.anthropic.push(
@@ -301,3 +301,16 @@ def test_a_managed_title_request_over_tool_calls_declares_tools(api_server: ApiS
     sent = api_server.last.json
     assert _tool_blocks(sent["messages"])  # the conversation's calls are sent
     assert sent.get("tools")
+
+
+def test_the_local_api_refuses_tool_blocks_without_tools() -> None:
+    """The scripted server refuses, as the API does, tool_use/tool_result blocks in a request
+    that declares no tools (so every test sending one checks the rule)."""
+    messages = [
+        {"role": "user", "content": "read a"},
+        {"role": "assistant", "content": [tool_use_block("Read", {"path": "a"}, id="toolu_a")]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a"}]},
+    ]
+    body: dict[str, Any] = {"model": CLAUDE, "max_tokens": 10, "messages": messages}
+    assert "must define tools" in str(anthropic_request_error(body, None, 0))
+    assert anthropic_request_error({**body, "tools": READ}, None, 0) is None

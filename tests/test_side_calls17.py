@@ -207,7 +207,9 @@ def test_a_title_request_over_a_long_conversation_is_sent_managed(api_server: Ap
     assert reply.content[0].text == "A title"
     sent = api_server.requests[-1].json
     assert [b["text"] for b in sent["system"]] == ["Write a title."]  # its own, marked
-    assert "tools" not in sent
+    # its history holds tool calls: the conversation's tools declared, none to be called
+    assert [t["name"] for t in sent["tools"]] == ["Read"]
+    assert sent["tool_choice"] == {"type": "none"}
     assert len(api_server.requests[-1].body) // 4 <= WINDOW
     assert api_server.rejected == []
     assert sent["messages"][-1]["content"][-1]["text"] == "A title for this?"
@@ -429,16 +431,19 @@ def test_a_managed_side_call_answers_the_waiting_recall_call(api_server: ApiServ
     client.messages.create(model=CLAUDE, max_tokens=100, system="B", tools=READ, messages=messages)
     assert api_server.rejected == []
     sent = api_server.last.json
-    assert "toolu_recall" in _tool_results(sent["messages"])
-    # the history calls recall: the request declares it, after the side call's own tools
-    assert [t["name"] for t in sent["tools"]] == ["Read", "recall"]
+    # with the side call's own tools, the recall call and its answer go as text and recall
+    # is not declared: the model cannot hand the caller a recall call
+    assert "toolu_recall" not in _tool_results(sent["messages"])
+    assert "[recall result]" in json.dumps(sent["messages"])
+    assert [t["name"] for t in sent["tools"]] == ["Read"]
     assert "tool_choice" not in sent
     # a side call without tools: recall declared, and no tool to be called
     api_server.anthropic.push(message("a title", id="msg_t"))
     client.messages.create(model=CLAUDE, max_tokens=100, system="T", messages=messages)
     sent = api_server.last.json
-    assert [t["name"] for t in sent["tools"]] == ["recall"]
+    assert [t["name"] for t in sent["tools"]] == ["Read", "recall"]
     assert sent["tool_choice"] == {"type": "none"}
+    assert "toolu_recall" in _tool_results(sent["messages"])
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])

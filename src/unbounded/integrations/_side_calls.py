@@ -7,7 +7,8 @@ may have compacted long ago: past the window, it is refused as too long."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast
 
 from unbounded.caching.breakpoints import plan_cache_breakpoints
@@ -68,6 +69,57 @@ def calls_recall(messages: Sequence[MessageParam]) -> bool:
     return False
 
 
+def holds_tool_blocks(messages: Sequence[MessageParam]) -> bool:
+    """Whether these messages hold a tool_use or tool_result block (a request holding one
+    must declare tools)."""
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            block.get("type") in ("tool_use", "tool_result") for block in content
+        ):
+            return True
+    return False
+
+
+def _result_text(content: Any) -> str:
+    """The text of a tool result's content (a str, or blocks whose texts are joined)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    return ""
+
+
+def recall_rounds_as_text(
+    messages: Sequence[MessageParam], recall_ids: Collection[str]
+) -> list[MessageParam]:
+    """The messages with the session's `recall` calls (ids in `recall_ids`) and their results
+    as text blocks, so a request declaring no recall tool holds none; a user message's other
+    tool results stay first (the API wants them before any text)."""
+    out: list[MessageParam] = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or not any(
+            block.get("id") in recall_ids or block.get("tool_use_id") in recall_ids
+            for block in content
+        ):
+            out.append(message)
+            continue
+        kept: list[Any] = []
+        texts: list[Any] = []
+        for block in content:
+            if block.get("type") == "tool_use" and block.get("id") in recall_ids:
+                called = json.dumps(block.get("input"), sort_keys=True)
+                kept.append({"type": "text", "text": f"[{RECALL_TOOL_NAME} {called}]"})
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") in recall_ids:
+                said = _result_text(block.get("content")) or "(nothing)"
+                texts.append({"type": "text", "text": f"[{RECALL_TOOL_NAME} result] {said}"})
+            else:
+                kept.append(block)
+        out.append(cast(MessageParam, {**message, "content": [*kept, *texts]}))
+    return out
+
+
 def with_recall_tool(params: dict[str, Any]) -> dict[str, Any]:
     """The side call's parameters with the `recall` tool declared after its own tools."""
     tools = list(params.get("tools") or [])
@@ -85,6 +137,8 @@ __all__ = [
     "SIDE_PARAMETERS",
     "calls_recall",
     "fresh_messages",
+    "holds_tool_blocks",
+    "recall_rounds_as_text",
     "side_request",
     "side_view",
     "with_recall_tool",

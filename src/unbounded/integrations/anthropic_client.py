@@ -25,7 +25,7 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    a judge) is a side call: nothing is recorded and its reply is returned unchanged
    (`SideCallPassed`): one with a different `system` (unless its messages go on through
    the exchange of the side call just before it, point 2, or the caller said
-   `history="new"`); one that shares no message with the conversation when the caller has
+   `history="new"`, point 2); one that shares no message with the conversation when the caller has
    been sending whole histories, or when its model or tools differ; one that would leave
    the last reply's tool calls unanswered. One with a different `system` whose messages
    continue the recorded conversation (adding messages, or asking again for its last
@@ -52,8 +52,10 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    turn). Any other call forgets the side call: a judge or title asked again (the same
    question, no reply after it) is another side call, and a call back on the old system
    that does not carry the side exchange is an ordinary turn. A `history="new"` caller
-   declares that every call continues the conversation: a new system is a change at once
-   (recorded, `CacheParamsChanged`), never a side call.
+   declares that every call continues the conversation: a new system with the
+   conversation's tools and model is a change at once (recorded, `CacheParamsChanged`); one
+   without tools while the conversation has some, or on another model (a title request),
+   is a side call sent managed over the recorded conversation, its messages after it.
    `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
    caller's last turn go with the compaction's summary requests too (`_CallerHeaders`).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
@@ -101,6 +103,7 @@ from unbounded.catalog import (
     load_model_table,
     provider_of_name,
 )
+from unbounded.compaction.large_output import is_kept_copy_of, is_shortened
 from unbounded.configuration import model_for_window
 from unbounded.engine import (
     TurnOptions,
@@ -118,7 +121,11 @@ from unbounded.events import (
     SideCallPassed,
     emit,
 )
-from unbounded.integrations._anthropic_blocks import canonical_system, canonical_tools
+from unbounded.integrations._anthropic_blocks import (
+    canonical_content,
+    canonical_system,
+    canonical_tools,
+)
 from unbounded.integrations._anthropic_markers import honor_caller_markers
 from unbounded.integrations._anthropic_prints import (
     Continuation,
@@ -126,6 +133,7 @@ from unbounded.integrations._anthropic_prints import (
     MessagePrint,
     SeenMessages,
     conversation_prints,
+    message_print,
     new_messages,
     recall_call_ids,
 )
@@ -139,6 +147,8 @@ from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._side_calls import (
     calls_recall,
     fresh_messages,
+    holds_tool_blocks,
+    recall_rounds_as_text,
     side_request,
     side_view,
     with_recall_tool,
@@ -335,6 +345,63 @@ class _CallerHeaders(ProviderWrapper):
         return await self._provider().create(request, stream=stream, heartbeat=heartbeat)
 
 
+def _holds_shortened(content: Any) -> bool:
+    """Whether recorded content holds a text cut on the way in (`is_shortened`)."""
+    if isinstance(content, str):
+        return is_shortened(content)
+    if isinstance(content, Mapping):
+        return any(_holds_shortened(value) for value in content.values())
+    if isinstance(content, list):
+        return any(_holds_shortened(value) for value in content)
+    return False
+
+
+def _same_or_cut(given: Any, recorded: Any) -> bool:
+    """Whether the caller's `given` content is `recorded` but for texts `recorded` holds cut
+    (the capped copy of the caller's whole text)."""
+    if isinstance(given, str) and isinstance(recorded, str):
+        return given == recorded or (is_shortened(recorded) and is_kept_copy_of(given, recorded))
+    if isinstance(given, Mapping) and isinstance(recorded, Mapping):
+        return given.keys() == recorded.keys() and all(
+            _same_or_cut(given[key], recorded[key]) for key in recorded
+        )
+    if isinstance(given, list) and isinstance(recorded, list):
+        return len(given) == len(recorded) and all(
+            _same_or_cut(a, b) for a, b in zip(given, recorded, strict=True)
+        )
+    return bool(given == recorded)
+
+
+def _takes_betas(method: Callable[..., Any]) -> bool:
+    """Whether the SDK `method` takes `betas=` (the beta client's; a `**kwargs` one may)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - C callables, mocks without a spec
+        return True
+    return any(p.name == "betas" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _betas_as_header(kwargs: dict[str, Any], method: Callable[..., Any]) -> dict[str, Any]:
+    """`kwargs` for `method`, whose `betas=` (the compaction beta the wire adds for a history
+    holding a compaction block) goes in the `anthropic-beta` header when `method` is the plain
+    client's, which takes no `betas=` (only `client.beta.messages` does); the caller's
+    `extra_headers` betas are kept."""
+    betas = kwargs.get("betas")
+    if not betas or _takes_betas(method):
+        return kwargs
+    out = {key: value for key, value in kwargs.items() if key != "betas"}
+    headers = out.get("extra_headers")
+    given = _beta_header(headers)
+    merged = [*given, *(str(beta) for beta in betas if str(beta) not in given)]
+    others = {
+        key: value
+        for key, value in (headers.items() if isinstance(headers, Mapping) else ())
+        if str(key).lower() != "anthropic-beta"
+    }
+    out["extra_headers"] = {**others, "anthropic-beta": ",".join(merged)}
+    return out
+
+
 def _require_max_tokens(kwargs: Mapping[str, Any], call: str) -> None:
     """The SDK's TypeError for a call without `max_tokens` (a required argument of the
     Anthropic SDK): the wrapper chooses no limit the caller did not."""
@@ -434,6 +501,9 @@ class ClientPipeline:
         self.known: list[MessagePrint] = []
         self.recall_ids: set[str] = set()
         """Ids of the recall calls in the conversation (their results are the wrapper's)."""
+        self._capped_at: dict[int, list[dict[str, Any]]] = {}
+        """Known messages read back from the transcript whose text was cut on the way in,
+        by index (their canonical recorded content): the caller sends them whole."""
         self.runner = BlockingRunner()
         """The event loop the blocking client's calls run the pipeline on."""
         self._last_read: tuple[Any, ModelResponse] | None = None
@@ -487,6 +557,7 @@ class ClientPipeline:
         self._verified = 0
         self.known = conversation_prints(session.entries)
         self.recall_ids = recall_call_ids(session.entries)
+        self._note_capped(session)
 
     def _summarizer_provider(self) -> Provider:
         choice = self._summarizer
@@ -652,6 +723,8 @@ class ClientPipeline:
         self._verified = 0
 
         def continuation() -> Continuation:  # against what is known at the time of the call
+            if self._capped_at:
+                self._recognise_capped(messages)
             return new_messages(
                 messages,
                 self.known,
@@ -675,8 +748,10 @@ class ClientPipeline:
                 relation, discards = adopted, remembered is not None and remembered.retry
             elif (
                 not self._settled
-                or self.history == "new"  # every call continues: a new system is a change
                 or _same_system(params.get("system"), config.system)
+                # every call continues: a new system is a change, unless the call drops the
+                # conversation's tools or model (a title request over it)
+                or (self.history == "new" and not self._new_history_side_call(params, config))
             ):
                 relation = continuation()
             else:
@@ -708,6 +783,7 @@ class ClientPipeline:
         if relation.relation == "retry" or discards:
             removed = session.discard_last_reply()
             self.known = conversation_prints(session.entries)
+            self._note_capped(session)
             discarded = removed[0].message_id if removed else None
             emit(session.events_sink(), LastReplyDiscarded(discarded))
         if relation.start and relation.relation in ("continues", "window", "retry"):
@@ -734,6 +810,38 @@ class ClientPipeline:
         if relation.relation == "continues" and len(self.known) == len(messages):
             self._verified = len(messages)  # known ends with this list's prints
         return rest
+
+    def _note_capped(self, session: Session) -> None:
+        """Note the known messages (read back from the transcript) whose text was cut on the
+        way in (over `Policy.tool_result_max_tokens`): their prints are of the cut text."""
+        capped: dict[str, list[dict[str, Any]]] = {}
+        for entry in session.entries:
+            if entry.type == "user" and _holds_shortened(entry.content):
+                recorded = canonical_content(entry.content)
+                capped[message_print("user", entry.content, self.recall_ids).exact] = recorded
+        self._capped_at = (
+            {i: capped[p.exact] for i, p in enumerate(self.known) if p.exact in capped}
+            if capped
+            else {}
+        )
+
+    def _recognise_capped(self, messages: Sequence[Any]) -> None:
+        """The caller's print in place of a cut message's known one when the caller's message
+        is the one recorded cut: the same but for texts the recorded form is the capped copy
+        of (`is_kept_copy_of`), as a session that took it in-process knows it."""
+        seen = self._seen
+        for index, recorded in list(self._capped_at.items()):
+            if index >= len(messages) or index >= len(seen.prints):
+                continue
+            if _same_or_cut(seen.canonical(index, messages[index]), recorded):
+                self.known[index] = seen.prints[index]
+                del self._capped_at[index]
+
+    def _new_history_side_call(self, params: Mapping[str, Any], config: SessionConfig) -> bool:
+        """Whether a `history="new"` call with a new system is a side call: it gives no tools
+        while the conversation has some, or names another model."""
+        dropped_tools = bool(config.tools) and not params.get("tools")
+        return dropped_tools or params.get("model") != config.model
 
     def _side_call_kept(
         self, relation: Continuation | None, params: Mapping[str, Any]
@@ -765,11 +873,11 @@ class ClientPipeline:
         or asking again for its last reply), with or without the conversation's tools: the
         session's view, then the messages it adds, with its own parameters; None for one
         that does not continue it (sent as given). Nothing is recorded, nothing compacted."""
-        if relation is None or not relation.start:
+        if relation is None or (not relation.start and relation.relation != "new"):
             return None
         retry = relation.relation == "retry"
         fresh = messages[relation.start :]
-        if not retry and (relation.relation not in ("continues", "window") or not fresh):
+        if not retry and (relation.relation not in ("continues", "window", "new") or not fresh):
             return None
         session = self.session
         read = [
@@ -782,13 +890,33 @@ class ClientPipeline:
             stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
         messages_out = [*side_view(session, drop_last_reply=retry), *fresh_messages(stored)]
         fields = _config_fields(params)
-        if self.recall_ids and calls_recall(messages_out):
-            # The API refuses a request whose history calls a tool it does not declare; the
-            # model is not to call it when the side call gave no tools.
-            if not fields["tools"] and "tool_choice" not in passthrough:
+        recalls = bool(self.recall_ids) and calls_recall(messages_out)
+        if fields["tools"]:
+            if recalls:
+                # The caller must never receive a `recall` call: the session's recall rounds
+                # go as text (what was recalled stays for the replies built on it) and recall
+                # is not declared. Answering recall inside would need a turn's loop in every
+                # side-call path (create, stream, async) for a call that records nothing.
+                messages_out = recall_rounds_as_text(messages_out, self.recall_ids)
+        elif recalls or holds_tool_blocks(messages_out):
+            # The API refuses tool_use/tool_result blocks in a request declaring no tools: a
+            # title request without tools over a conversation that used tools goes with the
+            # conversation's tools (and recall, when called), none of them to be called.
+            # The blocks stay as the model saw them, rather than rewritten as text.
+            fields = {**fields, "tools": list(session.config.tools)}
+            if recalls:
+                fields = with_recall_tool(fields)
+            if "tool_choice" not in passthrough:
                 passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
-            fields = with_recall_tool(fields)
-        return side_request(session, messages_out, fields), passthrough
+        # The caller's 1-hour markers kept as a turn keeps them (a judge asked every ten
+        # minutes reads its cache).
+        request = honor_caller_markers(
+            side_request(session, messages_out, fields),
+            fields["system"],
+            fields["tools"],
+            self._seen.longest_ttl,
+        )
+        return request, passthrough
 
     def _no_tool_choice(self) -> Any:
         """The `tool_choice` that lets the model call no tool, in this API's shape."""
@@ -808,7 +936,7 @@ class ClientPipeline:
         extra = passthrough.get("extra_body")
         if isinstance(extra, Mapping):
             out["extra_body"] = {**out.get("extra_body", {}), **extra}
-        return out
+        return _betas_as_header(out, method)
 
     def _adopts(
         self,
@@ -947,7 +1075,7 @@ class ClientPipeline:
         extra = passthrough.get("extra_body")
         if isinstance(extra, Mapping):
             kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra}
-        return kwargs
+        return _betas_as_header(kwargs, method)
 
     def messages_api(self, request: ProviderRequest, sdk: Any) -> Any:
         """`sdk.messages`, or `sdk.beta.messages` when the request carries betas."""
