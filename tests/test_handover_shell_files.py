@@ -181,3 +181,19 @@ def test_a_file_a_kept_shell_call_reads_is_not_restored() -> None:
     assert [a["filename"] for a in restored] == ["/p/a.py"]
     restored, skipped, _ = rehydrate_files(state, kept_messages=kept, **common)
     assert restored == [] and [s.name for s in skipped] == ["/p/a.py"]
+
+
+def test_a_shell_read_s_output_is_quoted_among_the_last_steps_a_file_tool_s_counted() -> None:
+    messages = [
+        user("Start the server."),
+        use("t", "Bash", command="tail -2 /tmp/server.log"),
+        result("t", "Listening on :4000\nready"),
+        use("r", "Read", file_path="/w/app.py"),
+        result("r", "x = 1\ny = 2"),
+    ]
+    eight = section(extractive_summary(messages), 8)
+    assert (
+        "   - Bash `tail -2 /tmp/server.log`\n     -> ok:\n       Listening on :4000\n       ready\n"
+        in eight
+    )
+    assert "   - Read /w/app.py\n     -> ok (2 lines)" in eight

@@ -1262,9 +1262,12 @@ class _Renderer:
                 f"       {line}"
                 for line in _head(call.failure, RECENT_ERROR_LINES, LONG_LINE_CHARS)
             )
-        elif call.path_read or call.path_written or not call.result.strip():
+        elif (file_read := bool(call.path_read) and not call.command) or (
+            call.path_written or not call.result.strip()
+        ):
+            # A file tool's read is counted; what a shell read shows (a log's tail) is quoted.
             size = len(call.result.splitlines())
-            lines.append("     -> ok" + (f" ({size} lines)" if call.path_read else ""))
+            lines.append("     -> ok" + (f" ({size} lines)" if file_read else ""))
         else:
             lines.append("     -> ok:")
             lines.extend(
