@@ -8,7 +8,11 @@ summary may have compressed too far, as attachment records after the summary:
   read): the `rehydrate_max_files` (5) most recently read, each cut at
   `rehydrate_tokens_per_file` (5,000 tokens) with a marker saying it can be read again, and
   `rehydrate_total_file_tokens` (50,000) in all, counted on the attachment's JSON like
-  Claude Code's `approximateTokenCount(JSON.stringify(attachment))`. Skipped: the plan file
+  Claude Code's `approximateTokenCount(JSON.stringify(attachment))`. A read is a file tool's
+  (Read, an editor's view…), and for an agent that reads through its shell only (Codex,
+  SWE-agent, mini-swe-agent, OpenHands: `SHELL_AGENT_TOOLS`) a file its command shows
+  (`cat f`, `sed -n '1,80p' f`); Claude Code's own Bash reads are not restored, as Claude
+  Code does not restore them. Skipped: the plan file
   and memory files (CLAUDE.md, AGENTS.md…: they have their own injection paths), files whose
   last read was an "unchanged" stub, files a kept message already reads (partial
   compaction), files that no longer exist, and anything that does not resolve (symlinks
