@@ -197,7 +197,7 @@ def test_the_barest_summary_cuts_every_long_list_to_nothing() -> None:
         messages += bash(f"p{n}", f"pytest tests/test_{n}.py", "1 passed")
         messages.append(user(f"Now request number {n}, please."))
     renderer = _Renderer(read_handover(messages), up_to=False)
-    bare = renderer.render(_LEVELS[-1], _Cuts(files=0, prompts=0, errors=0, spec_lines=0, recent=0, answered=0))
+    bare = renderer.render(_LEVELS[-1], _Cuts(files=0, earlier=0, prompts=0, errors=0, spec_lines=0, recent=0, answered=0))
     assert rough_token_count(bare) < rough_token_count(renderer.render(_LEVELS[-1], _Cuts()))
     assert lean_summary_tokens(messages) == rough_token_count(bare)
 

@@ -234,7 +234,7 @@ def test_a_codex_session_shows_the_patch_head_and_the_unwrapped_output() -> None
     text = render(messages)
     eight = section(text, 8)
     assert (
-        "   - shell a `apply_patch` command of 116 characters\n"
+        "   - shell src/dates.py\n"
         "       | apply_patch <<'PATCH'\n"
         "       | *** Begin Patch\n"
         "       | *** Add File: src/dates.py\n"
@@ -242,9 +242,7 @@ def test_a_codex_session_shows_the_patch_head_and_the_unwrapped_output() -> None
         "       | +    return text\n"
         "       | *** End Patch\n"
         "       | … (1 more lines)\n"
-        "     -> ok:\n"
-        "       Success. Updated the following files:\n"
-        "       A src/dates.py\n"
+        "     -> ok\n"
     ) in eight
     assert "   - shell `pytest -q`\n     -> ok:\n       ....\n       4 passed in 0.1s\n" in eight
     assert "   - The agent: (its message quoted in section 1)\n   - The user: \"yes please\"" in eight

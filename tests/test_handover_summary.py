@@ -472,11 +472,13 @@ def test_the_richest_level_that_fits_is_kept_and_the_cap_holds() -> None:
     assert rough_token_count(leanest) < rough_token_count(rich)
     assert extractive_summary(messages) == rich
     assert extractive_summary(messages, max_tokens=rough_token_count(rich) - 1) != rich
-    bare = _Renderer(read_handover(messages), up_to=False).render(LEANEST, _Cuts(files=0, prompts=0, errors=0, spec_lines=0, recent=0, answered=0))
+    bare = _Renderer(read_handover(messages), up_to=False).render(LEANEST, _Cuts(files=0, earlier=0, prompts=0, errors=0, spec_lines=0, recent=0, answered=0))
     assert lean_summary_tokens(messages) == rough_token_count(bare) < rough_token_count(leanest)
-    short = [user("a"), *edit("e", "/x/a.py", "x")]  # "Also changed, earlier:" is the longer
+    short = [user("a"), *edit("e", "/x/a.py", "x")]
     whole = _Cuts(recent=0, answered=0)
-    assert lean_summary_tokens(short) == rough_token_count(render(short, LEANEST, whole)) < rough_token_count(render(short, LEANEST, replace(whole, files=0)))
+    # A cut list leaves a "(N more)" line: the shorter of the bare and the whole is the floor.
+    shapes = (whole, _Cuts(files=0, earlier=0, prompts=0, carried=1, errors=0, spec_lines=0, recent=0, answered=0))
+    assert lean_summary_tokens(short) == min(rough_token_count(render(short, LEANEST, cuts)) for cuts in shapes)
     big: list[Any] = [user(f"request {n}: " + "please do it carefully " * 30) for n in range(120)]
     for n in range(60):
         big += edit(f"e{n}", f"/r/mod{n}.py", "def f():\n    return 1\n" * 10)

@@ -59,7 +59,6 @@ the lean level the longest lists are cut with "(N more)" markers. Token counts a
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -155,8 +154,6 @@ RECENT_RESULT_LINES = 3
 """Lines of a result's head, and of its tail, shown among the last steps."""
 RECENT_ERROR_LINES = 12
 """Lines of a failure shown among the last steps."""
-_ENVELOPE = re.compile(r'^\{"output":')
-"""A Codex shell result wraps the output in JSON (`{"output": …, "metadata": …}`)."""
 
 _LANGUAGES: dict[str, str] = {
     ".py": "Python", ".pyi": "Python", ".ipynb": "Jupyter notebooks", ".js": "JavaScript",
@@ -228,6 +225,9 @@ class _Level:
     answered_chars: int = 6_000
     """Characters of the agent's message the latest request answers, quoted in section 1
     (about 1,500 tokens at the richest level): "yes" means what that message proposed."""
+    earlier_files: int = 20
+    """Paths listed after the files shown (newest first, then "(N more)"): a shell-driven
+    agent's session can change dozens."""
     recent_chars: int = 6_000
     """Characters of the last steps shown as they happened (section 8), filled from the
     newest backwards: what the last calls did and showed, the agent's words between. Given a
@@ -254,6 +254,7 @@ _LEVELS: tuple[_Level, ...] = (
         findings=8,
         carried_chars=4_000,
         carried_messages=20,
+        earlier_files=15,
         answered_chars=4_000,
         recent_chars=4_000,
     ),
@@ -275,6 +276,7 @@ _LEVELS: tuple[_Level, ...] = (
         findings=5,
         carried_chars=2_400,
         carried_messages=12,
+        earlier_files=10,
         answered_chars=2_400,
         recent_chars=2_400,
     ),
@@ -298,6 +300,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_chars=800,
         details=False,
         carried_messages=6,
+        earlier_files=6,
         answered_chars=1_000,
         recent_chars=1_000,
     ),
@@ -310,6 +313,8 @@ class _Cuts:
     """How many items of the long lists to show when even the lean level is too long."""
 
     files: int | None = None
+    earlier: int | None = None
+    """Paths listed after the files shown (at most the level's `earlier_files`)."""
     prompts: int | None = None
     carried: int | None = None
     errors: int | None = None
@@ -447,18 +452,6 @@ def _head(text: str, max_lines: int, chars: int = LINE_CHARS, *, code: bool = Fa
     if len(lines) > max_lines:
         shown.append(f"… ({len(lines) - max_lines} more lines)")
     return shown
-
-
-def _output(result: str) -> str:
-    """A call's output, unwrapped from a Codex JSON envelope when it has one."""
-    if _ENVELOPE.match(result):
-        try:
-            value = json.loads(result)
-        except ValueError:
-            return result
-        if isinstance(value, dict) and isinstance(value.get("output"), str):
-            return str(value["output"])
-    return result
 
 
 def _head_and_tail(text: str, lines_each: int) -> list[str]:
@@ -844,9 +837,14 @@ class _Renderer:
             lines.append(f"   Changed ({len(changes)}), the most recent first:")
             for index, change in enumerate(changes[:keep]):
                 lines.extend(self._file_lines(change, level, index < level.excerpts))
-            if len(changes) > keep:
-                rest = ", ".join(escape_tags(self.path(c.path)) for c in changes[keep:])
-                lines.append(f"   - Also changed, earlier: {rest}")
+            rest = changes[keep:]
+            listed = level.earlier_files if cuts.earlier is None else cuts.earlier
+            if rest and listed:
+                names = ", ".join(escape_tags(self.path(c.path)) for c in rest[:listed])
+                more = f" ({len(rest) - listed} more)" if len(rest) > listed else ""
+                lines.append(f"   - Also changed, earlier: {names}{more}")
+            elif rest:
+                lines.append(f"   - ({len(rest)} more)")
         written = {c.path for c in changes}
         read = [p for p in reversed(self.h.facts.files_read) if p not in written]
         if read and level.read_files:
@@ -1264,14 +1262,16 @@ class _Renderer:
                 f"       {line}"
                 for line in _head(call.failure, RECENT_ERROR_LINES, LONG_LINE_CHARS)
             )
-        elif call.path_read or call.path_written or not call.result.strip():
+        elif (file_read := bool(call.path_read) and not call.command) or (
+            call.path_written or not call.result.strip()
+        ):
+            # A file tool's read is counted; what a shell read shows (a log's tail) is quoted.
             size = len(call.result.splitlines())
-            lines.append("     -> ok" + (f" ({size} lines)" if call.path_read else ""))
+            lines.append("     -> ok" + (f" ({size} lines)" if file_read else ""))
         else:
             lines.append("     -> ok:")
             lines.extend(
-                f"       {line}"
-                for line in _head_and_tail(_output(call.result), RECENT_RESULT_LINES)
+                f"       {line}" for line in _head_and_tail(call.result, RECENT_RESULT_LINES)
             )
         return lines
 
@@ -1557,6 +1557,7 @@ def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
     cuts = _Cuts()
     sizes = {
         "files": min(level.files, len(renderer.h.changes)),
+        "earlier": min(level.earlier_files, max(0, len(renderer.h.changes) - level.files)),
         "prompts": len(renderer.requests),
         "carried": renderer.carried_kept(level, cuts),
         "errors": min(level.errors, len(renderer.errors)),
@@ -1590,7 +1591,7 @@ def summary_budget(
     )
 
 
-BARE = _Cuts(files=0, prompts=0, carried=1, errors=0, spec_lines=0, recent=0, answered=0)
+BARE = _Cuts(files=0, earlier=0, prompts=0, carried=1, errors=0, spec_lines=0, recent=0, answered=0)
 """The lean level with every long list cut away, and the last steps and the answered message
 with them: the least the offline summary says."""
 

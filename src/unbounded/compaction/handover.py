@@ -71,7 +71,8 @@ from unbounded.compaction.facts import (
 )
 from unbounded.compaction.prompts import is_previous_summary
 from unbounded.compaction.recorded_files import strip_line_numbers
-from unbounded.model.tools import file_read_path, file_write_path, shell_command
+from unbounded.model.shell_files import unwrap_output
+from unbounded.model.tools import file_read_paths, file_write_paths, file_writes, shell_command
 from unbounded.model.user_messages import UserMessage, classify_message_texts
 from unbounded.tokens.estimate import content_tokens
 
@@ -231,14 +232,27 @@ class Call:
     """The lines saying it failed ("" when it did not): flagged, or a failing output."""
 
     @property
+    def paths_written(self) -> tuple[str, ...]:
+        """Every file it writes: a file tool's, each file of a patch, a shell command's
+        here-document targets and `sed -i` edits."""
+        return file_write_paths(self.block)
+
+    @property
     def path_written(self) -> str | None:
-        """The file it writes, if any."""
-        return file_write_path(self.block)
+        """The first file it writes, if any."""
+        paths = self.paths_written
+        return paths[0] if paths else None
+
+    @property
+    def paths_read(self) -> tuple[str, ...]:
+        """Every file it reads: a file tool's, or those a shell command shows."""
+        return file_read_paths(self.block)
 
     @property
     def path_read(self) -> str | None:
-        """The file it reads, if any."""
-        return file_read_path(self.block)
+        """The first file it reads, if any."""
+        paths = self.paths_read
+        return paths[0] if paths else None
 
     @property
     def command(self) -> str | None:
@@ -363,14 +377,17 @@ class FileChange:
     @property
     def created(self) -> bool:
         """Whether its first write wrote the whole file (Write, an editor's create)."""
-        return writes_whole_file(self.calls[0].block)
+        first = self.calls[0].block
+        return writes_whole_file(first) or any(
+            written.path == self.path and written.action == "add" for written in file_writes(first)
+        )
 
     @property
     def definitions(self) -> list[str]:
         """Names defined in the code it was given, newest write first, each once."""
         names: list[str] = []
         for call in reversed(self.calls):
-            for match in _DEFINITION.finditer(written_code(call.block)):
+            for match in _DEFINITION.finditer(code_written_to(call.block, self.path)):
                 name = next(group for group in match.groups() if group)
                 if name not in names:
                     names.append(name)
@@ -592,6 +609,23 @@ def written_code(block: Mapping[str, Any]) -> str:
     return "\n".join(texts)
 
 
+def code_written_to(block: Mapping[str, Any], path: str) -> str:
+    """The code a write call gives `path`: a file tool's (`written_code`), else what a patch
+    or a shell command wrote to that file (an added or written file's text, an update's new
+    lines)."""
+    code = written_code(block)
+    if code:
+        return code
+    texts: list[str] = []
+    for written in file_writes(block):
+        if written.path != path:
+            continue
+        if written.text is not None:
+            texts.append(written.text)
+        texts.extend("\n".join(hunk.new) for hunk in written.hunks)
+    return "\n".join(text for text in texts if text.strip())
+
+
 def _without_previous_summaries(
     messages: Sequence[Mapping[str, Any]],
 ) -> tuple[list[Mapping[str, Any]], list[str]]:
@@ -625,8 +659,8 @@ def _does_again(later: Call, failed: Call) -> bool:
     """Whether a later call does what a failed one tried: writes or reads the same file, runs
     the same program and subcommand (the same command, when it runs no program), or calls
     the same tool with the same input."""
-    if failed.path_written or failed.path_read:
-        return (later.path_written, later.path_read) == (failed.path_written, failed.path_read)
+    if failed.paths_written or failed.paths_read:
+        return (later.paths_written, later.paths_read) == (failed.paths_written, failed.paths_read)
     if failed.command:
         key = command_key(failed.command)
         if key:
@@ -822,7 +856,7 @@ def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
     if not after:
         return False
     files = {_name(p) for p in mentioned_paths(sentence)}
-    if any(_name(c.path_written or "") in files for c in after):
+    if any(_name(path) in files for c in after for path in c.paths_written):
         return True
     names = {(m.group(1) or m.group(2)).strip("()") for m in _IDENTIFIER.finditer(sentence)}
     names = {n for n in names if re.fullmatch(r"[A-Za-z_][\w.]*", n) and len(n) >= 3}
@@ -1087,8 +1121,9 @@ def push_target(call: Call) -> str:
 def _changes(handover: Handover) -> None:
     by_path: dict[str, list[Call]] = {}
     for call in handover.calls:
-        path = call.path_written
-        if path and not call.failed:
+        if call.failed:
+            continue
+        for path in call.paths_written:
             by_path.setdefault(path, []).append(call)
     changes = [FileChange(path, tuple(calls)) for path, calls in by_path.items()]
     handover.changes = sorted(changes, key=lambda change: -change.last.position)
@@ -1111,7 +1146,7 @@ def _env_keys(handover: Handover) -> None:
     for call in handover.calls:
         if call.failed or call.is_error is None:
             continue
-        paths = [call.path_read] if call.path_read else _ENV_FILE.findall(call.command or "")
+        paths = list(call.paths_read) or _ENV_FILE.findall(call.command or "")
         env = next((p for p in paths if p and _ENV_FILE.fullmatch(p)), None)
         if env is None:
             continue
@@ -1141,9 +1176,11 @@ def _made(handover: Handover) -> None:
 def _status_files(handover: Handover) -> None:
     latest: dict[str, StatusFile] = {}
     for call in handover.calls:
-        path = call.path_read
-        if not path or call.failed or not STATUS_FILE.search(path):
+        paths = [p for p in call.paths_read if STATUS_FILE.search(p)]
+        # Only a call showing one file: the lines of several would be mixed in its output.
+        if len(paths) != 1 or call.failed:
             continue
+        path = paths[0]
         items = open_items(call.result)
         latest.pop(path, None)
         if items:
@@ -1209,8 +1246,10 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
             continue
         flagged, text, at = results[call.tool_id]
         failure = failure_excerpt(text, flagged=flagged, command=call.command)
+        # Read and quoted as the agent saw it, not as Codex or mini-swe-agent wrapped it.
+        output = unwrap_output(text)[0]
         handover.calls.append(
-            Call(call.position, call.tool_id, call.name, call.block, flagged, text, at, failure)
+            Call(call.position, call.tool_id, call.name, call.block, flagged, output, at, failure)
         )
     handover.last_event_is_answer = last_is_answer
     handover.tokens = sum(content_tokens(m.get("content")) for m in messages)

@@ -8,7 +8,11 @@ summary may have compressed too far, as attachment records after the summary:
   read): the `rehydrate_max_files` (5) most recently read, each cut at
   `rehydrate_tokens_per_file` (5,000 tokens) with a marker saying it can be read again, and
   `rehydrate_total_file_tokens` (50,000) in all, counted on the attachment's JSON like
-  Claude Code's `approximateTokenCount(JSON.stringify(attachment))`. Skipped: the plan file
+  Claude Code's `approximateTokenCount(JSON.stringify(attachment))`. A read is a file tool's
+  (Read, an editor's view…), and for an agent that reads through its shell only (Codex,
+  SWE-agent, mini-swe-agent, OpenHands: `SHELL_AGENT_TOOLS`) a file its command shows
+  (`cat f`, `sed -n '1,80p' f`); Claude Code's own Bash reads are not restored, as Claude
+  Code does not restore them. Skipped: the plan file
   and memory files (CLAUDE.md, AGENTS.md…: they have their own injection paths), files whose
   last read was an "unchanged" stub, files a kept message already reads (partial
   compaction), files that no longer exist, and anything that does not resolve (symlinks
@@ -49,9 +53,14 @@ import orjson
 from unbounded.compaction.facts import text_of, todo_list_from_tool
 from unbounded.compaction.read_mark import ReadMark
 from unbounded.compaction.recorded_files import UNCHANGED_STUB_PREFIX
+from unbounded.compaction.tools_registry import (
+    CODEX_ALIASES,
+    OPENHANDS_ALIASES,
+    SWE_AGENT_ALIASES,
+)
 from unbounded.model.attachments import RENDERERS
 from unbounded.model.entries import Entry
-from unbounded.model.tools import file_read_path, file_write_path
+from unbounded.model.tools import file_read_path, file_read_paths, file_write_path
 from unbounded.policy import Policy
 from unbounded.tokens.estimate import CHARS_PER_TOKEN, rough_token_count
 
@@ -264,6 +273,29 @@ def truncate_to_tokens(text: str, max_tokens: int, marker: str) -> tuple[str, bo
     return cut.rstrip("\n") + "\n\n" + marker, True
 
 
+SHELL_AGENT_TOOLS = frozenset(
+    name
+    for aliases in (SWE_AGENT_ALIASES, OPENHANDS_ALIASES, CODEX_ALIASES)
+    for name, canonical in aliases.items()
+    if canonical == "Bash"
+)
+"""The shell tools of agents that read files only through their shell (Codex, SWE-agent,
+mini-swe-agent, OpenHands): what their commands show (`cat f`, `sed -n '1,80p' f`…) are their
+reads, restored like a Read. Claude Code's own Bash is not among them: it restores only what
+its Read tool read."""
+
+
+def read_paths(block: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files a tool_use reads as rehydration counts reads: a file tool's, and for a
+    shell-driven agent's shell tool (`SHELL_AGENT_TOOLS`) those its command shows."""
+    path = file_read_path(block)
+    if path is not None:
+        return (path,)
+    if block.get("name") in SHELL_AGENT_TOOLS:
+        return file_read_paths(block)
+    return ()
+
+
 def _kept_read_paths(kept_messages: Iterable[Entry | Mapping[str, Any]]) -> set[str]:
     paths: set[str] = set()
     for item in kept_messages:
@@ -281,9 +313,7 @@ def _kept_read_paths(kept_messages: Iterable[Entry | Mapping[str, Any]]) -> set[
             continue
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_use":
-                path = file_read_path(block)
-                if path:
-                    paths.add(path)
+                paths.update(read_paths(block))
     return paths
 
 
@@ -655,6 +685,9 @@ class WorkingStateReader:
                 if path:
                     self._call_paths[str(block.get("id", ""))] = path
                     self.state.record_read(path, _entry_time(entry, index), write=path == written)
+                elif name in SHELL_AGENT_TOOLS:
+                    for read in file_read_paths(block):
+                        self.state.record_read(read, _entry_time(entry, index), write=False)
                 if written and PLAN_DIRECTORY_MARKER in written.replace("\\", "/"):
                     self.state.plan_file_path = written
                     text = tool_input.get("content")
