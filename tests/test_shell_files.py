@@ -66,7 +66,7 @@ def test_a_patch_gives_each_file_with_its_action_text_and_hunks() -> None:
     added, updated, deleted = parse_patch(PATCH)
     assert added == WrittenFile("pkg/new.py", "add", "def made() -> int:\n    return 1\n")
     assert updated == WrittenFile(
-        "pkg/old.py", "update", hunks=(Hunk(("a = 1", "b = 2"), ("a = 1", "b = 3")),),
+        "pkg/old.py", "update", hunks=(Hunk(("a = 1", "b = 2"), ("a = 1", "b = 3"), "def f():"),),
         moved_to="pkg/renamed.py",
     )  # fmt: skip
     assert updated.paths == ("pkg/old.py", "pkg/renamed.py")
@@ -139,9 +139,11 @@ def test_the_patch_tool_and_a_shell_apply_patch_are_writes_of_every_file() -> No
     expected = ("pkg/new.py", "pkg/old.py", "pkg/renamed.py", "pkg/gone.py")
     assert file_write_paths(tool) == expected
     assert file_write_path(tool) == "pkg/new.py"
-    shell = _shell(f"cd repo && apply_patch << 'PATCH'\n{PATCH}\nPATCH")
+    shell = _shell(f"mkdir -p pkg && apply_patch << 'PATCH'\n{PATCH}\nPATCH")
     assert file_write_paths(shell) == expected
     assert file_write_path(shell) == "pkg/new.py"
+    # after a cd its paths name another directory's files
+    assert file_write_paths(_shell(f"cd repo && apply_patch << 'PATCH'\n{PATCH}\nPATCH")) == ()
     assert file_write_paths(_shell("git status")) == ()
     assert file_write_path(_shell("git status")) is None
 
@@ -158,7 +160,7 @@ def test_here_document_writes() -> None:
     )
     assert heredoc_writes("cat >> log.txt <<EOF\nmore\nEOF") == (WrittenFile("log.txt", "append"),)
     assert heredoc_writes("tee conf.ini <<-END\n\tk=v\n\tEND") == (
-        WrittenFile("conf.ini", "write", "\tk=v\n"),
+        WrittenFile("conf.ini", "write", "k=v\n"),
     )
     # feeding a program is no file write
     assert heredoc_writes("python - <<'PY'\nopen('x','w').write('y')\nPY") == ()
@@ -323,7 +325,7 @@ def test_recorded_files_follow_patches_reads_and_here_documents() -> None:
     update = "*** Begin Patch\n*** Update File: app.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
     entries = [
         *_call("cat app.py", _envelope("x = 1\ny = 0\n", 0)),
-        *_call("cat pkg/old.py", _envelope("a = 1\nb = 2\n", 0)),
+        *_call("cat pkg/old.py", _envelope("def f():\na = 1\nb = 2\n", 0)),
         *_call(f"apply_patch << 'PATCH'\n{update}\nPATCH", _envelope("Success.", 0)),
         *_call(shlex.join(["apply_patch", PATCH]), "Exit code: 0\nOutput:\nSuccess."),
         *_call("cat > notes.md << 'EOF'\nhi\nEOF", _envelope("", 0)),
@@ -335,7 +337,8 @@ def test_recorded_files_follow_patches_reads_and_here_documents() -> None:
     assert files["pkg/new.py"].text == "def made() -> int:\n    return 1\n"
     assert files["notes.md"].text == "hi\n"
     assert files["long.md"].text == "one\ntwo\n"
-    assert files["pkg/renamed.py"].text == "a = 1\nb = 3\n"  # moved, with its hunk applied
+    # moved, with its hunk applied
+    assert files["pkg/renamed.py"].text == "def f():\na = 1\nb = 3\n"
     assert "pkg/old.py" not in files and "pkg/gone.py" not in files
 
 
