@@ -24,6 +24,7 @@ from unbounded.model.shell_files import (
     Hunk,
     WrittenFile,
     heredoc_writes,
+    in_place_edits,
     parse_patch,
     patches_in_command,
     shell_reads,
@@ -403,3 +404,87 @@ def test_a_cat_whose_output_codex_cut_is_not_the_whole_file() -> None:
     ]
     files = recorded_files(entries)
     assert (files["big.py"].partial, files["small.py"].partial) == (True, False)
+
+
+# -- review rev17c: the rules around its fixes ------------------------------------------------
+
+
+def test_only_stderr_sent_away_keeps_a_read() -> None:
+    assert _reads("cat a.py 2>&1") == ["a.py"]
+    assert _reads("cat a.py 1>/dev/null") == []
+    assert _reads("cat a.py 1>&2") == []  # the file goes to stderr: not the output shown
+
+
+def test_a_here_document_keeps_its_text_when_quoted_or_free_of_expansions() -> None:
+    body = "cost=$HOME `id` \\$\n"
+    for head in ("<< 'EOF'", '<< "EOF"', "<< \\EOF"):
+        assert heredoc_writes(f"cat > f.txt {head}\n{body}EOF") == (
+            WrittenFile("f.txt", "write", body),
+        )
+    # a lone `$` and a backslash before another letter are kept as they are
+    assert heredoc_writes("cat > f.txt << EOF\nprice: 5 $ \\n\nEOF") == (
+        WrittenFile("f.txt", "write", "price: 5 $ \\n\n"),
+    )
+    for expanded in ("a=${X}", "b=$(date)", "c=`date`", "d=\\$HOME", "e=$1"):
+        (written,) = heredoc_writes(f"cat > f.txt << EOF\n{expanded}\nEOF")
+        assert written.text is None
+        assert written.applied_to("old\n") is None
+
+
+def test_a_tab_stripping_here_document_strips_only_leading_tabs() -> None:
+    (written,) = heredoc_writes("cat > f.py <<-EOF\n\t\tif x:\n\t\t    y\n\tEOF\n")
+    assert written.text == "if x:\n    y\n"
+
+
+def test_writes_before_a_cd_stay_and_those_after_it_go() -> None:
+    command = "cat > a.txt << 'EOF'\n1\nEOF\ncd sub\ncat > b.txt << 'EOF'\n2\nEOF"
+    assert heredoc_writes(command) == (WrittenFile("a.txt", "write", "1\n"),)
+    assert heredoc_writes("pushd sub && tee b.txt << 'EOF'\n2\nEOF") == ()
+    assert in_place_edits("sed -i 's/a/b/' a.py && cd sub && sed -i 's/a/b/' b.py") == (
+        WrittenFile("a.py", "edit"),
+    )
+    patch = "*** Begin Patch\n*** Delete File: x.py\n*** End Patch"
+    assert patches_in_command(f"cd sub && apply_patch '{patch}'") == [patch]  # still no commands
+    shell = _shell(f"cd sub && apply_patch '{patch}'")
+    assert file_writes(shell) == ()
+
+
+def test_a_hunk_context_header_that_is_not_found_makes_the_text_unknown() -> None:
+    (update,) = parse_patch(
+        "*** Begin Patch\n*** Update File: f.py\n@@ def h():\n-x\n+y\n*** End Patch"
+    )
+    assert update.applied_to("def g():\nx\n") is None
+    assert update.applied_to("def h():\nx\n") == "def h():\ny\n"
+    # the hunk after the context line, not the one before it
+    assert update.applied_to("x\ndef h():\nx\n") == "x\ndef h():\ny\n"
+
+
+def test_a_command_that_exits_non_zero_leaves_its_other_writes_unknown() -> None:
+    entries = [
+        *_call("cat notes.md", _envelope("old\n", 0)),
+        *_call("cat app.py", _envelope("x = 1\n", 0)),
+        *_call("cat > notes.md << 'EOF'\nnew\nEOF\npython run.py", _envelope("boom", 1)),
+        *_call("sed -i 's/1/2/' app.py; false", _envelope("", 1)),
+    ]
+    files = recorded_files(entries)
+    assert files["notes.md"].text is None  # it may have been written before the failure
+    assert files["app.py"].text is None
+
+
+def test_exec_command_headers_give_the_output_and_its_exit_code() -> None:
+    header = "Chunk ID: 4f2a\nWall time: 0.0500 seconds\nProcess exited with code 2\n"
+    assert unwrap_output(f"{header}Original token count: 3\nOutput:\nboom\n") == ("boom\n", 2)
+    assert unwrap_output("Process exited with code 0\nOutput:\nok") == ("ok", 0)
+    running = "Wall time: 1.0 seconds\nProcess running with session ID 7\nOutput:\nhalf"
+    assert unwrap_output(running) == (running, None)
+    entries = [
+        *_call("cat a.py", _envelope("a = 1\n", 0)),
+        *_call("cat a.py", "Process exited with code 1\nOutput:\ncat: a.py: denied\n"),
+    ]
+    assert recorded_files(entries)["a.py"].text == "a = 1\n"
+
+
+def test_a_read_among_other_commands_is_partial() -> None:
+    assert [read.whole for read in shell_reads("cat a.py")] == [True]
+    assert [read.whole for read in shell_reads("cat a.py; echo done")] == [False]
+    assert [read.whole for read in shell_reads("cat > b << 'EOF'\nx\nEOF\ncat a.py")] == [False]
