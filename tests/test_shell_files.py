@@ -488,3 +488,8 @@ def test_a_read_among_other_commands_is_partial() -> None:
     assert [read.whole for read in shell_reads("cat a.py")] == [True]
     assert [read.whole for read in shell_reads("cat a.py; echo done")] == [False]
     assert [read.whole for read in shell_reads("cat > b << 'EOF'\nx\nEOF\ncat a.py")] == [False]
+
+
+def test_a_quoted_patch_line_that_holds_a_shell_quote_escape_stays_as_written() -> None:
+    patch = "*** Begin Patch\n*** Add File: a.sh\n+echo 'it'\\''s'\n*** End Patch"
+    assert patches_in_command(shlex.join(["apply_patch", patch])) == [patch]

@@ -173,10 +173,14 @@ def parse_patch(text: str) -> tuple[WrittenFile, ...]:
     return tuple(found)
 
 
+_QUOTED_QUOTE = re.compile(r"'\"'\"'|'\\''")
+
+
 def _unquoted(text: str, quote: str) -> str:
     """A shell-quoted patch's text as the program gets it (the quoting a shell join adds)."""
     if quote == "'":
-        return text.replace("'\"'\"'", "'").replace("'\\''", "'")
+        # One pass: a quote's own replacement (`'\''` in a `'"'"'`-quoted text) is data.
+        return _QUOTED_QUOTE.sub("'", text)
     if quote == '"':
         return re.sub(r'\\([\\"$`])', r"\1", text)
     return text
