@@ -13,13 +13,16 @@ Shell agents (Codex, mini-swe-agent, OpenHands, Claude Code's Bash) read files w
 `heredoc_writes` and `in_place_edits` recognise those
 conservatively: a read is a whole command of one of those programs on plain paths (no glob,
 no variable, no redirection, no `sed -i`), piped only into programs that show text, and not
-after a `cd` (its paths would be relative to another directory); a write is `cat`/`tee` fed
-by a here-document into one path.
+after a `cd` (its paths would be relative to another directory); it is the file's whole text
+only for a lone `cat f`. A write is `cat`/`tee` fed by a here-document into one path (its
+text unknown when the shell expands the body), and, like a `sed -i` or an `apply_patch`, not
+after a `cd`. A hunk's old lines are whole lines, found after its `@@ context` line.
 
 Codex wraps a command's output: older versions in JSON (`{"output": "...", "metadata":
 {"exit_code": N, ...}}`), newer ones in a text header (`Exit code: N`, `Wall time: …`,
-`Output:` then the output); mini-swe-agent in tags (`<returncode>N</returncode>`, then
-`<output>` … `</output>`). `unwrap_output` gives the output and its exit code.
+`Output:` then the output; exec_command's `Process exited with code N`); mini-swe-agent in
+tags (`<returncode>N</returncode>`, then `<output>` … `</output>`). `unwrap_output` gives the
+output and its exit code.
 """
 
 from __future__ import annotations
