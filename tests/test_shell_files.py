@@ -289,6 +289,8 @@ def test_command_results_read_the_output_inside_the_envelope() -> None:
     assert failure_excerpt(quiet, flagged=False, command="make build") == "exit code 1"
     texted = "Exit code: 1\nWall time: 0.2 seconds\nOutput:\nsomething odd\n"
     assert failure_excerpt(texted, flagged=False, command="./run.sh") == "something odd"
+    quiet_exec = "Wall time: 0.1 seconds\nProcess exited with code 3\nOutput:\n"
+    assert failure_excerpt(quiet_exec, flagged=False, command="make") == "exit code 3"
     commit = _envelope("[main 225c5a1] cli: add rules\n 3 files changed, 70 insertions(+)\n", 0)
     (found,) = commits_in(commit)
     assert (found.branch, found.sha, found.message) == ("main", "225c5a1", "cli: add rules")
