@@ -24,6 +24,7 @@ from unbounded.model.shell_files import (
     Hunk,
     WrittenFile,
     heredoc_writes,
+    in_place_edits,
     parse_patch,
     patches_in_command,
     shell_reads,
@@ -66,7 +67,7 @@ def test_a_patch_gives_each_file_with_its_action_text_and_hunks() -> None:
     added, updated, deleted = parse_patch(PATCH)
     assert added == WrittenFile("pkg/new.py", "add", "def made() -> int:\n    return 1\n")
     assert updated == WrittenFile(
-        "pkg/old.py", "update", hunks=(Hunk(("a = 1", "b = 2"), ("a = 1", "b = 3")),),
+        "pkg/old.py", "update", hunks=(Hunk(("a = 1", "b = 2"), ("a = 1", "b = 3"), "def f():"),),
         moved_to="pkg/renamed.py",
     )  # fmt: skip
     assert updated.paths == ("pkg/old.py", "pkg/renamed.py")
@@ -139,9 +140,11 @@ def test_the_patch_tool_and_a_shell_apply_patch_are_writes_of_every_file() -> No
     expected = ("pkg/new.py", "pkg/old.py", "pkg/renamed.py", "pkg/gone.py")
     assert file_write_paths(tool) == expected
     assert file_write_path(tool) == "pkg/new.py"
-    shell = _shell(f"cd repo && apply_patch << 'PATCH'\n{PATCH}\nPATCH")
+    shell = _shell(f"mkdir -p pkg && apply_patch << 'PATCH'\n{PATCH}\nPATCH")
     assert file_write_paths(shell) == expected
     assert file_write_path(shell) == "pkg/new.py"
+    # after a cd its paths name another directory's files
+    assert file_write_paths(_shell(f"cd repo && apply_patch << 'PATCH'\n{PATCH}\nPATCH")) == ()
     assert file_write_paths(_shell("git status")) == ()
     assert file_write_path(_shell("git status")) is None
 
@@ -158,7 +161,7 @@ def test_here_document_writes() -> None:
     )
     assert heredoc_writes("cat >> log.txt <<EOF\nmore\nEOF") == (WrittenFile("log.txt", "append"),)
     assert heredoc_writes("tee conf.ini <<-END\n\tk=v\n\tEND") == (
-        WrittenFile("conf.ini", "write", "\tk=v\n"),
+        WrittenFile("conf.ini", "write", "k=v\n"),
     )
     # feeding a program is no file write
     assert heredoc_writes("python - <<'PY'\nopen('x','w').write('y')\nPY") == ()
@@ -286,6 +289,8 @@ def test_command_results_read_the_output_inside_the_envelope() -> None:
     assert failure_excerpt(quiet, flagged=False, command="make build") == "exit code 1"
     texted = "Exit code: 1\nWall time: 0.2 seconds\nOutput:\nsomething odd\n"
     assert failure_excerpt(texted, flagged=False, command="./run.sh") == "something odd"
+    quiet_exec = "Wall time: 0.1 seconds\nProcess exited with code 3\nOutput:\n"
+    assert failure_excerpt(quiet_exec, flagged=False, command="make") == "exit code 3"
     commit = _envelope("[main 225c5a1] cli: add rules\n 3 files changed, 70 insertions(+)\n", 0)
     (found,) = commits_in(commit)
     assert (found.branch, found.sha, found.message) == ("main", "225c5a1", "cli: add rules")
@@ -323,7 +328,7 @@ def test_recorded_files_follow_patches_reads_and_here_documents() -> None:
     update = "*** Begin Patch\n*** Update File: app.py\n@@\n-x = 1\n+x = 2\n*** End Patch"
     entries = [
         *_call("cat app.py", _envelope("x = 1\ny = 0\n", 0)),
-        *_call("cat pkg/old.py", _envelope("a = 1\nb = 2\n", 0)),
+        *_call("cat pkg/old.py", _envelope("def f():\na = 1\nb = 2\n", 0)),
         *_call(f"apply_patch << 'PATCH'\n{update}\nPATCH", _envelope("Success.", 0)),
         *_call(shlex.join(["apply_patch", PATCH]), "Exit code: 0\nOutput:\nSuccess."),
         *_call("cat > notes.md << 'EOF'\nhi\nEOF", _envelope("", 0)),
@@ -335,7 +340,8 @@ def test_recorded_files_follow_patches_reads_and_here_documents() -> None:
     assert files["pkg/new.py"].text == "def made() -> int:\n    return 1\n"
     assert files["notes.md"].text == "hi\n"
     assert files["long.md"].text == "one\ntwo\n"
-    assert files["pkg/renamed.py"].text == "a = 1\nb = 3\n"  # moved, with its hunk applied
+    # moved, with its hunk applied
+    assert files["pkg/renamed.py"].text == "def f():\na = 1\nb = 3\n"
     assert "pkg/old.py" not in files and "pkg/gone.py" not in files
 
 
@@ -400,3 +406,92 @@ def test_a_cat_whose_output_codex_cut_is_not_the_whole_file() -> None:
     ]
     files = recorded_files(entries)
     assert (files["big.py"].partial, files["small.py"].partial) == (True, False)
+
+
+# -- review rev17c: the rules around its fixes ------------------------------------------------
+
+
+def test_only_stderr_sent_away_keeps_a_read() -> None:
+    assert _reads("cat a.py 2>&1") == ["a.py"]
+    assert _reads("cat a.py 1>/dev/null") == []
+    assert _reads("cat a.py 1>&2") == []  # the file goes to stderr: not the output shown
+
+
+def test_a_here_document_keeps_its_text_when_quoted_or_free_of_expansions() -> None:
+    body = "cost=$HOME `id` \\$\n"
+    for head in ("<< 'EOF'", '<< "EOF"', "<< \\EOF"):
+        assert heredoc_writes(f"cat > f.txt {head}\n{body}EOF") == (
+            WrittenFile("f.txt", "write", body),
+        )
+    # a lone `$` and a backslash before another letter are kept as they are
+    assert heredoc_writes("cat > f.txt << EOF\nprice: 5 $ \\n\nEOF") == (
+        WrittenFile("f.txt", "write", "price: 5 $ \\n\n"),
+    )
+    for expanded in ("a=${X}", "b=$(date)", "c=`date`", "d=\\$HOME", "e=$1"):
+        (written,) = heredoc_writes(f"cat > f.txt << EOF\n{expanded}\nEOF")
+        assert written.text is None
+        assert written.applied_to("old\n") is None
+
+
+def test_a_tab_stripping_here_document_strips_only_leading_tabs() -> None:
+    (written,) = heredoc_writes("cat > f.py <<-EOF\n\t\tif x:\n\t\t    y\n\tEOF\n")
+    assert written.text == "if x:\n    y\n"
+
+
+def test_writes_before_a_cd_stay_and_those_after_it_go() -> None:
+    command = "cat > a.txt << 'EOF'\n1\nEOF\ncd sub\ncat > b.txt << 'EOF'\n2\nEOF"
+    assert heredoc_writes(command) == (WrittenFile("a.txt", "write", "1\n"),)
+    assert heredoc_writes("pushd sub && tee b.txt << 'EOF'\n2\nEOF") == ()
+    assert in_place_edits("sed -i 's/a/b/' a.py && cd sub && sed -i 's/a/b/' b.py") == (
+        WrittenFile("a.py", "edit"),
+    )
+    patch = "*** Begin Patch\n*** Delete File: x.py\n*** End Patch"
+    assert patches_in_command(f"cd sub && apply_patch '{patch}'") == [patch]  # still no commands
+    shell = _shell(f"cd sub && apply_patch '{patch}'")
+    assert file_writes(shell) == ()
+
+
+def test_a_hunk_context_header_that_is_not_found_makes_the_text_unknown() -> None:
+    (update,) = parse_patch(
+        "*** Begin Patch\n*** Update File: f.py\n@@ def h():\n-x\n+y\n*** End Patch"
+    )
+    assert update.applied_to("def g():\nx\n") is None
+    assert update.applied_to("def h():\nx\n") == "def h():\ny\n"
+    # the hunk after the context line, not the one before it
+    assert update.applied_to("x\ndef h():\nx\n") == "x\ndef h():\ny\n"
+
+
+def test_a_command_that_exits_non_zero_leaves_its_other_writes_unknown() -> None:
+    entries = [
+        *_call("cat notes.md", _envelope("old\n", 0)),
+        *_call("cat app.py", _envelope("x = 1\n", 0)),
+        *_call("cat > notes.md << 'EOF'\nnew\nEOF\npython run.py", _envelope("boom", 1)),
+        *_call("sed -i 's/1/2/' app.py; false", _envelope("", 1)),
+    ]
+    files = recorded_files(entries)
+    assert files["notes.md"].text is None  # it may have been written before the failure
+    assert files["app.py"].text is None
+
+
+def test_exec_command_headers_give_the_output_and_its_exit_code() -> None:
+    header = "Chunk ID: 4f2a\nWall time: 0.0500 seconds\nProcess exited with code 2\n"
+    assert unwrap_output(f"{header}Original token count: 3\nOutput:\nboom\n") == ("boom\n", 2)
+    assert unwrap_output("Process exited with code 0\nOutput:\nok") == ("ok", 0)
+    running = "Wall time: 1.0 seconds\nProcess running with session ID 7\nOutput:\nhalf"
+    assert unwrap_output(running) == (running, None)
+    entries = [
+        *_call("cat a.py", _envelope("a = 1\n", 0)),
+        *_call("cat a.py", "Process exited with code 1\nOutput:\ncat: a.py: denied\n"),
+    ]
+    assert recorded_files(entries)["a.py"].text == "a = 1\n"
+
+
+def test_a_read_among_other_commands_is_partial() -> None:
+    assert [read.whole for read in shell_reads("cat a.py")] == [True]
+    assert [read.whole for read in shell_reads("cat a.py; echo done")] == [False]
+    assert [read.whole for read in shell_reads("cat > b << 'EOF'\nx\nEOF\ncat a.py")] == [False]
+
+
+def test_a_quoted_patch_line_that_holds_a_shell_quote_escape_stays_as_written() -> None:
+    patch = "*** Begin Patch\n*** Add File: a.sh\n+echo 'it'\\''s'\n*** End Patch"
+    assert patches_in_command(shlex.join(["apply_patch", patch])) == [patch]

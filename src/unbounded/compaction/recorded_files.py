@@ -15,7 +15,9 @@ module rebuilds what each file held from the tool calls in order:
   restored as if it were current;
 - an apply_patch (the tool, or a shell command running it) adds a file with its text, applies
   an update's hunks to the text when each hunk's old lines are found (unknown otherwise),
-  moves and deletes files; a shell here-document (`cat > f << EOF`) writes its body;
+  moves and deletes files; a shell here-document (`cat > f << EOF`) writes its body; a
+  command that exits non-zero applies no patch and leaves the files its other writes name
+  unknown;
 - a shell read of one file (`cat f`, whole; `sed -n 'a,bp' f`, `head`, `tail`, partial) is
   that file's text, read through Codex's output envelope (`unwrap_output`), partial when
   Codex cut lines out of it (`[... omitted N of M lines ...]`); a command that
@@ -45,6 +47,7 @@ UNCHANGED_STUB_PREFIX = "File unchanged since last read"
 _LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.MULTILINE)
 _REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 _RANGE_KEYS = ("offset", "limit", "view_range", "line_range")
+_PATCH_ACTIONS = frozenset({"add", "update", "delete"})
 
 
 class AppendedSince:
@@ -292,7 +295,14 @@ class RecordedFilesReader:
                 self._entries, position, place, partial, shell=True
             )
             return
+        failed = bool(unwrap_output(text_of(block.get("content")))[1])
         for change in call:
+            if failed:
+                # apply_patch writes nothing when a hunk fails; a here-document or a `sed -i`
+                # may have run before what failed: not known.
+                if change.action not in _PATCH_ACTIONS:
+                    self.files[change.path] = RecordedFile(None)
+                continue
             if change.action == "delete":
                 self.files.pop(change.path, None)
                 continue

@@ -13,13 +13,16 @@ Shell agents (Codex, mini-swe-agent, OpenHands, Claude Code's Bash) read files w
 `heredoc_writes` and `in_place_edits` recognise those
 conservatively: a read is a whole command of one of those programs on plain paths (no glob,
 no variable, no redirection, no `sed -i`), piped only into programs that show text, and not
-after a `cd` (its paths would be relative to another directory); a write is `cat`/`tee` fed
-by a here-document into one path.
+after a `cd` (its paths would be relative to another directory); it is the file's whole text
+only for a lone `cat f`. A write is `cat`/`tee` fed by a here-document into one path (its
+text unknown when the shell expands the body), and, like a `sed -i` or an `apply_patch`, not
+after a `cd`. A hunk's old lines are whole lines, found after its `@@ context` line.
 
 Codex wraps a command's output: older versions in JSON (`{"output": "...", "metadata":
 {"exit_code": N, ...}}`), newer ones in a text header (`Exit code: N`, `Wall time: …`,
-`Output:` then the output); mini-swe-agent in tags (`<returncode>N</returncode>`, then
-`<output>` … `</output>`). `unwrap_output` gives the output and its exit code.
+`Output:` then the output; exec_command's `Process exited with code N`); mini-swe-agent in
+tags (`<returncode>N</returncode>`, then `<output>` … `</output>`). `unwrap_output` gives the
+output and its exit code.
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ files of the same calls many times, and reading a long command again costs a mil
 
 @dataclass(frozen=True, slots=True)
 class Hunk:
-    """One change of an updated file: the lines it replaces and the lines it puts instead."""
+    """One change of an updated file: the lines it replaces, the lines it puts instead, and
+    the line it comes after (its `@@ context` header; empty when it has none)."""
 
     old: tuple[str, ...]
     new: tuple[str, ...]
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,18 +83,32 @@ class WrittenFile:
             return self.text
         if self.action != "update" or before is None:
             return None
-        text = before
+        # Whole lines, as apply_patch matches them: an old line is never a line's tail.
+        lines = before.split("\n")
         start = 0
         for hunk in self.hunks:
-            old, new = "\n".join(hunk.old), "\n".join(hunk.new)
-            if not old:
-                return None  # no context to place it by
-            at = text.find(old, start)
-            if at < 0:
+            if hunk.context:
+                after = _line_index(lines, (hunk.context,), start)
+                if after is None:
+                    return None
+                start = after + 1
+            if not hunk.old:
+                return None  # no lines to place it by
+            at = _line_index(lines, hunk.old, start)
+            if at is None:
                 return None
-            text = text[:at] + new + text[at + len(old) :]
-            start = at + len(new)
-        return text
+            lines[at : at + len(hunk.old)] = hunk.new
+            start = at + len(hunk.new)
+        return "\n".join(lines)
+
+
+def _line_index(lines: list[str], wanted: tuple[str, ...], start: int) -> int | None:
+    """Where `wanted` first stands as whole lines of `lines` from `start` on (None: nowhere)."""
+    first, count = wanted[0], len(wanted)
+    for index in range(start, len(lines) - count + 1):
+        if lines[index] == first and tuple(lines[index : index + count]) == wanted:
+            return index
+    return None
 
 
 def _add_text(lines: list[str]) -> str:
@@ -105,10 +124,11 @@ def parse_patch(text: str) -> tuple[WrittenFile, ...]:
     hunks: list[Hunk] = []
     old: list[str] = []
     new: list[str] = []
+    context = ""
 
     def close_hunk() -> None:
         if old or new:
-            hunks.append(Hunk(tuple(old), tuple(new)))
+            hunks.append(Hunk(tuple(old), tuple(new), context))
         old.clear()
         new.clear()
 
@@ -128,7 +148,7 @@ def parse_patch(text: str) -> tuple[WrittenFile, ...]:
         header = _FILE_HEADER.match(line)
         if header:
             close_file()
-            action, path, moved = header.group(1), header.group(2), None
+            action, path, moved, context = header.group(1), header.group(2), None, ""
             continue
         if line.startswith("*** "):
             move = _MOVE_TO.match(line)
@@ -144,6 +164,7 @@ def parse_patch(text: str) -> tuple[WrittenFile, ...]:
         elif action == "Update":
             if line.startswith("@@"):
                 close_hunk()
+                context = line[2:].strip()
             elif line.startswith("-"):
                 old.append(line[1:])
             elif line.startswith("+"):
@@ -155,10 +176,14 @@ def parse_patch(text: str) -> tuple[WrittenFile, ...]:
     return tuple(found)
 
 
+_QUOTED_QUOTE = re.compile(r"'\"'\"'|'\\''")
+
+
 def _unquoted(text: str, quote: str) -> str:
     """A shell-quoted patch's text as the program gets it (the quoting a shell join adds)."""
     if quote == "'":
-        return text.replace("'\"'\"'", "'").replace("'\\''", "'")
+        # One pass: a quote's own replacement (`'\''` in a `'"'"'`-quoted text) is data.
+        return _QUOTED_QUOTE.sub("'", text)
     if quote == '"':
         return re.sub(r'\\([\\"$`])', r"\1", text)
     return text
@@ -167,24 +192,35 @@ def _unquoted(text: str, quote: str) -> str:
 def patches_in_command(command: str) -> list[str]:
     """The patch texts a shell command gives `apply_patch` (a here-document or a quoted
     argument), in order; empty when it runs none."""
-    texts: list[str] = []
+    return [text for _, text in _patches(command)]
+
+
+def _patches(command: str) -> list[tuple[int, str]]:
+    """(where it begins, its text) of each patch a shell command gives `apply_patch`."""
+    found: list[tuple[int, str]] = []
     start = 0
     while True:
         begin = command.find(BEGIN_PATCH, start)
         if begin < 0:
-            return texts
+            return found
         end = command.find(END_PATCH, begin)
         stop = len(command) if end < 0 else end + len(END_PATCH)
         if _PATCH_COMMAND.search(command, 0, begin) or _PATCH_COMMAND.search(command, stop):
             quote = command[begin - 1] if begin and command[begin - 1] in "'\"" else ""
-            texts.append(_unquoted(command[begin:stop], quote))
+            found.append((begin, _unquoted(command[begin:stop], quote)))
         start = stop
 
 
 @lru_cache(maxsize=CACHED_COMMANDS)
 def command_patch_writes(command: str) -> tuple[WrittenFile, ...]:
-    """The files the patches a shell command applies change (`patches_in_command`)."""
-    return tuple(found for text in patches_in_command(command) for found in parse_patch(text))
+    """The files the patches a shell command applies change (`patches_in_command`), but
+    those of a patch applied after a `cd` (its paths name another directory's files)."""
+    return tuple(
+        found
+        for begin, text in _patches(command)
+        if not _after_cd(command[:begin])
+        for found in parse_patch(text)
+    )
 
 
 @lru_cache(maxsize=CACHED_COMMANDS)
@@ -236,7 +272,11 @@ def command_segments(command: str) -> list[str]:
 
 # -- here-documents -------------------------------------------------------------------------
 
-_HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w.-]*)\2")
+# The delimiter bare, quoted, or after a backslash (`<< \EOF`: quoted too, the body is kept as is).
+_HEREDOC = re.compile(r"<<(-?)[ \t]*(?:(['\"])([A-Za-z_][\w.-]*)\2|(\\?)([A-Za-z_][\w.-]*))")
+# What an unquoted here-document's body expands: a parameter, a command, an arithmetic
+# expansion, or a backslash escape.
+_EXPANSION = re.compile(r"\$[A-Za-z_{(\d@*#?!$-]|`|\\[$`\\\n]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +288,22 @@ class _Heredoc:
     """Where its body begins in the command."""
     end: int
     """Where the line after its closing delimiter begins."""
+    marker: int
+    """Where its `<<` marker is in the command."""
+    strip_tabs: bool
+    """`<<-`: the shell takes leading tabs off its lines."""
+    quoted: bool
+    """Its delimiter is quoted: the body is not expanded."""
+
+    @property
+    def text(self) -> str | None:
+        """The text the program reads from it; None when the shell expands it."""
+        body = self.body
+        if self.strip_tabs:
+            body = "".join(line.lstrip("\t") for line in body.splitlines(keepends=True))
+        if not self.quoted and _EXPANSION.search(body):
+            return None
+        return body
 
 
 def _heredocs(command: str) -> list[_Heredoc]:
@@ -259,20 +315,28 @@ def _heredocs(command: str) -> list[_Heredoc]:
         if line_end < 0:
             return found
         head = command[line_start : match.start()] + " " + command[match.end() : line_end]
-        delimiter = match.group(3)
+        delimiter = match.group(3) or match.group(5)
         strip_tabs = match.group(1) == "-"
+        quoted = bool(match.group(2) or match.group(4))
         body_start = cursor = line_end + 1
         while True:
             next_end = command.find("\n", cursor)
             line = command[cursor : len(command) if next_end < 0 else next_end]
             if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                body = command[body_start:cursor]
+                end = cursor + len(line)
                 found.append(
-                    _Heredoc(head, command[body_start:cursor], body_start, cursor + len(line))
+                    _Heredoc(head, body, body_start, end, match.start(), strip_tabs, quoted)
                 )
                 position = cursor + len(line)
                 break
             if next_end < 0:  # never closed: the rest is its body
-                found.append(_Heredoc(head, command[body_start:], body_start, len(command)))
+                body = command[body_start:]
+                found.append(
+                    _Heredoc(
+                        head, body, body_start, len(command), match.start(), strip_tabs, quoted
+                    )
+                )
                 return found
             cursor = next_end + 1
     return found
@@ -290,6 +354,23 @@ def without_heredocs(command: str) -> str:
         kept = heredoc.end
     parts.append(command[kept:])
     return "".join(parts)
+
+
+_DIRECTORY_CHANGES = frozenset({"cd", "pushd", "popd"})
+
+
+def _first_word(segment: str) -> str:
+    parts = segment.split(None, 1)
+    return parts[0] if parts else ""
+
+
+def _after_cd(prefix: str) -> bool:
+    """Whether a command that begins after `prefix` runs after a `cd` (`pushd`, `popd`): its
+    relative paths then name files of another directory."""
+    if not any(word in prefix for word in _DIRECTORY_CHANGES):
+        return False
+    segments = command_segments(without_heredocs(prefix))
+    return any(_first_word(segment) in _DIRECTORY_CHANGES for segment in segments)
 
 
 def _words(segment: str) -> list[str] | None:
@@ -318,10 +399,12 @@ def heredoc_writes(command: str) -> tuple[WrittenFile, ...]:
         write = _heredoc_target(words)
         if write is not None:
             path, append = write
+            if _after_cd(command[: heredoc.marker]):
+                continue  # the path is relative to another directory
             if append:
                 found.append(WrittenFile(path, "append"))
             else:
-                found.append(WrittenFile(path, "write", heredoc.body))
+                found.append(WrittenFile(path, "write", heredoc.text))
     return tuple(found)
 
 
@@ -347,8 +430,13 @@ def in_place_edits(command: str) -> tuple[WrittenFile, ...]:
         return ()
     found: list[WrittenFile] = []
     for segment in command_segments(without_heredocs(command)):
+        first = _first_word(segment)
+        if first in _DIRECTORY_CHANGES:
+            break  # later paths are relative to another directory
+        if os.path.basename(first) != "sed":
+            continue  # told before it is split: shlex is slow on a long quoted argument
         words = _words(segment)
-        if not words or os.path.basename(words[0]) != "sed":
+        if not words:
             continue
         stage = words[1 : words.index("|")] if "|" in words else words[1:]
         if not any(word.startswith(("-i", "--in-place")) for word in stage):
@@ -393,7 +481,8 @@ _SED_RANGE = re.compile(r"^\s*(?:\d+|\$)(?:\s*,\s*(?:\d+|\$))?\s*p\s*$")
 _NOT_PLAIN = re.compile(r"[*?\[\]{}$`~]|^-|^/dev/|/$")
 _READ_WORD = re.compile(r"\b(?:cat|nl|head|tail|less|more|sed)\b")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
-_QUIET_REDIRECT = re.compile(r"\s\d?>\s*/dev/null|\s\d>&\d")
+# Errors sent away: what is shown is still the file (its output sent away shows nothing).
+_QUIET_REDIRECT = re.compile(r"\s2>\s*/dev/null|\s2>&1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,11 +611,13 @@ def shell_reads(command: str) -> tuple[ShellRead, ...]:
     if BEGIN_PATCH in command and patches_in_command(command):
         return ()  # a patch's lines are no commands
     found: list[ShellRead] = []
-    for segment in command_segments(without_heredocs(command)):
-        first = segment.split(None, 1)[0] if segment.split() else ""
-        if first in ("cd", "pushd", "popd"):
+    segments = command_segments(without_heredocs(command))
+    for segment in segments:
+        if _first_word(segment) in _DIRECTORY_CHANGES:
             break
         found.extend(_segment_reads(segment))
+    if len(segments) > 1:  # other commands' output may stand next to the file's
+        return tuple(ShellRead(read.path, False) for read in found)
     return tuple(found)
 
 
@@ -537,6 +628,12 @@ _EXIT_HEADER = re.compile(
 )
 
 
+# Codex's exec_command: `Chunk ID: …`, `Wall time: …`, `Process exited with code N`, then
+# optionally `Original token count: N`, then `Output:` and the output.
+_PROCESS_HEADER = re.compile(
+    r"\A(?:Chunk ID: [^\n]*\n)?(?:Wall time: [^\n]*\n)?Process exited with code (-?\d+)\n"
+    r"(?:Original token count: \d+\n)?Output:\n"
+)
 _RETURNCODE_OUTPUT = re.compile(
     r"\A<returncode>(-?\d+)</returncode>\n<output>\n(.*?)</output>\s*\Z", re.DOTALL
 )
@@ -544,7 +641,8 @@ _RETURNCODE_OUTPUT = re.compile(
 
 def unwrap_output(text: str) -> tuple[str, int | None]:
     """(the output, its exit code) of an output envelope: Codex's JSON object with `output`
-    and `metadata.exit_code`, Codex's `Exit code: N … Output:` header, or mini-swe-agent's
+    and `metadata.exit_code`, Codex's `Exit code: N … Output:` header (exec_command's `Process
+    exited with code N … Output:`), or mini-swe-agent's
     `<returncode>N</returncode>` and `<output>…</output>`; (text, None) for any other text."""
     if text.startswith('{"output"'):
         try:
@@ -561,6 +659,10 @@ def unwrap_output(text: str) -> tuple[str, int | None]:
         header = _EXIT_HEADER.match(text)
         if header:
             return text[header.end() :], int(header.group(1))
+    if text.startswith(("Chunk ID: ", "Wall time: ", "Process exited")):
+        process = _PROCESS_HEADER.match(text)
+        if process:
+            return text[process.end() :], int(process.group(1))
     if text.startswith("<returncode>"):
         tagged = _RETURNCODE_OUTPUT.match(text)
         if tagged:
