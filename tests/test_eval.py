@@ -94,9 +94,11 @@ def test_eval_on_the_corpus() -> None:
         assert data[name]["ours_full"] == 1.0
     for name in ("errors", "commands"):
         assert data[name]["ours_summary"] >= data[name]["recorded"]
-    # Claude Code's own summaries (docs/summaries.md): 13/14, 20/24, 0/3, 11/49, 3/3.
+    # Claude Code's own summaries (docs/summaries.md): 13/14, 20/26, 0/3, 11/49, 3/3. Files
+    # read count shell reads too (`tail` of a task's output file: RETENTION.md's "cat-like
+    # actions"), two of which the recorded summaries do not name.
     assert data["modified_files"]["recorded"] == pytest.approx(13 / 14, abs=1e-3)
-    assert data["read_files"]["recorded"] == pytest.approx(20 / 24, abs=1e-3)
+    assert data["read_files"]["recorded"] == pytest.approx(20 / 26, abs=1e-3)
     assert data["errors"]["recorded"] == 0.0
     assert data["commands"]["recorded"] == pytest.approx(11 / 49, abs=1e-3)
     assert data["user_prompts"]["recorded"] == 1.0

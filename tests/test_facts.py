@@ -324,7 +324,7 @@ def test_recorded_summaries_retention_on_the_corpus() -> None:
     assert total == {
         "user_prompts": (3, 3),
         "files_modified": (13, 14),
-        "files_read": (20, 24),
+        "files_read": (20, 26),  # shell reads count (two task-output `tail`s)
         "errors": (0, 3),
         "commands": (11, 49),
     }
@@ -349,25 +349,55 @@ def test_the_ledger_opens_with_the_rules_and_the_latest_request_and_carries_them
         carried_standing,
     )
 
-    first = [Entry.user("Port the CLI. Never push to main."), Entry.user("Now the docs.\nKeep them short.")]
+    first = [
+        Entry.user("Port the CLI. Never push to main."),
+        Entry.user("Now the docs.\nKeep them short."),
+    ]
     facts = extract_facts(first)
     assert facts.standing == ("Never push to main.",)
     assert facts.latest_request == "Now the docs.\nKeep them short."
     ledger = render_facts_ledger(facts, max_tokens=40)  # the lists are cut, the blocks never
     lines = ledger.splitlines()
-    assert lines[:5] == [LEDGER_TITLE, STANDING_HEADING, '- "Never push to main."', LATEST_HEADING, "> Now the docs."]
+    assert lines[:5] == [
+        LEDGER_TITLE,
+        STANDING_HEADING,
+        '- "Never push to main."',
+        LATEST_HEADING,
+        "> Now the docs.",
+    ]
     full = render_facts_ledger(facts)
-    summary = Entry.user("This session continues an earlier conversation.\n\nSummary: done.\n\n" + full, is_compact_summary=True)
+    summary = Entry.user(
+        "This session continues an earlier conversation.\n\nSummary: done.\n\n" + full,
+        is_compact_summary=True,
+    )
     # the next compaction reads the blocks (and the user messages) back from that summary
-    later = extract_facts([summary, Entry.user("Also add a changelog, and always run the linter first.")])
-    assert later.standing == ("Never push to main.", "Also add a changelog, and always run the linter first.")
+    later = extract_facts(
+        [summary, Entry.user("Also add a changelog, and always run the linter first.")]
+    )
+    assert later.standing == (
+        "Never push to main.",
+        "Also add a changelog, and always run the linter first.",
+    )
     assert later.latest_request == "Also add a changelog, and always run the linter first."
-    assert later.carried_messages == ("Port the CLI. Never push to main.", "Now the docs. Keep them short.")
-    quiet = extract_facts([summary, Entry.assistant([{"type": "text", "text": "working"}], message_id="m")])
+    assert later.carried_messages == (
+        "Port the CLI. Never push to main.",
+        "Now the docs. Keep them short.",
+    )
+    quiet = extract_facts(
+        [summary, Entry.assistant([{"type": "text", "text": "working"}], message_id="m")]
+    )
     assert quiet.latest_request == "Now the docs.\nKeep them short." and quiet.user_prompts == ()
     chained = render_facts_ledger(quiet)
-    assert carried_standing(chained) == ["Never push to main."] and carried_latest(chained) == "Now the docs.\nKeep them short."
+    assert (
+        carried_standing(chained) == ["Never push to main."]
+        and carried_latest(chained) == "Now the docs.\nKeep them short."
+    )
     # plain messages: a summary's text is carried, not counted as a prompt
-    plain = extract_facts([{"role": "user", "content": summary.content}, {"role": "user", "content": [{"type": "text", "text": str(summary.content)}]}])
+    plain = extract_facts(
+        [
+            {"role": "user", "content": summary.content},
+            {"role": "user", "content": [{"type": "text", "text": str(summary.content)}]},
+        ]
+    )
     assert plain.user_prompts == () and plain.standing == ("Never push to main.",)
     assert render_facts_ledger(Facts()) == ""

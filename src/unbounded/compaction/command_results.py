@@ -30,8 +30,9 @@ that fails inside `| tail -20` exits 0), so the hand-over reads the text itself:
 
 Each reads a Codex output envelope's output, not the envelope (`unwrap_output`: the JSON
 `{"output", "metadata": {"exit_code"}}` of older versions, the `Exit code: N … Output:` text
-of newer ones, exec_command's `Process exited with code N … Output:`). `command_segments` lives in `unbounded.model.shell_files` (the shell-read
-recogniser there splits commands with it) and is imported from here as before.
+of newer ones, exec_command's `Process exited with code N … Output:`). `command_segments`
+lives in `unbounded.model.shell_files` (the shell-read recogniser there splits commands with
+it) and is imported from here as before.
 """
 
 from __future__ import annotations
