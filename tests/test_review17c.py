@@ -125,12 +125,10 @@ def test_the_sed_in_place_scan_splits_only_sed_segments(monkeypatch: pytest.Monk
 # -- the offline hand-over -------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a question 'yes?' is read as an approval")
 def test_a_questioning_yes_approves_nothing() -> None:
     assert not approves("yes?")
 
 
-@pytest.mark.xfail(strict=True, reason="'ok thanks' after a report makes its done items next steps")
 def test_ok_thanks_after_a_report_of_done_work_asks_for_no_redo() -> None:
     report = (
         "Done. Here is what I changed:\n1. Added the refunds columns to shop/exporter.py\n"

@@ -756,12 +756,33 @@ def approves(request: str) -> bool:
     """Whether a request only approves what the agent proposed ("yes", "Yes to all", "go
     ahead", "ja bitte", "oui"): short, with an approving word, and no word of its own but
     approving ones and numbers (which choose items)."""
+    if "?" in request:
+        return False  # "yes?" asks back; it approves nothing
     words = [w.lower().strip("'’-") for w in _REQUEST_WORD.findall(request)]
     if not words or len(words) > APPROVAL_MAX_WORDS:
         return False
     if not any(w in _APPROVAL_START for w in words):
         return False
     return all(w in _APPROVAL_WORDS or w.isdigit() for w in words)
+
+
+_PROPOSING = re.compile(
+    r"\?(?=[\s*_)\"'”]|$)|\b(?:shall|should|can|may) (?:i|we)\b|\bwant me to\b|"
+    r"\bwould you like\b|\bdo you want\b|\b(?:next,? )?i(?:'ll| will) (?:next|now|then)\b|"
+    r"\bnext,? i(?:'ll| will)\b|\bi could\b|\bi can also\b|\blet me know\b|"
+    r"\b(?:soll ich|möchtest du|voulez-vous|veux-tu|quieres que)\b",
+    re.I,
+)
+"""Words that offer work still to do: a question, "shall I", "want me to", "next I will"."""
+
+
+def proposes(text: str) -> bool:
+    """Whether an agent's message proposes work an approval can answer: it asks (a question,
+    "shall I", "want me to") or lists what comes next ("Next I will:"); a report of work
+    done ("Done. Here is what I changed: …") proposes nothing, so "ok thanks" redoes nothing."""
+    if _PROPOSING.search(text):
+        return True
+    return any(_FUTURE.search(intro) for intro, _ in plan_runs(text))
 
 
 def _answered(handover: Handover) -> None:
@@ -778,7 +799,7 @@ def _answered(handover: Handover) -> None:
     if any(position < c.position < latest.position for c in handover.calls):
         return  # the turn ended in a call (interrupted): the request follows no message
     handover.answered = (position, text)
-    handover.approves = approves(latest.text)
+    handover.approves = approves(latest.text) and proposes(text)
     if not handover.approves:
         return
     runs = plan_runs(text)
@@ -1282,6 +1303,7 @@ __all__ = [
     "approves",
     "definition_lines",
     "mentioned_paths",
+    "proposes",
     "push_target",
     "read_handover",
     "ready_items",
