@@ -290,3 +290,11 @@ def test_the_offline_notes_state_no_next_step_older_than_the_latest_request() ->
     assert "- Next step, as last stated: " not in offline_notes(None, old, policy=Policy())
     since = [user("Now fix the login bug."), says("Next I will read the login view first.")]
     assert "- Next step, as last stated: " in offline_notes(None, since, policy=Policy())
+
+
+def test_a_finding_is_stale_when_a_later_change_assigns_its_name_and_stays_when_it_only_reads_it() -> None:
+    finding = "The `MAX_RETRIES` setting is 0 here, so nothing is retried."
+    def later(code: str) -> list[Any]:
+        return [user("Retry."), says(finding), *read("r", "/w/net.py"), *edit("e", "/w/net.py", code)]
+    assert read_handover(later("MAX_RETRIES = 5\n")).findings == []
+    assert [f for _, f in read_handover(later("for _ in range(MAX_RETRIES): ...\n")).findings] == [finding]

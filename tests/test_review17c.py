@@ -144,9 +144,6 @@ def test_ok_thanks_after_a_report_of_done_work_asks_for_no_redo() -> None:
     assert "Added the refunds columns" not in summary[summary.index("\n9. ") :]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a finding is dropped when a later write merely calls a name"
-)
 def test_a_finding_stays_when_a_later_file_only_uses_the_name_it_mentions() -> None:
     finding = "The `parse_config` function returns None for an empty file, which callers rely on."
     test_code = (

@@ -822,9 +822,10 @@ _IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*|[
 
 
 def _drop_stale_findings(handover: Handover) -> None:
-    """Leave out the findings a later file change touched: the sentence names the changed
-    file, or a name (`code`, snake_case, camelCase) the later change's new code holds. What
-    the agent said before it changed a thing ("X is still missing") is not its state."""
+    """Leave out the findings a later file change made stale: the sentence names the changed
+    file, or a name (`code`, snake_case, camelCase) the later change defines. What
+    the agent said before it changed a thing ("X is still missing") is not its state; a file
+    that only uses the name changed nothing the finding is about, so it stays."""
     later_writes = [c for c in handover.calls if c.path_written]
     if not later_writes:
         return
@@ -837,8 +838,21 @@ def _drop_stale_findings(handover: Handover) -> None:
     handover.findings = kept
 
 
+def _defines(code: str, name: str) -> bool:
+    """Whether the code defines `name`: a definition line (def, class, function…) that holds
+    it, its name or a parameter, or an assignment to it."""
+    word = rf"(?<![\w.]){re.escape(name)}(?!\w)"
+    for match in _DEFINITION.finditer(code):
+        line_end = code.find("\n", match.start())
+        line = code[match.start() : line_end if line_end >= 0 else len(code)]
+        if re.search(word, line):
+            return True
+    return re.search(rf"^\s*(?:self\.)?{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)", code, re.M) is not None
+
+
 def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
-    """Whether a write after `position` touched what the sentence names."""
+    """Whether a write after `position` changed what the sentence is about: the file it names,
+    or the definition of a name it holds. When unsure the finding stays."""
     after = [c for c in writes if c.position > position]
     if not after:
         return False
@@ -850,7 +864,7 @@ def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
     if not names:
         return False
     code = "\n".join(written_code(c.block) for c in after)
-    return any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", code) for n in names)
+    return any(_defines(code, n) for n in names)
 
 
 def _own_words(handover: Handover) -> None:
