@@ -298,3 +298,17 @@ def test_a_finding_is_stale_when_a_later_change_assigns_its_name_and_stays_when_
         return [user("Retry."), says(finding), *read("r", "/w/net.py"), *edit("e", "/w/net.py", code)]
     assert read_handover(later("MAX_RETRIES = 5\n")).findings == []
     assert [f for _, f in read_handover(later("for _ in range(MAX_RETRIES): ...\n")).findings] == [finding]
+
+
+def test_the_git_list_shows_the_level_s_newest_commits_and_pushes_and_counts_the_earlier_ones() -> None:
+    messages: list[Any] = [user("Ship the features.")]
+    for i in range(20):
+        output = f"[main {i:07x}] feature {i}\n 1 file changed, 2 insertions(+)\n"
+        pushed = f"To github.com:o/r.git\n   {i:07x}..{i + 1:07x}  main -> main{i}\n"
+        messages += [*bash(f"c{i}", f"git commit -am 'feature {i}'", output), *bash(f"p{i}", "git push", pushed)]
+    for level, shown in ((RICH, 12), (LEANEST, 3)):
+        five = section(render(messages, level), 5)
+        assert five.count("   - Committed ") == shown and five.count("   - Pushed: ") == shown
+        assert f"Committed {19:07x} on main" in five and f"Committed {19 - shown:07x} " not in five
+        assert f"   - {20 - shown} earlier commits: 0000000, 0000001, " in five
+        assert f"   - {20 - shown} earlier pushes: " in five and "main -> main0" in five

@@ -159,7 +159,6 @@ def test_a_finding_stays_when_a_later_file_only_uses_the_name_it_mentions() -> N
     assert [text for _, text in read_handover(messages).findings] == [finding]
 
 
-@pytest.mark.xfail(strict=True, reason="commits read through Codex envelopes: an uncut Git list")
 def test_many_codex_commits_keep_the_summary_within_its_maximum_and_the_user_prompts() -> None:
     # Before i37g the envelope hid the commits; now each is listed and no cut shortens the
     # list: the summary passes its maximum and the user's messages are cut instead (the

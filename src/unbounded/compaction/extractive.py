@@ -228,6 +228,10 @@ class _Level:
     answered_chars: int = 6_000
     """Characters of the agent's message the latest request answers, quoted in section 1
     (about 1,500 tokens at the richest level): "yes" means what that message proposed."""
+    git_events: int = 12
+    """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
+    one line of their shas or targets, so a long session's Git list never crowds out the
+    user's messages."""
     recent_chars: int = 6_000
     """Characters of the last steps shown as they happened (section 8), filled from the
     newest backwards: what the last calls did and showed, the agent's words between. Given a
@@ -255,6 +259,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_chars=4_000,
         carried_messages=20,
         answered_chars=4_000,
+        git_events=8,
         recent_chars=4_000,
     ),
     _Level(
@@ -276,6 +281,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_chars=2_400,
         carried_messages=12,
         answered_chars=2_400,
+        git_events=5,
         recent_chars=2_400,
     ),
     _Level(
@@ -299,6 +305,7 @@ _LEVELS: tuple[_Level, ...] = (
         details=False,
         carried_messages=6,
         answered_chars=1_000,
+        git_events=3,
         recent_chars=1_000,
     ),
 )
@@ -329,6 +336,14 @@ def _shown_after_first(items: Sequence[str], keep: int, left_out: int) -> list[s
         return list(items)
     tail = list(items[len(items) - (keep - 1) :]) if keep > 1 else []
     return [items[0], f"({hidden} more)", *tail]
+
+
+def _earlier(kind: str, names: Sequence[str]) -> list[str]:
+    """One line for the earlier commits or pushes a capped Git list leaves out, oldest
+    first, cut to a line: the count stays exact even when the names do not fit."""
+    if not names:
+        return []
+    return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LONG_LINE_CHARS)]
 
 
 def _title(title: str) -> str:
@@ -924,16 +939,23 @@ class _Renderer:
             lines.append(f"   - {_quote(sentence, LONG_LINE_CHARS)}{then}")
         return lines
 
-    def _git_lines(self) -> list[str]:
+    def _git_lines(self, level: _Level) -> list[str]:
         h = self.h
         lines: list[str] = []
-        for _, commit in h.commits:
+        commits = [commit for _, commit in h.commits]
+        shown = commits[-level.git_events :] if level.git_events else []
+        lines.extend(_earlier("commits", [c.sha for c in commits[: len(commits) - len(shown)]]))
+        for commit in shown:
             stat = f" ({escape_tags(commit.stat)})" if commit.stat else ""
             lines.append(
                 f"   - Committed {commit.sha} on {commit.branch}: "
                 f"{_quote(commit.message, LINE_CHARS)}{stat}"
             )
-        for push in h.pushes:
+        pushes = h.pushes[-level.git_events :] if level.git_events else []
+        earlier = h.pushes[: len(h.pushes) - len(pushes)]
+        targets = [_line(push_target(p) or self.call(p), LINE_CHARS) for p in earlier]
+        lines.extend(_earlier("pushes", targets))
+        for push in pushes:
             target = push_target(push)
             lines.append(
                 "   - Pushed"
@@ -978,7 +1000,7 @@ class _Renderer:
 
     def problem_solving(self, level: _Level) -> list[str]:
         lines: list[str] = []
-        git = self._git_lines()
+        git = self._git_lines(level)
         if git:
             lines.append("   Git:")
             lines.extend(git)

@@ -847,7 +847,8 @@ def _defines(code: str, name: str) -> bool:
         line = code[match.start() : line_end if line_end >= 0 else len(code)]
         if re.search(word, line):
             return True
-    return re.search(rf"^\s*(?:self\.)?{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)", code, re.M) is not None
+    assigned = rf"^\s*(?:self\.)?{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)"
+    return re.search(assigned, code, re.M) is not None
 
 
 def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
