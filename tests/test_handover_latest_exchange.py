@@ -312,3 +312,22 @@ def test_the_git_list_shows_the_level_s_newest_commits_and_pushes_and_counts_the
         assert f"Committed {19:07x} on main" in five and f"Committed {19 - shown:07x} " not in five
         assert f"   - {20 - shown} earlier commits: 0000000, 0000001, " in five
         assert f"   - {20 - shown} earlier pushes: " in five and "main -> main0" in five
+
+
+def test_the_commands_the_last_steps_leave_out_are_named_newest_last_within_their_room() -> None:
+    messages: list[Any] = [user("Run the checks.")]
+    for i in range(40):
+        messages += bash(f"b{i}", f"./check.sh --part {i}", f"part {i} output line\n" * 20)
+        if i == 30:
+            messages += bash("again", "./check.sh --part 30", "again")
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    heading, earlier, *steps = renderer.recent_steps(2_000)[0]
+    assert heading.endswith("earlier ones are in the sections above, and their commands here):")
+    assert earlier.startswith("   Commands of the earlier steps (the ")
+    assert " older not listed; newest last): " in earlier and "`./check.sh --part 0`" not in earlier
+    newest_left_out = int(steps[0].split("--part ")[1].rstrip("`")) - 1
+    assert earlier.endswith(f"`./check.sh --part {newest_left_out}`")
+    assert earlier.count("`./check.sh --part 30`") == 1
+    assert sum(len(line) + 1 for line in [earlier, *steps]) <= 2_000 + 80
+    # Every step fitting, there is no such line.
+    assert renderer.recent_steps(100_000)[0][0] == "   Every step as it happened (newest last):"

@@ -195,7 +195,6 @@ def test_a_backslash_quoted_here_document_body_is_no_command() -> None:
     assert shell_reads("python3 - << \\EOF\ncat app.py\nEOF") == ()
 
 
-@pytest.mark.xfail(strict=True, reason="a command the base's last calls showed is now nowhere")
 def test_a_command_left_out_of_the_last_steps_is_still_named_somewhere() -> None:
     # marot-spotter_tool_heavy of the corpus: command retention 1.0 -> 0.5. Long web results
     # fill the last steps' room; the heading says the earlier steps are "in the sections

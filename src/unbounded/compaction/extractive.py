@@ -155,6 +155,11 @@ RECENT_RESULT_LINES = 3
 """Lines of a result's head, and of its tail, shown among the last steps."""
 RECENT_ERROR_LINES = 12
 """Lines of a failure shown among the last steps."""
+EARLIER_COMMANDS_CHARS = 600
+"""Room (at most a quarter of the last steps') for the commands of the steps before them:
+a command the last steps leave out is still named."""
+EARLIER_COMMAND_CHARS = 80
+"""Characters of one such command."""
 _ENVELOPE = re.compile(r'^\{"output":')
 """A Codex shell result wraps the output in JSON (`{"output": …, "metadata": …}`)."""
 
@@ -344,6 +349,27 @@ def _earlier(kind: str, names: Sequence[str]) -> list[str]:
     if not names:
         return []
     return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LONG_LINE_CHARS)]
+
+
+def _earlier_commands(events: Sequence[tuple[int, Any]], chars: int) -> list[str]:
+    """The commands of these steps (shell calls), newest last, within `chars` filled from
+    the newest backwards, with how many older ones are not listed."""
+    commands = [e.command for _, e in events if isinstance(e, Call) and e.command]
+    # A command run again right after itself is named once.
+    commands = [c for i, c in enumerate(commands) if i == 0 or c != commands[i - 1]]
+    listed: list[str] = []
+    used = 0
+    for command in reversed(commands):
+        text = command_text(command, EARLIER_COMMAND_CHARS)
+        if listed and used + len(text) + 2 > chars:
+            break
+        listed.append(text)
+        used += len(text) + 2
+    if not listed:
+        return []
+    older = len(commands) - len(listed)
+    head = f"the {older} older not listed; " if older else ""
+    return [f"   Commands of the earlier steps ({head}newest last): " + ", ".join(reversed(listed))]
 
 
 def _title(title: str) -> str:
@@ -1235,6 +1261,27 @@ class _Renderer:
             *((r.position, r) for r in self.h.requests),
         ]
         events.sort(key=lambda event: event[0])
+        steps, oldest, left = self._newest_steps(events, chars)
+        if left:
+            # Not every step fits: the earlier ones' commands take their room first.
+            room = min(EARLIER_COMMANDS_CHARS, chars // 4)
+            steps, oldest, left = self._newest_steps(events, chars - room)
+            earlier = _earlier_commands(events[:left], room)
+            heading = (
+                f"   The last {len(steps)} steps as they happened (newest last; the {left} "
+                "earlier ones are in the sections above, and their commands here):"
+            )
+            return [heading, *earlier, *(line for lines in steps for line in lines)], oldest
+        if not steps:
+            return [], oldest
+        heading = "   Every step as it happened (newest last):"
+        return [heading, *(line for lines in steps for line in lines)], oldest
+
+    def _newest_steps(
+        self, events: Sequence[tuple[int, Any]], chars: int
+    ) -> tuple[list[list[str]], int, int]:
+        """The newest steps within `chars` (the newest always), oldest first, where the
+        oldest shown sits, and how many earlier events are left out."""
         shown: list[list[str]] = []
         used = 0
         oldest = self.h.positions + 1
@@ -1246,16 +1293,8 @@ class _Renderer:
             shown.append(lines)
             used += size
             oldest = position
-        if not shown:
-            return [], oldest
-        left = len(events) - len(shown)
-        heading = (
-            f"   The last {len(shown)} steps as they happened (newest last; the {left} earlier "
-            "ones are in the sections above):"
-            if left
-            else "   Every step as it happened (newest last):"
-        )
-        return [heading, *(line for lines in reversed(shown) for line in lines)], oldest
+        shown.reverse()
+        return shown, oldest, len(events) - len(shown)
 
     def _step(self, position: int, event: Any) -> list[str]:
         """One step: a user request, an agent text (whole up to `RECENT_TEXT_CHARS`), or a
