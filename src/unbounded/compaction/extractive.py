@@ -351,9 +351,13 @@ def _earlier(kind: str, names: Sequence[str]) -> list[str]:
     return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LONG_LINE_CHARS)]
 
 
+_EARLIER_COMMANDS_HEAD = "   Commands of the earlier steps ({head}newest last): "
+
+
 def _earlier_commands(events: Sequence[tuple[int, Any]], chars: int) -> list[str]:
-    """The commands of these steps (shell calls), newest last, within `chars` filled from
-    the newest backwards, with how many older ones are not listed."""
+    """One line naming the commands of these steps (shell calls), newest last, filled from
+    the newest backwards, with how many older ones are not listed: at most `chars` long."""
+    chars -= len(_EARLIER_COMMANDS_HEAD.format(head=f"the {len(events)} older not listed; ")) + 1
     commands = [e.command for _, e in events if isinstance(e, Call) and e.command]
     # A command run again right after itself is named once.
     commands = [c for i, c in enumerate(commands) if i == 0 or c != commands[i - 1]]
@@ -361,7 +365,7 @@ def _earlier_commands(events: Sequence[tuple[int, Any]], chars: int) -> list[str
     used = 0
     for command in reversed(commands):
         text = command_text(command, EARLIER_COMMAND_CHARS)
-        if listed and used + len(text) + 2 > chars:
+        if used + len(text) + 2 > chars:
             break
         listed.append(text)
         used += len(text) + 2
@@ -369,7 +373,7 @@ def _earlier_commands(events: Sequence[tuple[int, Any]], chars: int) -> list[str
         return []
     older = len(commands) - len(listed)
     head = f"the {older} older not listed; " if older else ""
-    return [f"   Commands of the earlier steps ({head}newest last): " + ", ".join(reversed(listed))]
+    return [_EARLIER_COMMANDS_HEAD.format(head=head) + ", ".join(reversed(listed))]
 
 
 def _title(title: str) -> str:
@@ -1267,9 +1271,10 @@ class _Renderer:
             room = min(EARLIER_COMMANDS_CHARS, chars // 4)
             steps, oldest, left = self._newest_steps(events, chars - room)
             earlier = _earlier_commands(events[:left], room)
+            where = "in the sections above, and their commands here" if earlier else "not shown"
             heading = (
                 f"   The last {len(steps)} steps as they happened (newest last; the {left} "
-                "earlier ones are in the sections above, and their commands here):"
+                f"earlier ones are {where}):"
             )
             return [heading, *earlier, *(line for lines in steps for line in lines)], oldest
         if not steps:
