@@ -233,6 +233,8 @@ class _Level:
     answered_chars: int = 6_000
     """Characters of the agent's message the latest request answers, quoted in section 1
     (about 1,500 tokens at the richest level): "yes" means what that message proposed."""
+    status_lines: int = STATUS_LINES
+    """Lines of the last `git status` or `git diff --stat` shown (section 5)."""
     git_events: int = 12
     """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
     one line of their shas or targets, so a long session's Git list never crowds out the
@@ -311,6 +313,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_messages=6,
         answered_chars=1_000,
         git_events=3,
+        status_lines=3,
         recent_chars=1_000,
     ),
 )
@@ -348,7 +351,7 @@ def _earlier(kind: str, names: Sequence[str]) -> list[str]:
     first, cut to a line: the count stays exact even when the names do not fit."""
     if not names:
         return []
-    return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LONG_LINE_CHARS)]
+    return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LINE_CHARS)]
 
 
 _EARLIER_COMMANDS_HEAD = "   Commands of the earlier steps ({head}newest last): "
@@ -1024,7 +1027,9 @@ class _Renderer:
             )
             lines.extend(
                 f"       {line}"
-                for line in _excerpt_lines(status.result, STATUS_LINES, STATUS_LINES * 60)
+                for line in _excerpt_lines(
+                    _output(status.result), level.status_lines, level.status_lines * 60
+                )
             )
         return lines
 
