@@ -233,8 +233,6 @@ class _Level:
     answered_chars: int = 6_000
     """Characters of the agent's message the latest request answers, quoted in section 1
     (about 1,500 tokens at the richest level): "yes" means what that message proposed."""
-    status_lines: int = STATUS_LINES
-    """Lines of the last `git status` or `git diff --stat` shown (section 5)."""
     git_events: int = 12
     """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
     one line of their shas or targets, so a long session's Git list never crowds out the
@@ -313,7 +311,6 @@ _LEVELS: tuple[_Level, ...] = (
         carried_messages=6,
         answered_chars=1_000,
         git_events=3,
-        status_lines=3,
         recent_chars=1_000,
     ),
 )
@@ -1027,9 +1024,7 @@ class _Renderer:
             )
             lines.extend(
                 f"       {line}"
-                for line in _excerpt_lines(
-                    _output(status.result), level.status_lines, level.status_lines * 60
-                )
+                for line in _excerpt_lines(_output(status.result), STATUS_LINES, STATUS_LINES * 60)
             )
         return lines
 
