@@ -340,3 +340,25 @@ def test_the_last_git_status_is_unwrapped_from_codex_s_envelope() -> None:
     five = section(render([user("Commit it."), *_shell("s", "git status -s", status)]), 5)
     assert "       M file0.py\n" in five and "file9.py" in five and "       … (1 more lines)" in five
     assert '{"output"' not in five
+
+
+def test_the_earlier_commands_take_only_the_room_they_need_from_the_last_steps() -> None:
+    talk = [says(f"Step {n}: " + "looked at the scroll handling once more " * 4) for n in range(30)]
+    messages = [user("Look."), *bash("a", "make", "ok"), *bash("b", "make test", "ok"), *talk]
+    heading, earlier, *steps = _Renderer(read_handover(messages), up_to=False).recent_steps(2_000)[0]
+    assert earlier == "   Commands of the earlier steps (newest last): `make`, `make test`"
+    # The steps fill the rest: one more agent text would not fit.
+    assert 2_000 - len(steps[-1]) - 1 < sum(len(line) + 1 for line in [heading, earlier, *steps]) <= 2_000
+
+
+def test_when_more_steps_drop_out_than_first_counted_their_commands_still_fit_the_room() -> None:
+    # Taking the first count's room for the commands leaves out one more step, whose command
+    # makes the line longer than that room: the line then gets all of its room instead.
+    spec = [(29, 2), (47, 1), (38, 1), (58, 2), (2, 1), (2, 3), (35, 1), (57, 2), (44, 1), (28, 3),
+            (2, 3), (15, 2), (32, 3), (15, 2)]  # fmt: skip
+    messages: list[Any] = [user("go")]
+    for n, (width, lines) in enumerate(spec):
+        messages += bash(f"b{n}", f"cmd{n} " + "x" * width, "out\n" * lines)
+    shown = _Renderer(read_handover(messages), up_to=False).recent_steps(703)[0]
+    assert shown[0].startswith("   The last ") and shown[1].startswith("   Commands of the earlier")
+    assert sum(len(line) + 1 for line in shown) <= 703

@@ -351,6 +351,17 @@ def _earlier(kind: str, names: Sequence[str]) -> list[str]:
     return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LINE_CHARS)]
 
 
+_STEPS_HEAD = (
+    "   The last {shown} steps as they happened (newest last; the {left} earlier ones are {where}):"
+)
+_WITH_COMMANDS = "in the sections above, and their commands here"
+
+
+def _size(lines: Sequence[str]) -> int:
+    """Characters of these lines, a newline each."""
+    return sum(len(line) + 1 for line in lines)
+
+
 _EARLIER_COMMANDS_HEAD = "   Commands of the earlier steps ({head}newest last): "
 
 
@@ -1267,15 +1278,20 @@ class _Renderer:
         events.sort(key=lambda event: event[0])
         steps, oldest, left = self._newest_steps(events, chars)
         if left:
-            # Not every step fits: the earlier ones' commands take their room first.
+            # Not every step fits: the earlier ones' commands take the room they need first
+            # (at most `room`), and the steps the rest; when more steps then drop out and
+            # their commands no longer fit beside them, the commands get all of `room`.
+            n = len(events)
+            chars -= len(_STEPS_HEAD.format(shown=n, left=n, where=_WITH_COMMANDS)) + 1
             room = min(EARLIER_COMMANDS_CHARS, chars // 4)
-            steps, oldest, left = self._newest_steps(events, chars - room)
+            need = _size(_earlier_commands(events[:left], room))
+            steps, oldest, left = self._newest_steps(events, chars - need)
             earlier = _earlier_commands(events[:left], room)
-            where = "in the sections above, and their commands here" if earlier else "not shown"
-            heading = (
-                f"   The last {len(steps)} steps as they happened (newest last; the {left} "
-                f"earlier ones are {where}):"
-            )
+            if _size(earlier) + sum(_size(lines) for lines in steps) > chars:
+                steps, oldest, left = self._newest_steps(events, chars - room)
+                earlier = _earlier_commands(events[:left], room)
+            where = _WITH_COMMANDS if earlier else "not shown"
+            heading = _STEPS_HEAD.format(shown=len(steps), left=left, where=where)
             return [heading, *earlier, *(line for lines in steps for line in lines)], oldest
         if not steps:
             return [], oldest
