@@ -288,3 +288,75 @@ def test_the_offline_notes_state_no_next_step_older_than_the_latest_request() ->
     assert "- Next step, as last stated: " not in offline_notes(None, old, policy=Policy())
     since = [user("Now fix the login bug."), says("Next I will read the login view first.")]
     assert "- Next step, as last stated: " in offline_notes(None, since, policy=Policy())
+
+
+def test_a_finding_is_stale_when_a_later_change_assigns_its_name_and_stays_when_it_only_reads_it() -> None:
+    finding = "The `MAX_RETRIES` setting is 0 here, so nothing is retried."
+    def later(code: str) -> list[Any]:
+        return [user("Retry."), says(finding), *read("r", "/w/net.py"), *edit("e", "/w/net.py", code)]
+    assert read_handover(later("MAX_RETRIES = 5\n")).findings == []
+    assert [f for _, f in read_handover(later("for _ in range(MAX_RETRIES): ...\n")).findings] == [finding]
+
+
+def test_the_git_list_shows_the_level_s_newest_commits_and_pushes_and_counts_the_earlier_ones() -> None:
+    messages: list[Any] = [user("Ship the features.")]
+    for i in range(20):
+        output = f"[main {i:07x}] feature {i}\n 1 file changed, 2 insertions(+)\n"
+        pushed = f"To github.com:o/r.git\n   {i:07x}..{i + 1:07x}  main -> main{i}\n"
+        messages += [*bash(f"c{i}", f"git commit -am 'feature {i}'", output), *bash(f"p{i}", "git push", pushed)]
+    for level, shown in ((RICH, 12), (LEANEST, 3)):
+        five = section(render(messages, level), 5)
+        assert five.count("   - Committed ") == shown and five.count("   - Pushed: ") == shown
+        assert f"Committed {19:07x} on main" in five and f"Committed {19 - shown:07x} " not in five
+        assert f"   - {20 - shown} earlier commits: 0000000, 0000001, " in five
+        assert f"   - {20 - shown} earlier pushes: " in five and "main -> main0" in five
+
+
+def test_the_commands_the_last_steps_leave_out_are_named_newest_last_within_their_room() -> None:
+    messages: list[Any] = [user("Run the checks.")]
+    for i in range(40):
+        messages += bash(f"b{i}", f"./check.sh --part {i}", f"part {i} output line\n" * 20)
+        if i == 30:
+            messages += bash("again", "./check.sh --part 30", "again")
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    heading, earlier, *steps = renderer.recent_steps(2_000)[0]
+    assert heading.endswith("earlier ones are in the sections above, and their commands here):")
+    assert earlier.startswith("   Commands of the earlier steps (the ")
+    assert " older not listed; newest last): " in earlier and "`./check.sh --part 0`" not in earlier
+    newest_left_out = int(steps[0].split("--part ")[1].rstrip("`")) - 1
+    assert earlier.endswith(f"`./check.sh --part {newest_left_out}`")
+    assert earlier.count("`./check.sh --part 30`") == 1
+    assert sum(len(line) + 1 for line in [earlier, *steps]) <= 2_000
+    # No room for one command: the heading says the earlier steps are not shown.
+    assert renderer.recent_steps(300)[0][0].endswith("the 41 earlier ones are not shown):")
+    # Every step fitting, there is no such line.
+    assert renderer.recent_steps(100_000)[0][0] == "   Every step as it happened (newest last):"
+
+
+def test_the_last_git_status_is_unwrapped_from_codex_s_envelope() -> None:
+    status = "".join(f"M file{n}.py\n" for n in range(11))
+    five = section(render([user("Commit it."), *_shell("s", "git status -s", status)]), 5)
+    assert "       M file0.py\n" in five and "file9.py" in five and "       … (1 more lines)" in five
+    assert '{"output"' not in five
+
+
+def test_the_earlier_commands_take_only_the_room_they_need_from_the_last_steps() -> None:
+    talk = [says(f"Step {n}: " + "looked at the scroll handling once more " * 4) for n in range(30)]
+    messages = [user("Look."), *bash("a", "make", "ok"), *bash("b", "make test", "ok"), *talk]
+    heading, earlier, *steps = _Renderer(read_handover(messages), up_to=False).recent_steps(2_000)[0]
+    assert earlier == "   Commands of the earlier steps (newest last): `make`, `make test`"
+    # The steps fill the rest: one more agent text would not fit.
+    assert 2_000 - len(steps[-1]) - 1 < sum(len(line) + 1 for line in [heading, earlier, *steps]) <= 2_000
+
+
+def test_when_more_steps_drop_out_than_first_counted_their_commands_still_fit_the_room() -> None:
+    # Taking the first count's room for the commands leaves out one more step, whose command
+    # makes the line longer than that room: the line then gets all of its room instead.
+    spec = [(29, 2), (47, 1), (38, 1), (58, 2), (2, 1), (2, 3), (35, 1), (57, 2), (44, 1), (28, 3),
+            (2, 3), (15, 2), (32, 3), (15, 2)]  # fmt: skip
+    messages: list[Any] = [user("go")]
+    for n, (width, lines) in enumerate(spec):
+        messages += bash(f"b{n}", f"cmd{n} " + "x" * width, "out\n" * lines)
+    shown = _Renderer(read_handover(messages), up_to=False).recent_steps(703)[0]
+    assert shown[0].startswith("   The last ") and shown[1].startswith("   Commands of the earlier")
+    assert sum(len(line) + 1 for line in shown) <= 703

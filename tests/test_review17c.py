@@ -116,12 +116,10 @@ def test_the_sed_in_place_scan_splits_only_sed_segments(monkeypatch: pytest.Monk
 # -- the offline hand-over -------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a question 'yes?' is read as an approval")
 def test_a_questioning_yes_approves_nothing() -> None:
     assert not approves("yes?")
 
 
-@pytest.mark.xfail(strict=True, reason="'ok thanks' after a report makes its done items next steps")
 def test_ok_thanks_after_a_report_of_done_work_asks_for_no_redo() -> None:
     report = (
         "Done. Here is what I changed:\n1. Added the refunds columns to shop/exporter.py\n"
@@ -137,9 +135,6 @@ def test_ok_thanks_after_a_report_of_done_work_asks_for_no_redo() -> None:
     assert "Added the refunds columns" not in summary[summary.index("\n9. ") :]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a finding is dropped when a later write merely calls a name"
-)
 def test_a_finding_stays_when_a_later_file_only_uses_the_name_it_mentions() -> None:
     finding = "The `parse_config` function returns None for an empty file, which callers rely on."
     test_code = (
@@ -155,7 +150,6 @@ def test_a_finding_stays_when_a_later_file_only_uses_the_name_it_mentions() -> N
     assert [text for _, text in read_handover(messages).findings] == [finding]
 
 
-@pytest.mark.xfail(strict=True, reason="commits read through Codex envelopes: an uncut Git list")
 def test_many_codex_commits_keep_the_summary_within_its_maximum_and_the_user_prompts() -> None:
     # Before i37g the envelope hid the commits; now each is listed and no cut shortens the
     # list: the summary passes its maximum and the user's messages are cut instead (the
@@ -188,7 +182,6 @@ def test_a_backslash_quoted_here_document_body_is_no_command() -> None:
     assert shell_reads("python3 - << \\EOF\ncat app.py\nEOF") == ()
 
 
-@pytest.mark.xfail(strict=True, reason="a command the base's last calls showed is now nowhere")
 def test_a_command_left_out_of_the_last_steps_is_still_named_somewhere() -> None:
     # marot-spotter_tool_heavy of the corpus: command retention 1.0 -> 0.5. Long web results
     # fill the last steps' room; the heading says the earlier steps are "in the sections

@@ -154,6 +154,11 @@ RECENT_RESULT_LINES = 3
 """Lines of a result's head, and of its tail, shown among the last steps."""
 RECENT_ERROR_LINES = 12
 """Lines of a failure shown among the last steps."""
+EARLIER_COMMANDS_CHARS = 600
+"""Room (at most a quarter of the last steps') for the commands of the steps before them:
+a command the last steps leave out is still named."""
+EARLIER_COMMAND_CHARS = 80
+"""Characters of one such command."""
 
 _LANGUAGES: dict[str, str] = {
     ".py": "Python", ".pyi": "Python", ".ipynb": "Jupyter notebooks", ".js": "JavaScript",
@@ -228,6 +233,10 @@ class _Level:
     earlier_files: int = 20
     """Paths listed after the files shown (newest first, then "(N more)"): a shell-driven
     agent's session can change dozens."""
+    git_events: int = 12
+    """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
+    one line of their shas or targets, so a long session's Git list never crowds out the
+    user's messages."""
     recent_chars: int = 6_000
     """Characters of the last steps shown as they happened (section 8), filled from the
     newest backwards: what the last calls did and showed, the agent's words between. Given a
@@ -256,6 +265,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_messages=20,
         earlier_files=15,
         answered_chars=4_000,
+        git_events=8,
         recent_chars=4_000,
     ),
     _Level(
@@ -278,6 +288,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_messages=12,
         earlier_files=10,
         answered_chars=2_400,
+        git_events=5,
         recent_chars=2_400,
     ),
     _Level(
@@ -302,6 +313,7 @@ _LEVELS: tuple[_Level, ...] = (
         carried_messages=6,
         earlier_files=6,
         answered_chars=1_000,
+        git_events=3,
         recent_chars=1_000,
     ),
 )
@@ -334,6 +346,50 @@ def _shown_after_first(items: Sequence[str], keep: int, left_out: int) -> list[s
         return list(items)
     tail = list(items[len(items) - (keep - 1) :]) if keep > 1 else []
     return [items[0], f"({hidden} more)", *tail]
+
+
+def _earlier(kind: str, names: Sequence[str]) -> list[str]:
+    """One line for the earlier commits or pushes a capped Git list leaves out, oldest
+    first, cut to a line: the count stays exact even when the names do not fit."""
+    if not names:
+        return []
+    return [f"   - {len(names)} earlier {kind}: " + _line(", ".join(names), LINE_CHARS)]
+
+
+_STEPS_HEAD = (
+    "   The last {shown} steps as they happened (newest last; the {left} earlier ones are {where}):"
+)
+_WITH_COMMANDS = "in the sections above, and their commands here"
+
+
+def _size(lines: Sequence[str]) -> int:
+    """Characters of these lines, a newline each."""
+    return sum(len(line) + 1 for line in lines)
+
+
+_EARLIER_COMMANDS_HEAD = "   Commands of the earlier steps ({head}newest last): "
+
+
+def _earlier_commands(events: Sequence[tuple[int, Any]], chars: int) -> list[str]:
+    """One line naming the commands of these steps (shell calls), newest last, filled from
+    the newest backwards, with how many older ones are not listed: at most `chars` long."""
+    chars -= len(_EARLIER_COMMANDS_HEAD.format(head=f"the {len(events)} older not listed; ")) + 1
+    commands = [e.command for _, e in events if isinstance(e, Call) and e.command]
+    # A command run again right after itself is named once.
+    commands = [c for i, c in enumerate(commands) if i == 0 or c != commands[i - 1]]
+    listed: list[str] = []
+    used = 0
+    for command in reversed(commands):
+        text = command_text(command, EARLIER_COMMAND_CHARS)
+        if used + len(text) + 2 > chars:
+            break
+        listed.append(text)
+        used += len(text) + 2
+    if not listed:
+        return []
+    older = len(commands) - len(listed)
+    head = f"the {older} older not listed; " if older else ""
+    return [_EARLIER_COMMANDS_HEAD.format(head=head) + ", ".join(reversed(listed))]
 
 
 def _title(title: str) -> str:
@@ -922,16 +978,23 @@ class _Renderer:
             lines.append(f"   - {_quote(sentence, LONG_LINE_CHARS)}{then}")
         return lines
 
-    def _git_lines(self) -> list[str]:
+    def _git_lines(self, level: _Level) -> list[str]:
         h = self.h
         lines: list[str] = []
-        for _, commit in h.commits:
+        commits = [commit for _, commit in h.commits]
+        shown = commits[-level.git_events :] if level.git_events else []
+        lines.extend(_earlier("commits", [c.sha for c in commits[: len(commits) - len(shown)]]))
+        for commit in shown:
             stat = f" ({escape_tags(commit.stat)})" if commit.stat else ""
             lines.append(
                 f"   - Committed {commit.sha} on {commit.branch}: "
                 f"{_quote(commit.message, LINE_CHARS)}{stat}"
             )
-        for push in h.pushes:
+        pushes = h.pushes[-level.git_events :] if level.git_events else []
+        earlier = h.pushes[: len(h.pushes) - len(pushes)]
+        targets = [_line(push_target(p) or self.call(p), LINE_CHARS) for p in earlier]
+        lines.extend(_earlier("pushes", targets))
+        for push in pushes:
             target = push_target(push)
             lines.append(
                 "   - Pushed"
@@ -976,7 +1039,7 @@ class _Renderer:
 
     def problem_solving(self, level: _Level) -> list[str]:
         lines: list[str] = []
-        git = self._git_lines()
+        git = self._git_lines(level)
         if git:
             lines.append("   Git:")
             lines.extend(git)
@@ -1211,6 +1274,33 @@ class _Renderer:
             *((r.position, r) for r in self.h.requests),
         ]
         events.sort(key=lambda event: event[0])
+        steps, oldest, left = self._newest_steps(events, chars)
+        if left:
+            # Not every step fits: the earlier ones' commands take the room they need first
+            # (at most `room`), and the steps the rest; when more steps then drop out and
+            # their commands no longer fit beside them, the commands get all of `room`.
+            n = len(events)
+            chars -= len(_STEPS_HEAD.format(shown=n, left=n, where=_WITH_COMMANDS)) + 1
+            room = min(EARLIER_COMMANDS_CHARS, chars // 4)
+            need = _size(_earlier_commands(events[:left], room))
+            steps, oldest, left = self._newest_steps(events, chars - need)
+            earlier = _earlier_commands(events[:left], room)
+            if _size(earlier) + sum(_size(lines) for lines in steps) > chars:
+                steps, oldest, left = self._newest_steps(events, chars - room)
+                earlier = _earlier_commands(events[:left], room)
+            where = _WITH_COMMANDS if earlier else "not shown"
+            heading = _STEPS_HEAD.format(shown=len(steps), left=left, where=where)
+            return [heading, *earlier, *(line for lines in steps for line in lines)], oldest
+        if not steps:
+            return [], oldest
+        heading = "   Every step as it happened (newest last):"
+        return [heading, *(line for lines in steps for line in lines)], oldest
+
+    def _newest_steps(
+        self, events: Sequence[tuple[int, Any]], chars: int
+    ) -> tuple[list[list[str]], int, int]:
+        """The newest steps within `chars` (the newest always), oldest first, where the
+        oldest shown sits, and how many earlier events are left out."""
         shown: list[list[str]] = []
         used = 0
         oldest = self.h.positions + 1
@@ -1222,16 +1312,8 @@ class _Renderer:
             shown.append(lines)
             used += size
             oldest = position
-        if not shown:
-            return [], oldest
-        left = len(events) - len(shown)
-        heading = (
-            f"   The last {len(shown)} steps as they happened (newest last; the {left} earlier "
-            "ones are in the sections above):"
-            if left
-            else "   Every step as it happened (newest last):"
-        )
-        return [heading, *(line for lines in reversed(shown) for line in lines)], oldest
+        shown.reverse()
+        return shown, oldest, len(events) - len(shown)
 
     def _step(self, position: int, event: Any) -> list[str]:
         """One step: a user request, an agent text (whole up to `RECENT_TEXT_CHARS`), or a

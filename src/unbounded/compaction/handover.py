@@ -790,12 +790,33 @@ def approves(request: str) -> bool:
     """Whether a request only approves what the agent proposed ("yes", "Yes to all", "go
     ahead", "ja bitte", "oui"): short, with an approving word, and no word of its own but
     approving ones and numbers (which choose items)."""
+    if "?" in request:
+        return False  # "yes?" asks back; it approves nothing
     words = [w.lower().strip("'’-") for w in _REQUEST_WORD.findall(request)]
     if not words or len(words) > APPROVAL_MAX_WORDS:
         return False
     if not any(w in _APPROVAL_START for w in words):
         return False
     return all(w in _APPROVAL_WORDS or w.isdigit() for w in words)
+
+
+_PROPOSING = re.compile(
+    r"\?(?=[\s*_)\"'”]|$)|\b(?:shall|should|can|may) (?:i|we)\b|\bwant me to\b|"
+    r"\bwould you like\b|\bdo you want\b|\b(?:next,? )?i(?:'ll| will) (?:next|now|then)\b|"
+    r"\bnext,? i(?:'ll| will)\b|\bi could\b|\bi can also\b|\blet me know\b|"
+    r"\b(?:soll ich|möchtest du|voulez-vous|veux-tu|quieres que)\b",
+    re.I,
+)
+"""Words that offer work still to do: a question, "shall I", "want me to", "next I will"."""
+
+
+def proposes(text: str) -> bool:
+    """Whether an agent's message proposes work an approval can answer: it asks (a question,
+    "shall I", "want me to") or lists what comes next ("Next I will:"); a report of work
+    done ("Done. Here is what I changed: …") proposes nothing, so "ok thanks" redoes nothing."""
+    if _PROPOSING.search(text):
+        return True
+    return any(_FUTURE.search(intro) for intro, _ in plan_runs(text))
 
 
 def _answered(handover: Handover) -> None:
@@ -812,7 +833,7 @@ def _answered(handover: Handover) -> None:
     if any(position < c.position < latest.position for c in handover.calls):
         return  # the turn ended in a call (interrupted): the request follows no message
     handover.answered = (position, text)
-    handover.approves = approves(latest.text)
+    handover.approves = approves(latest.text) and proposes(text)
     if not handover.approves:
         return
     runs = plan_runs(text)
@@ -835,9 +856,10 @@ _IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_]\w*_\w+|[a-z]+[A-Z]\w*|[
 
 
 def _drop_stale_findings(handover: Handover) -> None:
-    """Leave out the findings a later file change touched: the sentence names the changed
-    file, or a name (`code`, snake_case, camelCase) the later change's new code holds. What
-    the agent said before it changed a thing ("X is still missing") is not its state."""
+    """Leave out the findings a later file change made stale: the sentence names the changed
+    file, or a name (`code`, snake_case, camelCase) the later change defines. What
+    the agent said before it changed a thing ("X is still missing") is not its state; a file
+    that only uses the name changed nothing the finding is about, so it stays."""
     later_writes = [c for c in handover.calls if c.path_written]
     if not later_writes:
         return
@@ -850,8 +872,22 @@ def _drop_stale_findings(handover: Handover) -> None:
     handover.findings = kept
 
 
+def _defines(code: str, name: str) -> bool:
+    """Whether the code defines `name`: a definition line (def, class, function…) that holds
+    it, its name or a parameter, or an assignment to it."""
+    word = rf"(?<![\w.]){re.escape(name)}(?!\w)"
+    for match in _DEFINITION.finditer(code):
+        line_end = code.find("\n", match.start())
+        line = code[match.start() : line_end if line_end >= 0 else len(code)]
+        if re.search(word, line):
+            return True
+    assigned = rf"^\s*(?:self\.)?{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)"
+    return re.search(assigned, code, re.M) is not None
+
+
 def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
-    """Whether a write after `position` touched what the sentence names."""
+    """Whether a write after `position` changed what the sentence is about: the file it names,
+    or the definition of a name it holds. When unsure the finding stays."""
     after = [c for c in writes if c.position > position]
     if not after:
         return False
@@ -863,7 +899,7 @@ def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
     if not names:
         return False
     code = "\n".join(written_code(c.block) for c in after)
-    return any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", code) for n in names)
+    return any(_defines(code, n) for n in names)
 
 
 def _own_words(handover: Handover) -> None:
@@ -1321,6 +1357,7 @@ __all__ = [
     "approves",
     "definition_lines",
     "mentioned_paths",
+    "proposes",
     "push_target",
     "read_handover",
     "ready_items",
