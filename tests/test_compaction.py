@@ -533,7 +533,10 @@ def test_fallback_call_after_a_failed_cache_sharing_call() -> None:
     )
     assert result.used_fallback
     fallback = provider.requests[1]
-    assert fallback["max_tokens"] == 20_000 and "tools" not in fallback
+    # Its messages hold tool calls, so it declares the tools (the API refuses tool blocks
+    # without them), none of them callable.
+    assert fallback["max_tokens"] == 20_000 and fallback["tools"] == PARAMS.tools
+    assert fallback["tool_choice"] == {"type": "none"}
     assert fallback["system"] != PARAMS.system
 
 

@@ -263,9 +263,10 @@ class CacheSharingSummaryTier(SummaryRequestSettings):
 
 @dataclass(frozen=True, slots=True)
 class DirectSummaryTier(SummaryRequestSettings):
-    """A plain summary request: the compact system prompt, no tools, no cache, the compaction
-    output cap. Goes on with the summary a `CacheSharingSummaryTier` of the same provider and
-    settings handed over (`context.handover`); alone, it starts its own."""
+    """A plain summary request: the compact system prompt, no cache, the tools only as the API
+    requires them (not callable), the compaction output cap. Goes on with the summary a
+    `CacheSharingSummaryTier` of the same provider and settings handed over
+    (`context.handover`); alone, it starts its own."""
 
     async def compact(self, context: CompactionContext) -> CompactionResult | None:
         """The summary compaction (None: nothing to summarize); raises CompactionError /

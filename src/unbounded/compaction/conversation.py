@@ -463,12 +463,28 @@ def _fallback_request(
     messages: list[MessageParam], params: CacheSafeParams, policy: Policy
 ) -> ProviderRequest:
     limit = policy.compact_max_output_tokens
-    return {
+    request: ProviderRequest = {
         "model": params.model,
         "max_tokens": min(limit, params.max_output) if params.max_output else limit,
         "system": SUMMARY_SYSTEM_PROMPT,
         "messages": messages,
     }
+    if params.tools and _holds_tool_blocks(messages):
+        # The API refuses tool_use / tool_result blocks in a request that defines no tools;
+        # declared but not callable, they cost their tokens and nothing else.
+        request["tools"] = copy.deepcopy(params.tools)
+        request["tool_choice"] = {"type": "none"}
+    return request
+
+
+def _holds_tool_blocks(messages: list[MessageParam]) -> bool:
+    """Whether a message holds a tool_use or tool_result block."""
+    return any(
+        isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result")
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+    )
 
 
 SummaryReader = Callable[[ModelResponse], str]
@@ -477,7 +493,7 @@ RETRYABLE_REPLIES = frozenset({"no_summary", "implausible_summary", "truncated"}
 """Reply problems the direct request is tried for (a different request may do better)."""
 SummaryRequestKind = Literal["cache_sharing", "direct"]
 """The cache-sharing request (forks the main conversation's cached prefix) or the direct one
-(the compact system prompt, no tools, no cache)."""
+(the compact system prompt, no cache, tools not callable)."""
 
 
 @dataclass(slots=True)
