@@ -231,6 +231,12 @@ def test_an_edited_history_is_refused(api_server: ApiServer) -> None:
         agent.run_sync("Second.", message_history=edited)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the capability's summary request, sent by pydantic-ai's own model, carries the "
+    "history's tool blocks without declaring tools: the Messages API refuses it (found "
+    "2026-11-30 by the local API's rule; open)",
+)
 def test_the_history_processor_replaces_the_history_and_continues(api_server: ApiServer) -> None:
     script = Script(rounds_per_run=30)
     api_server.anthropic.push(*[script.reply] * 100)

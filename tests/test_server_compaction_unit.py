@@ -96,7 +96,11 @@ def _texts(messages: list[Any]) -> str:
 
 def _valid(messages: list[Any]) -> None:
     """The request these messages make is one the Messages API takes."""
-    body = json.loads(json.dumps({"model": MODEL, "max_tokens": 1_000, "messages": messages}))
+    # The agent's requests declare its tools (the API refuses tool blocks without them).
+    tools = [{"name": "Read", "input_schema": {"type": "object"}}]
+    body = json.loads(
+        json.dumps({"model": MODEL, "max_tokens": 1_000, "tools": tools, "messages": messages})
+    )
     assert anthropic_request_error(body, None, 0) is None
     assert anthropic_compaction_error(body, {"anthropic-beta": COMPACTION_BETA}) is None
 

@@ -40,6 +40,30 @@ DEFAULT_HEARTBEAT_INTERVAL = 30.0
 """Seconds between heartbeat calls while a model call runs."""
 
 
+def with_tools_declared(request: ProviderRequest) -> ProviderRequest:
+    """`request`, or a copy declaring the tools its messages call when it declares none: the
+    API refuses tool_use / tool_result blocks in a request without tools (a summary or a
+    probe over a conversation sent without the agent's tools). Declared with an open schema
+    and `tool_choice` none, they cannot be called."""
+    if request.get("tools"):
+        return request
+    names: dict[str, None] = {}
+    results = False
+    for message in request.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                names[str(block.get("name") or "tool")] = None
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                results = True
+    if not names and not results:
+        return request
+    declared = [
+        {"name": name, "input_schema": {"type": "object"}} for name in names or {"tool": None}
+    ]
+    return {**request, "tools": declared, "tool_choice": {"type": "none"}}
+
+
 def _import_sdk() -> Any:
     try:
         import anthropic
@@ -207,7 +231,9 @@ class AnthropicProvider(SdkProvider):
         self, request: ProviderRequest, method: Callable[..., Any]
     ) -> dict[str, Any]:
         """The keyword arguments of the SDK `method` (`create` or `stream`) for `request`."""
-        return self.wire.to_request(request, stream=False, accepted=_signature_names(method))
+        return self.wire.to_request(
+            with_tools_declared(request), stream=False, accepted=_signature_names(method)
+        )
 
     def _messages_api(self, client: Any, request: ProviderRequest) -> Any:
         return client.beta.messages if self.wire.betas(request) else client.messages
