@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -113,12 +114,6 @@ def test_a_ranged_read_is_partial_and_a_stub_keeps_the_earlier_text() -> None:
     assert files["/p/b.py"] == RecordedFile("from line 5\n", partial=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a ranged read after a whole read replaces the known text with the range, so the "
-    "next edit leaves the file unknown and it is not re-read (claude-code-log_37f83ec9 "
-    "transcript.html at line 300)",
-)
 def test_a_ranged_read_of_a_known_file_keeps_its_whole_text_for_later_edits() -> None:
     whole = "one\ntwo\nthree\nfour\n"
     entries = [
@@ -133,6 +128,52 @@ def test_a_ranged_read_of_a_known_file_keeps_its_whole_text_for_later_edits() ->
         _answer("e2", "The file /p/t.html has been updated."),
     ]
     assert recorded_files(entries)["/p/t.html"] == RecordedFile("one\nTWO\nTHREE\nfour\n")
+
+
+def test_a_ranged_read_that_disagrees_with_the_known_text_is_partial() -> None:
+    whole = "one\ntwo\nthree\nfour\n"
+    read_whole = [_tool("r1", "Read", file_path="/p/t.py"), _answer("r1", _numbered(whole))]
+    # the lines changed outside the transcript's view: what was shown is all that is known
+    changed = [
+        *read_whole,
+        _tool("r2", "Read", file_path="/p/t.py", offset=2, limit=2),
+        _answer("r2", "     2→zwei\n     3→three"),
+    ]
+    assert recorded_files(changed)["/p/t.py"] == RecordedFile("zwei\nthree", partial=True)
+    # the same lines, shown at other line numbers: the file moved under them
+    moved = [
+        *read_whole,
+        _tool("r2", "Read", file_path="/p/t.py", offset=3, limit=2),
+        _answer("r2", "     3→two\n     4→three"),
+    ]
+    assert recorded_files(moved)["/p/t.py"] == RecordedFile("two\nthree", partial=True)
+    # agreeing lines keep the whole text, from the first line too
+    first = [
+        *read_whole,
+        _tool("r2", "Read", file_path="/p/t.py", limit=1),
+        _answer("r2", "     1→one"),
+    ]
+    assert recorded_files(first)["/p/t.py"] == RecordedFile(whole)
+
+
+def _shell_read(call_id: str, command: str, output: str) -> list[Entry]:
+    use = Entry.assistant(
+        [{"type": "tool_use", "id": call_id, "name": "shell", "input": {"command": command}}]
+    )
+    envelope = json.dumps({"output": output, "metadata": {"exit_code": 0}})
+    return [use, Entry.user([{"type": "tool_result", "tool_use_id": call_id, "content": envelope}])]
+
+
+def test_a_shell_range_read_of_a_known_file_keeps_its_whole_text() -> None:
+    whole = "a = 1\nb = 2\nc = 3\n"
+    known = _shell_read("s1", "cat m.py", whole)
+    agreeing = [*known, *_shell_read("s2", "sed -n '2,3p' m.py", "b = 2\nc = 3\n")]
+    assert recorded_files(agreeing)["m.py"] == RecordedFile(whole)
+    other = [*known, *_shell_read("s2", "sed -n '2,3p' m.py", "b = 5\nc = 3\n")]
+    assert recorded_files(other)["m.py"] == RecordedFile("b = 5\nc = 3\n", partial=True)
+    # with nothing known before, a range is partial
+    alone = _shell_read("s2", "sed -n '2,3p' m.py", "b = 2\nc = 3\n")
+    assert recorded_files(alone)["m.py"] == RecordedFile("b = 2\nc = 3\n", partial=True)
 
 
 def test_transcript_rehydration_restores_files_no_disk_holds() -> None:

@@ -7,7 +7,8 @@ module rebuilds what each file held from the tool calls in order:
 
 - a read result is the file's text, with the `     1→` / `     1<TAB>` line-number prefixes
   that agents' read tools add taken off and `<system-reminder>` blocks dropped; a read of a
-  line range (offset or limit given) is marked partial;
+  line range (offset or limit given) is marked partial, unless the file's whole text is
+  known and holds those lines where the read shows them (then the whole text stands);
 - a write (`Write`, an editor's `create`) replaces the text with what it wrote;
 - an edit (`Edit`, `MultiEdit`, an editor's `str_replace`) is applied to the text when its old
   string is found; otherwise, and for edits the transcript cannot replay (`insert`,
@@ -141,6 +142,25 @@ def strip_line_numbers(text: str) -> str:
     return text
 
 
+def _known_lines_agree(before: RecordedFile | None, shown: str) -> bool:
+    """Whether a read of part of a file shows lines its known whole text holds, at the line
+    numbers the read gives (anywhere in it when the read gives none): then the whole text
+    still stands, and a later edit can be replayed on it."""
+    known = before.text if before is not None and not before.partial else None
+    if not known:
+        return False
+    first = _LINE_NUMBER.match(shown.lstrip("\n"))
+    lines = strip_line_numbers(shown).split("\n")
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines:
+        return False
+    if first is None:
+        return "\n".join(lines) in known
+    start = int(first.group(0).strip(" →\t")) - 1
+    return known.split("\n")[start : start + len(lines)] == lines
+
+
 def _block_at(entries: Sequence[Entry], position: int, place: int) -> Mapping[str, Any]:
     """Block `place` of entry `position` (empty when there is no such dict block: only
     when the entries were changed in place since they were read, which they are not)."""
@@ -270,6 +290,10 @@ class RecordedFilesReader:
                     if text.lstrip().startswith(UNCHANGED_STUB_PREFIX):
                         continue  # the stub says the earlier text still holds
                     ranged = any(_input(use).get(key) is not None for key in _RANGE_KEYS)
+                    if ranged and _known_lines_agree(
+                        self.files.get(path), text_of(block.get("content"))
+                    ):
+                        continue  # a look at lines the known whole text already holds
                     self.files[path] = RecordedFile.shown_at(shown, position, place, ranged)
                 elif _written_text(use) is not None:
                     self.files[path] = RecordedFile.shown_at(shown, use_position, use_place)
@@ -291,6 +315,8 @@ class RecordedFilesReader:
             if exit_code and exit_code != 0:
                 return
             partial = not call.whole or output_cut(output)
+            if partial and _known_lines_agree(self.files.get(call.path), output):
+                return  # a look at lines the known whole text already holds
             self.files[call.path] = RecordedFile.shown_at(
                 self._entries, position, place, partial, shell=True
             )
