@@ -57,7 +57,8 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    without tools while the conversation has some, or on another model (a title request),
    is a side call sent managed over the recorded conversation, its messages after it.
    `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
-   caller's last turn go with the compaction's summary requests too (`_CallerHeaders`).
+   caller's last turn go with the compaction's summary requests too (`_CallerHeaders`),
+   but for the ones naming that one request (`_UNREPEATED_HEADERS`: trace context, ids).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -253,10 +254,36 @@ class _SideCall:
     """It asked again for the last reply: adopting it takes that reply out."""
 
 
-_UNREPEATED_HEADERS = ("anthropic-beta", "idempotency-key")
+_UNREPEATED_HEADERS = frozenset(
+    {
+        "anthropic-beta",
+        "idempotency-key",
+        # Trace context and request ids name the caller's own request: repeated, a tracer
+        # would join the summary to the turn's span and a gateway take it for the turn's retry.
+        "traceparent",
+        "tracestate",
+        "baggage",
+        "sentry-trace",
+        "b3",
+        "x-b3-traceid",
+        "x-b3-spanid",
+        "x-b3-parentspanid",
+        "x-b3-sampled",
+        "x-b3-flags",
+        "uber-trace-id",
+        "x-cloud-trace-context",
+        "x-datadog-trace-id",
+        "x-datadog-parent-id",
+        "x-request-id",
+        "x-client-request-id",
+        "x-amzn-trace-id",
+        "request-id",
+    }
+)
 """Caller headers a summary request does not repeat as they are: the betas are merged with
 the request's own (`_CallerHeaders`); an idempotency key names one request (repeated, a
-server or proxy would answer the summary request with the caller's reply)."""
+server or proxy would answer the summary request with the caller's reply); the per-request
+trace and request-id headers (a summary is a request of its own)."""
 
 
 def _beta_header(headers: Any) -> list[str]:
