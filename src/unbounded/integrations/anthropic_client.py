@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -147,11 +148,14 @@ from unbounded.integrations._anthropic_streams import (
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._side_calls import (
     calls_recall,
+    fit_side_view,
     fresh_messages,
     holds_tool_blocks,
     recall_rounds_as_text,
     side_request,
+    side_request_tokens,
     side_view,
+    side_window,
     with_recall_tool,
 )
 from unbounded.integrations._wrapped_client import (
@@ -165,6 +169,7 @@ from unbounded.integrations._wrapped_client import (
     session_option,
     summarizer_in_options,
 )
+from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ProviderWrapper
@@ -180,6 +185,8 @@ from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 if TYPE_CHECKING:
     import anthropic
     from anthropic.types import Message
+
+logger = logging.getLogger(__name__)
 
 SummarizerChoice = Literal["client", "extractive"]
 """`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
@@ -915,7 +922,8 @@ class ClientPipeline:
         if stored and stored[0][0] == "user" and not retry:
             # The session's answers to the recall calls the last reply left waiting.
             stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
-        messages_out = [*side_view(session, drop_last_reply=retry), *fresh_messages(stored)]
+        view = side_view(session, drop_last_reply=retry)
+        messages_out = [*view, *fresh_messages(stored)]
         fields = _config_fields(params)
         recalls = bool(self.recall_ids) and calls_recall(messages_out)
         if fields["tools"]:
@@ -935,6 +943,7 @@ class ClientPipeline:
                 fields = with_recall_tool(fields)
             if "tool_choice" not in passthrough:
                 passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
+        messages_out = self._fit_side_window(messages_out, len(view), fields)
         # The caller's 1-hour markers kept as a turn keeps them (a judge asked every ten
         # minutes reads its cache).
         request = honor_caller_markers(
@@ -944,6 +953,34 @@ class ClientPipeline:
             self._seen.longest_ttl,
         )
         return request, passthrough
+
+    def _fit_side_window(
+        self, messages: list[MessageParam], view_length: int, fields: Mapping[str, Any]
+    ) -> list[MessageParam]:
+        """A side call's messages (the view's `view_length` first) fitting the window of
+        the side call's model with its output budget: the view cut from its oldest rounds
+        when they do not (`fit_side_view`), for this request only; nothing is recorded."""
+        session = self.session
+        model = fields.get("model")
+        table = self._table or session_option(self._options, "model_table") or load_model_table()
+        window = side_window(session, model, table)
+        max_tokens = fields.get("max_tokens")
+        budget = window - (max_tokens if isinstance(max_tokens, int) else 0)
+        fitted, left_out = fit_side_view(
+            messages[:view_length],
+            messages[view_length:],
+            budget,
+            lambda candidate: side_request_tokens(session, candidate, fields),
+        )
+        if left_out:
+            logger.info(
+                "side call on %s: %d earlier messages of the conversation left out of its "
+                "request to fit the %s-token window",
+                model,
+                left_out,
+                f"{window:,}",
+            )
+        return fitted
 
     def _no_tool_choice(self) -> Any:
         """The `tool_choice` that lets the model call no tool, in this API's shape."""
