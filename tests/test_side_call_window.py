@@ -190,3 +190,30 @@ def test_the_cut_keeps_the_opening_and_the_last_round_and_drops_the_oldest_first
     # Nothing left out is enough: the shortest cut goes (the API says it is too long).
     cut, _ = fit_side_view(view, fresh, 10, _length)
     assert cut == [{"role": "user", "content": SIDE_CUT_MARKER}, *view[-2:], *fresh]
+
+
+def test_a_side_call_runs_no_turn_hooks_and_asks_no_server_compaction(api_server: ApiServer) -> None:
+    """Extensions' `before_request` is a step of a turn (docs/integrations.md, side calls): a
+    managed side call runs none, so the server's compaction edits stay off a request whose
+    reply is never recorded, while the turns carry them."""
+    from unbounded.compaction.native import ServerCompaction
+    from unbounded.extension import Extension, ExtensionHost
+    from unbounded.turn import TurnContext
+
+    class Counting(Extension):
+        calls = 0
+
+        async def before_request(self, session: ExtensionHost, turn: TurnContext) -> None:
+            Counting.calls += 1
+
+    client = wrap(api_server.anthropic_client(sync=True), summarizer="extractive",
+                  extensions=[ServerCompaction(), Counting()])
+    api_server.anthropic.push(message("a0", id="msg_0"), message("judged", id="msg_j"))
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    reply = client.messages.create(model=CLAUDE, max_tokens=100, system="A", messages=messages)
+    assert "context_management" in api_server.last.json and Counting.calls == 1
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "Right?"}]
+    client.messages.create(model=CLAUDE, max_tokens=100, system="You judge.", messages=messages)
+    assert len(api_server.last.json["messages"]) == 3  # managed: the view and its own message
+    assert "context_management" not in api_server.last.json
+    assert Counting.calls == 1

@@ -3,7 +3,10 @@ the side call's own messages after it, the side call's own parameters; nothing r
 
 A side call that continues the conversation (a title or judge request over it, a call whose
 system carries the time) would otherwise send the caller's whole history, which the session
-may have compacted long ago: past the window, it is refused as too long."""
+may have compacted long ago: past the window, it is refused as too long. A side call on a
+model with a smaller window, or whose own messages take the view past it, gets the view cut
+from its oldest rounds for that request (`fit_side_view`). Extensions' `before_request`
+hooks do not run: they are steps of a turn, and a side call is none (docs/integrations.md)."""
 
 from __future__ import annotations
 

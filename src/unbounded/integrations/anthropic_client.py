@@ -34,7 +34,9 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    and the messages the side call adds, under the side call's own system, tools and other
    keywords. It does not compact (the view fits as of the last turn, which compacted when
    due; a compaction wants the last reply's calls answered, which the side call does
-   without recording it). Every other side call goes to the SDK exactly as given.
+   without recording it); a view that would not fit the side model's window with the side
+   call's own messages is cut from its oldest rounds for that request only. No extension's
+   `before_request` runs (a turn's step). Every other side call goes to the SDK as given.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
