@@ -964,7 +964,10 @@ class ClientPipeline:
         when they do not (`fit_side_view`), for this request only; nothing is recorded."""
         session = self.session
         model = fields.get("model")
-        table = self._table or session_option(self._options, "model_table") or load_model_table()
+        table = None
+        if model != session.config.model:  # the table is read only for another model
+            table = self._table or session_option(self._options, "model_table")
+            table = table or load_model_table()
         window = side_window(session, model, table)
         max_tokens = fields.get("max_tokens")
         budget = window - (max_tokens if isinstance(max_tokens, int) else 0)
