@@ -124,6 +124,32 @@ def test_a_sixty_turn_agent_compacts_recalls_and_survives_a_restart(api_server: 
     reopened.close()
 
 
+def test_an_anthropic_summarizers_requests_declare_the_tools_they_hold(api_server: ApiServer, tmp_path: Path) -> None:
+    """The summary request over a tool-using conversation, sent to the Messages API by an
+    unbounded provider, declares the tools its history calls, none to be called."""
+    from summaries import nine_section_summary
+
+    from unbounded.providers.anthropic import AnthropicProvider
+
+    summarizer = AnthropicProvider(base_url=api_server.anthropic_base_url, api_key="test-key")
+    session = UnboundedSession("user-1", model=MODEL, folder=tmp_path, context_window=40_000, policy=Policy(), summarizer=summarizer)
+    script = Script(session, rounds_per_run=24)
+    api_server.openai.push(*[script.reply] * 60)
+    api_server.anthropic.push(*[message(nine_section_summary(f"reading, summary {n}"), id=f"msg_s{n}") for n in range(5)])
+    result = Runner.run_sync(agent_for(api_server, session), "Read the modules.", session=session, run_config=run_config(session), max_turns=100)
+    assert result.final_output == "All modules read."
+    summaries = [r.json for r in api_server.requests if r.api == "anthropic"]
+    assert summaries and api_server.rejected == []
+    for sent in summaries:
+        assert "read_file" in [tool["name"] for tool in sent["tools"]]
+        assert sent["tool_choice"] == {"type": "none"}
+    while len(api_server.openai):
+        api_server.openai.pop()
+    while len(api_server.anthropic):
+        api_server.anthropic.pop()
+    session.close()
+
+
 def test_get_items_pop_item_and_clear_session(tmp_path: Path) -> None:
     import asyncio
 

@@ -153,6 +153,11 @@ def test_a_16k_window_from_the_profile_does_not_compact_every_call(api_server: A
     assert not any(e.kind == "generic_event" for e in events)  # every event has its own type
     calls = [r for r in api_server.requests if not is_summary_request(r)]
     assert max(len(r.body) // 4 for r in calls) < 16_384
+    # The summary requests, sent by the agent's model without tools, carry the tool rounds as
+    # text (the API refuses tool blocks in a request declaring no tools).
+    summaries = [r for r in api_server.requests if is_summary_request(r)]
+    assert summaries and api_server.rejected == []
+    assert all('"tool_use"' not in sent_text(r) and '"tool_result"' not in sent_text(r) for r in summaries)
 
 
 def test_model_names_in_langchains_form() -> None:

@@ -263,10 +263,8 @@ def _is_summary_request(request: RecordedRequest) -> bool:
     return "<summary>" in json.dumps(request.json.get("messages") or request.json.get("input"))
 
 
-@pytest.mark.parametrize("kind", ["anthropic", "openai"])
-def test_the_summary_requests_carry_the_callers_headers(api_server: ApiServer, kind: str) -> None:
-    """The caller's `extra_headers` (a proxy's auth or routing header) go on the compaction's
-    summary requests too; an idempotency key, naming one request, does not."""
+def _summary_requests(api_server: ApiServer, kind: str, headers: dict[str, str]) -> list[Any]:
+    """The summary requests of a conversation whose every turn sends `headers`."""
     from summaries import nine_section_summary
 
     def reply(request: RecordedRequest) -> Any:
@@ -282,7 +280,6 @@ def test_the_summary_requests_carry_the_callers_headers(api_server: ApiServer, k
         api_server.openai_client(sync=True)
     )
     client = wrap(sdk, context_window=40_000)
-    headers = {"Helicone-Auth": "Bearer proxy-key", "Idempotency-Key": "once"}
     messages: list[Any] = [{"role": "user", "content": "u0"}]
     for n in range(20):
         if kind == "anthropic":
@@ -303,8 +300,44 @@ def test_the_summary_requests_carry_the_callers_headers(api_server: ApiServer, k
         queue.pop()
     summaries = [r for r in api_server.requests if _is_summary_request(r)]
     assert summaries
+    return summaries
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_the_summary_requests_carry_the_callers_headers(api_server: ApiServer, kind: str) -> None:
+    """The caller's `extra_headers` (a proxy's auth or routing header) go on the compaction's
+    summary requests too; an idempotency key, naming one request, does not."""
+    headers = {"Helicone-Auth": "Bearer proxy-key", "Idempotency-Key": "once"}
+    summaries = _summary_requests(api_server, kind, headers)
     assert all(r.headers.get("helicone-auth") == "Bearer proxy-key" for r in summaries)
     assert all(r.headers.get("idempotency-key") != "once" for r in summaries)
+
+
+TRACE_HEADERS = {
+    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "tracestate": "congo=t61rcWkgMzE",
+    "baggage": "userId=alice",
+    "sentry-trace": "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-1",
+    "X-Request-Id": "req-caller-1",
+    "X-Amzn-Trace-Id": "Root=1-5759e988-bd862e3fe1be46a994272793",
+    "X-Client-Request-Id": "client-req-1",
+    "b3": "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1",
+}
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_the_summary_requests_do_not_repeat_the_callers_trace_headers(
+    api_server: ApiServer, kind: str
+) -> None:
+    """A summary is a request of its own: the per-request trace and request-id headers of
+    the caller's turn are not sent with it (a tracer would join it to the turn's span, a
+    gateway would take it for the turn's retry); the routing ones still are."""
+    headers = {**TRACE_HEADERS, "Helicone-Auth": "Bearer proxy-key"}
+    summaries = _summary_requests(api_server, kind, headers)
+    for request in summaries:
+        assert request.headers.get("helicone-auth") == "Bearer proxy-key"
+        for name, value in TRACE_HEADERS.items():
+            assert request.headers.get(name.lower()) != value, name
 
 
 def test_a_streamed_managed_chat_side_call_gets_no_usage_chunk(api_server: ApiServer) -> None:

@@ -3,20 +3,33 @@ the side call's own messages after it, the side call's own parameters; nothing r
 
 A side call that continues the conversation (a title or judge request over it, a call whose
 system carries the time) would otherwise send the caller's whole history, which the session
-may have compacted long ago: past the window, it is refused as too long."""
+may have compacted long ago: past the window, it is refused as too long. A side call on a
+model with a smaller window, or whose own messages take the view past it, gets the view cut
+from its oldest rounds for that request (`fit_side_view`). Extensions' `before_request`
+hooks do not run: they are steps of a turn, and a side call is none (docs/integrations.md)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+import logging
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
 
 from unbounded.caching.breakpoints import plan_cache_breakpoints
+from unbounded.catalog import ModelTable
 from unbounded.compaction.micro import clear_tool_results
+from unbounded.compaction.ptl import group_by_api_round
 from unbounded.model.content import MessageParam
 from unbounded.model.request import ProviderRequest
 from unbounded.recall.schema import RECALL_TOOL_NAME, recall_tool_schema
 from unbounded.session import Session
+from unbounded.tokens.estimate import content_tokens, pad_estimate, rough_token_count
+
+logger = logging.getLogger(__name__)
+
+SIDE_CUT_MARKER = "[earlier conversation left out of this request to fit its model's window]"
+"""Where a side call's view was cut to fit the side model's window."""
 
 SIDE_PARAMETERS = ("model", "max_tokens", "system", "tools", "thinking")
 """The side call's own parameters, in place of the session's (given as `_config_fields` makes
@@ -54,6 +67,75 @@ def side_request(
     return plan_cache_breakpoints(
         cast(ProviderRequest, request), ttl=ttl, prefix_ttl=prefix_ttl
     ).request
+
+
+def side_window(session: Session, model: object, table: ModelTable | None) -> int:
+    """The context window a side call on `model` must fit: the session's (as planned, with
+    wrap()'s `context_window` when given), or the side model's when `table` knows it as
+    smaller (a title asked of a small model over a long conversation)."""
+    window = session.model_info.context_window
+    if isinstance(model, str) and model and model != session.config.model and table is not None:
+        info = table.find(model)
+        if info is not None:
+            window = min(window, info.context_window)
+    return window
+
+
+def side_request_tokens(
+    session: Session, messages: Sequence[MessageParam], params: Mapping[str, Any]
+) -> int:
+    """What a side request of `messages` under `params` (its system and tools) counts, by
+    the length estimate scaled as the session's last usage measured it (padded by 4/3
+    before any usage)."""
+    raw = sum(content_tokens(m.get("content")) for m in messages)
+    system = params.get("system")
+    raw += content_tokens(system) if system else 0
+    tools = params.get("tools")
+    raw += rough_token_count(json.dumps(tools, default=str)) if tools else 0
+    calibration = session.calibration
+    return pad_estimate(raw) if calibration is None else math.ceil(raw * calibration)
+
+
+def fit_side_view(
+    view: Sequence[MessageParam],
+    fresh: Sequence[MessageParam],
+    budget: int,
+    count: Callable[[list[MessageParam]], int],
+) -> tuple[list[MessageParam], int]:
+    """`view` then `fresh`, the view cut to fit `budget` tokens as `count(messages)` counts
+    them, and how many view messages were left out. The oldest API rounds go first; the
+    view's opening (the task, or the summary of a compacted conversation) stays while it
+    can, its last round always (the side call's messages may answer its calls); a marker
+    says where the cut is. When no cut is enough, the shortest is returned: the API then
+    refuses it as too long, as it would have refused the whole."""
+    whole = [*view, *fresh]
+    if count(whole) <= budget:
+        return whole, 0
+    groups = group_by_api_round(view)
+    if len(groups) < 2:
+        return whole, 0
+    head = groups[0] if groups[0][0].get("role") == "user" else []
+    shortest: tuple[list[MessageParam], int] = (whole, 0)
+    for keep_head in (True, False) if head else (False,):
+        if keep_head:
+            opening = [*head[:-1], _with_marker(head[-1])]
+        else:
+            opening = [cast(MessageParam, {"role": "user", "content": SIDE_CUT_MARKER})]
+        for drop in range(2 if head else 1, len(groups)):
+            kept = [message for group in groups[drop:] for message in group]
+            left_out = len(view) - len(kept) - (len(head) if keep_head else 0)
+            shortest = ([*opening, *kept, *fresh], left_out)
+            if count(shortest[0]) <= budget:
+                return shortest
+    return shortest
+
+
+def _with_marker(message: MessageParam) -> MessageParam:
+    """A user message with the cut marker as its last text block."""
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    marker = {"type": "text", "text": SIDE_CUT_MARKER}
+    return cast(MessageParam, {**message, "content": [*blocks, marker]})
 
 
 def calls_recall(messages: Sequence[MessageParam]) -> bool:
@@ -134,12 +216,16 @@ def fresh_messages(fields: Sequence[tuple[str, Any]]) -> list[MessageParam]:
 
 
 __all__ = [
+    "SIDE_CUT_MARKER",
     "SIDE_PARAMETERS",
     "calls_recall",
+    "fit_side_view",
     "fresh_messages",
     "holds_tool_blocks",
     "recall_rounds_as_text",
     "side_request",
+    "side_request_tokens",
     "side_view",
+    "side_window",
     "with_recall_tool",
 ]

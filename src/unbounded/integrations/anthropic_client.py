@@ -34,7 +34,9 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    and the messages the side call adds, under the side call's own system, tools and other
    keywords. It does not compact (the view fits as of the last turn, which compacted when
    due; a compaction wants the last reply's calls answered, which the side call does
-   without recording it). Every other side call goes to the SDK exactly as given.
+   without recording it); a view that would not fit the side model's window with the side
+   call's own messages is cut from its oldest rounds for that request only. No extension's
+   `before_request` runs (a turn's step). Every other side call goes to the SDK as given.
 2. **Cache-safe parameters.** `model`, `system`, `tools`, `thinking` and `max_tokens` become
    the session's `SessionConfig` (what the compaction fork repeats to share the prompt
    cache). Changing one after a request went out is allowed, and emits `CacheParamsChanged`
@@ -57,7 +59,8 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    without tools while the conversation has some, or on another model (a title request),
    is a side call sent managed over the recorded conversation, its messages after it.
    `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
-   caller's last turn go with the compaction's summary requests too (`_CallerHeaders`).
+   caller's last turn go with the compaction's summary requests too (`_CallerHeaders`),
+   but for the ones naming that one request (`_UNREPEATED_HEADERS`: trace context, ids).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -90,6 +93,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -146,11 +150,14 @@ from unbounded.integrations._anthropic_streams import (
 from unbounded.integrations._drop_in import WireProvider
 from unbounded.integrations._side_calls import (
     calls_recall,
+    fit_side_view,
     fresh_messages,
     holds_tool_blocks,
     recall_rounds_as_text,
     side_request,
+    side_request_tokens,
     side_view,
+    side_window,
     with_recall_tool,
 )
 from unbounded.integrations._wrapped_client import (
@@ -164,6 +171,7 @@ from unbounded.integrations._wrapped_client import (
     session_option,
     summarizer_in_options,
 )
+from unbounded.model.content import MessageParam
 from unbounded.model.entries import Entry
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ProviderWrapper
@@ -179,6 +187,8 @@ from unbounded.wire.anthropic import block_dict, plain_data, stored_content
 if TYPE_CHECKING:
     import anthropic
     from anthropic.types import Message
+
+logger = logging.getLogger(__name__)
 
 SummarizerChoice = Literal["client", "extractive"]
 """`client`: the wrapped client and the session's model; `extractive`: offline, no model."""
@@ -253,10 +263,36 @@ class _SideCall:
     """It asked again for the last reply: adopting it takes that reply out."""
 
 
-_UNREPEATED_HEADERS = ("anthropic-beta", "idempotency-key")
+_UNREPEATED_HEADERS = frozenset(
+    {
+        "anthropic-beta",
+        "idempotency-key",
+        # Trace context and request ids name the caller's own request: repeated, a tracer
+        # would join the summary to the turn's span and a gateway take it for the turn's retry.
+        "traceparent",
+        "tracestate",
+        "baggage",
+        "sentry-trace",
+        "b3",
+        "x-b3-traceid",
+        "x-b3-spanid",
+        "x-b3-parentspanid",
+        "x-b3-sampled",
+        "x-b3-flags",
+        "uber-trace-id",
+        "x-cloud-trace-context",
+        "x-datadog-trace-id",
+        "x-datadog-parent-id",
+        "x-request-id",
+        "x-client-request-id",
+        "x-amzn-trace-id",
+        "request-id",
+    }
+)
 """Caller headers a summary request does not repeat as they are: the betas are merged with
 the request's own (`_CallerHeaders`); an idempotency key names one request (repeated, a
-server or proxy would answer the summary request with the caller's reply)."""
+server or proxy would answer the summary request with the caller's reply); the per-request
+trace and request-id headers (a summary is a request of its own)."""
 
 
 def _beta_header(headers: Any) -> list[str]:
@@ -888,7 +924,8 @@ class ClientPipeline:
         if stored and stored[0][0] == "user" and not retry:
             # The session's answers to the recall calls the last reply left waiting.
             stored[0] = ("user", self._with_recall_answers(session, stored[0][1]))
-        messages_out = [*side_view(session, drop_last_reply=retry), *fresh_messages(stored)]
+        view = side_view(session, drop_last_reply=retry)
+        messages_out = [*view, *fresh_messages(stored)]
         fields = _config_fields(params)
         recalls = bool(self.recall_ids) and calls_recall(messages_out)
         if fields["tools"]:
@@ -908,6 +945,7 @@ class ClientPipeline:
                 fields = with_recall_tool(fields)
             if "tool_choice" not in passthrough:
                 passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
+        messages_out = self._fit_side_window(messages_out, len(view), fields)
         # The caller's 1-hour markers kept as a turn keeps them (a judge asked every ten
         # minutes reads its cache).
         request = honor_caller_markers(
@@ -917,6 +955,37 @@ class ClientPipeline:
             self._seen.longest_ttl,
         )
         return request, passthrough
+
+    def _fit_side_window(
+        self, messages: list[MessageParam], view_length: int, fields: Mapping[str, Any]
+    ) -> list[MessageParam]:
+        """A side call's messages (the view's `view_length` first) fitting the window of
+        the side call's model with its output budget: the view cut from its oldest rounds
+        when they do not (`fit_side_view`), for this request only; nothing is recorded."""
+        session = self.session
+        model = fields.get("model")
+        table = None
+        if model != session.config.model:  # the table is read only for another model
+            table = self._table or session_option(self._options, "model_table")
+            table = table or load_model_table()
+        window = side_window(session, model, table)
+        max_tokens = fields.get("max_tokens")
+        budget = window - (max_tokens if isinstance(max_tokens, int) else 0)
+        fitted, left_out = fit_side_view(
+            messages[:view_length],
+            messages[view_length:],
+            budget,
+            lambda candidate: side_request_tokens(session, candidate, fields),
+        )
+        if left_out:
+            logger.info(
+                "side call on %s: %d earlier messages of the conversation left out of its "
+                "request to fit the %s-token window",
+                model,
+                left_out,
+                f"{window:,}",
+            )
+        return fitted
 
     def _no_tool_choice(self) -> Any:
         """The `tool_choice` that lets the model call no tool, in this API's shape."""

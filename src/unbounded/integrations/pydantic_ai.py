@@ -94,6 +94,7 @@ from unbounded.model.profile import MODEL_PROFILE, ProviderProfile
 from unbounded.model.request import ProviderRequest
 from unbounded.model.response import Heartbeat, ModelResponse, Provider
 from unbounded.policy import Policy
+from unbounded.providers.anthropic import with_tools_declared
 from unbounded.recall.schema import RECALL_DESCRIPTION, RECALL_INPUT_SCHEMA, RECALL_TOOL_NAME
 from unbounded.session import Session, SessionConfig
 from unbounded.sync_session import SyncSession
@@ -150,7 +151,11 @@ class PydanticAIModelProvider:
         stream: bool = False,
         heartbeat: Heartbeat | None = None,
     ) -> ModelResponse:
-        """Send `request` through the pydantic-ai model and read its reply back."""
+        """Send `request` through the pydantic-ai model and read its reply back. A request
+        whose messages hold tool blocks declares tools (the Messages API refuses them
+        otherwise: a history processor's summary request has none of the agent's), none of
+        them to be called (`tool_choice` none) unless the request chose otherwise."""
+        request = with_tools_declared(request)
         messages = MessageMap().to_pydantic(request.get("messages", []))
         system = request.get("system")
         system_text = (
@@ -172,6 +177,8 @@ class PydanticAIModelProvider:
         settings = ModelSettings()
         if "max_tokens" in request:
             settings["max_tokens"] = request["max_tokens"]
+        if tools and (request.get("tool_choice") or {}).get("type") == "none":
+            settings["tool_choice"] = "none"
         try:
             reply = await self.model.request(
                 messages, settings, ModelRequestParameters(function_tools=tools)
