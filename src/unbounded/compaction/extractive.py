@@ -1634,8 +1634,21 @@ class _Renderer:
         return f"{SUMMARY_HEADER}\n{body}"
 
 
+CUT_ORDER: tuple[tuple[str, ...], ...] = (
+    ("spec_lines", "recent", "errors"),
+    ("carried", "answered"),
+    ("earlier", "files"),
+    ("prompts",),
+)
+"""The long lists `_cut_to_fit` shortens, least needed first: a task's spec, the last steps
+and the fixed errors (their commands and files are named elsewhere) before what the previous
+summary carried and the answered message, those before the files, the user's own prompts
+last (an agent cannot ask for them again)."""
+
+
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
-    """Shorten the longest lists one step at a time until the text fits."""
+    """Shorten the long lists one step at a time until the text fits: within the least
+    needed group of `CUT_ORDER` that still has items, its longest list first."""
     cuts = _Cuts()
     sizes = {
         "files": min(level.files, len(renderer.h.changes)),
@@ -1649,7 +1662,8 @@ def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
     }
     text = renderer.render(level, cuts)
     while rough_token_count(text) > max_tokens and any(size > 0 for size in sizes.values()):
-        name = max(sorted(sizes), key=lambda key: sizes[key])
+        group = next(g for g in CUT_ORDER if any(sizes[key] > 0 for key in g))
+        name = max(sorted(group), key=lambda key: sizes[key])
         sizes[name] = max(0, sizes[name] - max(1, (sizes[name] - 1) // 8))
         cuts = replace(cuts, **{name: sizes[name]})
         text = renderer.render(level, cuts)
