@@ -82,6 +82,7 @@ from unbounded.compaction.handover import (
     ErrorRecord,
     FileChange,
     Handover,
+    Listing,
     Plan,
     TrackerItem,
     definition_lines,
@@ -237,6 +238,10 @@ class _Level:
     """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
     one line of their shas or targets, so a long session's Git list never crowds out the
     user's messages."""
+    listings: int = 2
+    """Folders shown as the agent last listed them (section 3), the newest first."""
+    layout_chars: int = 800
+    """Characters of one folder's layout (its names grouped by subfolder)."""
     recent_chars: int = 6_000
     """Characters of the last steps shown as they happened (section 8), filled from the
     newest backwards: what the last calls did and showed, the agent's words between. Given a
@@ -290,6 +295,8 @@ _LEVELS: tuple[_Level, ...] = (
         answered_chars=2_400,
         git_events=5,
         recent_chars=2_400,
+        listings=1,
+        layout_chars=500,
     ),
     _Level(
         1_500,
@@ -315,6 +322,8 @@ _LEVELS: tuple[_Level, ...] = (
         answered_chars=1_000,
         git_events=3,
         recent_chars=1_000,
+        listings=1,
+        layout_chars=300,
     ),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
@@ -581,6 +590,64 @@ def _root(handover: Handover) -> str:
             counts["/" + "/".join(folders[:depth])] += 1
     shared = [folder for folder, count in counts.items() if 3 * count >= 2 * len(absolute)]
     return max(shared, key=lambda folder: (folder.count("/"), folder), default="")
+
+
+CACHE_FOLDERS = frozenset(
+    {"__pycache__", "node_modules", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+)
+"""Folders tools fill (caches, installed packages): a layout shows the project without them."""
+
+
+def _folders_line(folders: Sequence[str], names: Sequence[str]) -> str:
+    """Folders holding the same names in one line, those of one parent braced together:
+    `deps/{a, b}/: mix.exs`."""
+    by_parent: dict[str, list[str]] = {}
+    for folder in folders:
+        parent, _, child = folder.rpartition("/")
+        by_parent.setdefault(parent, []).append(child)
+    parts = [
+        (f"{parent}/" if parent else "")
+        + (children[0] if len(children) == 1 else "{" + ", ".join(children) + "}")
+        for parent, children in by_parent.items()
+    ]
+    return ", ".join(f"{part or '.'}/" for part in parts) + ": " + ", ".join(names)
+
+
+def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
+    """A listing's names grouped by folder (`src/api/: a.py, b.py`; folders holding the
+    same names in one line), in the order the listing showed them, tool-filled folders
+    (`CACHE_FOLDERS`) left out, within about `chars`, with a count of the names not shown;
+    paths relative to `root`."""
+    groups: dict[str, list[str]] = {}
+    for entry in listing.entries:
+        bare = entry.rstrip("/")
+        path = bare if "/" in bare or listing.folder == "." else f"{listing.folder}/{bare}"
+        path = relative(path, root)
+        path = path[2:] if path.startswith("./") else path
+        if not CACHE_FOLDERS.isdisjoint(path.split("/")[:-1]):
+            continue
+        folder, _, name = path.rpartition("/")
+        groups.setdefault(folder, []).append(name + ("/" if entry.endswith("/") else ""))
+    same: dict[tuple[str, ...], list[str]] = {}
+    for folder, in_folder in groups.items():
+        same.setdefault(tuple(in_folder), []).append(folder)
+    total = sum(len(names) * len(folders) for names, folders in same.items())
+    lines: list[str] = []
+    used = shown = 0
+    for names, folders in same.items():
+        line = _folders_line(folders, names)
+        if used + len(line) > chars:
+            # The line's start that fits, cut after a name: the rest is counted below.
+            cut = line[: max(0, chars - used - 3)].rpartition(", ")[0]
+            if cut:
+                lines.append(escape_tags(cut + ", …"))
+            break
+        lines.append(escape_tags(line))
+        used += len(line) + 1
+        shown += len(names) * len(folders)
+    if total > shown and lines:
+        lines.append(f"({total} names in all, not all shown)")
+    return lines
 
 
 def _outline(code: str, max_lines: int, max_chars: int) -> list[str]:
@@ -913,8 +980,23 @@ class _Renderer:
             )
         elif read:
             lines.append(f"   {len(read)} other file(s) were read, not changed.")
+        lines += self.layout(level)
         lines += self.carried(level, 3)
         return lines or ["   No file was read or changed."]
+
+    def layout(self, level: _Level) -> list[str]:
+        """The folders the agent listed, each as it last listed them, the newest first."""
+        listings = self.h.listings[::-1][: level.listings] if level.listings else []
+        if not listings:
+            return []
+        lines = ["   Folders as the agent last listed them (the newest first):"]
+        for listing in listings:
+            ago = self._calls_after(listing.call.position)
+            lines.append(f"   - {self.call(listing.call)} ({ago} tool call(s) ago):")
+            lines.extend(
+                f"     {line}" for line in folder_tree(listing, self.root, level.layout_chars)
+            )
+        return lines
 
     def _error_lines(self, record: ErrorRecord, level: _Level) -> list[str]:
         call = record.call
