@@ -155,6 +155,16 @@ RECENT_RESULT_LINES = 3
 """Lines of a result's head, and of its tail, shown among the last steps."""
 RECENT_ERROR_LINES = 12
 """Lines of a failure shown among the last steps."""
+CODE_ROOM_CHARS = 3_000
+"""Given a budget, the code of the files changed last takes up to this many characters of
+the room the other sections leave (at most half of it past the last steps' least), before
+the last steps take the rest: an agent goes on from that code."""
+CODE_MIN_CHARS = 400
+"""Less room than this for code is left to the last steps."""
+CODE_EXCERPTS = 2
+"""Files whose latest code is shown when the room allows (the most recently changed)."""
+CODE_EXCERPT_LINES = 20
+"""Lines of each such excerpt, at least."""
 EARLIER_COMMANDS_CHARS = 600
 """Room (at most a quarter of the last steps') for the commands of the steps before them:
 a command the last steps leave out is still named."""
@@ -238,6 +248,10 @@ class _Level:
     """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
     one line of their shas or targets, so a long session's Git list never crowds out the
     user's messages."""
+    read_outlines: int = 2
+    """Files read, not changed, whose definitions are listed (section 3), the latest read."""
+    outline_lines: int = 8
+    """Definitions listed per such file."""
     listings: int = 2
     """Folders shown as the agent last listed them (section 3), the newest first."""
     layout_chars: int = 800
@@ -295,6 +309,8 @@ _LEVELS: tuple[_Level, ...] = (
         answered_chars=2_400,
         git_events=5,
         recent_chars=2_400,
+        read_outlines=1,
+        outline_lines=6,
         listings=1,
         layout_chars=500,
     ),
@@ -322,6 +338,7 @@ _LEVELS: tuple[_Level, ...] = (
         answered_chars=1_000,
         git_events=3,
         recent_chars=1_000,
+        read_outlines=0,
         listings=1,
         layout_chars=300,
     ),
@@ -650,6 +667,41 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
     return lines
 
 
+_NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+"""A line as a read tool numbers it (`    12→code`)."""
+_NAME = re.compile(r"[A-Za-z_][\w.?!-]*")
+
+
+def read_definitions(output: str, named: frozenset[str], max_lines: int) -> list[str]:
+    """The lines of a file's read output that define something (signatures), with their
+    line numbers when the read tool numbered them: those defining a name the conversation
+    uses (`named`) first, then the others in order, `max_lines` of them, shown in file
+    order, with a count of those left out."""
+    lines = output.splitlines()
+    matches = [_NUMBERED.match(line) for line in lines]
+    numbered = sum(1 for m in matches if m) * 2 >= sum(1 for line in lines if line.strip())
+    if numbered:
+        code = [m.group(2) if m else "" for m in matches]
+        numbers = [m.group(1) if m else "" for m in matches]
+    else:
+        code, numbers = lines, []
+    found = definition_lines("\n".join(code))
+
+    def defines_named(index: int) -> bool:
+        words = set(_NAME.findall(code[index]))
+        return not words.isdisjoint(named)
+
+    chosen = sorted(sorted(found, key=lambda i: (not defines_named(i), i))[:max_lines])
+    shown = [
+        (f"{numbers[i]:>5}: " if numbers and numbers[i] else "  ")
+        + _verbatim(code[i].rstrip(), LINE_CHARS)
+        for i in chosen
+    ]
+    if len(found) > len(chosen) and shown:
+        shown.append(f"… ({len(found) - len(chosen)} more definitions)")
+    return shown
+
+
 def _outline(code: str, max_lines: int, max_chars: int) -> list[str]:
     """A long file in `max_lines`: its first `OUTLINE_HEAD` lines, then its definition lines
     with their line numbers, up to `max_chars`; gaps marked."""
@@ -807,6 +859,14 @@ class _Renderer:
         )
         # Each request once, at its latest place, so the last one is the latest request.
         self.requests = list(dict.fromkeys(r.text for r in reversed(handover.requests)))[::-1]
+        self.named = frozenset(
+            name
+            for text in [*(t for _, t in handover.assistant_texts), *self.requests]
+            for name in _NAME.findall(text)
+            if len(name) > 2
+        )
+        """Names the agent's words and the user's requests use (definitions read are
+        listed those first)."""
         self.recent_chars = 0
         """Room of the last steps in the rendering under way (`render`)."""
         self.answered_chars = 0
@@ -980,9 +1040,36 @@ class _Renderer:
             )
         elif read:
             lines.append(f"   {len(read)} other file(s) were read, not changed.")
+        lines += self.read_outlines(read, level)
         lines += self.layout(level)
         lines += self.carried(level, 3)
         return lines or ["   No file was read or changed."]
+
+    def read_outlines(self, paths: Sequence[str], level: _Level) -> list[str]:
+        """What the files read last that define something define (`level.read_outlines` of
+        them), as their latest read showed it (signatures with line numbers), the
+        definitions of names the conversation uses first."""
+        lines: list[str] = []
+        files = 0
+        for path in paths:
+            if files >= level.read_outlines:
+                break
+            call = next(
+                (
+                    c
+                    for c in reversed(self.h.calls)
+                    if c.path_read == path and not c.failed and c.result.strip()
+                ),
+                None,
+            )
+            if call is None:
+                continue
+            shown = read_definitions(call.result, self.named, level.outline_lines)
+            if shown:
+                files += 1
+                lines.append(f"   - {escape_tags(self.path(path))} as last read, its definitions:")
+                lines.extend(f"     {line}" for line in shown)
+        return lines
 
     def layout(self, level: _Level) -> list[str]:
         """The folders the agent listed, each as it last listed them, the newest first."""
@@ -1690,10 +1777,33 @@ class _Renderer:
         if room is not None and most:
             self.recent_chars = 0
             rest = len(self._render(level, cuts))
+            level, rest = self._with_code(level, cuts, room, rest)
             # A leaner level leaves more room: the last steps take it, up to their bound.
             most = max(most, RECENT_ROOM_CHARS) if cuts.recent is None else most
             self.recent_chars = max(min(RECENT_MIN_CHARS, most), min(most, room - rest))
         return self._render(level, cuts)
+
+    def _with_code(self, level: _Level, cuts: _Cuts, room: int, rest: int) -> tuple[_Level, int]:
+        """The level with the code of the files changed last (and the definitions of those
+        read last) given up to half the room the other sections leave, before the last steps
+        take the rest, and the length of the other sections then; the level as it is when
+        that room is too small or the code adds nothing."""
+        chars = min(CODE_ROOM_CHARS, (room - rest - RECENT_MIN_CHARS) // 2)
+        if chars < CODE_MIN_CHARS:
+            return level, rest
+        fuller = replace(
+            level,
+            excerpts=max(level.excerpts, CODE_EXCERPTS),
+            excerpt_lines=max(level.excerpt_lines, CODE_EXCERPT_LINES),
+            excerpt_chars=max(level.excerpt_chars, chars // CODE_EXCERPTS),
+            read_outlines=max(level.read_outlines, 1),
+        )
+        if fuller == level:
+            return level, rest
+        longer = len(self._render(fuller, cuts))
+        if longer == rest or longer - rest > chars:
+            return level, rest
+        return fuller, longer
 
     def _render(self, level: _Level, cuts: _Cuts) -> str:
         eighth, ninth = (
