@@ -337,9 +337,14 @@ def test_the_last_steps_show_each_call_with_its_input_and_result() -> None:
     long = "\n".join(f"out {n}" for n in range(20))
     output = section(render(bash("b", "make", long)), 8)
     assert "       out 2\n       … (14 more lines)\n       out 17\n" in output
-    written = section(render(write("w", "/x/new.py", "\n".join(f"line {n}" for n in range(9)))), 8)
+    new_file = write("w", "/x/new.py", "\n".join(f"line {n}" for n in range(9)))
+    written = section(render(new_file, replace(RICH, excerpts=0)), 8)
     assert "   - Write /x/new.py\n       | line 0\n" in written
     assert f"       | line {RECENT_INPUT_LINES - 1}\n       | … (3 more lines)\n     -> ok" in written
+    # Code section 3 shows is not quoted again among the last steps.
+    shown = render(new_file)
+    assert "     line 8\n" in section(shown, 3)
+    assert "   - Write /x/new.py\n       | (its code is shown in section 3)\n     -> ok" in section(shown, 8)
     assert "Every step" not in section(render(messages, replace(RICH, recent_chars=0)), 8)
 
 

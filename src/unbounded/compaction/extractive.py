@@ -869,6 +869,9 @@ class _Renderer:
         listed those first)."""
         self.recent_chars = 0
         """Room of the last steps in the rendering under way (`render`)."""
+        self.code_shown: set[int] = set()
+        """Where the writes whose code section 3 shows sit, in the rendering under way: the
+        last steps do not quote it again."""
         self.answered_chars = 0
         """Room of the answered message in the rendering under way (`render`)."""
 
@@ -997,6 +1000,7 @@ class _Renderer:
             lines.append("     Defines: " + escape_tags(", ".join(names)))
         if not shown:
             return lines
+        self.code_shown.add(change.last.position)
         if outlined:
             shown = _outline(code, level.excerpt_lines, level.excerpt_chars)
             lines.append(
@@ -1501,7 +1505,9 @@ class _Renderer:
         given = _given_text(call.block)
         # A command quoted line by line below is named by its program in the headline.
         lines = [f"   - {self.call(call, 0 if given == call.command else COMMAND_CHARS)}"]
-        if given:
+        if given and call.position in self.code_shown:
+            lines.append("       | (its code is shown in section 3)")
+        elif given:
             lines.extend(
                 f"       | {line}".rstrip() for line in _head(given, RECENT_INPUT_LINES, code=True)
             )
@@ -1806,6 +1812,7 @@ class _Renderer:
         return fuller, longer
 
     def _render(self, level: _Level, cuts: _Cuts) -> str:
+        self.code_shown = set()
         eighth, ninth = (
             ("Work Completed", "Context for Continuing Work")
             if self.up_to
