@@ -653,3 +653,12 @@ def test_env_files_give_their_key_names_never_values() -> None:
     many = "\n".join(f"K{n:02d}_KEY=v" for n in range(ENV_KEYS_SHOWN + 2))
     capped = section(render(read("r", "/p/.env", many)), 2)
     assert f"K{ENV_KEYS_SHOWN - 1:02d}_KEY (2 more)" in capped and f"K{ENV_KEYS_SHOWN:02d}_KEY" not in capped
+
+
+def test_the_next_step_names_the_line_saying_what_failed_not_a_banner() -> None:
+    failure = (
+        "============================= test session starts ==============================\n"
+        "FAILED tests/test_link.py::test_link - AssertionError: no link"
+    )
+    nine = section(render([user("fix the link"), *bash("t", "pytest -q", failure, error=True)]), 9)
+    assert 'Next: Fix "FAILED tests/test_link.py::test_link - AssertionError: no link", which Bash' in nine

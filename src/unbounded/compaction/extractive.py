@@ -75,7 +75,7 @@ from unbounded.compaction.carried import (
     render_latest,
     render_standing,
 )
-from unbounded.compaction.command_results import command_key, shorten_quoted
+from unbounded.compaction.command_results import command_key, failure_headline, shorten_quoted
 from unbounded.compaction.facts import clip, normalize_text, shown_items
 from unbounded.compaction.handover import (
     Call,
@@ -1669,7 +1669,7 @@ class _Renderer:
         return f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} (section 5)"
 
     def _fix(self, record: ErrorRecord) -> str:
-        first = record.call.failure.splitlines()[0]
+        first = failure_headline(record.call.failure)
         return (
             f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
             "(section 4), and run it again"
