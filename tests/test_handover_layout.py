@@ -4,6 +4,8 @@ section 3 compressed (names grouped by folder, sibling folders with the same nam
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from conversation import bash, result, use, user
 
 from unbounded.compaction.extractive import _LEVELS, _Cuts, _Renderer, folder_tree
@@ -78,13 +80,13 @@ def _listing(*entries: str, folder: str = ".") -> Listing:
 
 def test_a_folder_tree_groups_names_braces_siblings_and_drops_caches() -> None:
     listing = _listing(
-        "/w/deps/a/mix.exs",
-        "/w/deps/b/mix.exs",
+        "/w/apps/a/mix.exs",
+        "/w/apps/b/mix.exs",
         "/w/lib/app.ex",
         "/w/lib/web/",
         "/w/lib/__pycache__/app.cpython-312.pyc",
     )
-    assert folder_tree(listing, "/w", 1_000) == ["deps/{a, b}/: mix.exs", "lib/: app.ex, web/"]
+    assert folder_tree(listing, "/w", 1_000) == ["apps/{a, b}/: mix.exs", "lib/: app.ex, web/"]
     # Names inside the folder listed are placed in it.
     assert folder_tree(_listing("main.py", "views.py", folder="src"), "", 1_000) == ["src/: main.py, views.py"]
 
@@ -108,3 +110,22 @@ def test_the_layout_is_shown_in_section_3_at_every_level() -> None:
         files = _files(renderer.render(level, _Cuts()))
         assert "Folders as the agent last listed them" in files
         assert "pkg/: api.py, models.py" in files
+
+
+def test_tool_folders_and_single_finds_show_no_layout() -> None:
+    # A search for one file name across installed packages: the project's own file is one
+    # name, no layout; the packages' copies are left out.
+    found = _listing("/w/deps/a/mix.exs", "/w/deps/b/mix.exs", "/w/mix.exs")
+    assert folder_tree(found, "/w", 1_000) == []
+    assert folder_tree(_listing("/w/mix.exs", "/w/README.md"), "/w", 1_000) == ["./: mix.exs, README.md"]
+
+
+def test_a_listing_without_a_layout_leaves_its_place_to_an_older_one() -> None:
+    messages = [
+        user("add a view"),
+        *bash("b1", "ls src", "main.py\nviews.py"),
+        *bash("b2", "find . -name mix.exs", "./deps/a/mix.exs\n./mix.exs"),
+    ]
+    level = replace(_LEVELS[-1], listings=1)
+    files = _files(_Renderer(read_handover(messages), up_to=False).render(level, _Cuts()))
+    assert "src/: main.py, views.py" in files

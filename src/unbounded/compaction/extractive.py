@@ -610,9 +610,18 @@ def _root(handover: Handover) -> str:
 
 
 CACHE_FOLDERS = frozenset(
-    {"__pycache__", "node_modules", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-)
-"""Folders tools fill (caches, installed packages): a layout shows the project without them."""
+    {
+        "__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
+        ".venv", "site-packages", "node_modules", "bower_components", "deps", "_build",
+    }
+)  # fmt: skip
+"""Folders tools fill (caches, installed packages and their builds: Python's, npm's,
+Mix's): a layout shows the project without them."""
+
+
+LAYOUT_MIN_NAMES = 2
+"""A listing showing fewer names (once tool folders are left out) shows no layout: one file
+found is no folder's layout."""
 
 
 def _folders_line(folders: Sequence[str], names: Sequence[str]) -> str:
@@ -649,6 +658,8 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
     for folder, in_folder in groups.items():
         same.setdefault(tuple(in_folder), []).append(folder)
     total = sum(len(names) * len(folders) for names, folders in same.items())
+    if total < LAYOUT_MIN_NAMES:
+        return []
     lines: list[str] = []
     used = shown = 0
     for names, folders in same.items():
@@ -1077,17 +1088,23 @@ class _Renderer:
 
     def layout(self, level: _Level) -> list[str]:
         """The folders the agent listed, each as it last listed them, the newest first."""
-        listings = self.h.listings[::-1][: level.listings] if level.listings else []
-        if not listings:
+        lines: list[list[str]] = []
+        for listing in reversed(self.h.listings):
+            if len(lines) >= level.listings:
+                break
+            tree = folder_tree(listing, self.root, level.layout_chars)
+            if tree:
+                ago = self._calls_after(listing.call.position)
+                lines.append(
+                    [
+                        f"   - {self.call(listing.call)} ({ago} tool call(s) ago):",
+                        *(f"     {line}" for line in tree),
+                    ]
+                )
+        if not lines:
             return []
-        lines = ["   Folders as the agent last listed them (the newest first):"]
-        for listing in listings:
-            ago = self._calls_after(listing.call.position)
-            lines.append(f"   - {self.call(listing.call)} ({ago} tool call(s) ago):")
-            lines.extend(
-                f"     {line}" for line in folder_tree(listing, self.root, level.layout_chars)
-            )
-        return lines
+        heading = "   Folders as the agent last listed them (the newest first):"
+        return [heading, *(line for shown in lines for line in shown)]
 
     def _error_lines(self, record: ErrorRecord, level: _Level) -> list[str]:
         call = record.call
