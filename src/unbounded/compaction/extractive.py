@@ -14,7 +14,9 @@ the state, the next step, the errors and the recent code, not on lists of names.
 3. Files and Code Sections: each file written, the most recent first: created or edited, by
    which tools, whether it changed after the last commit, the agent's words before its latest
    change; the code of the latest ones (a whole file, a long one outlined by its definition
-   lines, an edit with what it replaced), the definitions of the others; the files only read.
+   lines, an edit with what it replaced), the definitions of the others; the files only read,
+   the last read of them with their definition lines; the layout of the folders the agent
+   listed (`folder_tree`).
 4. Errors and fixes: each failed call (flagged, or a failing output such as a compiler error,
    failing tests or a JSON error reply), unresolved first: the failure's lines, the agent's
    first words after it, what it tried since, and the call that fixed it; then the problems
@@ -53,8 +55,11 @@ Size. The summary aims at `target_ratio` (10 %) of the conversation's tokens, at
 `min_tokens` (1,000; never more than the conversation) or 1,500 tokens for a conversation
 over 6,000 (the most the compaction guard asks of a summary), at most `max_tokens` (4,000:
 Claude Code's own summaries of the same points hold 2,000 to 4,000). It renders at a ladder of
-levels, from rich (long quotes, code excerpts) to lean, and keeps the first that fits; past
-the lean level the longest lists are cut with "(N more)" markers. Token counts are length / 4.
+levels, from rich (long quotes, code excerpts) to lean, and keeps the first that fits; given
+the budget, the code of the files changed last takes its share of the room the other sections
+leave before the last steps take the rest (`_Renderer._with_code`). Past the lean level the
+long lists are cut with "(N more)" markers, the least needed first (`CUT_ORDER`). Token
+counts are length / 4.
 """
 
 from __future__ import annotations

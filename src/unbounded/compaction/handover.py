@@ -31,7 +31,8 @@ reads it deterministically, for the offline summary and the offline session note
   that the item names, its stated next step, its decisions with their reasons, the
   sentences stating a finding or result, and the problems it reported in its own words.
 - **files**: each file written, newest change first, with the calls that wrote it and the
-  definitions (functions, classes, modules, CSS selectors) in the code it wrote.
+  definitions (functions, classes, modules, CSS selectors) in the code it wrote; the latest
+  listing of each folder the agent listed (`ls`, `find`, `tree`, Glob, LS), read as paths.
 
 Everything is quoted or listed, never paraphrased, and every list keeps conversation order
 or an explicit sort: the same messages give the same hand-over.
