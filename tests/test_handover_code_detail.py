@@ -14,6 +14,8 @@ from unbounded.compaction.extractive import (
     RECENT_MIN_CHARS,
     _Cuts,
     _Renderer,
+    code_names,
+    definition_body,
     read_definitions,
 )
 from unbounded.compaction.handover import read_handover
@@ -92,3 +94,59 @@ def test_the_code_gets_no_share_of_a_room_too_small() -> None:
     small = rest + RECENT_MIN_CHARS + 2 * CODE_MIN_CHARS - 2
     assert "out.write(text)" not in _files(renderer.render(LEANEST, _Cuts(), room=small))
     assert "out.write(text)" in _files(renderer.render(LEANEST, _Cuts(), room=small + 2))
+
+
+def test_code_names_are_those_written_as_code() -> None:
+    names = code_names("The project loads `rows` with load_rows, then fetch(url) and parseRows.")
+    assert {"rows", "load_rows", "fetch", "parseRows"} <= names
+    assert "project" not in names
+    assert "loads" not in names
+
+
+CLASS_READ = "\n".join(
+    f"{n:>6}→{line}"
+    for n, line in enumerate(
+        [
+            "class Store:",
+            "    def load(self, path):",
+            "        return open(path).read()",
+            "",
+            "    def save(self, path, text):",
+            "        with open(path, 'w') as out:",
+            "            out.write(text)",
+            "",
+            "def main():",
+            "    Store().save('a', 'b')",
+        ],
+        1,
+    )
+)
+
+
+def test_the_definition_the_agent_named_last_is_shown_whole_up_to_the_next() -> None:
+    said = ["First `load` the rows.", "Now I will change `save` to return the size."]
+    name, body = definition_body(CLASS_READ, said, 15, 900)
+    assert name == "save"
+    # Up to `main`, the next definition as little indented; the blank line before it dropped.
+    assert body == [
+        "    5:     def save(self, path, text):",
+        "    6:         with open(path, 'w') as out:",
+        "    7:             out.write(text)",
+    ]
+    assert definition_body(CLASS_READ, ["Nothing named here."], 15, 900) == ("", [])
+    # The class's own body runs to `main`, past its methods.
+    assert len(definition_body(CLASS_READ, ["the `Store` class"], 15, 900)[1]) == 7
+
+
+def test_section_3_shows_the_body_of_what_the_agent_named_after_reading_it() -> None:
+    messages = [
+        user("make save return the size"),
+        *read("r1", "/w/app/store.py", CLASS_READ),
+        says("I will change `save` to return the size."),
+    ]
+    files = _files(_Renderer(read_handover(messages), up_to=False).render(_LEVELS[0], _Cuts()))
+    assert "`save` as read (the agent's words since name it):" in files
+    assert "    7:             out.write(text)" in files
+    # Named only before the read: not what the agent goes on with after it.
+    before = [user("make save return the size"), says("I will change `save`."), *read("r1", "/w/app/store.py", CLASS_READ)]
+    assert "as read (the agent" not in _files(_Renderer(read_handover(before), up_to=False).render(_LEVELS[0], _Cuts()))

@@ -90,6 +90,7 @@ from unbounded.compaction.handover import (
     Listing,
     Plan,
     TrackerItem,
+    defined_name,
     definition_lines,
     mentioned_paths,
     push_target,
@@ -683,9 +684,73 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
     return lines
 
 
+BODY_LINES = 15
+"""Lines of the definition a file read last shows whole (the one the agent named since)."""
+BODY_CHARS = 900
+"""Characters of that definition."""
 _NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
 """A line as a read tool numbers it (`    12→code`)."""
 _NAME = re.compile(r"[A-Za-z_][\w.?!-]*")
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_CALLED = re.compile(r"([A-Za-z_][\w.?!]*)\(")
+_IDENTIFIER_SHAPE = re.compile(r"_|[a-z][A-Z]")
+"""A word shaped as code (`load_rows`, `loadRows`), not as English."""
+
+
+def code_names(text: str) -> frozenset[str]:
+    """The names a text writes as code: inside backticks, before a "(", or shaped as an
+    identifier (an underscore, a lower-then-upper letter); a plain word ("project") is prose."""
+    names = {name for span in _CODE_SPAN.findall(text) for name in _NAME.findall(span)}
+    names.update(_CALLED.findall(text))
+    names.update(word for word in _NAME.findall(text) if _IDENTIFIER_SHAPE.search(word))
+    bare = {name.rstrip(".-") for name in names}  # a sentence's full stop is no part of it
+    return frozenset(part for name in bare for part in (name, name.rsplit(".", 1)[-1]) if part)
+
+
+def _read_code(output: str) -> tuple[list[str], list[str]]:
+    """A read's lines without the numbers a read tool put before them, and those numbers
+    (none when most lines have none)."""
+    lines = output.splitlines()
+    matches = [_NUMBERED.match(line) for line in lines]
+    if sum(1 for m in matches if m) * 2 >= sum(1 for line in lines if line.strip()):
+        code = [m.group(2) if m else "" for m in matches]
+        return code, [m.group(1) if m else "" for m in matches]
+    return lines, []
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def definition_body(
+    output: str, said: Sequence[str], max_lines: int, max_chars: int
+) -> tuple[str, list[str]]:
+    """The definition of a read's output that the newest of the texts `said` names (the
+    agent's words since the read), with its lines up to the next definition as little
+    indented, numbered as the read numbered them, within `max_lines` and `max_chars`, with a
+    count of the rest; ("", []) when no text names one."""
+    code, numbers = _read_code(output)
+    starts = definition_lines("\n".join(code))
+    defined = [(i, defined_name(code[i])) for i in starts]
+    for text in reversed(said):
+        words = code_names(text)
+        index, name = next(((i, n) for i, n in defined if n and n in words), (-1, None))
+        if name is None:
+            continue
+        end = next(
+            (j for j in starts if j > index and _indent(code[j]) <= _indent(code[index])),
+            len(code),
+        )
+        while end > index + 1 and not code[end - 1].strip():
+            end -= 1
+        body = [
+            (f"{numbers[i]:>5}: " if numbers and numbers[i] else "") + code[i].rstrip()
+            for i in range(index, end)
+        ]
+        return name, _excerpt_lines("\n".join(body), max_lines, max_chars)
+    return "", []
 
 
 def read_definitions(output: str, named: frozenset[str], max_lines: int) -> list[str]:
@@ -693,14 +758,7 @@ def read_definitions(output: str, named: frozenset[str], max_lines: int) -> list
     line numbers when the read tool numbered them: those defining a name the conversation
     uses (`named`) first, then the others in order, `max_lines` of them, shown in file
     order, with a count of those left out."""
-    lines = output.splitlines()
-    matches = [_NUMBERED.match(line) for line in lines]
-    numbered = sum(1 for m in matches if m) * 2 >= sum(1 for line in lines if line.strip())
-    if numbered:
-        code = [m.group(2) if m else "" for m in matches]
-        numbers = [m.group(1) if m else "" for m in matches]
-    else:
-        code, numbers = lines, []
+    code, numbers = _read_code(output)
     found = definition_lines("\n".join(code))
 
     def defines_named(index: int) -> bool:
@@ -878,8 +936,7 @@ class _Renderer:
         self.named = frozenset(
             name
             for text in [*(t for _, t in handover.assistant_texts), *self.requests]
-            for name in _NAME.findall(text)
-            if len(name) > 2
+            for name in code_names(text)
         )
         """Names the agent's words and the user's requests use (definitions read are
         listed those first)."""
@@ -1085,10 +1142,18 @@ class _Renderer:
             if call is None:
                 continue
             shown = read_definitions(call.result, self.named, level.outline_lines)
-            if shown:
-                files += 1
-                lines.append(f"   - {escape_tags(self.path(path))} as last read, its definitions:")
-                lines.extend(f"     {line}" for line in shown)
+            if not shown:
+                continue
+            files += 1
+            lines.append(f"   - {escape_tags(self.path(path))} as last read, its definitions:")
+            lines.extend(f"     {line}" for line in shown)
+            said = [t for p, t in self.h.assistant_texts if p > call.position]
+            name, body = definition_body(call.result, said, BODY_LINES, BODY_CHARS)
+            if body:
+                lines.append(
+                    f"     `{escape_tags(name)}` as read (the agent's words since name it):"
+                )
+                lines.extend(["     ```", *(f"     {line}" for line in body), "     ```"])
         return lines
 
     def layout(self, level: _Level) -> list[str]:

@@ -595,6 +595,16 @@ def definition_lines(code: str) -> list[int]:
     return sorted({code.count("\n", 0, start) for start in starts})
 
 
+def defined_name(line: str) -> str | None:
+    """The name a line of code defines (`def load(…)` → `load`; a module's last part), or
+    None when it defines nothing (`_DEFINITION`)."""
+    match = _DEFINITION.match(line)
+    if match is None:
+        return None
+    name = next((group for group in match.groups() if group), None)
+    return name.rsplit(".", 1)[-1] if name else None
+
+
 def replaced_code(block: Mapping[str, Any]) -> str:
     """The code an edit call replaces (an edit's old text, all of a MultiEdit's); "" for a
     write of a whole file."""
@@ -1468,6 +1478,7 @@ __all__ = [
     "RequestStep",
     "TrackerItem",
     "approves",
+    "defined_name",
     "definition_lines",
     "listed_folder",
     "listing_entry",
