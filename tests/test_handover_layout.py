@@ -71,6 +71,8 @@ def test_a_glob_lists_the_folder_before_its_first_wildcard() -> None:
     assert listed_folder(anywhere) == "/w/app"
     shell = Call(1, "b", "Bash", {"name": "Bash", "input": {"command": "find ./lib -type f"}})
     assert listed_folder(shell) == "lib"
+    tree = Call(1, "b", "Bash", {"name": "Bash", "input": {"command": "tree -L 2 src/"}})
+    assert listed_folder(tree) == "src"
     assert listed_folder(Call(1, "b", "Bash", {"name": "Bash", "input": {"command": "cat a.py"}})) is None
 
 

@@ -473,10 +473,10 @@ class Handover:
     made: list[tuple[Call, str]] = field(default_factory=list)
     """The last command of each program and script that made or started something
     (`makes_something`), with the call that ran it, the latest last."""
-    listings: list[Listing] = field(default_factory=list)
-    """The latest listing of each folder the agent listed, the latest last (`_listings`)."""
     """The status / plan files read, each at its latest read, the latest last."""
     """Files written, the most recently changed first."""
+    listings: list[Listing] = field(default_factory=list)
+    """The latest listing of each folder the agent listed, the latest last (`_listings`)."""
     previous_summaries: list[str] = field(default_factory=list)
     answered: tuple[int, str] | None = None
     """The agent's message the latest request answers (its last text before it, no other
@@ -1294,7 +1294,10 @@ def listed_folder(call: Call) -> str | None:
         if not words or words[0].rsplit("/", 1)[-1] not in LISTING_PROGRAMS:
             return None
         folders = [w.strip("'\"") for w in words[1:] if not w.startswith(("-", "(", "!", "\\"))]
-        folder = next((w for w in folders if w and not any(c in w for c in "*?[")), ".")
+        # An option's number (`tree -L 2`) or a pattern (`*.py`) names no folder.
+        folder = next(
+            (w for w in folders if w and not w.isdigit() and not any(c in w for c in "*?[")), "."
+        )
     elif call.name in LISTING_TOOLS:
         tool_input = call.block.get("input")
         given = tool_input if isinstance(tool_input, Mapping) else {}
