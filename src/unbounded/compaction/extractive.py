@@ -721,6 +721,7 @@ def _read_code(output: str) -> tuple[list[str], list[str]]:
 
 
 def _indent(line: str) -> int:
+    """How far a line is indented, in characters."""
     return len(line) - len(line.lstrip())
 
 
