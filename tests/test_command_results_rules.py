@@ -7,6 +7,7 @@ from __future__ import annotations
 from unbounded.compaction.command_results import (
     command_segments,
     failure_excerpt,
+    failure_headline,
     makes_something,
     warns,
 )
@@ -50,3 +51,19 @@ def test_segments_split_at_operators_without_spaces() -> None:
         "echo failed",
         "ls",
     ]
+
+
+def test_a_failure_s_headline_is_its_first_line_saying_what_failed() -> None:
+    pytest_run = (
+        "============================= test session starts ==============================\n"
+        "platform darwin -- Python 3.12.7, pytest-8.4.0\n"
+        "FAILED test/test_link.py::test_link - AssertionError: no link\n"
+        "1 failed, 4 passed in 0.31s"
+    )
+    assert failure_headline(pytest_run) == "FAILED test/test_link.py::test_link - AssertionError: no link"
+    # An exit code or a traceback's opening says only that it failed: the error line wins.
+    traceback = "Exit code 1\nTraceback (most recent call last):\n  File \"x.py\", line 3\nImportError: no name 'load'"
+    assert failure_headline(traceback) == "ImportError: no name 'load'"
+    assert failure_headline("Exit code 2") == "Exit code 2"
+    # Nothing telling: the first line that is no banner.
+    assert failure_headline("=====\nthe build stopped\n=====") == "the build stopped"

@@ -4,10 +4,13 @@ latest words, excerpts' limits, and how it shrinks to its budget."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from conversation import bash, edit, read, says, user, write
 
 from unbounded.compaction.extractive import (
     _LEVELS,
+    CUT_ORDER,
     RECENT_TEXT_CHARS,
     _cut_to_fit,
     _Cuts,
@@ -220,12 +223,40 @@ def test_a_task_s_spec_keeps_a_hundred_characters_a_line() -> None:
     assert _task_spec_lines(fits + "x") == f"     {TASK}\n     … (2 more lines)"
 
 
+EMPTIED = {"files": 0, "earlier": 0, "carried": 0, "errors": 0, "spec_lines": 0, "recent": 0, "answered": 0}
+"""Every list but the user's prompts cut away: what `_cut_to_fit` does before it cuts them."""
+
+
 def _prompts_cut_to(count: int, fit: int) -> str:
-    """The lean summary of `count` requests cut to fit the tokens it takes with `fit` shown."""
+    """The lean summary of `count` requests cut to fit the tokens it takes with `fit` shown
+    (and the lists cut before the prompts cut away)."""
     messages = [user(f"Request number {n} asks for one more small change.") for n in range(count)]
     renderer = _Renderer(read_handover(messages), up_to=False)
-    limit = rough_token_count(renderer.render(_LEVELS[-1], _Cuts(prompts=fit)))
+    limit = rough_token_count(renderer.render(_LEVELS[-1], _Cuts(prompts=fit, **EMPTIED)))
     return _cut_to_fit(renderer, _LEVELS[-1], limit)
+
+
+def test_the_cut_order_names_every_list_once() -> None:
+    names = [name for group in CUT_ORDER for name in group]
+    assert sorted(names) == sorted(f.name for f in fields(_Cuts))
+    assert CUT_ORDER[-1] == ("prompts",)
+
+
+def test_the_user_s_prompts_are_cut_after_the_longer_file_list() -> None:
+    # Twelve requests and twelve files written: the file list is cut away before one prompt
+    # goes, though the prompts are the longer list (a cut by length took them first).
+    messages: list[dict[str, object]] = []
+    for n in range(12):
+        messages.append(user(f"Request number {n} asks for one more small change."))
+        messages.extend(write(f"w{n}", f"/w/p/pkg/module_{n}.py", f"value_{n} = {n}\n"))
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    limit = rough_token_count(renderer.render(_LEVELS[-1], _Cuts(**EMPTIED)))
+    text = _cut_to_fit(renderer, _LEVELS[-1], limit)
+    assert rough_token_count(text) <= limit
+    users = text.split("6. All user messages:")[1].split("7. Pending Tasks:")[0]
+    assert "more)" not in users
+    assert all(f"Request number {n} asks" in users for n in range(12))
+    assert "module_0.py" not in text.split("3. Files and Code Sections:")[1].split("4. ")[0]
 
 
 def test_a_list_too_long_is_cut_by_an_eighth_at_least_one_item_a_step() -> None:

@@ -165,8 +165,7 @@ def test_a_test_run_failing_at_the_end_is_shown_in_full_with_its_cause_as_the_ne
     text = render(messages)
     assert section(text, 8).endswith(
         "   - Edit /w/shop/queries.py\n"
-        "       | def rows():\n"
-        "       |     return Order.objects.values('id')\n"
+        "       | (its code is shown in section 3)\n"
         "     -> ok\n"
         "   - Bash `pytest -q`\n"
         "     -> failed:\n"

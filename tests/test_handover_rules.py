@@ -337,9 +337,14 @@ def test_the_last_steps_show_each_call_with_its_input_and_result() -> None:
     long = "\n".join(f"out {n}" for n in range(20))
     output = section(render(bash("b", "make", long)), 8)
     assert "       out 2\n       … (14 more lines)\n       out 17\n" in output
-    written = section(render(write("w", "/x/new.py", "\n".join(f"line {n}" for n in range(9)))), 8)
+    new_file = write("w", "/x/new.py", "\n".join(f"line {n}" for n in range(9)))
+    written = section(render(new_file, replace(RICH, excerpts=0)), 8)
     assert "   - Write /x/new.py\n       | line 0\n" in written
     assert f"       | line {RECENT_INPUT_LINES - 1}\n       | … (3 more lines)\n     -> ok" in written
+    # Code section 3 shows is not quoted again among the last steps.
+    shown = render(new_file)
+    assert "     line 8\n" in section(shown, 3)
+    assert "   - Write /x/new.py\n       | (its code is shown in section 3)\n     -> ok" in section(shown, 8)
     assert "Every step" not in section(render(messages, replace(RICH, recent_chars=0)), 8)
 
 
@@ -648,3 +653,12 @@ def test_env_files_give_their_key_names_never_values() -> None:
     many = "\n".join(f"K{n:02d}_KEY=v" for n in range(ENV_KEYS_SHOWN + 2))
     capped = section(render(read("r", "/p/.env", many)), 2)
     assert f"K{ENV_KEYS_SHOWN - 1:02d}_KEY (2 more)" in capped and f"K{ENV_KEYS_SHOWN:02d}_KEY" not in capped
+
+
+def test_the_next_step_names_the_line_saying_what_failed_not_a_banner() -> None:
+    failure = (
+        "============================= test session starts ==============================\n"
+        "FAILED tests/test_link.py::test_link - AssertionError: no link"
+    )
+    nine = section(render([user("fix the link"), *bash("t", "pytest -q", failure, error=True)]), 9)
+    assert 'Next: Fix "FAILED tests/test_link.py::test_link - AssertionError: no link", which Bash' in nine

@@ -251,6 +251,23 @@ def failure_excerpt(output: str, *, flagged: bool, command: str | None) -> str:
     return _excerpt(lines, telling)
 
 
+_BANNER = re.compile(r"^\s*([=*#~_-])\1{2,}")
+"""A line a tool opens or closes a block with (`===== test session starts =====`)."""
+_GENERIC_FAILURE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|Exit code \d+\s*$)")
+"""Telling lines that say only that something failed, not what."""
+
+
+def failure_headline(failure: str) -> str:
+    """The line of a failure that says best what failed: its first telling line (an error,
+    a failed test), one that only says something failed (an exit code, a traceback's
+    opening) after the others; else its first line that is no banner; else its first."""
+    lines = [line.strip() for line in failure.splitlines() if line.strip()]
+    telling = [line for line in lines if _FAILURE_LINE.search(line)]
+    specific = [line for line in telling if not _GENERIC_FAILURE.match(line)]
+    plain = [line for line in lines if not _BANNER.match(line)]
+    return next(iter(specific or telling or plain or lines), "")
+
+
 def warns(command: str) -> bool:
     """Whether a command's warnings count as failures: a build or lint run (`mix compile`,
     `cargo clippy`, `mix credo`, `npm run lint`), or one told to treat them as errors."""
@@ -340,6 +357,7 @@ __all__ = [
     "command_words",
     "commits_in",
     "failure_excerpt",
+    "failure_headline",
     "is_check",
     "is_read_only",
     "makes_something",

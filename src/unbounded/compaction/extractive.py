@@ -14,7 +14,9 @@ the state, the next step, the errors and the recent code, not on lists of names.
 3. Files and Code Sections: each file written, the most recent first: created or edited, by
    which tools, whether it changed after the last commit, the agent's words before its latest
    change; the code of the latest ones (a whole file, a long one outlined by its definition
-   lines, an edit with what it replaced), the definitions of the others; the files only read.
+   lines, an edit with what it replaced), the definitions of the others; the files only read,
+   the last read of them with their definition lines; the layout of the folders the agent
+   listed (`folder_tree`).
 4. Errors and fixes: each failed call (flagged, or a failing output such as a compiler error,
    failing tests or a JSON error reply), unresolved first: the failure's lines, the agent's
    first words after it, what it tried since, and the call that fixed it; then the problems
@@ -53,8 +55,11 @@ Size. The summary aims at `target_ratio` (10 %) of the conversation's tokens, at
 `min_tokens` (1,000; never more than the conversation) or 1,500 tokens for a conversation
 over 6,000 (the most the compaction guard asks of a summary), at most `max_tokens` (4,000:
 Claude Code's own summaries of the same points hold 2,000 to 4,000). It renders at a ladder of
-levels, from rich (long quotes, code excerpts) to lean, and keeps the first that fits; past
-the lean level the longest lists are cut with "(N more)" markers. Token counts are length / 4.
+levels, from rich (long quotes, code excerpts) to lean, and keeps the first that fits; given
+the budget, the code of the files changed last takes its share of the room the other sections
+leave before the last steps take the rest (`_Renderer._with_code`). Past the lean level the
+long lists are cut with "(N more)" markers, the least needed first (`CUT_ORDER`). Token
+counts are length / 4.
 """
 
 from __future__ import annotations
@@ -75,15 +80,17 @@ from unbounded.compaction.carried import (
     render_latest,
     render_standing,
 )
-from unbounded.compaction.command_results import command_key, shorten_quoted
+from unbounded.compaction.command_results import command_key, failure_headline, shorten_quoted
 from unbounded.compaction.facts import clip, normalize_text, shown_items
 from unbounded.compaction.handover import (
     Call,
     ErrorRecord,
     FileChange,
     Handover,
+    Listing,
     Plan,
     TrackerItem,
+    defined_name,
     definition_lines,
     mentioned_paths,
     push_target,
@@ -154,6 +161,16 @@ RECENT_RESULT_LINES = 3
 """Lines of a result's head, and of its tail, shown among the last steps."""
 RECENT_ERROR_LINES = 12
 """Lines of a failure shown among the last steps."""
+CODE_ROOM_CHARS = 3_000
+"""Given a budget, the code of the files changed last takes up to this many characters of
+the room the other sections leave (at most half of it past the last steps' least), before
+the last steps take the rest: an agent goes on from that code."""
+CODE_MIN_CHARS = 400
+"""Less room than this for code is left to the last steps."""
+CODE_EXCERPTS = 2
+"""Files whose latest code is shown when the room allows (the most recently changed)."""
+CODE_EXCERPT_LINES = 20
+"""Lines of each such excerpt, at least."""
 EARLIER_COMMANDS_CHARS = 600
 """Room (at most a quarter of the last steps') for the commands of the steps before them:
 a command the last steps leave out is still named."""
@@ -237,6 +254,14 @@ class _Level:
     """Commits, and pushes, listed one a line (section 5), the newest; the earlier ones are
     one line of their shas or targets, so a long session's Git list never crowds out the
     user's messages."""
+    read_outlines: int = 2
+    """Files read, not changed, whose definitions are listed (section 3), the latest read."""
+    outline_lines: int = 8
+    """Definitions listed per such file."""
+    listings: int = 2
+    """Folders shown as the agent last listed them (section 3), the newest first."""
+    layout_chars: int = 800
+    """Characters of one folder's layout (its names grouped by subfolder)."""
     recent_chars: int = 6_000
     """Characters of the last steps shown as they happened (section 8), filled from the
     newest backwards: what the last calls did and showed, the agent's words between. Given a
@@ -290,6 +315,10 @@ _LEVELS: tuple[_Level, ...] = (
         answered_chars=2_400,
         git_events=5,
         recent_chars=2_400,
+        read_outlines=1,
+        outline_lines=6,
+        listings=1,
+        layout_chars=500,
     ),
     _Level(
         1_500,
@@ -315,6 +344,9 @@ _LEVELS: tuple[_Level, ...] = (
         answered_chars=1_000,
         git_events=3,
         recent_chars=1_000,
+        read_outlines=0,
+        listings=1,
+        layout_chars=300,
     ),
 )
 """From rich to lean; the lean level keeps the request, the state and the next step."""
@@ -583,6 +615,168 @@ def _root(handover: Handover) -> str:
     return max(shared, key=lambda folder: (folder.count("/"), folder), default="")
 
 
+CACHE_FOLDERS = frozenset(
+    {
+        "__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
+        ".venv", "site-packages", "node_modules", "bower_components", "deps", "_build",
+    }
+)  # fmt: skip
+"""Folders tools fill (caches, installed packages and their builds: Python's, npm's,
+Mix's): a layout shows the project without them."""
+
+
+LAYOUT_MIN_NAMES = 2
+"""A listing showing fewer names (once tool folders are left out) shows no layout: one file
+found is no folder's layout."""
+
+
+def _folders_line(folders: Sequence[str], names: Sequence[str]) -> str:
+    """Folders holding the same names in one line, those of one parent braced together:
+    `deps/{a, b}/: mix.exs`."""
+    by_parent: dict[str, list[str]] = {}
+    for folder in folders:
+        parent, _, child = folder.rpartition("/")
+        by_parent.setdefault(parent, []).append(child)
+    parts = [
+        (f"{parent}/" if parent else "")
+        + (children[0] if len(children) == 1 else "{" + ", ".join(children) + "}")
+        for parent, children in by_parent.items()
+    ]
+    return ", ".join(f"{part or '.'}/" for part in parts) + ": " + ", ".join(names)
+
+
+def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
+    """A listing's names grouped by folder (`src/api/: a.py, b.py`; folders holding the
+    same names in one line), in the order the listing showed them, tool-filled folders
+    (`CACHE_FOLDERS`) left out, within about `chars`, with a count of the names not shown;
+    paths relative to `root`."""
+    groups: dict[str, list[str]] = {}
+    for entry in listing.entries:
+        bare = entry.rstrip("/")
+        path = bare if "/" in bare or listing.folder == "." else f"{listing.folder}/{bare}"
+        path = relative(path, root)
+        path = path[2:] if path.startswith("./") else path
+        if not CACHE_FOLDERS.isdisjoint(path.split("/")[:-1]):
+            continue
+        folder, _, name = path.rpartition("/")
+        groups.setdefault(folder, []).append(name + ("/" if entry.endswith("/") else ""))
+    same: dict[tuple[str, ...], list[str]] = {}
+    for folder, in_folder in groups.items():
+        same.setdefault(tuple(in_folder), []).append(folder)
+    total = sum(len(names) * len(folders) for names, folders in same.items())
+    if total < LAYOUT_MIN_NAMES:
+        return []
+    lines: list[str] = []
+    used = shown = 0
+    for names, folders in same.items():
+        line = _folders_line(folders, names)
+        if used + len(line) > chars:
+            # The line's start that fits, cut after a name: the rest is counted below.
+            cut = line[: max(0, chars - used - 3)].rpartition(", ")[0]
+            if cut:
+                lines.append(escape_tags(cut + ", …"))
+            break
+        lines.append(escape_tags(line))
+        used += len(line) + 1
+        shown += len(names) * len(folders)
+    if total > shown and lines:
+        lines.append(f"({total} names in all, not all shown)")
+    return lines
+
+
+BODY_LINES = 15
+"""Lines of the definition a file read last shows whole (the one the agent named since)."""
+BODY_CHARS = 900
+"""Characters of that definition."""
+_NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+"""A line as a read tool numbers it (`    12→code`)."""
+_NAME = re.compile(r"[A-Za-z_][\w.?!-]*")
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_CALLED = re.compile(r"([A-Za-z_][\w.?!]*)\(")
+_IDENTIFIER_SHAPE = re.compile(r"_|[a-z][A-Z]")
+"""A word shaped as code (`load_rows`, `loadRows`), not as English."""
+
+
+def code_names(text: str) -> frozenset[str]:
+    """The names a text writes as code: inside backticks, before a "(", or shaped as an
+    identifier (an underscore, a lower-then-upper letter); a plain word ("project") is prose."""
+    names = {name for span in _CODE_SPAN.findall(text) for name in _NAME.findall(span)}
+    names.update(_CALLED.findall(text))
+    names.update(word for word in _NAME.findall(text) if _IDENTIFIER_SHAPE.search(word))
+    bare = {name.rstrip(".-") for name in names}  # a sentence's full stop is no part of it
+    return frozenset(part for name in bare for part in (name, name.rsplit(".", 1)[-1]) if part)
+
+
+def _read_code(output: str) -> tuple[list[str], list[str]]:
+    """A read's lines without the numbers a read tool put before them, and those numbers
+    (none when most lines have none)."""
+    lines = output.splitlines()
+    matches = [_NUMBERED.match(line) for line in lines]
+    if sum(1 for m in matches if m) * 2 >= sum(1 for line in lines if line.strip()):
+        code = [m.group(2) if m else "" for m in matches]
+        return code, [m.group(1) if m else "" for m in matches]
+    return lines, []
+
+
+def _indent(line: str) -> int:
+    """How far a line is indented, in characters."""
+    return len(line) - len(line.lstrip())
+
+
+def definition_body(
+    output: str, said: Sequence[str], max_lines: int, max_chars: int
+) -> tuple[str, list[str]]:
+    """The definition of a read's output that the newest of the texts `said` names (the
+    agent's words since the read), with its lines up to the next definition as little
+    indented, numbered as the read numbered them, within `max_lines` and `max_chars`, with a
+    count of the rest; ("", []) when no text names one."""
+    code, numbers = _read_code(output)
+    starts = definition_lines("\n".join(code))
+    defined = [(i, defined_name(code[i])) for i in starts]
+    for text in reversed(said):
+        words = code_names(text)
+        index, name = next(((i, n) for i, n in defined if n and n in words), (-1, None))
+        if name is None:
+            continue
+        end = next(
+            (j for j in starts if j > index and _indent(code[j]) <= _indent(code[index])),
+            len(code),
+        )
+        while end > index + 1 and not code[end - 1].strip():
+            end -= 1
+        body = [
+            (f"{numbers[i]:>5}: " if numbers and numbers[i] else "") + code[i].rstrip()
+            for i in range(index, end)
+        ]
+        return name, _excerpt_lines("\n".join(body), max_lines, max_chars)
+    return "", []
+
+
+def read_definitions(output: str, named: frozenset[str], max_lines: int) -> list[str]:
+    """The lines of a file's read output that define something (signatures), with their
+    line numbers when the read tool numbered them: those defining a name the conversation
+    uses (`named`) first, then the others in order, `max_lines` of them, shown in file
+    order, with a count of those left out."""
+    code, numbers = _read_code(output)
+    found = definition_lines("\n".join(code))
+
+    def defines_named(index: int) -> bool:
+        words = set(_NAME.findall(code[index]))
+        return not words.isdisjoint(named)
+
+    chosen = sorted(sorted(found, key=lambda i: (not defines_named(i), i))[:max_lines])
+    shown = [
+        (f"{numbers[i]:>5}: " if numbers and numbers[i] else "  ")
+        + _verbatim(code[i].rstrip(), LINE_CHARS)
+        for i in chosen
+    ]
+    if len(found) > len(chosen) and shown:
+        shown.append(f"… ({len(found) - len(chosen)} more definitions)")
+    return shown
+
+
 def _outline(code: str, max_lines: int, max_chars: int) -> list[str]:
     """A long file in `max_lines`: its first `OUTLINE_HEAD` lines, then its definition lines
     with their line numbers, up to `max_chars`; gaps marked."""
@@ -740,8 +934,18 @@ class _Renderer:
         )
         # Each request once, at its latest place, so the last one is the latest request.
         self.requests = list(dict.fromkeys(r.text for r in reversed(handover.requests)))[::-1]
+        self.named = frozenset(
+            name
+            for text in [*(t for _, t in handover.assistant_texts), *self.requests]
+            for name in code_names(text)
+        )
+        """Names the agent's words and the user's requests use (definitions read are
+        listed those first)."""
         self.recent_chars = 0
         """Room of the last steps in the rendering under way (`render`)."""
+        self.code_shown: set[int] = set()
+        """Where the writes whose code section 3 shows sit, in the rendering under way: the
+        last steps do not quote it again."""
         self.answered_chars = 0
         """Room of the answered message in the rendering under way (`render`)."""
 
@@ -870,6 +1074,7 @@ class _Renderer:
             lines.append("     Defines: " + escape_tags(", ".join(names)))
         if not shown:
             return lines
+        self.code_shown.add(change.last.position)
         if outlined:
             shown = _outline(code, level.excerpt_lines, level.excerpt_chars)
             lines.append(
@@ -913,8 +1118,64 @@ class _Renderer:
             )
         elif read:
             lines.append(f"   {len(read)} other file(s) were read, not changed.")
+        lines += self.read_outlines(read, level)
+        lines += self.layout(level)
         lines += self.carried(level, 3)
         return lines or ["   No file was read or changed."]
+
+    def read_outlines(self, paths: Sequence[str], level: _Level) -> list[str]:
+        """What the files read last that define something define (`level.read_outlines` of
+        them), as their latest read showed it (signatures with line numbers), the
+        definitions of names the conversation uses first."""
+        lines: list[str] = []
+        files = 0
+        for path in paths:
+            if files >= level.read_outlines:
+                break
+            call = next(
+                (
+                    c
+                    for c in reversed(self.h.calls)
+                    if c.path_read == path and not c.failed and c.result.strip()
+                ),
+                None,
+            )
+            if call is None:
+                continue
+            shown = read_definitions(call.result, self.named, level.outline_lines)
+            if not shown:
+                continue
+            files += 1
+            lines.append(f"   - {escape_tags(self.path(path))} as last read, its definitions:")
+            lines.extend(f"     {line}" for line in shown)
+            said = [t for p, t in self.h.assistant_texts if p > call.position]
+            name, body = definition_body(call.result, said, BODY_LINES, BODY_CHARS)
+            if body:
+                lines.append(
+                    f"     `{escape_tags(name)}` as read (the agent's words since name it):"
+                )
+                lines.extend(["     ```", *(f"     {line}" for line in body), "     ```"])
+        return lines
+
+    def layout(self, level: _Level) -> list[str]:
+        """The folders the agent listed, each as it last listed them, the newest first."""
+        lines: list[list[str]] = []
+        for listing in reversed(self.h.listings):
+            if len(lines) >= level.listings:
+                break
+            tree = folder_tree(listing, self.root, level.layout_chars)
+            if tree:
+                ago = self._calls_after(listing.call.position)
+                lines.append(
+                    [
+                        f"   - {self.call(listing.call)} ({ago} tool call(s) ago):",
+                        *(f"     {line}" for line in tree),
+                    ]
+                )
+        if not lines:
+            return []
+        heading = "   Folders as the agent last listed them (the newest first):"
+        return [heading, *(line for shown in lines for line in shown)]
 
     def _error_lines(self, record: ErrorRecord, level: _Level) -> list[str]:
         call = record.call
@@ -1332,7 +1593,9 @@ class _Renderer:
         given = _given_text(call.block)
         # A command quoted line by line below is named by its program in the headline.
         lines = [f"   - {self.call(call, 0 if given == call.command else COMMAND_CHARS)}"]
-        if given:
+        if given and call.position in self.code_shown:
+            lines.append("       | (its code is shown in section 3)")
+        elif given:
             lines.extend(
                 f"       | {line}".rstrip() for line in _head(given, RECENT_INPUT_LINES, code=True)
             )
@@ -1494,7 +1757,7 @@ class _Renderer:
         return f"commit the {len(pending)} file(s) changed after {last_commit[1].sha} (section 5)"
 
     def _fix(self, record: ErrorRecord) -> str:
-        first = record.call.failure.splitlines()[0]
+        first = failure_headline(record.call.failure)
         return (
             f"fix {_quote(first, LINE_CHARS)}, which {self.call(record.call)} reported "
             "(section 4), and run it again"
@@ -1608,12 +1871,36 @@ class _Renderer:
         if room is not None and most:
             self.recent_chars = 0
             rest = len(self._render(level, cuts))
+            level, rest = self._with_code(level, cuts, room, rest)
             # A leaner level leaves more room: the last steps take it, up to their bound.
             most = max(most, RECENT_ROOM_CHARS) if cuts.recent is None else most
             self.recent_chars = max(min(RECENT_MIN_CHARS, most), min(most, room - rest))
         return self._render(level, cuts)
 
+    def _with_code(self, level: _Level, cuts: _Cuts, room: int, rest: int) -> tuple[_Level, int]:
+        """The level with the code of the files changed last (and the definitions of those
+        read last) given up to half the room the other sections leave, before the last steps
+        take the rest, and the length of the other sections then; the level as it is when
+        that room is too small or the code adds nothing."""
+        chars = min(CODE_ROOM_CHARS, (room - rest - RECENT_MIN_CHARS) // 2)
+        if chars < CODE_MIN_CHARS:
+            return level, rest
+        fuller = replace(
+            level,
+            excerpts=max(level.excerpts, CODE_EXCERPTS),
+            excerpt_lines=max(level.excerpt_lines, CODE_EXCERPT_LINES),
+            excerpt_chars=max(level.excerpt_chars, chars // CODE_EXCERPTS),
+            read_outlines=max(level.read_outlines, 1),
+        )
+        if fuller == level:
+            return level, rest
+        longer = len(self._render(fuller, cuts))
+        if longer == rest or longer - rest > chars:
+            return level, rest
+        return fuller, longer
+
     def _render(self, level: _Level, cuts: _Cuts) -> str:
+        self.code_shown = set()
         eighth, ninth = (
             ("Work Completed", "Context for Continuing Work")
             if self.up_to
@@ -1634,8 +1921,21 @@ class _Renderer:
         return f"{SUMMARY_HEADER}\n{body}"
 
 
+CUT_ORDER: tuple[tuple[str, ...], ...] = (
+    ("spec_lines", "recent", "errors"),
+    ("carried", "answered"),
+    ("earlier", "files"),
+    ("prompts",),
+)
+"""The long lists `_cut_to_fit` shortens, least needed first: a task's spec, the last steps
+and the fixed errors (their commands and files are named elsewhere) before what the previous
+summary carried and the answered message, those before the files, the user's own prompts
+last (an agent cannot ask for them again)."""
+
+
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
-    """Shorten the longest lists one step at a time until the text fits."""
+    """Shorten the long lists one step at a time until the text fits: within the least
+    needed group of `CUT_ORDER` that still has items, its longest list first."""
     cuts = _Cuts()
     sizes = {
         "files": min(level.files, len(renderer.h.changes)),
@@ -1649,7 +1949,8 @@ def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
     }
     text = renderer.render(level, cuts)
     while rough_token_count(text) > max_tokens and any(size > 0 for size in sizes.values()):
-        name = max(sorted(sizes), key=lambda key: sizes[key])
+        group = next(g for g in CUT_ORDER if any(sizes[key] > 0 for key in g))
+        name = max(sorted(group), key=lambda key: sizes[key])
         sizes[name] = max(0, sizes[name] - max(1, (sizes[name] - 1) // 8))
         cuts = replace(cuts, **{name: sizes[name]})
         text = renderer.render(level, cuts)

@@ -31,7 +31,8 @@ reads it deterministically, for the offline summary and the offline session note
   that the item names, its stated next step, its decisions with their reasons, the
   sentences stating a finding or result, and the problems it reported in its own words.
 - **files**: each file written, newest change first, with the calls that wrote it and the
-  definitions (functions, classes, modules, CSS selectors) in the code it wrote.
+  definitions (functions, classes, modules, CSS selectors) in the code it wrote; the latest
+  listing of each folder the agent listed (`ls`, `find`, `tree`, Glob, LS), read as paths.
 
 Everything is quoted or listed, never paraphrased, and every list keeps conversation order
 or an explicit sort: the same messages give the same hand-over.
@@ -39,6 +40,7 @@ or an explicit sort: the same messages give the same hand-over.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -153,6 +155,16 @@ STATUS_FILE = re.compile(
 )
 """Files whose open items a hand-over keeps when the agent read them (the project's plan)."""
 STATUS_ITEMS = 8
+LISTING_PROGRAMS = frozenset({"ls", "find", "tree", "fd", "eza", "exa"})
+"""Programs whose output lists a folder's files."""
+LISTING_TOOLS = frozenset({"Glob", "glob", "LS", "list_directory", "list_dir", "list_files"})
+"""Tools whose result lists a folder's files."""
+_LONG_LISTING = re.compile(r"^[bcdlps-][rwxsStT-]{9}[@+.]?\s")
+"""An `ls -l` line: its name is its ninth field."""
+_TREE_GLYPHS = re.compile(r"^(?:[\s│├└─|`]|-\s)+")
+"""What a nested listing puts before a name: tree lines, indentation, a list's dashes."""
+_ENTRY = re.compile(r"^[\w@.+~/-][\w@.+~/-]*$")
+"""A file or folder name or path as a listing prints it (no spaces: not a sentence)."""
 _OPEN_ITEM = re.compile(
     r"^\s*[-*]\s*\[ \]\s*\S"
     r"|\b(?:next|todo|open|pending|nächste[nrs]?|offene?|ausstehend)\b",
@@ -363,6 +375,17 @@ class StatusFile:
 
 
 @dataclass(frozen=True, slots=True)
+class Listing:
+    """A folder's layout as the agent last listed it (`ls`, `find`, `tree`, Glob…): the call,
+    the folder it named ("." for the working directory), and the names it showed (paths, or
+    names inside the folder)."""
+
+    call: Call
+    folder: str
+    entries: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FileChange:
     """A file written in the conversation: the calls that wrote it, in order."""
 
@@ -452,6 +475,8 @@ class Handover:
     (`makes_something`), with the call that ran it, the latest last."""
     """The status / plan files read, each at its latest read, the latest last."""
     """Files written, the most recently changed first."""
+    listings: list[Listing] = field(default_factory=list)
+    """The latest listing of each folder the agent listed, the latest last (`_listings`)."""
     previous_summaries: list[str] = field(default_factory=list)
     answered: tuple[int, str] | None = None
     """The agent's message the latest request answers (its last text before it, no other
@@ -568,6 +593,16 @@ def definition_lines(code: str) -> list[int]:
         m.start() + len(m.group(0)) - len(m.group(0).lstrip()) for m in _DEFINITION.finditer(code)
     ]
     return sorted({code.count("\n", 0, start) for start in starts})
+
+
+def defined_name(line: str) -> str | None:
+    """The name a line of code defines (`def load(…)` → `load`; a module's last part), or
+    None when it defines nothing (`_DEFINITION`)."""
+    match = _DEFINITION.match(line)
+    if match is None:
+        return None
+    name = next((group for group in match.groups() if group), None)
+    return name.rsplit(".", 1)[-1] if name else None
 
 
 def replaced_code(block: Mapping[str, Any]) -> str:
@@ -1209,6 +1244,93 @@ def _made(handover: Handover) -> None:
     handover.made = list(latest.values())
 
 
+def listing_entry(line: str) -> str | None:
+    """The name a listing's line shows (a folder's with a trailing "/" when `ls -l` marks
+    it; "." and ".." too), or None for a line that is no name (a heading, a count, a
+    sentence)."""
+    line = line.rstrip()
+    if _LONG_LISTING.match(line):
+        fields = line.split(None, 8)
+        if len(fields) < 9:
+            return None
+        name = fields[8].split(" -> ", 1)[0]
+        name += "/" if line.startswith("d") and not name.endswith("/") else ""
+    else:
+        name = _TREE_GLYPHS.sub("", line)
+    return name if _ENTRY.match(name) else None
+
+
+def listing_paths(output: str) -> tuple[list[str], int]:
+    """The paths a listing shows, a nested one (`tree`, a tool's indented list) read by its
+    indentation (a line under a deeper-indented one is inside it), and how many of its lines
+    are names; "." and ".." left out, a folder's path with its trailing "/"."""
+    paths: list[str] = []
+    names = 0
+    parents: list[tuple[int, str]] = []
+    for line in output.splitlines():
+        name = listing_entry(line)
+        if name is None:
+            continue
+        names += 1
+        indent = 0 if _LONG_LISTING.match(line) else len(line) - len(_TREE_GLYPHS.sub("", line))
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        bare = name.rstrip("/")
+        if parents and not name.startswith("/"):
+            joined = posixpath.normpath(posixpath.join(parents[-1][1], bare))
+        else:
+            joined = bare or "/"
+        parents.append((indent, joined))
+        if bare not in (".", ".."):
+            paths.append(joined + ("/" if name.endswith("/") and joined != "/" else ""))
+    return paths, names
+
+
+def listed_folder(call: Call) -> str | None:
+    """The folder a call lists: a listing program's first argument that is no option
+    ("." when it names none), a listing tool's path; None when the call lists nothing."""
+    if call.command:
+        words = command_words(call.command)
+        if not words or words[0].rsplit("/", 1)[-1] not in LISTING_PROGRAMS:
+            return None
+        folders = [w.strip("'\"") for w in words[1:] if not w.startswith(("-", "(", "!", "\\"))]
+        # An option's number (`tree -L 2`) or a pattern (`*.py`) names no folder.
+        folder = next(
+            (w for w in folders if w and not w.isdigit() and not any(c in w for c in "*?[")), "."
+        )
+    elif call.name in LISTING_TOOLS:
+        tool_input = call.block.get("input")
+        given = tool_input if isinstance(tool_input, Mapping) else {}
+        pattern = str(given.get("pattern") or "")
+        # A pattern's folders before its first wildcard: `tests/*.py` lists `tests`.
+        fixed = "/".join(p for p in pattern.split("/")[:-1] if p).split("*", 1)[0]
+        under = "/".join(p for p in fixed.split("/") if p and not any(c in p for c in "*?[{"))
+        folder = str(given.get("path") or given.get("directory") or ".")
+        folder = posixpath.join(folder, under) if under else folder
+    else:
+        return None
+    folder = folder.rstrip("/") or "/"
+    return folder[2:] if folder.startswith("./") else folder
+
+
+def _listings(handover: Handover) -> None:
+    latest: dict[str, Listing] = {}
+    for call in handover.calls:
+        if call.failed or call.is_error is None:
+            continue
+        folder = listed_folder(call)
+        if folder is None:
+            continue
+        lines = [line for line in call.result.splitlines() if line.strip()]
+        entries, names = listing_paths(call.result)
+        # Mostly names, else the output is something else (a search's matching lines).
+        if not entries or 2 * names < len(lines):
+            continue
+        latest.pop(folder, None)
+        latest[folder] = Listing(call, folder, tuple(entries))
+    handover.listings = list(latest.values())
+
+
 def _status_files(handover: Handover) -> None:
     latest: dict[str, StatusFile] = {}
     for call in handover.calls:
@@ -1303,6 +1425,7 @@ def read_handover(messages: Sequence[Mapping[str, Any]]) -> Handover:
     _changes(handover)
     _status_files(handover)
     _made(handover)
+    _listings(handover)
     _env_keys(handover)
     _git_and_checks(handover)
     _own_words(handover)
@@ -1341,6 +1464,8 @@ def _only_requests(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 __all__ = [
     "DONE_TODO_STATUSES",
     "IN_PROGRESS",
+    "LISTING_PROGRAMS",
+    "LISTING_TOOLS",
     "OPEN_TODO_STATUSES",
     "TRACKER_COMMAND",
     "Call",
@@ -1348,6 +1473,7 @@ __all__ = [
     "ErrorRecord",
     "FileChange",
     "Handover",
+    "Listing",
     "Plan",
     "PlanItem",
     "ReadyItem",
@@ -1355,7 +1481,11 @@ __all__ = [
     "RequestStep",
     "TrackerItem",
     "approves",
+    "defined_name",
     "definition_lines",
+    "listed_folder",
+    "listing_entry",
+    "listing_paths",
     "mentioned_paths",
     "proposes",
     "push_target",
