@@ -10,11 +10,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from conversation import bash, read, says, user
+from conversation import bash, read, says, user, write
 
 from unbounded.compaction.command_results import failure_headline
 from unbounded.compaction.extractive import (
     _LEVELS,
+    _cut_to_fit,
     _Cuts,
     _Renderer,
     definition_body,
@@ -398,3 +399,24 @@ def test_a_sed_range_showing_a_line_moved_is_not_taken_for_the_known_text() -> N
         *_shell_read("s2", "sed -n '2p' m.py", "LIMIT = 10\n"),
     ]
     assert recorded_files(entries)["m.py"] == RecordedFile("LIMIT = 10\n", partial=True)
+
+
+# --- cut order -----------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="regression: CUT_ORDER cuts errors before files to drop fixed ones, but an unresolved error goes too "
+    "while all 12 files stay (9dee2a7 cut the files first)",
+)
+def test_cutting_to_fit_keeps_the_unresolved_errors_before_the_files() -> None:
+    messages: list[dict[str, Any]] = [user("build the package")]
+    for n in range(3):
+        output = f"FAILED tests/test_{n}.py::test_x - assert {n} == 9\n1 failed"
+        messages += bash(f"t{n}", f"pytest tests/test_{n}.py -q", output, error=True)
+    messages.append(user("go on"))
+    for n in range(12):
+        messages += write(f"w{n}", f"/w/app/pkg/module_{n}.py", f"def f{n}():\n    return {n}\n")
+    text = _cut_to_fit(_Renderer(read_handover(messages), up_to=False), LEAN, 600)
+    errors = text.split("4. Errors and fixes:")[1].split("\n5. ")[0]
+    assert all(f"tests/test_{n}.py" in errors for n in range(3))
