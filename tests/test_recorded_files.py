@@ -176,6 +176,22 @@ def test_a_shell_range_read_of_a_known_file_keeps_its_whole_text() -> None:
     assert recorded_files(alone)["m.py"] == RecordedFile("b = 2\nc = 3\n", partial=True)
 
 
+def test_a_range_read_without_line_numbers_agrees_only_where_its_call_starts() -> None:
+    whole = "one\ntwo\nthree\n"
+    known = [_tool("r1", "Read", file_path="/p/t.py"), _answer("r1", whole)]
+    # a read tool that prints no numbers: the call's offset says where the lines are
+    at_two = [*known, _tool("r2", "Read", file_path="/p/t.py", offset=2), _answer("r2", "two")]
+    assert recorded_files(at_two)["/p/t.py"] == RecordedFile(whole)
+    at_one = [*known, _tool("r2", "Read", file_path="/p/t.py", offset=1), _answer("r2", "two")]
+    assert recorded_files(at_one)["/p/t.py"] == RecordedFile("two", partial=True)
+    # `tail` says nothing of where its lines start: what it shows is all that is known
+    tail = [*_shell_read("s1", "cat m.py", whole), *_shell_read("s2", "tail -n 2 m.py", "one\ntwo\n")]
+    assert recorded_files(tail)["m.py"] == RecordedFile("one\ntwo\n", partial=True)
+    # `head` starts at the first line
+    head = [*_shell_read("s1", "cat m.py", whole), *_shell_read("s2", "head -n 2 m.py", "one\ntwo\n")]
+    assert recorded_files(head)["m.py"] == RecordedFile(whole)
+
+
 def test_transcript_rehydration_restores_files_no_disk_holds() -> None:
     entries = [
         _tool("r1", "Read", file_path="/nowhere/on/this/disk/a.py"),

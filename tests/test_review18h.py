@@ -375,11 +375,6 @@ def _shell_read(call_id: str, command: str, output: str) -> list[Entry]:
 KNOWN = 'LIMIT = 10\nNAME = "x"\n'
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: a range read without line numbers agrees when its text is a substring of the known text, "
-    "mid-line too: 'LIMIT = 1' keeps the stale 'LIMIT = 10'",
-)
 def test_a_range_read_showing_a_changed_line_is_not_taken_for_the_known_text() -> None:
     entries = [
         *_shell_read("s1", "cat m.py", KNOWN),
@@ -388,11 +383,6 @@ def test_a_range_read_showing_a_changed_line_is_not_taken_for_the_known_text() -
     assert recorded_files(entries)["m.py"] == RecordedFile("LIMIT = 1\n", partial=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: `sed -n '2p'` names its line, but lines without numbers agree anywhere: line 1 of the "
-    "known text shown as line 2 (a line was added above) keeps the stale text",
-)
 def test_a_sed_range_showing_a_line_moved_is_not_taken_for_the_known_text() -> None:
     entries = [
         *_shell_read("s1", "cat m.py", KNOWN),

@@ -41,7 +41,13 @@ from unbounded.compaction.facts import text_of
 from unbounded.model.entries import Entry
 from unbounded.model.shell_files import ShellRead, WrittenFile, output_cut, unwrap_output
 from unbounded.model.spilled_entries import entry_in_place
-from unbounded.model.tools import file_read_path, file_shell_reads, file_write_path, file_writes
+from unbounded.model.tools import (
+    file_read_path,
+    file_shell_reads,
+    file_write_path,
+    file_writes,
+    shell_command,
+)
 
 UNCHANGED_STUB_PREFIX = "File unchanged since last read"
 """How Claude Code's FILE_UNCHANGED stub result begins (a read that returned no content)."""
@@ -49,6 +55,8 @@ _LINE_NUMBER = re.compile(r"^ *\d+(?:→|\t)", re.MULTILINE)
 _REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 _RANGE_KEYS = ("offset", "limit", "view_range", "line_range")
 _PATCH_ACTIONS = frozenset({"add", "update", "delete"})
+_SED_RANGE = re.compile(r"\bsed\s+-n\s+['\"]?(\d+)(?:,\d+)?p['\"]?\s")
+_HEAD = re.compile(r"(?:^|[;&|]\s*)head\b")
 
 
 class AppendedSince:
@@ -142,23 +150,48 @@ def strip_line_numbers(text: str) -> str:
     return text
 
 
-def _known_lines_agree(before: RecordedFile | None, shown: str) -> bool:
-    """Whether a read of part of a file shows lines its known whole text holds, at the line
-    numbers the read gives (anywhere in it when the read gives none): then the whole text
-    still stands, and a later edit can be replayed on it."""
+def _known_lines_agree(before: RecordedFile | None, shown: str, first_line: int | None) -> bool:
+    """Whether a read of part of a file shows whole lines its known whole text holds where the
+    read puts them (the line numbers it prints, else `first_line`, the line the call asked to
+    start at): then the whole text still stands, and a later edit can be replayed on it. A read
+    that says neither where it starts agrees with nothing."""
     known = before.text if before is not None and not before.partial else None
     if not known:
         return False
-    first = _LINE_NUMBER.match(shown.lstrip("\n"))
+    numbered = _LINE_NUMBER.match(shown.lstrip("\n"))
+    if numbered is not None:
+        first_line = int(numbered.group(0).strip(" →\t"))
+    if first_line is None or first_line < 1:
+        return False
     lines = strip_line_numbers(shown).split("\n")
     while lines and not lines[-1]:
         lines.pop()
     if not lines:
         return False
-    if first is None:
-        return "\n".join(lines) in known
-    start = int(first.group(0).strip(" →\t")) - 1
+    start = first_line - 1
     return known.split("\n")[start : start + len(lines)] == lines
+
+
+def _first_line_asked(tool_input: Mapping[str, Any]) -> int | None:
+    """The line a file tool's ranged read starts at (`offset`, 1-based; `view_range`'s
+    first), when the call gives it as a number."""
+    offset = tool_input.get("offset")
+    if isinstance(offset, int) and not isinstance(offset, bool):
+        return offset
+    view = tool_input.get("view_range")
+    if isinstance(view, list) and view and isinstance(view[0], int):
+        return int(view[0])
+    return None
+
+
+def _first_line_shown(command: str | None) -> int | None:
+    """The line a shell range read starts at: `sed -n 'A,Bp'` (or `Ap`) gives A, `head` 1."""
+    if command is None:
+        return None
+    found = _SED_RANGE.search(command)
+    if found is not None:
+        return int(found.group(1))
+    return 1 if _HEAD.search(command) else None
 
 
 def _block_at(entries: Sequence[Entry], position: int, place: int) -> Mapping[str, Any]:
@@ -239,6 +272,8 @@ class RecordedFilesReader:
         # A shell or patch call waiting for its result: the files it writes, or the one file
         # it shows (with whether that is all of it).
         self._shell: dict[str, tuple[WrittenFile, ...] | ShellRead] = {}
+        # Where a shell read of part of a file starts, when its command says (sed -n, head).
+        self._shell_first_line: dict[str, int | None] = {}
         self._entries: Sequence[Entry] = ()
 
     def read(self, entries: Sequence[Entry]) -> dict[str, RecordedFile]:
@@ -274,10 +309,12 @@ class RecordedFilesReader:
                     reads = file_shell_reads(block)
                     if len(reads) == 1:
                         self._shell[call_id] = reads[0]
+                        self._shell_first_line[call_id] = _first_line_shown(shell_command(block))
             elif kind == "tool_result":
                 call_id = str(block.get("tool_use_id", ""))
                 if self._shell and call_id in self._shell:
-                    self._shell_result(self._shell.pop(call_id), block, position, place)
+                    first_line = self._shell_first_line.pop(call_id, None)
+                    self._shell_result(self._shell.pop(call_id), block, position, place, first_line)
                     continue
                 call = self._pending.pop(call_id, None)
                 if call is None or block.get("is_error") is True:
@@ -291,7 +328,9 @@ class RecordedFilesReader:
                         continue  # the stub says the earlier text still holds
                     ranged = any(_input(use).get(key) is not None for key in _RANGE_KEYS)
                     if ranged and _known_lines_agree(
-                        self.files.get(path), text_of(block.get("content"))
+                        self.files.get(path),
+                        text_of(block.get("content")),
+                        _first_line_asked(_input(use)),
                     ):
                         continue  # a look at lines the known whole text already holds
                     self.files[path] = RecordedFile.shown_at(shown, position, place, ranged)
@@ -306,8 +345,10 @@ class RecordedFilesReader:
         block: Mapping[str, Any],
         position: int,
         place: int,
+        first_line: int | None = None,
     ) -> None:
-        """A shell or patch call's result: its writes done, or the file it showed."""
+        """A shell or patch call's result: its writes done, or the file it showed (from
+        `first_line`, when its command says)."""
         if block.get("is_error") is True:
             return
         if isinstance(call, ShellRead):
@@ -315,7 +356,7 @@ class RecordedFilesReader:
             if exit_code and exit_code != 0:
                 return
             partial = not call.whole or output_cut(output)
-            if partial and _known_lines_agree(self.files.get(call.path), output):
+            if partial and _known_lines_agree(self.files.get(call.path), output, first_line):
                 return  # a look at lines the known whole text already holds
             self.files[call.path] = RecordedFile.shown_at(
                 self._entries, position, place, partial, shell=True
