@@ -187,9 +187,9 @@ def test_the_cut_keeps_the_opening_and_the_last_round_and_drops_the_oldest_first
     cut, left_out = fit_side_view(view, fresh, tight, _length)
     assert cut == [{"role": "user", "content": SIDE_CUT_MARKER}, *view[-2:], *fresh]
     assert left_out == len(view) - 2
-    # Nothing left out is enough: the shortest cut goes (the API says it is too long).
-    cut, _ = fit_side_view(view, fresh, 10, _length)
-    assert cut == [{"role": "user", "content": SIDE_CUT_MARKER}, *view[-2:], *fresh]
+    # No cut is enough: nothing is cut (the API refuses the whole as it would the shortest
+    # cut, and no context is lost).
+    assert fit_side_view(view, fresh, 10, _length) == ([*view, *fresh], 0)
 
 
 def test_a_side_call_runs_no_turn_hooks_and_asks_no_server_compaction(api_server: ApiServer) -> None:
