@@ -251,12 +251,6 @@ def test_the_cut_counts_each_message_a_bounded_number_of_times() -> None:
     assert counted <= 4 * (len(view) + len(fresh))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pydantic-ai capability with a structured output (the output tool final_result): run 2 "
-    "sees run 1's final tool return and its new prompt as two requests, while "
-    "result.all_messages() holds them merged in one, so run 3 with that history is refused "
-    "as 'an edited or shortened history' (ConfigError); with or without compaction; not a "
-    "regression of i38p (9dee2a7 refuses it too)"))
 def test_a_pydantic_ai_agent_with_a_structured_output_runs_a_third_time() -> None:
     pytest.importorskip("pydantic_ai")
     from pydantic import BaseModel

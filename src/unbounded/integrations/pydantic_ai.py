@@ -209,6 +209,44 @@ def _content_key(message: pai.ModelMessage) -> str:
     return json.dumps(["user", request_blocks(message)], sort_keys=True)
 
 
+def _read_length(messages: Sequence[pai.ModelMessage], seen: Sequence[_Seen]) -> int | None:
+    """How many of `messages` hold the messages `seen` read, in order; None when they do not
+    start with them. A message may stand for several requests read in a row: a run's
+    history (`result.all_messages()`) merges the previous run's last tool return and the
+    new prompt, read as two requests, into one."""
+    at = 0
+    index = 0
+    while index < len(seen):
+        if at >= len(messages):
+            return None
+        given = messages[at]
+        if given is seen[index].message or _content_key(given) == seen[index].key:
+            at, index = at + 1, index + 1
+            continue
+        merged = _merged_requests(given, seen, index)
+        if merged is None:
+            return None
+        at, index = at + 1, merged
+    return at
+
+
+def _merged_requests(given: pai.ModelMessage, seen: Sequence[_Seen], start: int) -> int | None:
+    """Where the requests read from `start` on that `given` merges (two or more in a row
+    whose parts are its parts) end; None when it merges none."""
+    if not isinstance(given, pai.ModelRequest):
+        return None
+    wanted = request_blocks(given)
+    parts: list[Any] = []
+    end = start
+    while end < len(seen) and len(parts) < len(wanted):
+        message = seen[end].message
+        if not isinstance(message, pai.ModelRequest):
+            return None
+        parts += request_blocks(message)
+        end += 1
+    return end if end - start >= 2 and parts == wanted else None
+
+
 def _check_options(
     session_options: dict[str, Any], policy: object, cache_breakpoints: object
 ) -> None:
@@ -345,10 +383,8 @@ class UnboundedHistory:
     ) -> Sequence[pai.ModelMessage]:
         """The messages past those already appended (the same objects, or equal ones)."""
         seen = self._seen
-        if len(messages) < len(seen) or not all(
-            given is known.message or _content_key(given) == known.key
-            for given, known in zip(messages, seen, strict=False)
-        ):
+        read = _read_length(messages, seen)
+        if read is None:
             if not any(isinstance(m, pai.ModelResponse) for m in messages):
                 return messages  # a run with the new prompt only: it continues the session
             raise ConfigError(
@@ -356,7 +392,7 @@ class UnboundedHistory:
                 "read (an edited or shortened history): the transcript is append-only; start "
                 "a new UnboundedCapability (or session) for another conversation"
             )
-        new = messages[len(seen) :]
+        new = messages[read:]
         if not seen and session.entries and any(isinstance(m, pai.ModelResponse) for m in new):
             raise ConfigError(
                 "this session already holds a conversation (resumed from its folder): run the "
