@@ -293,12 +293,6 @@ def test_a_pydantic_ai_agent_with_a_structured_output_runs_a_third_time() -> Non
         assert api.rejected == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/integrations.md (i38p): 'the cache-sharing request repeats [the agent's tools] as the "
-    "turns send them'; the capability passes the session only pydantic-ai's function_tools, "
-    "so for an agent with a structured output the turns declare read_file, final_result, "
-    "recall and the summary requests read_file(, recall): another tools prefix, so the "
-    "'cache-sharing' summary reads no cache; the history's final_result calls go undeclared"))
 def test_a_structured_output_agents_summary_request_repeats_the_turns_tools() -> None:
     pytest.importorskip("pydantic_ai")
     from pydantic import BaseModel
