@@ -1,7 +1,7 @@
 """Review rev18p of i38p's integration changes: a managed side call fitted to its model's
 window (`fit_side_view`), summary requests without the caller's trace headers. Each bug was a
-strict xfail for the bug's reason; i38p2 fixed them all and took the marks off. Driven through the real SDKs against the
-local API server. The cut is detected by its marker text, so the file also runs against the
+strict xfail for the bug's reason; i38p2 fixed them and took the marks off. Driven through
+the real SDKs against the local API server. The cut is detected by its marker text, so the file also runs against the
 code before i38p (where the regressions pass)."""
 
 from __future__ import annotations
