@@ -1,7 +1,7 @@
 """Review rev18p of i38p's integration changes: a managed side call fitted to its model's
-window (`fit_side_view`), summary requests without the caller's trace headers. Each bug is a
-strict xfail that fails today for the bug's reason. Driven through the real SDKs against the
-local API server. The cut is detected by its marker text, so the file also runs against the
+window (`fit_side_view`), summary requests without the caller's trace headers. Each bug was a
+strict xfail for the bug's reason; i38p2 fixed them and took the marks off. Driven through
+the real SDKs against the local API server. The cut is detected by its marker text, so the file also runs against the
 code before i38p (where the regressions pass)."""
 
 from __future__ import annotations
@@ -87,11 +87,6 @@ def _sent_whole(api_server: ApiServer, messages: list[Any]) -> bool:
     return CUT not in sent.body.decode() and len(sent.json["messages"]) == len(messages)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression (i38p): side_window treats any model name other than session.config.model "
-    "as another model and takes the table's window for it, so an alias of the session's own "
-    "model loses wrap(context_window=) (a 1M-beta session asking a title of its dated alias) "
-    "and the view is cut to the table's smaller window"))
 def test_a_side_call_on_an_alias_of_the_sessions_model_keeps_the_sessions_window(
     api_server: ApiServer,
 ) -> None:
@@ -107,10 +102,6 @@ def test_a_side_call_on_an_alias_of_the_sessions_model_keeps_the_sessions_window
     assert _sent_whole(api_server, asked)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression (i38p): side_window caps a side call at the conversation's window even when "
-    "the side model's window (from the table) is larger, so a judge call with a document on "
-    "a bigger model gets the view cut though the request fits that model's own window"))
 def test_a_side_call_on_a_model_with_a_larger_window_is_not_cut_to_the_conversations(
     api_server: ApiServer,
 ) -> None:
@@ -127,10 +118,6 @@ def test_a_side_call_on_a_model_with_a_larger_window_is_not_cut_to_the_conversat
     assert _sent_whole(api_server, asked)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression (i38p): the side model's window is its table context_window whatever the "
-    "side call's own anthropic-beta header asks: a side call sending the long-context beta "
-    "to a model whose long_context_window holds the conversation is cut to the short window"))
 def test_a_side_call_asking_for_the_long_context_beta_gets_the_long_window(
     api_server: ApiServer,
 ) -> None:
@@ -147,12 +134,6 @@ def test_a_side_call_asking_for_the_long_context_beta_gets_the_long_window(
     assert _sent_whole(api_server, asked)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_fit_side_window reads the wrapper's options' table or the packaged one, never the "
-    "given Session's own model_table: wrap(client, session) with a session whose table "
-    "lists the small side model sends the side call whole past that model's window "
-    "(docs/integrations.md: the side model's window 'from the model table'); not a "
-    "regression, the new fitting just does not apply"))
 def test_a_given_sessions_model_table_fits_a_side_call_to_the_small_models_window(
     api_server: ApiServer,
 ) -> None:
@@ -174,12 +155,6 @@ WINDOW = 20_000
 MAX_TOKENS = 8_000  # the model's max_output is 64,000: 8,000 is 40% of this scaled window
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression (i38p): the side call's budget is the window minus its whole max_tokens, "
-    "while the session lets its turns grow to the auto-compact threshold (it reserves at "
-    "most output_reserve_cap for output): with the turns' own max_tokens, a side call (an "
-    "agent whose system carries the time makes every call one) over a view below the "
-    "threshold is cut, and the next turn with the same max_tokens goes whole"))
 def test_a_side_call_with_the_turns_max_tokens_below_the_compaction_threshold_is_sent_whole(
     api_server: ApiServer,
 ) -> None:
@@ -206,10 +181,6 @@ def test_a_side_call_with_the_turns_max_tokens_below_the_compaction_threshold_is
     assert side_whole
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression (i38p): a max_tokens as large as the window leaves fit_side_view no budget, "
-    "so a short conversation that fits is cut to its last round (opening dropped) though no "
-    "cut can make room for that output: context is lost and the request fits no better"))
 def test_a_max_tokens_as_large_as_the_window_does_not_gut_the_view(api_server: ApiServer) -> None:
     client = wrap(api_server.anthropic_client(sync=True), context_window=40_000,
                   summarizer="extractive")
@@ -226,10 +197,6 @@ def _is_summary_request(request: RecordedRequest) -> bool:
     return "<summary>" in json.dumps(request.json.get("messages"))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_UNREPEATED_HEADERS misses per-request ids and trace context of the same kind as those "
-    "it lists: New Relic's `newrelic`, Helicone's `Helicone-Request-Id` (the proxy files the "
-    "summary under the turn's id), `X-Correlation-Id`; they still go on summary requests"))
 @pytest.mark.parametrize("name", ["newrelic", "Helicone-Request-Id", "X-Correlation-Id"])
 def test_the_summary_requests_do_not_repeat_other_per_request_headers(
     api_server: ApiServer, name: str
@@ -261,11 +228,6 @@ def test_the_summary_requests_do_not_repeat_other_per_request_headers(
     assert all(r.headers.get(name.lower()) != "turn-7f3a" for r in summaries)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fit_side_view recounts the whole candidate for every number of rounds dropped: quadratic "
-    "in the conversation's rounds (a 909K-token view of 2,000 rounds cut to a fifth: 3.8M "
-    "messages counted, 12.5 s of CPU on this machine, on the caller's thread or event loop, "
-    "twice as long when no cut fits); a cut should count each message a bounded number of times"))
 def test_the_cut_counts_each_message_a_bounded_number_of_times() -> None:
     from unbounded.integrations._side_calls import fit_side_view
     from unbounded.tokens.estimate import content_tokens
@@ -289,12 +251,6 @@ def test_the_cut_counts_each_message_a_bounded_number_of_times() -> None:
     assert counted <= 4 * (len(view) + len(fresh))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pydantic-ai capability with a structured output (the output tool final_result): run 2 "
-    "sees run 1's final tool return and its new prompt as two requests, while "
-    "result.all_messages() holds them merged in one, so run 3 with that history is refused "
-    "as 'an edited or shortened history' (ConfigError); with or without compaction; not a "
-    "regression of i38p (9dee2a7 refuses it too)"))
 def test_a_pydantic_ai_agent_with_a_structured_output_runs_a_third_time() -> None:
     pytest.importorskip("pydantic_ai")
     from pydantic import BaseModel
@@ -337,12 +293,6 @@ def test_a_pydantic_ai_agent_with_a_structured_output_runs_a_third_time() -> Non
         assert api.rejected == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/integrations.md (i38p): 'the cache-sharing request repeats [the agent's tools] as the "
-    "turns send them'; the capability passes the session only pydantic-ai's function_tools, "
-    "so for an agent with a structured output the turns declare read_file, final_result, "
-    "recall and the summary requests read_file(, recall): another tools prefix, so the "
-    "'cache-sharing' summary reads no cache; the history's final_result calls go undeclared"))
 def test_a_structured_output_agents_summary_request_repeats_the_turns_tools() -> None:
     pytest.importorskip("pydantic_ai")
     from pydantic import BaseModel
@@ -395,5 +345,7 @@ def test_a_structured_output_agents_summary_request_repeats_the_turns_tools() ->
                 turn_tools = [t["name"] for t in before.json["tools"]]
                 assert "final_result" in turn_tools
                 assert [t["name"] for t in sent.json["tools"]] == turn_tools
+                # i38p2: the same definitions, deferred newcomer and cache marker: its prefix.
+                assert sent.json["tools"] == before.json["tools"]
                 checked += 1
         assert checked

@@ -187,9 +187,9 @@ def test_the_cut_keeps_the_opening_and_the_last_round_and_drops_the_oldest_first
     cut, left_out = fit_side_view(view, fresh, tight, _length)
     assert cut == [{"role": "user", "content": SIDE_CUT_MARKER}, *view[-2:], *fresh]
     assert left_out == len(view) - 2
-    # Nothing left out is enough: the shortest cut goes (the API says it is too long).
-    cut, _ = fit_side_view(view, fresh, 10, _length)
-    assert cut == [{"role": "user", "content": SIDE_CUT_MARKER}, *view[-2:], *fresh]
+    # No cut is enough: nothing is cut (the API refuses the whole as it would the shortest
+    # cut, and no context is lost).
+    assert fit_side_view(view, fresh, 10, _length) == ([*view, *fresh], 0)
 
 
 def test_a_side_call_runs_no_turn_hooks_and_asks_no_server_compaction(api_server: ApiServer) -> None:
@@ -217,3 +217,44 @@ def test_a_side_call_runs_no_turn_hooks_and_asks_no_server_compaction(api_server
     assert len(api_server.last.json["messages"]) == 3  # managed: the view and its own message
     assert "context_management" not in api_server.last.json
     assert Counting.calls == 1
+
+
+def _session(model: str, window: int, table: Any = None) -> Any:
+    from unbounded.session import Session, SessionConfig
+    from unbounded.storage import MemoryStore
+
+    config = SessionConfig(model=model, system="You are an agent.", context_window=window)
+    return Session(config, store=MemoryStore(), model_table=table or load_model_table())
+
+
+def test_the_side_budget_reserves_output_as_a_turn_does() -> None:
+    """The conversation's model keeps its window; the output reserved is the turn's (the
+    model's max output, at most `output_reserve_cap`), or a smaller `max_tokens`."""
+    from unbounded.integrations._side_calls import side_budget
+
+    session = _session(CLAUDE, 100_000)
+    turn_limit = session.thresholds.effective_window
+    assert side_budget(session, CLAUDE, 90_000).budget == turn_limit  # not 100,000 - 90,000
+    assert side_budget(session, CLAUDE, 500).budget == 100_000 - 500
+    assert side_budget(session, CLAUDE, None).budget == turn_limit
+    assert side_budget(session, CLAUDE, 90_000).window == 100_000
+
+
+def test_a_dated_name_of_a_model_the_table_lacks_keeps_the_sessions_window() -> None:
+    """A model the table does not list, planned with the window given, and its dated or
+    undated name: the same model. Another name the table lacks gets the session's window
+    too; a listed model its own."""
+    from unbounded.integrations._side_calls import same_model, side_budget
+
+    table = load_model_table().with_model(
+        ModelInfo(name="acme-judge", provider="anthropic", context_window=SMALL, max_output=1_024,
+                  input_per_mtok=0.0, output_per_mtok=0.0)
+    )
+    session = _session("acme-agent-20260101", 50_000, table)
+    models = session.deps.model_table
+    assert same_model(session, "acme-agent", models)
+    assert same_model(session, "acme-agent-2026-01-01", models)
+    assert not same_model(session, "acme-agent-2", models)
+    assert not same_model(session, "acme-judge", models)
+    assert side_budget(session, "acme-agent", 100).window == 50_000
+    assert side_budget(session, "acme-judge", 100).window == SMALL

@@ -13,15 +13,19 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from unbounded.caching.breakpoints import plan_cache_breakpoints
 from unbounded.catalog import ModelTable
 from unbounded.compaction.micro import clear_tool_results
 from unbounded.compaction.ptl import group_by_api_round
+from unbounded.errors import ConfigError
 from unbounded.model.content import MessageParam
 from unbounded.model.request import ProviderRequest
+from unbounded.policy import effective_window
 from unbounded.recall.schema import RECALL_TOOL_NAME, recall_tool_schema
 from unbounded.session import Session
 from unbounded.tokens.estimate import content_tokens, pad_estimate, rough_token_count
@@ -69,31 +73,91 @@ def side_request(
     ).request
 
 
-def side_window(session: Session, model: object, table: ModelTable | None) -> int:
-    """The context window a side call on `model` must fit: the session's (as planned, with
-    wrap()'s `context_window` when given), or the side model's when `table` knows it as
-    smaller (a title asked of a small model over a long conversation)."""
-    window = session.model_info.context_window
-    if isinstance(model, str) and model and model != session.config.model and table is not None:
-        info = table.find(model)
-        if info is not None:
-            window = min(window, info.context_window)
-    return window
+@dataclass(frozen=True, slots=True)
+class SideBudget:
+    """What a side call's request may hold: its model's window, less the output it reserves."""
+
+    window: int
+    """The context window of the side call's model (as the session plans it, for the session's
+    own model)."""
+    budget: int
+    """The tokens its request may take: the window less the output reserved, as a turn
+    reserves it (the smaller of the call's `max_tokens` and the turn's reserve)."""
+
+
+_DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+"""A model name's date (`claude-x-4-5-20250929`, `gpt-x-2025-08-07`)."""
+
+
+def same_model(session: Session, model: str, table: ModelTable) -> bool:
+    """Whether `model` names the session's own model: its name, an alias or a dated or
+    undated name the table resolves to the same model, or (a model the table lacks) the
+    same name but for its date."""
+    own = session.config.model
+    if model == own:
+        return True
+    side_info, own_info = table.find(model), table.find(own)
+    if side_info is not None and own_info is not None:
+        return side_info.name == own_info.name
+    return _DATE_SUFFIX.sub("", model) == _DATE_SUFFIX.sub("", own)
+
+
+def side_budget(
+    session: Session, model: object, max_tokens: object, betas: Sequence[str] = ()
+) -> SideBudget:
+    """The window a side call on `model` must fit and its request's budget. The session's
+    own model (or an alias) keeps the session's window (wrap()'s `context_window` when
+    given); another model the session's table knows has its own window, larger or smaller,
+    its long-context window when `betas` ask for it (`context-1m-...`); an unknown one the
+    session's. Output is reserved as a turn reserves it (`effective_window`: at most
+    `output_reserve_cap`), or the call's smaller `max_tokens`: a side call is cut only where
+    a turn with the same messages would be too long."""
+    table = session.deps.model_table
+    info, policy = session.model_info, session.policy
+    if isinstance(model, str) and model and not same_model(session, model, table):
+        found = table.find(model)
+        if found is not None:
+            window = found.context_window
+            if found.long_context_window and any(b.startswith("context-1m") for b in betas):
+                window = found.long_context_window
+            info = replace(found, context_window=window)
+            try:
+                policy = session.deps.policy.for_window(window)
+            except ConfigError:  # a window below the smallest a session plans: unscaled
+                policy = session.deps.policy
+    reserve = info.context_window - effective_window(info, policy)
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0:
+        reserve = min(reserve, max_tokens)
+    return SideBudget(info.context_window, info.context_window - reserve)
+
+
+def side_scale(session: Session, view: Sequence[MessageParam]) -> float | None:
+    """Tokens per estimated token of the side call's `view`: what the session counts for its
+    next request (the last usage, and the estimate of what came after it) over the length
+    estimate of the view as a request sends it (tool results microcompaction cleared,
+    cleared). None before any usage. The session's calibration compares its usage with the
+    view before clearing: applied to the cleared view, it would count it short."""
+    counter = session.status()
+    if counter.reported_tokens <= 0:
+        return None
+    exact = session.config.system_tokens
+    raw = sum(content_tokens(m.get("content")) for m in view)
+    raw += session.settings.overhead_raw if exact is None else 0
+    counted = counter.tokens - (exact or 0)
+    return counted / raw if raw > 0 and counted > 0 else None
 
 
 def side_request_tokens(
-    session: Session, messages: Sequence[MessageParam], params: Mapping[str, Any]
+    messages: Sequence[MessageParam], params: Mapping[str, Any], scale: float | None
 ) -> int:
-    """What a side request of `messages` under `params` (its system and tools) counts, by
-    the length estimate scaled as the session's last usage measured it (padded by 4/3
-    before any usage)."""
+    """What a side request of `messages` under `params` (its system and tools) counts: the
+    length estimate times `scale` (`side_scale`), padded by 4/3 without one."""
     raw = sum(content_tokens(m.get("content")) for m in messages)
     system = params.get("system")
     raw += content_tokens(system) if system else 0
     tools = params.get("tools")
     raw += rough_token_count(json.dumps(tools, default=str)) if tools else 0
-    calibration = session.calibration
-    return pad_estimate(raw) if calibration is None else math.ceil(raw * calibration)
+    return pad_estimate(raw) if scale is None else math.ceil(raw * scale)
 
 
 def fit_side_view(
@@ -106,8 +170,11 @@ def fit_side_view(
     them, and how many view messages were left out. The oldest API rounds go first; the
     view's opening (the task, or the summary of a compacted conversation) stays while it
     can, its last round always (the side call's messages may answer its calls); a marker
-    says where the cut is. When no cut is enough, the shortest is returned: the API then
-    refuses it as too long, as it would have refused the whole."""
+    says where the cut is. When no cut fits, the whole goes uncut: a cut would lose context
+    and the API refuses either as too long.
+
+    Each message is counted alone once and the cuts are sized by sums of those counts
+    (linear in the rounds); only the cut chosen is counted whole, to confirm it."""
     whole = [*view, *fresh]
     if count(whole) <= budget:
         return whole, 0
@@ -115,19 +182,34 @@ def fit_side_view(
     if len(groups) < 2:
         return whole, 0
     head = groups[0] if groups[0][0].get("role") == "user" else []
-    shortest: tuple[list[MessageParam], int] = (whole, 0)
+    empty = count([])
+    # What a message adds to a request beyond its own count: a joining comma, a rounding.
+    joint = max(1, count([view[0], view[0]]) - 2 * count([view[0]]) + empty)
+
+    def alone(messages: Sequence[MessageParam]) -> int:
+        return sum(count([message]) - empty + joint for message in messages)
+
+    sizes = [alone(group) for group in groups]
+    # kept_sizes[drop]: what the rounds from `drop` on add.
+    kept_sizes = [0] * (len(groups) + 1)
+    for index in range(len(groups) - 1, -1, -1):
+        kept_sizes[index] = kept_sizes[index + 1] + sizes[index]
+    fresh_size = empty + alone(fresh)
     for keep_head in (True, False) if head else (False,):
         if keep_head:
             opening = [*head[:-1], _with_marker(head[-1])]
         else:
             opening = [cast(MessageParam, {"role": "user", "content": SIDE_CUT_MARKER})]
+        opening_size = alone(opening)
         for drop in range(2 if head else 1, len(groups)):
+            if opening_size + kept_sizes[drop] + fresh_size > budget:
+                continue
             kept = [message for group in groups[drop:] for message in group]
-            left_out = len(view) - len(kept) - (len(head) if keep_head else 0)
-            shortest = ([*opening, *kept, *fresh], left_out)
-            if count(shortest[0]) <= budget:
-                return shortest
-    return shortest
+            candidate = [*opening, *kept, *fresh]
+            if count(candidate) <= budget:  # the sums err high; confirmed once
+                left_out = len(view) - len(kept) - (len(head) if keep_head else 0)
+                return candidate, left_out
+    return whole, 0
 
 
 def _with_marker(message: MessageParam) -> MessageParam:
@@ -218,14 +300,17 @@ def fresh_messages(fields: Sequence[tuple[str, Any]]) -> list[MessageParam]:
 __all__ = [
     "SIDE_CUT_MARKER",
     "SIDE_PARAMETERS",
+    "SideBudget",
     "calls_recall",
     "fit_side_view",
     "fresh_messages",
     "holds_tool_blocks",
     "recall_rounds_as_text",
+    "same_model",
+    "side_budget",
     "side_request",
     "side_request_tokens",
+    "side_scale",
     "side_view",
-    "side_window",
     "with_recall_tool",
 ]

@@ -60,7 +60,7 @@ Every `messages.create(...)` / `messages.stream(...)` call runs the unbounded pi
    is a side call sent managed over the recorded conversation, its messages after it.
    `max_tokens` is required, as by the SDK (`TypeError`). The `extra_headers` of the
    caller's last turn go with the compaction's summary requests too (`_CallerHeaders`),
-   but for the ones naming that one request (`_UNREPEATED_HEADERS`: trace context, ids).
+   but for the ones naming that one request (`_unrepeated`: trace context, request ids).
    Every other keyword (`temperature`, `tool_choice`, `metadata`, `stop_sequences`,
    `extra_headers`, `timeout`…) is passed to the SDK as given.
 3. **The request** is `Session.prepare()`'s: auto-compaction, microcompaction, cache
@@ -154,10 +154,11 @@ from unbounded.integrations._side_calls import (
     fresh_messages,
     holds_tool_blocks,
     recall_rounds_as_text,
+    side_budget,
     side_request,
     side_request_tokens,
+    side_scale,
     side_view,
-    side_window,
     with_recall_tool,
 )
 from unbounded.integrations._wrapped_client import (
@@ -280,6 +281,7 @@ _UNREPEATED_HEADERS = frozenset(
         "x-b3-sampled",
         "x-b3-flags",
         "uber-trace-id",
+        "newrelic",
         "x-cloud-trace-context",
         "x-datadog-trace-id",
         "x-datadog-parent-id",
@@ -292,7 +294,21 @@ _UNREPEATED_HEADERS = frozenset(
 """Caller headers a summary request does not repeat as they are: the betas are merged with
 the request's own (`_CallerHeaders`); an idempotency key names one request (repeated, a
 server or proxy would answer the summary request with the caller's reply); the per-request
-trace and request-id headers (a summary is a request of its own)."""
+trace and request-id headers (a summary is a request of its own); and any header whose
+name ends in `_UNREPEATED_SUFFIXES` (a gateway's own request or correlation id)."""
+
+_UNREPEATED_SUFFIXES = ("-request-id", "-correlation-id", "-trace-id", "-span-id")
+"""Name endings of per-request id headers (Helicone-Request-Id, X-Correlation-Id...): a
+summary request repeating them would be filed under the caller's request."""
+
+
+def _unrepeated(name: str) -> bool:
+    """Whether the caller's header `name` (lowercase) names its one request only."""
+    return (
+        name in _UNREPEATED_HEADERS
+        or name.endswith(_UNREPEATED_SUFFIXES)
+        or name.startswith("x-stainless-")
+    )
 
 
 def _beta_header(headers: Any) -> list[str]:
@@ -307,7 +323,7 @@ def _beta_header(headers: Any) -> list[str]:
 
 def _repeated_headers(headers: Any) -> dict[str, str]:
     """The headers of a caller's `extra_headers` the summary requests send too (a proxy's
-    auth or routing headers...): all but `_UNREPEATED_HEADERS`, the SDK's own and the
+    auth or routing headers...): all but the per-request ones (`_unrepeated`) and the
     omitted ones."""
     if not isinstance(headers, Mapping):
         return {}
@@ -315,8 +331,7 @@ def _repeated_headers(headers: Any) -> dict[str, str]:
         str(name): value
         for name, value in headers.items()
         if isinstance(value, str)
-        and str(name).lower() not in _UNREPEATED_HEADERS
-        and not str(name).lower().startswith("x-stainless-")
+        and not _unrepeated(str(name).lower())
     }
 
 
@@ -945,7 +960,7 @@ class ClientPipeline:
                 fields = with_recall_tool(fields)
             if "tool_choice" not in passthrough:
                 passthrough = {**passthrough, "tool_choice": self._no_tool_choice()}
-        messages_out = self._fit_side_window(messages_out, len(view), fields)
+        messages_out = self._fit_side_window(messages_out, len(view), fields, passthrough)
         # The caller's 1-hour markers kept as a turn keeps them (a judge asked every ten
         # minutes reads its cache).
         request = honor_caller_markers(
@@ -957,25 +972,31 @@ class ClientPipeline:
         return request, passthrough
 
     def _fit_side_window(
-        self, messages: list[MessageParam], view_length: int, fields: Mapping[str, Any]
+        self,
+        messages: list[MessageParam],
+        view_length: int,
+        fields: Mapping[str, Any],
+        passthrough: Mapping[str, Any],
     ) -> list[MessageParam]:
         """A side call's messages (the view's `view_length` first) fitting the window of
-        the side call's model with its output budget: the view cut from its oldest rounds
-        when they do not (`fit_side_view`), for this request only; nothing is recorded."""
+        the side call's model, output reserved as a turn reserves it (`side_budget`, the
+        betas it asks for read from its `betas=` and `anthropic-beta` header): the view cut
+        from its oldest rounds when they do not (`fit_side_view`), for this request only;
+        nothing is recorded."""
         session = self.session
         model = fields.get("model")
-        table = None
-        if model != session.config.model:  # the table is read only for another model
-            table = self._table or session_option(self._options, "model_table")
-            table = table or load_model_table()
-        window = side_window(session, model, table)
-        max_tokens = fields.get("max_tokens")
-        budget = window - (max_tokens if isinstance(max_tokens, int) else 0)
+        betas = [
+            *_beta_header(passthrough.get("extra_headers")),
+            *(str(beta) for beta in passthrough.get("betas") or ()),
+        ]
+        fit = side_budget(session, model, fields.get("max_tokens"), betas)
+        view = messages[:view_length]
+        scale = side_scale(session, view)
         fitted, left_out = fit_side_view(
-            messages[:view_length],
+            view,
             messages[view_length:],
-            budget,
-            lambda candidate: side_request_tokens(session, candidate, fields),
+            fit.budget,
+            lambda candidate: side_request_tokens(candidate, fields, scale),
         )
         if left_out:
             logger.info(
@@ -983,7 +1004,7 @@ class ClientPipeline:
                 "request to fit the %s-token window",
                 model,
                 left_out,
-                f"{window:,}",
+                f"{fit.window:,}",
             )
         return fitted
 

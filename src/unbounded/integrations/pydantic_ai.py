@@ -138,11 +138,31 @@ class PydanticAIModelProvider:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.name = f"pydantic-ai:{model.system}"
+        self.turn_tools: tuple[ToolDefinition, ...] = ()
+        """The tools the agent's last request declared (its function tools, then its output
+        tools), as pydantic-ai defined them: a request naming the same tools declares these,
+        in their order, so it sends the turns' tools prefix."""
 
     @property
     def profile(self) -> ProviderProfile:
         """A plain model's replies."""
         return MODEL_PROFILE
+
+    def _tool_definitions(self, declared: Sequence[Any]) -> list[ToolDefinition]:
+        """The request's tools as pydantic-ai's: the turns' own definitions when it names the
+        same tools (the summary's cache-sharing request), else built from its schemas."""
+        names = {str(tool.get("name")) for tool in declared if "name" in tool}
+        if names and names == {tool.name for tool in self.turn_tools}:
+            return list(self.turn_tools)
+        return [
+            ToolDefinition(
+                name=str(tool["name"]),
+                description=str(tool.get("description") or ""),
+                parameters_json_schema=dict(tool.get("input_schema") or {"type": "object"}),
+            )
+            for tool in declared
+            if "name" in tool and "input_schema" in tool
+        ]
 
     async def create(
         self,
@@ -165,20 +185,19 @@ class PydanticAIModelProvider:
         )
         if system_text:
             messages.insert(0, pai.ModelRequest(parts=[pai.SystemPromptPart(content=system_text)]))
-        tools = [
-            ToolDefinition(
-                name=str(tool["name"]),
-                description=str(tool.get("description") or ""),
-                parameters_json_schema=dict(tool.get("input_schema") or {"type": "object"}),
-            )
-            for tool in request.get("tools", [])
-            if "name" in tool and "input_schema" in tool
-        ]
+        tools = self._tool_definitions(request.get("tools", []))
         settings = ModelSettings()
         if "max_tokens" in request:
             settings["max_tokens"] = request["max_tokens"]
         if tools and (request.get("tool_choice") or {}).get("type") == "none":
             settings["tool_choice"] = "none"
+        marked = [t["cache_control"] for t in request.get("tools", []) if t.get("cache_control")]
+        if marked and self.model.system == "anthropic":
+            # The tools marked as the turns mark them (the capability's cache settings).
+            ttl = marked[-1].get("ttl")
+            cast(dict[str, Any], settings)["anthropic_cache_tool_definitions"] = (
+                ttl if ttl in ("5m", "1h") else True
+            )
         try:
             reply = await self.model.request(
                 messages, settings, ModelRequestParameters(function_tools=tools)
@@ -207,6 +226,44 @@ def _content_key(message: pai.ModelMessage) -> str:
     if isinstance(message, pai.ModelResponse):
         return json.dumps(["assistant", response_blocks(message)], sort_keys=True)
     return json.dumps(["user", request_blocks(message)], sort_keys=True)
+
+
+def _read_length(messages: Sequence[pai.ModelMessage], seen: Sequence[_Seen]) -> int | None:
+    """How many of `messages` hold the messages `seen` read, in order; None when they do not
+    start with them. A message may stand for several requests read in a row: a run's
+    history (`result.all_messages()`) merges the previous run's last tool return and the
+    new prompt, read as two requests, into one."""
+    at = 0
+    index = 0
+    while index < len(seen):
+        if at >= len(messages):
+            return None
+        given = messages[at]
+        if given is seen[index].message or _content_key(given) == seen[index].key:
+            at, index = at + 1, index + 1
+            continue
+        merged = _merged_requests(given, seen, index)
+        if merged is None:
+            return None
+        at, index = at + 1, merged
+    return at
+
+
+def _merged_requests(given: pai.ModelMessage, seen: Sequence[_Seen], start: int) -> int | None:
+    """Where the requests read from `start` on that `given` merges (two or more in a row
+    whose parts are its parts) end; None when it merges none."""
+    if not isinstance(given, pai.ModelRequest):
+        return None
+    wanted = request_blocks(given)
+    parts: list[Any] = []
+    end = start
+    while end < len(seen) and len(parts) < len(wanted):
+        message = seen[end].message
+        if not isinstance(message, pai.ModelRequest):
+            return None
+        parts += request_blocks(message)
+        end += 1
+    return end if end - start >= 2 and parts == wanted else None
 
 
 def _check_options(
@@ -281,6 +338,7 @@ class UnboundedHistory:
         """Replies recorded as they arrived, not yet seen in the agent's history."""
         self._map = MessageMap()
         self._summarizer_model: Model | None = None
+        self._summarizer_provider: PydanticAIModelProvider | None = None
 
     @property
     def session(self) -> Session:
@@ -337,7 +395,8 @@ class UnboundedHistory:
             if self._summarizer_model is model:
                 return None
             self._summarizer_model = model
-            return PydanticAIModelProvider(model)
+            self._summarizer_provider = PydanticAIModelProvider(model)
+            return self._summarizer_provider
         return None if session.summarizer is self._summarizer else self._summarizer
 
     def _new_messages(
@@ -345,10 +404,8 @@ class UnboundedHistory:
     ) -> Sequence[pai.ModelMessage]:
         """The messages past those already appended (the same objects, or equal ones)."""
         seen = self._seen
-        if len(messages) < len(seen) or not all(
-            given is known.message or _content_key(given) == known.key
-            for given, known in zip(messages, seen, strict=False)
-        ):
+        read = _read_length(messages, seen)
+        if read is None:
             if not any(isinstance(m, pai.ModelResponse) for m in messages):
                 return messages  # a run with the new prompt only: it continues the session
             raise ConfigError(
@@ -356,7 +413,7 @@ class UnboundedHistory:
                 "read (an edited or shortened history): the transcript is append-only; start "
                 "a new UnboundedCapability (or session) for another conversation"
             )
-        new = messages[len(seen) :]
+        new = messages[read:]
         if not seen and session.entries and any(isinstance(m, pai.ModelResponse) for m in new):
             raise ConfigError(
                 "this session already holds a conversation (resumed from its folder): run the "
@@ -417,6 +474,13 @@ class UnboundedHistory:
                 seen = _Seen(message, _content_key(message))
             out.append(seen)
         return out
+
+    def note_sent_tools(self, tools: Sequence[ToolDefinition]) -> None:
+        """The tools the request just sent declared (`_declared_tools`): the summary
+        requests the agent's model writes repeat them when they name the same tools, so
+        they read that request's cache."""
+        if self._summarizer_provider is not None:
+            self._summarizer_provider.turn_tools = tuple(tools)
 
     def record_reply(self, response: pai.ModelResponse) -> None:
         """Record a reply when it arrives (a run's last reply is then in the session folder
@@ -499,6 +563,23 @@ class UnboundedHistory:
             self._session.close()
 
 
+def _declared_tools(parameters: ModelRequestParameters) -> list[ToolDefinition]:
+    """The tools a request declares, as its summary requests should repeat them: the function
+    tools, then the output tools (a structured output's `final_result`: the history calls
+    it), then the tools that joined mid-run (pydantic-ai declares them last, deferred)."""
+    joined = set(getattr(parameters, "introduced_tool_names", ()) or ())
+    functions = list(parameters.function_tools)
+    return [
+        *(tool for tool in functions if tool.name not in joined),
+        *parameters.output_tools,
+        *(
+            dataclasses.replace(tool, defer_loading=True)
+            for tool in functions
+            if tool.name in joined
+        ),
+    ]
+
+
 if HAS_CAPABILITIES:
 
     class UnboundedCapability(AbstractCapability[Any]):
@@ -532,10 +613,13 @@ if HAS_CAPABILITIES:
             self, ctx: RunContext[Any], request_context: ModelRequestContext
         ) -> ModelRequestContext:
             """Send the session's managed request instead of the whole history."""
+            parameters = request_context.model_request_parameters
             request_context.messages = await self.history.process(
                 request_context.messages,
                 model=request_context.model,
-                tools=request_context.model_request_parameters.function_tools,
+                # The output tools too (a structured output's final_result): the history
+                # calls them, so the session's requests declare them.
+                tools=[*parameters.function_tools, *parameters.output_tools],
             )
             marks = self.history.cache_settings(request_context.model)
             if marks:  # the caller's own settings win
@@ -553,6 +637,8 @@ if HAS_CAPABILITIES:
         ) -> pai.ModelResponse:
             """Record the reply at once (its usage anchors the count)."""
             self.history.record_reply(response)
+            # Resolved by the model's request: which tools joined mid-run (sent deferred).
+            self.history.note_sent_tools(_declared_tools(request_context.model_request_parameters))
             return response
 
 
