@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from unbounded.model.shell_files import (
     Hunk,
+    ShellRead,
     WrittenFile,
+    command_segments,
+    heredoc_writes,
+    in_place_edits,
     parse_patch,
+    patch_writes,
     patches_in_command,
+    shell_reads,
+    without_heredocs,
 )
+
+PATCH = "*** Begin Patch\n*** Delete File: b.txt\n*** End Patch"
 
 
 def _update(*lines: str) -> WrittenFile:
@@ -46,3 +55,94 @@ def test_a_double_quoted_patch_argument_is_read_as_the_shell_unquotes_it() -> No
     assert patches_in_command(command) == [
         '*** Begin Patch\n*** Add File: a.sh\n+say "hi" $HOME\n*** End Patch'
     ]
+
+
+def test_a_patch_tool_input_without_a_begin_marker_is_read_whole() -> None:
+    assert patch_writes("*** Add File: a.txt\n+x\n") == (WrittenFile("a.txt", "add", "x\n"),)
+    # with markers only what stands between them is the patch
+    text = "*** Delete File: before.txt\n*** Begin Patch\n*** Delete File: in.txt\n*** End Patch"
+    assert patch_writes(text) == (WrittenFile("in.txt", "delete"),)
+
+
+def test_a_patch_whose_end_marker_is_missing_runs_to_the_end_of_the_text() -> None:
+    text = "*** Begin Patch\n*** Add File: a.txt\n+x\n+y"
+    assert patch_writes(text) == (WrittenFile("a.txt", "add", "x\ny\n"),)
+    assert patch_writes(f"{PATCH}\n{text}") == (
+        WrittenFile("b.txt", "delete"),
+        WrittenFile("a.txt", "add", "x\ny\n"),
+    )
+
+
+def test_command_segments_split_at_each_separator_and_keep_the_next_command_whole() -> None:
+    assert command_segments("a;b\nc&&d||e") == ["a", "b", "c", "d", "e"]
+
+
+def test_an_escaped_double_quote_keeps_a_double_quoted_argument_open() -> None:
+    command = 'echo "say \\"hi && bye\\"" && ls'
+    assert command_segments(command) == ['echo "say \\"hi && bye\\""', "ls"]
+    assert command_segments('echo "abc" && ls') == ['echo "abc"', "ls"]
+
+
+def test_a_backslash_inside_single_quotes_escapes_nothing() -> None:
+    assert command_segments("echo 'a\\' && ls") == ["echo 'a\\'", "ls"]
+
+
+def test_a_backslash_ending_an_open_double_quote_is_kept() -> None:
+    assert command_segments('echo "a\\') == ['echo "a\\']
+
+
+def test_a_here_document_marker_on_the_last_line_opens_no_body() -> None:
+    assert without_heredocs("ls && cat > f.txt << EOF") == "ls && cat > f.txt << EOF"
+    assert heredoc_writes("cat > f.txt << EOF") == ()
+
+
+def test_a_here_document_at_the_start_of_a_command_is_data_too() -> None:
+    command = "<<'EOF'\ncat notes.md\nEOF\nls"
+    assert without_heredocs(command) == "<<'EOF'\n\nls"
+    assert shell_reads(command) == ()
+
+
+def test_a_word_holding_cd_is_no_directory_change() -> None:
+    written = WrittenFile("f.txt", "write", "x\n")
+    assert heredoc_writes("echo abcd && cat > f.txt << 'EOF'\nx\nEOF") == (written,)
+    # every directory change named before: still after a cd
+    assert heredoc_writes("pushd a; popd; cd b && cat > f.txt << 'EOF'\nx\nEOF") == ()
+
+
+def test_a_here_document_with_no_command_before_it_writes_nothing() -> None:
+    assert heredoc_writes("ls; <<EOF\nx\nEOF") == ()
+
+
+def test_tee_appends_with_its_append_option_and_writes_one_file_only() -> None:
+    for option in ("-a", "--append"):
+        command = f"tee {option} log.txt << 'EOF'\nx\nEOF"
+        assert heredoc_writes(command) == (WrittenFile("log.txt", "append"),), option
+    assert heredoc_writes("tee a.txt b.txt << 'EOF'\nx\nEOF") == ()
+    assert heredoc_writes("tee -a a.txt b.txt << 'EOF'\nx\nEOF") == ()
+
+
+def test_sed_in_place_edits_of_unsplittable_and_piped_commands() -> None:
+    assert in_place_edits("sed -i 's/a/b f.py") == ()  # an open quote: no words
+    assert in_place_edits("sed -i 's/a/b/' f.py | tee log") == (WrittenFile("f.py", "edit"),)
+
+
+def test_sed_in_place_edit_files_are_its_operands_but_the_script() -> None:
+    edit = WrittenFile("x.py", "edit")
+    # the script before the option is still the first operand
+    assert in_place_edits("sed 's/a/b/g' -i x.py") == (edit,)
+    # a script given by -e is no operand, and the word after it is a file
+    assert in_place_edits("sed -i -e 's/a/b/g' x.py") == (edit,)
+    assert in_place_edits("sed -i -e 's/a/b/g' -e 's/c/d/g' x.py") == (edit,)
+    assert in_place_edits("sed -i -f fix.sed x.py") == (edit,)
+
+
+def test_words_after_a_double_dash_are_files_even_when_they_look_like_options() -> None:
+    assert shell_reads("tail -- +notes.md") == (ShellRead("+notes.md", False),)
+
+
+def test_sed_prints_with_its_script_after_e_and_only_one_script() -> None:
+    assert shell_reads("sed -n -e '1,5p' f.py") == (ShellRead("f.py", False),)
+    assert shell_reads("sed -e '1,5p' -n f.py") == (ShellRead("f.py", False),)
+    # a second script is not read as a file
+    assert shell_reads("sed -n -e '1,5p' -e '9p' f.py") == ()
+    assert shell_reads("sed -n '1,5p' f.py '*.py'") == ()
