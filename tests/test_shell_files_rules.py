@@ -13,6 +13,7 @@ from unbounded.model.shell_files import (
     patch_writes,
     patches_in_command,
     shell_reads,
+    unwrap_output,
     without_heredocs,
 )
 
@@ -146,3 +147,26 @@ def test_sed_prints_with_its_script_after_e_and_only_one_script() -> None:
     # a second script is not read as a file
     assert shell_reads("sed -n -e '1,5p' -e '9p' f.py") == ()
     assert shell_reads("sed -n '1,5p' f.py '*.py'") == ()
+
+
+def test_a_pipe_into_nothing_or_into_a_sed_edit_of_the_text_is_no_read() -> None:
+    assert shell_reads("cat a.py |") == ()
+    assert shell_reads("cat a.py | sed 's/x/y/'") == ()  # the text shown is changed
+    assert shell_reads("cat a.py | sed -n '2,4p'") == (ShellRead("a.py", False),)
+
+
+def test_an_assignment_before_a_program_that_reads_no_file_is_no_read() -> None:
+    assert shell_reads("LC_ALL=C python run.py") == ()
+    assert shell_reads("LC_ALL=C cat run.py") == (ShellRead("run.py", True),)
+
+
+def test_a_begin_patch_marker_given_to_no_apply_patch_leaves_the_reads() -> None:
+    command = "grep -c '*** Begin Patch' p.diff && cat p.diff"
+    assert shell_reads(command) == (ShellRead("p.diff", False),)
+
+
+def test_an_exit_code_that_is_no_integer_is_no_exit_code() -> None:
+    for code in ("true", '"1"', "1.0", "null"):
+        text = f'{{"output": "x", "metadata": {{"exit_code": {code}}}}}'
+        assert unwrap_output(text) == ("x", None), code
+    assert unwrap_output('{"output": "x", "metadata": {"exit_code": 2}}') == ("x", 2)
