@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from unbounded.model.shell_files import (
     Hunk,
     ShellRead,
@@ -174,9 +172,6 @@ def test_an_exit_code_that_is_no_integer_is_no_exit_code() -> None:
     assert unwrap_output('{"output": "x", "metadata": {"exit_code": 2}}') == ("x", 2)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="an indented context line is compared with its header's stripped text"
-)
 def test_a_context_header_finds_an_indented_line() -> None:
     change = _update("@@     def m(self):", "-        x = 1", "+        x = 2", "*** End Patch")
     assert change.hunks[0].context == "def m(self):"

@@ -16,7 +16,8 @@ no variable, no redirection, no `sed -i`), piped only into programs that show te
 after a `cd` (its paths would be relative to another directory); it is the file's whole text
 only for a lone `cat f`. A write is `cat`/`tee` fed by a here-document into one path (its
 text unknown when the shell expands the body), and, like a `sed -i` or an `apply_patch`, not
-after a `cd`. A hunk's old lines are whole lines, found after its `@@ context` line.
+after a `cd`. A hunk's old lines are whole lines, found after its `@@ context` line (compared
+stripped, as the header is).
 
 Codex wraps a command's output: older versions in JSON (`{"output": "...", "metadata":
 {"exit_code": N, ...}}`), newer ones in a text header (`Exit code: N`, `Wall time: …`,
@@ -88,7 +89,7 @@ class WrittenFile:
         start = 0
         for hunk in self.hunks:
             if hunk.context:
-                after = _line_index(lines, (hunk.context,), start)
+                after = _context_index(lines, hunk.context, start)
                 if after is None:
                     return None
                 start = after + 1
@@ -107,6 +108,15 @@ def _line_index(lines: list[str], wanted: tuple[str, ...], start: int) -> int | 
     first, count = wanted[0], len(wanted)
     for index in range(start, len(lines) - count + 1):
         if lines[index] == first and tuple(lines[index : index + count]) == wanted:
+            return index
+    return None
+
+
+def _context_index(lines: list[str], context: str, start: int) -> int | None:
+    """Where a hunk's `@@ context` line stands from `start` on: the header's text is stripped,
+    so a line is compared stripped too (as apply_patch does; `@@     def m(self):`)."""
+    for index in range(start, len(lines)):
+        if lines[index].strip() == context:
             return index
     return None
 
