@@ -156,7 +156,7 @@ def test_a_pipe_into_nothing_or_into_a_sed_edit_of_the_text_is_no_read() -> None
 
 
 def test_an_assignment_before_a_program_that_reads_no_file_is_no_read() -> None:
-    assert shell_reads("LC_ALL=C python run.py") == ()
+    assert shell_reads("LC_ALL=C python tail.py") == ()
     assert shell_reads("LC_ALL=C cat run.py") == (ShellRead("run.py", True),)
 
 
@@ -177,3 +177,9 @@ def test_a_context_header_finds_an_indented_line() -> None:
     assert change.hunks[0].context == "def m(self):"
     before = "x = 1\nclass A:\n    def m(self):\n        x = 1\n"
     assert change.applied_to(before) == "x = 1\nclass A:\n    def m(self):\n        x = 2\n"
+
+
+def test_a_hunk_that_stands_nowhere_leaves_the_text_unknown() -> None:
+    change = _update("@@", "-z", "+Z", "*** End Patch")
+    assert change.applied_to("a\nb") is None
+    assert change.applied_to("a\nz") == "a\nZ"  # its line is the last one, with no line end
