@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import shlex
 
-import pytest
-
 from unbounded.model.shell_files import (
     Hunk,
     ShellRead,
@@ -189,7 +187,6 @@ def test_a_hunk_that_stands_nowhere_leaves_the_text_unknown() -> None:
     assert change.applied_to("a\nz") == "a\nZ"  # its line is the last one, with no line end
 
 
-@pytest.mark.xfail(strict=True, reason="the end marker is found inside an added line")
 def test_a_patch_that_adds_a_line_holding_the_end_marker_is_not_cut_there() -> None:
     text = "*** Begin Patch\n*** Add File: notes.md\n+*** End Patch\n+after\n*** End Patch"
     assert patches_in_command(shlex.join(["apply_patch", text])) == [text]

@@ -199,6 +199,13 @@ def _unquoted(text: str, quote: str) -> str:
     return text
 
 
+def _patch_stop(text: str, begin: int) -> int:
+    """Where the patch beginning at `begin` ends: after its end marker, which opens a line (an
+    added line holding the marker is `+*** End Patch`), else at the end of the text."""
+    end = text.find("\n" + END_PATCH, begin)
+    return len(text) if end < 0 else end + 1 + len(END_PATCH)
+
+
 def patches_in_command(command: str) -> list[str]:
     """The patch texts a shell command gives `apply_patch` (a here-document or a quoted
     argument), in order; empty when it runs none."""
@@ -213,8 +220,7 @@ def _patches(command: str) -> list[tuple[int, str]]:
         begin = command.find(BEGIN_PATCH, start)
         if begin < 0:
             return found
-        end = command.find(END_PATCH, begin)
-        stop = len(command) if end < 0 else end + len(END_PATCH)
+        stop = _patch_stop(command, begin)
         if _PATCH_COMMAND.search(command, 0, begin) or _PATCH_COMMAND.search(command, stop):
             quote = command[begin - 1] if begin and command[begin - 1] in "'\"" else ""
             found.append((begin, _unquoted(command[begin:stop], quote)))
@@ -242,8 +248,7 @@ def patch_writes(text: str) -> tuple[WrittenFile, ...]:
     found: list[WrittenFile] = []
     start = 0
     while (begin := text.find(BEGIN_PATCH, start)) >= 0:
-        end = text.find(END_PATCH, begin)
-        stop = len(text) if end < 0 else end + len(END_PATCH)
+        stop = _patch_stop(text, begin)
         found.extend(parse_patch(text[begin:stop]))
         start = stop
     return tuple(found)
