@@ -16,7 +16,8 @@ no variable, no redirection, no `sed -i`), piped only into programs that show te
 after a `cd` (its paths would be relative to another directory); it is the file's whole text
 only for a lone `cat f`. A write is `cat`/`tee` fed by a here-document into one path (its
 text unknown when the shell expands the body), and, like a `sed -i` or an `apply_patch`, not
-after a `cd`. A hunk's old lines are whole lines, found after its `@@ context` line.
+after a `cd`. A hunk's old lines are whole lines, found after its `@@ context` line (compared
+stripped, as the header is).
 
 Codex wraps a command's output: older versions in JSON (`{"output": "...", "metadata":
 {"exit_code": N, ...}}`), newer ones in a text header (`Exit code: N`, `Wall time: …`,
@@ -88,7 +89,7 @@ class WrittenFile:
         start = 0
         for hunk in self.hunks:
             if hunk.context:
-                after = _line_index(lines, (hunk.context,), start)
+                after = _context_index(lines, hunk.context, start)
                 if after is None:
                     return None
                 start = after + 1
@@ -107,6 +108,15 @@ def _line_index(lines: list[str], wanted: tuple[str, ...], start: int) -> int | 
     first, count = wanted[0], len(wanted)
     for index in range(start, len(lines) - count + 1):
         if lines[index] == first and tuple(lines[index : index + count]) == wanted:
+            return index
+    return None
+
+
+def _context_index(lines: list[str], context: str, start: int) -> int | None:
+    """Where a hunk's `@@ context` line stands from `start` on: the header's text is stripped,
+    so a line is compared stripped too (as apply_patch does; `@@     def m(self):`)."""
+    for index in range(start, len(lines)):
+        if lines[index].strip() == context:
             return index
     return None
 
@@ -189,6 +199,13 @@ def _unquoted(text: str, quote: str) -> str:
     return text
 
 
+def _patch_stop(text: str, begin: int) -> int:
+    """Where the patch beginning at `begin` ends: after its end marker, which opens a line (an
+    added line holding the marker is `+*** End Patch`), else at the end of the text."""
+    end = text.find("\n" + END_PATCH, begin)
+    return len(text) if end < 0 else end + 1 + len(END_PATCH)
+
+
 def patches_in_command(command: str) -> list[str]:
     """The patch texts a shell command gives `apply_patch` (a here-document or a quoted
     argument), in order; empty when it runs none."""
@@ -203,8 +220,7 @@ def _patches(command: str) -> list[tuple[int, str]]:
         begin = command.find(BEGIN_PATCH, start)
         if begin < 0:
             return found
-        end = command.find(END_PATCH, begin)
-        stop = len(command) if end < 0 else end + len(END_PATCH)
+        stop = _patch_stop(command, begin)
         if _PATCH_COMMAND.search(command, 0, begin) or _PATCH_COMMAND.search(command, stop):
             quote = command[begin - 1] if begin and command[begin - 1] in "'\"" else ""
             found.append((begin, _unquoted(command[begin:stop], quote)))
@@ -232,8 +248,7 @@ def patch_writes(text: str) -> tuple[WrittenFile, ...]:
     found: list[WrittenFile] = []
     start = 0
     while (begin := text.find(BEGIN_PATCH, start)) >= 0:
-        end = text.find(END_PATCH, begin)
-        stop = len(text) if end < 0 else end + len(END_PATCH)
+        stop = _patch_stop(text, begin)
         found.extend(parse_patch(text[begin:stop]))
         start = stop
     return tuple(found)
