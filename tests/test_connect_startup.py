@@ -92,10 +92,7 @@ def test_a_server_starting_up_is_asked_again_until_it_takes_the_connection() -> 
     assert server.now == pytest.approx(0.1 + 0.2 + 0.5)
 
 
-XFAIL_RECOVERY = pytest.mark.xfail(strict=True, reason="'in recovery mode' is not a known start-up")
-
-
-@pytest.mark.parametrize("reason", [pytest.param(RECOVERY, marks=XFAIL_RECOVERY), NOT_CONSISTENT])
+@pytest.mark.parametrize("reason", [RECOVERY, NOT_CONSISTENT])
 def test_a_server_in_recovery_is_asked_again_without_a_probe(reason: str) -> None:
     server, probes = FakeServer(reason, reason, STARTING), []
     try_connecting(server, probes=probes)
@@ -103,7 +100,6 @@ def test_a_server_in_recovery_is_asked_again_without_a_probe(reason: str) -> Non
     assert server.now == pytest.approx(0.1 + 0.2 + 0.5)
 
 
-@XFAIL_RECOVERY
 def test_a_server_in_recovery_past_the_timeout_fails_saying_how_long() -> None:
     server = FakeServer(*[RECOVERY] * 100)
     with pytest.raises(ConfigError, match=r"in recovery mode, still after 3 s\)"):
@@ -111,15 +107,7 @@ def test_a_server_in_recovery_past_the_timeout_fails_saying_how_long() -> None:
     assert len(server.calls) == 6
 
 
-NO_HOT_STANDBY_XFAIL = pytest.mark.xfail(
-    strict=True, reason="a standby without hot standby is probed and retried for the timeout"
-)
-
-
-@pytest.mark.parametrize(
-    "reason",
-    [PASSWORD, CLOSED, SHUTTING, pytest.param(NO_HOT_STANDBY, marks=NO_HOT_STANDBY_XFAIL)],
-)
+@pytest.mark.parametrize("reason", [PASSWORD, CLOSED, SHUTTING, NO_HOT_STANDBY])
 def test_any_other_refusal_fails_at_once(reason: str) -> None:
     server, probes = FakeServer(reason, STARTING), []
     with pytest.raises(ConfigError, match="cannot connect to") as refused:

@@ -195,11 +195,16 @@ STARTUP_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0)
 """The waits between connection attempts to a server that is starting up (the last repeats)."""
 _STARTING_UP = (
     "the database system is starting up",
+    "the database system is in recovery mode",  # crash recovery: it opens when replay ends
+    # A hot standby before it reaches a consistent state (then it takes connections).
     "the database system is not yet accepting connections",
     "das Datenbanksystem startet",  # the server's German catalogue (lc_messages=de_DE)
 )
+"""Reasons of a 57P03 refusal that passes on its own: asked again until the timeout."""
 _NOT_STARTING = (
     "the database system is shutting down",  # 57P03 too, but it will not come back soon
+    # 57P03 of a standby with hot_standby=off: refused until it is promoted or reconfigured.
+    "the database system is not accepting connections",
     "password authentication failed",
     "Connection refused",
 )
@@ -222,11 +227,13 @@ def _refuses_connections_now(url: str, timeout: int) -> bool:
 
 
 def _starting_up(error: BaseException, url: str, ping: Callable[[str, int], bool]) -> bool:
-    """Whether the server refused because it is starting up (SQLSTATE 57P03, as a container
-    started with it does at first). libpq gives a refused connection no SQLSTATE, and the
+    """Whether the server refused for a while only: SQLSTATE 57P03 while it starts up (as a
+    container started with it does at first), recovers from a crash, or, a hot standby,
+    replays up to a consistent state. libpq gives a refused connection no SQLSTATE, and the
     server words it in its own language: a reason known in English (or the German
     catalogue's) tells at once, any other is asked of the server with `ping` (57P03 also
-    means shutting down, which is not retried when its English reason shows it)."""
+    means shutting down, or a standby without hot standby, which are not retried when their
+    English reasons show them)."""
     text = str(error)
     if any(known in text for known in _NOT_STARTING):
         return False
