@@ -44,7 +44,6 @@ def _in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     return thread, out
 
 
-@pytest.mark.xfail(strict=True, reason="the start-up retry sleeps holding the pools' lock")
 def test_a_server_starting_up_holds_up_no_other_address(
     urls: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

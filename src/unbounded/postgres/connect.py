@@ -34,6 +34,8 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 
 _pools: dict[tuple[int, str], ConnectionPool[Any]] = {}
 _pools_guard = threading.Lock()
+_opening: dict[tuple[int, str], threading.Lock] = {}
+"""One lock per address, held by the thread opening its pool (taken under `_pools_guard`)."""
 
 
 def require_psycopg() -> None:
@@ -97,8 +99,6 @@ def connection_pool(
     larger `max_size` grows it first (a smaller one is ignored: open stores hold connections).
     """
     require_psycopg()
-    from psycopg_pool import ConnectionPool
-
     largest = DEFAULT_MAX_SIZE if max_size is None else max_size
     if min_size < 0 or largest < 1 or min_size > largest:
         raise ConfigError("pool sizes need 0 <= min_size <= max_size and max_size >= 1")
@@ -106,29 +106,48 @@ def connection_pool(
     key = (os.getpid(), url)
     with _pools_guard:
         pool = _pools.get(key)
-        if pool is not None and max_size is not None and max_size > pool.max_size:
+        opening = _opening.setdefault(key, threading.Lock())
+    if pool is None:
+        # Connect (and wait out a server's start-up) outside the guard, so other addresses'
+        # pools stay at hand meanwhile; the address's own lock lets one thread open its pool
+        # while the others wait for that one.
+        with opening:
+            with _pools_guard:
+                pool = _pools.get(key)
+            if pool is None:
+                pool = _open_pool(url, min_size, largest, timeout)
+                with _pools_guard:
+                    _pools[key] = pool
+                return pool
+    with _pools_guard:
+        if max_size is not None and max_size > pool.max_size:
             pool.resize(min_size=pool.min_size, max_size=max_size)
-        if pool is None:
-            _try_connecting(url, timeout)
-            pool = ConnectionPool(
-                url,
-                min_size=min_size,
-                max_size=largest,
-                timeout=timeout,
-                configure=_configure,
-                check=ConnectionPool.check_connection,
-                open=False,
-                name=f"unbounded:{redact_url(url)}",
-            )
-            try:
-                pool.open(wait=True, timeout=timeout)
-            except Exception as error:
-                pool.close()
-                raise ConfigError(
-                    f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the "
-                    "address, that the server runs and that the role may log in"
-                ) from None
-            _pools[key] = pool
+    return pool
+
+
+def _open_pool(url: str, min_size: int, max_size: int, timeout: float) -> ConnectionPool[Any]:
+    """A new pool for `url`, opened, after one connection of our own tells why it cannot be."""
+    from psycopg_pool import ConnectionPool
+
+    _try_connecting(url, timeout)
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=timeout,
+        configure=_configure,
+        check=ConnectionPool.check_connection,
+        open=False,
+        name=f"unbounded:{redact_url(url)}",
+    )
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as error:
+        pool.close()
+        raise ConfigError(
+            f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the "
+            "address, that the server runs and that the role may log in"
+        ) from None
     return pool
 
 
