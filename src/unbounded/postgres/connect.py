@@ -34,6 +34,8 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 
 _pools: dict[tuple[int, str], ConnectionPool[Any]] = {}
 _pools_guard = threading.Lock()
+_opening: dict[tuple[int, str], threading.Lock] = {}
+"""One lock per address, held by the thread opening its pool (taken under `_pools_guard`)."""
 
 
 def require_psycopg() -> None:
@@ -97,8 +99,6 @@ def connection_pool(
     larger `max_size` grows it first (a smaller one is ignored: open stores hold connections).
     """
     require_psycopg()
-    from psycopg_pool import ConnectionPool
-
     largest = DEFAULT_MAX_SIZE if max_size is None else max_size
     if min_size < 0 or largest < 1 or min_size > largest:
         raise ConfigError("pool sizes need 0 <= min_size <= max_size and max_size >= 1")
@@ -106,29 +106,48 @@ def connection_pool(
     key = (os.getpid(), url)
     with _pools_guard:
         pool = _pools.get(key)
-        if pool is not None and max_size is not None and max_size > pool.max_size:
+        opening = _opening.setdefault(key, threading.Lock())
+    if pool is None:
+        # Connect (and wait out a server's start-up) outside the guard, so other addresses'
+        # pools stay at hand meanwhile; the address's own lock lets one thread open its pool
+        # while the others wait for that one.
+        with opening:
+            with _pools_guard:
+                pool = _pools.get(key)
+            if pool is None:
+                pool = _open_pool(url, min_size, largest, timeout)
+                with _pools_guard:
+                    _pools[key] = pool
+                return pool
+    with _pools_guard:
+        if max_size is not None and max_size > pool.max_size:
             pool.resize(min_size=pool.min_size, max_size=max_size)
-        if pool is None:
-            _try_connecting(url, timeout)
-            pool = ConnectionPool(
-                url,
-                min_size=min_size,
-                max_size=largest,
-                timeout=timeout,
-                configure=_configure,
-                check=ConnectionPool.check_connection,
-                open=False,
-                name=f"unbounded:{redact_url(url)}",
-            )
-            try:
-                pool.open(wait=True, timeout=timeout)
-            except Exception as error:
-                pool.close()
-                raise ConfigError(
-                    f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the "
-                    "address, that the server runs and that the role may log in"
-                ) from None
-            _pools[key] = pool
+    return pool
+
+
+def _open_pool(url: str, min_size: int, max_size: int, timeout: float) -> ConnectionPool[Any]:
+    """A new pool for `url`, opened, after one connection of our own tells why it cannot be."""
+    from psycopg_pool import ConnectionPool
+
+    _try_connecting(url, timeout)
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=timeout,
+        configure=_configure,
+        check=ConnectionPool.check_connection,
+        open=False,
+        name=f"unbounded:{redact_url(url)}",
+    )
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as error:
+        pool.close()
+        raise ConfigError(
+            f"cannot connect to {redact_url(url)} ({_reason(error, url)}); check the "
+            "address, that the server runs and that the role may log in"
+        ) from None
     return pool
 
 
@@ -195,11 +214,16 @@ STARTUP_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0)
 """The waits between connection attempts to a server that is starting up (the last repeats)."""
 _STARTING_UP = (
     "the database system is starting up",
+    "the database system is in recovery mode",  # crash recovery: it opens when replay ends
+    # A hot standby before it reaches a consistent state (then it takes connections).
     "the database system is not yet accepting connections",
     "das Datenbanksystem startet",  # the server's German catalogue (lc_messages=de_DE)
 )
+"""Reasons of a 57P03 refusal that passes on its own: asked again until the timeout."""
 _NOT_STARTING = (
     "the database system is shutting down",  # 57P03 too, but it will not come back soon
+    # 57P03 of a standby with hot_standby=off: refused until it is promoted or reconfigured.
+    "the database system is not accepting connections",
     "password authentication failed",
     "Connection refused",
 )
@@ -222,11 +246,13 @@ def _refuses_connections_now(url: str, timeout: int) -> bool:
 
 
 def _starting_up(error: BaseException, url: str, ping: Callable[[str, int], bool]) -> bool:
-    """Whether the server refused because it is starting up (SQLSTATE 57P03, as a container
-    started with it does at first). libpq gives a refused connection no SQLSTATE, and the
+    """Whether the server refused for a while only: SQLSTATE 57P03 while it starts up (as a
+    container started with it does at first), recovers from a crash, or, a hot standby,
+    replays up to a consistent state. libpq gives a refused connection no SQLSTATE, and the
     server words it in its own language: a reason known in English (or the German
     catalogue's) tells at once, any other is asked of the server with `ping` (57P03 also
-    means shutting down, which is not retried when its English reason shows it)."""
+    means shutting down, or a standby without hot standby, which are not retried when their
+    English reasons show them)."""
     text = str(error)
     if any(known in text for known in _NOT_STARTING):
         return False
