@@ -19,7 +19,8 @@
    smallest's) and the largest peak.
 
 `--keep DIR` writes the files there and keeps them; with `--reuse`, a file already there is
-replayed as it is (the files are the same for a size: the generator is seeded). Run:
+replayed as it is (the files are the same for a size: the generator is seeded). Each size's
+row is also printed to stderr, as one JSON line, as soon as it is measured. Run:
 python benchmarks/long_session.py [--calls 1000,10000,100000] [--keep DIR [--reuse]] [--json]
 """
 
@@ -290,6 +291,9 @@ def run(sizes: Sequence[int], folder: Path, *, reuse: bool = False) -> dict[str,
         }
         row.update(_measured(path))
         figures["sizes"][str(calls)] = row
+        # Each size's row as soon as it is measured: a run stopped at a larger size (the
+        # 100,000-call replay takes many minutes on a shared machine) keeps the smaller ones.
+        print(json.dumps({"calls": calls, **row}), file=sys.stderr, flush=True)
     rows = [figures["sizes"][str(calls)] for calls in sizes]
     figures["per_call_growth"] = round(rows[-1]["us_per_call"] / max(1, rows[0]["us_per_call"]), 2)
     figures["cpu_per_call_growth"] = round(

@@ -194,6 +194,9 @@ def test_long_session_benchmark_reports_time_per_call_and_memory() -> None:
         figures["sizes"]["60"]["cpu_us_per_call"] / figures["sizes"]["30"]["cpu_us_per_call"],
         rel=0.02,
     )
+    # Each size's row also went to stderr as it was measured (kept if a later size is stopped).
+    rows = [json.loads(line) for line in done.stderr.splitlines() if line.startswith('{"calls"')]
+    assert rows == [{"calls": int(calls), **row} for calls, row in figures["sizes"].items()]
 
 
 def test_long_session_benchmark_replays_a_kept_file_again_as_it_is(tmp_path: Path) -> None:
