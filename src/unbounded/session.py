@@ -148,6 +148,9 @@ class Session:
             extension.attached(self)
         if self._deps.extensions:  # the tools they add are counted from the first estimate
             self._settings = self._derive(config, self._base_policy)
+        # Set before the first prepare does: the calibration counts the cleared results as
+        # the placeholders the last request carried, with the handle when recall is offered.
+        self.micro.name_handles = offers_recall(self.config.tools, self.policy)
         self._calibrate()
 
     # -- configuration ---------------------------------------------------------------------------
@@ -582,8 +585,10 @@ class Session:
         )
         self.append([entry])
         self.tracking.turns += 1
-        self._calibrate()
         if usage:
+            # Only a new usage is measured: against the old one, clears made since would
+            # be counted as if that request had carried them.
+            self._calibrate()
             self.micro.observe_response(usage, self.policy)
             self._check_cache_break(entry, usage, now.timestamp())
         self.save_state()

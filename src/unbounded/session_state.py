@@ -133,15 +133,18 @@ class SessionState:
         self, counter: ContextCounter, *, overhead_raw: int, system_tokens: int | None
     ) -> None:
         """Update `calibration` from the counter's anchor (its usage against our estimate of
-        the same request: the messages, and the system prompt and tools unless their size
-        is known exactly)."""
+        the same request as it was sent: the messages with the cleared results as their
+        placeholders, and the system prompt and tools unless their size is known exactly)."""
         if not counter.anchored:
             return
+        # The counter reads the transcript, where cleared results stay whole; the billed
+        # request carried every clear made so far (they are made before it is sent).
+        sent = counter.raw_estimate_at_anchor - self.micro.cleared_savings()
         if system_tokens is None:
-            estimate = overhead_raw + counter.raw_estimate_at_anchor
+            estimate = overhead_raw + sent
             reported = counter.anchor_tokens
         else:  # a known system size is not estimated, so only the messages are calibrated
-            estimate = counter.raw_estimate_at_anchor
+            estimate = sent
             reported = counter.anchor_tokens - system_tokens
         if estimate > 0 and reported > 0:
             ratio = reported / estimate

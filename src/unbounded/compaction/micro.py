@@ -61,6 +61,7 @@ from unbounded.model.entries import Entry
 from unbounded.model.prefix import shared_prefix_length_own
 from unbounded.model.request import CacheEdit
 from unbounded.policy import Policy
+from unbounded.tokens.estimate import rough_token_count
 
 Tier = Literal["none", "count", "time", "cached"]
 
@@ -150,6 +151,7 @@ class MicrocompactState:
         "_marked",
         "_pairs",
         "_release",
+        "_savings",
         "cached",
         "cleared",
         "ledger",
@@ -174,6 +176,9 @@ class MicrocompactState:
         """`cleared` as saved ([id, tokens] pairs), extended as ids are added."""
         self._release = DeferredRelease()
         """The last view and pairs a compaction let go of, freed over the calls after it."""
+        self._savings: tuple[dict[str, int], int, bool, int] = (self.cleared, 0, False, 0)
+        """`cleared_savings` as last summed: over which dict, how many of its ids, with or
+        without handles, and the sum (ids are only added until a compaction replaces it)."""
 
     @property
     def tools(self) -> CompactableTools:
@@ -216,6 +221,19 @@ class MicrocompactState:
     def cleared_ids(self) -> frozenset[str]:
         """Every tool id cleared in the messages so far."""
         return frozenset(self.cleared)
+
+    def cleared_savings(self) -> int:
+        """Estimated tokens the clears take out of a request (each cleared result's tokens
+        less its placeholder's): how far an estimate of the view before clearing overstates
+        the request sent (the session's calibration is measured against the latter)."""
+        source, summed, handles, total = self._savings
+        if source is not self.cleared or summed > len(self.cleared) or handles != self.name_handles:
+            summed, total = 0, 0
+        for tool_id, tokens in islice(self.cleared.items(), summed, None):
+            stub = cleared_stub(tool_id if self.name_handles else None)
+            total += tokens - rough_token_count(stub)
+        self._savings = (self.cleared, len(self.cleared), self.name_handles, total)
+        return total
 
     def observe_response(self, usage: Mapping[str, Any], policy: Policy | None = None) -> bool:
         """Record a response's usage for the cached tier; True when it shows cache expiry."""
