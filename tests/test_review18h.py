@@ -170,10 +170,6 @@ def test_a_cut_braced_line_still_names_what_the_folders_hold() -> None:
 # --- read definitions ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: a `.env.sh` read shows its values (a password) in a definition body; 9dee2a7 showed its key names only",
-)
 def test_an_env_file_s_values_are_not_shown_by_its_definitions() -> None:
     env = _numbered(
         "export API_KEY=sk-live-abc\nfunction load_env() {\n  export DB_URL=postgres://u:hunter2@h/db\n}"

@@ -92,6 +92,7 @@ from unbounded.compaction.handover import (
     TrackerItem,
     defined_name,
     definition_lines,
+    is_env_file,
     mentioned_paths,
     push_target,
     read_handover,
@@ -1132,6 +1133,8 @@ class _Renderer:
         for path in paths:
             if files >= level.read_outlines:
                 break
+            if is_env_file(path):
+                continue  # its values stay unshown: section 2 names its keys only
             call = next(
                 (
                     c

@@ -1211,6 +1211,12 @@ def open_items(text: str) -> tuple[str, ...]:
     return tuple(found[:STATUS_ITEMS])
 
 
+def is_env_file(path: str) -> bool:
+    """Whether a path names an env file (`.env`, `.env.local`, `app/.env.sh`): its values are
+    never shown, only its key names."""
+    return bool(path) and _ENV_FILE.fullmatch(path) is not None
+
+
 def _env_keys(handover: Handover) -> None:
     """Which `.env` file holds which key, by name: from a read of the file or a command naming
     it, the names its output shows (`NAME=…` lines, or a bare `NAME` as `cut -d= -f1` prints)."""
@@ -1218,7 +1224,7 @@ def _env_keys(handover: Handover) -> None:
         if call.failed or call.is_error is None:
             continue
         paths = list(call.paths_read) or _ENV_FILE.findall(call.command or "")
-        env = next((p for p in paths if p and _ENV_FILE.fullmatch(p)), None)
+        env = next((p for p in paths if is_env_file(p)), None)
         if env is None:
             continue
         names = handover.env_keys.setdefault(env, [])
