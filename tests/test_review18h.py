@@ -59,43 +59,23 @@ CHAINED = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: `--- FAIL: TestX` reads as a banner (three dashes) and the bare `FAIL` lines win",
-)
 def test_go_test_headline_names_the_failed_test() -> None:
     assert failure_headline(GO_TEST) == "--- FAIL: TestParse (0.00s)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: ruff's count line ('Found 1 error.') is telling, its rule line is not, so the count wins",
-)
 def test_ruff_headline_names_the_rule_line_not_the_count() -> None:
     assert "F401" in failure_headline(RUFF)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: tsc's `file(3,5): error TS…` line is not telling, its 'Found 1 error in' count is",
-)
 def test_tsc_headline_names_the_type_error_not_the_count() -> None:
     assert "TS2322" in failure_headline(TSC)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: the next step quotes ruff's 'Found 1 error.' (9dee2a7 quoted the F401 line)",
-)
 def test_the_next_step_names_the_lint_error_to_fix() -> None:
     messages = [user("make the checks pass"), *bash("b1", "ruff check src", RUFF, error=True)]
     assert "F401" in _next_step(messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the first of two chained exceptions is named; the one raised last is what failed",
-)
 def test_a_chained_traceback_s_headline_is_the_exception_raised_last() -> None:
     assert failure_headline(CHAINED) == "ValueError: config missing x"
 
