@@ -363,6 +363,9 @@ class _Cuts:
     prompts: int | None = None
     carried: int | None = None
     errors: int | None = None
+    """Errors shown, the unresolved first (at least `UNRESOLVED_SHOWN` of those)."""
+    fixed_errors: int | None = None
+    """Fixed errors shown at most (after the unresolved ones)."""
     spec_lines: int | None = None
     recent: int | None = None
     """Hundreds of characters the last steps may take (at most the level's)."""
@@ -1215,6 +1218,9 @@ class _Renderer:
         keep = level.errors if cuts.errors is None else cuts.errors
         unresolved = [r for r in self.errors if r.resolved_by is None]
         shown = self.errors[: max(keep, min(len(unresolved), UNRESOLVED_SHOWN))]
+        if cuts.fixed_errors is not None:
+            # Unresolved first, the fixed ones after them: those past the cut go.
+            shown = shown[: sum(1 for r in shown if r.resolved_by is None) + cuts.fixed_errors]
         lines: list[str] = []
         for record in shown:
             lines.extend(self._error_lines(record, level))
@@ -1925,27 +1931,31 @@ class _Renderer:
 
 
 CUT_ORDER: tuple[tuple[str, ...], ...] = (
-    ("spec_lines", "recent", "errors"),
+    ("spec_lines", "recent", "fixed_errors"),
     ("carried", "answered"),
     ("earlier", "files"),
+    ("errors",),
     ("prompts",),
 )
 """The long lists `_cut_to_fit` shortens, least needed first: a task's spec, the last steps
 and the fixed errors (their commands and files are named elsewhere) before what the previous
-summary carried and the answered message, those before the files, the user's own prompts
-last (an agent cannot ask for them again)."""
+summary carried and the answered message, those before the files, the files before the
+unresolved errors (what is left to fix), the user's own prompts last (an agent cannot ask for
+them again)."""
 
 
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
     """Shorten the long lists one step at a time until the text fits: within the least
     needed group of `CUT_ORDER` that still has items, its longest list first."""
     cuts = _Cuts()
+    unresolved = [r for r in renderer.errors if r.resolved_by is None]
     sizes = {
         "files": min(level.files, len(renderer.h.changes)),
         "earlier": min(level.earlier_files, max(0, len(renderer.h.changes) - level.files)),
         "prompts": len(renderer.requests),
         "carried": renderer.carried_kept(level, cuts),
-        "errors": min(level.errors, len(renderer.errors)),
+        "errors": min(level.errors, len(unresolved)),
+        "fixed_errors": max(0, min(level.errors, len(renderer.errors)) - len(unresolved)),
         "spec_lines": level.spec_lines,
         "recent": level.recent_chars // 100,
         "answered": level.answered_chars // 100,
