@@ -85,29 +85,17 @@ def test_a_chained_traceback_s_headline_is_the_exception_raised_last() -> None:
 TREE = ".\n├── package.json\n├── src\n│   ├── index.js\n│   └── util.js\n└── test\n    └── index.test.js\n\n2 directories, 4 files"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`tree -I node_modules` lists folder 'node_modules' (the option's argument): the top-level names are then dropped as a cache folder's",
-)
 def test_tree_with_an_ignore_pattern_keeps_the_top_level_names() -> None:
     files = _files([user("tidy"), *bash("b1", "tree -I node_modules", TREE)])
     assert "package.json" in files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fd's first argument is a pattern (or an option's value: `-e py`), not a folder: the names are put in a folder 'py'",
-)
 def test_fd_s_extension_names_no_folder() -> None:
     files = _files([user("tidy"), *bash("b1", "fd -e py", "a.py\nb.py\nc.py")])
     assert "py/:" not in files
     assert "a.py, b.py, c.py" in files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ls src tests` puts every name in src/: the `tests:` heading is skipped as no name",
-)
 def test_ls_of_two_folders_puts_each_name_in_its_folder() -> None:
     output = "src:\na.py\nb.py\n\ntests:\ntest_a.py\ntest_b.py"
     files = _files([user("tidy"), *bash("b1", "ls src tests", output)])
@@ -115,19 +103,12 @@ def test_ls_of_two_folders_puts_each_name_in_its_folder() -> None:
     assert "test_a.py" not in files.split("src/:")[1].split("\n")[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`cd src && ls` is read as a listing of the working directory: src's files shown at the root",
-)
 def test_ls_after_cd_lists_the_folder_changed_to() -> None:
     files = _files([user("tidy"), *bash("b1", "cd src && ls", "a.py\nb.py\nc.py")])
     assert "./: a.py" not in files
     assert "src/: a.py, b.py, c.py" in files
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a folder removed since its listing is still shown as the layout"
-)
 def test_a_folder_removed_after_its_listing_shows_no_layout() -> None:
     messages = [
         user("clean the build"),
@@ -307,10 +288,6 @@ def test_build_output_folders_are_left_out_of_the_layout() -> None:
     assert "target/" not in files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an `ls -l` line with an ISO date (`--time-style=long-iso`, busybox) has 8 fields, not 9: no name is read",
-)
 def test_a_long_listing_with_iso_dates_gives_its_names() -> None:
     output = (
         "total 8\n"
@@ -380,11 +357,6 @@ def test_a_sed_range_showing_a_line_moved_is_not_taken_for_the_known_text() -> N
 # --- cut order -----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: CUT_ORDER cuts errors before files to drop fixed ones, but an unresolved error goes too "
-    "while all 12 files stay (9dee2a7 cut the files first)",
-)
 def test_cutting_to_fit_keeps_the_unresolved_errors_before_the_files() -> None:
     messages: list[dict[str, Any]] = [user("build the package")]
     for n in range(3):

@@ -161,6 +161,19 @@ LISTING_TOOLS = frozenset({"Glob", "glob", "LS", "list_directory", "list_dir", "
 """Tools whose result lists a folder's files."""
 _LONG_LISTING = re.compile(r"^[bcdlps-][rwxsStT-]{9}[@+.]?\s")
 """An `ls -l` line: its name is its ninth field."""
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+"""An `ls -l --time-style=long-iso` date: the line has one field less, its name the eighth."""
+OPTION_VALUES = frozenset(
+    {
+        "-I", "-P", "-L", "--ignore", "--pattern", "-e", "-E", "-t", "--extension", "--exclude",
+        "--type", "-d", "--max-depth", "--level", "-name", "-iname", "-path", "-type",
+        "-maxdepth", "-mindepth", "-newer", "-size", "-mtime",
+    }
+)  # fmt: skip
+"""Options of the listing programs whose value is the next word (`tree -I node_modules`,
+`fd -e py`, `find -name x`): no folder."""
+_LS_HEADING = re.compile(r"^(\S[^:]*):$")
+"""The heading `ls` prints over each folder's names when it lists several (`src:`)."""
 _TREE_GLYPHS = re.compile(r"^(?:[\s│├└─|`]|-\s)+")
 """What a nested listing puts before a name: tree lines, indentation, a list's dashes."""
 _ENTRY = re.compile(r"^[\w@.+~/-][\w@.+~/-]*$")
@@ -1256,10 +1269,12 @@ def listing_entry(line: str) -> str | None:
     sentence)."""
     line = line.rstrip()
     if _LONG_LISTING.match(line):
-        fields = line.split(None, 8)
-        if len(fields) < 9:
+        iso = len(line.split(None, 6)) > 5 and _ISO_DATE.match(line.split(None, 6)[5])
+        last = 7 if iso else 8
+        fields = line.split(None, last)
+        if len(fields) <= last:
             return None
-        name = fields[8].split(" -> ", 1)[0]
+        name = fields[last].split(" -> ", 1)[0]
         name += "/" if line.startswith("d") and not name.endswith("/") else ""
     else:
         name = _TREE_GLYPHS.sub("", line)
@@ -1293,17 +1308,24 @@ def listing_paths(output: str) -> tuple[list[str], int]:
 
 
 def listed_folder(call: Call) -> str | None:
-    """The folder a call lists: a listing program's first argument that is no option
-    ("." when it names none), a listing tool's path; None when the call lists nothing."""
+    """The folder a call lists: a listing program's first argument that is no option nor
+    an option's value ("." when it names none), under the folder a `cd` before it changed
+    to; a listing tool's path; None when the call lists nothing."""
     if call.command:
         words = command_words(call.command)
         if not words or words[0].rsplit("/", 1)[-1] not in LISTING_PROGRAMS:
             return None
-        folders = [w.strip("'\"") for w in words[1:] if not w.startswith(("-", "(", "!", "\\"))]
+        folders: list[str] = []
+        for before, word in zip(words, words[1:]):
+            if before not in OPTION_VALUES and not word.startswith(("-", "(", "!", "\\")):
+                folders.append(word.strip("'\""))
         # An option's number (`tree -L 2`) or a pattern (`*.py`) names no folder.
         folder = next(
             (w for w in folders if w and not w.isdigit() and not any(c in w for c in "*?[")), "."
         )
+        changed_to = _changed_to(call.command)
+        if changed_to and not folder.startswith("/"):
+            folder = posixpath.normpath(posixpath.join(changed_to, folder))
     elif call.name in LISTING_TOOLS:
         tool_input = call.block.get("input")
         given = tool_input if isinstance(tool_input, Mapping) else {}
@@ -1319,21 +1341,68 @@ def listed_folder(call: Call) -> str | None:
     return folder[2:] if folder.startswith("./") else folder
 
 
+def _changed_to(command: str) -> str:
+    """The folder the `cd`s before a command line's first program change to ("" for none)."""
+    folder = ""
+    for segment in command_segments(command):
+        words = segment.split()
+        if not words or words[0] != "cd":
+            break
+        target = words[1].strip("'\"") if len(words) > 1 else ""
+        if not target or target.startswith(("~", "-", "$")):
+            return ""
+        folder = posixpath.normpath(posixpath.join(folder, target)) if folder else target
+    return folder
+
+
+def removed_paths(command: str) -> list[str]:
+    """The paths a command line removes (`rm -rf build`, `git rm a.py`), as written."""
+    removed: list[str] = []
+    for segment in command_segments(command):
+        words = segment.split()
+        start = 1 if words[:1] == ["rm"] else 2 if words[:2] == ["git", "rm"] else 0
+        if start:
+            removed += [w.strip("'\"").rstrip("/") for w in words[start:] if not w.startswith("-")]
+    return [path for path in removed if path]
+
+
+def _ls_sections(folder: str, output: str) -> list[tuple[str, str]]:
+    """A listing's output by folder: `ls a b` prints each folder's names under an `a:`
+    heading; any other output is the one folder's."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in output.splitlines():
+        heading = _LS_HEADING.match(line.rstrip())
+        if heading:
+            sections.append((heading.group(1), []))
+        elif sections:
+            sections[-1][1].append(line)
+        else:
+            sections.append((folder, [line]))
+    if len(sections) < 2:
+        return [(folder, output)]
+    return [(name, "\n".join(lines)) for name, lines in sections]
+
+
 def _listings(handover: Handover) -> None:
     latest: dict[str, Listing] = {}
     for call in handover.calls:
         if call.failed or call.is_error is None:
             continue
-        folder = listed_folder(call)
-        if folder is None:
+        for path in removed_paths(call.command or ""):
+            gone = posixpath.normpath(path)
+            for folder in [f for f in latest if f == gone or f.startswith(gone + "/")]:
+                del latest[folder]
+        listed = listed_folder(call)
+        if listed is None:
             continue
-        lines = [line for line in call.result.splitlines() if line.strip()]
-        entries, names = listing_paths(call.result)
-        # Mostly names, else the output is something else (a search's matching lines).
-        if not entries or 2 * names < len(lines):
-            continue
-        latest.pop(folder, None)
-        latest[folder] = Listing(call, folder, tuple(entries))
+        for folder, output in _ls_sections(listed, call.result):
+            lines = [line for line in output.splitlines() if line.strip()]
+            entries, names = listing_paths(output)
+            # Mostly names, else the output is something else (a search's matching lines).
+            if not entries or 2 * names < len(lines):
+                continue
+            latest.pop(folder, None)
+            latest[folder] = Listing(call, folder, tuple(entries))
     handover.listings = list(latest.values())
 
 
