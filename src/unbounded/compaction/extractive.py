@@ -623,29 +623,34 @@ CACHE_FOLDERS = frozenset(
     {
         "__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
         ".venv", "site-packages", "node_modules", "bower_components", "deps", "_build",
+        ".next", ".nuxt", "target",
     }
 )  # fmt: skip
 """Folders tools fill (caches, installed packages and their builds: Python's, npm's,
-Mix's): a layout shows the project without them."""
+Mix's, Next's, Nuxt's, Cargo's): a layout shows the project without them."""
 
 
+BRACED_SHOWN = 3
+"""Folders named in a brace of a layout line too long for its room; the rest counted."""
 LAYOUT_MIN_NAMES = 2
 """A listing showing fewer names (once tool folders are left out) shows no layout: one file
 found is no folder's layout."""
 
 
-def _folders_line(folders: Sequence[str], names: Sequence[str]) -> str:
+def _folders_line(folders: Sequence[str], names: Sequence[str], braced: int = 0) -> str:
     """Folders holding the same names in one line, those of one parent braced together:
-    `deps/{a, b}/: mix.exs`."""
+    `deps/{a, b}/: mix.exs`; with `braced`, at most that many children in each brace and a
+    count of the rest (`pkg/{a, b, … 40 more}/: __init__.py`)."""
     by_parent: dict[str, list[str]] = {}
     for folder in folders:
         parent, _, child = folder.rpartition("/")
         by_parent.setdefault(parent, []).append(child)
-    parts = [
-        (f"{parent}/" if parent else "")
-        + (children[0] if len(children) == 1 else "{" + ", ".join(children) + "}")
-        for parent, children in by_parent.items()
-    ]
+    parts = []
+    for parent, children in by_parent.items():
+        if braced and len(children) > braced:
+            children = [*children[:braced], f"… {len(children) - braced} more"]
+        inner = children[0] if len(children) == 1 else "{" + ", ".join(children) + "}"
+        parts.append((f"{parent}/" if parent else "") + inner)
     return ", ".join(f"{part or '.'}/" for part in parts) + ": " + ", ".join(names)
 
 
@@ -674,6 +679,12 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
     used = shown = 0
     for names, folders in same.items():
         line = _folders_line(folders, names)
+        counted = len(names) * len(folders)
+        if used + len(line) > chars and len(folders) > 1:
+            # Fewer folders, so the names they hold stay (a cut inside the braces hid them).
+            line = _folders_line(folders, names, BRACED_SHOWN)
+            parents = Counter(folder.rpartition("/")[0] for folder in folders)
+            counted = len(names) * sum(min(n, BRACED_SHOWN) for n in parents.values())
         if used + len(line) > chars:
             # The line's start that fits, cut after a name: the rest is counted below.
             cut = line[: max(0, chars - used - 3)].rpartition(", ")[0]
@@ -682,7 +693,7 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
             break
         lines.append(escape_tags(line))
         used += len(line) + 1
-        shown += len(names) * len(folders)
+        shown += counted
     if total > shown and lines:
         lines.append(f"({total} names in all, not all shown)")
     return lines
