@@ -94,6 +94,7 @@ from unbounded.compaction.handover import (
     definition_lines,
     is_env_file,
     mentioned_paths,
+    removed_paths,
     push_target,
     read_handover,
     replaced_code,
@@ -710,17 +711,19 @@ _NAME = re.compile(r"[A-Za-z_][\w.?!-]*")
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _CALLED = re.compile(r"([A-Za-z_][\w.?!]*)\(")
-_IDENTIFIER_SHAPE = re.compile(r"_|[a-z][A-Z]")
-"""A word shaped as code (`load_rows`, `loadRows`), not as English."""
+_IDENTIFIER_SHAPE = re.compile(r"_|^[a-z]\w*[a-z][A-Z]")
+"""A word shaped as code (`load_rows`, `loadRows`), not as English (nor a brand: `GitHub`)."""
 
 
 def code_names(text: str) -> frozenset[str]:
-    """The names a text writes as code: inside backticks, before a "(", or shaped as an
-    identifier (an underscore, a lower-then-upper letter); a plain word ("project") is prose."""
-    names = {name for span in _CODE_SPAN.findall(text) for name in _NAME.findall(span)}
+    """The names a text writes as code: a backticked name (a command's words, `npm run
+    build`, are no names), one before a "(", or one shaped as an identifier (an underscore,
+    a lower-then-upper letter after a lower first); a plain word ("project") is prose."""
+    names = {span.strip() for span in _CODE_SPAN.findall(text) if _NAME.fullmatch(span.strip())}
     names.update(_CALLED.findall(text))
     names.update(word for word in _NAME.findall(text) if _IDENTIFIER_SHAPE.search(word))
-    bare = {name.rstrip(".-") for name in names}  # a sentence's full stop is no part of it
+    # A sentence's full stop is no part of a name; a question's mark may be ("valid?").
+    bare = {cut for name in names for cut in (name.rstrip(".-"), name.rstrip(".-?!"))}
     return frozenset(part for name in bare for part in (name, name.rsplit(".", 1)[-1]) if part)
 
 
@@ -740,6 +743,22 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+def _qualified_names(code: Sequence[str], starts: Sequence[int]) -> list[tuple[int, str, str]]:
+    """Each definition line's index, name and name within the definitions around it
+    (`Store.save`: the less indented ones above it), those defining a name only."""
+    found: list[tuple[int, str, str]] = []
+    around: list[tuple[int, str]] = []
+    for index in starts:
+        name = defined_name(code[index])
+        if not name:
+            continue
+        while around and around[-1][0] >= _indent(code[index]):
+            around.pop()
+        found.append((index, name, ".".join([*(n for _, n in around), name])))
+        around.append((_indent(code[index]), name))
+    return found
+
+
 def definition_body(
     output: str, said: Sequence[str], max_lines: int, max_chars: int
 ) -> tuple[str, list[str]]:
@@ -749,10 +768,14 @@ def definition_body(
     count of the rest; ("", []) when no text names one."""
     code, numbers = _read_code(output)
     starts = definition_lines("\n".join(code))
-    defined = [(i, defined_name(code[i])) for i in starts]
+    defined = _qualified_names(code, starts)
     for text in reversed(said):
         words = code_names(text)
-        index, name = next(((i, n) for i, n in defined if n and n in words), (-1, None))
+        # A method named with its class (`Other.save`) is that class's, before any `save`.
+        index, name = next(
+            ((i, n) for i, n, q in defined if "." in q and q in words),
+            next(((i, n) for i, n, _ in defined if n in words), (-1, None)),
+        )
         if name is None:
             continue
         end = next(
@@ -761,6 +784,8 @@ def definition_body(
         )
         while end > index + 1 and not code[end - 1].strip():
             end -= 1
+        while index > 0 and code[index - 1].strip().startswith("@"):
+            index -= 1  # its decorators are part of it
         body = [
             (f"{numbers[i]:>5}: " if numbers and numbers[i] else "") + code[i].rstrip()
             for i in range(index, end)
@@ -778,8 +803,7 @@ def read_definitions(output: str, named: frozenset[str], max_lines: int) -> list
     found = definition_lines("\n".join(code))
 
     def defines_named(index: int) -> bool:
-        words = set(_NAME.findall(code[index]))
-        return not words.isdisjoint(named)
+        return defined_name(code[index]) in named
 
     chosen = sorted(sorted(found, key=lambda i: (not defines_named(i), i))[:max_lines])
     shown = [
@@ -1157,7 +1181,7 @@ class _Renderer:
                 ),
                 None,
             )
-            if call is None:
+            if call is None or self._removed_since(path, call.position):
                 continue
             shown = read_definitions(call.result, self.named, level.outline_lines)
             if not shown:
@@ -1165,7 +1189,11 @@ class _Renderer:
             files += 1
             lines.append(f"   - {escape_tags(self.path(path))} as last read, its definitions:")
             lines.extend(f"     {line}" for line in shown)
-            said = [t for p, t in self.h.assistant_texts if p > call.position]
+            said = [
+                t
+                for p, t in self.h.assistant_texts
+                if p > call.position and self._may_be_about(t, path)
+            ]
             name, body = definition_body(call.result, said, BODY_LINES, BODY_CHARS)
             if body:
                 lines.append(
@@ -1173,6 +1201,23 @@ class _Renderer:
                 )
                 lines.extend(["     ```", *(f"     {line}" for line in body), "     ```"])
         return lines
+
+    def _removed_since(self, path: str, position: int) -> bool:
+        """Whether a command after `position` removed the file (`rm`, `git rm`)."""
+        for call in self.h.calls:
+            if call.position <= position or not call.command or call.failed:
+                continue
+            for removed in removed_paths(call.command):
+                removed = removed.removeprefix("./")
+                if path == removed or path.endswith("/" + removed):
+                    return True
+        return False
+
+    def _may_be_about(self, text: str, path: str) -> bool:
+        """Whether a text may speak of the file at `path`: it names it, or no other file read."""
+        named = {os.path.basename(p) for p in mentioned_paths(text)}
+        others = {os.path.basename(p) for p in self.h.facts.files_read} - {os.path.basename(path)}
+        return os.path.basename(path) in named or named.isdisjoint(others)
 
     def layout(self, level: _Level) -> list[str]:
         """The folders the agent listed, each as it last listed them, the newest first."""

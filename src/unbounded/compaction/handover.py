@@ -141,6 +141,11 @@ _DEFINITION = re.compile(
     r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?(?:pub(?:\(\w+\))?\s+)?"
     r"(?:def|defp|defmacro|defmodule|class|function|func|fn|interface|struct|enum|trait|"
     r"module|type)\s+([A-Za-z_][\w.?!]*)"
+    r"|^\s*func\s+\([^()\n]*\)\s*([A-Za-z_]\w*)"  # a Go method: `func (s *Store) Save(`
+    # A JS/TS class's method (`  async load(x) {`), no control word (`if (x) {`).
+    r"|^[ \t]+(?:(?:static|async|get|set|public|private|protected)\s+)*"
+    r"(?!(?:if|for|while|switch|catch|with|return|function|else)\b)([A-Za-z_$][\w$]*)"
+    r"\s*\([^()\n]*\)\s*(?::\s*[^{\n]+)?\{\s*$"
     r"|^\s*(?:export\s+)?const\s+([A-Za-z_]\w*)\s*=\s*(?:async\s*)?(?:\(|function\b)"
     r"|^([.#][A-Za-z_][\w-]*)[^{\n]*\{",
     re.M,
@@ -1558,6 +1563,7 @@ __all__ = [
     "approves",
     "defined_name",
     "definition_lines",
+    "is_env_file",
     "listed_folder",
     "listing_entry",
     "listing_paths",
@@ -1566,6 +1572,7 @@ __all__ = [
     "push_target",
     "read_handover",
     "ready_items",
+    "removed_paths",
     "replaced_code",
     "request_steps",
     "writes_whole_file",
