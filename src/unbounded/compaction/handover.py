@@ -40,6 +40,7 @@ or an explicit sort: the same messages give the same hand-over.
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -1321,7 +1322,7 @@ def listed_folder(call: Call) -> str | None:
         if not words or words[0].rsplit("/", 1)[-1] not in LISTING_PROGRAMS:
             return None
         folders: list[str] = []
-        for before, word in zip(words, words[1:]):
+        for before, word in itertools.pairwise(words):
             if before not in OPTION_VALUES and not word.startswith(("-", "(", "!", "\\")):
                 folders.append(word.strip("'\""))
         # An option's number (`tree -L 2`) or a pattern (`*.py`) names no folder.
