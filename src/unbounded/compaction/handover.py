@@ -40,6 +40,7 @@ or an explicit sort: the same messages give the same hand-over.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import posixpath
 import re
@@ -709,49 +710,104 @@ def _without_previous_summaries(
     return kept, summaries
 
 
-def _does_again(later: Call, failed: Call) -> bool:
-    """Whether a later call does what a failed one tried: writes or reads the same file, runs
-    the same program and subcommand (the same command, when it runs no program), or calls
-    the same tool with the same input."""
-    if failed.paths_written or failed.paths_read:
-        return (later.paths_written, later.paths_read) == (failed.paths_written, failed.paths_read)
-    if failed.command:
-        key = command_key(failed.command)
-        if key:
-            return command_key(later.command or "") == key
-        return normalize_text(later.command or "") == normalize_text(failed.command)
-    return (later.name, later.block.get("input")) == (failed.name, failed.block.get("input"))
+def _redo_key(failed: Call) -> tuple[Any, ...]:
+    """What a later call must share to do what a failed one tried (see `_redo_keys`): the
+    files it writes and reads; else its program and subcommand (its whole command, when it
+    runs no program); else its tool and input (an input's keys only: equal inputs are
+    compared apart, `_same_input`)."""
+    written, read = failed.paths_written, failed.paths_read
+    if written or read:
+        return ("files", written, read)
+    command = failed.command
+    if command:
+        key = command_key(command)
+        return ("program", key) if key else ("command", normalize_text(command))
+    return ("tool", failed.name, _input_shape(failed))
 
 
-def _reading_after(handover: Handover, call: Call) -> str:
-    """The agent's first text after a failed call's result, when no call came between."""
+def _redo_keys(call: Call) -> list[tuple[Any, ...]]:
+    """Every `_redo_key` a failed call may have that this call shares."""
+    command = call.command or ""
+    return [
+        ("files", call.paths_written, call.paths_read),
+        ("program", command_key(command)),
+        ("command", normalize_text(command)),
+        ("tool", call.name, _input_shape(call)),
+    ]
+
+
+def _input_shape(call: Call) -> tuple[str, ...] | str:
+    """A call's input told by its keys (hashable, unlike the input itself)."""
+    tool_input = call.block.get("input")
+    return tuple(sorted(map(str, tool_input))) if isinstance(tool_input, Mapping) else ""
+
+
+def _same_input(later: Call, failed: Call) -> bool:
+    return later.block.get("input") == failed.block.get("input")
+
+
+def _reading_after(handover: Handover, call: Call, call_positions: Sequence[int]) -> str:
+    """The agent's first text after a failed call's result, when no call came between
+    (`call_positions`: every call's position, in order)."""
     after = call.result_position
-    text = next(((p, t) for p, t in handover.assistant_texts if p > after), None)
-    if text is None or any(after < c.position < text[0] for c in handover.calls):
+    texts = handover.assistant_texts
+    index = bisect.bisect_right(texts, after, key=lambda text: text[0])
+    if index == len(texts):
         return ""
-    return text[1]
+    position, text = texts[index]
+    between = bisect.bisect_right(call_positions, after)
+    if between < len(call_positions) and call_positions[between] < position:
+        return ""
+    return text
 
 
 def _resolve_errors(handover: Handover) -> list[ErrorRecord]:
+    """Each failed call with the first later call that did again what it tried and succeeded
+    (its fix), the agent's words right after it, and the calls tried before the fix: the
+    calls read once, from the last back (a scan per failure took minutes in long sessions)."""
     calls = handover.calls
+    call_positions = [c.position for c in calls]
+    # The next call (by index) that writes a file or runs a command: what a failure "tried".
+    next_tried = [len(calls)] * (len(calls) + 1)
+    for index in range(len(calls) - 1, -1, -1):
+        doing = calls[index].path_written or calls[index].command
+        next_tried[index] = index if doing else next_tried[index + 1]
+    # The nearest later succeeded call by each key; for tools, those of one input shape.
+    fixes: dict[tuple[Any, ...], Call] = {}
+    tool_fixes: dict[tuple[Any, ...], list[Call]] = {}
+    found: list[tuple[Call, Call | None]] = []
+    for call in reversed(calls):
+        if call.failed:
+            key = _redo_key(call)
+            if key[0] == "tool":
+                fix = next(
+                    (c for c in reversed(tool_fixes.get(key, [])) if _same_input(c, call)), None
+                )
+            else:
+                fix = fixes.get(key)
+            found.append((call, fix))
+        elif call.is_error is not None:
+            for key in _redo_keys(call):
+                if key[0] == "tool":
+                    tool_fixes.setdefault(key, []).append(call)
+                else:
+                    fixes[key] = call
     records: list[ErrorRecord] = []
-    for index, call in enumerate(calls):
-        if not call.failed:
-            continue
-        later = calls[index + 1 :]
-        answered = [c for c in later if c.is_error is not None]
-        fix = next((c for c in answered if not c.failed and _does_again(c, call)), None)
-        tried = [
-            c
-            for c in later
-            if (fix is None or c.position < fix.position) and (c.path_written or c.command)
-        ]
+    index_of = {id(call): index for index, call in enumerate(calls)}
+    for call, fix in reversed(found):
+        tried: list[Call] = []
+        at = next_tried[index_of[id(call)] + 1]
+        while at < len(calls) and len(tried) < TRIED_CALLS:
+            if fix is not None and calls[at].position >= fix.position:
+                break
+            tried.append(calls[at])
+            at = next_tried[at + 1]
         records.append(
             ErrorRecord(
                 call=call,
                 resolved_by=fix,
-                reading=_reading_after(handover, call),
-                tried=tuple(tried[:TRIED_CALLS]),
+                reading=_reading_after(handover, call, call_positions),
+                tried=tuple(tried),
             )
         )
     return records
