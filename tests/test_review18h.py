@@ -141,6 +141,17 @@ def test_an_env_file_s_values_are_not_shown_by_its_definitions() -> None:
     assert "hunter2" not in text
 
 
+def test_an_env_file_s_values_are_not_quoted_by_the_last_steps() -> None:
+    messages = [
+        user("set up the keys"),
+        *bash("b1", "cat .env", "API_KEY=sk-live-abc\nDB_URL=postgres://u:hunter2@h/db"),
+        *bash("b2", "grep DB .env.local", "DB_URL=postgres://u:pw3@h/db"),
+    ]
+    text = _Renderer(read_handover(messages), up_to=False).render(RICH, _Cuts())
+    assert "Keys in .env (names only): API_KEY, DB_URL" in text
+    assert not any(value in text for value in ("sk-live-abc", "hunter2", "pw3"))
+
+
 def test_the_named_definition_is_shown_for_the_file_the_agent_named() -> None:
     a = _numbered("def load(path):\n    return open(path).read()\n\ndef keep():\n    pass")
     b = _numbered("def load(path):\n    return json.load(open(path))\n\ndef other():\n    pass")
@@ -201,6 +212,12 @@ def test_a_brand_name_in_prose_names_no_definition() -> None:
         code, ["I pushed the branch to GitHub and opened a pull request."], 15, 900
     )
     assert name == ""
+
+
+def test_a_camel_case_method_named_through_its_object_is_matched() -> None:
+    code = _numbered("class Store:\n    def loadRows(self):\n        return []")
+    name, _ = definition_body(code, ["The rows come from self.loadRows, which is empty."], 15, 900)
+    assert name == "loadRows"
 
 
 def test_a_named_definition_s_body_keeps_its_decorators() -> None:

@@ -92,6 +92,7 @@ from unbounded.compaction.handover import (
     TrackerItem,
     defined_name,
     definition_lines,
+    env_file_read,
     is_env_file,
     mentioned_paths,
     push_target,
@@ -597,6 +598,8 @@ def _search_outcome(call: Call) -> str:
     lines = [line.strip() for line in call.result.splitlines() if line.strip()]
     if not lines or _NO_MATCH.match(lines[0]):
         return "no match"
+    if env_file_read(call):
+        return f"{len(lines)} line(s) of an env file (its keys are named in section 2)"
     if _FOUND.match(lines[0]):
         return _line(lines[0], LINE_CHARS)
     first = _line(lines[0], LINE_CHARS)
@@ -711,7 +714,7 @@ _NAME = re.compile(r"[A-Za-z_][\w.?!-]*")
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _CALLED = re.compile(r"([A-Za-z_][\w.?!]*)\(")
-_IDENTIFIER_SHAPE = re.compile(r"_|^[a-z]\w*[a-z][A-Z]")
+_IDENTIFIER_SHAPE = re.compile(r"_|(?:^|\.)[a-z][a-z\d]*[A-Z]")
 """A word shaped as code (`load_rows`, `loadRows`), not as English (nor a brand: `GitHub`)."""
 
 
@@ -1666,6 +1669,10 @@ class _Renderer:
             )
         if call.is_error is None:
             lines.append("     -> no result recorded")
+        elif env_file_read(call):
+            # An env file's values are never quoted: section 2 names its keys.
+            outcome = "failed" if call.failed else "ok"
+            lines.append(f"     -> {outcome} (an env file's lines)")
         elif call.failed:
             lines.append("     -> failed:")
             lines.extend(

@@ -970,7 +970,11 @@ def _drop_stale_findings(handover: Handover) -> None:
     file, or a name (`code`, snake_case, camelCase) the later change defines. What
     the agent said before it changed a thing ("X is still missing") is not its state; a file
     that only uses the name changed nothing the finding is about, so it stays."""
-    later_writes = [c for c in handover.calls if c.path_written]
+    later_writes = [
+        _Write(c.position, {_name(p) for p in c.paths_written}, written_code(c.block))
+        for c in handover.calls
+        if c.path_written
+    ]
     if not later_writes:
         return
     kept: list[tuple[int, str]] = []
@@ -995,20 +999,31 @@ def _defines(code: str, name: str) -> bool:
     return re.search(assigned, code, re.M) is not None
 
 
-def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A file write as `_stale` reads it (worked out once, not once per finding)."""
+
+    position: int
+    names: set[str]
+    """The names (`_name`) of the files it writes."""
+    code: str
+    """The code it was given (`written_code`)."""
+
+
+def _stale(position: int, sentence: str, writes: Sequence[_Write]) -> bool:
     """Whether a write after `position` changed what the sentence is about: the file it names,
     or the definition of a name it holds. When unsure the finding stays."""
     after = [c for c in writes if c.position > position]
     if not after:
         return False
     files = {_name(p) for p in mentioned_paths(sentence)}
-    if any(_name(path) in files for c in after for path in c.paths_written):
+    if any(not files.isdisjoint(c.names) for c in after):
         return True
     names = {(m.group(1) or m.group(2)).strip("()") for m in _IDENTIFIER.finditer(sentence)}
     names = {n for n in names if re.fullmatch(r"[A-Za-z_][\w.]*", n) and len(n) >= 3}
     if not names:
         return False
-    code = "\n".join(written_code(c.block) for c in after)
+    code = "\n".join(c.code for c in after)
     return any(_defines(code, n) for n in names)
 
 
@@ -1292,14 +1307,20 @@ def is_env_file(path: str) -> bool:
     return bool(path) and _ENV_FILE.fullmatch(path) is not None
 
 
+def env_file_read(call: Call) -> str | None:
+    """The env file a call reads (a file tool's, or one its command names: `cat .env`,
+    `grep DB .env.local`), or None."""
+    paths = list(call.paths_read) or _ENV_FILE.findall(call.command or "")
+    return next((p for p in paths if is_env_file(p)), None)
+
+
 def _env_keys(handover: Handover) -> None:
     """Which `.env` file holds which key, by name: from a read of the file or a command naming
     it, the names its output shows (`NAME=…` lines, or a bare `NAME` as `cut -d= -f1` prints)."""
     for call in handover.calls:
         if call.failed or call.is_error is None:
             continue
-        paths = list(call.paths_read) or _ENV_FILE.findall(call.command or "")
-        env = next((p for p in paths if is_env_file(p)), None)
+        env = env_file_read(call)
         if env is None:
             continue
         names = handover.env_keys.setdefault(env, [])
@@ -1620,6 +1641,7 @@ __all__ = [
     "approves",
     "defined_name",
     "definition_lines",
+    "env_file_read",
     "is_env_file",
     "listed_folder",
     "listing_entry",
