@@ -743,6 +743,7 @@ def _input_shape(call: Call) -> tuple[str, ...] | str:
 
 
 def _same_input(later: Call, failed: Call) -> bool:
+    """Whether two calls were given the same input."""
     return later.block.get("input") == failed.block.get("input")
 
 
