@@ -223,7 +223,7 @@ def test_a_task_s_spec_keeps_a_hundred_characters_a_line() -> None:
     assert _task_spec_lines(fits + "x") == f"     {TASK}\n     … (2 more lines)"
 
 
-EMPTIED = {"files": 0, "earlier": 0, "carried": 0, "errors": 0, "spec_lines": 0, "recent": 0, "answered": 0}
+EMPTIED = {"files": 0, "earlier": 0, "carried": 0, "errors": 0, "fixed_errors": 0, "spec_lines": 0, "recent": 0, "answered": 0}
 """Every list but the user's prompts cut away: what `_cut_to_fit` does before it cuts them."""
 
 
@@ -264,3 +264,36 @@ def test_a_list_too_long_is_cut_by_an_eighth_at_least_one_item_a_step() -> None:
     # the limit yet the cut shows 15 and 8.
     assert "(2 more)" in _prompts_cut_to(17, 16)
     assert "(1 more)" in _prompts_cut_to(9, 8)
+
+
+def test_the_files_are_cut_before_the_unresolved_errors() -> None:
+    # Three unresolved errors, twelve files: a limit that fits the errors once every file is
+    # cut away keeps all three (the files go first), though the errors list is the longer.
+    messages: list[dict[str, object]] = [user("build the package")]
+    for n in range(3):
+        output = f"FAILED tests/test_{n}.py::test_x - assert {n} == 9\n1 failed"
+        messages += bash(f"t{n}", f"pytest tests/test_{n}.py -q", output, error=True)
+    messages.append(user("go on"))
+    for n in range(12):
+        messages += write(f"w{n}", f"/w/app/pkg/module_{n}.py", f"def f{n}():\n    return {n}\n")
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    emptied = {**EMPTIED, "errors": None, "prompts": None}
+    limit = rough_token_count(renderer.render(_LEVELS[-1], _Cuts(**emptied)))
+    text = _cut_to_fit(renderer, _LEVELS[-1], limit)
+    errors = text.split("4. Errors and fixes:")[1].split("\n5. ")[0]
+    assert all(f"tests/test_{n}.py" in errors for n in range(3))
+    assert "module_" not in text.split("3. Files and Code Sections:")[1].split("4. ")[0]
+
+
+def test_a_fixed_error_is_cut_before_the_files() -> None:
+    messages: list[dict[str, object]] = [user("build the package")]
+    messages += bash("t0", "pytest -q", "FAILED tests/test_a.py::test_x - assert 1 == 9", error=True)
+    messages += bash("t1", "pytest -q", "1 passed")
+    for n in range(12):
+        messages += write(f"w{n}", f"/w/app/pkg/module_{n}.py", f"def f{n}():\n    return {n}\n")
+    renderer = _Renderer(read_handover(messages), up_to=False)
+    first = {"spec_lines": 0, "recent": 0, "fixed_errors": 0}
+    limit = rough_token_count(renderer.render(_LEVELS[-1], _Cuts(**first)))
+    text = _cut_to_fit(renderer, _LEVELS[-1], limit)
+    assert "Fixed:" not in text.split("4. Errors and fixes:")[1].split("\n5. ")[0]
+    assert "module_11.py" in text.split("3. Files and Code Sections:")[1].split("4. ")[0]

@@ -101,6 +101,15 @@ def test_a_folder_tree_too_long_is_cut_after_a_name_and_counted() -> None:
     assert lines[1] == "(40 names in all, not all shown)"
 
 
+def test_sibling_folders_too_many_for_the_room_are_braced_a_few_and_counted() -> None:
+    listing = _listing(*(f"pkg/sub_{n}/__init__.py" for n in range(50)), "README.md")
+    assert folder_tree(listing, "", 120) == [
+        "pkg/{sub_0, sub_1, sub_2, … 47 more}/: __init__.py",
+        "./: README.md",
+        "(51 names in all, not all shown)",
+    ]
+
+
 def test_the_layout_is_shown_in_section_3_at_every_level() -> None:
     messages = [
         user("add a view"),

@@ -21,7 +21,7 @@ from unbounded.compaction.extractive import (
     definition_body,
     read_definitions,
 )
-from unbounded.compaction.handover import read_handover
+from unbounded.compaction.handover import definition_lines, read_handover
 from unbounded.compaction.recorded_files import RecordedFile, recorded_files
 from unbounded.model.entries import Entry
 
@@ -59,43 +59,23 @@ CHAINED = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: `--- FAIL: TestX` reads as a banner (three dashes) and the bare `FAIL` lines win",
-)
 def test_go_test_headline_names_the_failed_test() -> None:
     assert failure_headline(GO_TEST) == "--- FAIL: TestParse (0.00s)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: ruff's count line ('Found 1 error.') is telling, its rule line is not, so the count wins",
-)
 def test_ruff_headline_names_the_rule_line_not_the_count() -> None:
     assert "F401" in failure_headline(RUFF)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: tsc's `file(3,5): error TS…` line is not telling, its 'Found 1 error in' count is",
-)
 def test_tsc_headline_names_the_type_error_not_the_count() -> None:
     assert "TS2322" in failure_headline(TSC)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: the next step quotes ruff's 'Found 1 error.' (9dee2a7 quoted the F401 line)",
-)
 def test_the_next_step_names_the_lint_error_to_fix() -> None:
     messages = [user("make the checks pass"), *bash("b1", "ruff check src", RUFF, error=True)]
     assert "F401" in _next_step(messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the first of two chained exceptions is named; the one raised last is what failed",
-)
 def test_a_chained_traceback_s_headline_is_the_exception_raised_last() -> None:
     assert failure_headline(CHAINED) == "ValueError: config missing x"
 
@@ -105,29 +85,17 @@ def test_a_chained_traceback_s_headline_is_the_exception_raised_last() -> None:
 TREE = ".\n├── package.json\n├── src\n│   ├── index.js\n│   └── util.js\n└── test\n    └── index.test.js\n\n2 directories, 4 files"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`tree -I node_modules` lists folder 'node_modules' (the option's argument): the top-level names are then dropped as a cache folder's",
-)
 def test_tree_with_an_ignore_pattern_keeps_the_top_level_names() -> None:
     files = _files([user("tidy"), *bash("b1", "tree -I node_modules", TREE)])
     assert "package.json" in files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fd's first argument is a pattern (or an option's value: `-e py`), not a folder: the names are put in a folder 'py'",
-)
 def test_fd_s_extension_names_no_folder() -> None:
     files = _files([user("tidy"), *bash("b1", "fd -e py", "a.py\nb.py\nc.py")])
     assert "py/:" not in files
     assert "a.py, b.py, c.py" in files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`ls src tests` puts every name in src/: the `tests:` heading is skipped as no name",
-)
 def test_ls_of_two_folders_puts_each_name_in_its_folder() -> None:
     output = "src:\na.py\nb.py\n\ntests:\ntest_a.py\ntest_b.py"
     files = _files([user("tidy"), *bash("b1", "ls src tests", output)])
@@ -135,19 +103,12 @@ def test_ls_of_two_folders_puts_each_name_in_its_folder() -> None:
     assert "test_a.py" not in files.split("src/:")[1].split("\n")[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`cd src && ls` is read as a listing of the working directory: src's files shown at the root",
-)
 def test_ls_after_cd_lists_the_folder_changed_to() -> None:
     files = _files([user("tidy"), *bash("b1", "cd src && ls", "a.py\nb.py\nc.py")])
     assert "./: a.py" not in files
     assert "src/: a.py, b.py, c.py" in files
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a folder removed since its listing is still shown as the layout"
-)
 def test_a_folder_removed_after_its_listing_shows_no_layout() -> None:
     messages = [
         user("clean the build"),
@@ -157,10 +118,6 @@ def test_a_folder_removed_after_its_listing_shows_no_layout() -> None:
     assert "build/: app.js" not in _files(messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a long braced line is cut inside its braces: the names the folders hold (`__init__.py`) are never shown",
-)
 def test_a_cut_braced_line_still_names_what_the_folders_hold() -> None:
     output = "\n".join(f"./pkg/sub_{n}/__init__.py" for n in range(500))
     files = _files([user("go"), *bash("b1", "find . -type f", output)], LEAN)
@@ -170,10 +127,6 @@ def test_a_cut_braced_line_still_names_what_the_folders_hold() -> None:
 # --- read definitions ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: a `.env.sh` read shows its values (a password) in a definition body; 9dee2a7 showed its key names only",
-)
 def test_an_env_file_s_values_are_not_shown_by_its_definitions() -> None:
     env = _numbered(
         "export API_KEY=sk-live-abc\nfunction load_env() {\n  export DB_URL=postgres://u:hunter2@h/db\n}"
@@ -188,10 +141,17 @@ def test_an_env_file_s_values_are_not_shown_by_its_definitions() -> None:
     assert "hunter2" not in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="both files read show `load` whole though the agent named b.py's: the words since each read are matched, not the file they name",
-)
+def test_an_env_file_s_values_are_not_quoted_by_the_last_steps() -> None:
+    messages = [
+        user("set up the keys"),
+        *bash("b1", "cat .env", "API_KEY=sk-live-abc\nDB_URL=postgres://u:hunter2@h/db"),
+        *bash("b2", "grep DB .env.local", "DB_URL=postgres://u:pw3@h/db"),
+    ]
+    text = _Renderer(read_handover(messages), up_to=False).render(RICH, _Cuts())
+    assert "Keys in .env (names only): API_KEY, DB_URL" in text
+    assert not any(value in text for value in ("sk-live-abc", "hunter2", "pw3"))
+
+
 def test_the_named_definition_is_shown_for_the_file_the_agent_named() -> None:
     a = _numbered("def load(path):\n    return open(path).read()\n\ndef keep():\n    pass")
     b = _numbered("def load(path):\n    return json.load(open(path))\n\ndef other():\n    pass")
@@ -206,9 +166,17 @@ def test_the_named_definition_is_shown_for_the_file_the_agent_named() -> None:
     assert "return open(path).read()" not in files
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a file deleted since its read is still shown 'as last read' with its code"
-)
+def test_a_definition_named_with_its_file_and_another_is_shown() -> None:
+    b = _numbered("def load(path):\n    return json.load(open(path))\n\ndef other():\n    pass")
+    messages = [
+        user("fix load"),
+        *read("r1", "/w/app/a.py", _numbered("x = 1")),
+        *read("r2", "/w/app/b.py", b),
+        says("`load` of b.py must close the file as a.py does."),
+    ]
+    assert "json.load(open(path))" in _files(messages)
+
+
 def test_a_file_deleted_after_its_read_shows_no_definitions() -> None:
     code = _numbered("def load(path):\n    return open(path).read()\n\ndef keep():\n    pass")
     messages = [
@@ -224,20 +192,12 @@ def test_a_file_deleted_after_its_read_shows_no_definitions() -> None:
 NESTED = "class Store:\n    def save(self):\n        return 1\n\nclass Other:\n    def save(self):\n        return 2"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`Other.save` is matched by its last part only: the first `save` in the file (Store's) is shown",
-)
 def test_a_method_named_with_its_class_is_that_class_s() -> None:
     name, body = definition_body(_numbered(NESTED), ["Now `Other.save` must return 3."], 15, 900)
     assert name == "save"
     assert any("return 2" in line for line in body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a name ending a question ('load_rows?') keeps its '?' and matches no definition",
-)
 def test_a_name_asked_about_is_matched() -> None:
     code = _numbered("def load_rows(path):\n    return []\n\ndef other():\n    pass")
     name, _ = definition_body(
@@ -246,10 +206,6 @@ def test_a_name_asked_about_is_matched() -> None:
     assert name == "load_rows"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a plain word written in CamelCase ('GitHub') counts as code and pulls a definition out whole",
-)
 def test_a_brand_name_in_prose_names_no_definition() -> None:
     code = _numbered("class GitHub:\n    token = 1\n\n    def get(self):\n        return 2")
     name, _ = definition_body(
@@ -258,9 +214,12 @@ def test_a_brand_name_in_prose_names_no_definition() -> None:
     assert name == ""
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the decorators above the named definition are left out of its body"
-)
+def test_a_camel_case_method_named_through_its_object_is_matched() -> None:
+    code = _numbered("class Store:\n    def loadRows(self):\n        return []")
+    name, _ = definition_body(code, ["The rows come from self.loadRows, which is empty."], 15, 900)
+    assert name == "loadRows"
+
+
 def test_a_named_definition_s_body_keeps_its_decorators() -> None:
     code = _numbered(
         "import x\n\n@app.route('/save')\n@login_required\ndef save(req):\n    return 1\n\ndef other():\n    pass"
@@ -272,10 +231,6 @@ def test_a_named_definition_s_body_keeps_its_decorators() -> None:
 GO_METHODS = "package m\n\ntype Store struct{}\n\nfunc (s *Store) Save(x int) error {\n\treturn nil\n}\n\nfunc (s *Store) Load() int {\n\treturn 1\n}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Go methods (`func (s *Store) Save`) are not definitions: a Go file read lists only its types",
-)
 def test_a_go_file_s_methods_are_listed() -> None:
     shown = read_definitions(_numbered(GO_METHODS), frozenset(), 8)
     assert any("Save" in line for line in shown)
@@ -286,13 +241,14 @@ JS_CLASS = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="JS/TS class methods (`load() {`) are not definitions: the method the agent named is never shown",
-)
 def test_a_js_method_the_agent_named_is_shown() -> None:
     name, _ = definition_body(_numbered(JS_CLASS), ["`load()` returns the wrong value."], 15, 900)
     assert name == "load"
+
+
+def test_a_js_block_s_control_words_are_no_methods() -> None:
+    code = "class A {\n  run(x) {\n    if (x) {\n      for (const y of x) {\n      }\n    }\n  }\n}"
+    assert definition_lines(code) == [0, 1]
 
 
 def test_the_lean_level_s_layout_stays_within_its_room() -> None:
@@ -303,10 +259,6 @@ def test_the_lean_level_s_layout_stays_within_its_room() -> None:
     assert len(files) < 2 * level.layout_chars
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a backticked command (`npm run build`) counts its words as code names: a `build` definition is pulled out whole",
-)
 def test_a_command_s_words_name_no_definition() -> None:
     code = _numbered("def build(target):\n    return 1\n\ndef clean():\n    pass")
     name, _ = definition_body(
@@ -315,10 +267,6 @@ def test_a_command_s_words_name_no_definition() -> None:
     assert name == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="build output folders (`.next`, Rust's `target`) are not left out with the caches: their files fill the layout",
-)
 def test_build_output_folders_are_left_out_of_the_layout() -> None:
     output = "\n".join(
         ["./Cargo.toml", "./src/main.rs", "./src/lib.rs"]
@@ -331,10 +279,6 @@ def test_build_output_folders_are_left_out_of_the_layout() -> None:
     assert "target/" not in files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an `ls -l` line with an ISO date (`--time-style=long-iso`, busybox) has 8 fields, not 9: no name is read",
-)
 def test_a_long_listing_with_iso_dates_gives_its_names() -> None:
     output = (
         "total 8\n"
@@ -351,10 +295,6 @@ SIGNATURES = _numbered(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a definition counts as named when any word of its line is (`None`, a parameter), not its own name",
-)
 def test_a_definition_counts_as_named_by_its_own_name_only() -> None:
     # The conversation said `None`: no definition defines it, so the file's order holds.
     assert read_definitions(SIGNATURES, frozenset({"None"}), 1)[0] == "    1: def load(path):"
@@ -394,11 +334,6 @@ def test_a_sed_range_showing_a_line_moved_is_not_taken_for_the_known_text() -> N
 # --- cut order -----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression: CUT_ORDER cuts errors before files to drop fixed ones, but an unresolved error goes too "
-    "while all 12 files stay (9dee2a7 cut the files first)",
-)
 def test_cutting_to_fit_keeps_the_unresolved_errors_before_the_files() -> None:
     messages: list[dict[str, Any]] = [user("build the package")]
     for n in range(3):

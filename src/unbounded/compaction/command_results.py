@@ -255,15 +255,30 @@ _BANNER = re.compile(r"^\s*([=*#~_-])\1{2,}")
 """A line a tool opens or closes a block with (`===== test session starts =====`)."""
 _GENERIC_FAILURE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|Exit code \d+\s*$)")
 """Telling lines that say only that something failed, not what."""
+_DIAGNOSTIC = re.compile(
+    r"^\s*(?:--- FAIL: \S"  # go test's failed test
+    r"|\S+:\d+:\d+: [A-Z]+\d+\b"  # a linter's rule at a place (ruff, flake8: `a.py:1:8: F401`)
+    r"|\S+\(\d+,\d+\): error TS\d+)"  # tsc's type error (`a.ts(3,5): error TS2322`)
+)
+"""Lines naming what failed that `_FAILURE_LINE` does not find telling (or takes for a banner)."""
+_CHAINED = re.compile(
+    r"^(?:During handling of the above exception|The above exception was the direct cause)"
+)
+"""Python's line between chained tracebacks: the one after it was raised last."""
 
 
 def failure_headline(failure: str) -> str:
     """The line of a failure that says best what failed: its first telling line (an error,
-    a failed test), one that only says something failed (an exit code, a traceback's
-    opening) after the others; else its first line that is no banner; else its first."""
+    a failed test, a linter's rule), one that only says something failed (an exit code, a
+    traceback's opening) after the others; else its first line that is no banner; else its
+    first. Of chained tracebacks, only the last (the exception raised last) is read."""
     lines = [line.strip() for line in failure.splitlines() if line.strip()]
+    chained = [index for index, line in enumerate(lines) if _CHAINED.match(line)]
+    if chained:
+        lines = lines[chained[-1] + 1 :]
     telling = [line for line in lines if _FAILURE_LINE.search(line)]
-    specific = [line for line in telling if not _GENERIC_FAILURE.match(line)]
+    said = {line for line in telling if not _GENERIC_FAILURE.match(line)}
+    specific = [line for line in lines if line in said or _DIAGNOSTIC.match(line)]
     plain = [line for line in lines if not _BANNER.match(line)]
     return next(iter(specific or telling or plain or lines), "")
 

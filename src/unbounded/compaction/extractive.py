@@ -92,9 +92,12 @@ from unbounded.compaction.handover import (
     TrackerItem,
     defined_name,
     definition_lines,
+    env_file_read,
+    is_env_file,
     mentioned_paths,
     push_target,
     read_handover,
+    removed_paths,
     replaced_code,
     writes_whole_file,
     written_code,
@@ -362,6 +365,9 @@ class _Cuts:
     prompts: int | None = None
     carried: int | None = None
     errors: int | None = None
+    """Errors shown, the unresolved first (at least `UNRESOLVED_SHOWN` of those)."""
+    fixed_errors: int | None = None
+    """Fixed errors shown at most (after the unresolved ones)."""
     spec_lines: int | None = None
     recent: int | None = None
     """Hundreds of characters the last steps may take (at most the level's)."""
@@ -592,6 +598,8 @@ def _search_outcome(call: Call) -> str:
     lines = [line.strip() for line in call.result.splitlines() if line.strip()]
     if not lines or _NO_MATCH.match(lines[0]):
         return "no match"
+    if env_file_read(call):
+        return f"{len(lines)} line(s) of an env file (its keys are named in section 2)"
     if _FOUND.match(lines[0]):
         return _line(lines[0], LINE_CHARS)
     first = _line(lines[0], LINE_CHARS)
@@ -619,29 +627,34 @@ CACHE_FOLDERS = frozenset(
     {
         "__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
         ".venv", "site-packages", "node_modules", "bower_components", "deps", "_build",
+        ".next", ".nuxt", "target",
     }
 )  # fmt: skip
 """Folders tools fill (caches, installed packages and their builds: Python's, npm's,
-Mix's): a layout shows the project without them."""
+Mix's, Next's, Nuxt's, Cargo's): a layout shows the project without them."""
 
 
+BRACED_SHOWN = 3
+"""Folders named in a brace of a layout line too long for its room; the rest counted."""
 LAYOUT_MIN_NAMES = 2
 """A listing showing fewer names (once tool folders are left out) shows no layout: one file
 found is no folder's layout."""
 
 
-def _folders_line(folders: Sequence[str], names: Sequence[str]) -> str:
+def _folders_line(folders: Sequence[str], names: Sequence[str], braced: int = 0) -> str:
     """Folders holding the same names in one line, those of one parent braced together:
-    `deps/{a, b}/: mix.exs`."""
+    `deps/{a, b}/: mix.exs`; with `braced`, at most that many children in each brace and a
+    count of the rest (`pkg/{a, b, … 40 more}/: __init__.py`)."""
     by_parent: dict[str, list[str]] = {}
     for folder in folders:
         parent, _, child = folder.rpartition("/")
         by_parent.setdefault(parent, []).append(child)
-    parts = [
-        (f"{parent}/" if parent else "")
-        + (children[0] if len(children) == 1 else "{" + ", ".join(children) + "}")
-        for parent, children in by_parent.items()
-    ]
+    parts = []
+    for parent, children in by_parent.items():
+        if braced and len(children) > braced:
+            children = [*children[:braced], f"… {len(children) - braced} more"]
+        inner = children[0] if len(children) == 1 else "{" + ", ".join(children) + "}"
+        parts.append((f"{parent}/" if parent else "") + inner)
     return ", ".join(f"{part or '.'}/" for part in parts) + ": " + ", ".join(names)
 
 
@@ -670,6 +683,12 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
     used = shown = 0
     for names, folders in same.items():
         line = _folders_line(folders, names)
+        counted = len(names) * len(folders)
+        if used + len(line) > chars and len(folders) > 1:
+            # Fewer folders, so the names they hold stay (a cut inside the braces hid them).
+            line = _folders_line(folders, names, BRACED_SHOWN)
+            parents = Counter(folder.rpartition("/")[0] for folder in folders)
+            counted = len(names) * sum(min(n, BRACED_SHOWN) for n in parents.values())
         if used + len(line) > chars:
             # The line's start that fits, cut after a name: the rest is counted below.
             cut = line[: max(0, chars - used - 3)].rpartition(", ")[0]
@@ -678,7 +697,7 @@ def folder_tree(listing: Listing, root: str, chars: int) -> list[str]:
             break
         lines.append(escape_tags(line))
         used += len(line) + 1
-        shown += len(names) * len(folders)
+        shown += counted
     if total > shown and lines:
         lines.append(f"({total} names in all, not all shown)")
     return lines
@@ -695,17 +714,19 @@ _NAME = re.compile(r"[A-Za-z_][\w.?!-]*")
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _CALLED = re.compile(r"([A-Za-z_][\w.?!]*)\(")
-_IDENTIFIER_SHAPE = re.compile(r"_|[a-z][A-Z]")
-"""A word shaped as code (`load_rows`, `loadRows`), not as English."""
+_IDENTIFIER_SHAPE = re.compile(r"_|(?:^|\.)[a-z][a-z\d]*[A-Z]")
+"""A word shaped as code (`load_rows`, `loadRows`), not as English (nor a brand: `GitHub`)."""
 
 
 def code_names(text: str) -> frozenset[str]:
-    """The names a text writes as code: inside backticks, before a "(", or shaped as an
-    identifier (an underscore, a lower-then-upper letter); a plain word ("project") is prose."""
-    names = {name for span in _CODE_SPAN.findall(text) for name in _NAME.findall(span)}
+    """The names a text writes as code: a backticked name (a command's words, `npm run
+    build`, are no names), one before a "(", or one shaped as an identifier (an underscore,
+    a lower-then-upper letter after a lower first); a plain word ("project") is prose."""
+    names = {span.strip() for span in _CODE_SPAN.findall(text) if _NAME.fullmatch(span.strip())}
     names.update(_CALLED.findall(text))
     names.update(word for word in _NAME.findall(text) if _IDENTIFIER_SHAPE.search(word))
-    bare = {name.rstrip(".-") for name in names}  # a sentence's full stop is no part of it
+    # A sentence's full stop is no part of a name; a question's mark may be ("valid?").
+    bare = {cut for name in names for cut in (name.rstrip(".-"), name.rstrip(".-?!"))}
     return frozenset(part for name in bare for part in (name, name.rsplit(".", 1)[-1]) if part)
 
 
@@ -725,6 +746,22 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+def _qualified_names(code: Sequence[str], starts: Sequence[int]) -> list[tuple[int, str, str]]:
+    """Each definition line's index, name and name within the definitions around it
+    (`Store.save`: the less indented ones above it), those defining a name only."""
+    found: list[tuple[int, str, str]] = []
+    around: list[tuple[int, str]] = []
+    for index in starts:
+        name = defined_name(code[index])
+        if not name:
+            continue
+        while around and around[-1][0] >= _indent(code[index]):
+            around.pop()
+        found.append((index, name, ".".join([*(n for _, n in around), name])))
+        around.append((_indent(code[index]), name))
+    return found
+
+
 def definition_body(
     output: str, said: Sequence[str], max_lines: int, max_chars: int
 ) -> tuple[str, list[str]]:
@@ -734,10 +771,14 @@ def definition_body(
     count of the rest; ("", []) when no text names one."""
     code, numbers = _read_code(output)
     starts = definition_lines("\n".join(code))
-    defined = [(i, defined_name(code[i])) for i in starts]
+    defined = _qualified_names(code, starts)
     for text in reversed(said):
         words = code_names(text)
-        index, name = next(((i, n) for i, n in defined if n and n in words), (-1, None))
+        # A method named with its class (`Other.save`) is that class's, before any `save`.
+        index, name = next(
+            ((i, n) for i, n, q in defined if "." in q and q in words),
+            next(((i, n) for i, n, _ in defined if n in words), (-1, None)),
+        )
         if name is None:
             continue
         end = next(
@@ -746,6 +787,8 @@ def definition_body(
         )
         while end > index + 1 and not code[end - 1].strip():
             end -= 1
+        while index > 0 and code[index - 1].strip().startswith("@"):
+            index -= 1  # its decorators are part of it
         body = [
             (f"{numbers[i]:>5}: " if numbers and numbers[i] else "") + code[i].rstrip()
             for i in range(index, end)
@@ -763,8 +806,7 @@ def read_definitions(output: str, named: frozenset[str], max_lines: int) -> list
     found = definition_lines("\n".join(code))
 
     def defines_named(index: int) -> bool:
-        words = set(_NAME.findall(code[index]))
-        return not words.isdisjoint(named)
+        return defined_name(code[index]) in named
 
     chosen = sorted(sorted(found, key=lambda i: (not defines_named(i), i))[:max_lines])
     shown = [
@@ -1132,6 +1174,8 @@ class _Renderer:
         for path in paths:
             if files >= level.read_outlines:
                 break
+            if is_env_file(path):
+                continue  # its values stay unshown: section 2 names its keys only
             call = next(
                 (
                     c
@@ -1140,7 +1184,7 @@ class _Renderer:
                 ),
                 None,
             )
-            if call is None:
+            if call is None or self._removed_since(path, call.position):
                 continue
             shown = read_definitions(call.result, self.named, level.outline_lines)
             if not shown:
@@ -1148,7 +1192,11 @@ class _Renderer:
             files += 1
             lines.append(f"   - {escape_tags(self.path(path))} as last read, its definitions:")
             lines.extend(f"     {line}" for line in shown)
-            said = [t for p, t in self.h.assistant_texts if p > call.position]
+            said = [
+                t
+                for p, t in self.h.assistant_texts
+                if p > call.position and self._may_be_about(t, path)
+            ]
             name, body = definition_body(call.result, said, BODY_LINES, BODY_CHARS)
             if body:
                 lines.append(
@@ -1156,6 +1204,23 @@ class _Renderer:
                 )
                 lines.extend(["     ```", *(f"     {line}" for line in body), "     ```"])
         return lines
+
+    def _removed_since(self, path: str, position: int) -> bool:
+        """Whether a command after `position` removed the file (`rm`, `git rm`)."""
+        for call in self.h.calls:
+            if call.position <= position or not call.command or call.failed:
+                continue
+            for removed in removed_paths(call.command):
+                removed = removed.removeprefix("./")
+                if path == removed or path.endswith("/" + removed):
+                    return True
+        return False
+
+    def _may_be_about(self, text: str, path: str) -> bool:
+        """Whether a text may speak of the file at `path`: it names it, or no other file read."""
+        named = {os.path.basename(p) for p in mentioned_paths(text)}
+        others = {os.path.basename(p) for p in self.h.facts.files_read} - {os.path.basename(path)}
+        return os.path.basename(path) in named or named.isdisjoint(others)
 
     def layout(self, level: _Level) -> list[str]:
         """The folders the agent listed, each as it last listed them, the newest first."""
@@ -1212,6 +1277,9 @@ class _Renderer:
         keep = level.errors if cuts.errors is None else cuts.errors
         unresolved = [r for r in self.errors if r.resolved_by is None]
         shown = self.errors[: max(keep, min(len(unresolved), UNRESOLVED_SHOWN))]
+        if cuts.fixed_errors is not None:
+            # Unresolved first, the fixed ones after them: those past the cut go.
+            shown = shown[: sum(1 for r in shown if r.resolved_by is None) + cuts.fixed_errors]
         lines: list[str] = []
         for record in shown:
             lines.extend(self._error_lines(record, level))
@@ -1601,6 +1669,10 @@ class _Renderer:
             )
         if call.is_error is None:
             lines.append("     -> no result recorded")
+        elif env_file_read(call):
+            # An env file's values are never quoted: section 2 names its keys.
+            outcome = "failed" if call.failed else "ok"
+            lines.append(f"     -> {outcome} (an env file's lines)")
         elif call.failed:
             lines.append("     -> failed:")
             lines.extend(
@@ -1922,27 +1994,31 @@ class _Renderer:
 
 
 CUT_ORDER: tuple[tuple[str, ...], ...] = (
-    ("spec_lines", "recent", "errors"),
+    ("spec_lines", "recent", "fixed_errors"),
     ("carried", "answered"),
     ("earlier", "files"),
+    ("errors",),
     ("prompts",),
 )
 """The long lists `_cut_to_fit` shortens, least needed first: a task's spec, the last steps
 and the fixed errors (their commands and files are named elsewhere) before what the previous
-summary carried and the answered message, those before the files, the user's own prompts
-last (an agent cannot ask for them again)."""
+summary carried and the answered message, those before the files, the files before the
+unresolved errors (what is left to fix), the user's own prompts last (an agent cannot ask for
+them again)."""
 
 
 def _cut_to_fit(renderer: _Renderer, level: _Level, max_tokens: int) -> str:
     """Shorten the long lists one step at a time until the text fits: within the least
     needed group of `CUT_ORDER` that still has items, its longest list first."""
     cuts = _Cuts()
+    unresolved = [r for r in renderer.errors if r.resolved_by is None]
     sizes = {
         "files": min(level.files, len(renderer.h.changes)),
         "earlier": min(level.earlier_files, max(0, len(renderer.h.changes) - level.files)),
         "prompts": len(renderer.requests),
         "carried": renderer.carried_kept(level, cuts),
-        "errors": min(level.errors, len(renderer.errors)),
+        "errors": min(level.errors, len(unresolved)),
+        "fixed_errors": max(0, min(level.errors, len(renderer.errors)) - len(unresolved)),
         "spec_lines": level.spec_lines,
         "recent": level.recent_chars // 100,
         "answered": level.answered_chars // 100,

@@ -40,6 +40,8 @@ or an explicit sort: the same messages give the same hand-over.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -141,6 +143,11 @@ _DEFINITION = re.compile(
     r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?(?:pub(?:\(\w+\))?\s+)?"
     r"(?:def|defp|defmacro|defmodule|class|function|func|fn|interface|struct|enum|trait|"
     r"module|type)\s+([A-Za-z_][\w.?!]*)"
+    r"|^\s*func\s+\([^()\n]*\)\s*([A-Za-z_]\w*)"  # a Go method: `func (s *Store) Save(`
+    # A JS/TS class's method (`  async load(x) {`), no control word (`if (x) {`).
+    r"|^[ \t]+(?:(?:static|async|get|set|public|private|protected)\s+)*"
+    r"(?!(?:if|for|while|switch|catch|with|return|function|else)\b)([A-Za-z_$][\w$]*)"
+    r"\s*\([^()\n]*\)\s*(?::\s*[^{\n]+)?\{\s*$"
     r"|^\s*(?:export\s+)?const\s+([A-Za-z_]\w*)\s*=\s*(?:async\s*)?(?:\(|function\b)"
     r"|^([.#][A-Za-z_][\w-]*)[^{\n]*\{",
     re.M,
@@ -161,6 +168,19 @@ LISTING_TOOLS = frozenset({"Glob", "glob", "LS", "list_directory", "list_dir", "
 """Tools whose result lists a folder's files."""
 _LONG_LISTING = re.compile(r"^[bcdlps-][rwxsStT-]{9}[@+.]?\s")
 """An `ls -l` line: its name is its ninth field."""
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+"""An `ls -l --time-style=long-iso` date: the line has one field less, its name the eighth."""
+OPTION_VALUES = frozenset(
+    {
+        "-I", "-P", "-L", "--ignore", "--pattern", "-e", "-E", "-t", "--extension", "--exclude",
+        "--type", "-d", "--max-depth", "--level", "-name", "-iname", "-path", "-type",
+        "-maxdepth", "-mindepth", "-newer", "-size", "-mtime",
+    }
+)  # fmt: skip
+"""Options of the listing programs whose value is the next word (`tree -I node_modules`,
+`fd -e py`, `find -name x`): no folder."""
+_LS_HEADING = re.compile(r"^(\S[^:]*):$")
+"""The heading `ls` prints over each folder's names when it lists several (`src:`)."""
 _TREE_GLYPHS = re.compile(r"^(?:[\s│├└─|`]|-\s)+")
 """What a nested listing puts before a name: tree lines, indentation, a list's dashes."""
 _ENTRY = re.compile(r"^[\w@.+~/-][\w@.+~/-]*$")
@@ -690,49 +710,105 @@ def _without_previous_summaries(
     return kept, summaries
 
 
-def _does_again(later: Call, failed: Call) -> bool:
-    """Whether a later call does what a failed one tried: writes or reads the same file, runs
-    the same program and subcommand (the same command, when it runs no program), or calls
-    the same tool with the same input."""
-    if failed.paths_written or failed.paths_read:
-        return (later.paths_written, later.paths_read) == (failed.paths_written, failed.paths_read)
-    if failed.command:
-        key = command_key(failed.command)
-        if key:
-            return command_key(later.command or "") == key
-        return normalize_text(later.command or "") == normalize_text(failed.command)
-    return (later.name, later.block.get("input")) == (failed.name, failed.block.get("input"))
+def _redo_key(failed: Call) -> tuple[Any, ...]:
+    """What a later call must share to do what a failed one tried (see `_redo_keys`): the
+    files it writes and reads; else its program and subcommand (its whole command, when it
+    runs no program); else its tool and input (an input's keys only: equal inputs are
+    compared apart, `_same_input`)."""
+    written, read = failed.paths_written, failed.paths_read
+    if written or read:
+        return ("files", written, read)
+    command = failed.command
+    if command:
+        key = command_key(command)
+        return ("program", key) if key else ("command", normalize_text(command))
+    return ("tool", failed.name, _input_shape(failed))
 
 
-def _reading_after(handover: Handover, call: Call) -> str:
-    """The agent's first text after a failed call's result, when no call came between."""
+def _redo_keys(call: Call) -> list[tuple[Any, ...]]:
+    """Every `_redo_key` a failed call may have that this call shares."""
+    command = call.command or ""
+    return [
+        ("files", call.paths_written, call.paths_read),
+        ("program", command_key(command)),
+        ("command", normalize_text(command)),
+        ("tool", call.name, _input_shape(call)),
+    ]
+
+
+def _input_shape(call: Call) -> tuple[str, ...] | str:
+    """A call's input told by its keys (hashable, unlike the input itself)."""
+    tool_input = call.block.get("input")
+    return tuple(sorted(map(str, tool_input))) if isinstance(tool_input, Mapping) else ""
+
+
+def _same_input(later: Call, failed: Call) -> bool:
+    """Whether two calls were given the same input."""
+    return later.block.get("input") == failed.block.get("input")
+
+
+def _reading_after(handover: Handover, call: Call, call_positions: Sequence[int]) -> str:
+    """The agent's first text after a failed call's result, when no call came between
+    (`call_positions`: every call's position, in order)."""
     after = call.result_position
-    text = next(((p, t) for p, t in handover.assistant_texts if p > after), None)
-    if text is None or any(after < c.position < text[0] for c in handover.calls):
+    texts = handover.assistant_texts
+    index = bisect.bisect_right(texts, after, key=lambda text: text[0])
+    if index == len(texts):
         return ""
-    return text[1]
+    position, text = texts[index]
+    between = bisect.bisect_right(call_positions, after)
+    if between < len(call_positions) and call_positions[between] < position:
+        return ""
+    return text
 
 
 def _resolve_errors(handover: Handover) -> list[ErrorRecord]:
+    """Each failed call with the first later call that did again what it tried and succeeded
+    (its fix), the agent's words right after it, and the calls tried before the fix: the
+    calls read once, from the last back (a scan per failure took minutes in long sessions)."""
     calls = handover.calls
+    call_positions = [c.position for c in calls]
+    # The next call (by index) that writes a file or runs a command: what a failure "tried".
+    next_tried = [len(calls)] * (len(calls) + 1)
+    for index in range(len(calls) - 1, -1, -1):
+        doing = calls[index].path_written or calls[index].command
+        next_tried[index] = index if doing else next_tried[index + 1]
+    # The nearest later succeeded call by each key; for tools, those of one input shape.
+    fixes: dict[tuple[Any, ...], Call] = {}
+    tool_fixes: dict[tuple[Any, ...], list[Call]] = {}
+    found: list[tuple[Call, Call | None]] = []
+    for call in reversed(calls):
+        if call.failed:
+            key = _redo_key(call)
+            if key[0] == "tool":
+                fix = next(
+                    (c for c in reversed(tool_fixes.get(key, [])) if _same_input(c, call)), None
+                )
+            else:
+                fix = fixes.get(key)
+            found.append((call, fix))
+        elif call.is_error is not None:
+            for key in _redo_keys(call):
+                if key[0] == "tool":
+                    tool_fixes.setdefault(key, []).append(call)
+                else:
+                    fixes[key] = call
     records: list[ErrorRecord] = []
-    for index, call in enumerate(calls):
-        if not call.failed:
-            continue
-        later = calls[index + 1 :]
-        answered = [c for c in later if c.is_error is not None]
-        fix = next((c for c in answered if not c.failed and _does_again(c, call)), None)
-        tried = [
-            c
-            for c in later
-            if (fix is None or c.position < fix.position) and (c.path_written or c.command)
-        ]
+    index_of = {id(call): index for index, call in enumerate(calls)}
+    for call, fix in reversed(found):
+        tried: list[Call] = []
+        at = next_tried[index_of[id(call)] + 1]
+        while at < len(calls) and len(tried) < TRIED_CALLS:
+            if fix is not None and calls[at].position >= fix.position:
+                break
+            tried.append(calls[at])
+            at = next_tried[at + 1]
         records.append(
             ErrorRecord(
                 call=call,
                 resolved_by=fix,
-                reading=_reading_after(handover, call),
-                tried=tuple(tried[:TRIED_CALLS]),
+                reading=_reading_after(handover, call, call_positions),
+                tried=tuple(tried),
             )
         )
     return records
@@ -895,7 +971,11 @@ def _drop_stale_findings(handover: Handover) -> None:
     file, or a name (`code`, snake_case, camelCase) the later change defines. What
     the agent said before it changed a thing ("X is still missing") is not its state; a file
     that only uses the name changed nothing the finding is about, so it stays."""
-    later_writes = [c for c in handover.calls if c.path_written]
+    later_writes = [
+        _Write(c.position, {_name(p) for p in c.paths_written}, written_code(c.block))
+        for c in handover.calls
+        if c.path_written
+    ]
     if not later_writes:
         return
     kept: list[tuple[int, str]] = []
@@ -920,20 +1000,31 @@ def _defines(code: str, name: str) -> bool:
     return re.search(assigned, code, re.M) is not None
 
 
-def _stale(position: int, sentence: str, writes: Sequence[Call]) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A file write as `_stale` reads it (worked out once, not once per finding)."""
+
+    position: int
+    names: set[str]
+    """The names (`_name`) of the files it writes."""
+    code: str
+    """The code it was given (`written_code`)."""
+
+
+def _stale(position: int, sentence: str, writes: Sequence[_Write]) -> bool:
     """Whether a write after `position` changed what the sentence is about: the file it names,
     or the definition of a name it holds. When unsure the finding stays."""
     after = [c for c in writes if c.position > position]
     if not after:
         return False
     files = {_name(p) for p in mentioned_paths(sentence)}
-    if any(_name(path) in files for c in after for path in c.paths_written):
+    if any(not files.isdisjoint(c.names) for c in after):
         return True
     names = {(m.group(1) or m.group(2)).strip("()") for m in _IDENTIFIER.finditer(sentence)}
     names = {n for n in names if re.fullmatch(r"[A-Za-z_][\w.]*", n) and len(n) >= 3}
     if not names:
         return False
-    code = "\n".join(written_code(c.block) for c in after)
+    code = "\n".join(c.code for c in after)
     return any(_defines(code, n) for n in names)
 
 
@@ -1211,14 +1302,26 @@ def open_items(text: str) -> tuple[str, ...]:
     return tuple(found[:STATUS_ITEMS])
 
 
+def is_env_file(path: str) -> bool:
+    """Whether a path names an env file (`.env`, `.env.local`, `app/.env.sh`): its values are
+    never shown, only its key names."""
+    return bool(path) and _ENV_FILE.fullmatch(path) is not None
+
+
+def env_file_read(call: Call) -> str | None:
+    """The env file a call reads (a file tool's, or one its command names: `cat .env`,
+    `grep DB .env.local`), or None."""
+    paths = list(call.paths_read) or _ENV_FILE.findall(call.command or "")
+    return next((p for p in paths if is_env_file(p)), None)
+
+
 def _env_keys(handover: Handover) -> None:
     """Which `.env` file holds which key, by name: from a read of the file or a command naming
     it, the names its output shows (`NAME=…` lines, or a bare `NAME` as `cut -d= -f1` prints)."""
     for call in handover.calls:
         if call.failed or call.is_error is None:
             continue
-        paths = list(call.paths_read) or _ENV_FILE.findall(call.command or "")
-        env = next((p for p in paths if p and _ENV_FILE.fullmatch(p)), None)
+        env = env_file_read(call)
         if env is None:
             continue
         names = handover.env_keys.setdefault(env, [])
@@ -1250,10 +1353,12 @@ def listing_entry(line: str) -> str | None:
     sentence)."""
     line = line.rstrip()
     if _LONG_LISTING.match(line):
-        fields = line.split(None, 8)
-        if len(fields) < 9:
+        iso = len(line.split(None, 6)) > 5 and _ISO_DATE.match(line.split(None, 6)[5])
+        last = 7 if iso else 8
+        fields = line.split(None, last)
+        if len(fields) <= last:
             return None
-        name = fields[8].split(" -> ", 1)[0]
+        name = fields[last].split(" -> ", 1)[0]
         name += "/" if line.startswith("d") and not name.endswith("/") else ""
     else:
         name = _TREE_GLYPHS.sub("", line)
@@ -1287,17 +1392,24 @@ def listing_paths(output: str) -> tuple[list[str], int]:
 
 
 def listed_folder(call: Call) -> str | None:
-    """The folder a call lists: a listing program's first argument that is no option
-    ("." when it names none), a listing tool's path; None when the call lists nothing."""
+    """The folder a call lists: a listing program's first argument that is no option nor
+    an option's value ("." when it names none), under the folder a `cd` before it changed
+    to; a listing tool's path; None when the call lists nothing."""
     if call.command:
         words = command_words(call.command)
         if not words or words[0].rsplit("/", 1)[-1] not in LISTING_PROGRAMS:
             return None
-        folders = [w.strip("'\"") for w in words[1:] if not w.startswith(("-", "(", "!", "\\"))]
+        folders: list[str] = []
+        for before, word in itertools.pairwise(words):
+            if before not in OPTION_VALUES and not word.startswith(("-", "(", "!", "\\")):
+                folders.append(word.strip("'\""))
         # An option's number (`tree -L 2`) or a pattern (`*.py`) names no folder.
         folder = next(
             (w for w in folders if w and not w.isdigit() and not any(c in w for c in "*?[")), "."
         )
+        changed_to = _changed_to(call.command)
+        if changed_to and not folder.startswith("/"):
+            folder = posixpath.normpath(posixpath.join(changed_to, folder))
     elif call.name in LISTING_TOOLS:
         tool_input = call.block.get("input")
         given = tool_input if isinstance(tool_input, Mapping) else {}
@@ -1313,21 +1425,68 @@ def listed_folder(call: Call) -> str | None:
     return folder[2:] if folder.startswith("./") else folder
 
 
+def _changed_to(command: str) -> str:
+    """The folder the `cd`s before a command line's first program change to ("" for none)."""
+    folder = ""
+    for segment in command_segments(command):
+        words = segment.split()
+        if not words or words[0] != "cd":
+            break
+        target = words[1].strip("'\"") if len(words) > 1 else ""
+        if not target or target.startswith(("~", "-", "$")):
+            return ""
+        folder = posixpath.normpath(posixpath.join(folder, target)) if folder else target
+    return folder
+
+
+def removed_paths(command: str) -> list[str]:
+    """The paths a command line removes (`rm -rf build`, `git rm a.py`), as written."""
+    removed: list[str] = []
+    for segment in command_segments(command):
+        words = segment.split()
+        start = 1 if words[:1] == ["rm"] else 2 if words[:2] == ["git", "rm"] else 0
+        if start:
+            removed += [w.strip("'\"").rstrip("/") for w in words[start:] if not w.startswith("-")]
+    return [path for path in removed if path]
+
+
+def _ls_sections(folder: str, output: str) -> list[tuple[str, str]]:
+    """A listing's output by folder: `ls a b` prints each folder's names under an `a:`
+    heading; any other output is the one folder's."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in output.splitlines():
+        heading = _LS_HEADING.match(line.rstrip())
+        if heading:
+            sections.append((heading.group(1), []))
+        elif sections:
+            sections[-1][1].append(line)
+        else:
+            sections.append((folder, [line]))
+    if len(sections) < 2:
+        return [(folder, output)]
+    return [(name, "\n".join(lines)) for name, lines in sections]
+
+
 def _listings(handover: Handover) -> None:
     latest: dict[str, Listing] = {}
     for call in handover.calls:
         if call.failed or call.is_error is None:
             continue
-        folder = listed_folder(call)
-        if folder is None:
+        for path in removed_paths(call.command or ""):
+            gone = posixpath.normpath(path)
+            for folder in [f for f in latest if f == gone or f.startswith(gone + "/")]:
+                del latest[folder]
+        listed = listed_folder(call)
+        if listed is None:
             continue
-        lines = [line for line in call.result.splitlines() if line.strip()]
-        entries, names = listing_paths(call.result)
-        # Mostly names, else the output is something else (a search's matching lines).
-        if not entries or 2 * names < len(lines):
-            continue
-        latest.pop(folder, None)
-        latest[folder] = Listing(call, folder, tuple(entries))
+        for folder, output in _ls_sections(listed, call.result):
+            lines = [line for line in output.splitlines() if line.strip()]
+            entries, names = listing_paths(output)
+            # Mostly names, else the output is something else (a search's matching lines).
+            if not entries or 2 * names < len(lines):
+                continue
+            latest.pop(folder, None)
+            latest[folder] = Listing(call, folder, tuple(entries))
     handover.listings = list(latest.values())
 
 
@@ -1483,6 +1642,8 @@ __all__ = [
     "approves",
     "defined_name",
     "definition_lines",
+    "env_file_read",
+    "is_env_file",
     "listed_folder",
     "listing_entry",
     "listing_paths",
@@ -1491,6 +1652,7 @@ __all__ = [
     "push_target",
     "read_handover",
     "ready_items",
+    "removed_paths",
     "replaced_code",
     "request_steps",
     "writes_whole_file",
