@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import pytest
 from conversation import bash, read, says, user, write
 
 from unbounded.compaction.command_results import failure_headline
