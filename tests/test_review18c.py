@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from test_calibration_cleared import (
     read_files,
     turn,
 )
+from unbounded.compaction import handover
 from unbounded.compaction.handover import read_handover
 from unbounded.model.request import ProviderRequest
 from unbounded.policy import Policy
@@ -132,3 +134,39 @@ def test_a_retry_with_an_equal_input_of_other_key_types_resolves_the_failure() -
     ]  # fmt: skip
     (error,) = read_handover(messages).errors
     assert error.resolved_by is not None and error.resolved_by.tool_id == "b"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review18c #4 (better than base38, which scanned every later call per failure): a "
+    "failed tool call that neither writes, reads nor runs a command is matched by scanning "
+    "every later success of its tool and input keys, so 8,000 searches with distinct "
+    "queries, every other one failing, take 1.6 s and 16,000 take 16 s (quadratic)",
+)
+def test_failed_tool_calls_are_matched_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 2_000
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Search for the terms."}]
+    for index in range(calls):
+        failed = index % 2 == 0
+        messages += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"t{index}", "name": "search",
+                 "input": {"q": f"term {index}"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{index}", "is_error": failed,
+                 "content": "Error: not found" if failed else "3 hits"}]},
+        ]  # fmt: skip
+    compared = 0
+    same_input = handover._same_input
+
+    def counted(later: handover.Call, failed: handover.Call) -> bool:
+        nonlocal compared
+        compared += 1
+        return same_input(later, failed)
+
+    monkeypatch.setattr(handover, "_same_input", counted)
+    records = read_handover(messages).errors
+    assert len(records) == calls // 2 and all(r.resolved_by is None for r in records)
+    assert (
+        compared <= 2 * calls
+    )  # a bounded number of comparisons per failure, not every later call
