@@ -36,13 +36,6 @@ def _close(session: Session) -> None:
     session.store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review18c #1: reopened between a prepare that cleared results and its reply, the "
-    "session measures the last usage (billed for a request without those clears) against "
-    "the raw estimate less every clear saved so far: calibration 3.0 (the clamp) for 1.4, "
-    "the next request estimated at twice its size (base38: 1.4)",
-)
 @pytest.mark.parametrize("reply", ["pending", "no-usage"])
 def test_reopened_after_a_clearing_prepare_keeps_the_calibration(
     tmp_path: Path, reply: str

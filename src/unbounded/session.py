@@ -151,7 +151,10 @@ class Session:
         # Set before the first prepare does: the calibration counts the cleared results as
         # the placeholders the last request carried, with the handle when recall is offered.
         self.micro.name_handles = offers_recall(self.config.tools, self.policy)
-        self._calibrate()
+        if self._state.calibration is None:
+            # A saved calibration was measured when its usage arrived; measured again now,
+            # it would count clears made since (a prepare whose reply never came) as billed.
+            self._calibrate()
 
     # -- configuration ---------------------------------------------------------------------------
     @property
