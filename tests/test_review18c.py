@@ -108,12 +108,6 @@ def test_calibration_is_taken_against_the_request_less_its_cache_edits() -> None
     assert session.calibration == pytest.approx(TRUE_RATIO, rel=0.02)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review18c #2: a tool input's keys are told apart by str() (_input_shape), so equal "
-    "inputs whose keys differ only in type ({1: x} == {True: x}) no longer find their fix; "
-    "the pairwise rule compared the inputs (only Python callers can send non-string keys)",
-)
 def test_a_retry_with_an_equal_input_of_other_key_types_resolves_the_failure() -> None:
     messages = [
         {"role": "user", "content": "Look it up."},
@@ -129,13 +123,6 @@ def test_a_retry_with_an_equal_input_of_other_key_types_resolves_the_failure() -
     assert error.resolved_by is not None and error.resolved_by.tool_id == "b"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review18c #4 (better than base38, which scanned every later call per failure): a "
-    "failed tool call that neither writes, reads nor runs a command is matched by scanning "
-    "every later success of its tool and input keys, so 8,000 searches with distinct "
-    "queries, every other one failing, take 1.6 s and 16,000 take 16 s (quadratic)",
-)
 def test_failed_tool_calls_are_matched_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = 2_000
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Search for the terms."}]

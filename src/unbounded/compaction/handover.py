@@ -44,7 +44,7 @@ import bisect
 import itertools
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -713,8 +713,7 @@ def _without_previous_summaries(
 def _redo_key(failed: Call) -> tuple[Any, ...]:
     """What a later call must share to do what a failed one tried (see `_redo_keys`): the
     files it writes and reads; else its program and subcommand (its whole command, when it
-    runs no program); else its tool and input (an input's keys only: equal inputs are
-    compared apart, `_same_input`)."""
+    runs no program); else its tool and its whole input (`_input_key`)."""
     written, read = failed.paths_written, failed.paths_read
     if written or read:
         return ("files", written, read)
@@ -722,7 +721,7 @@ def _redo_key(failed: Call) -> tuple[Any, ...]:
     if command:
         key = command_key(command)
         return ("program", key) if key else ("command", normalize_text(command))
-    return ("tool", failed.name, _input_shape(failed))
+    return ("tool", failed.name, _input_key(failed))
 
 
 def _redo_keys(call: Call) -> list[tuple[Any, ...]]:
@@ -732,14 +731,27 @@ def _redo_keys(call: Call) -> list[tuple[Any, ...]]:
         ("files", call.paths_written, call.paths_read),
         ("program", command_key(command)),
         ("command", normalize_text(command)),
-        ("tool", call.name, _input_shape(call)),
+        ("tool", call.name, _input_key(call)),
     ]
 
 
-def _input_shape(call: Call) -> tuple[str, ...] | str:
-    """A call's input told by its keys (hashable, unlike the input itself)."""
-    tool_input = call.block.get("input")
-    return tuple(sorted(map(str, tool_input))) if isinstance(tool_input, Mapping) else ""
+def _input_key(call: Call) -> Hashable:
+    """A call's input as a hashable value equal for equal inputs (`_canonical`)."""
+    return _canonical(call.block.get("input"))
+
+
+def _canonical(value: Any) -> Hashable:
+    """A JSON-like value as a hashable one that is equal exactly when the values are equal
+    (mappings as sets of items, sequences as tuples, each tagged by its kind)."""
+    if isinstance(value, Mapping):
+        return ("map", frozenset((key, _canonical(item)) for key, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_canonical(item) for item in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("repr", repr(value))
+    return value  # type: ignore[no-any-return]
 
 
 def _same_input(later: Call, failed: Call) -> bool:
@@ -773,26 +785,19 @@ def _resolve_errors(handover: Handover) -> list[ErrorRecord]:
     for index in range(len(calls) - 1, -1, -1):
         doing = calls[index].path_written or calls[index].command
         next_tried[index] = index if doing else next_tried[index + 1]
-    # The nearest later succeeded call by each key; for tools, those of one input shape.
+    # The nearest later succeeded call by each key (a tool's by its whole input).
     fixes: dict[tuple[Any, ...], Call] = {}
-    tool_fixes: dict[tuple[Any, ...], list[Call]] = {}
     found: list[tuple[Call, Call | None]] = []
     for call in reversed(calls):
         if call.failed:
             key = _redo_key(call)
-            if key[0] == "tool":
-                fix = next(
-                    (c for c in reversed(tool_fixes.get(key, [])) if _same_input(c, call)), None
-                )
-            else:
-                fix = fixes.get(key)
+            fix = fixes.get(key)
+            if fix is not None and key[0] == "tool" and not _same_input(fix, call):
+                fix = None  # an input `_canonical` could not tell apart (an odd value's repr)
             found.append((call, fix))
         elif call.is_error is not None:
             for key in _redo_keys(call):
-                if key[0] == "tool":
-                    tool_fixes.setdefault(key, []).append(call)
-                else:
-                    fixes[key] = call
+                fixes[key] = call
     records: list[ErrorRecord] = []
     index_of = {id(call): index for index, call in enumerate(calls)}
     for call, fix in reversed(found):
