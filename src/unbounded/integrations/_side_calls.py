@@ -135,8 +135,8 @@ def side_scale(session: Session, view: Sequence[MessageParam]) -> float | None:
     """Tokens per estimated token of the side call's `view`: what the session counts for its
     next request (the last usage, and the estimate of what came after it) over the length
     estimate of the view as a request sends it (tool results microcompaction cleared,
-    cleared). None before any usage. The session's calibration compares its usage with the
-    view before clearing: applied to the cleared view, it would count it short."""
+    cleared). None before any usage. It reads the session's count as of now, so clears made
+    since the last usage are already in it."""
     counter = session.status()
     if counter.reported_tokens <= 0:
         return None
