@@ -131,27 +131,11 @@ def side_budget(
     return SideBudget(info.context_window, info.context_window - reserve)
 
 
-def side_scale(session: Session, view: Sequence[MessageParam]) -> float | None:
-    """Tokens per estimated token of the side call's `view`: what the session counts for its
-    next request (the last usage, and the estimate of what came after it) over the length
-    estimate of the view as a request sends it (tool results microcompaction cleared,
-    cleared). None before any usage. It reads the session's count as of now, so clears made
-    since the last usage are already in it."""
-    counter = session.status()
-    if counter.reported_tokens <= 0:
-        return None
-    exact = session.config.system_tokens
-    raw = sum(content_tokens(m.get("content")) for m in view)
-    raw += session.settings.overhead_raw if exact is None else 0
-    counted = counter.tokens - (exact or 0)
-    return counted / raw if raw > 0 and counted > 0 else None
-
-
 def side_request_tokens(
     messages: Sequence[MessageParam], params: Mapping[str, Any], scale: float | None
 ) -> int:
     """What a side request of `messages` under `params` (its system and tools) counts: the
-    length estimate times `scale` (`side_scale`), padded by 4/3 without one."""
+    length estimate times `scale` (the session's calibration), padded by 4/3 without one."""
     raw = sum(content_tokens(m.get("content")) for m in messages)
     system = params.get("system")
     raw += content_tokens(system) if system else 0
@@ -310,7 +294,6 @@ __all__ = [
     "side_budget",
     "side_request",
     "side_request_tokens",
-    "side_scale",
     "side_view",
     "with_recall_tool",
 ]

@@ -157,7 +157,6 @@ from unbounded.integrations._side_calls import (
     side_budget,
     side_request,
     side_request_tokens,
-    side_scale,
     side_view,
     with_recall_tool,
 )
@@ -991,7 +990,7 @@ class ClientPipeline:
         ]
         fit = side_budget(session, model, fields.get("max_tokens"), betas)
         view = messages[:view_length]
-        scale = side_scale(session, view)
+        scale = session.calibration
         fitted, left_out = fit_side_view(
             view,
             messages[view_length:],
