@@ -66,3 +66,34 @@ def test_each_failure_s_fix_is_the_first_later_call_doing_it_again() -> None:
             between = text is None or any(after < c.position < text[0] for c in calls)
             assert record.reading == ("" if between or text is None else text[1])
         assert any(record.reading for record in handover.errors)
+
+
+class _Opaque:
+    """A value with one repr for every instance, equal only to itself (and unhashable)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return "opaque"
+
+
+def test_a_retry_is_a_fix_only_when_its_input_is_equal_not_just_alike() -> None:
+    def attempt(call_id: str, value: object, failed: bool) -> list[dict[str, Any]]:
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": "ok"}
+        if failed:
+            result.update(content="Error: boom", is_error=True)
+        use = {"type": "tool_use", "id": call_id, "name": "lookup", "input": {"v": value}}
+        return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [result]}]
+
+    same = _Opaque()
+    for retried, fixed in ((same, True), (_Opaque(), False)):
+        messages = [
+            {"role": "user", "content": "Look it up."},
+            *attempt("a", same, True),
+            *attempt("b", retried, False),
+        ]
+        (error,) = read_handover(messages).errors
+        assert (error.resolved_by is not None) is fixed
